@@ -1,0 +1,353 @@
+//! Unit-test operators natively, with plain `cargo test` and no Wasm build,
+//! against an in-memory host for state and emit.
+//!
+//! ```
+//! use weir_sdk::{testing::Harness, Context, OpenContext, Operator, OperatorInfo, Record, Result};
+//!
+//! struct Count;
+//! impl Operator for Count {
+//!     fn describe() -> OperatorInfo { OperatorInfo::new("count", "1.0.0").input("in").output("out") }
+//!     fn open(_: &OpenContext) -> Result<Self> { Ok(Count) }
+//!     fn process(&mut self, ctx: &mut Context, _: u32, batch: Vec<Record>) -> Result<()> {
+//!         let n = batch.len() as u64 + ctx.get(b"n").map(|b| b[0] as u64).unwrap_or(0);
+//!         ctx.put(b"n", &[n as u8]);
+//!         ctx.emit(0, Record::new(n.to_string()));
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let mut h = Harness::<Count>::open("{}").unwrap();
+//! h.process("in", vec![Record::new("a"), Record::new("b")]).unwrap();
+//! let out = h.process("in", vec![Record::new("c")]).unwrap();
+//! assert_eq!(out[0].value_str().unwrap(), "3");
+//! assert_eq!(h.state()[&b"n".to_vec()], vec![3]);
+//! ```
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use crate::{Context, Error, LogLevel, OpenContext, Operator, OperatorInfo, Record, Result};
+
+/// The in-memory host: state, emitted records and log lines.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryHost {
+    /// Keyed state, as the real host would checkpoint it.
+    pub state: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Records emitted and not yet taken, with their output port.
+    pub emitted: Vec<(u32, Record)>,
+    /// Log lines.
+    pub logs: Vec<(LogLevel, String)>,
+}
+
+thread_local! {
+    static HOST: RefCell<Option<MemoryHost>> = const { RefCell::new(None) };
+}
+
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+pub(crate) fn with_host<R>(f: impl FnOnce(&mut MemoryHost) -> R) -> R {
+    HOST.with(|h| {
+        let mut h = h.borrow_mut();
+        let host = h.as_mut().expect(
+            "no in-memory Weir host on this thread: use weir_sdk::testing::Harness or with_memory_host",
+        );
+        f(host)
+    })
+}
+
+/// Runs `f` with `host` installed on this thread, and gives it back.
+fn install<R>(host: &mut MemoryHost, f: impl FnOnce() -> R) -> R {
+    let previous = HOST.with(|h| h.replace(Some(std::mem::take(host))));
+    let out = f();
+    *host = HOST
+        .with(|h| h.replace(previous))
+        .expect("the installed host is still there");
+    out
+}
+
+/// Runs `f` with a fresh in-memory host installed on this thread, so that a
+/// [`Context`] built inside it works.
+///
+/// ```
+/// let v = weir_sdk::testing::with_memory_host(|| {
+///     let mut ctx = weir_sdk::Context::new();
+///     ctx.put(b"k", b"v");
+///     ctx.get(b"k")
+/// });
+/// assert_eq!(v.unwrap(), b"v");
+/// ```
+pub fn with_memory_host<R>(f: impl FnOnce() -> R) -> R {
+    install(&mut MemoryHost::default(), f)
+}
+
+/// Drives one operator instance through its lifecycle against an in-memory
+/// host, as the real host would.
+///
+/// ```
+/// # use weir_sdk::*;
+/// # struct Echo;
+/// # impl Operator for Echo {
+/// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+/// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+/// # fn process(&mut self, ctx: &mut Context, _: u32, b: Vec<Record>) -> Result<()> { ctx.emit_all(0, b); Ok(()) }
+/// # }
+/// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+/// assert_eq!(h.process("in", vec![Record::new("x")]).unwrap().len(), 1);
+/// h.finish().unwrap();
+/// ```
+pub struct Harness<O: Operator> {
+    op: O,
+    open_ctx: OpenContext,
+    info: OperatorInfo,
+    host: MemoryHost,
+}
+
+impl<O: Operator> Harness<O> {
+    /// Opens an instance with the JSON configuration `config`.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(ctx: &OpenContext) -> Result<Self> { ctx.config_as::<serde_json::Value>()?; Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// assert!(weir_sdk::testing::Harness::<Echo>::open("not json").is_err());
+    /// ```
+    pub fn open(config: &str) -> Result<Self> {
+        Self::open_with(OpenContext::with_config(config))
+    }
+
+    /// Opens an instance with a full [`OpenContext`].
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let ctx = OpenContext { operator_id: "e".into(), instance: 1, parallelism: 2, config: "{}".into() };
+    /// weir_sdk::testing::Harness::<Echo>::open_with(ctx).unwrap();
+    /// ```
+    pub fn open_with(ctx: OpenContext) -> Result<Self> {
+        let mut host = MemoryHost::default();
+        let op = install(&mut host, || O::open(&ctx))?;
+        Ok(Harness {
+            op,
+            open_ctx: ctx,
+            info: O::describe(),
+            host,
+        })
+    }
+
+    fn call(
+        &mut self,
+        f: impl FnOnce(&mut O, &mut Context) -> Result<()>,
+    ) -> Result<Vec<(u32, Record)>> {
+        let op = &mut self.op;
+        install(&mut self.host, || {
+            let mut ctx = Context::new();
+            let out = f(op, &mut ctx);
+            ctx.flush();
+            out
+        })?;
+        Ok(std::mem::take(&mut self.host.emitted))
+    }
+
+    /// Feeds `batch` to the input port called `port` and returns the records
+    /// emitted during the call, on any output port.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, ctx: &mut Context, _: u32, b: Vec<Record>) -> Result<()> { ctx.emit_all(0, b); Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert!(h.process("nope", vec![]).is_err());
+    /// ```
+    pub fn process(&mut self, port: &str, batch: Vec<Record>) -> Result<Vec<Record>> {
+        Ok(self
+            .process_ports(port, batch)?
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect())
+    }
+
+    /// Like [`process`](Self::process), with each record's output port number.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, ctx: &mut Context, _: u32, b: Vec<Record>) -> Result<()> { ctx.emit_all(0, b); Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert_eq!(h.process_ports("in", vec![Record::new("x")]).unwrap()[0].0, 0);
+    /// ```
+    pub fn process_ports(&mut self, port: &str, batch: Vec<Record>) -> Result<Vec<(u32, Record)>> {
+        let port = self.info.input_port(port).ok_or_else(|| {
+            Error::Other(format!(
+                "operator `{}` has no input port `{port}` (it has {:?})",
+                self.info.name, self.info.inputs
+            ))
+        })?;
+        self.call(|op, ctx| op.process(ctx, port, batch))
+    }
+
+    /// Calls `on_checkpoint` and returns what it emitted.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert!(h.checkpoint(1).unwrap().is_empty());
+    /// ```
+    pub fn checkpoint(&mut self, checkpoint_id: u64) -> Result<Vec<Record>> {
+        let out = self.call(|op, ctx| op.on_checkpoint(ctx, checkpoint_id))?;
+        Ok(out.into_iter().map(|(_, r)| r).collect())
+    }
+
+    /// Calls `finish` and returns what it emitted.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert!(h.finish().unwrap().is_empty());
+    /// ```
+    pub fn finish(&mut self) -> Result<Vec<Record>> {
+        let out = self.call(|op, ctx| op.finish(ctx))?;
+        Ok(out.into_iter().map(|(_, r)| r).collect())
+    }
+
+    /// The operator's snapshot bytes.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert!(h.snapshot().is_empty());
+    /// ```
+    pub fn snapshot(&mut self) -> Vec<u8> {
+        let op = &mut self.op;
+        install(&mut self.host, || op.snapshot())
+    }
+
+    /// Simulates a restart from a checkpoint taken now: checkpoints, snapshots,
+    /// opens a new instance and restores it from the snapshot bytes and this
+    /// host state, as the real host does after a failure.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// h.restart().unwrap();
+    /// ```
+    pub fn restart(&mut self) -> Result<Vec<Record>> {
+        let out = self.checkpoint(0)?;
+        let bytes = self.snapshot();
+        let ctx = self.open_ctx.clone();
+        let version = self.info.state_version;
+        let mut op = install(&mut self.host, || O::open(&ctx))?;
+        install(&mut self.host, || op.restore(version, &bytes))?;
+        self.op = op;
+        Ok(out)
+    }
+
+    /// Restores this instance from snapshot bytes written by a plugin with
+    /// state version `state_version` (to test migrations).
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert!(h.restore(1, b"junk").is_err());
+    /// ```
+    pub fn restore(&mut self, state_version: u32, bytes: &[u8]) -> Result<()> {
+        let op = &mut self.op;
+        install(&mut self.host, || op.restore(state_version, bytes))
+    }
+
+    /// The host-owned state, as the host would checkpoint it.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert!(h.state().is_empty());
+    /// ```
+    pub fn state(&self) -> &BTreeMap<Vec<u8>, Vec<u8>> {
+        &self.host.state
+    }
+
+    /// Log lines the operator wrote so far.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert!(h.logs().is_empty());
+    /// ```
+    pub fn logs(&self) -> &[(LogLevel, String)] {
+        &self.host.logs
+    }
+
+    /// The operator itself, to inspect its fields.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// let _op: &Echo = h.operator();
+    /// ```
+    pub fn operator(&self) -> &O {
+        &self.op
+    }
+}
