@@ -2,15 +2,29 @@
 //!
 //! A stream-processing host whose operators are WebAssembly components.
 //! See `ARCHITECTURE.md` in the repository for the code map and invariants.
+//!
+//! The main entry points: [`job::Job::load`] reads a job file,
+//! [`Runtime`] compiles plugins, [`runner::run`] runs a job with aligned
+//! checkpoint barriers and exactly-once restore.
 #![warn(missing_docs)]
 
+pub mod align;
 mod bindings;
+pub mod coordinator;
 pub mod inspect;
 pub mod instance;
+pub mod job;
+pub mod partition;
 pub mod plugin;
 pub mod record;
+pub mod runner;
+pub mod sink;
+pub mod source;
 pub mod state;
+pub mod store;
+mod task;
 
 pub use instance::{InstanceError, OperatorInstance};
 pub use plugin::{OperatorInfo, Plugin, PluginError, Runtime};
 pub use record::Record;
+pub use task::{NodeMetrics, TaskError};

@@ -1,0 +1,471 @@
+//! The checkpoint coordinator's decisions, without I/O: when to trigger a
+//! checkpoint, when one is complete, when to end the job. The executor feeds
+//! it events and performs what it decides.
+//!
+//! Invariants:
+//! - At most one checkpoint is in flight; ids strictly increase.
+//! - A checkpoint is complete only when every participant (each source, each
+//!   operator instance, each sink) acknowledged it.
+//! - Acknowledgements of an abandoned or unknown checkpoint are ignored, but
+//!   their state deltas are kept and handed out with the next completed
+//!   checkpoint, in order: an instance's delta covers the changes since its
+//!   previous snapshot, so none may be dropped.
+//! - The final checkpoint is triggered once every source reached its end.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::store::InstanceDelta;
+
+/// Who takes part in a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Participant {
+    /// A source, by id.
+    Source(String),
+    /// An operator instance.
+    Instance(String, u32),
+    /// A sink, by id.
+    Sink(String),
+}
+
+/// An acknowledgement of checkpoint `id` by one participant.
+#[derive(Debug)]
+pub enum Ack {
+    /// A source injected the barrier at `offset`.
+    Source {
+        /// Source id.
+        source: String,
+        /// Read offset at the barrier.
+        offset: Value,
+    },
+    /// An operator instance snapshotted its state.
+    Instance {
+        /// Its state changes and snapshot bytes.
+        delta: InstanceDelta,
+        /// Time from the first barrier to alignment.
+        alignment: Duration,
+        /// Bytes buffered during the alignment.
+        buffered_bytes: u64,
+    },
+    /// A sink precommitted its output.
+    Sink {
+        /// Sink id.
+        sink: String,
+        /// Commit info to record.
+        info: Value,
+    },
+}
+
+impl Ack {
+    fn participant(&self) -> Participant {
+        match self {
+            Ack::Source { source, .. } => Participant::Source(source.clone()),
+            Ack::Instance { delta, .. } => {
+                Participant::Instance(delta.operator.clone(), delta.instance)
+            }
+            Ack::Sink { sink, .. } => Participant::Sink(sink.clone()),
+        }
+    }
+}
+
+/// Everything a complete checkpoint needs written.
+#[derive(Debug)]
+pub struct Completed {
+    /// Checkpoint id.
+    pub id: u64,
+    /// When it was triggered.
+    pub started: Instant,
+    /// Whether it is the final checkpoint at end of input.
+    pub is_final: bool,
+    /// Source offsets.
+    pub sources: BTreeMap<String, Value>,
+    /// Sink commit infos.
+    pub sinks: BTreeMap<String, Value>,
+    /// State deltas, oldest first.
+    pub deltas: Vec<InstanceDelta>,
+    /// Longest alignment among instances.
+    pub alignment: Duration,
+    /// Most bytes buffered by one instance during alignment.
+    pub buffered_bytes: u64,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    id: u64,
+    started: Instant,
+    is_final: bool,
+    waiting: BTreeSet<Participant>,
+    sources: BTreeMap<String, Value>,
+    sinks: BTreeMap<String, Value>,
+    alignment: Duration,
+    buffered_bytes: u64,
+}
+
+/// What the coordinator tells the executor to do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Tell every source to inject barrier `id`.
+    Trigger(u64),
+    /// Every source is at its end: tell them to end their streams with the
+    /// final checkpoint `id`.
+    Finish(u64),
+}
+
+/// The coordinator's state.
+#[derive(Debug)]
+pub struct Coordinator {
+    participants: BTreeSet<Participant>,
+    sources: BTreeSet<String>,
+    interval: Option<Duration>,
+    next_id: u64,
+    last_trigger: Option<Instant>,
+    in_flight: Option<InFlight>,
+    /// Deltas received for checkpoints not yet complete, in arrival order.
+    deltas: Vec<InstanceDelta>,
+    at_end: BTreeSet<String>,
+    finishing: bool,
+    stop_requested: bool,
+}
+
+impl Coordinator {
+    /// A coordinator over `participants`, taking a checkpoint every
+    /// `interval` (never when `None`, except the final one), with ids starting
+    /// at `first_id`.
+    pub fn new(
+        participants: impl IntoIterator<Item = Participant>,
+        interval: Option<Duration>,
+        first_id: u64,
+    ) -> Self {
+        let participants: BTreeSet<Participant> = participants.into_iter().collect();
+        let sources = participants
+            .iter()
+            .filter_map(|p| match p {
+                Participant::Source(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect();
+        Coordinator {
+            participants,
+            sources,
+            interval,
+            next_id: first_id.max(1),
+            last_trigger: None,
+            in_flight: None,
+            deltas: Vec::new(),
+            at_end: BTreeSet::new(),
+            finishing: false,
+            stop_requested: false,
+        }
+    }
+
+    fn start(&mut self, now: Instant, is_final: bool) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.last_trigger = Some(now);
+        self.in_flight = Some(InFlight {
+            id,
+            started: now,
+            is_final,
+            waiting: self.participants.clone(),
+            sources: BTreeMap::new(),
+            sinks: BTreeMap::new(),
+            alignment: Duration::ZERO,
+            buffered_bytes: 0,
+        });
+        id
+    }
+
+    /// What to do at time `now`: trigger a periodic checkpoint when the
+    /// interval elapsed and none is in flight, or a stop checkpoint when a
+    /// stop was requested.
+    pub fn tick(&mut self, now: Instant) -> Option<Command> {
+        if self.in_flight.is_some() || self.finishing {
+            return None;
+        }
+        if self.stop_requested {
+            return Some(Command::Trigger(self.start(now, false)));
+        }
+        let interval = self.interval?;
+        // The first periodic checkpoint is one interval after the first tick.
+        let last = *self.last_trigger.get_or_insert(now);
+        (now.duration_since(last) >= interval).then(|| Command::Trigger(self.start(now, false)))
+    }
+
+    /// Time until the next periodic trigger is due, for the executor's wait.
+    pub fn next_due(&self, now: Instant) -> Option<Duration> {
+        let interval = self.interval?;
+        Some(self.last_trigger.map_or(Duration::ZERO, |t| {
+            (t + interval).saturating_duration_since(now)
+        }))
+    }
+
+    /// Source `source` reached the end of its input. Returns `Finish` once
+    /// every source did and no checkpoint is in flight.
+    pub fn source_at_end(&mut self, source: &str, now: Instant) -> Option<Command> {
+        self.at_end.insert(source.to_string());
+        self.maybe_finish(now)
+    }
+
+    fn maybe_finish(&mut self, now: Instant) -> Option<Command> {
+        if self.finishing
+            || self.in_flight.is_some()
+            || self.stop_requested
+            || self.at_end != self.sources
+        {
+            return None;
+        }
+        self.finishing = true;
+        Some(Command::Finish(self.start(now, true)))
+    }
+
+    /// Asks for a checkpoint now, after which the job stops (SIGINT/SIGTERM).
+    /// Returns the trigger when none is in flight.
+    pub fn request_stop(&mut self, now: Instant) -> Option<Command> {
+        self.stop_requested = true;
+        self.tick(now)
+    }
+
+    /// Whether a stop was requested.
+    pub fn stop_requested(&self) -> bool {
+        self.stop_requested
+    }
+
+    /// Records `ack` of checkpoint `id`. Returns the completed checkpoint when
+    /// it was the last missing one, plus a follow-up command (the final
+    /// checkpoint, when every source has ended meanwhile).
+    pub fn on_ack(
+        &mut self,
+        id: u64,
+        ack: Ack,
+        now: Instant,
+    ) -> (Option<Completed>, Option<Command>) {
+        let who = ack.participant();
+        let Some(f) = self.in_flight.as_mut().filter(|f| f.id == id) else {
+            // Stale: keep the state changes, they are not in any checkpoint yet.
+            if let Ack::Instance { delta, .. } = ack {
+                self.deltas.push(delta);
+            }
+            return (None, None);
+        };
+        if !f.waiting.remove(&who) {
+            return (None, None);
+        }
+        match ack {
+            Ack::Source { source, offset } => {
+                f.sources.insert(source, offset);
+            }
+            Ack::Instance {
+                delta,
+                alignment,
+                buffered_bytes,
+            } => {
+                f.alignment = f.alignment.max(alignment);
+                f.buffered_bytes = f.buffered_bytes.max(buffered_bytes);
+                self.deltas.push(delta);
+            }
+            Ack::Sink { sink, info } => {
+                f.sinks.insert(sink, info);
+            }
+        }
+        if !f.waiting.is_empty() {
+            return (None, None);
+        }
+        let f = self.in_flight.take().expect("checked above");
+        let done = Completed {
+            id: f.id,
+            started: f.started,
+            is_final: f.is_final,
+            sources: f.sources,
+            sinks: f.sinks,
+            deltas: std::mem::take(&mut self.deltas),
+            alignment: f.alignment,
+            buffered_bytes: f.buffered_bytes,
+        };
+        let next = if self.stop_requested {
+            None
+        } else {
+            self.maybe_finish(now)
+        };
+        (Some(done), next)
+    }
+
+    /// The checkpoint in flight, if any.
+    pub fn in_flight(&self) -> Option<u64> {
+        self.in_flight.as_ref().map(|f| f.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(op: &str, i: u32, key: &str) -> InstanceDelta {
+        InstanceDelta {
+            operator: op.into(),
+            instance: i,
+            changes: vec![(key.as_bytes().to_vec(), Some(b"v".to_vec()))],
+            snapshot: None,
+        }
+    }
+
+    fn setup(interval: Option<Duration>) -> (Coordinator, Instant) {
+        let parts = [
+            Participant::Source("s".into()),
+            Participant::Instance("op".into(), 0),
+            Participant::Instance("op".into(), 1),
+            Participant::Sink("out".into()),
+        ];
+        (Coordinator::new(parts, interval, 1), Instant::now())
+    }
+
+    fn ack_all(c: &mut Coordinator, id: u64, now: Instant) -> (Option<Completed>, Option<Command>) {
+        assert!(
+            c.on_ack(
+                id,
+                Ack::Source {
+                    source: "s".into(),
+                    offset: Value::from(id)
+                },
+                now
+            )
+            .0
+            .is_none()
+        );
+        for i in 0..2 {
+            let ack = Ack::Instance {
+                delta: delta("op", i, &format!("k{id}")),
+                alignment: Duration::from_millis(i as u64),
+                buffered_bytes: 0,
+            };
+            assert!(c.on_ack(id, ack, now).0.is_none());
+        }
+        c.on_ack(
+            id,
+            Ack::Sink {
+                sink: "out".into(),
+                info: Value::Null,
+            },
+            now,
+        )
+    }
+
+    #[test]
+    fn triggers_on_interval_one_at_a_time() {
+        let (mut c, t0) = setup(Some(Duration::from_secs(1)));
+        assert_eq!(c.tick(t0), None, "not at start");
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(c.tick(t1), Some(Command::Trigger(1)));
+        assert_eq!(c.tick(t0 + Duration::from_secs(5)), None, "one in flight");
+        let (done, next) = ack_all(&mut c, 1, t1);
+        let done = done.unwrap();
+        assert_eq!((done.id, done.deltas.len()), (1, 2));
+        assert_eq!(done.alignment, Duration::from_millis(1));
+        assert_eq!(next, None);
+        let early = c.tick(t1 + Duration::from_millis(500));
+        assert_eq!(early, None, "interval not elapsed");
+        let due = c.tick(t1 + Duration::from_secs(1));
+        assert_eq!(due, Some(Command::Trigger(2)));
+    }
+
+    #[test]
+    fn no_interval_means_only_the_final_checkpoint() {
+        let (mut c, t0) = setup(None);
+        assert_eq!(c.tick(t0 + Duration::from_secs(100)), None);
+        assert_eq!(c.source_at_end("s", t0), Some(Command::Finish(1)));
+        let (done, _) = ack_all(&mut c, 1, t0);
+        assert!(done.unwrap().is_final);
+    }
+
+    #[test]
+    fn end_of_input_waits_for_the_checkpoint_in_flight() {
+        let (mut c, t0) = setup(Some(Duration::from_secs(1)));
+        c.tick(t0);
+        assert_eq!(
+            c.tick(t0 + Duration::from_secs(1)),
+            Some(Command::Trigger(1))
+        );
+        assert_eq!(c.source_at_end("s", t0), None);
+        let (done, next) = ack_all(&mut c, 1, t0);
+        assert!(!done.unwrap().is_final);
+        assert_eq!(next, Some(Command::Finish(2)));
+        assert_eq!(
+            c.tick(t0 + Duration::from_secs(9)),
+            None,
+            "no periodic trigger while finishing"
+        );
+        assert!(ack_all(&mut c, 2, t0).0.unwrap().is_final);
+    }
+
+    #[test]
+    fn stale_acks_keep_their_deltas_for_the_next_checkpoint() {
+        let (mut c, t0) = setup(Some(Duration::ZERO));
+        c.tick(t0);
+        // An ack for an unknown checkpoint (e.g. an abandoned one).
+        assert!(
+            c.on_ack(
+                7,
+                Ack::Instance {
+                    delta: delta("op", 0, "old"),
+                    alignment: Duration::ZERO,
+                    buffered_bytes: 0
+                },
+                t0
+            )
+            .0
+            .is_none()
+        );
+        let done = ack_all(&mut c, 1, t0).0.unwrap();
+        let keys: Vec<_> = done.deltas.iter().map(|d| d.changes[0].0.clone()).collect();
+        assert_eq!(
+            keys,
+            [b"old".to_vec(), b"k1".to_vec(), b"k1".to_vec()],
+            "oldest first"
+        );
+    }
+
+    #[test]
+    fn duplicate_acks_do_not_complete_a_checkpoint() {
+        let (mut c, t0) = setup(Some(Duration::ZERO));
+        c.tick(t0);
+        for _ in 0..5 {
+            assert!(
+                c.on_ack(
+                    1,
+                    Ack::Sink {
+                        sink: "out".into(),
+                        info: Value::Null
+                    },
+                    t0
+                )
+                .0
+                .is_none()
+            );
+        }
+        assert_eq!(c.in_flight(), Some(1));
+    }
+
+    #[test]
+    fn stop_takes_a_checkpoint_and_never_finishes() {
+        let (mut c, t0) = setup(None);
+        assert_eq!(c.request_stop(t0), Some(Command::Trigger(1)));
+        assert_eq!(
+            c.source_at_end("s", t0),
+            None,
+            "a stopping job does not run finish"
+        );
+        let (done, next) = ack_all(&mut c, 1, t0);
+        assert!(!done.unwrap().is_final);
+        assert_eq!(next, None);
+    }
+
+    #[test]
+    fn a_stop_during_a_checkpoint_waits_for_it_then_takes_another() {
+        let (mut c, t0) = setup(Some(Duration::ZERO));
+        assert_eq!(c.tick(t0), Some(Command::Trigger(1)));
+        assert_eq!(c.request_stop(t0), None);
+        let _ = ack_all(&mut c, 1, t0);
+        assert_eq!(c.tick(t0), Some(Command::Trigger(2)));
+    }
+}

@@ -1,0 +1,285 @@
+//! Sinks with two-phase commit: output of checkpoint *n* is staged, and made
+//! visible only once *n* is complete.
+//!
+//! The file sink's invariants:
+//! - The visible file only ever grows by whole staged epochs, appended in
+//!   checkpoint order by [`Sink::commit`].
+//! - The commit info recorded in checkpoint *n* is `visible_len` (length of the
+//!   visible file once *n* is committed) and `staged_len` (bytes of epoch *n*).
+//!   Restoring *n* truncates the visible file to `visible_len`, or, when the
+//!   crash came between completing *n* and appending it, re-appends staged
+//!   epoch *n*. Either way the visible file ends exactly at *n*.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::Record;
+use crate::job::{SinkConfig, SinkFormat, SinkKind};
+
+/// Why a sink failed. Messages name the sink and the file.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// Writing or committing output failed.
+    #[error("sink `{sink}`: {path}: {error}")]
+    Io {
+        /// The sink's id.
+        sink: String,
+        /// The file.
+        path: String,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// The output file does not match the checkpoint being restored.
+    #[error("sink `{sink}`: {path}: {message}")]
+    Inconsistent {
+        /// The sink's id.
+        sink: String,
+        /// The file.
+        path: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+/// A transactional sink.
+pub trait Sink: Send {
+    /// Stages a batch into the current epoch.
+    fn write(&mut self, batch: &[Record]) -> Result<(), SinkError>;
+    /// Closes the current epoch as checkpoint `id`'s output, durably, and
+    /// returns the commit info to record in the checkpoint.
+    fn precommit(&mut self, id: u64) -> Result<Value, SinkError>;
+    /// Makes the output of every precommitted checkpoint `<= id` visible.
+    fn commit(&mut self, id: u64) -> Result<(), SinkError>;
+}
+
+/// Opens the sink of `cfg`. `staging` is a directory the sink owns (under the
+/// state dir); `restore` is the commit info of the checkpoint being restored,
+/// or `None` to start fresh (which empties the output file).
+pub fn open(
+    cfg: &SinkConfig,
+    staging: &Path,
+    restore: Option<&Value>,
+) -> Result<Box<dyn Sink>, SinkError> {
+    match &cfg.kind {
+        SinkKind::File { path, format } => Ok(Box::new(FileSink::open(
+            &cfg.id, path, *format, staging, restore,
+        )?)),
+        SinkKind::Stdout { format } => Ok(Box::new(StdoutSink {
+            format: *format,
+            epoch: Vec::new(),
+            pending: BTreeMap::new(),
+        })),
+    }
+}
+
+fn encode(format: SinkFormat, batch: &[Record], out: &mut Vec<u8>) {
+    let _ = format; // lines and jsonl both write one value per line
+    for r in batch {
+        out.extend_from_slice(&r.value);
+        out.push(b'\n');
+    }
+}
+
+/// A file sink: epochs are staged in `staging/<id>.staged` and appended to the
+/// visible file at commit.
+struct FileSink {
+    id: String,
+    path: PathBuf,
+    format: SinkFormat,
+    staging: PathBuf,
+    /// The epoch being written (records since the last precommit).
+    epoch: Vec<u8>,
+    /// Length of the visible file once every precommitted epoch is committed.
+    planned_len: u64,
+    /// Precommitted, not yet committed epochs: id -> staged file.
+    pending: BTreeMap<u64, PathBuf>,
+}
+
+impl FileSink {
+    fn io(&self, path: &Path) -> impl Fn(std::io::Error) -> SinkError + '_ {
+        let path = path.display().to_string();
+        move |error| SinkError::Io {
+            sink: self.id.clone(),
+            path: path.clone(),
+            error,
+        }
+    }
+
+    fn open(
+        id: &str,
+        path: &Path,
+        format: SinkFormat,
+        staging: &Path,
+        restore: Option<&Value>,
+    ) -> Result<Self, SinkError> {
+        let mut sink = FileSink {
+            id: id.to_string(),
+            path: path.to_path_buf(),
+            format,
+            staging: staging.to_path_buf(),
+            epoch: Vec::new(),
+            planned_len: 0,
+            pending: BTreeMap::new(),
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent).map_err(sink.io(parent))?;
+        }
+        fs::create_dir_all(staging).map_err(sink.io(staging))?;
+        let visible = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(sink.io(path))?;
+        let current = visible.metadata().map_err(sink.io(path))?.len();
+        let target = match restore {
+            None => 0,
+            Some(info) => sink.recover(&visible, current, info)?,
+        };
+        if current != target || restore.is_none() {
+            visible.set_len(target).map_err(sink.io(path))?;
+            visible.sync_all().map_err(sink.io(path))?;
+        }
+        // Epochs staged after the restored checkpoint were never committed.
+        for entry in fs::read_dir(staging).map_err(sink.io(staging))? {
+            let entry = entry.map_err(sink.io(staging))?;
+            fs::remove_file(entry.path()).map_err(sink.io(&entry.path()))?;
+        }
+        sink.planned_len = target;
+        Ok(sink)
+    }
+
+    /// Brings the visible file to the end of the restored checkpoint; returns
+    /// the length it must have.
+    fn recover(&self, visible: &File, current: u64, info: &Value) -> Result<u64, SinkError> {
+        let field = |k: &str| info.get(k).and_then(Value::as_u64);
+        let inconsistent = |message: String| SinkError::Inconsistent {
+            sink: self.id.clone(),
+            path: self.path.display().to_string(),
+            message,
+        };
+        let (Some(len), Some(staged_len), Some(id)) = (
+            field("visible_len"),
+            field("staged_len"),
+            field("checkpoint"),
+        ) else {
+            return Err(inconsistent(format!(
+                "the checkpoint's sink record is malformed: {info}"
+            )));
+        };
+        let start = len.saturating_sub(staged_len);
+        if current >= len {
+            return Ok(len);
+        }
+        if current < start {
+            return Err(inconsistent(format!(
+                "the output file is {current} bytes but checkpoint {id} expects at least {start}; it was modified or replaced outside Weir. Move it away and rerun with `--restore none` to rebuild it from scratch"
+            )));
+        }
+        // Completed but not (fully) appended before the crash: append again.
+        let staged = self.staging.join(format!("{id}.staged"));
+        let bytes = fs::read(&staged).map_err(self.io(&staged))?;
+        if bytes.len() as u64 != staged_len {
+            return Err(inconsistent(format!(
+                "staged output {} of checkpoint {id} is {} bytes, expected {staged_len}",
+                staged.display(),
+                bytes.len()
+            )));
+        }
+        visible.set_len(start).map_err(self.io(&self.path))?;
+        let mut w = visible;
+        w.write_all(&bytes).map_err(self.io(&self.path))?;
+        visible.sync_all().map_err(self.io(&self.path))?;
+        Ok(len)
+    }
+}
+
+impl Sink for FileSink {
+    fn write(&mut self, batch: &[Record]) -> Result<(), SinkError> {
+        encode(self.format, batch, &mut self.epoch);
+        Ok(())
+    }
+
+    fn precommit(&mut self, id: u64) -> Result<Value, SinkError> {
+        let staged = self.staging.join(format!("{id}.staged"));
+        let tmp = self.staging.join(format!("{id}.tmp"));
+        {
+            let mut f = BufWriter::new(File::create(&tmp).map_err(self.io(&tmp))?);
+            f.write_all(&self.epoch).map_err(self.io(&tmp))?;
+            f.into_inner()
+                .map_err(|e| e.into_error())
+                .and_then(|f| f.sync_all())
+                .map_err(self.io(&tmp))?;
+        }
+        fs::rename(&tmp, &staged).map_err(self.io(&staged))?;
+        let staged_len = self.epoch.len() as u64;
+        self.planned_len += staged_len;
+        self.epoch.clear();
+        self.pending.insert(id, staged);
+        Ok(
+            json!({"checkpoint": id, "visible_len": self.planned_len, "staged_len": staged_len, "path": self.path.display().to_string()}),
+        )
+    }
+
+    fn commit(&mut self, id: u64) -> Result<(), SinkError> {
+        let ready: Vec<u64> = self.pending.range(..=id).map(|(k, _)| *k).collect();
+        if ready.is_empty() {
+            return Ok(());
+        }
+        let mut visible = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(self.io(&self.path))?;
+        for k in &ready {
+            let staged = &self.pending[k];
+            let bytes = fs::read(staged).map_err(self.io(staged))?;
+            visible.write_all(&bytes).map_err(self.io(&self.path))?;
+        }
+        visible.sync_all().map_err(self.io(&self.path))?;
+        for k in ready {
+            let staged = self.pending.remove(&k).expect("listed above");
+            fs::remove_file(&staged).map_err(self.io(&staged))?;
+        }
+        Ok(())
+    }
+}
+
+/// Prints committed output to stdout. Not transactional across crashes: after
+/// a crash the last checkpoint's output may be printed again.
+struct StdoutSink {
+    format: SinkFormat,
+    epoch: Vec<u8>,
+    pending: BTreeMap<u64, Vec<u8>>,
+}
+
+impl Sink for StdoutSink {
+    fn write(&mut self, batch: &[Record]) -> Result<(), SinkError> {
+        encode(self.format, batch, &mut self.epoch);
+        Ok(())
+    }
+
+    fn precommit(&mut self, id: u64) -> Result<Value, SinkError> {
+        let len = self.epoch.len();
+        self.pending.insert(id, std::mem::take(&mut self.epoch));
+        Ok(json!({"checkpoint": id, "staged_len": len}))
+    }
+
+    fn commit(&mut self, id: u64) -> Result<(), SinkError> {
+        let ready: Vec<u64> = self.pending.range(..=id).map(|(k, _)| *k).collect();
+        let mut out = std::io::stdout().lock();
+        for k in ready {
+            let bytes = self.pending.remove(&k).expect("listed above");
+            out.write_all(&bytes)
+                .and_then(|_| out.flush())
+                .map_err(|error| SinkError::Io {
+                    sink: "stdout".into(),
+                    path: "stdout".into(),
+                    error,
+                })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,565 @@
+//! The threads of a running job: one per source, per operator instance and
+//! per sink, connected by bounded channels that carry batches and, in-band,
+//! checkpoint barriers and the end of the stream.
+//!
+//! Invariants:
+//! - Every channel is FIFO; a barrier is sent on every outgoing channel after
+//!   all records that precede it and before any that follow it.
+//! - An instance snapshots exactly at the consistent cut its [`Aligner`]
+//!   reports, then forwards the barrier, then processes released records.
+//! - Blocking sends and receives wake up every [`POLL`] to honour
+//!   cancellation, so a failed job never hangs.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Select, SendTimeoutError, Sender};
+use serde_json::Value;
+
+use crate::Record;
+use crate::align::{Action, Aligner, Event as AlignEvent};
+use crate::coordinator::Ack;
+use crate::instance::{InstanceError, OperatorInstance};
+use crate::partition::Partitioner;
+use crate::sink::{Sink, SinkError};
+use crate::source::{SourceError, SourceReader};
+use crate::store::InstanceDelta;
+
+/// How often blocked threads check for cancellation.
+pub(crate) const POLL: Duration = Duration::from_millis(50);
+
+/// Bytes an instance may buffer during an alignment before it stops reading
+/// its blocked channels (which then apply backpressure upstream).
+const MAX_ALIGNMENT_BUFFER: usize = 64 << 20;
+
+/// What travels on an edge.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    Batch(Vec<Record>),
+    Barrier(u64),
+    /// End of stream; the id is the final checkpoint's.
+    End(u64),
+}
+
+/// What threads tell the coordinator.
+#[derive(Debug)]
+pub(crate) enum Event {
+    Ack(u64, Ack),
+    SourceAtEnd(String),
+    SinkCommitted(String, u64),
+    Failed(TaskError),
+}
+
+/// Commands to a source.
+#[derive(Debug)]
+pub(crate) enum SourceCtl {
+    Trigger(u64),
+    Finish(u64),
+}
+
+/// Why a task failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// A plugin call failed.
+    #[error(transparent)]
+    Instance(#[from] InstanceError),
+    /// A source failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// A sink failed.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+}
+
+/// The job was cancelled (another task failed, or the job stopped).
+#[derive(Debug)]
+pub(crate) struct Cancelled;
+
+/// Shared by every task of one run.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub cancel: Arc<AtomicBool>,
+    pub events: Sender<Event>,
+}
+
+impl Shared {
+    fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    fn event(&self, e: Event) {
+        // The coordinator outlives every task; a send error means it is gone
+        // because the run is over.
+        let _ = self.events.send(e);
+    }
+}
+
+/// Per-node counters, read by the progress display and the summary.
+#[derive(Debug, Default)]
+pub struct NodeMetrics {
+    /// Records received.
+    pub records_in: AtomicU64,
+    /// Records sent downstream.
+    pub records_out: AtomicU64,
+}
+
+fn send(shared: &Shared, tx: &Sender<Msg>, mut msg: Msg) -> Result<(), Cancelled> {
+    loop {
+        match tx.send_timeout(msg, POLL) {
+            Ok(()) => return Ok(()),
+            Err(SendTimeoutError::Timeout(m)) => {
+                if shared.cancelled() {
+                    return Err(Cancelled);
+                }
+                msg = m;
+            }
+            Err(SendTimeoutError::Disconnected(_)) => return Err(Cancelled),
+        }
+    }
+}
+
+/// One outgoing connection to every instance of a downstream node.
+pub(crate) struct Edge {
+    pub senders: Vec<Sender<Msg>>,
+    pub partitioner: Partitioner,
+}
+
+/// All outgoing edges of a node.
+pub(crate) struct Output {
+    pub edges: Vec<Edge>,
+    pub metrics: Arc<NodeMetrics>,
+}
+
+impl Output {
+    fn send(&mut self, shared: &Shared, batch: Vec<Record>) -> Result<(), Cancelled> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.metrics
+            .records_out
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let last = self.edges.len().saturating_sub(1);
+        let mut batch = Some(batch);
+        for (i, edge) in self.edges.iter_mut().enumerate() {
+            let b = if i == last {
+                batch.take().expect("last edge")
+            } else {
+                batch.clone().expect("not taken yet")
+            };
+            if edge.senders.len() == 1 {
+                send(shared, &edge.senders[0], Msg::Batch(b))?;
+                continue;
+            }
+            let mut parts: Vec<Vec<Record>> = vec![Vec::new(); edge.senders.len()];
+            for r in b {
+                parts[edge.partitioner.route(r.key.as_deref())].push(r);
+            }
+            for (tx, part) in edge.senders.iter().zip(parts) {
+                if !part.is_empty() {
+                    send(shared, tx, Msg::Batch(part))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn broadcast(&self, shared: &Shared, make: impl Fn() -> Msg) -> Result<(), Cancelled> {
+        for edge in &self.edges {
+            for tx in &edge.senders {
+                send(shared, tx, make())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A source thread: reads batches, injects barriers when triggered, ends the
+/// stream when told to finish.
+pub(crate) fn run_source(
+    shared: Shared,
+    id: String,
+    mut reader: Box<dyn SourceReader>,
+    batch_size: usize,
+    ctl: Receiver<SourceCtl>,
+    mut out: Output,
+) -> Result<(), Cancelled> {
+    let mut at_end = false;
+    loop {
+        if shared.cancelled() {
+            return Err(Cancelled);
+        }
+        let cmd = if at_end {
+            match ctl.recv_timeout(POLL) {
+                Ok(c) => Some(c),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return Err(Cancelled),
+            }
+        } else {
+            ctl.try_recv().ok()
+        };
+        match cmd {
+            Some(SourceCtl::Trigger(n)) => {
+                shared.event(Event::Ack(
+                    n,
+                    Ack::Source {
+                        source: id.clone(),
+                        offset: reader.offset(),
+                    },
+                ));
+                out.broadcast(&shared, || Msg::Barrier(n))?;
+                continue;
+            }
+            Some(SourceCtl::Finish(n)) => {
+                shared.event(Event::Ack(
+                    n,
+                    Ack::Source {
+                        source: id.clone(),
+                        offset: reader.offset(),
+                    },
+                ));
+                return out.broadcast(&shared, || Msg::End(n));
+            }
+            None => {}
+        }
+        if at_end {
+            continue;
+        }
+        match reader.read_batch(batch_size) {
+            Ok(Some(batch)) => out.send(&shared, batch)?,
+            Ok(None) => {
+                at_end = true;
+                shared.event(Event::SourceAtEnd(id.clone()));
+            }
+            Err(e) => {
+                shared.event(Event::Failed(e.into()));
+                return Err(Cancelled);
+            }
+        }
+    }
+}
+
+/// The inputs of an instance or sink: one receiver per upstream instance,
+/// with the input port it feeds.
+pub(crate) struct Inputs {
+    pub channels: Vec<(u32, Receiver<Msg>)>,
+    pub metrics: Arc<NodeMetrics>,
+}
+
+/// Receives the next message from a channel the aligner lets us read, or
+/// `None` on timeout.
+fn receive(
+    inputs: &Inputs,
+    aligner: &Aligner<Vec<Record>>,
+    extra: Option<&Receiver<u64>>,
+) -> Received {
+    let mut sel = Select::new();
+    let mut index = Vec::with_capacity(inputs.channels.len());
+    let over = aligner.buffered_bytes() > MAX_ALIGNMENT_BUFFER;
+    for (i, (_, rx)) in inputs.channels.iter().enumerate() {
+        if aligner.is_closed(i) || (over && aligner.is_blocked(i)) {
+            continue;
+        }
+        sel.recv(rx);
+        index.push(i);
+    }
+    let extra_at = extra.map(|rx| sel.recv(rx));
+    let Ok(op) = sel.select_timeout(POLL) else {
+        return Received::Timeout;
+    };
+    if Some(op.index()) == extra_at {
+        return match op.recv(extra.expect("registered")) {
+            Ok(id) => Received::Commit(id),
+            Err(_) => Received::Disconnected,
+        };
+    }
+    let channel = index[op.index()];
+    match op.recv(&inputs.channels[channel].1) {
+        Ok(msg) => Received::Msg(channel, msg),
+        Err(_) => Received::Disconnected,
+    }
+}
+
+enum Received {
+    Msg(usize, Msg),
+    Commit(u64),
+    Timeout,
+    Disconnected,
+}
+
+/// Tracks one alignment's duration and peak buffering.
+#[derive(Default)]
+struct AlignmentClock {
+    started: Option<Instant>,
+    peak_bytes: usize,
+}
+
+impl AlignmentClock {
+    fn observe(&mut self, aligner: &Aligner<Vec<Record>>, msg: &Msg) {
+        if aligner.aligning().is_none() && matches!(msg, Msg::Barrier(_)) {
+            self.started = Some(Instant::now());
+            self.peak_bytes = 0;
+        }
+    }
+
+    fn after(&mut self, aligner: &Aligner<Vec<Record>>) {
+        self.peak_bytes = self.peak_bytes.max(aligner.buffered_bytes());
+    }
+
+    fn finish(&mut self) -> (Duration, u64) {
+        let d = self.started.take().map_or(Duration::ZERO, |s| s.elapsed());
+        (d, std::mem::take(&mut self.peak_bytes) as u64)
+    }
+}
+
+/// Feeds `msg` from `channel` to the aligner; remembers the final
+/// checkpoint id carried by `End`.
+fn feed(
+    aligner: &mut Aligner<Vec<Record>>,
+    clock: &mut AlignmentClock,
+    final_id: &mut Option<u64>,
+    channel: usize,
+    msg: Msg,
+    actions: &mut Vec<Action<Vec<Record>>>,
+) {
+    clock.observe(aligner, &msg);
+    let (event, bytes) = match msg {
+        Msg::Batch(b) => {
+            let bytes = if aligner.is_blocked(channel) {
+                b.iter().map(Record::size).sum()
+            } else {
+                0
+            };
+            (AlignEvent::Batch(b), bytes)
+        }
+        Msg::Barrier(n) => (AlignEvent::Barrier(n), 0),
+        Msg::End(n) => {
+            *final_id = Some(n);
+            (AlignEvent::End, 0)
+        }
+    };
+    aligner.on_event(channel, event, bytes, actions);
+    clock.after(aligner);
+}
+
+fn hash_bytes(b: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    b.hash(&mut h);
+    h.finish()
+}
+
+/// An operator instance thread.
+pub(crate) struct InstanceTask {
+    pub shared: Shared,
+    pub operator: String,
+    pub index: u32,
+    pub instance: OperatorInstance,
+    pub inputs: Inputs,
+    pub out: Output,
+    /// Hash of the snapshot bytes in the last checkpoint (to skip unchanged).
+    pub last_snapshot: Option<u64>,
+}
+
+impl InstanceTask {
+    fn emit(&mut self) -> Result<(), Cancelled> {
+        // Consumers read the operator's first output port.
+        for port in 0..self.instance.output_ports() {
+            let records = self.instance.take_output(port as u32);
+            if port == 0 {
+                self.out.send(&self.shared, records)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn fail(&self, e: InstanceError) -> Cancelled {
+        self.shared.event(Event::Failed(e.into()));
+        Cancelled
+    }
+
+    fn snapshot(
+        &mut self,
+        id: u64,
+        alignment: Duration,
+        buffered_bytes: u64,
+    ) -> Result<(), Cancelled> {
+        let changes = self.instance.state_mut().take_changes();
+        let bytes = self.instance.snapshot().map_err(|e| self.fail(e))?;
+        let h = hash_bytes(&bytes);
+        let snapshot = (self.last_snapshot != Some(h)).then_some(bytes);
+        self.last_snapshot = Some(h);
+        let delta = InstanceDelta {
+            operator: self.operator.clone(),
+            instance: self.index,
+            changes,
+            snapshot,
+        };
+        self.shared.event(Event::Ack(
+            id,
+            Ack::Instance {
+                delta,
+                alignment,
+                buffered_bytes,
+            },
+        ));
+        Ok(())
+    }
+
+    pub(crate) fn run(mut self) -> Result<(), Cancelled> {
+        let mut aligner = Aligner::new(self.inputs.channels.len());
+        let mut clock = AlignmentClock::default();
+        let mut actions = Vec::new();
+        let mut final_id = None;
+        loop {
+            if self.shared.cancelled() {
+                return Err(Cancelled);
+            }
+            let (channel, msg) = match receive(&self.inputs, &aligner, None) {
+                Received::Msg(c, m) => (c, m),
+                Received::Timeout | Received::Commit(_) => continue,
+                Received::Disconnected => return Err(Cancelled),
+            };
+            feed(
+                &mut aligner,
+                &mut clock,
+                &mut final_id,
+                channel,
+                msg,
+                &mut actions,
+            );
+            for action in actions.drain(..) {
+                match action {
+                    Action::Process { channel, batch } => {
+                        let port = self.inputs.channels[channel].0;
+                        self.inputs
+                            .metrics
+                            .records_in
+                            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                        self.instance
+                            .process(port, &batch)
+                            .map_err(|e| self.fail(e))?;
+                        self.emit()?;
+                    }
+                    Action::Checkpoint { id } => {
+                        self.instance.on_checkpoint(id).map_err(|e| self.fail(e))?;
+                        self.emit()?;
+                        let (alignment, buffered) = clock.finish();
+                        self.snapshot(id, alignment, buffered)?;
+                        self.out.broadcast(&self.shared, || Msg::Barrier(id))?;
+                    }
+                    Action::Abort { id, newer } => {
+                        tracing::debug!(operator = %self.operator, "checkpoint {id} abandoned for {newer}");
+                    }
+                    Action::Finished => {
+                        let id = final_id.expect("every channel ended with End");
+                        self.instance.finish().map_err(|e| self.fail(e))?;
+                        self.emit()?;
+                        self.snapshot(id, Duration::ZERO, 0)?;
+                        return self.out.broadcast(&self.shared, || Msg::End(id));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A sink thread: stages records, precommits at barriers, commits when the
+/// coordinator says the checkpoint is complete.
+pub(crate) struct SinkTask {
+    pub shared: Shared,
+    pub id: String,
+    pub sink: Box<dyn Sink>,
+    pub inputs: Inputs,
+    pub commits: Receiver<u64>,
+}
+
+impl SinkTask {
+    fn fail(&self, e: SinkError) -> Cancelled {
+        self.shared.event(Event::Failed(e.into()));
+        Cancelled
+    }
+
+    fn precommit(&mut self, id: u64) -> Result<(), Cancelled> {
+        let info: Value = self.sink.precommit(id).map_err(|e| self.fail(e))?;
+        self.shared.event(Event::Ack(
+            id,
+            Ack::Sink {
+                sink: self.id.clone(),
+                info,
+            },
+        ));
+        Ok(())
+    }
+
+    fn commit(&mut self, id: u64) -> Result<(), Cancelled> {
+        self.sink.commit(id).map_err(|e| self.fail(e))?;
+        self.shared.event(Event::SinkCommitted(self.id.clone(), id));
+        Ok(())
+    }
+
+    pub(crate) fn run(mut self) -> Result<(), Cancelled> {
+        let mut aligner = Aligner::new(self.inputs.channels.len());
+        let mut clock = AlignmentClock::default();
+        let mut actions = Vec::new();
+        let mut final_id = None;
+        let mut finished = false;
+        loop {
+            if self.shared.cancelled() {
+                return Err(Cancelled);
+            }
+            if finished {
+                // Wait for the final checkpoint's commit.
+                match self.commits.recv_timeout(POLL) {
+                    Ok(id) => {
+                        self.commit(id)?;
+                        if Some(id) == final_id {
+                            return Ok(());
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return Err(Cancelled),
+                }
+                continue;
+            }
+            let (channel, msg) = match receive(&self.inputs, &aligner, Some(&self.commits)) {
+                Received::Msg(c, m) => (c, m),
+                Received::Commit(id) => {
+                    self.commit(id)?;
+                    continue;
+                }
+                Received::Timeout => continue,
+                Received::Disconnected => return Err(Cancelled),
+            };
+            feed(
+                &mut aligner,
+                &mut clock,
+                &mut final_id,
+                channel,
+                msg,
+                &mut actions,
+            );
+            for action in actions.drain(..) {
+                match action {
+                    Action::Process { batch, .. } => {
+                        self.inputs
+                            .metrics
+                            .records_in
+                            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                        self.sink.write(&batch).map_err(|e| self.fail(e))?;
+                    }
+                    Action::Checkpoint { id } => {
+                        clock.finish();
+                        self.precommit(id)?;
+                    }
+                    Action::Abort { .. } => {}
+                    Action::Finished => {
+                        let id = final_id.expect("every channel ended with End");
+                        self.precommit(id)?;
+                        finished = true;
+                    }
+                }
+            }
+        }
+    }
+}
