@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Makes sure the Rust target for Wasm components (wasm32-wasip2) is installed,
-# adding it with rustup when missing. Fails with a message a person can act on.
+# Makes sure a Rust target for Wasm is installed, adding it with rustup when
+# missing. Fails with a message a person can act on.
+#
+# Usage: scripts/ensure-wasm-target.sh [TARGET]   (default: wasm32-wasip2, the
+# target plugins are built for; tests also build one for wasm32-unknown-unknown)
 set -euo pipefail
-target=wasm32-wasip2
+target="${1:-wasm32-wasip2}"
 sysroot="$(rustc --print sysroot)"
 if [ -d "$sysroot/lib/rustlib/$target/lib" ]; then
     exit 0

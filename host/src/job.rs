@@ -62,6 +62,8 @@ pub struct SourceConfig {
     pub id: String,
     /// What the source reads.
     pub kind: SourceKind,
+    /// At most this many records per second (`rate`); unlimited when absent.
+    pub rate: Option<u64>,
 }
 
 /// The kind of a source (`type`) with its settings.
@@ -254,6 +256,7 @@ struct RawSource {
     count: Option<i64>,
     words: Option<i64>,
     seed: Option<i64>,
+    rate: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -279,13 +282,13 @@ struct RawSink {
 const SOURCE_TYPES: &[(&str, &[&str])] = &[
     (
         "file",
-        &["id", "type", "path", "format", "key", "batch_size"],
+        &["id", "type", "path", "format", "key", "batch_size", "rate"],
     ),
     (
         "generator",
-        &["id", "type", "count", "words", "seed", "batch_size"],
+        &["id", "type", "count", "words", "seed", "batch_size", "rate"],
     ),
-    ("stdin", &["id", "type", "format", "key", "batch_size"]),
+    ("stdin", &["id", "type", "format", "key", "batch_size", "rate"]),
 ];
 const SINK_TYPES: &[(&str, &[&str])] = &[
     ("file", &["id", "type", "path", "format", "input"]),
@@ -834,7 +837,11 @@ fn build_source(dir: &Path, mut table: Table) -> Result<SourceConfig, String> {
             batch_size,
         },
     };
-    Ok(SourceConfig { id, kind })
+    let rate = match raw.rate {
+        None => None,
+        Some(r) => Some(int_in("rate", Some(r), 1, 1, i64::MAX)?),
+    };
+    Ok(SourceConfig { id, kind, rate })
 }
 
 fn build_operator(dir: &Path, table: Table) -> Result<OperatorConfig, String> {

@@ -361,11 +361,11 @@ pub fn run(
         let (tx, rx) = unbounded();
         source_ctls.push(tx);
         let out = output(&s.id, 0, &mut edges);
-        let (sh, id) = (shared.clone(), s.id.clone());
+        let (sh, id, rate) = (shared.clone(), s.id.clone(), s.rate);
         threads.push((
             s.id.clone(),
             spawn(&format!("src-{}", s.id), move || {
-                crate::task::run_source(sh, id, reader, batch_size, rx, out)
+                crate::task::run_source(sh, id, reader, batch_size, rate, rx, out)
             }),
         ));
     }

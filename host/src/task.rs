@@ -182,16 +182,22 @@ pub(crate) fn run_source(
     id: String,
     mut reader: Box<dyn SourceReader>,
     batch_size: usize,
+    rate: Option<u64>,
     ctl: Receiver<SourceCtl>,
     mut out: Output,
 ) -> Result<(), Cancelled> {
     let mut at_end = false;
+    // With a rate limit, small batches (about 20 per second) keep it smooth.
+    let batch_size = rate.map_or(batch_size, |r| batch_size.min((r / 20).max(1) as usize));
+    let started = Instant::now();
+    let mut sent: u64 = 0;
     loop {
         if shared.cancelled() {
             return Err(Cancelled);
         }
-        let cmd = if at_end {
-            match ctl.recv_timeout(POLL) {
+        let throttled = rate.is_some_and(|r| started.elapsed() < Duration::from_secs_f64(sent as f64 / r as f64));
+        let cmd = if at_end || throttled {
+            match ctl.recv_timeout(if at_end { POLL } else { Duration::from_millis(5) }) {
                 Ok(c) => Some(c),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return Err(Cancelled),
@@ -223,11 +229,14 @@ pub(crate) fn run_source(
             }
             None => {}
         }
-        if at_end {
+        if at_end || throttled {
             continue;
         }
         match reader.read_batch(batch_size) {
-            Ok(Some(batch)) => out.send(&shared, batch)?,
+            Ok(Some(batch)) => {
+                sent += batch.len() as u64;
+                out.send(&shared, batch)?
+            }
             Ok(None) => {
                 at_end = true;
                 shared.event(Event::SourceAtEnd(id.clone()));

@@ -13,3 +13,5 @@ pub fn repo_root() -> std::path::PathBuf {
         .unwrap()
         .to_path_buf()
 }
+
+pub mod pipeline;
