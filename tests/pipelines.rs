@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use serde_json::{json, Value};
-use weir_tests::pipeline::{multiset, seed, JobDir, XorShift};
+use serde_json::{Value, json};
+use weir_tests::pipeline::{JobDir, XorShift, multiset, seed};
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");
 
@@ -17,11 +17,23 @@ const KILL_WINDOW: (u64, u64) = (250, 2500);
 
 /// Asserts two multisets of JSON lines are equal (compared canonically),
 /// printing a short difference when not.
-fn assert_same_lines(got: &BTreeMap<String, usize>, expected: &BTreeMap<String, usize>, what: &str) {
+fn assert_same_lines(
+    got: &BTreeMap<String, usize>,
+    expected: &BTreeMap<String, usize>,
+    what: &str,
+) {
     let (got, expected) = (canonical(got), canonical(expected));
     if got != expected {
-        let missing: Vec<_> = expected.iter().filter(|(l, n)| got.get(*l) != Some(n)).take(5).collect();
-        let extra: Vec<_> = got.iter().filter(|(l, n)| expected.get(*l) != Some(n)).take(5).collect();
+        let missing: Vec<_> = expected
+            .iter()
+            .filter(|(l, n)| got.get(*l) != Some(n))
+            .take(5)
+            .collect();
+        let extra: Vec<_> = got
+            .iter()
+            .filter(|(l, n)| expected.get(*l) != Some(n))
+            .take(5)
+            .collect();
         panic!(
             "{what} (seed {}): got {} lines, expected {}; expected but not so in output: {missing:?}; in output but not expected: {extra:?}",
             seed(),
@@ -31,12 +43,27 @@ fn assert_same_lines(got: &BTreeMap<String, usize>, expected: &BTreeMap<String, 
     }
 }
 
-fn check_crash_run(job: &JobDir, out: &str, expected: &BTreeMap<String, usize>, rng: &mut XorShift) {
+fn check_crash_run(
+    job: &JobDir,
+    out: &str,
+    expected: &BTreeMap<String, usize>,
+    rng: &mut XorShift,
+) {
     let killed = job.run_killed(KILLS, KILL_WINDOW, rng);
-    assert!(killed >= 2, "only {killed} runs were killed mid-job; the input is too small to test crashes");
+    assert!(
+        killed >= 2,
+        "only {killed} runs were killed mid-job; the input is too small to test crashes"
+    );
     let stderr = job.run_ok(&[]);
-    assert!(stderr.contains("resumed from checkpoint"), "the last run did not restore: {stderr}");
-    assert_same_lines(&job.lines(out), expected, &format!("output after {killed} crashes"));
+    assert!(
+        stderr.contains("resumed from checkpoint"),
+        "the last run did not restore: {stderr}"
+    );
+    assert_same_lines(
+        &job.lines(out),
+        expected,
+        &format!("output after {killed} crashes"),
+    );
 }
 
 // ---------------------------------------------------------------- wordcount
@@ -71,7 +98,9 @@ fn wordcount_input(rng: &mut XorShift, lines: usize) -> String {
     let mut text = String::new();
     for _ in 0..lines {
         let n = rng.range(1, 9);
-        let words: Vec<String> = (0..n).map(|_| format!("Word{}", rng.range(0, 400))).collect();
+        let words: Vec<String> = (0..n)
+            .map(|_| format!("Word{}", rng.range(0, 400)))
+            .collect();
         text.push_str(&words.join(" "));
         text.push_str(", done.\n");
     }
@@ -82,7 +111,10 @@ fn wordcount_input(rng: &mut XorShift, lines: usize) -> String {
 fn wordcount_reference(text: &str) -> BTreeMap<String, usize> {
     let mut counts: HashMap<String, u64> = HashMap::new();
     let mut out = String::new();
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
         let w = word.to_lowercase();
         let c = counts.entry(w.clone()).or_insert(0);
         *c += 1;
@@ -95,10 +127,18 @@ fn wordcount_reference(text: &str) -> BTreeMap<String, usize> {
 fn wordcount_straight_through_matches_the_reference() {
     let mut rng = XorShift(seed());
     let input = wordcount_input(&mut rng, 3000);
-    let job = JobDir::new(WEIR, &WORDCOUNT_JOB.replace("rate = 5000", ""), &[("input.txt", &input)]);
+    let job = JobDir::new(
+        WEIR,
+        &WORDCOUNT_JOB.replace("rate = 5000", ""),
+        &[("input.txt", &input)],
+    );
     let stderr = job.run_ok(&[]);
     assert!(stderr.contains("job `wordcount` finished"), "{stderr}");
-    assert_same_lines(&job.lines("out/counts.jsonl"), &wordcount_reference(&input), "wordcount output");
+    assert_same_lines(
+        &job.lines("out/counts.jsonl"),
+        &wordcount_reference(&input),
+        "wordcount output",
+    );
 }
 
 #[test]
@@ -106,7 +146,12 @@ fn wordcount_survives_sigkill_exactly_once() {
     let mut rng = XorShift(seed() ^ 1);
     let input = wordcount_input(&mut rng, 30_000);
     let job = JobDir::new(WEIR, WORDCOUNT_JOB, &[("input.txt", &input)]);
-    check_crash_run(&job, "out/counts.jsonl", &wordcount_reference(&input), &mut rng);
+    check_crash_run(
+        &job,
+        "out/counts.jsonl",
+        &wordcount_reference(&input),
+        &mut rng,
+    );
 }
 
 // ---------------------------------------------------------------- reconcile
@@ -160,7 +205,10 @@ impl Orders {
                 0 => a.push((key, amount)),
                 1 => b.push((key, amount)),
                 2 => {
-                    b.push((key.clone(), format!("{}.{:02}", cents / 100 + 1, cents % 100)));
+                    b.push((
+                        key.clone(),
+                        format!("{}.{:02}", cents / 100 + 1, cents % 100),
+                    ));
                     a.push((key, amount));
                 }
                 _ => {
@@ -198,10 +246,18 @@ impl Orders {
     fn sides(&self, ka: usize, kb: usize) -> BTreeMap<String, (Option<f64>, Option<f64>)> {
         let mut sides: BTreeMap<String, (Option<f64>, Option<f64>)> = BTreeMap::new();
         for (k, v) in &self.a[..ka] {
-            sides.entry(k.clone()).or_default().0.get_or_insert(v.parse().unwrap());
+            sides
+                .entry(k.clone())
+                .or_default()
+                .0
+                .get_or_insert(v.parse().unwrap());
         }
         for (k, v) in &self.b[..kb] {
-            sides.entry(k.clone()).or_default().1.get_or_insert(v.parse().unwrap());
+            sides
+                .entry(k.clone())
+                .or_default()
+                .1
+                .get_or_insert(v.parse().unwrap());
         }
         sides
     }
@@ -216,7 +272,10 @@ impl Orders {
                 (Some(_), None) => "ONLY_A",
                 _ => "ONLY_B",
             };
-            out.push_str(&format!("{}\n", json!({"key": k, "status": status, "a": a, "b": b})));
+            out.push_str(&format!(
+                "{}\n",
+                json!({"key": k, "status": status, "a": a, "b": b})
+            ));
         }
         multiset(&out)
     }
@@ -226,7 +285,8 @@ impl Orders {
 fn canonical(lines: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for (l, n) in lines {
-        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("output line is not JSON ({e}): {l}"));
+        let v: Value = serde_json::from_str(l)
+            .unwrap_or_else(|e| panic!("output line is not JSON ({e}): {l}"));
         *out.entry(v.to_string()).or_insert(0) += n;
     }
     out
@@ -237,7 +297,11 @@ fn reconcile_straight_through_matches_the_reference() {
     let orders = Orders::generate(&mut XorShift(seed() ^ 2), 2000);
     let job = orders.job(None, None);
     job.run_ok(&[]);
-    assert_same_lines(&job.lines("out/reconcile.jsonl"), &orders.reference(), "reconcile output");
+    assert_same_lines(
+        &job.lines("out/reconcile.jsonl"),
+        &orders.reference(),
+        "reconcile output",
+    );
 }
 
 #[test]
@@ -285,10 +349,22 @@ fn checkpoints_of_skewed_inputs_are_consistent_cuts() {
             .into_iter()
             .map(|(_, k, v)| (k, serde_json::from_slice(&v).unwrap()))
             .collect();
-        assert_eq!(got.len(), expected.len(), "checkpoint {} at offsets a={ka} b={kb}", meta.id);
-        assert!(got == expected, "checkpoint {} state differs from the cut a={ka} b={kb}", meta.id);
+        assert_eq!(
+            got.len(),
+            expected.len(),
+            "checkpoint {} at offsets a={ka} b={kb}",
+            meta.id
+        );
+        assert!(
+            got == expected,
+            "checkpoint {} state differs from the cut a={ka} b={kb}",
+            meta.id
+        );
     }
-    assert!(intermediate >= 3, "only {intermediate} checkpoints caught both inputs mid-stream");
+    assert!(
+        intermediate >= 3,
+        "only {intermediate} checkpoints caught both inputs mid-stream"
+    );
 }
 
 // ---------------------------------------------------------------- dedupe
@@ -335,7 +411,11 @@ fn dedupe_input(rng: &mut XorShift, n: usize) -> (String, BTreeMap<String, usize
 #[test]
 fn dedupe_straight_through_matches_the_reference() {
     let (input, expected) = dedupe_input(&mut XorShift(seed() ^ 5), 4000);
-    let job = JobDir::new(WEIR, &DEDUPE_JOB.replace("rate = 10000", ""), &[("events.jsonl", &input)]);
+    let job = JobDir::new(
+        WEIR,
+        &DEDUPE_JOB.replace("rate = 10000", ""),
+        &[("events.jsonl", &input)],
+    );
     job.run_ok(&[]);
     assert_same_lines(&job.lines("out/unique.jsonl"), &expected, "dedupe output");
 }

@@ -91,3 +91,112 @@ impl PluginReport {
         s
     }
 }
+
+/// One complete checkpoint as `weir checkpoints` shows it. Its JSON form
+/// (with `--json`, an array of these) is stable: the stored
+/// [`CheckpointMeta`](crate::store::CheckpointMeta) fields plus `time`, the
+/// trigger time in RFC 3339.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointReport {
+    /// Trigger time, RFC 3339 UTC.
+    pub time: String,
+    /// The stored metadata.
+    #[serde(flatten)]
+    pub meta: crate::store::CheckpointMeta,
+}
+
+impl CheckpointReport {
+    /// The report of `meta`.
+    pub fn of(meta: crate::store::CheckpointMeta) -> Self {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(meta.started_at_ms);
+        CheckpointReport {
+            time: humantime::format_rfc3339_millis(t).to_string(),
+            meta,
+        }
+    }
+
+    /// Human-readable lines.
+    pub fn to_text(&self) -> String {
+        let m = &self.meta;
+        let mut s = format!(
+            "checkpoint {}{}  {}  duration {} ms  alignment {} ms  written {} bytes  keys {}\n",
+            m.id,
+            if m.final_checkpoint { " (final)" } else { "" },
+            self.time,
+            m.duration_ms,
+            m.alignment_ms,
+            m.bytes_written,
+            m.state_keys
+        );
+        for (id, offset) in &m.sources {
+            s.push_str(&format!("  source   {id}: offset {offset}\n"));
+        }
+        for (id, op) in &m.operators {
+            s.push_str(&format!(
+                "  operator {id}: {} {} (state version {}, parallelism {}, sha256 {})\n",
+                op.plugin_name,
+                op.version_or_dash(),
+                op.state_version,
+                op.parallelism,
+                op.sha256
+            ));
+        }
+        s
+    }
+}
+
+impl crate::store::OperatorMeta {
+    fn version_or_dash(&self) -> &str {
+        if self.plugin_version.is_empty() {
+            "-"
+        } else {
+            &self.plugin_version
+        }
+    }
+}
+
+/// How `weir state` shows bytes: JSON when they parse as JSON, a string when
+/// they are UTF-8, else `{"base64": "..."}`.
+///
+/// ```
+/// use weir::inspect::show_bytes;
+/// assert_eq!(show_bytes(b"42"), serde_json::json!(42));
+/// assert_eq!(show_bytes(b"hi\0count"), serde_json::json!("hi\u{0}count"));
+/// assert_eq!(show_bytes(&[0xff]), serde_json::json!({"base64": "/w=="}));
+/// ```
+pub fn show_bytes(b: &[u8]) -> serde_json::Value {
+    use base64::Engine as _;
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(b) {
+        return v;
+    }
+    match std::str::from_utf8(b) {
+        Ok(s) => serde_json::Value::String(s.to_string()),
+        Err(_) => {
+            serde_json::json!({"base64": base64::engine::general_purpose::STANDARD.encode(b)})
+        }
+    }
+}
+
+/// How `weir state` shows a key: a string when UTF-8, else `{"base64": ...}`.
+pub fn show_key(b: &[u8]) -> serde_json::Value {
+    use base64::Engine as _;
+    match std::str::from_utf8(b) {
+        Ok(s) => serde_json::Value::String(s.to_string()),
+        Err(_) => {
+            serde_json::json!({"base64": base64::engine::general_purpose::STANDARD.encode(b)})
+        }
+    }
+}
+
+/// Whether state key `key` matches `--key wanted`: equal, or `wanted`
+/// followed by 0x00 (the SDK's `MapState` layout `<key> 0x00 <name>`).
+///
+/// ```
+/// use weir::inspect::key_matches;
+/// assert!(key_matches(b"hello\0count", b"hello"));
+/// assert!(key_matches(b"hello", b"hello"));
+/// assert!(!key_matches(b"hello2\0count", b"hello"));
+/// ```
+pub fn key_matches(key: &[u8], wanted: &[u8]) -> bool {
+    key == wanted || (key.len() > wanted.len() && key.starts_with(wanted) && key[wanted.len()] == 0)
+}

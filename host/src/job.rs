@@ -288,7 +288,10 @@ const SOURCE_TYPES: &[(&str, &[&str])] = &[
         "generator",
         &["id", "type", "count", "words", "seed", "batch_size", "rate"],
     ),
-    ("stdin", &["id", "type", "format", "key", "batch_size", "rate"]),
+    (
+        "stdin",
+        &["id", "type", "format", "key", "batch_size", "rate"],
+    ),
 ];
 const SINK_TYPES: &[(&str, &[&str])] = &[
     ("file", &["id", "type", "path", "format", "input"]),

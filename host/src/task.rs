@@ -195,9 +195,14 @@ pub(crate) fn run_source(
         if shared.cancelled() {
             return Err(Cancelled);
         }
-        let throttled = rate.is_some_and(|r| started.elapsed() < Duration::from_secs_f64(sent as f64 / r as f64));
+        let throttled = rate
+            .is_some_and(|r| started.elapsed() < Duration::from_secs_f64(sent as f64 / r as f64));
         let cmd = if at_end || throttled {
-            match ctl.recv_timeout(if at_end { POLL } else { Duration::from_millis(5) }) {
+            match ctl.recv_timeout(if at_end {
+                POLL
+            } else {
+                Duration::from_millis(5)
+            }) {
                 Ok(c) => Some(c),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return Err(Cancelled),

@@ -29,7 +29,10 @@ impl XorShift {
 
 /// The seed for randomized tests: `WEIR_TEST_SEED` or a fixed default.
 pub fn seed() -> u64 {
-    std::env::var("WEIR_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_cafe_f00d)
+    std::env::var("WEIR_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_cafe_f00d)
 }
 
 /// A job file and its inputs in a temporary folder.
@@ -49,7 +52,10 @@ impl JobDir {
         for (name, text) in files {
             std::fs::write(dir.path().join(name), text).unwrap();
         }
-        JobDir { dir, weir: PathBuf::from(weir) }
+        JobDir {
+            dir,
+            weir: PathBuf::from(weir),
+        }
     }
 
     /// The folder.
@@ -59,7 +65,10 @@ impl JobDir {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.weir);
-        c.arg("run").arg(self.path().join("job.toml")).args(args).env_remove("RUST_LOG");
+        c.arg("run")
+            .arg(self.path().join("job.toml"))
+            .args(args)
+            .env_remove("RUST_LOG");
         c
     }
 
@@ -82,7 +91,12 @@ impl JobDir {
     pub fn run_killed(&self, kills: usize, window: (u64, u64), rng: &mut XorShift) -> usize {
         let mut killed = 0;
         for _ in 0..kills {
-            let mut child = self.command(&[]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+            let mut child = self
+                .command(&[])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
             let deadline = Instant::now() + Duration::from_millis(rng.range(window.0, window.1));
             loop {
                 if child.try_wait().unwrap().is_some() {

@@ -36,6 +36,44 @@ enum Command {
         #[arg(long)]
         state_dir: Option<PathBuf>,
     },
+    /// Check a job file and load every plugin (world, ports, config via `open`) without running it.
+    #[command(after_help = "Examples:\n  weir validate examples/reconcile/job.toml")]
+    Validate {
+        /// The job file.
+        job: PathBuf,
+    },
+    /// List the complete checkpoints in a state directory.
+    #[command(
+        after_help = "Examples:\n  weir checkpoints examples/wordcount/state\n  weir checkpoints --json examples/wordcount/state | jq '.[-1].sources'"
+    )]
+    Checkpoints {
+        /// The state directory (the job's checkpoint.dir).
+        state_dir: PathBuf,
+        /// Print a JSON array (stable shape, see README) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print an operator's host-owned state from a checkpoint as JSON lines,
+    /// without loading the plugin.
+    #[command(
+        after_help = "Examples:\n  weir state examples/wordcount/state --operator count\n  weir state examples/wordcount/state --operator count --key weir\n  weir state examples/reconcile/state --operator reconcile --checkpoint 3 --json"
+    )]
+    State {
+        /// The state directory (the job's checkpoint.dir).
+        state_dir: PathBuf,
+        /// The operator's id in the job file.
+        #[arg(long)]
+        operator: String,
+        /// Checkpoint id (default: the latest).
+        #[arg(long)]
+        checkpoint: Option<u64>,
+        /// Only this key (also matches SDK map entries `<key>\0<name>`).
+        #[arg(long)]
+        key: Option<String>,
+        /// Print one JSON document with encodings instead of JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show a plugin's name, version, ports, state version, imports, exports,
     /// size and sha256, without running it.
     #[command(
@@ -106,6 +144,46 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             eprint!("{}", weir::runner::format_summary(&job, &summary));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Validate { job } => {
+            let job = weir::job::Job::load(&job)?;
+            let rt = runtime()?;
+            let report = weir::runner::validate(&job, &rt)?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Checkpoints { state_dir, json } => {
+            let store = weir::store::CheckpointStore::open_existing(&state_dir)?;
+            let reports: Vec<_> = store
+                .list()?
+                .into_iter()
+                .map(weir::inspect::CheckpointReport::of)
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&reports)?);
+            } else if reports.is_empty() {
+                println!("no complete checkpoints in {}", state_dir.display());
+            } else {
+                println!(
+                    "job `{}`: {} complete checkpoint(s)",
+                    store.job()?,
+                    reports.len()
+                );
+                for r in &reports {
+                    print!("{}", r.to_text());
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::State {
+            state_dir,
+            operator,
+            checkpoint,
+            key,
+            json,
+        } => {
+            state(&state_dir, &operator, checkpoint, key.as_deref(), json)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Inspect { plugin, json } => {
             let rt = runtime()?;
             let loaded = rt.load(&plugin)?;
@@ -118,4 +196,77 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn state(
+    state_dir: &std::path::Path,
+    operator: &str,
+    checkpoint: Option<u64>,
+    key: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use weir::inspect::{key_matches, show_bytes, show_key};
+    let store = weir::store::CheckpointStore::open_existing(state_dir)?;
+    let meta = match checkpoint {
+        Some(id) => store.get(id)?.with_context(|| {
+            format!(
+                "no complete checkpoint {id} in {}; `weir checkpoints {}` lists them",
+                state_dir.display(),
+                state_dir.display()
+            )
+        })?,
+        None => store
+            .latest()?
+            .with_context(|| format!("no complete checkpoints in {}", state_dir.display()))?,
+    };
+    if !meta.operators.contains_key(operator) {
+        anyhow::bail!(
+            "checkpoint {} has no operator `{operator}` (it has: {})",
+            meta.id,
+            meta.operators
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let entries = store.operator_state(meta.id, operator)?;
+    let wanted = key.map(str::as_bytes);
+    let selected = entries
+        .iter()
+        .filter(|(_, k, _)| wanted.is_none_or(|w| key_matches(k, w)));
+    let mut out = std::io::stdout().lock();
+    if json {
+        let encoding = |b: &[u8], v: &serde_json::Value| {
+            if v.get("base64").is_some() && std::str::from_utf8(b).is_err() {
+                "base64"
+            } else if serde_json::from_slice::<serde_json::Value>(b).is_ok() {
+                "json"
+            } else {
+                "utf8"
+            }
+        };
+        let list: Vec<serde_json::Value> = selected
+            .map(|(i, k, v)| {
+                let (sk, sv) = (show_key(k), show_bytes(v));
+                serde_json::json!({
+                    "instance": i,
+                    "key": sk, "key_encoding": if std::str::from_utf8(k).is_ok() { "utf8" } else { "base64" },
+                    "value": sv, "value_encoding": encoding(v, &sv),
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({"checkpoint": meta.id, "operator": operator, "entries": list});
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        for (_, k, v) in selected {
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"key": show_key(k), "value": show_bytes(v)})
+            )?;
+        }
+    }
+    Ok(())
 }
