@@ -20,11 +20,12 @@ use crate::coordinator::{Command, Completed, Coordinator, Participant};
 use crate::instance::{InstanceError, OperatorInstance};
 use crate::job::{Job, SourceKind};
 use crate::partition::{KEY_GROUPS, Partitioner};
+use crate::metrics::JobMetrics;
 use crate::plugin::{Plugin, PluginError, Runtime};
 use crate::state::KeyedState;
 use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta, StoreError};
 use crate::task::{
-    Edge, Event, Inputs, InstanceTask, Msg, NodeMetrics, Output, POLL, Shared, SinkTask, SourceCtl,
+    Edge, Event, Inputs, InstanceTask, Msg, Output, POLL, Shared, SinkTask, SourceCtl,
     TaskError,
 };
 use crate::{sink, source};
@@ -65,6 +66,9 @@ pub struct RunOptions {
     pub restore: RestoreMode,
     /// Overrides the job's `checkpoint.dir`.
     pub state_dir: Option<PathBuf>,
+    /// Live metrics to update (from [`JobMetrics::for_job`]); the run
+    /// creates its own when `None`.
+    pub metrics: Option<Arc<JobMetrics>>,
 }
 
 /// What a finished run did.
@@ -120,12 +124,6 @@ pub type LoadedOperator = (Plugin, Vec<(u32, String)>);
 
 /// The receivers of one instance: `(input port, channel)` per upstream instance.
 type ChannelInputs = Vec<(u32, Receiver<Msg>)>;
-
-/// A node's identity and counters.
-struct Node {
-    id: String,
-    metrics: Arc<NodeMetrics>,
-}
 
 /// Loads every operator's plugin, checks its ports against the job, and
 /// returns (plugin, resolved input ports) per operator, in job order.
@@ -257,22 +255,12 @@ pub fn run(
     }
 
     let mut threads: Vec<(String, JoinHandle<Result<(), crate::task::Cancelled>>)> = Vec::new();
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut metrics_of: HashMap<String, Arc<NodeMetrics>> = HashMap::new();
-    for id in job
-        .sources
-        .iter()
-        .map(|s| &s.id)
-        .chain(job.operators.iter().map(|o| &o.id))
-        .chain(job.sinks.iter().map(|s| &s.id))
-    {
-        let m = Arc::new(NodeMetrics::default());
-        metrics_of.insert(id.clone(), m.clone());
-        nodes.push(Node {
-            id: id.clone(),
-            metrics: m,
-        });
+    let metrics = options.metrics.clone().unwrap_or_else(|| JobMetrics::for_job(job));
+    if restored.is_some() {
+        metrics.checkpoints.restarts.fetch_add(1, Ordering::Relaxed);
     }
+    let metrics_of: HashMap<String, Arc<crate::metrics::NodeMetrics>> =
+        metrics.nodes.iter().map(|(id, _, m)| (id.clone(), m.clone())).collect();
     let output = |id: &str, instance: usize, edges: &mut HashMap<String, Vec<Vec<Edge>>>| Output {
         edges: std::mem::take(&mut edges.get_mut(id).expect("node")[instance]),
         metrics: metrics_of[id].clone(),
@@ -407,6 +395,7 @@ pub fn run(
         source_ctls: &source_ctls,
         commit_txs: &commit_txs,
         operators_meta,
+        metrics: &metrics,
         checkpoints: 0,
         last: None,
         awaiting_commit: None,
@@ -435,15 +424,10 @@ pub fn run(
         last_checkpoint: last,
         finished,
         duration: started.elapsed(),
-        nodes: nodes
+        nodes: metrics
+            .nodes
             .iter()
-            .map(|n| {
-                (
-                    n.id.clone(),
-                    n.metrics.records_in.load(Ordering::Relaxed),
-                    n.metrics.records_out.load(Ordering::Relaxed),
-                )
-            })
+            .map(|(id, _, m)| (id.clone(), m.records_in.load(Ordering::Relaxed), m.records_out.load(Ordering::Relaxed)))
             .collect(),
     })
 }
@@ -535,6 +519,7 @@ struct Driver<'a> {
     source_ctls: &'a [Sender<SourceCtl>],
     commit_txs: &'a [Sender<u64>],
     operators_meta: BTreeMap<String, OperatorMeta>,
+    metrics: &'a JobMetrics,
     checkpoints: u64,
     last: Option<u64>,
     /// A checkpoint whose sink commits end the run (final or stop).
@@ -591,6 +576,15 @@ impl Driver<'_> {
         );
         self.checkpoints += 1;
         self.last = Some(done.id);
+        let c = &self.metrics.checkpoints;
+        c.completed.fetch_add(1, Ordering::Relaxed);
+        c.last_id.store(done.id, Ordering::Relaxed);
+        c.last_duration_ms.store(meta.duration_ms, Ordering::Relaxed);
+        c.last_bytes.store(stats.bytes_written, Ordering::Relaxed);
+        c.last_alignment_ms.store(meta.alignment_ms, Ordering::Relaxed);
+        c.last_alignment_buffered_bytes.store(done.buffered_bytes, Ordering::Relaxed);
+        c.duration.observe(done.started.elapsed());
+        c.alignment.observe(done.alignment);
         for tx in self.commit_txs {
             let _ = tx.send(done.id);
         }

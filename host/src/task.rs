@@ -12,16 +12,17 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Select, SendTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Select, SendTimeoutError, Sender, TrySendError};
 use serde_json::Value;
 
 use crate::Record;
 use crate::align::{Action, Aligner, Event as AlignEvent};
 use crate::coordinator::Ack;
 use crate::instance::{InstanceError, OperatorInstance};
+use crate::metrics::NodeMetrics;
 use crate::partition::Partitioner;
 use crate::sink::{Sink, SinkError};
 use crate::source::{SourceError, SourceReader};
@@ -96,16 +97,17 @@ impl Shared {
     }
 }
 
-/// Per-node counters, read by the progress display and the summary.
-#[derive(Debug, Default)]
-pub struct NodeMetrics {
-    /// Records received.
-    pub records_in: AtomicU64,
-    /// Records sent downstream.
-    pub records_out: AtomicU64,
-}
-
-fn send(shared: &Shared, tx: &Sender<Msg>, mut msg: Msg) -> Result<(), Cancelled> {
+fn send(shared: &Shared, metrics: &NodeMetrics, tx: &Sender<Msg>, msg: Msg) -> Result<(), Cancelled> {
+    let mut msg = match tx.try_send(msg) {
+        Ok(()) => return Ok(()),
+        Err(TrySendError::Disconnected(_)) => return Err(Cancelled),
+        Err(TrySendError::Full(m)) => m,
+    };
+    // Backpressure: the downstream channel is full.
+    let blocked = Instant::now();
+    let _account = Defer(|| {
+        metrics.blocked_ns.fetch_add(blocked.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    });
     loop {
         match tx.send_timeout(msg, POLL) {
             Ok(()) => return Ok(()),
@@ -118,6 +120,24 @@ fn send(shared: &Shared, tx: &Sender<Msg>, mut msg: Msg) -> Result<(), Cancelled
             Err(SendTimeoutError::Disconnected(_)) => return Err(Cancelled),
         }
     }
+}
+
+/// Runs a closure when dropped.
+struct Defer<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for Defer<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+fn count_in(m: &NodeMetrics, batch: &[Record]) {
+    m.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
+    m.bytes_in.fetch_add(bytes_of(batch), Ordering::Relaxed);
+}
+
+fn bytes_of(batch: &[Record]) -> u64 {
+    batch.iter().map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64).sum()
 }
 
 /// One outgoing connection to every instance of a downstream node.
@@ -137,9 +157,8 @@ impl Output {
         if batch.is_empty() {
             return Ok(());
         }
-        self.metrics
-            .records_out
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.metrics.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.metrics.bytes_out.fetch_add(bytes_of(&batch), Ordering::Relaxed);
         let last = self.edges.len().saturating_sub(1);
         let mut batch = Some(batch);
         for (i, edge) in self.edges.iter_mut().enumerate() {
@@ -149,7 +168,7 @@ impl Output {
                 batch.clone().expect("not taken yet")
             };
             if edge.senders.len() == 1 {
-                send(shared, &edge.senders[0], Msg::Batch(b))?;
+                send(shared, &self.metrics, &edge.senders[0], Msg::Batch(b))?;
                 continue;
             }
             let mut parts: Vec<Vec<Record>> = vec![Vec::new(); edge.senders.len()];
@@ -158,7 +177,7 @@ impl Output {
             }
             for (tx, part) in edge.senders.iter().zip(parts) {
                 if !part.is_empty() {
-                    send(shared, tx, Msg::Batch(part))?;
+                    send(shared, &self.metrics, tx, Msg::Batch(part))?;
                 }
             }
         }
@@ -168,7 +187,7 @@ impl Output {
     fn broadcast(&self, shared: &Shared, make: impl Fn() -> Msg) -> Result<(), Cancelled> {
         for edge in &self.edges {
             for tx in &edge.senders {
-                send(shared, tx, make())?;
+                send(shared, &self.metrics, tx, make())?;
             }
         }
         Ok(())
@@ -446,13 +465,10 @@ impl InstanceTask {
                 match action {
                     Action::Process { channel, batch } => {
                         let port = self.inputs.channels[channel].0;
-                        self.inputs
-                            .metrics
-                            .records_in
-                            .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                        self.instance
-                            .process(port, &batch)
-                            .map_err(|e| self.fail(e))?;
+                        count_in(&self.inputs.metrics, &batch);
+                        let started = Instant::now();
+                        self.instance.process(port, &batch).map_err(|e| self.fail(e))?;
+                        self.inputs.metrics.batch_latency.observe(started.elapsed());
                         self.emit()?;
                     }
                     Action::Checkpoint { id } => {
@@ -556,11 +572,10 @@ impl SinkTask {
             for action in actions.drain(..) {
                 match action {
                     Action::Process { batch, .. } => {
-                        self.inputs
-                            .metrics
-                            .records_in
-                            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                        count_in(&self.inputs.metrics, &batch);
+                        let started = Instant::now();
                         self.sink.write(&batch).map_err(|e| self.fail(e))?;
+                        self.inputs.metrics.batch_latency.observe(started.elapsed());
                     }
                     Action::Checkpoint { id } => {
                         clock.finish();

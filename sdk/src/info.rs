@@ -105,11 +105,13 @@ impl OpenContext {
     /// parser's message (which names the bad field).
     ///
     /// ```
-    /// #[derive(serde::Deserialize)]
+    /// #[derive(Debug, serde::Deserialize)]
     /// struct Config { limit: u32 }
     /// let ctx = weir_sdk::OpenContext::with_config(r#"{"limit": 5}"#);
     /// assert_eq!(ctx.config_as::<Config>().unwrap().limit, 5);
     /// assert!(weir_sdk::OpenContext::with_config("{}").config_as::<Config>().is_err());
+    /// let err = weir_sdk::OpenContext::with_config(r#"{"limit": "x"}"#).config_as::<Config>().unwrap_err();
+    /// assert!(err.to_string().contains("`limit`"), "{err}");
     /// ```
     pub fn config_as<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
         let text = if self.config.trim().is_empty() {
@@ -117,6 +119,14 @@ impl OpenContext {
         } else {
             &self.config
         };
-        serde_json::from_str(text).map_err(|e| Error::InvalidConfig(e.to_string()))
+        let de = &mut serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            if path == "." {
+                Error::InvalidConfig(e.into_inner().to_string())
+            } else {
+                Error::InvalidConfig(format!("`{path}`: {}", e.into_inner()))
+            }
+        })
     }
 }

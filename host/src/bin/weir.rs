@@ -35,6 +35,12 @@ enum Command {
         /// State directory (overrides the job's checkpoint.dir).
         #[arg(long)]
         state_dir: Option<PathBuf>,
+        /// Serve Prometheus metrics on this address, e.g. 127.0.0.1:9400.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
+        /// Seconds between progress lines when stderr is not a terminal (0: none).
+        #[arg(long, default_value_t = 10)]
+        progress_every: u64,
     },
     /// Check a job file and load every plugin (world, ports, config via `open`) without running it.
     #[command(after_help = "Examples:\n  weir validate examples/reconcile/job.toml")]
@@ -86,6 +92,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Create a Rust plugin crate that builds to a component and passes its
+    /// own tests out of the box.
+    #[command(
+        after_help = "Examples:\n  weir new my-counter                 # creates ./my-counter\n  weir new enrich --dir ~/src         # creates ~/src/enrich\n  weir new my-op --sdk ../weir/sdk    # depend on another weir-sdk checkout"
+    )]
+    New {
+        /// The crate name: lowercase letters, digits, `-` and `_`, starting with a letter.
+        name: String,
+        /// Folder to create the crate in: it goes to DIR/NAME.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The weir-sdk crate to depend on [default: the sdk/ folder of the
+        /// Weir checkout this binary was built from].
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
 }
 
 fn parse_restore(s: &str) -> Result<RestoreMode, String> {
@@ -127,20 +149,27 @@ fn runtime() -> anyhow::Result<weir::Runtime> {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Run {
-            job,
-            restore,
-            state_dir,
-        } => {
+        Command::Run { job, restore, state_dir, metrics, progress_every } => {
             let job = weir::job::Job::load(&job)?;
             let shutdown = Arc::new(AtomicBool::new(false));
             for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-                signal_hook::flag::register(signal, shutdown.clone())
-                    .context("installing signal handlers")?;
+                signal_hook::flag::register(signal, shutdown.clone()).context("installing signal handlers")?;
             }
             let rt = runtime()?;
-            let summary =
-                weir::runner::run(&job, &rt, &RunOptions { restore, state_dir }, &shutdown)?;
+            let live = weir::metrics::JobMetrics::for_job(&job);
+            if let Some(addr) = metrics {
+                let bound = weir::metrics::serve(&addr, live.clone())
+                    .with_context(|| format!("serving metrics on {addr} (is the port in use?)"))?;
+                eprintln!("metrics: http://{bound}/metrics");
+            }
+            let progress = (progress_every > 0)
+                .then(|| weir::progress::Progress::start(live.clone(), std::time::Duration::from_secs(progress_every)));
+            let options = RunOptions { restore, state_dir, metrics: Some(live) };
+            let result = weir::runner::run(&job, &rt, &options, &shutdown);
+            if let Some(p) = progress {
+                p.stop();
+            }
+            let summary = result?;
             eprint!("{}", weir::runner::format_summary(&job, &summary));
             Ok(ExitCode::SUCCESS)
         }
@@ -193,6 +222,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 print!("{}", report.to_text());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::New { name, dir, sdk } => {
+            let sdk = sdk.unwrap_or_else(weir::scaffold::default_sdk_dir);
+            let files = weir::scaffold::scaffold(&name, &dir, &sdk)?;
+            print!("{}", weir::scaffold::summary(&name, &dir, &files));
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -1,0 +1,135 @@
+//! What `weir run` shows while a job runs: a live display on a terminal
+//! (records in/out, throughput, backpressure per node, the last checkpoint),
+//! or a plain progress line every few seconds when stderr is not a terminal.
+
+use std::io::IsTerminal as _;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::metrics::{JobMetrics, NodeKind};
+
+/// A running progress display; [`Progress::stop`] clears it.
+pub struct Progress {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Progress {
+    /// Starts showing `metrics` on stderr: live on a terminal, else a plain
+    /// line every `plain_every`.
+    pub fn start(metrics: Arc<JobMetrics>, plain_every: Duration) -> Progress {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let live = std::io::stderr().is_terminal();
+        let thread = std::thread::Builder::new()
+            .name("progress".into())
+            .spawn(move || if live { run_live(&metrics, &flag) } else { run_plain(&metrics, &flag, plain_every) })
+            .ok();
+        Progress { stop, thread }
+    }
+
+    /// Stops and clears the display.
+    pub fn stop(mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Previous totals, to compute rates.
+struct Rates {
+    at: Instant,
+    last: Vec<(u64, u64, u64)>,
+}
+
+impl Rates {
+    fn new(m: &JobMetrics) -> Self {
+        Rates { at: Instant::now(), last: vec![(0, 0, 0); m.nodes.len()] }
+    }
+
+    /// One line per node: totals, rate per second, share of time blocked.
+    fn lines(&mut self, m: &JobMetrics) -> Vec<String> {
+        let dt = self.at.elapsed().as_secs_f64().max(1e-3);
+        self.at = Instant::now();
+        let width = m.nodes.iter().map(|n| n.0.len()).max().unwrap_or(0);
+        let mut out = Vec::with_capacity(m.nodes.len());
+        for ((id, kind, n), last) in m.nodes.iter().zip(&mut self.last) {
+            let (rin, rout, blocked) = (n.records_in.load(Relaxed), n.records_out.load(Relaxed), n.blocked_ns.load(Relaxed));
+            let rate = match kind {
+                NodeKind::Source => (rout - last.1) as f64 / dt,
+                _ => (rin - last.0) as f64 / dt,
+            };
+            let pressure = ((blocked - last.2) as f64 / 1e9 / dt * 100.0).min(100.0);
+            *last = (rin, rout, blocked);
+            let counts = match kind {
+                NodeKind::Source => format!("out {rout:>12}"),
+                NodeKind::Operator => format!("in {rin:>12}  out {rout:>12}"),
+                NodeKind::Sink => format!("in {rin:>12}"),
+            };
+            out.push(format!(
+                "{:<8} {id:<width$}  {counts}  {:>10.0}/s  backpressure {pressure:>3.0}%",
+                kind.name(),
+                rate
+            ));
+        }
+        out
+    }
+}
+
+fn checkpoint_line(m: &JobMetrics, started: Instant) -> String {
+    let c = &m.checkpoints;
+    let last = c.last_id.load(Relaxed);
+    let ckpt = if last == 0 {
+        "no checkpoint yet".to_string()
+    } else {
+        format!(
+            "checkpoint {last}: {} ms, alignment {} ms, {} bytes",
+            c.last_duration_ms.load(Relaxed),
+            c.last_alignment_ms.load(Relaxed),
+            c.last_bytes.load(Relaxed)
+        )
+    };
+    format!("job `{}`  {:.1} s  {ckpt}", m.job, started.elapsed().as_secs_f64())
+}
+
+fn run_live(m: &JobMetrics, stop: &AtomicBool) {
+    let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
+    let style = ProgressStyle::with_template("{msg}").expect("a valid template");
+    let header = multi.add(ProgressBar::new_spinner().with_style(style.clone()));
+    let bars: Vec<ProgressBar> =
+        m.nodes.iter().map(|_| multi.add(ProgressBar::new_spinner().with_style(style.clone()))).collect();
+    let (started, mut rates) = (Instant::now(), Rates::new(m));
+    while !stop.load(Relaxed) {
+        header.set_message(checkpoint_line(m, started));
+        for (bar, line) in bars.iter().zip(rates.lines(m)) {
+            bar.set_message(format!("  {line}"));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    for b in bars.iter().chain([&header]) {
+        b.finish_and_clear();
+    }
+    let _ = multi.clear();
+}
+
+fn run_plain(m: &JobMetrics, stop: &AtomicBool, every: Duration) {
+    let (started, mut rates) = (Instant::now(), Rates::new(m));
+    let mut next = Instant::now() + every;
+    while !stop.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if Instant::now() < next {
+            continue;
+        }
+        next += every;
+        let mut text = format!("progress: {}\n", checkpoint_line(m, started));
+        for l in rates.lines(m) {
+            text.push_str(&format!("progress:   {l}\n"));
+        }
+        eprint!("{text}");
+    }
+}
