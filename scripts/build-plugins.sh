@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds every plugin crate under plugins/ to a WebAssembly component and puts
-# it at plugins/target/<crate>.wasm. Cargo rebuilds only what changed, and a
+# Builds every plugin crate under plugins/ (examples) and tests/guests/ (test
+# fixtures, e.g. misbehaving plugins) to a WebAssembly component and puts it
+# at plugins/target/<crate>.wasm. Cargo rebuilds only what changed, and a
 # component is copied only when its bytes changed, so re-running is cheap.
 #
 # Adds the wasm32-wasip2 Rust target with rustup when it is missing.
@@ -13,9 +14,13 @@ cargo_target="$root/target/wasm"
 
 "$root/scripts/ensure-wasm-target.sh"
 
-# Every directory of plugins/ with a Cargo.toml is a plugin crate.
+# Every directory of plugins/ or tests/guests/ with a Cargo.toml is a plugin crate.
+manifests=("$root"/plugins/*/Cargo.toml)
+if compgen -G "$root/tests/guests/*/Cargo.toml" >/dev/null; then
+    manifests+=("$root"/tests/guests/*/Cargo.toml)
+fi
 packages=()
-for manifest in "$root"/plugins/*/Cargo.toml; do
+for manifest in "${manifests[@]}"; do
     packages+=(-p "$(basename "$(dirname "$manifest")")")
 done
 
@@ -23,7 +28,7 @@ cargo build --quiet --manifest-path "$root/Cargo.toml" --profile plugin \
     --target "$target" --target-dir "$cargo_target" "${packages[@]}"
 
 mkdir -p "$out"
-for manifest in "$root"/plugins/*/Cargo.toml; do
+for manifest in "${manifests[@]}"; do
     name="$(basename "$(dirname "$manifest")")"
     built="$cargo_target/$target/plugin/${name//-/_}.wasm"
     if ! cmp -s "$built" "$out/$name.wasm"; then

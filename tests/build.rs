@@ -40,6 +40,20 @@ fn main() {
         }
     }
     plugins.sort();
+    // Test fixtures (misbehaving plugins) under tests/guests/: constants
+    // `GUEST_<NAME>`, not in `ALL`.
+    let mut guests = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(root.join("tests/guests")) {
+        for entry in entries {
+            let dir = entry.unwrap().path();
+            if dir.join("Cargo.toml").exists() {
+                println!("cargo:rerun-if-changed={}", dir.join("src").display());
+                println!("cargo:rerun-if-changed={}", dir.join("Cargo.toml").display());
+                guests.push(dir.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    guests.sort();
 
     run(
         nested(Command::new("bash")).arg(root.join("scripts/build-plugins.sh")),
@@ -54,6 +68,15 @@ fn main() {
         let konst = p.to_uppercase().replace('-', "_");
         src.push_str(&format!(
             "/// `plugins/{p}` built to a component.\npub const {konst}: &str = {:?};\n",
+            path.display().to_string()
+        ));
+    }
+    for g in &guests {
+        let path = root.join("plugins/target").join(format!("{g}.wasm"));
+        assert!(path.exists(), "{} was not built", path.display());
+        let konst = g.to_uppercase().replace('-', "_");
+        src.push_str(&format!(
+            "/// `tests/guests/{g}` built to a component.\npub const GUEST_{konst}: &str = {:?};\n",
             path.display().to_string()
         ));
     }

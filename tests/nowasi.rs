@@ -14,7 +14,10 @@ fn rec(v: &str) -> Record {
 /// Runs word-count over `words` in two batches, then in a fresh instance
 /// restored from the first one's host state; returns both outputs as
 /// (key, JSON value) and the final count of "be".
-fn run(p: &Plugin, config: &str, words: &[&str]) -> (Vec<(Vec<u8>, Value)>, Option<Vec<u8>>) {
+/// Emitted (key, value) pairs, and the host state of one word afterwards.
+type Ran = (Vec<(Vec<u8>, Value)>, Option<Vec<u8>>);
+
+fn run(p: &Plugin, config: &str, words: &[&str]) -> Ran {
     let out = |inst: &mut OperatorInstance| -> Vec<(Vec<u8>, Value)> {
         inst.take_output(0)
             .iter()

@@ -25,6 +25,7 @@ pub mod sink;
 pub mod source;
 pub mod state;
 pub mod store;
+pub mod supervisor;
 mod task;
 
 pub use instance::{InstanceError, OperatorInstance};

@@ -154,7 +154,7 @@ impl JobMetrics {
     pub fn render_prometheus(&self) -> String {
         let mut out = String::new();
         let job = escape(&self.job);
-        let counters: [(&str, &str, fn(&NodeMetrics) -> u64); 5] = [
+        let counters: [(&str, &str, Getter); 5] = [
             ("weir_records_in_total", "Records received by a node.", |m| m.records_in.load(Relaxed)),
             ("weir_records_out_total", "Records sent downstream by a node.", |m| m.records_out.load(Relaxed)),
             ("weir_bytes_in_total", "Key and value bytes received by a node.", |m| m.bytes_in.load(Relaxed)),
@@ -197,6 +197,9 @@ impl JobMetrics {
         out
     }
 }
+
+/// Reads one counter of a node.
+type Getter = fn(&NodeMetrics) -> u64;
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")

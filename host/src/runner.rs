@@ -69,6 +69,11 @@ pub struct RunOptions {
     /// Live metrics to update (from [`JobMetrics::for_job`]); the run
     /// creates its own when `None`.
     pub metrics: Option<Arc<JobMetrics>>,
+    /// Operators whose plugin is replaced, on restore, by another `.wasm`
+    /// (`--swap OPERATOR=NEW.wasm`).
+    pub swaps: Vec<(String, PathBuf)>,
+    /// Listen for `weir swap` on a control socket in the state dir.
+    pub control_socket: bool,
 }
 
 /// What a finished run did.
@@ -113,6 +118,9 @@ pub enum RunError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// A plugin swap is not possible.
+    #[error("{0}")]
+    Swap(String),
     /// A thread of the job panicked (a host bug).
     #[error("internal error: a job thread panicked ({0}); please report this")]
     Panicked(String),
@@ -146,8 +154,60 @@ pub fn run(
     options: &RunOptions,
     shutdown: &AtomicBool,
 ) -> Result<RunSummary, RunError> {
+    crate::supervisor::run(job, runtime, options, shutdown)
+}
+
+/// How an attempt ended (when it did not fail).
+#[derive(Debug)]
+pub(crate) enum AttemptEnd {
+    /// End of input, final checkpoint committed.
+    Finished,
+    /// Stopped at a checkpoint on request.
+    Stopped,
+    /// Stopped at checkpoint `checkpoint` to swap a plugin.
+    SwapAt {
+        checkpoint: u64,
+        request: SwapRequest,
+    },
+}
+
+/// A `weir swap` request from the control socket.
+#[derive(Debug)]
+pub(crate) struct SwapRequest {
+    pub operator: String,
+    pub plugin: PathBuf,
+    pub reply: Sender<Result<String, String>>,
+}
+
+/// A swapped plugin on probation: the swap is reported successful once a
+/// checkpoint after `from` completes with it.
+#[derive(Debug)]
+pub(crate) struct Probation {
+    pub from: u64,
+    pub operator: String,
+    pub reply: Option<Sender<Result<String, String>>>,
+}
+
+/// What one attempt runs with.
+pub(crate) struct Attempt<'a> {
+    pub restore: RestoreMode,
+    pub plugins: &'a [LoadedOperator],
+    /// Operators whose plugin may differ from the checkpoint's (swapped).
+    pub swapped: &'a std::collections::BTreeSet<String>,
+    pub control: Option<&'a Receiver<SwapRequest>>,
+    pub probation: Option<&'a mut Probation>,
+    pub metrics: Arc<JobMetrics>,
+}
+
+/// Runs the dataflow once, from the checkpoint `attempt.restore` names.
+pub(crate) fn run_attempt(
+    job: &Job,
+    options: &RunOptions,
+    attempt: Attempt<'_>,
+    shutdown: &AtomicBool,
+) -> Result<(RunSummary, AttemptEnd), RunError> {
     let started = Instant::now();
-    let plugins = load_plugins(job, runtime)?;
+    let plugins = attempt.plugins;
     let state_dir = options
         .state_dir
         .clone()
@@ -155,7 +215,7 @@ pub fn run(
     let store = CheckpointStore::open(&state_dir, &job.name)?;
 
     // Which checkpoint to restore.
-    let restored: Option<CheckpointMeta> = match options.restore {
+    let restored: Option<CheckpointMeta> = match attempt.restore {
         RestoreMode::None => {
             store.truncate_after(0)?;
             None
@@ -177,17 +237,18 @@ pub fn run(
             job.name,
             meta.id
         );
-        return Ok(RunSummary {
+        let summary = RunSummary {
             restored_from: Some(meta.id),
             checkpoints: 0,
             last_checkpoint: Some(meta.id),
             finished: true,
             duration: started.elapsed(),
             nodes: Vec::new(),
-        });
+        };
+        return Ok((summary, AttemptEnd::Finished));
     }
     if let Some(meta) = &restored {
-        check_restorable(job, &plugins, meta)?;
+        check_restorable(job, plugins, meta, attempt.swapped)?;
         store.truncate_after(meta.id)?;
     }
     let first_id = store.latest()?.map_or(1, |m| m.id + 1);
@@ -236,7 +297,7 @@ pub fn run(
 
     // Inputs of each operator instance and sink.
     let mut op_inputs: Vec<Vec<ChannelInputs>> = Vec::new();
-    for (op, (_, ports)) in job.operators.iter().zip(&plugins) {
+    for (op, (_, ports)) in job.operators.iter().zip(plugins) {
         let mut per_instance: Vec<ChannelInputs> =
             (0..op.parallelism).map(|_| Vec::new()).collect();
         for (port, upstream) in ports {
@@ -255,7 +316,7 @@ pub fn run(
     }
 
     let mut threads: Vec<(String, JoinHandle<Result<(), crate::task::Cancelled>>)> = Vec::new();
-    let metrics = options.metrics.clone().unwrap_or_else(|| JobMetrics::for_job(job));
+    let metrics = attempt.metrics.clone();
     if restored.is_some() {
         metrics.checkpoints.restarts.fetch_add(1, Ordering::Relaxed);
     }
@@ -268,7 +329,7 @@ pub fn run(
 
     // Operators first (instantiated and restored before any record flows).
     let mut instances = Vec::new();
-    for ((op, (plugin, _)), inputs) in job.operators.iter().zip(&plugins).zip(op_inputs) {
+    for ((op, (plugin, _)), inputs) in job.operators.iter().zip(plugins).zip(op_inputs) {
         for (i, channels) in inputs.into_iter().enumerate() {
             let i = i as u32;
             let mut inst = OperatorInstance::new(plugin, &op.id, i, op.parallelism, &op.config)
@@ -373,7 +434,7 @@ pub fn run(
     let operators_meta: BTreeMap<String, OperatorMeta> = job
         .operators
         .iter()
-        .zip(&plugins)
+        .zip(plugins)
         .map(|(op, (p, _))| {
             (
                 op.id.clone(),
@@ -396,6 +457,9 @@ pub fn run(
         commit_txs: &commit_txs,
         operators_meta,
         metrics: &metrics,
+        control: attempt.control,
+        pending_swap: None,
+        probation: attempt.probation,
         checkpoints: 0,
         last: None,
         awaiting_commit: None,
@@ -405,6 +469,7 @@ pub fn run(
     };
     let outcome = drive.run(&events, shutdown);
     let (checkpoints, last, finished) = (drive.checkpoints, drive.last, drive.finished);
+    let swap = drive.pending_swap.take();
     if outcome.is_err() || !finished {
         cancel.store(true, Ordering::Relaxed);
     }
@@ -418,7 +483,12 @@ pub fn run(
     if let Some(name) = panicked {
         return Err(RunError::Panicked(name));
     }
-    Ok(RunSummary {
+    let end = match (finished, swap, last) {
+        (true, _, _) => AttemptEnd::Finished,
+        (false, Some(request), Some(checkpoint)) => AttemptEnd::SwapAt { checkpoint, request },
+        _ => AttemptEnd::Stopped,
+    };
+    let summary = RunSummary {
         restored_from: restored_id,
         checkpoints,
         last_checkpoint: last,
@@ -429,7 +499,8 @@ pub fn run(
             .iter()
             .map(|(id, _, m)| (id.clone(), m.records_in.load(Ordering::Relaxed), m.records_out.load(Ordering::Relaxed)))
             .collect(),
-    })
+    };
+    Ok((summary, end))
 }
 
 fn hash(b: &[u8]) -> u64 {
@@ -454,6 +525,7 @@ fn check_restorable(
     job: &Job,
     plugins: &[LoadedOperator],
     meta: &CheckpointMeta,
+    swapped: &std::collections::BTreeSet<String>,
 ) -> Result<(), RunError> {
     let err = |message: String| RunError::Restore {
         job: job.name.clone(),
@@ -484,9 +556,9 @@ fn check_restorable(
                 op.id, m.parallelism, op.parallelism, m.parallelism
             )));
         }
-        if m.sha256 != plugin.sha256() {
+        if m.sha256 != plugin.sha256() && !swapped.contains(&op.id) {
             return Err(err(format!(
-                "operator `{}` ran plugin {} {} (sha256 {}) but {} is now {} {} (sha256 {}); refusing to change code silently. Restore with the same plugin file, or use `--restore none`",
+                "operator `{}` ran plugin {} {} (sha256 {}) but {} is now {} {} (sha256 {}); refusing to change code silently. To upgrade it and keep its state, run with `--swap {}={}`; else restore with the plugin the checkpoint ran, or use `--restore none`",
                 op.id,
                 m.plugin_name,
                 m.plugin_version,
@@ -494,7 +566,9 @@ fn check_restorable(
                 op.plugin.display(),
                 plugin.info().name,
                 plugin.info().version,
-                &plugin.sha256()[..12]
+                &plugin.sha256()[..12],
+                op.id,
+                op.plugin.display(),
             )));
         }
     }
@@ -520,6 +594,10 @@ struct Driver<'a> {
     commit_txs: &'a [Sender<u64>],
     operators_meta: BTreeMap<String, OperatorMeta>,
     metrics: &'a JobMetrics,
+    control: Option<&'a Receiver<SwapRequest>>,
+    /// A swap waiting for its checkpoint.
+    pending_swap: Option<SwapRequest>,
+    probation: Option<&'a mut Probation>,
     checkpoints: u64,
     last: Option<u64>,
     /// A checkpoint whose sink commits end the run (final or stop).
@@ -588,11 +666,42 @@ impl Driver<'_> {
         for tx in self.commit_txs {
             let _ = tx.send(done.id);
         }
+        if let Some(p) = self.probation.as_mut().filter(|p| done.id > p.from)
+            && let Some(reply) = p.reply.take()
+        {
+            let _ = reply.send(Ok(format!(
+                "operator `{}` now runs the new plugin: swapped at checkpoint {}, checkpoint {} completed with it",
+                p.operator, p.from, done.id
+            )));
+        }
         if done.is_final || self.coordinator.stop_requested() {
             self.finished = done.is_final;
             self.awaiting_commit = Some(done.id);
         }
         Ok(())
+    }
+
+    /// A live swap: checkpoint now, then end the attempt so that the
+    /// supervisor restarts from that checkpoint with the new plugin.
+    fn swap_requested(&mut self, req: SwapRequest, now: Instant) {
+        let refuse = |req: SwapRequest, why: String| {
+            let _ = req.reply.send(Err(why));
+        };
+        if !self.job.operators.iter().any(|o| o.id == req.operator) {
+            let ids: Vec<&str> = self.job.operators.iter().map(|o| o.id.as_str()).collect();
+            let why = format!("job `{}` has no operator `{}` (it has: {})", self.job.name, req.operator, ids.join(", "));
+            return refuse(req, why);
+        }
+        if self.pending_swap.is_some() || self.coordinator.stop_requested() || self.awaiting_commit.is_some() {
+            return refuse(req, "the job is already stopping or swapping; retry in a moment".into());
+        }
+        if self.probation.as_ref().is_some_and(|p| p.reply.is_some()) {
+            return refuse(req, "the previous swap is still on probation; retry after its first checkpoint".into());
+        }
+        tracing::info!("swap of `{}` requested: taking a checkpoint", req.operator);
+        self.pending_swap = Some(req);
+        let cmd = self.coordinator.request_stop(now);
+        self.command(cmd);
     }
 
     fn run(&mut self, events: &Receiver<Event>, shutdown: &AtomicBool) -> Result<(), RunError> {
@@ -605,6 +714,9 @@ impl Driver<'_> {
                 tracing::info!("stop requested: taking a checkpoint");
                 let cmd = self.coordinator.request_stop(now);
                 self.command(cmd);
+            }
+            if let Some(req) = self.control.and_then(|c| c.try_recv().ok()) {
+                self.swap_requested(req, now);
             }
             let cmd = self.coordinator.tick(now);
             self.command(cmd);

@@ -73,9 +73,6 @@ impl<T: Operator + OperatorSlot> snapshot::Guest for Adapter<T> {
     }
 
     fn restore(state_version: u32, bytes: Vec<u8>) -> Result<(), WitError> {
-        T::with_slot(|slot| {
-            let op = slot.as_mut().ok_or_else(|| not_open("restore"))?;
-            op.restore(state_version, &bytes).map_err(Into::into)
-        })
+        with_op::<T, _>("restore", |op, ctx| op.restore(ctx, state_version, &bytes))
     }
 }

@@ -209,7 +209,10 @@ pub trait Operator: Sized + 'static {
 
     /// Replaces in-memory state with `bytes` written by [`snapshot`](Operator::snapshot)
     /// of a plugin whose state version was `state_version`: migrate when it is
-    /// older than yours. The default accepts only empty bytes.
+    /// older than yours. Host state is already restored when this is called,
+    /// so a migration can also rewrite host state through `ctx` (e.g. scan
+    /// every entry with [`Context::scan_all`] and put it in the new encoding).
+    /// The default accepts only empty bytes.
     ///
     /// ```
     /// # use weir_sdk::*;
@@ -218,7 +221,7 @@ pub trait Operator: Sized + 'static {
     /// # fn describe() -> OperatorInfo { OperatorInfo::new("seen", "1.0.0").input("in").output("out") }
     /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Seen(Default::default())) }
     /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
-    /// fn restore(&mut self, state_version: u32, bytes: &[u8]) -> Result<()> {
+    /// fn restore(&mut self, _ctx: &mut Context, state_version: u32, bytes: &[u8]) -> Result<()> {
     ///     if state_version != 1 {
     ///         return Err(Error::IncompatibleState(format!("unknown state version {state_version}")));
     ///     }
@@ -228,7 +231,8 @@ pub trait Operator: Sized + 'static {
     /// }
     /// # }
     /// ```
-    fn restore(&mut self, state_version: u32, bytes: &[u8]) -> Result<()> {
+    fn restore(&mut self, ctx: &mut Context, state_version: u32, bytes: &[u8]) -> Result<()> {
+        let _ = ctx;
         if bytes.is_empty() {
             Ok(())
         } else {

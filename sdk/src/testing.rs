@@ -276,13 +276,19 @@ impl<O: Operator> Harness<O> {
         let ctx = self.open_ctx.clone();
         let version = self.info.state_version;
         let mut op = install(&mut self.host, || O::open(&ctx))?;
-        install(&mut self.host, || op.restore(version, &bytes))?;
+        install(&mut self.host, || {
+            let mut ctx = Context::new();
+            let out = op.restore(&mut ctx, version, &bytes);
+            ctx.flush();
+            out
+        })?;
         self.op = op;
         Ok(out)
     }
 
     /// Restores this instance from snapshot bytes written by a plugin with
-    /// state version `state_version` (to test migrations).
+    /// state version `state_version`, over the current host state (to test
+    /// migrations: put old-format entries with [`Harness::state_mut`] first).
     ///
     /// ```
     /// # use weir_sdk::*;
@@ -297,7 +303,12 @@ impl<O: Operator> Harness<O> {
     /// ```
     pub fn restore(&mut self, state_version: u32, bytes: &[u8]) -> Result<()> {
         let op = &mut self.op;
-        install(&mut self.host, || op.restore(state_version, bytes))
+        install(&mut self.host, || {
+            let mut ctx = Context::new();
+            let out = op.restore(&mut ctx, state_version, bytes);
+            ctx.flush();
+            out
+        })
     }
 
     /// The host-owned state, as the host would checkpoint it.
@@ -332,6 +343,24 @@ impl<O: Operator> Harness<O> {
     /// ```
     pub fn logs(&self) -> &[(LogLevel, String)] {
         &self.host.logs
+    }
+
+    /// The host-owned state, mutable (to set up old-format state in tests).
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// h.state_mut().insert(b"k".to_vec(), b"v".to_vec());
+    /// assert_eq!(h.state().len(), 1);
+    /// ```
+    pub fn state_mut(&mut self) -> &mut BTreeMap<Vec<u8>, Vec<u8>> {
+        &mut self.host.state
     }
 
     /// The operator itself, to inspect its fields.

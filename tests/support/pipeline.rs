@@ -14,7 +14,7 @@ pub struct XorShift(pub u64);
 
 impl XorShift {
     /// The next value.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -23,7 +23,7 @@ impl XorShift {
 
     /// A value in `lo..hi`.
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
+        lo + self.next_u64() % (hi - lo)
     }
 }
 

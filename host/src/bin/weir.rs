@@ -41,6 +41,23 @@ enum Command {
         /// Seconds between progress lines when stderr is not a terminal (0: none).
         #[arg(long, default_value_t = 10)]
         progress_every: u64,
+        /// Restore with a new plugin for an operator, keeping its state
+        /// (repeatable). The plugin's `restore` migrates older state versions.
+        #[arg(long, value_name = "OPERATOR=NEW.wasm", value_parser = parse_swap)]
+        swap: Vec<(String, PathBuf)>,
+    },
+    /// Replace an operator's plugin in a running job, at a checkpoint,
+    /// keeping its state; rolls back if the new plugin fails.
+    #[command(after_help = "Examples:\n  weir swap examples/hot-swap/state count=plugins/target/word-count-v2.wasm")]
+    Swap {
+        /// The running job's state directory.
+        state_dir: PathBuf,
+        /// The operator and its new plugin.
+        #[arg(value_name = "OPERATOR=NEW.wasm", value_parser = parse_swap)]
+        swap: (String, PathBuf),
+        /// Seconds to wait for the outcome.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
     },
     /// Check a job file and load every plugin (world, ports, config via `open`) without running it.
     #[command(after_help = "Examples:\n  weir validate examples/reconcile/job.toml")]
@@ -110,6 +127,13 @@ enum Command {
     },
 }
 
+fn parse_swap(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((op, path)) if !op.is_empty() && !path.is_empty() => Ok((op.to_string(), PathBuf::from(path))),
+        _ => Err(format!("`{s}` is not OPERATOR=NEW.wasm")),
+    }
+}
+
 fn parse_restore(s: &str) -> Result<RestoreMode, String> {
     s.parse()
 }
@@ -149,7 +173,7 @@ fn runtime() -> anyhow::Result<weir::Runtime> {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Run { job, restore, state_dir, metrics, progress_every } => {
+        Command::Run { job, restore, state_dir, metrics, progress_every, swap } => {
             let job = weir::job::Job::load(&job)?;
             let shutdown = Arc::new(AtomicBool::new(false));
             for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -164,7 +188,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let progress = (progress_every > 0)
                 .then(|| weir::progress::Progress::start(live.clone(), std::time::Duration::from_secs(progress_every)));
-            let options = RunOptions { restore, state_dir, metrics: Some(live) };
+            let options =
+                RunOptions { restore, state_dir, metrics: Some(live), swaps: swap, control_socket: true };
             let result = weir::runner::run(&job, &rt, &options, &shutdown);
             if let Some(p) = progress {
                 p.stop();
@@ -172,6 +197,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let summary = result?;
             eprint!("{}", weir::runner::format_summary(&job, &summary));
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Swap { state_dir, swap: (operator, plugin), timeout } => {
+            let timeout = std::time::Duration::from_secs(timeout);
+            match weir::supervisor::request_swap(&state_dir, &operator, &plugin, timeout) {
+                Ok(message) => {
+                    println!("{message}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => anyhow::bail!("swap of `{operator}` failed: {e}"),
+            }
         }
         Command::Validate { job } => {
             let job = weir::job::Job::load(&job)?;

@@ -90,7 +90,7 @@ impl Operator for Dedupe {
         out
     }
 
-    fn restore(&mut self, state_version: u32, mut bytes: &[u8]) -> Result<()> {
+    fn restore(&mut self, _ctx: &mut Context, state_version: u32, mut bytes: &[u8]) -> Result<()> {
         if state_version != STATE_VERSION {
             return Err(Error::IncompatibleState(format!(
                 "dedupe {} reads state version {STATE_VERSION}, the checkpoint has version {state_version}",

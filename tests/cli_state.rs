@@ -1,0 +1,124 @@
+//! `weir checkpoints` and `weir state` read a state dir without loading any
+//! plugin, as text and with `--json`.
+
+use std::process::Command;
+
+use serde_json::Value;
+use weir_tests::pipeline::JobDir;
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+const JOB: &str = r#"
+name = "counted"
+[checkpoint]
+interval = "50ms"
+[[source]]
+id = "words"
+type = "file"
+path = "words.txt"
+rate = 3000
+[[operator]]
+id = "count"
+plugin = "{plugins}/word-count.wasm"
+inputs = ["words"]
+parallelism = 2
+[[sink]]
+id = "out"
+type = "file"
+path = "out.jsonl"
+input = "count"
+"#;
+
+fn finished_job() -> JobDir {
+    let words: String = (0..1500).map(|i| format!("w{}\n", i % 3)).chain(["caf\u{e9}\n".to_string()]).collect();
+    let j = JobDir::new(WEIR, JOB, &[("words.txt", &words)]);
+    j.run_ok(&[]);
+    j
+}
+
+fn weir(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(WEIR).args(args).output().unwrap();
+    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
+    let j = finished_job();
+    let state = j.path().join("state");
+    let state = state.to_str().unwrap();
+    let (ok, text, err) = weir(&["checkpoints", state]);
+    assert!(ok, "{err}");
+    assert!(text.starts_with("job `counted`: "), "{text}");
+    assert!(text.contains("(final)") && text.contains("source   words: offset {\"byte\":"), "{text}");
+    assert!(text.contains("operator count: word-count 0.1.0 (state version 1, parallelism 2, sha256 "), "{text}");
+
+    let (ok, json, err) = weir(&["checkpoints", "--json", state]);
+    assert!(ok, "{err}");
+    let list: Vec<Value> = serde_json::from_str(&json).unwrap();
+    assert!(list.len() >= 2, "{json}");
+    let ids: Vec<u64> = list.iter().map(|c| c["id"].as_u64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ascending ids: {ids:?}");
+    let last = list.last().unwrap();
+    let mut keys: Vec<&str> = last.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "alignment_ms", "bytes_written", "duration_ms", "final_checkpoint", "id", "job", "key_groups", "operators", "sinks",
+            "sources", "started_at_ms", "state_keys", "time"
+        ]
+    );
+    assert_eq!(last["final_checkpoint"], true);
+    assert_eq!(last["sources"]["words"]["records"], 1501);
+    assert_eq!(last["operators"]["count"]["plugin_name"], "word-count");
+    assert_eq!(last["operators"]["count"]["sha256"].as_str().unwrap().len(), 64);
+    assert!(last["time"].as_str().unwrap().ends_with('Z'));
+}
+
+#[test]
+fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
+    let j = finished_job();
+    let state = j.path().join("state");
+    let state = state.to_str().unwrap();
+    let (ok, text, err) = weir(&["state", state, "--operator", "count"]);
+    assert!(ok, "{err}");
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines.contains(&serde_json::json!({"key": "w0\u{0}count", "value": 500})), "{text}");
+    assert!(lines.contains(&serde_json::json!({"key": "caf\u{e9}\u{0}count", "value": 1})), "{text}");
+
+    let (ok, text, _) = weir(&["state", state, "--operator", "count", "--key", "w1"]);
+    assert!(ok);
+    assert_eq!(text.trim(), r#"{"key":"w1\u0000count","value":500}"#);
+
+    // An earlier checkpoint holds smaller counts.
+    let (_, json, _) = weir(&["checkpoints", "--json", state]);
+    let list: Vec<Value> = serde_json::from_str(&json).unwrap();
+    let first = list[0]["id"].as_u64().unwrap().to_string();
+    let (ok, doc, err) = weir(&["state", state, "--operator", "count", "--checkpoint", &first, "--json"]);
+    assert!(ok, "{err}");
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(doc["checkpoint"].as_u64().unwrap().to_string(), first);
+    assert_eq!(doc["operator"], "count");
+    for e in doc["entries"].as_array().unwrap() {
+        assert!(e["value"].as_u64().unwrap() < 500, "{e}");
+        assert_eq!(e["value_encoding"], "json");
+        assert_eq!(e["key_encoding"], "utf8");
+        assert!(e["instance"].as_u64().unwrap() < 2);
+    }
+}
+
+#[test]
+fn state_errors_are_clear() {
+    let j = finished_job();
+    let state = j.path().join("state");
+    let state = state.to_str().unwrap();
+    let (ok, _, err) = weir(&["state", state, "--operator", "nope"]);
+    assert!(!ok && err.contains("no operator `nope`") && err.contains("count"), "{err}");
+    let (ok, _, err) = weir(&["state", state, "--operator", "count", "--checkpoint", "99999"]);
+    assert!(!ok && err.contains("no complete checkpoint 99999"), "{err}");
+    let empty = tempfile::tempdir().unwrap();
+    let (ok, _, err) = weir(&["checkpoints", empty.path().to_str().unwrap()]);
+    assert!(!ok && err.contains("no checkpoints in"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
