@@ -8,4 +8,4 @@ wasmtime::component::bindgen!({
     additional_derives: [PartialEq, Eq, Hash],
 });
 
-pub use weir::operator::{emit, log, state, types};
+pub use self::weir::operator::{emit, log, state, types};

@@ -8,55 +8,26 @@
 //! - A host function that hits a limit traps with a [`LimitExceeded`]; the
 //!   call then fails with [`InstanceError::Limit`], never a panic.
 
-use wasmtime::Store;
+use std::time::Instant;
+
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::Record;
 use crate::bindings::{Operator, emit, log, state, types};
+use crate::job::OperatorConfig;
 use crate::plugin::{OperatorInfo, Plugin};
+use crate::sandbox::{GuestOutput, Limiter, MAX_MESSAGE};
 use crate::state::KeyedState;
 
-/// Per-instance limits enforced by the host functions.
-///
-/// ```
-/// let l = weir::instance::Limits::default();
-/// assert!(l.max_value_bytes >= 1 << 20);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest state key, bytes.
-    pub max_key_bytes: usize,
-    /// Largest state value, bytes.
-    pub max_value_bytes: usize,
-    /// Most records emitted by one call into the plugin.
-    pub max_emit_records_per_call: usize,
-    /// Most bytes (keys plus values) emitted by one call into the plugin.
-    pub max_emit_bytes_per_call: usize,
-}
+pub use crate::sandbox::{
+    Grants, LimitExceeded, LimitValue, Limits, format_duration, format_size, parse_size, sanitize,
+};
 
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_key_bytes: 64 << 10,
-            max_value_bytes: 16 << 20,
-            max_emit_records_per_call: 1_000_000,
-            max_emit_bytes_per_call: 256 << 20,
-        }
-    }
-}
-
-/// A limit a plugin exceeded; raised as a trap by host functions.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{what} is {actual}, over the limit of {limit}")]
-pub struct LimitExceeded {
-    /// Which limit, e.g. `state value size`.
-    pub what: &'static str,
-    /// The configured value.
-    pub limit: usize,
-    /// What the plugin tried.
-    pub actual: usize,
-}
+/// The stack a wasm call may use, bytes (wasmtime's default, set
+/// explicitly so errors can name it). Not configurable per operator.
+pub const WASM_STACK: usize = 512 << 10;
 
 /// The data of an instance's `Store`.
 pub struct InstanceState {
@@ -68,42 +39,122 @@ pub struct InstanceState {
     emitted_records: usize,
     emitted_bytes: usize,
     limits: Limits,
+    grants: Grants,
+    limiter: Limiter,
+    output: GuestOutput,
+    /// The hook being called (`describe`, `open`, `process`, ...).
+    hook: &'static str,
+    /// When the current call must have returned.
+    deadline: Option<Instant>,
 }
 
 impl InstanceState {
-    pub(crate) fn new(operator_id: &str, instance: u32) -> Self {
+    pub(crate) fn new(label: &str, limits: Limits, grants: Grants) -> Self {
+        let output = GuestOutput::new(label);
         InstanceState {
-            label: format!("{operator_id}[{instance}]"),
+            label: label.to_string(),
             // An empty sandbox: no preopened directories, environment,
-            // arguments, network; stdio goes nowhere.
-            wasi: WasiCtxBuilder::new().build(),
+            // arguments, network; stdio to the host log; fixed clocks and
+            // deterministic randomness unless granted.
+            wasi: crate::sandbox::wasi_ctx(grants, &output),
             table: ResourceTable::new(),
             state: KeyedState::default(),
             outputs: Vec::new(),
             emitted_records: 0,
             emitted_bytes: 0,
-            limits: Limits::default(),
+            limiter: Limiter::new(&limits),
+            limits,
+            grants,
+            output,
+            hook: "instantiate",
+            deadline: None,
         }
     }
 
-    fn check(what: &'static str, limit: usize, actual: usize) -> wasmtime::Result<()> {
-        if actual > limit {
-            return Err(wasmtime::Error::new(LimitExceeded {
-                what,
-                limit,
-                actual,
-            }));
-        }
-        Ok(())
+    /// A `Store` holding `self`, with its resource limiter and call deadline
+    /// installed.
+    pub(crate) fn into_store(self, engine: &Engine) -> Store<InstanceState> {
+        let mut store = Store::new(engine, self);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_callback(|ctx| {
+            let data = ctx.data();
+            match data.deadline {
+                Some(deadline) if Instant::now() >= deadline => {
+                    Err(wasmtime::Error::new(LimitExceeded::new(
+                        "call time",
+                        "call_timeout",
+                        LimitValue::Time(data.limits.call_timeout),
+                        None,
+                    )))
+                }
+                _ => Ok(UpdateDeadline::Continue(1)),
+            }
+        });
+        // Instantiation runs start functions: bound it like a call.
+        begin_call(&mut store, "instantiate");
+        store
+    }
+
+    /// Whether the clocks grant is set, and the current call's deadline.
+    pub(crate) fn clock_grant(&self) -> (bool, Option<Instant>) {
+        (self.grants.clocks, self.deadline)
+    }
+
+    /// The resource table (for WASI resources).
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 
     fn check_key(&self, key: &[u8]) -> wasmtime::Result<()> {
-        Self::check("state key size", self.limits.max_key_bytes, key.len())
+        LimitExceeded::check_bytes(
+            "state key size",
+            "max_key_bytes",
+            self.limits.max_key_bytes,
+            key.len(),
+        )
     }
 
     fn check_entry(&self, key: &[u8], value: &[u8]) -> wasmtime::Result<()> {
         self.check_key(key)?;
-        Self::check("state value size", self.limits.max_value_bytes, value.len())
+        LimitExceeded::check_bytes(
+            "state value size",
+            "max_value_bytes",
+            self.limits.max_value_bytes,
+            value.len(),
+        )
+    }
+
+    /// Traps unless the current hook may write state. `snapshot` runs after
+    /// the state was cut for the checkpoint; `describe` has no state.
+    fn check_write(&self) -> wasmtime::Result<()> {
+        if matches!(self.hook, "describe" | "snapshot" | "instantiate") {
+            wasmtime::bail!(
+                "the plugin wrote state during `{}`; state may be written in `open`, `restore`, `process`, `on-checkpoint` and `finish`",
+                self.hook
+            );
+        }
+        Ok(())
+    }
+
+    fn put_checked(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
+        self.check_entry(&key, &value)?;
+        let old = self.state.get(&key).map_or(0, |v| key.len() + v.len());
+        let after = self.state.bytes() - old + key.len() + value.len();
+        LimitExceeded::check_bytes(
+            "host state size",
+            "max_state_bytes",
+            self.limits.max_state_bytes,
+            after,
+        )?;
+        self.state.put(key, value);
+        Ok(())
+    }
+
+    /// Counts `bytes` more of a state read towards the reply's cap: a reply
+    /// must fit in the plugin's memory, so it is capped at `limits.memory`.
+    fn check_read(total: &mut usize, bytes: usize, cap: usize) -> wasmtime::Result<()> {
+        *total = total.saturating_add(bytes);
+        LimitExceeded::check_bytes("bytes returned by one state read", "memory", cap, *total)
     }
 
     fn push_output(
@@ -111,6 +162,12 @@ impl InstanceState {
         port: u32,
         records: impl ExactSizeIterator<Item = Record>,
     ) -> wasmtime::Result<()> {
+        if !matches!(self.hook, "process" | "on-checkpoint" | "finish") {
+            wasmtime::bail!(
+                "the plugin emitted records during `{}`; records may only be emitted in `process`, `on-checkpoint` and `finish` (records emitted while opening or restoring would be repeated on every restart)",
+                self.hook
+            );
+        }
         let Some(buf) = self.outputs.get_mut(port as usize) else {
             wasmtime::bail!(
                 "emit to output port {port}, but the plugin declares {} output ports",
@@ -118,8 +175,9 @@ impl InstanceState {
             );
         };
         self.emitted_records += records.len();
-        Self::check(
+        LimitExceeded::check_count(
             "records emitted in one call",
+            "max_emit_records",
             self.limits.max_emit_records_per_call,
             self.emitted_records,
         )?;
@@ -127,12 +185,31 @@ impl InstanceState {
             self.emitted_bytes += r.value.len() + r.key.as_ref().map_or(0, Vec::len);
             buf.push(r);
         }
-        Self::check(
+        LimitExceeded::check_bytes(
             "bytes emitted in one call",
+            "max_emit_bytes",
             self.limits.max_emit_bytes_per_call,
             self.emitted_bytes,
         )
     }
+}
+
+/// Prepares `store` for a call into the plugin: sets the hook, resets the
+/// per-call counters, arms the deadline and refills the fuel.
+pub(crate) fn begin_call(store: &mut Store<InstanceState>, hook: &'static str) {
+    let data = store.data_mut();
+    data.hook = hook;
+    data.emitted_records = 0;
+    data.emitted_bytes = 0;
+    data.deadline = Some(Instant::now() + data.limits.call_timeout);
+    data.output.begin_call();
+    let fuel = data.limits.fuel.unwrap_or(u64::MAX);
+    // The epoch callback checks the deadline at every tick of the runtime's
+    // epoch thread.
+    store.set_epoch_deadline(1);
+    // Fails only when the engine does not meter fuel (then there is none to
+    // set); `with_limits` refuses a fuel budget on such an engine.
+    let _ = store.set_fuel(fuel);
 }
 
 impl WasiView for InstanceState {
@@ -152,27 +229,34 @@ impl state::Host for InstanceState {
     }
 
     fn get_many(&mut self, keys: Vec<Vec<u8>>) -> wasmtime::Result<Vec<Option<Vec<u8>>>> {
-        Ok(keys
-            .iter()
-            .map(|k| self.state.get(k).map(<[u8]>::to_vec))
-            .collect())
+        let mut total = 0;
+        let mut out = Vec::with_capacity(keys.len());
+        for k in &keys {
+            let v = self.state.get(k);
+            Self::check_read(&mut total, v.map_or(0, <[u8]>::len), self.limits.memory)?;
+            out.push(v.map(<[u8]>::to_vec));
+        }
+        Ok(out)
     }
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
-        self.check_entry(&key, &value)?;
-        self.state.put(key, value);
-        Ok(())
+        self.check_write()?;
+        self.put_checked(key, value)
     }
 
     fn put_many(&mut self, entries: Vec<state::Entry>) -> wasmtime::Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.check_write()?;
         for e in entries {
-            self.check_entry(&e.key, &e.value)?;
-            self.state.put(e.key, e.value);
+            self.put_checked(e.key, e.value)?;
         }
         Ok(())
     }
 
     fn delete(&mut self, key: Vec<u8>) -> wasmtime::Result<()> {
+        self.check_write()?;
         self.state.delete(&key);
         Ok(())
     }
@@ -183,14 +267,16 @@ impl state::Host for InstanceState {
         after: Option<Vec<u8>>,
         limit: u32,
     ) -> wasmtime::Result<Vec<state::Entry>> {
-        Ok(self
-            .state
-            .scan(&prefix, after.as_deref(), limit as usize)
-            .map(|(k, v)| state::Entry {
+        let mut total = 0;
+        let mut out = Vec::new();
+        for (k, v) in self.state.scan(&prefix, after.as_deref(), limit as usize) {
+            Self::check_read(&mut total, k.len() + v.len(), self.limits.memory)?;
+            out.push(state::Entry {
                 key: k.to_vec(),
                 value: v.to_vec(),
-            })
-            .collect())
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -207,6 +293,8 @@ impl emit::Host for InstanceState {
 impl log::Host for InstanceState {
     fn log(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
         let op = &self.label;
+        // The plugin's text: no forged log lines, no terminal escapes.
+        let message = crate::sandbox::sanitize(&message, MAX_MESSAGE);
         match level {
             log::Level::Trace => tracing::trace!(operator = %op, "{message}"),
             log::Level::Debug => tracing::debug!(operator = %op, "{message}"),
@@ -230,7 +318,19 @@ pub enum InstanceError {
         operator: String,
         /// The hook that was called.
         hook: &'static str,
-        /// wasmtime's description, with the guest backtrace when known.
+        /// What went wrong, on one line: the trap, and the plugin's last
+        /// stderr line (a Rust guest's panic message) when there is one.
+        message: String,
+        /// The guest backtrace, when wasmtime recorded one (several lines).
+        backtrace: Option<String>,
+    },
+    /// The instance cannot be created with these settings (not the
+    /// plugin's fault).
+    #[error("operator `{operator}`: {message}")]
+    Config {
+        /// `id[instance]`.
+        operator: String,
+        /// What is wrong and how to fix it.
         message: String,
     },
     /// The plugin exceeded a host limit.
@@ -273,12 +373,15 @@ pub enum PluginReturned {
 }
 
 impl From<types::Error> for PluginReturned {
+    /// Keeps the plugin's message on one line (control characters escaped)
+    /// and at most a few KiB.
     fn from(e: types::Error) -> Self {
+        let clean = |m: String| crate::sandbox::sanitize(&m, MAX_MESSAGE);
         match e {
-            types::Error::InvalidConfig(m) => PluginReturned::InvalidConfig(m),
-            types::Error::InvalidInput(m) => PluginReturned::InvalidInput(m),
-            types::Error::IncompatibleState(m) => PluginReturned::IncompatibleState(m),
-            types::Error::Other(m) => PluginReturned::Other(m),
+            types::Error::InvalidConfig(m) => PluginReturned::InvalidConfig(clean(m)),
+            types::Error::InvalidInput(m) => PluginReturned::InvalidInput(clean(m)),
+            types::Error::IncompatibleState(m) => PluginReturned::IncompatibleState(clean(m)),
+            types::Error::Other(m) => PluginReturned::Other(clean(m)),
         }
     }
 }
@@ -310,7 +413,8 @@ impl std::fmt::Debug for OperatorInstance {
 
 impl OperatorInstance {
     /// Instantiates `plugin` as instance `instance` of `parallelism` of the
-    /// operator `operator_id`, and calls `open` with the JSON `config`.
+    /// operator `operator_id`, with default [`Limits`] and no [`Grants`], and
+    /// calls `open` with the JSON `config`.
     pub fn new(
         plugin: &Plugin,
         operator_id: &str,
@@ -324,23 +428,54 @@ impl OperatorInstance {
             instance,
             parallelism,
             config,
-            Limits::default(),
+            &Limits::default(),
+            Grants::default(),
         )
     }
 
-    /// Like [`new`](Self::new), with explicit limits.
+    /// Instance `instance` of the job's operator `op`, with its config,
+    /// limits and grants.
+    pub fn for_operator(
+        plugin: &Plugin,
+        op: &OperatorConfig,
+        instance: u32,
+    ) -> Result<Self, InstanceError> {
+        Self::with_limits(
+            plugin,
+            &op.id,
+            instance,
+            op.parallelism,
+            &op.config,
+            &op.limits,
+            op.grants,
+        )
+    }
+
+    /// Like [`new`](Self::new), with explicit limits and grants.
+    ///
+    /// A fuel budget (`limits.fuel`) needs a runtime with fuel metering
+    /// ([`Runtime::for_job`](crate::Runtime::for_job) or
+    /// [`RuntimeOptions::fuel`](crate::plugin::RuntimeOptions)); on another
+    /// runtime this fails with [`InstanceError::Config`].
     pub fn with_limits(
         plugin: &Plugin,
         operator_id: &str,
         instance: u32,
         parallelism: u32,
         config: &str,
-        limits: Limits,
+        limits: &Limits,
+        grants: Grants,
     ) -> Result<Self, InstanceError> {
-        let mut data = InstanceState::new(operator_id, instance);
-        data.limits = limits;
+        let label = format!("{operator_id}[{instance}]");
+        if limits.fuel.is_some() && !plugin.fuel_metered() {
+            return Err(InstanceError::Config {
+                operator: label,
+                message: "limits.fuel is set but this runtime does not meter fuel; create it with `Runtime::for_job` (as `weir run` does) or `RuntimeOptions { fuel: true }`".into(),
+            });
+        }
+        let mut data = InstanceState::new(&label, limits.clone(), grants);
         data.outputs = vec![Vec::new(); plugin.info().outputs.len()];
-        let mut store = Store::new(plugin.pre().engine(), data);
+        let mut store = data.into_store(plugin.pre().engine());
         let bindings = match plugin.pre().instantiate(&mut store) {
             Ok(b) => b,
             Err(e) => return Err(trap_error(store.data(), "instantiate", e)),
@@ -380,10 +515,10 @@ impl OperatorInstance {
             &mut Store<InstanceState>,
         ) -> wasmtime::Result<Result<T, types::Error>>,
     ) -> Result<T, InstanceError> {
-        let data = self.store.data_mut();
-        data.emitted_records = 0;
-        data.emitted_bytes = 0;
-        match f(&self.bindings, &mut self.store) {
+        begin_call(&mut self.store, hook);
+        let result = f(&self.bindings, &mut self.store);
+        self.store.data_mut().deadline = None;
+        match result {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(InstanceError::Returned {
                 operator: self.store.data().label.clone(),
@@ -463,18 +598,82 @@ impl OperatorInstance {
     }
 }
 
-fn trap_error(data: &InstanceState, hook: &'static str, e: wasmtime::Error) -> InstanceError {
+impl OperatorInstance {
+    /// The limits this instance runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.store.data().limits
+    }
+
+    /// Bytes of linear memory the instance has allocated.
+    pub fn memory_used(&self) -> usize {
+        self.store.data().limiter.memory_used()
+    }
+}
+
+/// Turns a failed call into an [`InstanceError`]: limits (host limits, the
+/// memory and table limiter, the deadline, fuel, the wasm stack, wasmtime's
+/// instance counts) become [`InstanceError::Limit`], anything else a one-line
+/// [`InstanceError::Trap`].
+pub(crate) fn trap_error(
+    data: &InstanceState,
+    hook: &'static str,
+    e: wasmtime::Error,
+) -> InstanceError {
     let operator = data.label.clone();
-    if let Some(limit) = e.downcast_ref::<LimitExceeded>() {
-        return InstanceError::Limit {
-            operator,
-            hook,
-            limit: limit.clone(),
-        };
+    let stderr = data.output.end_call();
+    let limit = |limit| InstanceError::Limit {
+        operator: operator.clone(),
+        hook,
+        limit,
+    };
+    if let Some(l) = e.chain().find_map(|c| c.downcast_ref::<LimitExceeded>()) {
+        return limit(l.clone());
+    }
+    let limits = &data.limits;
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => {
+            return limit(LimitExceeded::new(
+                "fuel",
+                "fuel",
+                LimitValue::Count(limits.fuel.unwrap_or(u64::MAX)),
+                None,
+            ));
+        }
+        Some(Trap::StackOverflow) => {
+            return limit(LimitExceeded::new(
+                "wasm call stack",
+                "the runtime's wasm stack size",
+                LimitValue::Bytes(WASM_STACK as u64),
+                None,
+            ));
+        }
+        Some(Trap::Interrupt) => {
+            return limit(LimitExceeded::new(
+                "call time",
+                "call_timeout",
+                LimitValue::Time(limits.call_timeout),
+                None,
+            ));
+        }
+        _ => {}
+    }
+    if let Some(l) = e
+        .chain()
+        .find_map(|c| crate::sandbox::count_limit(&c.to_string(), limits))
+    {
+        return limit(l);
+    }
+    let backtrace = e.downcast_ref::<WasmBacktrace>().map(|b| b.to_string());
+    // The root cause is the trap or the host's refusal; the outer layers are
+    // the backtrace and wasmtime's context.
+    let mut message = crate::sandbox::sanitize(&e.root_cause().to_string(), MAX_MESSAGE);
+    if let Some(line) = stderr {
+        message.push_str(&format!(" (plugin stderr: {line})"));
     }
     InstanceError::Trap {
         operator,
         hook,
-        message: format!("{e:#}"),
+        message,
+        backtrace,
     }
 }

@@ -20,6 +20,7 @@ pub mod plugin;
 pub mod progress;
 pub mod record;
 pub mod runner;
+mod sandbox;
 pub mod scaffold;
 pub mod sink;
 pub mod source;

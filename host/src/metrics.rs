@@ -155,12 +155,12 @@ impl JobMetrics {
         let mut out = String::new();
         let job = escape(&self.job);
         let counters: [(&str, &str, Getter); 5] = [
-            ("weir_records_in_total", "Records received by a node.", |m| m.records_in.load(Relaxed)),
-            ("weir_records_out_total", "Records sent downstream by a node.", |m| m.records_out.load(Relaxed)),
-            ("weir_bytes_in_total", "Key and value bytes received by a node.", |m| m.bytes_in.load(Relaxed)),
-            ("weir_bytes_out_total", "Key and value bytes sent downstream by a node.", |m| m.bytes_out.load(Relaxed)),
+            ("weir_records_in_total", "Records received by a node.", |m| m.records_in.load(Relaxed) as f64),
+            ("weir_records_out_total", "Records sent downstream by a node.", |m| m.records_out.load(Relaxed) as f64),
+            ("weir_bytes_in_total", "Key and value bytes received by a node.", |m| m.bytes_in.load(Relaxed) as f64),
+            ("weir_bytes_out_total", "Key and value bytes sent downstream by a node.", |m| m.bytes_out.load(Relaxed) as f64),
             ("weir_backpressure_seconds_total", "Time a node waited on full downstream channels.", |m| {
-                m.blocked_ns.load(Relaxed) / 1_000_000_000
+                m.blocked_ns.load(Relaxed) as f64 / 1e9
             }),
         ];
         for (name, help, get) in counters {
@@ -199,7 +199,7 @@ impl JobMetrics {
 }
 
 /// Reads one counter of a node.
-type Getter = fn(&NodeMetrics) -> u64;
+type Getter = fn(&NodeMetrics) -> f64;
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")

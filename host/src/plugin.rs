@@ -4,13 +4,16 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, Store};
+use wasmtime::component::{Component, HasSelf, Linker, Resource};
+use wasmtime::{Config, Engine, StoreContextMut};
+use wasmtime_wasi::p2::DynPollable;
 
 use crate::bindings::{Operator, OperatorPre};
-use crate::instance::InstanceState;
+use crate::instance::{Grants, InstanceState, Limits, WASM_STACK, begin_call};
+use crate::job::Job;
 
 /// What a plugin says about itself (`lifecycle.describe`).
 ///
@@ -76,38 +79,94 @@ pub enum PluginError {
     },
 }
 
+/// How often the runtime's epoch thread ticks. Call deadlines are checked
+/// at every tick, so a plugin is stopped at most about this long after its
+/// deadline.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The `wasi:clocks/monotonic-clock` interface whose sleeps Weir replaces.
+const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
+
+/// Engine settings of a [`Runtime`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// Meter fuel, so that operators can set `limits.fuel`. Compiled code
+    /// then counts instructions, which makes plugins slower (see
+    /// `SECURITY.md`); off by default.
+    pub fuel: bool,
+}
+
 /// The wasmtime engine and the linker with Weir's host interfaces and an
 /// empty WASI sandbox. Create one per process and share it.
+///
+/// Every call into a plugin is bounded by a wall-clock deadline: the engine
+/// uses epoch interruption and a background thread advances the epoch every
+/// [`EPOCH_TICK`] for as long as the engine (or any plugin compiled with it)
+/// is alive.
 #[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
     linker: Arc<Linker<InstanceState>>,
+    options: RuntimeOptions,
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").finish_non_exhaustive()
+        f.debug_struct("Runtime")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
     }
 }
 
 impl Runtime {
-    /// A runtime with Weir's default engine configuration.
+    /// A runtime with Weir's default engine configuration (no fuel
+    /// metering).
     ///
     /// ```
     /// let rt = weir::Runtime::new().unwrap();
     /// # drop(rt);
     /// ```
     pub fn new() -> wasmtime::Result<Self> {
+        Self::with_options(RuntimeOptions::default())
+    }
+
+    /// A runtime for `job`: with fuel metering when one of its operators
+    /// sets `limits.fuel`, else as [`new`](Self::new).
+    pub fn for_job(job: &Job) -> wasmtime::Result<Self> {
+        Self::with_options(RuntimeOptions {
+            fuel: job.operators.iter().any(|op| op.limits.fuel.is_some()),
+        })
+    }
+
+    /// A runtime with explicit engine settings.
+    ///
+    /// ```
+    /// use weir::plugin::RuntimeOptions;
+    /// let rt = weir::Runtime::with_options(RuntimeOptions { fuel: true }).unwrap();
+    /// assert!(rt.options().fuel);
+    /// ```
+    pub fn with_options(options: RuntimeOptions) -> wasmtime::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        config.consume_fuel(options.fuel);
+        config.max_wasm_stack(WASM_STACK);
         let engine = Engine::new(&config)?;
+        spawn_epoch_ticker(&engine)?;
         let mut linker = Linker::<InstanceState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        replace_sleeps(&mut linker)?;
         Operator::add_to_linker::<InstanceState, HasSelf<InstanceState>>(&mut linker, |s| s)?;
         Ok(Runtime {
             engine,
             linker: Arc::new(linker),
+            options,
         })
+    }
+
+    /// The engine settings.
+    pub fn options(&self) -> RuntimeOptions {
+        self.options
     }
 
     /// The wasmtime engine.
@@ -181,6 +240,7 @@ impl Runtime {
                 size: bytes.len() as u64,
                 component,
                 pre,
+                fuel: self.options.fuel,
                 info: OperatorInfo {
                     name: String::new(),
                     version: String::new(),
@@ -196,6 +256,59 @@ impl Runtime {
             .info = info;
         Ok(plugin)
     }
+}
+
+/// Starts the thread that advances `engine`'s epoch every [`EPOCH_TICK`].
+/// It holds only a weak reference and ends when the engine is dropped (the
+/// engine lives as long as the runtime, any plugin or any store made from it).
+fn spawn_epoch_ticker(engine: &Engine) -> wasmtime::Result<()> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("weir-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => return,
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Replaces `subscribe-duration` and `subscribe-instant` of
+/// `wasi:clocks/monotonic-clock`: without the clocks grant a sleep returns at
+/// once (time does not pass in the sandbox); with it, a sleep ends at the
+/// call's deadline at the latest. Otherwise a plugin could block its thread
+/// in the host, where the epoch deadline cannot interrupt it.
+fn replace_sleeps(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+    type Pollable = wasmtime::Result<(Resource<DynPollable>,)>;
+    fn sleep(mut store: StoreContextMut<'_, InstanceState>, nanos: u64) -> Pollable {
+        let (granted, deadline) = store.data().clock_grant();
+        let table = store.data_mut().table();
+        Ok((crate::sandbox::subscribe_sleep(
+            table, nanos, granted, deadline,
+        )?,))
+    }
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance(MONOTONIC_CLOCK)?;
+    clock.func_wrap("subscribe-duration", |store, (nanos,): (u64,)| {
+        sleep(store, nanos)
+    })?;
+    clock.func_wrap("subscribe-instant", |store, (when,): (u64,)| {
+        // The sandbox's monotonic clock reads 0 without the grant, so
+        // `when` is the sleep; with it, subtract the real clock.
+        let (granted, _) = store.data().clock_grant();
+        let now = if granted {
+            wasmtime_wasi::HostMonotonicClock::now(&*wasmtime_wasi::clocks::monotonic_clock())
+        } else {
+            0
+        };
+        sleep(store, when.saturating_sub(now))
+    })?;
+    linker.allow_shadowing(false);
+    Ok(())
 }
 
 /// Lower-case hex of `bytes`.
@@ -216,6 +329,7 @@ struct PluginInner {
     component: Component,
     pre: OperatorPre<InstanceState>,
     info: OperatorInfo,
+    fuel: bool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -257,38 +371,93 @@ impl Plugin {
         &self.inner.pre
     }
 
+    /// Whether the runtime that compiled this plugin meters fuel.
+    pub fn fuel_metered(&self) -> bool {
+        self.inner.fuel
+    }
+
+    /// Calls `describe` in a throwaway store with default limits (where
+    /// `emit` and state writes trap) and checks what it returns.
     fn call_describe(&self) -> Result<OperatorInfo, PluginError> {
         let path = &self.inner.path;
         let fail = |message: String| PluginError::Describe {
             path: path.clone(),
             message,
         };
-        let mut store = Store::new(self.inner.pre.engine(), InstanceState::new("describe", 0));
+        let label = path
+            .file_name()
+            .map_or_else(|| "plugin".into(), |n| n.to_string_lossy().into_owned());
+        let data = InstanceState::new(&label, Limits::default(), Grants::default());
+        let mut store = data.into_store(self.inner.pre.engine());
         let bindings = self
             .inner
             .pre
             .instantiate(&mut store)
-            .map_err(|e| fail(format!("instantiation trapped: {e:#}")))?;
+            .map_err(|e| fail(format!("instantiation failed: {}", describe_error(&store, e))))?;
+        begin_call(&mut store, "describe");
         let info = bindings
             .weir_operator_lifecycle()
             .call_describe(&mut store)
-            .map_err(|e| fail(format!("trapped: {e:#}")))?;
-        if info.name.trim().is_empty() {
-            return Err(fail("the plugin's name is empty".into()));
-        }
+            .map_err(|e| fail(format!("trapped: {}", describe_error(&store, e))))?;
+        check_name("name", &info.name).map_err(&fail)?;
+        check_name("version", &info.version).map_err(&fail)?;
         if info.outputs.is_empty() && info.inputs.is_empty() {
             return Err(fail(
                 "the plugin declares no input and no output ports".into(),
             ));
         }
         for (kind, ports) in [("input", &info.inputs), ("output", &info.outputs)] {
+            if ports.len() > MAX_PORTS {
+                return Err(fail(format!(
+                    "the plugin declares {} {kind} ports; at most {MAX_PORTS} are allowed",
+                    ports.len()
+                )));
+            }
             let mut seen = std::collections::HashSet::new();
             for p in ports {
+                check_name(&format!("{kind} port name"), p).map_err(&fail)?;
                 if !seen.insert(p) {
                     return Err(fail(format!("{kind} port `{p}` is declared twice")));
                 }
             }
         }
         Ok(info)
+    }
+}
+
+/// Most input or output ports a plugin may declare.
+pub const MAX_PORTS: usize = 64;
+/// Longest plugin name, version or port name, bytes.
+pub const MAX_NAME: usize = 128;
+
+/// A name from `describe` must be non-empty, short, and free of control
+/// characters and surrounding whitespace (it appears in logs, errors and
+/// checkpoints).
+fn check_name(what: &str, name: &str) -> Result<(), String> {
+    let shown = crate::instance::sanitize(name, 64);
+    if name.trim().is_empty() {
+        return Err(format!("the plugin's {what} is empty"));
+    }
+    if name.len() > MAX_NAME {
+        return Err(format!(
+            "the plugin's {what} `{shown}` is {} bytes long; at most {MAX_NAME} are allowed",
+            name.len()
+        ));
+    }
+    if name.chars().any(char::is_control) || name.trim() != name {
+        return Err(format!(
+            "the plugin's {what} `{shown}` contains control characters or surrounding whitespace"
+        ));
+    }
+    Ok(())
+}
+
+/// One line for a failed `describe` or instantiation.
+fn describe_error(store: &wasmtime::Store<InstanceState>, e: wasmtime::Error) -> String {
+    use crate::instance::InstanceError;
+    match crate::instance::trap_error(store.data(), "describe", e) {
+        InstanceError::Trap { message, .. } => message,
+        InstanceError::Limit { limit, .. } => limit.to_string(),
+        other => other.to_string(),
     }
 }

@@ -74,6 +74,8 @@ pub struct RunOptions {
     pub swaps: Vec<(String, PathBuf)>,
     /// Listen for `weir swap` on a control socket in the state dir.
     pub control_socket: bool,
+    /// When to restart after a failure (the job file's `[restart]`).
+    pub restart: crate::supervisor::RestartStrategy,
 }
 
 /// What a finished run did.
@@ -89,6 +91,8 @@ pub struct RunSummary {
     pub finished: bool,
     /// Wall time of the run.
     pub duration: Duration,
+    /// Restarts after failures (see the job's `[restart]` strategy).
+    pub restarts: u32,
     /// Per node (sources, operators, sinks in job order): id, records in, records out.
     pub nodes: Vec<(String, u64, u64)>,
 }
@@ -117,6 +121,14 @@ pub enum RunError {
         id: u64,
         /// What is wrong and what to do.
         message: String,
+    },
+    /// The job failed again after its restart strategy's last restart.
+    #[error("{error} (gave up after {restarts} restart(s); the state dir keeps the last complete checkpoint: fix the cause and run again to resume)")]
+    GaveUp {
+        /// Restarts made.
+        restarts: u32,
+        /// The last failure.
+        error: Box<RunError>,
     },
     /// A plugin swap is not possible.
     #[error("{0}")]
@@ -242,6 +254,7 @@ pub(crate) fn run_attempt(
             checkpoints: 0,
             last_checkpoint: Some(meta.id),
             finished: true,
+            restarts: 0,
             duration: started.elapsed(),
             nodes: Vec::new(),
         };
@@ -332,7 +345,7 @@ pub(crate) fn run_attempt(
     for ((op, (plugin, _)), inputs) in job.operators.iter().zip(plugins).zip(op_inputs) {
         for (i, channels) in inputs.into_iter().enumerate() {
             let i = i as u32;
-            let mut inst = OperatorInstance::new(plugin, &op.id, i, op.parallelism, &op.config)
+            let mut inst = OperatorInstance::for_operator(plugin, op, i)
                 .map_err(|e| RunError::Task(e.into()))?;
             let mut last_snapshot = None;
             if let Some(meta) = &restored {
@@ -493,6 +506,7 @@ pub(crate) fn run_attempt(
         checkpoints,
         last_checkpoint: last,
         finished,
+        restarts: 0,
         duration: started.elapsed(),
         nodes: metrics
             .nodes
@@ -554,6 +568,19 @@ fn check_restorable(
             return Err(err(format!(
                 "operator `{}` ran with parallelism {} and the job now asks for {}; changing parallelism on restore is not supported yet. Set it back to {}, or use `--restore none`",
                 op.id, m.parallelism, op.parallelism, m.parallelism
+            )));
+        }
+        if m.state_version > plugin.info().state_version {
+            return Err(err(format!(
+                "operator `{}` was checkpointed by {} {} with state version {}, but {} {} reads state versions up to {}: downgrading would lose or misread its state. Restore with a plugin that reads state version {}",
+                op.id,
+                m.plugin_name,
+                m.plugin_version,
+                m.state_version,
+                plugin.info().name,
+                plugin.info().version,
+                plugin.info().state_version,
+                m.state_version
             )));
         }
         if m.sha256 != plugin.sha256() && !swapped.contains(&op.id) {
@@ -762,7 +789,7 @@ fn unix_ms(t: SystemTime) -> u64 {
 /// The summary `weir run` prints at the end.
 pub fn format_summary(job: &Job, s: &RunSummary) -> String {
     let mut out = format!(
-        "job `{}` {} in {:.2} s: {} checkpoint(s){}{}\n",
+        "job `{}` {} in {:.2} s: {} checkpoint(s){}{}{}\n",
         job.name,
         if s.finished { "finished" } else { "stopped" },
         s.duration.as_secs_f64(),
@@ -773,6 +800,7 @@ pub fn format_summary(job: &Job, s: &RunSummary) -> String {
         s.restored_from
             .map(|c| format!(", resumed from checkpoint {c}"))
             .unwrap_or_default(),
+        if s.restarts > 0 { format!(", {} restart(s) after failures", s.restarts) } else { String::new() },
     );
     let width = s.nodes.iter().map(|n| n.0.len()).max().unwrap_or(0);
     for (id, records_in, records_out) in &s.nodes {
@@ -804,7 +832,7 @@ pub fn validate(job: &Job, runtime: &Runtime) -> Result<String, RunError> {
         job.sinks.len()
     );
     for (op, (plugin, ports)) in job.operators.iter().zip(&plugins) {
-        OperatorInstance::new(plugin, &op.id, 0, op.parallelism, &op.config)
+        OperatorInstance::for_operator(plugin, op, 0)
             .map_err(|e| RunError::Task(e.into()))?;
         let wiring: Vec<String> = ports
             .iter()

@@ -170,28 +170,55 @@ impl FileSink {
                 "the checkpoint's sink record is malformed: {info}"
             )));
         };
-        let start = len.saturating_sub(staged_len);
         if current >= len {
             return Ok(len);
         }
-        if current < start {
+        // Completed but not (fully) appended before the crash. Epochs are
+        // appended in order and each staged file is deleted only after its
+        // append, so the missing tail is a run of staged epochs ending at
+        // `id`: walk back from `id` until the visible file reaches the start
+        // of an epoch, then append that epoch and every later one.
+        let mut staged: Vec<(u64, PathBuf, u64)> = Vec::new();
+        for entry in fs::read_dir(&self.staging).map_err(self.io(&self.staging))? {
+            let path = entry.map_err(self.io(&self.staging))?.path();
+            let epoch = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".staged"))
+                .and_then(|n| n.parse::<u64>().ok());
+            if let Some(k) = epoch.filter(|k| *k <= id) {
+                let size = fs::metadata(&path).map_err(self.io(&path))?.len();
+                staged.push((k, path, size));
+            }
+        }
+        staged.sort_unstable_by_key(|(k, _, _)| std::cmp::Reverse(*k));
+        if staged.first().map(|(k, _, size)| (*k, *size)) != Some((id, staged_len)) {
             return Err(inconsistent(format!(
-                "the output file is {current} bytes but checkpoint {id} expects at least {start}; it was modified or replaced outside Weir. Move it away and rerun with `--restore none` to rebuild it from scratch"
+                "the output file is {current} bytes, checkpoint {id} expects {len}, and its staged output ({}) is missing or damaged. Move the output away and rerun with `--restore none` to rebuild it from scratch",
+                self.staging.join(format!("{id}.staged")).display()
             )));
         }
-        // Completed but not (fully) appended before the crash: append again.
-        let staged = self.staging.join(format!("{id}.staged"));
-        let bytes = fs::read(&staged).map_err(self.io(&staged))?;
-        if bytes.len() as u64 != staged_len {
-            return Err(inconsistent(format!(
-                "staged output {} of checkpoint {id} is {} bytes, expected {staged_len}",
-                staged.display(),
-                bytes.len()
-            )));
+        let mut end = len;
+        let mut from = None;
+        for (i, (_, _, size)) in staged.iter().enumerate() {
+            let start = end.saturating_sub(*size);
+            if current >= start {
+                from = Some((i, start));
+                break;
+            }
+            end = start;
         }
+        let Some((first, start)) = from else {
+            return Err(inconsistent(format!(
+                "the output file is {current} bytes but checkpoint {id} expects {len}; it was modified or replaced outside Weir. Move it away and rerun with `--restore none` to rebuild it from scratch"
+            )));
+        };
         visible.set_len(start).map_err(self.io(&self.path))?;
         let mut w = visible;
-        w.write_all(&bytes).map_err(self.io(&self.path))?;
+        for (_, path, _) in staged[..=first].iter().rev() {
+            let bytes = fs::read(path).map_err(self.io(path))?;
+            w.write_all(&bytes).map_err(self.io(&self.path))?;
+        }
         visible.sync_all().map_err(self.io(&self.path))?;
         Ok(len)
     }
@@ -247,8 +274,10 @@ impl Sink for FileSink {
     }
 }
 
-/// Prints committed output to stdout. Not transactional across crashes: after
-/// a crash the last checkpoint's output may be printed again.
+/// Prints committed output to stdout. Not transactional across crashes:
+/// output staged in memory is lost with the process, so after a crash the
+/// output of the checkpoint being committed may be missing or, when printing
+/// was interrupted, partly printed.
 struct StdoutSink {
     format: SinkFormat,
     epoch: Vec<u8>,
@@ -281,5 +310,103 @@ impl Sink for StdoutSink {
                 })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(v: &str) -> Record {
+        Record::new(v.as_bytes().to_vec())
+    }
+
+    fn open(dir: &Path, restore: Option<&Value>) -> FileSink {
+        FileSink::open("out", &dir.join("out.txt"), SinkFormat::Lines, &dir.join("staging"), restore).unwrap()
+    }
+
+    fn visible(dir: &Path) -> String {
+        fs::read_to_string(dir.join("out.txt")).unwrap()
+    }
+
+    #[test]
+    fn output_appears_only_at_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&[rec("a")]).unwrap();
+        s.precommit(1).unwrap();
+        assert_eq!(visible(dir.path()), "");
+        s.commit(1).unwrap();
+        assert_eq!(visible(dir.path()), "a\n");
+    }
+
+    #[test]
+    fn restore_truncates_output_of_later_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&[rec("a")]).unwrap();
+        let info1 = s.precommit(1).unwrap();
+        s.commit(1).unwrap();
+        s.write(&[rec("b")]).unwrap();
+        s.precommit(2).unwrap();
+        s.commit(2).unwrap();
+        drop(s);
+        open(dir.path(), Some(&info1));
+        assert_eq!(visible(dir.path()), "a\n");
+    }
+
+    /// Regression: the sink may precommit `n` before it gets the commit of
+    /// `n - 1`; a crash after checkpoint `n` completed but before either was
+    /// appended must restore both epochs, not report the file as modified.
+    #[test]
+    fn restore_appends_every_completed_but_unappended_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&[rec("a")]).unwrap();
+        s.precommit(1).unwrap();
+        s.commit(1).unwrap();
+        s.write(&[rec("b")]).unwrap();
+        s.precommit(2).unwrap();
+        s.write(&[rec("c"), rec("d")]).unwrap();
+        let info3 = s.precommit(3).unwrap();
+        drop(s); // crash: 3 is complete, 2 and 3 were never appended
+        let mut s = open(dir.path(), Some(&info3));
+        assert_eq!(visible(dir.path()), "a\nb\nc\nd\n");
+        s.write(&[rec("e")]).unwrap();
+        s.precommit(4).unwrap();
+        s.commit(4).unwrap();
+        assert_eq!(visible(dir.path()), "a\nb\nc\nd\ne\n");
+    }
+
+    #[test]
+    fn a_partial_append_is_redone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&[rec("a")]).unwrap();
+        s.precommit(1).unwrap();
+        s.commit(1).unwrap();
+        s.write(&[rec("bbbb")]).unwrap();
+        let info2 = s.precommit(2).unwrap();
+        drop(s);
+        // Half of epoch 2 made it before the crash.
+        let mut f = OpenOptions::new().append(true).open(dir.path().join("out.txt")).unwrap();
+        f.write_all(b"bb").unwrap();
+        open(dir.path(), Some(&info2));
+        assert_eq!(visible(dir.path()), "a\nbbbb\n");
+    }
+
+    #[test]
+    fn a_file_shorter_than_committed_output_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&[rec("a")]).unwrap();
+        let info = s.precommit(1).unwrap();
+        s.commit(1).unwrap();
+        drop(s);
+        fs::write(dir.path().join("out.txt"), "").unwrap();
+        let err = FileSink::open("out", &dir.path().join("out.txt"), SinkFormat::Lines, &dir.path().join("staging"), Some(&info))
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("--restore none"), "{err}");
     }
 }

@@ -1,8 +1,9 @@
 //! [`KeyedState`]: the host-owned keyed state of one operator instance, kept
 //! in memory with the set of keys changed since the last checkpoint.
 //!
-//! Invariant: `dirty` holds exactly the keys whose value (or absence) differs
-//! from what the last [`KeyedState::take_changes`] reported.
+//! Invariant: `dirty` holds every key whose value (or absence) may differ
+//! from what the last [`KeyedState::take_changes`] reported (a superset: a
+//! key written back to its old value is still reported).
 
 use std::collections::{BTreeMap, HashSet};
 

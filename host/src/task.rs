@@ -66,6 +66,16 @@ pub enum TaskError {
     /// A plugin call failed.
     #[error(transparent)]
     Instance(#[from] InstanceError),
+    /// `process` failed on a batch.
+    #[error("{error} (input port `{port}`, batch of {records} records)")]
+    Process {
+        /// The failure.
+        error: InstanceError,
+        /// The input port's name.
+        port: String,
+        /// Records in the batch.
+        records: usize,
+    },
     /// A source failed.
     #[error(transparent)]
     Source(#[from] SourceError),
@@ -467,7 +477,12 @@ impl InstanceTask {
                         let port = self.inputs.channels[channel].0;
                         count_in(&self.inputs.metrics, &batch);
                         let started = Instant::now();
-                        self.instance.process(port, &batch).map_err(|e| self.fail(e))?;
+                        if let Err(error) = self.instance.process(port, &batch) {
+                            let port = self.instance.info().inputs.get(port as usize).cloned().unwrap_or_default();
+                            let records = batch.len();
+                            self.shared.event(Event::Failed(TaskError::Process { error, port, records }));
+                            return Err(Cancelled);
+                        }
                         self.inputs.metrics.batch_latency.observe(started.elapsed());
                         self.emit()?;
                     }
@@ -484,6 +499,9 @@ impl InstanceTask {
                     Action::Finished => {
                         let id = final_id.expect("every channel ended with End");
                         self.instance.finish().map_err(|e| self.fail(e))?;
+                        self.emit()?;
+                        // The final checkpoint is a checkpoint like any other.
+                        self.instance.on_checkpoint(id).map_err(|e| self.fail(e))?;
                         self.emit()?;
                         self.snapshot(id, Duration::ZERO, 0)?;
                         return self.out.broadcast(&self.shared, || Msg::End(id));

@@ -1,0 +1,56 @@
+//! Test fixture (sandbox): passes records through, and panics in `snapshot`
+//! once it has seen checkpoint `from_checkpoint` (default 1) in
+//! `on-checkpoint`. The final checkpoint, which has no `on-checkpoint`, traps
+//! as well once that checkpoint was seen.
+
+use serde::Deserialize;
+use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+
+/// The fixture.
+pub struct SnapshotTrap {
+    from: u64,
+    seen: u64,
+}
+
+#[derive(Deserialize)]
+struct Config {
+    #[serde(default = "one")]
+    from_checkpoint: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl Operator for SnapshotTrap {
+    fn describe() -> OperatorInfo {
+        OperatorInfo::new("snapshot-trap", "1.0.0").input("in").output("out")
+    }
+
+    fn open(ctx: &OpenContext) -> Result<Self> {
+        let c: Config = ctx.config_as()?;
+        Ok(SnapshotTrap {
+            from: c.from_checkpoint,
+            seen: 0,
+        })
+    }
+
+    fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
+        ctx.emit_all(0, batch);
+        Ok(())
+    }
+
+    fn on_checkpoint(&mut self, _ctx: &mut Context, checkpoint_id: u64) -> Result<()> {
+        self.seen = checkpoint_id;
+        Ok(())
+    }
+
+    fn snapshot(&mut self) -> Vec<u8> {
+        if self.seen >= self.from {
+            panic!("snapshot-trap: deliberate panic at checkpoint {}", self.seen);
+        }
+        Vec::new()
+    }
+}
+
+weir_sdk::export!(SnapshotTrap);

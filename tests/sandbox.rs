@@ -1,0 +1,766 @@
+//! The sandbox: untrusted plugins that loop, eat memory, recurse, flood,
+//! trap or lie never hang or crash the host. Every limit hit is an error
+//! naming the operator, the limit and its configured value, detected within
+//! a bound set by that limit; the state dir stays intact and restorable.
+//!
+//! Each adversarial plugin (`tests/guests/*`) is checked on an
+//! `OperatorInstance` and through `weir run`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use weir::instance::{Grants, InstanceError, LimitValue, Limits};
+use weir::plugin::RuntimeOptions;
+use weir::{OperatorInstance, Plugin, PluginError, Record, Runtime};
+use weir_tests::pipeline::JobDir;
+use weir_tests::plugins;
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+fn rt() -> Runtime {
+    Runtime::new().unwrap()
+}
+
+fn load(rt: &Runtime, path: &str) -> Plugin {
+    rt.load(path).unwrap()
+}
+
+fn batch(n: usize) -> Vec<Record> {
+    (0..n).map(|i| Record::new(format!("r{i}").into_bytes())).collect()
+}
+
+fn open(p: &Plugin, config: &str, limits: &Limits, grants: Grants) -> OperatorInstance {
+    OperatorInstance::with_limits(p, "op", 0, 1, config, limits, grants).unwrap()
+}
+
+/// Asserts `e` is a limit error with `key` = `value`, naming the operator,
+/// and returns its message.
+fn assert_limit(e: &InstanceError, hook: &str, key: &str, value: LimitValue) -> String {
+    let message = e.to_string();
+    match e {
+        InstanceError::Limit {
+            operator,
+            hook: h,
+            limit,
+        } => {
+            assert_eq!((operator.as_str(), *h), ("op[0]", hook), "{message}");
+            assert_eq!((limit.key, limit.limit), (key, value), "{message}");
+        }
+        other => panic!("expected a limit error, got {other:?}"),
+    }
+    assert!(message.starts_with("operator `op[0]`: "), "{message}");
+    assert!(message.contains(&format!("{key} = {value}")), "{message}");
+    assert!(!message.contains('\n'), "one line: {message}");
+    message
+}
+
+/// Asserts `e` is a trap in `hook` whose message contains `needle`.
+fn assert_trap(e: &InstanceError, hook: &str, needle: &str) -> String {
+    let message = e.to_string();
+    match e {
+        InstanceError::Trap { hook: h, .. } => assert_eq!(*h, hook, "{message}"),
+        other => panic!("expected a trap, got {other:?}"),
+    }
+    assert!(message.contains(needle), "{needle:?} not in {message}");
+    assert!(!message.contains('\n'), "one line: {message}");
+    message
+}
+
+/// Runs `f`, returning its result and how long it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
+}
+
+// ---------------------------------------------------------------- CPU
+
+#[test]
+fn an_infinite_loop_is_stopped_within_twice_its_deadline() {
+    let rt = rt();
+    let p = load(&rt, plugins::GUEST_SPIN_LOOP);
+    for (mode, timeout_ms) in [("loop", 200), ("clock", 150), ("loop", 50)] {
+        let limits = Limits {
+            call_timeout: Duration::from_millis(timeout_ms),
+            ..Limits::default()
+        };
+        let config = format!(r#"{{"mode":"{mode}"}}"#);
+        let mut inst = open(&p, &config, &limits, Grants::default());
+        let (result, took) = timed(|| inst.process(0, &batch(3)));
+        let err = result.unwrap_err();
+        let deadline = Duration::from_millis(timeout_ms);
+        assert_limit(&err, "process", "call_timeout", LimitValue::Time(deadline));
+        assert!(
+            took >= deadline && took < 2 * deadline,
+            "{mode}: stopped after {took:?}, deadline {deadline:?}"
+        );
+    }
+}
+
+#[test]
+fn a_sleep_passes_no_time_without_the_clocks_grant_and_ends_at_the_deadline_with_it() {
+    let rt = rt();
+    let p = load(&rt, plugins::GUEST_SPIN_LOOP);
+    let deadline = Duration::from_millis(300);
+    let limits = Limits {
+        call_timeout: deadline,
+        ..Limits::default()
+    };
+    // Without the grant, the hour-long sleep returns at once.
+    let mut inst = open(&p, r#"{"mode":"sleep"}"#, &limits, Grants::default());
+    let (result, took) = timed(|| inst.process(0, &batch(2)));
+    result.unwrap();
+    assert!(took < deadline, "{took:?}");
+    assert_eq!(inst.take_output(0).len(), 2);
+    // With it, the sleep is real but cannot outlast the call's deadline.
+    let clocks = Grants {
+        clocks: true,
+        ..Grants::default()
+    };
+    let mut inst = open(&p, r#"{"mode":"sleep"}"#, &limits, clocks);
+    let (result, took) = timed(|| inst.process(0, &batch(2)));
+    assert_limit(
+        &result.unwrap_err(),
+        "process",
+        "call_timeout",
+        LimitValue::Time(deadline),
+    );
+    assert!(took >= deadline && took < 2 * deadline, "{took:?}");
+}
+
+#[test]
+fn fuel_bounds_a_call_deterministically_and_needs_a_metering_runtime() {
+    let limits = Limits {
+        fuel: Some(5_000_000),
+        ..Limits::default()
+    };
+    // A runtime without fuel metering refuses a fuel budget up front.
+    let plain = load(&rt(), plugins::GUEST_SPIN_LOOP);
+    let err = OperatorInstance::with_limits(&plain, "op", 0, 1, "{}", &limits, Grants::default())
+        .unwrap_err();
+    assert!(matches!(err, InstanceError::Config { .. }), "{err}");
+    assert!(err.to_string().contains("limits.fuel"), "{err}");
+
+    let metered = Runtime::with_options(RuntimeOptions { fuel: true }).unwrap();
+    let p = load(&metered, plugins::GUEST_SPIN_LOOP);
+    let mut inst = open(&p, "{}", &limits, Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    assert_limit(&err, "process", "fuel", LimitValue::Count(5_000_000));
+    // A well-behaved plugin runs on the same budget, call after call: fuel
+    // is refilled for every call.
+    let wc = load(&metered, plugins::WORD_COUNT);
+    let mut inst = open(&wc, "{}", &limits, Grants::default());
+    for _ in 0..5 {
+        inst.process(0, &batch(100)).unwrap();
+    }
+    assert_eq!(inst.take_output(0).len(), 500);
+}
+
+// ---------------------------------------------------------------- memory
+
+#[test]
+fn a_memory_bomb_hits_the_memory_limit() {
+    let rt = rt();
+    let p = load(&rt, plugins::GUEST_MEMORY_BOMB);
+    let limits = Limits {
+        memory: 32 << 20,
+        ..Limits::default()
+    };
+    let mut inst = open(&p, r#"{"chunk_kib":256}"#, &limits, Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    let message = assert_limit(&err, "process", "memory", LimitValue::Bytes(32 << 20));
+    assert!(message.contains("linear memory"), "{message}");
+    assert!(inst.memory_used() <= 32 << 20, "{}", inst.memory_used());
+
+    // One huge allocation fails the same way.
+    let mut inst = open(&p, r#"{"chunk_kib":1048576}"#, &limits, Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    assert_limit(&err, "process", "memory", LimitValue::Bytes(32 << 20));
+}
+
+#[test]
+fn a_plugin_whose_initial_memory_is_over_the_limit_does_not_instantiate() {
+    let p = load(&rt(), plugins::WORD_COUNT);
+    let limits = Limits {
+        memory: 64 << 10,
+        ..Limits::default()
+    };
+    let err = OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
+        .unwrap_err();
+    assert_limit(&err, "instantiate", "memory", LimitValue::Bytes(64 << 10));
+}
+
+#[test]
+fn instance_and_table_caps_are_enforced_at_instantiation() {
+    let p = load(&rt(), plugins::WORD_COUNT);
+    let limits = Limits {
+        instances: 1,
+        ..Limits::default()
+    };
+    let err = OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
+        .unwrap_err();
+    assert_limit(&err, "instantiate", "instances", LimitValue::Count(1));
+    let limits = Limits {
+        table_elements: 1,
+        ..Limits::default()
+    };
+    let err = OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
+        .unwrap_err();
+    assert_limit(&err, "instantiate", "table_elements", LimitValue::Count(1));
+    // The defaults fit real plugins.
+    for (name, path) in plugins::ALL {
+        let p = load(&rt(), path);
+        let config = if *name == "filter" {
+            r#"{"field":"x","equals":"y"}"#
+        } else {
+            "{}"
+        };
+        if let Err(e) = OperatorInstance::new(&p, "op", 0, 1, config) {
+            assert!(
+                !matches!(e, InstanceError::Limit { .. }),
+                "{name} hits a default limit: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn deep_recursion_exhausts_the_wasm_stack_not_the_host() {
+    let p = load(&rt(), plugins::GUEST_DEEP_RECURSION);
+    let mut inst = open(&p, "{}", &Limits::default(), Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    let message = err.to_string();
+    assert!(message.starts_with("operator `op[0]`: "), "{message}");
+    assert!(!message.contains('\n'), "{message}");
+    match &err {
+        InstanceError::Limit { limit, .. } => {
+            assert_eq!(limit.limit, LimitValue::Bytes(512 << 10), "{message}");
+            assert!(message.contains("wasm call stack"), "{message}");
+        }
+        // A deep shadow stack in linear memory runs out of bounds first.
+        InstanceError::Trap { .. } => assert!(message.contains("out of bounds"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn host_state_is_capped_in_size_and_in_what_one_read_returns() {
+    let p = load(&rt(), plugins::GUEST_SANDBOX_PROBE);
+    let limits = Limits {
+        max_state_bytes: 4 << 20,
+        ..Limits::default()
+    };
+    let mut inst = open(&p, r#"{"mode":"state-bomb","kib":256}"#, &limits, Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    assert_limit(&err, "process", "max_state_bytes", LimitValue::Bytes(4 << 20));
+    assert!(inst.state().bytes() <= 4 << 20);
+
+    // 100 copies of a 1 MiB value would make the host allocate 100 MiB for
+    // a plugin that can hold 32.
+    let limits = Limits {
+        memory: 32 << 20,
+        ..Limits::default()
+    };
+    let config = r#"{"mode":"big-read","kib":1024,"copies":100}"#;
+    let mut inst = open(&p, config, &limits, Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    let message = assert_limit(&err, "process", "memory", LimitValue::Bytes(32 << 20));
+    assert!(message.contains("state read"), "{message}");
+    // Within the limit the same read works.
+    let config = r#"{"mode":"big-read","kib":1024,"copies":4}"#;
+    let mut inst = open(&p, config, &limits, Grants::default());
+    inst.process(0, &batch(1)).unwrap();
+    assert_eq!(inst.take_output(0)[0].value, b"4");
+}
+
+// ---------------------------------------------------------------- emit
+
+#[test]
+fn an_emit_flood_hits_the_per_call_caps() {
+    let p = load(&rt(), plugins::GUEST_EMIT_FLOOD);
+    let limits = Limits {
+        max_emit_records_per_call: 1000,
+        ..Limits::default()
+    };
+    let mut inst = open(&p, "{}", &limits, Grants::default());
+    let (result, took) = timed(|| inst.process(0, &batch(1)));
+    let err = result.unwrap_err();
+    assert_limit(&err, "process", "max_emit_records", LimitValue::Count(1000));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+
+    let limits = Limits {
+        max_emit_bytes_per_call: 1 << 20,
+        ..Limits::default()
+    };
+    let mut inst = open(&p, r#"{"size":65536}"#, &limits, Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    assert_limit(&err, "process", "max_emit_bytes", LimitValue::Bytes(1 << 20));
+}
+
+// ---------------------------------------------------------------- traps
+
+#[test]
+fn a_trap_in_snapshot_is_an_error_naming_the_hook_and_the_panic() {
+    let p = load(&rt(), plugins::GUEST_SNAPSHOT_TRAP);
+    let mut inst = open(&p, r#"{"from_checkpoint":2}"#, &Limits::default(), Grants::default());
+    inst.process(0, &batch(3)).unwrap();
+    inst.on_checkpoint(1).unwrap();
+    assert!(inst.snapshot().unwrap().is_empty());
+    inst.on_checkpoint(2).unwrap();
+    let err = inst.snapshot().unwrap_err();
+    // The guest's panic message (its last stderr line) is in the error.
+    assert_trap(&err, "snapshot", "deliberate panic at checkpoint 2");
+    match err {
+        InstanceError::Trap { backtrace, .. } => assert!(backtrace.is_some()),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn a_trap_in_restore_is_an_error_naming_the_hook() {
+    let p = load(&rt(), plugins::GUEST_RESTORE_TRAP);
+    let mut inst = open(&p, "{}", &Limits::default(), Grants::default());
+    inst.process(0, &batch(3)).unwrap();
+    let state = inst.state().clone();
+    let mut fresh = open(&p, "{}", &Limits::default(), Grants::default());
+    let err = fresh.restore(state, 1, &[]).unwrap_err();
+    assert_trap(&err, "restore", "deliberate panic restoring state version 1");
+}
+
+#[test]
+fn a_plugin_trapping_every_nth_batch_resumes_from_host_state() {
+    let p = load(&rt(), plugins::GUEST_FLAKY_BATCHES);
+    let config = r#"{"every":3}"#;
+    let mut inst = open(&p, config, &Limits::default(), Grants::default());
+    inst.process(0, &batch(2)).unwrap();
+    inst.process(0, &batch(2)).unwrap();
+    let checkpointed = inst.state().clone();
+    let err = inst.process(0, &batch(2)).unwrap_err();
+    assert_trap(&err, "process", "deliberate panic on batch 3 of this attempt (2 batches done");
+    assert_eq!(inst.take_output(0).len(), 4);
+    // The next attempt restores the count and gets two more batches in.
+    let mut next = open(&p, config, &Limits::default(), Grants::default());
+    next.restore(checkpointed, 1, &[]).unwrap();
+    next.process(0, &batch(2)).unwrap();
+    next.process(0, &batch(2)).unwrap();
+    let count = next.state().get(b"batches").unwrap().to_vec();
+    assert_eq!(u64::from_le_bytes(count.try_into().unwrap()), 4);
+    let err = next.process(0, &batch(2)).unwrap_err();
+    assert_trap(&err, "process", "(4 batches done before it)");
+}
+
+// ------------------------------------------------- wrong time, odd values
+
+#[test]
+fn imports_called_at_the_wrong_time_trap() {
+    let p = load(&rt(), plugins::GUEST_SANDBOX_PROBE);
+    let open_err = |config: &str| {
+        OperatorInstance::with_limits(&p, "op", 0, 1, config, &Limits::default(), Grants::default())
+            .unwrap_err()
+    };
+    let err = open_err(r#"{"mode":"emit-in-open"}"#);
+    assert_trap(&err, "open", "emitted records during `open`");
+
+    let mut inst = open(&p, r#"{"mode":"emit-in-restore"}"#, &Limits::default(), Grants::default());
+    let err = inst.restore(Default::default(), 1, &[]).unwrap_err();
+    assert_trap(&err, "restore", "emitted records during `restore`");
+
+    let mut inst = open(&p, r#"{"mode":"write-in-snapshot"}"#, &Limits::default(), Grants::default());
+    let err = inst.snapshot().unwrap_err();
+    assert_trap(&err, "snapshot", "wrote state during `snapshot`");
+}
+
+#[test]
+fn plugin_text_in_errors_and_logs_is_one_bounded_line() {
+    let p = load(&rt(), plugins::GUEST_SANDBOX_PROBE);
+    let mut inst = open(&p, r#"{"mode":"odd-error","kib":1024}"#, &Limits::default(), Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, InstanceError::Returned { .. }), "{message}");
+    assert!(!message.contains(['\n', '\r', '\u{1b}']), "{message:.200}");
+    assert!(message.contains("first line\\nsecond line \\u{1b}[31mred"), "{message:.200}");
+    assert!(message.len() < 8 << 10, "{}", message.len());
+    // A huge log message does not fail the call.
+    let mut inst = open(&p, r#"{"mode":"odd-log","kib":1024}"#, &Limits::default(), Grants::default());
+    inst.process(0, &batch(1)).unwrap();
+}
+
+#[test]
+fn describe_may_not_emit_or_return_odd_names() {
+    let rt = rt();
+    let describe_err = |path: &str| match rt.load(path) {
+        Err(e @ PluginError::Describe { .. }) => e.to_string(),
+        other => panic!("{path}: expected a describe error, got {other:?}"),
+    };
+    let message = describe_err(plugins::GUEST_DESCRIBE_EMIT);
+    assert!(message.contains("emitted records during `describe`"), "{message}");
+    let message = describe_err(plugins::GUEST_BAD_NAMES);
+    assert!(message.contains("control characters"), "{message}");
+    assert!(message.contains("evil\\nERROR weir: fake line \\u{1b}[31m"), "{message}");
+    assert!(!message.contains(['\n', '\u{1b}']), "{message}");
+    let message = describe_err(plugins::GUEST_BAD_UTF8_NAME);
+    assert!(message.to_lowercase().contains("utf-8"), "{message}");
+    assert!(!message.contains('\n'), "{message}");
+}
+
+#[test]
+fn malformed_components_are_errors_not_panics() {
+    let rt = rt();
+    let good = std::fs::read(plugins::WORD_COUNT).unwrap();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", Vec::new()),
+        ("magic only", good[..8].to_vec()),
+        ("truncated", good[..good.len() / 2].to_vec()),
+        ("garbage after the header", {
+            let mut b = good[..8].to_vec();
+            b.extend((0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+            b
+        }),
+    ];
+    for (what, bytes) in cases {
+        let err = rt.load_bytes("bad.wasm", bytes).unwrap_err();
+        assert!(err.to_string().starts_with("bad.wasm: "), "{what}: {err}");
+    }
+    // Single-byte corruptions all over the file: each loads or is refused;
+    // what loads runs (or fails) under the limits, never panicking the host.
+    let limits = Limits {
+        call_timeout: Duration::from_millis(500),
+        memory: 64 << 20,
+        ..Limits::default()
+    };
+    // A small plugin, so that compiling the mutants is quick.
+    let good = std::fs::read(plugins::GUEST_RESTORE_TRAP).unwrap();
+    let mut loaded = 0;
+    for i in 0..16 {
+        let mut bytes = good.clone();
+        let at = 8 + (i * 104_729 * 13) % (bytes.len() - 8);
+        bytes[at] ^= 0x5a;
+        if let Ok(p) = rt.load_bytes("mutant.wasm", bytes) {
+            loaded += 1;
+            if let Ok(mut inst) =
+                OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
+            {
+                let _ = inst.process(0, &batch(5));
+                let _ = inst.snapshot();
+            }
+        }
+    }
+    eprintln!("{loaded} of 16 corrupted components loaded");
+}
+
+// ---------------------------------------------------------------- WASI
+
+fn report(inst: &mut OperatorInstance) -> Value {
+    inst.process(0, &batch(1)).unwrap();
+    let out = inst.take_output(0);
+    serde_json::from_slice(&out[0].value).unwrap()
+}
+
+#[test]
+fn without_grants_the_sandbox_has_no_clock_randomness_env_or_files() {
+    let p = load(&rt(), plugins::GUEST_SANDBOX_PROBE);
+    let mut a = open(&p, "{}", &Limits::default(), Grants::default());
+    let mut b = open(&p, "{}", &Limits::default(), Grants::default());
+    let (ra, rb) = (report(&mut a), report(&mut b));
+    assert_eq!(ra["wall_secs"], 0, "{ra}");
+    assert_eq!(ra["slept_ns"], 0, "{ra}");
+    assert_eq!(ra["env"], 0, "{ra}");
+    assert_eq!(ra["args"], 0, "{ra}");
+    assert_eq!(ra["root_dir"], false, "{ra}");
+    assert_eq!(ra["cwd_file"], false, "{ra}");
+    // Randomness is a fixed sequence: two instances hash alike.
+    assert_eq!(ra, rb);
+
+    let all = Grants {
+        clocks: true,
+        random: true,
+    };
+    let mut a = open(&p, "{}", &Limits::default(), all);
+    let mut b = open(&p, "{}", &Limits::default(), all);
+    let (ra, rb) = (report(&mut a), report(&mut b));
+    assert!(ra["wall_secs"].as_u64().unwrap() > 1_600_000_000, "{ra}");
+    assert!(ra["slept_ns"].as_u64().unwrap() >= 20_000_000, "{ra}");
+    assert_ne!(ra["hash"], rb["hash"], "random grant: {ra} {rb}");
+    // Files and environment cannot be granted.
+    assert_eq!((&ra["env"], &ra["root_dir"]), (&Value::from(0), &Value::from(false)));
+}
+
+// ---------------------------------------------------------------- weir run
+
+const JOB: &str = r#"
+name = "sandbox"
+[checkpoint]
+interval = "INTERVAL"
+[[source]]
+id = "words"
+type = "file"
+path = "words.txt"
+batch_size = 10
+rate = RATE
+[[operator]]
+id = "OP"
+plugin = "{plugins}/PLUGIN.wasm"
+inputs = ["words"]
+EXTRA
+[[sink]]
+id = "out"
+type = "file"
+path = "out.txt"
+input = "OP"
+"#;
+
+/// A job running `plugin` as operator `op` with `extra` operator keys
+/// (limits, config, grants), on 200 words read at `rate` records/s.
+fn job(op: &str, plugin: &str, extra: &str, rate: u64) -> JobDir {
+    let text = JOB
+        .replace("INTERVAL", "50ms")
+        .replace("RATE", &rate.to_string())
+        .replace("OP", op)
+        .replace("PLUGIN", plugin)
+        .replace("EXTRA", extra);
+    let words: String = (0..200).map(|i| format!("w{i}\n")).collect();
+    JobDir::new(WEIR, &text, &[("words.txt", &words)])
+}
+
+/// Runs `weir run` and asserts it fails with one error line containing
+/// every needle and no panic; returns the error line and the wall time.
+fn run_fails(j: &JobDir, needles: &[&str]) -> (String, Duration) {
+    let (out, took) = timed(|| j.run(&[]));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "expected failure: {err}");
+    // Only the guests panic (their stderr is in the log), never the host.
+    for l in err.lines().filter(|l| l.contains("panicked at")) {
+        assert!(l.contains("panicked at tests/guests/"), "host panic? {l}");
+    }
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one error line: {err}");
+    for n in needles {
+        assert!(errors[0].contains(n), "{n:?} not in {}", errors[0]);
+    }
+    (errors[0].to_string(), took)
+}
+
+/// `weir checkpoints` on the job's state dir: succeeds; returns its stdout.
+fn checkpoints(j: &JobDir) -> String {
+    let out: Output = Command::new(WEIR)
+        .arg("checkpoints")
+        .arg(j.path().join("state"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "weir checkpoints: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// Fails `weir run` within a bound: plugin loading and start-up (generous)
+/// plus twice the limit.
+fn assert_bounded(took: Duration, limit: Duration) {
+    let startup = Duration::from_secs(10);
+    assert!(took < startup + 2 * limit, "weir run took {took:?}");
+}
+
+#[test]
+fn weir_run_stops_an_infinite_loop_at_its_call_timeout() {
+    let j = job(
+        "spin",
+        "spin-loop",
+        "limits = { call_timeout = \"300ms\" }",
+        1_000_000,
+    );
+    let (line, took) = run_fails(
+        &j,
+        &["operator `spin[0]`", "`process`", "call time exceeds limits.call_timeout = 300ms"],
+    );
+    assert_bounded(took, Duration::from_millis(300));
+    assert!(!line.contains("\\n"), "{line}");
+    assert!(j.path().join("state").is_dir());
+    checkpoints(&j);
+}
+
+#[test]
+fn weir_run_stops_a_memory_bomb_deep_recursion_and_an_emit_flood() {
+    let cases = [
+        (
+            "bomb",
+            "memory-bomb",
+            "limits = { memory = \"32MiB\" }",
+            "linear memory",
+            "limits.memory = 32MiB",
+        ),
+        (
+            "flood",
+            "emit-flood",
+            "[operator.limits]\nmax_emit_records = 1000",
+            "records emitted in one call",
+            "limits.max_emit_records = 1000",
+        ),
+        (
+            "deep",
+            "deep-recursion",
+            "",
+            "operator `deep[0]`",
+            "",
+        ),
+    ];
+    for (op, plugin, extra, what, limit) in cases {
+        let j = job(op, plugin, extra, 1_000_000);
+        let operator = format!("operator `{op}[0]`");
+        let (line, took) = run_fails(&j, &[&operator, "`process`", what, limit]);
+        if plugin == "deep-recursion" {
+            assert!(line.contains("stack") || line.contains("out of bounds"), "{line}");
+        }
+        assert_bounded(took, Limits::default().call_timeout);
+        checkpoints(&j);
+    }
+}
+
+#[test]
+fn weir_run_reports_a_trap_in_snapshot_and_keeps_the_complete_checkpoints() {
+    // 200 words at 1000/s: checkpoints every 50 ms; the second one traps.
+    let j = job(
+        "snap",
+        "snapshot-trap",
+        "config = { from_checkpoint = 2 }",
+        1000,
+    );
+    run_fails(
+        &j,
+        &["operator `snap[0]`", "trapped in `snapshot`", "deliberate panic at checkpoint"],
+    );
+    let listed = checkpoints(&j);
+    assert!(listed.contains("complete checkpoint"), "{listed}");
+}
+
+#[test]
+fn weir_run_reports_a_trap_in_restore_and_the_state_stays_restorable() {
+    let j = job("rt", "restore-trap", "", 400);
+    // Run until a checkpoint exists, then stop it (SIGTERM checkpoints and exits).
+    let mut child = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let state = j.path().join("state");
+    let start = Instant::now();
+    while !has_checkpoint(&state) && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let before = checkpoints(&j);
+    assert!(before.contains("complete checkpoint"), "{before}");
+    run_fails(
+        &j,
+        &["operator `rt[0]`", "trapped in `restore`", "deliberate panic restoring"],
+    );
+    // Nothing was lost: the same checkpoints are still listed.
+    assert_eq!(checkpoints(&j), before);
+}
+
+fn has_checkpoint(state: &Path) -> bool {
+    Command::new(WEIR)
+        .arg("checkpoints")
+        .arg(state)
+        .output()
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("complete checkpoint")
+        })
+}
+
+#[test]
+fn weir_run_fails_cleanly_on_a_plugin_that_traps_on_every_first_batch() {
+    // `every = 1` traps on the first batch of every attempt, so no restart
+    // strategy can get past it.
+    let j = job("flaky", "flaky-batches", "config = { every = 1 }", 1_000_000);
+    run_fails(
+        &j,
+        &["operator `flaky[0]`", "trapped in `process`", "deliberate panic on batch 1"],
+    );
+    checkpoints(&j);
+}
+
+#[test]
+fn weir_run_logs_plugin_stdout_and_stderr_with_the_operator_id() {
+    let j = job("probe", "sandbox-probe", "", 1_000_000);
+    let out = j.run(&["-v"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let line = |needle: &str| {
+        err.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle:?} not logged: {err}"))
+            .to_string()
+    };
+    assert!(line("probe stderr: hello").contains("probe[0]"), "{err}");
+    assert!(line("probe stdout: 10 records").contains("probe[0]"), "{err}");
+    let report: Value = serde_json::from_str(
+        std::fs::read_to_string(j.path().join("out.txt"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["wall_secs"], 0, "{report}");
+
+    // A granted operator sees the real clock.
+    let j = job("probe", "sandbox-probe", "grants = [\"clocks\"]", 1_000_000);
+    j.run_ok(&[]);
+    let text = std::fs::read_to_string(j.path().join("out.txt")).unwrap();
+    let report: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert!(report["wall_secs"].as_u64().unwrap() > 1_600_000_000, "{report}");
+}
+
+#[test]
+fn weir_run_keeps_plugin_log_lines_from_forging_host_lines() {
+    let j = job("probe", "sandbox-probe", "config = { mode = \"odd-log\", kib = 1 }", 1_000_000);
+    let out = j.run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("\u{1b}[31mred"), "{err}");
+    assert!(err.contains("first line\\nsecond line \\u{1b}[31mred"), "{err}");
+    assert!(!err.lines().any(|l| l.starts_with("second line")), "{err}");
+}
+
+#[test]
+fn bad_limits_and_grants_in_the_job_file_are_one_line_errors() {
+    for (extra, needle) in [
+        ("limits = { memroy = \"1MiB\" }", "unknown key `limits.memroy`"),
+        ("limits = { memory = \"lots\" }", "`limits.memory`: \"lots\" is not a size"),
+        ("limits = { call_timeout = 5 }", "`limits.call_timeout` must be a duration string"),
+        ("grants = [\"network\"]", "unknown grant \"network\""),
+    ] {
+        let j = job("o", "word-count", extra, 1_000_000);
+        let (line, _) = run_fails(&j, &["operator \"o\"", needle]);
+        assert!(line.contains("job.toml"), "{line}");
+    }
+}
+
+#[test]
+#[ignore]
+fn zz_fuel_cost() {
+    let words: Vec<Record> = (0..1000).map(|i| Record::new(format!("w{}", i % 97).into_bytes())).collect();
+    for fuel in [false, true, false, true] {
+        let rt = Runtime::with_options(RuntimeOptions { fuel }).unwrap();
+        for path in [plugins::WORD_COUNT, plugins::DEDUPE] {
+            let p = load(&rt, path);
+            let mut inst = OperatorInstance::new(&p, "op", 0, 1, if path == plugins::DEDUPE { "{}" } else { "{}" }).unwrap();
+            let start = Instant::now();
+            for _ in 0..1000 {
+                inst.process(0, &words).unwrap();
+                inst.take_output(0);
+            }
+            eprintln!("fuel={fuel} {path}: {:?}", start.elapsed());
+        }
+    }
+}
