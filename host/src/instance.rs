@@ -5,8 +5,13 @@
 //! Invariants:
 //! - Records emitted during a call are buffered per output port and only
 //!   handed out by [`OperatorInstance::take_output`] after the call returned.
-//! - A host function that hits a limit traps with a [`LimitExceeded`]; the
-//!   call then fails with [`InstanceError::Limit`], never a panic.
+//! - A host function, the resource limiter or the call deadline that hits a
+//!   limit traps with a [`LimitExceeded`]; the call then fails with
+//!   [`InstanceError::Limit`], never a panic.
+//! - Every call into the plugin (instantiation included) runs with a
+//!   deadline (`Limits::call_timeout`) and, when set, a fresh fuel budget.
+//! - Records are accepted only in `process`, `on-checkpoint` and `finish`;
+//!   state writes are refused in `describe` and `snapshot`.
 
 use std::time::Instant;
 
@@ -340,8 +345,8 @@ pub enum InstanceError {
         operator: String,
         /// The hook that was called.
         hook: &'static str,
-        /// The limit.
-        limit: LimitExceeded,
+        /// The limit (boxed: it is large and errors are passed around a lot).
+        limit: Box<LimitExceeded>,
     },
     /// The plugin returned an error.
     #[error("operator `{operator}`: `{hook}` returned an error: {error}")]
@@ -453,10 +458,10 @@ impl OperatorInstance {
 
     /// Like [`new`](Self::new), with explicit limits and grants.
     ///
-    /// A fuel budget (`limits.fuel`) needs a runtime with fuel metering
-    /// ([`Runtime::for_job`](crate::Runtime::for_job) or
-    /// [`RuntimeOptions::fuel`](crate::plugin::RuntimeOptions)); on another
-    /// runtime this fails with [`InstanceError::Config`].
+    /// A fuel budget (`limits.fuel`) needs code compiled with fuel metering:
+    /// on a runtime without it ([`Runtime::new`](crate::Runtime::new)) the
+    /// plugin is compiled again, once, by a metering twin of the runtime
+    /// ([`Plugin::metered`]).
     pub fn with_limits(
         plugin: &Plugin,
         operator_id: &str,
@@ -467,12 +472,17 @@ impl OperatorInstance {
         grants: Grants,
     ) -> Result<Self, InstanceError> {
         let label = format!("{operator_id}[{instance}]");
-        if limits.fuel.is_some() && !plugin.fuel_metered() {
-            return Err(InstanceError::Config {
-                operator: label,
-                message: "limits.fuel is set but this runtime does not meter fuel; create it with `Runtime::for_job` (as `weir run` does) or `RuntimeOptions { fuel: true }`".into(),
-            });
-        }
+        // A fuel budget needs code compiled with fuel metering.
+        let plugin = match limits.fuel {
+            Some(_) => plugin.metered().map_err(|message| InstanceError::Config {
+                operator: label.clone(),
+                message: format!(
+                    "limits.fuel: cannot compile the plugin with fuel metering: {message}"
+                ),
+            })?,
+            None => plugin.clone(),
+        };
+        let plugin = &plugin;
         let mut data = InstanceState::new(&label, limits.clone(), grants);
         data.outputs = vec![Vec::new(); plugin.info().outputs.len()];
         let mut store = data.into_store(plugin.pre().engine());
@@ -624,7 +634,7 @@ pub(crate) fn trap_error(
     let limit = |limit| InstanceError::Limit {
         operator: operator.clone(),
         hook,
-        limit,
+        limit: Box::new(limit),
     };
     if let Some(l) = e.chain().find_map(|c| c.downcast_ref::<LimitExceeded>()) {
         return limit(l.clone());
@@ -664,6 +674,9 @@ pub(crate) fn trap_error(
         return limit(l);
     }
     let backtrace = e.downcast_ref::<WasmBacktrace>().map(|b| b.to_string());
+    if let Some(b) = &backtrace {
+        tracing::debug!(operator = %operator, hook, "plugin trapped; {b}");
+    }
     // The root cause is the trap or the host's refusal; the outer layers are
     // the backtrace and wasmtime's context.
     let mut message = crate::sandbox::sanitize(&e.root_cause().to_string(), MAX_MESSAGE);

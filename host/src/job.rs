@@ -28,7 +28,7 @@ pub const MAX_BATCH_SIZE: usize = 65536;
 pub const MAX_PARALLELISM: u32 = 128;
 
 /// A parsed and validated job file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Job {
     /// The job's name (`name`).
     pub name: String,
@@ -44,6 +44,71 @@ pub struct Job {
     pub operators: Vec<OperatorConfig>,
     /// The `[[sink]]` entries, in file order.
     pub sinks: Vec<SinkConfig>,
+    /// The `[restart]` table: what to do when an attempt fails.
+    pub restart: RestartStrategy,
+}
+
+/// When to retry a failed attempt (the job file's `[restart]` table).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum RestartStrategy {
+    /// Never: the first failure stops the job.
+    #[default]
+    None,
+    /// Up to `attempts` restarts, `delay` apart.
+    FixedDelay {
+        /// Most restarts.
+        attempts: u32,
+        /// Wait before each restart.
+        delay: Duration,
+    },
+    /// Up to `attempts` restarts; the wait starts at `initial` and is
+    /// multiplied by `multiplier` after each failure, up to `max`.
+    ExponentialBackoff {
+        /// Most restarts.
+        attempts: u32,
+        /// First wait.
+        initial: Duration,
+        /// Longest wait.
+        max: Duration,
+        /// Growth factor, >= 1.
+        multiplier: f64,
+    },
+}
+
+impl RestartStrategy {
+    /// The wait before restart number `restart` (1 = the first), or `None`
+    /// when no more restarts are allowed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir::job::RestartStrategy;
+    /// let s = RestartStrategy::ExponentialBackoff {
+    ///     attempts: 4, initial: Duration::from_millis(100), max: Duration::from_millis(300), multiplier: 2.0,
+    /// };
+    /// assert_eq!(s.delay(1), Some(Duration::from_millis(100)));
+    /// assert_eq!(s.delay(3), Some(Duration::from_millis(300)));
+    /// assert_eq!(s.delay(5), None);
+    /// ```
+    pub fn delay(&self, restart: u32) -> Option<Duration> {
+        match *self {
+            RestartStrategy::None => None,
+            RestartStrategy::FixedDelay { attempts, delay } => (restart <= attempts).then_some(delay),
+            RestartStrategy::ExponentialBackoff { attempts, initial, max, multiplier } => {
+                (restart <= attempts).then(|| {
+                    let factor = multiplier.max(1.0).powi(restart.saturating_sub(1).min(64) as i32);
+                    initial.mul_f64(factor).min(max)
+                })
+            }
+        }
+    }
+
+    /// Most restarts.
+    pub fn attempts(&self) -> u32 {
+        match *self {
+            RestartStrategy::None => 0,
+            RestartStrategy::FixedDelay { attempts, .. } | RestartStrategy::ExponentialBackoff { attempts, .. } => attempts,
+        }
+    }
 }
 
 /// Checkpoint settings (`[checkpoint]`).
@@ -234,6 +299,7 @@ pub enum JobError {
 struct RawJob {
     name: Option<String>,
     checkpoint: Option<Table>,
+    restart: Option<Table>,
     #[serde(default)]
     source: Vec<Table>,
     #[serde(default)]
@@ -248,6 +314,17 @@ struct RawCheckpoint {
     interval: Option<String>,
     dir: Option<String>,
     retain: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRestart {
+    strategy: Option<String>,
+    attempts: Option<i64>,
+    delay: Option<String>,
+    initial: Option<String>,
+    max: Option<String>,
+    multiplier: Option<f64>,
 }
 
 // `type` is removed (and the keys checked against it) by `entry_type` before these are read.
@@ -347,6 +424,10 @@ impl Job {
         };
         let checkpoint = build_checkpoint(&dir, raw.checkpoint.unwrap_or_default())
             .map_err(|m| invalid("checkpoint", m))?;
+        let restart = match raw.restart {
+            None => RestartStrategy::None,
+            Some(table) => build_restart(table).map_err(|m| invalid("restart", m))?,
+        };
         let job = Job {
             sources: build_all(path, raw.source, "source", |t| build_source(&dir, t))?,
             operators: build_all(path, raw.operator, "operator", |t| build_operator(&dir, t))?,
@@ -355,6 +436,7 @@ impl Job {
             path: path.to_path_buf(),
             dir,
             checkpoint,
+            restart,
         };
         // Structure first, then the file system: a typo'd id is reported before a missing file.
         job.validate_graph()?;
@@ -810,6 +892,56 @@ fn build_checkpoint(dir: &Path, table: Table) -> Result<CheckpointConfig, String
     })
 }
 
+fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration, String> {
+    let text = value.unwrap_or_else(|| default.to_string());
+    humantime::parse_duration(&text)
+        .map_err(|e| format!("`{key}` = {text:?} is not a duration ({e}); use e.g. \"1s\", \"500ms\""))
+}
+
+fn build_restart(table: Table) -> Result<RestartStrategy, String> {
+    let raw: RawRestart = from_table(table)?;
+    let strategy = raw.strategy.unwrap_or_else(|| "fixed-delay".into());
+    let attempts = || int_in("attempts", raw.attempts, 3, 1, 1_000_000);
+    let only = |allowed: &[&str]| -> Result<(), String> {
+        let given = [
+            ("delay", raw.delay.is_some()),
+            ("initial", raw.initial.is_some()),
+            ("max", raw.max.is_some()),
+            ("multiplier", raw.multiplier.is_some()),
+        ];
+        match given.iter().find(|(k, set)| *set && !allowed.contains(k)) {
+            Some((k, _)) => Err(format!("`{k}` does not apply to strategy = {strategy:?}; remove it")),
+            None => Ok(()),
+        }
+    };
+    match strategy.as_str() {
+        "none" => {
+            only(&[])?;
+            Ok(RestartStrategy::None)
+        }
+        "fixed-delay" => {
+            only(&["delay"])?;
+            Ok(RestartStrategy::FixedDelay { attempts: attempts()?, delay: duration("delay", raw.delay.clone(), "1s")? })
+        }
+        "exponential-backoff" => {
+            only(&["initial", "max", "multiplier"])?;
+            let multiplier = raw.multiplier.unwrap_or(2.0);
+            if !(1.0..=100.0).contains(&multiplier) {
+                return Err(format!("`multiplier` = {multiplier} is out of range; use a value in 1.0..=100.0"));
+            }
+            let initial = duration("initial", raw.initial.clone(), "100ms")?;
+            let max = duration("max", raw.max.clone(), "1m")?;
+            if max < initial {
+                return Err("`max` is shorter than `initial`".into());
+            }
+            Ok(RestartStrategy::ExponentialBackoff { attempts: attempts()?, initial, max, multiplier })
+        }
+        other => Err(format!(
+            "`strategy` = {other:?} is unknown; use \"none\", \"fixed-delay\" or \"exponential-backoff\""
+        )),
+    }
+}
+
 fn build_source(dir: &Path, mut table: Table) -> Result<SourceConfig, String> {
     let kind = entry_type(&mut table, SOURCE_TYPES)?;
     let raw: RawSource = from_table(table)?;
@@ -952,8 +1084,9 @@ fn build_limits(value: Option<Value>) -> Result<Limits, String> {
         let name = format!("limits.{key}");
         let size = |lo: u64, hi: u64| -> Result<usize, String> {
             let bytes = match &value {
-                Value::Integer(i) => u64::try_from(*i)
-                    .map_err(|_| format!("`{name}` = {i} is negative; use a size such as \"64MiB\""))?,
+                Value::Integer(i) => u64::try_from(*i).map_err(|_| {
+                    format!("`{name}` = {i} is negative; use a size such as \"64MiB\"")
+                })?,
                 Value::String(text) => {
                     crate::instance::parse_size(text).map_err(|e| format!("`{name}`: {e}"))?
                 }
@@ -995,7 +1128,9 @@ fn build_limits(value: Option<Value>) -> Result<Limits, String> {
                     ));
                 };
                 let d = humantime::parse_duration(text).map_err(|e| {
-                    format!("`{name}` = {text:?} is not a duration ({e}); use e.g. \"5s\" or \"200ms\"")
+                    format!(
+                        "`{name}` = {text:?} is not a duration ({e}); use e.g. \"5s\" or \"200ms\""
+                    )
                 })?;
                 if d < std::time::Duration::from_millis(1) {
                     return Err(format!("`{name}` = {text:?} is under 1ms; use e.g. \"5s\""));
@@ -1310,6 +1445,75 @@ input = "count"
     }
 
     #[test]
+    fn limits_default_and_parse_sizes_durations_and_counts() {
+        let job = parse(&with_op("")).unwrap();
+        assert_eq!(job.operators[0].limits, Limits::default());
+        assert_eq!(job.operators[0].grants, Grants::default());
+        let inline = with_op(
+            "limits = { memory = \"64MiB\", call_timeout = \"250ms\", fuel = 1_000_000, \
+             max_emit_records = 10, max_emit_bytes = 4096, max_key_bytes = \"1KiB\", \
+             max_value_bytes = \"2 MiB\", max_state_bytes = \"1GB\", table_elements = 50, \
+             instances = 8, tables = 9, memories = 2 }\ngrants = [\"clocks\", \"random\"]\n",
+        );
+        let op = parse(&inline).unwrap().operators.remove(0);
+        let expected = Limits {
+            memory: 64 << 20,
+            call_timeout: Duration::from_millis(250),
+            fuel: Some(1_000_000),
+            max_emit_records_per_call: 10,
+            max_emit_bytes_per_call: 4096,
+            max_key_bytes: 1024,
+            max_value_bytes: 2 << 20,
+            max_state_bytes: 1_000_000_000,
+            table_elements: 50,
+            instances: 8,
+            tables: 9,
+            memories: 2,
+        };
+        assert_eq!(op.limits, expected);
+        assert_eq!(
+            op.grants,
+            Grants {
+                clocks: true,
+                random: true
+            }
+        );
+        // A `[operator.limits]` table works too; unset limits keep their default.
+        let table = with_op("[operator.limits]\nmemory = 131072\n");
+        let limits = parse(&table).unwrap().operators.remove(0).limits;
+        assert_eq!(limits.memory, 128 << 10);
+        assert_eq!(limits.call_timeout, Limits::default().call_timeout);
+        // The documented key list is the parsed one.
+        for key in LIMIT_KEYS {
+            let text = with_op(&format!("limits = {{ {key} = 1 }}\n"));
+            let err = parse(&text).err().unwrap_or_default();
+            assert!(!err.contains("unknown key"), "{key}: {err}");
+        }
+    }
+
+    #[test]
+    fn bad_limits_and_grants_are_rejected_by_name() {
+        assert_rejects!(
+            with_op("limits = 3\n") => "operator \"o\": `limits` must be a table (got integer)",
+            with_op("limits = { memroy = 1 }\n") => "unknown key `limits.memroy`; the limits are: memory,",
+            with_op("limits = { memory = \"lots\" }\n") => "`limits.memory`: \"lots\" is not a size",
+            with_op("limits = { memory = \"1 PiB\" }\n") => "unknown unit \"PiB\"; use B, KiB, MiB or GiB",
+            with_op("limits = { memory = \"1KiB\" }\n") => "`limits.memory` = 1KiB is out of range; use a size in 64KiB..=4GiB",
+            with_op("limits = { memory = \"8GiB\" }\n") => "is out of range",
+            with_op("limits = { memory = -1 }\n") => "`limits.memory` = -1 is negative",
+            with_op("limits = { memory = true }\n") => "must be a size such as \"64MiB\" or a number of bytes (got boolean)",
+            with_op("limits = { call_timeout = 5 }\n") => "`limits.call_timeout` must be a duration string",
+            with_op("limits = { call_timeout = \"soon\" }\n") => "`limits.call_timeout` = \"soon\" is not a duration",
+            with_op("limits = { call_timeout = \"0s\" }\n") => "is under 1ms",
+            with_op("limits = { fuel = 0 }\n") => "`limits.fuel` = 0 is out of range; use a value >= 1",
+            with_op("limits = { instances = \"3\" }\n") => "`limits.instances` must be an integer (got string)",
+            with_op("grants = \"clocks\"\n") => "`grants` must be a list of strings (got string)",
+            with_op("grants = [1]\n") => "each entry of `grants` must be a string (got integer)",
+            with_op("grants = [\"network\"]\n") => "unknown grant \"network\"; the grants are \"clocks\", \"random\"",
+        );
+    }
+
+    #[test]
     fn syntax_errors_give_line_and_column_on_one_line() {
         let text = "name = \"t\"\n\n[[source]]\nid \"x\"\n".to_owned();
         assert_rejects!(text => "job.toml:4:4: TOML syntax error: key with no value");
@@ -1528,4 +1732,55 @@ input = "count"
             assert!(message.contains(part), "{message:?} lacks {part:?}");
         }
     }
+
+    // ---- restart strategies
+
+    #[test]
+    fn restart_table_is_parsed_with_defaults() {
+        let job = |table: &str| parse(&format!("{}\n{table}", doc(&[GEN, &sink("out", "src")])));
+        assert_eq!(job("").unwrap().restart, RestartStrategy::None);
+        assert_eq!(
+            job("[restart]\nattempts = 5").unwrap().restart,
+            RestartStrategy::FixedDelay { attempts: 5, delay: Duration::from_secs(1) }
+        );
+        let backoff = job("[restart]\nstrategy = \"exponential-backoff\"\ninitial = \"10ms\"\nmax = \"1s\"").unwrap();
+        assert_eq!(
+            backoff.restart,
+            RestartStrategy::ExponentialBackoff {
+                attempts: 3,
+                initial: Duration::from_millis(10),
+                max: Duration::from_secs(1),
+                multiplier: 2.0
+            }
+        );
+        let err = job("[restart]\nstrategy = \"sometimes\"").unwrap_err().to_string();
+        assert!(err.contains("restart") && err.contains("sometimes"), "{err}");
+        let err = job("[restart]\ndelay = \"1s\"\nmultiplier = 3.0").unwrap_err().to_string();
+        assert!(err.contains("`multiplier` does not apply"), "{err}");
+        let err = job("[restart]\nattempts = 0").unwrap_err().to_string();
+        assert!(err.contains("attempts"), "{err}");
+    }
+
+    #[test]
+    fn fixed_delay_allows_exactly_its_attempts() {
+        let s = RestartStrategy::FixedDelay { attempts: 2, delay: Duration::from_secs(1) };
+        assert_eq!(s.delay(1), Some(Duration::from_secs(1)));
+        assert_eq!(s.delay(2), Some(Duration::from_secs(1)));
+        assert_eq!(s.delay(3), None);
+        assert_eq!(RestartStrategy::None.delay(1), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let s = RestartStrategy::ExponentialBackoff {
+            attempts: 10,
+            initial: Duration::from_millis(10),
+            max: Duration::from_secs(1),
+            multiplier: 3.0,
+        };
+        let waits: Vec<u128> = (1..=6).map(|i| s.delay(i).unwrap().as_millis()).collect();
+        assert_eq!(waits, [10, 30, 90, 270, 810, 1000]);
+        assert_eq!(s.delay(11), None);
+    }
+
 }

@@ -10,6 +10,7 @@
 
 pub mod align;
 mod bindings;
+pub mod compile_cache;
 pub mod coordinator;
 pub mod inspect;
 pub mod instance;

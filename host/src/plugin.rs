@@ -3,7 +3,7 @@
 //! instances of an operator).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -13,7 +13,6 @@ use wasmtime_wasi::p2::DynPollable;
 
 use crate::bindings::{Operator, OperatorPre};
 use crate::instance::{Grants, InstanceState, Limits, WASM_STACK, begin_call};
-use crate::job::Job;
 
 /// What a plugin says about itself (`lifecycle.describe`).
 ///
@@ -90,9 +89,11 @@ const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
 /// Engine settings of a [`Runtime`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RuntimeOptions {
-    /// Meter fuel, so that operators can set `limits.fuel`. Compiled code
-    /// then counts instructions, which makes plugins slower (see
-    /// `SECURITY.md`); off by default.
+    /// Compile every plugin with fuel metering. Compiled code then counts
+    /// instructions, which makes plugins slower (see `SECURITY.md`); off by
+    /// default. Without it, an operator that sets `limits.fuel` gets a copy
+    /// of its plugin compiled with metering ([`Plugin::metered`]), so only
+    /// that operator pays for it.
     pub fuel: bool,
 }
 
@@ -108,6 +109,9 @@ pub struct Runtime {
     engine: Engine,
     linker: Arc<Linker<InstanceState>>,
     options: RuntimeOptions,
+    /// A twin with fuel metering, made when an operator sets `limits.fuel`
+    /// on a runtime without it.
+    metered: Arc<OnceLock<Result<Runtime, String>>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -130,9 +134,11 @@ impl Runtime {
         Self::with_options(RuntimeOptions::default())
     }
 
-    /// A runtime for `job`: with fuel metering when one of its operators
-    /// sets `limits.fuel`, else as [`new`](Self::new).
-    pub fn for_job(job: &Job) -> wasmtime::Result<Self> {
+    /// A runtime for `job`: every plugin compiled with fuel metering when
+    /// one of its operators sets `limits.fuel`, else as [`new`](Self::new).
+    /// (With [`new`](Self::new), only the operators that set fuel get a
+    /// metered copy of their plugin, compiled on first use.)
+    pub fn for_job(job: &crate::job::Job) -> wasmtime::Result<Self> {
         Self::with_options(RuntimeOptions {
             fuel: job.operators.iter().any(|op| op.limits.fuel.is_some()),
         })
@@ -161,7 +167,22 @@ impl Runtime {
             engine,
             linker: Arc::new(linker),
             options,
+            metered: Arc::new(OnceLock::new()),
         })
+    }
+
+    /// This runtime if it meters fuel, else its twin that does (made once).
+    fn metered(&self) -> Result<Runtime, String> {
+        if self.options.fuel {
+            return Ok(self.clone());
+        }
+        self.metered
+            .get_or_init(|| {
+                let mut options = self.options;
+                options.fuel = true;
+                Runtime::with_options(options).map_err(|e| format!("{e:#}"))
+            })
+            .clone()
     }
 
     /// The engine settings.
@@ -218,21 +239,7 @@ impl Runtime {
             _ => return Err(PluginError::NotWasm { path }),
         }
         let sha256 = hex(&Sha256::digest(&bytes));
-        let component = Component::new(&self.engine, &bytes).map_err(|e| PluginError::Compile {
-            path: path.clone(),
-            message: format!("{e:#}"),
-        })?;
-        let instance_pre =
-            self.linker
-                .instantiate_pre(&component)
-                .map_err(|e| PluginError::World {
-                    path: path.clone(),
-                    message: format!("{e:#}"),
-                })?;
-        let pre = OperatorPre::new(instance_pre).map_err(|e| PluginError::World {
-            path: path.clone(),
-            message: format!("{e:#}"),
-        })?;
+        let (component, pre) = self.compile(&path, &bytes)?;
         let mut plugin = Plugin {
             inner: Arc::new(PluginInner {
                 path,
@@ -241,6 +248,9 @@ impl Runtime {
                 component,
                 pre,
                 fuel: self.options.fuel,
+                bytes: bytes.into(),
+                runtime: self.clone(),
+                metered: OnceLock::new(),
                 info: OperatorInfo {
                     name: String::new(),
                     version: String::new(),
@@ -255,6 +265,33 @@ impl Runtime {
             .expect("not shared yet")
             .info = info;
         Ok(plugin)
+    }
+
+    /// Compiles `bytes` and pre-instantiates it against the linker.
+    fn compile(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<(Component, OperatorPre<InstanceState>), PluginError> {
+        let path = path.to_path_buf();
+        let component = crate::compile_cache::compile(&self.engine, bytes).map_err(|e| {
+            PluginError::Compile {
+                path: path.clone(),
+                message: format!("{e:#}"),
+            }
+        })?;
+        let instance_pre =
+            self.linker
+                .instantiate_pre(&component)
+                .map_err(|e| PluginError::World {
+                    path: path.clone(),
+                    message: format!("{e:#}"),
+                })?;
+        let pre = OperatorPre::new(instance_pre).map_err(|e| PluginError::World {
+            path: path.clone(),
+            message: format!("{e:#}"),
+        })?;
+        Ok((component, pre))
     }
 }
 
@@ -330,6 +367,12 @@ struct PluginInner {
     pre: OperatorPre<InstanceState>,
     info: OperatorInfo,
     fuel: bool,
+    /// The `.wasm` bytes, to compile a fuel-metered copy when needed.
+    bytes: Arc<[u8]>,
+    /// The runtime that compiled it.
+    runtime: Runtime,
+    /// The fuel-metered copy, once made.
+    metered: OnceLock<Result<Plugin, String>>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -376,6 +419,39 @@ impl Plugin {
         self.inner.fuel
     }
 
+    /// This plugin compiled with fuel metering: itself when its runtime
+    /// meters fuel, else a copy compiled once by a metering twin of its
+    /// runtime (same file, sha256 and `describe` result).
+    pub fn metered(&self) -> Result<Plugin, String> {
+        if self.inner.fuel {
+            return Ok(self.clone());
+        }
+        self.inner
+            .metered
+            .get_or_init(|| {
+                let rt = self.inner.runtime.metered()?;
+                let (component, pre) = rt
+                    .compile(&self.inner.path, &self.inner.bytes)
+                    .map_err(|e| e.to_string())?;
+                let i = &self.inner;
+                Ok(Plugin {
+                    inner: Arc::new(PluginInner {
+                        path: i.path.clone(),
+                        sha256: i.sha256.clone(),
+                        size: i.size,
+                        component,
+                        pre,
+                        info: i.info.clone(),
+                        fuel: true,
+                        bytes: i.bytes.clone(),
+                        runtime: rt,
+                        metered: OnceLock::new(),
+                    }),
+                })
+            })
+            .clone()
+    }
+
     /// Calls `describe` in a throwaway store with default limits (where
     /// `emit` and state writes trap) and checks what it returns.
     fn call_describe(&self) -> Result<OperatorInfo, PluginError> {
@@ -389,11 +465,12 @@ impl Plugin {
             .map_or_else(|| "plugin".into(), |n| n.to_string_lossy().into_owned());
         let data = InstanceState::new(&label, Limits::default(), Grants::default());
         let mut store = data.into_store(self.inner.pre.engine());
-        let bindings = self
-            .inner
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| fail(format!("instantiation failed: {}", describe_error(&store, e))))?;
+        let bindings = self.inner.pre.instantiate(&mut store).map_err(|e| {
+            fail(format!(
+                "instantiation failed: {}",
+                describe_error(&store, e)
+            ))
+        })?;
         begin_call(&mut store, "describe");
         let info = bindings
             .weir_operator_lifecycle()

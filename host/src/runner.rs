@@ -74,8 +74,6 @@ pub struct RunOptions {
     pub swaps: Vec<(String, PathBuf)>,
     /// Listen for `weir swap` on a control socket in the state dir.
     pub control_socket: bool,
-    /// When to restart after a failure (the job file's `[restart]`).
-    pub restart: crate::supervisor::RestartStrategy,
 }
 
 /// What a finished run did.

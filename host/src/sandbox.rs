@@ -38,8 +38,8 @@ pub struct Limits {
     /// Wall-clock time of one call into the plugin (`call_timeout`).
     pub call_timeout: Duration,
     /// Fuel (about one unit per Wasm instruction) of one call into the plugin
-    /// (`fuel`); `None` for no fuel budget. Needs a runtime with fuel
-    /// metering ([`crate::Runtime::for_job`]).
+    /// (`fuel`); `None` for no fuel budget. The plugin then runs compiled
+    /// with fuel metering ([`crate::Plugin::metered`]).
     pub fuel: Option<u64>,
     /// Elements of one table (`table_elements`).
     pub table_elements: usize,
@@ -176,7 +176,11 @@ impl std::fmt::Display for LimitExceeded {
             write!(f, " ({actual})")?;
         }
         // A key with a space describes a limit that is not in `limits`.
-        let prefix = if self.key.contains(' ') { "" } else { "limits." };
+        let prefix = if self.key.contains(' ') {
+            ""
+        } else {
+            "limits."
+        };
         write!(f, " exceeds {prefix}{} = {}", self.key, self.limit)
     }
 }
@@ -244,7 +248,7 @@ impl LimitExceeded {
 /// ```
 pub fn format_size(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
@@ -271,9 +275,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
     let digits = digits.replace('_', "");
-    let number: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size; write e.g. \"64MiB\" or a number of bytes"))?;
+    let number: u64 = digits.parse().map_err(|_| {
+        format!("{text:?} is not a size; write e.g. \"64MiB\" or a number of bytes")
+    })?;
     let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "kib" | "k" => 1 << 10,
@@ -773,7 +777,11 @@ mod tests {
         assert!(parse_size("").unwrap_err().contains("is not a size"));
         assert!(parse_size("MiB").unwrap_err().contains("is not a size"));
         assert!(parse_size("1.5MiB").unwrap_err().contains("unknown unit"));
-        assert!(parse_size("99999999999GiB").unwrap_err().contains("too large"));
+        assert!(
+            parse_size("99999999999GiB")
+                .unwrap_err()
+                .contains("too large")
+        );
         assert_eq!(format_size(0), "0B");
         assert_eq!(format_size(3 << 30), "3GiB");
         assert_eq!(format_size(1025), "1025B");
@@ -788,7 +796,10 @@ mod tests {
             LimitValue::Time(Duration::from_millis(200)),
             None,
         );
-        assert_eq!(e.to_string(), "call time exceeds limits.call_timeout = 200ms");
+        assert_eq!(
+            e.to_string(),
+            "call time exceeds limits.call_timeout = 200ms"
+        );
         let e = count_limit(
             "resource limit exceeded: instance count too high at 65",
             &Limits::default(),
@@ -816,7 +827,10 @@ mod tests {
         assert!(l.memory_growing(2 << 16, 4 << 16, None).unwrap());
         let err = l.memory_growing(0, 1 << 16, None).unwrap_err();
         let e = err.downcast_ref::<LimitExceeded>().unwrap();
-        assert_eq!(e.to_string(), "linear memory (320KiB) exceeds limits.memory = 256KiB");
+        assert_eq!(
+            e.to_string(),
+            "linear memory (320KiB) exceeds limits.memory = 256KiB"
+        );
         assert!(l.table_growing(0, 10, None).unwrap());
         assert!(l.table_growing(10, 11, None).is_err());
     }
@@ -833,7 +847,10 @@ mod tests {
         assert!(s.suppressed && s.stdout.is_empty());
         drop(s);
         let panic = out.end_call();
-        assert_eq!(panic.as_deref(), Some("thread 'x' panicked at x.rs:1: boom"));
+        assert_eq!(
+            panic.as_deref(),
+            Some("thread 'x' panicked at x.rs:1: boom")
+        );
         out.begin_call();
         out.lock().write(Stream::Stderr, b"one\ntwo\npartial");
         assert_eq!(out.end_call().as_deref(), Some("partial"));

@@ -19,6 +19,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Sender};
 
 use crate::job::Job;
+pub use crate::job::RestartStrategy;
 use crate::metrics::JobMetrics;
 use crate::plugin::Runtime;
 use crate::runner::{
@@ -115,7 +116,7 @@ pub fn run(job: &Job, runtime: &Runtime, options: &RunOptions, shutdown: &Atomic
             Ok(done) => done,
             Err(e) if restartable(&e) => {
                 restarts += 1;
-                let Some(wait) = options.restart.delay(restarts) else {
+                let Some(wait) = job.restart.delay(restarts) else {
                     return Err(if restarts > 1 {
                         RunError::GaveUp { restarts: restarts - 1, error: Box::new(e) }
                     } else {
@@ -125,7 +126,7 @@ pub fn run(job: &Job, runtime: &Runtime, options: &RunOptions, shutdown: &Atomic
                 tracing::warn!(
                     "attempt failed: {e}; restarting from the last complete checkpoint in {} ms (restart {restarts} of {})",
                     wait.as_millis(),
-                    options.restart.attempts()
+                    job.restart.attempts()
                 );
                 std::thread::sleep(wait);
                 restore = RestoreMode::Latest;
@@ -258,69 +259,6 @@ pub fn request_swap(state_dir: &Path, operator: &str, plugin: &Path, timeout: Du
 }
 
 
-/// When to retry a failed attempt (the job file's `[restart]` table).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum RestartStrategy {
-    /// Never: the first failure stops the job.
-    #[default]
-    None,
-    /// Up to `attempts` restarts, `delay` apart.
-    FixedDelay {
-        /// Most restarts.
-        attempts: u32,
-        /// Wait before each restart.
-        delay: Duration,
-    },
-    /// Up to `attempts` restarts; the wait starts at `initial` and is
-    /// multiplied by `multiplier` after each failure, up to `max`.
-    ExponentialBackoff {
-        /// Most restarts.
-        attempts: u32,
-        /// First wait.
-        initial: Duration,
-        /// Longest wait.
-        max: Duration,
-        /// Growth factor, >= 1.
-        multiplier: f64,
-    },
-}
-
-impl RestartStrategy {
-    /// The wait before restart number `restart` (1 = the first), or `None`
-    /// when no more restarts are allowed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use weir::supervisor::RestartStrategy;
-    /// let s = RestartStrategy::ExponentialBackoff {
-    ///     attempts: 4, initial: Duration::from_millis(100), max: Duration::from_millis(300), multiplier: 2.0,
-    /// };
-    /// assert_eq!(s.delay(1), Some(Duration::from_millis(100)));
-    /// assert_eq!(s.delay(3), Some(Duration::from_millis(300)));
-    /// assert_eq!(s.delay(5), None);
-    /// ```
-    pub fn delay(&self, restart: u32) -> Option<Duration> {
-        match *self {
-            RestartStrategy::None => None,
-            RestartStrategy::FixedDelay { attempts, delay } => (restart <= attempts).then_some(delay),
-            RestartStrategy::ExponentialBackoff { attempts, initial, max, multiplier } => {
-                (restart <= attempts).then(|| {
-                    let factor = multiplier.max(1.0).powi(restart.saturating_sub(1).min(64) as i32);
-                    initial.mul_f64(factor).min(max)
-                })
-            }
-        }
-    }
-
-    /// Most restarts.
-    pub fn attempts(&self) -> u32 {
-        match *self {
-            RestartStrategy::None => 0,
-            RestartStrategy::FixedDelay { attempts, .. } | RestartStrategy::ExponentialBackoff { attempts, .. } => attempts,
-        }
-    }
-}
-
 /// Whether restarting from a checkpoint can help: failures while running
 /// can; failures to load, validate, open or restore cannot.
 fn restartable(e: &RunError) -> bool {
@@ -335,29 +273,3 @@ fn restartable(e: &RunError) -> bool {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fixed_delay_allows_exactly_its_attempts() {
-        let s = RestartStrategy::FixedDelay { attempts: 2, delay: Duration::from_secs(1) };
-        assert_eq!(s.delay(1), Some(Duration::from_secs(1)));
-        assert_eq!(s.delay(2), Some(Duration::from_secs(1)));
-        assert_eq!(s.delay(3), None);
-        assert_eq!(RestartStrategy::None.delay(1), None);
-    }
-
-    #[test]
-    fn backoff_grows_and_caps() {
-        let s = RestartStrategy::ExponentialBackoff {
-            attempts: 10,
-            initial: Duration::from_millis(10),
-            max: Duration::from_secs(1),
-            multiplier: 3.0,
-        };
-        let waits: Vec<u128> = (1..=6).map(|i| s.delay(i).unwrap().as_millis()).collect();
-        assert_eq!(waits, [10, 30, 90, 270, 810, 1000]);
-        assert_eq!(s.delay(11), None);
-    }
-}

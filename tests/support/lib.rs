@@ -15,3 +15,4 @@ pub fn repo_root() -> std::path::PathBuf {
 }
 
 pub mod pipeline;
+pub mod polyglot;

@@ -16,7 +16,9 @@ fn descend(n: u64) -> u64 {
 
 impl Operator for DeepRecursion {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("deep-recursion", "1.0.0").input("in").output("out")
+        OperatorInfo::new("deep-recursion", "1.0.0")
+            .input("in")
+            .output("out")
     }
 
     fn open(_ctx: &OpenContext) -> Result<Self> {

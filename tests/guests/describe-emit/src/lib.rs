@@ -13,7 +13,9 @@ impl Operator for DescribeEmit {
         let _ = raw_state::get(b"anything");
         raw_emit::emit(0, &Record::new("from describe"));
         raw_state::put(b"k", b"v");
-        OperatorInfo::new("describe-emit", "1.0.0").input("in").output("out")
+        OperatorInfo::new("describe-emit", "1.0.0")
+            .input("in")
+            .output("out")
     }
 
     fn open(_ctx: &OpenContext) -> Result<Self> {

@@ -21,7 +21,9 @@ fn default_size() -> usize {
 
 impl Operator for EmitFlood {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("emit-flood", "1.0.0").input("in").output("out")
+        OperatorInfo::new("emit-flood", "1.0.0")
+            .input("in")
+            .output("out")
     }
 
     fn open(ctx: &OpenContext) -> Result<Self> {

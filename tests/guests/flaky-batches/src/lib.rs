@@ -30,7 +30,9 @@ fn ten() -> u64 {
 
 impl Operator for FlakyBatches {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("flaky-batches", "1.0.0").input("in").output("out")
+        OperatorInfo::new("flaky-batches", "1.0.0")
+            .input("in")
+            .output("out")
     }
 
     fn open(ctx: &OpenContext) -> Result<Self> {
@@ -46,7 +48,7 @@ impl Operator for FlakyBatches {
         let done = ctx
             .get(b"batches")
             .map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap_or_default()));
-        if self.since_open % self.every == 0 {
+        if self.since_open.is_multiple_of(self.every) {
             panic!(
                 "flaky-batches: deliberate panic on batch {} of this attempt ({} batches done before it)",
                 self.since_open, done

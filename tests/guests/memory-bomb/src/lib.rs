@@ -22,7 +22,9 @@ fn default_chunk() -> usize {
 
 impl Operator for MemoryBomb {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("memory-bomb", "1.0.0").input("in").output("out")
+        OperatorInfo::new("memory-bomb", "1.0.0")
+            .input("in")
+            .output("out")
     }
 
     fn open(ctx: &OpenContext) -> Result<Self> {

@@ -9,7 +9,9 @@ pub struct RestoreTrap;
 
 impl Operator for RestoreTrap {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("restore-trap", "1.0.0").input("in").output("out")
+        OperatorInfo::new("restore-trap", "1.0.0")
+            .input("in")
+            .output("out")
     }
 
     fn open(_ctx: &OpenContext) -> Result<Self> {

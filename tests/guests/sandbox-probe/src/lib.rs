@@ -11,7 +11,9 @@
 //! - `"write-in-snapshot"`: writes state in `snapshot`;
 //! - `"big-read"`: stores a value of `kib` KiB, then asks for it `copies`
 //!   times in one `get-many`;
+//! - `"big-key"`: stores a value under a key of `kib` KiB;
 //! - `"state-bomb"`: stores `kib` KiB values under new keys without end;
+//! - `"exit"`: calls `std::process::exit(3)` (`wasi:cli/exit`);
 //! - `"odd-error"`: returns an error whose message has newlines, terminal
 //!   escapes and is `kib` KiB long; `"odd-log"` logs such a message.
 
@@ -42,7 +44,9 @@ fn odd_text(kib: usize) -> String {
 
 impl Operator for Probe {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("sandbox-probe", "1.0.0").input("in").output("out")
+        OperatorInfo::new("sandbox-probe", "1.0.0")
+            .input("in")
+            .output("out")
     }
 
     fn open(ctx: &OpenContext) -> Result<Self> {
@@ -62,11 +66,13 @@ impl Operator for Probe {
                 let got = raw_state::get_many(&keys);
                 ctx.emit(0, Record::new(got.len().to_string()));
             }
+            "big-key" => raw_state::put(&vec![b'k'; self.c.kib << 10], b"v"),
             "state-bomb" => {
                 for i in 0u64.. {
                     raw_state::put(&i.to_le_bytes(), &vec![1u8; self.c.kib << 10]);
                 }
             }
+            "exit" => std::process::exit(3),
             "odd-error" => return Err(Error::Other(odd_text(self.c.kib))),
             "odd-log" => ctx.log(LogLevel::Warn, &odd_text(self.c.kib)),
             _ => {

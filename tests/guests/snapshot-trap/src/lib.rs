@@ -1,7 +1,6 @@
 //! Test fixture (sandbox): passes records through, and panics in `snapshot`
-//! once it has seen checkpoint `from_checkpoint` (default 1) in
-//! `on-checkpoint`. The final checkpoint, which has no `on-checkpoint`, traps
-//! as well once that checkpoint was seen.
+//! for every checkpoint from `from_checkpoint` (default 1) on, as seen in
+//! `on-checkpoint`.
 
 use serde::Deserialize;
 use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
@@ -24,7 +23,9 @@ fn one() -> u64 {
 
 impl Operator for SnapshotTrap {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("snapshot-trap", "1.0.0").input("in").output("out")
+        OperatorInfo::new("snapshot-trap", "1.0.0")
+            .input("in")
+            .output("out")
     }
 
     fn open(ctx: &OpenContext) -> Result<Self> {
@@ -47,7 +48,10 @@ impl Operator for SnapshotTrap {
 
     fn snapshot(&mut self) -> Vec<u8> {
         if self.seen >= self.from {
-            panic!("snapshot-trap: deliberate panic at checkpoint {}", self.seen);
+            panic!(
+                "snapshot-trap: deliberate panic at checkpoint {}",
+                self.seen
+            );
         }
         Vec::new()
     }

@@ -26,7 +26,9 @@ fn default_mode() -> String {
 
 impl Operator for SpinLoop {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("spin-loop", "1.0.0").input("in").output("out")
+        OperatorInfo::new("spin-loop", "1.0.0")
+            .input("in")
+            .output("out")
     }
 
     fn open(ctx: &OpenContext) -> Result<Self> {

@@ -1,0 +1,145 @@
+//! `boundary`: nanoseconds per record through `process`, for batch sizes 1,
+//! 16, 256 and 4096, for a stateless operator (`filter`) and a keyed-state
+//! operator (`word-count`), each through [`weir::OperatorInstance`] and
+//! against the same logic compiled natively and called directly. The ratio
+//! is Wasm time over native time (how many times slower).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use weir::{OperatorInstance, Record, Runtime};
+
+use crate::data;
+use crate::native::{NativeFilter, NativeWordCount};
+use crate::{Report, Settings, Target, median};
+
+/// The batch sizes measured.
+pub const BATCH_SIZES: [usize; 4] = [1, 16, 256, 4096];
+
+/// Calls `call` on every batch of `records` in batches of `size`; returns
+/// the time per record.
+fn pass(
+    records: &[Record],
+    size: usize,
+    call: &mut impl FnMut(&[Record]) -> anyhow::Result<()>,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    for batch in records.chunks(size) {
+        call(batch)?;
+    }
+    Ok(started.elapsed() / records.len().max(1) as u32)
+}
+
+/// Times `native` and `wasm` in alternating passes over `records` (after a
+/// warm-up pass each), `reps` times; returns the fastest and the median
+/// pass of each, so that load from other processes on a shared machine
+/// hits both sides alike and mostly drops out.
+fn interleaved(
+    records: &[Record],
+    size: usize,
+    reps: usize,
+    mut native: impl FnMut(&[Record]) -> anyhow::Result<()>,
+    mut wasm: impl FnMut(&[Record]) -> anyhow::Result<()>,
+) -> anyhow::Result<[(f64, f64); 2]> {
+    let warm = &records[..(records.len() / 4).max(size.min(records.len()))];
+    pass(warm, size, &mut native)?;
+    pass(warm, size, &mut wasm)?;
+    let (mut n, mut w) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        n.push(pass(records, size, &mut native)?.as_nanos() as f64);
+        w.push(pass(records, size, &mut wasm)?.as_nanos() as f64);
+    }
+    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    Ok([(min(&n), median(&n)), (min(&w), median(&w))])
+}
+
+/// Runs the benchmark.
+pub fn run(settings: &Settings) -> anyhow::Result<Report> {
+    let n = settings.pick(131_072u64, 32_768, 4_096);
+    let reps = settings.pick(5, 3, 1);
+    let mut report = Report::new("boundary");
+    report.param("records_per_pass", n);
+    report.param("passes", reps);
+    report.param(
+        "statistic",
+        "fastest pass (median in details); native and wasm passes alternate",
+    );
+    report.param("batch_sizes", format!("{BATCH_SIZES:?}"));
+    report.param(
+        "unit",
+        "ns per record; ratio = wasm / native (times slower)",
+    );
+    let runtime = Runtime::new().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+
+    let operators: [(&str, &str, Vec<Record>); 2] = [
+        ("filter", data::FILTER_CONFIG, data::event_records(n)),
+        ("word-count", "{}", data::word_records(n)),
+    ];
+    for (name, config, records) in &operators {
+        let plugin = runtime.load(settings.plugin(name)?)?;
+        for size in BATCH_SIZES {
+            settings.say(&format!("boundary: {name}, batch {size}"));
+            let mut out = Vec::new();
+            let mut inst = OperatorInstance::new(&plugin, name, 0, 1, config)?;
+            let mut emitted = 0usize;
+            let wasm = |b: &[Record]| -> anyhow::Result<()> {
+                inst.process(0, b)?;
+                emitted += black_box(inst.take_output(0)).len();
+                Ok(())
+            };
+            let [native, wasm] = match *name {
+                "filter" => {
+                    let mut f = NativeFilter::bench();
+                    let native = |b: &[Record]| {
+                        out.clear();
+                        f.process(black_box(b), &mut out)?;
+                        black_box(&out);
+                        Ok(())
+                    };
+                    interleaved(records, size, reps, native, wasm)?
+                }
+                _ => {
+                    let mut wc = NativeWordCount::default();
+                    let native = |b: &[Record]| {
+                        out.clear();
+                        wc.process(black_box(b), &mut out)?;
+                        black_box(&out);
+                        Ok(())
+                    };
+                    interleaved(records, size, reps, native, wasm)?
+                }
+            };
+            if emitted == 0 {
+                anyhow::bail!("{name} emitted nothing; the benchmark is broken");
+            }
+            let base = format!("{name} native batch={size}");
+            report
+                .row(&base, native.0, "ns/record", None)
+                .extra
+                .insert("median".into(), native.1);
+            let case = format!("{name} wasm batch={size}");
+            let row = report.row(&case, wasm.0, "ns/record", Some(&base));
+            row.extra.insert("median".into(), wasm.1);
+            row.extra.insert("ns_per_call".into(), wasm.0 * size as f64);
+        }
+        // Per-call cost: what batching removes (batch 1 minus batch 4096).
+        let one = report.value(&format!("{name} wasm batch=1")).unwrap_or(0.0);
+        let big = report
+            .value(&format!("{name} wasm batch=4096"))
+            .unwrap_or(0.0);
+        report.notes.push(format!(
+            "{name}: fixed cost per process call ≈ {:.0} ns (ns/record at batch 1 minus at batch 4096)",
+            one - big
+        ));
+    }
+    // The filter target is for whole jobs (end-to-end); here the
+    // per-record slowdown at the default source batch size is recorded.
+    if let Some(r) = report.get("filter wasm batch=256").and_then(|r| r.ratio) {
+        report.targets.push(Target::below(
+            "filter wasm/native ns per record at batch 256 (informational: 2x slower = 50% throughput)",
+            r,
+            2.0,
+        ));
+    }
+    Ok(report)
+}

@@ -1,0 +1,226 @@
+//! `checkpoint`: what a checkpoint costs.
+//!
+//! - Store level, with [`weir::store::CheckpointStore`] directly: a full
+//!   checkpoint of N keys (1 million by default) against incremental ones
+//!   with 1% of the keys changed (duration and bytes written), against
+//!   writing the same bytes to a plain file with one fsync; and the cost of
+//!   collecting the changes from [`weir::state::KeyedState`].
+//! - Job level: a keyed word count (generator source, 100,000 distinct
+//!   words) at parallelism 1, 2 and 4 with periodic checkpoints; checkpoint
+//!   duration and alignment time from the checkpoints' metadata.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Instant;
+
+use weir::runner::RestoreMode;
+use weir::state::KeyedState;
+use weir::store::{CheckpointMeta, CheckpointStore, InstanceDelta, OperatorMeta};
+
+use crate::jobs::{LinearJob, checkpoint_table, run_job};
+use crate::{Report, Settings, Target, median};
+
+const JOB: &str = "bench-checkpoint";
+
+fn meta(id: u64) -> CheckpointMeta {
+    CheckpointMeta {
+        id,
+        job: JOB.into(),
+        started_at_ms: 0,
+        duration_ms: 0,
+        alignment_ms: 0,
+        bytes_written: 0,
+        state_keys: 0,
+        key_groups: 128,
+        sources: BTreeMap::new(),
+        operators: BTreeMap::from([(
+            "count".to_string(),
+            OperatorMeta {
+                plugin_name: "word-count".into(),
+                plugin_version: "0.1.0".into(),
+                state_version: 1,
+                sha256: "0".repeat(64),
+                parallelism: 1,
+            },
+        )]),
+        sinks: BTreeMap::new(),
+        final_checkpoint: false,
+    }
+}
+
+/// Key `i` in word-count's layout (`<word> 0x00 count`).
+pub fn state_key(i: u64) -> Vec<u8> {
+    format!("w{i}\0count").into_bytes()
+}
+
+/// Runs the benchmark.
+pub fn run(settings: &Settings) -> anyhow::Result<Report> {
+    let keys = settings
+        .keys
+        .unwrap_or(settings.pick(1_000_000, 100_000, 5_000));
+    let mut report = Report::new("checkpoint");
+    report.param("keys", keys);
+    report.param("changed_per_incremental", "1% of the keys");
+    let scratch = settings.scratch("checkpoint")?;
+    let dir = scratch.path();
+
+    // --- store level ---
+    settings.say(&format!("checkpoint: full checkpoint of {keys} keys"));
+    let mut state = KeyedState::default();
+    for i in 0..keys {
+        state.put(state_key(i), b"1".to_vec());
+    }
+    let started = Instant::now();
+    let changes = state.take_changes();
+    let take_full = started.elapsed();
+    let store = CheckpointStore::open(&dir.join("store"), JOB)?;
+    let full = store.commit(
+        &meta(1),
+        &[InstanceDelta {
+            operator: "count".into(),
+            instance: 0,
+            changes,
+            snapshot: Some(Vec::new()),
+        }],
+        3,
+    )?;
+    let size_after_full = store.file_size()?;
+
+    // The same bytes to a plain file, with one fsync: the practical limit.
+    let started = Instant::now();
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("plain.bin"))?);
+        for i in 0..keys {
+            f.write_all(&state_key(i))?;
+            f.write_all(b"1")?;
+        }
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    }
+    let plain = started.elapsed();
+
+    let rounds = 5u64;
+    let changed = (keys / 100).max(1);
+    let (mut durations, mut bytes, mut takes) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        settings.say(&format!(
+            "checkpoint: incremental {} of {rounds}",
+            round + 1
+        ));
+        // A different 1% each round, spread over the key space.
+        for j in 0..changed {
+            let i = (j * 100 + round * 7 + 1) % keys;
+            state.put(state_key(i), (round + 2).to_string().into_bytes());
+        }
+        let started = Instant::now();
+        let changes = state.take_changes();
+        takes.push(started.elapsed().as_secs_f64() * 1e3);
+        let stats = store.commit(
+            &meta(2 + round),
+            &[InstanceDelta {
+                operator: "count".into(),
+                instance: 0,
+                changes,
+                snapshot: None,
+            }],
+            3,
+        )?;
+        durations.push(stats.duration.as_secs_f64() * 1e3);
+        bytes.push(stats.bytes_written as f64);
+    }
+    let size_after = store.file_size()?;
+    drop(store);
+
+    report
+        .row(
+            "plain file, same bytes, one fsync",
+            plain.as_secs_f64() * 1e3,
+            "ms",
+            None,
+        )
+        .extra
+        .insert(
+            "bytes".into(),
+            (keys * (state_key(0).len() as u64 + 1)) as f64,
+        );
+    let row = report.row(
+        "store full checkpoint",
+        full.duration.as_secs_f64() * 1e3,
+        "ms",
+        Some("plain file, same bytes, one fsync"),
+    );
+    row.extra
+        .insert("bytes_written".into(), full.bytes_written as f64);
+    row.extra
+        .insert("file_bytes".into(), size_after_full as f64);
+    row.extra
+        .insert("take_changes_ms".into(), take_full.as_secs_f64() * 1e3);
+    let incr = median(&durations);
+    let incr_bytes = median(&bytes);
+    let row = report.row(
+        "store incremental 1% (median of 5)",
+        incr,
+        "ms",
+        Some("store full checkpoint"),
+    );
+    row.extra.insert("bytes_written".into(), incr_bytes);
+    row.extra.insert(
+        "bytes_ratio".into(),
+        incr_bytes / full.bytes_written.max(1) as f64,
+    );
+    row.extra.insert(
+        "max_ms".into(),
+        durations.iter().copied().fold(0.0, f64::max),
+    );
+    row.extra.insert("take_changes_ms".into(), median(&takes));
+    row.extra
+        .insert("file_bytes_after".into(), size_after as f64);
+    report.targets.push(Target::below(
+        "incremental checkpoint bytes (1% changed) / full checkpoint bytes",
+        incr_bytes / full.bytes_written.max(1) as f64,
+        0.05,
+    ));
+
+    // --- job level: duration and alignment as parallelism grows ---
+    let records = settings.pick(4_000_000u64, 300_000, 20_000);
+    let interval = settings.pick("1s", "200ms", "100ms");
+    report.param("job_records", records);
+    report.param("job_checkpoint_interval", interval);
+    let plugin = settings.plugin("word-count")?;
+    for p in [1u32, 2, 4] {
+        let case = format!("job p{p}: checkpoint duration (median)");
+        settings.say(&format!("checkpoint: word count job at parallelism {p}"));
+        let case_dir = dir.join(format!("job-p{p}"));
+        std::fs::create_dir_all(&case_dir)?;
+        let text = LinearJob {
+            name: "bench-checkpoint-job",
+            checkpoint: checkpoint_table(Some(interval), 100_000),
+            source: format!("type = \"generator\"\ncount = {records}\nwords = 100000\n"),
+            plugin: &plugin,
+            parallelism: p,
+            config: "{}",
+        }
+        .text();
+        let run = run_job(&case_dir, &text, RestoreMode::None, ("in", "op", "out"))?;
+        let cps = run.periodic_checkpoints();
+        let d: Vec<f64> = cps.iter().map(|c| c.duration_ms as f64).collect();
+        let a: Vec<f64> = cps.iter().map(|c| c.alignment_ms as f64).collect();
+        let b: Vec<f64> = cps.iter().map(|c| c.bytes_written as f64).collect();
+        let baseline = (p > 1).then_some("job p1: checkpoint duration (median)");
+        let row = report.row(&case, median(&d), "ms", baseline);
+        row.extra
+            .insert("max_ms".into(), d.iter().copied().fold(0.0, f64::max));
+        row.extra.insert("alignment_median_ms".into(), median(&a));
+        row.extra.insert(
+            "alignment_max_ms".into(),
+            a.iter().copied().fold(0.0, f64::max),
+        );
+        row.extra.insert("bytes_median".into(), median(&b));
+        row.extra.insert("checkpoints".into(), cps.len() as f64);
+        row.extra.insert("records_per_s".into(), run.rate(records));
+        std::fs::remove_dir_all(&case_dir)?;
+    }
+    report.notes.push(
+        "store rows: one durable redb transaction per checkpoint (CheckpointStore::commit); job rows: duration_ms and alignment_ms of the periodic checkpoints in CheckpointStore::list()".into(),
+    );
+    Ok(report)
+}

@@ -1,0 +1,188 @@
+//! Job files for the benchmarks, and running a job through
+//! [`weir::runner::run`] while watching its metrics.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use weir::job::Job;
+use weir::metrics::JobMetrics;
+use weir::runner::{RestoreMode, RunOptions, RunSummary};
+use weir::store::{CheckpointMeta, CheckpointStore};
+
+/// `[checkpoint]` of a job: the state folder `state`, `retain` checkpoints,
+/// and the interval (none: only the final checkpoint).
+pub fn checkpoint_table(interval: Option<&str>, retain: usize) -> String {
+    let mut t = format!("[checkpoint]\ndir = \"state\"\nretain = {retain}\n");
+    if let Some(i) = interval {
+        t.push_str(&format!("interval = \"{i}\"\n"));
+    }
+    t
+}
+
+/// A job: one file source `in` (`format`, `key`), one operator `op` running
+/// `plugin` with `parallelism` and JSON `config`, one file sink `out`
+/// writing `out.jsonl`.
+pub struct LinearJob<'a> {
+    /// The job's name.
+    pub name: &'a str,
+    /// The `[checkpoint]` table.
+    pub checkpoint: String,
+    /// The source table's body after `id`: type and settings.
+    pub source: String,
+    /// The plugin component (absolute path).
+    pub plugin: &'a Path,
+    /// Instances of the operator.
+    pub parallelism: u32,
+    /// The operator's config as an inline TOML table.
+    pub config: &'a str,
+}
+
+impl LinearJob<'_> {
+    /// The job file's text.
+    pub fn text(&self) -> String {
+        format!(
+            "name = \"{}\"\n\n{}\n[[source]]\nid = \"in\"\n{}\n[[operator]]\nid = \"op\"\nplugin = {}\ninputs = [\"in\"]\nparallelism = {}\nconfig = {}\n\n[[sink]]\nid = \"out\"\ntype = \"file\"\npath = \"out.jsonl\"\nformat = \"jsonl\"\ninput = \"op\"\n",
+            self.name,
+            self.checkpoint,
+            self.source,
+            toml_string(self.plugin),
+            self.parallelism,
+            self.config
+        )
+    }
+}
+
+/// A path as a TOML string.
+pub fn toml_string(p: &Path) -> String {
+    serde_json::to_string(&p.display().to_string()).expect("a string serializes")
+}
+
+/// What one run of a job did, as seen from outside.
+#[derive(Debug, Clone)]
+pub struct JobRun {
+    /// The runner's summary.
+    pub summary: RunSummary,
+    /// From calling `run` to its return.
+    pub wall: Duration,
+    /// From calling `run` until the first record left a source (plugins
+    /// are compiled and instances created before that).
+    pub first_read: Option<Duration>,
+    /// From calling `run` until the first record reached the operator.
+    pub first_processed: Option<Duration>,
+    /// From calling `run` until the first record reached a sink (the first
+    /// processed record came out of the operator).
+    pub first_output: Option<Duration>,
+    /// Most bytes one instance buffered during an alignment
+    /// (`weir_alignment_buffered_bytes`, sampled every millisecond).
+    pub max_buffered_bytes: u64,
+    /// The retained checkpoints after the run.
+    pub checkpoints: Vec<CheckpointMeta>,
+    /// The job's folder.
+    pub dir: PathBuf,
+}
+
+impl JobRun {
+    /// From the first record read to the end of the run: the time the
+    /// records took, without plugin compilation and start-up.
+    pub fn processing(&self) -> Duration {
+        self.wall - self.first_read.unwrap_or_default()
+    }
+
+    /// Records (per second) of `n` records over [`Self::processing`].
+    pub fn rate(&self, n: u64) -> f64 {
+        n as f64 / self.processing().as_secs_f64().max(1e-9)
+    }
+
+    /// The checkpoints taken while the input flowed (not the final one);
+    /// all of them if there is no other.
+    pub fn periodic_checkpoints(&self) -> Vec<&CheckpointMeta> {
+        let periodic: Vec<&CheckpointMeta> = self
+            .checkpoints
+            .iter()
+            .filter(|c| !c.final_checkpoint)
+            .collect();
+        if periodic.is_empty() {
+            self.checkpoints.iter().collect()
+        } else {
+            periodic
+        }
+    }
+}
+
+/// Writes `text` to `dir/job.toml` and runs it with `restore`, watching the
+/// metrics of `source`, `operator` and `sink` (node ids).
+pub fn run_job(
+    dir: &Path,
+    text: &str,
+    restore: RestoreMode,
+    (source, operator, sink): (&str, &str, &str),
+) -> anyhow::Result<JobRun> {
+    let path = dir.join("job.toml");
+    std::fs::write(&path, text)?;
+    let job = Job::load(&path).with_context(|| format!("loading {}", path.display()))?;
+    let runtime = weir::Runtime::new().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let metrics = JobMetrics::for_job(&job);
+    let node = |id: &str| {
+        metrics
+            .node(id)
+            .cloned()
+            .with_context(|| format!("no node `{id}` in the job"))
+    };
+    let (src, op, snk) = (node(source)?, node(operator)?, node(sink)?);
+    let options = RunOptions {
+        restore,
+        metrics: Some(metrics.clone()),
+        ..RunOptions::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let watcher = {
+        let (stop, metrics) = (stop.clone(), metrics.clone());
+        std::thread::spawn(move || {
+            let (mut read, mut processed, mut output, mut buffered) = (None, None, None, 0u64);
+            loop {
+                let done = stop.load(Ordering::Relaxed);
+                let now = started.elapsed();
+                let first = |slot: &mut Option<Duration>, n: u64| {
+                    if slot.is_none() && n > 0 {
+                        *slot = Some(now);
+                    }
+                };
+                first(&mut read, src.records_out.load(Ordering::Relaxed));
+                first(&mut processed, op.records_in.load(Ordering::Relaxed));
+                first(&mut output, snk.records_in.load(Ordering::Relaxed));
+                buffered = buffered.max(
+                    metrics
+                        .checkpoints
+                        .last_alignment_buffered_bytes
+                        .load(Ordering::Relaxed),
+                );
+                if done {
+                    return (read, processed, output, buffered);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let result = weir::runner::run(&job, &runtime, &options, &AtomicBool::new(false));
+    let wall = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let (first_read, first_processed, first_output, max_buffered_bytes) =
+        watcher.join().expect("watcher thread");
+    let summary = result.with_context(|| format!("running {}", path.display()))?;
+    let store = CheckpointStore::open_existing(&dir.join("state"))?;
+    let checkpoints = store.list()?;
+    Ok(JobRun {
+        summary,
+        wall,
+        first_read,
+        first_processed,
+        first_output,
+        max_buffered_bytes,
+        checkpoints,
+        dir: dir.to_path_buf(),
+    })
+}

@@ -1,0 +1,190 @@
+//! # weir-bench
+//!
+//! Benchmarks of Weir, each reported as a ratio against a baseline measured
+//! in the same run (absolute times on a shared machine drift; ratios much
+//! less). The `weir-bench` binary runs them; `docs/performance.md` has the
+//! numbers and how to reproduce them.
+//!
+//! - [`boundary`]: ns per record through `process`, Wasm against the same
+//!   logic compiled natively and called directly.
+//! - [`end_to_end`]: records per second of a filter job and a keyed word
+//!   count, against native programs doing the same job.
+//! - [`checkpoint`]: full against incremental checkpoints, and checkpoint
+//!   duration and alignment as parallelism grows.
+//! - [`recovery`]: time to the first processed record when restoring state.
+//! - [`skew`]: alignment when one input of a two-input operator is slower.
+
+use std::path::{Path, PathBuf};
+
+pub mod boundary;
+pub mod checkpoint;
+pub mod data;
+pub mod end_to_end;
+pub mod jobs;
+pub mod native;
+pub mod recovery;
+pub mod report;
+pub mod skew;
+
+pub use report::{Report, Row, Target};
+
+/// How big a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The sizes of the issue (10 million records, 1 million keys).
+    Full,
+    /// About 200k records, for CI smoke runs (seconds).
+    Quick,
+    /// The smallest sizes that still exercise every path (the tests).
+    Tiny,
+}
+
+/// What every benchmark runs with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Size of the run.
+    pub mode: Mode,
+    /// Overrides the number of records of `end-to-end`.
+    pub records: Option<u64>,
+    /// Overrides the number of state keys of `checkpoint` and `recovery`.
+    pub keys: Option<u64>,
+    /// Folder with the plugin components (`filter.wasm`, ...).
+    pub plugins: PathBuf,
+    /// Where inputs, jobs and state go (a temporary folder when `None`).
+    pub work_dir: Option<PathBuf>,
+    /// Print progress on stderr.
+    pub verbose: bool,
+}
+
+impl Settings {
+    /// Settings for `mode` with the plugins in `plugins/target` of this
+    /// checkout.
+    pub fn new(mode: Mode) -> Self {
+        Settings {
+            mode,
+            records: None,
+            keys: None,
+            plugins: default_plugins(),
+            work_dir: None,
+            verbose: false,
+        }
+    }
+
+    /// One of three values by mode.
+    pub fn pick<T>(&self, full: T, quick: T, tiny: T) -> T {
+        match self.mode {
+            Mode::Full => full,
+            Mode::Quick => quick,
+            Mode::Tiny => tiny,
+        }
+    }
+
+    /// The component `name.wasm`, which must exist.
+    pub fn plugin(&self, name: &str) -> anyhow::Result<PathBuf> {
+        let path = self.plugins.join(format!("{name}.wasm"));
+        if !path.is_file() {
+            anyhow::bail!(
+                "{} is missing: build the plugins with scripts/build-plugins.sh (or pass --plugins DIR)",
+                path.display()
+            );
+        }
+        Ok(std::path::absolute(&path)?)
+    }
+
+    /// A fresh folder for one benchmark: under `work_dir` (kept) or a
+    /// temporary one (deleted when dropped).
+    pub fn scratch(&self, name: &str) -> anyhow::Result<Scratch> {
+        match &self.work_dir {
+            Some(dir) => {
+                let path = dir.join(name);
+                if path.exists() {
+                    std::fs::remove_dir_all(&path)?;
+                }
+                std::fs::create_dir_all(&path)?;
+                Ok(Scratch {
+                    path: std::path::absolute(&path)?,
+                    _temp: None,
+                })
+            }
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix(&format!("weir-bench-{name}-"))
+                    .tempdir()?;
+                Ok(Scratch {
+                    path: temp.path().to_path_buf(),
+                    _temp: Some(temp),
+                })
+            }
+        }
+    }
+
+    /// Progress on stderr when verbose.
+    pub fn say(&self, msg: &str) {
+        if self.verbose {
+            eprintln!("weir-bench: {msg}");
+        }
+    }
+}
+
+/// A working folder; deleted on drop when temporary.
+#[derive(Debug)]
+pub struct Scratch {
+    path: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl Scratch {
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// `plugins/target` of the checkout this crate was built from.
+pub fn default_plugins() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("plugins")
+        .join("target")
+}
+
+/// The benchmarks, by name.
+pub const BENCHMARKS: [&str; 5] = ["boundary", "end-to-end", "checkpoint", "recovery", "skew"];
+
+/// Runs the benchmark `name` (one of [`BENCHMARKS`]).
+pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
+    let before = load_average();
+    let mut report = match name {
+        "boundary" => boundary::run(settings),
+        "end-to-end" => end_to_end::run(settings),
+        "checkpoint" => checkpoint::run(settings),
+        "recovery" => recovery::run(settings),
+        "skew" => skew::run(settings),
+        other => anyhow::bail!(
+            "unknown benchmark `{other}` (known: {}, all)",
+            BENCHMARKS.join(", ")
+        ),
+    }?;
+    // Other processes on the machine skew absolute numbers: say how busy it was.
+    report.param("loadavg_before", before);
+    report.param("loadavg_after", load_average());
+    Ok(report)
+}
+
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`), or `?`.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The median of `values` (0 when empty).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if !n.is_multiple_of(2) => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}

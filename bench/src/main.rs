@@ -1,0 +1,88 @@
+//! `weir-bench`: runs Weir's benchmarks and prints each result as a ratio
+//! against a baseline measured in the same run, with the absolute numbers.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use weir_bench::{BENCHMARKS, Mode, Settings};
+
+/// Weir's benchmarks: Wasm operators against native code, in one run.
+#[derive(Parser, Debug)]
+#[command(name = "weir-bench", version)]
+struct Cli {
+    /// Benchmarks to run: boundary, end-to-end, checkpoint, recovery, skew,
+    /// or all (the default).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(["all", "boundary", "end-to-end", "checkpoint", "recovery", "skew"]))]
+    benchmarks: Vec<String>,
+    /// Small sizes (about 200k records) for CI smoke runs.
+    #[arg(long, conflicts_with = "tiny")]
+    quick: bool,
+    /// The smallest sizes (what the tests run).
+    #[arg(long, hide = true)]
+    tiny: bool,
+    /// Print the reports as one JSON array instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Records of the end-to-end jobs (default 10 million; 200k with --quick).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Keys of state for checkpoint and recovery (default 1 million).
+    #[arg(long)]
+    keys: Option<u64>,
+    /// Folder with the plugin components (default: plugins/target of this checkout).
+    #[arg(long)]
+    plugins: Option<PathBuf>,
+    /// Keep inputs, job files and state under this folder instead of a
+    /// temporary one (for profiling a job with `weir run`).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mode = if cli.tiny {
+        Mode::Tiny
+    } else if cli.quick {
+        Mode::Quick
+    } else {
+        Mode::Full
+    };
+    let mut settings = Settings::new(mode);
+    settings.records = cli.records;
+    settings.keys = cli.keys;
+    settings.work_dir = cli.work_dir;
+    settings.verbose = !cli.quiet;
+    if let Some(p) = cli.plugins {
+        settings.plugins = p;
+    }
+    let mut names: Vec<&str> = cli.benchmarks.iter().map(String::as_str).collect();
+    if names.is_empty() || names.contains(&"all") {
+        names = BENCHMARKS.to_vec();
+    }
+    let mut reports = Vec::new();
+    for name in names {
+        match weir_bench::run(name, &settings) {
+            Ok(report) => {
+                if !cli.json {
+                    println!("{}", report.table());
+                }
+                reports.push(report);
+            }
+            Err(e) => {
+                eprintln!("error: benchmark `{name}`: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&reports).expect("reports serialize")
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,199 @@
+//! `recovery`: time from start to the first processed record when the job
+//! restores N keys of state (1 million by default).
+//!
+//! The checkpoint is made by the host itself: a word-count job counts a file
+//! of N distinct words to its end (final checkpoint 1, N keys). The bench
+//! then records checkpoint 2, the same but not final (no new state), and
+//! appends more words to the input, so that restoring checkpoint 2 resumes
+//! reading there. Measured:
+//!
+//! - step by step: open the store, `load_instance`, build the `KeyedState`,
+//!   compile the plugin, `OperatorInstance::new`, `restore`, the first
+//!   `process`;
+//! - end to end: `weir::runner::run` restoring checkpoint 2, until the
+//!   first record reaches the operator and until its first output reaches
+//!   the sink;
+//! - the baseline: the same job started with no checkpoint (cold start).
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use weir::runner::RestoreMode;
+use weir::state::KeyedState;
+use weir::store::CheckpointStore;
+use weir::{OperatorInstance, Record, Runtime};
+
+use crate::jobs::{LinearJob, checkpoint_table, run_job};
+use crate::{Report, Settings, Target};
+
+const NAME: &str = "bench-recovery";
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Runs the benchmark.
+pub fn run(settings: &Settings) -> anyhow::Result<Report> {
+    let keys = settings
+        .keys
+        .unwrap_or(settings.pick(1_000_000, 100_000, 5_000));
+    let more = 10_000u64;
+    let mut report = Report::new("recovery");
+    report.param("keys", keys);
+    let scratch = settings.scratch("recovery")?;
+    let dir = scratch.path();
+    let plugin_path = settings.plugin("word-count")?;
+    let job = |dir_name: &str| -> anyhow::Result<(std::path::PathBuf, String)> {
+        let d = dir.join(dir_name);
+        std::fs::create_dir_all(&d)?;
+        let text = LinearJob {
+            name: NAME,
+            checkpoint: checkpoint_table(None, 3),
+            source: "type = \"file\"\npath = \"words.txt\"\nformat = \"lines\"\n".into(),
+            plugin: &plugin_path,
+            parallelism: 1,
+            config: "{}",
+        }
+        .text();
+        Ok((d, text))
+    };
+
+    // Cold start (the baseline): the extra words only, no checkpoint.
+    settings.say("recovery: cold start");
+    let (cold_dir, text) = job("cold")?;
+    crate::data::write_lines(&cold_dir.join("words.txt"), more, |i| format!("x{i}"))?;
+    let cold = run_job(&cold_dir, &text, RestoreMode::None, ("in", "op", "out"))?;
+
+    // Build a checkpoint with `keys` keys.
+    settings.say(&format!("recovery: building a checkpoint of {keys} keys"));
+    let (warm_dir, text) = job("restore")?;
+    let input = warm_dir.join("words.txt");
+    crate::data::write_lines(&input, keys, |i| format!("w{i}"))?;
+    let build = run_job(&warm_dir, &text, RestoreMode::None, ("in", "op", "out"))?;
+    let state_dir = warm_dir.join("state");
+    {
+        let store = CheckpointStore::open(&state_dir, NAME)?;
+        let last = store.latest()?.context("the job left no checkpoint")?;
+        if last.state_keys != keys {
+            anyhow::bail!(
+                "checkpoint {} has {} keys, expected {keys}",
+                last.id,
+                last.state_keys
+            );
+        }
+        let mut next = last.clone();
+        next.id = last.id + 1;
+        next.final_checkpoint = false;
+        store.commit(&next, &[], 3)?;
+    }
+    let mut f = std::fs::OpenOptions::new().append(true).open(&input)?;
+    for i in 0..more {
+        writeln!(f, "x{i}")?;
+    }
+    f.sync_all()?;
+    drop(f);
+
+    // Step by step, as run_attempt restores an instance.
+    settings.say("recovery: step by step");
+    let t = Instant::now();
+    let store = CheckpointStore::open(&state_dir, NAME)?;
+    let meta = store.latest()?.context("checkpoint 2")?;
+    let open = t.elapsed();
+    let t = Instant::now();
+    let restored = store.load_instance(meta.id, "op", 0)?;
+    let load = t.elapsed();
+    let loaded_keys = restored.entries.len();
+    drop(store);
+    let t = Instant::now();
+    let state = KeyedState::from_entries(restored.entries);
+    let build_state = t.elapsed();
+    let t = Instant::now();
+    let runtime = Runtime::new().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let plugin = runtime.load(&plugin_path)?;
+    let compile = t.elapsed();
+    let t = Instant::now();
+    let mut inst = OperatorInstance::new(&plugin, "op", 0, 1, "{}")?;
+    let instantiate = t.elapsed();
+    let t = Instant::now();
+    let version = meta.operators.get("op").map_or(1, |o| o.state_version);
+    inst.restore(state, version, &restored.snapshot)?;
+    let restore = t.elapsed();
+    let t = Instant::now();
+    inst.process(0, &[Record::new(b"w7".to_vec()).with_key(b"w7".to_vec())])?;
+    let out = inst.take_output(0);
+    let first = t.elapsed();
+    if out.first().map(|r| r.value.as_slice()) != Some(&br#"{"word":"w7","count":2}"#[..]) {
+        anyhow::bail!("the restored instance did not continue the count: {out:?}");
+    }
+    drop(inst);
+
+    // End to end.
+    settings.say("recovery: end to end");
+    let restored_run = run_job(&warm_dir, &text, RestoreMode::Latest, ("in", "op", "out"))?;
+    if restored_run.summary.restored_from != Some(meta.id) {
+        anyhow::bail!(
+            "the run restored {:?}, not checkpoint {}",
+            restored_run.summary.restored_from,
+            meta.id
+        );
+    }
+
+    let opt_ms = |d: Option<Duration>| d.map_or(f64::NAN, ms);
+    let row = report.row(
+        "cold start: first output",
+        opt_ms(cold.first_output),
+        "ms",
+        None,
+    );
+    row.extra
+        .insert("first_processed_ms".into(), opt_ms(cold.first_processed));
+    let row = report.row(
+        "restore: first output",
+        opt_ms(restored_run.first_output),
+        "ms",
+        Some("cold start: first output"),
+    );
+    row.extra.insert(
+        "first_processed_ms".into(),
+        opt_ms(restored_run.first_processed),
+    );
+    row.extra
+        .insert("first_read_ms".into(), opt_ms(restored_run.first_read));
+    let steps = [
+        ("step: open store", open),
+        ("step: load_instance", load),
+        ("step: KeyedState::from_entries", build_state),
+        ("step: compile plugin (Runtime::load)", compile),
+        ("step: OperatorInstance::new", instantiate),
+        ("step: OperatorInstance::restore", restore),
+        ("step: first process", first),
+    ];
+    let total: Duration = steps.iter().map(|(_, d)| *d).sum();
+    for (name, d) in steps {
+        report.row(name, ms(d), "ms", None);
+    }
+    let row = report.row(
+        "steps: total",
+        ms(total),
+        "ms",
+        Some("cold start: first output"),
+    );
+    row.extra.insert("keys_loaded".into(), loaded_keys as f64);
+    report
+        .row("build: job counting the keys", ms(build.wall), "ms", None)
+        .extra
+        .insert(
+            "final_checkpoint_ms".into(),
+            build
+                .checkpoints
+                .last()
+                .map_or(0.0, |c| c.duration_ms as f64),
+        );
+    report.targets.push(Target::below(
+        &format!("restore {keys} keys: time to first processed record, end to end (s)"),
+        opt_ms(restored_run.first_output) / 1e3,
+        2.0,
+    ));
+    Ok(report)
+}

@@ -1,0 +1,167 @@
+//! Smoke tests: every benchmark runs in its smallest mode and reports the
+//! expected shape. Nothing here judges speed (no timing assertions): CI
+//! only checks that the benchmarks compile and work.
+
+use std::path::Path;
+
+use weir_bench::{Mode, Report, Settings};
+
+fn settings() -> Settings {
+    let mut s = Settings::new(Mode::Tiny);
+    // The plugins weir-tests' build script just built.
+    s.plugins = Path::new(weir_tests::plugins::FILTER)
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    s
+}
+
+/// Runs `name` and checks what every report must have.
+fn run(name: &str) -> Report {
+    let report = weir_bench::run(name, &settings()).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    assert_eq!(report.benchmark, name);
+    assert!(!report.rows.is_empty(), "{name}: no rows");
+    for row in &report.rows {
+        assert!(!row.unit.is_empty(), "{name}: {} has no unit", row.case);
+        if let Some(b) = &row.baseline {
+            assert!(
+                report.get(b).is_some(),
+                "{name}: {} names baseline {b}, which is not a row",
+                row.case
+            );
+        }
+    }
+    let json = serde_json::to_value(&report).unwrap();
+    for field in ["benchmark", "params", "rows", "targets", "notes"] {
+        assert!(json.get(field).is_some(), "{name}: JSON has no `{field}`");
+    }
+    assert!(report.table().contains(&format!("== {name} ==")));
+    report
+}
+
+/// The rows named `cases` exist and have a positive value; those with a
+/// baseline have a ratio.
+fn has(report: &Report, cases: &[&str]) {
+    for case in cases {
+        let row = report.get(case).unwrap_or_else(|| {
+            panic!("{}: no row `{case}`:\n{}", report.benchmark, report.table())
+        });
+        assert!(
+            row.value.is_finite() && row.value > 0.0,
+            "{case}: {}",
+            row.value
+        );
+        if row.baseline.is_some() {
+            assert!(row.ratio.is_some(), "{case} has a baseline but no ratio");
+        }
+    }
+}
+
+#[test]
+fn boundary_reports_every_batch_size_for_both_operators() {
+    let r = run("boundary");
+    for op in ["filter", "word-count"] {
+        for size in weir_bench::boundary::BATCH_SIZES {
+            has(
+                &r,
+                &[
+                    &format!("{op} native batch={size}"),
+                    &format!("{op} wasm batch={size}"),
+                ],
+            );
+        }
+    }
+}
+
+#[test]
+fn end_to_end_reports_both_jobs_against_both_baselines() {
+    let r = run("end-to-end");
+    for job in ["filter", "word-count"] {
+        has(
+            &r,
+            &[
+                &format!("{job} native single-threaded"),
+                &format!("{job} native in host pipeline"),
+                &format!("{job} wasm p1 ckpt=none"),
+                &format!("{job} wasm p1 ckpt=1s"),
+                &format!("{job} wasm p2 ckpt=none"),
+                &format!("{job} wasm p2 ckpt=1s"),
+            ],
+        );
+    }
+    assert_eq!(r.targets.len(), 7, "{}", r.table());
+    // Every Wasm job wrote what the native program wrote.
+    assert!(
+        !r.notes.iter().any(|n| n.contains("outputs differ")),
+        "{}",
+        r.table()
+    );
+}
+
+#[test]
+fn checkpoint_reports_full_incremental_and_parallelism() {
+    let r = run("checkpoint");
+    has(
+        &r,
+        &[
+            "store full checkpoint",
+            "store incremental 1% (median of 5)",
+            "job p1: checkpoint duration (median)",
+            "job p2: checkpoint duration (median)",
+            "job p4: checkpoint duration (median)",
+        ],
+    );
+    let incr = r.get("store incremental 1% (median of 5)").unwrap();
+    assert!(incr.extra["bytes_written"] > 0.0);
+    assert!(r.targets.iter().any(|t| t.name.contains("incremental")));
+}
+
+#[test]
+fn recovery_restores_and_reports_time_to_first_record() {
+    let r = run("recovery");
+    has(
+        &r,
+        &[
+            "cold start: first output",
+            "restore: first output",
+            "step: load_instance",
+            "steps: total",
+        ],
+    );
+    assert_eq!(r.get("steps: total").unwrap().extra["keys_loaded"], 5000.0);
+}
+
+#[test]
+fn skew_reports_alignment_for_balanced_and_skewed_inputs() {
+    let r = run("skew");
+    assert_eq!(r.rows.len(), 3, "{}", r.table());
+    for row in &r.rows {
+        assert!(row.extra.contains_key("max_buffered_bytes"), "{}", row.case);
+        assert!(row.extra["checkpoints"] >= 1.0, "{}", r.table());
+    }
+}
+
+#[test]
+fn the_binary_prints_json_and_rejects_unknown_benchmarks() {
+    let exe = env!("CARGO_BIN_EXE_weir-bench");
+    let plugins = Path::new(weir_tests::plugins::FILTER).parent().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["boundary", "--tiny", "--json", "-q", "--plugins"])
+        .arg(plugins)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json[0]["benchmark"], "boundary");
+    assert!(json[0]["rows"].as_array().unwrap().len() >= 16);
+
+    let out = std::process::Command::new(exe)
+        .arg("nope")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

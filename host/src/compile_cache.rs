@@ -1,0 +1,295 @@
+//! An on-disk cache of compiled components, so that a large plugin (a Python
+//! or JavaScript component is 10–20 MB and takes seconds to compile) is
+//! compiled once per machine, not once per `weir` process.
+//!
+//! An entry is the output of [`Engine::precompile_component`], stored under
+//! a name made of the sha256 of the `.wasm` bytes and a hash of the engine's
+//! configuration and wasmtime version
+//! ([`Engine::precompile_compatibility_hash`]), so a plugin compiled with
+//! fuel metering, or by another wasmtime, is a different entry.
+//!
+//! Where: `$WEIR_CACHE_DIR`, else `$XDG_CACHE_HOME/weir`, else
+//! `~/.cache/weir`. `WEIR_CACHE_DIR=off` (or an empty value) disables it.
+//!
+//! Invariants:
+//! - The cache never makes loading fail: an unreadable, corrupt, truncated
+//!   or incompatible entry is compiled again (and rewritten), and a cache
+//!   folder that cannot be written just means no caching.
+//! - An entry is used only if its checksum matches: each file starts with a
+//!   magic line and the sha256 of the artifact that follows, checked before
+//!   the artifact is handed to wasmtime (deserializing trusts its input).
+//! - Entries are written to a temporary file and renamed into place, so a
+//!   concurrent reader sees a whole entry or none.
+//! - At most [`MAX_ENTRIES`] entries are kept: writing one more removes the
+//!   least recently written.
+
+use std::hash::Hasher;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The first bytes of every entry: format name and version.
+const MAGIC: &[u8; 8] = b"WEIRCC1\n";
+/// Extension of entry files.
+const EXT: &str = "cwasm";
+/// Most entries kept in one cache folder.
+pub const MAX_ENTRIES: usize = 64;
+
+/// Where the cache lives, from the environment: `None` when disabled.
+///
+/// ```
+/// // WEIR_CACHE_DIR wins; "off" disables.
+/// let dir = weir::compile_cache::dir_from(Some("/tmp/c".into()), None, None);
+/// assert_eq!(dir.unwrap(), std::path::Path::new("/tmp/c"));
+/// assert!(weir::compile_cache::dir_from(Some("off".into()), None, None).is_none());
+/// ```
+pub fn dir_from(
+    weir_cache_dir: Option<std::ffi::OsString>,
+    xdg_cache_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    if let Some(d) = weir_cache_dir {
+        if d.is_empty() || d == "off" {
+            return None;
+        }
+        return Some(PathBuf::from(d));
+    }
+    if let Some(x) = xdg_cache_home.filter(|x| !x.is_empty()) {
+        return Some(PathBuf::from(x).join("weir"));
+    }
+    home.filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".cache").join("weir"))
+}
+
+/// The cache folder this process uses (read once from the environment).
+pub fn default_dir() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        dir_from(
+            std::env::var_os("WEIR_CACHE_DIR"),
+            std::env::var_os("XDG_CACHE_HOME"),
+            std::env::var_os("HOME"),
+        )
+    })
+    .as_deref()
+}
+
+/// How a component was obtained by [`CompileCache::compile`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Loaded from a valid cache entry.
+    Hit,
+    /// Compiled, and the entry written.
+    Compiled,
+    /// Compiled; an entry existed but was corrupt or incompatible, and was
+    /// replaced.
+    Replaced,
+    /// Compiled; the entry could not be written (the message says why).
+    NotStored,
+}
+
+/// A cache of compiled components in one folder.
+#[derive(Debug, Clone)]
+pub struct CompileCache {
+    dir: PathBuf,
+}
+
+/// A `Hasher` that feeds sha256, so the engine hash is stable across
+/// processes (std's `DefaultHasher` promises no such thing).
+struct ShaHasher(Sha256);
+
+impl Hasher for ShaHasher {
+    fn finish(&self) -> u64 {
+        unreachable!("read with finalize")
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    crate::plugin::hex(bytes)
+}
+
+/// The part of an entry's name that depends on the engine.
+fn engine_key(engine: &Engine) -> String {
+    let mut h = ShaHasher(Sha256::new());
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
+    hex(&h.0.finalize()[..8])
+}
+
+impl CompileCache {
+    /// A cache in `dir` (created when the first entry is written).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        CompileCache { dir: dir.into() }
+    }
+
+    /// The cache folder this process uses by default (see the module docs),
+    /// or `None` when caching is off.
+    pub fn from_env() -> Option<Self> {
+        default_dir().map(Self::new)
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The entry file for `wasm` compiled by `engine`.
+    pub fn entry_path(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
+        let sha = hex(&Sha256::digest(wasm));
+        self.dir.join(format!("{sha}-{}.{EXT}", engine_key(engine)))
+    }
+
+    /// The component for `wasm`: from the cache when a valid entry exists,
+    /// else compiled (and stored). Fails only when `wasm` does not compile.
+    pub fn compile(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Component, Outcome)> {
+        let path = self.entry_path(engine, wasm);
+        let mut existed = false;
+        match std::fs::read(&path) {
+            Ok(file) => {
+                existed = true;
+                if let Some(artifact) = checked_artifact(&file) {
+                    // SAFETY: the artifact was written by `precompile_component`
+                    // of an engine with the same compatibility hash (the file
+                    // name) and its checksum matches, so it is the bytes wasmtime
+                    // produced; `deserialize` also checks the engine settings
+                    // and version recorded in it.
+                    match unsafe { Component::deserialize(engine, artifact) } {
+                        Ok(c) => return Ok((c, Outcome::Hit)),
+                        Err(e) => tracing::warn!(
+                            "compile cache: {} is not usable ({e:#}); compiling again",
+                            path.display()
+                        ),
+                    }
+                } else {
+                    tracing::warn!(
+                        "compile cache: {} is corrupt; compiling again",
+                        path.display()
+                    );
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(
+                "compile cache: cannot read {} ({e}); compiling again",
+                path.display()
+            ),
+        }
+        let artifact = engine.precompile_component(wasm)?;
+        // SAFETY: produced just now by this engine.
+        let component = unsafe { Component::deserialize(engine, &artifact)? };
+        let outcome = match self.store(&path, &artifact) {
+            Ok(()) if existed => Outcome::Replaced,
+            Ok(()) => Outcome::Compiled,
+            Err(e) => {
+                tracing::debug!(
+                    "compile cache: cannot write {} ({e}); not caching",
+                    path.display()
+                );
+                Outcome::NotStored
+            }
+        };
+        Ok((component, outcome))
+    }
+
+    /// Writes an entry atomically, then trims the folder to [`MAX_ENTRIES`].
+    fn store(&self, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        std::fs::create_dir_all(&self.dir)?;
+        let tmp = self.dir.join(format!(
+            ".tmp-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let result = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(MAGIC)?;
+            f.write_all(&Sha256::digest(artifact))?;
+            f.write_all(artifact)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result?;
+        self.trim();
+        Ok(())
+    }
+
+    /// Removes the oldest entries beyond [`MAX_ENTRIES`]. Best effort.
+    fn trim(&self) {
+        let Ok(read) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut entries: Vec<(std::time::SystemTime, PathBuf)> = read
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == EXT))
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        if entries.len() <= MAX_ENTRIES {
+            return;
+        }
+        entries.sort();
+        let excess = entries.len() - MAX_ENTRIES;
+        for (_, p) in entries.into_iter().take(excess) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The artifact of an entry file, if its magic and checksum are right.
+fn checked_artifact(file: &[u8]) -> Option<&[u8]> {
+    let rest = file.strip_prefix(MAGIC)?;
+    if rest.len() < 32 {
+        return None;
+    }
+    let (sum, artifact) = rest.split_at(32);
+    (Sha256::digest(artifact).as_slice() == sum).then_some(artifact)
+}
+
+/// Compiles `wasm` with `engine`, through the process's default cache
+/// ([`default_dir`]) when there is one.
+pub fn compile(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Component> {
+    match CompileCache::from_env() {
+        Some(cache) => cache.compile(engine, wasm).map(|(c, _)| c),
+        None => Component::new(engine, wasm),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_guards_the_artifact() {
+        let mut file = MAGIC.to_vec();
+        file.extend_from_slice(&Sha256::digest(b"abc"));
+        file.extend_from_slice(b"abc");
+        assert_eq!(checked_artifact(&file), Some(&b"abc"[..]));
+        let last = file.len() - 1;
+        file[last] ^= 1;
+        assert_eq!(checked_artifact(&file), None);
+        assert_eq!(checked_artifact(&file[..20]), None);
+        assert_eq!(checked_artifact(b"garbage"), None);
+    }
+
+    #[test]
+    fn dir_defaults() {
+        assert_eq!(
+            dir_from(None, Some("/x".into()), Some("/home/u".into())).unwrap(),
+            Path::new("/x/weir")
+        );
+        assert_eq!(
+            dir_from(None, None, Some("/home/u".into())).unwrap(),
+            Path::new("/home/u/.cache/weir")
+        );
+        assert!(dir_from(Some("".into()), None, Some("/h".into())).is_none());
+        assert!(dir_from(None, None, None).is_none());
+    }
+}

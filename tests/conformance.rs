@@ -1,0 +1,791 @@
+//! The conformance suite: `word-count` and `reconcile` written in Python, C,
+//! JavaScript and Zig behave exactly like the Rust reference plugins.
+//!
+//! For every build of each operator (see `weir_tests::polyglot`):
+//! - the same scripted inputs give byte-for-byte the same outputs, errors (by
+//!   kind) and host state as the Rust build, through [`OperatorInstance`];
+//! - snapshot and restore round-trip, also across languages (state written by
+//!   the Rust build continues in the other build, and back);
+//! - a `weir run` job gives the same output lines as with the Rust build;
+//! - a job survives SIGKILL and restores exactly-once;
+//! - a Rust `word-count` checkpoint restored with `--swap count=<other>.wasm`
+//!   keeps every count: state belongs to the host, not to a language.
+//!
+//! A language whose toolchain cannot be installed on this machine is skipped
+//! with its reason printed (`SKIPPED ...`); with `CI=true` it fails instead.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::Value;
+use weir::instance::PluginReturned;
+use weir::state::KeyedState;
+use weir::{InstanceError, OperatorInstance, Plugin, Record, Runtime};
+use weir_tests::pipeline::{JobDir, XorShift, multiset, seed};
+use weir_tests::plugins;
+use weir_tests::polyglot::{self, Lang};
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+// ------------------------------------------------------------------ plugins
+
+fn runtime() -> &'static Runtime {
+    static RT: OnceLock<Runtime> = OnceLock::new();
+    RT.get_or_init(|| Runtime::new().expect("wasmtime starts"))
+}
+
+/// Loads (compiles) each component once per process.
+fn load(path: &Path) -> Plugin {
+    static LOADED: OnceLock<Mutex<BTreeMap<PathBuf, Plugin>>> = OnceLock::new();
+    let loaded = LOADED.get_or_init(Default::default);
+    if let Some(p) = loaded.lock().unwrap().get(path) {
+        return p.clone();
+    }
+    let p = runtime()
+        .load(path)
+        .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()));
+    loaded
+        .lock()
+        .unwrap()
+        .entry(path.to_path_buf())
+        .or_insert(p)
+        .clone()
+}
+
+/// The Rust reference build of `operator`.
+fn reference(operator: &str) -> PathBuf {
+    PathBuf::from(match operator {
+        "word-count" => plugins::WORD_COUNT,
+        "reconcile" => plugins::RECONCILE,
+        other => panic!("no reference for {other}"),
+    })
+}
+
+/// The `lang` build of `operator`, or `None` (printed) when the language's
+/// toolchain cannot be installed here.
+fn build_of(lang: Lang, operator: &str, test: &str) -> Option<PathBuf> {
+    match polyglot::component(lang, operator) {
+        Ok(p) => Some(p),
+        Err(reason) => {
+            polyglot::skip(test, &reason);
+            None
+        }
+    }
+}
+
+// ------------------------------------------------------------------ scripts
+
+fn rec(value: impl Into<Vec<u8>>) -> Record {
+    Record::new(value.into())
+}
+
+fn keyed(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Record {
+    let mut r = Record::new(value.into());
+    r.key = Some(key.into());
+    r
+}
+
+/// One call into an operator instance.
+#[derive(Clone)]
+enum Step {
+    Process(u32, Vec<Record>),
+    Checkpoint(u64),
+    Finish,
+}
+
+/// What one step gave: the records emitted (key, value), or the kind of
+/// error (messages may be worded differently per language).
+type Outcome = Result<Vec<(Option<Vec<u8>>, String)>, String>;
+
+fn error_kind(e: &InstanceError) -> String {
+    match e {
+        InstanceError::Returned { error, .. } => match error {
+            PluginReturned::InvalidConfig(_) => "invalid-config",
+            PluginReturned::InvalidInput(_) => "invalid-input",
+            PluginReturned::IncompatibleState(_) => "incompatible-state",
+            PluginReturned::Other(_) => "other",
+        }
+        .to_string(),
+        other => format!("not a returned error: {other}"),
+    }
+}
+
+fn state_entries(state: &KeyedState) -> Vec<(Vec<u8>, Vec<u8>)> {
+    state
+        .iter()
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
+}
+
+/// Runs `steps` on `inst`; returns each step's outcome.
+fn play(inst: &mut OperatorInstance, steps: &[Step]) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    for step in steps {
+        let result = match step {
+            Step::Process(port, batch) => inst.process(*port, batch),
+            Step::Checkpoint(id) => inst.on_checkpoint(*id),
+            Step::Finish => inst.finish(),
+        };
+        let out: Vec<_> = (0..inst.output_ports() as u32)
+            .flat_map(|p| inst.take_output(p))
+            .map(|r| (r.key, String::from_utf8_lossy(&r.value).into_owned()))
+            .collect();
+        outcomes.push(match result {
+            Ok(()) => Ok(out),
+            Err(e) => Err(error_kind(&e)),
+        });
+    }
+    outcomes
+}
+
+/// Opens `plugin` with `config` and plays `steps`: the outcomes and the final
+/// host state, or the kind of the error `open` returned.
+fn run(
+    plugin: &Plugin,
+    config: &str,
+    steps: &[Step],
+) -> Result<(Vec<Outcome>, Vec<(Vec<u8>, Vec<u8>)>), String> {
+    let mut inst = OperatorInstance::new(plugin, "op", 0, 1, config).map_err(|e| error_kind(&e))?;
+    let outcomes = play(&mut inst, steps);
+    Ok((outcomes, state_entries(inst.state())))
+}
+
+/// Asserts that `build` does what the Rust reference does, for each config.
+fn assert_same_as_reference(build: &Path, operator: &str, configs: &[&str], steps: &[Step]) {
+    let (rust, other) = (load(&reference(operator)), load(build));
+    assert_eq!(rust.info(), other.info(), "describe");
+    for config in configs {
+        let want = run(&rust, config, steps);
+        let got = run(&other, config, steps);
+        match (&want, &got) {
+            (Ok((want_out, want_state)), Ok((got_out, got_state))) => {
+                for (i, (w, g)) in want_out.iter().zip(got_out).enumerate() {
+                    assert_eq!(
+                        g,
+                        w,
+                        "{}: config {config}: step {i}: outputs differ from the Rust build",
+                        build.display()
+                    );
+                }
+                assert_eq!(got_out.len(), want_out.len());
+                assert_eq!(
+                    got_state,
+                    want_state,
+                    "{}: config {config}: host state differs from the Rust build",
+                    build.display()
+                );
+            }
+            _ => assert_eq!(
+                got.as_ref().err(),
+                want.as_ref().err(),
+                "{}: config {config}: open",
+                build.display()
+            ),
+        }
+    }
+}
+
+fn word_count_script() -> Vec<Step> {
+    let mut rng = XorShift(seed());
+    let bulk: Vec<Record> = (0..600)
+        .map(|_| {
+            let w = [
+                "Alpha", "beta", "GAMMA", "Délta", "ÉCOLE", "straße", "ΟΔΟΣ", "x",
+            ][rng.range(0, 8) as usize];
+            let n = rng.range(0, 40);
+            if n % 7 == 0 {
+                keyed(format!("{w}{n}"), "ignored")
+            } else {
+                rec(format!("  {w}{n}\n"))
+            }
+        })
+        .collect();
+    vec![
+        Step::Process(0, ["to", "be", "or", "not", "to", "be"].map(rec).to_vec()),
+        Step::Process(
+            0,
+            vec![
+                rec("  spaced  "),
+                rec("\ttab\r\n"),
+                rec(""),
+                rec("   "),
+                rec("to"),
+                rec("\u{1c}sep\u{1c}"),
+                rec("\u{a0}nbsp\u{3000}"),
+            ],
+        ),
+        Step::Process(
+            0,
+            vec![
+                keyed("Key", "ignored"),
+                keyed(vec![0xff, 0xfe], "fallback"),
+                rec("Ünïcödé"),
+                rec("quote\"back\\slash/"),
+                rec("ctl\u{1}char\u{7f}"),
+                rec("tab\tinside"),
+                rec("İstanbul"),
+                rec("ΟΔΟΣ"),
+                rec("订单"),
+                rec("emoji😀"),
+            ],
+        ),
+        Step::Checkpoint(1),
+        Step::Process(0, vec![rec("ok"), rec(vec![b'a', 0xff])]),
+        Step::Process(0, vec![]),
+        Step::Process(0, bulk),
+        Step::Process(0, vec![rec("to"), keyed("to", ""), rec("TO")]),
+        Step::Checkpoint(2),
+        Step::Finish,
+    ]
+}
+
+const WORD_COUNT_CONFIGS: &[&str] = &[
+    "{}",
+    "",
+    r#"{"lowercase": true}"#,
+    r#"{"lowercase": false}"#,
+    r#"{"lowercas": true}"#,
+    r#"{"lowercase": "yes"}"#,
+    "[1]",
+    "not json",
+];
+
+fn order(key: &str, amount: &str) -> Record {
+    keyed(key, format!(r#"{{"amount":{amount}}}"#))
+}
+
+fn reconcile_script() -> Vec<Step> {
+    let mut rng = XorShift(seed() ^ 7);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..400 {
+        let key = format!("ORD-{i:05}");
+        let cents = rng.range(1, 1_000_000);
+        let amount = format!("\"{}.{:02}\"", cents / 100, cents % 100);
+        match rng.range(0, 10) {
+            0 => a.push(order(&key, &amount)),
+            1 => b.push(order(&key, &amount)),
+            2 => {
+                a.push(order(&key, &amount));
+                b.push(order(&key, &format!("{}", cents as f64 / 100.0 + 0.5)));
+            }
+            _ => {
+                a.push(order(&key, &amount));
+                b.push(order(&key, &format!("{}", cents as f64 / 100.0)));
+            }
+        }
+    }
+    let (b1, b2) = b.split_at(b.len() / 2);
+    vec![
+        Step::Process(
+            0,
+            vec![
+                order("1", "10"),
+                order("2", "20"),
+                order("3", "\"30\""),
+                rec(r#"{"key":"k4","amount":"  4.5 "}"#),
+                rec(r#"{"key":7,"amount":1e3}"#),
+                rec(r#"{"key":true,"amount":2}"#),
+                rec(r#"{"key":"neg","amount":-0.0}"#),
+                order("订单-1", "0.1"),
+                order("big", "12345678901234567890"),
+                order("tiny", "1e-7"),
+                order("small", "0.00001234"),
+                order("huge", "1.5e300"),
+                order("esc\"q\\", "\"+1.25\""),
+            ],
+        ),
+        Step::Process(
+            1,
+            vec![
+                order("1", "10.005"),
+                order("2", "\"21\""),
+                order("5", "50"),
+                rec(r#"{"key":7,"amount":1000.004}"#),
+                rec(r#"{"key":"k4","amount":"4.5e0"}"#),
+                order("订单-1", "0.30000000000000004"),
+                order("tiny", "1e-7"),
+                order("huge", "1.5e300"),
+                order("esc\"q\\", "1.25"),
+            ],
+        ),
+        Step::Process(0, vec![order("1", "99"), order("5", "50.0")]),
+        Step::Process(1, vec![order("5", "51")]),
+        Step::Checkpoint(1),
+        Step::Process(0, vec![rec(r#"{"amount":1}"#)]),
+        Step::Process(1, vec![order("y", "\"abc\"")]),
+        Step::Process(0, vec![keyed("z", "{}")]),
+        Step::Process(0, vec![keyed("z", "not json")]),
+        Step::Process(0, vec![keyed("z", r#"{"amount":1} trailing"#)]),
+        Step::Process(0, vec![keyed("z", r#"{"amount":true}"#)]),
+        Step::Process(0, vec![keyed("z", r#"{"amount":null}"#)]),
+        Step::Process(0, vec![keyed("z", "[1,2]")]),
+        Step::Process(0, vec![rec(r#"{"key":null,"amount":1}"#)]),
+        Step::Process(2, vec![order("p", "1")]),
+        Step::Process(0, a),
+        Step::Process(1, b1.to_vec()),
+        Step::Checkpoint(2),
+        Step::Process(1, b2.to_vec()),
+        Step::Process(0, vec![rec(r#"{"id":"f1","amount":3}"#)]),
+        Step::Finish,
+    ]
+}
+
+const RECONCILE_CONFIGS: &[&str] = &[
+    r#"{"tolerance": 0.01}"#,
+    "{}",
+    r#"{"tolerance": 1, "key_field": "id"}"#,
+    r#"{"tolerance": -1}"#,
+    r#"{"tolerance": "x"}"#,
+    r#"{"key_field": 3}"#,
+    r#"{"tolerance": 0.1, "extra": 1}"#,
+];
+
+// ------------------------------------------------------------------ instance-level checks
+
+fn same_outputs_as_rust(lang: Lang, operator: &str, test: &str) {
+    let Some(build) = build_of(lang, operator, test) else {
+        return;
+    };
+    match operator {
+        "word-count" => {
+            assert_same_as_reference(&build, operator, WORD_COUNT_CONFIGS, &word_count_script())
+        }
+        _ => assert_same_as_reference(&build, operator, RECONCILE_CONFIGS, &reconcile_script()),
+    }
+}
+
+/// Runs the first `cut` steps in `first`, checkpoints, snapshots, restores
+/// host state and snapshot into a fresh instance of `second`, runs the rest
+/// there; returns every outcome and the final state.
+fn run_with_restore(
+    first: &Plugin,
+    second: &Plugin,
+    config: &str,
+    steps: &[Step],
+    cut: usize,
+) -> (Vec<Outcome>, Vec<(Vec<u8>, Vec<u8>)>) {
+    let mut a = OperatorInstance::new(first, "op", 0, 1, config).unwrap();
+    let mut outcomes = play(&mut a, &steps[..cut]);
+    a.on_checkpoint(99).unwrap();
+    let snap = a.snapshot().unwrap();
+    let state = KeyedState::from_entries(state_entries(a.state()));
+    drop(a);
+    let mut b = OperatorInstance::new(second, "op", 0, 1, config).unwrap();
+    b.restore(state, first.info().state_version, &snap).unwrap();
+    outcomes.extend(play(&mut b, &steps[cut..]));
+    (outcomes, state_entries(b.state()))
+}
+
+fn snapshot_round_trip(lang: Lang, operator: &str, test: &str) {
+    let Some(build) = build_of(lang, operator, test) else {
+        return;
+    };
+    let (rust, other) = (load(&reference(operator)), load(&build));
+    let (config, steps) = match operator {
+        "word-count" => (r#"{"lowercase": true}"#, word_count_script()),
+        _ => (r#"{"tolerance": 0.01}"#, reconcile_script()),
+    };
+    let straight = run(&rust, config, &steps).unwrap();
+    for cut in [0, 3, steps.len() - 1] {
+        for (first, second, what) in [
+            (&other, &other, format!("{} -> {}", lang.name, lang.name)),
+            (&rust, &other, format!("rust -> {}", lang.name)),
+            (&other, &rust, format!("{} -> rust", lang.name)),
+        ] {
+            let got = run_with_restore(first, second, config, &steps, cut);
+            assert_eq!(
+                got, straight,
+                "{operator}: restore after step {cut} ({what}) differs from a straight run"
+            );
+        }
+    }
+    // Snapshot bytes it did not write are refused, not a crash.
+    let mut inst = OperatorInstance::new(&other, "op", 0, 1, config).unwrap();
+    let err = inst
+        .restore(KeyedState::default(), 1, b"not mine")
+        .unwrap_err();
+    assert_eq!(error_kind(&err), "incompatible-state", "{err}");
+}
+
+// ------------------------------------------------------------------ jobs
+
+const WORDCOUNT_JOB: &str = r#"
+name = "wordcount"
+[checkpoint]
+interval = "100ms"
+[[source]]
+id = "text"
+type = "file"
+path = "input.txt"
+RATE
+[[operator]]
+id = "split"
+plugin = "{plugins}/split.wasm"
+inputs = ["text"]
+[[operator]]
+id = "count"
+plugin = "PLUGIN"
+inputs = ["split"]
+parallelism = 2
+[[sink]]
+id = "out"
+type = "file"
+path = "out/counts.jsonl"
+format = "jsonl"
+input = "count"
+"#;
+
+fn wordcount_input(rng: &mut XorShift, lines: usize) -> String {
+    let mut text = String::new();
+    for _ in 0..lines {
+        let n = rng.range(1, 9);
+        let words: Vec<String> = (0..n)
+            .map(|_| format!("Word{}", rng.range(0, 300)))
+            .collect();
+        text.push_str(&words.join(" "));
+        text.push_str(", done.\n");
+    }
+    text
+}
+
+fn wordcount_job(plugin: &Path, input: &str, rate: Option<u64>) -> JobDir {
+    let job = WORDCOUNT_JOB
+        .replace("PLUGIN", plugin.to_str().unwrap())
+        .replace(
+            "RATE",
+            &rate.map(|r| format!("rate = {r}")).unwrap_or_default(),
+        );
+    JobDir::new(WEIR, &job, &[("input.txt", input)])
+}
+
+const RECONCILE_JOB: &str = r#"
+name = "reconcile"
+[checkpoint]
+interval = "100ms"
+[[source]]
+id = "payments"
+type = "file"
+path = "payments.csv"
+format = "csv"
+key = "order_no"
+[[source]]
+id = "bank"
+type = "file"
+path = "bank.csv"
+format = "csv"
+key = "order_no"
+[[operator]]
+id = "reconcile"
+plugin = "PLUGIN"
+inputs = { a = "payments", b = "bank" }
+parallelism = 2
+config = { tolerance = 0.005 }
+[[sink]]
+id = "out"
+type = "file"
+path = "out/reconcile.jsonl"
+format = "jsonl"
+input = "reconcile"
+"#;
+
+fn reconcile_job(plugin: &Path, n: usize) -> JobDir {
+    let mut rng = XorShift(seed() ^ 11);
+    let (mut a, mut b) = (
+        String::from("order_no,amount,channel\n"),
+        String::from("order_no,amount,state\n"),
+    );
+    for i in 0..n {
+        let cents = rng.range(100, 1_000_000);
+        let amount = format!("{}.{:02}", cents / 100, cents % 100);
+        let other = format!("{}.{:02}", cents / 100 + 1, cents % 100);
+        match rng.range(0, 10) {
+            0 => a.push_str(&format!("ORD-{i},{amount},web\n")),
+            1 => b.push_str(&format!("ORD-{i},{amount},ok\n")),
+            2 => {
+                a.push_str(&format!("ORD-{i},{amount},web\n"));
+                b.push_str(&format!("ORD-{i},{other},ok\n"));
+            }
+            _ => {
+                a.push_str(&format!("ORD-{i},{amount},web\n"));
+                b.push_str(&format!("ORD-{i},{amount},ok\n"));
+            }
+        }
+    }
+    let job = RECONCILE_JOB.replace("PLUGIN", plugin.to_str().unwrap());
+    JobDir::new(WEIR, &job, &[("payments.csv", &a), ("bank.csv", &b)])
+}
+
+/// Asserts two multisets of output lines are equal, byte for byte.
+fn assert_same_lines(got: &BTreeMap<String, usize>, want: &BTreeMap<String, usize>, what: &str) {
+    if got != want {
+        let missing: Vec<_> = want
+            .iter()
+            .filter(|(l, n)| got.get(*l) != Some(n))
+            .take(5)
+            .collect();
+        let extra: Vec<_> = got
+            .iter()
+            .filter(|(l, n)| want.get(*l) != Some(n))
+            .take(5)
+            .collect();
+        panic!(
+            "{what}: got {} lines, expected {}; missing: {missing:?}; unexpected: {extra:?}",
+            got.values().sum::<usize>(),
+            want.values().sum::<usize>()
+        );
+    }
+}
+
+/// Compiles the component in a `weir` process, so that later runs (which
+/// a test kills early) find it in the compile cache.
+fn warm_cache(plugin: &Path) {
+    let out = Command::new(WEIR)
+        .arg("inspect")
+        .arg(plugin)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn job_same_output_as_rust(lang: Lang, operator: &str, test: &str) {
+    let Some(build) = build_of(lang, operator, test) else {
+        return;
+    };
+    let (out, rust_job, job) = match operator {
+        "word-count" => {
+            let input = wordcount_input(&mut XorShift(seed() ^ 5), 1500);
+            (
+                "out/counts.jsonl",
+                wordcount_job(&reference(operator), &input, None),
+                wordcount_job(&build, &input, None),
+            )
+        }
+        _ => (
+            "out/reconcile.jsonl",
+            reconcile_job(&reference(operator), 1500),
+            reconcile_job(&build, 1500),
+        ),
+    };
+    rust_job.run_ok(&[]);
+    job.run_ok(&[]);
+    let want = rust_job.lines(out);
+    assert!(want.len() > 100, "the Rust job produced output");
+    assert_same_lines(&job.lines(out), &want, &format!("{} job output", lang.name));
+}
+
+fn job_survives_sigkill(lang: Lang, test: &str) {
+    let Some(build) = build_of(lang, "word-count", test) else {
+        return;
+    };
+    warm_cache(&build);
+    let mut rng = XorShift(seed() ^ 13);
+    let input = wordcount_input(&mut rng, 6000);
+    let want = {
+        let j = wordcount_job(&reference("word-count"), &input, None);
+        j.run_ok(&[]);
+        j.lines("out/counts.jsonl")
+    };
+    let job = wordcount_job(&build, &input, Some(4000));
+    let killed = job.run_killed(4, (300, 1200), &mut rng);
+    assert!(killed >= 2, "only {killed} runs were killed mid-job");
+    let stderr = job.run_ok(&[]);
+    assert!(
+        stderr.contains("resumed from checkpoint"),
+        "the last run did not restore: {stderr}"
+    );
+    assert_same_lines(
+        &job.lines("out/counts.jsonl"),
+        &want,
+        &format!("{} output after {killed} SIGKILLs", lang.name),
+    );
+}
+
+const SWAP_WORDS: usize = 40;
+
+/// Output lines per word: the counts, in file order.
+fn counts_per_word(j: &JobDir) -> BTreeMap<String, Vec<u64>> {
+    let text = std::fs::read_to_string(j.path().join("out.jsonl")).unwrap();
+    let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        m.entry(v["word"].as_str().unwrap().to_string())
+            .or_default()
+            .push(v["count"].as_u64().unwrap());
+    }
+    m
+}
+
+/// A Rust word-count job stopped at a checkpoint, then restored with
+/// `--swap count=<other build>`: every word is counted exactly once across
+/// the two plugins, and the other build continues the Rust counts.
+fn swap_from_rust(lang: Lang, test: &str) {
+    let Some(build) = build_of(lang, "word-count", test) else {
+        return;
+    };
+    warm_cache(&build);
+    let n = 6000;
+    let words: String = (0..n)
+        .map(|i| format!("w{}\n", (i * 7) % SWAP_WORDS))
+        .collect();
+    let job = r#"
+name = "swappable"
+[checkpoint]
+interval = "100ms"
+[[source]]
+id = "words"
+type = "file"
+path = "words.txt"
+rate = 3000
+[[operator]]
+id = "count"
+plugin = "{plugins}/word-count.wasm"
+inputs = ["words"]
+parallelism = 2
+[[sink]]
+id = "out"
+type = "file"
+path = "out.jsonl"
+format = "jsonl"
+input = "count"
+"#;
+    let j = JobDir::new(WEIR, job, &[("words.txt", &words)]);
+    // Stop the Rust job with SIGINT: it takes a checkpoint and exits.
+    let child = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let before: usize = counts_per_word(&j).values().map(Vec::len).sum();
+    assert!(
+        before > 0 && before < n,
+        "the Rust run was stopped mid-way ({before} of {n})"
+    );
+    let stderr = j.run_ok(&["--swap", &format!("count={}", build.display())]);
+    assert!(stderr.contains("resumed from checkpoint"), "{stderr}");
+    let m = counts_per_word(&j);
+    assert_eq!(m.len(), SWAP_WORDS);
+    assert_eq!(m.values().map(Vec::len).sum::<usize>(), n);
+    for (w, seen) in &m {
+        let mut ns = seen.clone();
+        ns.sort_unstable();
+        assert!(
+            ns.iter().enumerate().all(|(i, c)| *c == i as u64 + 1),
+            "{w}: counts {ns:?} are not 1..={} after the swap to {}",
+            ns.len(),
+            lang.name
+        );
+    }
+    // The last checkpoint records the swapped-in plugin.
+    let store = weir::store::CheckpointStore::open_existing(&j.path().join("state")).unwrap();
+    let last = store.latest().unwrap().unwrap();
+    let sha = load(&build).sha256().to_string();
+    assert_eq!(last.operators["count"].sha256, sha);
+}
+
+// ------------------------------------------------------------------ per language
+
+macro_rules! conformance {
+    ($lang:ident) => {
+        mod $lang {
+            use super::*;
+
+            fn lang() -> Lang {
+                polyglot::lang(stringify!($lang))
+            }
+
+            fn name(test: &str) -> String {
+                format!("{}::{test}", stringify!($lang))
+            }
+
+            #[test]
+            fn word_count_same_outputs_as_rust() {
+                same_outputs_as_rust(
+                    lang(),
+                    "word-count",
+                    &name("word_count_same_outputs_as_rust"),
+                );
+            }
+
+            #[test]
+            fn reconcile_same_outputs_as_rust() {
+                same_outputs_as_rust(lang(), "reconcile", &name("reconcile_same_outputs_as_rust"));
+            }
+
+            #[test]
+            fn word_count_snapshot_restore_round_trip() {
+                snapshot_round_trip(
+                    lang(),
+                    "word-count",
+                    &name("word_count_snapshot_restore_round_trip"),
+                );
+            }
+
+            #[test]
+            fn reconcile_snapshot_restore_round_trip() {
+                snapshot_round_trip(
+                    lang(),
+                    "reconcile",
+                    &name("reconcile_snapshot_restore_round_trip"),
+                );
+            }
+
+            #[test]
+            fn word_count_job_same_output_as_rust() {
+                job_same_output_as_rust(
+                    lang(),
+                    "word-count",
+                    &name("word_count_job_same_output_as_rust"),
+                );
+            }
+
+            #[test]
+            fn reconcile_job_same_output_as_rust() {
+                job_same_output_as_rust(
+                    lang(),
+                    "reconcile",
+                    &name("reconcile_job_same_output_as_rust"),
+                );
+            }
+
+            #[test]
+            fn word_count_job_survives_sigkill_exactly_once() {
+                job_survives_sigkill(
+                    lang(),
+                    &name("word_count_job_survives_sigkill_exactly_once"),
+                );
+            }
+
+            #[test]
+            fn swap_rust_checkpoint_into_this_build_keeps_every_count() {
+                swap_from_rust(
+                    lang(),
+                    &name("swap_rust_checkpoint_into_this_build_keeps_every_count"),
+                );
+            }
+        }
+    };
+}
+
+conformance!(python);
