@@ -24,6 +24,9 @@ struct Cli {
     /// Print the reports as one JSON array instead of tables.
     #[arg(long)]
     json: bool,
+    /// Also write the reports as JSON to this file (with the tables on stdout).
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<PathBuf>,
     /// Records of the end-to-end jobs (default 10 million; 200k with --quick).
     #[arg(long)]
     records: Option<u64>,
@@ -76,6 +79,13 @@ fn main() -> ExitCode {
                 eprintln!("error: benchmark `{name}`: {e:#}");
                 return ExitCode::FAILURE;
             }
+        }
+    }
+    if let Some(path) = &cli.json_out {
+        let text = serde_json::to_string_pretty(&reports).expect("reports serialize");
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
         }
     }
     if cli.json {

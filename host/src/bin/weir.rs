@@ -189,7 +189,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let progress = (progress_every > 0)
                 .then(|| weir::progress::Progress::start(live.clone(), std::time::Duration::from_secs(progress_every)));
             let options =
-                RunOptions { restore, state_dir, metrics: Some(live), swaps: swap, control_socket: true, ..Default::default() };
+                RunOptions { restore, state_dir, metrics: Some(live), swaps: swap, control_socket: true };
             let result = weir::runner::run(&job, &rt, &options, &shutdown);
             if let Some(p) = progress {
                 p.stop();
