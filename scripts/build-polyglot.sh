@@ -53,15 +53,17 @@ cannot() {
     return 1
 }
 
-# sha256 of the files given, of the WIT world, of this script and of "$extra".
+# sha256 of the files given, of the WIT world, of the recipe (the text of
+# the calling build_<lang> function) and of "$extra" (toolchain versions).
 inputs_hash() {
     local extra="$1"
     shift
     {
-        for f in "$@" "$root"/wit/*.wit "${BASH_SOURCE[0]}"; do
+        for f in "$@" "$root"/wit/*.wit; do
             printf '%s\n' "${f#"$root"/}"
             sha256sum <"$f"
         done
+        declare -f "${FUNCNAME[1]}"
         printf '%s\n' "$extra"
     } | sha256sum | cut -d' ' -f1
 }
@@ -120,6 +122,178 @@ build_python() {
     install_output "$dst" "$hash" "$dst.tmp"
 }
 
+# ------------------------------------------------------------------ tools
+
+# weir-polyglot (tools/polyglot): writes C bindings, encodes components.
+polyglot_tool="$tools/tools/release/weir-polyglot"
+tool_version=""
+
+ensure_tool() {
+    local manifest="$root/tools/polyglot/Cargo.toml"
+    tool_version="$(cat "$root/tools/polyglot/Cargo.lock" "$root/tools/polyglot/src/main.rs" | sha256sum | cut -c1-16)"
+    if [ ! -x "$polyglot_tool" ] || [ "$(cat "$tools/tools/.version" 2>/dev/null)" != "$tool_version" ]; then
+        say "building tools/polyglot (weir-polyglot, one-time, about a minute)"
+        # A nested build: the outer cargo's settings must not leak in.
+        env -u CARGO_TARGET_DIR -u CARGO_BUILD_TARGET -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS \
+            -u RUSTC_WRAPPER -u RUSTC_WORKSPACE_WRAPPER -u CARGO_MAKEFLAGS -u MAKEFLAGS -u MFLAGS \
+            cargo build --release --quiet --locked --manifest-path "$manifest" \
+            --target-dir "$tools/tools" >"$logs/tool.log" 2>&1 || {
+            tail -n 30 "$logs/tool.log" >&2
+            cannot "building tools/polyglot failed (see $logs/tool.log; it needs crates.io)" || return 1
+        }
+        echo "$tool_version" >"$tools/tools/.version"
+    fi
+}
+
+# Writes the C bindings of the world to $tools/c-gen (unchanged files are not
+# touched).
+c_bindings() {
+    "$polyglot_tool" bindgen-c "$root/wit" operator "$tools/c-gen" >"$logs/bindgen-c.log" 2>&1 || {
+        cat "$logs/bindgen-c.log" >&2
+        return 1
+    }
+}
+
+# ------------------------------------------------------------------ c
+
+# Debian's clang 14 with wasi-libc and compiler-rt for wasm32.
+C_PACKAGES=(clang lld wasi-libc libclang-rt-dev-wasm32)
+clang_version=""
+
+c_smoke_test() {
+    local dir
+    dir="$(mktemp -d)"
+    printf '#include <stdio.h>\nint f(double x){char b[32];return snprintf(b,32,"%%g",x);}\n' >"$dir/t.c"
+    clang --target=wasm32-wasi -O2 -mexec-model=reactor "$dir/t.c" -o "$dir/t.wasm" >/dev/null 2>&1
+    local rc=$?
+    rm -rf "$dir"
+    return $rc
+}
+
+ensure_c() {
+    if ! command -v clang >/dev/null || ! c_smoke_test; then
+        if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+            cannot "clang for wasm32-wasi is missing and cannot be installed here (needs root and apt-get: apt-get install ${C_PACKAGES[*]})"
+            return 1
+        fi
+        say "installing ${C_PACKAGES[*]} with apt-get (one-time)"
+        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${C_PACKAGES[@]}"; } \
+            >"$logs/apt-c.log" 2>&1 ||
+            cannot "apt-get install ${C_PACKAGES[*]} failed (see $logs/apt-c.log)" || return 1
+        c_smoke_test || cannot "clang cannot build for wasm32-wasi even after apt-get install" || return 1
+    fi
+    clang_version="$(clang --version | head -n 1)"
+    ensure_tool && c_bindings
+}
+
+build_c() {
+    local name="$1" src="$2" dst="$out/$1-c.wasm" hash files work
+    mapfile -t files < <(find "$src" "$root/plugins-c/lib" -name '*.[ch]' | sort)
+    hash="$(inputs_hash "$clang_version $tool_version" "${files[@]}")"
+    up_to_date "$dst" "$hash" && return 0
+    say "c: $name"
+    work="$tools/build/$name-c"
+    mkdir -p "$work"
+    {
+        clang --target=wasm32-wasi -O2 -mexec-model=reactor -Wall -Wl,--strip-debug \
+            -I"$tools/c-gen" -I"$root/plugins-c/lib" \
+            "$src"/*.c "$root"/plugins-c/lib/*.c \
+            "$tools/c-gen/operator.c" "$tools/c-gen/operator_component_type.o" \
+            -o "$work/core.wasm" &&
+            "$polyglot_tool" component "$work/core.wasm" "$dst.tmp"
+    } >"$logs/$name-c.log" 2>&1 || {
+        say "c: building $name failed:"
+        tail -n 30 "$logs/$name-c.log" >&2
+        return 1
+    }
+    install_output "$dst" "$hash" "$dst.tmp"
+}
+
+# ------------------------------------------------------------------ js
+
+js_dir="$tools/js"
+
+ensure_js() {
+    command -v node >/dev/null && command -v npm >/dev/null ||
+        cannot "node and npm are not installed (on Debian: apt-get install nodejs npm)" || return 1
+    local have
+    have="$(node -p "require('$js_dir/node_modules/@bytecodealliance/componentize-js/package.json').version" 2>/dev/null || true)"
+    if [ "$have" != "$COMPONENTIZE_JS_VERSION" ]; then
+        say "installing @bytecodealliance/componentize-js $COMPONENTIZE_JS_VERSION from npm into target/polyglot/js (one-time)"
+        mkdir -p "$js_dir"
+        [ -f "$js_dir/package.json" ] || echo '{"private": true}' >"$js_dir/package.json"
+        (cd "$js_dir" && npm install --no-audit --no-fund --silent \
+            "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION") >"$logs/npm-js.log" 2>&1 ||
+            cannot "npm install @bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION failed (see $logs/npm-js.log)" || return 1
+    fi
+}
+
+build_js() {
+    local name="$1" src="$2" dst="$out/$1-js.wasm" hash files
+    mapfile -t files < <(find "$src" -name '*.js' | sort)
+    hash="$(inputs_hash "componentize-js $COMPONENTIZE_JS_VERSION" "${files[@]}")"
+    up_to_date "$dst" "$hash" && return 0
+    say "js: $name (componentize-js, StarlingMonkey)"
+    # Without -d, the component would import wasi:http, which hosts without
+    # HTTP (Weir) cannot link.
+    "$js_dir/node_modules/.bin/componentize-js" "$src/$name.js" --wit "$root/wit" -n operator \
+        -d stdio random clocks http fetch-event -o "$dst.tmp" >"$logs/$name-js.log" 2>&1 || {
+        say "js: building $name failed:"
+        tail -n 30 "$logs/$name-js.log" >&2
+        return 1
+    }
+    install_output "$dst" "$hash" "$dst.tmp"
+}
+
+# ------------------------------------------------------------------ zig
+
+zig() {
+    ZIG_GLOBAL_CACHE_DIR="$tools/zig-cache" "$py_venv/bin/python" -m ziglang "$@"
+}
+
+ensure_zig() {
+    ensure_venv && pip_package ziglang "$ZIGLANG_VERSION" && ensure_tool && c_bindings || return 1
+    # Zig 0.16+ has no @cImport: translate the C declarations the operators
+    # use (plugins-zig/lib/c.h) to c.zig, once for all of them.
+    local hash
+    hash="$(cat "$root/plugins-zig/lib/c.h" "$root"/plugins-c/lib/*.h "$tools"/c-gen/*.h | sha256sum | cut -c1-16) $ZIGLANG_VERSION"
+    if [ "$(cat "$tools/zig-c/.inputs" 2>/dev/null)" != "$hash" ]; then
+        mkdir -p "$tools/zig-c"
+        zig translate-c -target wasm32-wasi -lc -I"$tools/c-gen" -I"$root/plugins-c/lib" \
+            "$root/plugins-zig/lib/c.h" >"$tools/zig-c/c.zig" 2>"$logs/zig-translate-c.log" || {
+            cat "$logs/zig-translate-c.log" >&2
+            return 1
+        }
+        echo "$hash" >"$tools/zig-c/.inputs"
+    fi
+}
+
+build_zig() {
+    local name="$1" src="$2" dst="$out/$1-zig.wasm" hash files work
+    mapfile -t files < <(find "$src" "$root/plugins-zig/lib" "$root/plugins-c/lib" -name '*.zig' -o -name '*.[ch]' | sort)
+    hash="$(inputs_hash "ziglang $ZIGLANG_VERSION $tool_version" "${files[@]}")"
+    up_to_date "$dst" "$hash" && return 0
+    say "zig: $name (the first build takes a few minutes)"
+    work="$tools/build/$name-zig"
+    rm -rf "$work"
+    mkdir -p "$work"
+    cp "$src"/*.zig "$work/"
+    cp "$tools/zig-c/c.zig" "$work/c.zig"
+    {
+        (cd "$work" && zig build-exe main.zig "$root"/plugins-c/lib/*.c \
+                "$tools/c-gen/operator.c" "$tools/c-gen/operator_component_type.o" \
+                -target wasm32-wasi -mexec-model=reactor -fno-entry -O ReleaseSmall -lc \
+                -I"$tools/c-gen" -I"$root/plugins-c/lib" -femit-bin="$work/core.wasm") &&
+            "$polyglot_tool" component "$work/core.wasm" "$dst.tmp"
+    } >"$logs/$name-zig.log" 2>&1 || {
+        say "zig: building $name failed:"
+        tail -n 30 "$logs/$name-zig.log" >&2
+        return 1
+    }
+    install_output "$dst" "$hash" "$dst.tmp"
+}
+
+
 # ------------------------------------------------------------------ driver
 
 # build_lang LANG DIR: ensures LANG's toolchain, then builds every operator
@@ -145,6 +319,8 @@ build_lang() {
     local ok=1
     for src in "$root/$dir"/*/; do
         src="${src%/}"
+        # lib/ holds code shared by the operators of a language.
+        [ "$(basename "$src")" = lib ] && continue
         "build_$lang" "$(basename "$src")" "$src" || ok=0
     done
     if [ $ok = 1 ]; then
@@ -159,6 +335,9 @@ build_lang() {
 for lang in "${langs[@]}"; do
     case "$lang" in
     python | py) build_lang python plugins-py ;;
+    c) build_lang c plugins-c ;;
+    js) build_lang js plugins-js ;;
+    zig) build_lang zig plugins-zig ;;
     *)
         say "unknown language \`$lang\` (python, c, js, zig)"
         exit 2

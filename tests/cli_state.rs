@@ -12,6 +12,7 @@ const JOB: &str = r#"
 name = "counted"
 [checkpoint]
 interval = "50ms"
+retain = 1000
 [[source]]
 id = "words"
 type = "file"
@@ -91,17 +92,28 @@ fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
     assert!(ok);
     assert_eq!(text.trim(), r#"{"key":"w1\u0000count","value":500}"#);
 
-    // An earlier checkpoint holds smaller counts.
+    // An earlier checkpoint holds the counts of the records before its
+    // source offset.
     let (_, json, _) = weir(&["checkpoints", "--json", state]);
     let list: Vec<Value> = serde_json::from_str(&json).unwrap();
-    let first = list[0]["id"].as_u64().unwrap().to_string();
-    let (ok, doc, err) = weir(&["state", state, "--operator", "count", "--checkpoint", &first, "--json"]);
+    let early = list
+        .iter()
+        .find(|c| c["sources"]["words"]["records"].as_u64().unwrap() < 1500)
+        .unwrap_or_else(|| panic!("no checkpoint before the end of input: {json}"));
+    let records = early["sources"]["words"]["records"].as_u64().unwrap();
+    let id = early["id"].as_u64().unwrap().to_string();
+    let (ok, doc, err) = weir(&["state", state, "--operator", "count", "--checkpoint", &id, "--json"]);
     assert!(ok, "{err}");
     let doc: Value = serde_json::from_str(&doc).unwrap();
-    assert_eq!(doc["checkpoint"].as_u64().unwrap().to_string(), first);
+    assert_eq!(doc["checkpoint"].as_u64().unwrap().to_string(), id);
     assert_eq!(doc["operator"], "count");
-    for e in doc["entries"].as_array().unwrap() {
-        assert!(e["value"].as_u64().unwrap() < 500, "{e}");
+    let entries = doc["entries"].as_array().unwrap();
+    assert_eq!(entries.len() as u64, records.min(3), "{doc}");
+    for e in entries {
+        let k: u64 = e["key"].as_str().unwrap()[1..2].parse().unwrap();
+        // Line i holds word w(i % 3).
+        let expected = (0..records).filter(|i| i % 3 == k).count() as u64;
+        assert_eq!(e["value"].as_u64().unwrap(), expected, "{e} at {records} records");
         assert_eq!(e["value_encoding"], "json");
         assert_eq!(e["key_encoding"], "utf8");
         assert!(e["instance"].as_u64().unwrap() < 2);

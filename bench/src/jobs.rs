@@ -72,6 +72,9 @@ pub struct JobRun {
     pub first_read: Option<Duration>,
     /// From calling `run` until the first record reached the operator.
     pub first_processed: Option<Duration>,
+    /// From calling `run` until the operator's first output (the first
+    /// `process` call returned).
+    pub first_emitted: Option<Duration>,
     /// From calling `run` until the first record reached a sink (the first
     /// processed record came out of the operator).
     pub first_output: Option<Duration>,
@@ -142,7 +145,8 @@ pub fn run_job(
     let watcher = {
         let (stop, metrics) = (stop.clone(), metrics.clone());
         std::thread::spawn(move || {
-            let (mut read, mut processed, mut output, mut buffered) = (None, None, None, 0u64);
+            let (mut read, mut processed, mut emitted, mut output, mut buffered) =
+                (None, None, None, None, 0u64);
             loop {
                 let done = stop.load(Ordering::Relaxed);
                 let now = started.elapsed();
@@ -153,6 +157,7 @@ pub fn run_job(
                 };
                 first(&mut read, src.records_out.load(Ordering::Relaxed));
                 first(&mut processed, op.records_in.load(Ordering::Relaxed));
+                first(&mut emitted, op.records_out.load(Ordering::Relaxed));
                 first(&mut output, snk.records_in.load(Ordering::Relaxed));
                 buffered = buffered.max(
                     metrics
@@ -161,7 +166,7 @@ pub fn run_job(
                         .load(Ordering::Relaxed),
                 );
                 if done {
-                    return (read, processed, output, buffered);
+                    return (read, processed, emitted, output, buffered);
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -170,7 +175,7 @@ pub fn run_job(
     let result = weir::runner::run(&job, &runtime, &options, &AtomicBool::new(false));
     let wall = started.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let (first_read, first_processed, first_output, max_buffered_bytes) =
+    let (first_read, first_processed, first_emitted, first_output, max_buffered_bytes) =
         watcher.join().expect("watcher thread");
     let summary = result.with_context(|| format!("running {}", path.display()))?;
     let store = CheckpointStore::open_existing(&dir.join("state"))?;
@@ -180,6 +185,7 @@ pub fn run_job(
         wall,
         first_read,
         first_processed,
+        first_emitted,
         first_output,
         max_buffered_bytes,
         checkpoints,

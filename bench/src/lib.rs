@@ -188,3 +188,12 @@ pub fn median(values: &[f64]) -> f64 {
         n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
+
+/// Bytes this process caused to be written to storage so far
+/// (`write_bytes` of `/proc/self/io`), when the kernel reports it.
+pub fn io_write_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/io").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+}

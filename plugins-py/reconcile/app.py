@@ -78,8 +78,14 @@ def _json_value(v):
     """Compact JSON text of a parsed value, as serde_json writes it."""
     if isinstance(v, float):
         return fmt_f64(v)
+    if isinstance(v, bool) or v is None:
+        return json.dumps(v)
+    if isinstance(v, int):
+        return str(v) if -(2**63) <= v < 2**64 else fmt_f64(float(v))
     if isinstance(v, dict):
-        return "{" + ",".join(_json_text(k) + ":" + _json_value(x) for k, x in v.items()) + "}"
+        # serde_json's map is sorted by key.
+        items = sorted(v.items(), key=lambda kv: kv[0].encode())
+        return "{" + ",".join(_json_text(k) + ":" + _json_value(x) for k, x in items) + "}"
     if isinstance(v, list):
         return "[" + ",".join(_json_value(x) for x in v) + "]"
     return json.dumps(v, ensure_ascii=False)
@@ -93,9 +99,14 @@ def _no_constants(name):
     raise ValueError(f"invalid number {name}")
 
 
+def _parse_int(text):
+    # serde_json reads `-0` as the float -0.0.
+    return -0.0 if text.lstrip("-").strip("0") == "" and text.startswith("-") else int(text)
+
+
 def _parse_json(data):
     text = data.decode("utf-8")
-    return json.loads(text, parse_constant=_no_constants)
+    return json.loads(text, parse_constant=_no_constants, parse_int=_parse_int)
 
 
 def _amount_of(v):

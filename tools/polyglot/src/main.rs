@@ -54,11 +54,10 @@ fn bindgen_c(wit: &Path, world: &str, out: &Path) -> Result<()> {
 fn component(core: &Path, out: &Path) -> Result<()> {
     let module = std::fs::read(core).with_context(|| format!("reading {}", core.display()))?;
     let imports_wasi = wasmparser_imports(&module)?;
-    let mut encoder = wit_component::ComponentEncoder::default()
-        .validate(true)
-        .module(&module)?;
+    let mut encoder = wit_component::ComponentEncoder::default();
+    encoder.validate(true).module(&module)?;
     if imports_wasi {
-        encoder = encoder.adapter(
+        encoder.adapter(
             WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
             WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
         )?;

@@ -1,0 +1,481 @@
+/*
+ * `reconcile` (对账) in C: the same operator as plugins/reconcile (Rust).
+ *
+ * Inputs `a` and `b` carry JSON objects with an `amount` (a number, or a
+ * string holding one, as CSV sources produce). The key is the record key,
+ * else the JSON field named by `key_field` (default "key"). For each key the
+ * operator emits exactly one record, keyed by the key:
+ *
+ *   {"key": k, "status": "MATCH" | "AMOUNT_MISMATCH" | "ONLY_A" | "ONLY_B",
+ *    "a": <amount or null>, "b": <amount or null>}
+ *
+ * as soon as both sides are present (MATCH when |a - b| <= tolerance), and
+ * for keys seen on one side only, at `finish`. The first record per key and
+ * side counts; later records for a side already seen are ignored.
+ *
+ * State layout (state version 1, shared with the Rust build): key `<k>` 0x00
+ * `rc`, value JSON {"a": <f64>, "b": <f64>, "done": true}, an absent side
+ * and `done: false` omitted.
+ *
+ * Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
+ *
+ * Build: scripts/build-polyglot.sh c.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "operator.h"
+#include "weir_util.h"
+
+static const char SUFFIX[] = "\0rc";
+#define SUFFIX_LEN 3
+#define SCAN_PAGE 1000
+
+static double tolerance;
+static char *key_field;
+static size_t key_field_len;
+
+typedef struct {
+    bool has_a, has_b, done;
+    double a, b;
+} pending_t;
+
+/* ---- errors */
+
+static bool error(weir_operator_types_error_t *err, uint8_t tag, buf_t *msg) {
+    err->tag = tag;
+    operator_string_dup_n(&err->val.other, (const char *)msg->ptr, msg->len);
+    free(msg->ptr);
+    return false;
+}
+
+static bool error_str(weir_operator_types_error_t *err, uint8_t tag, const char *msg) {
+    buf_t b = {0};
+    buf_puts(&b, msg);
+    return error(err, tag, &b);
+}
+
+static void dup_list(operator_list_string_t *l, const char *const *names, size_t n) {
+    l->ptr = malloc(n * sizeof(operator_string_t));
+    l->len = n;
+    for (size_t i = 0; i < n; i++) operator_string_dup(&l->ptr[i], names[i]);
+}
+
+void exports_weir_operator_lifecycle_describe(weir_operator_types_operator_info_t *ret) {
+    static const char *const inputs[] = {"a", "b"}, *const outputs[] = {"out"};
+    operator_string_dup(&ret->name, "reconcile");
+    operator_string_dup(&ret->version, "0.1.0");
+    dup_list(&ret->inputs, inputs, 2);
+    dup_list(&ret->outputs, outputs, 1);
+    ret->state_version = 1;
+}
+
+bool exports_weir_operator_lifecycle_open(weir_operator_types_open_context_t *ctx,
+                                          weir_operator_types_error_t *err) {
+    arena_t a = {0};
+    const uint8_t *text = ctx->config.ptr;
+    size_t len = ctx->config.len;
+    utf8_trim(&text, &len);
+    bool ok = true;
+    double tol = 0.0;
+    const uint8_t *field = (const uint8_t *)"key";
+    size_t field_len = 3;
+    if (len > 0) {
+        const char *why;
+        jval_t *config = json_parse(&a, text, len, &why);
+        buf_t msg = {0};
+        if (!config) {
+            buf_puts(&msg, "config is not JSON: ");
+            buf_puts(&msg, why);
+            ok = error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG, &msg);
+        } else if (config->type != J_OBJ) {
+            ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
+                           "config must be a JSON object");
+        } else {
+            for (size_t i = 0; ok && i < config->n; i++) {
+                jmember_t *m = &config->members[i];
+                if (m->key_len == 9 && memcmp(m->key, "tolerance", 9) == 0) {
+                    if (m->value.type != J_NUM)
+                        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
+                                       "`tolerance`: expected a number");
+                    else
+                        tol = m->value.num;
+                } else if (m->key_len == 9 && memcmp(m->key, "key_field", 9) == 0) {
+                    if (m->value.type != J_STR) {
+                        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
+                                       "`key_field`: expected a string");
+                    } else {
+                        field = m->value.text;
+                        field_len = m->value.text_len;
+                    }
+                } else {
+                    buf_puts(&msg, "unknown field `");
+                    buf_push(&msg, m->key, m->key_len);
+                    buf_puts(&msg, "`, expected `tolerance` or `key_field`");
+                    ok = error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG, &msg);
+                }
+            }
+        }
+    }
+    if (ok && (isnan(tol) || tol < 0.0)) {
+        buf_t msg = {0};
+        buf_puts(&msg, "`tolerance` must be >= 0, got ");
+        buf_f64(&msg, tol);
+        ok = error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG, &msg);
+    }
+    if (ok) {
+        tolerance = tol;
+        free(key_field);
+        key_field = malloc(field_len + 1);
+        memcpy(key_field, field, field_len);
+        key_field[field_len] = 0;
+        key_field_len = field_len;
+    }
+    arena_free(&a);
+    weir_operator_types_open_context_free(ctx);
+    return ok;
+}
+
+/* ---- records */
+
+/* The key and amount of a record, or false with *err set. */
+static bool parse_record(arena_t *a, weir_operator_types_record_t *rec, buf_t *key,
+                         double *amount, weir_operator_types_error_t *err) {
+    const char *why;
+    jval_t *v = json_parse(a, rec->value.ptr, rec->value.len, &why);
+    if (!v) {
+        buf_t msg = {0};
+        buf_puts(&msg, "record value is not the expected JSON (");
+        buf_puts(&msg, why);
+        buf_puts(&msg, "): ");
+        size_t shown = rec->value.len < 200 ? rec->value.len : 200;
+        buf_push(&msg, rec->value.ptr, shown);
+        if (!utf8_valid(msg.ptr, msg.len)) {
+            msg.len = 0;
+            buf_puts(&msg, "record value is not the expected JSON (invalid UTF-8)");
+        }
+        return error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
+    }
+    /* The key: the record key when UTF-8, else the configured field. */
+    if (rec->key.is_some && utf8_valid(rec->key.val.ptr, rec->key.val.len)) {
+        buf_push(key, rec->key.val.ptr, rec->key.val.len);
+    } else {
+        const jval_t *f = NULL;
+        if (v->type == J_OBJ) {
+            for (size_t i = 0; i < v->n; i++)
+                if (v->members[i].key_len == key_field_len &&
+                    memcmp(v->members[i].key, key_field, key_field_len) == 0)
+                    f = &v->members[i].value;
+        }
+        if (f && f->type == J_STR) {
+            buf_push(key, f->text, f->text_len);
+        } else if (f && f->type != J_NULL) {
+            buf_json_value(key, f);
+        } else {
+            buf_t msg = {0};
+            buf_puts(&msg, "record has no key and no `");
+            buf_puts(&msg, key_field);
+            buf_puts(&msg, "` field (set the source's `key` or the operator's `key_field`): ");
+            buf_json_value(&msg, v);
+            return error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
+        }
+    }
+    const jval_t *am = json_get(v, "amount");
+    if (!am) {
+        buf_t msg = {0};
+        buf_puts(&msg, "record has no `amount`: ");
+        buf_json_value(&msg, v);
+        return error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
+    }
+    bool ok = false;
+    if (am->type == J_NUM) {
+        *amount = am->num;
+        ok = true;
+    } else if (am->type == J_STR) {
+        const uint8_t *s = am->text;
+        size_t n = am->text_len;
+        utf8_trim(&s, &n);
+        ok = parse_rust_f64(s, n, amount);
+    }
+    if (!ok) {
+        buf_t msg = {0};
+        buf_puts(&msg, "`amount` is not a number: ");
+        buf_json_value(&msg, am);
+        return error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
+    }
+    return true;
+}
+
+/* ---- state values */
+
+static void encode_pending(buf_t *b, const pending_t *p) {
+    bool first = true;
+    buf_putc(b, '{');
+    if (p->has_a) {
+        buf_puts(b, "\"a\":");
+        buf_f64(b, p->a);
+        first = false;
+    }
+    if (p->has_b) {
+        if (!first) buf_putc(b, ',');
+        buf_puts(b, "\"b\":");
+        buf_f64(b, p->b);
+        first = false;
+    }
+    if (p->done) {
+        if (!first) buf_putc(b, ',');
+        buf_puts(b, "\"done\":true");
+    }
+    buf_putc(b, '}');
+}
+
+static bool decode_pending(const uint8_t *s, size_t n, pending_t *p,
+                           weir_operator_types_error_t *err) {
+    arena_t a = {0};
+    const char *why = "not an object";
+    jval_t *v = json_parse(&a, s, n, &why);
+    memset(p, 0, sizeof *p);
+    bool ok = v && v->type == J_OBJ;
+    if (ok) {
+        const jval_t *x = json_get(v, "a"), *y = json_get(v, "b"), *d = json_get(v, "done");
+        if (x && x->type == J_NUM) p->has_a = true, p->a = x->num;
+        else if (x && x->type != J_NULL) ok = false;
+        if (y && y->type == J_NUM) p->has_b = true, p->b = y->num;
+        else if (y && y->type != J_NULL) ok = false;
+        if (d && d->type == J_BOOL) p->done = d->boolean;
+        else if (d) ok = false;
+    }
+    arena_free(&a);
+    if (!ok)
+        error_str(err, WEIR_OPERATOR_TYPES_ERROR_INCOMPATIBLE_STATE,
+                  "state `rc` holds a value that does not decode");
+    return ok;
+}
+
+/* Appends the output record for `key` to `out`; false when neither side is known. */
+static bool classified(const uint8_t *key, size_t key_len, const pending_t *p,
+                       weir_operator_emit_list_record_t *out) {
+    const char *status;
+    if (p->has_a && p->has_b)
+        status = fabs(p->a - p->b) <= tolerance + 1e-9 ? "MATCH" : "AMOUNT_MISMATCH";
+    else if (p->has_a)
+        status = "ONLY_A";
+    else if (p->has_b)
+        status = "ONLY_B";
+    else
+        return false;
+    buf_t v = {0};
+    buf_puts(&v, "{\"key\":");
+    buf_json_string(&v, key, key_len);
+    buf_puts(&v, ",\"status\":\"");
+    buf_puts(&v, status);
+    buf_puts(&v, "\",\"a\":");
+    if (p->has_a) buf_f64(&v, p->a);
+    else buf_puts(&v, "null");
+    buf_puts(&v, ",\"b\":");
+    if (p->has_b) buf_f64(&v, p->b);
+    else buf_puts(&v, "null");
+    buf_putc(&v, '}');
+    weir_operator_types_record_t *r = &out->ptr[out->len++];
+    r->key.is_some = true;
+    r->key.val.ptr = malloc(key_len + 1);
+    memcpy(r->key.val.ptr, key, key_len);
+    r->key.val.len = key_len;
+    r->value.ptr = v.ptr;
+    r->value.len = v.len;
+    r->timestamp.is_some = false;
+    return true;
+}
+
+static void emit_and_free(weir_operator_emit_list_record_t *out) {
+    if (out->len) weir_operator_emit_emit_batch(0, out);
+    for (size_t i = 0; i < out->len; i++) {
+        free(out->ptr[i].key.val.ptr);
+        free(out->ptr[i].value.ptr);
+    }
+    free(out->ptr);
+}
+
+typedef struct {
+    buf_t key; /* the record key, then the state key suffix */
+    double amount;
+} parsed_t;
+
+typedef struct {
+    const uint8_t *key;
+    size_t len;
+    pending_t p;
+    bool changed;
+} slot_t;
+
+static int slot_cmp(const void *x, const void *y) {
+    const slot_t *a = x, *b = y;
+    size_t m = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->key, b->key, m);
+    if (c) return c;
+    return (a->len > b->len) - (a->len < b->len);
+}
+
+bool exports_weir_operator_lifecycle_process(uint32_t port,
+                                             exports_weir_operator_lifecycle_list_record_t *batch,
+                                             weir_operator_types_error_t *err) {
+    bool ok = true;
+    size_t n = batch->len;
+    parsed_t *parsed = calloc(n + 1, sizeof(parsed_t));
+    arena_t a = {0};
+    if (port != 0 && port != 1) {
+        char msg[80];
+        snprintf(msg, sizeof msg, "reconcile has inputs 0 (a) and 1 (b), got port %u", port);
+        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_OTHER, msg);
+    }
+    for (size_t i = 0; ok && i < n; i++)
+        ok = parse_record(&a, &batch->ptr[i], &parsed[i].key, &parsed[i].amount, err);
+    arena_free(&a);
+    if (ok) {
+        /* Distinct keys, sorted: one state read and one write per batch. */
+        slot_t *slots = calloc(n + 1, sizeof(slot_t));
+        for (size_t i = 0; i < n; i++) {
+            slots[i].key = parsed[i].key.ptr;
+            slots[i].len = parsed[i].key.len;
+        }
+        qsort(slots, n, sizeof(slot_t), slot_cmp);
+        size_t nd = 0;
+        for (size_t i = 0; i < n; i++)
+            if (nd == 0 || slot_cmp(&slots[nd - 1], &slots[i]) != 0) slots[nd++] = slots[i];
+
+        operator_list_list_u8_t keys = {malloc((nd + 1) * sizeof(operator_list_u8_t)), nd};
+        for (size_t i = 0; i < nd; i++) {
+            keys.ptr[i].len = slots[i].len + SUFFIX_LEN;
+            keys.ptr[i].ptr = malloc(keys.ptr[i].len);
+            memcpy(keys.ptr[i].ptr, slots[i].key, slots[i].len);
+            memcpy(keys.ptr[i].ptr + slots[i].len, SUFFIX, SUFFIX_LEN);
+        }
+        operator_list_option_list_u8_t stored;
+        weir_operator_state_get_many(&keys, &stored);
+        for (size_t i = 0; ok && i < nd; i++)
+            if (stored.ptr[i].is_some)
+                ok = decode_pending(stored.ptr[i].val.ptr, stored.ptr[i].val.len, &slots[i].p, err);
+        operator_list_option_list_u8_free(&stored);
+
+        weir_operator_emit_list_record_t out = {malloc((n + 1) * sizeof(weir_operator_types_record_t)), 0};
+        for (size_t i = 0; ok && i < n; i++) {
+            slot_t probe = {parsed[i].key.ptr, parsed[i].key.len};
+            slot_t *s = bsearch(&probe, slots, nd, sizeof(slot_t), slot_cmp);
+            pending_t *p = &s->p;
+            bool *side = port == 0 ? &p->has_a : &p->has_b;
+            if (p->done || *side) continue;
+            *side = true;
+            if (port == 0) p->a = parsed[i].amount;
+            else p->b = parsed[i].amount;
+            s->changed = true;
+            if (p->has_a && p->has_b) {
+                classified(s->key, s->len, p, &out);
+                p->done = true;
+            }
+        }
+        if (ok) emit_and_free(&out);
+        else free(out.ptr);
+
+        weir_operator_state_list_entry_t entries = {malloc((nd + 1) * sizeof(weir_operator_state_entry_t)), 0};
+        for (size_t i = 0; ok && i < nd; i++) {
+            if (!slots[i].changed) continue;
+            buf_t v = {0};
+            encode_pending(&v, &slots[i].p);
+            weir_operator_state_entry_t *e = &entries.ptr[entries.len++];
+            e->key = keys.ptr[i];
+            e->value.ptr = v.ptr;
+            e->value.len = v.len;
+        }
+        if (entries.len) weir_operator_state_put_many(&entries);
+        for (size_t i = 0; i < entries.len; i++) free(entries.ptr[i].value.ptr);
+        free(entries.ptr);
+        operator_list_list_u8_free(&keys);
+        free(slots);
+    }
+    for (size_t i = 0; i < n; i++) free(parsed[i].key.ptr);
+    free(parsed);
+    exports_weir_operator_lifecycle_list_record_free(batch);
+    return ok;
+}
+
+bool exports_weir_operator_lifecycle_on_checkpoint(uint64_t checkpoint_id,
+                                                   weir_operator_types_error_t *err) {
+    (void)checkpoint_id;
+    (void)err;
+    return true;
+}
+
+bool exports_weir_operator_lifecycle_finish(weir_operator_types_error_t *err) {
+    /* Every key not classified yet, in byte-key order. */
+    operator_list_u8_t prefix = {NULL, 0};
+    operator_list_u8_t after = {NULL, 0};
+    bool has_after = false, ok = true;
+    while (ok) {
+        weir_operator_state_list_entry_t page;
+        weir_operator_state_scan(&prefix, has_after ? &after : NULL, SCAN_PAGE, &page);
+        weir_operator_emit_list_record_t out = {malloc((page.len + 1) * sizeof(weir_operator_types_record_t)), 0};
+        weir_operator_state_list_entry_t updates = {malloc((page.len + 1) * sizeof(weir_operator_state_entry_t)), 0};
+        for (size_t i = 0; ok && i < page.len; i++) {
+            weir_operator_state_entry_t *e = &page.ptr[i];
+            if (e->key.len < SUFFIX_LEN ||
+                memcmp(e->key.ptr + e->key.len - SUFFIX_LEN, SUFFIX, SUFFIX_LEN) != 0)
+                continue;
+            pending_t p;
+            ok = decode_pending(e->value.ptr, e->value.len, &p, err);
+            if (!ok || p.done) continue;
+            classified(e->key.ptr, e->key.len - SUFFIX_LEN, &p, &out);
+            p.done = true;
+            buf_t v = {0};
+            encode_pending(&v, &p);
+            weir_operator_state_entry_t *u = &updates.ptr[updates.len++];
+            u->key = e->key; /* borrowed from the page */
+            u->value.ptr = v.ptr;
+            u->value.len = v.len;
+        }
+        if (ok) {
+            emit_and_free(&out);
+            if (updates.len) weir_operator_state_put_many(&updates);
+        } else {
+            for (size_t i = 0; i < out.len; i++) {
+                free(out.ptr[i].key.val.ptr);
+                free(out.ptr[i].value.ptr);
+            }
+            free(out.ptr);
+        }
+        for (size_t i = 0; i < updates.len; i++) free(updates.ptr[i].value.ptr);
+        free(updates.ptr);
+        bool more = page.len == SCAN_PAGE;
+        if (more) {
+            free(after.ptr);
+            after.len = page.ptr[page.len - 1].key.len;
+            after.ptr = malloc(after.len + 1);
+            memcpy(after.ptr, page.ptr[page.len - 1].key.ptr, after.len);
+            has_after = true;
+        }
+        weir_operator_state_list_entry_free(&page);
+        if (!more) break;
+    }
+    free(after.ptr);
+    return ok;
+}
+
+void exports_weir_operator_snapshot_snapshot(operator_list_u8_t *ret) {
+    ret->ptr = NULL;
+    ret->len = 0;
+}
+
+bool exports_weir_operator_snapshot_restore(uint32_t state_version, operator_list_u8_t *bytes,
+                                            weir_operator_types_error_t *err) {
+    bool ok = true;
+    if (bytes->len) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "this operator keeps no in-memory state but got %zu snapshot bytes (state version %u)",
+                 bytes->len, state_version);
+        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INCOMPATIBLE_STATE, msg);
+    }
+    operator_list_u8_free(bytes);
+    return ok;
+}

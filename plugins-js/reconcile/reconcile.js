@@ -1,0 +1,281 @@
+// `reconcile` (对账) in JavaScript: the same operator as plugins/reconcile (Rust).
+//
+// Inputs `a` and `b` carry JSON objects with an `amount` (a number, or a
+// string holding one, as CSV sources produce). The key is the record key,
+// else the JSON field named by `key_field` (default "key"). For each key the
+// operator emits exactly one record, keyed by the key:
+//
+//   {"key": k, "status": "MATCH" | "AMOUNT_MISMATCH" | "ONLY_A" | "ONLY_B",
+//    "a": <amount or null>, "b": <amount or null>}
+//
+// as soon as both sides are present (MATCH when |a - b| <= tolerance), and
+// for keys seen on one side only, at `finish`. The first record per key and
+// side counts; later records for a side already seen are ignored.
+//
+// State layout (state version 1, shared with the Rust build): key `<k>` 0x00
+// `rc`, value JSON {"a": <f64>, "b": <f64>, "done": true}, an absent side and
+// `done: false` omitted.
+//
+// Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
+//
+// Build: scripts/build-polyglot.sh js (componentize-js, StarlingMonkey engine).
+
+import { getMany, putMany, scan } from 'weir:operator/state@0.1.0';
+import { emitBatch } from 'weir:operator/emit@0.1.0';
+
+const encoder = new TextEncoder();
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const SUFFIX = new Uint8Array([0, ...encoder.encode('rc')]);
+const SCAN_PAGE = 1000;
+const WS = '[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
+const TRIM = new RegExp(`^${WS}+|${WS}+$`, 'g');
+// What Rust's `str::parse::<f64>` accepts (after `trim`).
+const RUST_FLOAT = /^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)$/;
+const RUST_SPECIAL = /^([+-]?)(inf|infinity|nan)$/i;
+
+let tolerance = 0;
+let keyField = 'key';
+
+function fail(tag, message) {
+  return { tag, val: message };
+}
+
+function concat(a, b) {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+function compareBytes(a, b) {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    if (a[i] !== b[i]) return a[i] - b[i];
+  }
+  return a.length - b.length;
+}
+
+function endsWith(bytes, suffix) {
+  if (bytes.length < suffix.length) return false;
+  for (let i = 0; i < suffix.length; i++) {
+    if (bytes[bytes.length - suffix.length + i] !== suffix[i]) return false;
+  }
+  return true;
+}
+
+/** A float as serde_json writes it: shortest round-trip digits, `20.0`,
+ * `0.00001`, `1e+16`, `1.5e-7`; `null` when not finite. */
+function fmtF64(x) {
+  if (!Number.isFinite(x)) return 'null';
+  if (x === 0) return Object.is(x, -0) ? '-0.0' : '0.0';
+  const sign = x < 0 ? '-' : '';
+  const [mant, exp] = Math.abs(x).toExponential().split('e');
+  const digits = mant.replace('.', '');
+  const n = digits.length;
+  const point = Number(exp) + 1; // value = 0.<digits> * 10^point
+  if (point > 0 && point <= 16) {
+    if (n <= point) return sign + digits + '0'.repeat(point - n) + '.0';
+    return sign + digits.slice(0, point) + '.' + digits.slice(point);
+  }
+  if (point > -5 && point <= 0) return sign + '0.' + '0'.repeat(-point) + digits;
+  const m = n === 1 ? digits : digits[0] + '.' + digits.slice(1);
+  const e = point - 1;
+  return sign + m + (e >= 0 ? 'e+' : 'e-') + Math.abs(e);
+}
+
+/** Compact JSON of a parsed value, as serde_json writes it (object keys
+ * sorted). JSON.parse keeps no integer/float distinction: integral numbers
+ * are written as integers. */
+function jsonValue(v) {
+  if (typeof v === 'number') return Number.isInteger(v) && !Object.is(v, -0) && Math.abs(v) < 2 ** 64 ? String(BigInt(v)) : fmtF64(v);
+  if (Array.isArray(v)) return '[' + v.map(jsonValue).join(',') + ']';
+  if (v !== null && typeof v === 'object') {
+    const keys = Object.keys(v).sort((a, b) => compareBytes(encoder.encode(a), encoder.encode(b)));
+    return '{' + keys.map((k) => JSON.stringify(k) + ':' + jsonValue(v[k])).join(',') + '}';
+  }
+  return JSON.stringify(v);
+}
+
+function parseJson(bytes) {
+  return JSON.parse(utf8.decode(bytes));
+}
+
+function isObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function amountOf(v) {
+  if (!isObject(v) || !Object.hasOwn(v, 'amount')) {
+    throw fail('invalid-input', `record has no \`amount\`: ${jsonValue(v)}`);
+  }
+  const amount = v.amount;
+  if (typeof amount === 'number') return amount;
+  if (typeof amount === 'string') {
+    const s = amount.replace(TRIM, '');
+    if (RUST_FLOAT.test(s)) return Number(s);
+    const special = RUST_SPECIAL.exec(s);
+    if (special) {
+      if (special[2].toLowerCase() === 'nan') return NaN;
+      return special[1] === '-' ? -Infinity : Infinity;
+    }
+  }
+  throw fail('invalid-input', `\`amount\` is not a number: ${jsonValue(amount)}`);
+}
+
+function keyOf(rec, v) {
+  if (rec.key != null) {
+    try {
+      return utf8.decode(rec.key);
+    } catch {
+      // not UTF-8: fall back to the field
+    }
+  }
+  const field = isObject(v) && Object.hasOwn(v, keyField) ? v[keyField] : null;
+  if (typeof field === 'string') return field;
+  if (field !== null && field !== undefined) return jsonValue(field);
+  throw fail(
+    'invalid-input',
+    `record has no key and no \`${keyField}\` field (set the source's \`key\` or the operator's \`key_field\`): ${jsonValue(v)}`,
+  );
+}
+
+function encodePending(p) {
+  const parts = [];
+  if (p.a !== null) parts.push('"a":' + fmtF64(p.a));
+  if (p.b !== null) parts.push('"b":' + fmtF64(p.b));
+  if (p.done) parts.push('"done":true');
+  return encoder.encode('{' + parts.join(',') + '}');
+}
+
+function decodePending(bytes) {
+  try {
+    const v = parseJson(bytes);
+    return { a: v.a ?? null, b: v.b ?? null, done: v.done === true };
+  } catch (e) {
+    throw fail('incompatible-state', `state \`rc\` holds a value that does not decode: ${e.message ?? e}`);
+  }
+}
+
+function classified(key, keyBytes, p) {
+  let status;
+  if (p.a !== null && p.b !== null) status = Math.abs(p.a - p.b) <= tolerance + 1e-9 ? 'MATCH' : 'AMOUNT_MISMATCH';
+  else if (p.a !== null) status = 'ONLY_A';
+  else if (p.b !== null) status = 'ONLY_B';
+  else return null;
+  const a = p.a === null ? 'null' : fmtF64(p.a);
+  const b = p.b === null ? 'null' : fmtF64(p.b);
+  return {
+    key: keyBytes,
+    value: encoder.encode(`{"key":${JSON.stringify(key)},"status":"${status}","a":${a},"b":${b}}`),
+    timestamp: undefined,
+  };
+}
+
+export const lifecycle = {
+  describe() {
+    return { name: 'reconcile', version: '0.1.0', inputs: ['a', 'b'], outputs: ['out'], stateVersion: 1 };
+  },
+
+  open(ctx) {
+    const text = ctx.config.trim() === '' ? '{}' : ctx.config;
+    let config;
+    try {
+      config = JSON.parse(text);
+    } catch (e) {
+      throw fail('invalid-config', `config is not JSON: ${e.message}`);
+    }
+    if (!isObject(config)) throw fail('invalid-config', 'config must be a JSON object');
+    for (const field of Object.keys(config)) {
+      if (field !== 'tolerance' && field !== 'key_field') {
+        throw fail('invalid-config', `unknown field \`${field}\`, expected \`tolerance\` or \`key_field\``);
+      }
+    }
+    const tol = config.tolerance ?? 0;
+    if (typeof tol !== 'number') throw fail('invalid-config', '`tolerance`: expected a number');
+    const field = config.key_field ?? 'key';
+    if (typeof field !== 'string') throw fail('invalid-config', '`key_field`: expected a string');
+    if (Number.isNaN(tol) || tol < 0) throw fail('invalid-config', `\`tolerance\` must be >= 0, got ${fmtF64(tol)}`);
+    tolerance = tol;
+    keyField = field;
+  },
+
+  process(port, batch) {
+    if (port !== 0 && port !== 1) throw fail('other', `reconcile has inputs 0 (a) and 1 (b), got port ${port}`);
+    const parsed = batch.map((rec) => {
+      let v;
+      try {
+        v = parseJson(rec.value);
+      } catch (e) {
+        throw fail('invalid-input', `record value is not the expected JSON (${e.message ?? e})`);
+      }
+      return [keyOf(rec, v), amountOf(v)];
+    });
+    // One state read and one write per batch, in byte order of the keys.
+    const slots = [...new Set(parsed.map(([k]) => k))]
+      .map((k) => ({ key: k, bytes: encoder.encode(k), p: null, changed: false }))
+      .sort((x, y) => compareBytes(x.bytes, y.bytes));
+    const stored = getMany(slots.map((s) => concat(s.bytes, SUFFIX)));
+    const byKey = new Map();
+    slots.forEach((s, i) => {
+      s.p = stored[i] != null ? decodePending(stored[i]) : { a: null, b: null, done: false };
+      byKey.set(s.key, s);
+    });
+    const side = port === 0 ? 'a' : 'b';
+    const out = [];
+    for (const [key, amount] of parsed) {
+      const s = byKey.get(key);
+      if (s.p.done || s.p[side] !== null) continue;
+      s.p[side] = amount;
+      s.changed = true;
+      if (s.p.a !== null && s.p.b !== null) {
+        out.push(classified(key, s.bytes, s.p));
+        s.p.done = true;
+      }
+    }
+    if (out.length > 0) emitBatch(0, out);
+    const updates = slots.filter((s) => s.changed).map((s) => ({ key: concat(s.bytes, SUFFIX), value: encodePending(s.p) }));
+    if (updates.length > 0) putMany(updates);
+  },
+
+  onCheckpoint(checkpointId) {},
+
+  finish() {
+    const entries = [];
+    let after = undefined;
+    for (;;) {
+      const page = scan(new Uint8Array(0), after, SCAN_PAGE);
+      entries.push(...page);
+      if (page.length < SCAN_PAGE) break;
+      after = page[page.length - 1].key;
+    }
+    const out = [];
+    const updates = [];
+    for (const e of entries) {
+      if (!endsWith(e.key, SUFFIX)) continue;
+      const keyBytes = e.key.slice(0, e.key.length - SUFFIX.length);
+      const p = decodePending(e.value);
+      if (p.done) continue;
+      const rec = classified(new TextDecoder().decode(keyBytes), keyBytes, p);
+      if (rec) out.push(rec);
+      p.done = true;
+      updates.push({ key: e.key, value: encodePending(p) });
+    }
+    if (out.length > 0) emitBatch(0, out);
+    if (updates.length > 0) putMany(updates);
+  },
+};
+
+export const snapshot = {
+  snapshot() {
+    return new Uint8Array(0);
+  },
+
+  restore(stateVersion, bytes) {
+    if (bytes.length > 0) {
+      throw fail(
+        'incompatible-state',
+        `this operator keeps no in-memory state but got ${bytes.length} snapshot bytes (state version ${stateVersion})`,
+      );
+    }
+  },
+};

@@ -1,0 +1,162 @@
+//! The on-disk cache of compiled components (`weir::compile_cache`): a hit
+//! skips compilation, a corrupt, truncated or foreign entry is compiled again
+//! (never a crash), an unwritable folder only disables caching, and the
+//! engine's configuration is part of the key. Through the `weir` binary:
+//! `WEIR_CACHE_DIR` picks the folder and `off` disables it.
+
+use std::process::Command;
+use std::time::Instant;
+
+use weir::Runtime;
+use weir::compile_cache::{CompileCache, Outcome};
+use weir::plugin::RuntimeOptions;
+use weir_tests::plugins;
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+fn wasm() -> Vec<u8> {
+    std::fs::read(plugins::WORD_COUNT).unwrap()
+}
+
+#[test]
+fn a_second_compile_is_a_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(dir.path().join("cache"));
+    let rt = Runtime::new().unwrap();
+    let (_, first) = cache.compile(rt.engine(), &wasm()).unwrap();
+    assert_eq!(first, Outcome::Compiled);
+    assert!(cache.entry_path(rt.engine(), &wasm()).exists());
+    let (_, second) = cache.compile(rt.engine(), &wasm()).unwrap();
+    assert_eq!(second, Outcome::Hit);
+}
+
+#[test]
+fn damaged_entries_are_compiled_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(dir.path());
+    let rt = Runtime::new().unwrap();
+    let bytes = wasm();
+    cache.compile(rt.engine(), &bytes).unwrap();
+    let entry = cache.entry_path(rt.engine(), &bytes);
+    let good = std::fs::read(&entry).unwrap();
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x55;
+    for (what, damaged) in [
+        ("a flipped byte", flipped),
+        ("truncated", good[..good.len() / 3].to_vec()),
+        ("empty", Vec::new()),
+        ("not an entry", b"hello".to_vec()),
+    ] {
+        std::fs::write(&entry, &damaged).unwrap();
+        let (_, outcome) = cache
+            .compile(rt.engine(), &bytes)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(outcome, Outcome::Replaced, "{what}");
+        let (_, again) = cache.compile(rt.engine(), &bytes).unwrap();
+        assert_eq!(again, Outcome::Hit, "{what}: the entry was rewritten");
+    }
+}
+
+#[test]
+fn an_unwritable_cache_only_disables_caching() {
+    let dir = tempfile::tempdir().unwrap();
+    // A file where the folder should be.
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let cache = CompileCache::new(&not_a_dir);
+    let rt = Runtime::new().unwrap();
+    let (_, outcome) = cache.compile(rt.engine(), &wasm()).unwrap();
+    assert_eq!(outcome, Outcome::NotStored);
+}
+
+#[test]
+fn the_engine_configuration_is_part_of_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(dir.path());
+    let plain = Runtime::new().unwrap();
+    let fuel = Runtime::with_options(RuntimeOptions { fuel: true }).unwrap();
+    let bytes = wasm();
+    assert_ne!(
+        cache.entry_path(plain.engine(), &bytes),
+        cache.entry_path(fuel.engine(), &bytes)
+    );
+    assert_eq!(
+        cache.compile(plain.engine(), &bytes).unwrap().1,
+        Outcome::Compiled
+    );
+    assert_eq!(
+        cache.compile(fuel.engine(), &bytes).unwrap().1,
+        Outcome::Compiled
+    );
+    assert_eq!(
+        cache.compile(fuel.engine(), &bytes).unwrap().1,
+        Outcome::Hit
+    );
+}
+
+#[test]
+fn bad_wasm_is_an_error_not_an_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(dir.path());
+    let rt = Runtime::new().unwrap();
+    let bad = b"\0asm\x0d\0\x01\0garbage".to_vec();
+    assert!(cache.compile(rt.engine(), &bad).is_err());
+    assert!(!cache.entry_path(rt.engine(), &bad).exists());
+}
+
+fn inspect(cache_dir: &std::path::Path, plugin: &str) -> f64 {
+    let started = Instant::now();
+    let out = Command::new(WEIR)
+        .arg("inspect")
+        .arg(plugin)
+        .env("WEIR_CACHE_DIR", cache_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    started.elapsed().as_secs_f64()
+}
+
+fn entries(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "cwasm")
+            })
+            .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn weir_uses_weir_cache_dir_and_off_disables_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let cold = inspect(&cache, plugins::RECONCILE);
+    assert_eq!(entries(&cache), 1, "the first run wrote an entry");
+    let warm = inspect(&cache, plugins::RECONCILE);
+    eprintln!("weir inspect reconcile.wasm: {cold:.2} s cold, {warm:.2} s from the cache");
+    // A corrupt entry is recompiled by the CLI too.
+    for e in std::fs::read_dir(&cache).unwrap() {
+        std::fs::write(e.unwrap().path(), b"corrupt").unwrap();
+    }
+    inspect(&cache, plugins::RECONCILE);
+    let out = Command::new(WEIR)
+        .arg("inspect")
+        .arg(plugins::RECONCILE)
+        .env("WEIR_CACHE_DIR", "off")
+        .env("HOME", dir.path())
+        .env_remove("XDG_CACHE_HOME")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!dir.path().join(".cache").exists(), "off writes nothing");
+}
