@@ -9,10 +9,12 @@
 # Usage: scripts/build-polyglot.sh [python|c|js|zig ...]   (default: all four)
 #
 # Toolchains are installed from the package registries only when missing, into
-# target/polyglot/ (a Python venv, node_modules, and `weir-polyglot`, a small
-# Rust helper in tools/polyglot that writes the C bindings and encodes core
-# modules as components), except Debian's clang and wasi-libc, which need
-# apt-get (root). A component is rebuilt only when its inputs changed: the
+# ~/.cache/weir-polyglot (or $WEIR_POLYGLOT_CACHE): a Python venv (venv/),
+# node_modules (js/), the Zig cache (zig-cache/) and `weir-polyglot`
+# (tools/), a small Rust helper built from tools/polyglot that writes the C
+# bindings and encodes core modules as components; Debian's clang and
+# wasi-libc are installed with apt-get (root). Per checkout, target/polyglot/
+# holds the generated bindings, build folders, logs and status. A component is rebuilt only when its inputs changed: the
 # sha256 of its sources, the WIT files, this script and the toolchain version
 # is kept next to it in `<name>-<lang>.wasm.inputs`.
 #
@@ -28,7 +30,10 @@ tools="$root/target/polyglot"
 out="$root/plugins/target"
 status_dir="$tools/status"
 logs="$tools/logs"
-mkdir -p "$tools" "$out" "$status_dir" "$logs"
+# Toolchains live where the machine keeps them across checkouts (CI runs in a
+# fresh clone): $WEIR_POLYGLOT_CACHE, else ~/.cache/weir-polyglot.
+cache="${WEIR_POLYGLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weir-polyglot}"
+mkdir -p "$tools" "$out" "$status_dir" "$logs" "$cache"
 
 # Pinned toolchain versions (see docs/polyglot.md).
 COMPONENTIZE_PY_VERSION=0.25.1
@@ -36,7 +41,7 @@ COMPONENTIZE_JS_VERSION=0.23.0
 ZIGLANG_VERSION=0.17.0
 
 # One build at a time (tests and people may run this concurrently).
-exec 9>"$tools/.lock"
+exec 9>"$cache/.lock"
 flock 9
 
 langs=("$@")
@@ -81,7 +86,7 @@ install_output() {
 
 # ------------------------------------------------------------------ python
 
-py_venv="$tools/venv"
+py_venv="$cache/venv"
 
 ensure_venv() {
     if [ ! -x "$py_venv/bin/python" ]; then
@@ -96,7 +101,7 @@ pip_package() {
     local have
     have="$("$py_venv/bin/python" -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p')"
     if [ "$have" != "$2" ]; then
-        say "installing $1 $2 from PyPI into target/polyglot/venv (one-time)"
+        say "installing $1 $2 from PyPI into $py_venv (one-time)"
         "$py_venv/bin/python" -m pip install --quiet --disable-pip-version-check "$1==$2" \
             >"$logs/pip-$1.log" 2>&1 ||
             cannot "pip install $1==$2 failed (see $logs/pip-$1.log)" || return 1
@@ -125,23 +130,23 @@ build_python() {
 # ------------------------------------------------------------------ tools
 
 # weir-polyglot (tools/polyglot): writes C bindings, encodes components.
-polyglot_tool="$tools/tools/release/weir-polyglot"
+polyglot_tool="$cache/tools/release/weir-polyglot"
 tool_version=""
 
 ensure_tool() {
     local manifest="$root/tools/polyglot/Cargo.toml"
     tool_version="$(cat "$root/tools/polyglot/Cargo.lock" "$root/tools/polyglot/src/main.rs" | sha256sum | cut -c1-16)"
-    if [ ! -x "$polyglot_tool" ] || [ "$(cat "$tools/tools/.version" 2>/dev/null)" != "$tool_version" ]; then
+    if [ ! -x "$polyglot_tool" ] || [ "$(cat "$cache/tools/.version" 2>/dev/null)" != "$tool_version" ]; then
         say "building tools/polyglot (weir-polyglot, one-time, about a minute)"
         # A nested build: the outer cargo's settings must not leak in.
         env -u CARGO_TARGET_DIR -u CARGO_BUILD_TARGET -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS \
             -u RUSTC_WRAPPER -u RUSTC_WORKSPACE_WRAPPER -u CARGO_MAKEFLAGS -u MAKEFLAGS -u MFLAGS \
             cargo build --release --quiet --locked --manifest-path "$manifest" \
-            --target-dir "$tools/tools" >"$logs/tool.log" 2>&1 || {
+            --target-dir "$cache/tools" >"$logs/tool.log" 2>&1 || {
             tail -n 30 "$logs/tool.log" >&2
             cannot "building tools/polyglot failed (see $logs/tool.log; it needs crates.io)" || return 1
         }
-        echo "$tool_version" >"$tools/tools/.version"
+        echo "$tool_version" >"$cache/tools/.version"
     fi
 }
 
@@ -211,7 +216,7 @@ build_c() {
 
 # ------------------------------------------------------------------ js
 
-js_dir="$tools/js"
+js_dir="$cache/js"
 
 ensure_js() {
     command -v node >/dev/null && command -v npm >/dev/null ||
@@ -219,7 +224,7 @@ ensure_js() {
     local have
     have="$(node -p "require('$js_dir/node_modules/@bytecodealliance/componentize-js/package.json').version" 2>/dev/null || true)"
     if [ "$have" != "$COMPONENTIZE_JS_VERSION" ]; then
-        say "installing @bytecodealliance/componentize-js $COMPONENTIZE_JS_VERSION from npm into target/polyglot/js (one-time)"
+        say "installing @bytecodealliance/componentize-js $COMPONENTIZE_JS_VERSION from npm into $js_dir (one-time)"
         mkdir -p "$js_dir"
         [ -f "$js_dir/package.json" ] || echo '{"private": true}' >"$js_dir/package.json"
         (cd "$js_dir" && npm install --no-audit --no-fund --silent \
@@ -248,7 +253,7 @@ build_js() {
 # ------------------------------------------------------------------ zig
 
 zig() {
-    ZIG_GLOBAL_CACHE_DIR="$tools/zig-cache" "$py_venv/bin/python" -m ziglang "$@"
+    ZIG_GLOBAL_CACHE_DIR="$cache/zig-cache" "$py_venv/bin/python" -m ziglang "$@"
 }
 
 ensure_zig() {

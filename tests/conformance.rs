@@ -100,6 +100,12 @@ enum Step {
 /// error (messages may be worded differently per language).
 type Outcome = Result<Vec<(Option<Vec<u8>>, String)>, String>;
 
+/// Host state entries, in key order.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every step's outcome and the final host state.
+type Trace = (Vec<Outcome>, Entries);
+
 fn error_kind(e: &InstanceError) -> String {
     match e {
         InstanceError::Returned { error, .. } => match error {
@@ -113,7 +119,7 @@ fn error_kind(e: &InstanceError) -> String {
     }
 }
 
-fn state_entries(state: &KeyedState) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn state_entries(state: &KeyedState) -> Entries {
     state
         .iter()
         .map(|(k, v)| (k.to_vec(), v.to_vec()))
@@ -143,11 +149,7 @@ fn play(inst: &mut OperatorInstance, steps: &[Step]) -> Vec<Outcome> {
 
 /// Opens `plugin` with `config` and plays `steps`: the outcomes and the final
 /// host state, or the kind of the error `open` returned.
-fn run(
-    plugin: &Plugin,
-    config: &str,
-    steps: &[Step],
-) -> Result<(Vec<Outcome>, Vec<(Vec<u8>, Vec<u8>)>), String> {
+fn run(plugin: &Plugin, config: &str, steps: &[Step]) -> Result<Trace, String> {
     let mut inst = OperatorInstance::new(plugin, "op", 0, 1, config).map_err(|e| error_kind(&e))?;
     let outcomes = play(&mut inst, steps);
     Ok((outcomes, state_entries(inst.state())))
@@ -213,7 +215,7 @@ fn word_count_script() -> Vec<Step> {
                 "Alpha", "beta", "GAMMA", "Délta", "ÉCOLE", "straße", "ΟΔΟΣ", "x",
             ][rng.range(0, 8) as usize];
             let n = rng.range(0, 40);
-            if n % 7 == 0 {
+            if n.is_multiple_of(7) {
                 keyed(format!("{w}{n}"), "ignored")
             } else {
                 rec(format!("  {w}{n}\n"))
@@ -384,7 +386,7 @@ fn run_with_restore(
     config: &str,
     steps: &[Step],
     cut: usize,
-) -> (Vec<Outcome>, Vec<(Vec<u8>, Vec<u8>)>) {
+) -> Trace {
     let mut a = OperatorInstance::new(first, "op", 0, 1, config).unwrap();
     let mut outcomes = play(&mut a, &steps[..cut]);
     a.on_checkpoint(99).unwrap();

@@ -93,7 +93,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         std::fs::remove_dir_all(&case_dir)?;
     }
     report.notes.push(
-        "a rate-limited source checks for barriers every 5 ms while it waits, so a slow input alone delays a barrier little; alignment grows when a channel is backlogged (the unthrottled case)".into(),
+        "a rate-limited source checks for barriers every 5 ms while it waits, so a slow input alone delays a barrier little; alignment grows when the operator falls behind and its input channels fill (see the two-stage job of the checkpoint benchmark)".into(),
     );
     Ok(report)
 }

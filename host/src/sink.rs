@@ -84,6 +84,9 @@ fn encode(format: SinkFormat, batch: &[Record], out: &mut Vec<u8>) {
     }
 }
 
+/// The file the current epoch is written to, in the staging dir.
+const OPEN_EPOCH: &str = "current.open";
+
 /// A file sink: epochs are staged in `staging/<id>.staged` and appended to the
 /// visible file at commit.
 struct FileSink {
@@ -91,8 +94,14 @@ struct FileSink {
     path: PathBuf,
     format: SinkFormat,
     staging: PathBuf,
-    /// The epoch being written (records since the last precommit).
-    epoch: Vec<u8>,
+    /// Encoding scratch space, reused per batch.
+    scratch: Vec<u8>,
+    /// The epoch being written (records since the last precommit), streamed
+    /// to `staging/current.open` so that memory stays flat however long the
+    /// epoch is.
+    epoch: Option<BufWriter<File>>,
+    /// Bytes in the current epoch.
+    epoch_len: u64,
     /// Length of the visible file once every precommitted epoch is committed.
     planned_len: u64,
     /// Precommitted, not yet committed epochs: id -> staged file.
@@ -121,7 +130,9 @@ impl FileSink {
             path: path.to_path_buf(),
             format,
             staging: staging.to_path_buf(),
-            epoch: Vec::new(),
+            scratch: Vec::new(),
+            epoch: None,
+            epoch_len: 0,
             planned_len: 0,
             pending: BTreeMap::new(),
         };
@@ -216,8 +227,8 @@ impl FileSink {
         visible.set_len(start).map_err(self.io(&self.path))?;
         let mut w = visible;
         for (_, path, _) in staged[..=first].iter().rev() {
-            let bytes = fs::read(path).map_err(self.io(path))?;
-            w.write_all(&bytes).map_err(self.io(&self.path))?;
+            let mut from = File::open(path).map_err(self.io(path))?;
+            std::io::copy(&mut from, &mut w).map_err(self.io(&self.path))?;
         }
         visible.sync_all().map_err(self.io(&self.path))?;
         Ok(len)
@@ -226,25 +237,32 @@ impl FileSink {
 
 impl Sink for FileSink {
     fn write(&mut self, batch: &[Record]) -> Result<(), SinkError> {
-        encode(self.format, batch, &mut self.epoch);
+        self.scratch.clear();
+        encode(self.format, batch, &mut self.scratch);
+        let open = self.staging.join(OPEN_EPOCH);
+        if self.epoch.is_none() {
+            let f = File::create(&open).map_err(self.io(&open))?;
+            self.epoch = Some(BufWriter::with_capacity(1 << 20, f));
+        }
+        let epoch = self.epoch.as_mut().expect("created above");
+        if let Err(e) = epoch.write_all(&self.scratch) {
+            return Err(self.io(&open)(e));
+        }
+        self.epoch_len += self.scratch.len() as u64;
         Ok(())
     }
 
     fn precommit(&mut self, id: u64) -> Result<Value, SinkError> {
         let staged = self.staging.join(format!("{id}.staged"));
-        let tmp = self.staging.join(format!("{id}.tmp"));
-        {
-            let mut f = BufWriter::new(File::create(&tmp).map_err(self.io(&tmp))?);
-            f.write_all(&self.epoch).map_err(self.io(&tmp))?;
-            f.into_inner()
-                .map_err(|e| e.into_error())
-                .and_then(|f| f.sync_all())
-                .map_err(self.io(&tmp))?;
-        }
-        fs::rename(&tmp, &staged).map_err(self.io(&staged))?;
-        let staged_len = self.epoch.len() as u64;
+        let open = self.staging.join(OPEN_EPOCH);
+        let file = match self.epoch.take() {
+            Some(w) => w.into_inner().map_err(|e| self.io(&open)(e.into_error()))?,
+            None => File::create(&open).map_err(self.io(&open))?,
+        };
+        file.sync_all().map_err(self.io(&open))?;
+        fs::rename(&open, &staged).map_err(self.io(&staged))?;
+        let staged_len = std::mem::take(&mut self.epoch_len);
         self.planned_len += staged_len;
-        self.epoch.clear();
         self.pending.insert(id, staged);
         Ok(
             json!({"checkpoint": id, "visible_len": self.planned_len, "staged_len": staged_len, "path": self.path.display().to_string()}),
@@ -262,8 +280,8 @@ impl Sink for FileSink {
             .map_err(self.io(&self.path))?;
         for k in &ready {
             let staged = &self.pending[k];
-            let bytes = fs::read(staged).map_err(self.io(staged))?;
-            visible.write_all(&bytes).map_err(self.io(&self.path))?;
+            let mut from = File::open(staged).map_err(self.io(staged))?;
+            std::io::copy(&mut from, &mut visible).map_err(self.io(&self.path))?;
         }
         visible.sync_all().map_err(self.io(&self.path))?;
         for k in ready {

@@ -45,7 +45,8 @@ fn bindgen_c(wit: &Path, world: &str, out: &Path) -> Result<()> {
     for (name, contents) in files.iter() {
         let path = out.join(name);
         if std::fs::read(&path).ok().as_deref() != Some(contents) {
-            std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(&path, contents)
+                .with_context(|| format!("writing {}", path.display()))?;
         }
     }
     Ok(())
