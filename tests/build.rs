@@ -48,7 +48,10 @@ fn main() {
             let dir = entry.unwrap().path();
             if dir.join("Cargo.toml").exists() {
                 println!("cargo:rerun-if-changed={}", dir.join("src").display());
-                println!("cargo:rerun-if-changed={}", dir.join("Cargo.toml").display());
+                println!(
+                    "cargo:rerun-if-changed={}",
+                    dir.join("Cargo.toml").display()
+                );
                 guests.push(dir.file_name().unwrap().to_string_lossy().into_owned());
             }
         }

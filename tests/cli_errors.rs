@@ -28,10 +28,17 @@ input = "count"
 /// Runs `weir <cmd> job.toml` on `job` and checks the one-line error.
 fn fails(cmd: &str, job: &str, needles: &[&str]) {
     let j = JobDir::new(WEIR, job, &[("words.txt", "a\nb\n")]);
-    let out = Command::new(WEIR).arg(cmd).arg(j.path().join("job.toml")).output().unwrap();
+    let out = Command::new(WEIR)
+        .arg(cmd)
+        .arg(j.path().join("job.toml"))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(!err.contains("panicked") && !err.contains("stack backtrace"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("stack backtrace"),
+        "{err}"
+    );
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 1, "one line: {err}");
     assert!(lines[0].starts_with("error: "), "{err}");
@@ -48,23 +55,43 @@ fn both(job: &str, needles: &[&str]) {
 #[test]
 fn good_job_validates() {
     let j = JobDir::new(WEIR, GOOD, &[("words.txt", "a\n")]);
-    let out = Command::new(WEIR).arg("validate").arg(j.path().join("job.toml")).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(WEIR)
+        .arg("validate")
+        .arg(j.path().join("job.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn toml_syntax_error_has_line_and_column() {
-    both(&GOOD.replace("id = \"count\"", "id = \"count"), &["job.toml:8:", "TOML syntax error"]);
+    both(
+        &GOOD.replace("id = \"count\"", "id = \"count"),
+        &["job.toml:8:", "TOML syntax error"],
+    );
 }
 
 #[test]
 fn unknown_upstream_id() {
-    both(&GOOD.replace("inputs = [\"words\"]", "inputs = [\"wrods\"]"), &["job.toml", "operator \"count\"", "wrods", "words"]);
+    both(
+        &GOOD.replace("inputs = [\"words\"]", "inputs = [\"wrods\"]"),
+        &["job.toml", "operator \"count\"", "wrods", "words"],
+    );
 }
 
 #[test]
 fn unknown_key() {
-    both(&GOOD.replace("inputs = [\"words\"]", "inputs = [\"words\"]\nparalelism = 2"), &["operator \"count\"", "paralelism"]);
+    both(
+        &GOOD.replace(
+            "inputs = [\"words\"]",
+            "inputs = [\"words\"]\nparalelism = 2",
+        ),
+        &["operator \"count\"", "paralelism"],
+    );
 }
 
 #[test]
@@ -76,56 +103,110 @@ fn cycle() {
 
 #[test]
 fn missing_plugin_file() {
-    both(&GOOD.replace("word-count.wasm", "no-such.wasm"), &["operator \"count\"", "no-such.wasm"]);
+    both(
+        &GOOD.replace("word-count.wasm", "no-such.wasm"),
+        &["operator \"count\"", "no-such.wasm"],
+    );
 }
 
 #[test]
 fn plugin_that_is_not_a_component() {
-    let j = JobDir::new(WEIR, &GOOD.replace("{plugins}/word-count.wasm", "core.wasm"), &[("words.txt", "a\n"), ("core.wasm", "\0asm\u{1}\0\0\0")]);
-    let out = Command::new(WEIR).arg("run").arg(j.path().join("job.toml")).output().unwrap();
+    let j = JobDir::new(
+        WEIR,
+        &GOOD.replace("{plugins}/word-count.wasm", "core.wasm"),
+        &[("words.txt", "a\n"), ("core.wasm", "\0asm\u{1}\0\0\0")],
+    );
+    let out = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(err.contains("core.wasm") && err.contains("not a component"), "{err}");
+    assert!(
+        err.contains("core.wasm") && err.contains("not a component"),
+        "{err}"
+    );
 }
 
 #[test]
 fn plugin_of_another_world() {
-    let j = JobDir::new(WEIR, &GOOD.replace("{plugins}/word-count.wasm", "empty.wasm"), &[("words.txt", "a\n"), ("empty.wasm", "\0asm\r\0\u{1}\0")]);
-    let out = Command::new(WEIR).arg("validate").arg(j.path().join("job.toml")).output().unwrap();
+    let j = JobDir::new(
+        WEIR,
+        &GOOD.replace("{plugins}/word-count.wasm", "empty.wasm"),
+        &[("words.txt", "a\n"), ("empty.wasm", "\0asm\r\0\u{1}\0")],
+    );
+    let out = Command::new(WEIR)
+        .arg("validate")
+        .arg(j.path().join("job.toml"))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(err.contains("empty.wasm") && err.contains("weir:operator@0.1.0 world"), "{err}");
+    assert!(
+        err.contains("empty.wasm") && err.contains("weir:operator@0.1.0 world"),
+        "{err}"
+    );
 }
 
 #[test]
 fn port_the_plugin_does_not_declare() {
-    both(&GOOD.replace("inputs = [\"words\"]", "inputs = { left = \"words\" }"), &["operator \"count\"", "left", "in"]);
+    both(
+        &GOOD.replace("inputs = [\"words\"]", "inputs = { left = \"words\" }"),
+        &["operator \"count\"", "left", "in"],
+    );
 }
 
 #[test]
 fn unreadable_source_file() {
-    both(&GOOD.replace("words.txt", "missing.txt"), &["source \"words\"", "missing.txt"]);
+    both(
+        &GOOD.replace("words.txt", "missing.txt"),
+        &["source \"words\"", "missing.txt"],
+    );
 }
 
 #[test]
 fn missing_job_file() {
-    let out = Command::new(WEIR).args(["run", "/nonexistent/job.toml"]).output().unwrap();
+    let out = Command::new(WEIR)
+        .args(["run", "/nonexistent/job.toml"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(err.contains("/nonexistent/job.toml") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("/nonexistent/job.toml") && err.lines().count() == 1,
+        "{err}"
+    );
 }
 
 #[test]
 fn bad_plugin_config_names_the_operator() {
-    fails("run", &GOOD.replace("inputs = [\"words\"]", "inputs = [\"words\"]\nconfig = { lowercase = \"yes\" }"), &["operator `count[0]`", "invalid config", "lowercase"]);
+    fails(
+        "run",
+        &GOOD.replace(
+            "inputs = [\"words\"]",
+            "inputs = [\"words\"]\nconfig = { lowercase = \"yes\" }",
+        ),
+        &["operator `count[0]`", "invalid config", "lowercase"],
+    );
 }
 
 #[test]
 fn malformed_input_record_names_the_file_and_line() {
-    let job = GOOD.replace("path = \"words.txt\"", "path = \"words.txt\"\nformat = \"jsonl\"\nkey = \"id\"");
+    let job = GOOD.replace(
+        "path = \"words.txt\"",
+        "path = \"words.txt\"\nformat = \"jsonl\"\nkey = \"id\"",
+    );
     let j = JobDir::new(WEIR, &job, &[("words.txt", "{\"id\": 1}\nnot json\n")]);
-    let out = Command::new(WEIR).arg("run").arg(j.path().join("job.toml")).output().unwrap();
+    let out = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("source `words`") && err.contains("words.txt:2") && err.contains("not JSON"), "{err}");
+    assert!(
+        err.contains("source `words`") && err.contains("words.txt:2") && err.contains("not JSON"),
+        "{err}"
+    );
 }

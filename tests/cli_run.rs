@@ -31,19 +31,27 @@ input = "count"
 
 fn job(rate: u64, n: usize) -> JobDir {
     let words: String = (0..n).map(|i| format!("w{}\n", i % 10)).collect();
-    JobDir::new(WEIR, &JOB.replace("RATE", &rate.to_string()), &[("words.txt", &words)])
+    JobDir::new(
+        WEIR,
+        &JOB.replace("RATE", &rate.to_string()),
+        &[("words.txt", &words)],
+    )
 }
 
 fn scrape(addr: &str) -> String {
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
-    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     let mut text = String::new();
     conn.read_to_string(&mut text).unwrap();
     text
 }
 
 fn metric(text: &str, line_start: &str) -> f64 {
-    let line = text.lines().find(|l| l.starts_with(line_start)).unwrap_or_else(|| panic!("no {line_start} in {text}"));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .unwrap_or_else(|| panic!("no {line_start} in {text}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
@@ -60,16 +68,34 @@ fn metrics_are_served_while_the_job_runs() {
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut first = String::new();
     stderr.read_line(&mut first).unwrap();
-    let addr = first.trim().strip_prefix("metrics: http://").and_then(|a| a.strip_suffix("/metrics")).unwrap_or_else(|| panic!("{first}"));
+    let addr = first
+        .trim()
+        .strip_prefix("metrics: http://")
+        .and_then(|a| a.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("{first}"));
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let text = scrape(addr);
     assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
-    assert!(text.contains("content-type: text/plain; version=0.0.4"), "{text}");
-    let counted = metric(&text, "weir_records_in_total{job=\"metered\",node=\"count\",kind=\"operator\"}");
+    assert!(
+        text.contains("content-type: text/plain; version=0.0.4"),
+        "{text}"
+    );
+    let counted = metric(
+        &text,
+        "weir_records_in_total{job=\"metered\",node=\"count\",kind=\"operator\"}",
+    );
     assert!(counted > 0.0, "{text}");
     assert!(metric(&text, "weir_bytes_in_total{job=\"metered\",node=\"count\"") > 0.0);
-    assert!(metric(&text, "weir_checkpoints_total{job=\"metered\"}") >= 1.0, "{text}");
-    assert!(metric(&text, "weir_batch_latency_seconds_count{job=\"metered\",node=\"count\"") > 0.0);
+    assert!(
+        metric(&text, "weir_checkpoints_total{job=\"metered\"}") >= 1.0,
+        "{text}"
+    );
+    assert!(
+        metric(
+            &text,
+            "weir_batch_latency_seconds_count{job=\"metered\",node=\"count\""
+        ) > 0.0
+    );
     for name in [
         "weir_records_out_total",
         "weir_bytes_out_total",
@@ -83,7 +109,12 @@ fn metrics_are_served_while_the_job_runs() {
         assert!(text.contains(name), "{name} missing");
     }
     let later = scrape(addr);
-    assert!(metric(&later, "weir_records_in_total{job=\"metered\",node=\"count\",kind=\"operator\"}") >= counted);
+    assert!(
+        metric(
+            &later,
+            "weir_records_in_total{job=\"metered\",node=\"count\",kind=\"operator\"}"
+        ) >= counted
+    );
     let status = child.wait().unwrap();
     assert!(status.success());
 }
@@ -91,19 +122,42 @@ fn metrics_are_served_while_the_job_runs() {
 #[test]
 fn plain_progress_lines_and_summary_when_not_a_terminal() {
     let j = job(4000, 8000);
-    let out = Command::new(WEIR).arg("run").arg(j.path().join("job.toml")).args(["--progress-every", "1"]).output().unwrap();
+    let out = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .args(["--progress-every", "1"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.lines().any(|l| l.starts_with("progress: job `metered`")), "{err}");
-    assert!(err.lines().any(|l| l.starts_with("progress:   operator count") && l.contains("/s")), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("progress: job `metered`")),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("progress:   operator count") && l.contains("/s")),
+        "{err}"
+    );
     assert!(err.contains("job `metered` finished"), "{err}");
-    assert!(err.lines().any(|l| l.contains("operator count") && l.contains("in         8000  out         8000")), "{err}");
+    assert!(
+        err.lines().any(
+            |l| l.contains("operator count") && l.contains("in         8000  out         8000")
+        ),
+        "{err}"
+    );
 }
 
 #[test]
 fn verbose_logs_checkpoints() {
     let j = job(1_000_000, 100);
-    let out = Command::new(WEIR).arg("run").arg(j.path().join("job.toml")).arg("-v").output().unwrap();
+    let out = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .arg("-v")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("checkpoint 1 complete"), "{err}");
@@ -112,16 +166,49 @@ fn verbose_logs_checkpoints() {
 #[test]
 fn validate_loads_every_plugin_and_calls_open() {
     let j = job(1, 1);
-    let out = Command::new(WEIR).arg("validate").arg(j.path().join("job.toml")).output().unwrap();
+    let out = Command::new(WEIR)
+        .arg("validate")
+        .arg(j.path().join("job.toml"))
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("job `metered`") && text.contains("is valid"), "{text}");
-    assert!(text.contains("operator count: word-count 0.1.0 x1 (in <- words)"), "{text}");
-    assert!(!j.path().join("state").exists(), "validate must not create state");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("job `metered`") && text.contains("is valid"),
+        "{text}"
+    );
+    assert!(
+        text.contains("operator count: word-count 0.1.0 x1 (in <- words)"),
+        "{text}"
+    );
+    assert!(
+        !j.path().join("state").exists(),
+        "validate must not create state"
+    );
     // A config the plugin rejects in `open`.
-    let bad = JobDir::new(WEIR, &JOB.replace("RATE", "1").replace("inputs = [\"words\"]", "inputs = [\"words\"]\nconfig = { lowercas = true }"), &[("words.txt", "a\n")]);
-    let out = Command::new(WEIR).arg("validate").arg(bad.path().join("job.toml")).output().unwrap();
+    let bad = JobDir::new(
+        WEIR,
+        &JOB.replace("RATE", "1").replace(
+            "inputs = [\"words\"]",
+            "inputs = [\"words\"]\nconfig = { lowercas = true }",
+        ),
+        &[("words.txt", "a\n")],
+    );
+    let out = Command::new(WEIR)
+        .arg("validate")
+        .arg(bad.path().join("job.toml"))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("operator `count[0]`") && err.contains("invalid config") && err.contains("lowercas"), "{err}");
+    assert!(
+        err.contains("operator `count[0]`")
+            && err.contains("invalid config")
+            && err.contains("lowercas"),
+        "{err}"
+    );
 }

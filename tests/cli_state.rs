@@ -31,7 +31,10 @@ input = "count"
 "#;
 
 fn finished_job() -> JobDir {
-    let words: String = (0..1500).map(|i| format!("w{}\n", i % 3)).chain(["caf\u{e9}\n".to_string()]).collect();
+    let words: String = (0..1500)
+        .map(|i| format!("w{}\n", i % 3))
+        .chain(["caf\u{e9}\n".to_string()])
+        .collect();
     let j = JobDir::new(WEIR, JOB, &[("words.txt", &words)]);
     j.run_ok(&[]);
     j
@@ -39,7 +42,11 @@ fn finished_job() -> JobDir {
 
 fn weir(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(WEIR).args(args).output().unwrap();
-    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 #[test]
@@ -50,29 +57,57 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
     let (ok, text, err) = weir(&["checkpoints", state]);
     assert!(ok, "{err}");
     assert!(text.starts_with("job `counted`: "), "{text}");
-    assert!(text.contains("(final)") && text.contains("source   words: offset {\"byte\":"), "{text}");
-    assert!(text.contains("operator count: word-count 0.1.0 (state version 1, parallelism 2, sha256 "), "{text}");
+    assert!(
+        text.contains("(final)") && text.contains("source   words: offset {\"byte\":"),
+        "{text}"
+    );
+    assert!(
+        text.contains("operator count: word-count 0.1.0 (state version 1, parallelism 2, sha256 "),
+        "{text}"
+    );
 
     let (ok, json, err) = weir(&["checkpoints", "--json", state]);
     assert!(ok, "{err}");
     let list: Vec<Value> = serde_json::from_str(&json).unwrap();
     assert!(list.len() >= 2, "{json}");
     let ids: Vec<u64> = list.iter().map(|c| c["id"].as_u64().unwrap()).collect();
-    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ascending ids: {ids:?}");
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "ascending ids: {ids:?}"
+    );
     let last = list.last().unwrap();
-    let mut keys: Vec<&str> = last.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = last
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort();
     assert_eq!(
         keys,
         [
-            "alignment_ms", "bytes_written", "duration_ms", "final_checkpoint", "id", "job", "key_groups", "operators", "sinks",
-            "sources", "started_at_ms", "state_keys", "time"
+            "alignment_ms",
+            "bytes_written",
+            "duration_ms",
+            "final_checkpoint",
+            "id",
+            "job",
+            "key_groups",
+            "operators",
+            "sinks",
+            "sources",
+            "started_at_ms",
+            "state_keys",
+            "time"
         ]
     );
     assert_eq!(last["final_checkpoint"], true);
     assert_eq!(last["sources"]["words"]["records"], 1501);
     assert_eq!(last["operators"]["count"]["plugin_name"], "word-count");
-    assert_eq!(last["operators"]["count"]["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        last["operators"]["count"]["sha256"].as_str().unwrap().len(),
+        64
+    );
     assert!(last["time"].as_str().unwrap().ends_with('Z'));
 }
 
@@ -83,10 +118,19 @@ fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
     let state = state.to_str().unwrap();
     let (ok, text, err) = weir(&["state", state, "--operator", "count"]);
     assert!(ok, "{err}");
-    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 4, "{text}");
-    assert!(lines.contains(&serde_json::json!({"key": "w0\u{0}count", "value": 500})), "{text}");
-    assert!(lines.contains(&serde_json::json!({"key": "caf\u{e9}\u{0}count", "value": 1})), "{text}");
+    assert!(
+        lines.contains(&serde_json::json!({"key": "w0\u{0}count", "value": 500})),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&serde_json::json!({"key": "caf\u{e9}\u{0}count", "value": 1})),
+        "{text}"
+    );
 
     let (ok, text, _) = weir(&["state", state, "--operator", "count", "--key", "w1"]);
     assert!(ok);
@@ -102,7 +146,15 @@ fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
         .unwrap_or_else(|| panic!("no checkpoint before the end of input: {json}"));
     let records = early["sources"]["words"]["records"].as_u64().unwrap();
     let id = early["id"].as_u64().unwrap().to_string();
-    let (ok, doc, err) = weir(&["state", state, "--operator", "count", "--checkpoint", &id, "--json"]);
+    let (ok, doc, err) = weir(&[
+        "state",
+        state,
+        "--operator",
+        "count",
+        "--checkpoint",
+        &id,
+        "--json",
+    ]);
     assert!(ok, "{err}");
     let doc: Value = serde_json::from_str(&doc).unwrap();
     assert_eq!(doc["checkpoint"].as_u64().unwrap().to_string(), id);
@@ -113,7 +165,11 @@ fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
         let k: u64 = e["key"].as_str().unwrap()[1..2].parse().unwrap();
         // Line i holds word w(i % 3).
         let expected = (0..records).filter(|i| i % 3 == k).count() as u64;
-        assert_eq!(e["value"].as_u64().unwrap(), expected, "{e} at {records} records");
+        assert_eq!(
+            e["value"].as_u64().unwrap(),
+            expected,
+            "{e} at {records} records"
+        );
         assert_eq!(e["value_encoding"], "json");
         assert_eq!(e["key_encoding"], "utf8");
         assert!(e["instance"].as_u64().unwrap() < 2);
@@ -126,8 +182,18 @@ fn state_errors_are_clear() {
     let state = j.path().join("state");
     let state = state.to_str().unwrap();
     let (ok, _, err) = weir(&["state", state, "--operator", "nope"]);
-    assert!(!ok && err.contains("no operator `nope`") && err.contains("count"), "{err}");
-    let (ok, _, err) = weir(&["state", state, "--operator", "count", "--checkpoint", "99999"]);
+    assert!(
+        !ok && err.contains("no operator `nope`") && err.contains("count"),
+        "{err}"
+    );
+    let (ok, _, err) = weir(&[
+        "state",
+        state,
+        "--operator",
+        "count",
+        "--checkpoint",
+        "99999",
+    ]);
     assert!(!ok && err.contains("no complete checkpoint 99999"), "{err}");
     let empty = tempfile::tempdir().unwrap();
     let (ok, _, err) = weir(&["checkpoints", empty.path().to_str().unwrap()]);

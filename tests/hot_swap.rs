@@ -38,7 +38,11 @@ const WORDS: usize = 40;
 
 fn job(rate: u64, n: usize) -> JobDir {
     let words: String = (0..n).map(|i| format!("w{}\n", (i * 7) % WORDS)).collect();
-    JobDir::new(WEIR, &JOB.replace("RATE", &rate.to_string()), &[("words.txt", &words)])
+    JobDir::new(
+        WEIR,
+        &JOB.replace("RATE", &rate.to_string()),
+        &[("words.txt", &words)],
+    )
 }
 
 /// Output lines per word as (count, format version), in file order.
@@ -51,7 +55,9 @@ fn counts(j: &JobDir) -> BTreeMap<String, Vec<(u64, u8)>> {
             Some(_) => (&v["w"], &v["n"], 2),
             None => (&v["word"], &v["count"], 1),
         };
-        m.entry(w.as_str().unwrap().to_string()).or_default().push((n.as_u64().unwrap(), fmt));
+        m.entry(w.as_str().unwrap().to_string())
+            .or_default()
+            .push((n.as_u64().unwrap(), fmt));
     }
     m
 }
@@ -64,7 +70,11 @@ fn assert_exactly_once(m: &BTreeMap<String, Vec<(u64, u8)>>, n: usize) {
     for (w, seen) in m {
         let mut ns: Vec<u64> = seen.iter().map(|(c, _)| *c).collect();
         ns.sort_unstable();
-        assert!(ns.iter().enumerate().all(|(i, c)| *c == i as u64 + 1), "{w}: counts {ns:?} are not 1..={}", ns.len());
+        assert!(
+            ns.iter().enumerate().all(|(i, c)| *c == i as u64 + 1),
+            "{w}: counts {ns:?} are not 1..={}",
+            ns.len()
+        );
     }
 }
 
@@ -76,11 +86,26 @@ fn formats(m: &BTreeMap<String, Vec<(u64, u8)>>) -> (usize, usize) {
 
 /// Starts the job and stops it with SIGINT after `ms`, leaving a checkpoint.
 fn stopped(j: &JobDir, ms: u64) {
-    let child = Command::new(WEIR).arg("run").arg(j.path().join("job.toml")).stderr(Stdio::piped()).spawn().unwrap();
+    let child = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(ms));
-    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -109,7 +134,11 @@ fn swap_on_restore_continues_counts_in_the_new_format() {
     assert_eq!(last.operators["count"].plugin_version, "2.0.0");
     let state = store.operator_state(last.id, "count").unwrap();
     assert_eq!(state.len(), WORDS);
-    assert!(state.iter().all(|(_, k, v)| k.ends_with(b"\0n") && v.len() == 8));
+    assert!(
+        state
+            .iter()
+            .all(|(_, k, v)| k.ends_with(b"\0n") && v.len() == 8)
+    );
 }
 
 #[test]
@@ -118,11 +147,18 @@ fn a_changed_plugin_without_swap_is_refused_with_a_hint() {
     stopped(&j, 800);
     let job_file = j.path().join("job.toml");
     let text = std::fs::read_to_string(&job_file).unwrap();
-    std::fs::write(&job_file, text.replace("word-count.wasm", "word-count-v2.wasm")).unwrap();
+    std::fs::write(
+        &job_file,
+        text.replace("word-count.wasm", "word-count-v2.wasm"),
+    )
+    .unwrap();
     let out = j.run(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("refusing to change code silently") && err.contains("--swap count="), "{err}");
+    assert!(
+        err.contains("refusing to change code silently") && err.contains("--swap count="),
+        "{err}"
+    );
 }
 
 #[test]
@@ -132,7 +168,10 @@ fn a_swap_to_a_plugin_with_other_ports_is_refused() {
     let out = j.run(&["--swap", &format!("count={}", plugins::RECONCILE)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("cannot swap operator `count`") && err.contains("ports"), "{err}");
+    assert!(
+        err.contains("cannot swap operator `count`") && err.contains("ports"),
+        "{err}"
+    );
     // Nothing ran: the checkpoint is untouched and a normal restore works.
     j.run_ok(&[]);
     assert_exactly_once(&counts(&j), 6000);
@@ -142,10 +181,16 @@ fn a_swap_to_a_plugin_with_other_ports_is_refused() {
 fn a_swap_whose_restore_fails_changes_nothing() {
     let j = job(3000, 6000);
     stopped(&j, 800);
-    let out = j.run(&["--swap", &format!("count={}", plugins::GUEST_SWAP_BAD_RESTORE)]);
+    let out = j.run(&[
+        "--swap",
+        &format!("count={}", plugins::GUEST_SWAP_BAD_RESTORE),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("restore") && err.contains("deliberately broken"), "{err}");
+    assert!(
+        err.contains("restore") && err.contains("deliberately broken"),
+        "{err}"
+    );
     j.run_ok(&[]);
     assert_exactly_once(&counts(&j), 6000);
 }
@@ -162,8 +207,17 @@ fn live_swap(j: &JobDir, plugin: &str, after_ms: u64) -> (bool, String) {
         .unwrap();
     std::thread::sleep(Duration::from_millis(after_ms));
     let state = j.path().join("state");
-    let out = Command::new(WEIR).arg("swap").arg(&state).arg(format!("count={plugin}")).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(WEIR)
+        .arg("swap")
+        .arg(&state)
+        .arg(format!("count={plugin}"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let run = child.wait().unwrap();
     assert!(run.success(), "the job keeps running and finishes");
     let _ = child.stderr.take();
@@ -189,7 +243,10 @@ fn live_swap_to_a_plugin_that_fails_restore_rolls_back() {
     let j = job(3000, n);
     let (ok, text) = live_swap(&j, plugins::GUEST_SWAP_BAD_RESTORE, 1200);
     assert!(!ok, "{text}");
-    assert!(text.contains("rolled back") && text.contains("deliberately broken"), "{text}");
+    assert!(
+        text.contains("rolled back") && text.contains("deliberately broken"),
+        "{text}"
+    );
     let m = counts(&j);
     assert_exactly_once(&m, n);
     assert_eq!(formats(&m).1, 0, "only v1 output");
@@ -201,28 +258,59 @@ fn live_swap_to_a_plugin_that_traps_rolls_back() {
     let j = job(3000, n);
     let (ok, text) = live_swap(&j, plugins::GUEST_SWAP_TRAP_FIRST_BATCH, 1200);
     assert!(!ok, "{text}");
-    assert!(text.contains("rolled back") && text.contains("trapped in `process`"), "{text}");
+    assert!(
+        text.contains("rolled back") && text.contains("trapped in `process`"),
+        "{text}"
+    );
     assert_exactly_once(&counts(&j), n);
 }
 
 #[test]
 fn swap_requests_are_checked() {
     let empty = tempfile::tempdir().unwrap();
-    let out = Command::new(WEIR).arg("swap").arg(empty.path()).arg("count=x.wasm").output().unwrap();
+    let out = Command::new(WEIR)
+        .arg("swap")
+        .arg(empty.path())
+        .arg("count=x.wasm")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("no running job"), "{err}");
-    let out = Command::new(WEIR).arg("swap").arg(empty.path()).arg("count").output().unwrap();
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("OPERATOR=NEW.wasm"));
+    assert!(
+        !out.status.success() && err.contains("no running job"),
+        "{err}"
+    );
+    let out = Command::new(WEIR)
+        .arg("swap")
+        .arg(empty.path())
+        .arg("count")
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("OPERATOR=NEW.wasm")
+    );
     let j = job(3000, 6000);
     let (ok, text) = live_swap_op(&j, "nope", plugins::WORD_COUNT_V2);
     assert!(!ok && text.contains("no operator `nope`"), "{text}");
 }
 
 fn live_swap_op(j: &JobDir, op: &str, plugin: &str) -> (bool, String) {
-    let mut child = Command::new(WEIR).arg("run").arg(j.path().join("job.toml")).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    let out = Command::new(WEIR).arg("swap").arg(j.path().join("state")).arg(format!("{op}={plugin}")).output().unwrap();
+    let out = Command::new(WEIR)
+        .arg("swap")
+        .arg(j.path().join("state"))
+        .arg(format!("{op}={plugin}"))
+        .output()
+        .unwrap();
     let _ = child.kill();
     let _ = child.wait();
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -92,13 +92,20 @@ impl RestartStrategy {
     pub fn delay(&self, restart: u32) -> Option<Duration> {
         match *self {
             RestartStrategy::None => None,
-            RestartStrategy::FixedDelay { attempts, delay } => (restart <= attempts).then_some(delay),
-            RestartStrategy::ExponentialBackoff { attempts, initial, max, multiplier } => {
-                (restart <= attempts).then(|| {
-                    let factor = multiplier.max(1.0).powi(restart.saturating_sub(1).min(64) as i32);
-                    initial.mul_f64(factor).min(max)
-                })
+            RestartStrategy::FixedDelay { attempts, delay } => {
+                (restart <= attempts).then_some(delay)
             }
+            RestartStrategy::ExponentialBackoff {
+                attempts,
+                initial,
+                max,
+                multiplier,
+            } => (restart <= attempts).then(|| {
+                let factor = multiplier
+                    .max(1.0)
+                    .powi(restart.saturating_sub(1).min(64) as i32);
+                initial.mul_f64(factor).min(max)
+            }),
         }
     }
 
@@ -106,7 +113,8 @@ impl RestartStrategy {
     pub fn attempts(&self) -> u32 {
         match *self {
             RestartStrategy::None => 0,
-            RestartStrategy::FixedDelay { attempts, .. } | RestartStrategy::ExponentialBackoff { attempts, .. } => attempts,
+            RestartStrategy::FixedDelay { attempts, .. }
+            | RestartStrategy::ExponentialBackoff { attempts, .. } => attempts,
         }
     }
 }
@@ -894,8 +902,9 @@ fn build_checkpoint(dir: &Path, table: Table) -> Result<CheckpointConfig, String
 
 fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration, String> {
     let text = value.unwrap_or_else(|| default.to_string());
-    humantime::parse_duration(&text)
-        .map_err(|e| format!("`{key}` = {text:?} is not a duration ({e}); use e.g. \"1s\", \"500ms\""))
+    humantime::parse_duration(&text).map_err(|e| {
+        format!("`{key}` = {text:?} is not a duration ({e}); use e.g. \"1s\", \"500ms\"")
+    })
 }
 
 fn build_restart(table: Table) -> Result<RestartStrategy, String> {
@@ -910,7 +919,9 @@ fn build_restart(table: Table) -> Result<RestartStrategy, String> {
             ("multiplier", raw.multiplier.is_some()),
         ];
         match given.iter().find(|(k, set)| *set && !allowed.contains(k)) {
-            Some((k, _)) => Err(format!("`{k}` does not apply to strategy = {strategy:?}; remove it")),
+            Some((k, _)) => Err(format!(
+                "`{k}` does not apply to strategy = {strategy:?}; remove it"
+            )),
             None => Ok(()),
         }
     };
@@ -921,20 +932,30 @@ fn build_restart(table: Table) -> Result<RestartStrategy, String> {
         }
         "fixed-delay" => {
             only(&["delay"])?;
-            Ok(RestartStrategy::FixedDelay { attempts: attempts()?, delay: duration("delay", raw.delay.clone(), "1s")? })
+            Ok(RestartStrategy::FixedDelay {
+                attempts: attempts()?,
+                delay: duration("delay", raw.delay.clone(), "1s")?,
+            })
         }
         "exponential-backoff" => {
             only(&["initial", "max", "multiplier"])?;
             let multiplier = raw.multiplier.unwrap_or(2.0);
             if !(1.0..=100.0).contains(&multiplier) {
-                return Err(format!("`multiplier` = {multiplier} is out of range; use a value in 1.0..=100.0"));
+                return Err(format!(
+                    "`multiplier` = {multiplier} is out of range; use a value in 1.0..=100.0"
+                ));
             }
             let initial = duration("initial", raw.initial.clone(), "100ms")?;
             let max = duration("max", raw.max.clone(), "1m")?;
             if max < initial {
                 return Err("`max` is shorter than `initial`".into());
             }
-            Ok(RestartStrategy::ExponentialBackoff { attempts: attempts()?, initial, max, multiplier })
+            Ok(RestartStrategy::ExponentialBackoff {
+                attempts: attempts()?,
+                initial,
+                max,
+                multiplier,
+            })
         }
         other => Err(format!(
             "`strategy` = {other:?} is unknown; use \"none\", \"fixed-delay\" or \"exponential-backoff\""
@@ -1741,9 +1762,14 @@ input = "count"
         assert_eq!(job("").unwrap().restart, RestartStrategy::None);
         assert_eq!(
             job("[restart]\nattempts = 5").unwrap().restart,
-            RestartStrategy::FixedDelay { attempts: 5, delay: Duration::from_secs(1) }
+            RestartStrategy::FixedDelay {
+                attempts: 5,
+                delay: Duration::from_secs(1)
+            }
         );
-        let backoff = job("[restart]\nstrategy = \"exponential-backoff\"\ninitial = \"10ms\"\nmax = \"1s\"").unwrap();
+        let backoff =
+            job("[restart]\nstrategy = \"exponential-backoff\"\ninitial = \"10ms\"\nmax = \"1s\"")
+                .unwrap();
         assert_eq!(
             backoff.restart,
             RestartStrategy::ExponentialBackoff {
@@ -1753,9 +1779,16 @@ input = "count"
                 multiplier: 2.0
             }
         );
-        let err = job("[restart]\nstrategy = \"sometimes\"").unwrap_err().to_string();
-        assert!(err.contains("restart") && err.contains("sometimes"), "{err}");
-        let err = job("[restart]\ndelay = \"1s\"\nmultiplier = 3.0").unwrap_err().to_string();
+        let err = job("[restart]\nstrategy = \"sometimes\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("restart") && err.contains("sometimes"),
+            "{err}"
+        );
+        let err = job("[restart]\ndelay = \"1s\"\nmultiplier = 3.0")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`multiplier` does not apply"), "{err}");
         let err = job("[restart]\nattempts = 0").unwrap_err().to_string();
         assert!(err.contains("attempts"), "{err}");
@@ -1763,7 +1796,10 @@ input = "count"
 
     #[test]
     fn fixed_delay_allows_exactly_its_attempts() {
-        let s = RestartStrategy::FixedDelay { attempts: 2, delay: Duration::from_secs(1) };
+        let s = RestartStrategy::FixedDelay {
+            attempts: 2,
+            delay: Duration::from_secs(1),
+        };
         assert_eq!(s.delay(1), Some(Duration::from_secs(1)));
         assert_eq!(s.delay(2), Some(Duration::from_secs(1)));
         assert_eq!(s.delay(3), None);
@@ -1782,5 +1818,4 @@ input = "count"
         assert_eq!(waits, [10, 30, 90, 270, 810, 1000]);
         assert_eq!(s.delay(11), None);
     }
-
 }

@@ -3,14 +3,16 @@
 //! relaxed atomic adds, so counting costs a few nanoseconds per batch.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::job::Job;
 
 /// Upper bounds (seconds) of the latency histogram buckets.
-const BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.0];
+const BUCKETS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.0,
+];
 
 /// A fixed-bucket histogram of durations, Prometheus style.
 #[derive(Debug, Default)]
@@ -46,10 +48,23 @@ impl Histogram {
         let mut cumulative = 0;
         for (b, n) in BUCKETS.iter().zip(&self.buckets) {
             cumulative += n.load(Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{{labels}{}le=\"{b}\"}} {cumulative}", sep(labels));
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{}le=\"{b}\"}} {cumulative}",
+                sep(labels)
+            );
         }
-        let _ = writeln!(out, "{name}_bucket{{{labels}{}le=\"+Inf\"}} {}", sep(labels), self.count());
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum_ns.load(Relaxed) as f64 / 1e9);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{}le=\"+Inf\"}} {}",
+            sep(labels),
+            self.count()
+        );
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{labels}}} {}",
+            self.sum_ns.load(Relaxed) as f64 / 1e9
+        );
         let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count());
     }
 }
@@ -138,16 +153,27 @@ impl JobMetrics {
             .sources
             .iter()
             .map(|s| (s.id.clone(), NodeKind::Source))
-            .chain(job.operators.iter().map(|o| (o.id.clone(), NodeKind::Operator)))
+            .chain(
+                job.operators
+                    .iter()
+                    .map(|o| (o.id.clone(), NodeKind::Operator)),
+            )
             .chain(job.sinks.iter().map(|s| (s.id.clone(), NodeKind::Sink)))
             .map(|(id, kind)| (id, kind, Arc::new(NodeMetrics::default())))
             .collect();
-        Arc::new(JobMetrics { job: job.name.clone(), nodes, checkpoints: CheckpointMetrics::default() })
+        Arc::new(JobMetrics {
+            job: job.name.clone(),
+            nodes,
+            checkpoints: CheckpointMetrics::default(),
+        })
     }
 
     /// The counters of node `id`.
     pub fn node(&self, id: &str) -> Option<&Arc<NodeMetrics>> {
-        self.nodes.iter().find(|(n, _, _)| n == id).map(|(_, _, m)| m)
+        self.nodes
+            .iter()
+            .find(|(n, _, _)| n == id)
+            .map(|(_, _, m)| m)
     }
 
     /// The metrics in the Prometheus text exposition format.
@@ -155,41 +181,122 @@ impl JobMetrics {
         let mut out = String::new();
         let job = escape(&self.job);
         let counters: [(&str, &str, Getter); 5] = [
-            ("weir_records_in_total", "Records received by a node.", |m| m.records_in.load(Relaxed) as f64),
-            ("weir_records_out_total", "Records sent downstream by a node.", |m| m.records_out.load(Relaxed) as f64),
-            ("weir_bytes_in_total", "Key and value bytes received by a node.", |m| m.bytes_in.load(Relaxed) as f64),
-            ("weir_bytes_out_total", "Key and value bytes sent downstream by a node.", |m| m.bytes_out.load(Relaxed) as f64),
-            ("weir_backpressure_seconds_total", "Time a node waited on full downstream channels.", |m| {
-                m.blocked_ns.load(Relaxed) as f64 / 1e9
-            }),
+            (
+                "weir_records_in_total",
+                "Records received by a node.",
+                |m| m.records_in.load(Relaxed) as f64,
+            ),
+            (
+                "weir_records_out_total",
+                "Records sent downstream by a node.",
+                |m| m.records_out.load(Relaxed) as f64,
+            ),
+            (
+                "weir_bytes_in_total",
+                "Key and value bytes received by a node.",
+                |m| m.bytes_in.load(Relaxed) as f64,
+            ),
+            (
+                "weir_bytes_out_total",
+                "Key and value bytes sent downstream by a node.",
+                |m| m.bytes_out.load(Relaxed) as f64,
+            ),
+            (
+                "weir_backpressure_seconds_total",
+                "Time a node waited on full downstream channels.",
+                |m| m.blocked_ns.load(Relaxed) as f64 / 1e9,
+            ),
         ];
         for (name, help, get) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
             for (id, kind, m) in &self.nodes {
-                let _ = writeln!(out, "{name}{{job=\"{job}\",node=\"{}\",kind=\"{}\"}} {}", escape(id), kind.name(), get(m));
+                let _ = writeln!(
+                    out,
+                    "{name}{{job=\"{job}\",node=\"{}\",kind=\"{}\"}} {}",
+                    escape(id),
+                    kind.name(),
+                    get(m)
+                );
             }
         }
         let name = "weir_batch_latency_seconds";
-        let _ = writeln!(out, "# HELP {name} Time per process call (operators) or write (sinks).\n# TYPE {name} histogram");
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time per process call (operators) or write (sinks).\n# TYPE {name} histogram"
+        );
         for (id, kind, m) in self.nodes.iter().filter(|(_, k, _)| *k != NodeKind::Source) {
-            m.batch_latency.render(&mut out, name, &format!("job=\"{job}\",node=\"{}\",kind=\"{}\"", escape(id), kind.name()));
+            m.batch_latency.render(
+                &mut out,
+                name,
+                &format!(
+                    "job=\"{job}\",node=\"{}\",kind=\"{}\"",
+                    escape(id),
+                    kind.name()
+                ),
+            );
         }
         let c = &self.checkpoints;
         let gauges: [(&str, &str, &str, u64); 7] = [
-            ("weir_checkpoints_total", "counter", "Completed checkpoints.", c.completed.load(Relaxed)),
-            ("weir_checkpoint_last_id", "gauge", "Id of the last completed checkpoint.", c.last_id.load(Relaxed)),
-            ("weir_checkpoint_last_bytes", "gauge", "Bytes written by the last checkpoint.", c.last_bytes.load(Relaxed)),
-            ("weir_checkpoint_last_duration_milliseconds", "gauge", "Duration of the last checkpoint.", c.last_duration_ms.load(Relaxed)),
-            ("weir_alignment_last_milliseconds", "gauge", "Longest barrier alignment of the last checkpoint.", c.last_alignment_ms.load(Relaxed)),
-            ("weir_alignment_buffered_bytes", "gauge", "Most bytes one instance buffered during the last alignment.", c.last_alignment_buffered_bytes.load(Relaxed)),
-            ("weir_restarts_total", "counter", "Times the job was restored from a checkpoint.", c.restarts.load(Relaxed)),
+            (
+                "weir_checkpoints_total",
+                "counter",
+                "Completed checkpoints.",
+                c.completed.load(Relaxed),
+            ),
+            (
+                "weir_checkpoint_last_id",
+                "gauge",
+                "Id of the last completed checkpoint.",
+                c.last_id.load(Relaxed),
+            ),
+            (
+                "weir_checkpoint_last_bytes",
+                "gauge",
+                "Bytes written by the last checkpoint.",
+                c.last_bytes.load(Relaxed),
+            ),
+            (
+                "weir_checkpoint_last_duration_milliseconds",
+                "gauge",
+                "Duration of the last checkpoint.",
+                c.last_duration_ms.load(Relaxed),
+            ),
+            (
+                "weir_alignment_last_milliseconds",
+                "gauge",
+                "Longest barrier alignment of the last checkpoint.",
+                c.last_alignment_ms.load(Relaxed),
+            ),
+            (
+                "weir_alignment_buffered_bytes",
+                "gauge",
+                "Most bytes one instance buffered during the last alignment.",
+                c.last_alignment_buffered_bytes.load(Relaxed),
+            ),
+            (
+                "weir_restarts_total",
+                "counter",
+                "Times the job was restored from a checkpoint.",
+                c.restarts.load(Relaxed),
+            ),
         ];
         for (name, kind, help, v) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{job=\"{job}\"}} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{job=\"{job}\"}} {v}"
+            );
         }
         for (name, help, h) in [
-            ("weir_checkpoint_duration_seconds", "Checkpoint durations, trigger to complete.", &c.duration),
-            ("weir_alignment_duration_seconds", "Barrier alignment durations.", &c.alignment),
+            (
+                "weir_checkpoint_duration_seconds",
+                "Checkpoint durations, trigger to complete.",
+                &c.duration,
+            ),
+            (
+                "weir_alignment_duration_seconds",
+                "Barrier alignment durations.",
+                &c.alignment,
+            ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
             h.render(&mut out, name, &format!("job=\"{job}\""));
@@ -202,7 +309,9 @@ impl JobMetrics {
 type Getter = fn(&NodeMetrics) -> f64;
 
 fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Serves `metrics` as Prometheus text on `addr` (any path) from a
@@ -211,7 +320,9 @@ pub fn serve(addr: &str, metrics: Arc<JobMetrics>) -> std::io::Result<std::net::
     let std_listener = std::net::TcpListener::bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let bound = std_listener.local_addr()?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
     std::thread::Builder::new().name("metrics".into()).spawn(move || {
         rt.block_on(async move {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};

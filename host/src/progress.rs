@@ -3,8 +3,8 @@
 //! or a plain progress line every few seconds when stderr is not a terminal.
 
 use std::io::IsTerminal as _;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,13 @@ impl Progress {
         let live = std::io::stderr().is_terminal();
         let thread = std::thread::Builder::new()
             .name("progress".into())
-            .spawn(move || if live { run_live(&metrics, &flag) } else { run_plain(&metrics, &flag, plain_every) })
+            .spawn(move || {
+                if live {
+                    run_live(&metrics, &flag)
+                } else {
+                    run_plain(&metrics, &flag, plain_every)
+                }
+            })
             .ok();
         Progress { stop, thread }
     }
@@ -49,7 +55,10 @@ struct Rates {
 
 impl Rates {
     fn new(m: &JobMetrics) -> Self {
-        Rates { at: Instant::now(), last: vec![(0, 0, 0); m.nodes.len()] }
+        Rates {
+            at: Instant::now(),
+            last: vec![(0, 0, 0); m.nodes.len()],
+        }
     }
 
     /// One line per node: totals, rate per second, share of time blocked.
@@ -59,7 +68,11 @@ impl Rates {
         let width = m.nodes.iter().map(|n| n.0.len()).max().unwrap_or(0);
         let mut out = Vec::with_capacity(m.nodes.len());
         for ((id, kind, n), last) in m.nodes.iter().zip(&mut self.last) {
-            let (rin, rout, blocked) = (n.records_in.load(Relaxed), n.records_out.load(Relaxed), n.blocked_ns.load(Relaxed));
+            let (rin, rout, blocked) = (
+                n.records_in.load(Relaxed),
+                n.records_out.load(Relaxed),
+                n.blocked_ns.load(Relaxed),
+            );
             let rate = match kind {
                 NodeKind::Source => (rout - last.1) as f64 / dt,
                 _ => (rin - last.0) as f64 / dt,
@@ -94,15 +107,22 @@ fn checkpoint_line(m: &JobMetrics, started: Instant) -> String {
             c.last_bytes.load(Relaxed)
         )
     };
-    format!("job `{}`  {:.1} s  {ckpt}", m.job, started.elapsed().as_secs_f64())
+    format!(
+        "job `{}`  {:.1} s  {ckpt}",
+        m.job,
+        started.elapsed().as_secs_f64()
+    )
 }
 
 fn run_live(m: &JobMetrics, stop: &AtomicBool) {
     let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
     let style = ProgressStyle::with_template("{msg}").expect("a valid template");
     let header = multi.add(ProgressBar::new_spinner().with_style(style.clone()));
-    let bars: Vec<ProgressBar> =
-        m.nodes.iter().map(|_| multi.add(ProgressBar::new_spinner().with_style(style.clone()))).collect();
+    let bars: Vec<ProgressBar> = m
+        .nodes
+        .iter()
+        .map(|_| multi.add(ProgressBar::new_spinner().with_style(style.clone())))
+        .collect();
     let (started, mut rates) = (Instant::now(), Rates::new(m));
     while !stop.load(Relaxed) {
         header.set_message(checkpoint_line(m, started));

@@ -19,14 +19,13 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 use crate::coordinator::{Command, Completed, Coordinator, Participant};
 use crate::instance::{InstanceError, OperatorInstance};
 use crate::job::{Job, SourceKind};
-use crate::partition::{KEY_GROUPS, Partitioner};
 use crate::metrics::JobMetrics;
+use crate::partition::{KEY_GROUPS, Partitioner};
 use crate::plugin::{Plugin, PluginError, Runtime};
 use crate::state::KeyedState;
 use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta, StoreError};
 use crate::task::{
-    Edge, Event, Inputs, InstanceTask, Msg, Output, POLL, Shared, SinkTask, SourceCtl,
-    TaskError,
+    Edge, Event, Inputs, InstanceTask, Msg, Output, POLL, Shared, SinkTask, SourceCtl, TaskError,
 };
 use crate::{sink, source};
 
@@ -121,7 +120,9 @@ pub enum RunError {
         message: String,
     },
     /// The job failed again after its restart strategy's last restart.
-    #[error("{error} (gave up after {restarts} restart(s); the state dir keeps the last complete checkpoint: fix the cause and run again to resume)")]
+    #[error(
+        "{error} (gave up after {restarts} restart(s); the state dir keeps the last complete checkpoint: fix the cause and run again to resume)"
+    )]
     GaveUp {
         /// Restarts made.
         restarts: u32,
@@ -331,8 +332,11 @@ pub(crate) fn run_attempt(
     if restored.is_some() {
         metrics.checkpoints.restarts.fetch_add(1, Ordering::Relaxed);
     }
-    let metrics_of: HashMap<String, Arc<crate::metrics::NodeMetrics>> =
-        metrics.nodes.iter().map(|(id, _, m)| (id.clone(), m.clone())).collect();
+    let metrics_of: HashMap<String, Arc<crate::metrics::NodeMetrics>> = metrics
+        .nodes
+        .iter()
+        .map(|(id, _, m)| (id.clone(), m.clone()))
+        .collect();
     let output = |id: &str, instance: usize, edges: &mut HashMap<String, Vec<Vec<Edge>>>| Output {
         edges: std::mem::take(&mut edges.get_mut(id).expect("node")[instance]),
         metrics: metrics_of[id].clone(),
@@ -496,7 +500,10 @@ pub(crate) fn run_attempt(
     }
     let end = match (finished, swap, last) {
         (true, _, _) => AttemptEnd::Finished,
-        (false, Some(request), Some(checkpoint)) => AttemptEnd::SwapAt { checkpoint, request },
+        (false, Some(request), Some(checkpoint)) => AttemptEnd::SwapAt {
+            checkpoint,
+            request,
+        },
         _ => AttemptEnd::Stopped,
     };
     let summary = RunSummary {
@@ -509,7 +516,13 @@ pub(crate) fn run_attempt(
         nodes: metrics
             .nodes
             .iter()
-            .map(|(id, _, m)| (id.clone(), m.records_in.load(Ordering::Relaxed), m.records_out.load(Ordering::Relaxed)))
+            .map(|(id, _, m)| {
+                (
+                    id.clone(),
+                    m.records_in.load(Ordering::Relaxed),
+                    m.records_out.load(Ordering::Relaxed),
+                )
+            })
             .collect(),
     };
     Ok((summary, end))
@@ -682,10 +695,13 @@ impl Driver<'_> {
         let c = &self.metrics.checkpoints;
         c.completed.fetch_add(1, Ordering::Relaxed);
         c.last_id.store(done.id, Ordering::Relaxed);
-        c.last_duration_ms.store(meta.duration_ms, Ordering::Relaxed);
+        c.last_duration_ms
+            .store(meta.duration_ms, Ordering::Relaxed);
         c.last_bytes.store(stats.bytes_written, Ordering::Relaxed);
-        c.last_alignment_ms.store(meta.alignment_ms, Ordering::Relaxed);
-        c.last_alignment_buffered_bytes.store(done.buffered_bytes, Ordering::Relaxed);
+        c.last_alignment_ms
+            .store(meta.alignment_ms, Ordering::Relaxed);
+        c.last_alignment_buffered_bytes
+            .store(done.buffered_bytes, Ordering::Relaxed);
         c.duration.observe(done.started.elapsed());
         c.alignment.observe(done.alignment);
         for tx in self.commit_txs {
@@ -714,14 +730,28 @@ impl Driver<'_> {
         };
         if !self.job.operators.iter().any(|o| o.id == req.operator) {
             let ids: Vec<&str> = self.job.operators.iter().map(|o| o.id.as_str()).collect();
-            let why = format!("job `{}` has no operator `{}` (it has: {})", self.job.name, req.operator, ids.join(", "));
+            let why = format!(
+                "job `{}` has no operator `{}` (it has: {})",
+                self.job.name,
+                req.operator,
+                ids.join(", ")
+            );
             return refuse(req, why);
         }
-        if self.pending_swap.is_some() || self.coordinator.stop_requested() || self.awaiting_commit.is_some() {
-            return refuse(req, "the job is already stopping or swapping; retry in a moment".into());
+        if self.pending_swap.is_some()
+            || self.coordinator.stop_requested()
+            || self.awaiting_commit.is_some()
+        {
+            return refuse(
+                req,
+                "the job is already stopping or swapping; retry in a moment".into(),
+            );
         }
         if self.probation.as_ref().is_some_and(|p| p.reply.is_some()) {
-            return refuse(req, "the previous swap is still on probation; retry after its first checkpoint".into());
+            return refuse(
+                req,
+                "the previous swap is still on probation; retry after its first checkpoint".into(),
+            );
         }
         tracing::info!("swap of `{}` requested: taking a checkpoint", req.operator);
         self.pending_swap = Some(req);
@@ -798,7 +828,11 @@ pub fn format_summary(job: &Job, s: &RunSummary) -> String {
         s.restored_from
             .map(|c| format!(", resumed from checkpoint {c}"))
             .unwrap_or_default(),
-        if s.restarts > 0 { format!(", {} restart(s) after failures", s.restarts) } else { String::new() },
+        if s.restarts > 0 {
+            format!(", {} restart(s) after failures", s.restarts)
+        } else {
+            String::new()
+        },
     );
     let width = s.nodes.iter().map(|n| n.0.len()).max().unwrap_or(0);
     for (id, records_in, records_out) in &s.nodes {
@@ -830,8 +864,7 @@ pub fn validate(job: &Job, runtime: &Runtime) -> Result<String, RunError> {
         job.sinks.len()
     );
     for (op, (plugin, ports)) in job.operators.iter().zip(&plugins) {
-        OperatorInstance::for_operator(plugin, op, 0)
-            .map_err(|e| RunError::Task(e.into()))?;
+        OperatorInstance::for_operator(plugin, op, 0).map_err(|e| RunError::Task(e.into()))?;
         let wiring: Vec<String> = ports
             .iter()
             .map(|(p, up)| format!("{} <- {up}", plugin.info().inputs[*p as usize]))

@@ -340,7 +340,14 @@ mod tests {
     }
 
     fn open(dir: &Path, restore: Option<&Value>) -> FileSink {
-        FileSink::open("out", &dir.join("out.txt"), SinkFormat::Lines, &dir.join("staging"), restore).unwrap()
+        FileSink::open(
+            "out",
+            &dir.join("out.txt"),
+            SinkFormat::Lines,
+            &dir.join("staging"),
+            restore,
+        )
+        .unwrap()
     }
 
     fn visible(dir: &Path) -> String {
@@ -407,7 +414,10 @@ mod tests {
         let info2 = s.precommit(2).unwrap();
         drop(s);
         // Half of epoch 2 made it before the crash.
-        let mut f = OpenOptions::new().append(true).open(dir.path().join("out.txt")).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("out.txt"))
+            .unwrap();
         f.write_all(b"bb").unwrap();
         open(dir.path(), Some(&info2));
         assert_eq!(visible(dir.path()), "a\nbbbb\n");
@@ -422,9 +432,15 @@ mod tests {
         s.commit(1).unwrap();
         drop(s);
         fs::write(dir.path().join("out.txt"), "").unwrap();
-        let err = FileSink::open("out", &dir.path().join("out.txt"), SinkFormat::Lines, &dir.path().join("staging"), Some(&info))
-            .err()
-            .unwrap();
+        let err = FileSink::open(
+            "out",
+            &dir.path().join("out.txt"),
+            SinkFormat::Lines,
+            &dir.path().join("staging"),
+            Some(&info),
+        )
+        .err()
+        .unwrap();
         assert!(err.to_string().contains("--restore none"), "{err}");
     }
 }

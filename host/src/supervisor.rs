@@ -16,15 +16,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::{Sender, bounded};
 
 use crate::job::Job;
 pub use crate::job::RestartStrategy;
 use crate::metrics::JobMetrics;
 use crate::plugin::Runtime;
 use crate::runner::{
-    run_attempt, Attempt, AttemptEnd, LoadedOperator, Probation, RestoreMode, RunError, RunOptions, RunSummary,
-    SwapRequest,
+    Attempt, AttemptEnd, LoadedOperator, Probation, RestoreMode, RunError, RunOptions, RunSummary,
+    SwapRequest, run_attempt,
 };
 
 /// File name of the control socket in the state dir.
@@ -32,7 +32,11 @@ pub const CONTROL_SOCKET: &str = "weir.sock";
 
 /// Loads every operator's plugin, with `swaps` replacing the job's plugin
 /// for the operators they name.
-fn load(job: &Job, runtime: &Runtime, swaps: &[(String, PathBuf)]) -> Result<Vec<LoadedOperator>, RunError> {
+fn load(
+    job: &Job,
+    runtime: &Runtime,
+    swaps: &[(String, PathBuf)],
+) -> Result<Vec<LoadedOperator>, RunError> {
     for (op, _) in swaps {
         if !job.operators.iter().any(|o| &o.id == op) {
             let ids: Vec<&str> = job.operators.iter().map(|o| o.id.as_str()).collect();
@@ -46,26 +50,37 @@ fn load(job: &Job, runtime: &Runtime, swaps: &[(String, PathBuf)]) -> Result<Vec
     job.operators
         .iter()
         .map(|op| {
-            let path = swaps.iter().rev().find(|(id, _)| id == &op.id).map_or(&op.plugin, |(_, p)| p);
+            let path = swaps
+                .iter()
+                .rev()
+                .find(|(id, _)| id == &op.id)
+                .map_or(&op.plugin, |(_, p)| p);
             let plugin = runtime.load(path)?;
-            let ports = job.resolve_ports(op, &plugin.info().inputs, &plugin.info().outputs).map_err(|e| {
-                if path == &op.plugin {
-                    RunError::Job(e)
-                } else {
-                    RunError::Swap(format!(
-                        "cannot swap operator `{}` to {}: its ports do not fit the job: {e}",
-                        op.id,
-                        path.display()
-                    ))
-                }
-            })?;
+            let ports = job
+                .resolve_ports(op, &plugin.info().inputs, &plugin.info().outputs)
+                .map_err(|e| {
+                    if path == &op.plugin {
+                        RunError::Job(e)
+                    } else {
+                        RunError::Swap(format!(
+                            "cannot swap operator `{}` to {}: its ports do not fit the job: {e}",
+                            op.id,
+                            path.display()
+                        ))
+                    }
+                })?;
             Ok((plugin, ports))
         })
         .collect()
 }
 
 /// Runs `job` to its end (or a stop), through swaps and restarts.
-pub fn run(job: &Job, runtime: &Runtime, options: &RunOptions, shutdown: &AtomicBool) -> Result<RunSummary, RunError> {
+pub fn run(
+    job: &Job,
+    runtime: &Runtime,
+    options: &RunOptions,
+    shutdown: &AtomicBool,
+) -> Result<RunSummary, RunError> {
     let started = std::time::Instant::now();
     let mut plugins = load(job, runtime, &options.swaps)?;
     let mut swapped: BTreeSet<String> = options.swaps.iter().map(|(op, _)| op.clone()).collect();
@@ -74,10 +89,20 @@ pub fn run(job: &Job, runtime: &Runtime, options: &RunOptions, shutdown: &Atomic
             "--swap replaces a plugin in a restored checkpoint; with --restore none there is nothing to swap: change the plugin in the job file instead".into(),
         ));
     }
-    let metrics = options.metrics.clone().unwrap_or_else(|| JobMetrics::for_job(job));
-    let state_dir = options.state_dir.clone().unwrap_or_else(|| job.checkpoint.dir.clone());
+    let metrics = options
+        .metrics
+        .clone()
+        .unwrap_or_else(|| JobMetrics::for_job(job));
+    let state_dir = options
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| job.checkpoint.dir.clone());
     let (control_tx, control_rx) = bounded(4);
-    let _control = if options.control_socket { Some(ControlSocket::start(&state_dir, control_tx)?) } else { None };
+    let _control = if options.control_socket {
+        Some(ControlSocket::start(&state_dir, control_tx)?)
+    } else {
+        None
+    };
 
     let mut restore = options.restore;
     let mut probation: Option<(Probation, usize, LoadedOperator)> = None;
@@ -97,10 +122,15 @@ pub fn run(job: &Job, runtime: &Runtime, options: &RunOptions, shutdown: &Atomic
         let result = run_attempt(job, options, attempt, shutdown);
         // A swap on probation whose attempt failed: roll back.
         if let Err(e) = &result
-            && probation.as_ref().is_some_and(|(p, _, _)| p.reply.is_some())
+            && probation
+                .as_ref()
+                .is_some_and(|(p, _, _)| p.reply.is_some())
         {
             let (p, index, old) = probation.take().expect("checked above");
-            tracing::warn!("swap of `{}` failed, rolling back to the previous plugin: {e}", p.operator);
+            tracing::warn!(
+                "swap of `{}` failed, rolling back to the previous plugin: {e}",
+                p.operator
+            );
             if let Some(reply) = p.reply {
                 let _ = reply.send(Err(format!(
                     "the new plugin of `{}` failed, rolled back to the previous plugin from checkpoint {}: {e}",
@@ -118,7 +148,10 @@ pub fn run(job: &Job, runtime: &Runtime, options: &RunOptions, shutdown: &Atomic
                 restarts += 1;
                 let Some(wait) = job.restart.delay(restarts) else {
                     return Err(if restarts > 1 {
-                        RunError::GaveUp { restarts: restarts - 1, error: Box::new(e) }
+                        RunError::GaveUp {
+                            restarts: restarts - 1,
+                            error: Box::new(e),
+                        }
                     } else {
                         e
                     });
@@ -141,25 +174,55 @@ pub fn run(job: &Job, runtime: &Runtime, options: &RunOptions, shutdown: &Atomic
                 if let Some((p, _, _)) = probation.take()
                     && let Some(reply) = p.reply
                 {
-                    let _ = reply.send(Ok(format!("operator `{}` swapped; the job ended before its next checkpoint", p.operator)));
+                    let _ = reply.send(Ok(format!(
+                        "operator `{}` swapped; the job ended before its next checkpoint",
+                        p.operator
+                    )));
                 }
                 let restored_from = first_restore.flatten();
                 let duration = started.elapsed();
-                return Ok(RunSummary { restored_from, checkpoints: total_checkpoints, duration, restarts, ..summary });
+                return Ok(RunSummary {
+                    restored_from,
+                    checkpoints: total_checkpoints,
+                    duration,
+                    restarts,
+                    ..summary
+                });
             }
-            AttemptEnd::SwapAt { checkpoint, request } => {
+            AttemptEnd::SwapAt {
+                checkpoint,
+                request,
+            } => {
                 restore = RestoreMode::Id(checkpoint);
-                let index = job.operators.iter().position(|o| o.id == request.operator).expect("checked by the driver");
-                match load(job, runtime, &[(request.operator.clone(), request.plugin.clone())]) {
+                let index = job
+                    .operators
+                    .iter()
+                    .position(|o| o.id == request.operator)
+                    .expect("checked by the driver");
+                match load(
+                    job,
+                    runtime,
+                    &[(request.operator.clone(), request.plugin.clone())],
+                ) {
                     Err(e) => {
-                        let _ = request.reply.send(Err(format!("swap refused, the job continues with the previous plugin: {e}")));
+                        let _ = request.reply.send(Err(format!(
+                            "swap refused, the job continues with the previous plugin: {e}"
+                        )));
                     }
                     Ok(mut loaded) => {
                         let new = loaded.swap_remove(index);
                         let old = std::mem::replace(&mut plugins[index], new);
                         swapped.insert(request.operator.clone());
-                        tracing::info!("swapping `{}` to {} at checkpoint {checkpoint}", request.operator, request.plugin.display());
-                        let p = Probation { from: checkpoint, operator: request.operator, reply: Some(request.reply) };
+                        tracing::info!(
+                            "swapping `{}` to {} at checkpoint {checkpoint}",
+                            request.operator,
+                            request.plugin.display()
+                        );
+                        let p = Probation {
+                            from: checkpoint,
+                            operator: request.operator,
+                            reply: Some(request.reply),
+                        };
                         probation = Some((p, index, old));
                     }
                 }
@@ -178,7 +241,12 @@ struct ControlSocket {
 impl ControlSocket {
     fn start(state_dir: &Path, requests: Sender<SwapRequest>) -> Result<Self, RunError> {
         let path = state_dir.join(CONTROL_SOCKET);
-        let io = |e: std::io::Error| RunError::Swap(format!("cannot open the control socket {}: {e}", path.display()));
+        let io = |e: std::io::Error| {
+            RunError::Swap(format!(
+                "cannot open the control socket {}: {e}",
+                path.display()
+            ))
+        };
         std::fs::create_dir_all(state_dir).map_err(io)?;
         // A socket left by a killed run; the checkpoint store's lock already
         // guarantees no other run uses this state dir.
@@ -213,10 +281,19 @@ fn serve(conn: UnixStream, requests: &Sender<SwapRequest>) {
         Err(e) => Err(e),
         Ok((operator, plugin)) => {
             let (reply, result) = bounded(1);
-            if requests.send(SwapRequest { operator, plugin, reply }).is_err() {
+            if requests
+                .send(SwapRequest {
+                    operator,
+                    plugin,
+                    reply,
+                })
+                .is_err()
+            {
                 Err("the job is shutting down".to_string())
             } else {
-                result.recv().unwrap_or_else(|_| Err("the job ended before the swap completed".into()))
+                result
+                    .recv()
+                    .unwrap_or_else(|_| Err("the job ended before the swap completed".into()))
             }
         }
     };
@@ -229,35 +306,59 @@ fn serve(conn: UnixStream, requests: &Sender<SwapRequest>) {
 }
 
 fn parse(line: &str) -> Result<(String, PathBuf), String> {
-    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("bad request ({e})"))?;
-    let swap = v.get("swap").ok_or("bad request: expected {\"swap\": ...}")?;
-    let field = |k: &str| swap.get(k).and_then(|x| x.as_str()).map(str::to_string).ok_or(format!("bad request: missing `{k}`"));
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("bad request ({e})"))?;
+    let swap = v
+        .get("swap")
+        .ok_or("bad request: expected {\"swap\": ...}")?;
+    let field = |k: &str| {
+        swap.get(k)
+            .and_then(|x| x.as_str())
+            .map(str::to_string)
+            .ok_or(format!("bad request: missing `{k}`"))
+    };
     Ok((field("operator")?, PathBuf::from(field("plugin")?)))
 }
 
 /// Asks the job running on `state_dir` to swap `operator` to `plugin`, and
 /// waits for the outcome (`weir swap`).
-pub fn request_swap(state_dir: &Path, operator: &str, plugin: &Path, timeout: Duration) -> Result<String, String> {
+pub fn request_swap(
+    state_dir: &Path,
+    operator: &str,
+    plugin: &Path,
+    timeout: Duration,
+) -> Result<String, String> {
     let path = state_dir.join(CONTROL_SOCKET);
     let conn = UnixStream::connect(&path).map_err(|e| {
-        format!("no running job on {} ({}: {e}); start it with `weir run`", state_dir.display(), path.display())
+        format!(
+            "no running job on {} ({}: {e}); start it with `weir run`",
+            state_dir.display(),
+            path.display()
+        )
     })?;
-    conn.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     let plugin = std::path::absolute(plugin).map_err(|e| format!("{}: {e}", plugin.display()))?;
     let req = serde_json::json!({"swap": {"operator": operator, "plugin": plugin}});
-    (&conn).write_all(format!("{req}\n").as_bytes()).map_err(|e| e.to_string())?;
+    (&conn)
+        .write_all(format!("{req}\n").as_bytes())
+        .map_err(|e| e.to_string())?;
     let mut line = String::new();
     BufReader::new(&conn)
         .read_line(&mut line)
         .map_err(|e| format!("no answer from the job within {} s: {e}", timeout.as_secs()))?;
-    let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| format!("bad answer from the job ({e}): {line}"))?;
-    match (v["ok"].as_bool(), v["message"].as_str(), v["error"].as_str()) {
+    let v: serde_json::Value = serde_json::from_str(&line)
+        .map_err(|e| format!("bad answer from the job ({e}): {line}"))?;
+    match (
+        v["ok"].as_bool(),
+        v["message"].as_str(),
+        v["error"].as_str(),
+    ) {
         (Some(true), Some(m), _) => Ok(m.to_string()),
         (_, _, Some(e)) => Err(e.to_string()),
         _ => Err(format!("bad answer from the job: {line}")),
     }
 }
-
 
 /// Whether restarting from a checkpoint can help: failures while running
 /// can; failures to load, validate, open or restore cannot.
@@ -266,10 +367,11 @@ fn restartable(e: &RunError) -> bool {
     use crate::task::TaskError;
     match e {
         RunError::Task(TaskError::Instance(
-            InstanceError::Trap { hook, .. } | InstanceError::Limit { hook, .. } | InstanceError::Returned { hook, .. },
+            InstanceError::Trap { hook, .. }
+            | InstanceError::Limit { hook, .. }
+            | InstanceError::Returned { hook, .. },
         )) => !matches!(*hook, "open" | "instantiate" | "restore"),
         RunError::Task(_) => true,
         _ => false,
     }
 }
-

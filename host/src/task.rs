@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Select, SendTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{
+    Receiver, RecvTimeoutError, Select, SendTimeoutError, Sender, TrySendError,
+};
 use serde_json::Value;
 
 use crate::Record;
@@ -107,7 +109,12 @@ impl Shared {
     }
 }
 
-fn send(shared: &Shared, metrics: &NodeMetrics, tx: &Sender<Msg>, msg: Msg) -> Result<(), Cancelled> {
+fn send(
+    shared: &Shared,
+    metrics: &NodeMetrics,
+    tx: &Sender<Msg>,
+    msg: Msg,
+) -> Result<(), Cancelled> {
     let mut msg = match tx.try_send(msg) {
         Ok(()) => return Ok(()),
         Err(TrySendError::Disconnected(_)) => return Err(Cancelled),
@@ -116,7 +123,9 @@ fn send(shared: &Shared, metrics: &NodeMetrics, tx: &Sender<Msg>, msg: Msg) -> R
     // Backpressure: the downstream channel is full.
     let blocked = Instant::now();
     let _account = Defer(|| {
-        metrics.blocked_ns.fetch_add(blocked.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        metrics
+            .blocked_ns
+            .fetch_add(blocked.elapsed().as_nanos() as u64, Ordering::Relaxed);
     });
     loop {
         match tx.send_timeout(msg, POLL) {
@@ -142,12 +151,16 @@ impl<F: FnMut()> Drop for Defer<F> {
 }
 
 fn count_in(m: &NodeMetrics, batch: &[Record]) {
-    m.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
+    m.records_in
+        .fetch_add(batch.len() as u64, Ordering::Relaxed);
     m.bytes_in.fetch_add(bytes_of(batch), Ordering::Relaxed);
 }
 
 fn bytes_of(batch: &[Record]) -> u64 {
-    batch.iter().map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64).sum()
+    batch
+        .iter()
+        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
+        .sum()
 }
 
 /// One outgoing connection to every instance of a downstream node.
@@ -167,8 +180,12 @@ impl Output {
         if batch.is_empty() {
             return Ok(());
         }
-        self.metrics.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        self.metrics.bytes_out.fetch_add(bytes_of(&batch), Ordering::Relaxed);
+        self.metrics
+            .records_out
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.metrics
+            .bytes_out
+            .fetch_add(bytes_of(&batch), Ordering::Relaxed);
         let last = self.edges.len().saturating_sub(1);
         let mut batch = Some(batch);
         for (i, edge) in self.edges.iter_mut().enumerate() {
@@ -478,9 +495,19 @@ impl InstanceTask {
                         count_in(&self.inputs.metrics, &batch);
                         let started = Instant::now();
                         if let Err(error) = self.instance.process(port, &batch) {
-                            let port = self.instance.info().inputs.get(port as usize).cloned().unwrap_or_default();
+                            let port = self
+                                .instance
+                                .info()
+                                .inputs
+                                .get(port as usize)
+                                .cloned()
+                                .unwrap_or_default();
                             let records = batch.len();
-                            self.shared.event(Event::Failed(TaskError::Process { error, port, records }));
+                            self.shared.event(Event::Failed(TaskError::Process {
+                                error,
+                                port,
+                                records,
+                            }));
                             return Err(Cancelled);
                         }
                         self.inputs.metrics.batch_latency.observe(started.elapsed());

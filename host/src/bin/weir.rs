@@ -48,7 +48,9 @@ enum Command {
     },
     /// Replace an operator's plugin in a running job, at a checkpoint,
     /// keeping its state; rolls back if the new plugin fails.
-    #[command(after_help = "Examples:\n  weir swap examples/hot-swap/state count=plugins/target/word-count-v2.wasm")]
+    #[command(
+        after_help = "Examples:\n  weir swap examples/hot-swap/state count=plugins/target/word-count-v2.wasm"
+    )]
     Swap {
         /// The running job's state directory.
         state_dir: PathBuf,
@@ -129,7 +131,9 @@ enum Command {
 
 fn parse_swap(s: &str) -> Result<(String, PathBuf), String> {
     match s.split_once('=') {
-        Some((op, path)) if !op.is_empty() && !path.is_empty() => Ok((op.to_string(), PathBuf::from(path))),
+        Some((op, path)) if !op.is_empty() && !path.is_empty() => {
+            Ok((op.to_string(), PathBuf::from(path)))
+        }
         _ => Err(format!("`{s}` is not OPERATOR=NEW.wasm")),
     }
 }
@@ -173,11 +177,19 @@ fn runtime() -> anyhow::Result<weir::Runtime> {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Run { job, restore, state_dir, metrics, progress_every, swap } => {
+        Command::Run {
+            job,
+            restore,
+            state_dir,
+            metrics,
+            progress_every,
+            swap,
+        } => {
             let job = weir::job::Job::load(&job)?;
             let shutdown = Arc::new(AtomicBool::new(false));
             for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-                signal_hook::flag::register(signal, shutdown.clone()).context("installing signal handlers")?;
+                signal_hook::flag::register(signal, shutdown.clone())
+                    .context("installing signal handlers")?;
             }
             let rt = runtime()?;
             let live = weir::metrics::JobMetrics::for_job(&job);
@@ -186,10 +198,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("serving metrics on {addr} (is the port in use?)"))?;
                 eprintln!("metrics: http://{bound}/metrics");
             }
-            let progress = (progress_every > 0)
-                .then(|| weir::progress::Progress::start(live.clone(), std::time::Duration::from_secs(progress_every)));
-            let options =
-                RunOptions { restore, state_dir, metrics: Some(live), swaps: swap, control_socket: true };
+            let progress = (progress_every > 0).then(|| {
+                weir::progress::Progress::start(
+                    live.clone(),
+                    std::time::Duration::from_secs(progress_every),
+                )
+            });
+            let options = RunOptions {
+                restore,
+                state_dir,
+                metrics: Some(live),
+                swaps: swap,
+                control_socket: true,
+            };
             let result = weir::runner::run(&job, &rt, &options, &shutdown);
             if let Some(p) = progress {
                 p.stop();
@@ -198,7 +219,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             eprint!("{}", weir::runner::format_summary(&job, &summary));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Swap { state_dir, swap: (operator, plugin), timeout } => {
+        Command::Swap {
+            state_dir,
+            swap: (operator, plugin),
+            timeout,
+        } => {
             let timeout = std::time::Duration::from_secs(timeout);
             match weir::supervisor::request_swap(&state_dir, &operator, &plugin, timeout) {
                 Ok(message) => {

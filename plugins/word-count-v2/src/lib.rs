@@ -34,9 +34,9 @@ fn key(word: &str) -> Vec<u8> {
 }
 
 fn decode(bytes: &[u8]) -> Result<u64> {
-    let arr: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| Error::IncompatibleState(format!("a v2 count is 8 bytes, found {}", bytes.len())))?;
+    let arr: [u8; 8] = bytes.try_into().map_err(|_| {
+        Error::IncompatibleState(format!("a v2 count is 8 bytes, found {}", bytes.len()))
+    })?;
     Ok(u64::from_le_bytes(arr))
 }
 
@@ -58,7 +58,9 @@ impl Operator for WordCountV2 {
 
     fn open(ctx: &OpenContext) -> Result<Self> {
         let config: Config = ctx.config_as()?;
-        Ok(WordCountV2 { lowercase: config.lowercase })
+        Ok(WordCountV2 {
+            lowercase: config.lowercase,
+        })
     }
 
     fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
@@ -69,7 +71,11 @@ impl Operator for WordCountV2 {
                 None => rec.value_str()?,
             };
             let w = raw.trim();
-            words.push(if self.lowercase { w.to_lowercase() } else { w.to_string() });
+            words.push(if self.lowercase {
+                w.to_lowercase()
+            } else {
+                w.to_string()
+            });
         }
         let mut distinct: Vec<&String> = words.iter().filter(|w| !w.is_empty()).collect();
         distinct.sort_unstable();
@@ -82,15 +88,25 @@ impl Operator for WordCountV2 {
         for w in words.iter().filter(|w| !w.is_empty()) {
             let n = counts.get_mut(w.as_str()).expect("looked up");
             *n += 1;
-            ctx.emit(0, Record::json(&Out { w, n: *n, v: 2 }).with_key(w.as_bytes()));
+            ctx.emit(
+                0,
+                Record::json(&Out { w, n: *n, v: 2 }).with_key(w.as_bytes()),
+            );
         }
-        ctx.put_many(counts.into_iter().map(|(w, n)| (key(w), n.to_le_bytes().to_vec())).collect());
+        ctx.put_many(
+            counts
+                .into_iter()
+                .map(|(w, n)| (key(w), n.to_le_bytes().to_vec()))
+                .collect(),
+        );
         Ok(())
     }
 
     fn restore(&mut self, ctx: &mut Context, state_version: u32, bytes: &[u8]) -> Result<()> {
         if !bytes.is_empty() {
-            return Err(Error::IncompatibleState("word-count keeps no snapshot bytes".into()));
+            return Err(Error::IncompatibleState(
+                "word-count keeps no snapshot bytes".into(),
+            ));
         }
         match state_version {
             STATE_VERSION => Ok(()),
@@ -98,7 +114,9 @@ impl Operator for WordCountV2 {
                 let mut migrated = 0;
                 let mut puts = Vec::new();
                 for (k, v) in ctx.scan_all(b"") {
-                    let Some(word) = k.strip_suffix(V1_SUFFIX) else { continue };
+                    let Some(word) = k.strip_suffix(V1_SUFFIX) else {
+                        continue;
+                    };
                     let n: u64 = serde_json::from_slice(&v).map_err(|e| {
                         Error::IncompatibleState(format!("a v1 count is a JSON number: {e}"))
                     })?;
@@ -107,7 +125,10 @@ impl Operator for WordCountV2 {
                     migrated += 1;
                 }
                 ctx.put_many(puts);
-                ctx.log(LogLevel::Info, &format!("migrated {migrated} counts from state version 1 to 2"));
+                ctx.log(
+                    LogLevel::Info,
+                    &format!("migrated {migrated} counts from state version 1 to 2"),
+                );
                 Ok(())
             }
             other => Err(Error::IncompatibleState(format!(
@@ -128,9 +149,21 @@ mod tests {
     #[test]
     fn counts_in_the_v2_format() {
         let mut h = Harness::<WordCountV2>::open("{}").unwrap();
-        let out = h.process("in", ["a", "b", "a"].map(Record::new).to_vec()).unwrap();
-        let text: Vec<_> = out.iter().map(|r| r.value_str().unwrap().to_string()).collect();
-        assert_eq!(text, [r#"{"w":"a","n":1,"v":2}"#, r#"{"w":"b","n":1,"v":2}"#, r#"{"w":"a","n":2,"v":2}"#]);
+        let out = h
+            .process("in", ["a", "b", "a"].map(Record::new).to_vec())
+            .unwrap();
+        let text: Vec<_> = out
+            .iter()
+            .map(|r| r.value_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            text,
+            [
+                r#"{"w":"a","n":1,"v":2}"#,
+                r#"{"w":"b","n":1,"v":2}"#,
+                r#"{"w":"a","n":2,"v":2}"#
+            ]
+        );
         assert_eq!(h.state()[&b"a\0n".to_vec()], 2u64.to_le_bytes());
     }
 
@@ -150,6 +183,9 @@ mod tests {
         let mut h = Harness::<WordCountV2>::open("{}").unwrap();
         assert!(h.restore(3, &[]).is_err());
         h.state_mut().insert(b"a\0count".to_vec(), b"x".to_vec());
-        assert!(matches!(h.restore(1, &[]), Err(Error::IncompatibleState(_))));
+        assert!(matches!(
+            h.restore(1, &[]),
+            Err(Error::IncompatibleState(_))
+        ));
     }
 }

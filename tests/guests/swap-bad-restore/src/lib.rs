@@ -9,7 +9,10 @@ pub struct BadRestore;
 
 impl Operator for BadRestore {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("word-count", "9.0.0-bad-restore").input("in").output("out").state_version(9)
+        OperatorInfo::new("word-count", "9.0.0-bad-restore")
+            .input("in")
+            .output("out")
+            .state_version(9)
     }
 
     fn open(_ctx: &OpenContext) -> Result<Self> {
@@ -22,7 +25,9 @@ impl Operator for BadRestore {
     }
 
     fn restore(&mut self, _ctx: &mut Context, state_version: u32, _bytes: &[u8]) -> Result<()> {
-        Err(Error::IncompatibleState(format!("cannot migrate state version {state_version} (deliberately broken)")))
+        Err(Error::IncompatibleState(format!(
+            "cannot migrate state version {state_version} (deliberately broken)"
+        )))
     }
 }
 

@@ -9,7 +9,9 @@ pub struct TrapFirstBatch;
 
 impl Operator for TrapFirstBatch {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("word-count", "9.0.0-trap").input("in").output("out")
+        OperatorInfo::new("word-count", "9.0.0-trap")
+            .input("in")
+            .output("out")
     }
 
     fn open(_ctx: &OpenContext) -> Result<Self> {
@@ -17,7 +19,10 @@ impl Operator for TrapFirstBatch {
     }
 
     fn process(&mut self, _ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
-        panic!("deliberate trap on the first batch of {} records", batch.len());
+        panic!(
+            "deliberate trap on the first batch of {} records",
+            batch.len()
+        );
     }
 }
 
