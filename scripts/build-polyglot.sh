@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the operators written in other languages than Rust to components:
 #
-#   plugins-py/<name>/app.py    -> plugins/target/<name>-py.wasm   (componentize-py, PyPI)
-#   plugins-c/<name>/*.c        -> plugins/target/<name>-c.wasm    (Debian clang + wasi-libc)
-#   plugins-js/<name>/*.js      -> plugins/target/<name>-js.wasm   (componentize-js, npm)
-#   plugins-zig/<name>/*.zig    -> plugins/target/<name>-zig.wasm  (Zig from PyPI `ziglang`)
+#   plugins/python/<name>/app.py    -> plugins/target/<name>-py.wasm   (componentize-py, PyPI)
+#   plugins/c/<name>/*.c        -> plugins/target/<name>-c.wasm    (Debian clang + wasi-libc)
+#   plugins/js/<name>/*.js      -> plugins/target/<name>-js.wasm   (componentize-js, npm)
+#   plugins/zig/<name>/*.zig    -> plugins/target/<name>-zig.wasm  (Zig from PyPI `ziglang`)
 #
 # Usage: scripts/build-polyglot.sh [python|c|js|zig ...]   (default: all four)
 #
@@ -193,7 +193,7 @@ ensure_c() {
 
 build_c() {
     local name="$1" src="$2" dst="$out/$1-c.wasm" hash files work
-    mapfile -t files < <(find "$src" "$root/plugins-c/lib" -name '*.[ch]' | sort)
+    mapfile -t files < <(find "$src" "$root/plugins/c/lib" -name '*.[ch]' | sort)
     hash="$(inputs_hash "$clang_version $tool_version" "${files[@]}")"
     up_to_date "$dst" "$hash" && return 0
     say "c: $name"
@@ -201,8 +201,8 @@ build_c() {
     mkdir -p "$work"
     {
         clang --target=wasm32-wasi -O2 -mexec-model=reactor -Wall -Wl,--strip-debug \
-            -I"$tools/c-gen" -I"$root/plugins-c/lib" \
-            "$src"/*.c "$root"/plugins-c/lib/*.c \
+            -I"$tools/c-gen" -I"$root/plugins/c/lib" \
+            "$src"/*.c "$root"/plugins/c/lib/*.c \
             "$tools/c-gen/operator.c" "$tools/c-gen/operator_component_type.o" \
             -o "$work/core.wasm" &&
             "$polyglot_tool" component "$work/core.wasm" "$dst.tmp"
@@ -259,13 +259,13 @@ zig() {
 ensure_zig() {
     ensure_venv && pip_package ziglang "$ZIGLANG_VERSION" && ensure_tool && c_bindings || return 1
     # Zig 0.16+ has no @cImport: translate the C declarations the operators
-    # use (plugins-zig/lib/c.h) to c.zig, once for all of them.
+    # use (plugins/zig/lib/c.h) to c.zig, once for all of them.
     local hash
-    hash="$(cat "$root/plugins-zig/lib/c.h" "$root"/plugins-c/lib/*.h "$tools"/c-gen/*.h | sha256sum | cut -c1-16) $ZIGLANG_VERSION"
+    hash="$(cat "$root/plugins/zig/lib/c.h" "$root"/plugins/c/lib/*.h "$tools"/c-gen/*.h | sha256sum | cut -c1-16) $ZIGLANG_VERSION"
     if [ "$(cat "$tools/zig-c/.inputs" 2>/dev/null)" != "$hash" ]; then
         mkdir -p "$tools/zig-c"
-        zig translate-c -target wasm32-wasi -lc -I"$tools/c-gen" -I"$root/plugins-c/lib" \
-            "$root/plugins-zig/lib/c.h" >"$tools/zig-c/c.zig" 2>"$logs/zig-translate-c.log" || {
+        zig translate-c -target wasm32-wasi -lc -I"$tools/c-gen" -I"$root/plugins/c/lib" \
+            "$root/plugins/zig/lib/c.h" >"$tools/zig-c/c.zig" 2>"$logs/zig-translate-c.log" || {
             cat "$logs/zig-translate-c.log" >&2
             return 1
         }
@@ -275,7 +275,7 @@ ensure_zig() {
 
 build_zig() {
     local name="$1" src="$2" dst="$out/$1-zig.wasm" hash files work
-    mapfile -t files < <(find "$src" "$root/plugins-zig/lib" "$root/plugins-c/lib" -name '*.zig' -o -name '*.[ch]' | sort)
+    mapfile -t files < <(find "$src" "$root/plugins/zig/lib" "$root/plugins/c/lib" -name '*.zig' -o -name '*.[ch]' | sort)
     hash="$(inputs_hash "ziglang $ZIGLANG_VERSION $tool_version" "${files[@]}")"
     up_to_date "$dst" "$hash" && return 0
     say "zig: $name (the first build takes a few minutes)"
@@ -285,10 +285,10 @@ build_zig() {
     cp "$src"/*.zig "$work/"
     cp "$tools/zig-c/c.zig" "$work/c.zig"
     {
-        (cd "$work" && zig build-exe main.zig "$root"/plugins-c/lib/*.c \
+        (cd "$work" && zig build-exe main.zig "$root"/plugins/c/lib/*.c \
                 "$tools/c-gen/operator.c" "$tools/c-gen/operator_component_type.o" \
                 -target wasm32-wasi -mexec-model=reactor -fno-entry -O ReleaseSmall -lc \
-                -I"$tools/c-gen" -I"$root/plugins-c/lib" -femit-bin="$work/core.wasm") &&
+                -I"$tools/c-gen" -I"$root/plugins/c/lib" -femit-bin="$work/core.wasm") &&
             "$polyglot_tool" component "$work/core.wasm" "$dst.tmp"
     } >"$logs/$name-zig.log" 2>&1 || {
         say "zig: building $name failed:"
@@ -339,10 +339,10 @@ build_lang() {
 
 for lang in "${langs[@]}"; do
     case "$lang" in
-    python | py) build_lang python plugins-py ;;
-    c) build_lang c plugins-c ;;
-    js) build_lang js plugins-js ;;
-    zig) build_lang zig plugins-zig ;;
+    python | py) build_lang python plugins/python ;;
+    c) build_lang c plugins/c ;;
+    js) build_lang js plugins/js ;;
+    zig) build_lang zig plugins/zig ;;
     *)
         say "unknown language \`$lang\` (python, c, js, zig)"
         exit 2

@@ -1,5 +1,5 @@
-//! The operators written in Python, C, JavaScript and Zig (`plugins-py/`,
-//! `plugins-c/`, `plugins-js/`, `plugins-zig/`), built to
+//! The operators written in Python, C, JavaScript and Zig (`plugins/python/`,
+//! `plugins/c/`, `plugins/js/`, `plugins/zig/`), built to
 //! `plugins/target/<operator>-<suffix>.wasm` by `scripts/build-polyglot.sh`,
 //! which installs each language's toolchain from the package registries when
 //! it is missing.
@@ -30,22 +30,22 @@ pub const LANGS: &[Lang] = &[
     Lang {
         name: "python",
         suffix: "py",
-        dir: "plugins-py",
+        dir: "plugins/python",
     },
     Lang {
         name: "c",
         suffix: "c",
-        dir: "plugins-c",
+        dir: "plugins/c",
     },
     Lang {
         name: "js",
         suffix: "js",
-        dir: "plugins-js",
+        dir: "plugins/js",
     },
     Lang {
         name: "zig",
         suffix: "zig",
-        dir: "plugins-zig",
+        dir: "plugins/zig",
     },
 ];
 

@@ -18,11 +18,11 @@
 //!
 //! Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
 //!
-//! Build: scripts/build-polyglot.sh zig (see plugins-zig/word-count/main.zig).
+//! Build: scripts/build-polyglot.sh zig (see plugins/zig/word-count/main.zig).
 
 const std = @import("std");
 // The C declarations of the bindings and helpers, made by the build with
-// `zig translate-c` (Zig 0.16+ has no @cImport) from plugins-zig/lib/c.h.
+// `zig translate-c` (Zig 0.16+ has no @cImport) from plugins/zig/lib/c.h.
 const c = @import("c.zig");
 
 const SUFFIX = "\x00rc";

@@ -1,5 +1,5 @@
 /*
- * Small helpers shared by the C operators under plugins-c/: a growable byte
+ * Small helpers shared by the C operators under plugins/c/: a growable byte
  * buffer, JSON text as serde_json writes it, a strict JSON parser, UTF-8
  * checks and Unicode trimming/lowercasing as Rust's `str` does them.
  *

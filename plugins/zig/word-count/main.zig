@@ -12,12 +12,12 @@
 //!
 //! Build: scripts/build-polyglot.sh zig. The bindings are the C bindings of
 //! the world (operator.h, translated to Zig by `zig translate-c`); JSON, UTF-8 trimming and
-//! lowercasing come from the C helpers in plugins-c/lib, which Zig compiles
+//! lowercasing come from the C helpers in plugins/c/lib, which Zig compiles
 //! and links directly.
 
 const std = @import("std");
 // The C declarations of the bindings and helpers, made by the build with
-// `zig translate-c` (Zig 0.16+ has no @cImport) from plugins-zig/lib/c.h.
+// `zig translate-c` (Zig 0.16+ has no @cImport) from plugins/zig/lib/c.h.
 const c = @import("c.zig");
 
 const SUFFIX = "\x00count";
