@@ -464,19 +464,6 @@ format = "jsonl"
 input = "count"
 "#;
 
-fn wordcount_input(rng: &mut XorShift, lines: usize) -> String {
-    let mut text = String::new();
-    for _ in 0..lines {
-        let n = rng.range(1, 9);
-        let words: Vec<String> = (0..n)
-            .map(|_| format!("Word{}", rng.range(0, 300)))
-            .collect();
-        text.push_str(&words.join(" "));
-        text.push_str(", done.\n");
-    }
-    text
-}
-
 fn wordcount_job(plugin: &Path, input: &str, rate: Option<u64>) -> JobDir {
     let job = WORDCOUNT_JOB
         .replace("PLUGIN", plugin.to_str().unwrap())
@@ -586,7 +573,7 @@ fn job_same_output_as_rust(lang: Lang, operator: &str, test: &str) {
     };
     let (out, rust_job, job) = match operator {
         "word-count" => {
-            let input = wordcount_input(&mut XorShift(seed() ^ 5), 1500);
+            let input = weir_tests::pipeline::wordcount_input(&mut XorShift(seed() ^ 5), 300, 1500);
             (
                 "out/counts.jsonl",
                 wordcount_job(&reference(operator), &input, None),
@@ -612,7 +599,7 @@ fn job_survives_sigkill(lang: Lang, test: &str) {
     };
     warm_cache(&build);
     let mut rng = XorShift(seed() ^ 13);
-    let input = wordcount_input(&mut rng, 6000);
+    let input = weir_tests::pipeline::wordcount_input(&mut rng, 300, 6000);
     let want = {
         let j = wordcount_job(&reference("word-count"), &input, None);
         j.run_ok(&[]);

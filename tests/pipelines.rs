@@ -94,19 +94,6 @@ format = "jsonl"
 input = "count"
 "#;
 
-fn wordcount_input(rng: &mut XorShift, lines: usize) -> String {
-    let mut text = String::new();
-    for _ in 0..lines {
-        let n = rng.range(1, 9);
-        let words: Vec<String> = (0..n)
-            .map(|_| format!("Word{}", rng.range(0, 400)))
-            .collect();
-        text.push_str(&words.join(" "));
-        text.push_str(", done.\n");
-    }
-    text
-}
-
 /// Every occurrence of a word yields `{"word": w, "count": k}` for k = 1..=n.
 fn wordcount_reference(text: &str) -> BTreeMap<String, usize> {
     let mut counts: HashMap<String, u64> = HashMap::new();
@@ -126,7 +113,7 @@ fn wordcount_reference(text: &str) -> BTreeMap<String, usize> {
 #[test]
 fn wordcount_straight_through_matches_the_reference() {
     let mut rng = XorShift(seed());
-    let input = wordcount_input(&mut rng, 3000);
+    let input = weir_tests::pipeline::wordcount_input(&mut rng, 400, 3000);
     let job = JobDir::new(
         WEIR,
         &WORDCOUNT_JOB.replace("rate = 5000", ""),
@@ -144,7 +131,7 @@ fn wordcount_straight_through_matches_the_reference() {
 #[test]
 fn wordcount_survives_sigkill_exactly_once() {
     let mut rng = XorShift(seed() ^ 1);
-    let input = wordcount_input(&mut rng, 30_000);
+    let input = weir_tests::pipeline::wordcount_input(&mut rng, 400, 30_000);
     let job = JobDir::new(WEIR, WORDCOUNT_JOB, &[("input.txt", &input)]);
     check_crash_run(
         &job,

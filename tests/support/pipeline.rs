@@ -128,3 +128,18 @@ pub fn multiset(text: &str) -> BTreeMap<String, usize> {
     }
     m
 }
+
+/// `lines` lines of 1 to 8 words `Word<N>` (N below `vocabulary`), each line
+/// ending in ", done." so that the line splits into a few more words.
+pub fn wordcount_input(rng: &mut XorShift, vocabulary: u64, lines: usize) -> String {
+    let mut text = String::new();
+    for _ in 0..lines {
+        let n = rng.range(1, 9);
+        let words: Vec<String> = (0..n)
+            .map(|_| format!("Word{}", rng.range(0, vocabulary)))
+            .collect();
+        text.push_str(&words.join(" "));
+        text.push_str(", done.\n");
+    }
+    text
+}
