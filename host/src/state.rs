@@ -1,11 +1,24 @@
 //! [`KeyedState`]: the host-owned keyed state of one operator instance, kept
-//! in memory with the set of keys changed since the last checkpoint.
+//! in memory with a dirty flag per key for incremental checkpoints.
 //!
-//! Invariant: `dirty` holds every key whose value (or absence) may differ
-//! from what the last [`KeyedState::take_changes`] reported (a superset: a
-//! key written back to its old value is still reported).
+//! Invariants:
+//! - A slot is dirty iff its key was written or deleted since the last
+//!   [`KeyedState::take_changes`] (a key written back to its old value is
+//!   still reported).
+//! - A deleted key keeps a tombstone slot (`value: None`, dirty) until the
+//!   next `take_changes` reports it; tombstones are invisible to reads.
+//! - `live` counts slots with a value; `bytes` sums their key and value
+//!   lengths; `dirty` counts dirty slots.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::btree_map::{BTreeMap, Entry};
+
+/// One key's value (or tombstone) and whether it changed since the last
+/// checkpoint.
+#[derive(Debug, Clone)]
+struct Slot {
+    value: Option<Vec<u8>>,
+    dirty: bool,
+}
 
 /// Sorted in-memory keyed state with change tracking for incremental
 /// checkpoints.
@@ -19,8 +32,9 @@ use std::collections::{BTreeMap, HashSet};
 /// ```
 #[derive(Debug, Default, Clone)]
 pub struct KeyedState {
-    map: BTreeMap<Vec<u8>, Vec<u8>>,
-    dirty: HashSet<Vec<u8>>,
+    map: BTreeMap<Vec<u8>, Slot>,
+    live: usize,
+    dirty: usize,
     bytes: usize,
 }
 
@@ -31,40 +45,67 @@ impl KeyedState {
     /// ```
     /// let s = weir::state::KeyedState::from_entries([(b"k".to_vec(), b"v".to_vec())]);
     /// assert_eq!(s.len(), 1);
+    /// assert_eq!(s.dirty_len(), 0);
     /// ```
     pub fn from_entries(entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Self {
-        let map: BTreeMap<_, _> = entries.into_iter().collect();
-        let bytes = map.iter().map(|(k, v)| k.len() + v.len()).sum();
-        KeyedState {
-            map,
-            dirty: HashSet::new(),
-            bytes,
+        let mut state = KeyedState::default();
+        for (k, v) in entries {
+            state.put(k, v);
         }
+        for slot in state.map.values_mut() {
+            slot.dirty = false;
+        }
+        state.dirty = 0;
+        state
     }
 
     /// The value under `key`.
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        self.map.get(key).map(Vec::as_slice)
+        self.map.get(key).and_then(|s| s.value.as_deref())
     }
 
-    /// Stores `value` under `key`.
+    /// Stores `value` under `key` (one tree lookup).
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        let (klen, vlen) = (key.len(), value.len());
-        if !self.dirty.contains(&key) {
-            self.dirty.insert(key.clone());
-        }
-        match self.map.insert(key, value) {
-            Some(old) => self.bytes = self.bytes - old.len() + vlen,
-            None => self.bytes += klen + vlen,
+        let vlen = value.len();
+        match self.map.entry(key) {
+            Entry::Occupied(mut e) => {
+                let klen = e.key().len();
+                let slot = e.get_mut();
+                match slot.value.replace(value) {
+                    Some(old) => self.bytes = self.bytes - old.len() + vlen,
+                    None => {
+                        self.live += 1;
+                        self.bytes += klen + vlen;
+                    }
+                }
+                if !slot.dirty {
+                    slot.dirty = true;
+                    self.dirty += 1;
+                }
+            }
+            Entry::Vacant(e) => {
+                self.live += 1;
+                self.dirty += 1;
+                self.bytes += e.key().len() + vlen;
+                e.insert(Slot {
+                    value: Some(value),
+                    dirty: true,
+                });
+            }
         }
     }
 
-    /// Removes `key`.
+    /// Removes `key`; its deletion is reported by the next
+    /// [`take_changes`](Self::take_changes).
     pub fn delete(&mut self, key: &[u8]) {
-        if let Some(old) = self.map.remove(key) {
+        if let Some(slot) = self.map.get_mut(key)
+            && let Some(old) = slot.value.take()
+        {
+            self.live -= 1;
             self.bytes -= key.len() + old.len();
-            if !self.dirty.contains(key) {
-                self.dirty.insert(key.to_vec());
+            if !slot.dirty {
+                slot.dirty = true;
+                self.dirty += 1;
             }
         }
     }
@@ -72,10 +113,11 @@ impl KeyedState {
     /// Up to `limit` entries whose key starts with `prefix`, after `after`.
     ///
     /// ```
-    /// let s = weir::state::KeyedState::from_entries(
-    ///     ["a1", "a2", "b1"].map(|k| (k.as_bytes().to_vec(), vec![])));
+    /// let mut s = weir::state::KeyedState::from_entries(
+    ///     ["a1", "a2", "a3", "b1"].map(|k| (k.as_bytes().to_vec(), vec![])));
+    /// s.delete(b"a2");
     /// let keys: Vec<_> = s.scan(b"a", Some(b"a1"), 10).map(|(k, _)| k.to_vec()).collect();
-    /// assert_eq!(keys, [b"a2".to_vec()]);
+    /// assert_eq!(keys, [b"a3".to_vec()]);
     /// ```
     pub fn scan<'a>(
         &'a self,
@@ -91,8 +133,8 @@ impl KeyedState {
         self.map
             .range((start, Bound::Unbounded))
             .take_while(move |(k, _)| k.starts_with(prefix))
+            .filter_map(|(k, s)| s.value.as_deref().map(|v| (k.as_slice(), v)))
             .take(limit)
-            .map(|(k, v)| (k.as_slice(), v.as_slice()))
     }
 
     /// Total bytes of keys and values.
@@ -102,36 +144,125 @@ impl KeyedState {
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.live
     }
 
     /// Whether there are no keys.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.live == 0
     }
 
     /// Every entry in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.map.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
+        self.map
+            .iter()
+            .filter_map(|(k, s)| s.value.as_deref().map(|v| (k.as_slice(), v)))
     }
 
     /// The keys changed since the last call, with their new value (`None` for
-    /// deleted), sorted by key; clears the change set.
+    /// deleted), sorted by key; clears the change flags and drops tombstones.
+    /// One pass over the state.
     pub fn take_changes(&mut self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let mut out: Vec<_> = self
-            .dirty
-            .drain()
-            .map(|k| {
-                let v = self.map.get(&k).cloned();
-                (k, v)
-            })
-            .collect();
-        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if self.dirty == 0 {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(self.dirty);
+        let mut tombstones = false;
+        for (k, slot) in self.map.iter_mut().filter(|(_, s)| s.dirty) {
+            slot.dirty = false;
+            tombstones |= slot.value.is_none();
+            out.push((k.clone(), slot.value.clone()));
+        }
+        if tombstones {
+            self.map.retain(|_, s| s.value.is_some());
+        }
+        self.dirty = 0;
         out
     }
 
     /// Number of keys changed since the last [`take_changes`](Self::take_changes).
     pub fn dirty_len(&self) -> usize {
-        self.dirty.len()
+        self.dirty
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Random operations against a plain map and a plain change log.
+    #[test]
+    fn behaves_like_a_map_with_a_change_log() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut state = KeyedState::default();
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut since: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        for step in 0..20_000 {
+            let key = format!("k{}", next() % 64).into_bytes();
+            match next() % 10 {
+                0..=5 => {
+                    let value = vec![b'v'; (next() % 8) as usize];
+                    state.put(key.clone(), value.clone());
+                    model.insert(key.clone(), value.clone());
+                    since.insert(key.clone(), Some(value));
+                }
+                6..=7 => {
+                    state.delete(&key);
+                    if model.remove(&key).is_some() {
+                        since.insert(key.clone(), None);
+                    }
+                }
+                8 => {
+                    let got = state.take_changes();
+                    let want: Vec<_> = std::mem::take(&mut since).into_iter().collect();
+                    assert_eq!(got, want, "step {step}");
+                }
+                _ => {
+                    let prefix = format!("k{}", next() % 7).into_bytes();
+                    let got: Vec<_> = state
+                        .scan(&prefix, None, 5)
+                        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                        .collect();
+                    let want: Vec<_> = model
+                        .iter()
+                        .filter(|(k, _)| k.starts_with(&prefix))
+                        .take(5)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    assert_eq!(got, want, "step {step}");
+                }
+            }
+            assert_eq!(state.len(), model.len());
+            assert_eq!(
+                state.bytes(),
+                model.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+            );
+            assert_eq!(state.get(&key), model.get(&key).map(Vec::as_slice));
+            assert_eq!(state.dirty_len(), since.len());
+        }
+        let all: Vec<_> = state
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn deleting_a_missing_key_is_no_change() {
+        let mut s = KeyedState::default();
+        s.delete(b"nope");
+        assert!(s.take_changes().is_empty());
+        s.put(b"a".to_vec(), b"1".to_vec());
+        s.take_changes();
+        s.delete(b"a");
+        assert_eq!(s.take_changes(), vec![(b"a".to_vec(), None)]);
+        assert!(s.is_empty());
+        assert_eq!(s.scan(b"", None, 10).count(), 0);
     }
 }
