@@ -259,7 +259,9 @@ fn live_swap_to_a_plugin_that_traps_rolls_back() {
     let (ok, text) = live_swap(&j, plugins::GUEST_SWAP_TRAP_FIRST_BATCH, 1200);
     assert!(!ok, "{text}");
     assert!(
-        text.contains("rolled back") && text.contains("trapped in `process`"),
+        text.contains("rolled back")
+            && text.contains("trapped in `process`")
+            && text.contains("deliberate trap"),
         "{text}"
     );
     assert_exactly_once(&counts(&j), n);
