@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 use weir::{InstanceError, OperatorInstance, Record, Runtime};
+use weir_tests::pipeline::XorShift;
 use weir_tests::plugins;
 
 fn runtime() -> Runtime {
@@ -116,17 +117,6 @@ fn dedupe_round_trips_its_snapshot() {
     assert!(err.to_string().contains("incompatible state"), "{err}");
 }
 
-/// A small deterministic generator, so the test needs no dependencies.
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// The reference coGroup: classify each key from the first record per side.
 fn reference(a: &[(String, f64)], b: &[(String, f64)], tolerance: f64) -> BTreeMap<String, Value> {
     let mut sides: BTreeMap<String, (Option<f64>, Option<f64>)> = BTreeMap::new();
@@ -157,8 +147,8 @@ fn reconcile_classifies_like_the_reference() {
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for i in 0..2000 {
         let key = format!("ORD-{i:05}");
-        let cents = (rng.next() % 100_000) as f64 / 100.0;
-        match rng.next() % 10 {
+        let cents = (rng.next_u64() % 100_000) as f64 / 100.0;
+        match rng.next_u64() % 10 {
             0 => a.push((key, cents)),
             1 => b.push((key, cents)),
             2 => {
@@ -177,7 +167,7 @@ fn reconcile_classifies_like_the_reference() {
     }
     // Arrival order differs per side.
     for i in (1..b.len()).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
         b.swap(i, j);
     }
     let expected = reference(&a, &b, 0.005);

@@ -143,16 +143,18 @@ impl InstanceState {
 
     fn put_checked(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
         self.check_entry(&key, &value)?;
-        let old = self.state.get(&key).map_or(0, |v| key.len() + v.len());
-        let after = self.state.bytes() - old + key.len() + value.len();
-        LimitExceeded::check_bytes(
-            "host state size",
-            "max_state_bytes",
-            self.limits.max_state_bytes,
-            after,
-        )?;
-        self.state.put(key, value);
-        Ok(())
+        match self
+            .state
+            .put_within(key, value, self.limits.max_state_bytes)
+        {
+            Ok(()) => Ok(()),
+            Err(after) => LimitExceeded::check_bytes(
+                "host state size",
+                "max_state_bytes",
+                self.limits.max_state_bytes,
+                after,
+            ),
+        }
     }
 
     /// Counts `bytes` more of a state read towards the reply's cap: a reply

@@ -144,17 +144,63 @@ pub type LoadedOperator = (Plugin, Vec<(u32, String)>);
 /// The receivers of one instance: `(input port, channel)` per upstream instance.
 type ChannelInputs = Vec<(u32, Receiver<Msg>)>;
 
-/// Loads every operator's plugin, checks its ports against the job, and
-/// returns (plugin, resolved input ports) per operator, in job order.
-pub fn load_plugins(job: &Job, runtime: &Runtime) -> Result<Vec<LoadedOperator>, RunError> {
+/// Loads every operator's plugin, with `swaps` (`--swap OP=NEW.wasm`)
+/// replacing the job's plugin for the operators they name, and checks each
+/// plugin's ports against the job. Returns (plugin, resolved input ports) per
+/// operator, in job order.
+pub fn load_plugins(
+    job: &Job,
+    runtime: &Runtime,
+    swaps: &[(String, PathBuf)],
+) -> Result<Vec<LoadedOperator>, RunError> {
+    if let Some((op, _)) = swaps
+        .iter()
+        .find(|(op, _)| !job.operators.iter().any(|o| &o.id == op))
+    {
+        let ids: Vec<&str> = job.operators.iter().map(|o| o.id.as_str()).collect();
+        return Err(RunError::Swap(format!(
+            "--swap {op}=...: job `{}` has no operator `{op}` (it has: {})",
+            job.name,
+            ids.join(", ")
+        )));
+    }
     job.operators
         .iter()
         .map(|op| {
-            let plugin = runtime.load(&op.plugin)?;
-            let ports = job.resolve_ports(op, &plugin.info().inputs, &plugin.info().outputs)?;
-            Ok((plugin, ports))
+            let path = swaps
+                .iter()
+                .rev()
+                .find(|(id, _)| id == &op.id)
+                .map_or(&op.plugin, |(_, p)| p);
+            load_operator(job, runtime, op, path)
         })
         .collect()
+}
+
+/// Loads the plugin at `path` for operator `op` and checks its ports against
+/// the job. A port mismatch of a plugin other than the job's is reported as a
+/// refused swap.
+pub fn load_operator(
+    job: &Job,
+    runtime: &Runtime,
+    op: &crate::job::OperatorConfig,
+    path: &std::path::Path,
+) -> Result<LoadedOperator, RunError> {
+    let plugin = runtime.load(path)?;
+    let ports = job
+        .resolve_ports(op, &plugin.info().inputs, &plugin.info().outputs)
+        .map_err(|e| {
+            if path == op.plugin {
+                RunError::Job(e)
+            } else {
+                RunError::Swap(format!(
+                    "cannot swap operator `{}` to {}: its ports do not fit the job: {e}",
+                    op.id,
+                    path.display()
+                ))
+            }
+        })?;
+    Ok((plugin, ports))
 }
 
 /// Runs `job` until its input ends, `shutdown` becomes true (then it takes a
@@ -356,7 +402,7 @@ pub(crate) fn run_attempt(
                     .operators
                     .get(&op.id)
                     .map_or(plugin.info().state_version, |m| m.state_version);
-                last_snapshot = Some(hash(&r.snapshot));
+                last_snapshot = Some(crate::task::hash_bytes(&r.snapshot));
                 inst.restore(KeyedState::from_entries(r.entries), version, &r.snapshot)
                     .map_err(|e: InstanceError| RunError::Task(e.into()))?;
             }
@@ -526,13 +572,6 @@ pub(crate) fn run_attempt(
             .collect(),
     };
     Ok((summary, end))
-}
-
-fn hash(b: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    b.hash(&mut h);
-    h.finish()
 }
 
 fn spawn<F>(name: &str, f: F) -> JoinHandle<Result<(), crate::task::Cancelled>>
@@ -854,7 +893,7 @@ pub fn format_summary(job: &Job, s: &RunSummary) -> String {
 /// and instantiates one instance of each operator to call `open` with its
 /// config. Returns a short human-readable report.
 pub fn validate(job: &Job, runtime: &Runtime) -> Result<String, RunError> {
-    let plugins = load_plugins(job, runtime)?;
+    let plugins = load_plugins(job, runtime, &[])?;
     let mut report = format!(
         "job `{}` ({}) is valid: {} source(s), {} operator(s), {} sink(s)\n",
         job.name,

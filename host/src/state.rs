@@ -66,33 +66,62 @@ impl KeyedState {
 
     /// Stores `value` under `key` (one tree lookup).
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        let stored = self.put_within(key, value, usize::MAX);
+        debug_assert!(stored.is_ok(), "no limit");
+    }
+
+    /// Stores `value` under `key` unless the state would then hold more than
+    /// `max_bytes` of keys and values; then nothing changes and the size it
+    /// would have had is returned. One tree lookup either way.
+    ///
+    /// ```
+    /// let mut s = weir::state::KeyedState::default();
+    /// assert!(s.put_within(b"k".to_vec(), vec![0; 9], 10).is_ok());
+    /// assert_eq!(s.put_within(b"k".to_vec(), vec![0; 10], 10), Err(11));
+    /// assert_eq!(s.bytes(), 10);
+    /// ```
+    pub fn put_within(
+        &mut self,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        max_bytes: usize,
+    ) -> Result<(), usize> {
         let vlen = value.len();
         match self.map.entry(key) {
             Entry::Occupied(mut e) => {
                 let klen = e.key().len();
                 let slot = e.get_mut();
-                match slot.value.replace(value) {
-                    Some(old) => self.bytes = self.bytes - old.len() + vlen,
-                    None => {
-                        self.live += 1;
-                        self.bytes += klen + vlen;
-                    }
+                let after = match &slot.value {
+                    Some(old) => self.bytes - old.len() + vlen,
+                    None => self.bytes + klen + vlen,
+                };
+                if after > max_bytes {
+                    return Err(after);
                 }
+                if slot.value.replace(value).is_none() {
+                    self.live += 1;
+                }
+                self.bytes = after;
                 if !slot.dirty {
                     slot.dirty = true;
                     self.dirty += 1;
                 }
             }
             Entry::Vacant(e) => {
+                let after = self.bytes + e.key().len() + vlen;
+                if after > max_bytes {
+                    return Err(after);
+                }
                 self.live += 1;
                 self.dirty += 1;
-                self.bytes += e.key().len() + vlen;
+                self.bytes = after;
                 e.insert(Slot {
                     value: Some(value),
                     dirty: true,
                 });
             }
         }
+        Ok(())
     }
 
     /// Removes `key`; its deletion is reported by the next

@@ -24,55 +24,11 @@ use crate::metrics::JobMetrics;
 use crate::plugin::Runtime;
 use crate::runner::{
     Attempt, AttemptEnd, LoadedOperator, Probation, RestoreMode, RunError, RunOptions, RunSummary,
-    SwapRequest, run_attempt,
+    SwapRequest, load_operator, load_plugins, run_attempt,
 };
 
 /// File name of the control socket in the state dir.
 pub const CONTROL_SOCKET: &str = "weir.sock";
-
-/// Loads every operator's plugin, with `swaps` replacing the job's plugin
-/// for the operators they name.
-fn load(
-    job: &Job,
-    runtime: &Runtime,
-    swaps: &[(String, PathBuf)],
-) -> Result<Vec<LoadedOperator>, RunError> {
-    for (op, _) in swaps {
-        if !job.operators.iter().any(|o| &o.id == op) {
-            let ids: Vec<&str> = job.operators.iter().map(|o| o.id.as_str()).collect();
-            return Err(RunError::Swap(format!(
-                "--swap {op}=...: job `{}` has no operator `{op}` (it has: {})",
-                job.name,
-                ids.join(", ")
-            )));
-        }
-    }
-    job.operators
-        .iter()
-        .map(|op| {
-            let path = swaps
-                .iter()
-                .rev()
-                .find(|(id, _)| id == &op.id)
-                .map_or(&op.plugin, |(_, p)| p);
-            let plugin = runtime.load(path)?;
-            let ports = job
-                .resolve_ports(op, &plugin.info().inputs, &plugin.info().outputs)
-                .map_err(|e| {
-                    if path == &op.plugin {
-                        RunError::Job(e)
-                    } else {
-                        RunError::Swap(format!(
-                            "cannot swap operator `{}` to {}: its ports do not fit the job: {e}",
-                            op.id,
-                            path.display()
-                        ))
-                    }
-                })?;
-            Ok((plugin, ports))
-        })
-        .collect()
-}
 
 /// Runs `job` to its end (or a stop), through swaps and restarts.
 pub fn run(
@@ -82,7 +38,7 @@ pub fn run(
     shutdown: &AtomicBool,
 ) -> Result<RunSummary, RunError> {
     let started = std::time::Instant::now();
-    let mut plugins = load(job, runtime, &options.swaps)?;
+    let mut plugins = load_plugins(job, runtime, &options.swaps)?;
     let mut swapped: BTreeSet<String> = options.swaps.iter().map(|(op, _)| op.clone()).collect();
     if !swapped.is_empty() && options.restore == RestoreMode::None {
         return Err(RunError::Swap(
@@ -199,18 +155,14 @@ pub fn run(
                     .iter()
                     .position(|o| o.id == request.operator)
                     .expect("checked by the driver");
-                match load(
-                    job,
-                    runtime,
-                    &[(request.operator.clone(), request.plugin.clone())],
-                ) {
+                let op = &job.operators[index];
+                match load_operator(job, runtime, op, &request.plugin) {
                     Err(e) => {
                         let _ = request.reply.send(Err(format!(
                             "swap refused, the job continues with the previous plugin: {e}"
                         )));
                     }
-                    Ok(mut loaded) => {
-                        let new = loaded.swap_remove(index);
+                    Ok(new) => {
                         let old = std::mem::replace(&mut plugins[index], new);
                         swapped.insert(request.operator.clone());
                         tracing::info!(

@@ -403,7 +403,8 @@ fn feed(
     clock.after(aligner);
 }
 
-fn hash_bytes(b: &[u8]) -> u64 {
+/// A cheap fingerprint of snapshot bytes, to skip storing unchanged ones.
+pub(crate) fn hash_bytes(b: &[u8]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     b.hash(&mut h);
     h.finish()
