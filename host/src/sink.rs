@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::Record;
-use crate::job::{SinkConfig, SinkFormat, SinkKind};
+use crate::job::{SinkConfig, SinkKind};
 
 /// Why a sink failed. Messages name the sink and the file.
 #[derive(Debug, thiserror::Error)]
@@ -65,19 +65,19 @@ pub fn open(
     restore: Option<&Value>,
 ) -> Result<Box<dyn Sink>, SinkError> {
     match &cfg.kind {
-        SinkKind::File { path, format } => Ok(Box::new(FileSink::open(
-            &cfg.id, path, *format, staging, restore,
-        )?)),
-        SinkKind::Stdout { format } => Ok(Box::new(StdoutSink {
-            format: *format,
+        // Both formats write one record value per line.
+        SinkKind::File { path, .. } => {
+            Ok(Box::new(FileSink::open(&cfg.id, path, staging, restore)?))
+        }
+        SinkKind::Stdout { .. } => Ok(Box::new(StdoutSink {
             epoch: Vec::new(),
             pending: BTreeMap::new(),
         })),
     }
 }
 
-fn encode(format: SinkFormat, batch: &[Record], out: &mut Vec<u8>) {
-    let _ = format; // lines and jsonl both write one value per line
+/// Appends each record's value and a newline.
+fn encode(batch: &[Record], out: &mut Vec<u8>) {
     for r in batch {
         out.extend_from_slice(&r.value);
         out.push(b'\n');
@@ -92,7 +92,6 @@ const OPEN_EPOCH: &str = "current.open";
 struct FileSink {
     id: String,
     path: PathBuf,
-    format: SinkFormat,
     staging: PathBuf,
     /// Encoding scratch space, reused per batch.
     scratch: Vec<u8>,
@@ -121,14 +120,12 @@ impl FileSink {
     fn open(
         id: &str,
         path: &Path,
-        format: SinkFormat,
         staging: &Path,
         restore: Option<&Value>,
     ) -> Result<Self, SinkError> {
         let mut sink = FileSink {
             id: id.to_string(),
             path: path.to_path_buf(),
-            format,
             staging: staging.to_path_buf(),
             scratch: Vec::new(),
             epoch: None,
@@ -238,7 +235,7 @@ impl FileSink {
 impl Sink for FileSink {
     fn write(&mut self, batch: &[Record]) -> Result<(), SinkError> {
         self.scratch.clear();
-        encode(self.format, batch, &mut self.scratch);
+        encode(batch, &mut self.scratch);
         let open = self.staging.join(OPEN_EPOCH);
         if self.epoch.is_none() {
             let f = File::create(&open).map_err(self.io(&open))?;
@@ -297,14 +294,13 @@ impl Sink for FileSink {
 /// output of the checkpoint being committed may be missing or, when printing
 /// was interrupted, partly printed.
 struct StdoutSink {
-    format: SinkFormat,
     epoch: Vec<u8>,
     pending: BTreeMap<u64, Vec<u8>>,
 }
 
 impl Sink for StdoutSink {
     fn write(&mut self, batch: &[Record]) -> Result<(), SinkError> {
-        encode(self.format, batch, &mut self.epoch);
+        encode(batch, &mut self.epoch);
         Ok(())
     }
 
@@ -340,14 +336,7 @@ mod tests {
     }
 
     fn open(dir: &Path, restore: Option<&Value>) -> FileSink {
-        FileSink::open(
-            "out",
-            &dir.join("out.txt"),
-            SinkFormat::Lines,
-            &dir.join("staging"),
-            restore,
-        )
-        .unwrap()
+        FileSink::open("out", &dir.join("out.txt"), &dir.join("staging"), restore).unwrap()
     }
 
     fn visible(dir: &Path) -> String {
@@ -435,7 +424,6 @@ mod tests {
         let err = FileSink::open(
             "out",
             &dir.path().join("out.txt"),
-            SinkFormat::Lines,
             &dir.path().join("staging"),
             Some(&info),
         )
