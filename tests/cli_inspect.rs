@@ -29,7 +29,8 @@ fn inspect_describes_every_plugin() {
             "{stdout}"
         );
         assert!(stdout.contains("weir:operator/lifecycle@0.1.0"), "{stdout}");
-        assert!(stdout.contains("weir:operator/emit@0.1.0"), "{stdout}");
+        assert!(stdout.contains("weir:operator/flat@0.1.0"), "{stdout}");
+        assert!(stdout.contains("batches:       flat"), "{stdout}");
     }
 }
 
@@ -42,6 +43,10 @@ fn inspect_json_has_the_documented_shape() {
     assert_eq!(v["inputs"], serde_json::json!(["a", "b"]));
     assert_eq!(v["outputs"], serde_json::json!(["out"]));
     assert_eq!(v["state_version"], 1);
+    assert_eq!(
+        v["batches"], "flat",
+        "the Rust SDK builds world operator-flat"
+    );
     assert!(v["size"].as_u64().unwrap() > 0);
     assert_eq!(v["sha256"].as_str().unwrap().len(), 64);
     assert!(
@@ -52,7 +57,7 @@ fn inspect_json_has_the_documented_shape() {
             .any(|e| e == "weir:operator/snapshot@0.1.0")
     );
     let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
-    assert_eq!(keys.len(), 10, "{keys:?}");
+    assert_eq!(keys.len(), 11, "{keys:?}");
 }
 
 fn assert_one_line_error(args: &[&str], needles: &[&str]) {

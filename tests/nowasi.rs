@@ -32,7 +32,9 @@ fn run(p: &Plugin, config: &str, words: &[&str]) -> Ran {
     inst.process(0, &first.iter().map(|w| rec(w)).collect::<Vec<_>>())
         .unwrap();
     let mut got = out(&mut inst);
-    // Host state moves to a fresh instance, as after a restore.
+    // Host state moves to a fresh instance, as after a checkpoint and a
+    // restore.
+    inst.on_checkpoint(1).unwrap();
     let state = inst.state().clone();
     let mut fresh = OperatorInstance::new(p, "wc", 0, 1, config).unwrap();
     fresh.restore(state, p.info().state_version, &[]).unwrap();

@@ -86,6 +86,8 @@ fn word_count_keeps_counts_in_host_state() {
         .collect();
     assert_eq!(out.len(), 6);
     assert_eq!(out[4], json!({"word": "to", "count": 2}));
+    // Typed state reaches the host when the hook before a snapshot returns.
+    inst.on_checkpoint(1).unwrap();
     assert_eq!(inst.state().get(b"be\0count"), Some(&b"2"[..]));
     // Host state moves to a fresh instance, as after a restore.
     let state = inst.state().clone();

@@ -348,6 +348,21 @@ fn an_emit_flood_hits_the_per_call_caps() {
 // ---------------------------------------------------------------- traps
 
 #[test]
+fn a_flat_emit_with_a_span_outside_its_data_traps_naming_the_record() {
+    let p = load(&rt(), plugins::GUEST_BAD_SPANS);
+    assert!(p.flat(), "the fixture exports flat-lifecycle");
+    let mut inst = open(&p, "{}", &Limits::default(), Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    assert_trap(
+        &err,
+        "process",
+        "flat emit to output port 0: record 1 of a flat batch points at bytes 2..7 but the batch has 3 bytes",
+    );
+    // Nothing of the refused emit reaches the output.
+    assert!(inst.take_output(0).is_empty());
+}
+
+#[test]
 fn a_trap_in_snapshot_is_an_error_naming_the_hook_and_the_panic() {
     let p = load(&rt(), plugins::GUEST_SNAPSHOT_TRAP);
     let mut inst = open(

@@ -7,7 +7,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use weir::{OperatorInstance, Record, Runtime};
+use weir::{Batch, OperatorInstance, Record, Runtime};
 
 use crate::data;
 use crate::native::{NativeFilter, NativeWordCount};
@@ -16,18 +16,17 @@ use crate::{Report, Settings, Target, median};
 /// The batch sizes measured.
 pub const BATCH_SIZES: [usize; 4] = [1, 16, 256, 4096];
 
-/// Calls `call` on every batch of `records` in batches of `size`; returns
-/// the time per record.
+/// Calls `call` on every batch; returns the time per record.
 fn pass(
-    records: &[Record],
-    size: usize,
-    call: &mut impl FnMut(&[Record]) -> anyhow::Result<()>,
+    batches: &[Batch],
+    call: &mut impl FnMut(&Batch) -> anyhow::Result<()>,
 ) -> anyhow::Result<Duration> {
+    let records: usize = batches.iter().map(Batch::len).sum();
     let started = Instant::now();
-    for batch in records.chunks(size) {
+    for batch in batches {
         call(batch)?;
     }
-    Ok(started.elapsed() / records.len().max(1) as u32)
+    Ok(started.elapsed() / records.max(1) as u32)
 }
 
 /// Times `native` and `wasm` in alternating passes over `records` (after a
@@ -38,16 +37,18 @@ fn interleaved(
     records: &[Record],
     size: usize,
     reps: usize,
-    mut native: impl FnMut(&[Record]) -> anyhow::Result<()>,
-    mut wasm: impl FnMut(&[Record]) -> anyhow::Result<()>,
+    mut native: impl FnMut(&Batch) -> anyhow::Result<()>,
+    mut wasm: impl FnMut(&Batch) -> anyhow::Result<()>,
 ) -> anyhow::Result<[(f64, f64); 2]> {
-    let warm = &records[..(records.len() / 4).max(size.min(records.len()))];
-    pass(warm, size, &mut native)?;
-    pass(warm, size, &mut wasm)?;
+    // Batches are cut before timing: the host's sources hand them over ready.
+    let batches: Vec<Batch> = records.chunks(size).map(Batch::from).collect();
+    let warm = &batches[..(batches.len() / 4).max(1).min(batches.len())];
+    pass(warm, &mut native)?;
+    pass(warm, &mut wasm)?;
     let (mut n, mut w) = (Vec::new(), Vec::new());
     for _ in 0..reps {
-        n.push(pass(records, size, &mut native)?.as_nanos() as f64);
-        w.push(pass(records, size, &mut wasm)?.as_nanos() as f64);
+        n.push(pass(&batches, &mut native)?.as_nanos() as f64);
+        w.push(pass(&batches, &mut wasm)?.as_nanos() as f64);
     }
     let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
     Ok([(min(&n), median(&n)), (min(&w), median(&w))])
@@ -79,18 +80,18 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         let plugin = runtime.load(settings.plugin(name)?)?;
         for size in BATCH_SIZES {
             settings.say(&format!("boundary: {name}, batch {size}"));
-            let mut out = Vec::new();
+            let mut out = Batch::new();
             let mut inst = OperatorInstance::new(&plugin, name, 0, 1, config)?;
             let mut emitted = 0usize;
-            let wasm = |b: &[Record]| -> anyhow::Result<()> {
-                inst.process(0, b)?;
-                emitted += black_box(inst.take_output(0)).len();
+            let wasm = |b: &Batch| -> anyhow::Result<()> {
+                inst.process_batch(0, b)?;
+                emitted += black_box(inst.take_output_batch(0)).len();
                 Ok(())
             };
             let [native, wasm] = match *name {
                 "filter" => {
                     let mut f = NativeFilter::bench();
-                    let native = |b: &[Record]| {
+                    let native = |b: &Batch| {
                         out.clear();
                         f.process(black_box(b), &mut out)?;
                         black_box(&out);
@@ -100,7 +101,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
                 }
                 _ => {
                     let mut wc = NativeWordCount::default();
-                    let native = |b: &[Record]| {
+                    let native = |b: &Batch| {
                         out.clear();
                         wc.process(black_box(b), &mut out)?;
                         black_box(&out);

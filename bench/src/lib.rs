@@ -13,6 +13,8 @@
 //!   duration and alignment as parallelism grows.
 //! - [`recovery`]: time to the first processed record when restoring state.
 //! - [`skew`]: alignment when one input of a two-input operator is slower.
+//! - [`threads`]: the host's thread per stage against tokio tasks, on the
+//!   same pipeline.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +27,7 @@ pub mod native;
 pub mod recovery;
 pub mod report;
 pub mod skew;
+pub mod threads;
 
 pub use report::{Report, Row, Target};
 
@@ -149,7 +152,14 @@ pub fn default_plugins() -> PathBuf {
 }
 
 /// The benchmarks, by name.
-pub const BENCHMARKS: [&str; 5] = ["boundary", "end-to-end", "checkpoint", "recovery", "skew"];
+pub const BENCHMARKS: [&str; 6] = [
+    "boundary",
+    "end-to-end",
+    "checkpoint",
+    "recovery",
+    "skew",
+    "threads",
+];
 
 /// Runs the benchmark `name` (one of [`BENCHMARKS`]).
 pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
@@ -160,6 +170,7 @@ pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
         "checkpoint" => checkpoint::run(settings),
         "recovery" => recovery::run(settings),
         "skew" => skew::run(settings),
+        "threads" => threads::run(settings),
         other => anyhow::bail!(
             "unknown benchmark `{other}` (known: {}, all)",
             BENCHMARKS.join(", ")

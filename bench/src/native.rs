@@ -10,77 +10,46 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use crossbeam_channel::bounded;
-use serde_json::Value;
-use weir::Record;
+use weir::Batch;
 use weir::job::{Job, SourceKind};
 
-/// A comparison of the filter plugin (the ones the benchmarks use).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// `==`.
-    Eq,
-    /// `>=`.
-    Ge,
-    /// `<`.
-    Lt,
-}
-
-/// The `filter` plugin's predicate, natively: parse the record as JSON,
-/// look up a (dotted) field, compare numbers as numbers and strings as
-/// strings.
-#[derive(Debug, Clone)]
+/// The `filter` plugin's own logic (its crate, `plugins/filter`, compiled
+/// natively and called directly): the baseline runs exactly the code the
+/// Wasm component runs.
 pub struct NativeFilter {
-    path: Vec<String>,
-    op: Op,
-    value: Value,
+    filter: filter::Filter,
 }
 
 impl NativeFilter {
-    /// A filter keeping records whose `field` compares to `value` by `op`.
-    pub fn new(field: &str, op: Op, value: Value) -> Self {
-        NativeFilter {
-            path: field.split('.').map(str::to_string).collect(),
-            op,
-            value,
-        }
+    /// The filter of the JSON configuration `config`, as a job passes it.
+    pub fn from_config(config: &str) -> anyhow::Result<Self> {
+        let config: filter::Config = serde_json::from_str(config)?;
+        let filter = filter::Filter::new(config).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        Ok(NativeFilter { filter })
     }
 
     /// The filter of every benchmark: `amount >= 50`.
     pub fn bench() -> Self {
-        Self::new("amount", Op::Ge, Value::from(50))
+        Self::from_config(crate::data::FILTER_CONFIG).expect("the benchmark's filter is valid")
     }
 
     /// Whether the record (JSON text) passes.
     pub fn keeps(&self, json: &[u8]) -> anyhow::Result<bool> {
-        let v: Value = serde_json::from_slice(json).context("record is not JSON")?;
-        let mut field = &v;
-        for part in &self.path {
-            match field.as_object().and_then(|o| o.get(part)) {
-                Some(f) => field = f,
-                None => return Ok(false),
-            }
-        }
-        use std::cmp::Ordering::*;
-        let ord = match (field, &self.value) {
-            (Value::Number(a), Value::Number(b)) => a
-                .as_f64()
-                .zip(b.as_f64())
-                .and_then(|(a, b)| a.partial_cmp(&b)),
-            (Value::String(a), Value::String(b)) => Some(a.cmp(b)),
-            (a, b) => (a == b).then_some(Equal),
+        let rec = weir_sdk::RecordRef {
+            key: None,
+            value: json,
+            timestamp: None,
         };
-        Ok(match self.op {
-            Op::Eq => ord == Some(Equal),
-            Op::Ge => matches!(ord, Some(Greater | Equal)),
-            Op::Lt => ord == Some(Less),
-        })
+        self.filter
+            .passes(&rec)
+            .map_err(|e| anyhow::anyhow!("record is not JSON: {e:?}"))
     }
 
     /// Appends the records of `batch` that pass to `out`.
-    pub fn process(&mut self, batch: &[Record], out: &mut Vec<Record>) -> anyhow::Result<()> {
-        for r in batch {
-            if self.keeps(&r.value)? {
-                out.push(r.clone());
+    pub fn process(&mut self, batch: &Batch, out: &mut Batch) -> anyhow::Result<()> {
+        for r in batch.iter() {
+            if self.keeps(r.value)? {
+                out.push_ref(r);
             }
         }
         Ok(())
@@ -99,6 +68,8 @@ struct Count<'a> {
 #[derive(Debug, Default)]
 pub struct NativeWordCount {
     counts: HashMap<String, u64>,
+    /// Output value scratch space.
+    line: Vec<u8>,
 }
 
 impl NativeWordCount {
@@ -123,14 +94,16 @@ impl NativeWordCount {
 
     /// Counts every record of `batch` (its key, else its value) and appends
     /// the output records to `out`.
-    pub fn process(&mut self, batch: &[Record], out: &mut Vec<Record>) -> anyhow::Result<()> {
-        for r in batch {
-            let raw = r.key.as_deref().unwrap_or(&r.value);
+    pub fn process(&mut self, batch: &Batch, out: &mut Batch) -> anyhow::Result<()> {
+        for r in batch.iter() {
+            let raw = r.key.unwrap_or(r.value);
             let word = std::str::from_utf8(raw)
                 .context("word is not UTF-8")?
                 .trim();
             if let Some(c) = self.count(word) {
-                out.push(Record::new(Self::json(word, c)).with_key(word.as_bytes().to_vec()));
+                self.line.clear();
+                serde_json::to_writer(&mut self.line, &Count { word, count: c })?;
+                out.push(Some(word.as_bytes()), &self.line, None);
             }
         }
         Ok(())
@@ -219,7 +192,7 @@ pub fn word_count_program(input: &Path, output: &Path) -> anyhow::Result<u64> {
 pub fn host_pipeline(
     job: &Job,
     staging: &Path,
-    mut op: impl FnMut(&[Record], &mut Vec<Record>) -> anyhow::Result<()> + Send,
+    mut op: impl FnMut(&Batch, &mut Batch) -> anyhow::Result<()> + Send,
 ) -> anyhow::Result<(u64, Duration)> {
     let source = job.sources.first().context("job without source")?;
     let sink = job.sinks.first().context("job without sink")?;
@@ -232,8 +205,8 @@ pub fn host_pipeline(
     let started = Instant::now();
     let mut reader = weir::source::open(source, None)?;
     let mut writer = weir::sink::open(sink, staging, None)?;
-    let (in_tx, in_rx) = bounded::<Vec<Record>>(16);
-    let (out_tx, out_rx) = bounded::<Vec<Record>>(16);
+    let (in_tx, in_rx) = bounded::<Batch>(16);
+    let (out_tx, out_rx) = bounded::<Batch>(16);
     let out = std::thread::scope(|s| -> anyhow::Result<u64> {
         let src = s.spawn(move || -> anyhow::Result<()> {
             while let Some(batch) = reader.read_batch(batch_size)? {
@@ -246,7 +219,7 @@ pub fn host_pipeline(
         let opt = s.spawn(move || -> anyhow::Result<u64> {
             let mut n = 0;
             for batch in in_rx {
-                let mut out = Vec::with_capacity(batch.len());
+                let mut out = Batch::with_capacity(batch.len(), batch.data_bytes() * 4);
                 op(&batch, &mut out)?;
                 n += out.len() as u64;
                 if !out.is_empty() && out_tx.send(out).is_err() {
@@ -279,19 +252,22 @@ mod tests {
         assert!(!f.keeps(br#"{"amount":"x"}"#).unwrap());
         assert!(!f.keeps(br#"{"b":1}"#).unwrap());
         assert!(f.keeps(b"nope").is_err());
-        let s = NativeFilter::new("c.n", Op::Eq, Value::from("FR"));
+        let s = NativeFilter::from_config(r#"{"field":"c.n","op":"eq","value":"FR"}"#).unwrap();
         assert!(s.keeps(br#"{"c":{"n":"FR"}}"#).unwrap());
     }
 
     #[test]
     fn word_count_emits_what_the_plugin_emits() {
         let mut wc = NativeWordCount::default();
-        let mut out = Vec::new();
-        let batch = ["a", "b", " a \n", ""].map(|w| Record::new(w.as_bytes().to_vec()));
+        let mut out = Batch::new();
+        let mut batch = Batch::new();
+        for w in ["a", "b", " a \n", ""] {
+            batch.push(None, w.as_bytes(), None);
+        }
         wc.process(&batch, &mut out).unwrap();
         let text: Vec<String> = out
             .iter()
-            .map(|r| String::from_utf8(r.value.clone()).unwrap())
+            .map(|r| String::from_utf8(r.value.to_vec()).unwrap())
             .collect();
         assert_eq!(
             text,
@@ -301,7 +277,7 @@ mod tests {
                 r#"{"word":"a","count":2}"#
             ]
         );
-        assert_eq!(out[2].key.as_deref(), Some(&b"a"[..]));
+        assert_eq!(out.get(2).key, Some(&b"a"[..]));
         assert_eq!(wc.len(), 2);
     }
 }

@@ -142,6 +142,38 @@ fn skew_reports_alignment_for_balanced_and_skewed_inputs() {
 }
 
 #[test]
+fn threads_reports_every_executor_at_every_parallelism() {
+    use weir_bench::threads::{Executor, PARALLELISM};
+    let r = run("threads");
+    for p in PARALLELISM {
+        for e in Executor::ALL {
+            let e = e.name();
+            has(
+                &r,
+                &[
+                    &format!("hop p{p} {e}"),
+                    &format!("word-count p{p} {e}"),
+                    &format!("word-count latency p50 p{p} {e}"),
+                    &format!("word-count latency p99 p{p} {e}"),
+                ],
+            );
+            assert!(
+                r.get(&format!("hop p{p} {e}")).unwrap().extra["ns_per_hop"].is_finite(),
+                "{}",
+                r.table()
+            );
+        }
+        // Every tokio case is compared with the threads of the same p.
+        let tokio = r.get(&format!("word-count p{p} tokio")).unwrap();
+        assert_eq!(
+            tokio.baseline.as_deref(),
+            Some(format!("word-count p{p} threads").as_str())
+        );
+    }
+    assert_eq!(r.rows.len(), 3 * 3 * 4, "{}", r.table());
+}
+
+#[test]
 fn the_binary_prints_json_and_rejects_unknown_benchmarks() {
     let exe = env!("CARGO_BIN_EXE_weir-bench");
     let plugins = Path::new(weir_tests::plugins::FILTER).parent().unwrap();

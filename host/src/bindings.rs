@@ -1,11 +1,106 @@
 //! Host bindings generated from `wit/`. Private to the crate, except the plain
-//! data types re-exported from the crate root ([`crate::Record`]).
+//! data types re-exported from the crate root ([`crate::Record`],
+//! [`crate::batch`]).
+//!
+//! The host links the imports of world `operator-flat` (a superset of
+//! `operator`) and accepts components of either world: [`OperatorPre`] finds
+//! the `flat-lifecycle` export when the component has it.
 
-wasmtime::component::bindgen!({
-    world: "operator",
-    path: "../wit",
-    imports: { default: trappable },
-    additional_derives: [PartialEq, Eq, Hash],
-});
+use wasmtime::component::{Instance, InstancePre};
+use wasmtime::{AsContextMut, Engine};
 
-pub use self::weir::operator::{emit, log, state, types};
+/// The generated code. Every WIT item and field is documented in `wit/`; the
+/// lint exemption covers helper items the macro derives for records.
+#[allow(missing_docs)]
+mod generated {
+    wasmtime::component::bindgen!({
+        world: "operator-flat",
+        path: "../wit",
+        imports: { default: trappable },
+        additional_derives: [PartialEq, Eq, Hash],
+    });
+}
+
+pub use self::generated::OperatorFlat as Imports;
+pub use self::generated::exports::weir::operator::{flat_lifecycle, lifecycle, snapshot};
+pub use self::generated::weir::operator::{emit, flat, log, state, types};
+
+/// A component checked against the world, with its exports looked up once.
+pub(crate) struct OperatorPre<T: 'static> {
+    pre: InstancePre<T>,
+    lifecycle: lifecycle::GuestIndices,
+    snapshot: snapshot::GuestIndices,
+    flat: Option<flat_lifecycle::GuestIndices>,
+}
+
+impl<T: 'static> Clone for OperatorPre<T> {
+    fn clone(&self) -> Self {
+        OperatorPre {
+            pre: self.pre.clone(),
+            lifecycle: self.lifecycle.clone(),
+            snapshot: self.snapshot.clone(),
+            flat: self.flat.clone(),
+        }
+    }
+}
+
+impl<T: 'static> OperatorPre<T> {
+    /// Fails when the component lacks an export of world `operator`.
+    pub(crate) fn new(pre: InstancePre<T>) -> wasmtime::Result<Self> {
+        let lifecycle = lifecycle::GuestIndices::new(&pre)?;
+        let snapshot = snapshot::GuestIndices::new(&pre)?;
+        let flat = flat_lifecycle::GuestIndices::new(&pre).ok();
+        Ok(OperatorPre {
+            pre,
+            lifecycle,
+            snapshot,
+            flat,
+        })
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        self.pre.engine()
+    }
+
+    /// Whether the component exports `flat-lifecycle`.
+    pub(crate) fn has_flat(&self) -> bool {
+        self.flat.is_some()
+    }
+
+    pub(crate) fn instantiate(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+    ) -> wasmtime::Result<Operator> {
+        let mut store = store.as_context_mut();
+        let instance: Instance = self.pre.instantiate(&mut store)?;
+        Ok(Operator {
+            lifecycle: self.lifecycle.load(&mut store, &instance)?,
+            snapshot: self.snapshot.load(&mut store, &instance)?,
+            flat: match &self.flat {
+                Some(f) => Some(f.load(&mut store, &instance)?),
+                None => None,
+            },
+        })
+    }
+}
+
+/// The exports of one instance.
+pub(crate) struct Operator {
+    lifecycle: lifecycle::Guest,
+    snapshot: snapshot::Guest,
+    flat: Option<flat_lifecycle::Guest>,
+}
+
+impl Operator {
+    pub(crate) fn weir_operator_lifecycle(&self) -> &lifecycle::Guest {
+        &self.lifecycle
+    }
+
+    pub(crate) fn weir_operator_snapshot(&self) -> &snapshot::Guest {
+        &self.snapshot
+    }
+
+    pub(crate) fn weir_operator_flat_lifecycle(&self) -> Option<&flat_lifecycle::Guest> {
+        self.flat.as_ref()
+    }
+}

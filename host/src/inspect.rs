@@ -27,6 +27,10 @@ pub struct PluginReport {
     pub outputs: Vec<String>,
     /// State layout version.
     pub state_version: u32,
+    /// Batch form across the boundary: `flat` when the component exports
+    /// `weir:operator/flat-lifecycle` (world `operator-flat`), else
+    /// `records`.
+    pub batches: String,
     /// Names of the component's imports (interfaces), sorted.
     pub imports: Vec<String>,
     /// Names of the component's exports, sorted.
@@ -53,6 +57,7 @@ impl PluginReport {
             inputs: info.inputs.clone(),
             outputs: info.outputs.clone(),
             state_version: info.state_version,
+            batches: if plugin.flat() { "flat" } else { "records" }.to_string(),
             imports,
             exports,
             size: plugin.size(),
@@ -70,7 +75,7 @@ impl PluginReport {
             }
         };
         let mut s = format!(
-            "plugin:        {} {}\nfile:          {} ({} bytes)\nsha256:        {}\ninputs:        {}\noutputs:       {}\nstate version: {}\n",
+            "plugin:        {} {}\nfile:          {} ({} bytes)\nsha256:        {}\ninputs:        {}\noutputs:       {}\nstate version: {}\nbatches:       {}\n",
             self.name,
             self.version,
             self.path,
@@ -79,6 +84,7 @@ impl PluginReport {
             list(&self.inputs),
             list(&self.outputs),
             self.state_version,
+            self.batches,
         );
         s.push_str("imports:\n");
         for i in &self.imports {

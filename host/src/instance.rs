@@ -20,7 +20,8 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::Record;
-use crate::bindings::{Operator, emit, log, state, types};
+use crate::batch::{Batch, SPAN_BYTES};
+use crate::bindings::{Operator, emit, flat, log, state, types};
 use crate::job::OperatorConfig;
 use crate::plugin::{OperatorInfo, Plugin};
 use crate::sandbox::{GuestOutput, Limiter, MAX_MESSAGE};
@@ -40,7 +41,7 @@ pub struct InstanceState {
     wasi: WasiCtx,
     table: ResourceTable,
     state: KeyedState,
-    outputs: Vec<Vec<Record>>,
+    outputs: Vec<Batch>,
     emitted_records: usize,
     emitted_bytes: usize,
     limits: Limits,
@@ -164,40 +165,59 @@ impl InstanceState {
         LimitExceeded::check_bytes("bytes returned by one state read", "memory", cap, *total)
     }
 
-    fn push_output(
-        &mut self,
-        port: u32,
-        records: impl ExactSizeIterator<Item = Record>,
-    ) -> wasmtime::Result<()> {
+    /// The output buffer of `port`, if the current hook may emit to it.
+    fn output(&mut self, port: u32) -> wasmtime::Result<&mut Batch> {
         if !matches!(self.hook, "process" | "on-checkpoint" | "finish") {
             wasmtime::bail!(
                 "the plugin emitted records during `{}`; records may only be emitted in `process`, `on-checkpoint` and `finish` (records emitted while opening or restoring would be repeated on every restart)",
                 self.hook
             );
         }
-        let Some(buf) = self.outputs.get_mut(port as usize) else {
-            wasmtime::bail!(
-                "emit to output port {port}, but the plugin declares {} output ports",
-                self.outputs.len()
-            );
-        };
-        self.emitted_records += records.len();
+        let ports = self.outputs.len();
+        match self.outputs.get_mut(port as usize) {
+            Some(buf) => Ok(buf),
+            None => wasmtime::bail!(
+                "emit to output port {port}, but the plugin declares {ports} output ports"
+            ),
+        }
+    }
+
+    /// Counts `records` records of `bytes` bytes more towards the per-call
+    /// emit limits, and checks that output `port` stays addressable.
+    fn count_emitted(&mut self, port: u32, records: usize, bytes: usize) -> wasmtime::Result<()> {
+        self.output(port)?;
+        self.emitted_records += records;
         LimitExceeded::check_count(
             "records emitted in one call",
             "max_emit_records",
             self.limits.max_emit_records_per_call,
             self.emitted_records,
         )?;
-        for r in records {
-            self.emitted_bytes += r.value.len() + r.key.as_ref().map_or(0, Vec::len);
-            buf.push(r);
-        }
+        self.emitted_bytes += bytes;
         LimitExceeded::check_bytes(
             "bytes emitted in one call",
             "max_emit_bytes",
             self.limits.max_emit_bytes_per_call,
             self.emitted_bytes,
-        )
+        )?;
+        let buffered = self.outputs[port as usize].data_bytes();
+        if buffered + bytes > u32::MAX as usize {
+            wasmtime::bail!("the plugin emitted more than 4 GiB on output port {port} in one call");
+        }
+        Ok(())
+    }
+
+    fn push_records(&mut self, port: u32, records: &[Record]) -> wasmtime::Result<()> {
+        let bytes = records
+            .iter()
+            .map(|r| r.value.len() + r.key.as_ref().map_or(0, Vec::len))
+            .sum();
+        self.count_emitted(port, records.len(), bytes)?;
+        let buf = &mut self.outputs[port as usize];
+        for r in records {
+            buf.push(r.key.as_deref(), &r.value, r.timestamp);
+        }
+        Ok(())
     }
 }
 
@@ -289,11 +309,26 @@ impl state::Host for InstanceState {
 
 impl emit::Host for InstanceState {
     fn emit(&mut self, port: u32, rec: Record) -> wasmtime::Result<()> {
-        self.push_output(port, std::iter::once(rec))
+        self.push_records(port, std::slice::from_ref(&rec))
     }
 
     fn emit_batch(&mut self, port: u32, records: Vec<Record>) -> wasmtime::Result<()> {
-        self.push_output(port, records.into_iter())
+        self.push_records(port, &records)
+    }
+}
+
+impl flat::Host for InstanceState {
+    fn emit(&mut self, port: u32, data: Vec<u8>, spans: Vec<u8>) -> wasmtime::Result<()> {
+        self.count_emitted(port, spans.len() / SPAN_BYTES, data.len())?;
+        let batch = Batch::from_parts(data, spans)
+            .map_err(|e| wasmtime::format_err!("flat emit to output port {port}: {e}"))?;
+        let buf = &mut self.outputs[port as usize];
+        if buf.is_empty() {
+            *buf = batch;
+        } else {
+            buf.append(&batch);
+        }
+        Ok(())
     }
 }
 
@@ -486,7 +521,7 @@ impl OperatorInstance {
         };
         let plugin = &plugin;
         let mut data = InstanceState::new(&label, limits.clone(), grants);
-        data.outputs = vec![Vec::new(); plugin.info().outputs.len()];
+        data.outputs = vec![Batch::new(); plugin.info().outputs.len()];
         let mut store = data.into_store(plugin.pre().engine());
         let bindings = match plugin.pre().instantiate(&mut store) {
             Ok(b) => b,
@@ -542,11 +577,24 @@ impl OperatorInstance {
     }
 
     /// Processes `batch` from input port `port`; emitted records wait in the
-    /// output buffers.
-    pub fn process(&mut self, port: u32, batch: &[Record]) -> Result<(), InstanceError> {
-        self.call("process", |b, s| {
-            b.weir_operator_lifecycle().call_process(s, port, batch)
+    /// output buffers. A plugin that exports `flat-lifecycle` gets the batch
+    /// in flat form, others as a list of records.
+    pub fn process_batch(&mut self, port: u32, batch: &Batch) -> Result<(), InstanceError> {
+        self.call("process", |b, s| match b.weir_operator_flat_lifecycle() {
+            Some(flat) => {
+                let (data, spans) = batch.parts();
+                flat.call_process(s, port, data, spans)
+            }
+            None => b
+                .weir_operator_lifecycle()
+                .call_process(s, port, &batch.to_records()),
         })
+    }
+
+    /// [`process_batch`](Self::process_batch) for owned records (tests and
+    /// tools).
+    pub fn process(&mut self, port: u32, batch: &[Record]) -> Result<(), InstanceError> {
+        self.process_batch(port, &Batch::from(batch))
     }
 
     /// Calls `on-checkpoint`.
@@ -585,13 +633,19 @@ impl OperatorInstance {
     }
 
     /// Takes the records emitted on output `port` so far.
-    pub fn take_output(&mut self, port: u32) -> Vec<Record> {
+    pub fn take_output_batch(&mut self, port: u32) -> Batch {
         self.store
             .data_mut()
             .outputs
             .get_mut(port as usize)
             .map(std::mem::take)
             .unwrap_or_default()
+    }
+
+    /// [`take_output_batch`](Self::take_output_batch) as owned records
+    /// (tests and tools).
+    pub fn take_output(&mut self, port: u32) -> Vec<Record> {
+        self.take_output_batch(port).to_records()
     }
 
     /// Number of output ports.

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod align;
+pub mod batch;
 mod bindings;
 pub mod compile_cache;
 pub mod coordinator;
@@ -30,6 +31,7 @@ pub mod store;
 pub mod supervisor;
 mod task;
 
+pub use batch::Batch;
 pub use instance::{InstanceError, OperatorInstance};
 pub use plugin::{OperatorInfo, Plugin, PluginError, Runtime};
 pub use record::Record;

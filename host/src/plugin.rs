@@ -11,7 +11,7 @@ use wasmtime::component::{Component, HasSelf, Linker, Resource};
 use wasmtime::{Config, Engine, StoreContextMut};
 use wasmtime_wasi::p2::DynPollable;
 
-use crate::bindings::{Operator, OperatorPre};
+use crate::bindings::{Imports, OperatorPre};
 use crate::instance::{Grants, InstanceState, Limits, WASM_STACK, begin_call};
 
 /// What a plugin says about itself (`lifecycle.describe`).
@@ -162,7 +162,7 @@ impl Runtime {
         let mut linker = Linker::<InstanceState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         replace_sleeps(&mut linker)?;
-        Operator::add_to_linker::<InstanceState, HasSelf<InstanceState>>(&mut linker, |s| s)?;
+        Imports::add_to_linker::<InstanceState, HasSelf<InstanceState>>(&mut linker, |s| s)?;
         Ok(Runtime {
             engine,
             linker: Arc::new(linker),
@@ -412,6 +412,12 @@ impl Plugin {
 
     pub(crate) fn pre(&self) -> &OperatorPre<InstanceState> {
         &self.inner.pre
+    }
+
+    /// Whether the plugin exports `flat-lifecycle` (world `operator-flat`),
+    /// so batches cross the boundary in flat form.
+    pub fn flat(&self) -> bool {
+        self.inner.pre.has_flat()
     }
 
     /// Whether the runtime that compiled this plugin meters fuel.

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::Record;
+use crate::Batch;
 use crate::job::{SinkConfig, SinkKind};
 
 /// Why a sink failed. Messages name the sink and the file.
@@ -48,7 +48,7 @@ pub enum SinkError {
 /// A transactional sink.
 pub trait Sink: Send {
     /// Stages a batch into the current epoch.
-    fn write(&mut self, batch: &[Record]) -> Result<(), SinkError>;
+    fn write(&mut self, batch: &Batch) -> Result<(), SinkError>;
     /// Closes the current epoch as checkpoint `id`'s output, durably, and
     /// returns the commit info to record in the checkpoint.
     fn precommit(&mut self, id: u64) -> Result<Value, SinkError>;
@@ -77,9 +77,10 @@ pub fn open(
 }
 
 /// Appends each record's value and a newline.
-fn encode(batch: &[Record], out: &mut Vec<u8>) {
-    for r in batch {
-        out.extend_from_slice(&r.value);
+fn encode(batch: &Batch, out: &mut Vec<u8>) {
+    out.reserve(batch.data_bytes() + batch.len());
+    for r in batch.iter() {
+        out.extend_from_slice(r.value);
         out.push(b'\n');
     }
 }
@@ -233,7 +234,7 @@ impl FileSink {
 }
 
 impl Sink for FileSink {
-    fn write(&mut self, batch: &[Record]) -> Result<(), SinkError> {
+    fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         self.scratch.clear();
         encode(batch, &mut self.scratch);
         let open = self.staging.join(OPEN_EPOCH);
@@ -299,7 +300,7 @@ struct StdoutSink {
 }
 
 impl Sink for StdoutSink {
-    fn write(&mut self, batch: &[Record]) -> Result<(), SinkError> {
+    fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         encode(batch, &mut self.epoch);
         Ok(())
     }
@@ -331,8 +332,12 @@ impl Sink for StdoutSink {
 mod tests {
     use super::*;
 
-    fn rec(v: &str) -> Record {
-        Record::new(v.as_bytes().to_vec())
+    fn recs(values: &[&str]) -> Batch {
+        let mut b = Batch::new();
+        for v in values {
+            b.push(None, v.as_bytes(), None);
+        }
+        b
     }
 
     fn open(dir: &Path, restore: Option<&Value>) -> FileSink {
@@ -347,7 +352,7 @@ mod tests {
     fn output_appears_only_at_commit() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
-        s.write(&[rec("a")]).unwrap();
+        s.write(&recs(&["a"])).unwrap();
         s.precommit(1).unwrap();
         assert_eq!(visible(dir.path()), "");
         s.commit(1).unwrap();
@@ -358,10 +363,10 @@ mod tests {
     fn restore_truncates_output_of_later_epochs() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
-        s.write(&[rec("a")]).unwrap();
+        s.write(&recs(&["a"])).unwrap();
         let info1 = s.precommit(1).unwrap();
         s.commit(1).unwrap();
-        s.write(&[rec("b")]).unwrap();
+        s.write(&recs(&["b"])).unwrap();
         s.precommit(2).unwrap();
         s.commit(2).unwrap();
         drop(s);
@@ -376,17 +381,17 @@ mod tests {
     fn restore_appends_every_completed_but_unappended_epoch() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
-        s.write(&[rec("a")]).unwrap();
+        s.write(&recs(&["a"])).unwrap();
         s.precommit(1).unwrap();
         s.commit(1).unwrap();
-        s.write(&[rec("b")]).unwrap();
+        s.write(&recs(&["b"])).unwrap();
         s.precommit(2).unwrap();
-        s.write(&[rec("c"), rec("d")]).unwrap();
+        s.write(&recs(&["c", "d"])).unwrap();
         let info3 = s.precommit(3).unwrap();
         drop(s); // crash: 3 is complete, 2 and 3 were never appended
         let mut s = open(dir.path(), Some(&info3));
         assert_eq!(visible(dir.path()), "a\nb\nc\nd\n");
-        s.write(&[rec("e")]).unwrap();
+        s.write(&recs(&["e"])).unwrap();
         s.precommit(4).unwrap();
         s.commit(4).unwrap();
         assert_eq!(visible(dir.path()), "a\nb\nc\nd\ne\n");
@@ -396,10 +401,10 @@ mod tests {
     fn a_partial_append_is_redone() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
-        s.write(&[rec("a")]).unwrap();
+        s.write(&recs(&["a"])).unwrap();
         s.precommit(1).unwrap();
         s.commit(1).unwrap();
-        s.write(&[rec("bbbb")]).unwrap();
+        s.write(&recs(&["bbbb"])).unwrap();
         let info2 = s.precommit(2).unwrap();
         drop(s);
         // Half of epoch 2 made it before the crash.
@@ -416,7 +421,7 @@ mod tests {
     fn a_file_shorter_than_committed_output_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
-        s.write(&[rec("a")]).unwrap();
+        s.write(&recs(&["a"])).unwrap();
         let info = s.precommit(1).unwrap();
         s.commit(1).unwrap();
         drop(s);

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::Record;
+use crate::Batch;
 use crate::job::{Format, SourceConfig, SourceKind};
 
 /// Why a source failed. Messages name the source and, for files, the path
@@ -52,10 +52,14 @@ pub enum SourceError {
     },
 }
 
+/// A source cuts a batch once it holds this many bytes, whatever its
+/// `batch_size` (so a batch stays far below the 4 GiB a [`Batch`] can address).
+pub const MAX_BATCH_BYTES: usize = 4 << 20;
+
 /// A source of records, read in batches.
 pub trait SourceReader: Send {
     /// Up to `max` records, or `None` at end of input.
-    fn read_batch(&mut self, max: usize) -> Result<Option<Vec<Record>>, SourceError>;
+    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError>;
     /// Where to resume to read everything after the records returned so far.
     fn offset(&self) -> Value;
     /// Whether reopening at an offset replays the same records (stdin: no).
@@ -133,6 +137,7 @@ pub fn open(
                         byte: pos,
                         records,
                         replayable: true,
+                        line: Vec::new(),
                     }))
                 }
             }
@@ -158,6 +163,7 @@ pub fn open(
                     .and_then(Value::as_u64)
                     .unwrap_or(0),
                 replayable: false,
+                line: Vec::new(),
             }))
         }
         SourceKind::Generator {
@@ -196,13 +202,15 @@ struct LineReader {
     byte: u64,
     records: u64,
     replayable: bool,
+    /// The line being read, reused.
+    line: Vec<u8>,
 }
 
 impl SourceReader for LineReader {
-    fn read_batch(&mut self, max: usize) -> Result<Option<Vec<Record>>, SourceError> {
-        let mut batch = Vec::with_capacity(max);
-        let mut line = Vec::new();
-        while batch.len() < max {
+    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
+        let mut batch = Batch::with_capacity(max, 0);
+        let mut line = std::mem::take(&mut self.line);
+        while batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
             line.clear();
             let n = self
                 .reader
@@ -220,46 +228,30 @@ impl SourceReader for LineReader {
             while matches!(line.last(), Some(b'\n' | b'\r')) {
                 line.pop();
             }
-            let value = std::mem::take(&mut line);
-            let record = match self.format {
-                Format::Jsonl => {
-                    if value.iter().all(u8::is_ascii_whitespace) {
-                        continue;
-                    }
-                    match &self.key {
-                        None => Record::new(value),
-                        Some(k) => {
-                            let parsed: Value = serde_json::from_slice(&value).map_err(|e| {
-                                SourceError::Malformed {
-                                    source_id: self.id.clone(),
-                                    path: self.path.clone(),
-                                    line: self.records,
-                                    message: format!("not JSON: {e}"),
-                                }
-                            })?;
-                            let key =
-                                json_key(&parsed, k).ok_or_else(|| SourceError::Malformed {
-                                    source_id: self.id.clone(),
-                                    path: self.path.clone(),
-                                    line: self.records,
-                                    message: format!("no key field `{k}`"),
-                                })?;
-                            Record {
-                                key: Some(key),
-                                value,
-                                timestamp: None,
-                            }
-                        }
-                    }
+            match (self.format, &self.key) {
+                (Format::Jsonl, _) if line.iter().all(u8::is_ascii_whitespace) => {}
+                (Format::Jsonl, None) => batch.push(None, &line, None),
+                (Format::Jsonl, Some(k)) => {
+                    let parsed: Value =
+                        serde_json::from_slice(&line).map_err(|e| SourceError::Malformed {
+                            source_id: self.id.clone(),
+                            path: self.path.clone(),
+                            line: self.records,
+                            message: format!("not JSON: {e}"),
+                        })?;
+                    let key = json_key(&parsed, k).ok_or_else(|| SourceError::Malformed {
+                        source_id: self.id.clone(),
+                        path: self.path.clone(),
+                        line: self.records,
+                        message: format!("no key field `{k}`"),
+                    })?;
+                    batch.push(Some(&key), &line, None);
                 }
-                _ => Record {
-                    key: Some(value.clone()),
-                    value,
-                    timestamp: None,
-                },
-            };
-            batch.push(record);
+                // `lines`: the key is the line itself.
+                _ => batch.push_keyed_by_value(&line, None),
+            }
         }
+        self.line = line;
         Ok(if batch.is_empty() { None } else { Some(batch) })
     }
 
@@ -338,10 +330,10 @@ impl CsvReader {
 }
 
 impl SourceReader for CsvReader {
-    fn read_batch(&mut self, max: usize) -> Result<Option<Vec<Record>>, SourceError> {
-        let mut batch = Vec::with_capacity(max);
+    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
+        let mut batch = Batch::with_capacity(max, 0);
         let mut row = csv::StringRecord::new();
-        while batch.len() < max {
+        while batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
             let more = self
                 .reader
                 .read_record(&mut row)
@@ -361,11 +353,7 @@ impl SourceReader for CsvReader {
             }
             let value = Value::Object(obj);
             let key = self.key.as_ref().and_then(|k| json_key(&value, k));
-            batch.push(Record {
-                key,
-                value: value.to_string().into_bytes(),
-                timestamp: None,
-            });
+            batch.push(key.as_deref(), value.to_string().as_bytes(), None);
         }
         Ok(if batch.is_empty() { None } else { Some(batch) })
     }
@@ -393,22 +381,20 @@ pub(crate) fn mix64(mut x: u64) -> u64 {
 }
 
 impl SourceReader for Generator {
-    fn read_batch(&mut self, max: usize) -> Result<Option<Vec<Record>>, SourceError> {
+    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
+        use std::fmt::Write;
         let end = self.count.min(self.next + max as u64);
         if self.next >= end {
             return Ok(None);
         }
-        let batch = (self.next..end)
-            .map(|i| {
-                let word =
-                    format!("w{}", mix64(i ^ self.seed.rotate_left(17)) % self.words).into_bytes();
-                Record {
-                    key: Some(word.clone()),
-                    value: word,
-                    timestamp: None,
-                }
-            })
-            .collect();
+        let mut batch = Batch::with_capacity((end - self.next) as usize, 0);
+        let mut word = String::new();
+        for i in self.next..end {
+            word.clear();
+            let n = mix64(i ^ self.seed.rotate_left(17)) % self.words;
+            write!(word, "w{n}").expect("writing to a String");
+            batch.push_keyed_by_value(word.as_bytes(), None);
+        }
         self.next = end;
         Ok(Some(batch))
     }

@@ -1,9 +1,15 @@
 //! The checkpoint store: one redb file per state directory holding the
-//! complete checkpoints of one job, with incremental (versioned) keyed state.
+//! complete checkpoints of one job, with incremental keyed state.
 //!
 //! A checkpoint is complete iff its row in `checkpoints` exists; it is written
 //! with its state in one durable write transaction, so it is never
-//! half-visible. Layout and garbage collection: `docs/checkpoints.md`.
+//! half-visible. Each checkpoint stores, per instance that changed, one
+//! segment: a sorted run of its changes (a delta) or, now and then, its whole
+//! state (a full segment). Layout, compaction and garbage collection:
+//! `docs/checkpoints.md`.
+
+mod chain;
+mod segment;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -15,29 +21,32 @@ use redb::{
 };
 use serde::{Deserialize, Serialize};
 
+use chain::{TUNING, Tables, Tuning};
+
 /// Name of the store file inside the state directory.
 pub const FILE_NAME: &str = "checkpoints.redb";
 /// Version of the table layout, stored under `format` in the `meta` table.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
-/// (operator, instance, state key, version) -> 1 + value, or 0 (tombstone).
-const STATE: TableDefinition<(&str, u32, &[u8], u64), &[u8]> = TableDefinition::new("state");
+/// (operator, instance, version) -> segment header.
+const SEGMENTS: TableDefinition<(&str, u32, u64), &[u8]> = TableDefinition::new("segments");
+/// (operator, instance, version, chunk) -> encoded entries.
+const CHUNKS: TableDefinition<(&str, u32, u64, u32), &[u8]> = TableDefinition::new("chunks");
 /// (operator, instance, version) -> snapshot bytes.
 const SNAPSHOTS: TableDefinition<(&str, u32, u64), &[u8]> = TableDefinition::new("snapshots");
-/// (version, operator, instance, key): a key to compact once `version` is
+/// (version, operator, instance): the instance wrote a full segment or a
+/// snapshot at `version` that hides older ones; collected once `version` is
 /// no newer than the oldest retained checkpoint.
-const GC_STATE: TableDefinition<(u64, &str, u32, &[u8]), ()> = TableDefinition::new("gc_state");
-/// (version, operator, instance): the same for snapshots.
-const GC_SNAPSHOTS: TableDefinition<(u64, &str, u32), ()> = TableDefinition::new("gc_snapshots");
+const GC: TableDefinition<(u64, &str, u32), ()> = TableDefinition::new("gc");
 const TABLES: [&str; 6] = [
     "meta",
     "checkpoints",
-    "state",
+    "segments",
+    "chunks",
     "snapshots",
-    "gc_state",
-    "gc_snapshots",
+    "gc",
 ];
 
 /// Metadata of one complete checkpoint (stored as JSON).
@@ -261,6 +270,7 @@ pub struct CheckpointStore {
     db: Handle,
     dir: PathBuf,
     path: PathBuf,
+    tuning: Tuning,
 }
 
 impl std::fmt::Debug for CheckpointStore {
@@ -289,6 +299,7 @@ impl CheckpointStore {
             db: Handle::ReadWrite(db),
             dir: dir.to_path_buf(),
             path,
+            tuning: TUNING,
         };
         store.run("creating the tables", || {
             let txn = store.rw()?.begin_write()?;
@@ -300,10 +311,10 @@ impl CheckpointStore {
             meta.insert("format", FORMAT_VERSION.to_string().as_bytes())?;
             drop(meta);
             txn.open_table(CHECKPOINTS)?;
-            txn.open_table(STATE)?;
+            txn.open_table(SEGMENTS)?;
+            txn.open_table(CHUNKS)?;
             txn.open_table(SNAPSHOTS)?;
-            txn.open_table(GC_STATE)?;
-            txn.open_table(GC_SNAPSHOTS)?;
+            txn.open_table(GC)?;
             Ok(txn.commit()?)
         })?;
         store.check_layout()?;
@@ -351,30 +362,39 @@ impl CheckpointStore {
             db,
             dir: dir.to_path_buf(),
             path,
+            tuning: TUNING,
         };
         store.check_layout()?;
         Ok(store)
     }
 
+    /// Refuses another layout version first (its tables differ), then a
+    /// file lacking one of this version's tables.
     fn check_layout(&self) -> Result<(), StoreError> {
-        let format = self.run("checking the layout", || {
+        let (tables, format) = self.run("checking the layout", || {
             let txn = self.read()?;
             let tables: Vec<String> = txn.list_tables()?.map(|t| t.name().to_string()).collect();
-            if let Some(missing) = TABLES.iter().find(|t| !tables.iter().any(|n| n == *t)) {
-                let message = format!("not a Weir checkpoint store: it has no `{missing}` table");
-                return Err(self.corrupt(message).into());
-            }
-            Ok(txn
-                .open_table(META)?
-                .get("format")?
-                .map(|v| v.value().to_vec()))
+            let format = match tables.iter().any(|t| t == "meta") {
+                true => Some(
+                    txn.open_table(META)?
+                        .get("format")?
+                        .map(|v| v.value().to_vec()),
+                ),
+                false => None,
+            };
+            Ok((tables, format))
         })?;
-        if format.as_deref() != Some(FORMAT_VERSION.to_string().as_bytes()) {
-            let found = String::from_utf8_lossy(&format.unwrap_or_default()).into_owned();
+        if let Some(format) = format
+            && format.as_deref() != Some(FORMAT_VERSION.to_string().as_bytes())
+        {
             return Err(StoreError::UnsupportedFormat {
                 path: self.path.clone(),
-                found,
+                found: String::from_utf8_lossy(&format.unwrap_or_default()).into_owned(),
             });
+        }
+        if let Some(missing) = TABLES.iter().find(|t| !tables.iter().any(|n| n == *t)) {
+            let message = format!("not a Weir checkpoint store: it has no `{missing}` table");
+            return Err(self.corrupt(message));
         }
         Ok(())
     }
@@ -405,15 +425,6 @@ impl CheckpointStore {
             Handle::ReadWrite(db) => db.begin_read()?,
             Handle::ReadOnly(db) => db.begin_read()?,
         })
-    }
-
-    /// Decodes a `state` value: `Some(value)`, or `None` for a tombstone.
-    fn tag<'a>(&self, raw: &'a [u8]) -> Result<Option<&'a [u8]>, StoreError> {
-        match raw.split_first() {
-            Some((1, value)) => Ok(Some(value)),
-            Some((0, [])) => Ok(None),
-            _ => Err(self.corrupt("a state row has a bad tag".into())),
-        }
     }
 
     fn decode_meta(&self, id: u64, raw: &[u8]) -> Result<CheckpointMeta, StoreError> {
@@ -504,55 +515,39 @@ impl CheckpointStore {
             Some((last, raw)) => self.decode_meta(last.value(), raw.value())?.state_keys,
             None => 0,
         };
-        let mut state = txn.open_table(STATE)?;
-        let mut gc_state = txn.open_table(GC_STATE)?;
-        let mut snapshots = txn.open_table(SNAPSHOTS)?;
-        let mut gc_snapshots = txn.open_table(GC_SNAPSHOTS)?;
-        let mut bytes = 0u64;
+        let mut t = Tables {
+            segments: txn.open_table(SEGMENTS)?,
+            chunks: txn.open_table(CHUNKS)?,
+            snapshots: txn.open_table(SNAPSHOTS)?,
+            gc: txn.open_table(GC)?,
+        };
+        let mut by_instance: BTreeMap<(&str, u32), Vec<&InstanceDelta>> = BTreeMap::new();
         for d in deltas {
-            let (op, inst) = (d.operator.as_str(), d.instance);
-            // Key order makes the B-tree accesses sequential; the stable sort
-            // keeps "later change wins" for repeated keys.
-            let mut changes: Vec<_> = d.changes.iter().collect();
-            changes.sort_by(|a, b| a.0.cmp(&b.0));
-            for (key, change) in changes {
-                let k = key.as_slice();
-                // Newest version so far, including one written earlier in this commit.
-                let newest = match state
-                    .range((op, inst, k, 0)..=(op, inst, k, n))?
-                    .next_back()
-                {
-                    Some(row) => {
-                        let (key, value) = row?;
-                        Some((key.value().3, self.tag(value.value())?.is_some()))
-                    }
-                    None => None,
-                };
-                let was_live = newest.is_some_and(|(_, live)| live);
-                if change.is_none() && !was_live {
-                    continue; // deleting an absent key
-                }
-                let mut row = vec![u8::from(change.is_some())];
-                row.extend_from_slice(change.as_deref().unwrap_or_default());
-                state.insert((op, inst, k, n), row.as_slice())?;
-                bytes += (k.len() + row.len() - 1) as u64;
-                live = (live + u64::from(change.is_some()))
-                    .checked_sub(u64::from(was_live))
-                    .ok_or_else(|| self.corrupt("the live key count went negative".into()))?;
-                // Versions to compact later: older ones, or this tombstone.
-                if change.is_none() || newest.is_some_and(|(v, _)| v < n) {
-                    gc_state.insert((n, op, inst, k), ())?;
-                }
-            }
-            if let Some(snapshot) = &d.snapshot {
-                let older = snapshots
+            let instance = (d.operator.as_str(), d.instance);
+            by_instance.entry(instance).or_default().push(d);
+        }
+        let mut bytes = 0u64;
+        for ((op, inst), deltas) in by_instance {
+            let changes = deltas
+                .iter()
+                .flat_map(|d| &d.changes)
+                .map(|(k, v)| (k.as_slice(), v.as_deref()))
+                .collect();
+            let written = self.write_state(&mut t, n, op, inst, changes)?;
+            bytes += written.bytes;
+            live = (live + written.added)
+                .checked_sub(written.removed)
+                .ok_or_else(|| self.corrupt("the live key count went negative".into()))?;
+            for snapshot in deltas.iter().filter_map(|d| d.snapshot.as_deref()) {
+                let older = t
+                    .snapshots
                     .range((op, inst, 0)..(op, inst, n))?
                     .next_back()
                     .is_some();
-                snapshots.insert((op, inst, n), snapshot.as_slice())?;
+                t.snapshots.insert((op, inst, n), snapshot)?;
                 bytes += snapshot.len() as u64;
                 if older {
-                    gc_snapshots.insert((n, op, inst), ())?;
+                    t.gc.insert((n, op, inst), ())?;
                 }
             }
         }
@@ -567,10 +562,11 @@ impl CheckpointStore {
         Ok(bytes)
     }
 
-    /// Drops checkpoints older than the newest `retain`, and compacts the
-    /// journaled versions that are no newer than the oldest retained one
-    /// (`horizon`): per key, only the newest version <= horizon is visible to
-    /// a retained checkpoint, and not even that if it is a tombstone.
+    /// Drops checkpoints older than the newest `retain`, then, for every
+    /// instance journaled at a version no newer than the oldest retained
+    /// checkpoint (`horizon`), the segments older than its newest full
+    /// segment <= horizon and the snapshots older than its newest snapshot
+    /// <= horizon: every retained checkpoint reads those or newer ones.
     fn collect_garbage(&self, txn: &WriteTransaction, retain: usize) -> Result<(), Fail> {
         let mut checkpoints = txn.open_table(CHECKPOINTS)?;
         let mut horizon = 0;
@@ -580,33 +576,7 @@ impl CheckpointStore {
         checkpoints.retain_in(..horizon, |_, _| false)?;
         let end = horizon + 1; // ids are below u64::MAX
 
-        let mut journal = txn.open_table(GC_STATE)?;
-        let mut due = BTreeSet::new();
-        for row in journal.range(..(end, "", 0, &[][..]))? {
-            let row = row?.0;
-            let (_, op, inst, key) = row.value();
-            due.insert((op.to_string(), inst, key.to_vec()));
-        }
-        journal.retain_in(..(end, "", 0, &[][..]), |_, _| false)?;
-        let mut state = txn.open_table(STATE)?;
-        for (op, inst, key) in &due {
-            let (op, k) = (op.as_str(), key.as_slice());
-            let mut versions = Vec::new();
-            for row in state.range((op, *inst, k, 0)..=(op, *inst, k, horizon))? {
-                let (key, value) = row?;
-                versions.push((key.value().3, self.tag(value.value())?.is_some()));
-            }
-            if let Some(&(base, base_live)) = versions.last() {
-                for (v, _) in versions
-                    .into_iter()
-                    .filter(|&(v, _)| v < base || !base_live)
-                {
-                    state.remove((op, *inst, k, v))?;
-                }
-            }
-        }
-
-        let mut journal = txn.open_table(GC_SNAPSHOTS)?;
+        let mut journal = txn.open_table(GC)?;
         let mut due = BTreeSet::new();
         for row in journal.range(..(end, "", 0))? {
             let row = row?.0;
@@ -614,15 +584,21 @@ impl CheckpointStore {
             due.insert((op.to_string(), inst));
         }
         journal.retain_in(..(end, "", 0), |_, _| false)?;
+        let mut segments = txn.open_table(SEGMENTS)?;
+        let mut chunks = txn.open_table(CHUNKS)?;
         let mut snapshots = txn.open_table(SNAPSHOTS)?;
         for (op, inst) in &due {
-            let op = op.as_str();
-            let mut versions = Vec::new();
-            for row in snapshots.range((op, *inst, 0)..=(op, *inst, horizon))? {
-                versions.push(row?.0.value().2);
+            let (op, inst) = (op.as_str(), *inst);
+            if let Some((base, _)) = self.chain(&segments, op, inst, horizon)?.full {
+                segments.retain_in((op, inst, 0)..(op, inst, base), |_, _| false)?;
+                chunks.retain_in((op, inst, 0, 0)..(op, inst, base, 0), |_, _| false)?;
             }
-            for v in versions.iter().rev().skip(1) {
-                snapshots.remove((op, *inst, *v))?;
+            let newest = snapshots
+                .range((op, inst, 0)..=(op, inst, horizon))?
+                .next_back()
+                .transpose()?;
+            if let Some(base) = newest.map(|(k, _)| k.value().2) {
+                snapshots.retain_in((op, inst, 0)..(op, inst, base), |_, _| false)?;
             }
         }
         Ok(())
@@ -661,53 +637,20 @@ impl CheckpointStore {
         })
     }
 
-    /// Live entries of `operator` (of one instance, or all) at checkpoint
-    /// `id`, sorted by (instance, key).
-    fn scan(
-        &self,
-        txn: &ReadTransaction,
-        id: u64,
-        operator: &str,
-        instance: Option<u32>,
-    ) -> Result<Vec<OperatorEntry>, Fail> {
-        if txn.open_table(CHECKPOINTS)?.get(id)?.is_none() {
-            return Err(StoreError::UnknownCheckpoint {
+    fn check_exists(&self, txn: &ReadTransaction, id: u64) -> Result<(), Fail> {
+        match txn.open_table(CHECKPOINTS)?.get(id)? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::UnknownCheckpoint {
                 path: self.path.clone(),
                 id,
             }
-            .into());
+            .into()),
         }
-        let state = txn.open_table(STATE)?;
-        let mut out = Vec::new();
-        // Newest version <= id so far of the key being scanned.
-        let mut current: Option<(u32, Vec<u8>, Option<Vec<u8>>)> = None;
-        for row in state.range((operator, instance.unwrap_or(0), &[][..], 0)..)? {
-            let (k, v) = row?;
-            let (op, inst, key, version) = k.value();
-            if op != operator || instance.is_some_and(|i| i != inst) {
-                break;
-            }
-            if version > id {
-                continue;
-            }
-            let value = self.tag(v.value())?.map(<[u8]>::to_vec);
-            match &mut current {
-                Some((i, cur, val)) if *i == inst && cur.as_slice() == key => *val = value,
-                _ => {
-                    if let Some((i, k, Some(val))) = current.replace((inst, key.to_vec(), value)) {
-                        out.push((i, k, val));
-                    }
-                }
-            }
-        }
-        if let Some((i, k, Some(val))) = current {
-            out.push((i, k, val));
-        }
-        Ok(out)
     }
 
-    /// State of one instance as of checkpoint `id` (the newest version <= id
-    /// of every key, tombstones removed).
+    /// State of one instance as of checkpoint `id`: its newest full segment
+    /// <= id with every later delta <= id applied in version order, and its
+    /// newest snapshot <= id.
     pub fn load_instance(
         &self,
         id: u64,
@@ -716,8 +659,8 @@ impl CheckpointStore {
     ) -> Result<RestoredInstance, StoreError> {
         self.run("loading state", || {
             let txn = self.read()?;
-            let entries = self.scan(&txn, id, operator, Some(instance))?;
-            let entries = entries.into_iter().map(|(_, k, v)| (k, v)).collect();
+            self.check_exists(&txn, id)?;
+            let entries = self.load(&txn, id, operator, instance)?;
             let snapshots = txn.open_table(SNAPSHOTS)?;
             let snapshot = match snapshots
                 .range((operator, instance, 0)..=(operator, instance, id))?
@@ -738,15 +681,27 @@ impl CheckpointStore {
         operator: &str,
     ) -> Result<Vec<OperatorEntry>, StoreError> {
         let mut out = self.run("loading state", || {
-            self.scan(&self.read()?, id, operator, None)
+            let txn = self.read()?;
+            self.check_exists(&txn, id)?;
+            let mut instances = BTreeSet::new();
+            let segments = txn.open_table(SEGMENTS)?;
+            for row in segments.range((operator, 0, 0)..=(operator, u32::MAX, u64::MAX))? {
+                instances.insert(row?.0.value().1);
+            }
+            let mut out = Vec::new();
+            for inst in instances {
+                let entries = self.load(&txn, id, operator, inst)?;
+                out.extend(entries.into_iter().map(|(k, v)| (inst, k, v)));
+            }
+            Ok(out)
         })?;
         out.sort_by(|a, b| (&a.1, a.0).cmp(&(&b.1, b.0)));
         Ok(out)
     }
 
     /// Deletes every checkpoint newer than `id` (an existing checkpoint, or 0
-    /// for all) and all their state versions, in one transaction. Scans the
-    /// whole state table: meant for the rare restore of an older checkpoint.
+    /// for all) with the segments, snapshots and journal rows they wrote, in
+    /// one transaction.
     pub fn truncate_after(&self, id: u64) -> Result<(), StoreError> {
         let db = self.rw()?;
         self.run(&format!("truncating after checkpoint {id}"), || {
@@ -762,11 +717,23 @@ impl CheckpointStore {
                 }
                 let after = id.saturating_add(1);
                 checkpoints.retain_in(after.., |_, _| false)?;
-                txn.open_table(STATE)?.retain(|k, _| k.3 <= id)?;
+                let mut segments = txn.open_table(SEGMENTS)?;
+                let mut newer = Vec::new();
+                for row in segments.iter()? {
+                    let row = row?.0;
+                    let (op, inst, version) = row.value();
+                    if version > id {
+                        newer.push((op.to_string(), inst, version));
+                    }
+                }
+                segments.retain(|k, _| k.2 <= id)?;
+                let mut chunks = txn.open_table(CHUNKS)?;
+                for (op, inst, v) in &newer {
+                    let (op, inst, v) = (op.as_str(), *inst, *v);
+                    chunks.retain_in((op, inst, v, 0)..=(op, inst, v, u32::MAX), |_, _| false)?;
+                }
                 txn.open_table(SNAPSHOTS)?.retain(|k, _| k.2 <= id)?;
-                txn.open_table(GC_STATE)?
-                    .retain_in((after, "", 0, &[][..]).., |_, _| false)?;
-                txn.open_table(GC_SNAPSHOTS)?
+                txn.open_table(GC)?
                     .retain_in((after, "", 0).., |_, _| false)?;
             }
             Ok(txn.commit()?)
@@ -784,6 +751,13 @@ impl CheckpointStore {
         matches!(self.db, Handle::ReadOnly(_))
     }
 
+    /// The store with other chunk and compaction thresholds.
+    #[cfg(test)]
+    fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
     /// Size of the store file in bytes.
     pub fn file_size(&self) -> Result<u64, StoreError> {
         std::fs::metadata(&self.path)
@@ -796,426 +770,4 @@ impl CheckpointStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use redb::{Key, ReadableTableMetadata, Value};
-
-    type Model = BTreeMap<(String, u32), RestoredInstance>;
-
-    fn meta(id: u64) -> CheckpointMeta {
-        let op = |parallelism| OperatorMeta {
-            plugin_name: "p".into(),
-            plugin_version: "1".into(),
-            state_version: 1,
-            sha256: "00".into(),
-            parallelism,
-        };
-        CheckpointMeta {
-            id,
-            job: "job".into(),
-            started_at_ms: 1_700_000_000_000 + id,
-            duration_ms: 5,
-            alignment_ms: 1,
-            bytes_written: 0,
-            state_keys: 0,
-            key_groups: 128,
-            sources: [("src".into(), serde_json::json!({"offset": id, "f": 0.1}))].into(),
-            operators: [("a".into(), op(2)), ("b".into(), op(2))].into(),
-            sinks: BTreeMap::new(),
-            final_checkpoint: false,
-        }
-    }
-
-    /// `delta("a", 0, "x=1 -y", Some("s"))`: put x=1, delete y, snapshot "s".
-    fn delta(op: &str, instance: u32, changes: &str, snap: Option<&str>) -> InstanceDelta {
-        let b = |s: &str| s.as_bytes().to_vec();
-        let changes = changes
-            .split_whitespace()
-            .map(|c| match c.strip_prefix('-') {
-                Some(key) => (b(key), None),
-                None => c.split_once('=').map(|(k, v)| (b(k), Some(b(v)))).unwrap(),
-            });
-        let (operator, changes, snapshot) = (op.into(), changes.collect(), snap.map(b));
-        InstanceDelta {
-            operator,
-            instance,
-            changes,
-            snapshot,
-        }
-    }
-
-    /// `"x=1 y=2"` for the entries of an instance.
-    fn show(r: &RestoredInstance) -> String {
-        let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let e: Vec<_> = r
-            .entries
-            .iter()
-            .map(|(k, v)| format!("{}={}", s(k), s(v)))
-            .collect();
-        e.join(" ")
-    }
-
-    fn rows<K: Key + 'static, V: Value + 'static>(
-        s: &CheckpointStore,
-        t: TableDefinition<K, V>,
-    ) -> u64 {
-        s.read().unwrap().open_table(t).unwrap().len().unwrap()
-    }
-
-    #[test]
-    fn incremental_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = CheckpointStore::open(dir.path(), "job").unwrap();
-        assert_eq!(
-            (s.job().unwrap(), s.latest().unwrap()),
-            ("job".into(), None)
-        );
-        let d1 = [
-            delta("a", 0, "x=1 y=2 z=3", Some("snap1")),
-            delta("a", 1, "x=other", None),
-        ];
-        assert_eq!(s.commit(&meta(1), &d1, 3).unwrap().bytes_written, 6 + 5 + 6);
-        // A later change wins; deleting a missing key writes nothing; no snapshot keeps snap1.
-        let d2 = [
-            delta("a", 0, "y=20 -z -w y=22", None),
-            delta("a", 1, "", Some("")),
-        ];
-        assert_eq!(s.commit(&meta(3), &d2, 3).unwrap().bytes_written, 3 + 1 + 3);
-        let r1 = s.load_instance(1, "a", 0).unwrap();
-        assert_eq!(
-            (show(&r1).as_str(), &r1.snapshot[..]),
-            ("x=1 y=2 z=3", &b"snap1"[..])
-        );
-        let r3 = s.load_instance(3, "a", 0).unwrap();
-        assert_eq!(
-            (show(&r3).as_str(), &r3.snapshot[..]),
-            ("x=1 y=22", &b"snap1"[..])
-        );
-        assert_eq!(
-            s.load_instance(3, "b", 1).unwrap(),
-            RestoredInstance::default()
-        );
-        let all = s.operator_state(3, "a").unwrap();
-        let keys: Vec<_> = all.iter().map(|(i, k, _)| (*i, k.as_slice())).collect();
-        assert_eq!(keys, [(0, &b"x"[..]), (1, b"x"), (0, b"y")]);
-        let list: Vec<_> = s
-            .list()
-            .unwrap()
-            .iter()
-            .map(|m| (m.id, m.state_keys))
-            .collect();
-        assert_eq!(list, [(1, 4), (3, 3)]);
-        assert_eq!(s.latest().unwrap().unwrap().sources, meta(3).sources);
-        assert!(s.get(2).unwrap().is_none());
-        let e = s.load_instance(2, "a", 0).unwrap_err();
-        assert!(
-            matches!(e, StoreError::UnknownCheckpoint { id: 2, .. }),
-            "{e}"
-        );
-        drop(s);
-        let s = CheckpointStore::open(dir.path(), "job").unwrap();
-        assert_eq!(s.latest().unwrap().unwrap().id, 3);
-        assert_eq!(show(&s.load_instance(3, "a", 1).unwrap()), "x=other");
-        assert!(s.file_size().unwrap() > 0);
-    }
-
-    #[test]
-    fn commit_refuses_bad_input() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = CheckpointStore::open(dir.path(), "job").unwrap();
-        s.commit(&meta(5), &[], 2).unwrap();
-        let refused = |m: &CheckpointMeta, d: &[InstanceDelta], retain| {
-            matches!(s.commit(m, d, retain), Err(StoreError::Invalid { .. }))
-        };
-        assert!(refused(&meta(5), &[], 2) && refused(&meta(4), &[], 2));
-        assert!(refused(&meta(6), &[], 0));
-        assert!(refused(&meta(6), &[delta("c", 0, "", None)], 2));
-        assert!(refused(&meta(6), &[delta("a", 2, "", None)], 2));
-        assert!(refused(
-            &CheckpointMeta {
-                job: "other".into(),
-                ..meta(6)
-            },
-            &[],
-            2
-        ));
-        assert_eq!(s.list().unwrap().len(), 1);
-    }
-
-    fn xorshift(s: &mut u64) -> u64 {
-        *s ^= *s << 13;
-        *s ^= *s >> 7;
-        *s ^= *s << 17;
-        *s
-    }
-
-    /// Random changes, snapshots, id gaps, truncations and reopens, checked
-    /// after every commit against an in-memory model of every checkpoint.
-    fn model_run(mut rng: u64, retain: usize, rounds: usize) {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = CheckpointStore::open(dir.path(), "job").unwrap();
-        let instances = [("a", 0), ("a", 1), ("b", 0), ("b", 1)].map(|(o, i)| (o.to_string(), i));
-        let mut current: Model = instances
-            .iter()
-            .map(|i| (i.clone(), Default::default()))
-            .collect();
-        let mut history: BTreeMap<u64, Model> = BTreeMap::new();
-        let mut id = 0;
-        for _ in 0..rounds {
-            let r = &mut rng;
-            id += 1 + u64::from(xorshift(r).is_multiple_of(4));
-            let mut deltas = Vec::new();
-            for ((op, inst), model) in current.iter_mut() {
-                if xorshift(r).is_multiple_of(5) {
-                    continue;
-                }
-                let mut state: BTreeMap<_, _> = model.entries.drain(..).collect();
-                let mut changes = Vec::new();
-                for _ in 0..xorshift(r) % 12 {
-                    let key = format!("k{}", xorshift(r) % 50).into_bytes();
-                    let value = match xorshift(r) % 10 {
-                        0..=2 => None,
-                        3 => Some(vec![]),
-                        _ => Some(format!("v{id}.{}", xorshift(r) % 1000).into_bytes()),
-                    };
-                    match &value {
-                        Some(v) => state.insert(key.clone(), v.clone()),
-                        None => state.remove(&key),
-                    };
-                    changes.push((key, value));
-                }
-                model.entries = state.into_iter().collect();
-                let snapshot = xorshift(r)
-                    .is_multiple_of(3)
-                    .then(|| format!("s{id}").into_bytes());
-                model.snapshot = snapshot
-                    .clone()
-                    .unwrap_or(std::mem::take(&mut model.snapshot));
-                let (operator, instance) = (op.clone(), *inst);
-                deltas.push(InstanceDelta {
-                    operator,
-                    instance,
-                    changes,
-                    snapshot,
-                });
-            }
-            s.commit(&meta(id), &deltas, retain).unwrap();
-            history.insert(id, current.clone());
-            while history.len() > retain {
-                let (gone, _) = history.pop_first().unwrap();
-                assert!(s.get(gone).unwrap().is_none());
-                assert!(s.load_instance(gone, "a", 0).is_err());
-            }
-            if xorshift(r).is_multiple_of(8) {
-                let to = *history
-                    .keys()
-                    .nth(xorshift(r) as usize % history.len())
-                    .unwrap();
-                s.truncate_after(to).unwrap();
-                history.retain(|k, _| *k <= to);
-                current = history[&to].clone();
-            }
-            if xorshift(r).is_multiple_of(6) {
-                drop(s);
-                s = CheckpointStore::open(dir.path(), "job").unwrap();
-            }
-            let listed: Vec<u64> = s.list().unwrap().iter().map(|m| m.id).collect();
-            assert_eq!(listed, history.keys().copied().collect::<Vec<_>>());
-            for (cp, model) in &history {
-                for ((op, inst), want) in model {
-                    let got = s.load_instance(*cp, op, *inst).unwrap();
-                    assert_eq!(&got, want, "checkpoint {cp} {op}/{inst}");
-                }
-                let live = model.values().map(|m| m.entries.len() as u64).sum::<u64>();
-                assert_eq!(s.get(*cp).unwrap().unwrap().state_keys, live);
-                let a = s.operator_state(*cp, "a").unwrap();
-                let want = (0..2)
-                    .map(|i| model[&("a".into(), i)].entries.len())
-                    .sum::<usize>();
-                assert_eq!(a.len(), want);
-                assert!(a.windows(2).all(|w| (&w[0].1, w[0].0) < (&w[1].1, w[1].0)));
-            }
-            // Per key: the newest version <= the oldest retained checkpoint,
-            // plus one per newer retained checkpoint.
-            let bound = (instances.len() * 50 * retain) as u64;
-            assert!(rows(&s, STATE) <= bound, "{} state rows", rows(&s, STATE));
-            assert!(rows(&s, GC_STATE) <= bound);
-            assert!(rows(&s, SNAPSHOTS) <= (instances.len() * retain) as u64);
-        }
-    }
-
-    #[test]
-    fn model_retain_3() {
-        model_run(0x9E37_79B9_7F4A_7C15, 3, 40);
-    }
-
-    #[test]
-    fn model_retain_1_and_5() {
-        model_run(0xDEAD_BEEF_1234_5678, 1, 40);
-        model_run(0x0123_4567_89AB_CDEF, 5, 40);
-    }
-
-    #[test]
-    fn incremental_is_small() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = CheckpointStore::open(dir.path(), "job").unwrap();
-        let changes = |round: u32, step| {
-            let kv = |i: u32| format!("key-{i:08}=value-{round}-{i:032}");
-            let changes: Vec<_> = (0..10_000).step_by(step).map(kv).collect();
-            [delta("a", 0, &changes.join(" "), None)]
-        };
-        let full = s.commit(&meta(1), &changes(0, 1), 3).unwrap().bytes_written;
-        let inc = s
-            .commit(&meta(2), &changes(1, 100), 3)
-            .unwrap()
-            .bytes_written;
-        assert!(inc * 20 < full, "{inc} vs {full}");
-        let latest = s.latest().unwrap().unwrap();
-        assert_eq!((latest.bytes_written, latest.state_keys), (inc, 10_000));
-        assert_eq!(s.load_instance(2, "a", 0).unwrap().entries.len(), 10_000);
-    }
-
-    #[test]
-    fn dead_keys_are_collected() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = CheckpointStore::open(dir.path(), "job").unwrap();
-        // Keys live for one checkpoint each (windows, sessions): nothing of
-        // them may linger once no retained checkpoint sees them.
-        for id in 1..=20u64 {
-            let new: Vec<_> = (0..10).map(|k| format!("{id}.{k}=v")).collect();
-            let old: Vec<_> = (0..10).map(|k| format!("-{}.{k}", id - 1)).collect();
-            let d = delta(
-                "a",
-                0,
-                &format!("{} {} t{id}=1 -t{id}", new.join(" "), old.join(" ")),
-                None,
-            );
-            s.commit(&meta(id), &[d], 2).unwrap();
-        }
-        // Retained 19 and 20: the keys of 20, the keys of 19 with their
-        // tombstones, and the tombstone of `t20`.
-        assert_eq!(rows(&s, STATE), 10 + 20 + 1);
-        s.commit(&meta(21), &[delta("a", 0, "-20.0", None)], 1)
-            .unwrap();
-        assert_eq!(rows(&s, STATE), 9);
-        assert_eq!(rows(&s, GC_STATE), 0);
-    }
-
-    #[test]
-    fn truncate_after_drops_newer() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = CheckpointStore::open(dir.path(), "job").unwrap();
-        for id in 1..=4 {
-            let d = delta("a", 0, &format!("k={id} {id}=x"), Some(&id.to_string()));
-            s.commit(&meta(id), &[d], 10).unwrap();
-        }
-        let e = s.truncate_after(7).unwrap_err();
-        assert!(
-            matches!(e, StoreError::UnknownCheckpoint { id: 7, .. }),
-            "{e}"
-        );
-        s.truncate_after(2).unwrap();
-        let ids: Vec<_> = s.list().unwrap().iter().map(|m| m.id).collect();
-        assert_eq!(ids, [1, 2]);
-        let r = s.load_instance(2, "a", 0).unwrap();
-        assert_eq!(
-            (show(&r).as_str(), &r.snapshot[..]),
-            ("1=x 2=x k=2", &b"2"[..])
-        );
-        // The next checkpoint builds on 2, not on the truncated 3 and 4.
-        s.commit(&meta(5), &[delta("a", 0, "5=x", None)], 10)
-            .unwrap();
-        let r = s.load_instance(5, "a", 0).unwrap();
-        assert_eq!(
-            (show(&r).as_str(), &r.snapshot[..]),
-            ("1=x 2=x 5=x k=2", &b"2"[..])
-        );
-        assert_eq!(s.latest().unwrap().unwrap().state_keys, 4);
-        s.truncate_after(0).unwrap();
-        assert!(s.list().unwrap().is_empty());
-        assert_eq!(
-            rows(&s, STATE) + rows(&s, SNAPSHOTS) + rows(&s, GC_STATE),
-            0
-        );
-    }
-
-    #[test]
-    fn open_refuses_other_job_and_reports_missing() {
-        let dir = tempfile::tempdir().unwrap();
-        let empty = dir.path().join("empty");
-        let e = CheckpointStore::open_existing(&empty).err().unwrap();
-        assert!(matches!(e, StoreError::NotFound { .. }), "{e}");
-        std::fs::create_dir(&empty).unwrap();
-        let e = CheckpointStore::open_existing(&empty).err().unwrap();
-        assert!(matches!(e, StoreError::NotFound { .. }), "{e}");
-        assert!(e.to_string().starts_with("no checkpoints in "), "{e}");
-        assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
-        drop(CheckpointStore::open(dir.path(), "job").unwrap());
-        let e = CheckpointStore::open(dir.path(), "other").err().unwrap();
-        assert!(
-            matches!(&e, StoreError::OtherJob { found, .. } if found == "job"),
-            "{e}"
-        );
-        assert!(e.to_string().contains("--state-dir"), "{e}");
-        assert_eq!(
-            CheckpointStore::open_existing(dir.path())
-                .unwrap()
-                .job()
-                .unwrap(),
-            "job"
-        );
-    }
-
-    #[test]
-    fn inspect_while_job_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = CheckpointStore::open(dir.path(), "job").unwrap();
-        s.commit(&meta(1), &[delta("a", 0, "k=v", None)], 3)
-            .unwrap();
-        let e = CheckpointStore::open(dir.path(), "job").err().unwrap();
-        assert!(matches!(e, StoreError::InUse { .. }), "{e}");
-        let ro = CheckpointStore::open_existing(dir.path()).unwrap();
-        assert_eq!(ro.latest().unwrap().unwrap().id, 1);
-        s.commit(&meta(2), &[], 3).unwrap();
-        assert_eq!(ro.latest().unwrap().unwrap().id, 2);
-        assert!(matches!(
-            ro.truncate_after(1),
-            Err(StoreError::Invalid { .. })
-        ));
-    }
-
-    #[test]
-    fn damaged_files_are_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(FILE_NAME);
-        let check = |e: Option<StoreError>| {
-            let e = e.expect("a damaged file must not open");
-            assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
-            assert!(e.to_string().contains(&path.display().to_string()), "{e}");
-        };
-        let mut r = 42u64;
-        let garbage: Vec<u8> = (0..10_000).map(|_| xorshift(&mut r) as u8).collect();
-        std::fs::write(&path, &garbage).unwrap();
-        check(CheckpointStore::open(dir.path(), "job").err());
-        check(CheckpointStore::open_existing(dir.path()).err());
-        std::fs::remove_file(&path).unwrap();
-        let changes: Vec<_> = (0..5000).map(|i| format!("{i}={i:064}")).collect();
-        let s = CheckpointStore::open(dir.path(), "job").unwrap();
-        s.commit(&meta(1), &[delta("a", 0, &changes.join(" "), None)], 3)
-            .unwrap();
-        drop(s);
-        let valid = std::fs::read(&path).unwrap();
-        std::fs::write(&path, &valid[..valid.len() / 2]).unwrap();
-        check(CheckpointStore::open(dir.path(), "job").err());
-        check(CheckpointStore::open_existing(dir.path()).err());
-        // Flipped bytes anywhere: an error or a readable store, never a panic.
-        for at in (0..valid.len()).step_by(valid.len() / 37) {
-            let mut bad = valid.clone();
-            bad[at] ^= 0x55;
-            std::fs::write(&path, &bad).unwrap();
-            if let Ok(s) = CheckpointStore::open(dir.path(), "job") {
-                let _ = s.list().and_then(|_| s.load_instance(1, "a", 0));
-            }
-        }
-    }
-}
+mod tests;

@@ -20,7 +20,7 @@ use crossbeam_channel::{
 };
 use serde_json::Value;
 
-use crate::Record;
+use crate::Batch;
 use crate::align::{Action, Aligner, Event as AlignEvent};
 use crate::coordinator::Ack;
 use crate::instance::{InstanceError, OperatorInstance};
@@ -40,7 +40,7 @@ const MAX_ALIGNMENT_BUFFER: usize = 64 << 20;
 /// What travels on an edge.
 #[derive(Debug)]
 pub(crate) enum Msg {
-    Batch(Vec<Record>),
+    Batch(Batch),
     Barrier(u64),
     /// End of stream; the id is the final checkpoint's.
     End(u64),
@@ -150,17 +150,11 @@ impl<F: FnMut()> Drop for Defer<F> {
     }
 }
 
-fn count_in(m: &NodeMetrics, batch: &[Record]) {
+fn count_in(m: &NodeMetrics, batch: &Batch) {
     m.records_in
         .fetch_add(batch.len() as u64, Ordering::Relaxed);
-    m.bytes_in.fetch_add(bytes_of(batch), Ordering::Relaxed);
-}
-
-fn bytes_of(batch: &[Record]) -> u64 {
-    batch
-        .iter()
-        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
-        .sum()
+    m.bytes_in
+        .fetch_add(batch.data_bytes() as u64, Ordering::Relaxed);
 }
 
 /// One outgoing connection to every instance of a downstream node.
@@ -176,7 +170,7 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    fn send(&mut self, shared: &Shared, batch: Vec<Record>) -> Result<(), Cancelled> {
+    fn send(&mut self, shared: &Shared, batch: Batch) -> Result<(), Cancelled> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -185,7 +179,7 @@ impl Output {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         self.metrics
             .bytes_out
-            .fetch_add(bytes_of(&batch), Ordering::Relaxed);
+            .fetch_add(batch.data_bytes() as u64, Ordering::Relaxed);
         let last = self.edges.len().saturating_sub(1);
         let mut batch = Some(batch);
         for (i, edge) in self.edges.iter_mut().enumerate() {
@@ -198,10 +192,8 @@ impl Output {
                 send(shared, &self.metrics, &edge.senders[0], Msg::Batch(b))?;
                 continue;
             }
-            let mut parts: Vec<Vec<Record>> = vec![Vec::new(); edge.senders.len()];
-            for r in b {
-                parts[edge.partitioner.route(r.key.as_deref())].push(r);
-            }
+            let partitioner = &mut edge.partitioner;
+            let parts = b.partition(edge.senders.len(), |key, _| partitioner.route(key));
             for (tx, part) in edge.senders.iter().zip(parts) {
                 if !part.is_empty() {
                     send(shared, &self.metrics, tx, Msg::Batch(part))?;
@@ -309,11 +301,7 @@ pub(crate) struct Inputs {
 
 /// Receives the next message from a channel the aligner lets us read, or
 /// `None` on timeout.
-fn receive(
-    inputs: &Inputs,
-    aligner: &Aligner<Vec<Record>>,
-    extra: Option<&Receiver<u64>>,
-) -> Received {
+fn receive(inputs: &Inputs, aligner: &Aligner<Batch>, extra: Option<&Receiver<u64>>) -> Received {
     let mut sel = Select::new();
     let mut index = Vec::with_capacity(inputs.channels.len());
     let over = aligner.buffered_bytes() > MAX_ALIGNMENT_BUFFER;
@@ -356,14 +344,14 @@ struct AlignmentClock {
 }
 
 impl AlignmentClock {
-    fn observe(&mut self, aligner: &Aligner<Vec<Record>>, msg: &Msg) {
+    fn observe(&mut self, aligner: &Aligner<Batch>, msg: &Msg) {
         if aligner.aligning().is_none() && matches!(msg, Msg::Barrier(_)) {
             self.started = Some(Instant::now());
             self.peak_bytes = 0;
         }
     }
 
-    fn after(&mut self, aligner: &Aligner<Vec<Record>>) {
+    fn after(&mut self, aligner: &Aligner<Batch>) {
         self.peak_bytes = self.peak_bytes.max(aligner.buffered_bytes());
     }
 
@@ -376,18 +364,18 @@ impl AlignmentClock {
 /// Feeds `msg` from `channel` to the aligner; remembers the final
 /// checkpoint id carried by `End`.
 fn feed(
-    aligner: &mut Aligner<Vec<Record>>,
+    aligner: &mut Aligner<Batch>,
     clock: &mut AlignmentClock,
     final_id: &mut Option<u64>,
     channel: usize,
     msg: Msg,
-    actions: &mut Vec<Action<Vec<Record>>>,
+    actions: &mut Vec<Action<Batch>>,
 ) {
     clock.observe(aligner, &msg);
     let (event, bytes) = match msg {
         Msg::Batch(b) => {
             let bytes = if aligner.is_blocked(channel) {
-                b.iter().map(Record::size).sum()
+                b.size()
             } else {
                 0
             };
@@ -426,7 +414,7 @@ impl InstanceTask {
     fn emit(&mut self) -> Result<(), Cancelled> {
         // Consumers read the operator's first output port.
         for port in 0..self.instance.output_ports() {
-            let records = self.instance.take_output(port as u32);
+            let records = self.instance.take_output_batch(port as u32);
             if port == 0 {
                 self.out.send(&self.shared, records)?;
             }
@@ -495,7 +483,7 @@ impl InstanceTask {
                         let port = self.inputs.channels[channel].0;
                         count_in(&self.inputs.metrics, &batch);
                         let started = Instant::now();
-                        if let Err(error) = self.instance.process(port, &batch) {
+                        if let Err(error) = self.instance.process_batch(port, &batch) {
                             let port = self
                                 .instance
                                 .info()

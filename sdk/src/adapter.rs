@@ -1,13 +1,15 @@
 //! Glue between the generated export traits and an [`Operator`]: one instance
-//! per component instance, created by `open`.
+//! per component instance, created by `open`. The hook bodies ([`hooks`]) are
+//! shared with [`testing::Harness`](crate::testing::Harness), so that native
+//! tests run exactly what the component runs.
 
 use std::marker::PhantomData;
 
-use crate::bindings::exports::weir::operator::{lifecycle, snapshot};
+use crate::Operator;
+use crate::bindings::exports::weir::operator::{flat_lifecycle, lifecycle, snapshot};
 use crate::bindings::weir::operator::types::{
     Error as WitError, OpenContext, OperatorInfo, Record,
 };
-use crate::{Context, Error, Operator};
 
 /// Storage for the one operator instance of a component instance. Implemented
 /// by [`export!`](crate::export).
@@ -19,25 +21,71 @@ pub trait OperatorSlot: Sized {
 /// Implements the generated export traits for `T`.
 pub struct Adapter<T>(PhantomData<T>);
 
-fn not_open(hook: &str) -> WitError {
-    WitError::Other(format!(
-        "host bug: `{hook}` called before a successful `open`"
-    ))
-}
+pub(crate) mod hooks {
+    //! What each hook does around the operator's own method.
 
-/// Runs a hook with the operator and a fresh [`Context`], flushing emitted
-/// records when the hook returns (also when it fails: the host discards
-/// output of a failed attempt anyway).
-fn with_op<T: Operator + OperatorSlot, R>(
-    hook: &str,
-    f: impl FnOnce(&mut T, &mut Context) -> Result<R, Error>,
-) -> Result<R, WitError> {
-    T::with_slot(|slot| {
-        let op = slot.as_mut().ok_or_else(|| not_open(hook))?;
+    use crate::batch::Batch;
+    use crate::{Context, Operator, Record, Result, cache};
+
+    /// Runs `f` with a fresh [`Context`]; when it returns, even with an
+    /// error (the host then discards the attempt's output and state):
+    /// writes typed state back when `write_back` (checkpoint and finish; see
+    /// `cache.rs` for why that suffices), then hands emitted records to the
+    /// host.
+    fn run<T, R>(
+        op: &mut T,
+        write_back: bool,
+        f: impl FnOnce(&mut T, &mut Context) -> Result<R>,
+    ) -> Result<R> {
         let mut ctx = Context::new();
         let out = f(op, &mut ctx);
+        if write_back {
+            cache::write_back_all();
+        }
         ctx.flush();
-        out.map_err(Into::into)
+        out
+    }
+
+    pub(crate) fn process<T: Operator>(op: &mut T, port: u32, batch: Vec<Record>) -> Result<()> {
+        run(op, false, |op, ctx| op.process(ctx, port, batch))
+    }
+
+    pub(crate) fn process_flat<T: Operator>(
+        op: &mut T,
+        port: u32,
+        data: &[u8],
+        spans: &[u8],
+    ) -> Result<()> {
+        run(op, false, |op, ctx| {
+            op.process_batch(ctx, port, &Batch::new(data, spans)?)
+        })
+    }
+
+    pub(crate) fn on_checkpoint<T: Operator>(op: &mut T, checkpoint_id: u64) -> Result<()> {
+        run(op, true, |op, ctx| op.on_checkpoint(ctx, checkpoint_id))
+    }
+
+    pub(crate) fn finish<T: Operator>(op: &mut T) -> Result<()> {
+        run(op, true, |op, ctx| op.finish(ctx))
+    }
+
+    pub(crate) fn restore<T: Operator>(op: &mut T, state_version: u32, bytes: &[u8]) -> Result<()> {
+        run(op, false, |op, ctx| op.restore(ctx, state_version, bytes))
+    }
+}
+
+/// Runs `f` on the open operator.
+fn with_op<T: Operator + OperatorSlot>(
+    hook: &str,
+    f: impl FnOnce(&mut T) -> crate::Result<()>,
+) -> Result<(), WitError> {
+    T::with_slot(|slot| {
+        let op = slot.as_mut().ok_or_else(|| {
+            WitError::Other(format!(
+                "host bug: `{hook}` called before a successful `open`"
+            ))
+        })?;
+        f(op).map_err(Into::into)
     })
 }
 
@@ -53,17 +101,23 @@ impl<T: Operator + OperatorSlot> lifecycle::Guest for Adapter<T> {
     }
 
     fn process(port: u32, batch: Vec<Record>) -> Result<(), WitError> {
-        with_op::<T, _>("process", |op, ctx| op.process(ctx, port, batch))
+        with_op::<T>("process", |op| hooks::process(op, port, batch))
     }
 
     fn on_checkpoint(checkpoint_id: u64) -> Result<(), WitError> {
-        with_op::<T, _>("on-checkpoint", |op, ctx| {
-            op.on_checkpoint(ctx, checkpoint_id)
+        with_op::<T>("on-checkpoint", |op| {
+            hooks::on_checkpoint(op, checkpoint_id)
         })
     }
 
     fn finish() -> Result<(), WitError> {
-        with_op::<T, _>("finish", |op, ctx| op.finish(ctx))
+        with_op::<T>("finish", hooks::finish)
+    }
+}
+
+impl<T: Operator + OperatorSlot> flat_lifecycle::Guest for Adapter<T> {
+    fn process(port: u32, data: Vec<u8>, spans: Vec<u8>) -> Result<(), WitError> {
+        with_op::<T>("process", |op| hooks::process_flat(op, port, &data, &spans))
     }
 }
 
@@ -73,6 +127,6 @@ impl<T: Operator + OperatorSlot> snapshot::Guest for Adapter<T> {
     }
 
     fn restore(state_version: u32, bytes: Vec<u8>) -> Result<(), WitError> {
-        with_op::<T, _>("restore", |op, ctx| op.restore(ctx, state_version, &bytes))
+        with_op::<T>("restore", |op| hooks::restore(op, state_version, &bytes))
     }
 }

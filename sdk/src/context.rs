@@ -1,18 +1,36 @@
 //! [`Context`]: what an operator hook can do with the host.
 
-use crate::Record;
+use std::cell::RefCell;
+
 use crate::bindings::weir::operator::state::Entry;
 use crate::host::{self, LogLevel};
+use crate::{BatchBuf, Record, RecordRef, ValueWriter, cache};
 
-/// Records buffered per port before they are handed to the host in one call.
-const EMIT_FLUSH_THRESHOLD: usize = 1024;
+/// Emitted records buffered per port before they are handed to the host in
+/// one `flat.emit` call.
+const EMIT_FLUSH_RECORDS: usize = 4096;
+/// Emitted bytes (keys and values) buffered per port before they are handed
+/// to the host.
+const EMIT_FLUSH_BYTES: usize = 1 << 20;
 
 /// Access to host-owned keyed state, emitting, and logging, passed to every
 /// [`Operator`](crate::Operator) hook.
 ///
-/// Emitted records are buffered and handed to the host in batches (one call
-/// per port at the end of the hook, or every 1024 records), never one call per
-/// record.
+/// Emitted records are buffered per port in flat form and handed to the host
+/// with one `flat.emit` call per port when the hook returns, or earlier when
+/// a port's buffer holds 4096 records or 1 MiB. The emit forms, from most to
+/// least convenient: [`emit`](Self::emit) (an owned [`Record`]),
+/// [`emit_ref`](Self::emit_ref) (forward an input record),
+/// [`emit_bytes`](Self::emit_bytes) (borrowed key and value) and
+/// [`emit_with`](Self::emit_with) (write the value in place); the last three
+/// allocate nothing per record.
+///
+/// **Raw state and typed state.** The state methods here (`get`, `put`,
+/// `scan`, ...) call the host directly. [`MapState`](crate::MapState) and
+/// [`ValueState`](crate::ValueState) cache values in the guest, so to keep
+/// both views coherent every raw read first writes every typed cache back,
+/// and every raw write also empties those caches. Mixing both on a hot path
+/// therefore costs a write-back per raw call: prefer one or the other.
 ///
 /// ```
 /// use weir_sdk::{testing::with_memory_host, Context, Record};
@@ -25,7 +43,24 @@ const EMIT_FLUSH_THRESHOLD: usize = 1024;
 /// ```
 #[derive(Debug, Default)]
 pub struct Context {
-    pending: Vec<Vec<Record>>,
+    /// Output port and its buffered records, in order of first emit.
+    outboxes: Vec<(u32, BatchBuf)>,
+}
+
+thread_local! {
+    /// The emptied emit buffers of the last dropped [`Context`], so that the
+    /// next hook does not grow its buffers from nothing again.
+    static SPARE_OUTBOXES: RefCell<Vec<(u32, BatchBuf)>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        for (_, buf) in &mut self.outboxes {
+            buf.clear();
+        }
+        let outboxes = std::mem::take(&mut self.outboxes);
+        SPARE_OUTBOXES.with(|spare| *spare.borrow_mut() = outboxes);
+    }
 }
 
 impl Context {
@@ -38,10 +73,13 @@ impl Context {
     /// # drop(ctx);
     /// ```
     pub fn new() -> Self {
-        Context::default()
+        Context {
+            outboxes: SPARE_OUTBOXES.with(|spare| std::mem::take(&mut *spare.borrow_mut())),
+        }
     }
 
-    /// The value stored under `key`.
+    /// The value stored under `key`. Like every raw read, it first writes
+    /// the typed-state caches back, so it sees their writes.
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -49,6 +87,7 @@ impl Context {
     /// });
     /// ```
     pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        cache::write_back_all();
         host::get(key)
     }
 
@@ -65,10 +104,12 @@ impl Context {
         if keys.is_empty() {
             return Vec::new();
         }
+        cache::write_back_all();
         host::get_many(keys)
     }
 
-    /// Stores `value` under `key`.
+    /// Stores `value` under `key`. Like every raw write, it first writes the
+    /// typed-state caches back and empties them, so their later reads see it.
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -78,6 +119,7 @@ impl Context {
     /// });
     /// ```
     pub fn put(&mut self, key: &[u8], value: &[u8]) {
+        cache::write_back_and_evict_all();
         host::put(key, value)
     }
 
@@ -99,6 +141,7 @@ impl Context {
             .into_iter()
             .map(|(key, value)| Entry { key, value })
             .collect();
+        cache::write_back_and_evict_all();
         host::put_many(&entries)
     }
 
@@ -113,6 +156,7 @@ impl Context {
     /// });
     /// ```
     pub fn delete(&mut self, key: &[u8]) {
+        cache::write_back_and_evict_all();
         host::delete(key)
     }
 
@@ -129,6 +173,7 @@ impl Context {
     /// });
     /// ```
     pub fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+        cache::write_back_all();
         host::scan(prefix, after, limit)
             .into_iter()
             .map(|e| (e.key, e.value))
@@ -158,6 +203,36 @@ impl Context {
         }
     }
 
+    /// The buffer of `port`, with its records not yet handed to the host.
+    #[inline]
+    fn outbox(&mut self, port: u32) -> &mut BatchBuf {
+        let i = match self.outboxes.iter().position(|(p, _)| *p == port) {
+            Some(i) => i,
+            None => {
+                self.outboxes.push((port, BatchBuf::new()));
+                self.outboxes.len() - 1
+            }
+        };
+        &mut self.outboxes[i].1
+    }
+
+    /// Appends one record to the buffer of `port`, handing the buffer to
+    /// the host when it is full.
+    #[inline]
+    fn push(
+        &mut self,
+        port: u32,
+        key: Option<&[u8]>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut ValueWriter<'_>),
+    ) {
+        let buf = self.outbox(port);
+        buf.push_with(key, timestamp, write);
+        if buf.len() >= EMIT_FLUSH_RECORDS || buf.data_len() >= EMIT_FLUSH_BYTES {
+            flush_port(port, buf);
+        }
+    }
+
     /// Emits `record` on output port `port`.
     ///
     /// ```
@@ -176,16 +251,93 @@ impl Context {
     /// assert_eq!(h.process("in", vec![Record::new("x")]).unwrap().len(), 1);
     /// ```
     pub fn emit(&mut self, port: u32, record: Record) {
-        let port_idx = port as usize;
-        if self.pending.len() <= port_idx {
-            self.pending.resize_with(port_idx + 1, Vec::new);
-        }
-        let buf = &mut self.pending[port_idx];
-        buf.push(record);
-        if buf.len() >= EMIT_FLUSH_THRESHOLD {
-            host::emit_batch(port, buf);
-            buf.clear();
-        }
+        self.emit_ref(port, record.as_record_ref());
+    }
+
+    /// Emits a copy of `record` (key, value and timestamp) on output port
+    /// `port`: forwards an input record without allocating.
+    ///
+    /// ```
+    /// use weir_sdk::{testing::Harness, Record};
+    /// # use weir_sdk::*;
+    /// # struct NonEmpty;
+    /// # impl Operator for NonEmpty {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("non-empty", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(NonEmpty) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { unreachable!() }
+    /// fn process_batch(&mut self, ctx: &mut Context, _port: u32, batch: &Batch<'_>) -> Result<()> {
+    ///     for rec in batch.iter().filter(|r| !r.value.is_empty()) {
+    ///         ctx.emit_ref(0, rec);
+    ///     }
+    ///     Ok(())
+    /// }
+    /// # }
+    /// let mut h = Harness::<NonEmpty>::open("{}").unwrap();
+    /// let out = h.process("in", vec![Record::new(""), Record::new("x").with_timestamp(5)]).unwrap();
+    /// assert_eq!(out, [Record::new("x").with_timestamp(5)]);
+    /// ```
+    #[inline]
+    pub fn emit_ref(&mut self, port: u32, record: RecordRef<'_>) {
+        self.push(port, record.key, record.timestamp, |out| {
+            out.push_bytes(record.value)
+        });
+    }
+
+    /// Emits a record with `key` and `value` (no timestamp) on output port
+    /// `port`, copying the bytes straight into the emit buffer.
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     let mut ctx = weir_sdk::Context::new();
+    ///     let line = "ada,login";
+    ///     let (user, _) = line.split_once(',').unwrap();
+    ///     ctx.emit_bytes(0, Some(user.as_bytes()), line.as_bytes());
+    ///     ctx.flush();
+    /// });
+    /// ```
+    #[inline]
+    pub fn emit_bytes(&mut self, port: u32, key: Option<&[u8]>, value: &[u8]) {
+        self.push(port, key, None, |out| out.push_bytes(value));
+    }
+
+    /// Emits a record with `key` (no timestamp) on output port `port`, whose
+    /// value `write` writes straight into the emit buffer: formatting output
+    /// costs no allocation per record.
+    ///
+    /// ```
+    /// use weir_sdk::{testing::Harness, Record};
+    /// # use weir_sdk::*;
+    /// # struct Len;
+    /// # impl Operator for Len {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("len", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Len) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { unreachable!() }
+    /// fn process_batch(&mut self, ctx: &mut Context, _port: u32, batch: &Batch<'_>) -> Result<()> {
+    ///     for rec in batch {
+    ///         let text = rec.value_str()?;
+    ///         ctx.emit_with(0, Some(rec.value), |out| {
+    ///             out.push_str("{\"text\":");
+    ///             out.push_json_str(text);
+    ///             out.push_str(",\"len\":");
+    ///             out.push_decimal(text.len() as u64);
+    ///             out.push(b'}');
+    ///         });
+    ///     }
+    ///     Ok(())
+    /// }
+    /// # }
+    /// let mut h = Harness::<Len>::open("{}").unwrap();
+    /// let out = h.process("in", vec![Record::new("hi")]).unwrap();
+    /// assert_eq!(out, [Record::new(r#"{"text":"hi","len":2}"#).with_key("hi")]);
+    /// ```
+    #[inline]
+    pub fn emit_with(
+        &mut self,
+        port: u32,
+        key: Option<&[u8]>,
+        write: impl FnOnce(&mut ValueWriter<'_>),
+    ) {
+        self.push(port, key, None, write);
     }
 
     /// Emits every record on output port `port`, in order.
@@ -203,8 +355,9 @@ impl Context {
         }
     }
 
-    /// Hands buffered records to the host now. The SDK calls it when a hook
-    /// returns; call it yourself only in tests that build a [`Context`].
+    /// Hands buffered records to the host now, one `flat.emit` call per
+    /// port. The SDK calls it when a hook returns; call it yourself only in
+    /// tests that build a [`Context`].
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -214,11 +367,8 @@ impl Context {
     /// });
     /// ```
     pub fn flush(&mut self) {
-        for (port, buf) in self.pending.iter_mut().enumerate() {
-            if !buf.is_empty() {
-                host::emit_batch(port as u32, buf);
-                buf.clear();
-            }
+        for (port, buf) in &mut self.outboxes {
+            flush_port(*port, buf);
         }
     }
 
@@ -231,5 +381,14 @@ impl Context {
     /// ```
     pub fn log(&self, level: LogLevel, message: &str) {
         host::log(level, message)
+    }
+}
+
+/// Hands the records of `buf` to the host, if any, and empties it.
+fn flush_port(port: u32, buf: &mut BatchBuf) {
+    if !buf.is_empty() {
+        let (data, spans) = buf.parts();
+        host::emit_flat(port, data, spans);
+        buf.clear();
     }
 }

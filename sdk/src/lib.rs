@@ -1,13 +1,17 @@
 //! # weir-sdk: write Weir stream operators in Rust
 //!
 //! A Weir operator is a WebAssembly component that implements the
-//! `weir:operator` WIT world (see `wit/` in the Weir repository). This crate
-//! hides the generated bindings behind an idiomatic API:
+//! `weir:operator/operator-flat` WIT world (see `wit/` in the Weir
+//! repository). This crate hides the generated bindings behind an idiomatic
+//! API:
 //!
 //! - [`Operator`]: the lifecycle as a trait with default methods;
+//! - [`Batch`] and [`RecordRef`]: input batches in flat form, read in place
+//!   ([`Operator::process_batch`]);
 //! - [`Context`]: host-owned keyed state and emitting records, batched across
-//!   the Wasm boundary;
-//! - [`ValueState`] and [`MapState`]: typed state over byte state, encoded as JSON;
+//!   the Wasm boundary in flat form;
+//! - [`ValueState`] and [`MapState`]: typed state over byte state, encoded as
+//!   JSON, with a guest-side write-back cache;
 //! - [`export!`]: one macro that exports your operator as the component's
 //!   implementation;
 //! - [`testing::Harness`]: unit-test an operator natively with plain
@@ -46,12 +50,16 @@
 #![warn(missing_docs)]
 
 mod adapter;
+mod batch;
+mod cache;
 mod context;
 mod error;
+mod hash;
 mod host;
 mod info;
 mod record;
 mod typed;
+mod writer;
 
 pub mod testing;
 
@@ -59,7 +67,7 @@ pub mod testing;
 pub mod bindings {
     //! Bindings generated from the `weir:operator` world. Not a stable API.
     wit_bindgen::generate!({
-        world: "operator",
+        world: "operator-flat",
         path: "../wit",
         pub_export_macro: true,
         export_macro_name: "__export_operator_world",
@@ -68,12 +76,14 @@ pub mod bindings {
     });
 }
 
+pub use batch::{Batch, BatchBuf, BatchIter, RecordRef};
 pub use context::Context;
 pub use error::{Error, Result};
 pub use host::LogLevel;
 pub use info::{OpenContext, OperatorInfo};
 pub use record::Record;
-pub use typed::{MapState, ValueState};
+pub use typed::{DEFAULT_CACHE_CAPACITY, MapState, ValueState};
+pub use writer::ValueWriter;
 
 #[doc(hidden)]
 pub mod __private {
@@ -117,7 +127,8 @@ macro_rules! export {
 /// [`restore`](Operator::restore) when resuming from a checkpoint, then any
 /// number of [`process`](Operator::process) and
 /// [`on_checkpoint`](Operator::on_checkpoint) calls, then
-/// [`finish`](Operator::finish) at end of input. Calls are never concurrent.
+/// [`finish`](Operator::finish) at end of input, followed by `on_checkpoint`
+/// for the final checkpoint. Calls are never concurrent.
 ///
 /// ```
 /// use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
@@ -146,8 +157,51 @@ pub trait Operator: Sized + 'static {
     /// into [`OperatorInfo`]'s inputs), in arrival order.
     fn process(&mut self, ctx: &mut Context, port: u32, batch: Vec<Record>) -> Result<()>;
 
+    /// Processes a batch in flat form, read in place: what the host calls
+    /// (through `flat-lifecycle.process`) for every batch. Override it to
+    /// avoid an allocation per record; the default copies the records into a
+    /// `Vec<Record>` and calls [`process`](Operator::process). A host that
+    /// passes batches as lists of records calls `process` instead, so an
+    /// operator that overrides this should make `process` call it (see
+    /// [`BatchBuf::from_records`]).
+    ///
+    /// ```
+    /// use weir_sdk::*;
+    ///
+    /// /// Keeps the non-empty lines.
+    /// struct NonEmpty;
+    /// impl Operator for NonEmpty {
+    ///     fn describe() -> OperatorInfo {
+    ///         OperatorInfo::new("non-empty", "1.0.0").input("in").output("out")
+    ///     }
+    ///     fn open(_: &OpenContext) -> Result<Self> {
+    ///         Ok(NonEmpty)
+    ///     }
+    ///     fn process(&mut self, ctx: &mut Context, port: u32, batch: Vec<Record>) -> Result<()> {
+    ///         self.process_batch(ctx, port, &BatchBuf::from_records(&batch).as_batch())
+    ///     }
+    ///     fn process_batch(&mut self, ctx: &mut Context, _port: u32, batch: &Batch<'_>) -> Result<()> {
+    ///         for rec in batch {
+    ///             if !rec.value_str()?.trim().is_empty() {
+    ///                 ctx.emit_ref(0, rec);
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let mut h = testing::Harness::<NonEmpty>::open("{}").unwrap();
+    /// let out = h.process("in", vec![Record::new(" "), Record::new("x")]).unwrap();
+    /// assert_eq!(out, [Record::new("x")]);
+    /// ```
+    fn process_batch(&mut self, ctx: &mut Context, port: u32, batch: &Batch<'_>) -> Result<()> {
+        self.process(ctx, port, batch.to_records())
+    }
+
     /// Called right before the instance's state is snapshotted for checkpoint
     /// `checkpoint_id`. Flush buffered work here. Does nothing by default.
+    /// When it returns, the SDK writes the caches of [`MapState`] and
+    /// [`ValueState`] back to host state, before the host takes it.
     ///
     /// ```
     /// # use weir_sdk::*;
@@ -168,7 +222,9 @@ pub trait Operator: Sized + 'static {
     }
 
     /// End of input: every input is closed. Emit final results here. Does
-    /// nothing by default.
+    /// nothing by default. When it returns, the SDK writes the caches of
+    /// [`MapState`] and [`ValueState`] back to host state; the host then calls
+    /// [`on_checkpoint`](Operator::on_checkpoint) for the final checkpoint.
     ///
     /// ```
     /// # use weir_sdk::*;

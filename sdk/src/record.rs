@@ -1,6 +1,6 @@
 //! Helpers on the record type of the WIT contract.
 
-use crate::{Error, Result};
+use crate::{RecordRef, Result};
 
 /// One record on an edge: optional key, value bytes, optional event time in
 /// milliseconds since the Unix epoch.
@@ -70,15 +70,28 @@ impl Record {
         self
     }
 
-    /// The value as UTF-8, or [`Error::InvalidInput`].
+    /// A borrowed view, as records of a [`Batch`](crate::Batch) are read.
+    ///
+    /// ```
+    /// let r = weir_sdk::Record::new("v").with_key("k");
+    /// assert_eq!(r.as_record_ref().key, Some(&b"k"[..]));
+    /// ```
+    pub fn as_record_ref(&self) -> RecordRef<'_> {
+        RecordRef {
+            key: self.key.as_deref(),
+            value: &self.value,
+            timestamp: self.timestamp,
+        }
+    }
+
+    /// The value as UTF-8, or [`Error::InvalidInput`](crate::Error::InvalidInput).
     ///
     /// ```
     /// assert_eq!(weir_sdk::Record::new("ok").value_str().unwrap(), "ok");
     /// assert!(weir_sdk::Record::new(vec![0xff]).value_str().is_err());
     /// ```
     pub fn value_str(&self) -> Result<&str> {
-        std::str::from_utf8(&self.value)
-            .map_err(|e| Error::InvalidInput(format!("record value is not UTF-8: {e}")))
+        self.as_record_ref().value_str()
     }
 
     /// The key as UTF-8, when there is a key and it is UTF-8.
@@ -87,23 +100,16 @@ impl Record {
     /// assert_eq!(weir_sdk::Record::new("v").key_str(), None);
     /// ```
     pub fn key_str(&self) -> Option<&str> {
-        self.key
-            .as_deref()
-            .and_then(|k| std::str::from_utf8(k).ok())
+        self.as_record_ref().key_str()
     }
 
-    /// The value parsed as JSON into `T`, or [`Error::InvalidInput`].
+    /// The value parsed as JSON into `T`, or [`Error::InvalidInput`](crate::Error::InvalidInput).
     ///
     /// ```
     /// let v: serde_json::Value = weir_sdk::Record::new(r#"{"a":1}"#).parse_json().unwrap();
     /// assert_eq!(v["a"], 1);
     /// ```
     pub fn parse_json<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_slice(&self.value).map_err(|e| {
-            Error::InvalidInput(format!(
-                "record value is not the expected JSON ({e}): {}",
-                String::from_utf8_lossy(&self.value[..self.value.len().min(200)])
-            ))
-        })
+        self.as_record_ref().parse_json()
     }
 }

@@ -26,17 +26,46 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use crate::{Context, Error, LogLevel, OpenContext, Operator, OperatorInfo, Record, Result};
+use crate::adapter::hooks;
+use crate::cache::{Registry, swap_registry};
+use crate::{BatchBuf, Error, LogLevel, OpenContext, Operator, OperatorInfo, Record, Result};
 
 /// The in-memory host: state, emitted records and log lines.
 #[derive(Debug, Default, Clone)]
 pub struct MemoryHost {
-    /// Keyed state, as the real host would checkpoint it.
+    /// Keyed state, as the real host holds it.
     pub state: BTreeMap<Vec<u8>, Vec<u8>>,
     /// Records emitted and not yet taken, with their output port.
     pub emitted: Vec<(u32, Record)>,
     /// Log lines.
     pub logs: Vec<(LogLevel, String)>,
+    /// Calls made to the host so far.
+    pub calls: HostCalls,
+}
+
+/// How many times the operator called each host function, to check that an
+/// operator crosses the Wasm boundary per batch rather than per record.
+///
+/// ```
+/// let calls = weir_sdk::testing::HostCalls::default();
+/// assert_eq!(calls.get + calls.put_many + calls.emit, 0);
+/// ```
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HostCalls {
+    /// `state.get`.
+    pub get: usize,
+    /// `state.get-many`.
+    pub get_many: usize,
+    /// `state.put`.
+    pub put: usize,
+    /// `state.put-many`.
+    pub put_many: usize,
+    /// `state.delete`.
+    pub delete: usize,
+    /// `state.scan`.
+    pub scan: usize,
+    /// `flat.emit`.
+    pub emit: usize,
 }
 
 thread_local! {
@@ -54,10 +83,13 @@ pub(crate) fn with_host<R>(f: impl FnOnce(&mut MemoryHost) -> R) -> R {
     })
 }
 
-/// Runs `f` with `host` installed on this thread, and gives it back.
-fn install<R>(host: &mut MemoryHost, f: impl FnOnce() -> R) -> R {
+/// Runs `f` with `host` and the typed-state caches `registry` of one
+/// operator instance installed on this thread, and gives them back.
+fn install<R>(host: &mut MemoryHost, registry: &mut Registry, f: impl FnOnce() -> R) -> R {
     let previous = HOST.with(|h| h.replace(Some(std::mem::take(host))));
+    swap_registry(registry);
     let out = f();
+    swap_registry(registry);
     *host = HOST
         .with(|h| h.replace(previous))
         .expect("the installed host is still there");
@@ -65,7 +97,7 @@ fn install<R>(host: &mut MemoryHost, f: impl FnOnce() -> R) -> R {
 }
 
 /// Runs `f` with a fresh in-memory host installed on this thread, so that a
-/// [`Context`] built inside it works.
+/// [`Context`](crate::Context) built inside it works.
 ///
 /// ```
 /// let v = weir_sdk::testing::with_memory_host(|| {
@@ -76,11 +108,16 @@ fn install<R>(host: &mut MemoryHost, f: impl FnOnce() -> R) -> R {
 /// assert_eq!(v.unwrap(), b"v");
 /// ```
 pub fn with_memory_host<R>(f: impl FnOnce() -> R) -> R {
-    install(&mut MemoryHost::default(), f)
+    install(&mut MemoryHost::default(), &mut Registry::default(), f)
 }
 
 /// Drives one operator instance through its lifecycle against an in-memory
-/// host, as the real host would.
+/// host, as the real host would, through the same code as the component's
+/// exports: batches reach [`Operator::process_batch`] in flat form, emitted
+/// records are collected from flat emits, and the caches of
+/// [`MapState`](crate::MapState) and [`ValueState`](crate::ValueState) are
+/// written back to [`state`](Harness::state) when `on_checkpoint` and
+/// `finish` return (and when full), not before.
 ///
 /// ```
 /// # use weir_sdk::*;
@@ -99,6 +136,8 @@ pub struct Harness<O: Operator> {
     open_ctx: OpenContext,
     info: OperatorInfo,
     host: MemoryHost,
+    /// The typed-state caches of this instance (its guest memory).
+    registry: Registry,
 }
 
 impl<O: Operator> Harness<O> {
@@ -133,31 +172,28 @@ impl<O: Operator> Harness<O> {
     /// ```
     pub fn open_with(ctx: OpenContext) -> Result<Self> {
         let mut host = MemoryHost::default();
-        let op = install(&mut host, || O::open(&ctx))?;
+        let mut registry = Registry::default();
+        let op = install(&mut host, &mut registry, || O::open(&ctx))?;
         Ok(Harness {
             op,
             open_ctx: ctx,
             info: O::describe(),
             host,
+            registry,
         })
     }
 
-    fn call(
-        &mut self,
-        f: impl FnOnce(&mut O, &mut Context) -> Result<()>,
-    ) -> Result<Vec<(u32, Record)>> {
+    /// Runs hook `f` on the operator with this instance installed; returns
+    /// what it emitted.
+    fn call(&mut self, f: impl FnOnce(&mut O) -> Result<()>) -> Result<Vec<(u32, Record)>> {
         let op = &mut self.op;
-        install(&mut self.host, || {
-            let mut ctx = Context::new();
-            let out = f(op, &mut ctx);
-            ctx.flush();
-            out
-        })?;
+        install(&mut self.host, &mut self.registry, || f(op))?;
         Ok(std::mem::take(&mut self.host.emitted))
     }
 
-    /// Feeds `batch` to the input port called `port` and returns the records
-    /// emitted during the call, on any output port.
+    /// Feeds `batch`, in flat form, to the input port called `port` (through
+    /// [`Operator::process_batch`]) and returns the records emitted during
+    /// the call, on any output port.
     ///
     /// ```
     /// # use weir_sdk::*;
@@ -198,10 +234,13 @@ impl<O: Operator> Harness<O> {
                 self.info.name, self.info.inputs
             ))
         })?;
-        self.call(|op, ctx| op.process(ctx, port, batch))
+        let flat = BatchBuf::from_records(&batch);
+        let (data, spans) = flat.parts();
+        self.call(|op| hooks::process_flat(op, port, data, spans))
     }
 
-    /// Calls `on_checkpoint` and returns what it emitted.
+    /// Calls `on_checkpoint`, after which the SDK writes typed state back to
+    /// host state, and returns what it emitted.
     ///
     /// ```
     /// # use weir_sdk::*;
@@ -215,11 +254,12 @@ impl<O: Operator> Harness<O> {
     /// assert!(h.checkpoint(1).unwrap().is_empty());
     /// ```
     pub fn checkpoint(&mut self, checkpoint_id: u64) -> Result<Vec<Record>> {
-        let out = self.call(|op, ctx| op.on_checkpoint(ctx, checkpoint_id))?;
+        let out = self.call(|op| hooks::on_checkpoint(op, checkpoint_id))?;
         Ok(out.into_iter().map(|(_, r)| r).collect())
     }
 
-    /// Calls `finish` and returns what it emitted.
+    /// Calls `finish`, after which the SDK writes typed state back to host
+    /// state, and returns what it emitted.
     ///
     /// ```
     /// # use weir_sdk::*;
@@ -233,7 +273,7 @@ impl<O: Operator> Harness<O> {
     /// assert!(h.finish().unwrap().is_empty());
     /// ```
     pub fn finish(&mut self) -> Result<Vec<Record>> {
-        let out = self.call(|op, ctx| op.finish(ctx))?;
+        let out = self.call(hooks::finish)?;
         Ok(out.into_iter().map(|(_, r)| r).collect())
     }
 
@@ -252,12 +292,14 @@ impl<O: Operator> Harness<O> {
     /// ```
     pub fn snapshot(&mut self) -> Vec<u8> {
         let op = &mut self.op;
-        install(&mut self.host, || op.snapshot())
+        install(&mut self.host, &mut self.registry, || op.snapshot())
     }
 
-    /// Simulates a restart from a checkpoint taken now: checkpoints, snapshots,
-    /// opens a new instance and restores it from the snapshot bytes and this
-    /// host state, as the real host does after a failure.
+    /// Simulates a restart from a checkpoint taken now: checkpoints (which
+    /// writes typed state back), snapshots, then, as the real host does after
+    /// a failure, opens a new instance with empty memory (no typed-state
+    /// cache) and restores it from the snapshot bytes and this host state.
+    /// Returns what `on_checkpoint` emitted.
     ///
     /// ```
     /// # use weir_sdk::*;
@@ -275,12 +317,10 @@ impl<O: Operator> Harness<O> {
         let bytes = self.snapshot();
         let ctx = self.open_ctx.clone();
         let version = self.info.state_version;
-        let mut op = install(&mut self.host, || O::open(&ctx))?;
-        install(&mut self.host, || {
-            let mut ctx = Context::new();
-            let out = op.restore(&mut ctx, version, &bytes);
-            ctx.flush();
-            out
+        self.registry = Registry::default();
+        let mut op = install(&mut self.host, &mut self.registry, || O::open(&ctx))?;
+        install(&mut self.host, &mut self.registry, || {
+            hooks::restore(&mut op, version, &bytes)
         })?;
         self.op = op;
         Ok(out)
@@ -303,15 +343,16 @@ impl<O: Operator> Harness<O> {
     /// ```
     pub fn restore(&mut self, state_version: u32, bytes: &[u8]) -> Result<()> {
         let op = &mut self.op;
-        install(&mut self.host, || {
-            let mut ctx = Context::new();
-            let out = op.restore(&mut ctx, state_version, bytes);
-            ctx.flush();
-            out
+        install(&mut self.host, &mut self.registry, || {
+            hooks::restore(op, state_version, bytes)
         })
     }
 
-    /// The host-owned state, as the host would checkpoint it.
+    /// The host-owned state, as the host holds it now. Writes through
+    /// [`MapState`](crate::MapState) and [`ValueState`](crate::ValueState)
+    /// reach it when they are written back: call [`checkpoint`](Self::checkpoint)
+    /// (or [`finish`](Self::finish)) first to see the state a checkpoint
+    /// would hold.
     ///
     /// ```
     /// # use weir_sdk::*;
@@ -326,6 +367,24 @@ impl<O: Operator> Harness<O> {
     /// ```
     pub fn state(&self) -> &BTreeMap<Vec<u8>, Vec<u8>> {
         &self.host.state
+    }
+
+    /// How many times the operator called each host function so far.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, ctx: &mut Context, _: u32, b: Vec<Record>) -> Result<()> { ctx.emit_all(0, b); Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// h.process("in", vec![Record::new("a"), Record::new("b")]).unwrap();
+    /// assert_eq!(h.host_calls().emit, 1); // one flat emit for the batch
+    /// ```
+    pub fn host_calls(&self) -> &HostCalls {
+        &self.host.calls
     }
 
     /// Log lines the operator wrote so far.

@@ -1,4 +1,5 @@
-//! Typed state over the host's byte state, values encoded as JSON.
+//! Typed state over the host's byte state, values encoded as JSON, with a
+//! guest-side write-back cache (see `cache.rs` for why it is correct).
 //!
 //! Layout of the byte keys, which `weir state` shows:
 //! - [`MapState`] `name`, key `k`: `<k>` `0x00` `<name>`, where `<k>` is the
@@ -6,26 +7,32 @@
 //!   otherwise. The map key comes first so that the host partitions each entry
 //!   like the records with that key (it hashes the bytes before the first 0x00).
 //! - [`ValueState`] `name`: `0x00` `<name>`.
+//!
+//! The cache: reads are served from decoded values kept in the guest, and a
+//! miss reads the host once. Writes stay in the cache, dirty, until a
+//! write-back stores them all with one `put-many`: when `on_checkpoint` or
+//! `finish` returns (the SDK does it), when the cache holds more than its
+//! capacity (it then also empties), and before any raw state access through
+//! [`Context`] (a raw write also empties the cache).
 
-use std::marker::PhantomData;
+use std::borrow::Borrow;
+use std::hash::Hash;
 
 use serde::{Serialize, de::DeserializeOwned};
 
+use crate::cache::{Layout, Shared, decode_value};
 use crate::{Context, Error, Result};
 
-fn encode_value<V: Serialize>(v: &V) -> Vec<u8> {
-    serde_json::to_vec(v).expect("serializing a state value to JSON in memory")
-}
-
-fn decode_value<V: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<V> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        Error::IncompatibleState(format!(
-            "state `{what}` holds a value that does not decode: {e}"
-        ))
-    })
-}
+/// Entries a [`MapState`] or [`ValueState`] caches by default before it
+/// writes back and empties its cache.
+///
+/// ```
+/// assert_eq!(weir_sdk::DEFAULT_CACHE_CAPACITY, 65_536);
+/// ```
+pub const DEFAULT_CACHE_CAPACITY: usize = 65_536;
 
 /// A single value per operator instance (not per key), e.g. a running total.
+/// Cached like [`MapState`].
 ///
 /// ```
 /// use weir_sdk::{testing::with_memory_host, Context, ValueState};
@@ -40,26 +47,36 @@ fn decode_value<V: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<V> {
 /// ```
 #[derive(Debug, Clone)]
 pub struct ValueState<T> {
-    name: &'static str,
-    key: Vec<u8>,
-    _t: PhantomData<fn() -> T>,
+    cache: Shared<(), T>,
 }
 
-impl<T: Serialize + DeserializeOwned> ValueState<T> {
-    /// The value called `name`.
+impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
+    /// The value called `name`. Every `ValueState` of one name in an
+    /// instance shares one cache; the type `T` must be the same (else this
+    /// panics).
     ///
     /// ```
     /// let s = weir_sdk::ValueState::<String>::new("last-seen");
     /// # drop(s);
     /// ```
     pub fn new(name: &'static str) -> Self {
-        let mut key = vec![0u8];
-        key.extend_from_slice(name.as_bytes());
+        let key = [&[0u8][..], name.as_bytes()].concat();
         ValueState {
-            name,
-            key,
-            _t: PhantomData,
+            cache: Shared::open(name, Layout::Value { key }),
         }
+    }
+
+    /// Sets how many entries the cache holds before it writes back and
+    /// empties (default [`DEFAULT_CACHE_CAPACITY`]); 0 writes every change
+    /// through to the host at once.
+    ///
+    /// ```
+    /// let s = weir_sdk::ValueState::<u64>::new("n").with_cache_capacity(0);
+    /// # drop(s);
+    /// ```
+    pub fn with_cache_capacity(self, capacity: usize) -> Self {
+        self.cache.set_capacity(capacity);
+        self
     }
 
     /// The stored value, if any.
@@ -70,10 +87,8 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     ///     assert_eq!(weir_sdk::ValueState::<u8>::new("x").get(&ctx).unwrap(), None);
     /// });
     /// ```
-    pub fn get(&self, ctx: &Context) -> Result<Option<T>> {
-        ctx.get(&self.key)
-            .map(|b| decode_value(self.name, &b))
-            .transpose()
+    pub fn get(&self, _ctx: &Context) -> Result<Option<T>> {
+        self.cache.get(&())
     }
 
     /// Stores `value`.
@@ -84,8 +99,8 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     ///     weir_sdk::ValueState::<u8>::new("x").set(&mut ctx, &7);
     /// });
     /// ```
-    pub fn set(&self, ctx: &mut Context, value: &T) {
-        ctx.put(&self.key, &encode_value(value))
+    pub fn set(&self, _ctx: &mut Context, value: &T) {
+        self.cache.set_many([(&(), Some(value.clone()))]);
     }
 
     /// Replaces the value with `f(old)` and returns the new value.
@@ -97,10 +112,8 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     ///     assert_eq!(n.update(&mut ctx, |v| v.unwrap_or(0) + 1).unwrap(), 1);
     /// });
     /// ```
-    pub fn update(&self, ctx: &mut Context, f: impl FnOnce(Option<T>) -> T) -> Result<T> {
-        let new = f(self.get(ctx)?);
-        self.set(ctx, &new);
-        Ok(new)
+    pub fn update(&self, _ctx: &mut Context, f: impl FnOnce(Option<T>) -> T) -> Result<T> {
+        self.cache.update(&(), f)
     }
 
     /// Removes the value.
@@ -114,12 +127,24 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     ///     assert_eq!(s.get(&ctx).unwrap(), None);
     /// });
     /// ```
-    pub fn clear(&self, ctx: &mut Context) {
-        ctx.delete(&self.key)
+    pub fn clear(&self, _ctx: &mut Context) {
+        self.cache.set_many([(&(), None)]);
     }
 }
 
-/// A map from keys (usually record keys) to values, in host state.
+/// A map from keys (usually record keys) to values, in host state, with a
+/// guest-side write-back cache: a cached read or a write needs no host call
+/// and no encoding.
+///
+/// When writes reach the host: when `on_checkpoint` or `finish` returns (the
+/// SDK writes back, with one `put-many`, before the host takes the
+/// checkpoint), when the cache holds more than its capacity, and before any
+/// raw state call on [`Context`] (`get`, `scan`, `put`, ... see the rule
+/// there). The host's limits on key and value sizes are checked then.
+///
+/// Every `MapState` of one name in an instance shares one cache (clones
+/// too); the key and value types must be the same (else [`new`](Self::new)
+/// panics).
 ///
 /// ```
 /// use weir_sdk::{testing::with_memory_host, Context, MapState};
@@ -127,18 +152,22 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 ///     let mut ctx = Context::new();
 ///     let counts = MapState::<String, u64>::new("count");
 ///     counts.put(&mut ctx, &"hello".to_string(), &2);
-///     assert_eq!(counts.get(&ctx, &"hello".to_string()).unwrap(), Some(2));
-///     assert_eq!(counts.entries(&ctx).unwrap(), vec![("hello".to_string(), 2)]);
+///     assert_eq!(counts.get(&ctx, "hello").unwrap(), Some(2));
+///     assert_eq!(counts.update(&mut ctx, "hello", |n| n.unwrap_or(0) + 1).unwrap(), 3);
+///     assert_eq!(counts.entries(&ctx).unwrap(), vec![("hello".to_string(), 3)]);
 /// });
 /// ```
 #[derive(Debug, Clone)]
 pub struct MapState<K, V> {
-    name: &'static str,
+    cache: Shared<K, V>,
     suffix: Vec<u8>,
-    _kv: PhantomData<fn() -> (K, V)>,
 }
 
-impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<K, V> {
+impl<K, V> MapState<K, V>
+where
+    K: Serialize + DeserializeOwned + Hash + Eq + Clone + 'static,
+    V: Serialize + DeserializeOwned + Clone + 'static,
+{
     /// The map called `name`. `name` must not contain a 0x00 byte.
     ///
     /// ```
@@ -150,13 +179,29 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
             !name.as_bytes().contains(&0),
             "MapState name must not contain a 0x00 byte"
         );
-        let mut suffix = vec![0u8];
-        suffix.extend_from_slice(name.as_bytes());
+        let suffix = [&[0u8][..], name.as_bytes()].concat();
         MapState {
-            name,
+            cache: Shared::open(
+                name,
+                Layout::Map {
+                    suffix: suffix.clone(),
+                },
+            ),
             suffix,
-            _kv: PhantomData,
         }
+    }
+
+    /// Sets how many entries the cache holds before it writes back and
+    /// empties (default [`DEFAULT_CACHE_CAPACITY`]); 0 writes every change
+    /// through to the host at once and keeps nothing.
+    ///
+    /// ```
+    /// let m = weir_sdk::MapState::<String, u64>::new("count").with_cache_capacity(1 << 20);
+    /// # drop(m);
+    /// ```
+    pub fn with_cache_capacity(self, capacity: usize) -> Self {
+        self.cache.set_capacity(capacity);
+        self
     }
 
     /// The byte key under which `key` is stored (see the module docs).
@@ -166,12 +211,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     /// assert_eq!(m.state_key(&"hi".to_string()), b"hi\0count");
     /// ```
     pub fn state_key(&self, key: &K) -> Vec<u8> {
-        let mut out = match serde_json::to_value(key) {
-            Ok(serde_json::Value::String(s)) => s.into_bytes(),
-            _ => serde_json::to_vec(key).expect("serializing a state key to JSON in memory"),
-        };
-        out.extend_from_slice(&self.suffix);
-        out
+        self.cache.state_key(key)
     }
 
     fn decode_key(&self, bytes: &[u8]) -> Option<Result<K>> {
@@ -184,13 +224,14 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
             serde_json::from_value(serde_json::Value::String(text)).map_err(|e| {
                 Error::IncompatibleState(format!(
                     "state `{}` holds a key that does not decode: {e}",
-                    self.name
+                    self.cache.name()
                 ))
             }),
         )
     }
 
-    /// The value stored under `key`.
+    /// The value stored under `key` (any borrowed form of `K`, like `&str`
+    /// for `String`).
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -199,13 +240,16 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     ///     assert_eq!(m.get(&ctx, &1).unwrap(), None);
     /// });
     /// ```
-    pub fn get(&self, ctx: &Context, key: &K) -> Result<Option<V>> {
-        ctx.get(&self.state_key(key))
-            .map(|b| decode_value(self.name, &b))
-            .transpose()
+    pub fn get<Q>(&self, _ctx: &Context, key: &Q) -> Result<Option<V>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.cache.get(key)
     }
 
-    /// The values stored under each of `keys`, in one host call.
+    /// The values stored under each of `keys`; the uncached ones are read
+    /// in one host call.
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -215,12 +259,32 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     ///     assert_eq!(m.get_many(&ctx, &[1, 2]).unwrap(), vec![Some(10), None]);
     /// });
     /// ```
-    pub fn get_many(&self, ctx: &Context, keys: &[K]) -> Result<Vec<Option<V>>> {
-        let byte_keys: Vec<Vec<u8>> = keys.iter().map(|k| self.state_key(k)).collect();
-        ctx.get_many(&byte_keys)
-            .into_iter()
-            .map(|v| v.map(|b| decode_value(self.name, &b)).transpose())
-            .collect()
+    pub fn get_many(&self, _ctx: &Context, keys: &[K]) -> Result<Vec<Option<V>>> {
+        self.cache.get_many(keys)
+    }
+
+    /// Replaces the value under `key` with `f(old)` and returns the new
+    /// value: one lookup, and no host call when `key` is cached.
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     let mut ctx = weir_sdk::Context::new();
+    ///     let counts = weir_sdk::MapState::<String, u64>::new("count");
+    ///     assert_eq!(counts.update(&mut ctx, "a", |n| n.unwrap_or(0) + 1).unwrap(), 1);
+    ///     assert_eq!(counts.update(&mut ctx, "a", |n| n.unwrap_or(0) + 1).unwrap(), 2);
+    /// });
+    /// ```
+    pub fn update<Q>(
+        &self,
+        _ctx: &mut Context,
+        key: &Q,
+        f: impl FnOnce(Option<V>) -> V,
+    ) -> Result<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.cache.update(key, f)
     }
 
     /// Stores `value` under `key`.
@@ -231,11 +295,11 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     ///     weir_sdk::MapState::<u32, u32>::new("m").put(&mut ctx, &1, &10);
     /// });
     /// ```
-    pub fn put(&self, ctx: &mut Context, key: &K, value: &V) {
-        ctx.put(&self.state_key(key), &encode_value(value))
+    pub fn put(&self, _ctx: &mut Context, key: &K, value: &V) {
+        self.cache.set_many([(key, Some(value.clone()))]);
     }
 
-    /// Stores every pair in one host call.
+    /// Stores every pair.
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -245,16 +309,13 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     ///     assert_eq!(m.get(&ctx, &2).unwrap(), Some(20));
     /// });
     /// ```
-    pub fn put_many<'a>(&self, ctx: &mut Context, pairs: impl IntoIterator<Item = (&'a K, &'a V)>)
+    pub fn put_many<'a>(&self, _ctx: &mut Context, pairs: impl IntoIterator<Item = (&'a K, &'a V)>)
     where
         K: 'a,
         V: 'a,
     {
-        let entries = pairs
-            .into_iter()
-            .map(|(k, v)| (self.state_key(k), encode_value(v)))
-            .collect();
-        ctx.put_many(entries)
+        self.cache
+            .set_many(pairs.into_iter().map(|(k, v)| (k, Some(v.clone()))));
     }
 
     /// Removes `key`.
@@ -268,12 +329,17 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     ///     assert_eq!(m.get(&ctx, &1).unwrap(), None);
     /// });
     /// ```
-    pub fn remove(&self, ctx: &mut Context, key: &K) {
-        ctx.delete(&self.state_key(key))
+    pub fn remove<Q>(&self, _ctx: &mut Context, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.cache.set_many([(key, None)]);
     }
 
-    /// Every entry of this map in this instance, in byte-key order. Scans the
-    /// instance's whole state: use it at `finish` or on a timer, not per record.
+    /// Every entry of this map in this instance, in byte-key order. Writes
+    /// every cache back first, then scans the instance's whole state: use it
+    /// at `finish` or on a timer, not per record.
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -289,7 +355,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
         let mut out = Vec::new();
         for (k, v) in ctx.scan_all(b"") {
             if let Some(key) = self.decode_key(&k) {
-                out.push((key?, decode_value(self.name, &v)?));
+                out.push((key?, decode_value(self.cache.name(), &v)?));
             }
         }
         Ok(out)

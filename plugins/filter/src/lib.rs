@@ -5,12 +5,23 @@
 //! is one of `eq`, `ne`, `gt`, `ge`, `lt`, `le` (numbers compare as numbers,
 //! strings as strings), `contains` (substring of a string field), `exists`
 //! (the field is present and not null; no `value`). `field` may be a dotted
-//! path (`customer.country`). Records that are not JSON objects fail the job
-//! unless `"skip_invalid": true`, which drops them.
+//! path (`customer.country`). Records that are not JSON fail the job unless
+//! `"skip_invalid": true`, which drops them; in JSON that is not an object
+//! the field is absent.
+//!
+//! Each record is parsed only as far as the predicate needs: the field's
+//! value is built, the rest of the document is checked and skipped.
+
+mod lookup;
 
 use serde::Deserialize;
 use serde_json::Value;
-use weir_sdk::{Context, Error, LogLevel, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_sdk::{
+    Batch, BatchBuf, Context, Error, LogLevel, OpenContext, Operator, OperatorInfo, Record,
+    RecordRef, Result,
+};
+
+use crate::lookup::{Field, Lookup};
 
 /// A comparison applied to the field.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -47,52 +58,10 @@ pub struct Filter {
     skipped: u64,
 }
 
-fn lookup<'a>(mut v: &'a Value, path: &[String]) -> Option<&'a Value> {
-    for part in path {
-        v = v.as_object()?.get(part)?;
-    }
-    Some(v)
-}
-
 impl Filter {
-    /// Whether a parsed record passes the predicate.
-    pub fn keeps(&self, record: &Value) -> bool {
-        let Some(field) = lookup(record, &self.path) else {
-            return self.op == Op::Ne;
-        };
-        use std::cmp::Ordering::*;
-        let ord = match (field, &self.value) {
-            (Value::Number(a), Value::Number(b)) => a
-                .as_f64()
-                .zip(b.as_f64())
-                .and_then(|(a, b)| a.partial_cmp(&b)),
-            (Value::String(a), Value::String(b)) => Some(a.cmp(b)),
-            (a, b) => (a == b).then_some(Equal),
-        };
-        match self.op {
-            Op::Exists => !field.is_null(),
-            Op::Contains => {
-                matches!((field, &self.value), (Value::String(a), Value::String(b)) if a.contains(b.as_str()))
-            }
-            Op::Eq => ord == Some(Equal),
-            Op::Ne => ord != Some(Equal),
-            Op::Gt => ord == Some(Greater),
-            Op::Ge => matches!(ord, Some(Greater | Equal)),
-            Op::Lt => ord == Some(Less),
-            Op::Le => matches!(ord, Some(Less | Equal)),
-        }
-    }
-}
-
-impl Operator for Filter {
-    fn describe() -> OperatorInfo {
-        OperatorInfo::new("filter", env!("CARGO_PKG_VERSION"))
-            .input("in")
-            .output("out")
-    }
-
-    fn open(ctx: &OpenContext) -> Result<Self> {
-        let config: Config = ctx.config_as()?;
+    /// The filter of `config`, checked (the plugin's `open`; benchmarks
+    /// call it to run the same logic natively).
+    pub fn new(config: Config) -> Result<Self> {
         if config.field.is_empty() {
             return Err(Error::InvalidConfig("`field` must not be empty".into()));
         }
@@ -119,18 +88,64 @@ impl Operator for Filter {
         })
     }
 
-    fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
+    /// Whether the record passes; an error when its value is not JSON.
+    pub fn passes(&self, rec: &RecordRef<'_>) -> Result<bool> {
+        let field = rec.parse_json_seed(Lookup { path: &self.path })?;
+        Ok(self.keeps(field.as_ref()))
+    }
+
+    /// Whether a record whose field is `field` (`None`: absent) passes.
+    fn keeps(&self, field: Option<&Field<'_>>) -> bool {
+        let Some(field) = field else {
+            return self.op == Op::Ne;
+        };
+        use std::cmp::Ordering::*;
+        let ord = match (field, &self.value) {
+            (Field::Other(Value::Number(a)), Value::Number(b)) => a
+                .as_f64()
+                .zip(b.as_f64())
+                .and_then(|(a, b)| a.partial_cmp(&b)),
+            (Field::Str(a), Value::String(b)) => Some(a.as_ref().cmp(b.as_str())),
+            (Field::Str(_), _) => None,
+            (Field::Other(a), b) => (a == b).then_some(Equal),
+        };
+        match self.op {
+            Op::Exists => *field != Field::Other(Value::Null),
+            Op::Contains => {
+                matches!((field, &self.value), (Field::Str(a), Value::String(b)) if a.contains(b.as_str()))
+            }
+            Op::Eq => ord == Some(Equal),
+            Op::Ne => ord != Some(Equal),
+            Op::Gt => ord == Some(Greater),
+            Op::Ge => matches!(ord, Some(Greater | Equal)),
+            Op::Lt => ord == Some(Less),
+            Op::Le => matches!(ord, Some(Less | Equal)),
+        }
+    }
+}
+
+impl Operator for Filter {
+    fn describe() -> OperatorInfo {
+        OperatorInfo::new("filter", env!("CARGO_PKG_VERSION"))
+            .input("in")
+            .output("out")
+    }
+
+    fn open(ctx: &OpenContext) -> Result<Self> {
+        Filter::new(ctx.config_as()?)
+    }
+
+    fn process(&mut self, ctx: &mut Context, port: u32, batch: Vec<Record>) -> Result<()> {
+        self.process_batch(ctx, port, &BatchBuf::from_records(&batch).as_batch())
+    }
+
+    fn process_batch(&mut self, ctx: &mut Context, _port: u32, batch: &Batch<'_>) -> Result<()> {
         for rec in batch {
-            let parsed: Value = match rec.parse_json() {
-                Ok(v) => v,
-                Err(_) if self.skip_invalid => {
-                    self.skipped += 1;
-                    continue;
-                }
+            match self.passes(&rec) {
+                Ok(true) => ctx.emit_ref(0, rec),
+                Ok(false) => {}
+                Err(_) if self.skip_invalid => self.skipped += 1,
                 Err(e) => return Err(e),
-            };
-            if self.keeps(&parsed) {
-                ctx.emit(0, rec);
             }
         }
         Ok(())
@@ -220,6 +235,117 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("field"), "{err}");
+    }
+
+    /// The predicate evaluated on a full [`Value`]: the oracle the
+    /// streaming lookup must agree with.
+    fn oracle(config: &str, json: &[u8]) -> Option<bool> {
+        let c: Config = serde_json::from_str(config).unwrap();
+        let v: Value = serde_json::from_slice(json).ok()?;
+        let mut field = Some(&v);
+        for part in c.field.split('.') {
+            field = field.and_then(|f| f.as_object()?.get(part));
+        }
+        let Some(field) = field else {
+            return Some(c.op == Op::Ne);
+        };
+        let value = c.value.unwrap_or(Value::Null);
+        use std::cmp::Ordering::*;
+        let ord = match (field, &value) {
+            (Value::Number(a), Value::Number(b)) => a
+                .as_f64()
+                .zip(b.as_f64())
+                .and_then(|(a, b)| a.partial_cmp(&b)),
+            (Value::String(a), Value::String(b)) => Some(a.cmp(b)),
+            (a, b) => (a == b).then_some(Equal),
+        };
+        Some(match c.op {
+            Op::Exists => !field.is_null(),
+            Op::Contains => {
+                matches!((field, &value), (Value::String(a), Value::String(b)) if a.contains(b.as_str()))
+            }
+            Op::Eq => ord == Some(Equal),
+            Op::Ne => ord != Some(Equal),
+            Op::Gt => ord == Some(Greater),
+            Op::Ge => matches!(ord, Some(Greater | Equal)),
+            Op::Lt => ord == Some(Less),
+            Op::Le => matches!(ord, Some(Less | Equal)),
+        })
+    }
+
+    #[test]
+    fn agrees_with_parsing_the_whole_value() {
+        let configs = [
+            r#"{"field":"a","op":"eq","value":1}"#,
+            r#"{"field":"a","op":"ne","value":"x"}"#,
+            r#"{"field":"a","op":"ge","value":1.5}"#,
+            r#"{"field":"a","op":"lt","value":"m"}"#,
+            r#"{"field":"a","op":"eq","value":[1,{"b":null}]}"#,
+            r#"{"field":"a","op":"eq","value":{"b":[true]}}"#,
+            r#"{"field":"a","op":"eq","value":false}"#,
+            r#"{"field":"a","op":"contains","value":"é"}"#,
+            r#"{"field":"a","op":"exists"}"#,
+            r#"{"field":"a.b","op":"le","value":2}"#,
+            r#"{"field":"a.b","op":"exists"}"#,
+        ];
+        let mut docs: Vec<Vec<u8>> = [
+            r#"{"a":1}"#,
+            r#"{"a":1.0,"z":[1,2,{"q":"\u00e9"}]}"#,
+            r#"{"a":"x"}"#,
+            r#"{"a":"caf\u00e9 é"}"#,
+            r#"{"a":"\"esc\""}"#,
+            r#"{"a":null}"#,
+            r#"{"a":false}"#,
+            r#"{"a":[1,{"b":null}]}"#,
+            r#"{"a":{"b":[true]}}"#,
+            r#"{"a":{"b":2}}"#,
+            r#"{"a":{"b":3},"a":{"b":1}}"#,
+            r#"{"a":{"b":1},"a":5}"#,
+            r#"{"a":1,"a":"x"}"#,
+            r#"{"a\u0000":1}"#,
+            r#"{"b":1}"#,
+            r#"[{"a":1}]"#,
+            "42",
+            r#""a""#,
+            "null",
+            "",
+            "nope",
+            r#"{"a":1} x"#,
+            r#"{"a":1,"b":"\ud800"}"#,
+            r#"{"a":1,"b":1e400}"#,
+            r#"{"a":1,"b":"tab	inside"}"#,
+            r#"{"a":1,"b":"\x"}"#,
+            r#"{"a":1,"b":[1,]}"#,
+            r#"{"a":18446744073709551616}"#,
+            r#"{"a":-0}"#,
+        ]
+        .map(|d| d.as_bytes().to_vec())
+        .to_vec();
+        docs.push(b"{\"a\":1,\"b\":\"\xff\"}".to_vec());
+        docs.push(b"{\"a\":\"\xc3\"}".to_vec());
+        let deep = |n: usize| format!(r#"{{"a":1,"b":{}{}}}"#, "[".repeat(n), "]".repeat(n));
+        docs.push(deep(126).into_bytes());
+        docs.push(deep(200).into_bytes());
+        for config in configs {
+            let mut h = Harness::<Filter>::open(config).unwrap();
+            for doc in &docs {
+                let got = h.process("in", vec![Record::new(doc.clone())]);
+                let got = got.ok().map(|out| !out.is_empty());
+                assert_eq!(
+                    got,
+                    oracle(config, doc),
+                    "{config} on {}",
+                    String::from_utf8_lossy(doc)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn kept_records_are_forwarded_unchanged() {
+        let mut h = Harness::<Filter>::open(r#"{"field":"a","op":"exists"}"#).unwrap();
+        let rec = Record::new(r#"{"a":1}"#).with_key("k").with_timestamp(9);
+        assert_eq!(h.process("in", vec![rec.clone()]).unwrap(), [rec]);
     }
 
     #[test]

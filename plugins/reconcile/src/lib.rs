@@ -247,6 +247,7 @@ mod tests {
         let mut h = Harness::<Reconcile>::open(r#"{"key_field":"order_no"}"#).unwrap();
         h.process("a", vec![Record::new(r#"{"order_no":"x","amount":"1.5"}"#)])
             .unwrap();
+        h.checkpoint(1).unwrap(); // typed state reaches the host at checkpoints
         assert!(h.state().contains_key(&b"x\0rc".to_vec()));
         let err = h
             .process("a", vec![Record::new(r#"{"amount":1}"#)])

@@ -8,10 +8,13 @@
 //!
 //! Restoring a version-1 checkpoint migrates every entry in `restore`.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Deserialize;
-use weir_sdk::{Context, Error, LogLevel, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_sdk::{
+    Batch, BatchBuf, Context, Error, LogLevel, OpenContext, Operator, OperatorInfo, Record, Result,
+};
 
 const STATE_VERSION: u32 = 2;
 const V1_SUFFIX: &[u8] = b"\0count";
@@ -40,14 +43,6 @@ fn decode(bytes: &[u8]) -> Result<u64> {
     Ok(u64::from_le_bytes(arr))
 }
 
-/// The JSON emitted per input record.
-#[derive(serde::Serialize)]
-struct Out<'a> {
-    w: &'a str,
-    n: u64,
-    v: u8,
-}
-
 impl Operator for WordCountV2 {
     fn describe() -> OperatorInfo {
         OperatorInfo::new("word-count", env!("CARGO_PKG_VERSION"))
@@ -63,35 +58,45 @@ impl Operator for WordCountV2 {
         })
     }
 
-    fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
+    fn process(&mut self, ctx: &mut Context, port: u32, batch: Vec<Record>) -> Result<()> {
+        self.process_batch(ctx, port, &BatchBuf::from_records(&batch).as_batch())
+    }
+
+    fn process_batch(&mut self, ctx: &mut Context, _port: u32, batch: &Batch<'_>) -> Result<()> {
         let mut words = Vec::with_capacity(batch.len());
-        for rec in &batch {
+        for rec in batch {
             let raw = match rec.key_str() {
                 Some(k) => k,
                 None => rec.value_str()?,
             };
             let w = raw.trim();
-            words.push(if self.lowercase {
-                w.to_lowercase()
-            } else {
-                w.to_string()
-            });
+            if !w.is_empty() {
+                words.push(if self.lowercase {
+                    Cow::Owned(w.to_lowercase())
+                } else {
+                    Cow::Borrowed(w)
+                });
+            }
         }
-        let mut distinct: Vec<&String> = words.iter().filter(|w| !w.is_empty()).collect();
+        // One state read and one write per batch, not per record.
+        let mut distinct: Vec<&str> = words.iter().map(|w| w.as_ref()).collect();
         distinct.sort_unstable();
         distinct.dedup();
         let keys: Vec<Vec<u8>> = distinct.iter().map(|w| key(w)).collect();
         let mut counts: HashMap<&str, u64> = HashMap::with_capacity(distinct.len());
         for (w, v) in distinct.iter().zip(ctx.get_many(&keys)) {
-            counts.insert(w.as_str(), v.map(|b| decode(&b)).transpose()?.unwrap_or(0));
+            counts.insert(w, v.map(|b| decode(&b)).transpose()?.unwrap_or(0));
         }
-        for w in words.iter().filter(|w| !w.is_empty()) {
-            let n = counts.get_mut(w.as_str()).expect("looked up");
+        for w in &words {
+            let n = counts.get_mut(w.as_ref()).expect("looked up");
             *n += 1;
-            ctx.emit(
-                0,
-                Record::json(&Out { w, n: *n, v: 2 }).with_key(w.as_bytes()),
-            );
+            ctx.emit_with(0, Some(w.as_bytes()), |out| {
+                out.push_str(r#"{"w":"#);
+                out.push_json_str(w);
+                out.push_str(r#","n":"#);
+                out.push_decimal(*n);
+                out.push_str(r#","v":2}"#);
+            });
         }
         ctx.put_many(
             counts
@@ -165,6 +170,25 @@ mod tests {
             ]
         );
         assert_eq!(h.state()[&b"a\0n".to_vec()], 2u64.to_le_bytes());
+    }
+
+    #[test]
+    fn output_is_what_serde_json_writes() {
+        let mut h = Harness::<WordCountV2>::open(r#"{"lowercase":true}"#).unwrap();
+        let out = h.process("in", vec![Record::new("Q\"É\u{1}")]).unwrap();
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            w: &'a str,
+            n: u64,
+            v: u8,
+        }
+        let expected = Out {
+            w: "q\"é\u{1}",
+            n: 1,
+            v: 2,
+        };
+        assert_eq!(out[0].value, serde_json::to_vec(&expected).unwrap());
+        assert_eq!(out[0].key.as_deref(), Some("q\"é\u{1}".as_bytes()));
     }
 
     #[test]

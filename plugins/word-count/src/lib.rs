@@ -7,10 +7,11 @@
 //!
 //! Config (JSON, optional): `{"lowercase": true}` counts words case-insensitively.
 
-use std::collections::HashMap;
-
 use serde::Deserialize;
-use weir_sdk::{Context, MapState, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_sdk::{
+    Batch, BatchBuf, Context, MapState, OpenContext, Operator, OperatorInfo, Record, RecordRef,
+    Result,
+};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -22,29 +23,42 @@ struct Config {
 /// The word-count operator.
 pub struct WordCount {
     lowercase: bool,
+    /// Count per word, cached in the guest by the SDK and written to host
+    /// state at each checkpoint.
     counts: MapState<String, u64>,
+    /// Reused buffer for lowercased words.
+    lowered: String,
 }
 
-/// The JSON emitted per input record.
-#[derive(serde::Serialize)]
-struct Count<'a> {
-    word: &'a str,
-    count: u64,
+/// The word of `rec`: its key when it has a UTF-8 one, else its value, with
+/// surrounding whitespace trimmed.
+fn word_of<'a>(rec: &RecordRef<'a>) -> Result<&'a str> {
+    let raw = match rec.key_str() {
+        Some(k) => k,
+        None => rec.value_str()?,
+    };
+    // Fast path: nothing to trim when the first and last bytes are visible
+    // ASCII characters, which are never whitespace.
+    let visible = |b: &u8| b.is_ascii_graphic();
+    Ok(match (raw.as_bytes().first(), raw.as_bytes().last()) {
+        (Some(first), Some(last)) if visible(first) && visible(last) => raw,
+        _ => raw.trim(),
+    })
 }
 
-impl WordCount {
-    fn word_of(&self, rec: &Record) -> Result<String> {
-        let raw = match rec.key_str() {
-            Some(k) => k,
-            None => rec.value_str()?,
-        };
-        let w = raw.trim();
-        Ok(if self.lowercase {
-            w.to_lowercase()
-        } else {
-            w.to_string()
-        })
+/// `word` lowercased; written to `buf` when that changes it. Allocates only
+/// for non-ASCII words.
+fn lowercase<'a>(word: &'a str, buf: &'a mut String) -> &'a str {
+    if !word.is_ascii() {
+        *buf = word.to_lowercase();
+    } else if word.bytes().any(|b| b.is_ascii_uppercase()) {
+        buf.clear();
+        buf.push_str(word);
+        buf.make_ascii_lowercase();
+    } else {
+        return word;
     }
+    buf
 }
 
 impl Operator for WordCount {
@@ -59,40 +73,36 @@ impl Operator for WordCount {
         Ok(WordCount {
             lowercase: config.lowercase,
             counts: MapState::new("count"),
+            lowered: String::new(),
         })
     }
 
-    fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
+    fn process(&mut self, ctx: &mut Context, port: u32, batch: Vec<Record>) -> Result<()> {
+        self.process_batch(ctx, port, &BatchBuf::from_records(&batch).as_batch())
+    }
+
+    fn process_batch(&mut self, ctx: &mut Context, _port: u32, batch: &Batch<'_>) -> Result<()> {
+        // Every word first: a batch with a bad record counts and emits nothing.
         let words = batch
             .iter()
-            .map(|r| self.word_of(r))
-            .collect::<Result<Vec<_>>>()?;
-        // One state read and one write per batch, not per record.
-        let mut distinct: Vec<String> = words.iter().filter(|w| !w.is_empty()).cloned().collect();
-        distinct.sort_unstable();
-        distinct.dedup();
-        let stored = self.counts.get_many(ctx, &distinct)?;
-        let mut counts: HashMap<&str, u64> = distinct
-            .iter()
-            .zip(stored)
-            .map(|(w, c)| (w.as_str(), c.unwrap_or(0)))
-            .collect();
-        for word in words.iter().filter(|w| !w.is_empty()) {
-            let c = counts
-                .get_mut(word.as_str())
-                .expect("every word was looked up");
-            *c += 1;
-            ctx.emit(
-                0,
-                Record::json(&Count { word, count: *c }).with_key(word.as_bytes()),
-            );
+            .map(|rec| word_of(&rec))
+            .collect::<Result<Vec<&str>>>()?;
+        for mut word in words {
+            if self.lowercase {
+                word = lowercase(word, &mut self.lowered);
+            }
+            if word.is_empty() {
+                continue;
+            }
+            let count = self.counts.update(ctx, word, |c| c.unwrap_or(0) + 1)?;
+            ctx.emit_with(0, Some(word.as_bytes()), |out| {
+                out.push_str(r#"{"word":"#);
+                out.push_json_str(word);
+                out.push_str(r#","count":"#);
+                out.push_decimal(count);
+                out.push(b'}');
+            });
         }
-        let updated: Vec<(String, u64)> = counts
-            .into_iter()
-            .map(|(w, c)| (w.to_string(), c))
-            .collect();
-        self.counts
-            .put_many(ctx, updated.iter().map(|(w, c)| (w, c)));
         Ok(())
     }
 }
@@ -102,6 +112,7 @@ weir_sdk::export!(WordCount);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weir_sdk::Error;
     use weir_sdk::testing::Harness;
 
     fn values(out: &[Record]) -> Vec<String> {
@@ -127,6 +138,7 @@ mod tests {
         assert_eq!(out[2].key_str(), Some("a"));
         let out = h.process("in", vec![Record::new(" a \n")]).unwrap();
         assert_eq!(values(&out), [r#"{"word":"a","count":3}"#]);
+        h.checkpoint(1).unwrap();
         assert_eq!(h.state().get(&b"a\0count".to_vec()).unwrap(), b"3");
     }
 
@@ -155,6 +167,95 @@ mod tests {
             .process("in", vec![Record::new("x"), Record::new("")])
             .unwrap();
         assert_eq!(values(&out), [r#"{"word":"x","count":3}"#]);
+    }
+
+    /// The JSON emitted per input record, as `serde_json` writes it.
+    #[derive(serde::Serialize)]
+    struct Count<'a> {
+        word: &'a str,
+        count: u64,
+    }
+
+    #[test]
+    fn output_is_what_serde_json_writes() {
+        let words = [
+            "q\"uote",
+            "back\\slash",
+            "tab\tand\u{1}ctl\u{7f}",
+            "日本語",
+            "ÉCOLE",
+            "Ὀδυσσεύς",
+        ];
+        for lowercase in [false, true] {
+            let mut h =
+                Harness::<WordCount>::open(&format!(r#"{{"lowercase":{lowercase}}}"#)).unwrap();
+            let input: Vec<Record> = words.iter().map(|w| Record::new(*w)).collect();
+            let out = h.process("in", input).unwrap();
+            for (w, rec) in words.iter().zip(&out) {
+                let word = if lowercase {
+                    w.to_lowercase()
+                } else {
+                    w.to_string()
+                };
+                let expected = serde_json::to_vec(&Count {
+                    word: &word,
+                    count: 1,
+                })
+                .unwrap();
+                assert_eq!(rec.value, expected, "{w:?}");
+                assert_eq!(rec.key.as_deref(), Some(word.as_bytes()));
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_that_is_not_utf8_falls_back_to_the_value() {
+        let mut h = Harness::<WordCount>::open("{}").unwrap();
+        let out = h
+            .process("in", vec![Record::new(" v ").with_key(vec![0xff])])
+            .unwrap();
+        assert_eq!(values(&out), [r#"{"word":"v","count":1}"#]);
+        let bad = vec![Record::new("v"), Record::new(vec![0xff])];
+        assert!(matches!(h.process("in", bad), Err(Error::InvalidInput(_))));
+        let out = h.process("in", vec![Record::new("v")]).unwrap();
+        assert_eq!(
+            values(&out),
+            [r#"{"word":"v","count":2}"#],
+            "the bad batch counted nothing"
+        );
+    }
+
+    #[test]
+    fn unicode_whitespace_is_trimmed() {
+        let mut h = Harness::<WordCount>::open("{}").unwrap();
+        let input = ["\u{a0}v\u{2003}", "\u{b}v", "v\u{85}", "\u{1}v"];
+        let out = h.process("in", input.map(Record::new).to_vec()).unwrap();
+        assert_eq!(out[2].value_str().unwrap(), r#"{"word":"v","count":3}"#);
+        assert_eq!(
+            out[3].key_str(),
+            Some("\u{1}v"),
+            "a control character is not whitespace"
+        );
+    }
+
+    #[test]
+    fn counts_reach_host_state_at_checkpoints_not_per_batch() {
+        let mut h = Harness::<WordCount>::open("{}").unwrap();
+        for _ in 0..3 {
+            h.process("in", ["a", "b", "a"].map(Record::new).to_vec())
+                .unwrap();
+        }
+        let calls = h.host_calls().clone();
+        assert_eq!(
+            (calls.get, calls.put, calls.put_many),
+            (2, 0, 0),
+            "{calls:?}"
+        );
+        assert!(h.state().is_empty());
+        h.checkpoint(1).unwrap();
+        assert_eq!(h.host_calls().put_many, 1);
+        assert_eq!(h.state()[&b"a\0count".to_vec()], b"6");
+        assert_eq!(h.state()[&b"b\0count".to_vec()], b"3");
     }
 
     #[test]

@@ -1,0 +1,453 @@
+//! [`Batch`]: records in flat form, the unit that travels on every edge.
+//!
+//! A batch is one byte buffer plus one packed [`Span`] per record pointing
+//! into it, the WIT `weir:operator/flat` layout (crate `weir-flat`), so a
+//! batch crosses the Wasm boundary as two byte-list copies and costs no
+//! allocation per record anywhere in the host.
+//!
+//! Invariant: `spans` is a whole number of valid packed spans whose ranges
+//! lie inside `data`. [`Batch::from_parts`] checks it for data coming from a
+//! plugin; every other constructor maintains it.
+
+use crate::Record;
+
+pub use weir_flat::{BadSpans, Range, SPAN_BYTES, Span};
+
+/// Bytes a record costs besides its data, for limits and buffering
+/// accounting (the span and bookkeeping).
+pub const RECORD_OVERHEAD: usize = 32;
+
+/// A borrowed record of a [`Batch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// The partitioning key, if any.
+    pub key: Option<&'a [u8]>,
+    /// The value.
+    pub value: &'a [u8],
+    /// Event time, milliseconds since the Unix epoch.
+    pub timestamp: Option<i64>,
+}
+
+impl RecordRef<'_> {
+    /// An owned copy.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push(Some(b"k"), b"v", None);
+    /// assert_eq!(b.get(0).to_record().key.as_deref(), Some(&b"k"[..]));
+    /// ```
+    pub fn to_record(&self) -> Record {
+        Record {
+            key: self.key.map(<[u8]>::to_vec),
+            value: self.value.to_vec(),
+            timestamp: self.timestamp,
+        }
+    }
+}
+
+/// Records in flat form: one buffer, one [`Span`] per record.
+///
+/// ```
+/// let mut b = weir::Batch::new();
+/// b.push(None, b"hello", None);
+/// b.push_keyed_by_value(b"world", Some(7));
+/// assert_eq!(b.len(), 2);
+/// assert_eq!(b.get(1).key, Some(&b"world"[..]));
+/// assert_eq!(b.iter().map(|r| r.value.len()).sum::<usize>(), 10);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    data: Vec<u8>,
+    /// Packed spans, [`SPAN_BYTES`] per record.
+    spans: Vec<u8>,
+}
+
+fn offset_of(at: usize) -> u32 {
+    u32::try_from(at).expect("a batch holds less than 4 GiB (sources and emits cut batches)")
+}
+
+impl Batch {
+    /// An empty batch.
+    ///
+    /// ```
+    /// assert!(weir::Batch::new().is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Batch::default()
+    }
+
+    /// An empty batch with room for `records` records of `bytes` bytes in
+    /// all.
+    ///
+    /// ```
+    /// assert!(weir::Batch::with_capacity(16, 1024).is_empty());
+    /// ```
+    pub fn with_capacity(records: usize, bytes: usize) -> Self {
+        Batch {
+            data: Vec::with_capacity(bytes),
+            spans: Vec::with_capacity(records * SPAN_BYTES),
+        }
+    }
+
+    /// A batch from a plugin's flat emit, checking the packed spans (see
+    /// [`weir_flat::check`]).
+    ///
+    /// ```
+    /// use weir::batch::{Batch, Range, Span};
+    /// let span = Span { key: None, value: Range { offset: 0, len: 3 }, timestamp: None };
+    /// assert!(Batch::from_parts(b"abc".to_vec(), span.encode().to_vec()).is_ok());
+    /// assert!(Batch::from_parts(b"ab".to_vec(), span.encode().to_vec()).is_err());
+    /// ```
+    pub fn from_parts(data: Vec<u8>, spans: Vec<u8>) -> Result<Self, BadSpans> {
+        weir_flat::check(&spans, data.len())?;
+        Ok(Batch { data, spans })
+    }
+
+    /// Number of records.
+    ///
+    /// ```
+    /// assert_eq!(weir::Batch::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.spans.len() / SPAN_BYTES
+    }
+
+    /// Whether the batch has no records.
+    ///
+    /// ```
+    /// assert!(weir::Batch::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Bytes of record data (keys that are part of their value count once).
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push_keyed_by_value(b"abc", None);
+    /// assert_eq!(b.data_bytes(), 3);
+    /// ```
+    pub fn data_bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Bytes the batch occupies for buffering limits: data plus
+    /// [`RECORD_OVERHEAD`] per record.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push(None, &[0; 10], None);
+    /// assert_eq!(b.size(), 10 + weir::batch::RECORD_OVERHEAD);
+    /// ```
+    pub fn size(&self) -> usize {
+        self.data.len() + self.len() * RECORD_OVERHEAD
+    }
+
+    /// The data buffer and the packed spans, as the flat WIT interfaces take
+    /// them.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push(None, b"x", None);
+    /// let (data, spans) = b.parts();
+    /// assert_eq!((data.len(), spans.len()), (1, weir::batch::SPAN_BYTES));
+    /// ```
+    pub fn parts(&self) -> (&[u8], &[u8]) {
+        (&self.data, &self.spans)
+    }
+
+    fn push_span(&mut self, span: Span) {
+        self.spans.extend_from_slice(&span.encode());
+    }
+
+    fn span(&self, i: usize) -> Span {
+        Span::decode(&self.spans[i * SPAN_BYTES..(i + 1) * SPAN_BYTES])
+    }
+
+    fn range(&mut self, bytes: &[u8]) -> Range {
+        let offset = offset_of(self.data.len());
+        self.data.extend_from_slice(bytes);
+        Range {
+            offset,
+            len: offset_of(bytes.len()),
+        }
+    }
+
+    /// Appends a record.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push(Some(b"k"), b"v", Some(1));
+    /// assert_eq!(b.get(0).timestamp, Some(1));
+    /// ```
+    pub fn push(&mut self, key: Option<&[u8]>, value: &[u8], timestamp: Option<i64>) {
+        let key = key.map(|k| self.range(k));
+        let value = self.range(value);
+        self.push_span(Span {
+            key,
+            value,
+            timestamp,
+        });
+    }
+
+    /// Appends a record whose key is its whole value, storing the bytes once.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push_keyed_by_value(b"w", None);
+    /// assert_eq!(b.get(0).key, Some(&b"w"[..]));
+    /// ```
+    pub fn push_keyed_by_value(&mut self, value: &[u8], timestamp: Option<i64>) {
+        let value = self.range(value);
+        self.push_span(Span {
+            key: Some(value),
+            value,
+            timestamp,
+        });
+    }
+
+    /// Appends a copy of `r`.
+    ///
+    /// ```
+    /// let mut a = weir::Batch::new();
+    /// a.push(Some(b"k"), b"v", None);
+    /// let mut b = weir::Batch::new();
+    /// b.push_ref(a.get(0));
+    /// assert_eq!(a, b);
+    /// ```
+    pub fn push_ref(&mut self, r: RecordRef<'_>) {
+        match r.key {
+            // Keep a key that is the value shared, as sources make it.
+            Some(k) if k.as_ptr() == r.value.as_ptr() && k.len() == r.value.len() => {
+                self.push_keyed_by_value(r.value, r.timestamp)
+            }
+            key => self.push(key, r.value, r.timestamp),
+        }
+    }
+
+    /// Appends every record of `other`, in order.
+    ///
+    /// ```
+    /// let mut a = weir::Batch::new();
+    /// a.push(None, b"1", None);
+    /// let mut b = weir::Batch::new();
+    /// b.push(Some(b"k"), b"2", None);
+    /// a.append(&b);
+    /// assert_eq!(a.get(1).key, Some(&b"k"[..]));
+    /// ```
+    pub fn append(&mut self, other: &Batch) {
+        let base = offset_of(self.data.len());
+        offset_of(self.data.len() + other.data.len());
+        self.data.extend_from_slice(&other.data);
+        let shift = |r: Range| Range {
+            offset: r.offset + base,
+            len: r.len,
+        };
+        self.spans.reserve(other.spans.len());
+        for i in 0..other.len() {
+            let s = other.span(i);
+            self.push_span(Span {
+                key: s.key.map(shift),
+                value: shift(s.value),
+                timestamp: s.timestamp,
+            });
+        }
+    }
+
+    fn slice(&self, r: Range) -> &[u8] {
+        &self.data[r.as_usize()]
+    }
+
+    /// Record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i >= len()`.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push(None, b"v", None);
+    /// assert_eq!(b.get(0).value, b"v");
+    /// ```
+    pub fn get(&self, i: usize) -> RecordRef<'_> {
+        let s = self.span(i);
+        RecordRef {
+            key: s.key.map(|k| self.slice(k)),
+            value: self.slice(s.value),
+            timestamp: s.timestamp,
+        }
+    }
+
+    /// The records, in order.
+    ///
+    /// ```
+    /// let b = weir::Batch::from(vec![weir::Record::new(b"a".to_vec())]);
+    /// assert_eq!(b.iter().next().unwrap().value, b"a");
+    /// ```
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = RecordRef<'_>> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Owned copies of the records.
+    ///
+    /// ```
+    /// let recs = vec![weir::Record::new(b"a".to_vec()).with_key(b"k".to_vec())];
+    /// assert_eq!(weir::Batch::from(recs.clone()).to_records(), recs);
+    /// ```
+    pub fn to_records(&self) -> Vec<Record> {
+        self.iter().map(|r| r.to_record()).collect()
+    }
+
+    /// Empties the batch, keeping its allocations.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::from(vec![weir::Record::new(vec![1])]);
+    /// b.clear();
+    /// assert!(b.is_empty());
+    /// ```
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.spans.clear();
+    }
+
+    /// Splits the batch into `n` batches by `route(key)`, keeping the order
+    /// within each.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// for v in [b"a", b"b", b"c"] { b.push(None, v, None); }
+    /// let parts = b.partition(2, |_, i| i % 2);
+    /// assert_eq!(parts[0].len(), 2);
+    /// ```
+    pub fn partition(
+        &self,
+        n: usize,
+        mut route: impl FnMut(Option<&[u8]>, usize) -> usize,
+    ) -> Vec<Batch> {
+        let per = self.len() / n.max(1) + 1;
+        let bytes = self.data.len() / n.max(1) + 64;
+        let mut parts: Vec<Batch> = (0..n).map(|_| Batch::with_capacity(per, bytes)).collect();
+        for (i, r) in self.iter().enumerate() {
+            parts[route(r.key, i)].push_ref(r);
+        }
+        parts
+    }
+}
+
+impl From<Vec<Record>> for Batch {
+    fn from(records: Vec<Record>) -> Self {
+        Batch::from(records.as_slice())
+    }
+}
+
+impl From<&[Record]> for Batch {
+    fn from(records: &[Record]) -> Self {
+        let bytes = records.iter().map(|r| r.size()).sum();
+        let mut b = Batch::with_capacity(records.len(), bytes);
+        for r in records {
+            b.push(r.key.as_deref(), &r.value, r.timestamp);
+        }
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(key: Option<&str>, value: &str, ts: Option<i64>) -> Record {
+        Record {
+            key: key.map(|k| k.as_bytes().to_vec()),
+            value: value.as_bytes().to_vec(),
+            timestamp: ts,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_in_order() {
+        let recs = vec![
+            rec(Some("k1"), "v1", None),
+            rec(None, "", Some(-5)),
+            rec(Some(""), "value", Some(3)),
+        ];
+        let b = Batch::from(recs.clone());
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.to_records(), recs);
+    }
+
+    #[test]
+    fn keyed_by_value_stores_the_bytes_once_and_copies_keep_sharing() {
+        let mut b = Batch::new();
+        b.push_keyed_by_value(b"word", None);
+        assert_eq!(b.data_bytes(), 4);
+        let mut c = Batch::new();
+        c.push_ref(b.get(0));
+        assert_eq!(c.data_bytes(), 4);
+        assert_eq!(c.get(0).key, Some(&b"word"[..]));
+        // A key equal to the value but stored apart is copied apart.
+        let mut d = Batch::new();
+        d.push(Some(b"word"), b"word", None);
+        let mut e = Batch::new();
+        e.push_ref(d.get(0));
+        assert_eq!(e.data_bytes(), 8);
+    }
+
+    #[test]
+    fn append_shifts_the_ranges() {
+        let mut a = Batch::from(vec![rec(Some("a"), "1", None)]);
+        let b = Batch::from(vec![rec(Some("bb"), "22", Some(9)), rec(None, "3", None)]);
+        a.append(&b);
+        assert_eq!(
+            a.to_records(),
+            vec![
+                rec(Some("a"), "1", None),
+                rec(Some("bb"), "22", Some(9)),
+                rec(None, "3", None)
+            ]
+        );
+    }
+
+    #[test]
+    fn partition_keeps_order_within_each_part() {
+        let recs: Vec<Record> = (0..10)
+            .map(|i| rec(Some(&format!("k{}", i % 3)), &i.to_string(), None))
+            .collect();
+        let b = Batch::from(recs.clone());
+        let parts = b.partition(3, |k, _| (k.unwrap()[1] - b'0') as usize);
+        for (p, part) in parts.iter().enumerate() {
+            let want: Vec<Record> = recs
+                .iter()
+                .filter(|r| (r.key.as_ref().unwrap()[1] - b'0') as usize == p)
+                .cloned()
+                .collect();
+            assert_eq!(part.to_records(), want);
+        }
+    }
+
+    #[test]
+    fn from_parts_checks_the_spans() {
+        let r = |offset, len| Range { offset, len };
+        let packed = |spans: &[Span]| spans.iter().flat_map(|s| s.encode()).collect::<Vec<u8>>();
+        let span = |key, value| Span {
+            key,
+            value,
+            timestamp: Some(4),
+        };
+        let ok =
+            Batch::from_parts(b"abc".to_vec(), packed(&[span(Some(r(0, 1)), r(1, 2))])).unwrap();
+        assert_eq!(ok.get(0).key, Some(&b"a"[..]));
+        assert_eq!(ok.get(0).value, b"bc");
+        assert_eq!(ok.get(0).timestamp, Some(4));
+        let e = Batch::from_parts(
+            b"abc".to_vec(),
+            packed(&[span(None, r(0, 3)), span(Some(r(2, 2)), r(0, 1))]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "record 1 of a flat batch points at bytes 2..4 but the batch has 3 bytes"
+        );
+        assert!(Batch::from_parts(vec![], vec![0; 5]).is_err());
+    }
+}

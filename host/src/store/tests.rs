@@ -1,0 +1,795 @@
+use super::segment::{Header, Kind};
+use super::*;
+use redb::{Key, ReadableTableMetadata, Value};
+
+type Model = BTreeMap<(String, u32), RestoredInstance>;
+
+fn meta(id: u64) -> CheckpointMeta {
+    let op = |parallelism| OperatorMeta {
+        plugin_name: "p".into(),
+        plugin_version: "1".into(),
+        state_version: 1,
+        sha256: "00".into(),
+        parallelism,
+    };
+    CheckpointMeta {
+        id,
+        job: "job".into(),
+        started_at_ms: 1_700_000_000_000 + id,
+        duration_ms: 5,
+        alignment_ms: 1,
+        bytes_written: 0,
+        state_keys: 0,
+        key_groups: 128,
+        sources: [("src".into(), serde_json::json!({"offset": id, "f": 0.1}))].into(),
+        operators: [("a".into(), op(2)), ("b".into(), op(2))].into(),
+        sinks: BTreeMap::new(),
+        final_checkpoint: false,
+    }
+}
+
+/// `delta("a", 0, "x=1 -y", Some("s"))`: put x=1, delete y, snapshot "s".
+fn delta(op: &str, instance: u32, changes: &str, snap: Option<&str>) -> InstanceDelta {
+    let b = |s: &str| s.as_bytes().to_vec();
+    let changes = changes
+        .split_whitespace()
+        .map(|c| match c.strip_prefix('-') {
+            Some(key) => (b(key), None),
+            None => c.split_once('=').map(|(k, v)| (b(k), Some(b(v)))).unwrap(),
+        });
+    let (operator, changes, snapshot) = (op.into(), changes.collect(), snap.map(b));
+    InstanceDelta {
+        operator,
+        instance,
+        changes,
+        snapshot,
+    }
+}
+
+/// `"x=1 y=2"` for the entries of an instance.
+fn show(r: &RestoredInstance) -> String {
+    let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let e: Vec<_> = r
+        .entries
+        .iter()
+        .map(|(k, v)| format!("{}={}", s(k), s(v)))
+        .collect();
+    e.join(" ")
+}
+
+fn rows<K: Key + 'static, V: Value + 'static>(
+    s: &CheckpointStore,
+    t: TableDefinition<K, V>,
+) -> u64 {
+    s.read().unwrap().open_table(t).unwrap().len().unwrap()
+}
+
+/// Every segment: (operator, instance, version, header), in key order.
+fn segments(s: &CheckpointStore) -> Vec<(String, u32, u64, Header)> {
+    let txn = s.read().unwrap();
+    let table = txn.open_table(SEGMENTS).unwrap();
+    let rows = table.iter().unwrap().map(|row| {
+        let (k, v) = row.unwrap();
+        let (op, inst, version) = k.value();
+        (
+            op.to_string(),
+            inst,
+            version,
+            Header::decode(v.value()).unwrap(),
+        )
+    });
+    rows.collect()
+}
+
+/// `"F1 D2 D3"`: the kinds and versions of one instance's segments.
+fn kinds(s: &CheckpointStore, op: &str, inst: u32) -> String {
+    let all = segments(s).into_iter().filter(|x| x.0 == op && x.1 == inst);
+    let all: Vec<_> = all
+        .map(|(_, _, v, h)| match h.kind {
+            Kind::Full => format!("F{v}"),
+            Kind::Delta => format!("D{v}"),
+        })
+        .collect();
+    all.join(" ")
+}
+
+/// Tiny chunks; compaction after two deltas, whatever their size.
+const EVERY_THIRD: Tuning = Tuning {
+    chunk_bytes: 16,
+    max_deltas: 2,
+    max_delta_percent: u64::MAX,
+};
+
+/// Never compacts: every segment after an instance's first is a delta.
+const NEVER: Tuning = Tuning {
+    chunk_bytes: 40,
+    max_deltas: usize::MAX,
+    max_delta_percent: u64::MAX,
+};
+
+#[test]
+fn incremental_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    assert_eq!(
+        (s.job().unwrap(), s.latest().unwrap()),
+        ("job".into(), None)
+    );
+    let d1 = [
+        delta("a", 0, "x=1 y=2 z=3", Some("snap1")),
+        delta("a", 1, "x=other", None),
+    ];
+    assert_eq!(s.commit(&meta(1), &d1, 3).unwrap().bytes_written, 6 + 5 + 6);
+    // A later change wins; deleting a missing key writes nothing; no snapshot keeps snap1.
+    let d2 = [
+        delta("a", 0, "y=20 -z -w y=22", None),
+        delta("a", 1, "", Some("")),
+    ];
+    assert_eq!(s.commit(&meta(3), &d2, 3).unwrap().bytes_written, 3 + 1 + 3);
+    let r1 = s.load_instance(1, "a", 0).unwrap();
+    assert_eq!(
+        (show(&r1).as_str(), &r1.snapshot[..]),
+        ("x=1 y=2 z=3", &b"snap1"[..])
+    );
+    let r3 = s.load_instance(3, "a", 0).unwrap();
+    assert_eq!(
+        (show(&r3).as_str(), &r3.snapshot[..]),
+        ("x=1 y=22", &b"snap1"[..])
+    );
+    assert_eq!(
+        s.load_instance(3, "b", 1).unwrap(),
+        RestoredInstance::default()
+    );
+    let all = s.operator_state(3, "a").unwrap();
+    let keys: Vec<_> = all.iter().map(|(i, k, _)| (*i, k.as_slice())).collect();
+    assert_eq!(keys, [(0, &b"x"[..]), (1, b"x"), (0, b"y")]);
+    let list: Vec<_> = s
+        .list()
+        .unwrap()
+        .iter()
+        .map(|m| (m.id, m.state_keys))
+        .collect();
+    assert_eq!(list, [(1, 4), (3, 3)]);
+    assert_eq!(s.latest().unwrap().unwrap().sources, meta(3).sources);
+    assert!(s.get(2).unwrap().is_none());
+    let e = s.load_instance(2, "a", 0).unwrap_err();
+    assert!(
+        matches!(e, StoreError::UnknownCheckpoint { id: 2, .. }),
+        "{e}"
+    );
+    drop(s);
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    assert_eq!(s.latest().unwrap().unwrap().id, 3);
+    assert_eq!(show(&s.load_instance(3, "a", 1).unwrap()), "x=other");
+    assert!(s.file_size().unwrap() > 0);
+}
+
+#[test]
+fn commit_refuses_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    s.commit(&meta(5), &[], 2).unwrap();
+    let refused = |m: &CheckpointMeta, d: &[InstanceDelta], retain| {
+        matches!(s.commit(m, d, retain), Err(StoreError::Invalid { .. }))
+    };
+    assert!(refused(&meta(5), &[], 2) && refused(&meta(4), &[], 2));
+    assert!(refused(&meta(6), &[], 0));
+    assert!(refused(&meta(6), &[delta("c", 0, "", None)], 2));
+    assert!(refused(&meta(6), &[delta("a", 2, "", None)], 2));
+    assert!(refused(
+        &CheckpointMeta {
+            job: "other".into(),
+            ..meta(6)
+        },
+        &[],
+        2
+    ));
+    assert_eq!(s.list().unwrap().len(), 1);
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// The layout invariants after a commit whose oldest retained checkpoint is
+/// `horizon`: per instance, the oldest segment is full and it is the only
+/// full one <= horizon (older ones were collected); no delta chain is longer
+/// than the tuning allows; every chunk belongs to a segment; the journal
+/// holds only versions newer than the horizon.
+fn check_layout(s: &CheckpointStore, horizon: u64) {
+    let all = segments(s);
+    let mut by_instance: BTreeMap<(String, u32), Vec<(u64, Header)>> = BTreeMap::new();
+    for (op, inst, v, h) in &all {
+        by_instance
+            .entry((op.clone(), *inst))
+            .or_default()
+            .push((*v, *h));
+    }
+    for (instance, segs) in &by_instance {
+        assert_eq!(segs[0].1.kind, Kind::Full, "{instance:?}: {segs:?}");
+        let full_at_or_before = segs
+            .iter()
+            .filter(|(v, h)| *v <= horizon && h.kind == Kind::Full)
+            .count();
+        assert!(
+            full_at_or_before <= 1,
+            "{instance:?} at {horizon}: {segs:?}"
+        );
+        let mut run = 0;
+        for (_, h) in segs {
+            run = if h.kind == Kind::Full { 0 } else { run + 1 };
+            assert!(run <= s.tuning.max_deltas, "{instance:?}: {segs:?}");
+        }
+    }
+    let chunks: u64 = all.iter().map(|x| u64::from(x.3.chunks)).sum();
+    assert_eq!(rows(s, CHUNKS), chunks);
+    let txn = s.read().unwrap();
+    let gc = txn.open_table(GC).unwrap();
+    for row in gc.iter().unwrap() {
+        assert!(row.unwrap().0.value().0 > horizon);
+    }
+}
+
+/// Random changes, snapshots, id gaps, truncations and reopens, checked
+/// after every commit against an in-memory model of every checkpoint.
+/// Returns how many commits compacted a chain.
+fn model_run(mut rng: u64, retain: usize, rounds: usize, tuning: Tuning) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        CheckpointStore::open(dir.path(), "job")
+            .unwrap()
+            .with_tuning(tuning)
+    };
+    let mut s = open();
+    let instances = [("a", 0), ("a", 1), ("b", 0), ("b", 1)].map(|(o, i)| (o.to_string(), i));
+    let mut current: Model = instances
+        .iter()
+        .map(|i| (i.clone(), Default::default()))
+        .collect();
+    let mut history: BTreeMap<u64, Model> = BTreeMap::new();
+    let (mut id, mut compactions) = (0, 0);
+    for _ in 0..rounds {
+        let r = &mut rng;
+        id += 1 + u64::from(xorshift(r).is_multiple_of(4));
+        let mut deltas = Vec::new();
+        for ((op, inst), model) in current.iter_mut() {
+            if xorshift(r).is_multiple_of(5) {
+                continue;
+            }
+            let mut state: BTreeMap<_, _> = model.entries.drain(..).collect();
+            let mut changes = Vec::new();
+            for _ in 0..xorshift(r) % 12 {
+                let key = format!("k{}", xorshift(r) % 50).into_bytes();
+                let value = match xorshift(r) % 10 {
+                    0..=2 => None,
+                    3 => Some(vec![]),
+                    _ => Some(format!("v{id}.{}", xorshift(r) % 1000).into_bytes()),
+                };
+                match &value {
+                    Some(v) => state.insert(key.clone(), v.clone()),
+                    None => state.remove(&key),
+                };
+                changes.push((key, value));
+            }
+            model.entries = state.into_iter().collect();
+            let snapshot = xorshift(r)
+                .is_multiple_of(3)
+                .then(|| format!("s{id}").into_bytes());
+            model.snapshot = snapshot
+                .clone()
+                .unwrap_or(std::mem::take(&mut model.snapshot));
+            let (operator, instance) = (op.clone(), *inst);
+            deltas.push(InstanceDelta {
+                operator,
+                instance,
+                changes,
+                snapshot,
+            });
+        }
+        let had_state: BTreeSet<_> = segments(&s).into_iter().map(|x| (x.0, x.1)).collect();
+        s.commit(&meta(id), &deltas, retain).unwrap();
+        let written = segments(&s).into_iter().filter(|x| x.2 == id);
+        compactions += written
+            .filter(|(op, inst, _, h)| {
+                h.kind == Kind::Full && had_state.contains(&(op.clone(), *inst))
+            })
+            .count();
+        history.insert(id, current.clone());
+        while history.len() > retain {
+            let (gone, _) = history.pop_first().unwrap();
+            assert!(s.get(gone).unwrap().is_none());
+            assert!(s.load_instance(gone, "a", 0).is_err());
+        }
+        check_layout(&s, *history.keys().next().unwrap());
+        if xorshift(r).is_multiple_of(8) {
+            let to = *history
+                .keys()
+                .nth(xorshift(r) as usize % history.len())
+                .unwrap();
+            s.truncate_after(to).unwrap();
+            history.retain(|k, _| *k <= to);
+            current = history[&to].clone();
+            assert!(segments(&s).iter().all(|x| x.2 <= to));
+        }
+        if xorshift(r).is_multiple_of(6) {
+            drop(s);
+            s = open();
+        }
+        let listed: Vec<u64> = s.list().unwrap().iter().map(|m| m.id).collect();
+        assert_eq!(listed, history.keys().copied().collect::<Vec<_>>());
+        for (cp, model) in &history {
+            for ((op, inst), want) in model {
+                let got = s.load_instance(*cp, op, *inst).unwrap();
+                assert_eq!(&got, want, "checkpoint {cp} {op}/{inst}");
+            }
+            let live = model.values().map(|m| m.entries.len() as u64).sum::<u64>();
+            assert_eq!(s.get(*cp).unwrap().unwrap().state_keys, live);
+            let a = s.operator_state(*cp, "a").unwrap();
+            let want = (0..2)
+                .map(|i| model[&("a".into(), i)].entries.len())
+                .sum::<usize>();
+            assert_eq!(a.len(), want);
+            assert!(a.windows(2).all(|w| (&w[0].1, w[0].0) < (&w[1].1, w[1].0)));
+        }
+        assert!(rows(&s, SNAPSHOTS) <= (instances.len() * retain) as u64);
+    }
+    compactions
+}
+
+#[test]
+fn model_retain_3() {
+    assert!(model_run(0x9E37_79B9_7F4A_7C15, 3, 40, TUNING) > 0);
+}
+
+#[test]
+fn model_retain_1_and_5() {
+    assert!(model_run(0xDEAD_BEEF_1234_5678, 1, 40, TUNING) > 0);
+    assert!(model_run(0x0123_4567_89AB_CDEF, 5, 40, TUNING) > 0);
+}
+
+#[test]
+fn model_small_chunks_and_chains() {
+    assert!(model_run(0x5555_AAAA_1234_0001, 3, 40, EVERY_THIRD) > 10);
+    assert!(model_run(0x0F0F_F0F0_1234_0002, 2, 40, EVERY_THIRD) > 10);
+    assert_eq!(model_run(0x1357_9BDF_2468_ACE0, 3, 40, NEVER), 0);
+}
+
+#[test]
+fn incremental_is_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    let changes = |round: u32, step| {
+        let kv = |i: u32| format!("key-{i:08}=value-{round}-{i:032}");
+        let changes: Vec<_> = (0..10_000).step_by(step).map(kv).collect();
+        [delta("a", 0, &changes.join(" "), None)]
+    };
+    let full = s.commit(&meta(1), &changes(0, 1), 3).unwrap().bytes_written;
+    let inc = s
+        .commit(&meta(2), &changes(1, 100), 3)
+        .unwrap()
+        .bytes_written;
+    assert!(inc * 20 < full, "{inc} vs {full}");
+    let latest = s.latest().unwrap().unwrap();
+    assert_eq!((latest.bytes_written, latest.state_keys), (inc, 10_000));
+    assert_eq!(s.load_instance(2, "a", 0).unwrap().entries.len(), 10_000);
+    // The increment is stored as a delta of its 100 changes, split in chunks.
+    let segs = segments(&s);
+    assert_eq!(kinds(&s, "a", 0), "F1 D2");
+    assert_eq!((segs[1].3.entries, segs[0].3.entries), (100, 10_000));
+    assert!(segs[0].3.chunks > 1 && segs[0].3.bytes < full);
+}
+
+#[test]
+fn compaction_merges_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job")
+        .unwrap()
+        .with_tuning(EVERY_THIRD);
+    let steps = [
+        "a=1 b=2 c=3 d=4",
+        "b=20 -c e=5",
+        "-a c=30 -e",
+        "f=6 -b d=40",
+        "g=7",
+        "-c -d",
+    ];
+    let want = [
+        "a=1 b=2 c=3 d=4",
+        "a=1 b=20 d=4 e=5",
+        "b=20 c=30 d=4",
+        "c=30 d=40 f=6",
+        "c=30 d=40 f=6 g=7",
+        "f=6 g=7",
+    ];
+    for (i, changes) in steps.iter().enumerate() {
+        let id = i as u64 + 1;
+        s.commit(&meta(id), &[delta("a", 0, changes, None)], 10)
+            .unwrap();
+        let live = [4, 4, 3, 3, 4, 2][i];
+        assert_eq!(s.latest().unwrap().unwrap().state_keys, live);
+    }
+    // The fourth commit merged F1 D2 D3 and its changes into F4.
+    assert_eq!(kinds(&s, "a", 0), "F1 D2 D3 F4 D5 D6");
+    let f4 = segments(&s)[3].3;
+    assert_eq!((f4.kind, f4.entries), (Kind::Full, 3));
+    for (id, want) in want.iter().enumerate() {
+        let got = s.load_instance(id as u64 + 1, "a", 0).unwrap();
+        assert_eq!(show(&got), *want, "checkpoint {}", id + 1);
+    }
+    // Restoring 3 drops F4 and what followed; the chain F1 D2 D3 goes on.
+    s.truncate_after(3).unwrap();
+    assert_eq!(kinds(&s, "a", 0), "F1 D2 D3");
+    s.commit(&meta(7), &[delta("a", 0, "-b", None)], 10)
+        .unwrap();
+    assert_eq!(kinds(&s, "a", 0), "F1 D2 D3 F7");
+    assert_eq!(show(&s.load_instance(7, "a", 0).unwrap()), "c=30 d=4");
+    assert_eq!(show(&s.load_instance(3, "a", 0).unwrap()), want[2]);
+}
+
+#[test]
+fn gc_keeps_what_retained_checkpoints_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job")
+        .unwrap()
+        .with_tuning(EVERY_THIRD);
+    let mut expect = Vec::new();
+    for id in 1..=10u64 {
+        let d = delta("a", 0, &format!("k{id}={id} k{}=x", id % 3), None);
+        s.commit(&meta(id), &[d], 3).unwrap();
+        expect.push(show(&s.load_instance(id, "a", 0).unwrap()));
+        // Horizon id - 2: its newest full segment <= it and everything after.
+        let want = match id {
+            1 => "F1",
+            2 => "F1 D2",
+            3 => "F1 D2 D3",
+            4 => "F1 D2 D3 F4",
+            5 => "F1 D2 D3 F4 D5",
+            6 => "F4 D5 D6",
+            7 => "F4 D5 D6 F7",
+            8 => "F4 D5 D6 F7 D8",
+            9 => "F7 D8 D9",
+            _ => "F7 D8 D9 F10",
+        };
+        assert_eq!(kinds(&s, "a", 0), want, "after checkpoint {id}");
+        for cp in id.saturating_sub(2).max(1)..=id {
+            let got = show(&s.load_instance(cp, "a", 0).unwrap());
+            assert_eq!(got, expect[cp as usize - 1], "checkpoint {cp} after {id}");
+        }
+    }
+    assert_eq!(rows(&s, GC), 1);
+}
+
+#[test]
+fn dead_keys_are_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    // Keys live for one checkpoint each (windows, sessions): nothing of
+    // them may linger once no retained checkpoint sees them.
+    for id in 1..=20u64 {
+        let new: Vec<_> = (0..10).map(|k| format!("{id}.{k}=v")).collect();
+        let old: Vec<_> = (0..10).map(|k| format!("-{}.{k}", id - 1)).collect();
+        let d = delta(
+            "a",
+            0,
+            &format!("{} {} t{id}=1 -t{id}", new.join(" "), old.join(" ")),
+            None,
+        );
+        s.commit(&meta(id), &[d], 2).unwrap();
+    }
+    // Each change set replaces the whole state, so each commit writes a
+    // full segment; retained 19 and 20 keep theirs, the older are gone.
+    assert_eq!(kinds(&s, "a", 0), "F19 F20");
+    let stored = |s: &CheckpointStore| segments(s).iter().map(|x| x.3.entries).sum::<u64>();
+    assert_eq!(stored(&s), 20);
+    s.commit(&meta(21), &[delta("a", 0, "-20.0", None)], 1)
+        .unwrap();
+    assert_eq!(kinds(&s, "a", 0), "F20 D21");
+    assert_eq!((stored(&s), rows(&s, GC)), (10 + 1, 0));
+    assert_eq!(s.load_instance(21, "a", 0).unwrap().entries.len(), 9);
+}
+
+#[test]
+fn churn_stays_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    let stable: Vec<_> = (0..1000).map(|k| format!("stable{k:04}=v")).collect();
+    s.commit(&meta(1), &[delta("a", 0, &stable.join(" "), None)], 3)
+        .unwrap();
+    // Ten short-lived keys per checkpoint: their values and tombstones live
+    // in deltas until a compaction drops them.
+    let mut most = 0;
+    for id in 2..=600u64 {
+        let new: Vec<_> = (0..10).map(|k| format!("t{id}.{k}=v")).collect();
+        let old: Vec<_> = (0..10).map(|k| format!("-t{}.{k}", id - 1)).collect();
+        let d = delta(
+            "a",
+            0,
+            &format!("{} {}", new.join(" "), old.join(" ")),
+            None,
+        );
+        s.commit(&meta(id), &[d], 3).unwrap();
+        let stored = segments(&s).iter().map(|x| x.3.entries).sum::<u64>();
+        most = most.max(stored);
+    }
+    assert!(most < 4000, "{most} entries stored for 1010 live keys");
+    assert_eq!(s.load_instance(600, "a", 0).unwrap().entries.len(), 1010);
+}
+
+#[test]
+fn truncate_after_drops_newer() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    for id in 1..=4 {
+        let d = delta("a", 0, &format!("k={id} {id}=x"), Some(&id.to_string()));
+        s.commit(&meta(id), &[d], 10).unwrap();
+    }
+    let e = s.truncate_after(7).unwrap_err();
+    assert!(
+        matches!(e, StoreError::UnknownCheckpoint { id: 7, .. }),
+        "{e}"
+    );
+    s.truncate_after(2).unwrap();
+    let ids: Vec<_> = s.list().unwrap().iter().map(|m| m.id).collect();
+    assert_eq!(ids, [1, 2]);
+    let r = s.load_instance(2, "a", 0).unwrap();
+    assert_eq!(
+        (show(&r).as_str(), &r.snapshot[..]),
+        ("1=x 2=x k=2", &b"2"[..])
+    );
+    // The next checkpoint builds on 2, not on the truncated 3 and 4.
+    s.commit(&meta(5), &[delta("a", 0, "5=x", None)], 10)
+        .unwrap();
+    let r = s.load_instance(5, "a", 0).unwrap();
+    assert_eq!(
+        (show(&r).as_str(), &r.snapshot[..]),
+        ("1=x 2=x 5=x k=2", &b"2"[..])
+    );
+    assert_eq!(s.latest().unwrap().unwrap().state_keys, 4);
+    s.truncate_after(0).unwrap();
+    assert!(s.list().unwrap().is_empty());
+    assert_eq!(
+        rows(&s, SEGMENTS) + rows(&s, CHUNKS) + rows(&s, SNAPSHOTS) + rows(&s, GC),
+        0
+    );
+}
+
+#[test]
+fn open_refuses_other_job_and_reports_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    let e = CheckpointStore::open_existing(&empty).err().unwrap();
+    assert!(matches!(e, StoreError::NotFound { .. }), "{e}");
+    std::fs::create_dir(&empty).unwrap();
+    let e = CheckpointStore::open_existing(&empty).err().unwrap();
+    assert!(matches!(e, StoreError::NotFound { .. }), "{e}");
+    assert!(e.to_string().starts_with("no checkpoints in "), "{e}");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    drop(CheckpointStore::open(dir.path(), "job").unwrap());
+    let e = CheckpointStore::open(dir.path(), "other").err().unwrap();
+    assert!(
+        matches!(&e, StoreError::OtherJob { found, .. } if found == "job"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("--state-dir"), "{e}");
+    assert_eq!(
+        CheckpointStore::open_existing(dir.path())
+            .unwrap()
+            .job()
+            .unwrap(),
+        "job"
+    );
+}
+
+#[test]
+fn format_1_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    // The format-1 layout: one row per key and version.
+    const STATE_1: TableDefinition<(&str, u32, &[u8], u64), &[u8]> = TableDefinition::new("state");
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let mut meta_table = txn.open_table(META).unwrap();
+        meta_table.insert("job", &b"job"[..]).unwrap();
+        meta_table.insert("format", &b"1"[..]).unwrap();
+        drop(meta_table);
+        txn.open_table(CHECKPOINTS)
+            .unwrap()
+            .insert(1, serde_json::to_vec(&meta(1)).unwrap().as_slice())
+            .unwrap();
+        txn.open_table(STATE_1)
+            .unwrap()
+            .insert(("a", 0, &b"k"[..], 1), &[1, b'v'][..])
+            .unwrap();
+        txn.open_table(SNAPSHOTS).unwrap();
+        txn.commit().unwrap();
+    }
+    for e in [
+        CheckpointStore::open(dir.path(), "job").err().unwrap(),
+        CheckpointStore::open_existing(dir.path()).err().unwrap(),
+    ] {
+        assert!(
+            matches!(&e, StoreError::UnsupportedFormat { found, .. } if found == "1"),
+            "{e}"
+        );
+        let message = e.to_string();
+        assert!(
+            message.contains("has format \"1\", this weir reads format 2"),
+            "{e}"
+        );
+        assert!(
+            message.contains("use the weir version that wrote it"),
+            "{e}"
+        );
+    }
+    // Refusing leaves the file as it was (no format-2 tables added).
+    let db = Database::open(&path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let tables: Vec<_> = txn
+        .list_tables()
+        .unwrap()
+        .map(|t| t.name().to_string())
+        .collect();
+    assert!(!tables.iter().any(|t| t == "segments"), "{tables:?}");
+}
+
+#[test]
+fn inspect_while_job_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    s.commit(&meta(1), &[delta("a", 0, "k=v", None)], 3)
+        .unwrap();
+    let e = CheckpointStore::open(dir.path(), "job").err().unwrap();
+    assert!(matches!(e, StoreError::InUse { .. }), "{e}");
+    let ro = CheckpointStore::open_existing(dir.path()).unwrap();
+    assert_eq!(ro.latest().unwrap().unwrap().id, 1);
+    s.commit(&meta(2), &[], 3).unwrap();
+    assert_eq!(ro.latest().unwrap().unwrap().id, 2);
+    assert!(matches!(
+        ro.truncate_after(1),
+        Err(StoreError::Invalid { .. })
+    ));
+}
+
+/// Changes the raw tables of a store behind its back.
+fn tamper(s: &CheckpointStore, f: impl FnOnce(&WriteTransaction)) {
+    let txn = s.rw().unwrap().begin_write().unwrap();
+    f(&txn);
+    txn.commit().unwrap();
+}
+
+#[test]
+fn corrupted_segments_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job")
+        .unwrap()
+        .with_tuning(EVERY_THIRD);
+    let keys: Vec<_> = (0..40).map(|i| format!("key{i:02}=value{i}")).collect();
+    s.commit(&meta(1), &[delta("a", 0, &keys.join(" "), None)], 3)
+        .unwrap();
+    s.commit(&meta(2), &[delta("a", 0, "key07=x -key08", None)], 3)
+        .unwrap();
+    assert_eq!(kinds(&s, "a", 0), "F1 D2");
+    let good: Vec<Vec<u8>> = {
+        let txn = s.read().unwrap();
+        let chunks = txn.open_table(CHUNKS).unwrap();
+        let rows = chunks
+            .range(("a", 0, 1, 0)..=("a", 0, 1, u32::MAX))
+            .unwrap();
+        rows.map(|r| r.unwrap().1.value().to_vec()).collect()
+    };
+    assert!(good.len() > 3);
+    let damaged = |e: StoreError, what: &str| {
+        let message = e.to_string();
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{message}");
+        assert!(
+            message.contains("instance 0 of operator `a` written by checkpoint 1"),
+            "{message}"
+        );
+        assert!(message.contains(what), "{message}");
+        assert!(message.contains("move it away"), "{message}");
+    };
+    let set_chunk = |j: u32, bytes: &[u8]| {
+        tamper(&s, |txn| {
+            txn.open_table(CHUNKS)
+                .unwrap()
+                .insert(("a", 0, 1, j), bytes)
+                .unwrap();
+        })
+    };
+    let every_read = |what: &str| {
+        damaged(s.load_instance(2, "a", 0).unwrap_err(), what);
+        damaged(s.operator_state(1, "a").unwrap_err(), what);
+    };
+
+    // A chunk cut short: lengths no longer match the header.
+    set_chunk(1, &good[1][..good[1].len() - 1]);
+    every_read("its chunks hold");
+    // Same length, garbage inside: a length runs past the end, or keys out of order.
+    let mut garbage = good[1].clone();
+    garbage.iter_mut().for_each(|b| *b = 0xff);
+    set_chunk(1, &garbage);
+    every_read("");
+    // The commit that reads the chain to find live keys fails too, writing nothing.
+    let e = s.commit(&meta(3), &[delta("a", 0, "key30=y", None)], 3);
+    damaged(e.unwrap_err(), "");
+    assert_eq!(s.latest().unwrap().unwrap().id, 2);
+    // Keys out of order across chunks.
+    set_chunk(1, &good[3]);
+    every_read("order");
+    // Any single changed byte: an error or a readable value, never a panic.
+    for at in 0..good[2].len() {
+        for flip in [0x01, 0x40, 0x80] {
+            let mut bad = good[2].clone();
+            bad[at] ^= flip;
+            set_chunk(2, &bad);
+            set_chunk(1, &good[1]);
+            let _ = s.load_instance(2, "a", 0);
+            let _ = s.operator_state(2, "a");
+        }
+    }
+    set_chunk(2, &good[2]);
+    assert_eq!(s.load_instance(2, "a", 0).unwrap().entries.len(), 39);
+    // A missing chunk, a damaged header, a delta without its full segment.
+    tamper(&s, |txn| {
+        txn.open_table(CHUNKS)
+            .unwrap()
+            .remove(("a", 0, 1, 1))
+            .unwrap();
+    });
+    every_read("chunk 1 is missing");
+    set_chunk(1, &good[1]);
+    tamper(&s, |txn| {
+        txn.open_table(SEGMENTS)
+            .unwrap()
+            .insert(("a", 0, 1), &[1, 2, 3][..])
+            .unwrap();
+    });
+    every_read("header is 3 bytes");
+    tamper(&s, |txn| {
+        txn.open_table(SEGMENTS)
+            .unwrap()
+            .remove(("a", 0, 1))
+            .unwrap();
+    });
+    let e = s.load_instance(2, "a", 0).unwrap_err();
+    assert!(e.to_string().contains("no full segment precedes it"), "{e}");
+}
+
+#[test]
+fn damaged_files_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    let check = |e: Option<StoreError>| {
+        let e = e.expect("a damaged file must not open");
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    };
+    let mut r = 42u64;
+    let garbage: Vec<u8> = (0..10_000).map(|_| xorshift(&mut r) as u8).collect();
+    std::fs::write(&path, &garbage).unwrap();
+    check(CheckpointStore::open(dir.path(), "job").err());
+    check(CheckpointStore::open_existing(dir.path()).err());
+    std::fs::remove_file(&path).unwrap();
+    let changes: Vec<_> = (0..5000).map(|i| format!("{i}={i:064}")).collect();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    s.commit(&meta(1), &[delta("a", 0, &changes.join(" "), None)], 3)
+        .unwrap();
+    drop(s);
+    let valid = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &valid[..valid.len() / 2]).unwrap();
+    check(CheckpointStore::open(dir.path(), "job").err());
+    check(CheckpointStore::open_existing(dir.path()).err());
+    // Flipped bytes anywhere: an error or a readable store, never a panic.
+    for at in (0..valid.len()).step_by(valid.len() / 37) {
+        let mut bad = valid.clone();
+        bad[at] ^= 0x55;
+        std::fs::write(&path, &bad).unwrap();
+        if let Ok(s) = CheckpointStore::open(dir.path(), "job") {
+            let _ = s.list().and_then(|_| s.load_instance(1, "a", 0));
+        }
+    }
+}

@@ -1,0 +1,503 @@
+//! Records in flat form: one byte buffer plus one span per record (the WIT
+//! `weir:operator/flat` layout). [`Batch`] is a borrowed view of an input
+//! batch, [`RecordRef`] one of its records, and [`BatchBuf`] an owned flat
+//! batch being built (the SDK's emit buffers, and test inputs).
+//!
+//! Invariant: every range of every span of a [`Batch`] or [`BatchBuf`] lies
+//! inside its data. [`Batch::new`] checks it for the spans the host passes;
+//! [`BatchBuf`] maintains it by construction. Reading a record therefore
+//! never panics.
+
+use serde::de::{Deserialize, DeserializeSeed};
+
+use crate::{Error, Record, Result, ValueWriter};
+use weir_flat::{Range, SPAN_BYTES, Span};
+
+/// One record of a [`Batch`], borrowed: key, value and event time, without
+/// copying.
+///
+/// ```
+/// use weir_sdk::{BatchBuf, RecordRef};
+/// let mut buf = BatchBuf::new();
+/// buf.push(Some(b"k"), b"v", Some(7));
+/// let rec: RecordRef<'_> = buf.as_batch().get(0).unwrap();
+/// assert_eq!((rec.key, rec.value, rec.timestamp), (Some(&b"k"[..]), &b"v"[..], Some(7)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// Partitioning key, if any.
+    pub key: Option<&'a [u8]>,
+    /// The payload.
+    pub value: &'a [u8],
+    /// Event time in milliseconds since the Unix epoch, when known.
+    pub timestamp: Option<i64>,
+}
+
+impl<'a> RecordRef<'a> {
+    /// The value as UTF-8, or [`Error::InvalidInput`].
+    ///
+    /// ```
+    /// let r = weir_sdk::Record::new("ok");
+    /// assert_eq!(r.as_record_ref().value_str().unwrap(), "ok");
+    /// ```
+    #[inline]
+    pub fn value_str(&self) -> Result<&'a str> {
+        std::str::from_utf8(self.value)
+            .map_err(|e| Error::InvalidInput(format!("record value is not UTF-8: {e}")))
+    }
+
+    /// The key as UTF-8, when there is a key and it is UTF-8.
+    ///
+    /// ```
+    /// let r = weir_sdk::Record::new("v").with_key(vec![0xff]);
+    /// assert_eq!(r.as_record_ref().key_str(), None);
+    /// ```
+    #[inline]
+    pub fn key_str(&self) -> Option<&'a str> {
+        self.key.and_then(|k| std::str::from_utf8(k).ok())
+    }
+
+    /// The value parsed as JSON into `T`, which may borrow from the record,
+    /// or [`Error::InvalidInput`].
+    ///
+    /// ```
+    /// #[derive(serde::Deserialize)]
+    /// struct Event<'a> { user: &'a str }
+    /// let r = weir_sdk::Record::new(r#"{"user":"ada"}"#);
+    /// let e: Event = r.as_record_ref().parse_json().unwrap();
+    /// assert_eq!(e.user, "ada");
+    /// ```
+    pub fn parse_json<T: Deserialize<'a>>(&self) -> Result<T> {
+        self.parse_json_seed(std::marker::PhantomData)
+    }
+
+    /// The value parsed as JSON by a [`DeserializeSeed`] (to read only the
+    /// parts you need, without building the whole document), or
+    /// [`Error::InvalidInput`]. The whole value must be one JSON document.
+    ///
+    /// ```
+    /// use std::marker::PhantomData;
+    /// let r = weir_sdk::Record::new("[1, 2]");
+    /// let v: Vec<u8> = r.as_record_ref().parse_json_seed(PhantomData).unwrap();
+    /// assert_eq!(v, [1, 2]);
+    /// assert!(weir_sdk::Record::new("[1] x").as_record_ref().parse_json_seed(PhantomData::<Vec<u8>>).is_err());
+    /// ```
+    pub fn parse_json_seed<S: DeserializeSeed<'a>>(&self, seed: S) -> Result<S::Value> {
+        let mut de = serde_json::Deserializer::from_slice(self.value);
+        seed.deserialize(&mut de)
+            .and_then(|v| de.end().map(|()| v))
+            .map_err(|e| {
+                Error::InvalidInput(format!(
+                    "record value is not the expected JSON ({e}): {}",
+                    String::from_utf8_lossy(&self.value[..self.value.len().min(200)])
+                ))
+            })
+    }
+
+    /// An owned copy.
+    ///
+    /// ```
+    /// let r = weir_sdk::Record::new("v").with_key("k");
+    /// assert_eq!(r.as_record_ref().to_record(), r);
+    /// ```
+    pub fn to_record(&self) -> Record {
+        Record {
+            key: self.key.map(<[u8]>::to_vec),
+            value: self.value.to_vec(),
+            timestamp: self.timestamp,
+        }
+    }
+}
+
+/// The bytes of `range` in `data`, or `None` when it does not lie inside.
+#[inline]
+fn slice(data: &[u8], range: Range) -> Option<&[u8]> {
+    data.get(range.as_usize())
+}
+
+/// A batch of records in flat form, borrowed: what
+/// [`Operator::process_batch`](crate::Operator::process_batch) gets. Records
+/// are read in place, without copying or allocating.
+///
+/// ```
+/// use weir_sdk::BatchBuf;
+/// let mut buf = BatchBuf::new();
+/// buf.push(None, b"a", None);
+/// buf.push(Some(b"k"), b"b", None);
+/// let batch = buf.as_batch();
+/// assert_eq!(batch.len(), 2);
+/// let values: Vec<&[u8]> = batch.iter().map(|r| r.value).collect();
+/// assert_eq!(values, [&b"a"[..], &b"b"[..]]);
+/// assert_eq!(batch.get(1).unwrap().key, Some(&b"k"[..]));
+/// assert!(batch.get(2).is_none());
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    data: &'a [u8],
+    /// Packed spans (crate `weir-flat`), checked.
+    spans: &'a [u8],
+}
+
+impl<'a> Batch<'a> {
+    /// A view of the packed `spans` over `data`, or an error naming the
+    /// first bad span (the host guarantees there is none).
+    pub(crate) fn new(data: &'a [u8], spans: &'a [u8]) -> Result<Self> {
+        weir_flat::check(spans, data.len()).map_err(|e| Error::Other(format!("host bug: {e}")))?;
+        Ok(Batch { data, spans })
+    }
+
+    /// Number of records.
+    ///
+    /// ```
+    /// assert_eq!(weir_sdk::BatchBuf::new().as_batch().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.spans.len() / SPAN_BYTES
+    }
+
+    /// Whether the batch has no records.
+    ///
+    /// ```
+    /// assert!(weir_sdk::BatchBuf::new().as_batch().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    #[inline]
+    fn record(&self, packed: &[u8]) -> RecordRef<'a> {
+        let span = Span::decode(packed);
+        let data = self.data;
+        RecordRef {
+            key: span.key.map(|r| slice(data, r).unwrap_or_default()),
+            value: slice(data, span.value).unwrap_or_default(),
+            timestamp: span.timestamp,
+        }
+    }
+
+    /// Record `index`, if there is one.
+    ///
+    /// ```
+    /// let mut buf = weir_sdk::BatchBuf::new();
+    /// buf.push(None, b"x", Some(1));
+    /// assert_eq!(buf.as_batch().get(0).unwrap().timestamp, Some(1));
+    /// ```
+    pub fn get(&self, index: usize) -> Option<RecordRef<'a>> {
+        let at = index.checked_mul(SPAN_BYTES)?;
+        self.spans
+            .get(at..at.checked_add(SPAN_BYTES)?)
+            .map(|s| self.record(s))
+    }
+
+    /// The records, in order.
+    ///
+    /// ```
+    /// let mut buf = weir_sdk::BatchBuf::new();
+    /// buf.push(None, b"x", None);
+    /// assert_eq!(buf.as_batch().iter().count(), 1);
+    /// ```
+    pub fn iter(&self) -> BatchIter<'a> {
+        BatchIter {
+            batch: *self,
+            spans: self.spans.chunks_exact(SPAN_BYTES),
+        }
+    }
+
+    /// Owned copies of the records, in order.
+    ///
+    /// ```
+    /// let records = vec![weir_sdk::Record::new("a").with_key("k")];
+    /// assert_eq!(weir_sdk::BatchBuf::from_records(&records).as_batch().to_records(), records);
+    /// ```
+    pub fn to_records(&self) -> Vec<Record> {
+        self.iter().map(|r| r.to_record()).collect()
+    }
+}
+
+impl<'a> IntoIterator for Batch<'a> {
+    type Item = RecordRef<'a>;
+    type IntoIter = BatchIter<'a>;
+    fn into_iter(self) -> BatchIter<'a> {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &Batch<'a> {
+    type Item = RecordRef<'a>;
+    type IntoIter = BatchIter<'a>;
+    fn into_iter(self) -> BatchIter<'a> {
+        self.iter()
+    }
+}
+
+/// Iterator over the records of a [`Batch`], from [`Batch::iter`].
+///
+/// ```
+/// let mut buf = weir_sdk::BatchBuf::new();
+/// buf.push(None, b"x", None);
+/// let mut it: weir_sdk::BatchIter<'_> = buf.as_batch().iter();
+/// assert_eq!(it.len(), 1);
+/// assert_eq!(it.next().unwrap().value, b"x");
+/// ```
+#[derive(Debug, Clone)]
+pub struct BatchIter<'a> {
+    batch: Batch<'a>,
+    spans: std::slice::ChunksExact<'a, u8>,
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    type Item = RecordRef<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<RecordRef<'a>> {
+        self.spans.next().map(|s| self.batch.record(s))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.spans.size_hint()
+    }
+}
+
+impl ExactSizeIterator for BatchIter<'_> {}
+
+/// An owned batch in flat form, built record by record: one growing byte
+/// buffer and one span per record. [`Context`](crate::Context) buffers
+/// emitted records in one; build one to feed
+/// [`Operator::process_batch`](crate::Operator::process_batch) directly.
+///
+/// ```
+/// use weir_sdk::BatchBuf;
+/// let mut buf = BatchBuf::new();
+/// buf.push(Some(b"k"), b"v", None);
+/// buf.push_with(None, None, |out| out.push_str("written in place"));
+/// assert_eq!(buf.len(), 2);
+/// assert_eq!(buf.as_batch().get(1).unwrap().value, b"written in place");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct BatchBuf {
+    data: Vec<u8>,
+    /// Packed spans (crate `weir-flat`).
+    spans: Vec<u8>,
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).expect("a flat batch holds less than 4 GiB")
+}
+
+impl BatchBuf {
+    /// An empty batch.
+    ///
+    /// ```
+    /// assert!(weir_sdk::BatchBuf::new().is_empty());
+    /// ```
+    pub fn new() -> Self {
+        BatchBuf::default()
+    }
+
+    /// A flat copy of `records`.
+    ///
+    /// ```
+    /// let buf = weir_sdk::BatchBuf::from_records(&[weir_sdk::Record::new("a")]);
+    /// assert_eq!(buf.len(), 1);
+    /// ```
+    pub fn from_records(records: &[Record]) -> Self {
+        let mut buf = BatchBuf::new();
+        for r in records {
+            buf.push(r.key.as_deref(), &r.value, r.timestamp);
+        }
+        buf
+    }
+
+    /// The range of the bytes appended by `append`.
+    #[inline]
+    fn append(&mut self, append: impl FnOnce(&mut Vec<u8>)) -> Range {
+        let start = self.data.len();
+        append(&mut self.data);
+        Range {
+            offset: to_u32(start),
+            len: to_u32(self.data.len() - start),
+        }
+    }
+
+    /// Appends a record.
+    ///
+    /// ```
+    /// let mut buf = weir_sdk::BatchBuf::new();
+    /// buf.push(None, b"v", Some(1));
+    /// assert_eq!(buf.as_batch().get(0).unwrap().value, b"v");
+    /// ```
+    pub fn push(&mut self, key: Option<&[u8]>, value: &[u8], timestamp: Option<i64>) {
+        self.push_with(key, timestamp, |out| out.push_bytes(value));
+    }
+
+    /// Appends a record whose value `write` writes straight into the buffer.
+    ///
+    /// ```
+    /// let mut buf = weir_sdk::BatchBuf::new();
+    /// buf.push_with(Some(b"n"), None, |out| out.push_decimal(42));
+    /// assert_eq!(buf.as_batch().get(0).unwrap().value, b"42");
+    /// ```
+    #[inline]
+    pub fn push_with(
+        &mut self,
+        key: Option<&[u8]>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut ValueWriter<'_>),
+    ) {
+        let key = key.map(|k| self.append(|data| data.extend_from_slice(k)));
+        let value = self.append(|data| write(&mut ValueWriter::new(data)));
+        self.spans.extend_from_slice(
+            &Span {
+                key,
+                value,
+                timestamp,
+            }
+            .encode(),
+        );
+    }
+
+    /// Number of records.
+    ///
+    /// ```
+    /// assert_eq!(weir_sdk::BatchBuf::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.spans.len() / SPAN_BYTES
+    }
+
+    /// Whether there are no records.
+    ///
+    /// ```
+    /// assert!(weir_sdk::BatchBuf::default().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Bytes of keys and values held.
+    ///
+    /// ```
+    /// let mut buf = weir_sdk::BatchBuf::new();
+    /// buf.push(Some(b"k"), b"vv", None);
+    /// assert_eq!(buf.data_len(), 3);
+    /// ```
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Removes every record, keeping the allocated memory.
+    ///
+    /// ```
+    /// let mut buf = weir_sdk::BatchBuf::new();
+    /// buf.push(None, b"v", None);
+    /// buf.clear();
+    /// assert!(buf.is_empty() && buf.data_len() == 0);
+    /// ```
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.spans.clear();
+    }
+
+    /// A borrowed view of the records.
+    ///
+    /// ```
+    /// let buf = weir_sdk::BatchBuf::from_records(&[weir_sdk::Record::new("a")]);
+    /// assert_eq!(buf.as_batch().get(0).unwrap().value, b"a");
+    /// ```
+    pub fn as_batch(&self) -> Batch<'_> {
+        Batch {
+            data: &self.data,
+            spans: &self.spans,
+        }
+    }
+
+    /// The data buffer and the spans, as the flat WIT interfaces take them.
+    pub(crate) fn parts(&self) -> (&[u8], &[u8]) {
+        (&self.data, &self.spans)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(offset: u32, len: u32) -> Range {
+        Range { offset, len }
+    }
+
+    fn packed(spans: &[Span]) -> Vec<u8> {
+        spans.iter().flat_map(Span::encode).collect()
+    }
+
+    #[test]
+    fn a_span_outside_the_data_is_an_error_not_a_panic() {
+        let data = b"abc";
+        let ok = Span {
+            key: Some(range(0, 1)),
+            value: range(1, 2),
+            timestamp: None,
+        };
+        assert_eq!(
+            Batch::new(data, &packed(&[ok]))
+                .unwrap()
+                .get(0)
+                .unwrap()
+                .value,
+            b"bc"
+        );
+        for bad in [
+            Span {
+                value: range(2, 2),
+                ..ok
+            },
+            Span {
+                key: Some(range(3, 1)),
+                ..ok
+            },
+            Span {
+                value: range(u32::MAX, u32::MAX),
+                ..ok
+            },
+        ] {
+            let err = Batch::new(data, &packed(&[ok, bad])).unwrap_err();
+            assert!(err.to_string().contains("record 1 "), "{err}");
+        }
+        // An empty range at the very end is inside.
+        assert!(
+            Batch::new(
+                data,
+                &packed(&[Span {
+                    value: range(3, 0),
+                    ..ok
+                }])
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn ranges_may_overlap() {
+        let data = b"word";
+        let span = Span {
+            key: Some(range(0, 4)),
+            value: range(0, 4),
+            timestamp: Some(-1),
+        };
+        let spans = packed(&[span]);
+        let rec = Batch::new(data, &spans).unwrap().get(0).unwrap();
+        assert_eq!((rec.key, rec.value), (Some(&b"word"[..]), &b"word"[..]));
+    }
+
+    #[test]
+    fn records_round_trip_through_the_flat_form() {
+        let records = vec![
+            Record::new("").with_key(""),
+            Record::new("v").with_timestamp(i64::MIN),
+            Record::new(vec![0xff; 3]).with_key("k"),
+        ];
+        let buf = BatchBuf::from_records(&records);
+        assert_eq!(buf.as_batch().to_records(), records);
+        let (data, spans) = buf.parts();
+        assert_eq!(Batch::new(data, spans).unwrap().to_records(), records);
+    }
+}

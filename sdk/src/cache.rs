@@ -1,0 +1,387 @@
+//! The guest-side write-back cache behind [`MapState`](crate::MapState) and
+//! [`ValueState`](crate::ValueState), and the registry through which the SDK
+//! writes every cache back to host state.
+//!
+//! Why writing back late is correct: the host takes this instance's state
+//! only right after `on-checkpoint` returns (at the end of input, `finish`
+//! is followed by `on-checkpoint`), and the adapter writes every dirty entry
+//! back before it returns from `on-checkpoint` and from `finish`. Every
+//! checkpoint therefore holds every write made before it. After a failure
+//! the host discards the instance, this cache with it, restores host state
+//! from the last checkpoint and replays the records after it, so a write
+//! that lived only here is made again, never lost.
+//!
+//! Invariant (coherence): a clean entry holds what the host holds under its
+//! key (`None`: nothing); a dirty entry holds a newer value that the next
+//! write-back stores. Raw state access through [`Context`](crate::Context)
+//! keeps it: a raw read first writes every cache back, a raw write first
+//! writes back and empties every cache.
+
+use std::any::Any;
+use std::borrow::Borrow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::rc::Rc;
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::bindings::weir::operator::state::Entry;
+use crate::hash::SeededState;
+use crate::typed::DEFAULT_CACHE_CAPACITY;
+use crate::{Error, Result, host};
+
+/// Where a store's entries live in host state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// A map: key `k` is stored under `<k>` followed by `suffix`.
+    Map { suffix: Vec<u8> },
+    /// One value, stored under `key`.
+    Value { key: Vec<u8> },
+}
+
+/// A state key's text: the key's string when it serializes to a JSON
+/// string, else its JSON text.
+fn encode_key<K: Serialize>(key: &K) -> Vec<u8> {
+    match serde_json::to_value(key) {
+        Ok(serde_json::Value::String(s)) => s.into_bytes(),
+        _ => serde_json::to_vec(key).expect("serializing a state key to JSON in memory"),
+    }
+}
+
+impl Layout {
+    pub(crate) fn state_key<K: Serialize>(&self, key: &K) -> Vec<u8> {
+        match self {
+            Layout::Map { suffix } => {
+                let mut out = encode_key(key);
+                out.extend_from_slice(suffix);
+                out
+            }
+            Layout::Value { key } => key.clone(),
+        }
+    }
+}
+
+fn encode_value<V: Serialize>(v: &V) -> Vec<u8> {
+    serde_json::to_vec(v).expect("serializing a state value to JSON in memory")
+}
+
+pub(crate) fn decode_value<V: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<V> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        Error::IncompatibleState(format!(
+            "state `{what}` holds a value that does not decode: {e}"
+        ))
+    })
+}
+
+/// Host writes collected from dirty entries, made with one `put-many` (and
+/// one `delete` per removed key).
+#[derive(Default)]
+struct Writes {
+    puts: Vec<Entry>,
+    deletes: Vec<Vec<u8>>,
+}
+
+impl Writes {
+    fn apply(self) {
+        if !self.puts.is_empty() {
+            host::put_many(&self.puts);
+        }
+        for key in &self.deletes {
+            host::delete(key);
+        }
+    }
+}
+
+/// A cached value; `None` when the host holds nothing (or it was removed).
+struct Slot<V> {
+    value: Option<V>,
+    dirty: bool,
+}
+
+/// The cache of one named map or value.
+pub(crate) struct Store<K, V> {
+    name: &'static str,
+    layout: Layout,
+    /// Entries held before a write-back and eviction; 0 writes through.
+    capacity: usize,
+    entries: HashMap<K, Slot<V>, SeededState>,
+    /// Number of dirty entries.
+    dirty: usize,
+}
+
+impl<K, V> Store<K, V>
+where
+    K: Serialize + Hash + Eq + Clone,
+    V: Serialize + DeserializeOwned + Clone,
+{
+    /// Runs `f` on the slot of `key`, reading the host once on a miss.
+    fn with_slot<Q, R>(&mut self, key: &Q, f: impl FnOnce(&mut Slot<V>) -> R) -> Result<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if let Some(slot) = self.entries.get_mut(key) {
+            return Ok(f(slot));
+        }
+        let key = key.to_owned();
+        let value = host::get(&self.layout.state_key(&key))
+            .map(|b| decode_value(self.name, &b))
+            .transpose()?;
+        let slot = self.entries.entry(key).or_insert(Slot {
+            value,
+            dirty: false,
+        });
+        Ok(f(slot))
+    }
+
+    /// Stores `value` (`None`: removes) under `key`, dirty, without reading.
+    fn set<Q>(&mut self, key: &Q, value: Option<V>)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        match self.entries.get_mut(key) {
+            Some(slot) => {
+                slot.value = value;
+                if !slot.dirty {
+                    slot.dirty = true;
+                    self.dirty += 1;
+                }
+            }
+            None => {
+                let slot = Slot { value, dirty: true };
+                self.entries.insert(key.to_owned(), slot);
+                self.dirty += 1;
+            }
+        }
+    }
+
+    fn take_dirty(&mut self, writes: &mut Writes) {
+        if self.dirty == 0 {
+            return;
+        }
+        for (key, slot) in self.entries.iter_mut().filter(|(_, s)| s.dirty) {
+            slot.dirty = false;
+            let key = self.layout.state_key(key);
+            match &slot.value {
+                Some(v) => writes.puts.push(Entry {
+                    key,
+                    value: encode_value(v),
+                }),
+                None => writes.deletes.push(key),
+            }
+        }
+        self.dirty = 0;
+    }
+
+    /// Over capacity: writes back, then drops every entry.
+    fn enforce_capacity(&mut self) {
+        if self.entries.len() > self.capacity {
+            let mut writes = Writes::default();
+            self.take_dirty(&mut writes);
+            writes.apply();
+            self.entries.clear();
+        }
+    }
+}
+
+/// A store as the registry sees it.
+trait Cached: Any {
+    /// Moves the dirty entries into `writes` and marks them clean.
+    fn take_dirty(&self, writes: &mut Writes);
+    /// Drops every entry; they must all be clean.
+    fn evict(&self);
+}
+
+impl<K, V> Cached for RefCell<Store<K, V>>
+where
+    K: Serialize + Hash + Eq + Clone + 'static,
+    V: Serialize + DeserializeOwned + Clone + 'static,
+{
+    fn take_dirty(&self, writes: &mut Writes) {
+        self.borrow_mut().take_dirty(writes)
+    }
+
+    fn evict(&self) {
+        let mut store = self.borrow_mut();
+        debug_assert_eq!(store.dirty, 0, "evicting dirty entries");
+        store.entries.clear();
+    }
+}
+
+/// Every store of one operator instance, by layout. The guest is single
+/// threaded and runs one instance, so on Wasm this is one thread-local;
+/// `testing` installs one per simulated instance.
+#[derive(Default)]
+pub(crate) struct Registry {
+    stores: Vec<(Layout, Rc<dyn Cached>)>,
+}
+
+thread_local! {
+    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
+}
+
+/// Exchanges the installed registry with `other`.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+pub(crate) fn swap_registry(other: &mut Registry) {
+    REGISTRY.with(|r| std::mem::swap(&mut *r.borrow_mut(), other));
+}
+
+/// Writes every dirty entry of every store back to the host: one
+/// `put-many`, one `delete` per removed key. Entries stay cached, clean.
+pub(crate) fn write_back_all() {
+    let mut writes = Writes::default();
+    REGISTRY.with(|r| {
+        for (_, store) in &r.borrow().stores {
+            store.take_dirty(&mut writes);
+        }
+    });
+    writes.apply();
+}
+
+/// [`write_back_all`], then empties every store.
+pub(crate) fn write_back_and_evict_all() {
+    write_back_all();
+    REGISTRY.with(|r| {
+        for (_, store) in &r.borrow().stores {
+            store.evict();
+        }
+    });
+}
+
+/// A handle on a store; clones share it.
+pub(crate) struct Shared<K, V>(Rc<RefCell<Store<K, V>>>);
+
+impl<K, V> Clone for Shared<K, V> {
+    fn clone(&self) -> Self {
+        Shared(Rc::clone(&self.0))
+    }
+}
+
+impl<K, V> std::fmt::Debug for Shared<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = RefCell::borrow(&self.0);
+        f.debug_struct("StateCache")
+            .field("name", &s.name)
+            .field("capacity", &s.capacity)
+            .field("cached", &s.entries.len())
+            .field("dirty", &s.dirty)
+            .finish()
+    }
+}
+
+impl<K, V> Shared<K, V>
+where
+    K: Serialize + Hash + Eq + Clone + 'static,
+    V: Serialize + DeserializeOwned + Clone + 'static,
+{
+    /// The instance's store at `layout`, created empty when there is none.
+    /// Panics when it exists with other key or value types.
+    pub(crate) fn open(name: &'static str, layout: Layout) -> Self {
+        REGISTRY.with(|r| {
+            let mut registry = r.borrow_mut();
+            if let Some((_, found)) = registry.stores.iter().find(|(l, _)| *l == layout) {
+                let found: Rc<dyn Any> = found.clone();
+                return Shared(found.downcast().unwrap_or_else(|_| {
+                    panic!("typed state `{name}` is already in use with other key or value types: give each its own name")
+                }));
+            }
+            let store = Rc::new(RefCell::new(Store {
+                name,
+                layout: layout.clone(),
+                capacity: DEFAULT_CACHE_CAPACITY,
+                entries: HashMap::default(),
+                dirty: 0,
+            }));
+            registry.stores.push((layout, store.clone()));
+            Shared(store)
+        })
+    }
+
+    pub(crate) fn set_capacity(&self, capacity: usize) {
+        self.0.borrow_mut().capacity = capacity;
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        RefCell::borrow(&self.0).name
+    }
+
+    pub(crate) fn state_key(&self, key: &K) -> Vec<u8> {
+        RefCell::borrow(&self.0).layout.state_key(key)
+    }
+
+    /// The value under `key`.
+    pub(crate) fn get<Q>(&self, key: &Q) -> Result<Option<V>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let mut store = self.0.borrow_mut();
+        let value = store.with_slot(key, |slot| slot.value.clone())?;
+        store.enforce_capacity();
+        Ok(value)
+    }
+
+    /// The values under `keys`, reading every miss in one `get-many`.
+    pub(crate) fn get_many(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
+        let mut store = self.0.borrow_mut();
+        let mut out = Vec::with_capacity(keys.len());
+        let mut misses = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            match store.entries.get(key) {
+                Some(slot) => out.push(slot.value.clone()),
+                None => {
+                    out.push(None);
+                    misses.push(i);
+                }
+            }
+        }
+        if !misses.is_empty() {
+            let byte_keys: Vec<Vec<u8>> = misses
+                .iter()
+                .map(|&i| store.layout.state_key(&keys[i]))
+                .collect();
+            for (&i, bytes) in misses.iter().zip(host::get_many(&byte_keys)) {
+                let value: Option<V> = bytes.map(|b| decode_value(store.name, &b)).transpose()?;
+                out[i].clone_from(&value);
+                store.entries.entry(keys[i].clone()).or_insert(Slot {
+                    value,
+                    dirty: false,
+                });
+            }
+        }
+        store.enforce_capacity();
+        Ok(out)
+    }
+
+    /// Replaces the value under `key` with `f(old)`; returns the new value.
+    pub(crate) fn update<Q>(&self, key: &Q, f: impl FnOnce(Option<V>) -> V) -> Result<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let mut store = self.0.borrow_mut();
+        let (new, newly_dirty) = store.with_slot(key, |slot| {
+            let new = f(slot.value.take());
+            slot.value = Some(new.clone());
+            (new, !std::mem::replace(&mut slot.dirty, true))
+        })?;
+        store.dirty += usize::from(newly_dirty);
+        store.enforce_capacity();
+        Ok(new)
+    }
+
+    /// Stores each `(key, value)`; `None` removes.
+    pub(crate) fn set_many<'a, Q>(&self, pairs: impl IntoIterator<Item = (&'a Q, Option<V>)>)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'a,
+    {
+        let mut store = self.0.borrow_mut();
+        for (key, value) in pairs {
+            store.set(key, value);
+        }
+        store.enforce_capacity();
+    }
+}

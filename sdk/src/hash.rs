@@ -1,0 +1,111 @@
+//! A fast hasher for the state cache's keys (mostly short strings), where
+//! std's SipHash would cost more than the rest of a cache lookup. Keys come
+//! from input records, so the hash is seeded per cache from std's
+//! `RandomState` (random bytes from the host), as a defence against inputs
+//! made to collide.
+
+use std::hash::{BuildHasher, Hasher, RandomState};
+
+/// Multiplier of the mixing step: odd, with well-spread bits.
+const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The two halves of the 128-bit product of `x` and [`MULTIPLIER`], xored:
+/// every input bit affects every output bit.
+#[inline]
+fn mix(x: u64) -> u64 {
+    let product = u128::from(x) * u128::from(MULTIPLIER);
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+/// Builds [`FoldHasher`]s from one random seed.
+#[derive(Debug, Clone)]
+pub(crate) struct SeededState {
+    seed: u64,
+}
+
+impl Default for SeededState {
+    fn default() -> Self {
+        SeededState {
+            seed: RandomState::new().hash_one(0u64),
+        }
+    }
+}
+
+impl BuildHasher for SeededState {
+    type Hasher = FoldHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> FoldHasher {
+        FoldHasher { state: self.seed }
+    }
+}
+
+/// Mixes each 8-byte word of the input into its state.
+pub(crate) struct FoldHasher {
+    state: u64,
+}
+
+impl Hasher for FoldHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            self.state = mix(self.state ^ word);
+        }
+        // The tail, shorter than a word, tagged with its length so that
+        // inputs differing only by trailing zero bytes differ.
+        let tail = chunks.remainder();
+        let word = tail
+            .iter()
+            .rev()
+            .fold(0u64, |w, &b| (w << 8) | u64::from(b));
+        self.state = mix(self.state ^ word ^ ((tail.len() as u64) << 59));
+    }
+
+    #[inline]
+    fn write_u8(&mut self, byte: u8) {
+        self.state = mix(self.state ^ u64::from(byte) ^ (1 << 58));
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.state = mix(self.state ^ n);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.state
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn similar_keys_hash_apart() {
+        let state = SeededState::default();
+        let mut keys: Vec<Vec<u8>> = (0..20_000u32)
+            .map(|i| format!("w{i}").into_bytes())
+            .collect();
+        keys.extend([vec![], vec![0], vec![0, 0], vec![0; 8], vec![0; 9]]);
+        let hashes: HashSet<u64> = keys.iter().map(|k| state.hash_one(k)).collect();
+        assert_eq!(hashes.len(), keys.len());
+        // The low bits (what a table indexes by) are spread too.
+        let buckets: HashSet<u64> = hashes.iter().map(|h| h & 0xfff).collect();
+        assert!(buckets.len() > 4000, "{}", buckets.len());
+    }
+
+    #[test]
+    fn each_state_has_its_own_seed() {
+        let (a, b) = (SeededState::default(), SeededState::default());
+        assert_ne!(a.hash_one("word"), b.hash_one("word"));
+    }
+}

@@ -1,0 +1,259 @@
+//! The write-back cache of `MapState` and `ValueState`, through the harness:
+//! no write is lost, none is written back stale, and every write reaches
+//! host state by the time `on_checkpoint` or `finish` returns.
+
+use weir_sdk::testing::Harness;
+use weir_sdk::*;
+
+/// Counts each record's value in `count`, and records in `total`; each
+/// record is a command: `+w` counts `w`, `-w` removes `w`, `raw:w=n` writes
+/// `n` under `w`'s state key through the raw context, `?w` emits what
+/// `ctx.get` sees under it. `finish` stores the number of batches.
+struct Counter {
+    counts: MapState<String, u64>,
+    total: ValueState<u64>,
+    batches: u64,
+}
+
+impl Operator for Counter {
+    fn describe() -> OperatorInfo {
+        OperatorInfo::new("counter", "1.0.0")
+            .input("in")
+            .output("out")
+    }
+
+    fn open(ctx: &OpenContext) -> Result<Self> {
+        let capacity: Option<usize> = ctx.config_as()?;
+        let mut counts = MapState::new("count");
+        if let Some(c) = capacity {
+            counts = counts.with_cache_capacity(c);
+        }
+        Ok(Counter {
+            counts,
+            total: ValueState::new("total"),
+            batches: 0,
+        })
+    }
+
+    fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> {
+        unreachable!("the harness passes batches in flat form")
+    }
+
+    fn process_batch(&mut self, ctx: &mut Context, _: u32, batch: &Batch<'_>) -> Result<()> {
+        self.batches += 1;
+        for rec in batch {
+            let cmd = rec.value_str()?;
+            let (op, arg) = cmd.split_at(1);
+            match op {
+                "+" => {
+                    let n = self.counts.update(ctx, arg, |n| n.unwrap_or(0) + 1)?;
+                    ctx.emit_with(0, Some(arg.as_bytes()), |out| out.push_decimal(n));
+                }
+                "-" => self.counts.remove(ctx, arg),
+                "?" => {
+                    let raw = ctx.get(&self.counts.state_key(&arg.to_string()));
+                    ctx.emit_bytes(0, None, raw.as_deref().unwrap_or(b"none"));
+                }
+                _ => {
+                    let (w, n) = cmd["raw:".len()..].split_once('=').unwrap();
+                    ctx.put(&self.counts.state_key(&w.to_string()), n.as_bytes());
+                }
+            }
+            self.total.update(ctx, |t| t.unwrap_or(0) + 1)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _ctx: &mut Context) -> Result<()> {
+        let batches = ValueState::<u64>::new("batches");
+        batches.set(_ctx, &self.batches);
+        Ok(())
+    }
+}
+
+fn batch(cmds: &[&str]) -> Vec<Record> {
+    cmds.iter().map(|c| Record::new(*c)).collect()
+}
+
+fn values(out: &[Record]) -> Vec<String> {
+    out.iter()
+        .map(|r| r.value_str().unwrap().to_string())
+        .collect()
+}
+
+fn stored<'a>(h: &'a Harness<Counter>, key: &str) -> Option<&'a str> {
+    h.state()
+        .get(key.as_bytes())
+        .map(|v| std::str::from_utf8(v).unwrap())
+}
+
+#[test]
+fn hits_need_no_host_call_and_writes_wait_for_the_checkpoint() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    let out = h.process("in", batch(&["+a", "+a", "+b"])).unwrap();
+    assert_eq!(values(&out), ["1", "2", "1"]);
+    let out = h.process("in", batch(&["+a", "+b"])).unwrap();
+    assert_eq!(values(&out), ["3", "2"]);
+    let calls = h.host_calls().clone();
+    // One read per key and the total on first sight, then none; no writes yet.
+    assert_eq!(
+        (calls.get, calls.get_many, calls.put, calls.put_many),
+        (3, 0, 0, 0)
+    );
+    assert!(h.state().is_empty());
+
+    h.checkpoint(1).unwrap();
+    assert_eq!(h.host_calls().put_many, 1, "one put-many for every store");
+    assert_eq!(stored(&h, "a\0count"), Some("3"));
+    assert_eq!(stored(&h, "b\0count"), Some("2"));
+    assert_eq!(stored(&h, "\0total"), Some("5"));
+
+    // A checkpoint with nothing dirty writes nothing.
+    h.checkpoint(2).unwrap();
+    assert_eq!(h.host_calls().put_many, 1);
+}
+
+#[test]
+fn finish_writes_back_what_it_and_earlier_hooks_wrote() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    h.process("in", batch(&["+a"])).unwrap();
+    h.process("in", batch(&["+a"])).unwrap();
+    assert!(h.state().is_empty());
+    h.finish().unwrap();
+    assert_eq!(stored(&h, "a\0count"), Some("2"));
+    assert_eq!(stored(&h, "\0batches"), Some("2"));
+}
+
+#[test]
+fn later_writes_win_across_checkpoints_and_removals() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    h.process("in", batch(&["+a"])).unwrap();
+    h.checkpoint(1).unwrap();
+    h.process("in", batch(&["+a"])).unwrap();
+    assert_eq!(
+        stored(&h, "a\0count"),
+        Some("1"),
+        "not before the checkpoint"
+    );
+    h.checkpoint(2).unwrap();
+    assert_eq!(stored(&h, "a\0count"), Some("2"));
+
+    h.process("in", batch(&["-a"])).unwrap();
+    assert_eq!(stored(&h, "a\0count"), Some("2"));
+    h.checkpoint(3).unwrap();
+    assert_eq!(stored(&h, "a\0count"), None);
+    let gets = h.host_calls().get;
+    let out = h.process("in", batch(&["+a", "-a", "+a"])).unwrap();
+    assert_eq!(values(&out), ["1", "1"], "a removed key counts from zero");
+    assert_eq!(h.host_calls().get, gets, "a removal is cached too");
+    h.checkpoint(4).unwrap();
+    assert_eq!(stored(&h, "a\0count"), Some("1"));
+}
+
+#[test]
+fn raw_access_sees_typed_writes_and_typed_reads_see_raw_writes() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    // A raw read writes the cache back first.
+    let out = h.process("in", batch(&["+a", "+a", "?a"])).unwrap();
+    assert_eq!(values(&out), ["1", "2", "2"]);
+    // A raw write is not overwritten by a stale cached value, and is read.
+    let out = h.process("in", batch(&["+a", "raw:a=10", "+a"])).unwrap();
+    assert_eq!(values(&out), ["3", "11"]);
+    h.checkpoint(1).unwrap();
+    assert_eq!(stored(&h, "a\0count"), Some("11"));
+    let out = h.process("in", batch(&["raw:a=20"])).unwrap();
+    assert!(out.is_empty());
+    h.checkpoint(2).unwrap();
+    assert_eq!(stored(&h, "a\0count"), Some("20"));
+}
+
+#[test]
+fn a_full_cache_writes_back_before_it_empties() {
+    let mut h = Harness::<Counter>::open("2").unwrap();
+    let out = h
+        .process("in", batch(&["+a", "+b", "+c", "+d", "+a"]))
+        .unwrap();
+    assert_eq!(values(&out), ["1", "1", "1", "1", "2"]);
+    // The third key overflowed the cache: a, b and c were written back.
+    for key in ["a", "b", "c"] {
+        assert_eq!(stored(&h, &format!("{key}\0count")), Some("1"), "{key}");
+    }
+    h.checkpoint(1).unwrap();
+    assert_eq!(stored(&h, "a\0count"), Some("2"));
+    assert_eq!(stored(&h, "d\0count"), Some("1"));
+}
+
+#[test]
+fn capacity_zero_writes_through() {
+    let mut h = Harness::<Counter>::open("0").unwrap();
+    h.process("in", batch(&["+a", "+a"])).unwrap();
+    assert_eq!(stored(&h, "a\0count"), Some("2"));
+    assert_eq!(
+        h.host_calls().get,
+        3,
+        "nothing is kept: every read reaches the host"
+    );
+}
+
+#[test]
+fn a_restart_keeps_what_the_checkpoint_wrote_back() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    h.process("in", batch(&["+a", "+a"])).unwrap();
+    h.restart().unwrap();
+    let gets = h.host_calls().get;
+    let out = h.process("in", batch(&["+a"])).unwrap();
+    assert_eq!(values(&out), ["3"]);
+    assert_eq!(
+        h.host_calls().get,
+        gets + 2,
+        "the new instance starts with an empty cache"
+    );
+}
+
+#[test]
+fn handles_of_one_name_share_one_cache() {
+    testing::with_memory_host(|| {
+        let mut ctx = Context::new();
+        let a = MapState::<String, u64>::new("m");
+        let b = MapState::<String, u64>::new("m");
+        a.put(&mut ctx, &"k".to_string(), &1);
+        assert_eq!(b.get(&ctx, "k").unwrap(), Some(1));
+        b.update(&mut ctx, "k", |n| n.unwrap_or(0) + 1).unwrap();
+        assert_eq!(a.clone().get(&ctx, "k").unwrap(), Some(2));
+        assert_eq!(ctx.get(b"k\0m").unwrap(), b"2");
+    });
+}
+
+#[test]
+#[should_panic(expected = "already in use with other key or value types")]
+fn one_name_with_two_types_panics() {
+    testing::with_memory_host(|| {
+        let _a = MapState::<String, u64>::new("m");
+        let _b = MapState::<String, String>::new("m");
+    });
+}
+
+#[test]
+fn get_many_reads_every_miss_in_one_call() {
+    testing::with_memory_host(|| {
+        let mut ctx = Context::new();
+        ctx.put(b"x\0m", b"7");
+        let m = MapState::<String, u64>::new("m");
+        m.put(&mut ctx, &"cached".to_string(), &1);
+        let keys = ["x", "cached", "missing", "x"].map(String::from);
+        assert_eq!(
+            m.get_many(&ctx, &keys).unwrap(),
+            [Some(7), Some(1), None, Some(7)]
+        );
+        assert_eq!(m.get_many(&ctx, &keys).unwrap()[0], Some(7));
+    });
+}
+
+#[test]
+fn a_value_that_does_not_decode_is_incompatible_state() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    h.state_mut()
+        .insert(b"a\0count".to_vec(), b"\"text\"".to_vec());
+    let err = h.process("in", batch(&["+a"])).unwrap_err();
+    assert!(matches!(err, Error::IncompatibleState(_)), "{err}");
+}
