@@ -42,6 +42,7 @@ pub(crate) mod hooks {
         if write_back {
             cache::write_back_all();
         }
+        cache::trim_all();
         ctx.flush();
         out
     }

@@ -175,14 +175,29 @@ where
         self.dirty = 0;
     }
 
-    /// Over capacity: writes back, then drops every entry.
-    fn enforce_capacity(&mut self) {
-        if self.entries.len() > self.capacity {
+    /// Over `limit` entries: writes back, then drops entries down to half
+    /// the capacity, an arbitrary half (hash order), so that a working set
+    /// larger than the capacity keeps a hit rate near capacity / working set
+    /// instead of starting cold after every overflow.
+    fn trim_over(&mut self, limit: usize) {
+        if self.entries.len() > limit {
             let mut writes = Writes::default();
             self.take_dirty(&mut writes);
             writes.apply();
-            self.entries.clear();
+            let keep = self.capacity / 2;
+            let mut seen = 0;
+            self.entries.retain(|_, _| {
+                seen += 1;
+                seen <= keep
+            });
         }
+    }
+
+    /// The bound inside a hook: twice the capacity. The capacity itself is
+    /// enforced when the hook returns ([`trim_all`]), so that the keys one
+    /// batch prefetches stay cached while the batch is processed.
+    fn enforce_hard_bound(&mut self) {
+        self.trim_over(self.capacity.saturating_mul(2));
     }
 }
 
@@ -192,6 +207,8 @@ trait Cached: Any {
     fn take_dirty(&self, writes: &mut Writes);
     /// Drops every entry; they must all be clean.
     fn evict(&self);
+    /// Writes back and evicts half when over capacity.
+    fn trim(&self);
 }
 
 impl<K, V> Cached for RefCell<Store<K, V>>
@@ -201,6 +218,12 @@ where
 {
     fn take_dirty(&self, writes: &mut Writes) {
         self.borrow_mut().take_dirty(writes)
+    }
+
+    fn trim(&self) {
+        let mut store = self.borrow_mut();
+        let capacity = store.capacity;
+        store.trim_over(capacity);
     }
 
     fn evict(&self) {
@@ -238,6 +261,16 @@ pub(crate) fn write_back_all() {
         }
     });
     writes.apply();
+}
+
+/// Brings every store back within its capacity (the SDK calls it when a
+/// hook returns).
+pub(crate) fn trim_all() {
+    REGISTRY.with(|r| {
+        for (_, store) in &r.borrow().stores {
+            store.trim();
+        }
+    });
 }
 
 /// [`write_back_all`], then empties every store.
@@ -319,7 +352,7 @@ where
     {
         let mut store = self.0.borrow_mut();
         let value = store.with_slot(key, |slot| slot.value.clone())?;
-        store.enforce_capacity();
+        store.enforce_hard_bound();
         Ok(value)
     }
 
@@ -351,8 +384,44 @@ where
                 });
             }
         }
-        store.enforce_capacity();
+        store.enforce_hard_bound();
         Ok(out)
+    }
+
+    /// Reads every uncached key of `keys` with one `get-many`.
+    pub(crate) fn prefetch<'a, Q>(&self, keys: impl IntoIterator<Item = &'a Q>) -> Result<()>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'a,
+    {
+        let mut store = self.0.borrow_mut();
+        let mut misses: Vec<K> = Vec::new();
+        for key in keys {
+            if !store.entries.contains_key(key) {
+                // A placeholder keeps a repeated miss from being read twice.
+                store.entries.insert(
+                    key.to_owned(),
+                    Slot {
+                        value: None,
+                        dirty: false,
+                    },
+                );
+                misses.push(key.to_owned());
+            }
+        }
+        if misses.is_empty() {
+            return Ok(());
+        }
+        let byte_keys: Vec<Vec<u8>> = misses.iter().map(|k| store.layout.state_key(k)).collect();
+        let name = store.name;
+        for (key, bytes) in misses.into_iter().zip(host::get_many(&byte_keys)) {
+            let value: Option<V> = bytes.map(|b| decode_value(name, &b)).transpose()?;
+            if let Some(slot) = store.entries.get_mut::<K>(&key) {
+                slot.value = value;
+            }
+        }
+        store.enforce_hard_bound();
+        Ok(())
     }
 
     /// Replaces the value under `key` with `f(old)`; returns the new value.
@@ -368,7 +437,7 @@ where
             (new, !std::mem::replace(&mut slot.dirty, true))
         })?;
         store.dirty += usize::from(newly_dirty);
-        store.enforce_capacity();
+        store.enforce_hard_bound();
         Ok(new)
     }
 
@@ -382,6 +451,6 @@ where
         for (key, value) in pairs {
             store.set(key, value);
         }
-        store.enforce_capacity();
+        store.enforce_hard_bound();
     }
 }

@@ -12,7 +12,8 @@
 //! miss reads the host once. Writes stay in the cache, dirty, until a
 //! write-back stores them all with one `put-many`: when `on_checkpoint` or
 //! `finish` returns (the SDK does it), when the cache holds more than its
-//! capacity (it then also empties), and before any raw state access through
+//! capacity when a hook returns (it then also evicts half; inside a hook the
+//! bound is twice the capacity), and before any raw state access through
 //! [`Context`] (a raw write also empties the cache).
 
 use std::borrow::Borrow;
@@ -24,12 +25,14 @@ use crate::cache::{Layout, Shared, decode_value};
 use crate::{Context, Error, Result};
 
 /// Entries a [`MapState`] or [`ValueState`] caches by default before it
-/// writes back and empties its cache.
+/// writes back and evicts half of its cache: about 20 MB of guest memory
+/// for short string keys and integer values, well within the host's
+/// default 256 MiB memory limit. Lower it for large values.
 ///
 /// ```
-/// assert_eq!(weir_sdk::DEFAULT_CACHE_CAPACITY, 65_536);
+/// assert_eq!(weir_sdk::DEFAULT_CACHE_CAPACITY, 262_144);
 /// ```
-pub const DEFAULT_CACHE_CAPACITY: usize = 65_536;
+pub const DEFAULT_CACHE_CAPACITY: usize = 262_144;
 
 /// A single value per operator instance (not per key), e.g. a running total.
 /// Cached like [`MapState`].
@@ -67,7 +70,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     }
 
     /// Sets how many entries the cache holds before it writes back and
-    /// empties (default [`DEFAULT_CACHE_CAPACITY`]); 0 writes every change
+    /// evicts half (default [`DEFAULT_CACHE_CAPACITY`]); 0 writes every change
     /// through to the host at once.
     ///
     /// ```
@@ -192,7 +195,7 @@ where
     }
 
     /// Sets how many entries the cache holds before it writes back and
-    /// empties (default [`DEFAULT_CACHE_CAPACITY`]); 0 writes every change
+    /// evicts half (default [`DEFAULT_CACHE_CAPACITY`]); 0 writes every change
     /// through to the host at once and keeps nothing.
     ///
     /// ```
@@ -261,6 +264,31 @@ where
     /// ```
     pub fn get_many(&self, _ctx: &Context, keys: &[K]) -> Result<Vec<Option<V>>> {
         self.cache.get_many(keys)
+    }
+
+    /// Reads every key of `keys` that is not cached with one host call, so
+    /// that the `get`s and `update`s that follow in this hook hit the cache.
+    /// Worth it when the state has more keys than the cache holds: call it
+    /// with a batch's keys before processing the batch.
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     let mut ctx = weir_sdk::Context::new();
+    ///     let m = weir_sdk::MapState::<String, u32>::new("m");
+    ///     m.prefetch(&ctx, ["a", "b", "a"]).unwrap();
+    ///     assert_eq!(m.update(&mut ctx, "a", |n| n.unwrap_or(0) + 1).unwrap(), 1);
+    /// });
+    /// ```
+    pub fn prefetch<'a, Q>(
+        &self,
+        _ctx: &Context,
+        keys: impl IntoIterator<Item = &'a Q>,
+    ) -> Result<()>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'a,
+    {
+        self.cache.prefetch(keys)
     }
 
     /// Replaces the value under `key` with `f(old)` and returns the new

@@ -8,7 +8,8 @@ use weir_sdk::*;
 /// Counts each record's value in `count`, and records in `total`; each
 /// record is a command: `+w` counts `w`, `-w` removes `w`, `raw:w=n` writes
 /// `n` under `w`'s state key through the raw context, `?w` emits what
-/// `ctx.get` sees under it. `finish` stores the number of batches.
+/// `ctx.get` sees under it, `pa,b` prefetches `a` and `b`. `finish` stores
+/// the number of batches.
 struct Counter {
     counts: MapState<String, u64>,
     total: ValueState<u64>,
@@ -50,6 +51,7 @@ impl Operator for Counter {
                     ctx.emit_with(0, Some(arg.as_bytes()), |out| out.push_decimal(n));
                 }
                 "-" => self.counts.remove(ctx, arg),
+                "p" => self.counts.prefetch(ctx, arg.split(','))?,
                 "?" => {
                     let raw = ctx.get(&self.counts.state_key(&arg.to_string()));
                     ctx.emit_bytes(0, None, raw.as_deref().unwrap_or(b"none"));
@@ -170,17 +172,39 @@ fn raw_access_sees_typed_writes_and_typed_reads_see_raw_writes() {
 #[test]
 fn a_full_cache_writes_back_before_it_empties() {
     let mut h = Harness::<Counter>::open("2").unwrap();
-    let out = h
-        .process("in", batch(&["+a", "+b", "+c", "+d", "+a"]))
-        .unwrap();
-    assert_eq!(values(&out), ["1", "1", "1", "1", "2"]);
+    let out = h.process("in", batch(&["+a", "+b", "+c"])).unwrap();
+    assert_eq!(values(&out), ["1", "1", "1"]);
     // The third key overflowed the cache: a, b and c were written back.
     for key in ["a", "b", "c"] {
         assert_eq!(stored(&h, &format!("{key}\0count")), Some("1"), "{key}");
     }
+    let out = h.process("in", batch(&["+d", "+a"])).unwrap();
+    assert_eq!(values(&out), ["1", "2"]);
     h.checkpoint(1).unwrap();
     assert_eq!(stored(&h, "a\0count"), Some("2"));
     assert_eq!(stored(&h, "d\0count"), Some("1"));
+}
+
+#[test]
+fn an_overflow_keeps_half_the_cache_warm() {
+    let mut h = Harness::<Counter>::open("100").unwrap();
+    let keys: Vec<String> = (0..101).map(|i| format!("+k{i}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    h.process("in", batch(&keys)).unwrap();
+    let gets = h.host_calls().get;
+    assert!(gets >= 101, "every first read misses");
+    // The 101st key overflowed: everything was written back, 50 entries stay.
+    let out = h.process("in", batch(&keys)).unwrap();
+    assert!(values(&out).iter().all(|v| v == "2"), "{out:?}");
+    let misses = h.host_calls().get - gets;
+    assert!(
+        (51..101).contains(&misses),
+        "{misses} misses: about half the keys must still be cached"
+    );
+    h.checkpoint(1).unwrap();
+    for i in [0, 50, 100] {
+        assert_eq!(stored(&h, &format!("k{i}\0count")), Some("2"));
+    }
 }
 
 #[test]
@@ -256,4 +280,31 @@ fn a_value_that_does_not_decode_is_incompatible_state() {
         .insert(b"a\0count".to_vec(), b"\"text\"".to_vec());
     let err = h.process("in", batch(&["+a"])).unwrap_err();
     assert!(matches!(err, Error::IncompatibleState(_)), "{err}");
+}
+
+#[test]
+fn prefetch_reads_every_miss_in_one_call_and_the_hook_keeps_them() {
+    let mut h = Harness::<Counter>::open("2").unwrap();
+    h.process("in", batch(&["+a", "+b", "+c", "+d"])).unwrap();
+    h.checkpoint(1).unwrap();
+    // The hook returned over capacity: at most 2 entries stay cached.
+    let (gets, get_manys) = (h.host_calls().get, h.host_calls().get_many);
+    let out = h
+        .process("in", batch(&["pa,b,c,d,a", "+a", "+b", "+c", "+d"]))
+        .unwrap();
+    assert_eq!(values(&out), ["2", "2", "2", "2"]);
+    assert_eq!(
+        h.host_calls().get_many,
+        get_manys + 1,
+        "one read for the misses"
+    );
+    assert_eq!(
+        h.host_calls().get,
+        gets,
+        "within the hook, prefetched keys stay cached beyond the capacity"
+    );
+    h.checkpoint(2).unwrap();
+    for key in ["a", "b", "c", "d"] {
+        assert_eq!(stored(&h, &format!("{key}\0count")), Some("2"), "{key}");
+    }
 }
