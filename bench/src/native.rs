@@ -231,8 +231,8 @@ pub fn host_pipeline(
         for batch in out_rx {
             writer.write(&batch)?;
         }
-        writer.precommit(1)?;
-        writer.commit(1)?;
+        weir::sink::precommit_blocking(writer.as_mut(), 1)?;
+        weir::sink::commit_blocking(writer.as_mut(), 1)?;
         src.join().expect("source thread")?;
         opt.join().expect("operator thread")
     })?;

@@ -9,8 +9,17 @@
 //!   Restoring *n* truncates the visible file to `visible_len`, or, when the
 //!   crash came between completing *n* and appending it, re-appends staged
 //!   epoch *n*. Either way the visible file ends exactly at *n*.
+//! - The disk work of a checkpoint (fsync of a staged epoch, appending it to
+//!   the visible file) runs on the sink's I/O thread, in the order it was
+//!   requested, so the sink thread keeps writing the next epoch meanwhile.
+//!   A precommit reports done only after its epoch is durable, and a commit
+//!   is requested only after the coordinator saw that, so every operation
+//!   on disk happens in the same order as if it ran inline.
 
 use std::collections::BTreeMap;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Sender, unbounded};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -45,15 +54,42 @@ pub enum SinkError {
     },
 }
 
+/// Receives the outcome of a sink step that may finish on another thread:
+/// the commit info once a precommitted epoch is durable, `Value::Null` once
+/// a commit is visible, or the error.
+pub type Done = Box<dyn FnOnce(Result<Value, SinkError>) + Send>;
+
 /// A transactional sink.
 pub trait Sink: Send {
     /// Stages a batch into the current epoch.
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError>;
-    /// Closes the current epoch as checkpoint `id`'s output, durably, and
-    /// returns the commit info to record in the checkpoint.
-    fn precommit(&mut self, id: u64) -> Result<Value, SinkError>;
-    /// Makes the output of every precommitted checkpoint `<= id` visible.
-    fn commit(&mut self, id: u64) -> Result<(), SinkError>;
+    /// Closes the current epoch as checkpoint `id`'s output. `done` gets the
+    /// commit info to record in the checkpoint once the epoch is durable,
+    /// possibly from another thread after this returned.
+    fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError>;
+    /// Makes the output of every precommitted checkpoint `<= id` visible;
+    /// `done` is called once it is.
+    fn commit(&mut self, id: u64, done: Done) -> Result<(), SinkError>;
+    /// Waits until every step requested so far has called its `done`.
+    fn close(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// [`Sink::precommit`], waiting for the epoch to be durable (tests, tools).
+pub fn precommit_blocking(sink: &mut dyn Sink, id: u64) -> Result<Value, SinkError> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    sink.precommit(id, Box::new(move |r| drop(tx.send(r))))?;
+    rx.recv().expect("a sink calls `done` exactly once")
+}
+
+/// [`Sink::commit`], waiting for the output to be visible (tests, tools).
+pub fn commit_blocking(sink: &mut dyn Sink, id: u64) -> Result<(), SinkError> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    sink.commit(id, Box::new(move |r| drop(tx.send(r))))?;
+    rx.recv()
+        .expect("a sink calls `done` exactly once")
+        .map(drop)
 }
 
 /// Opens the sink of `cfg`. `staging` is a directory the sink owns (under the
@@ -85,8 +121,85 @@ fn encode(batch: &Batch, out: &mut Vec<u8>) {
     }
 }
 
-/// The file the current epoch is written to, in the staging dir.
-const OPEN_EPOCH: &str = "current.open";
+/// Disk work of the file sink, done in order on its I/O thread.
+enum Job {
+    /// Make the epoch written to `open` durable and rename it to `staged`.
+    Seal {
+        file: File,
+        open: PathBuf,
+        staged: PathBuf,
+        info: Value,
+        done: Done,
+    },
+    /// Append the `staged` epochs, in order, to the visible file, make it
+    /// durable, then delete them.
+    Commit { staged: Vec<PathBuf>, done: Done },
+}
+
+/// The file sink's I/O thread.
+struct Worker {
+    jobs: Sender<Job>,
+    thread: JoinHandle<()>,
+}
+
+impl Worker {
+    fn start(sink: String, visible: PathBuf) -> Worker {
+        let (jobs, rx) = unbounded::<Job>();
+        let thread = std::thread::Builder::new()
+            .name(format!("sink-io-{sink}"))
+            .spawn(move || {
+                for job in rx {
+                    run_job(&sink, &visible, job);
+                }
+            })
+            .expect("spawning the sink's I/O thread");
+        Worker { jobs, thread }
+    }
+}
+
+fn run_job(sink: &str, visible: &Path, job: Job) {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |error| SinkError::Io {
+            sink: sink.to_string(),
+            path,
+            error,
+        }
+    };
+    match job {
+        Job::Seal {
+            file,
+            open,
+            staged,
+            info,
+            done,
+        } => done(
+            file.sync_all()
+                .map_err(io(&open))
+                .and_then(|()| fs::rename(&open, &staged).map_err(io(&staged)))
+                .map(|()| info),
+        ),
+        Job::Commit { staged, done } if staged.is_empty() => done(Ok(Value::Null)),
+        Job::Commit { staged, done } => {
+            let append = || -> Result<(), SinkError> {
+                let mut out = OpenOptions::new()
+                    .append(true)
+                    .open(visible)
+                    .map_err(io(visible))?;
+                for path in &staged {
+                    let mut from = File::open(path).map_err(io(path))?;
+                    std::io::copy(&mut from, &mut out).map_err(io(visible))?;
+                }
+                out.sync_all().map_err(io(visible))?;
+                for path in &staged {
+                    fs::remove_file(path).map_err(io(path))?;
+                }
+                Ok(())
+            };
+            done(append().map(|()| Value::Null))
+        }
+    }
+}
 
 /// A file sink: epochs are staged in `staging/<id>.staged` and appended to the
 /// visible file at commit.
@@ -106,6 +219,13 @@ struct FileSink {
     planned_len: u64,
     /// Precommitted, not yet committed epochs: id -> staged file.
     pending: BTreeMap<u64, PathBuf>,
+    /// The file of the current epoch, `staging/<n>.open` (a new name per
+    /// epoch, since the I/O thread may still be renaming the previous one).
+    open: PathBuf,
+    /// Epochs opened so far, to name them.
+    opened: u64,
+    /// Runs the fsyncs and appends.
+    worker: Option<Worker>,
 }
 
 impl FileSink {
@@ -133,6 +253,9 @@ impl FileSink {
             epoch_len: 0,
             planned_len: 0,
             pending: BTreeMap::new(),
+            open: PathBuf::new(),
+            opened: 0,
+            worker: None,
         };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs::create_dir_all(parent).map_err(sink.io(parent))?;
@@ -158,6 +281,7 @@ impl FileSink {
             fs::remove_file(entry.path()).map_err(sink.io(&entry.path()))?;
         }
         sink.planned_len = target;
+        sink.worker = Some(Worker::start(sink.id.clone(), sink.path.clone()));
         Ok(sink)
     }
 
@@ -233,60 +357,89 @@ impl FileSink {
     }
 }
 
+impl FileSink {
+    fn send(&self, job: Job) -> Result<(), SinkError> {
+        let worker = self.worker.as_ref().expect("started at open");
+        worker.jobs.send(job).map_err(|_| SinkError::Io {
+            sink: self.id.clone(),
+            path: self.staging.display().to_string(),
+            error: std::io::Error::other("the sink's I/O thread stopped"),
+        })
+    }
+}
+
 impl Sink for FileSink {
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         self.scratch.clear();
         encode(batch, &mut self.scratch);
-        let open = self.staging.join(OPEN_EPOCH);
         if self.epoch.is_none() {
-            let f = File::create(&open).map_err(self.io(&open))?;
+            self.opened += 1;
+            self.open = self.staging.join(format!("{}.open", self.opened));
+            let f = File::create(&self.open).map_err(self.io(&self.open))?;
             self.epoch = Some(BufWriter::with_capacity(1 << 20, f));
         }
         let epoch = self.epoch.as_mut().expect("created above");
         if let Err(e) = epoch.write_all(&self.scratch) {
-            return Err(self.io(&open)(e));
+            return Err(self.io(&self.open)(e));
         }
         self.epoch_len += self.scratch.len() as u64;
         Ok(())
     }
 
-    fn precommit(&mut self, id: u64) -> Result<Value, SinkError> {
+    fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
         let staged = self.staging.join(format!("{id}.staged"));
-        let open = self.staging.join(OPEN_EPOCH);
         let file = match self.epoch.take() {
-            Some(w) => w.into_inner().map_err(|e| self.io(&open)(e.into_error()))?,
-            None => File::create(&open).map_err(self.io(&open))?,
+            Some(w) => w
+                .into_inner()
+                .map_err(|e| self.io(&self.open)(e.into_error()))?,
+            None => {
+                self.opened += 1;
+                self.open = self.staging.join(format!("{}.open", self.opened));
+                File::create(&self.open).map_err(self.io(&self.open))?
+            }
         };
-        file.sync_all().map_err(self.io(&open))?;
-        fs::rename(&open, &staged).map_err(self.io(&staged))?;
         let staged_len = std::mem::take(&mut self.epoch_len);
         self.planned_len += staged_len;
-        self.pending.insert(id, staged);
-        Ok(
-            json!({"checkpoint": id, "visible_len": self.planned_len, "staged_len": staged_len, "path": self.path.display().to_string()}),
-        )
+        self.pending.insert(id, staged.clone());
+        let info = json!({"checkpoint": id, "visible_len": self.planned_len, "staged_len": staged_len, "path": self.path.display().to_string()});
+        self.send(Job::Seal {
+            file,
+            open: self.open.clone(),
+            staged,
+            info,
+            done,
+        })
     }
 
-    fn commit(&mut self, id: u64) -> Result<(), SinkError> {
+    fn commit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
         let ready: Vec<u64> = self.pending.range(..=id).map(|(k, _)| *k).collect();
-        if ready.is_empty() {
-            return Ok(());
-        }
-        let mut visible = OpenOptions::new()
-            .append(true)
-            .open(&self.path)
-            .map_err(self.io(&self.path))?;
-        for k in &ready {
-            let staged = &self.pending[k];
-            let mut from = File::open(staged).map_err(self.io(staged))?;
-            std::io::copy(&mut from, &mut visible).map_err(self.io(&self.path))?;
-        }
-        visible.sync_all().map_err(self.io(&self.path))?;
-        for k in ready {
-            let staged = self.pending.remove(&k).expect("listed above");
-            fs::remove_file(&staged).map_err(self.io(&staged))?;
+        let staged = ready
+            .into_iter()
+            .map(|k| self.pending.remove(&k).expect("listed above"))
+            .collect();
+        self.send(Job::Commit { staged, done })
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        if let Some(worker) = self.worker.take() {
+            drop(worker.jobs);
+            if worker.thread.join().is_err() {
+                return Err(SinkError::Io {
+                    sink: self.id.clone(),
+                    path: self.staging.display().to_string(),
+                    error: std::io::Error::other("the sink's I/O thread panicked"),
+                });
+            }
         }
         Ok(())
+    }
+}
+
+impl Drop for FileSink {
+    fn drop(&mut self) {
+        // Finishes the requested steps; a crash would not, and recovery
+        // handles that.
+        let _ = self.close();
     }
 }
 
@@ -305,13 +458,14 @@ impl Sink for StdoutSink {
         Ok(())
     }
 
-    fn precommit(&mut self, id: u64) -> Result<Value, SinkError> {
+    fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
         let len = self.epoch.len();
         self.pending.insert(id, std::mem::take(&mut self.epoch));
-        Ok(json!({"checkpoint": id, "staged_len": len}))
+        done(Ok(json!({"checkpoint": id, "staged_len": len})));
+        Ok(())
     }
 
-    fn commit(&mut self, id: u64) -> Result<(), SinkError> {
+    fn commit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
         let ready: Vec<u64> = self.pending.range(..=id).map(|(k, _)| *k).collect();
         let mut out = std::io::stdout().lock();
         for k in ready {
@@ -324,6 +478,7 @@ impl Sink for StdoutSink {
                     error,
                 })?;
         }
+        done(Ok(Value::Null));
         Ok(())
     }
 }
@@ -353,10 +508,41 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
         s.write(&recs(&["a"])).unwrap();
-        s.precommit(1).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
         assert_eq!(visible(dir.path()), "");
-        s.commit(1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
         assert_eq!(visible(dir.path()), "a\n");
+    }
+
+    /// The sink thread writes the next epoch while the I/O thread still
+    /// seals the previous one; each epoch keeps its own file and the order.
+    #[test]
+    fn epochs_written_while_earlier_ones_are_sealed_keep_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for id in 1..=20u64 {
+            let values: Vec<String> = (0..50).map(|i| format!("{id}-{i}")).collect();
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            s.write(&recs(&values)).unwrap();
+            let tx = tx.clone();
+            s.precommit(id, Box::new(move |r| tx.send((id, r)).unwrap()))
+                .unwrap();
+        }
+        let acks: Vec<u64> = (0..20)
+            .map(|_| rx.recv().unwrap())
+            .map(|(id, r)| {
+                r.unwrap();
+                id
+            })
+            .collect();
+        assert_eq!(acks, (1..=20).collect::<Vec<_>>(), "done in request order");
+        commit_blocking(&mut s, 20).unwrap();
+        let want: String = (1..=20)
+            .flat_map(|id| (0..50).map(move |i| format!("{id}-{i}\n")))
+            .collect();
+        assert_eq!(visible(dir.path()), want);
+        assert_eq!(fs::read_dir(dir.path().join("staging")).unwrap().count(), 0);
     }
 
     #[test]
@@ -364,11 +550,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
         s.write(&recs(&["a"])).unwrap();
-        let info1 = s.precommit(1).unwrap();
-        s.commit(1).unwrap();
+        let info1 = precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
         s.write(&recs(&["b"])).unwrap();
-        s.precommit(2).unwrap();
-        s.commit(2).unwrap();
+        precommit_blocking(&mut s, 2).unwrap();
+        commit_blocking(&mut s, 2).unwrap();
         drop(s);
         open(dir.path(), Some(&info1));
         assert_eq!(visible(dir.path()), "a\n");
@@ -382,18 +568,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
         s.write(&recs(&["a"])).unwrap();
-        s.precommit(1).unwrap();
-        s.commit(1).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
         s.write(&recs(&["b"])).unwrap();
-        s.precommit(2).unwrap();
+        precommit_blocking(&mut s, 2).unwrap();
         s.write(&recs(&["c", "d"])).unwrap();
-        let info3 = s.precommit(3).unwrap();
+        let info3 = precommit_blocking(&mut s, 3).unwrap();
         drop(s); // crash: 3 is complete, 2 and 3 were never appended
         let mut s = open(dir.path(), Some(&info3));
         assert_eq!(visible(dir.path()), "a\nb\nc\nd\n");
         s.write(&recs(&["e"])).unwrap();
-        s.precommit(4).unwrap();
-        s.commit(4).unwrap();
+        precommit_blocking(&mut s, 4).unwrap();
+        commit_blocking(&mut s, 4).unwrap();
         assert_eq!(visible(dir.path()), "a\nb\nc\nd\ne\n");
     }
 
@@ -402,10 +588,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
         s.write(&recs(&["a"])).unwrap();
-        s.precommit(1).unwrap();
-        s.commit(1).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
         s.write(&recs(&["bbbb"])).unwrap();
-        let info2 = s.precommit(2).unwrap();
+        let info2 = precommit_blocking(&mut s, 2).unwrap();
         drop(s);
         // Half of epoch 2 made it before the crash.
         let mut f = OpenOptions::new()
@@ -422,8 +608,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), None);
         s.write(&recs(&["a"])).unwrap();
-        let info = s.precommit(1).unwrap();
-        s.commit(1).unwrap();
+        let info = precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
         drop(s);
         fs::write(dir.path().join("out.txt"), "").unwrap();
         let err = FileSink::open(

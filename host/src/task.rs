@@ -544,22 +544,26 @@ impl SinkTask {
         Cancelled
     }
 
+    /// Reports the outcome of a sink step to the coordinator: `ok` on
+    /// success, the failure otherwise.
+    fn report(&self, ok: impl FnOnce(Value) -> Event + Send + 'static) -> crate::sink::Done {
+        let shared = self.shared.clone();
+        Box::new(move |result| match result {
+            Ok(info) => shared.event(ok(info)),
+            Err(e) => shared.event(Event::Failed(e.into())),
+        })
+    }
+
     fn precommit(&mut self, id: u64) -> Result<(), Cancelled> {
-        let info: Value = self.sink.precommit(id).map_err(|e| self.fail(e))?;
-        self.shared.event(Event::Ack(
-            id,
-            Ack::Sink {
-                sink: self.id.clone(),
-                info,
-            },
-        ));
-        Ok(())
+        let sink = self.id.clone();
+        let done = self.report(move |info| Event::Ack(id, Ack::Sink { sink, info }));
+        self.sink.precommit(id, done).map_err(|e| self.fail(e))
     }
 
     fn commit(&mut self, id: u64) -> Result<(), Cancelled> {
-        self.sink.commit(id).map_err(|e| self.fail(e))?;
-        self.shared.event(Event::SinkCommitted(self.id.clone(), id));
-        Ok(())
+        let sink = self.id.clone();
+        let done = self.report(move |_| Event::SinkCommitted(sink, id));
+        self.sink.commit(id, done).map_err(|e| self.fail(e))
     }
 
     pub(crate) fn run(mut self) -> Result<(), Cancelled> {
@@ -578,7 +582,8 @@ impl SinkTask {
                     Ok(id) => {
                         self.commit(id)?;
                         if Some(id) == final_id {
-                            return Ok(());
+                            // The final commit is done when this returns.
+                            return self.sink.close().map_err(|e| self.fail(e));
                         }
                     }
                     Err(RecvTimeoutError::Timeout) => {}
