@@ -214,7 +214,9 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     // --- job level: duration and alignment as parallelism grows ---
     // Two keyed stages, so that every instance of the second has one input
     // channel per instance of the first and its barriers must be aligned.
-    let records = settings.pick(3_000_000u64, 200_000, 20_000);
+    // Enough records for several periodic checkpoints at about 1.5 million
+    // records per second.
+    let records = settings.pick(15_000_000u64, 200_000, 20_000);
     let interval = settings.pick("1s", "200ms", "100ms");
     report.param("job_records", records);
     report.param("job_checkpoint_interval", interval);

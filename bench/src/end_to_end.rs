@@ -14,6 +14,7 @@
 //! end of the run, so plugin compilation is not counted; `wall_s` includes
 //! it.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use weir::job::Job;
@@ -72,134 +73,82 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     report.param("events_file_bytes", events_bytes);
     report.param("words_file_bytes", words_bytes);
 
+    let reps = settings.pick(3, 1, 1);
+    report.param("repetitions", reps);
+    report.param(
+        "statistic",
+        "median of the repetitions (cases run round-robin, so load from other processes hits every case alike); all rates in rates_*",
+    );
     for w in &workloads {
         let plugin = settings.plugin(w.plugin)?;
         let input = dir.join(w.input);
-
-        // Baseline 1: native single-threaded program.
-        settings.say(&format!("end-to-end: {} native single-threaded", w.name));
-        let out = dir.join(format!("{}-native.jsonl", w.name));
-        let started = std::time::Instant::now();
-        let written = (w.native_single)(&input, &out)?;
-        let elapsed = started.elapsed();
-        let native_bytes = std::fs::metadata(&out)?.len();
         let single = format!("{} native single-threaded", w.name);
-        let row = report.row(&single, n as f64 / elapsed.as_secs_f64(), "records/s", None);
-        row.extra.insert("wall_s".into(), elapsed.as_secs_f64());
-        row.extra.insert("records_out".into(), written as f64);
-        std::fs::remove_file(&out)?;
-
-        // Baseline 2: the job with the operator native, in a host-like pipeline.
-        settings.say(&format!("end-to-end: {} native in a host pipeline", w.name));
-        let case_dir = dir.join(format!("{}-native-host", w.name));
-        std::fs::create_dir_all(&case_dir)?;
-        let text = LinearJob {
-            name: "bench",
-            checkpoint: checkpoint_table(None, 3),
-            source: w.source.clone(),
-            plugin: &plugin,
-            parallelism: 1,
-            config: w.config,
-        }
-        .text();
-        let job_path = case_dir.join("job.toml");
-        std::fs::write(&job_path, &text)?;
-        let job = Job::load(&job_path)?;
-        let staging = case_dir.join("state/sinks/out");
-        let (out_records, elapsed) = match w.name {
-            "filter" => {
-                let mut f = NativeFilter::bench();
-                native::host_pipeline(&job, &staging, move |b, o| f.process(b, o))?
-            }
-            _ => {
-                let mut wc = NativeWordCount::default();
-                native::host_pipeline(&job, &staging, move |b, o| wc.process(b, o))?
-            }
-        };
-        check_output(
-            &mut report,
-            &case_dir,
-            native_bytes,
-            w.name,
-            "native host pipeline",
-        );
         let in_host = format!("{} native in host pipeline", w.name);
-        let row = report.row(
-            &in_host,
-            n as f64 / elapsed.as_secs_f64(),
-            "records/s",
-            Some(&single),
-        );
-        row.extra.insert("wall_s".into(), elapsed.as_secs_f64());
-        row.extra.insert("records_out".into(), out_records as f64);
-        std::fs::remove_dir_all(&case_dir)?;
-
-        // The Wasm job.
+        let mut cases = vec![Case::NativeSingle, Case::NativeHost];
         for parallelism in [1u32, 2] {
             for interval in [None, Some("1s")] {
-                let case = format!(
-                    "{} wasm p{parallelism} {}",
-                    w.name,
-                    if interval.is_some() {
-                        "ckpt=1s"
-                    } else {
-                        "ckpt=none"
-                    }
-                );
-                settings.say(&format!("end-to-end: {case}"));
-                let case_dir = dir.join(case.replace([' ', '='], "-"));
-                std::fs::create_dir_all(&case_dir)?;
-                let text = LinearJob {
-                    name: "bench",
-                    checkpoint: checkpoint_table(interval, 3),
-                    source: w.source.clone(),
-                    plugin: &plugin,
+                cases.push(Case::Wasm {
                     parallelism,
-                    config: w.config,
+                    interval,
+                });
+            }
+        }
+        // The native program's output size: every case must write as much.
+        let native_bytes = {
+            let out = dir.join(format!("{}-native.jsonl", w.name));
+            (w.native_single)(&input, &out)?;
+            let len = std::fs::metadata(&out)?.len();
+            std::fs::remove_file(&out)?;
+            len
+        };
+        let mut runs: Vec<Vec<Measured>> = vec![Vec::new(); cases.len()];
+        for rep in 0..reps {
+            for (case, runs) in cases.iter().zip(&mut runs) {
+                let name = case.name(w.name);
+                settings.say(&format!("end-to-end: {name} (run {} of {reps})", rep + 1));
+                let m = run_case(*case, w, &plugin, &input, dir, n)?;
+                if m.output_bytes != native_bytes {
+                    report.notes.push(format!(
+                        "{}: {name} wrote {} bytes of output, the native program {native_bytes}: the outputs differ",
+                        w.name, m.output_bytes
+                    ));
                 }
-                .text();
-                let run = run_job(&case_dir, &text, RestoreMode::None, ("in", "op", "out"))?;
-                check_output(&mut report, &case_dir, native_bytes, w.name, &case);
-                // Filter's target compares with the operator native in the
-                // host; word count's with the native program.
-                let baseline = if w.name == "filter" {
-                    &in_host
+                runs.push(m);
+            }
+        }
+        for (case, runs) in cases.iter().zip(&runs) {
+            let name = case.name(w.name);
+            // Filter's target compares with the operator native in the
+            // host; word count's with the native program.
+            let baseline = match case {
+                Case::NativeSingle => None,
+                Case::NativeHost => Some(single.as_str()),
+                Case::Wasm { .. } if w.name == "filter" => Some(in_host.as_str()),
+                Case::Wasm { .. } => Some(single.as_str()),
+            };
+            let median = median_run(runs);
+            let row = report.row(&name, median.rate, "records/s", baseline);
+            row.extra = median.extra.clone();
+            for (i, r) in runs.iter().enumerate() {
+                row.extra.insert(format!("rates_{}", i + 1), r.rate);
+            }
+        }
+        for case in &cases {
+            if let Case::Wasm { .. } = case {
+                let name = case.name(w.name);
+                let (other, key) = if w.name == "filter" {
+                    (&single, "ratio_vs_native_single")
                 } else {
-                    &single
+                    (&in_host, "ratio_vs_native_host")
                 };
-                let rate = run.rate(n);
-                let row = report.row(&case, rate, "records/s", Some(baseline));
-                row.extra.insert("wall_s".into(), run.wall.as_secs_f64());
-                row.extra.insert(
-                    "startup_s".into(),
-                    run.first_read.unwrap_or_default().as_secs_f64(),
-                );
-                row.extra
-                    .insert("checkpoints".into(), run.summary.checkpoints as f64);
-                let other = if w.name == "filter" {
-                    &single
-                } else {
-                    &in_host
-                };
-                if let Some(v) = report.value(other) {
-                    let key = if w.name == "filter" {
-                        "ratio_vs_native_single"
-                    } else {
-                        "ratio_vs_native_host"
-                    };
-                    report
+                if let (Some(v), Some(o)) = (report.value(&name), report.value(other)) {
+                    let row = report
                         .rows
-                        .last_mut()
-                        .expect("row")
-                        .extra
-                        .insert(key.into(), rate / v);
+                        .iter_mut()
+                        .find(|r| r.case == name)
+                        .expect("row");
+                    row.extra.insert(key.into(), v / o);
                 }
-                if let Some(c) = run.periodic_checkpoints().last() {
-                    let row = report.rows.last_mut().expect("row");
-                    row.extra
-                        .insert("last_ckpt_ms".into(), c.duration_ms as f64);
-                }
-                std::fs::remove_dir_all(&case_dir)?;
             }
         }
     }
@@ -239,13 +188,137 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// Notes when the output file of a case differs in size from the native
-/// program's output (same records in any order have the same size).
-fn check_output(report: &mut Report, case_dir: &Path, expected: u64, job: &str, case: &str) {
-    let got = std::fs::metadata(case_dir.join("out.jsonl")).map_or(0, |m| m.len());
-    if got != expected {
-        report.notes.push(format!(
-            "{job}: {case} wrote {got} bytes of output, the native program {expected}: the outputs differ"
-        ));
+/// One case of a workload.
+#[derive(Debug, Clone, Copy)]
+enum Case {
+    /// The native single-threaded program.
+    NativeSingle,
+    /// The operator native in a host-like pipeline.
+    NativeHost,
+    /// The Wasm job through `weir::runner::run`.
+    Wasm {
+        parallelism: u32,
+        interval: Option<&'static str>,
+    },
+}
+
+impl Case {
+    fn name(&self, job: &str) -> String {
+        match self {
+            Case::NativeSingle => format!("{job} native single-threaded"),
+            Case::NativeHost => format!("{job} native in host pipeline"),
+            Case::Wasm {
+                parallelism,
+                interval,
+            } => format!(
+                "{job} wasm p{parallelism} {}",
+                if interval.is_some() {
+                    "ckpt=1s"
+                } else {
+                    "ckpt=none"
+                }
+            ),
+        }
     }
+}
+
+/// One run of one case.
+#[derive(Debug, Clone)]
+struct Measured {
+    rate: f64,
+    output_bytes: u64,
+    extra: BTreeMap<String, f64>,
+}
+
+/// The run with the median rate (the lower middle one for an even count).
+fn median_run(runs: &[Measured]) -> &Measured {
+    let mut sorted: Vec<&Measured> = runs.iter().collect();
+    sorted.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    sorted[(sorted.len() - 1) / 2]
+}
+
+/// Runs `case` of workload `w` once over `n` records.
+fn run_case(
+    case: Case,
+    w: &Workload,
+    plugin: &Path,
+    input: &Path,
+    dir: &Path,
+    n: u64,
+) -> anyhow::Result<Measured> {
+    let case_dir = dir.join(case.name(w.name).replace([' ', '='], "-"));
+    std::fs::create_dir_all(&case_dir)?;
+    let out = case_dir.join("out.jsonl");
+    let (parallelism, interval) = match case {
+        Case::Wasm {
+            parallelism,
+            interval,
+        } => (parallelism, interval),
+        _ => (1, None),
+    };
+    let text = LinearJob {
+        name: "bench",
+        checkpoint: checkpoint_table(interval, 3),
+        source: w.source.clone(),
+        plugin,
+        parallelism,
+        config: w.config,
+    }
+    .text();
+    let mut extra = BTreeMap::new();
+    let elapsed = match case {
+        Case::NativeSingle => {
+            let started = std::time::Instant::now();
+            let written = (w.native_single)(input, &out)?;
+            extra.insert("records_out".into(), written as f64);
+            started.elapsed()
+        }
+        Case::NativeHost => {
+            let job_path = case_dir.join("job.toml");
+            std::fs::write(&job_path, &text)?;
+            let job = Job::load(&job_path)?;
+            let staging = case_dir.join("state/sinks/out");
+            let (records, elapsed) = match w.name {
+                "filter" => {
+                    let mut f = NativeFilter::bench();
+                    native::host_pipeline(&job, &staging, move |b, o| f.process(b, o))?
+                }
+                _ => {
+                    let mut wc = NativeWordCount::default();
+                    native::host_pipeline(&job, &staging, move |b, o| wc.process(b, o))?
+                }
+            };
+            extra.insert("records_out".into(), records as f64);
+            elapsed
+        }
+        Case::Wasm { .. } => {
+            let run = run_job(&case_dir, &text, RestoreMode::None, ("in", "op", "out"))?;
+            extra.insert(
+                "startup_s".into(),
+                run.first_read.unwrap_or_default().as_secs_f64(),
+            );
+            extra.insert("checkpoints".into(), run.summary.checkpoints as f64);
+            if let Some(c) = run.periodic_checkpoints().last() {
+                extra.insert("last_ckpt_ms".into(), c.duration_ms as f64);
+            }
+            extra.insert("wall_s".into(), run.wall.as_secs_f64());
+            // Rates count from the first record read (plugin loading excluded).
+            let rate = run.rate(n);
+            let output_bytes = std::fs::metadata(&out).map_or(0, |m| m.len());
+            std::fs::remove_dir_all(&case_dir)?;
+            return Ok(Measured {
+                rate,
+                output_bytes,
+                extra,
+            });
+        }
+    };
+    extra.insert("wall_s".into(), elapsed.as_secs_f64());
+    let output_bytes = std::fs::metadata(&out).map_or(0, |m| m.len());
+    std::fs::remove_dir_all(&case_dir)?;
+    Ok(Measured {
+        rate: n as f64 / elapsed.as_secs_f64(),
+        output_bytes,
+        extra,
+    })
 }

@@ -121,8 +121,17 @@ fn encode(batch: &Batch, out: &mut Vec<u8>) {
     }
 }
 
+/// Bytes of an epoch after which the file sink asks its I/O thread to start
+/// writing them to the disk (`sync_data` on a clone of the file), so that
+/// dirty pages do not pile up until the precommit, where the kernel's
+/// writeback throttling would stall the sink thread.
+const WRITEBACK_EVERY: u64 = 32 << 20;
+
 /// Disk work of the file sink, done in order on its I/O thread.
 enum Job {
+    /// Write what the file holds so far to the disk (a hint: a failure
+    /// resurfaces at the epoch's precommit, which syncs again).
+    Writeback { file: File },
     /// Make the epoch written to `open` durable and rename it to `staged`.
     Seal {
         file: File,
@@ -167,6 +176,11 @@ fn run_job(sink: &str, visible: &Path, job: Job) {
         }
     };
     match job {
+        Job::Writeback { file } => {
+            if let Err(e) = file.sync_data() {
+                tracing::debug!("sink `{sink}`: early writeback failed: {e}");
+            }
+        }
         Job::Seal {
             file,
             open,
@@ -215,6 +229,8 @@ struct FileSink {
     epoch: Option<BufWriter<File>>,
     /// Bytes in the current epoch.
     epoch_len: u64,
+    /// `epoch_len` at the last early writeback request.
+    written_back: u64,
     /// Length of the visible file once every precommitted epoch is committed.
     planned_len: u64,
     /// Precommitted, not yet committed epochs: id -> staged file.
@@ -251,6 +267,7 @@ impl FileSink {
             scratch: Vec::new(),
             epoch: None,
             epoch_len: 0,
+            written_back: 0,
             planned_len: 0,
             pending: BTreeMap::new(),
             open: PathBuf::new(),
@@ -383,6 +400,12 @@ impl Sink for FileSink {
             return Err(self.io(&self.open)(e));
         }
         self.epoch_len += self.scratch.len() as u64;
+        if self.epoch_len - self.written_back >= WRITEBACK_EVERY {
+            self.written_back = self.epoch_len;
+            let file = epoch.flush().and_then(|()| epoch.get_ref().try_clone());
+            let file = file.map_err(self.io(&self.open))?;
+            self.send(Job::Writeback { file })?;
+        }
         Ok(())
     }
 
@@ -399,6 +422,7 @@ impl Sink for FileSink {
             }
         };
         let staged_len = std::mem::take(&mut self.epoch_len);
+        self.written_back = 0;
         self.planned_len += staged_len;
         self.pending.insert(id, staged.clone());
         let info = json!({"checkpoint": id, "visible_len": self.planned_len, "staged_len": staged_len, "path": self.path.display().to_string()});
