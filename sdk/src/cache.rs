@@ -108,6 +108,10 @@ pub(crate) struct Store<K, V> {
     entries: HashMap<K, Slot<V>, SeededState>,
     /// Number of dirty entries.
     dirty: usize,
+    /// Reads of the host since the last `prefetch` (`None` before the
+    /// first): a `prefetch` after one that found every key cached, with no
+    /// miss since, skips its lookups (prefetching only saves host calls).
+    misses_since_prefetch: Option<usize>,
 }
 
 impl<K, V> Store<K, V>
@@ -123,6 +127,9 @@ where
     {
         if let Some(slot) = self.entries.get_mut(key) {
             return Ok(f(slot));
+        }
+        if let Some(m) = &mut self.misses_since_prefetch {
+            *m += 1;
         }
         let key = key.to_owned();
         let value = host::get(&self.layout.state_key(&key))
@@ -326,6 +333,7 @@ where
                 capacity: DEFAULT_CACHE_CAPACITY,
                 entries: HashMap::default(),
                 dirty: 0,
+                misses_since_prefetch: None,
             }));
             registry.stores.push((layout, store.clone()));
             Shared(store)
@@ -395,6 +403,9 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'a,
     {
         let mut store = self.0.borrow_mut();
+        if store.misses_since_prefetch == Some(0) {
+            return Ok(());
+        }
         let mut misses: Vec<K> = Vec::new();
         for key in keys {
             if !store.entries.contains_key(key) {
@@ -409,6 +420,7 @@ where
                 misses.push(key.to_owned());
             }
         }
+        store.misses_since_prefetch = Some(misses.len());
         if misses.is_empty() {
             return Ok(());
         }

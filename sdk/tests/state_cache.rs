@@ -308,3 +308,24 @@ fn prefetch_reads_every_miss_in_one_call_and_the_hook_keeps_them() {
         assert_eq!(stored(&h, &format!("{key}\0count")), Some("2"), "{key}");
     }
 }
+
+#[test]
+fn a_prefetch_after_one_that_found_everything_cached_skips_its_lookups() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    h.process("in", batch(&["pa,b", "+a", "+b"])).unwrap();
+    h.process("in", batch(&["pa,b", "+a"])).unwrap();
+    let (gets, get_manys) = (h.host_calls().get, h.host_calls().get_many);
+    // Everything was cached last time: `c` is not prefetched, it is read
+    // alone when counted, and then prefetching resumes.
+    let out = h.process("in", batch(&["pc", "+c"])).unwrap();
+    assert_eq!(values(&out), ["1"]);
+    assert_eq!(h.host_calls().get, gets + 1);
+    assert_eq!(h.host_calls().get_many, get_manys);
+    h.process("in", batch(&["pd", "+d"])).unwrap();
+    assert_eq!(
+        h.host_calls().get,
+        gets + 1,
+        "prefetching resumed after the miss"
+    );
+    assert_eq!(h.host_calls().get_many, get_manys + 1);
+}
