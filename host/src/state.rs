@@ -48,15 +48,28 @@ impl KeyedState {
     /// assert_eq!(s.dirty_len(), 0);
     /// ```
     pub fn from_entries(entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Self {
-        let mut state = KeyedState::default();
-        for (k, v) in entries {
-            state.put(k, v);
+        // `collect` builds the tree in bulk (linear for sorted input, as a
+        // restore passes it); a later entry for the same key wins.
+        let map: BTreeMap<Vec<u8>, Slot> = entries
+            .into_iter()
+            .map(|(k, v)| {
+                let slot = Slot {
+                    value: Some(v),
+                    dirty: false,
+                };
+                (k, slot)
+            })
+            .collect();
+        let bytes = map
+            .iter()
+            .map(|(k, s)| k.len() + s.value.as_ref().map_or(0, Vec::len))
+            .sum();
+        KeyedState {
+            live: map.len(),
+            dirty: 0,
+            bytes,
+            map,
         }
-        for slot in state.map.values_mut() {
-            slot.dirty = false;
-        }
-        state.dirty = 0;
-        state
     }
 
     /// The value under `key`.
@@ -280,6 +293,25 @@ mod tests {
             .map(|(k, v)| (k.to_vec(), v.to_vec()))
             .collect();
         assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn from_entries_counts_like_puts_and_the_last_duplicate_wins() {
+        let entries = [
+            (b"b".to_vec(), b"22".to_vec()),
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"b".to_vec(), b"3".to_vec()),
+        ];
+        let restored = KeyedState::from_entries(entries.clone());
+        let mut put = KeyedState::default();
+        for (k, v) in entries {
+            put.put(k, v);
+        }
+        assert_eq!(restored.get(b"b"), Some(&b"3"[..]));
+        assert_eq!((restored.len(), restored.bytes()), (put.len(), put.bytes()));
+        assert_eq!(restored.dirty_len(), 0);
+        let mut restored = restored;
+        assert!(restored.take_changes().is_empty());
     }
 
     #[test]
