@@ -269,7 +269,10 @@ where
     /// Reads every key of `keys` that is not cached with one host call, so
     /// that the `get`s and `update`s that follow in this hook hit the cache.
     /// Worth it when the state has more keys than the cache holds: call it
-    /// with a batch's keys before processing the batch.
+    /// with a batch's keys before processing the batch. After a prefetch
+    /// that found every key cached, the next one does nothing until a read
+    /// misses again, so calling it on every batch costs little when
+    /// everything fits.
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
