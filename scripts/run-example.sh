@@ -8,6 +8,9 @@ example="${1:-wordcount}"
 
 scripts/build-plugins.sh
 cargo build --release --quiet -p weir
+# From scratch: earlier runs' checkpoints (possibly of an older store format)
+# and output go.
+rm -rf "examples/$example/state" "examples/$example/out"
 echo "+ target/release/weir run examples/$example/job.toml --restore none" >&2
 target/release/weir run "examples/$example/job.toml" --restore none
 

@@ -178,7 +178,7 @@ pub enum StoreError {
         id: u64,
     },
     /// The store was written with a layout this build does not read.
-    #[error("checkpoint store {} has format {found:?}, this weir reads format {FORMAT_VERSION}: use the weir version that wrote it, or another --state-dir", path.display())]
+    #[error("checkpoint store {} has format {found:?}, this weir reads format {FORMAT_VERSION}: use the weir version that wrote it, or another --state-dir, or delete {} to start from scratch", path.display(), path.parent().map_or_else(|| path.display().to_string(), |d| d.display().to_string()))]
     UnsupportedFormat {
         /// Store file.
         path: PathBuf,

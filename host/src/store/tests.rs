@@ -624,6 +624,13 @@ fn format_1_is_refused() {
             message.contains("use the weir version that wrote it"),
             "{e}"
         );
+        assert!(
+            message.contains(&format!(
+                "or delete {} to start from scratch",
+                dir.path().display()
+            )),
+            "{e}"
+        );
     }
     // Refusing leaves the file as it was (no format-2 tables added).
     let db = Database::open(&path).unwrap();
