@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir::partition::Partitioner;
-use weir::{OperatorInstance, Plugin, Record, Runtime};
+use weir::{Batch, OperatorInstance, Plugin, Record, Runtime};
 
 use crate::{Report, Settings, data, median};
 
@@ -84,7 +84,7 @@ impl Executor {
 /// A message on every edge: a batch, stamped by the source when latency is
 /// measured.
 struct Msg {
-    records: Vec<Record>,
+    records: Batch,
     sent: Option<Instant>,
     /// Time the operator's call on the batch took (zero from the source).
     call: Duration,
@@ -123,9 +123,9 @@ impl Stage {
             Stage::Forward => Ok(msg),
             Stage::Wasm(inst) => {
                 let started = Instant::now();
-                inst.process(0, &msg.records)?;
+                inst.process_batch(0, &msg.records)?;
                 Ok(Msg {
-                    records: inst.take_output(0),
+                    records: inst.take_output_batch(0),
                     sent: msg.sent,
                     call: started.elapsed(),
                 })
@@ -221,7 +221,7 @@ impl Outcome {
 }
 
 /// The source's messages, in order, each with the operator stage it goes to.
-type Input = Vec<(usize, Vec<Record>)>;
+type Input = Vec<(usize, Batch)>;
 
 /// A workload: name, operator work, records, and how the input is cut.
 type Workload = (&'static str, Work, u64, fn(u64, usize) -> Input);
@@ -231,7 +231,7 @@ fn hop_input(n: u64, p: usize) -> Input {
     let mut router = Partitioner::new(p as u32);
     data::word_records(n)
         .into_iter()
-        .map(|r| (router.route(r.key.as_deref()), vec![r]))
+        .map(|r| (router.route(r.key.as_deref()), Batch::from(vec![r])))
         .collect()
 }
 
@@ -244,7 +244,7 @@ fn batch_input(n: u64, p: usize) -> Input {
     let mut flush = |parts: &mut Vec<Vec<Record>>| {
         for (i, part) in parts.iter_mut().enumerate() {
             if !part.is_empty() {
-                out.push((i, std::mem::take(part)));
+                out.push((i, Batch::from(std::mem::take(part))));
             }
         }
     };
