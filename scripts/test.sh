@@ -15,6 +15,7 @@ done
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Operators in Python, C, JavaScript and Zig (tests/conformance.rs): installs
-# their toolchains when missing (cached under target/polyglot) and builds them.
+# their toolchains when missing (cached under ~/.cache/weir-polyglot) and
+# builds them.
 scripts/build-polyglot.sh
 cargo test --workspace

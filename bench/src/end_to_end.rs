@@ -266,12 +266,15 @@ fn run_case(
     }
     .text();
     let mut extra = BTreeMap::new();
-    let elapsed = match case {
+    // Rates count from the first record read (plugin loading excluded).
+    let rate = match case {
         Case::NativeSingle => {
             let started = std::time::Instant::now();
             let written = (w.native_single)(input, &out)?;
+            let elapsed = started.elapsed().as_secs_f64();
             extra.insert("records_out".into(), written as f64);
-            started.elapsed()
+            extra.insert("wall_s".into(), elapsed);
+            n as f64 / elapsed
         }
         Case::NativeHost => {
             let job_path = case_dir.join("job.toml");
@@ -289,7 +292,8 @@ fn run_case(
                 }
             };
             extra.insert("records_out".into(), records as f64);
-            elapsed
+            extra.insert("wall_s".into(), elapsed.as_secs_f64());
+            n as f64 / elapsed.as_secs_f64()
         }
         Case::Wasm { .. } => {
             let run = run_job(&case_dir, &text, RestoreMode::None, ("in", "op", "out"))?;
@@ -302,22 +306,13 @@ fn run_case(
                 extra.insert("last_ckpt_ms".into(), c.duration_ms as f64);
             }
             extra.insert("wall_s".into(), run.wall.as_secs_f64());
-            // Rates count from the first record read (plugin loading excluded).
-            let rate = run.rate(n);
-            let output_bytes = std::fs::metadata(&out).map_or(0, |m| m.len());
-            std::fs::remove_dir_all(&case_dir)?;
-            return Ok(Measured {
-                rate,
-                output_bytes,
-                extra,
-            });
+            run.rate(n)
         }
     };
-    extra.insert("wall_s".into(), elapsed.as_secs_f64());
     let output_bytes = std::fs::metadata(&out).map_or(0, |m| m.len());
     std::fs::remove_dir_all(&case_dir)?;
     Ok(Measured {
-        rate: n as f64 / elapsed.as_secs_f64(),
+        rate,
         output_bytes,
         extra,
     })

@@ -76,20 +76,21 @@ pub trait Sink: Send {
     }
 }
 
+/// Runs a sink step and waits for its `done`.
+fn blocking(step: impl FnOnce(Done) -> Result<(), SinkError>) -> Result<Value, SinkError> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    step(Box::new(move |r| drop(tx.send(r))))?;
+    rx.recv().expect("a sink calls `done` exactly once")
+}
+
 /// [`Sink::precommit`], waiting for the epoch to be durable (tests, tools).
 pub fn precommit_blocking(sink: &mut dyn Sink, id: u64) -> Result<Value, SinkError> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    sink.precommit(id, Box::new(move |r| drop(tx.send(r))))?;
-    rx.recv().expect("a sink calls `done` exactly once")
+    blocking(|done| sink.precommit(id, done))
 }
 
 /// [`Sink::commit`], waiting for the output to be visible (tests, tools).
 pub fn commit_blocking(sink: &mut dyn Sink, id: u64) -> Result<(), SinkError> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    sink.commit(id, Box::new(move |r| drop(tx.send(r))))?;
-    rx.recv()
-        .expect("a sink calls `done` exactly once")
-        .map(drop)
+    blocking(|done| sink.commit(id, done)).map(drop)
 }
 
 /// Opens the sink of `cfg`. `staging` is a directory the sink owns (under the
@@ -112,13 +113,15 @@ pub fn open(
     }
 }
 
-/// Appends each record's value and a newline.
-fn encode(batch: &Batch, out: &mut Vec<u8>) {
-    out.reserve(batch.data_bytes() + batch.len());
+/// Writes each record's value and a newline; returns the bytes written.
+fn encode(batch: &Batch, out: &mut impl Write) -> std::io::Result<u64> {
+    let mut bytes = 0;
     for r in batch.iter() {
-        out.extend_from_slice(r.value);
-        out.push(b'\n');
+        out.write_all(r.value)?;
+        out.write_all(b"\n")?;
+        bytes += r.value.len() as u64 + 1;
     }
+    Ok(bytes)
 }
 
 /// Bytes of an epoch after which the file sink asks its I/O thread to start
@@ -221,8 +224,6 @@ struct FileSink {
     id: String,
     path: PathBuf,
     staging: PathBuf,
-    /// Encoding scratch space, reused per batch.
-    scratch: Vec<u8>,
     /// The epoch being written (records since the last precommit), streamed
     /// to `staging/current.open` so that memory stays flat however long the
     /// epoch is.
@@ -264,7 +265,6 @@ impl FileSink {
             id: id.to_string(),
             path: path.to_path_buf(),
             staging: staging.to_path_buf(),
-            scratch: Vec::new(),
             epoch: None,
             epoch_len: 0,
             written_back: 0,
@@ -375,6 +375,18 @@ impl FileSink {
 }
 
 impl FileSink {
+    /// The current epoch's writer, opening `staging/<n>.open` for a new
+    /// epoch.
+    fn epoch(&mut self) -> Result<&mut BufWriter<File>, SinkError> {
+        if self.epoch.is_none() {
+            self.opened += 1;
+            self.open = self.staging.join(format!("{}.open", self.opened));
+            let f = File::create(&self.open).map_err(self.io(&self.open))?;
+            self.epoch = Some(BufWriter::with_capacity(1 << 20, f));
+        }
+        Ok(self.epoch.as_mut().expect("opened above"))
+    }
+
     fn send(&self, job: Job) -> Result<(), SinkError> {
         let worker = self.worker.as_ref().expect("started at open");
         worker.jobs.send(job).map_err(|_| SinkError::Io {
@@ -387,19 +399,9 @@ impl FileSink {
 
 impl Sink for FileSink {
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
-        self.scratch.clear();
-        encode(batch, &mut self.scratch);
-        if self.epoch.is_none() {
-            self.opened += 1;
-            self.open = self.staging.join(format!("{}.open", self.opened));
-            let f = File::create(&self.open).map_err(self.io(&self.open))?;
-            self.epoch = Some(BufWriter::with_capacity(1 << 20, f));
-        }
-        let epoch = self.epoch.as_mut().expect("created above");
-        if let Err(e) = epoch.write_all(&self.scratch) {
-            return Err(self.io(&self.open)(e));
-        }
-        self.epoch_len += self.scratch.len() as u64;
+        let written = encode(batch, self.epoch()?);
+        self.epoch_len += written.map_err(self.io(&self.open))?;
+        let epoch = self.epoch.as_mut().expect("opened above");
         if self.epoch_len - self.written_back >= WRITEBACK_EVERY {
             self.written_back = self.epoch_len;
             let file = epoch.flush().and_then(|()| epoch.get_ref().try_clone());
@@ -411,16 +413,11 @@ impl Sink for FileSink {
 
     fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
         let staged = self.staging.join(format!("{id}.staged"));
-        let file = match self.epoch.take() {
-            Some(w) => w
-                .into_inner()
-                .map_err(|e| self.io(&self.open)(e.into_error()))?,
-            None => {
-                self.opened += 1;
-                self.open = self.staging.join(format!("{}.open", self.opened));
-                File::create(&self.open).map_err(self.io(&self.open))?
-            }
-        };
+        self.epoch()?;
+        let epoch = self.epoch.take().expect("opened above");
+        let file = epoch
+            .into_inner()
+            .map_err(|e| self.io(&self.open)(e.into_error()))?;
         let staged_len = std::mem::take(&mut self.epoch_len);
         self.written_back = 0;
         self.planned_len += staged_len;
@@ -478,7 +475,7 @@ struct StdoutSink {
 
 impl Sink for StdoutSink {
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
-        encode(batch, &mut self.epoch);
+        encode(batch, &mut self.epoch).expect("writing to memory");
         Ok(())
     }
 
