@@ -238,7 +238,9 @@ impl Batch {
     /// ```
     pub fn append(&mut self, other: &Batch) {
         let base = offset_of(self.data.len());
-        offset_of(self.data.len() + other.data.len());
+        // Every shifted range must stay addressable: panics like `offset_of`
+        // past 4 GiB.
+        let _ = offset_of(self.data.len() + other.data.len());
         self.data.extend_from_slice(&other.data);
         let shift = |r: Range| Range {
             offset: r.offset + base,
@@ -316,20 +318,16 @@ impl Batch {
     ///
     /// ```
     /// let mut b = weir::Batch::new();
-    /// for v in [b"a", b"b", b"c"] { b.push(None, v, None); }
-    /// let parts = b.partition(2, |_, i| i % 2);
+    /// for k in [b"x", b"y", b"x"] { b.push(Some(k), b"v", None); }
+    /// let parts = b.partition(2, |key| usize::from(key == Some(&b"y"[..])));
     /// assert_eq!(parts[0].len(), 2);
     /// ```
-    pub fn partition(
-        &self,
-        n: usize,
-        mut route: impl FnMut(Option<&[u8]>, usize) -> usize,
-    ) -> Vec<Batch> {
+    pub fn partition(&self, n: usize, mut route: impl FnMut(Option<&[u8]>) -> usize) -> Vec<Batch> {
         let per = self.len() / n.max(1) + 1;
         let bytes = self.data.len() / n.max(1) + 64;
         let mut parts: Vec<Batch> = (0..n).map(|_| Batch::with_capacity(per, bytes)).collect();
-        for (i, r) in self.iter().enumerate() {
-            parts[route(r.key, i)].push_ref(r);
+        for r in self.iter() {
+            parts[route(r.key)].push_ref(r);
         }
         parts
     }
@@ -414,7 +412,7 @@ mod tests {
             .map(|i| rec(Some(&format!("k{}", i % 3)), &i.to_string(), None))
             .collect();
         let b = Batch::from(recs.clone());
-        let parts = b.partition(3, |k, _| (k.unwrap()[1] - b'0') as usize);
+        let parts = b.partition(3, |k| (k.unwrap()[1] - b'0') as usize);
         for (p, part) in parts.iter().enumerate() {
             let want: Vec<Record> = recs
                 .iter()

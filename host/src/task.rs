@@ -193,7 +193,7 @@ impl Output {
                 continue;
             }
             let partitioner = &mut edge.partitioner;
-            let parts = b.partition(edge.senders.len(), |key, _| partitioner.route(key));
+            let parts = b.partition(edge.senders.len(), |key| partitioner.route(key));
             for (tx, part) in edge.senders.iter().zip(parts) {
                 if !part.is_empty() {
                     send(shared, &self.metrics, tx, Msg::Batch(part))?;
