@@ -212,3 +212,43 @@ fn validate_loads_every_plugin_and_calls_open() {
         "{err}"
     );
 }
+
+#[test]
+fn weir_profiler_perfmap_names_the_plugins_functions_for_perf() {
+    let j = job(1_000_000, 100);
+    let run = |profiler: &str| {
+        Command::new(WEIR)
+            .arg("run")
+            .arg(j.path().join("job.toml"))
+            .args(["--progress-every", "0"])
+            .env("WEIR_PROFILER", profiler)
+            .output()
+            .unwrap()
+    };
+    let child = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .args(["--progress-every", "0"])
+        .env("WEIR_PROFILER", "perfmap")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{pid}.map"));
+    let text = std::fs::read_to_string(&map).unwrap();
+    std::fs::remove_file(&map).unwrap();
+    assert!(
+        text.lines().any(|l| l.contains("word_count::")),
+        "no word-count function in {map:?}"
+    );
+
+    let out = run("vtune");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .contains(r#"WEIR_PROFILER="vtune" is not a profiling agent: use `perfmap` or `none`"#),
+        "{stderr}"
+    );
+}

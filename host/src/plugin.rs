@@ -157,6 +157,7 @@ impl Runtime {
         config.epoch_interruption(true);
         config.consume_fuel(options.fuel);
         config.max_wasm_stack(WASM_STACK);
+        config.profiler(profiler_from_env()?);
         let engine = Engine::new(&config)?;
         spawn_epoch_ticker(&engine)?;
         let mut linker = Linker::<InstanceState>::new(&engine);
@@ -292,6 +293,21 @@ impl Runtime {
             message: format!("{e:#}"),
         })?;
         Ok((component, pre))
+    }
+}
+
+/// The JIT profiling agent that the environment variable `WEIR_PROFILER`
+/// asks for: `perfmap` makes wasmtime write `/tmp/perf-<pid>.map`, so that
+/// `perf report` names the plugins' functions (docs/performance.md);
+/// unset, empty or `none` for no agent.
+fn profiler_from_env() -> wasmtime::Result<wasmtime::ProfilingStrategy> {
+    use wasmtime::ProfilingStrategy;
+    match std::env::var("WEIR_PROFILER").as_deref() {
+        Err(_) | Ok("" | "none") => Ok(ProfilingStrategy::None),
+        Ok("perfmap") => Ok(ProfilingStrategy::PerfMap),
+        Ok(other) => Err(wasmtime::format_err!(
+            "WEIR_PROFILER={other:?} is not a profiling agent: use `perfmap` or `none`"
+        )),
     }
 }
 

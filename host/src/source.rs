@@ -138,6 +138,7 @@ pub fn open(
                         records,
                         replayable: true,
                         line: Vec::new(),
+                        batch_bytes: 0,
                     }))
                 }
             }
@@ -164,6 +165,7 @@ pub fn open(
                     .unwrap_or(0),
                 replayable: false,
                 line: Vec::new(),
+                batch_bytes: 0,
             }))
         }
         SourceKind::Generator {
@@ -204,11 +206,14 @@ struct LineReader {
     replayable: bool,
     /// The line being read, reused.
     line: Vec<u8>,
+    /// Starting capacity of the next batch's data: the last one's size plus
+    /// an eighth, so that filling a batch rarely reallocates its buffer.
+    batch_bytes: usize,
 }
 
 impl SourceReader for LineReader {
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
-        let mut batch = Batch::with_capacity(max, 0);
+        let mut batch = Batch::with_capacity(max, self.batch_bytes);
         let mut line = std::mem::take(&mut self.line);
         while batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
             line.clear();
@@ -252,6 +257,7 @@ impl SourceReader for LineReader {
             }
         }
         self.line = line;
+        self.batch_bytes = batch.data_bytes() + batch.data_bytes() / 8;
         Ok(if batch.is_empty() { None } else { Some(batch) })
     }
 

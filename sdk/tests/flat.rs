@@ -74,7 +74,7 @@ fn calls(f: impl FnOnce(&Flood) -> usize) -> usize {
 }
 
 #[test]
-fn each_export_calls_its_method_and_a_bad_span_is_an_error() {
+fn each_export_calls_its_method_and_bad_spans_are_host_bugs() {
     with_memory_host(|| {
         <Exports as lifecycle::Guest>::open(OpenContext::with_config("{}")).unwrap();
         <Exports as lifecycle::Guest>::process(0, vec![Record::new("1:1:1")]).unwrap();
@@ -90,20 +90,35 @@ fn each_export_calls_its_method_and_a_bad_span_is_an_error() {
             .unwrap();
         assert_eq!(calls(|f| f.batch_calls), 1);
 
+        // Spans that are not a whole number of spans: an error, before the
+        // operator runs.
+        let err = <Exports as flat_lifecycle::Guest>::process(
+            0,
+            b"1:1:1".to_vec(),
+            span.encode()[..20].to_vec(),
+        );
+        assert!(format!("{err:?}").contains("host bug"), "{err:?}");
+        assert_eq!(calls(|f| f.batch_calls), 1, "nothing ran");
+
+        // A range outside the data: a panic (a trap in Wasm) when the
+        // operator reads that record.
         let bad = Span {
             value: Range { offset: 1, len: 5 },
             ..span
         };
-        let err = <Exports as flat_lifecycle::Guest>::process(
-            0,
-            b"1:1:1".to_vec(),
-            [span.encode(), bad.encode()].concat(),
-        );
+        let panic = std::panic::catch_unwind(|| {
+            <Exports as flat_lifecycle::Guest>::process(
+                0,
+                b"1:1:1".to_vec(),
+                [span.encode(), bad.encode()].concat(),
+            )
+        })
+        .unwrap_err();
+        let msg = panic.downcast_ref::<String>().unwrap();
         assert!(
-            format!("{err:?}").contains("record 1 of a flat batch"),
-            "{err:?}"
+            msg.contains("host bug: a record of a flat batch points at bytes 1..6"),
+            "{msg}"
         );
-        assert_eq!(calls(|f| f.batch_calls), 1, "nothing ran");
     });
 }
 
