@@ -29,6 +29,21 @@ pub struct RecordRef<'a> {
 }
 
 impl RecordRef<'_> {
+    /// Whether the key is the value itself, stored once (as sources make
+    /// it); [`Batch::push_ref`] keeps it shared.
+    fn key_is_value(&self) -> bool {
+        self.key
+            .is_some_and(|k| k.as_ptr() == self.value.as_ptr() && k.len() == self.value.len())
+    }
+
+    /// Bytes of data it takes in a batch.
+    fn data_len(&self) -> usize {
+        match self.key {
+            Some(k) if !self.key_is_value() => k.len() + self.value.len(),
+            _ => self.value.len(),
+        }
+    }
+
     /// An owned copy.
     ///
     /// ```
@@ -217,12 +232,10 @@ impl Batch {
     /// assert_eq!(a, b);
     /// ```
     pub fn push_ref(&mut self, r: RecordRef<'_>) {
-        match r.key {
-            // Keep a key that is the value shared, as sources make it.
-            Some(k) if k.as_ptr() == r.value.as_ptr() && k.len() == r.value.len() => {
-                self.push_keyed_by_value(r.value, r.timestamp)
-            }
-            key => self.push(key, r.value, r.timestamp),
+        if r.key_is_value() {
+            self.push_keyed_by_value(r.value, r.timestamp)
+        } else {
+            self.push(r.key, r.value, r.timestamp)
         }
     }
 
@@ -323,11 +336,24 @@ impl Batch {
     /// assert_eq!(parts[0].len(), 2);
     /// ```
     pub fn partition(&self, n: usize, mut route: impl FnMut(Option<&[u8]>) -> usize) -> Vec<Batch> {
-        let per = self.len() / n.max(1) + 1;
-        let bytes = self.data.len() / n.max(1) + 64;
-        let mut parts: Vec<Batch> = (0..n).map(|_| Batch::with_capacity(per, bytes)).collect();
+        // Two passes: route and size every part, then copy into buffers of
+        // exactly that size (growing them as we go reallocated and copied
+        // each part about once more).
+        let mut routed = Vec::with_capacity(self.len());
+        let mut sizes = vec![(0, 0); n];
         for r in self.iter() {
-            parts[route(r.key)].push_ref(r);
+            let to = route(r.key);
+            let (records, bytes) = &mut sizes[to];
+            *records += 1;
+            *bytes += r.data_len();
+            routed.push((to, r));
+        }
+        let mut parts: Vec<Batch> = sizes
+            .into_iter()
+            .map(|(records, bytes)| Batch::with_capacity(records, bytes))
+            .collect();
+        for (to, r) in routed {
+            parts[to].push_ref(r);
         }
         parts
     }
@@ -421,6 +447,37 @@ mod tests {
                 .collect();
             assert_eq!(part.to_records(), want);
         }
+    }
+
+    /// Each part is allocated once at its exact size, and a key shared
+    /// with its value stays shared.
+    #[test]
+    fn partition_sizes_each_part_exactly() {
+        let mut b = Batch::new();
+        for i in 0..100u8 {
+            match i % 3 {
+                0 => b.push_keyed_by_value(&[i; 5], None),
+                1 => b.push(Some(&[i; 2]), &[i; 7], Some(1)),
+                _ => b.push(None, &[i; 3], None),
+            }
+        }
+        let parts = b.partition(3, |k| k.map_or(2, |k| usize::from(k[0] % 2)));
+        assert_eq!(parts.iter().map(Batch::len).sum::<usize>(), 100);
+        assert_eq!(
+            parts.iter().map(Batch::data_bytes).sum::<usize>(),
+            b.data_bytes()
+        );
+        for part in &parts {
+            assert_eq!(part.data.capacity(), part.data.len());
+            assert_eq!(part.spans.capacity(), part.spans.len());
+            for r in part.iter().filter(|r| r.value.len() == 5) {
+                assert!(r.key_is_value());
+            }
+        }
+        let routed: Vec<Record> = parts.iter().flat_map(Batch::to_records).collect();
+        let mut want = b.to_records();
+        want.sort_by_key(|r| r.key.as_ref().map_or(2, |k| usize::from(k[0] % 2)));
+        assert_eq!(routed, want);
     }
 
     #[test]
