@@ -73,11 +73,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     report.param("events_file_bytes", events_bytes);
     report.param("words_file_bytes", words_bytes);
 
-    let reps = settings.pick(3, 1, 1);
+    let reps = settings.pick(5, 1, 1);
     report.param("repetitions", reps);
     report.param(
         "statistic",
-        "median of the repetitions (cases run round-robin, so load from other processes hits every case alike); all rates in rates_*",
+        "median of the repetitions (cases run round-robin, so load from other processes hits every case alike, each round starting one case later, so no case always follows the same one); all rates in rates_*",
     );
     for w in &workloads {
         let plugin = settings.plugin(w.plugin)?;
@@ -103,7 +103,12 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         };
         let mut runs: Vec<Vec<Measured>> = vec![Vec::new(); cases.len()];
         for rep in 0..reps {
-            for (case, runs) in cases.iter().zip(&mut runs) {
+            // Each round starts one case later: what a case leaves behind
+            // (page cache, writeback, freed memory) then lands on a
+            // different case each round instead of always on its successor.
+            for i in 0..cases.len() {
+                let at = (i + rep) % cases.len();
+                let (case, runs) = (&cases[at], &mut runs[at]);
                 let name = case.name(w.name);
                 settings.say(&format!("end-to-end: {name} (run {} of {reps})", rep + 1));
                 let m = run_case(*case, w, &plugin, &input, dir, n)?;

@@ -41,11 +41,21 @@ pub(crate) enum Layout {
 }
 
 /// A state key's text: the key's string when it serializes to a JSON
-/// string, else its JSON text.
+/// string, else its JSON text. One serialization, no `Value`: a string
+/// without escapes (the usual key) is its JSON text without the quotes.
+/// Keys are stored, so this must never change its output.
 fn encode_key<K: Serialize>(key: &K) -> Vec<u8> {
-    match serde_json::to_value(key) {
-        Ok(serde_json::Value::String(s)) => s.into_bytes(),
-        _ => serde_json::to_vec(key).expect("serializing a state key to JSON in memory"),
+    let mut json = serde_json::to_vec(key).expect("serializing a state key to JSON in memory");
+    match json.as_slice() {
+        [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => {
+            json.pop();
+            json.remove(0);
+            json
+        }
+        [b'"', ..] => serde_json::from_slice::<String>(&json)
+            .expect("serde_json reads back the string it wrote")
+            .into_bytes(),
+        _ => json,
     }
 }
 
@@ -464,5 +474,62 @@ where
             store.set(key, value);
         }
         store.enforce_hard_bound();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// How keys were encoded before `encode_key` skipped the `Value`: the
+    /// stored keys of existing checkpoints.
+    fn through_value<K: Serialize>(key: &K) -> Vec<u8> {
+        match serde_json::to_value(key) {
+            Ok(serde_json::Value::String(s)) => s.into_bytes(),
+            _ => serde_json::to_vec(key).unwrap(),
+        }
+    }
+
+    #[derive(Serialize)]
+    enum Kind {
+        Unit,
+        Tuple(u8, String),
+    }
+
+    #[test]
+    fn keys_encode_as_they_always_have() {
+        let strings = [
+            "",
+            "w1",
+            "with space",
+            "q\"uote",
+            "back\\slash",
+            "tab\tnl\n",
+            "\u{1}\u{7f}",
+            "日本語",
+            "\u{2028}",
+            "\\u0041",
+            "\"",
+            "\\",
+        ];
+        for k in strings {
+            assert_eq!(encode_key(&k), through_value(&k), "{k:?}");
+            assert_eq!(encode_key(&k.to_string()), k.as_bytes());
+        }
+        assert_eq!(encode_key(&'x'), through_value(&'x'));
+        assert_eq!(encode_key(&42u64), through_value(&42u64));
+        assert_eq!(encode_key(&-1.5f64), through_value(&-1.5f64));
+        assert_eq!(encode_key(&f64::NAN), through_value(&f64::NAN));
+        assert_eq!(encode_key(&true), through_value(&true));
+        assert_eq!(encode_key(&None::<u8>), through_value(&None::<u8>));
+        assert_eq!(encode_key(&Some("s")), through_value(&Some("s")));
+        assert_eq!(encode_key(&("a", 1)), through_value(&("a", 1)));
+        assert_eq!(encode_key(&Kind::Unit), through_value(&Kind::Unit));
+        let t = Kind::Tuple(1, "x\"".into());
+        assert_eq!(encode_key(&t), through_value(&t));
+        let m: BTreeMap<&str, u8> = [("b", 1), ("a", 2)].into();
+        assert_eq!(encode_key(&m), through_value(&m));
+        assert_eq!(encode_key(&vec!["\"x\""]), through_value(&vec!["\"x\""]));
     }
 }
