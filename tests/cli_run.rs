@@ -252,3 +252,64 @@ fn weir_profiler_perfmap_names_the_plugins_functions_for_perf() {
         "{stderr}"
     );
 }
+
+/// Records from a live stdin reach the output at the next checkpoint, not
+/// when a full batch has arrived or stdin closes.
+#[test]
+fn stdin_records_are_output_while_stdin_stays_open() {
+    let j = JobDir::new(
+        WEIR,
+        r#"
+name = "live"
+[checkpoint]
+interval = "100ms"
+[[source]]
+id = "in"
+type = "stdin"
+[[operator]]
+id = "count"
+plugin = "{plugins}/word-count.wasm"
+inputs = ["in"]
+[[sink]]
+id = "out"
+type = "stdout"
+input = "count"
+"#,
+        &[],
+    );
+    let mut child = Command::new(WEIR)
+        .arg("run")
+        .arg(j.path().join("job.toml"))
+        .args(["--progress-every", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let _ = lines.send(line.unwrap());
+        }
+    });
+    stdin.write_all(b"a\nb\n").unwrap();
+    stdin.flush().unwrap();
+    let wait = std::time::Duration::from_secs(60);
+    let first = received
+        .recv_timeout(wait)
+        .expect("output while stdin is open");
+    let second = received.recv_timeout(wait).unwrap();
+    assert_eq!(
+        [first, second],
+        [r#"{"word":"a","count":1}"#, r#"{"word":"b","count":1}"#]
+    );
+    stdin.write_all(b"a\n").unwrap();
+    drop(stdin);
+    assert_eq!(
+        received.recv_timeout(wait).unwrap(),
+        r#"{"word":"a","count":2}"#
+    );
+    assert!(child.wait().unwrap().success());
+}

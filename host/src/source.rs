@@ -58,7 +58,10 @@ pub const MAX_BATCH_BYTES: usize = 4 << 20;
 
 /// A source of records, read in batches.
 pub trait SourceReader: Send {
-    /// Up to `max` records, or `None` at end of input.
+    /// Up to `max` records, or `None` at end of input. A live source
+    /// (stdin) returns what has arrived rather than wait for `max` records,
+    /// and an empty batch when nothing has: the caller asks again shortly,
+    /// and meanwhile can inject barriers.
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError>;
     /// Where to resume to read everything after the records returned so far.
     fn offset(&self) -> Value;
@@ -155,7 +158,7 @@ pub fn open(
                 });
             }
             Ok(Box::new(LineReader {
-                reader: Box::new(BufReader::new(std::io::stdin())),
+                reader: Box::new(LiveInput::stdin()),
                 parser: LineParser {
                     id,
                     path: "stdin".into(),
@@ -212,6 +215,99 @@ struct LineReader {
     batch_bytes: usize,
 }
 
+/// A live input (stdin) read by a thread of its own, so that the source
+/// thread never blocks on it: [`BufRead::fill_buf`] returns what has
+/// arrived, an empty slice at the end of the input, and
+/// [`ErrorKind::WouldBlock`](std::io::ErrorKind::WouldBlock) when nothing
+/// has arrived yet.
+struct LiveInput {
+    chunks: crossbeam_channel::Receiver<std::io::Result<Vec<u8>>>,
+    chunk: Vec<u8>,
+    at: usize,
+    ended: bool,
+}
+
+impl LiveInput {
+    /// Bytes one read asks for.
+    const CHUNK: usize = 64 << 10;
+
+    /// Reads `input` on a new thread; at most a few chunks wait unread.
+    fn new(name: &str, mut input: impl std::io::Read + Send + 'static) -> Self {
+        let (tx, chunks) = crossbeam_channel::bounded(4);
+        let spawned = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                loop {
+                    let mut chunk = vec![0; Self::CHUNK];
+                    let read = match input.read(&mut chunk) {
+                        Ok(0) => return,
+                        Ok(n) => {
+                            chunk.truncate(n);
+                            Ok(chunk)
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => Err(e),
+                    };
+                    let failed = read.is_err();
+                    // The source is gone (job over): stop reading.
+                    if tx.send(read).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+        // Without the thread, the receiver sees the input end at once;
+        // `spawn` fails only when the system is out of threads.
+        if let Err(e) = spawned {
+            tracing::error!("cannot start the thread that reads {name}: {e}");
+        }
+        LiveInput {
+            chunks,
+            chunk: Vec::new(),
+            at: 0,
+            ended: false,
+        }
+    }
+
+    fn stdin() -> Self {
+        LiveInput::new("stdin-reader", std::io::stdin())
+    }
+}
+
+impl std::io::Read for LiveInput {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = {
+            let buf = self.fill_buf()?;
+            let n = buf.len().min(out.len());
+            out[..n].copy_from_slice(&buf[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for LiveInput {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.at == self.chunk.len() && !self.ended {
+            match self.chunks.try_recv() {
+                Ok(chunk) => {
+                    self.chunk = chunk?;
+                    self.at = 0;
+                }
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    return Err(std::io::ErrorKind::WouldBlock.into());
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => self.ended = true,
+            }
+        }
+        Ok(&self.chunk[self.at..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.at = (self.at + n).min(self.chunk.len());
+    }
+}
+
 /// What a [`LineReader`] makes of one line.
 struct LineParser {
     id: String,
@@ -250,6 +346,13 @@ impl LineParser {
     }
 }
 
+impl LineReader {
+    /// Whether the input is exhausted (nothing buffered, nothing to come).
+    fn at_end(&mut self) -> bool {
+        self.line.is_empty() && matches!(self.reader.fill_buf(), Ok([]))
+    }
+}
+
 impl SourceReader for LineReader {
     /// Lines are cut straight out of the reader's buffer, found by one
     /// `memchr` scan per buffer fill (not one per line: its setup costs
@@ -259,11 +362,19 @@ impl SourceReader for LineReader {
         let mut batch = Batch::with_capacity(max, self.batch_bytes);
         let full = |b: &Batch| b.len() >= max || b.data_bytes() >= MAX_BATCH_BYTES;
         while !full(&batch) {
-            let buf = self.reader.fill_buf().map_err(|error| SourceError::Io {
-                source_id: self.parser.id.clone(),
-                path: self.parser.path.clone(),
-                error,
-            })?;
+            let buf = match self.reader.fill_buf() {
+                Ok(buf) => buf,
+                // A live input with nothing more for now: return what has
+                // arrived (maybe nothing).
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(error) => {
+                    return Err(SourceError::Io {
+                        source_id: self.parser.id.clone(),
+                        path: self.parser.path.clone(),
+                        error,
+                    });
+                }
+            };
             if buf.is_empty() {
                 // The end of the input ends the last line too.
                 if !self.line.is_empty() {
@@ -297,11 +408,16 @@ impl SourceReader for LineReader {
             self.reader.consume(used);
         }
         // A partial line is only kept when the whole fill was used, and the
-        // batch is only full after a complete line: a batch ends at a line
-        // end, and `byte` is an offset to resume at.
-        debug_assert!(self.line.is_empty());
+        // batch is only full after a complete line: a batch of a file ends
+        // at a line end, and `byte` is an offset to resume at. (A live
+        // input may pause mid-line; it is not replayable.)
+        debug_assert!(self.line.is_empty() || !self.replayable);
         self.batch_bytes = batch.data_bytes() + batch.data_bytes() / 8;
-        Ok(if batch.is_empty() { None } else { Some(batch) })
+        Ok(if batch.is_empty() && self.at_end() {
+            None
+        } else {
+            Some(batch)
+        })
     }
 
     fn offset(&self) -> Value {
@@ -551,6 +667,46 @@ mod tests {
         let keys: Vec<_> = batch.iter().map(|rec| rec.key.unwrap().to_vec()).collect();
         assert_eq!(keys, [b"x".to_vec(), b"y".to_vec()]);
         assert_eq!(r.records, 4, "blank lines count as lines");
+    }
+
+    /// Reads batches until one is not empty (a live source returns empty
+    /// batches while nothing has arrived), or the end (`None`).
+    fn next_records(r: &mut LineReader) -> Option<Vec<Vec<u8>>> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let batch = r.read_batch(1024).unwrap()?;
+            if !batch.is_empty() {
+                return Some(batch.iter().map(|rec| rec.value.to_vec()).collect());
+            }
+            assert!(std::time::Instant::now() < deadline, "no input arrived");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// A live input hands over the lines that have arrived instead of
+    /// waiting for a full batch, never blocks, and keeps a line that
+    /// arrives in pieces whole.
+    #[test]
+    fn a_live_input_returns_what_has_arrived_without_blocking() {
+        use std::io::Write;
+        let (input, mut feed) = std::io::pipe().unwrap();
+        let mut r = reader(b"", 64, Format::Lines, None);
+        r.reader = Box::new(LiveInput::new("test-input", input));
+        r.replayable = false;
+        feed.write_all(b"a\nb").unwrap();
+        assert_eq!(next_records(&mut r), Some(vec![b"a".to_vec()]));
+        // Nothing complete has arrived since: an empty batch, at once.
+        assert_eq!(r.read_batch(1024).unwrap().map(|b| b.len()), Some(0));
+        feed.write_all(b"c\nd\n").unwrap();
+        assert_eq!(
+            next_records(&mut r),
+            Some(vec![b"bc".to_vec(), b"d".to_vec()])
+        );
+        feed.write_all(b"no newline").unwrap();
+        drop(feed);
+        assert_eq!(next_records(&mut r), Some(vec![b"no newline".to_vec()]));
+        assert_eq!(next_records(&mut r), None);
+        assert_eq!(r.records, 4);
     }
 
     #[test]

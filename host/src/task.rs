@@ -229,24 +229,28 @@ pub(crate) fn run_source(
     let batch_size = rate.map_or(batch_size, |r| batch_size.min((r / 20).max(1) as usize));
     let started = Instant::now();
     let mut sent: u64 = 0;
+    // A live source had nothing on the last read.
+    let mut idle = false;
     loop {
         if shared.cancelled() {
             return Err(Cancelled);
         }
         let throttled = rate
             .is_some_and(|r| started.elapsed() < Duration::from_secs_f64(sent as f64 / r as f64));
-        let cmd = if at_end || throttled {
-            match ctl.recv_timeout(if at_end {
-                POLL
-            } else {
-                Duration::from_millis(5)
-            }) {
+        let wait = if at_end {
+            Some(POLL)
+        } else if throttled || idle {
+            Some(Duration::from_millis(5))
+        } else {
+            None
+        };
+        let cmd = match wait {
+            Some(wait) => match ctl.recv_timeout(wait) {
                 Ok(c) => Some(c),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return Err(Cancelled),
-            }
-        } else {
-            ctl.try_recv().ok()
+            },
+            None => ctl.try_recv().ok(),
         };
         match cmd {
             Some(SourceCtl::Trigger(n)) => {
@@ -275,7 +279,9 @@ pub(crate) fn run_source(
         if at_end || throttled {
             continue;
         }
+        idle = false;
         match reader.read_batch(batch_size) {
+            Ok(Some(batch)) if batch.is_empty() => idle = true,
             Ok(Some(batch)) => {
                 sent += batch.len() as u64;
                 out.send(&shared, batch)?
