@@ -40,40 +40,61 @@ pub(crate) enum Layout {
     Value { key: Vec<u8> },
 }
 
-/// A state key's text: the key's string when it serializes to a JSON
-/// string, else its JSON text. One serialization, no `Value`: a string
-/// without escapes (the usual key) is its JSON text without the quotes.
-/// Keys are stored, so this must never change its output.
-fn encode_key<K: Serialize>(key: &K) -> Vec<u8> {
-    let mut json = serde_json::to_vec(key).expect("serializing a state key to JSON in memory");
-    match json.as_slice() {
+/// Appends a state key's text to `out`: the key's string when it
+/// serializes to a JSON string, else its JSON text. One serialization, no
+/// `Value`: a string without escapes (the usual key) is its JSON text
+/// without the quotes. Keys are stored, so this must never change its
+/// output.
+fn write_key<K: Serialize>(key: &K, out: &mut Vec<u8>) {
+    let start = out.len();
+    serde_json::to_writer(&mut *out, key).expect("serializing a state key to JSON in memory");
+    match &out[start..] {
         [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => {
-            json.pop();
-            json.remove(0);
-            json
+            let end = out.len() - 1;
+            out.copy_within(start + 1..end, start);
+            out.truncate(end - 1);
         }
-        [b'"', ..] => serde_json::from_slice::<String>(&json)
-            .expect("serde_json reads back the string it wrote")
-            .into_bytes(),
-        _ => json,
+        [b'"', ..] => {
+            let text: String = serde_json::from_slice(&out[start..])
+                .expect("serde_json reads back the string it wrote");
+            out.truncate(start);
+            out.extend_from_slice(text.as_bytes());
+        }
+        _ => {}
     }
 }
 
 impl Layout {
-    pub(crate) fn state_key<K: Serialize>(&self, key: &K) -> Vec<u8> {
+    /// Appends the host state key of `key` to `out`.
+    fn write_state_key<K: Serialize>(&self, key: &K, out: &mut Vec<u8>) {
         match self {
             Layout::Map { suffix } => {
-                let mut out = encode_key(key);
+                write_key(key, out);
                 out.extend_from_slice(suffix);
-                out
             }
-            Layout::Value { key } => key.clone(),
+            Layout::Value { key } => out.extend_from_slice(key),
         }
+    }
+
+    pub(crate) fn state_key<K: Serialize>(&self, key: &K) -> Vec<u8> {
+        // Room for a typical key, so that writing it does not reallocate.
+        let mut out = Vec::with_capacity(64);
+        self.write_state_key(key, &mut out);
+        out
     }
 }
 
-fn encode_value<V: Serialize>(v: &V) -> Vec<u8> {
-    serde_json::to_vec(v).expect("serializing a state value to JSON in memory")
+/// What `write` appends, in a buffer of exactly its size (`scratch` is
+/// reused for the writing).
+fn exact(scratch: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    scratch.clear();
+    write(scratch);
+    scratch.to_vec()
+}
+
+/// Appends `v` as JSON to `out`.
+fn write_value<V: Serialize>(v: &V, out: &mut Vec<u8>) {
+    serde_json::to_writer(out, v).expect("serializing a state value to JSON in memory");
 }
 
 pub(crate) fn decode_value<V: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<V> {
@@ -178,13 +199,18 @@ where
         if self.dirty == 0 {
             return;
         }
+        // Encoded in a scratch buffer, then copied at their exact size:
+        // `serde_json::to_vec` starts every buffer at 128 bytes, which for
+        // a full cache of small entries is tens of MiB of guest memory at
+        // once.
+        let mut scratch = Vec::new();
         for (key, slot) in self.entries.iter_mut().filter(|(_, s)| s.dirty) {
             slot.dirty = false;
-            let key = self.layout.state_key(key);
+            let key = exact(&mut scratch, |out| self.layout.write_state_key(key, out));
             match &slot.value {
                 Some(v) => writes.puts.push(Entry {
                     key,
-                    value: encode_value(v),
+                    value: exact(&mut scratch, |out| write_value(v, out)),
                 }),
                 None => writes.deletes.push(key),
             }
@@ -495,6 +521,53 @@ mod tests {
     enum Kind {
         Unit,
         Tuple(u8, String),
+    }
+
+    fn encode_key<K: Serialize>(key: &K) -> Vec<u8> {
+        let mut out = b"prefix".to_vec();
+        write_key(key, &mut out);
+        assert_eq!(&out[..6], b"prefix", "appends");
+        out.split_off(6)
+    }
+
+    /// Written-back keys and values are allocated at their size, not at
+    /// `serde_json::to_vec`'s 128 bytes each.
+    #[test]
+    fn written_back_entries_take_only_their_size() {
+        let mut store = Store::<String, u64> {
+            name: "count",
+            layout: Layout::Map {
+                suffix: b"\0count".to_vec(),
+            },
+            capacity: 10,
+            entries: HashMap::default(),
+            dirty: 0,
+            misses_since_prefetch: None,
+        };
+        store.set("w1", Some(7));
+        store.set("q\"uote", Some(123_456));
+        store.set("gone", None);
+        let mut writes = Writes::default();
+        store.take_dirty(&mut writes);
+        let mut puts: Vec<(&[u8], &[u8])> = writes
+            .puts
+            .iter()
+            .map(|e| (e.key.as_slice(), e.value.as_slice()))
+            .collect();
+        puts.sort();
+        assert_eq!(
+            puts,
+            [
+                (&b"q\"uote\0count"[..], &b"123456"[..]),
+                (&b"w1\0count"[..], &b"7"[..])
+            ]
+        );
+        assert_eq!(writes.deletes, [b"gone\0count".to_vec()]);
+        for e in &writes.puts {
+            assert_eq!(e.key.capacity(), e.key.len());
+            assert_eq!(e.value.capacity(), e.value.len());
+        }
+        assert_eq!(store.dirty, 0);
     }
 
     #[test]
