@@ -227,39 +227,47 @@ struct LiveInput {
     ended: bool,
 }
 
-impl LiveInput {
-    /// Bytes one read asks for.
-    const CHUNK: usize = 64 << 10;
+/// Chunks of a live input, read by a thread of its own.
+type Chunks = crossbeam_channel::Receiver<std::io::Result<Vec<u8>>>;
 
-    /// Reads `input` on a new thread; at most a few chunks wait unread.
-    fn new(name: &str, mut input: impl std::io::Read + Send + 'static) -> Self {
-        let (tx, chunks) = crossbeam_channel::bounded(4);
-        let spawned = std::thread::Builder::new()
-            .name(name.to_string())
-            .spawn(move || {
-                loop {
-                    let mut chunk = vec![0; Self::CHUNK];
-                    let read = match input.read(&mut chunk) {
-                        Ok(0) => return,
-                        Ok(n) => {
-                            chunk.truncate(n);
-                            Ok(chunk)
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        Err(e) => Err(e),
-                    };
-                    let failed = read.is_err();
-                    // The source is gone (job over): stop reading.
-                    if tx.send(read).is_err() || failed {
-                        return;
+/// Bytes one read of a live input asks for.
+const LIVE_CHUNK: usize = 64 << 10;
+
+/// Starts a thread named `name` that reads `input` in chunks until its end
+/// or an error; at most a few chunks wait unread.
+fn read_on_a_thread(name: &str, mut input: impl std::io::Read + Send + 'static) -> Chunks {
+    let (tx, chunks) = crossbeam_channel::bounded(4);
+    let spawned = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            loop {
+                let mut chunk = vec![0; LIVE_CHUNK];
+                let read = match input.read(&mut chunk) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        chunk.truncate(n);
+                        Ok(chunk)
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => Err(e),
+                };
+                let failed = read.is_err();
+                // Every reader is gone: stop reading.
+                if tx.send(read).is_err() || failed {
+                    return;
                 }
-            });
-        // Without the thread, the receiver sees the input end at once;
-        // `spawn` fails only when the system is out of threads.
-        if let Err(e) = spawned {
-            tracing::error!("cannot start the thread that reads {name}: {e}");
-        }
+            }
+        });
+    // Without the thread, readers see the input end at once; `spawn` fails
+    // only when the system is out of threads.
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the thread that reads {name}: {e}");
+    }
+    chunks
+}
+
+impl LiveInput {
+    fn new(chunks: Chunks) -> Self {
         LiveInput {
             chunks,
             chunk: Vec::new(),
@@ -268,8 +276,14 @@ impl LiveInput {
         }
     }
 
+    /// The process's stdin. One thread reads it for the whole process: a
+    /// source reopened after a restart takes over the same stream of
+    /// chunks, rather than start a second reader that would race the first
+    /// for the bytes.
     fn stdin() -> Self {
-        LiveInput::new("stdin-reader", std::io::stdin())
+        static STDIN: std::sync::OnceLock<Chunks> = std::sync::OnceLock::new();
+        let chunks = STDIN.get_or_init(|| read_on_a_thread("stdin-reader", std::io::stdin()));
+        LiveInput::new(chunks.clone())
     }
 }
 
@@ -691,7 +705,7 @@ mod tests {
         use std::io::Write;
         let (input, mut feed) = std::io::pipe().unwrap();
         let mut r = reader(b"", 64, Format::Lines, None);
-        r.reader = Box::new(LiveInput::new("test-input", input));
+        r.reader = Box::new(LiveInput::new(read_on_a_thread("test-input", input)));
         r.replayable = false;
         feed.write_all(b"a\nb").unwrap();
         assert_eq!(next_records(&mut r), Some(vec![b"a".to_vec()]));
@@ -707,6 +721,14 @@ mod tests {
         assert_eq!(next_records(&mut r), Some(vec![b"no newline".to_vec()]));
         assert_eq!(next_records(&mut r), None);
         assert_eq!(r.records, 4);
+    }
+
+    /// A stdin source reopened in the same process (a restart) reads on
+    /// from the same reader thread.
+    #[test]
+    fn stdin_sources_share_one_reader() {
+        let (a, b) = (LiveInput::stdin(), LiveInput::stdin());
+        assert!(a.chunks.same_channel(&b.chunks));
     }
 
     #[test]
