@@ -1,7 +1,14 @@
 //! [`KeyedState`]: the host-owned keyed state of one operator instance, kept
 //! in memory with a dirty flag per key for incremental checkpoints.
 //!
+//! Point reads and writes (`get`, `put`, `delete`: what operators do per
+//! record) go to a hash map; the same keys are also kept in order, for
+//! scans, iteration and the sorted changes of a checkpoint. A write to an
+//! existing key costs one hash lookup; only a new key also costs an
+//! ordered insert.
+//!
 //! Invariants:
+//! - `map` and `order` hold the same keys.
 //! - A slot is dirty iff its key was written or deleted since the last
 //!   [`KeyedState::take_changes`] (a key written back to its old value is
 //!   still reported).
@@ -10,7 +17,12 @@
 //! - `live` counts slots with a value; `bytes` sums their key and value
 //!   lengths; `dirty` counts dirty slots.
 
-use std::collections::btree_map::{BTreeMap, Entry};
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// A key, shared by the hash map and the ordered set.
+type Key = Arc<[u8]>;
 
 /// One key's value (or tombstone) and whether it changed since the last
 /// checkpoint.
@@ -20,8 +32,7 @@ struct Slot {
     dirty: bool,
 }
 
-/// Sorted in-memory keyed state with change tracking for incremental
-/// checkpoints.
+/// In-memory keyed state with change tracking for incremental checkpoints.
 ///
 /// ```
 /// let mut s = weir::state::KeyedState::default();
@@ -32,7 +43,10 @@ struct Slot {
 /// ```
 #[derive(Debug, Default, Clone)]
 pub struct KeyedState {
-    map: BTreeMap<Vec<u8>, Slot>,
+    /// Every key, live or tombstone, with its slot.
+    map: HashMap<Key, Slot>,
+    /// The keys of `map`, in order.
+    order: BTreeSet<Key>,
     live: usize,
     dirty: usize,
     bytes: usize,
@@ -48,18 +62,23 @@ impl KeyedState {
     /// assert_eq!(s.dirty_len(), 0);
     /// ```
     pub fn from_entries(entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Self {
-        // `collect` builds the tree in bulk (linear for sorted input, as a
-        // restore passes it); a later entry for the same key wins.
-        let map: BTreeMap<Vec<u8>, Slot> = entries
-            .into_iter()
-            .map(|(k, v)| {
-                let slot = Slot {
-                    value: Some(v),
-                    dirty: false,
-                };
-                (k, slot)
-            })
-            .collect();
+        let entries = entries.into_iter();
+        let mut map: HashMap<Key, Slot> = HashMap::with_capacity(entries.size_hint().0);
+        let mut keys = Vec::with_capacity(entries.size_hint().0);
+        for (k, v) in entries {
+            let key: Key = k.into();
+            let slot = Slot {
+                value: Some(v),
+                dirty: false,
+            };
+            // A later entry for the same key wins.
+            if map.insert(key.clone(), slot).is_none() {
+                keys.push(key);
+            }
+        }
+        // `collect` sorts (linear for sorted input, as a restore passes
+        // it) and builds the tree in bulk.
+        let order: BTreeSet<Key> = keys.into_iter().collect();
         let bytes = map
             .iter()
             .map(|(k, s)| k.len() + s.value.as_ref().map_or(0, Vec::len))
@@ -69,6 +88,7 @@ impl KeyedState {
             dirty: 0,
             bytes,
             map,
+            order,
         }
     }
 
@@ -77,7 +97,7 @@ impl KeyedState {
         self.map.get(key).and_then(|s| s.value.as_deref())
     }
 
-    /// Stores `value` under `key` (one tree lookup).
+    /// Stores `value` under `key`.
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         let stored = self.put_within(key, value, usize::MAX);
         debug_assert!(stored.is_ok(), "no limit");
@@ -85,7 +105,7 @@ impl KeyedState {
 
     /// Stores `value` under `key` unless the state would then hold more than
     /// `max_bytes` of keys and values; then nothing changes and the size it
-    /// would have had is returned. One tree lookup either way.
+    /// would have had is returned. One hash lookup for an existing key.
     ///
     /// ```
     /// let mut s = weir::state::KeyedState::default();
@@ -100,40 +120,40 @@ impl KeyedState {
         max_bytes: usize,
     ) -> Result<(), usize> {
         let vlen = value.len();
-        match self.map.entry(key) {
-            Entry::Occupied(mut e) => {
-                let klen = e.key().len();
-                let slot = e.get_mut();
-                let after = match &slot.value {
-                    Some(old) => self.bytes - old.len() + vlen,
-                    None => self.bytes + klen + vlen,
-                };
-                if after > max_bytes {
-                    return Err(after);
-                }
-                if slot.value.replace(value).is_none() {
-                    self.live += 1;
-                }
-                self.bytes = after;
-                if !slot.dirty {
-                    slot.dirty = true;
-                    self.dirty += 1;
-                }
+        if let Some(slot) = self.map.get_mut(key.as_slice()) {
+            let after = match &slot.value {
+                Some(old) => self.bytes - old.len() + vlen,
+                None => self.bytes + key.len() + vlen,
+            };
+            if after > max_bytes {
+                return Err(after);
             }
-            Entry::Vacant(e) => {
-                let after = self.bytes + e.key().len() + vlen;
-                if after > max_bytes {
-                    return Err(after);
-                }
+            if slot.value.replace(value).is_none() {
                 self.live += 1;
-                self.dirty += 1;
-                self.bytes = after;
-                e.insert(Slot {
-                    value: Some(value),
-                    dirty: true,
-                });
             }
+            self.bytes = after;
+            if !slot.dirty {
+                slot.dirty = true;
+                self.dirty += 1;
+            }
+            return Ok(());
         }
+        let after = self.bytes + key.len() + vlen;
+        if after > max_bytes {
+            return Err(after);
+        }
+        self.live += 1;
+        self.dirty += 1;
+        self.bytes = after;
+        let key: Key = key.into();
+        self.order.insert(key.clone());
+        self.map.insert(
+            key,
+            Slot {
+                value: Some(value),
+                dirty: true,
+            },
+        );
         Ok(())
     }
 
@@ -152,6 +172,12 @@ impl KeyedState {
         }
     }
 
+    /// The value of `key`, which `order` holds, if it is live.
+    fn live_value(&self, key: &[u8]) -> Option<&[u8]> {
+        let slot = self.map.get(key).expect("map and order hold the same keys");
+        slot.value.as_deref()
+    }
+
     /// Up to `limit` entries whose key starts with `prefix`, after `after`.
     ///
     /// ```
@@ -167,15 +193,14 @@ impl KeyedState {
         after: Option<&[u8]>,
         limit: usize,
     ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
-        use std::ops::Bound;
         let start = match after {
-            Some(a) if a >= prefix => Bound::Excluded(a.to_vec()),
-            _ => Bound::Included(prefix.to_vec()),
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
         };
-        self.map
-            .range((start, Bound::Unbounded))
-            .take_while(move |(k, _)| k.starts_with(prefix))
-            .filter_map(|(k, s)| s.value.as_deref().map(|v| (k.as_slice(), v)))
+        self.order
+            .range::<[u8], _>((start, Bound::Unbounded))
+            .take_while(move |k| k.starts_with(prefix))
+            .filter_map(|k| self.live_value(k).map(|v| (&k[..], v)))
             .take(limit)
     }
 
@@ -196,27 +221,41 @@ impl KeyedState {
 
     /// Every entry in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.map
+        self.order
             .iter()
-            .filter_map(|(k, s)| s.value.as_deref().map(|v| (k.as_slice(), v)))
+            .filter_map(|k| self.live_value(k).map(|v| (&k[..], v)))
     }
 
     /// The keys changed since the last call, with their new value (`None` for
     /// deleted), sorted by key; clears the change flags and drops tombstones.
-    /// One pass over the state.
     pub fn take_changes(&mut self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         if self.dirty == 0 {
             return Vec::new();
         }
         let mut out = Vec::with_capacity(self.dirty);
-        let mut tombstones = false;
-        for (k, slot) in self.map.iter_mut().filter(|(_, s)| s.dirty) {
-            slot.dirty = false;
-            tombstones |= slot.value.is_none();
-            out.push((k.clone(), slot.value.clone()));
+        if self.dirty * 4 < self.map.len() {
+            // A few changed keys: find them and sort them.
+            for (k, slot) in self.map.iter_mut().filter(|(_, s)| s.dirty) {
+                slot.dirty = false;
+                out.push((k.to_vec(), slot.value.clone()));
+            }
+            out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        } else {
+            // Many: walk the keys in order.
+            for k in &self.order {
+                let slot = self
+                    .map
+                    .get_mut(k)
+                    .expect("map and order hold the same keys");
+                if slot.dirty {
+                    slot.dirty = false;
+                    out.push((k.to_vec(), slot.value.clone()));
+                }
+            }
         }
-        if tombstones {
-            self.map.retain(|_, s| s.value.is_some());
+        for (k, _) in out.iter().filter(|(_, v)| v.is_none()) {
+            self.map.remove(k.as_slice());
+            self.order.remove(k.as_slice());
         }
         self.dirty = 0;
         out
@@ -231,10 +270,20 @@ impl KeyedState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
-    /// Random operations against a plain map and a plain change log.
+    /// Random operations against a plain map and a plain change log. With
+    /// changes taken often, few keys are dirty each time (`take_changes`
+    /// sorts them); with changes taken rarely, most are (it walks the
+    /// ordered keys).
     #[test]
     fn behaves_like_a_map_with_a_change_log() {
+        for take_one_in in [10, 400] {
+            random_operations(take_one_in);
+        }
+    }
+
+    fn random_operations(take_one_in: u64) {
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut next = move || {
             x ^= x << 13;
@@ -247,7 +296,16 @@ mod tests {
         let mut since: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
         for step in 0..20_000 {
             let key = format!("k{}", next() % 64).into_bytes();
-            match next() % 10 {
+            // 8 takes the changes; the other ops are drawn from 0..=7 and 9.
+            let op = if next() % take_one_in == 0 {
+                8
+            } else {
+                match next() % 9 {
+                    8 => 9,
+                    o => o,
+                }
+            };
+            match op {
                 0..=5 => {
                     let value = vec![b'v'; (next() % 8) as usize];
                     state.put(key.clone(), value.clone());
@@ -287,6 +345,7 @@ mod tests {
             );
             assert_eq!(state.get(&key), model.get(&key).map(Vec::as_slice));
             assert_eq!(state.dirty_len(), since.len());
+            assert_eq!(state.map.len(), state.order.len());
         }
         let all: Vec<_> = state
             .iter()
