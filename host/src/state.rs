@@ -63,26 +63,26 @@ impl KeyedState {
     /// ```
     pub fn from_entries(entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Self {
         let entries = entries.into_iter();
-        let mut map: HashMap<Key, Slot> = HashMap::with_capacity(entries.size_hint().0);
-        let mut keys = Vec::with_capacity(entries.size_hint().0);
+        let n = entries.size_hint().0;
+        let mut map: HashMap<Key, Slot> = HashMap::with_capacity(n);
+        let mut keys = Vec::with_capacity(n);
+        let mut bytes = 0;
         for (k, v) in entries {
+            bytes += k.len() + v.len();
             let key: Key = k.into();
             let slot = Slot {
                 value: Some(v),
                 dirty: false,
             };
             // A later entry for the same key wins.
-            if map.insert(key.clone(), slot).is_none() {
-                keys.push(key);
+            match map.insert(key.clone(), slot) {
+                None => keys.push(key),
+                Some(old) => bytes -= key.len() + old.value.map_or(0, |v| v.len()),
             }
         }
         // `collect` sorts (linear for sorted input, as a restore passes
         // it) and builds the tree in bulk.
         let order: BTreeSet<Key> = keys.into_iter().collect();
-        let bytes = map
-            .iter()
-            .map(|(k, s)| k.len() + s.value.as_ref().map_or(0, Vec::len))
-            .sum();
         KeyedState {
             live: map.len(),
             dirty: 0,
