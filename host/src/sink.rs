@@ -204,15 +204,12 @@ fn run_job(sink: &str, visible: &Path, job: Job) {
                 if rest.is_empty() {
                     return Ok(());
                 }
-                let mut out = OpenOptions::new()
+                let out = OpenOptions::new()
                     .append(true)
                     .open(visible)
                     .map_err(io(visible))?;
-                for path in rest {
-                    let mut from = File::open(path).map_err(io(path))?;
-                    std::io::copy(&mut from, &mut out).map_err(io(visible))?;
-                }
-                out.sync_all().map_err(io(visible))?;
+                append_epochs(&out, rest.iter().map(PathBuf::as_path))
+                    .map_err(|(path, e)| io(path.unwrap_or(visible))(e))?;
                 for path in rest {
                     fs::remove_file(path).map_err(io(path))?;
                 }
@@ -221,6 +218,19 @@ fn run_job(sink: &str, visible: &Path, job: Job) {
             done(append().map(|()| Value::Null))
         }
     }
+}
+
+/// Appends the files `epochs`, in order, to `out` and makes it durable. An
+/// error comes with the epoch file it concerns, or `None` for `out`.
+fn append_epochs<'a>(
+    mut out: &File,
+    epochs: impl IntoIterator<Item = &'a Path>,
+) -> Result<(), (Option<&'a Path>, std::io::Error)> {
+    for path in epochs {
+        let mut from = File::open(path).map_err(|e| (Some(path), e))?;
+        std::io::copy(&mut from, &mut out).map_err(|e| (None, e))?;
+    }
+    out.sync_all().map_err(|e| (None, e))
 }
 
 /// Commits the first of `staged` by renaming it over `visible` when
@@ -393,12 +403,12 @@ impl FileSink {
             )));
         };
         visible.set_len(start).map_err(self.io(&self.path))?;
-        let mut w = visible;
-        for (_, path, _) in staged[..=first].iter().rev() {
-            let mut from = File::open(path).map_err(self.io(path))?;
-            std::io::copy(&mut from, &mut w).map_err(self.io(&self.path))?;
-        }
-        visible.sync_all().map_err(self.io(&self.path))?;
+        let epochs = staged[..=first]
+            .iter()
+            .rev()
+            .map(|(_, path, _)| path.as_path());
+        append_epochs(visible, epochs)
+            .map_err(|(path, e)| self.io(path.unwrap_or(&self.path))(e))?;
         Ok(len)
     }
 }

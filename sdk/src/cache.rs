@@ -20,7 +20,7 @@
 use std::any::Any;
 use std::borrow::Borrow;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::rc::Rc;
 
@@ -140,8 +140,9 @@ pub(crate) struct Store<K, V> {
     /// Number of dirty entries.
     dirty: usize,
     /// Reads of the host since the last `prefetch` (`None` before the
-    /// first): a `prefetch` after one that found every key cached, with no
-    /// miss since, skips its lookups (prefetching only saves host calls).
+    /// first, and after an eviction): a `prefetch` after one that found
+    /// every key cached, with no miss or eviction since, skips its lookups
+    /// (prefetching only saves host calls).
     misses_since_prefetch: Option<usize>,
 }
 
@@ -233,6 +234,8 @@ where
                 seen += 1;
                 seen <= keep
             });
+            // Keys a prefetch found may be gone now: the next one looks.
+            self.misses_since_prefetch = None;
         }
     }
 
@@ -442,17 +445,11 @@ where
         if store.misses_since_prefetch == Some(0) {
             return Ok(());
         }
+        // Each miss once, however often the batch repeats it.
         let mut misses: Vec<K> = Vec::new();
+        let mut seen = HashSet::with_hasher(store.entries.hasher().clone());
         for key in keys {
-            if !store.entries.contains_key(key) {
-                // A placeholder keeps a repeated miss from being read twice.
-                store.entries.insert(
-                    key.to_owned(),
-                    Slot {
-                        value: None,
-                        dirty: false,
-                    },
-                );
+            if !store.entries.contains_key(key) && seen.insert(key) {
                 misses.push(key.to_owned());
             }
         }
@@ -462,11 +459,18 @@ where
         }
         let byte_keys: Vec<Vec<u8>> = misses.iter().map(|k| store.layout.state_key(k)).collect();
         let name = store.name;
-        for (key, bytes) in misses.into_iter().zip(host::get_many(&byte_keys)) {
-            let value: Option<V> = bytes.map(|b| decode_value(name, &b)).transpose()?;
-            if let Some(slot) = store.entries.get_mut::<K>(&key) {
-                slot.value = value;
-            }
+        // Decoded before any is cached: a value that does not decode leaves
+        // the cache as it was.
+        let values = host::get_many(&byte_keys)
+            .into_iter()
+            .map(|bytes| bytes.map(|b| decode_value(name, &b)).transpose())
+            .collect::<Result<Vec<Option<V>>>>()?;
+        for (key, value) in misses.into_iter().zip(values) {
+            let slot = Slot {
+                value,
+                dirty: false,
+            };
+            store.entries.insert(key, slot);
         }
         store.enforce_hard_bound();
         Ok(())

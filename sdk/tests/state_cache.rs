@@ -329,3 +329,39 @@ fn a_prefetch_after_one_that_found_everything_cached_skips_its_lookups() {
     );
     assert_eq!(h.host_calls().get_many, get_manys + 1);
 }
+
+/// Regression: a prefetch whose batch holds a value that does not decode
+/// failed after caching "nothing stored" for the keys after it.
+#[test]
+fn a_failed_prefetch_caches_nothing() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    for (k, v) in [("a", "1"), ("b", "not a count"), ("c", "3")] {
+        h.state_mut()
+            .insert(format!("{k}\0count").into_bytes(), v.as_bytes().to_vec());
+    }
+    let err = h.process("in", batch(&["pa,b,c"])).unwrap_err();
+    assert!(matches!(err, Error::IncompatibleState(_)), "{err}");
+    let out = h.process("in", batch(&["+c", "+a"])).unwrap();
+    assert_eq!(values(&out), ["4", "2"]);
+}
+
+/// A prefetch after an eviction looks the batch up again, even when the
+/// prefetch before the eviction found everything cached.
+#[test]
+fn a_prefetch_after_an_eviction_reads_the_evicted_keys_in_one_call() {
+    let mut h = Harness::<Counter>::open("4").unwrap();
+    h.process("in", batch(&["pa,b,c,d", "+a", "+b", "+c", "+d"]))
+        .unwrap();
+    h.process("in", batch(&["pa,b,c,d"])).unwrap();
+    // Two removals cache two more keys without reading them (no miss):
+    // over the capacity of 4, so the hook's end writes back and evicts
+    // down to half of it.
+    h.process("in", batch(&["-e", "-f"])).unwrap();
+    let (gets, get_manys) = (h.host_calls().get, h.host_calls().get_many);
+    let out = h
+        .process("in", batch(&["pa,b,c,d", "+a", "+b", "+c", "+d"]))
+        .unwrap();
+    assert_eq!(values(&out), ["2", "2", "2", "2"]);
+    assert_eq!(h.host_calls().get_many, get_manys + 1);
+    assert_eq!(h.host_calls().get, gets, "no key was read alone");
+}
