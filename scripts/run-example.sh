@@ -7,7 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 example="${1:-wordcount}"
 
 scripts/build-plugins.sh
-cargo build --release --quiet -p weir
+cargo build --release --quiet -p weir-cli
 # From scratch: earlier runs' checkpoints (possibly of an older store format)
 # and output go.
 rm -rf "examples/$example/state" "examples/$example/out"

@@ -1,4 +1,4 @@
-//! The on-disk cache of compiled components (`weir::compile_cache`): a hit
+//! The on-disk cache of compiled components (`weir::wasm::compile_cache`): a hit
 //! skips compilation, a corrupt, truncated or foreign entry is compiled again
 //! (never a crash), an unwritable folder only disables caching, and the
 //! engine's configuration is part of the key. Through the `weir` binary:
@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use weir::Runtime;
-use weir::compile_cache::{CompileCache, Outcome};
-use weir::plugin::RuntimeOptions;
+use weir::wasm::compile_cache::{CompileCache, Outcome};
+use weir::wasm::plugin::RuntimeOptions;
 use weir_tests::plugins;
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");

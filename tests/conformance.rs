@@ -21,8 +21,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use weir::instance::PluginReturned;
-use weir::state::KeyedState;
+use weir::checkpoint::state::KeyedState;
+use weir::wasm::instance::PluginReturned;
 use weir::{InstanceError, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::pipeline::{JobDir, XorShift, seed};
 use weir_tests::plugins;

@@ -3,8 +3,8 @@
 //! `wasm32-unknown-unknown` and made a component with `wit-component`.
 
 use serde_json::{Value, json};
-use weir::inspect::PluginReport;
 use weir::{OperatorInstance, Plugin, Record, Runtime};
+use weir_cli::inspect::PluginReport;
 use weir_tests::plugins;
 
 fn rec(v: &str) -> Record {

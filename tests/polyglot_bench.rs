@@ -3,7 +3,7 @@
 //! every language, as a Markdown table (the one in docs/polyglot.md).
 //!
 //! ```sh
-//! cargo run --release -p weir --example weir-polyglot-bench
+//! cargo run --release -p weir-cli --example weir-polyglot-bench
 //! ```
 //!
 //! Builds the Python, C, JavaScript and Zig components first with
@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use weir::compile_cache::CompileCache;
+use weir::wasm::compile_cache::CompileCache;
 use weir::{OperatorInstance, Record, Runtime};
 use weir_tests::{plugins, polyglot};
 

@@ -11,8 +11,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use weir::instance::{Grants, InstanceError, LimitValue, Limits};
-use weir::plugin::RuntimeOptions;
+use weir::config::{Grants, LimitValue, Limits};
+use weir::wasm::InstanceError;
+use weir::wasm::plugin::RuntimeOptions;
 use weir::{OperatorInstance, Plugin, PluginError, Record, Runtime};
 use weir_tests::pipeline::JobDir;
 use weir_tests::plugins;

@@ -1,5 +1,5 @@
 //! `end-to-end`: records per second of two jobs, from a file source to a
-//! file sink, through [`weir::runner::run`]:
+//! file sink, through [`weir::run::run`]:
 //!
 //! - `filter`: JSON events, keep `amount >= 50` (stateless);
 //! - `word-count`: one word per line, count per word in host state (keyed).
@@ -17,8 +17,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use weir::job::Job;
-use weir::runner::RestoreMode;
+use weir::config::Job;
+use weir::run::RestoreMode;
 
 use crate::data;
 use crate::jobs::{LinearJob, checkpoint_table, run_job};
@@ -200,7 +200,7 @@ enum Case {
     NativeSingle,
     /// The operator native in a host-like pipeline.
     NativeHost,
-    /// The Wasm job through `weir::runner::run`.
+    /// The Wasm job through `weir::run::run`.
     Wasm {
         parallelism: u32,
         interval: Option<&'static str>,

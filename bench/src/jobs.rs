@@ -1,5 +1,5 @@
 //! Job files for the benchmarks, and running a job through
-//! [`weir::runner::run`] while watching its metrics.
+//! [`weir::run::run`] while watching its metrics.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use weir::job::Job;
+use weir::config::Job;
 use weir::metrics::JobMetrics;
-use weir::runner::{RestoreMode, RunOptions, RunSummary};
+use weir::run::{RestoreMode, RunOptions, RunSummary};
 use weir::store::{CheckpointMeta, CheckpointStore};
 
 /// `[checkpoint]` of a job: the state folder `state`, `retain` checkpoints,
@@ -172,7 +172,7 @@ pub fn run_job(
             }
         })
     };
-    let result = weir::runner::run(&job, &runtime, &options, &AtomicBool::new(false));
+    let result = weir::run::run(&job, &runtime, &options, &AtomicBool::new(false));
     let wall = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let (first_read, first_processed, first_emitted, first_output, max_buffered_bytes) =

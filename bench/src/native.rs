@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use crossbeam_channel::bounded;
 use weir::Batch;
-use weir::job::{Job, SourceKind};
+use weir::config::{Job, SourceKind};
 
 /// The `filter` plugin's own logic (its crate, `plugins/filter`, compiled
 /// natively and called directly): the baseline runs exactly the code the
@@ -203,8 +203,8 @@ pub fn host_pipeline(
     };
     std::fs::create_dir_all(staging)?;
     let started = Instant::now();
-    let mut reader = weir::source::open(source, None)?;
-    let mut writer = weir::sink::open(sink, staging, None)?;
+    let mut reader = weir::connectors::source::open(source, None)?;
+    let mut writer = weir::connectors::sink::open(sink, staging, None)?;
     let (in_tx, in_rx) = bounded::<Batch>(16);
     let (out_tx, out_rx) = bounded::<Batch>(16);
     let out = std::thread::scope(|s| -> anyhow::Result<u64> {
@@ -231,8 +231,8 @@ pub fn host_pipeline(
         for batch in out_rx {
             writer.write(&batch)?;
         }
-        weir::sink::precommit_blocking(writer.as_mut(), 1)?;
-        weir::sink::commit_blocking(writer.as_mut(), 1)?;
+        weir::connectors::sink::precommit_blocking(writer.as_mut(), 1)?;
+        weir::connectors::sink::commit_blocking(writer.as_mut(), 1)?;
         src.join().expect("source thread")?;
         opt.join().expect("operator thread")
     })?;

@@ -10,7 +10,7 @@
 //! - step by step: open the store, `load_instance`, build the `KeyedState`,
 //!   compile the plugin, `OperatorInstance::new`, `restore`, the first
 //!   `process`;
-//! - end to end: `weir::runner::run` restoring checkpoint 2, until the
+//! - end to end: `weir::run::run` restoring checkpoint 2, until the
 //!   first record reaches the operator and until its first output reaches
 //!   the sink;
 //! - the baseline: the same job started with no checkpoint (cold start).
@@ -19,8 +19,8 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use weir::runner::RestoreMode;
-use weir::state::KeyedState;
+use weir::checkpoint::state::KeyedState;
+use weir::run::RestoreMode;
 use weir::store::CheckpointStore;
 use weir::{OperatorInstance, Record, Runtime};
 

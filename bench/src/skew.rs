@@ -6,7 +6,7 @@
 //! metadata (`alignment_ms`); buffered bytes from the
 //! `weir_alignment_buffered_bytes` gauge, sampled every millisecond.
 
-use weir::runner::RestoreMode;
+use weir::run::RestoreMode;
 
 use crate::jobs::{checkpoint_table, run_job, toml_string};
 use crate::{Report, Settings, median};

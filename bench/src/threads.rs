@@ -32,7 +32,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weir::partition::Partitioner;
+use weir::dataflow::partition::Partitioner;
 use weir::{Batch, OperatorInstance, Plugin, Record, Runtime};
 
 use crate::{Report, Settings, data, median};

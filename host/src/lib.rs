@@ -3,36 +3,25 @@
 //! A stream-processing host whose operators are WebAssembly components.
 //! See `ARCHITECTURE.md` in the repository for the code map and invariants.
 //!
-//! The main entry points: [`job::Job::load`] reads a job file,
-//! [`Runtime`] compiles plugins, [`runner::run`] runs a job with aligned
+//! The main entry points: [`config::Job::load`] reads a job file,
+//! [`Runtime`] compiles plugins, [`run::run`] runs a job with aligned
 //! checkpoint barriers and exactly-once restore.
+//!
+//! The folders, from the bottom up: [`config`] (the job file), [`dataflow`]
+//! (batches, the messages on edges, alignment, the thread bodies),
+//! [`wasm`] (plugins and their sandbox), [`connectors`] (sources and sinks),
+//! [`checkpoint`] (the coordinator and keyed state), [`store`] (the redb
+//! checkpoint file) and [`run`] (one job: attempts, wiring, the driver).
 #![warn(missing_docs)]
 
-pub mod align;
-pub mod batch;
-mod bindings;
-pub mod compile_cache;
-pub mod coordinator;
-pub mod inspect;
-pub mod instance;
-pub mod job;
+pub mod checkpoint;
+pub mod config;
+pub mod connectors;
+pub mod dataflow;
 pub mod metrics;
-pub mod partition;
-pub mod plugin;
-pub mod progress;
-pub mod record;
-pub mod runner;
-mod sandbox;
-pub mod scaffold;
-pub mod sink;
-pub mod source;
-pub mod state;
+pub mod run;
 pub mod store;
-pub mod supervisor;
-mod task;
+pub mod wasm;
 
-pub use batch::Batch;
-pub use instance::{InstanceError, OperatorInstance};
-pub use plugin::{OperatorInfo, Plugin, PluginError, Runtime};
-pub use record::Record;
-pub use task::TaskError;
+pub use dataflow::{Batch, Record, TaskError};
+pub use wasm::{InstanceError, OperatorInfo, OperatorInstance, Plugin, PluginError, Runtime};

@@ -2,12 +2,11 @@
 //! progress display and the Prometheus endpoint (readers). Writers only use
 //! relaxed atomic adds, so counting costs a few nanoseconds per batch.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::job::Job;
+use crate::config::Job;
 
 /// Upper bounds (seconds) of the latency histogram buckets.
 const BUCKETS: [f64; 12] = [
@@ -44,33 +43,20 @@ impl Histogram {
         self.count.load(Relaxed)
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let mut cumulative = 0;
-        for (b, n) in BUCKETS.iter().zip(&self.buckets) {
-            cumulative += n.load(Relaxed);
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels}{}le=\"{b}\"}} {cumulative}",
-                sep(labels)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{labels}{}le=\"+Inf\"}} {}",
-            sep(labels),
-            self.count()
-        );
-        let _ = writeln!(
-            out,
-            "{name}_sum{{{labels}}} {}",
-            self.sum_ns.load(Relaxed) as f64 / 1e9
-        );
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count());
+    /// Every bucket as (upper bound in seconds, observations in it), in
+    /// increasing order; observations above the last bound are only in
+    /// [`count`](Self::count).
+    pub fn buckets(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        BUCKETS
+            .iter()
+            .zip(&self.buckets)
+            .map(|(b, n)| (*b, n.load(Relaxed)))
     }
-}
 
-fn sep(labels: &str) -> &'static str {
-    if labels.is_empty() { "" } else { "," }
+    /// The sum of all observations, seconds.
+    pub fn sum_seconds(&self) -> f64 {
+        self.sum_ns.load(Relaxed) as f64 / 1e9
+    }
 }
 
 /// Counters of one node (a source, an operator over all its instances, a sink).
@@ -175,176 +161,4 @@ impl JobMetrics {
             .find(|(n, _, _)| n == id)
             .map(|(_, _, m)| m)
     }
-
-    /// The metrics in the Prometheus text exposition format.
-    pub fn render_prometheus(&self) -> String {
-        let mut out = String::new();
-        let job = escape(&self.job);
-        let counters: [(&str, &str, Getter); 5] = [
-            (
-                "weir_records_in_total",
-                "Records received by a node.",
-                |m| m.records_in.load(Relaxed) as f64,
-            ),
-            (
-                "weir_records_out_total",
-                "Records sent downstream by a node.",
-                |m| m.records_out.load(Relaxed) as f64,
-            ),
-            (
-                "weir_bytes_in_total",
-                "Key and value bytes received by a node.",
-                |m| m.bytes_in.load(Relaxed) as f64,
-            ),
-            (
-                "weir_bytes_out_total",
-                "Key and value bytes sent downstream by a node.",
-                |m| m.bytes_out.load(Relaxed) as f64,
-            ),
-            (
-                "weir_backpressure_seconds_total",
-                "Time a node waited on full downstream channels.",
-                |m| m.blocked_ns.load(Relaxed) as f64 / 1e9,
-            ),
-        ];
-        for (name, help, get) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (id, kind, m) in &self.nodes {
-                let _ = writeln!(
-                    out,
-                    "{name}{{job=\"{job}\",node=\"{}\",kind=\"{}\"}} {}",
-                    escape(id),
-                    kind.name(),
-                    get(m)
-                );
-            }
-        }
-        let name = "weir_batch_latency_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Time per process call (operators) or write (sinks).\n# TYPE {name} histogram"
-        );
-        for (id, kind, m) in self.nodes.iter().filter(|(_, k, _)| *k != NodeKind::Source) {
-            m.batch_latency.render(
-                &mut out,
-                name,
-                &format!(
-                    "job=\"{job}\",node=\"{}\",kind=\"{}\"",
-                    escape(id),
-                    kind.name()
-                ),
-            );
-        }
-        let c = &self.checkpoints;
-        let gauges: [(&str, &str, &str, u64); 7] = [
-            (
-                "weir_checkpoints_total",
-                "counter",
-                "Completed checkpoints.",
-                c.completed.load(Relaxed),
-            ),
-            (
-                "weir_checkpoint_last_id",
-                "gauge",
-                "Id of the last completed checkpoint.",
-                c.last_id.load(Relaxed),
-            ),
-            (
-                "weir_checkpoint_last_bytes",
-                "gauge",
-                "Bytes written by the last checkpoint.",
-                c.last_bytes.load(Relaxed),
-            ),
-            (
-                "weir_checkpoint_last_duration_milliseconds",
-                "gauge",
-                "Duration of the last checkpoint.",
-                c.last_duration_ms.load(Relaxed),
-            ),
-            (
-                "weir_alignment_last_milliseconds",
-                "gauge",
-                "Longest barrier alignment of the last checkpoint.",
-                c.last_alignment_ms.load(Relaxed),
-            ),
-            (
-                "weir_alignment_buffered_bytes",
-                "gauge",
-                "Most bytes one instance buffered during the last alignment.",
-                c.last_alignment_buffered_bytes.load(Relaxed),
-            ),
-            (
-                "weir_restarts_total",
-                "counter",
-                "Times the job was restored from a checkpoint.",
-                c.restarts.load(Relaxed),
-            ),
-        ];
-        for (name, kind, help, v) in gauges {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{job=\"{job}\"}} {v}"
-            );
-        }
-        for (name, help, h) in [
-            (
-                "weir_checkpoint_duration_seconds",
-                "Checkpoint durations, trigger to complete.",
-                &c.duration,
-            ),
-            (
-                "weir_alignment_duration_seconds",
-                "Barrier alignment durations.",
-                &c.alignment,
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-            h.render(&mut out, name, &format!("job=\"{job}\""));
-        }
-        out
-    }
-}
-
-/// Reads one counter of a node.
-type Getter = fn(&NodeMetrics) -> f64;
-
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// Serves `metrics` as Prometheus text on `addr` (any path) from a
-/// background thread. Returns the bound address (useful with port 0).
-pub fn serve(addr: &str, metrics: Arc<JobMetrics>) -> std::io::Result<std::net::SocketAddr> {
-    let std_listener = std::net::TcpListener::bind(addr)?;
-    std_listener.set_nonblocking(true)?;
-    let bound = std_listener.local_addr()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?;
-    std::thread::Builder::new().name("metrics".into()).spawn(move || {
-        rt.block_on(async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) else { return };
-            loop {
-                let Ok((mut conn, _)) = listener.accept().await else { continue };
-                let metrics = metrics.clone();
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 4096];
-                    // Read the request head; its content does not matter.
-                    let _ = conn.read(&mut buf).await;
-                    let body = metrics.render_prometheus();
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = conn.write_all(head.as_bytes()).await;
-                    let _ = conn.write_all(body.as_bytes()).await;
-                    let _ = conn.shutdown().await;
-                });
-            }
-        });
-    })?;
-    Ok(bound)
 }

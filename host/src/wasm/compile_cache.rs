@@ -44,9 +44,9 @@ pub const MAX_ENTRIES: usize = 64;
 ///
 /// ```
 /// // WEIR_CACHE_DIR wins; "off" disables.
-/// let dir = weir::compile_cache::dir_from(Some("/tmp/c".into()), None, None);
+/// let dir = weir::wasm::compile_cache::dir_from(Some("/tmp/c".into()), None, None);
 /// assert_eq!(dir.unwrap(), std::path::Path::new("/tmp/c"));
-/// assert!(weir::compile_cache::dir_from(Some("off".into()), None, None).is_none());
+/// assert!(weir::wasm::compile_cache::dir_from(Some("off".into()), None, None).is_none());
 /// ```
 pub fn dir_from(
     weir_cache_dir: Option<std::ffi::OsString>,
@@ -113,7 +113,7 @@ impl Hasher for ShaHasher {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    crate::plugin::hex(bytes)
+    crate::wasm::plugin::hex(bytes)
 }
 
 /// The part of an entry's name that depends on the engine.

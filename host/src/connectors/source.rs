@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::Batch;
-use crate::job::{Format, SourceConfig, SourceKind};
+use crate::config::{Format, SourceConfig, SourceKind};
 
 /// Why a source failed. Messages name the source and, for files, the path
 /// and line.

@@ -21,14 +21,14 @@ use crossbeam_channel::{
 use serde_json::Value;
 
 use crate::Batch;
-use crate::align::{Action, Aligner, Event as AlignEvent};
-use crate::coordinator::Ack;
-use crate::instance::{InstanceError, OperatorInstance};
+use crate::checkpoint::coordinator::Ack;
+use crate::connectors::sink::{Sink, SinkError};
+use crate::connectors::source::{SourceError, SourceReader};
+use crate::dataflow::align::{Action, Aligner, Event as AlignEvent};
+use crate::dataflow::partition::Partitioner;
 use crate::metrics::NodeMetrics;
-use crate::partition::Partitioner;
-use crate::sink::{Sink, SinkError};
-use crate::source::{SourceError, SourceReader};
 use crate::store::InstanceDelta;
+use crate::wasm::instance::{InstanceError, OperatorInstance};
 
 /// How often blocked threads check for cancellation.
 pub(crate) const POLL: Duration = Duration::from_millis(50);
@@ -552,7 +552,10 @@ impl SinkTask {
 
     /// Reports the outcome of a sink step to the coordinator: `ok` on
     /// success, the failure otherwise.
-    fn report(&self, ok: impl FnOnce(Value) -> Event + Send + 'static) -> crate::sink::Done {
+    fn report(
+        &self,
+        ok: impl FnOnce(Value) -> Event + Send + 'static,
+    ) -> crate::connectors::sink::Done {
         let shared = self.shared.clone();
         Box::new(move |result| match result {
             Ok(info) => shared.event(ok(info)),

@@ -7,6 +7,8 @@
 //! instance keeps each `Store` on one core without an async runtime between
 //! the channel and the plugin; batches amortise the channel hop.
 
+pub mod supervisor;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,18 +18,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 
-use crate::coordinator::{Command, Completed, Coordinator, Participant};
-use crate::instance::{InstanceError, OperatorInstance};
-use crate::job::{Job, SourceKind};
-use crate::metrics::JobMetrics;
-use crate::partition::{KEY_GROUPS, Partitioner};
-use crate::plugin::{Plugin, PluginError, Runtime};
-use crate::state::KeyedState;
-use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta, StoreError};
-use crate::task::{
+use crate::checkpoint::coordinator::{Command, Completed, Coordinator, Participant};
+use crate::checkpoint::state::KeyedState;
+use crate::config::{Job, SourceKind};
+use crate::connectors::{sink, source};
+use crate::dataflow::partition::{KEY_GROUPS, Partitioner};
+use crate::dataflow::task::{
     Edge, Event, Inputs, InstanceTask, Msg, Output, POLL, Shared, SinkTask, SourceCtl, TaskError,
 };
-use crate::{sink, source};
+use crate::metrics::JobMetrics;
+use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta, StoreError};
+use crate::wasm::instance::{InstanceError, OperatorInstance};
+use crate::wasm::plugin::{Plugin, PluginError, Runtime};
 
 /// Messages a channel holds before its sender blocks (backpressure).
 const CHANNEL_CAPACITY: usize = 16;
@@ -102,7 +104,7 @@ pub enum RunError {
     Plugin(#[from] PluginError),
     /// The job does not fit its plugins (ports).
     #[error(transparent)]
-    Job(#[from] crate::job::JobError),
+    Job(#[from] crate::config::JobError),
     /// The checkpoint store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -183,7 +185,7 @@ pub fn load_plugins(
 pub fn load_operator(
     job: &Job,
     runtime: &Runtime,
-    op: &crate::job::OperatorConfig,
+    op: &crate::config::OperatorConfig,
     path: &std::path::Path,
 ) -> Result<LoadedOperator, RunError> {
     let plugin = runtime.load(path)?;
@@ -211,7 +213,7 @@ pub fn run(
     options: &RunOptions,
     shutdown: &AtomicBool,
 ) -> Result<RunSummary, RunError> {
-    crate::supervisor::run(job, runtime, options, shutdown)
+    crate::run::supervisor::run(job, runtime, options, shutdown)
 }
 
 /// How an attempt ended (when it did not fail).
@@ -373,7 +375,10 @@ pub(crate) fn run_attempt(
         sink_inputs.push(connect(&s.input, 0, 1).pop().expect("one sink instance"));
     }
 
-    let mut threads: Vec<(String, JoinHandle<Result<(), crate::task::Cancelled>>)> = Vec::new();
+    let mut threads: Vec<(
+        String,
+        JoinHandle<Result<(), crate::dataflow::task::Cancelled>>,
+    )> = Vec::new();
     let metrics = attempt.metrics.clone();
     if restored.is_some() {
         metrics.checkpoints.restarts.fetch_add(1, Ordering::Relaxed);
@@ -402,7 +407,7 @@ pub(crate) fn run_attempt(
                     .operators
                     .get(&op.id)
                     .map_or(plugin.info().state_version, |m| m.state_version);
-                last_snapshot = Some(crate::task::hash_bytes(&r.snapshot));
+                last_snapshot = Some(crate::dataflow::task::hash_bytes(&r.snapshot));
                 inst.restore(KeyedState::from_entries(r.entries), version, &r.snapshot)
                     .map_err(|e: InstanceError| RunError::Task(e.into()))?;
             }
@@ -475,7 +480,7 @@ pub(crate) fn run_attempt(
         threads.push((
             s.id.clone(),
             spawn(&format!("src-{}", s.id), move || {
-                crate::task::run_source(sh, id, reader, batch_size, rate, rx, out)
+                crate::dataflow::task::run_source(sh, id, reader, batch_size, rate, rx, out)
             }),
         ));
     }
@@ -574,9 +579,9 @@ pub(crate) fn run_attempt(
     Ok((summary, end))
 }
 
-fn spawn<F>(name: &str, f: F) -> JoinHandle<Result<(), crate::task::Cancelled>>
+fn spawn<F>(name: &str, f: F) -> JoinHandle<Result<(), crate::dataflow::task::Cancelled>>
 where
-    F: FnOnce() -> Result<(), crate::task::Cancelled> + Send + 'static,
+    F: FnOnce() -> Result<(), crate::dataflow::task::Cancelled> + Send + 'static,
 {
     std::thread::Builder::new()
         .name(name.to_string())

@@ -35,7 +35,7 @@ struct Slot {
 /// In-memory keyed state with change tracking for incremental checkpoints.
 ///
 /// ```
-/// let mut s = weir::state::KeyedState::default();
+/// let mut s = weir::checkpoint::state::KeyedState::default();
 /// s.put(b"a".to_vec(), b"1".to_vec());
 /// assert_eq!(s.get(b"a"), Some(&b"1"[..]));
 /// assert_eq!(s.take_changes(), vec![(b"a".to_vec(), Some(b"1".to_vec()))]);
@@ -57,7 +57,7 @@ impl KeyedState {
     /// checkpoint).
     ///
     /// ```
-    /// let s = weir::state::KeyedState::from_entries([(b"k".to_vec(), b"v".to_vec())]);
+    /// let s = weir::checkpoint::state::KeyedState::from_entries([(b"k".to_vec(), b"v".to_vec())]);
     /// assert_eq!(s.len(), 1);
     /// assert_eq!(s.dirty_len(), 0);
     /// ```
@@ -108,7 +108,7 @@ impl KeyedState {
     /// would have had is returned. One hash lookup for an existing key.
     ///
     /// ```
-    /// let mut s = weir::state::KeyedState::default();
+    /// let mut s = weir::checkpoint::state::KeyedState::default();
     /// assert!(s.put_within(b"k".to_vec(), vec![0; 9], 10).is_ok());
     /// assert_eq!(s.put_within(b"k".to_vec(), vec![0; 10], 10), Err(11));
     /// assert_eq!(s.bytes(), 10);
@@ -181,7 +181,7 @@ impl KeyedState {
     /// Up to `limit` entries whose key starts with `prefix`, after `after`.
     ///
     /// ```
-    /// let mut s = weir::state::KeyedState::from_entries(
+    /// let mut s = weir::checkpoint::state::KeyedState::from_entries(
     ///     ["a1", "a2", "a3", "b1"].map(|k| (k.as_bytes().to_vec(), vec![])));
     /// s.delete(b"a2");
     /// let keys: Vec<_> = s.scan(b"a", Some(b"a1"), 10).map(|(k, _)| k.to_vec()).collect();

@@ -1,7 +1,7 @@
 //! `weir new`: scaffolds a Rust plugin crate that builds to a component and
 //! passes its own tests out of the box.
 //!
-//! The templates are the files under `host/templates/plugin/`, embedded in the
+//! The templates are the files under `cli/templates/plugin/`, embedded in the
 //! binary. [`scaffold`] fills their placeholders (`{{name}}`, `{{crate_name}}`,
 //! `{{struct_name}}`, `{{sdk_path}}`, `{{sdk_path_toml}}`) and writes:
 //!
@@ -16,9 +16,9 @@
 //!
 //! ```no_run
 //! use std::path::Path;
-//! let sdk = weir::scaffold::default_sdk_dir();
-//! let files = weir::scaffold::scaffold("my-counter", Path::new("."), &sdk).unwrap();
-//! print!("{}", weir::scaffold::summary("my-counter", Path::new("."), &files));
+//! let sdk = weir_cli::scaffold::default_sdk_dir();
+//! let files = weir_cli::scaffold::scaffold("my-counter", Path::new("."), &sdk).unwrap();
+//! print!("{}", weir_cli::scaffold::summary("my-counter", Path::new("."), &files));
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -180,7 +180,7 @@ pub enum ScaffoldError {
 /// checkout this binary was built from. [`scaffold`] canonicalizes it.
 ///
 /// ```
-/// assert!(weir::scaffold::default_sdk_dir().ends_with("sdk"));
+/// assert!(weir_cli::scaffold::default_sdk_dir().ends_with("sdk"));
 /// ```
 pub fn default_sdk_dir() -> PathBuf {
     PathBuf::from(DEFAULT_SDK_DIR)
@@ -191,7 +191,7 @@ pub fn default_sdk_dir() -> PathBuf {
 /// letter, and not a Rust keyword or a name the crate cannot take.
 ///
 /// ```
-/// use weir::scaffold::validate_name;
+/// use weir_cli::scaffold::validate_name;
 /// assert!(validate_name("my-counter").is_ok());
 /// assert!(validate_name("My-Counter").is_err());
 /// assert!(validate_name("2fast").is_err());
@@ -237,7 +237,7 @@ pub fn validate_name(name: &str) -> Result<(), ScaffoldError> {
 /// the stem of the built component, `target/wasm32-wasip2/release/<crate_name>.wasm`.
 ///
 /// ```
-/// assert_eq!(weir::scaffold::crate_name("my-counter"), "my_counter");
+/// assert_eq!(weir_cli::scaffold::crate_name("my-counter"), "my_counter");
 /// ```
 pub fn crate_name(name: &str) -> String {
     name.replace('-', "_")
@@ -247,7 +247,7 @@ pub fn crate_name(name: &str) -> String {
 /// an `Op` suffix when that would clash with a name the template uses.
 ///
 /// ```
-/// use weir::scaffold::struct_name;
+/// use weir_cli::scaffold::struct_name;
 /// assert_eq!(struct_name("my-counter"), "MyCounter");
 /// assert_eq!(struct_name("a1_b"), "A1B");
 /// assert_eq!(struct_name("record"), "RecordOp");
@@ -271,7 +271,7 @@ pub fn struct_name(name: &str) -> String {
 ///
 /// ```
 /// assert_eq!(
-///     weir::scaffold::component_path("my-counter"),
+///     weir_cli::scaffold::component_path("my-counter"),
 ///     std::path::Path::new("target/wasm32-wasip2/release/my_counter.wasm")
 /// );
 /// ```
@@ -347,14 +347,14 @@ fn resolve_sdk(sdk: &Path) -> Result<PathBuf, ScaffoldError> {
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
-/// let files = weir::scaffold::scaffold(
+/// let files = weir_cli::scaffold::scaffold(
 ///     "my-counter",
 ///     dir.path(),
-///     &weir::scaffold::default_sdk_dir(),
+///     &weir_cli::scaffold::default_sdk_dir(),
 /// )
 /// .unwrap();
 /// assert!(files.contains(&dir.path().join("my-counter/src/lib.rs")));
-/// assert!(weir::scaffold::scaffold("my-counter", dir.path(), &weir::scaffold::default_sdk_dir()).is_err());
+/// assert!(weir_cli::scaffold::scaffold("my-counter", dir.path(), &weir_cli::scaffold::default_sdk_dir()).is_err());
 /// ```
 pub fn scaffold(name: &str, dir: &Path, sdk: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
     validate_name(name)?;
@@ -428,7 +428,7 @@ fn write_all(root: &Path, name: &str, sdk: &str) -> Result<Vec<PathBuf>, Scaffol
 ///
 /// ```
 /// use std::path::Path;
-/// let s = weir::scaffold::summary("demo", Path::new("."), &[Path::new("./demo/Cargo.toml").into()]);
+/// let s = weir_cli::scaffold::summary("demo", Path::new("."), &[Path::new("./demo/Cargo.toml").into()]);
 /// assert!(s.contains("cargo build --release --target wasm32-wasip2"));
 /// assert!(s.contains("weir inspect target/wasm32-wasip2/release/demo.wasm"));
 /// ```

@@ -11,8 +11,9 @@ use wasmtime::component::{Component, HasSelf, Linker, Resource};
 use wasmtime::{Config, Engine, StoreContextMut};
 use wasmtime_wasi::p2::DynPollable;
 
-use crate::bindings::{Imports, OperatorPre};
-use crate::instance::{Grants, InstanceState, Limits, WASM_STACK, begin_call};
+use crate::config::{Grants, Limits};
+use crate::wasm::bindings::{Imports, OperatorPre};
+use crate::wasm::instance::{InstanceState, WASM_STACK, begin_call};
 
 /// What a plugin says about itself (`lifecycle.describe`).
 ///
@@ -23,7 +24,7 @@ use crate::instance::{Grants, InstanceState, Limits, WASM_STACK, begin_call};
 /// };
 /// assert_eq!(info.inputs.len(), 1);
 /// ```
-pub use crate::bindings::types::OperatorInfo;
+pub use crate::wasm::bindings::types::OperatorInfo;
 
 /// Why a plugin could not be loaded. Each message names the file.
 #[derive(Debug, thiserror::Error)]
@@ -138,7 +139,7 @@ impl Runtime {
     /// one of its operators sets `limits.fuel`, else as [`new`](Self::new).
     /// (With [`new`](Self::new), only the operators that set fuel get a
     /// metered copy of their plugin, compiled on first use.)
-    pub fn for_job(job: &crate::job::Job) -> wasmtime::Result<Self> {
+    pub fn for_job(job: &crate::config::Job) -> wasmtime::Result<Self> {
         Self::with_options(RuntimeOptions {
             fuel: job.operators.iter().any(|op| op.limits.fuel.is_some()),
         })
@@ -147,7 +148,7 @@ impl Runtime {
     /// A runtime with explicit engine settings.
     ///
     /// ```
-    /// use weir::plugin::RuntimeOptions;
+    /// use weir::wasm::plugin::RuntimeOptions;
     /// let rt = weir::Runtime::with_options(RuntimeOptions { fuel: true }).unwrap();
     /// assert!(rt.options().fuel);
     /// ```
@@ -275,7 +276,7 @@ impl Runtime {
         bytes: &[u8],
     ) -> Result<(Component, OperatorPre<InstanceState>), PluginError> {
         let path = path.to_path_buf();
-        let component = crate::compile_cache::compile(&self.engine, bytes).map_err(|e| {
+        let component = crate::wasm::compile_cache::compile(&self.engine, bytes).map_err(|e| {
             PluginError::Compile {
                 path: path.clone(),
                 message: format!("{e:#}"),
@@ -340,7 +341,7 @@ fn replace_sleeps(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
     fn sleep(mut store: StoreContextMut<'_, InstanceState>, nanos: u64) -> Pollable {
         let (granted, deadline) = store.data().clock_grant();
         let table = store.data_mut().table();
-        Ok((crate::sandbox::subscribe_sleep(
+        Ok((crate::wasm::sandbox::subscribe_sleep(
             table, nanos, granted, deadline,
         )?,))
     }
@@ -533,7 +534,7 @@ pub const MAX_NAME: usize = 128;
 /// characters and surrounding whitespace (it appears in logs, errors and
 /// checkpoints).
 fn check_name(what: &str, name: &str) -> Result<(), String> {
-    let shown = crate::instance::sanitize(name, 64);
+    let shown = crate::wasm::instance::sanitize(name, 64);
     if name.trim().is_empty() {
         return Err(format!("the plugin's {what} is empty"));
     }
@@ -553,8 +554,8 @@ fn check_name(what: &str, name: &str) -> Result<(), String> {
 
 /// One line for a failed `describe` or instantiation.
 fn describe_error(store: &wasmtime::Store<InstanceState>, e: wasmtime::Error) -> String {
-    use crate::instance::InstanceError;
-    match crate::instance::trap_error(store.data(), "describe", e) {
+    use crate::wasm::instance::InstanceError;
+    match crate::wasm::instance::trap_error(store.data(), "describe", e) {
         InstanceError::Trap { message, .. } => message,
         InstanceError::Limit { limit, .. } => limit.to_string(),
         other => other.to_string(),

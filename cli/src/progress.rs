@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::metrics::{JobMetrics, NodeKind};
+use weir::metrics::{JobMetrics, NodeKind};
 
 /// A running progress display; [`Progress::stop`] clears it.
 pub struct Progress {

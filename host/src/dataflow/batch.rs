@@ -108,7 +108,7 @@ impl Batch {
     /// [`weir_flat::check`]).
     ///
     /// ```
-    /// use weir::batch::{Batch, Range, Span};
+    /// use weir::dataflow::batch::{Batch, Range, Span};
     /// let span = Span { key: None, value: Range { offset: 0, len: 3 }, timestamp: None };
     /// assert!(Batch::from_parts(b"abc".to_vec(), span.encode().to_vec()).is_ok());
     /// assert!(Batch::from_parts(b"ab".to_vec(), span.encode().to_vec()).is_err());
@@ -153,7 +153,7 @@ impl Batch {
     /// ```
     /// let mut b = weir::Batch::new();
     /// b.push(None, &[0; 10], None);
-    /// assert_eq!(b.size(), 10 + weir::batch::RECORD_OVERHEAD);
+    /// assert_eq!(b.size(), 10 + weir::dataflow::batch::RECORD_OVERHEAD);
     /// ```
     pub fn size(&self) -> usize {
         self.data.len() + self.len() * RECORD_OVERHEAD
@@ -166,7 +166,7 @@ impl Batch {
     /// let mut b = weir::Batch::new();
     /// b.push(None, b"x", None);
     /// let (data, spans) = b.parts();
-    /// assert_eq!((data.len(), spans.len()), (1, weir::batch::SPAN_BYTES));
+    /// assert_eq!((data.len(), spans.len()), (1, weir::dataflow::batch::SPAN_BYTES));
     /// ```
     pub fn parts(&self) -> (&[u8], &[u8]) {
         (&self.data, &self.spans)

@@ -1,5 +1,6 @@
-//! The sandbox around every plugin instance: per-operator [`Limits`] and
-//! [`Grants`], the [`LimitExceeded`] error raised when a limit is hit, the
+//! The sandbox around every plugin instance, enforcing the operator's
+//! [`Limits`] and [`Grants`] (configured in `config::limits`): the
+//! [`LimitExceeded`] error raised when a limit is hit, the
 //! wasmtime [`ResourceLimiter`] that caps linear memory and tables, the WASI
 //! context (an empty sandbox with deterministic clocks and randomness unless
 //! granted), and the stream that sends a plugin's stdout and stderr to the
@@ -19,137 +20,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wasmtime::ResourceLimiter;
+
+use crate::config::{Grants, LimitValue, Limits, format_size};
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult, subscribe};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder};
-
-/// Per-operator limits, set in the job file's `limits` table.
-///
-/// ```
-/// let l = weir::instance::Limits::default();
-/// assert_eq!(l.memory, 256 << 20);
-/// assert_eq!(l.call_timeout, std::time::Duration::from_secs(10));
-/// assert!(l.fuel.is_none());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Linear memory of an instance, bytes, all memories together (`memory`).
-    pub memory: usize,
-    /// Wall-clock time of one call into the plugin (`call_timeout`).
-    pub call_timeout: Duration,
-    /// Fuel (about one unit per Wasm instruction) of one call into the plugin
-    /// (`fuel`); `None` for no fuel budget. The plugin then runs compiled
-    /// with fuel metering ([`crate::Plugin::metered`]).
-    pub fuel: Option<u64>,
-    /// Elements of one table (`table_elements`).
-    pub table_elements: usize,
-    /// Core instances a component may create (`instances`).
-    pub instances: usize,
-    /// Tables a component may create (`tables`).
-    pub tables: usize,
-    /// Linear memories a component may create (`memories`).
-    pub memories: usize,
-    /// Largest state key, bytes (`max_key_bytes`).
-    pub max_key_bytes: usize,
-    /// Largest state value, bytes (`max_value_bytes`).
-    pub max_value_bytes: usize,
-    /// Host-owned state of an instance, keys plus values, bytes
-    /// (`max_state_bytes`).
-    pub max_state_bytes: usize,
-    /// Most records emitted by one call into the plugin (`max_emit_records`).
-    pub max_emit_records_per_call: usize,
-    /// Most bytes (keys plus values) emitted by one call into the plugin
-    /// (`max_emit_bytes`).
-    pub max_emit_bytes_per_call: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            memory: 256 << 20,
-            call_timeout: Duration::from_secs(10),
-            fuel: None,
-            table_elements: 100_000,
-            instances: 64,
-            tables: 64,
-            memories: 16,
-            max_key_bytes: 64 << 10,
-            max_value_bytes: 16 << 20,
-            max_state_bytes: 1 << 30,
-            max_emit_records_per_call: 1_000_000,
-            max_emit_bytes_per_call: 256 << 20,
-        }
-    }
-}
-
-/// Ambient capabilities a job grants an operator (`grants = [...]`). None by
-/// default.
-///
-/// ```
-/// let g = weir::instance::Grants::default();
-/// assert!(!g.clocks && !g.random);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Grants {
-    /// `"clocks"`: the host's real wall and monotonic clocks, and real sleeps
-    /// (each cut short at the call's deadline). Without it the wall clock
-    /// reads 1970-01-01T00:00:00Z, the monotonic clock reads 0, and sleeps
-    /// return at once.
-    pub clocks: bool,
-    /// `"random"`: the host's random number generators. Without it random
-    /// bytes come from a fixed deterministic sequence.
-    pub random: bool,
-}
-
-impl Grants {
-    /// Every grant name the job file accepts.
-    pub const NAMES: &'static [&'static str] = &["clocks", "random"];
-
-    /// Sets the grant called `name`; `false` when there is no such grant.
-    ///
-    /// ```
-    /// let mut g = weir::instance::Grants::default();
-    /// assert!(g.grant("clocks"));
-    /// assert!(!g.grant("network"));
-    /// assert!(g.clocks && !g.random);
-    /// ```
-    pub fn grant(&mut self, name: &str) -> bool {
-        match name {
-            "clocks" => self.clocks = true,
-            "random" => self.random = true,
-            _ => return false,
-        }
-        true
-    }
-}
-
-/// A configured or measured limit value, shown with its unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LimitValue {
-    /// A size in bytes, shown as `64MiB` when a whole number of KiB/MiB/GiB.
-    Bytes(u64),
-    /// A count.
-    Count(u64),
-    /// A duration, shown as `200ms` or `5s`.
-    Time(Duration),
-}
-
-impl std::fmt::Display for LimitValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            LimitValue::Bytes(b) => f.write_str(&format_size(b)),
-            LimitValue::Count(n) => write!(f, "{n}"),
-            LimitValue::Time(d) => f.write_str(&format_duration(d)),
-        }
-    }
-}
 
 /// A limit a plugin exceeded. Host functions, the resource limiter and the
 /// call deadline raise it as a trap; it reaches the user as
 /// [`InstanceError::Limit`](crate::InstanceError::Limit).
 ///
 /// ```
-/// use weir::instance::{LimitExceeded, LimitValue};
+/// use weir::config::LimitValue;
+/// use weir::wasm::LimitExceeded;
 /// let e = LimitExceeded::new("state value size", "max_value_bytes",
 ///     LimitValue::Bytes(16 << 20), Some(LimitValue::Bytes(20 << 20)));
 /// assert_eq!(e.to_string(),
@@ -238,64 +121,6 @@ impl LimitExceeded {
         }
         Ok(())
     }
-}
-
-/// `64MiB`, `1KiB`, `1000B`: the largest binary unit that divides `bytes`.
-///
-/// ```
-/// assert_eq!(weir::instance::format_size(64 << 20), "64MiB");
-/// assert_eq!(weir::instance::format_size(1500), "1500B");
-/// ```
-pub fn format_size(bytes: u64) -> String {
-    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    format!("{bytes}B")
-}
-
-/// `200ms`, `5s`, `1m 30s` (humantime).
-pub fn format_duration(d: Duration) -> String {
-    humantime::format_duration(d).to_string().replace(' ', "")
-}
-
-/// Parses a size: an integer (bytes) or a string such as `"64MiB"`, `"16 KiB"`,
-/// `"1GiB"`, `"512B"` (`KB`/`MB`/`GB` are decimal: 1000-based).
-///
-/// ```
-/// assert_eq!(weir::instance::parse_size("64MiB"), Ok(64 << 20));
-/// assert_eq!(weir::instance::parse_size("2 kB"), Ok(2000));
-/// assert!(weir::instance::parse_size("64 MiBs").is_err());
-/// ```
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '_')
-        .unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let digits = digits.replace('_', "");
-    let number: u64 = digits.parse().map_err(|_| {
-        format!("{text:?} is not a size; write e.g. \"64MiB\" or a number of bytes")
-    })?;
-    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" | "k" => 1 << 10,
-        "mib" | "m" => 1 << 20,
-        "gib" | "g" => 1 << 30,
-        "kb" => 1000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        _ => {
-            return Err(format!(
-                "{text:?} has an unknown unit {:?}; use B, KiB, MiB or GiB",
-                unit.trim()
-            ));
-        }
-    };
-    number
-        .checked_mul(multiplier)
-        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// Linear memory, table and instance caps of one `Store`, from its
@@ -420,8 +245,8 @@ pub(crate) fn count_limit(message: &str, limits: &Limits) -> Option<LimitExceede
 /// break one-line error messages.
 ///
 /// ```
-/// assert_eq!(weir::instance::sanitize("a\nb\u{1b}[31m", 100), "a\\nb\\u{1b}[31m");
-/// assert_eq!(weir::instance::sanitize("abcdef", 3), "abc… (6 bytes)");
+/// assert_eq!(weir::wasm::instance::sanitize("a\nb\u{1b}[31m", 100), "a\\nb\\u{1b}[31m");
+/// assert_eq!(weir::wasm::instance::sanitize("abcdef", 3), "abc… (6 bytes)");
 /// ```
 pub fn sanitize(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max) + 16);
@@ -768,27 +593,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_and_format() {
-        assert_eq!(parse_size("0"), Ok(0));
-        assert_eq!(parse_size("1_000"), Ok(1000));
-        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
-        assert_eq!(parse_size(" 3 GiB "), Ok(3 << 30));
-        assert_eq!(parse_size("5MB"), Ok(5_000_000));
-        assert!(parse_size("").unwrap_err().contains("is not a size"));
-        assert!(parse_size("MiB").unwrap_err().contains("is not a size"));
-        assert!(parse_size("1.5MiB").unwrap_err().contains("unknown unit"));
-        assert!(
-            parse_size("99999999999GiB")
-                .unwrap_err()
-                .contains("too large")
-        );
-        assert_eq!(format_size(0), "0B");
-        assert_eq!(format_size(3 << 30), "3GiB");
-        assert_eq!(format_size(1025), "1025B");
-        assert_eq!(format_duration(Duration::from_millis(1500)), "1s500ms");
-    }
-
-    #[test]
     fn limit_messages_name_the_key_and_value() {
         let e = LimitExceeded::new(
             "call time",
@@ -861,20 +665,5 @@ mod tests {
         assert_eq!(sanitize("plain", 10), "plain");
         assert_eq!(sanitize("tab\there", 100), "tab\\there");
         assert_eq!(sanitize("ééé", 2), "é… (6 bytes)");
-    }
-
-    #[test]
-    fn grants_by_name() {
-        let mut g = Grants::default();
-        for n in Grants::NAMES {
-            assert!(g.grant(n));
-        }
-        assert_eq!(
-            g,
-            Grants {
-                clocks: true,
-                random: true
-            }
-        );
     }
 }

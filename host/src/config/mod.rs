@@ -18,7 +18,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::{Table, Value};
 
-use crate::instance::{Grants, Limits};
+mod limits;
+
+pub use limits::{Grants, LimitValue, Limits, format_duration, format_size, parse_size};
 
 /// Records per batch when a source does not set `batch_size`.
 pub const DEFAULT_BATCH_SIZE: usize = 1024;
@@ -81,7 +83,7 @@ impl RestartStrategy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use weir::job::RestartStrategy;
+    /// use weir::config::RestartStrategy;
     /// let s = RestartStrategy::ExponentialBackoff {
     ///     attempts: 4, initial: Duration::from_millis(100), max: Duration::from_millis(300), multiplier: 2.0,
     /// };
@@ -1108,9 +1110,7 @@ fn build_limits(value: Option<Value>) -> Result<Limits, String> {
                 Value::Integer(i) => u64::try_from(*i).map_err(|_| {
                     format!("`{name}` = {i} is negative; use a size such as \"64MiB\"")
                 })?,
-                Value::String(text) => {
-                    crate::instance::parse_size(text).map_err(|e| format!("`{name}`: {e}"))?
-                }
+                Value::String(text) => parse_size(text).map_err(|e| format!("`{name}`: {e}"))?,
                 other => {
                     return Err(format!(
                         "`{name}` must be a size such as \"64MiB\" or a number of bytes (got {})",
@@ -1119,7 +1119,7 @@ fn build_limits(value: Option<Value>) -> Result<Limits, String> {
                 }
             };
             if !(lo..=hi).contains(&bytes) {
-                let show = crate::instance::format_size;
+                let show = format_size;
                 return Err(format!(
                     "`{name}` = {} is out of range; use a size in {}..={}",
                     show(bytes),

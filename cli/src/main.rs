@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use weir::runner::{RestoreMode, RunOptions};
+use weir::run::{RestoreMode, RunOptions};
 
 /// Weir: stream processing with WebAssembly operators.
 #[derive(Parser)]
@@ -160,8 +160,9 @@ fn init_logging(verbose: u8) {
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("weir={default},warn")));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("weir={default},weir_cli={default},warn"))
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -185,7 +186,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             progress_every,
             swap,
         } => {
-            let job = weir::job::Job::load(&job)?;
+            let job = weir::config::Job::load(&job)?;
             let shutdown = Arc::new(AtomicBool::new(false));
             for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
                 signal_hook::flag::register(signal, shutdown.clone())
@@ -194,12 +195,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let rt = runtime()?;
             let live = weir::metrics::JobMetrics::for_job(&job);
             if let Some(addr) = metrics {
-                let bound = weir::metrics::serve(&addr, live.clone())
+                let bound = weir_cli::prometheus::serve(&addr, live.clone())
                     .with_context(|| format!("serving metrics on {addr} (is the port in use?)"))?;
                 eprintln!("metrics: http://{bound}/metrics");
             }
             let progress = (progress_every > 0).then(|| {
-                weir::progress::Progress::start(
+                weir_cli::progress::Progress::start(
                     live.clone(),
                     std::time::Duration::from_secs(progress_every),
                 )
@@ -211,12 +212,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 swaps: swap,
                 control_socket: true,
             };
-            let result = weir::runner::run(&job, &rt, &options, &shutdown);
+            let result = weir::run::run(&job, &rt, &options, &shutdown);
             if let Some(p) = progress {
                 p.stop();
             }
             let summary = result?;
-            eprint!("{}", weir::runner::format_summary(&job, &summary));
+            eprint!("{}", weir::run::format_summary(&job, &summary));
             Ok(ExitCode::SUCCESS)
         }
         Command::Swap {
@@ -225,7 +226,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             timeout,
         } => {
             let timeout = std::time::Duration::from_secs(timeout);
-            match weir::supervisor::request_swap(&state_dir, &operator, &plugin, timeout) {
+            match weir::run::supervisor::request_swap(&state_dir, &operator, &plugin, timeout) {
                 Ok(message) => {
                     println!("{message}");
                     Ok(ExitCode::SUCCESS)
@@ -234,9 +235,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Validate { job } => {
-            let job = weir::job::Job::load(&job)?;
+            let job = weir::config::Job::load(&job)?;
             let rt = runtime()?;
-            let report = weir::runner::validate(&job, &rt)?;
+            let report = weir::run::validate(&job, &rt)?;
             print!("{report}");
             Ok(ExitCode::SUCCESS)
         }
@@ -245,7 +246,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let reports: Vec<_> = store
                 .list()?
                 .into_iter()
-                .map(weir::inspect::CheckpointReport::of)
+                .map(weir_cli::inspect::CheckpointReport::of)
                 .collect();
             if json {
                 println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -276,7 +277,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect { plugin, json } => {
             let rt = runtime()?;
             let loaded = rt.load(&plugin)?;
-            let report = weir::inspect::PluginReport::of(&loaded, rt.engine());
+            let report = weir_cli::inspect::PluginReport::of(&loaded, rt.engine());
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -285,9 +286,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::New { name, dir, sdk } => {
-            let sdk = sdk.unwrap_or_else(weir::scaffold::default_sdk_dir);
-            let files = weir::scaffold::scaffold(&name, &dir, &sdk)?;
-            print!("{}", weir::scaffold::summary(&name, &dir, &files));
+            let sdk = sdk.unwrap_or_else(weir_cli::scaffold::default_sdk_dir);
+            let files = weir_cli::scaffold::scaffold(&name, &dir, &sdk)?;
+            print!("{}", weir_cli::scaffold::summary(&name, &dir, &files));
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -301,7 +302,7 @@ fn state(
     json: bool,
 ) -> anyhow::Result<()> {
     use std::io::Write as _;
-    use weir::inspect::{key_matches, show_bytes, show_key};
+    use weir_cli::inspect::{key_matches, show_bytes, show_key};
     let store = weir::store::CheckpointStore::open_existing(state_dir)?;
     let meta = match checkpoint {
         Some(id) => store.get(id)?.with_context(|| {

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::plugin::Plugin;
+use weir::Plugin;
 
 /// A plugin's self-description plus what the component imports and exports.
 /// Its JSON form is the stable output of `weir inspect --json`.
@@ -10,7 +10,7 @@ use crate::plugin::Plugin;
 /// ```no_run
 /// let rt = weir::Runtime::new().unwrap();
 /// let plugin = rt.load("plugins/target/filter.wasm").unwrap();
-/// let report = weir::inspect::PluginReport::of(&plugin, rt.engine());
+/// let report = weir_cli::inspect::PluginReport::of(&plugin, rt.engine());
 /// println!("{}", report.to_text());
 /// ```
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub struct PluginReport {
 
 impl PluginReport {
     /// Describes `plugin`.
-    pub fn of(plugin: &Plugin, engine: &wasmtime::Engine) -> Self {
+    pub fn of(plugin: &Plugin, engine: &weir::wasm::Engine) -> Self {
         let ty = plugin.component().component_type();
         let mut imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
         let mut exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
@@ -100,7 +100,7 @@ impl PluginReport {
 
 /// One complete checkpoint as `weir checkpoints` shows it. Its JSON form
 /// (with `--json`, an array of these) is stable: the stored
-/// [`CheckpointMeta`](crate::store::CheckpointMeta) fields plus `time`, the
+/// [`CheckpointMeta`](weir::store::CheckpointMeta) fields plus `time`, the
 /// trigger time in RFC 3339.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckpointReport {
@@ -108,12 +108,12 @@ pub struct CheckpointReport {
     pub time: String,
     /// The stored metadata.
     #[serde(flatten)]
-    pub meta: crate::store::CheckpointMeta,
+    pub meta: weir::store::CheckpointMeta,
 }
 
 impl CheckpointReport {
     /// The report of `meta`.
-    pub fn of(meta: crate::store::CheckpointMeta) -> Self {
+    pub fn of(meta: weir::store::CheckpointMeta) -> Self {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(meta.started_at_ms);
         CheckpointReport {
             time: humantime::format_rfc3339_millis(t).to_string(),
@@ -141,7 +141,7 @@ impl CheckpointReport {
             s.push_str(&format!(
                 "  operator {id}: {} {} (state version {}, parallelism {}, sha256 {})\n",
                 op.plugin_name,
-                op.version_or_dash(),
+                version_or_dash(op),
                 op.state_version,
                 op.parallelism,
                 op.sha256
@@ -151,13 +151,12 @@ impl CheckpointReport {
     }
 }
 
-impl crate::store::OperatorMeta {
-    fn version_or_dash(&self) -> &str {
-        if self.plugin_version.is_empty() {
-            "-"
-        } else {
-            &self.plugin_version
-        }
+/// The plugin version an operator recorded, or `-` when it recorded none.
+fn version_or_dash(meta: &weir::store::OperatorMeta) -> &str {
+    if meta.plugin_version.is_empty() {
+        "-"
+    } else {
+        &meta.plugin_version
     }
 }
 
@@ -165,7 +164,7 @@ impl crate::store::OperatorMeta {
 /// they are UTF-8, else `{"base64": "..."}`.
 ///
 /// ```
-/// use weir::inspect::show_bytes;
+/// use weir_cli::inspect::show_bytes;
 /// assert_eq!(show_bytes(b"42"), serde_json::json!(42));
 /// assert_eq!(show_bytes(b"hi\0count"), serde_json::json!("hi\u{0}count"));
 /// assert_eq!(show_bytes(&[0xff]), serde_json::json!({"base64": "/w=="}));
@@ -198,7 +197,7 @@ pub fn show_key(b: &[u8]) -> serde_json::Value {
 /// followed by 0x00 (the SDK's `MapState` layout `<key> 0x00 <name>`).
 ///
 /// ```
-/// use weir::inspect::key_matches;
+/// use weir_cli::inspect::key_matches;
 /// assert!(key_matches(b"hello\0count", b"hello"));
 /// assert!(key_matches(b"hello", b"hello"));
 /// assert!(!key_matches(b"hello2\0count", b"hello"));

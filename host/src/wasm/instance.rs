@@ -20,16 +20,15 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::Record;
-use crate::batch::{Batch, SPAN_BYTES};
-use crate::bindings::{Operator, emit, flat, log, state, types};
-use crate::job::OperatorConfig;
-use crate::plugin::{OperatorInfo, Plugin};
-use crate::sandbox::{GuestOutput, Limiter, MAX_MESSAGE};
-use crate::state::KeyedState;
+use crate::checkpoint::state::KeyedState;
+use crate::config::OperatorConfig;
+use crate::dataflow::batch::{Batch, SPAN_BYTES};
+use crate::wasm::bindings::{Operator, emit, flat, log, state, types};
+use crate::wasm::plugin::{OperatorInfo, Plugin};
+use crate::wasm::sandbox::{GuestOutput, Limiter, MAX_MESSAGE};
 
-pub use crate::sandbox::{
-    Grants, LimitExceeded, LimitValue, Limits, format_duration, format_size, parse_size, sanitize,
-};
+use crate::config::{Grants, LimitValue, Limits};
+pub use crate::wasm::sandbox::{LimitExceeded, sanitize};
 
 /// The stack a wasm call may use, bytes (wasmtime's default, set
 /// explicitly so errors can name it). Not configurable per operator.
@@ -62,7 +61,7 @@ impl InstanceState {
             // An empty sandbox: no preopened directories, environment,
             // arguments, network; stdio to the host log; fixed clocks and
             // deterministic randomness unless granted.
-            wasi: crate::sandbox::wasi_ctx(grants, &output),
+            wasi: crate::wasm::sandbox::wasi_ctx(grants, &output),
             table: ResourceTable::new(),
             state: KeyedState::default(),
             outputs: Vec::new(),
@@ -336,7 +335,7 @@ impl log::Host for InstanceState {
     fn log(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
         let op = &self.label;
         // The plugin's text: no forged log lines, no terminal escapes.
-        let message = crate::sandbox::sanitize(&message, MAX_MESSAGE);
+        let message = crate::wasm::sandbox::sanitize(&message, MAX_MESSAGE);
         match level {
             log::Level::Trace => tracing::trace!(operator = %op, "{message}"),
             log::Level::Debug => tracing::debug!(operator = %op, "{message}"),
@@ -418,7 +417,7 @@ impl From<types::Error> for PluginReturned {
     /// Keeps the plugin's message on one line (control characters escaped)
     /// and at most a few KiB.
     fn from(e: types::Error) -> Self {
-        let clean = |m: String| crate::sandbox::sanitize(&m, MAX_MESSAGE);
+        let clean = |m: String| crate::wasm::sandbox::sanitize(&m, MAX_MESSAGE);
         match e {
             types::Error::InvalidConfig(m) => PluginReturned::InvalidConfig(clean(m)),
             types::Error::InvalidInput(m) => PluginReturned::InvalidInput(clean(m)),
@@ -725,7 +724,7 @@ pub(crate) fn trap_error(
     }
     if let Some(l) = e
         .chain()
-        .find_map(|c| crate::sandbox::count_limit(&c.to_string(), limits))
+        .find_map(|c| crate::wasm::sandbox::count_limit(&c.to_string(), limits))
     {
         return limit(l);
     }
@@ -735,7 +734,7 @@ pub(crate) fn trap_error(
     }
     // The root cause is the trap or the host's refusal; the outer layers are
     // the backtrace and wasmtime's context.
-    let mut message = crate::sandbox::sanitize(&e.root_cause().to_string(), MAX_MESSAGE);
+    let mut message = crate::wasm::sandbox::sanitize(&e.root_cause().to_string(), MAX_MESSAGE);
     if let Some(line) = stderr {
         message.push_str(&format!(" (plugin stderr: {line})"));
     }

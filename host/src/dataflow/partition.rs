@@ -14,7 +14,7 @@ pub const KEY_GROUPS: u32 = 128;
 /// a finalizing mix. Stable across platforms and versions.
 ///
 /// ```
-/// use weir::partition::{key_group, KEY_GROUPS};
+/// use weir::dataflow::partition::{key_group, KEY_GROUPS};
 /// assert!(key_group(b"hello") < KEY_GROUPS);
 /// assert_eq!(key_group(b"hello"), key_group(b"hello\0count"));
 /// ```
@@ -25,13 +25,13 @@ pub fn key_group(key: &[u8]) -> u32 {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    (crate::source::mix64(h) % u64::from(KEY_GROUPS)) as u32
+    (crate::connectors::source::mix64(h) % u64::from(KEY_GROUPS)) as u32
 }
 
 /// The instance (of `parallelism`) that owns `key_group`.
 ///
 /// ```
-/// use weir::partition::instance_for;
+/// use weir::dataflow::partition::instance_for;
 /// assert_eq!(instance_for(0, 2), 0);
 /// assert_eq!(instance_for(127, 2), 1);
 /// ```
@@ -59,7 +59,7 @@ impl Partitioner {
     /// The instance `record` goes to.
     ///
     /// ```
-    /// let mut p = weir::partition::Partitioner::new(4);
+    /// let mut p = weir::dataflow::partition::Partitioner::new(4);
     /// let a = p.route(Some(b"k"));
     /// assert_eq!(a, p.route(Some(b"k")));
     /// assert_ne!(p.route(None), p.route(None));

@@ -18,14 +18,14 @@ use std::time::Duration;
 
 use crossbeam_channel::{Sender, bounded};
 
-use crate::job::Job;
-pub use crate::job::RestartStrategy;
+use crate::config::Job;
+pub use crate::config::RestartStrategy;
 use crate::metrics::JobMetrics;
-use crate::plugin::Runtime;
-use crate::runner::{
+use crate::run::{
     Attempt, AttemptEnd, LoadedOperator, Probation, RestoreMode, RunError, RunOptions, RunSummary,
     SwapRequest, load_operator, load_plugins, run_attempt,
 };
+use crate::wasm::plugin::Runtime;
 
 /// File name of the control socket in the state dir.
 pub const CONTROL_SOCKET: &str = "weir.sock";
@@ -315,8 +315,8 @@ pub fn request_swap(
 /// Whether restarting from a checkpoint can help: failures while running
 /// can; failures to load, validate, open or restore cannot.
 fn restartable(e: &RunError) -> bool {
-    use crate::instance::InstanceError;
-    use crate::task::TaskError;
+    use crate::dataflow::task::TaskError;
+    use crate::wasm::instance::InstanceError;
     match e {
         RunError::Task(TaskError::Instance(
             InstanceError::Trap { hook, .. }

@@ -1,6 +1,6 @@
 //! Host bindings generated from `wit/`. Private to the crate, except the plain
 //! data types re-exported from the crate root ([`crate::Record`],
-//! [`crate::batch`]).
+//! [`crate::dataflow::batch`]).
 //!
 //! The host links the imports of world `operator-flat` (a superset of
 //! `operator`) and accepts components of either world: [`OperatorPre`] finds

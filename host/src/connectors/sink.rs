@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::Batch;
-use crate::job::{SinkConfig, SinkKind};
+use crate::config::{SinkConfig, SinkKind};
 
 /// Why a sink failed. Messages name the sink and the file.
 #[derive(Debug, thiserror::Error)]

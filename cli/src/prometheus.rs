@@ -1,0 +1,210 @@
+//! The Prometheus endpoint of `weir run --metrics`: [`render`] writes a
+//! job's live [`JobMetrics`] in the text exposition format, [`serve`] serves
+//! it over HTTP from a background thread.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use weir::metrics::{Histogram, JobMetrics, NodeKind, NodeMetrics};
+
+/// `metrics` in the Prometheus text exposition format.
+pub fn render(metrics: &JobMetrics) -> String {
+    let mut out = String::new();
+    let job = escape(&metrics.job);
+    let counters: [(&str, &str, Getter); 5] = [
+        (
+            "weir_records_in_total",
+            "Records received by a node.",
+            |m| m.records_in.load(Relaxed) as f64,
+        ),
+        (
+            "weir_records_out_total",
+            "Records sent downstream by a node.",
+            |m| m.records_out.load(Relaxed) as f64,
+        ),
+        (
+            "weir_bytes_in_total",
+            "Key and value bytes received by a node.",
+            |m| m.bytes_in.load(Relaxed) as f64,
+        ),
+        (
+            "weir_bytes_out_total",
+            "Key and value bytes sent downstream by a node.",
+            |m| m.bytes_out.load(Relaxed) as f64,
+        ),
+        (
+            "weir_backpressure_seconds_total",
+            "Time a node waited on full downstream channels.",
+            |m| m.blocked_ns.load(Relaxed) as f64 / 1e9,
+        ),
+    ];
+    for (name, help, get) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (id, kind, m) in &metrics.nodes {
+            let _ = writeln!(
+                out,
+                "{name}{{job=\"{job}\",node=\"{}\",kind=\"{}\"}} {}",
+                escape(id),
+                kind.name(),
+                get(m)
+            );
+        }
+    }
+    let name = "weir_batch_latency_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Time per process call (operators) or write (sinks).\n# TYPE {name} histogram"
+    );
+    for (id, kind, m) in metrics
+        .nodes
+        .iter()
+        .filter(|(_, k, _)| *k != NodeKind::Source)
+    {
+        histogram(
+            &m.batch_latency,
+            &mut out,
+            name,
+            &format!(
+                "job=\"{job}\",node=\"{}\",kind=\"{}\"",
+                escape(id),
+                kind.name()
+            ),
+        );
+    }
+    let c = &metrics.checkpoints;
+    let gauges: [(&str, &str, &str, u64); 7] = [
+        (
+            "weir_checkpoints_total",
+            "counter",
+            "Completed checkpoints.",
+            c.completed.load(Relaxed),
+        ),
+        (
+            "weir_checkpoint_last_id",
+            "gauge",
+            "Id of the last completed checkpoint.",
+            c.last_id.load(Relaxed),
+        ),
+        (
+            "weir_checkpoint_last_bytes",
+            "gauge",
+            "Bytes written by the last checkpoint.",
+            c.last_bytes.load(Relaxed),
+        ),
+        (
+            "weir_checkpoint_last_duration_milliseconds",
+            "gauge",
+            "Duration of the last checkpoint.",
+            c.last_duration_ms.load(Relaxed),
+        ),
+        (
+            "weir_alignment_last_milliseconds",
+            "gauge",
+            "Longest barrier alignment of the last checkpoint.",
+            c.last_alignment_ms.load(Relaxed),
+        ),
+        (
+            "weir_alignment_buffered_bytes",
+            "gauge",
+            "Most bytes one instance buffered during the last alignment.",
+            c.last_alignment_buffered_bytes.load(Relaxed),
+        ),
+        (
+            "weir_restarts_total",
+            "counter",
+            "Times the job was restored from a checkpoint.",
+            c.restarts.load(Relaxed),
+        ),
+    ];
+    for (name, kind, help, v) in gauges {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{job=\"{job}\"}} {v}"
+        );
+    }
+    for (name, help, h) in [
+        (
+            "weir_checkpoint_duration_seconds",
+            "Checkpoint durations, trigger to complete.",
+            &c.duration,
+        ),
+        (
+            "weir_alignment_duration_seconds",
+            "Barrier alignment durations.",
+            &c.alignment,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        histogram(h, &mut out, name, &format!("job=\"{job}\""));
+    }
+    out
+}
+
+fn histogram(h: &Histogram, out: &mut String, name: &str, labels: &str) {
+    let mut cumulative = 0;
+    for (b, n) in h.buckets() {
+        cumulative += n;
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{}le=\"{b}\"}} {cumulative}",
+            sep(labels)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{name}_bucket{{{labels}{}le=\"+Inf\"}} {}",
+        sep(labels),
+        h.count()
+    );
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum_seconds());
+    let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count());
+}
+
+fn sep(labels: &str) -> &'static str {
+    if labels.is_empty() { "" } else { "," }
+}
+
+/// Reads one counter of a node.
+type Getter = fn(&NodeMetrics) -> f64;
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Serves `metrics` as Prometheus text on `addr` (any path) from a
+/// background thread. Returns the bound address (useful with port 0).
+pub fn serve(addr: &str, metrics: Arc<JobMetrics>) -> std::io::Result<std::net::SocketAddr> {
+    let std_listener = std::net::TcpListener::bind(addr)?;
+    std_listener.set_nonblocking(true)?;
+    let bound = std_listener.local_addr()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    std::thread::Builder::new().name("metrics".into()).spawn(move || {
+        rt.block_on(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) else { return };
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else { continue };
+                let metrics = metrics.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    // Read the request head; its content does not matter.
+                    let _ = conn.read(&mut buf).await;
+                    let body = render(&metrics);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = conn.write_all(head.as_bytes()).await;
+                    let _ = conn.write_all(body.as_bytes()).await;
+                    let _ = conn.shutdown().await;
+                });
+            }
+        });
+    })?;
+    Ok(bound)
+}

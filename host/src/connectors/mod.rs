@@ -1,0 +1,4 @@
+//! Sources and sinks: what a job reads and where it writes.
+
+pub mod sink;
+pub mod source;
