@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod run;
 pub mod store;
 pub mod wasm;
+mod wit;
 
 pub use dataflow::{Batch, Record, TaskError};
 pub use wasm::{InstanceError, OperatorInfo, OperatorInstance, Plugin, PluginError, Runtime};

@@ -8,7 +8,7 @@
 /// let r = weir::Record::new(b"hello".to_vec()).with_key(b"k".to_vec());
 /// assert_eq!(r.key.as_deref(), Some(&b"k"[..]));
 /// ```
-pub use crate::wasm::bindings::types::Record;
+pub use crate::wit::types::Record;
 
 impl Record {
     /// A record with `value`, no key and no timestamp.

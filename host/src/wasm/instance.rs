@@ -23,7 +23,7 @@ use crate::Record;
 use crate::checkpoint::state::KeyedState;
 use crate::config::OperatorConfig;
 use crate::dataflow::batch::{Batch, SPAN_BYTES};
-use crate::wasm::bindings::{Operator, emit, flat, log, state, types};
+use crate::wit::{Operator, emit, flat, log, state, types};
 use crate::wasm::plugin::{OperatorInfo, Plugin};
 use crate::wasm::sandbox::{GuestOutput, Limiter, MAX_MESSAGE};
 

@@ -2,7 +2,6 @@
 //! on-disk [`compile_cache`]), the [`OperatorInstance`] that runs one, the
 //! host side of the WIT interfaces, and the sandbox around it.
 
-pub(crate) mod bindings;
 pub mod compile_cache;
 pub mod instance;
 pub mod plugin;

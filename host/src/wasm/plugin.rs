@@ -12,7 +12,7 @@ use wasmtime::{Config, Engine, StoreContextMut};
 use wasmtime_wasi::p2::DynPollable;
 
 use crate::config::{Grants, Limits};
-use crate::wasm::bindings::{Imports, OperatorPre};
+use crate::wit::{Imports, OperatorPre};
 use crate::wasm::instance::{InstanceState, WASM_STACK, begin_call};
 
 /// What a plugin says about itself (`lifecycle.describe`).
@@ -24,7 +24,7 @@ use crate::wasm::instance::{InstanceState, WASM_STACK, begin_call};
 /// };
 /// assert_eq!(info.inputs.len(), 1);
 /// ```
-pub use crate::wasm::bindings::types::OperatorInfo;
+pub use crate::wit::types::OperatorInfo;
 
 /// Why a plugin could not be loaded. Each message names the file.
 #[derive(Debug, thiserror::Error)]

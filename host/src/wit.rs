@@ -1,6 +1,7 @@
-//! Host bindings generated from `wit/`. Private to the crate, except the plain
-//! data types re-exported from the crate root ([`crate::Record`],
-//! [`crate::dataflow::batch`]).
+//! Host bindings generated from `wit/`: a leaf module (it imports nothing of
+//! the crate), so both the data path (`dataflow`, for the WIT record) and the
+//! Wasm layer (`wasm`) can use it. Private to the crate, except the plain data
+//! types re-exported elsewhere ([`crate::Record`], [`crate::OperatorInfo`]).
 //!
 //! The host links the imports of world `operator-flat` (a superset of
 //! `operator`) and accepts components of either world: [`OperatorPre`] finds
