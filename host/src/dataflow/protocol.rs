@@ -100,10 +100,10 @@ pub enum Command {
 }
 
 /// What one operator instance changed since its previous checkpoint: the
-/// payload of [`Ack::Instance`], stored by [`crate::store::CheckpointStore`].
+/// payload of [`Ack::Instance`], which the checkpoint store writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceDelta {
-    /// Operator id (a key of [`crate::store::CheckpointMeta::operators`]).
+    /// Operator id (a key of the checkpoint's `operators`).
     pub operator: String,
     /// Instance index, below the operator's parallelism.
     pub instance: u32,
