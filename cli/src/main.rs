@@ -226,7 +226,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             timeout,
         } => {
             let timeout = std::time::Duration::from_secs(timeout);
-            match weir::run::supervisor::request_swap(&state_dir, &operator, &plugin, timeout) {
+            match weir::run::request_swap(&state_dir, &operator, &plugin, timeout) {
                 Ok(message) => {
                     println!("{message}");
                     Ok(ExitCode::SUCCESS)

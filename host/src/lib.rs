@@ -21,8 +21,10 @@ pub mod dataflow;
 pub mod metrics;
 pub mod run;
 pub mod store;
+mod tasks;
 pub mod wasm;
 mod wit;
 
-pub use dataflow::{Batch, Record, TaskError};
+pub use dataflow::{Batch, Record};
+pub use tasks::TaskError;
 pub use wasm::{InstanceError, OperatorInfo, OperatorInstance, Plugin, PluginError, Runtime};

@@ -23,6 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use chain::{TUNING, Tables, Tuning};
 
+pub use crate::dataflow::protocol::InstanceDelta;
+
 /// Name of the store file inside the state directory.
 pub const FILE_NAME: &str = "checkpoints.redb";
 /// Version of the table layout, stored under `format` in the `meta` table.
@@ -91,19 +93,6 @@ pub struct OperatorMeta {
     pub sha256: String,
     /// Number of instances.
     pub parallelism: u32,
-}
-
-/// What one operator instance changed since its previous checkpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstanceDelta {
-    /// Operator id (a key of [`CheckpointMeta::operators`]).
-    pub operator: String,
-    /// Instance index, below the operator's parallelism.
-    pub instance: u32,
-    /// Changed keys: `Some(value)` = put, `None` = deleted.
-    pub changes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// Plugin snapshot bytes; `None` = unchanged since the previous checkpoint.
-    pub snapshot: Option<Vec<u8>>,
 }
 
 /// Outcome of [`CheckpointStore::commit`].

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::store::InstanceDelta;
+use crate::dataflow::protocol::{Ack, Command, InstanceDelta};
 
 /// Who takes part in a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,43 +30,14 @@ pub enum Participant {
     Sink(String),
 }
 
-/// An acknowledgement of checkpoint `id` by one participant.
-#[derive(Debug)]
-pub enum Ack {
-    /// A source injected the barrier at `offset`.
-    Source {
-        /// Source id.
-        source: String,
-        /// Read offset at the barrier.
-        offset: Value,
-    },
-    /// An operator instance snapshotted its state.
-    Instance {
-        /// Its state changes and snapshot bytes.
-        delta: InstanceDelta,
-        /// Time from the first barrier to alignment.
-        alignment: Duration,
-        /// Bytes buffered during the alignment.
-        buffered_bytes: u64,
-    },
-    /// A sink precommitted its output.
-    Sink {
-        /// Sink id.
-        sink: String,
-        /// Commit info to record.
-        info: Value,
-    },
-}
-
-impl Ack {
-    fn participant(&self) -> Participant {
-        match self {
-            Ack::Source { source, .. } => Participant::Source(source.clone()),
-            Ack::Instance { delta, .. } => {
-                Participant::Instance(delta.operator.clone(), delta.instance)
-            }
-            Ack::Sink { sink, .. } => Participant::Sink(sink.clone()),
+/// Who sent `ack`.
+fn participant(ack: &Ack) -> Participant {
+    match ack {
+        Ack::Source { source, .. } => Participant::Source(source.clone()),
+        Ack::Instance { delta, .. } => {
+            Participant::Instance(delta.operator.clone(), delta.instance)
         }
+        Ack::Sink { sink, .. } => Participant::Sink(sink.clone()),
     }
 }
 
@@ -101,16 +72,6 @@ struct InFlight {
     sinks: BTreeMap<String, Value>,
     alignment: Duration,
     buffered_bytes: u64,
-}
-
-/// What the coordinator tells the executor to do.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Command {
-    /// Tell every source to inject barrier `id`.
-    Trigger(u64),
-    /// Every source is at its end: tell them to end their streams with the
-    /// final checkpoint `id`.
-    Finish(u64),
 }
 
 /// The coordinator's state.
@@ -241,7 +202,7 @@ impl Coordinator {
         ack: Ack,
         now: Instant,
     ) -> (Option<Completed>, Option<Command>) {
-        let who = ack.participant();
+        let who = participant(&ack);
         let Some(f) = self.in_flight.as_mut().filter(|f| f.id == id) else {
             // Stale: keep the state changes, they are not in any checkpoint yet.
             if let Ack::Instance { delta, .. } = ack {

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::Batch;
 use crate::config::{Format, SourceConfig, SourceKind};
+use crate::dataflow::partition::mix64;
 
 /// Why a source failed. Messages name the source and, for files, the path
 /// and line.
@@ -549,14 +550,6 @@ struct Generator {
     words: u64,
     seed: u64,
     next: u64,
-}
-
-/// SplitMix64: a stable, well-mixed function of `x`.
-pub(crate) fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 impl SourceReader for Generator {

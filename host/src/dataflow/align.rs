@@ -48,7 +48,7 @@ use std::collections::VecDeque;
 
 /// One event read from an input channel, in that channel's FIFO order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event<T> {
+pub enum Input<T> {
     /// A batch of records.
     Batch(T),
     /// A checkpoint barrier; ids increase over time.
@@ -109,7 +109,7 @@ enum Channel {
 #[derive(Debug)]
 struct Held<T> {
     channel: usize,
-    event: Event<T>,
+    event: Input<T>,
     bytes: usize,
 }
 
@@ -194,7 +194,7 @@ impl<T> Aligner<T> {
     pub fn on_event(
         &mut self,
         channel: usize,
-        event: Event<T>,
+        event: Input<T>,
         bytes: usize,
         out: &mut Vec<Action<T>>,
     ) {
@@ -206,7 +206,7 @@ impl<T> Aligner<T> {
         if self.ended[channel] {
             return;
         }
-        if matches!(event, Event::End) {
+        if matches!(event, Input::End) {
             self.ended[channel] = true;
             self.open -= 1;
         }
@@ -295,7 +295,7 @@ impl<T> Aligner<T> {
             // A blocked channel's stream waits, in order, for the alignment
             // to end. It already delivered the current barrier, so a barrier
             // not newer than that one is a host bug: drop it.
-            Event::Barrier(id) if self.channels[channel] == Channel::Blocked => {
+            Input::Barrier(id) if self.channels[channel] == Channel::Blocked => {
                 let misordered = self.aligning.is_some_and(|current| id <= current);
                 debug_assert!(
                     !misordered,
@@ -309,9 +309,9 @@ impl<T> Aligner<T> {
             // From here on the channel is Open: `on_event` rejects events
             // after End, and a blocked channel's End is replayed after all of
             // its batches.
-            Event::Batch(batch) => out.push(Action::Process { channel, batch }),
-            Event::Barrier(id) => self.on_barrier(held, id, out),
-            Event::End => {
+            Input::Batch(batch) => out.push(Action::Process { channel, batch }),
+            Input::Barrier(id) => self.on_barrier(held, id, out),
+            Input::End => {
                 self.channels[channel] = Channel::Closed;
                 self.closed += 1;
                 self.try_complete(out);
@@ -356,7 +356,7 @@ impl<T> Aligner<T> {
     }
 
     fn hold(&mut self, held: Held<T>) {
-        if matches!(held.event, Event::Batch(_)) {
+        if matches!(held.event, Input::Batch(_)) {
             self.buffered_batches += 1;
         }
         self.buffered_bytes += held.bytes;
@@ -395,14 +395,14 @@ impl<T> Aligner<T> {
 #[cfg(test)]
 mod tests {
     use super::Action::{Abort, Checkpoint, Finished, Process};
-    use super::Event::{Barrier, Batch, End};
+    use super::Input::{Barrier, Batch, End};
     use super::*;
 
     type A = Aligner<&'static str>;
 
     /// Feeds one event (a batch weighs its string length) and returns the
     /// actions it produced.
-    fn feed(a: &mut A, channel: usize, event: Event<&'static str>) -> Vec<Action<&'static str>> {
+    fn feed(a: &mut A, channel: usize, event: Input<&'static str>) -> Vec<Action<&'static str>> {
         let bytes = match event {
             Batch(s) => s.len(),
             _ => 0,
@@ -775,7 +775,7 @@ mod tests {
 
     /// One random scenario: per-channel FIFO streams and the consistent cut.
     struct Scenario {
-        streams: Vec<Vec<Event<Tag>>>,
+        streams: Vec<Vec<Input<Tag>>>,
         /// `cut[c][n]`: batches on channel `c` before barrier `n`, or all of
         /// them if `c` does not carry barrier `n` (it must end first).
         cut: Vec<Vec<usize>>,
@@ -821,7 +821,7 @@ mod tests {
 
     /// Feeds a scenario in a random interleaving and checks every invariant.
     /// `respect_blocking`: the executor does not read blocked channels.
-    fn run(rng: &mut Rng, s: &Scenario, every_barrier: bool, respect_blocking: bool) {
+    fn simulate(rng: &mut Rng, s: &Scenario, every_barrier: bool, respect_blocking: bool) {
         let channels = s.streams.len();
         let mut a = Aligner::<Tag>::new(channels);
         let mut next = vec![0; channels];
@@ -911,7 +911,7 @@ mod tests {
             let every_barrier = rng.chance(1, 2);
             let respect_blocking = rng.chance(1, 2);
             let s = scenario(&mut rng, every_barrier);
-            run(&mut rng, &s, every_barrier, respect_blocking);
+            simulate(&mut rng, &s, every_barrier, respect_blocking);
         }
     }
 }

@@ -1,13 +1,18 @@
 //! The data path: flat [`Batch`]es of [`Record`]s, key-group
-//! [`partition`]ing, barrier [`align`]ment, and the thread bodies of
-//! sources, operator instances and sinks ([`task`]).
+//! [`partition`]ing, every message of a running job ([`protocol`]), barrier
+//! [`align`]ment, the aligned-input loop shared by operator instances and
+//! sinks (`input`), partitioned sends (`output`) and cancellation
+//! (`cancel`). This folder imports only the WIT bindings; the thread bodies
+//! that drive it are in `tasks`.
 
 pub mod align;
 pub mod batch;
+pub(crate) mod cancel;
+pub(crate) mod input;
+pub(crate) mod output;
 pub mod partition;
+pub mod protocol;
 pub mod record;
-pub(crate) mod task;
 
 pub use batch::Batch;
 pub use record::Record;
-pub use task::TaskError;

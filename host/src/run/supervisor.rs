@@ -1,5 +1,5 @@
 //! The supervisor runs a job as a sequence of attempts, each a full dataflow
-//! started from a checkpoint:
+//! started from a checkpoint ([`supervise`]):
 //! - a live swap (`weir swap`) ends an attempt at a checkpoint; the next
 //!   attempt restores that checkpoint with the new plugin. If the new plugin
 //!   fails to load, instantiate, restore, or run until the next checkpoint,
@@ -7,37 +7,40 @@
 //!   a rollback that loses and duplicates nothing, because sources replay
 //!   from the checkpoint's offsets and sinks only expose committed output.
 //! - a failed attempt is retried from the last complete checkpoint when the
-//!   job's restart strategy allows it.
+//!   job's restart strategy allows it; failures to load, open or restore
+//!   are not retried.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::Instant;
 
-use crossbeam_channel::{Sender, bounded};
+use crossbeam_channel::bounded;
 
 use crate::config::Job;
-pub use crate::config::RestartStrategy;
 use crate::metrics::JobMetrics;
-use crate::run::{
-    Attempt, AttemptEnd, LoadedOperator, Probation, RestoreMode, RunError, RunOptions, RunSummary,
-    SwapRequest, load_operator, load_plugins, run_attempt,
-};
+use crate::run::attempt::{Attempt, AttemptEnd, run_attempt};
+use crate::run::control::ControlSocket;
+use crate::run::error::RunError;
+use crate::run::options::{RestoreMode, RunOptions};
+use crate::run::plugins::{LoadedOperator, load_operator, load_plugins};
+use crate::run::summary::RunSummary;
+use crate::run::swap::{Probation, SwapRequest};
+use crate::tasks::TaskError;
+use crate::wasm::instance::InstanceError;
 use crate::wasm::plugin::Runtime;
 
-/// File name of the control socket in the state dir.
-pub const CONTROL_SOCKET: &str = "weir.sock";
+/// A swap on probation: its probation, the swapped operator's index, and
+/// the plugin it replaced (to roll back to).
+type OnProbation = (Probation, usize, LoadedOperator);
 
 /// Runs `job` to its end (or a stop), through swaps and restarts.
-pub fn run(
+pub(crate) fn supervise(
     job: &Job,
     runtime: &Runtime,
     options: &RunOptions,
     shutdown: &AtomicBool,
 ) -> Result<RunSummary, RunError> {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let mut plugins = load_plugins(job, runtime, &options.swaps)?;
     let mut swapped: BTreeSet<String> = options.swaps.iter().map(|(op, _)| op.clone()).collect();
     if !swapped.is_empty() && options.restore == RestoreMode::None {
@@ -49,19 +52,15 @@ pub fn run(
         .metrics
         .clone()
         .unwrap_or_else(|| JobMetrics::for_job(job));
-    let state_dir = options
-        .state_dir
-        .clone()
-        .unwrap_or_else(|| job.checkpoint.dir.clone());
     let (control_tx, control_rx) = bounded(4);
     let _control = if options.control_socket {
-        Some(ControlSocket::start(&state_dir, control_tx)?)
+        Some(ControlSocket::start(&options.state_dir(job), control_tx)?)
     } else {
         None
     };
 
     let mut restore = options.restore;
-    let mut probation: Option<(Probation, usize, LoadedOperator)> = None;
+    let mut probation: Option<OnProbation> = None;
     // The checkpoint the first attempt resumed from, for the summary.
     let mut first_restore: Option<Option<u64>> = None;
     let mut total_checkpoints = 0;
@@ -78,24 +77,18 @@ pub fn run(
         let result = run_attempt(job, options, attempt, shutdown);
         // A swap on probation whose attempt failed: roll back.
         if let Err(e) = &result
-            && probation
-                .as_ref()
-                .is_some_and(|(p, _, _)| p.reply.is_some())
+            && probation.as_ref().is_some_and(|(p, _, _)| p.pending())
         {
             let (p, index, old) = probation.take().expect("checked above");
             tracing::warn!(
                 "swap of `{}` failed, rolling back to the previous plugin: {e}",
                 p.operator
             );
-            if let Some(reply) = p.reply {
-                let _ = reply.send(Err(format!(
-                    "the new plugin of `{}` failed, rolled back to the previous plugin from checkpoint {}: {e}",
-                    p.operator, p.from
-                )));
-            }
+            let (operator, from) = (p.operator.clone(), p.from);
+            p.rolled_back(e);
             plugins[index] = old;
-            swapped.remove(&p.operator);
-            restore = RestoreMode::Id(p.from);
+            swapped.remove(&operator);
+            restore = RestoreMode::Id(from);
             continue;
         }
         let (summary, end) = match result {
@@ -127,20 +120,13 @@ pub fn run(
         total_checkpoints += summary.checkpoints;
         match end {
             AttemptEnd::Finished | AttemptEnd::Stopped => {
-                if let Some((p, _, _)) = probation.take()
-                    && let Some(reply) = p.reply
-                {
-                    let _ = reply.send(Ok(format!(
-                        "operator `{}` swapped; the job ended before its next checkpoint",
-                        p.operator
-                    )));
+                if let Some((p, _, _)) = probation.take() {
+                    p.job_ended();
                 }
-                let restored_from = first_restore.flatten();
-                let duration = started.elapsed();
                 return Ok(RunSummary {
-                    restored_from,
+                    restored_from: first_restore.flatten(),
                     checkpoints: total_checkpoints,
-                    duration,
+                    duration: started.elapsed(),
                     restarts,
                     ..summary
                 });
@@ -150,173 +136,58 @@ pub fn run(
                 request,
             } => {
                 restore = RestoreMode::Id(checkpoint);
-                let index = job
-                    .operators
-                    .iter()
-                    .position(|o| o.id == request.operator)
-                    .expect("checked by the driver");
-                let op = &job.operators[index];
-                match load_operator(job, runtime, op, &request.plugin) {
-                    Err(e) => {
-                        let _ = request.reply.send(Err(format!(
-                            "swap refused, the job continues with the previous plugin: {e}"
-                        )));
-                    }
-                    Ok(new) => {
-                        let old = std::mem::replace(&mut plugins[index], new);
-                        swapped.insert(request.operator.clone());
-                        tracing::info!(
-                            "swapping `{}` to {} at checkpoint {checkpoint}",
-                            request.operator,
-                            request.plugin.display()
-                        );
-                        let p = Probation {
-                            from: checkpoint,
-                            operator: request.operator,
-                            reply: Some(request.reply),
-                        };
-                        probation = Some((p, index, old));
-                    }
+                if let Some(on) = swap_in(job, runtime, &mut plugins, checkpoint, request) {
+                    swapped.insert(on.0.operator.clone());
+                    probation = Some(on);
                 }
             }
         }
     }
 }
 
-/// The control socket: one JSON request per connection,
-/// `{"swap": {"operator": ..., "plugin": ...}}`, answered with
-/// `{"ok": true, "message": ...}` or `{"ok": false, "error": ...}`.
-struct ControlSocket {
-    path: PathBuf,
-}
-
-impl ControlSocket {
-    fn start(state_dir: &Path, requests: Sender<SwapRequest>) -> Result<Self, RunError> {
-        let path = state_dir.join(CONTROL_SOCKET);
-        let io = |e: std::io::Error| {
-            RunError::Swap(format!(
-                "cannot open the control socket {}: {e}",
-                path.display()
-            ))
-        };
-        std::fs::create_dir_all(state_dir).map_err(io)?;
-        // A socket left by a killed run; the checkpoint store's lock already
-        // guarantees no other run uses this state dir.
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(io)?;
-        std::thread::Builder::new()
-            .name("control".into())
-            .spawn(move || {
-                for conn in listener.incoming().flatten() {
-                    let requests = requests.clone();
-                    std::thread::spawn(move || serve(conn, &requests));
-                }
-            })
-            .map_err(io)?;
-        Ok(ControlSocket { path })
-    }
-}
-
-impl Drop for ControlSocket {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-fn serve(conn: UnixStream, requests: &Sender<SwapRequest>) {
-    let mut line = String::new();
-    let mut reader = BufReader::new(&conn);
-    if reader.read_line(&mut line).is_err() {
-        return;
-    }
-    let answer = match parse(&line) {
-        Err(e) => Err(e),
-        Ok((operator, plugin)) => {
-            let (reply, result) = bounded(1);
-            if requests
-                .send(SwapRequest {
-                    operator,
-                    plugin,
-                    reply,
-                })
-                .is_err()
-            {
-                Err("the job is shutting down".to_string())
-            } else {
-                result
-                    .recv()
-                    .unwrap_or_else(|_| Err("the job ended before the swap completed".into()))
-            }
+/// Loads the plugin `request` names and puts it in `plugins`, to run from
+/// `checkpoint` on probation. A plugin that fails to load is refused, and
+/// the job continues with the previous one.
+fn swap_in(
+    job: &Job,
+    runtime: &Runtime,
+    plugins: &mut [LoadedOperator],
+    checkpoint: u64,
+    request: SwapRequest,
+) -> Option<OnProbation> {
+    let index = job
+        .operators
+        .iter()
+        .position(|o| o.id == request.operator)
+        .expect("checked by the driver");
+    let op = &job.operators[index];
+    match load_operator(job, runtime, op, &request.plugin) {
+        Err(e) => {
+            request.refuse(format!(
+                "swap refused, the job continues with the previous plugin: {e}"
+            ));
+            None
         }
-    };
-    let body = match answer {
-        Ok(message) => serde_json::json!({"ok": true, "message": message}),
-        Err(error) => serde_json::json!({"ok": false, "error": error}),
-    };
-    let mut conn = &conn;
-    let _ = writeln!(conn, "{body}");
-}
-
-fn parse(line: &str) -> Result<(String, PathBuf), String> {
-    let v: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| format!("bad request ({e})"))?;
-    let swap = v
-        .get("swap")
-        .ok_or("bad request: expected {\"swap\": ...}")?;
-    let field = |k: &str| {
-        swap.get(k)
-            .and_then(|x| x.as_str())
-            .map(str::to_string)
-            .ok_or(format!("bad request: missing `{k}`"))
-    };
-    Ok((field("operator")?, PathBuf::from(field("plugin")?)))
-}
-
-/// Asks the job running on `state_dir` to swap `operator` to `plugin`, and
-/// waits for the outcome (`weir swap`).
-pub fn request_swap(
-    state_dir: &Path,
-    operator: &str,
-    plugin: &Path,
-    timeout: Duration,
-) -> Result<String, String> {
-    let path = state_dir.join(CONTROL_SOCKET);
-    let conn = UnixStream::connect(&path).map_err(|e| {
-        format!(
-            "no running job on {} ({}: {e}); start it with `weir run`",
-            state_dir.display(),
-            path.display()
-        )
-    })?;
-    conn.set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    let plugin = std::path::absolute(plugin).map_err(|e| format!("{}: {e}", plugin.display()))?;
-    let req = serde_json::json!({"swap": {"operator": operator, "plugin": plugin}});
-    (&conn)
-        .write_all(format!("{req}\n").as_bytes())
-        .map_err(|e| e.to_string())?;
-    let mut line = String::new();
-    BufReader::new(&conn)
-        .read_line(&mut line)
-        .map_err(|e| format!("no answer from the job within {} s: {e}", timeout.as_secs()))?;
-    let v: serde_json::Value = serde_json::from_str(&line)
-        .map_err(|e| format!("bad answer from the job ({e}): {line}"))?;
-    match (
-        v["ok"].as_bool(),
-        v["message"].as_str(),
-        v["error"].as_str(),
-    ) {
-        (Some(true), Some(m), _) => Ok(m.to_string()),
-        (_, _, Some(e)) => Err(e.to_string()),
-        _ => Err(format!("bad answer from the job: {line}")),
+        Ok(new) => {
+            let old = std::mem::replace(&mut plugins[index], new);
+            tracing::info!(
+                "swapping `{}` to {} at checkpoint {checkpoint}",
+                request.operator,
+                request.plugin.display()
+            );
+            let p = Probation {
+                from: checkpoint,
+                operator: request.operator,
+                reply: Some(request.reply),
+            };
+            Some((p, index, old))
+        }
     }
 }
 
 /// Whether restarting from a checkpoint can help: failures while running
 /// can; failures to load, validate, open or restore cannot.
 fn restartable(e: &RunError) -> bool {
-    use crate::dataflow::task::TaskError;
-    use crate::wasm::instance::InstanceError;
     match e {
         RunError::Task(TaskError::Instance(
             InstanceError::Trap { hook, .. }

@@ -1,0 +1,133 @@
+//! The sending side of a node: its outgoing [`Edge`]s, one per downstream
+//! node, each with one bounded channel per downstream instance, and
+//! partitioned sends that honour cancellation ([`Output`]).
+//!
+//! Invariants:
+//! - A batch goes, per edge, either whole to the only downstream instance or
+//!   split by key group (`Partitioner`) into one batch per instance; the
+//!   records of one key always reach the same instance.
+//! - [`Output::broadcast`] sends a barrier or `End` on every outgoing channel,
+//!   after everything sent before it: with FIFO channels, this is the
+//!   "barriers in order" invariant of [`crate::dataflow::protocol`].
+//! - A full channel blocks the sender (backpressure); while blocked it checks
+//!   the cancel flag every [`POLL`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
+
+use crate::dataflow::batch::Batch;
+use crate::dataflow::cancel::{Cancelled, POLL};
+use crate::dataflow::partition::Partitioner;
+use crate::dataflow::protocol::Msg;
+
+/// What an [`Output`] counts (the node's live metrics).
+pub(crate) trait OutputCounters: Send + Sync {
+    /// `batch` is about to be sent downstream.
+    fn sent(&self, batch: &Batch);
+    /// The sender waited `waited` for a full channel.
+    fn blocked(&self, waited: Duration);
+}
+
+/// One outgoing connection to every instance of a downstream node.
+pub(crate) struct Edge {
+    /// One channel per downstream instance, by instance index.
+    pub senders: Vec<Sender<Msg>>,
+    /// Routes keys to downstream instances.
+    pub partitioner: Partitioner,
+}
+
+/// All outgoing edges of one instance of a node.
+pub(crate) struct Output {
+    /// The edges, one per downstream node.
+    pub edges: Vec<Edge>,
+    /// The node's counters.
+    pub counters: Arc<dyn OutputCounters>,
+}
+
+impl Output {
+    /// Sends `batch` on every edge, partitioned by key where the downstream
+    /// node has several instances. An empty batch sends nothing.
+    pub(crate) fn send(&mut self, cancel: &AtomicBool, batch: Batch) -> Result<(), Cancelled> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.counters.sent(&batch);
+        let last = self.edges.len().saturating_sub(1);
+        let mut batch = Some(batch);
+        for (i, edge) in self.edges.iter_mut().enumerate() {
+            let b = if i == last {
+                batch.take().expect("last edge")
+            } else {
+                batch.clone().expect("not taken yet")
+            };
+            if edge.senders.len() == 1 {
+                send(cancel, &*self.counters, &edge.senders[0], Msg::Batch(b))?;
+                continue;
+            }
+            let partitioner = &mut edge.partitioner;
+            let parts = b.partition(edge.senders.len(), |key| partitioner.route(key));
+            for (tx, part) in edge.senders.iter().zip(parts) {
+                if !part.is_empty() {
+                    send(cancel, &*self.counters, tx, Msg::Batch(part))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `make()` (a barrier or `End`) on every outgoing channel.
+    pub(crate) fn broadcast(
+        &self,
+        cancel: &AtomicBool,
+        make: impl Fn() -> Msg,
+    ) -> Result<(), Cancelled> {
+        for edge in &self.edges {
+            for tx in &edge.senders {
+                send(cancel, &*self.counters, tx, make())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends `msg` on `tx`, waiting while the channel is full (and counting the
+/// wait), until it is sent or the job is cancelled.
+fn send(
+    cancel: &AtomicBool,
+    counters: &dyn OutputCounters,
+    tx: &Sender<Msg>,
+    msg: Msg,
+) -> Result<(), Cancelled> {
+    let mut msg = match tx.try_send(msg) {
+        Ok(()) => return Ok(()),
+        Err(TrySendError::Disconnected(_)) => return Err(Cancelled),
+        Err(TrySendError::Full(m)) => m,
+    };
+    // Backpressure: the downstream channel is full.
+    let blocked = Instant::now();
+    let _account = Defer(|| counters.blocked(blocked.elapsed()));
+    loop {
+        match tx.send_timeout(msg, POLL) {
+            Ok(()) => return Ok(()),
+            Err(SendTimeoutError::Timeout(m)) => {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(Cancelled);
+                }
+                msg = m;
+            }
+            Err(SendTimeoutError::Disconnected(_)) => return Err(Cancelled),
+        }
+    }
+}
+
+/// Runs a closure when dropped.
+struct Defer<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for Defer<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}

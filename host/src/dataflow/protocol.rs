@@ -1,0 +1,114 @@
+//! Every message of a running job, on data edges and on control channels:
+//!
+//! ```text
+//!   source ──Msg──► instance ──Msg──► sink          (bounded data edges)
+//!   coordinator ──Command──► driver ──SourceCtl──► source
+//!   driver ──commit id (u64)──► sink
+//!   source, instance, sink ──Event(Ack, ...)──► driver ──Ack──► coordinator
+//! ```
+//!
+//! Invariants:
+//! - **FIFO edges, barriers in order.** Every edge is a FIFO channel. A
+//!   sender sends `Barrier(n)` (or `End(F)`) on every outgoing channel after
+//!   all batches that precede it and before any that follow it, and barrier
+//!   ids on one channel strictly increase.
+//! - `End(F)` is the last message on its channel; `F` is the id of the final
+//!   checkpoint, the same on every channel of a job.
+//! - A source or instance acknowledges checkpoint `n` ([`Ack`]) before it
+//!   sends `Barrier(n)` (or `End(n)`) downstream.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::dataflow::batch::Batch;
+
+/// What travels on a data edge, from one instance (or source) to one
+/// instance (or sink) downstream.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    /// Records, in flat form.
+    Batch(Batch),
+    /// Checkpoint barrier `n`: every batch before it belongs to checkpoint
+    /// `n`, every batch after it to a later one.
+    Barrier(u64),
+    /// End of stream; the id is the final checkpoint's. Nothing follows.
+    End(u64),
+}
+
+/// What the job's threads tell the driver (and through it the
+/// coordinator). `F` is the failure type of a thread.
+#[derive(Debug)]
+pub(crate) enum Event<F> {
+    /// A participant acknowledged checkpoint `.0`.
+    Ack(u64, Ack),
+    /// The source reached the end of its input and waits to be finished.
+    SourceAtEnd(String),
+    /// The sink made checkpoint `.1` visible.
+    SinkCommitted(String, u64),
+    /// A thread failed; the job's attempt ends.
+    Failed(F),
+}
+
+/// Commands from the driver to a source.
+#[derive(Debug)]
+pub(crate) enum SourceCtl {
+    /// Acknowledge checkpoint `n` with the current offset, then send
+    /// `Barrier(n)` downstream.
+    Trigger(u64),
+    /// Acknowledge the final checkpoint `n`, then send `End(n)` downstream
+    /// and stop.
+    Finish(u64),
+}
+
+/// An acknowledgement of a checkpoint by one participant.
+#[derive(Debug)]
+pub enum Ack {
+    /// A source injected the barrier at `offset`.
+    Source {
+        /// Source id.
+        source: String,
+        /// Read offset at the barrier.
+        offset: Value,
+    },
+    /// An operator instance snapshotted its state.
+    Instance {
+        /// Its state changes and snapshot bytes.
+        delta: InstanceDelta,
+        /// Time from the first barrier to alignment.
+        alignment: Duration,
+        /// Bytes buffered during the alignment.
+        buffered_bytes: u64,
+    },
+    /// A sink precommitted its output.
+    Sink {
+        /// Sink id.
+        sink: String,
+        /// Commit info to record.
+        info: Value,
+    },
+}
+
+/// What the coordinator tells the driver to do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Tell every source to inject barrier `id`.
+    Trigger(u64),
+    /// Every source is at its end: tell them to end their streams with the
+    /// final checkpoint `id`.
+    Finish(u64),
+}
+
+/// What one operator instance changed since its previous checkpoint: the
+/// payload of [`Ack::Instance`], which the checkpoint store writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceDelta {
+    /// Operator id (a key of the checkpoint's `operators`).
+    pub operator: String,
+    /// Instance index, below the operator's parallelism.
+    pub instance: u32,
+    /// Changed keys: `Some(value)` = put, `None` = deleted.
+    pub changes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Plugin snapshot bytes; `None` = unchanged since the previous checkpoint.
+    pub snapshot: Option<Vec<u8>>,
+}

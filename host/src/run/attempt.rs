@@ -1,0 +1,146 @@
+//! One attempt: a complete start of the dataflow from a checkpoint, as a
+//! list of phases ([`run_attempt`]):
+//!
+//! 1. `restore`: open the store, choose and check the checkpoint, truncate;
+//! 2. `wiring`: build every channel;
+//! 3. `open`: instantiate and restore the operator instances, open the
+//!    sinks, open the sources;
+//! 4. `start`: start the threads;
+//! 5. `driver`: drive the checkpoints until the attempt ends;
+//! 6. cancel (unless the job finished) and join the threads.
+//!
+//! Invariant: nothing runs and no sink is opened before every instance is
+//! instantiated and restored, so a plugin that fails to restore leaves the
+//! checkpoint and the output untouched.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crossbeam_channel::Receiver;
+
+use crate::config::Job;
+use crate::metrics::JobMetrics;
+use crate::run::driver::Driver;
+use crate::run::error::RunError;
+use crate::run::open::{instantiate_operators, open_sinks, open_sources};
+use crate::run::options::{RestoreMode, RunOptions};
+use crate::run::plugins::LoadedOperator;
+use crate::run::restore::{self, Prepared};
+use crate::run::start::start_threads;
+use crate::run::summary::{RunSummary, node_counts};
+use crate::run::swap::{Probation, SwapRequest};
+use crate::run::wiring::Wiring;
+
+/// What one attempt runs with.
+pub(crate) struct Attempt<'a> {
+    /// The checkpoint to start from.
+    pub restore: RestoreMode,
+    /// Per operator (job order): its plugin and resolved ports.
+    pub plugins: &'a [LoadedOperator],
+    /// Operators whose plugin may differ from the checkpoint's (swapped).
+    pub swapped: &'a BTreeSet<String>,
+    /// Swap requests from the control socket.
+    pub control: Option<&'a Receiver<SwapRequest>>,
+    /// A swapped plugin on probation.
+    pub probation: Option<&'a mut Probation>,
+    /// The job's live metrics.
+    pub metrics: Arc<JobMetrics>,
+}
+
+/// How an attempt ended (when it did not fail).
+#[derive(Debug)]
+pub(crate) enum AttemptEnd {
+    /// End of input, final checkpoint committed.
+    Finished,
+    /// Stopped at a checkpoint on request.
+    Stopped,
+    /// Stopped at checkpoint `checkpoint` to swap a plugin.
+    SwapAt {
+        /// The checkpoint to restart from.
+        checkpoint: u64,
+        /// The swap.
+        request: SwapRequest,
+    },
+}
+
+/// Runs the dataflow once, from the checkpoint `attempt.restore` names.
+pub(crate) fn run_attempt(
+    job: &Job,
+    options: &RunOptions,
+    attempt: Attempt<'_>,
+    shutdown: &AtomicBool,
+) -> Result<(RunSummary, AttemptEnd), RunError> {
+    let started = Instant::now();
+    let plugins = attempt.plugins;
+    let at = match restore::prepare(job, options, attempt.restore, plugins, attempt.swapped)? {
+        Prepared::AlreadyFinished(id) => {
+            let summary = RunSummary {
+                restored_from: Some(id),
+                checkpoints: 0,
+                last_checkpoint: Some(id),
+                finished: true,
+                restarts: 0,
+                duration: started.elapsed(),
+                nodes: Vec::new(),
+            };
+            return Ok((summary, AttemptEnd::Finished));
+        }
+        Prepared::Resume(at) => at,
+    };
+
+    let wiring = Wiring::new(job, plugins);
+    let metrics = attempt.metrics;
+    if at.checkpoint.is_some() {
+        metrics.checkpoints.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+    let operators = instantiate_operators(job, plugins, &at)?;
+    let sinks = open_sinks(job, &at)?;
+    let sources = open_sources(job, &at)?;
+    let cancel = wiring.tasks.shared.cancel.clone();
+    let threads = start_threads(job, wiring.tasks, operators, sinks, sources, &metrics);
+
+    let mut driver = Driver::new(
+        job,
+        plugins,
+        &at,
+        wiring.driver,
+        &metrics,
+        attempt.control,
+        attempt.probation,
+    );
+    let outcome = driver.drive(shutdown);
+    let driven = driver.driven();
+    if outcome.is_err() || !driven.finished {
+        cancel.store(true, Ordering::Relaxed);
+    }
+    let panicked = threads.join();
+    // The driver's channel ends stay open until every thread is joined: the
+    // threads end by the cancel flag or at their end of input, not because
+    // a control channel closed.
+    drop(driver);
+    outcome?;
+    if let Some(name) = panicked {
+        return Err(RunError::Panicked(name));
+    }
+
+    let end = match (driven.finished, driven.swap, driven.last) {
+        (true, _, _) => AttemptEnd::Finished,
+        (false, Some(request), Some(checkpoint)) => AttemptEnd::SwapAt {
+            checkpoint,
+            request,
+        },
+        _ => AttemptEnd::Stopped,
+    };
+    let summary = RunSummary {
+        restored_from: at.checkpoint.as_ref().map(|m| m.id),
+        checkpoints: driven.checkpoints,
+        last_checkpoint: driven.last,
+        finished: driven.finished,
+        restarts: 0,
+        duration: started.elapsed(),
+        nodes: node_counts(&metrics),
+    };
+    Ok((summary, end))
+}

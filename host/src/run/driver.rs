@@ -1,0 +1,299 @@
+//! The driver of an attempt, on the calling thread: feeds the threads'
+//! events to the [`Coordinator`] and carries out its decisions: sends
+//! commands to the sources, persists each completed checkpoint, tells the
+//! sinks to commit it, takes stop and swap requests ([`Driver::drive`]).
+//!
+//! Invariants:
+//! - A completed checkpoint is written, with all its state deltas, in one
+//!   store transaction ([`CheckpointStore::commit`]) before any sink is
+//!   told to commit it: output never becomes visible for a checkpoint that
+//!   does not exist.
+//! - A stop or a swap ends the attempt only after a checkpoint taken for it
+//!   is committed by every sink; the end of input only after the final
+//!   checkpoint is.
+//! - At most one stop or swap is pending at a time; a swap is refused while
+//!   an earlier one is on probation.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use crate::checkpoint::coordinator::{Completed, Coordinator, Participant};
+use crate::config::Job;
+use crate::dataflow::cancel::POLL;
+use crate::dataflow::partition::KEY_GROUPS;
+use crate::dataflow::protocol::{Command, Event, SourceCtl};
+use crate::metrics::JobMetrics;
+use crate::run::error::RunError;
+use crate::run::plugins::LoadedOperator;
+use crate::run::restore::RestorePoint;
+use crate::run::swap::{Probation, SwapRequest};
+use crate::run::wiring::DriverEnds;
+use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta};
+
+/// What the driver did, once it returned.
+pub(crate) struct Driven {
+    /// Checkpoints completed.
+    pub checkpoints: u64,
+    /// The last completed checkpoint.
+    pub last: Option<u64>,
+    /// The final checkpoint was committed (end of input).
+    pub finished: bool,
+    /// A swap waiting for the attempt to end at `last`.
+    pub swap: Option<SwapRequest>,
+}
+
+/// The coordinator loop's I/O.
+pub(crate) struct Driver<'a> {
+    job: &'a Job,
+    store: &'a CheckpointStore,
+    coordinator: Coordinator,
+    channels: DriverEnds,
+    operators_meta: BTreeMap<String, OperatorMeta>,
+    metrics: &'a JobMetrics,
+    control: Option<&'a Receiver<SwapRequest>>,
+    /// A swap waiting for its checkpoint.
+    pending_swap: Option<SwapRequest>,
+    probation: Option<&'a mut Probation>,
+    checkpoints: u64,
+    last: Option<u64>,
+    /// A checkpoint whose sink commits end the run (final or stop).
+    awaiting_commit: Option<u64>,
+    committed: usize,
+    finished: bool,
+}
+
+impl<'a> Driver<'a> {
+    /// A driver of `job` (whose operators run `plugins`) over `channels`,
+    /// storing into `at`'s store with checkpoint ids from `at.first_id` on.
+    pub(crate) fn new(
+        job: &'a Job,
+        plugins: &[LoadedOperator],
+        at: &'a RestorePoint,
+        channels: DriverEnds,
+        metrics: &'a JobMetrics,
+        control: Option<&'a Receiver<SwapRequest>>,
+        probation: Option<&'a mut Probation>,
+    ) -> Self {
+        Driver {
+            job,
+            store: &at.store,
+            coordinator: Coordinator::new(participants(job), job.checkpoint.interval, at.first_id),
+            channels,
+            operators_meta: operators_meta(job, plugins),
+            metrics,
+            control,
+            pending_swap: None,
+            probation,
+            checkpoints: 0,
+            last: None,
+            awaiting_commit: None,
+            committed: 0,
+            finished: false,
+        }
+    }
+
+    /// Drives the attempt until every sink committed the checkpoint that
+    /// ends it, or a thread failed.
+    pub(crate) fn drive(&mut self, shutdown: &AtomicBool) -> Result<(), RunError> {
+        loop {
+            let now = Instant::now();
+            if shutdown.load(Ordering::Relaxed)
+                && !self.coordinator.stop_requested()
+                && self.awaiting_commit.is_none()
+            {
+                tracing::info!("stop requested: taking a checkpoint");
+                let cmd = self.coordinator.request_stop(now);
+                self.command(cmd);
+            }
+            if let Some(req) = self.control.and_then(|c| c.try_recv().ok()) {
+                self.swap_requested(req, now);
+            }
+            let cmd = self.coordinator.tick(now);
+            self.command(cmd);
+            let wait = self.coordinator.next_due(now).unwrap_or(POLL).min(POLL);
+            match self.channels.events.recv_timeout(wait) {
+                Ok(Event::Ack(id, ack)) => {
+                    let (done, next) = self.coordinator.on_ack(id, ack, Instant::now());
+                    if let Some(done) = done {
+                        self.persist(done)?;
+                    }
+                    self.command(next);
+                }
+                Ok(Event::SourceAtEnd(s)) => {
+                    let cmd = self.coordinator.source_at_end(&s, now);
+                    self.command(cmd);
+                }
+                Ok(Event::SinkCommitted(sink, id)) => {
+                    tracing::debug!("sink `{sink}` committed checkpoint {id}");
+                    if Some(id) >= self.awaiting_commit && self.awaiting_commit.is_some() {
+                        self.committed += 1;
+                        if self.committed == self.channels.commits.len() {
+                            return Ok(());
+                        }
+                    }
+                }
+                Ok(Event::Failed(e)) => return Err(e.into()),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(RunError::Panicked(
+                        "every job thread exited unexpectedly".into(),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// What the drive did (taking the pending swap).
+    pub(crate) fn driven(&mut self) -> Driven {
+        Driven {
+            checkpoints: self.checkpoints,
+            last: self.last,
+            finished: self.finished,
+            swap: self.pending_swap.take(),
+        }
+    }
+
+    fn command(&self, cmd: Option<Command>) {
+        match cmd {
+            Some(Command::Trigger(n)) => {
+                tracing::debug!("triggering checkpoint {n}");
+                for tx in &self.channels.source_ctls {
+                    let _ = tx.send(SourceCtl::Trigger(n));
+                }
+            }
+            Some(Command::Finish(n)) => {
+                tracing::debug!("end of input: final checkpoint {n}");
+                for tx in &self.channels.source_ctls {
+                    let _ = tx.send(SourceCtl::Finish(n));
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Stores the completed checkpoint, then tells the sinks to commit it.
+    fn persist(&mut self, done: Completed) -> Result<(), RunError> {
+        let meta = CheckpointMeta {
+            id: done.id,
+            job: self.job.name.clone(),
+            started_at_ms: unix_ms(SystemTime::now())
+                .saturating_sub(done.started.elapsed().as_millis() as u64),
+            duration_ms: done.started.elapsed().as_millis() as u64,
+            alignment_ms: done.alignment.as_millis() as u64,
+            bytes_written: 0,
+            state_keys: 0,
+            key_groups: KEY_GROUPS,
+            sources: done.sources,
+            operators: self.operators_meta.clone(),
+            sinks: done.sinks,
+            final_checkpoint: done.is_final,
+        };
+        let stats = self
+            .store
+            .commit(&meta, &done.deltas, self.job.checkpoint.retain)?;
+        tracing::info!(
+            "checkpoint {} complete in {} ms ({} bytes written, alignment {} ms)",
+            done.id,
+            meta.duration_ms,
+            stats.bytes_written,
+            meta.alignment_ms
+        );
+        self.checkpoints += 1;
+        self.last = Some(done.id);
+        let c = &self.metrics.checkpoints;
+        c.completed.fetch_add(1, Ordering::Relaxed);
+        c.last_id.store(done.id, Ordering::Relaxed);
+        c.last_duration_ms
+            .store(meta.duration_ms, Ordering::Relaxed);
+        c.last_bytes.store(stats.bytes_written, Ordering::Relaxed);
+        c.last_alignment_ms
+            .store(meta.alignment_ms, Ordering::Relaxed);
+        c.last_alignment_buffered_bytes
+            .store(done.buffered_bytes, Ordering::Relaxed);
+        c.duration.observe(done.started.elapsed());
+        c.alignment.observe(done.alignment);
+        for tx in &self.channels.commits {
+            let _ = tx.send(done.id);
+        }
+        if let Some(p) = self.probation.as_mut() {
+            p.checkpoint_completed(done.id);
+        }
+        if done.is_final || self.coordinator.stop_requested() {
+            self.finished = done.is_final;
+            self.awaiting_commit = Some(done.id);
+        }
+        Ok(())
+    }
+
+    /// A live swap: checkpoint now, then end the attempt so that the
+    /// supervisor restarts from that checkpoint with the new plugin.
+    fn swap_requested(&mut self, req: SwapRequest, now: Instant) {
+        if !self.job.operators.iter().any(|o| o.id == req.operator) {
+            let ids: Vec<&str> = self.job.operators.iter().map(|o| o.id.as_str()).collect();
+            let why = format!(
+                "job `{}` has no operator `{}` (it has: {})",
+                self.job.name,
+                req.operator,
+                ids.join(", ")
+            );
+            return req.refuse(why);
+        }
+        if self.pending_swap.is_some()
+            || self.coordinator.stop_requested()
+            || self.awaiting_commit.is_some()
+        {
+            return req.refuse("the job is already stopping or swapping; retry in a moment".into());
+        }
+        if self.probation.as_ref().is_some_and(|p| p.pending()) {
+            return req.refuse(
+                "the previous swap is still on probation; retry after its first checkpoint".into(),
+            );
+        }
+        tracing::info!("swap of `{}` requested: taking a checkpoint", req.operator);
+        self.pending_swap = Some(req);
+        let cmd = self.coordinator.request_stop(now);
+        self.command(cmd);
+    }
+}
+
+/// Every participant of a checkpoint of `job`: each source, each operator
+/// instance, each sink.
+fn participants(job: &Job) -> impl Iterator<Item = Participant> + '_ {
+    job.sources
+        .iter()
+        .map(|s| Participant::Source(s.id.clone()))
+        .chain(
+            job.operators
+                .iter()
+                .flat_map(|o| (0..o.parallelism).map(|i| Participant::Instance(o.id.clone(), i))),
+        )
+        .chain(job.sinks.iter().map(|s| Participant::Sink(s.id.clone())))
+}
+
+/// What each checkpoint records of the operators' plugins.
+fn operators_meta(job: &Job, plugins: &[LoadedOperator]) -> BTreeMap<String, OperatorMeta> {
+    job.operators
+        .iter()
+        .zip(plugins)
+        .map(|(op, (p, _))| {
+            (
+                op.id.clone(),
+                OperatorMeta {
+                    plugin_name: p.info().name.clone(),
+                    plugin_version: p.info().version.clone(),
+                    state_version: p.info().state_version,
+                    sha256: p.sha256().to_string(),
+                    parallelism: op.parallelism,
+                },
+            )
+        })
+        .collect()
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,49 @@
+//! Why a run failed: [`RunError`].
+
+use crate::config::JobError;
+use crate::store::StoreError;
+use crate::tasks::TaskError;
+use crate::wasm::plugin::PluginError;
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A plugin could not be loaded.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// The job does not fit its plugins (ports).
+    #[error(transparent)]
+    Job(#[from] JobError),
+    /// The checkpoint store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A task failed while running.
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    /// Restoring a checkpoint is not possible.
+    #[error("cannot restore checkpoint {id} of job `{job}`: {message}")]
+    Restore {
+        /// The job.
+        job: String,
+        /// The checkpoint.
+        id: u64,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The job failed again after its restart strategy's last restart.
+    #[error(
+        "{error} (gave up after {restarts} restart(s); the state dir keeps the last complete checkpoint: fix the cause and run again to resume)"
+    )]
+    GaveUp {
+        /// Restarts made.
+        restarts: u32,
+        /// The last failure.
+        error: Box<RunError>,
+    },
+    /// A plugin swap is not possible.
+    #[error("{0}")]
+    Swap(String),
+    /// A thread of the job panicked (a host bug).
+    #[error("internal error: a job thread panicked ({0}); please report this")]
+    Panicked(String),
+}

@@ -1,0 +1,114 @@
+//! The opening phases of an attempt, before any thread starts: instantiate
+//! and restore every operator instance ([`instantiate_operators`]), open the
+//! sinks ([`open_sinks`]) and the sources ([`open_sources`]), each at the
+//! restored checkpoint.
+//!
+//! Invariants:
+//! - A restored instance starts with the checkpoint's state (the newest
+//!   version `<= id` of each key) with nothing dirty, and with the
+//!   checkpoint's state version and snapshot bytes.
+//! - Sinks and sources are opened at the checkpoint's commit infos and
+//!   offsets, so the output ends exactly at the checkpoint and the sources
+//!   replay exactly the records after it.
+
+use crate::checkpoint::state::KeyedState;
+use crate::config::{Job, SourceConfig, SourceKind};
+use crate::connectors::sink::{self, Sink};
+use crate::connectors::source::{self, SourceReader};
+use crate::run::error::RunError;
+use crate::run::plugins::LoadedOperator;
+use crate::run::restore::RestorePoint;
+use crate::tasks::instance::hash_bytes;
+use crate::wasm::instance::{InstanceError, OperatorInstance};
+
+/// An instantiated operator instance, restored when resuming.
+pub(crate) struct OpenInstance {
+    /// The instance.
+    pub instance: OperatorInstance,
+    /// Hash of the restored snapshot bytes.
+    pub last_snapshot: Option<u64>,
+}
+
+/// An opened source.
+pub(crate) struct OpenSource {
+    /// The reader, at the restored offset.
+    pub reader: Box<dyn SourceReader>,
+    /// Records per batch at most.
+    pub batch_size: usize,
+}
+
+/// Instantiates every instance of every operator (job order, then instance
+/// index) and restores it from the checkpoint, if any.
+pub(crate) fn instantiate_operators(
+    job: &Job,
+    plugins: &[LoadedOperator],
+    at: &RestorePoint,
+) -> Result<Vec<Vec<OpenInstance>>, RunError> {
+    let mut operators = Vec::new();
+    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
+        let mut instances = Vec::new();
+        for i in 0..op.parallelism {
+            let mut instance = OperatorInstance::for_operator(plugin, op, i)
+                .map_err(|e| RunError::Task(e.into()))?;
+            let mut last_snapshot = None;
+            if let Some(meta) = &at.checkpoint {
+                let r = at.store.load_instance(meta.id, &op.id, i)?;
+                let version = meta
+                    .operators
+                    .get(&op.id)
+                    .map_or(plugin.info().state_version, |m| m.state_version);
+                last_snapshot = Some(hash_bytes(&r.snapshot));
+                instance
+                    .restore(KeyedState::from_entries(r.entries), version, &r.snapshot)
+                    .map_err(|e: InstanceError| RunError::Task(e.into()))?;
+            }
+            instances.push(OpenInstance {
+                instance,
+                last_snapshot,
+            });
+        }
+        operators.push(instances);
+    }
+    Ok(operators)
+}
+
+/// Opens every sink (job order) with the checkpoint's commit info.
+pub(crate) fn open_sinks(job: &Job, at: &RestorePoint) -> Result<Vec<Box<dyn Sink>>, RunError> {
+    job.sinks
+        .iter()
+        .map(|s| {
+            let staging = at.state_dir.join("sinks").join(&s.id);
+            let info = at.checkpoint.as_ref().and_then(|m| m.sinks.get(&s.id));
+            sink::open(s, &staging, info).map_err(|e| RunError::Task(e.into()))
+        })
+        .collect()
+}
+
+/// Opens every source (job order) at the checkpoint's offset.
+pub(crate) fn open_sources(job: &Job, at: &RestorePoint) -> Result<Vec<OpenSource>, RunError> {
+    let mut sources = Vec::new();
+    for s in &job.sources {
+        let offset = at.checkpoint.as_ref().and_then(|m| m.sources.get(&s.id));
+        let reader = source::open(s, offset).map_err(|e| RunError::Task(e.into()))?;
+        if at.checkpoint.is_some() && !reader.replayable() {
+            tracing::warn!(
+                "source `{}` reads stdin, which cannot be replayed: records read before the crash are lost",
+                s.id
+            );
+        }
+        sources.push(OpenSource {
+            reader,
+            batch_size: batch_size(s),
+        });
+    }
+    Ok(sources)
+}
+
+/// Records per batch of source `s`.
+fn batch_size(s: &SourceConfig) -> usize {
+    match &s.kind {
+        SourceKind::File { batch_size, .. }
+        | SourceKind::Generator { batch_size, .. }
+        | SourceKind::Stdin { batch_size, .. } => *batch_size,
+    }
+}

@@ -1,0 +1,184 @@
+//! The restore phase of an attempt: open the store, choose the checkpoint
+//! to resume from, refuse one that does not fit the job
+//! ([`check_restorable`]), and delete the checkpoints after it.
+//!
+//! Invariants:
+//! - Once [`prepare`] returns a [`RestorePoint`], the store holds no
+//!   checkpoint newer than the restored one, so new checkpoint ids continue
+//!   after it (`first_id`) and build on its state.
+//! - A restored checkpoint matches the job: key groups, the set of
+//!   operators, each parallelism and each plugin's sha256 (except for
+//!   swapped operators); a plugin never reads a state version newer than it
+//!   knows.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use crate::config::Job;
+use crate::dataflow::partition::KEY_GROUPS;
+use crate::run::error::RunError;
+use crate::run::options::{RestoreMode, RunOptions};
+use crate::run::plugins::LoadedOperator;
+use crate::store::{CheckpointMeta, CheckpointStore};
+
+/// Where an attempt starts.
+pub(crate) enum Prepared {
+    /// The chosen checkpoint is final: the job is done.
+    AlreadyFinished(u64),
+    /// Start from this point.
+    Resume(Box<RestorePoint>),
+}
+
+/// The opened store and the checkpoint an attempt resumes from.
+pub(crate) struct RestorePoint {
+    /// The state directory.
+    pub state_dir: PathBuf,
+    /// The job's checkpoint store.
+    pub store: CheckpointStore,
+    /// The checkpoint to restore; `None` to start from scratch.
+    pub checkpoint: Option<CheckpointMeta>,
+    /// The id of the attempt's first checkpoint.
+    pub first_id: u64,
+}
+
+/// Opens the store and prepares it to resume from the checkpoint `mode`
+/// names. `swapped` operators may run another plugin than the checkpoint's.
+pub(crate) fn prepare(
+    job: &Job,
+    options: &RunOptions,
+    mode: RestoreMode,
+    plugins: &[LoadedOperator],
+    swapped: &BTreeSet<String>,
+) -> Result<Prepared, RunError> {
+    let state_dir = options.state_dir(job);
+    let store = CheckpointStore::open(&state_dir, &job.name)?;
+    let checkpoint = choose(job, &state_dir, &store, mode)?;
+    if let Some(meta) = checkpoint.as_ref().filter(|m| m.final_checkpoint) {
+        tracing::warn!(
+            "job `{}` already finished (checkpoint {} is final); nothing to do. Run with `--restore none` to process the input again",
+            job.name,
+            meta.id
+        );
+        return Ok(Prepared::AlreadyFinished(meta.id));
+    }
+    if let Some(meta) = &checkpoint {
+        check_restorable(job, plugins, meta, swapped)?;
+        store.truncate_after(meta.id)?;
+    }
+    let first_id = store.latest()?.map_or(1, |m| m.id + 1);
+    if let Some(meta) = &checkpoint {
+        tracing::info!(
+            "restoring checkpoint {} from {}",
+            meta.id,
+            state_dir.display()
+        );
+    }
+    Ok(Prepared::Resume(Box::new(RestorePoint {
+        state_dir,
+        store,
+        checkpoint,
+        first_id,
+    })))
+}
+
+/// The checkpoint `mode` names (`None` deletes every checkpoint).
+fn choose(
+    job: &Job,
+    state_dir: &std::path::Path,
+    store: &CheckpointStore,
+    mode: RestoreMode,
+) -> Result<Option<CheckpointMeta>, RunError> {
+    Ok(match mode {
+        RestoreMode::None => {
+            store.truncate_after(0)?;
+            None
+        }
+        RestoreMode::Latest => store.latest()?,
+        RestoreMode::Id(id) => Some(store.get(id)?.ok_or_else(|| RunError::Restore {
+            job: job.name.clone(),
+            id,
+            message: format!(
+                "no such complete checkpoint in {}; `weir checkpoints {}` lists them",
+                state_dir.display(),
+                state_dir.display()
+            ),
+        })?),
+    })
+}
+
+/// Refuses a checkpoint whose operators do not match the job's.
+fn check_restorable(
+    job: &Job,
+    plugins: &[LoadedOperator],
+    meta: &CheckpointMeta,
+    swapped: &BTreeSet<String>,
+) -> Result<(), RunError> {
+    let err = |message: String| RunError::Restore {
+        job: job.name.clone(),
+        id: meta.id,
+        message,
+    };
+    if meta.key_groups != KEY_GROUPS {
+        return Err(err(format!(
+            "it uses {} key groups, this Weir uses {KEY_GROUPS}",
+            meta.key_groups
+        )));
+    }
+    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
+        let Some(m) = meta.operators.get(&op.id) else {
+            return Err(err(format!(
+                "operator `{}` is not in the checkpoint (it has: {}); operators cannot be added to a checkpointed job yet. Use `--restore none` to start over",
+                op.id,
+                meta.operators
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        if m.parallelism != op.parallelism {
+            return Err(err(format!(
+                "operator `{}` ran with parallelism {} and the job now asks for {}; changing parallelism on restore is not supported yet. Set it back to {}, or use `--restore none`",
+                op.id, m.parallelism, op.parallelism, m.parallelism
+            )));
+        }
+        if m.state_version > plugin.info().state_version {
+            return Err(err(format!(
+                "operator `{}` was checkpointed by {} {} with state version {}, but {} {} reads state versions up to {}: downgrading would lose or misread its state. Restore with a plugin that reads state version {}",
+                op.id,
+                m.plugin_name,
+                m.plugin_version,
+                m.state_version,
+                plugin.info().name,
+                plugin.info().version,
+                plugin.info().state_version,
+                m.state_version
+            )));
+        }
+        if m.sha256 != plugin.sha256() && !swapped.contains(&op.id) {
+            return Err(err(format!(
+                "operator `{}` ran plugin {} {} (sha256 {}) but {} is now {} {} (sha256 {}); refusing to change code silently. To upgrade it and keep its state, run with `--swap {}={}`; else restore with the plugin the checkpoint ran, or use `--restore none`",
+                op.id,
+                m.plugin_name,
+                m.plugin_version,
+                &m.sha256[..12.min(m.sha256.len())],
+                op.plugin.display(),
+                plugin.info().name,
+                plugin.info().version,
+                &plugin.sha256()[..12],
+                op.id,
+                op.plugin.display(),
+            )));
+        }
+    }
+    if let Some(extra) = meta
+        .operators
+        .keys()
+        .find(|k| !job.operators.iter().any(|o| &o.id == *k))
+    {
+        return Err(err(format!(
+            "the checkpoint has operator `{extra}`, which the job no longer has; use `--restore none` to start over"
+        )));
+    }
+    Ok(())
+}

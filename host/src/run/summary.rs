@@ -1,0 +1,78 @@
+//! What a finished run did ([`RunSummary`]) and the report `weir run`
+//! prints ([`format_summary`]).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::config::Job;
+use crate::metrics::JobMetrics;
+
+/// What a finished run did.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// The checkpoint the run resumed from.
+    pub restored_from: Option<u64>,
+    /// Checkpoints completed during this run (including the final one).
+    pub checkpoints: u64,
+    /// The last completed checkpoint.
+    pub last_checkpoint: Option<u64>,
+    /// Whether the job reached the end of its input (else it was stopped).
+    pub finished: bool,
+    /// Wall time of the run.
+    pub duration: Duration,
+    /// Restarts after failures (see the job's `[restart]` strategy).
+    pub restarts: u32,
+    /// Per node (sources, operators, sinks in job order): id, records in, records out.
+    pub nodes: Vec<(String, u64, u64)>,
+}
+
+/// Per node of `metrics`, in job order: id, records in, records out.
+pub(crate) fn node_counts(metrics: &JobMetrics) -> Vec<(String, u64, u64)> {
+    metrics
+        .nodes
+        .iter()
+        .map(|(id, _, m)| {
+            (
+                id.clone(),
+                m.records_in.load(Ordering::Relaxed),
+                m.records_out.load(Ordering::Relaxed),
+            )
+        })
+        .collect()
+}
+
+/// The summary `weir run` prints at the end.
+pub fn format_summary(job: &Job, s: &RunSummary) -> String {
+    let mut out = format!(
+        "job `{}` {} in {:.2} s: {} checkpoint(s){}{}{}\n",
+        job.name,
+        if s.finished { "finished" } else { "stopped" },
+        s.duration.as_secs_f64(),
+        s.checkpoints,
+        s.last_checkpoint
+            .map(|c| format!(", last {c}"))
+            .unwrap_or_default(),
+        s.restored_from
+            .map(|c| format!(", resumed from checkpoint {c}"))
+            .unwrap_or_default(),
+        if s.restarts > 0 {
+            format!(", {} restart(s) after failures", s.restarts)
+        } else {
+            String::new()
+        },
+    );
+    let width = s.nodes.iter().map(|n| n.0.len()).max().unwrap_or(0);
+    for (id, records_in, records_out) in &s.nodes {
+        let kind = if job.sources.iter().any(|x| &x.id == id) {
+            "source"
+        } else if job.sinks.iter().any(|x| &x.id == id) {
+            "sink"
+        } else {
+            "operator"
+        };
+        out.push_str(&format!(
+            "  {kind:<8} {id:<width$}  in {records_in:>12}  out {records_out:>12}\n"
+        ));
+    }
+    out
+}

@@ -1,0 +1,38 @@
+//! `weir validate`: checks a job without running it ([`validate`]).
+
+use crate::config::Job;
+use crate::run::error::RunError;
+use crate::run::plugins::load_plugins;
+use crate::wasm::instance::OperatorInstance;
+use crate::wasm::plugin::Runtime;
+
+/// Checks `job` without running it: loads every plugin, checks its ports,
+/// and instantiates one instance of each operator to call `open` with its
+/// config. Returns a short human-readable report.
+pub fn validate(job: &Job, runtime: &Runtime) -> Result<String, RunError> {
+    let plugins = load_plugins(job, runtime, &[])?;
+    let mut report = format!(
+        "job `{}` ({}) is valid: {} source(s), {} operator(s), {} sink(s)\n",
+        job.name,
+        job.path.display(),
+        job.sources.len(),
+        job.operators.len(),
+        job.sinks.len()
+    );
+    for (op, (plugin, ports)) in job.operators.iter().zip(&plugins) {
+        OperatorInstance::for_operator(plugin, op, 0).map_err(|e| RunError::Task(e.into()))?;
+        let wiring: Vec<String> = ports
+            .iter()
+            .map(|(p, up)| format!("{} <- {up}", plugin.info().inputs[*p as usize]))
+            .collect();
+        report.push_str(&format!(
+            "  operator {}: {} {} x{} ({})\n",
+            op.id,
+            plugin.info().name,
+            plugin.info().version,
+            op.parallelism,
+            wiring.join(", ")
+        ));
+    }
+    Ok(report)
+}

@@ -1,0 +1,155 @@
+//! The operator-instance thread: drives one [`OperatorInstance`] through
+//! the aligned-input loop, sending what it emits downstream.
+//!
+//! Invariants:
+//! - **Snapshot at the cut.** At checkpoint `n` the instance calls
+//!   `on-checkpoint(n)`, sends what it emitted, takes its state changes and
+//!   snapshot, acknowledges `n`, and only then forwards `Barrier(n)`; the
+//!   batches the alignment released are processed after that.
+//! - The delta of checkpoint `n` holds every state change since the
+//!   instance's previous acknowledged snapshot; snapshot bytes are sent only
+//!   when they differ from the previous ones.
+//! - Only output port 0 is connected; records emitted on other ports are
+//!   dropped.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::Batch;
+use crate::dataflow::cancel::Cancelled;
+use crate::dataflow::input::{self, InputChannels, InputHandler};
+use crate::dataflow::output::Output;
+use crate::dataflow::protocol::{Ack, Event, InstanceDelta, Msg};
+use crate::metrics::NodeMetrics;
+use crate::tasks::{Shared, TaskError, receive_batch};
+use crate::wasm::instance::OperatorInstance;
+
+/// A cheap fingerprint of snapshot bytes, to skip storing unchanged ones.
+pub(crate) fn hash_bytes(b: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    b.hash(&mut h);
+    h.finish()
+}
+
+/// An operator instance thread.
+pub(crate) struct InstanceTask {
+    /// The attempt's cancel flag and events.
+    pub shared: Shared,
+    /// Operator id.
+    pub operator: String,
+    /// Instance index.
+    pub index: u32,
+    /// The instantiated (and restored) plugin.
+    pub instance: OperatorInstance,
+    /// The operator's counters (records in, batch latency).
+    pub metrics: Arc<NodeMetrics>,
+    /// Its outgoing edges.
+    pub out: Output,
+    /// Hash of the snapshot bytes in the last checkpoint (to skip unchanged).
+    pub last_snapshot: Option<u64>,
+}
+
+impl InstanceTask {
+    /// The thread body: processes `inputs` until they end or the job is
+    /// cancelled.
+    pub(crate) fn process_inputs(mut self, inputs: InputChannels) -> Result<(), Cancelled> {
+        let cancel = self.shared.cancel.clone();
+        input::drive(&inputs, &cancel, &mut self)
+    }
+
+    /// Sends what the last call emitted on port 0 downstream.
+    fn emit(&mut self) -> Result<(), Cancelled> {
+        // Consumers read the operator's first output port.
+        for port in 0..self.instance.output_ports() {
+            let records = self.instance.take_output_batch(port as u32);
+            if port == 0 {
+                self.out.send(&self.shared.cancel, records)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the state changes and snapshot for checkpoint `id` and
+    /// acknowledges it.
+    fn snapshot(
+        &mut self,
+        id: u64,
+        alignment: Duration,
+        buffered_bytes: u64,
+    ) -> Result<(), Cancelled> {
+        let changes = self.instance.state_mut().take_changes();
+        let bytes = self.instance.snapshot().map_err(|e| self.shared.fail(e))?;
+        let h = hash_bytes(&bytes);
+        let snapshot = (self.last_snapshot != Some(h)).then_some(bytes);
+        self.last_snapshot = Some(h);
+        let delta = InstanceDelta {
+            operator: self.operator.clone(),
+            instance: self.index,
+            changes,
+            snapshot,
+        };
+        self.shared.event(Event::Ack(
+            id,
+            Ack::Instance {
+                delta,
+                alignment,
+                buffered_bytes,
+            },
+        ));
+        Ok(())
+    }
+}
+
+impl InputHandler for InstanceTask {
+    fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
+        let (instance, shared) = (&mut self.instance, &self.shared);
+        receive_batch(&self.metrics, &batch, |batch| {
+            instance.process_batch(port, batch).map_err(|error| {
+                let port = instance
+                    .info()
+                    .inputs
+                    .get(port as usize)
+                    .cloned()
+                    .unwrap_or_default();
+                shared.fail(TaskError::Process {
+                    error,
+                    port,
+                    records: batch.len(),
+                })
+            })
+        })?;
+        self.emit()
+    }
+
+    fn on_checkpoint(
+        &mut self,
+        id: u64,
+        alignment: Duration,
+        buffered_bytes: u64,
+    ) -> Result<(), Cancelled> {
+        self.instance
+            .on_checkpoint(id)
+            .map_err(|e| self.shared.fail(e))?;
+        self.emit()?;
+        self.snapshot(id, alignment, buffered_bytes)?;
+        self.out.broadcast(&self.shared.cancel, || Msg::Barrier(id))
+    }
+
+    fn on_abort(&mut self, id: u64, newer: u64) {
+        tracing::debug!(operator = %self.operator, "checkpoint {id} abandoned for {newer}");
+    }
+
+    fn on_finished(&mut self, final_id: u64) -> Result<(), Cancelled> {
+        self.instance.finish().map_err(|e| self.shared.fail(e))?;
+        self.emit()?;
+        // The final checkpoint is a checkpoint like any other.
+        self.instance
+            .on_checkpoint(final_id)
+            .map_err(|e| self.shared.fail(e))?;
+        self.emit()?;
+        self.snapshot(final_id, Duration::ZERO, 0)?;
+        self.out
+            .broadcast(&self.shared.cancel, || Msg::End(final_id))
+    }
+}

@@ -1,0 +1,113 @@
+//! The thread bodies of a running job: one thread per source
+//! ([`source::SourceTask`]), per operator instance
+//! ([`instance::InstanceTask`]) and per sink ([`sink::SinkTask`]), connected
+//! by the data path of [`crate::dataflow`]. Instances and sinks are
+//! [`InputHandler`](crate::dataflow::input::InputHandler)s of the shared
+//! aligned-input loop; this folder adds what needs Wasm and connectors.
+//!
+//! Invariant: a task that fails reports [`Event::Failed`] and ends with
+//! `Cancelled`; one that ends because the job was cancelled (or a channel it
+//! needs is gone) reports nothing.
+
+pub(crate) mod instance;
+pub(crate) mod sink;
+pub(crate) mod source;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+
+use crate::Batch;
+use crate::connectors::sink::SinkError;
+use crate::connectors::source::SourceError;
+use crate::dataflow::cancel::Cancelled;
+use crate::dataflow::output::OutputCounters;
+use crate::dataflow::protocol::Event;
+use crate::metrics::NodeMetrics;
+use crate::wasm::instance::InstanceError;
+
+/// Why a task failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// A plugin call failed.
+    #[error(transparent)]
+    Instance(#[from] InstanceError),
+    /// `process` failed on a batch.
+    #[error("{error} (input port `{port}`, batch of {records} records)")]
+    Process {
+        /// The failure.
+        error: InstanceError,
+        /// The input port's name.
+        port: String,
+        /// Records in the batch.
+        records: usize,
+    },
+    /// A source failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// A sink failed.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+}
+
+/// Shared by every task of one attempt.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    /// Set when the attempt ends; every task then stops.
+    pub cancel: Arc<AtomicBool>,
+    /// To the driver.
+    pub events: Sender<Event<TaskError>>,
+}
+
+impl Shared {
+    fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    fn event(&self, e: Event<TaskError>) {
+        // The driver outlives every task; a send error means it is gone
+        // because the attempt is over.
+        let _ = self.events.send(e);
+    }
+
+    /// Reports `error` and returns the outcome of a failed task.
+    fn fail(&self, error: impl Into<TaskError>) -> Cancelled {
+        self.event(Event::Failed(error.into()));
+        Cancelled
+    }
+}
+
+impl OutputCounters for NodeMetrics {
+    fn sent(&self, batch: &Batch) {
+        self.records_out
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.bytes_out
+            .fetch_add(batch.data_bytes() as u64, Ordering::Relaxed);
+    }
+
+    fn blocked(&self, waited: Duration) {
+        self.blocked_ns
+            .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Counts `batch` in and calls `act` on it; on success, records the call's
+/// time as the node's batch latency.
+fn receive_batch(
+    metrics: &NodeMetrics,
+    batch: &Batch,
+    act: impl FnOnce(&Batch) -> Result<(), Cancelled>,
+) -> Result<(), Cancelled> {
+    metrics
+        .records_in
+        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+    metrics
+        .bytes_in
+        .fetch_add(batch.data_bytes() as u64, Ordering::Relaxed);
+    let started = Instant::now();
+    act(batch)?;
+    metrics.batch_latency.observe(started.elapsed());
+    Ok(())
+}

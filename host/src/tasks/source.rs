@@ -1,0 +1,121 @@
+//! The source thread: reads batches and sends them downstream, injects
+//! barriers when the driver triggers a checkpoint, and ends the stream when
+//! told to finish.
+//!
+//! Invariant: a source acknowledges checkpoint `n` with the offset right
+//! after the last record it sent, then sends `Barrier(n)` (or `End(n)`) on
+//! every outgoing channel, so the records before the barrier are exactly
+//! those before the offset.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use crate::connectors::source::SourceReader;
+use crate::dataflow::cancel::{Cancelled, POLL};
+use crate::dataflow::output::Output;
+use crate::dataflow::protocol::{Ack, Event, Msg, SourceCtl};
+use crate::tasks::Shared;
+
+/// A source thread.
+pub(crate) struct SourceTask {
+    /// The attempt's cancel flag and events.
+    pub shared: Shared,
+    /// Source id.
+    pub id: String,
+    /// The opened source.
+    pub reader: Box<dyn SourceReader>,
+    /// Records per batch at most.
+    pub batch_size: usize,
+    /// Records per second at most, if limited.
+    pub rate: Option<u64>,
+    /// Commands from the driver.
+    pub ctl: Receiver<SourceCtl>,
+    /// Its outgoing edges.
+    pub out: Output,
+}
+
+impl SourceTask {
+    /// The thread body: streams batches until finished or cancelled.
+    pub(crate) fn stream_batches(self) -> Result<(), Cancelled> {
+        let SourceTask {
+            shared,
+            id,
+            mut reader,
+            batch_size,
+            rate,
+            ctl,
+            mut out,
+        } = self;
+        let mut at_end = false;
+        // With a rate limit, small batches (about 20 per second) keep it smooth.
+        let batch_size = rate.map_or(batch_size, |r| batch_size.min((r / 20).max(1) as usize));
+        let started = Instant::now();
+        let mut sent: u64 = 0;
+        // A live source had nothing on the last read.
+        let mut idle = false;
+        loop {
+            if shared.cancelled() {
+                return Err(Cancelled);
+            }
+            let throttled = rate.is_some_and(|r| {
+                started.elapsed() < Duration::from_secs_f64(sent as f64 / r as f64)
+            });
+            let wait = if at_end {
+                Some(POLL)
+            } else if throttled || idle {
+                Some(Duration::from_millis(5))
+            } else {
+                None
+            };
+            let cmd = match wait {
+                Some(wait) => match ctl.recv_timeout(wait) {
+                    Ok(c) => Some(c),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return Err(Cancelled),
+                },
+                None => ctl.try_recv().ok(),
+            };
+            match cmd {
+                Some(SourceCtl::Trigger(n)) => {
+                    shared.event(Event::Ack(
+                        n,
+                        Ack::Source {
+                            source: id.clone(),
+                            offset: reader.offset(),
+                        },
+                    ));
+                    out.broadcast(&shared.cancel, || Msg::Barrier(n))?;
+                    continue;
+                }
+                Some(SourceCtl::Finish(n)) => {
+                    shared.event(Event::Ack(
+                        n,
+                        Ack::Source {
+                            source: id.clone(),
+                            offset: reader.offset(),
+                        },
+                    ));
+                    return out.broadcast(&shared.cancel, || Msg::End(n));
+                }
+                None => {}
+            }
+            if at_end || throttled {
+                continue;
+            }
+            idle = false;
+            match reader.read_batch(batch_size) {
+                Ok(Some(batch)) if batch.is_empty() => idle = true,
+                Ok(Some(batch)) => {
+                    sent += batch.len() as u64;
+                    out.send(&shared.cancel, batch)?
+                }
+                Ok(None) => {
+                    at_end = true;
+                    shared.event(Event::SourceAtEnd(id.clone()));
+                }
+                Err(e) => return Err(shared.fail(e)),
+            }
+        }
+    }
+}
