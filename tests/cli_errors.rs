@@ -2,11 +2,10 @@
 //! operator, says what is wrong and how to fix it, and a non-zero exit;
 //! never a panic or a backtrace.
 
-use std::process::Command;
-
+use weir_tests::cli::Weir;
 use weir_tests::pipeline::JobDir;
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 const GOOD: &str = r#"
 name = "errors"
@@ -28,13 +27,9 @@ input = "count"
 /// Runs `weir <cmd> job.toml` on `job` and checks the one-line error.
 fn fails(cmd: &str, job: &str, needles: &[&str]) {
     let j = JobDir::new(WEIR, job, &[("words.txt", "a\nb\n")]);
-    let out = Command::new(WEIR)
-        .arg(cmd)
-        .arg(j.path().join("job.toml"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let out = j.weir(cmd, &[]);
+    let err = &out.stderr;
+    assert_eq!(out.code(), Some(1), "{err}");
     assert!(
         !err.contains("panicked") && !err.contains("stack backtrace"),
         "{err}"
@@ -55,16 +50,7 @@ fn both(job: &str, needles: &[&str]) {
 #[test]
 fn good_job_validates() {
     let j = JobDir::new(WEIR, GOOD, &[("words.txt", "a\n")]);
-    let out = Command::new(WEIR)
-        .arg("validate")
-        .arg(j.path().join("job.toml"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    j.validate().assert_ok();
 }
 
 #[test]
@@ -109,43 +95,32 @@ fn missing_plugin_file() {
     );
 }
 
-#[test]
-fn plugin_that_is_not_a_component() {
+/// Runs `weir <cmd>` on the good job with its plugin replaced by `file`,
+/// holding `bytes`: it fails, naming the file and saying `why`.
+fn refuses_component(cmd: &str, file: &str, bytes: &str, why: &str) {
     let j = JobDir::new(
         WEIR,
-        &GOOD.replace("{plugins}/word-count.wasm", "core.wasm"),
-        &[("words.txt", "a\n"), ("core.wasm", "\0asm\u{1}\0\0\0")],
+        GOOD.replace("{plugins}/word-count.wasm", file),
+        &[("words.txt", "a\n"), (file, bytes)],
     );
-    let out = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        err.contains("core.wasm") && err.contains("not a component"),
-        "{err}"
-    );
+    let out = j.weir(cmd, &[]);
+    let err = &out.stderr;
+    assert_eq!(out.code(), Some(1));
+    assert!(err.contains(file) && err.contains(why), "{err}");
+}
+
+#[test]
+fn plugin_that_is_not_a_component() {
+    refuses_component("run", "core.wasm", "\0asm\u{1}\0\0\0", "not a component");
 }
 
 #[test]
 fn plugin_of_another_world() {
-    let j = JobDir::new(
-        WEIR,
-        &GOOD.replace("{plugins}/word-count.wasm", "empty.wasm"),
-        &[("words.txt", "a\n"), ("empty.wasm", "\0asm\r\0\u{1}\0")],
-    );
-    let out = Command::new(WEIR)
-        .arg("validate")
-        .arg(j.path().join("job.toml"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        err.contains("empty.wasm") && err.contains("weir:operator@0.1.0 world"),
-        "{err}"
+    refuses_component(
+        "validate",
+        "empty.wasm",
+        "\0asm\r\0\u{1}\0",
+        "weir:operator@0.1.0 world",
     );
 }
 
@@ -167,12 +142,9 @@ fn unreadable_source_file() {
 
 #[test]
 fn missing_job_file() {
-    let out = Command::new(WEIR)
-        .args(["run", "/nonexistent/job.toml"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1));
+    let out = WEIR.output(["run", "/nonexistent/job.toml"]);
+    let err = &out.stderr;
+    assert_eq!(out.code(), Some(1));
     assert!(
         err.contains("/nonexistent/job.toml") && err.lines().count() == 1,
         "{err}"
@@ -197,14 +169,10 @@ fn malformed_input_record_names_the_file_and_line() {
         "path = \"words.txt\"",
         "path = \"words.txt\"\nformat = \"jsonl\"\nkey = \"id\"",
     );
-    let j = JobDir::new(WEIR, &job, &[("words.txt", "{\"id\": 1}\nnot json\n")]);
-    let out = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let j = JobDir::new(WEIR, job, &[("words.txt", "{\"id\": 1}\nnot json\n")]);
+    let out = j.run(&[]);
+    let err = &out.stderr;
+    assert_eq!(out.code(), Some(1), "{err}");
     assert!(
         err.contains("source `words`") && err.contains("words.txt:2") && err.contains("not JSON"),
         "{err}"

@@ -1,19 +1,13 @@
 //! `weir inspect` on every built plugin, and clean failures on bad files.
 
-use std::process::Command;
-
+use weir_tests::cli::Weir;
 use weir_tests::plugins;
 
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
+
 fn weir(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .output()
-        .expect("runs weir");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let out = WEIR.output(args);
+    (out.code().unwrap_or(-1), out.stdout, out.stderr)
 }
 
 #[test]
@@ -61,14 +55,7 @@ fn inspect_json_has_the_documented_shape() {
 }
 
 fn assert_one_line_error(args: &[&str], needles: &[&str]) {
-    let (code, stdout, stderr) = weir(args);
-    assert_ne!(code, 0);
-    assert!(stdout.is_empty(), "{stdout}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
-    for n in needles {
-        assert!(stderr.contains(n), "{n:?} not in {stderr}");
-    }
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    WEIR.output(args).assert_one_line_error(needles);
 }
 
 #[test]
@@ -79,52 +66,42 @@ fn inspect_fails_cleanly_on_a_missing_file() {
     );
 }
 
+/// `weir inspect` on a file `name` holding `bytes` fails with one line that
+/// names the file and says `why`.
+fn inspect_refuses(name: &str, bytes: &[u8], why: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    assert_one_line_error(&["inspect", path.to_str().unwrap()], &[name, why]);
+}
+
 #[test]
 fn inspect_fails_cleanly_on_a_non_wasm_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("notes.wasm");
-    std::fs::write(&path, "hello").unwrap();
-    assert_one_line_error(
-        &["inspect", path.to_str().unwrap()],
-        &["notes.wasm", "not a WebAssembly file"],
-    );
+    inspect_refuses("notes.wasm", b"hello", "not a WebAssembly file");
 }
 
 #[test]
 fn inspect_fails_cleanly_on_a_core_module() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("core.wasm");
     // The smallest valid core module: magic and version 1.
-    std::fs::write(&path, b"\0asm\x01\0\0\0").unwrap();
-    assert_one_line_error(
-        &["inspect", path.to_str().unwrap()],
-        &["core.wasm", "core WebAssembly module, not a component"],
+    inspect_refuses(
+        "core.wasm",
+        b"\0asm\x01\0\0\0",
+        "core WebAssembly module, not a component",
     );
 }
 
 #[test]
 fn inspect_fails_cleanly_on_a_truncated_component() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cut.wasm");
     let bytes = std::fs::read(plugins::FILTER).unwrap();
-    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
-    assert_one_line_error(
-        &["inspect", path.to_str().unwrap()],
-        &["cut.wasm", "invalid component"],
-    );
+    inspect_refuses("cut.wasm", &bytes[..bytes.len() / 2], "invalid component");
 }
 
 #[test]
 fn inspect_fails_cleanly_on_a_component_of_another_world() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("empty.wasm");
     // An empty component: valid, but exports nothing of weir:operator.
-    std::fs::write(&path, b"\0asm\x0d\0\x01\0").unwrap();
-    assert_one_line_error(
-        &["inspect", path.to_str().unwrap()],
-        &[
-            "empty.wasm",
-            "does not implement the weir:operator@0.1.0 world",
-        ],
+    inspect_refuses(
+        "empty.wasm",
+        b"\0asm\x0d\0\x01\0",
+        "does not implement the weir:operator@0.1.0 world",
     );
 }

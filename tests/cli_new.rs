@@ -2,58 +2,35 @@
 //! component that `weir inspect` describes, and runs its sample job; bad names
 //! and occupied directories fail cleanly.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Instant;
 
-/// The repository root.
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use weir_tests::cli::Weir;
+use weir_tests::nested_build::nested;
+use weir_tests::repo_root;
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 fn weir(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .output()
-        .expect("runs weir");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let out = WEIR.output(args);
+    (out.code().unwrap_or(-1), out.stdout, out.stderr)
 }
 
-/// A command for a nested cargo build: the outer cargo's settings must not
-/// leak into it (as in tests/build.rs). Builds share one target dir so that
-/// repeated runs are cached.
-fn nested(program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut cmd = Command::new(program);
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_MAKEFLAGS",
-        "MAKEFLAGS",
-        "MFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "RUSTC_WRAPPER",
-    ] {
-        cmd.env_remove(var);
-    }
+/// A command for a nested cargo build (as in tests/build.rs). Builds share
+/// one target dir so that repeated runs are cached.
+fn cargo_nested(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = nested(Command::new(program));
     cmd.env("CARGO_TARGET_DIR", target_dir());
     cmd
 }
 
 fn target_dir() -> PathBuf {
-    repo().join("target/scaffold-test")
+    repo_root().join("target/scaffold-test")
 }
 
 fn cargo() -> Command {
-    nested(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    cargo_nested(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
 /// Runs `cmd`, failing the test with its output when it fails.
@@ -102,7 +79,7 @@ fn a_new_plugin_tests_builds_inspects_and_runs() {
         assert!(stdout.contains(step), "{step:?} not in {stdout}");
     }
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
-    let sdk = repo().join("sdk").canonicalize().unwrap();
+    let sdk = repo_root().join("sdk").canonicalize().unwrap();
     assert!(
         manifest.contains(&format!(
             "weir-sdk = {{ path = {:?} }}",
@@ -129,7 +106,7 @@ fn a_new_plugin_tests_builds_inspects_and_runs() {
 
     // It builds to a component.
     check(
-        nested("bash").arg(repo().join("scripts/ensure-wasm-target.sh")),
+        cargo_nested("bash").arg(repo_root().join("scripts/ensure-wasm-target.sh")),
         "scripts/ensure-wasm-target.sh",
     );
     check(
@@ -175,14 +152,7 @@ fn a_new_plugin_tests_builds_inspects_and_runs() {
 }
 
 fn assert_one_line_error(args: &[&str], needles: &[&str]) {
-    let (code, stdout, stderr) = weir(args);
-    assert_ne!(code, 0, "{stdout}");
-    assert!(stdout.is_empty(), "{stdout}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
-    for n in needles {
-        assert!(stderr.contains(n), "{n:?} not in {stderr}");
-    }
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    WEIR.output(args).assert_one_line_error(needles);
 }
 
 #[test]

@@ -2,40 +2,23 @@
 //! summary, and `weir validate`.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
+use weir_tests::cli::{Outcome, Weir};
+use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::jobs::count_words;
 use weir_tests::pipeline::JobDir;
+use weir_tests::plugins;
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
-const JOB: &str = r#"
-name = "metered"
-[checkpoint]
-interval = "100ms"
-[[source]]
-id = "words"
-type = "file"
-path = "words.txt"
-rate = RATE
-[[operator]]
-id = "count"
-plugin = "{plugins}/word-count.wasm"
-inputs = ["words"]
-[[sink]]
-id = "out"
-type = "file"
-path = "out.jsonl"
-format = "jsonl"
-input = "count"
-"#;
+fn metered(rate: u64) -> JobFile {
+    count_words("metered", Checkpoint::every("100ms"), rate, 1)
+}
 
 fn job(rate: u64, n: usize) -> JobDir {
     let words: String = (0..n).map(|i| format!("w{}\n", i % 10)).collect();
-    JobDir::new(
-        WEIR,
-        &JOB.replace("RATE", &rate.to_string()),
-        &[("words.txt", &words)],
-    )
+    JobDir::new(WEIR, metered(rate), &[("words.txt", &words)])
 }
 
 fn scrape(addr: &str) -> String {
@@ -58,10 +41,11 @@ fn metric(text: &str, line_start: &str) -> f64 {
 #[test]
 fn metrics_are_served_while_the_job_runs() {
     let j = job(3000, 9000);
-    let mut child = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .args(["--metrics", "127.0.0.1:0", "--progress-every", "0"])
+    let mut child = j
+        .command(
+            "run",
+            &["--metrics", "127.0.0.1:0", "--progress-every", "0"],
+        )
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -122,14 +106,9 @@ fn metrics_are_served_while_the_job_runs() {
 #[test]
 fn plain_progress_lines_and_summary_when_not_a_terminal() {
     let j = job(4000, 8000);
-    let out = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .args(["--progress-every", "1"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let out = j.run(&["--progress-every", "1"]);
+    let err = &out.stderr;
+    assert!(out.success(), "{err}");
     assert!(
         err.lines()
             .any(|l| l.starts_with("progress: job `metered`")),
@@ -152,31 +131,18 @@ fn plain_progress_lines_and_summary_when_not_a_terminal() {
 #[test]
 fn verbose_logs_checkpoints() {
     let j = job(1_000_000, 100);
-    let out = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .arg("-v")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let out = j.run(&["-v"]);
+    let err = &out.stderr;
+    assert!(out.success(), "{err}");
     assert!(err.contains("checkpoint 1 complete"), "{err}");
 }
 
 #[test]
 fn validate_loads_every_plugin_and_calls_open() {
     let j = job(1, 1);
-    let out = Command::new(WEIR)
-        .arg("validate")
-        .arg(j.path().join("job.toml"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = j.validate();
+    let text = &out.stdout;
+    assert!(out.success(), "{}", out.stderr);
     assert!(
         text.contains("job `metered`") && text.contains("is valid"),
         "{text}"
@@ -192,19 +158,12 @@ fn validate_loads_every_plugin_and_calls_open() {
     // A config the plugin rejects in `open`.
     let bad = JobDir::new(
         WEIR,
-        &JOB.replace("RATE", "1").replace(
-            "inputs = [\"words\"]",
-            "inputs = [\"words\"]\nconfig = { lowercas = true }",
-        ),
+        metered(1).operator_with("count", |o| o.config("{ lowercas = true }")),
         &[("words.txt", "a\n")],
     );
-    let out = Command::new(WEIR)
-        .arg("validate")
-        .arg(bad.path().join("job.toml"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let out = bad.validate();
+    let err = &out.stderr;
+    assert!(!out.success());
     assert!(
         err.contains("operator `count[0]`")
             && err.contains("invalid config")
@@ -217,21 +176,11 @@ fn validate_loads_every_plugin_and_calls_open() {
 fn weir_profiler_perfmap_names_the_plugins_functions_for_perf() {
     let j = job(1_000_000, 100);
     let run = |profiler: &str| {
-        Command::new(WEIR)
-            .arg("run")
-            .arg(j.path().join("job.toml"))
-            .args(["--progress-every", "0"])
-            .env("WEIR_PROFILER", profiler)
-            .output()
-            .unwrap()
+        let mut c = j.command("run", &["--progress-every", "0"]);
+        c.env("WEIR_PROFILER", profiler);
+        c
     };
-    let child = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .args(["--progress-every", "0"])
-        .env("WEIR_PROFILER", "perfmap")
-        .spawn()
-        .unwrap();
+    let child = run("perfmap").spawn().unwrap();
     let pid = child.id();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -243,9 +192,9 @@ fn weir_profiler_perfmap_names_the_plugins_functions_for_perf() {
         "no word-count function in {map:?}"
     );
 
-    let out = run("vtune");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = Outcome::of(&mut run("vtune"));
+    assert!(!out.success());
+    let stderr = &out.stderr;
     assert!(
         stderr
             .contains(r#"WEIR_PROFILER="vtune" is not a profiling agent: use `perfmap` or `none`"#),
@@ -257,30 +206,14 @@ fn weir_profiler_perfmap_names_the_plugins_functions_for_perf() {
 /// when a full batch has arrived or stdin closes.
 #[test]
 fn stdin_records_are_output_while_stdin_stays_open() {
-    let j = JobDir::new(
-        WEIR,
-        r#"
-name = "live"
-[checkpoint]
-interval = "100ms"
-[[source]]
-id = "in"
-type = "stdin"
-[[operator]]
-id = "count"
-plugin = "{plugins}/word-count.wasm"
-inputs = ["in"]
-[[sink]]
-id = "out"
-type = "stdout"
-input = "count"
-"#,
-        &[],
-    );
-    let mut child = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .args(["--progress-every", "0"])
+    let live = JobFile::new("live")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::stdin("in"))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
+        .sink(Sink::stdout("out").input("count"));
+    let j = JobDir::new(WEIR, live, &[]);
+    let mut child = j
+        .command("run", &["--progress-every", "0"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

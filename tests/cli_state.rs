@@ -1,60 +1,39 @@
 //! `weir checkpoints` and `weir state` read a state dir without loading any
 //! plugin, as text and with `--json`.
 
-use std::process::Command;
-
 use serde_json::Value;
+use weir_tests::cli::Weir;
+use weir_tests::job_file::Checkpoint;
+use weir_tests::jobs::count_words;
 use weir_tests::pipeline::JobDir;
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
-
-const JOB: &str = r#"
-name = "counted"
-[checkpoint]
-interval = "50ms"
-retain = 1000
-[[source]]
-id = "words"
-type = "file"
-path = "words.txt"
-rate = 3000
-[[operator]]
-id = "count"
-plugin = "{plugins}/word-count.wasm"
-inputs = ["words"]
-parallelism = 2
-[[sink]]
-id = "out"
-type = "file"
-path = "out.jsonl"
-input = "count"
-"#;
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 fn finished_job() -> JobDir {
     let words: String = (0..1500)
         .map(|i| format!("w{}\n", i % 3))
         .chain(["caf\u{e9}\n".to_string()])
         .collect();
-    let j = JobDir::new(WEIR, JOB, &[("words.txt", &words)]);
+    let checkpoint = Checkpoint::every("50ms").retain(1000);
+    let j = JobDir::new(
+        WEIR,
+        count_words("counted", checkpoint, 3000, 2),
+        &[("words.txt", &words)],
+    );
     j.run_ok(&[]);
     j
 }
 
-fn weir(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(WEIR).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+/// `weir VERB <state dir of j> ARGS`: whether it succeeded, stdout, stderr.
+fn weir(j: &JobDir, verb: &str, args: &[&str]) -> (bool, String, String) {
+    let out = j.on_state(verb, args);
+    (out.success(), out.stdout, out.stderr)
 }
 
 #[test]
 fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
     let j = finished_job();
-    let state = j.path().join("state");
-    let state = state.to_str().unwrap();
-    let (ok, text, err) = weir(&["checkpoints", state]);
+    let (ok, text, err) = weir(&j, "checkpoints", &[]);
     assert!(ok, "{err}");
     assert!(text.starts_with("job `counted`: "), "{text}");
     assert!(
@@ -66,7 +45,7 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
         "{text}"
     );
 
-    let (ok, json, err) = weir(&["checkpoints", "--json", state]);
+    let (ok, json, err) = weir(&j, "checkpoints", &["--json"]);
     assert!(ok, "{err}");
     let list: Vec<Value> = serde_json::from_str(&json).unwrap();
     assert!(list.len() >= 2, "{json}");
@@ -114,9 +93,7 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
 #[test]
 fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
     let j = finished_job();
-    let state = j.path().join("state");
-    let state = state.to_str().unwrap();
-    let (ok, text, err) = weir(&["state", state, "--operator", "count"]);
+    let (ok, text, err) = weir(&j, "state", &["--operator", "count"]);
     assert!(ok, "{err}");
     let lines: Vec<Value> = text
         .lines()
@@ -132,13 +109,13 @@ fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
         "{text}"
     );
 
-    let (ok, text, _) = weir(&["state", state, "--operator", "count", "--key", "w1"]);
+    let (ok, text, _) = weir(&j, "state", &["--operator", "count", "--key", "w1"]);
     assert!(ok);
     assert_eq!(text.trim(), r#"{"key":"w1\u0000count","value":500}"#);
 
     // An earlier checkpoint holds the counts of the records before its
     // source offset.
-    let (_, json, _) = weir(&["checkpoints", "--json", state]);
+    let (_, json, _) = weir(&j, "checkpoints", &["--json"]);
     let list: Vec<Value> = serde_json::from_str(&json).unwrap();
     let early = list
         .iter()
@@ -146,15 +123,11 @@ fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
         .unwrap_or_else(|| panic!("no checkpoint before the end of input: {json}"));
     let records = early["sources"]["words"]["records"].as_u64().unwrap();
     let id = early["id"].as_u64().unwrap().to_string();
-    let (ok, doc, err) = weir(&[
+    let (ok, doc, err) = weir(
+        &j,
         "state",
-        state,
-        "--operator",
-        "count",
-        "--checkpoint",
-        &id,
-        "--json",
-    ]);
+        &["--operator", "count", "--checkpoint", &id, "--json"],
+    );
     assert!(ok, "{err}");
     let doc: Value = serde_json::from_str(&doc).unwrap();
     assert_eq!(doc["checkpoint"].as_u64().unwrap().to_string(), id);
@@ -179,24 +152,20 @@ fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
 #[test]
 fn state_errors_are_clear() {
     let j = finished_job();
-    let state = j.path().join("state");
-    let state = state.to_str().unwrap();
-    let (ok, _, err) = weir(&["state", state, "--operator", "nope"]);
+    let (ok, _, err) = weir(&j, "state", &["--operator", "nope"]);
     assert!(
         !ok && err.contains("no operator `nope`") && err.contains("count"),
         "{err}"
     );
-    let (ok, _, err) = weir(&[
+    let (ok, _, err) = weir(
+        &j,
         "state",
-        state,
-        "--operator",
-        "count",
-        "--checkpoint",
-        "99999",
-    ]);
+        &["--operator", "count", "--checkpoint", "99999"],
+    );
     assert!(!ok && err.contains("no complete checkpoint 99999"), "{err}");
     let empty = tempfile::tempdir().unwrap();
-    let (ok, _, err) = weir(&["checkpoints", empty.path().to_str().unwrap()]);
+    let out = WEIR.output(["checkpoints", empty.path().to_str().unwrap()]);
+    let (ok, err) = (out.success(), out.stderr);
     assert!(!ok && err.contains("no checkpoints in"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }

@@ -4,18 +4,25 @@
 //! engine's configuration is part of the key. Through the `weir` binary:
 //! `WEIR_CACHE_DIR` picks the folder and `off` disables it.
 
-use std::process::Command;
 use std::time::Instant;
 
 use weir::Runtime;
 use weir::wasm::compile_cache::{CompileCache, Outcome};
 use weir::wasm::plugin::RuntimeOptions;
+use weir_tests::cli::{self, Weir};
 use weir_tests::plugins;
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 fn wasm() -> Vec<u8> {
     std::fs::read(plugins::WORD_COUNT).unwrap()
+}
+
+/// An empty cache in a temporary folder, which lives as long as the guard.
+fn empty_cache() -> (tempfile::TempDir, CompileCache) {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(dir.path());
+    (dir, cache)
 }
 
 #[test]
@@ -32,8 +39,7 @@ fn a_second_compile_is_a_hit() {
 
 #[test]
 fn damaged_entries_are_compiled_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache = CompileCache::new(dir.path());
+    let (_dir, cache) = empty_cache();
     let rt = Runtime::new().unwrap();
     let bytes = wasm();
     cache.compile(rt.engine(), &bytes).unwrap();
@@ -72,8 +78,7 @@ fn an_unwritable_cache_only_disables_caching() {
 
 #[test]
 fn the_engine_configuration_is_part_of_the_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache = CompileCache::new(dir.path());
+    let (_dir, cache) = empty_cache();
     let plain = Runtime::new().unwrap();
     let fuel = Runtime::with_options(RuntimeOptions { fuel: true }).unwrap();
     let bytes = wasm();
@@ -97,8 +102,7 @@ fn the_engine_configuration_is_part_of_the_key() {
 
 #[test]
 fn bad_wasm_is_an_error_not_an_entry() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache = CompileCache::new(dir.path());
+    let (_dir, cache) = empty_cache();
     let rt = Runtime::new().unwrap();
     let bad = b"\0asm\x0d\0\x01\0garbage".to_vec();
     assert!(cache.compile(rt.engine(), &bad).is_err());
@@ -107,17 +111,11 @@ fn bad_wasm_is_an_error_not_an_entry() {
 
 fn inspect(cache_dir: &std::path::Path, plugin: &str) -> f64 {
     let started = Instant::now();
-    let out = Command::new(WEIR)
-        .arg("inspect")
-        .arg(plugin)
-        .env("WEIR_CACHE_DIR", cache_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cli::Outcome::of(
+        WEIR.command(["inspect", plugin])
+            .env("WEIR_CACHE_DIR", cache_dir),
+    )
+    .assert_ok();
     started.elapsed().as_secs_f64()
 }
 
@@ -149,14 +147,12 @@ fn weir_uses_weir_cache_dir_and_off_disables_it() {
         std::fs::write(e.unwrap().path(), b"corrupt").unwrap();
     }
     inspect(&cache, plugins::RECONCILE);
-    let out = Command::new(WEIR)
-        .arg("inspect")
-        .arg(plugins::RECONCILE)
-        .env("WEIR_CACHE_DIR", "off")
-        .env("HOME", dir.path())
-        .env_remove("XDG_CACHE_HOME")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = cli::Outcome::of(
+        WEIR.command(["inspect", plugins::RECONCILE])
+            .env("WEIR_CACHE_DIR", "off")
+            .env("HOME", dir.path())
+            .env_remove("XDG_CACHE_HOME"),
+    );
+    assert!(out.success());
     assert!(!dir.path().join(".cache").exists(), "off writes nothing");
 }

@@ -16,7 +16,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -24,11 +23,14 @@ use serde_json::Value;
 use weir::checkpoint::state::KeyedState;
 use weir::wasm::instance::PluginReturned;
 use weir::{InstanceError, OperatorInstance, Plugin, Record, Runtime};
-use weir_tests::pipeline::{JobDir, XorShift, seed};
+use weir_tests::cli::Weir;
+use weir_tests::job_file::Checkpoint;
+use weir_tests::jobs::{self, count_words};
+use weir_tests::pipeline::{JobDir, XorShift, assert_same_lines, seed};
 use weir_tests::plugins;
 use weir_tests::polyglot::{self, Lang};
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 // ------------------------------------------------------------------ plugins
 
@@ -438,71 +440,10 @@ fn snapshot_round_trip(lang: Lang, operator: &str, test: &str) {
 
 // ------------------------------------------------------------------ jobs
 
-const WORDCOUNT_JOB: &str = r#"
-name = "wordcount"
-[checkpoint]
-interval = "100ms"
-[[source]]
-id = "text"
-type = "file"
-path = "input.txt"
-RATE
-[[operator]]
-id = "split"
-plugin = "{plugins}/split.wasm"
-inputs = ["text"]
-[[operator]]
-id = "count"
-plugin = "PLUGIN"
-inputs = ["split"]
-parallelism = 2
-[[sink]]
-id = "out"
-type = "file"
-path = "out/counts.jsonl"
-format = "jsonl"
-input = "count"
-"#;
-
 fn wordcount_job(plugin: &Path, input: &str, rate: Option<u64>) -> JobDir {
-    let job = WORDCOUNT_JOB
-        .replace("PLUGIN", plugin.to_str().unwrap())
-        .replace(
-            "RATE",
-            &rate.map(|r| format!("rate = {r}")).unwrap_or_default(),
-        );
-    JobDir::new(WEIR, &job, &[("input.txt", input)])
+    let job = jobs::wordcount(plugin, rate);
+    JobDir::new(WEIR, job, &[("input.txt", input)])
 }
-
-const RECONCILE_JOB: &str = r#"
-name = "reconcile"
-[checkpoint]
-interval = "100ms"
-[[source]]
-id = "payments"
-type = "file"
-path = "payments.csv"
-format = "csv"
-key = "order_no"
-[[source]]
-id = "bank"
-type = "file"
-path = "bank.csv"
-format = "csv"
-key = "order_no"
-[[operator]]
-id = "reconcile"
-plugin = "PLUGIN"
-inputs = { a = "payments", b = "bank" }
-parallelism = 2
-config = { tolerance = 0.005 }
-[[sink]]
-id = "out"
-type = "file"
-path = "out/reconcile.jsonl"
-format = "jsonl"
-input = "reconcile"
-"#;
 
 fn reconcile_job(plugin: &Path, n: usize) -> JobDir {
     let mut rng = XorShift(seed() ^ 11);
@@ -527,44 +468,14 @@ fn reconcile_job(plugin: &Path, n: usize) -> JobDir {
             }
         }
     }
-    let job = RECONCILE_JOB.replace("PLUGIN", plugin.to_str().unwrap());
-    JobDir::new(WEIR, &job, &[("payments.csv", &a), ("bank.csv", &b)])
-}
-
-/// Asserts two multisets of output lines are equal, byte for byte.
-fn assert_same_lines(got: &BTreeMap<String, usize>, want: &BTreeMap<String, usize>, what: &str) {
-    if got != want {
-        let missing: Vec<_> = want
-            .iter()
-            .filter(|(l, n)| got.get(*l) != Some(n))
-            .take(5)
-            .collect();
-        let extra: Vec<_> = got
-            .iter()
-            .filter(|(l, n)| want.get(*l) != Some(n))
-            .take(5)
-            .collect();
-        panic!(
-            "{what}: got {} lines, expected {}; missing: {missing:?}; unexpected: {extra:?}",
-            got.values().sum::<usize>(),
-            want.values().sum::<usize>()
-        );
-    }
+    let job = jobs::reconcile(plugin);
+    JobDir::new(WEIR, job, &[("payments.csv", &a), ("bank.csv", &b)])
 }
 
 /// Compiles the component in a `weir` process, so that later runs (which
 /// a test kills early) find it in the compile cache.
 fn warm_cache(plugin: &Path) {
-    let out = Command::new(WEIR)
-        .arg("inspect")
-        .arg(plugin)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    WEIR.ok([Path::new("inspect"), plugin]);
 }
 
 fn job_same_output_as_rust(lang: Lang, operator: &str, test: &str) {
@@ -606,13 +517,7 @@ fn job_survives_sigkill(lang: Lang, test: &str) {
         j.lines("out/counts.jsonl")
     };
     let job = wordcount_job(&build, &input, Some(4000));
-    let killed = job.run_killed(4, (300, 1200), &mut rng);
-    assert!(killed >= 2, "only {killed} runs were killed mid-job");
-    let stderr = job.run_ok(&[]);
-    assert!(
-        stderr.contains("resumed from checkpoint"),
-        "the last run did not restore: {stderr}"
-    );
+    let killed = job.run_through_kills(4, (300, 1200), &mut rng);
     assert_same_lines(
         &job.lines("out/counts.jsonl"),
         &want,
@@ -624,9 +529,8 @@ const SWAP_WORDS: usize = 40;
 
 /// Output lines per word: the counts, in file order.
 fn counts_per_word(j: &JobDir) -> BTreeMap<String, Vec<u64>> {
-    let text = std::fs::read_to_string(j.path().join("out.jsonl")).unwrap();
     let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for line in text.lines() {
+    for line in j.read("out.jsonl").lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         m.entry(v["word"].as_str().unwrap().to_string())
             .or_default()
@@ -647,49 +551,11 @@ fn swap_from_rust(lang: Lang, test: &str) {
     let words: String = (0..n)
         .map(|i| format!("w{}\n", (i * 7) % SWAP_WORDS))
         .collect();
-    let job = r#"
-name = "swappable"
-[checkpoint]
-interval = "100ms"
-[[source]]
-id = "words"
-type = "file"
-path = "words.txt"
-rate = 3000
-[[operator]]
-id = "count"
-plugin = "{plugins}/word-count.wasm"
-inputs = ["words"]
-parallelism = 2
-[[sink]]
-id = "out"
-type = "file"
-path = "out.jsonl"
-format = "jsonl"
-input = "count"
-"#;
+    let job = count_words("swappable", Checkpoint::every("100ms"), 3000, 2);
     let j = JobDir::new(WEIR, job, &[("words.txt", &words)]);
     // Stop the Rust job with SIGINT: it takes a checkpoint and exits.
-    let child = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = j.run_interrupted(&[], Duration::from_millis(1000));
+    assert!(out.success(), "{}", out.stderr);
     let before: usize = counts_per_word(&j).values().map(Vec::len).sum();
     assert!(
         before > 0 && before < n,

@@ -3,53 +3,33 @@
 //! plugin fails, and refusals that explain themselves.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
+use weir_tests::cli::Weir;
+use weir_tests::job_file::{Checkpoint, JobFile};
+use weir_tests::jobs::count_words;
 use weir_tests::pipeline::JobDir;
 use weir_tests::plugins;
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
-
-const JOB: &str = r#"
-name = "swappable"
-[checkpoint]
-interval = "100ms"
-[[source]]
-id = "words"
-type = "file"
-path = "words.txt"
-rate = RATE
-[[operator]]
-id = "count"
-plugin = "{plugins}/word-count.wasm"
-inputs = ["words"]
-parallelism = 2
-[[sink]]
-id = "out"
-type = "file"
-path = "out.jsonl"
-format = "jsonl"
-input = "count"
-"#;
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 const WORDS: usize = 40;
 
+fn swappable(rate: u64) -> JobFile {
+    count_words("swappable", Checkpoint::every("100ms"), rate, 2)
+}
+
 fn job(rate: u64, n: usize) -> JobDir {
     let words: String = (0..n).map(|i| format!("w{}\n", (i * 7) % WORDS)).collect();
-    JobDir::new(
-        WEIR,
-        &JOB.replace("RATE", &rate.to_string()),
-        &[("words.txt", &words)],
-    )
+    JobDir::new(WEIR, swappable(rate), &[("words.txt", &words)])
 }
 
 /// Output lines per word as (count, format version), in file order.
 fn counts(j: &JobDir) -> BTreeMap<String, Vec<(u64, u8)>> {
-    let text = std::fs::read_to_string(j.path().join("out.jsonl")).unwrap();
     let mut m: BTreeMap<String, Vec<(u64, u8)>> = BTreeMap::new();
-    for line in text.lines() {
+    for line in j.read("out.jsonl").lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         let (w, n, fmt) = match v.get("v") {
             Some(_) => (&v["w"], &v["n"], 2),
@@ -86,26 +66,8 @@ fn formats(m: &BTreeMap<String, Vec<(u64, u8)>>) -> (usize, usize) {
 
 /// Starts the job and stops it with SIGINT after `ms`, leaving a checkpoint.
 fn stopped(j: &JobDir, ms: u64) {
-    let child = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(ms));
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = j.run_interrupted(&[], Duration::from_millis(ms));
+    assert!(out.success(), "{}", out.stderr);
 }
 
 #[test]
@@ -145,83 +107,61 @@ fn swap_on_restore_continues_counts_in_the_new_format() {
 fn a_changed_plugin_without_swap_is_refused_with_a_hint() {
     let j = job(3000, 6000);
     stopped(&j, 800);
-    let job_file = j.path().join("job.toml");
-    let text = std::fs::read_to_string(&job_file).unwrap();
-    std::fs::write(
-        &job_file,
-        text.replace("word-count.wasm", "word-count-v2.wasm"),
-    )
-    .unwrap();
+    j.write_job(swappable(3000).operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2)));
     let out = j.run(&[]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = &out.stderr;
+    assert!(!out.success());
     assert!(
         err.contains("refusing to change code silently") && err.contains("--swap count="),
         "{err}"
     );
 }
 
-#[test]
-fn a_swap_to_a_plugin_with_other_ports_is_refused() {
+/// Stops a job at a checkpoint and restores it with `--swap count=<plugin>`:
+/// that fails with an error containing every needle, and nothing ran, so
+/// the checkpoint is untouched and a normal restore counts exactly once.
+fn swap_is_refused(plugin: &str, needles: &[&str]) {
     let j = job(3000, 6000);
     stopped(&j, 800);
-    let out = j.run(&["--swap", &format!("count={}", plugins::RECONCILE)]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        err.contains("cannot swap operator `count`") && err.contains("ports"),
-        "{err}"
-    );
-    // Nothing ran: the checkpoint is untouched and a normal restore works.
+    let out = j.run(&["--swap", &format!("count={plugin}")]);
+    let err = &out.stderr;
+    assert!(!out.success());
+    assert!(needles.iter().all(|n| err.contains(n)), "{err}");
     j.run_ok(&[]);
     assert_exactly_once(&counts(&j), 6000);
 }
 
 #[test]
-fn a_swap_whose_restore_fails_changes_nothing() {
-    let j = job(3000, 6000);
-    stopped(&j, 800);
-    let out = j.run(&[
-        "--swap",
-        &format!("count={}", plugins::GUEST_SWAP_BAD_RESTORE),
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        err.contains("restore") && err.contains("deliberately broken"),
-        "{err}"
+fn a_swap_to_a_plugin_with_other_ports_is_refused() {
+    swap_is_refused(
+        plugins::RECONCILE,
+        &["cannot swap operator `count`", "ports"],
     );
-    j.run_ok(&[]);
-    assert_exactly_once(&counts(&j), 6000);
+}
+
+#[test]
+fn a_swap_whose_restore_fails_changes_nothing() {
+    swap_is_refused(
+        plugins::GUEST_SWAP_BAD_RESTORE,
+        &["restore", "deliberately broken"],
+    );
 }
 
 /// Runs the job, swaps `count` to `plugin` after `after_ms`, and returns the
 /// `weir swap` outcome (exit success, stdout+stderr).
 fn live_swap(j: &JobDir, plugin: &str, after_ms: u64) -> (bool, String) {
-    let mut child = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .args(["--progress-every", "0"])
+    let mut child = j
+        .command("run", &["--progress-every", "0"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(after_ms));
-    let state = j.path().join("state");
-    let out = Command::new(WEIR)
-        .arg("swap")
-        .arg(&state)
-        .arg(format!("count={plugin}"))
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = j.on_state("swap", &[&format!("count={plugin}")]);
+    let text = format!("{}{}", out.stdout, out.stderr);
     let run = child.wait().unwrap();
     assert!(run.success(), "the job keeps running and finishes");
     let _ = child.stderr.take();
-    (out.status.success(), text)
+    (out.success(), text)
 }
 
 #[test]
@@ -270,49 +210,22 @@ fn live_swap_to_a_plugin_that_traps_rolls_back() {
 #[test]
 fn swap_requests_are_checked() {
     let empty = tempfile::tempdir().unwrap();
-    let out = Command::new(WEIR)
-        .arg("swap")
-        .arg(empty.path())
-        .arg("count=x.wasm")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("no running job"),
-        "{err}"
-    );
-    let out = Command::new(WEIR)
-        .arg("swap")
-        .arg(empty.path())
-        .arg("count")
-        .output()
-        .unwrap();
-    assert!(
-        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("OPERATOR=NEW.wasm")
-    );
+    let empty = empty.path().to_str().unwrap();
+    let out = WEIR.output(["swap", empty, "count=x.wasm"]);
+    let err = &out.stderr;
+    assert!(!out.success() && err.contains("no running job"), "{err}");
+    let out = WEIR.output(["swap", empty, "count"]);
+    assert!(!out.success() && out.stderr.contains("OPERATOR=NEW.wasm"));
     let j = job(3000, 6000);
     let (ok, text) = live_swap_op(&j, "nope", plugins::WORD_COUNT_V2);
     assert!(!ok && text.contains("no operator `nope`"), "{text}");
 }
 
 fn live_swap_op(j: &JobDir, op: &str, plugin: &str) -> (bool, String) {
-    let mut child = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = j.command("run", &[]).stderr(Stdio::null()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    let out = Command::new(WEIR)
-        .arg("swap")
-        .arg(j.path().join("state"))
-        .arg(format!("{op}={plugin}"))
-        .output()
-        .unwrap();
+    let out = j.on_state("swap", &[&format!("{op}={plugin}")]);
     let _ = child.kill();
     let _ = child.wait();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.success(), out.stderr)
 }

@@ -7,9 +7,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Value, json};
-use weir_tests::pipeline::{JobDir, XorShift, multiset, seed};
+use weir_tests::cli::Weir;
+use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::jobs;
+use weir_tests::pipeline::{JobDir, XorShift, assert_same_lines, multiset, seed};
+use weir_tests::plugins;
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 /// Kills per crash test, and the window (ms after start) they land in.
 const KILLS: usize = 4;
@@ -17,30 +21,13 @@ const KILL_WINDOW: (u64, u64) = (250, 2500);
 
 /// Asserts two multisets of JSON lines are equal (compared canonically),
 /// printing a short difference when not.
-fn assert_same_lines(
+fn assert_same_json_lines(
     got: &BTreeMap<String, usize>,
     expected: &BTreeMap<String, usize>,
     what: &str,
 ) {
-    let (got, expected) = (canonical(got), canonical(expected));
-    if got != expected {
-        let missing: Vec<_> = expected
-            .iter()
-            .filter(|(l, n)| got.get(*l) != Some(n))
-            .take(5)
-            .collect();
-        let extra: Vec<_> = got
-            .iter()
-            .filter(|(l, n)| expected.get(*l) != Some(n))
-            .take(5)
-            .collect();
-        panic!(
-            "{what} (seed {}): got {} lines, expected {}; expected but not so in output: {missing:?}; in output but not expected: {extra:?}",
-            seed(),
-            got.values().sum::<usize>(),
-            expected.values().sum::<usize>()
-        );
-    }
+    let what = format!("{what} (seed {})", seed());
+    assert_same_lines(&canonical(got), &canonical(expected), &what);
 }
 
 fn check_crash_run(
@@ -49,17 +36,8 @@ fn check_crash_run(
     expected: &BTreeMap<String, usize>,
     rng: &mut XorShift,
 ) {
-    let killed = job.run_killed(KILLS, KILL_WINDOW, rng);
-    assert!(
-        killed >= 2,
-        "only {killed} runs were killed mid-job; the input is too small to test crashes"
-    );
-    let stderr = job.run_ok(&[]);
-    assert!(
-        stderr.contains("resumed from checkpoint"),
-        "the last run did not restore: {stderr}"
-    );
-    assert_same_lines(
+    let killed = job.run_through_kills(KILLS, KILL_WINDOW, rng);
+    assert_same_json_lines(
         &job.lines(out),
         expected,
         &format!("output after {killed} crashes"),
@@ -67,32 +45,6 @@ fn check_crash_run(
 }
 
 // ---------------------------------------------------------------- wordcount
-
-const WORDCOUNT_JOB: &str = r#"
-name = "wordcount"
-[checkpoint]
-interval = "100ms"
-[[source]]
-id = "text"
-type = "file"
-path = "input.txt"
-rate = 5000
-[[operator]]
-id = "split"
-plugin = "{plugins}/split.wasm"
-inputs = ["text"]
-[[operator]]
-id = "count"
-plugin = "{plugins}/word-count.wasm"
-inputs = ["split"]
-parallelism = 2
-[[sink]]
-id = "out"
-type = "file"
-path = "out/counts.jsonl"
-format = "jsonl"
-input = "count"
-"#;
 
 /// Every occurrence of a word yields `{"word": w, "count": k}` for k = 1..=n.
 fn wordcount_reference(text: &str) -> BTreeMap<String, usize> {
@@ -114,14 +66,11 @@ fn wordcount_reference(text: &str) -> BTreeMap<String, usize> {
 fn wordcount_straight_through_matches_the_reference() {
     let mut rng = XorShift(seed());
     let input = weir_tests::pipeline::wordcount_input(&mut rng, 400, 3000);
-    let job = JobDir::new(
-        WEIR,
-        &WORDCOUNT_JOB.replace("rate = 5000", ""),
-        &[("input.txt", &input)],
-    );
+    let wordcount = jobs::wordcount(plugins::WORD_COUNT, None);
+    let job = JobDir::new(WEIR, wordcount, &[("input.txt", &input)]);
     let stderr = job.run_ok(&[]);
     assert!(stderr.contains("job `wordcount` finished"), "{stderr}");
-    assert_same_lines(
+    assert_same_json_lines(
         &job.lines("out/counts.jsonl"),
         &wordcount_reference(&input),
         "wordcount output",
@@ -132,7 +81,8 @@ fn wordcount_straight_through_matches_the_reference() {
 fn wordcount_survives_sigkill_exactly_once() {
     let mut rng = XorShift(seed() ^ 1);
     let input = weir_tests::pipeline::wordcount_input(&mut rng, 400, 30_000);
-    let job = JobDir::new(WEIR, WORDCOUNT_JOB, &[("input.txt", &input)]);
+    let wordcount = jobs::wordcount(plugins::WORD_COUNT, Some(5000));
+    let job = JobDir::new(WEIR, wordcount, &[("input.txt", &input)]);
     check_crash_run(
         &job,
         "out/counts.jsonl",
@@ -142,39 +92,6 @@ fn wordcount_survives_sigkill_exactly_once() {
 }
 
 // ---------------------------------------------------------------- reconcile
-
-const RECONCILE_JOB: &str = r#"
-name = "reconcile"
-[checkpoint]
-interval = "100ms"
-retain = 1000
-[[source]]
-id = "payments"
-type = "file"
-path = "payments.csv"
-format = "csv"
-key = "order_no"
-rate = RATE_A
-[[source]]
-id = "bank"
-type = "file"
-path = "bank.csv"
-format = "csv"
-key = "order_no"
-rate = RATE_B
-[[operator]]
-id = "reconcile"
-plugin = "{plugins}/reconcile.wasm"
-inputs = { a = "payments", b = "bank" }
-parallelism = 2
-config = { tolerance = 0.005 }
-[[sink]]
-id = "out"
-type = "file"
-path = "out/reconcile.jsonl"
-format = "jsonl"
-input = "reconcile"
-"#;
 
 struct Orders {
     a: Vec<(String, String)>,
@@ -220,13 +137,13 @@ impl Orders {
     }
 
     fn job(&self, rate_a: Option<u64>, rate_b: Option<u64>) -> JobDir {
-        let rate = |r: Option<u64>, name: &str, text: &str| match r {
-            Some(r) => text.replace(name, &r.to_string()),
-            None => text.replace(&format!("rate = {name}"), ""),
-        };
-        let toml = rate(rate_b, "RATE_B", &rate(rate_a, "RATE_A", RECONCILE_JOB));
+        let mut job =
+            jobs::reconcile(plugins::RECONCILE).checkpoint(Checkpoint::every("100ms").retain(1000));
+        for (id, rate) in [("payments", rate_a), ("bank", rate_b)] {
+            job = job.source_with(id, |s| s.throttle(rate));
+        }
         let (a, b) = (Self::csv(&self.a, "channel"), Self::csv(&self.b, "state"));
-        JobDir::new(WEIR, &toml, &[("payments.csv", &a), ("bank.csv", &b)])
+        JobDir::new(WEIR, job, &[("payments.csv", &a), ("bank.csv", &b)])
     }
 
     /// Per key: (first amount from A, first amount from B).
@@ -284,7 +201,7 @@ fn reconcile_straight_through_matches_the_reference() {
     let orders = Orders::generate(&mut XorShift(seed() ^ 2), 2000);
     let job = orders.job(None, None);
     job.run_ok(&[]);
-    assert_same_lines(
+    assert_same_json_lines(
         &job.lines("out/reconcile.jsonl"),
         &orders.reference(),
         "reconcile output",
@@ -356,29 +273,24 @@ fn checkpoints_of_skewed_inputs_are_consistent_cuts() {
 
 // ---------------------------------------------------------------- dedupe
 
-const DEDUPE_JOB: &str = r#"
-name = "dedupe"
-[checkpoint]
-interval = "100ms"
-[[source]]
-id = "events"
-type = "file"
-path = "events.jsonl"
-format = "jsonl"
-key = "id"
-rate = 10000
-[[operator]]
-id = "dedupe"
-plugin = "{plugins}/dedupe.wasm"
-inputs = ["events"]
-parallelism = 2
-[[sink]]
-id = "out"
-type = "file"
-path = "out/unique.jsonl"
-format = "jsonl"
-input = "dedupe"
-"#;
+/// Events keyed by `id` through `dedupe` (2 instances), at `rate` records
+/// per second or unthrottled.
+fn dedupe_job(rate: Option<u64>) -> JobFile {
+    let events = Source::file("events", "events.jsonl").format("jsonl");
+    JobFile::new("dedupe")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(events.key("id").throttle(rate))
+        .operator(
+            Operator::new("dedupe", plugins::DEDUPE)
+                .inputs(&["events"])
+                .parallelism(2),
+        )
+        .sink(
+            Sink::file("out", "out/unique.jsonl")
+                .format("jsonl")
+                .input("dedupe"),
+        )
+}
 
 fn dedupe_input(rng: &mut XorShift, n: usize) -> (String, BTreeMap<String, usize>) {
     let (mut text, mut first, mut seen) = (String::new(), String::new(), HashSet::new());
@@ -398,19 +310,15 @@ fn dedupe_input(rng: &mut XorShift, n: usize) -> (String, BTreeMap<String, usize
 #[test]
 fn dedupe_straight_through_matches_the_reference() {
     let (input, expected) = dedupe_input(&mut XorShift(seed() ^ 5), 4000);
-    let job = JobDir::new(
-        WEIR,
-        &DEDUPE_JOB.replace("rate = 10000", ""),
-        &[("events.jsonl", &input)],
-    );
+    let job = JobDir::new(WEIR, dedupe_job(None), &[("events.jsonl", &input)]);
     job.run_ok(&[]);
-    assert_same_lines(&job.lines("out/unique.jsonl"), &expected, "dedupe output");
+    assert_same_json_lines(&job.lines("out/unique.jsonl"), &expected, "dedupe output");
 }
 
 #[test]
 fn dedupe_survives_sigkill_exactly_once() {
     let mut rng = XorShift(seed() ^ 6);
     let (input, expected) = dedupe_input(&mut rng, 60_000);
-    let job = JobDir::new(WEIR, DEDUPE_JOB, &[("events.jsonl", &input)]);
+    let job = JobDir::new(WEIR, dedupe_job(Some(10000)), &[("events.jsonl", &input)]);
     check_crash_run(&job, "out/unique.jsonl", &expected, &mut rng);
 }

@@ -2,48 +2,35 @@
 //! checkpoint; output stays exactly-once through the restarts; after the
 //! last attempt the job stops with a clear error and a restorable state dir.
 
-use std::process::Command;
-
+use weir_tests::cli::Weir;
+use weir_tests::job_file::{Checkpoint, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::pipeline::{JobDir, multiset};
+use weir_tests::plugins;
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
-fn job(every: u64, restart: &str, n: usize) -> (JobDir, String) {
+/// `n` lines through `flaky-batches` trapping every `every`-th batch, under
+/// `restart`; returns the job and its input.
+fn job(every: u64, restart: Option<Restart>, n: usize) -> (JobDir, String) {
     let input: String = (0..n).map(|i| format!("record-{i}\n")).collect();
-    let toml = format!(
-        r#"
-name = "flaky"
-[checkpoint]
-interval = "50ms"
-{restart}
-[[source]]
-id = "lines"
-type = "file"
-path = "in.txt"
-batch_size = 10
-rate = 2000
-[[operator]]
-id = "flaky"
-plugin = "{{plugins}}/flaky-batches.wasm"
-inputs = ["lines"]
-config = {{ every = {every} }}
-[[sink]]
-id = "out"
-type = "file"
-path = "out.txt"
-input = "flaky"
-"#
-    );
-    (JobDir::new(WEIR, &toml, &[("in.txt", &input)]), input)
+    let mut flaky = JobFile::new("flaky")
+        .checkpoint(Checkpoint::every("50ms"))
+        .source(Source::file("lines", "in.txt").batch_size(10).rate(2000))
+        .operator(
+            Operator::new("flaky", plugins::GUEST_FLAKY_BATCHES)
+                .inputs(&["lines"])
+                .config(&format!("{{ every = {every} }}")),
+        )
+        .sink(Sink::file("out", "out.txt").input("flaky"));
+    if let Some(restart) = restart {
+        flaky = flaky.restart(restart);
+    }
+    (JobDir::new(WEIR, flaky, &[("in.txt", &input)]), input)
 }
 
 #[test]
 fn a_plugin_that_traps_every_nth_batch_still_completes_exactly_once() {
-    let (j, input) = job(
-        40,
-        "[restart]\nstrategy = \"fixed-delay\"\nattempts = 1000\ndelay = \"10ms\"",
-        4000,
-    );
+    let (j, input) = job(40, Some(Restart::fixed_delay(1000, "10ms")), 4000);
     let err = j.run_ok(&[]);
     let restarts: u32 = err
         .lines()
@@ -64,14 +51,11 @@ fn a_plugin_that_traps_every_nth_batch_still_completes_exactly_once() {
 
 #[test]
 fn after_the_last_attempt_the_job_stops_with_the_reason_and_a_restorable_state() {
-    let (j, _) = job(
-        1,
-        "[restart]\nstrategy = \"exponential-backoff\"\nattempts = 2\ninitial = \"10ms\"\nmax = \"20ms\"",
-        200,
-    );
+    let restart = Restart::exponential_backoff(2, "10ms", "20ms");
+    let (j, _) = job(1, Some(restart), 200);
     let out = j.run(&[]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = &out.stderr;
+    assert_eq!(out.code(), Some(1), "{err}");
     let line = err.lines().find(|l| l.starts_with("error:")).unwrap();
     assert!(
         line.contains("operator `flaky[0]`") && line.contains("deliberate panic"),
@@ -88,25 +72,15 @@ fn after_the_last_attempt_the_job_stops_with_the_reason_and_a_restorable_state()
         2,
         "{err}"
     );
-    let state = j.path().join("state");
-    let out = Command::new(WEIR)
-        .arg("checkpoints")
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    j.checkpoints(&[]);
 }
 
 #[test]
 fn without_a_restart_strategy_the_first_failure_stops_the_job() {
-    let (j, _) = job(1, "", 200);
+    let (j, _) = job(1, None, 200);
     let out = j.run(&[]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1));
+    let err = &out.stderr;
+    assert_eq!(out.code(), Some(1));
     assert!(
         !err.contains("restarting") && !err.contains("gave up"),
         "{err}"

@@ -1,34 +1,19 @@
 //! Restoring: choosing a checkpoint, refusing checkpoints that do not fit
 //! the job, and damaged state files reported clearly (never a panic).
 
-use std::process::Output;
+use std::time::Duration;
 
+use weir_tests::cli::{Outcome, Weir};
+use weir_tests::job_file::{Checkpoint, JobFile};
+use weir_tests::jobs::count_words;
 use weir_tests::pipeline::{JobDir, multiset};
+use weir_tests::plugins;
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
-const JOB: &str = r#"
-name = "counting"
-[checkpoint]
-interval = "50ms"
-retain = 100
-[[source]]
-id = "words"
-type = "file"
-path = "words.txt"
-rate = RATE
-[[operator]]
-id = "count"
-plugin = "{plugins}/word-count.wasm"
-inputs = ["words"]
-parallelism = 2
-[[sink]]
-id = "out"
-type = "file"
-path = "out.jsonl"
-format = "jsonl"
-input = "count"
-"#;
+fn counting(name: &str, rate: u64) -> JobFile {
+    count_words(name, Checkpoint::every("50ms").retain(100), rate, 2)
+}
 
 fn words(n: usize) -> String {
     (0..n).map(|i| format!("w{}\n", i % 37)).collect()
@@ -37,22 +22,15 @@ fn words(n: usize) -> String {
 fn job(rate: u64, n: usize) -> JobDir {
     JobDir::new(
         WEIR,
-        &JOB.replace("RATE", &rate.to_string()),
+        counting("counting", rate),
         &[("words.txt", &words(n))],
     )
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// Asserts a failed run with a one-line error containing every needle.
-fn assert_fails(out: &Output, needles: &[&str]) {
-    let err = stderr(out);
-    assert!(
-        !out.status.success(),
-        "expected failure, got success: {err}"
-    );
+fn assert_fails(out: &Outcome, needles: &[&str]) {
+    let err = &out.stderr;
+    assert!(!out.success(), "expected failure, got success: {err}");
     assert!(!err.contains("panicked"), "{err}");
     let line = err
         .lines()
@@ -123,12 +101,7 @@ fn an_unknown_checkpoint_id_is_refused() {
 fn a_state_dir_of_another_job_is_refused() {
     let j = job(1_000_000, 100);
     j.run_ok(&[]);
-    let other = JobDir::new(
-        WEIR,
-        &JOB.replace("RATE", "1000")
-            .replace("\"counting\"", "\"other\""),
-        &[("words.txt", "a\n")],
-    );
+    let other = JobDir::new(WEIR, counting("other", 1000), &[("words.txt", "a\n")]);
     let state = j.path().join("state");
     assert_fails(
         &other.run(&["--state-dir", state.to_str().unwrap()]),
@@ -148,9 +121,7 @@ fn interrupted(n: usize) -> JobDir {
 #[test]
 fn a_changed_plugin_is_refused_without_swap() {
     let j = interrupted(20_000);
-    let job_file = j.path().join("job.toml");
-    let text = std::fs::read_to_string(&job_file).unwrap();
-    std::fs::write(&job_file, text.replace("word-count.wasm", "dedupe.wasm")).unwrap();
+    j.write_job(counting("counting", 2000).operator_with("count", |o| o.plugin(plugins::DEDUPE)));
     assert_fails(
         &j.run(&[]),
         &["operator `count`", "word-count", "dedupe", "sha256"],
@@ -160,13 +131,7 @@ fn a_changed_plugin_is_refused_without_swap() {
 #[test]
 fn a_changed_parallelism_is_refused() {
     let j = interrupted(20_000);
-    let job_file = j.path().join("job.toml");
-    let text = std::fs::read_to_string(&job_file).unwrap();
-    std::fs::write(
-        &job_file,
-        text.replace("parallelism = 2", "parallelism = 3"),
-    )
-    .unwrap();
+    j.write_job(counting("counting", 2000).operator_with("count", |o| o.parallelism(3)));
     assert_fails(&j.run(&[]), &["operator `count`", "parallelism 2", "3"]);
 }
 
@@ -207,24 +172,12 @@ fn a_modified_output_file_is_reported_clearly() {
 fn sigint_checkpoints_and_the_next_run_finishes_exactly_once() {
     let n = 20_000;
     let j = job(4000, n);
-    let child = std::process::Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
     // SIGINT, as Ctrl-C sends.
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = child.wait_with_output().unwrap();
-    let err = stderr(&out);
-    assert!(out.status.success(), "{err}");
+    let out = j.run_interrupted(&[], Duration::from_millis(1500));
+    let err = &out.stderr;
+    assert!(out.success(), "{err}");
     assert!(err.contains("job `counting` stopped"), "{err}");
-    let partial = multiset(&std::fs::read_to_string(j.path().join("out.jsonl")).unwrap());
+    let partial = multiset(&j.read("out.jsonl"));
     assert!(!partial.is_empty(), "the stop checkpoint committed output");
     let err = j.run_ok(&[]);
     assert!(err.contains("resumed from checkpoint"), "{err}");

@@ -6,8 +6,7 @@
 //! Each adversarial plugin (`tests/guests/*`) is checked on an
 //! `OperatorInstance` and through `weir run`.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -15,10 +14,12 @@ use weir::config::{Grants, LimitValue, Limits};
 use weir::wasm::InstanceError;
 use weir::wasm::plugin::RuntimeOptions;
 use weir::{OperatorInstance, Plugin, PluginError, Record, Runtime};
-use weir_tests::pipeline::JobDir;
+use weir_tests::cli::Weir;
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use weir_tests::pipeline::{JobDir, signal};
 use weir_tests::plugins;
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 fn rt() -> Runtime {
     Runtime::new().unwrap()
@@ -36,6 +37,11 @@ fn batch(n: usize) -> Vec<Record> {
 
 fn open(p: &Plugin, config: &str, limits: &Limits, grants: Grants) -> OperatorInstance {
     OperatorInstance::with_limits(p, "op", 0, 1, config, limits, grants).unwrap()
+}
+
+/// [`open`] with the default limits and no grants.
+fn open_default(p: &Plugin, config: &str) -> OperatorInstance {
+    open(p, config, &Limits::default(), Grants::default())
 }
 
 /// Asserts `e` is a limit error with `key` = `value`, naming the operator,
@@ -57,6 +63,30 @@ fn assert_limit(e: &InstanceError, hook: &str, key: &str, value: LimitValue) -> 
     assert!(message.contains(&format!("{key} = {value}")), "{message}");
     assert!(!message.contains('\n'), "one line: {message}");
     message
+}
+
+/// Opens `p` with `config` under `limits` (no grants), asserts that
+/// processing one record stops at the limit `key` = `value`, and returns the
+/// instance and the error's message.
+fn one_record_hits(
+    p: &Plugin,
+    config: &str,
+    limits: &Limits,
+    key: &str,
+    value: LimitValue,
+) -> (OperatorInstance, String) {
+    let mut inst = open(p, config, limits, Grants::default());
+    let err = inst.process(0, &batch(1)).unwrap_err();
+    let message = assert_limit(&err, "process", key, value);
+    (inst, message)
+}
+
+/// Asserts that instantiating `p` under `limits` fails at the limit `key` =
+/// `value`.
+fn instantiation_hits(p: &Plugin, limits: &Limits, key: &str, value: LimitValue) {
+    let err =
+        OperatorInstance::with_limits(p, "op", 0, 1, "{}", limits, Grants::default()).unwrap_err();
+    assert_limit(&err, "instantiate", key, value);
 }
 
 /// Asserts `e` is a trap in `hook` whose message contains `needle`.
@@ -171,16 +201,13 @@ fn a_memory_bomb_hits_the_memory_limit() {
         memory: 32 << 20,
         ..Limits::default()
     };
-    let mut inst = open(&p, r#"{"chunk_kib":256}"#, &limits, Grants::default());
-    let err = inst.process(0, &batch(1)).unwrap_err();
-    let message = assert_limit(&err, "process", "memory", LimitValue::Bytes(32 << 20));
+    let memory = LimitValue::Bytes(32 << 20);
+    let (inst, message) = one_record_hits(&p, r#"{"chunk_kib":256}"#, &limits, "memory", memory);
     assert!(message.contains("linear memory"), "{message}");
     assert!(inst.memory_used() <= 32 << 20, "{}", inst.memory_used());
 
     // One huge allocation fails the same way.
-    let mut inst = open(&p, r#"{"chunk_kib":1048576}"#, &limits, Grants::default());
-    let err = inst.process(0, &batch(1)).unwrap_err();
-    assert_limit(&err, "process", "memory", LimitValue::Bytes(32 << 20));
+    one_record_hits(&p, r#"{"chunk_kib":1048576}"#, &limits, "memory", memory);
 }
 
 #[test]
@@ -190,9 +217,7 @@ fn a_plugin_whose_initial_memory_is_over_the_limit_does_not_instantiate() {
         memory: 64 << 10,
         ..Limits::default()
     };
-    let err = OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
-        .unwrap_err();
-    assert_limit(&err, "instantiate", "memory", LimitValue::Bytes(64 << 10));
+    instantiation_hits(&p, &limits, "memory", LimitValue::Bytes(64 << 10));
 }
 
 #[test]
@@ -202,16 +227,12 @@ fn instance_and_table_caps_are_enforced_at_instantiation() {
         instances: 1,
         ..Limits::default()
     };
-    let err = OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
-        .unwrap_err();
-    assert_limit(&err, "instantiate", "instances", LimitValue::Count(1));
+    instantiation_hits(&p, &limits, "instances", LimitValue::Count(1));
     let limits = Limits {
         table_elements: 1,
         ..Limits::default()
     };
-    let err = OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
-        .unwrap_err();
-    assert_limit(&err, "instantiate", "table_elements", LimitValue::Count(1));
+    instantiation_hits(&p, &limits, "table_elements", LimitValue::Count(1));
     // The defaults fit real plugins.
     for (name, path) in plugins::ALL {
         let p = load(&rt(), path);
@@ -232,7 +253,7 @@ fn instance_and_table_caps_are_enforced_at_instantiation() {
 #[test]
 fn deep_recursion_exhausts_the_wasm_stack_not_the_host() {
     let p = load(&rt(), plugins::GUEST_DEEP_RECURSION);
-    let mut inst = open(&p, "{}", &Limits::default(), Grants::default());
+    let mut inst = open_default(&p, "{}");
     let err = inst.process(0, &batch(1)).unwrap_err();
     let message = err.to_string();
     assert!(message.starts_with("operator `op[0]`: "), "{message}");
@@ -256,24 +277,13 @@ fn oversized_state_keys_and_values_hit_their_limits() {
         max_value_bytes: 512 << 10,
         ..Limits::default()
     };
-    let mut inst = open(
-        &p,
-        r#"{"mode":"big-key","kib":2}"#,
-        &limits,
-        Grants::default(),
-    );
-    let err = inst.process(0, &batch(1)).unwrap_err();
-    let message = assert_limit(&err, "process", "max_key_bytes", LimitValue::Bytes(1 << 10));
+    let config = r#"{"mode":"big-key","kib":2}"#;
+    let key = LimitValue::Bytes(1 << 10);
+    let (_, message) = one_record_hits(&p, config, &limits, "max_key_bytes", key);
     assert!(message.contains("state key size (2KiB)"), "{message}");
     let config = r#"{"mode":"big-read","kib":1024,"copies":1}"#;
-    let mut inst = open(&p, config, &limits, Grants::default());
-    let err = inst.process(0, &batch(1)).unwrap_err();
-    assert_limit(
-        &err,
-        "process",
-        "max_value_bytes",
-        LimitValue::Bytes(512 << 10),
-    );
+    let value = LimitValue::Bytes(512 << 10);
+    let (inst, _) = one_record_hits(&p, config, &limits, "max_value_bytes", value);
     assert!(inst.state().is_empty());
 }
 
@@ -284,19 +294,9 @@ fn host_state_is_capped_in_size_and_in_what_one_read_returns() {
         max_state_bytes: 4 << 20,
         ..Limits::default()
     };
-    let mut inst = open(
-        &p,
-        r#"{"mode":"state-bomb","kib":256}"#,
-        &limits,
-        Grants::default(),
-    );
-    let err = inst.process(0, &batch(1)).unwrap_err();
-    assert_limit(
-        &err,
-        "process",
-        "max_state_bytes",
-        LimitValue::Bytes(4 << 20),
-    );
+    let config = r#"{"mode":"state-bomb","kib":256}"#;
+    let state = LimitValue::Bytes(4 << 20);
+    let (inst, _) = one_record_hits(&p, config, &limits, "max_state_bytes", state);
     assert!(inst.state().bytes() <= 4 << 20);
 
     // 100 copies of a 1 MiB value would make the host allocate 100 MiB for
@@ -306,9 +306,8 @@ fn host_state_is_capped_in_size_and_in_what_one_read_returns() {
         ..Limits::default()
     };
     let config = r#"{"mode":"big-read","kib":1024,"copies":100}"#;
-    let mut inst = open(&p, config, &limits, Grants::default());
-    let err = inst.process(0, &batch(1)).unwrap_err();
-    let message = assert_limit(&err, "process", "memory", LimitValue::Bytes(32 << 20));
+    let memory = LimitValue::Bytes(32 << 20);
+    let (_, message) = one_record_hits(&p, config, &limits, "memory", memory);
     assert!(message.contains("state read"), "{message}");
     // Within the limit the same read works.
     let config = r#"{"mode":"big-read","kib":1024,"copies":4}"#;
@@ -336,14 +335,8 @@ fn an_emit_flood_hits_the_per_call_caps() {
         max_emit_bytes_per_call: 1 << 20,
         ..Limits::default()
     };
-    let mut inst = open(&p, r#"{"size":65536}"#, &limits, Grants::default());
-    let err = inst.process(0, &batch(1)).unwrap_err();
-    assert_limit(
-        &err,
-        "process",
-        "max_emit_bytes",
-        LimitValue::Bytes(1 << 20),
-    );
+    let bytes = LimitValue::Bytes(1 << 20);
+    one_record_hits(&p, r#"{"size":65536}"#, &limits, "max_emit_bytes", bytes);
 }
 
 // ---------------------------------------------------------------- traps
@@ -352,7 +345,7 @@ fn an_emit_flood_hits_the_per_call_caps() {
 fn a_flat_emit_with_a_span_outside_its_data_traps_naming_the_record() {
     let p = load(&rt(), plugins::GUEST_BAD_SPANS);
     assert!(p.flat(), "the fixture exports flat-lifecycle");
-    let mut inst = open(&p, "{}", &Limits::default(), Grants::default());
+    let mut inst = open_default(&p, "{}");
     let err = inst.process(0, &batch(1)).unwrap_err();
     assert_trap(
         &err,
@@ -366,12 +359,7 @@ fn a_flat_emit_with_a_span_outside_its_data_traps_naming_the_record() {
 #[test]
 fn a_trap_in_snapshot_is_an_error_naming_the_hook_and_the_panic() {
     let p = load(&rt(), plugins::GUEST_SNAPSHOT_TRAP);
-    let mut inst = open(
-        &p,
-        r#"{"from_checkpoint":2}"#,
-        &Limits::default(),
-        Grants::default(),
-    );
+    let mut inst = open_default(&p, r#"{"from_checkpoint":2}"#);
     inst.process(0, &batch(3)).unwrap();
     inst.on_checkpoint(1).unwrap();
     assert!(inst.snapshot().unwrap().is_empty());
@@ -388,10 +376,10 @@ fn a_trap_in_snapshot_is_an_error_naming_the_hook_and_the_panic() {
 #[test]
 fn a_trap_in_restore_is_an_error_naming_the_hook() {
     let p = load(&rt(), plugins::GUEST_RESTORE_TRAP);
-    let mut inst = open(&p, "{}", &Limits::default(), Grants::default());
+    let mut inst = open_default(&p, "{}");
     inst.process(0, &batch(3)).unwrap();
     let state = inst.state().clone();
-    let mut fresh = open(&p, "{}", &Limits::default(), Grants::default());
+    let mut fresh = open_default(&p, "{}");
     let err = fresh.restore(state, 1, &[]).unwrap_err();
     assert_trap(
         &err,
@@ -404,7 +392,7 @@ fn a_trap_in_restore_is_an_error_naming_the_hook() {
 fn a_plugin_trapping_every_nth_batch_resumes_from_host_state() {
     let p = load(&rt(), plugins::GUEST_FLAKY_BATCHES);
     let config = r#"{"every":3}"#;
-    let mut inst = open(&p, config, &Limits::default(), Grants::default());
+    let mut inst = open_default(&p, config);
     inst.process(0, &batch(2)).unwrap();
     inst.process(0, &batch(2)).unwrap();
     let checkpointed = inst.state().clone();
@@ -416,7 +404,7 @@ fn a_plugin_trapping_every_nth_batch_resumes_from_host_state() {
     );
     assert_eq!(inst.take_output(0).len(), 4);
     // The next attempt restores the count and gets two more batches in.
-    let mut next = open(&p, config, &Limits::default(), Grants::default());
+    let mut next = open_default(&p, config);
     next.restore(checkpointed, 1, &[]).unwrap();
     next.process(0, &batch(2)).unwrap();
     next.process(0, &batch(2)).unwrap();
@@ -446,21 +434,11 @@ fn imports_called_at_the_wrong_time_trap() {
     let err = open_err(r#"{"mode":"emit-in-open"}"#);
     assert_trap(&err, "open", "emitted records during `open`");
 
-    let mut inst = open(
-        &p,
-        r#"{"mode":"emit-in-restore"}"#,
-        &Limits::default(),
-        Grants::default(),
-    );
+    let mut inst = open_default(&p, r#"{"mode":"emit-in-restore"}"#);
     let err = inst.restore(Default::default(), 1, &[]).unwrap_err();
     assert_trap(&err, "restore", "emitted records during `restore`");
 
-    let mut inst = open(
-        &p,
-        r#"{"mode":"write-in-snapshot"}"#,
-        &Limits::default(),
-        Grants::default(),
-    );
+    let mut inst = open_default(&p, r#"{"mode":"write-in-snapshot"}"#);
     let err = inst.snapshot().unwrap_err();
     assert_trap(&err, "snapshot", "wrote state during `snapshot`");
 }
@@ -468,12 +446,7 @@ fn imports_called_at_the_wrong_time_trap() {
 #[test]
 fn a_plugin_calling_exit_traps_instead_of_ending_the_host() {
     let p = load(&rt(), plugins::GUEST_SANDBOX_PROBE);
-    let mut inst = open(
-        &p,
-        r#"{"mode":"exit"}"#,
-        &Limits::default(),
-        Grants::default(),
-    );
+    let mut inst = open_default(&p, r#"{"mode":"exit"}"#);
     let err = inst.process(0, &batch(1)).unwrap_err();
     // WASI 0.2 only knows success and failure: 3 becomes 1.
     assert_trap(&err, "process", "Exited with i32 exit status 1");
@@ -482,12 +455,7 @@ fn a_plugin_calling_exit_traps_instead_of_ending_the_host() {
 #[test]
 fn plugin_text_in_errors_and_logs_is_one_bounded_line() {
     let p = load(&rt(), plugins::GUEST_SANDBOX_PROBE);
-    let mut inst = open(
-        &p,
-        r#"{"mode":"odd-error","kib":1024}"#,
-        &Limits::default(),
-        Grants::default(),
-    );
+    let mut inst = open_default(&p, r#"{"mode":"odd-error","kib":1024}"#);
     let err = inst.process(0, &batch(1)).unwrap_err();
     let message = err.to_string();
     assert!(matches!(err, InstanceError::Returned { .. }), "{message}");
@@ -498,12 +466,7 @@ fn plugin_text_in_errors_and_logs_is_one_bounded_line() {
     );
     assert!(message.len() < 8 << 10, "{}", message.len());
     // A huge log message does not fail the call.
-    let mut inst = open(
-        &p,
-        r#"{"mode":"odd-log","kib":1024}"#,
-        &Limits::default(),
-        Grants::default(),
-    );
+    let mut inst = open_default(&p, r#"{"mode":"odd-log","kib":1024}"#);
     inst.process(0, &batch(1)).unwrap();
 }
 
@@ -587,8 +550,8 @@ fn report(inst: &mut OperatorInstance) -> Value {
 #[test]
 fn without_grants_the_sandbox_has_no_clock_randomness_env_or_files() {
     let p = load(&rt(), plugins::GUEST_SANDBOX_PROBE);
-    let mut a = open(&p, "{}", &Limits::default(), Grants::default());
-    let mut b = open(&p, "{}", &Limits::default(), Grants::default());
+    let mut a = open_default(&p, "{}");
+    let mut b = open_default(&p, "{}");
     let (ra, rb) = (report(&mut a), report(&mut b));
     assert_eq!(ra["wall_secs"], 0, "{ra}");
     assert_eq!(ra["slept_ns"], 0, "{ra}");
@@ -618,46 +581,23 @@ fn without_grants_the_sandbox_has_no_clock_randomness_env_or_files() {
 
 // ---------------------------------------------------------------- weir run
 
-const JOB: &str = r#"
-name = "sandbox"
-[checkpoint]
-interval = "INTERVAL"
-[[source]]
-id = "words"
-type = "file"
-path = "words.txt"
-batch_size = 10
-rate = RATE
-[[operator]]
-id = "OP"
-plugin = "{plugins}/PLUGIN.wasm"
-inputs = ["words"]
-EXTRA
-[[sink]]
-id = "out"
-type = "file"
-path = "out.txt"
-input = "OP"
-"#;
-
-/// A job running `plugin` as operator `op` with `extra` operator keys
-/// (limits, config, grants), on 200 words read at `rate` records/s.
-fn job(op: &str, plugin: &str, extra: &str, rate: u64) -> JobDir {
-    let text = JOB
-        .replace("INTERVAL", "50ms")
-        .replace("RATE", &rate.to_string())
-        .replace("OP", op)
-        .replace("PLUGIN", plugin)
-        .replace("EXTRA", extra);
+/// A job running `plugin` as operator `op`, changed by `with` (limits,
+/// config, grants), on 200 words read at `rate` records/s.
+fn job(op: &str, plugin: &str, rate: u64, with: impl FnOnce(Operator) -> Operator) -> JobDir {
+    let sandbox = JobFile::new("sandbox")
+        .checkpoint(Checkpoint::every("50ms"))
+        .source(Source::file("words", "words.txt").batch_size(10).rate(rate))
+        .operator(with(Operator::new(op, plugin).inputs(&["words"])))
+        .sink(Sink::file("out", "out.txt").input(op));
     let words: String = (0..200).map(|i| format!("w{i}\n")).collect();
-    JobDir::new(WEIR, &text, &[("words.txt", &words)])
+    JobDir::new(WEIR, sandbox, &[("words.txt", &words)])
 }
 
 /// Runs `weir run` and asserts it fails with one error line containing
 /// every needle and no panic; returns the error line and the wall time.
 fn run_fails(j: &JobDir, needles: &[&str]) -> (String, Duration) {
     let (out, took) = timed(|| j.run(&[]));
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let err = out.stderr;
     assert!(!out.status.success(), "expected failure: {err}");
     // Only the guests panic (their stderr is in the log), never the host.
     for l in err.lines().filter(|l| l.contains("panicked at")) {
@@ -673,18 +613,7 @@ fn run_fails(j: &JobDir, needles: &[&str]) -> (String, Duration) {
 
 /// `weir checkpoints` on the job's state dir: succeeds; returns its stdout.
 fn checkpoints(j: &JobDir) -> String {
-    let out: Output = Command::new(WEIR)
-        .arg("checkpoints")
-        .arg(j.path().join("state"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "weir checkpoints: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    j.checkpoints(&[])
 }
 
 /// Fails `weir run` within a bound: plugin loading and start-up (generous)
@@ -696,12 +625,9 @@ fn assert_bounded(took: Duration, limit: Duration) {
 
 #[test]
 fn weir_run_stops_an_infinite_loop_at_its_call_timeout() {
-    let j = job(
-        "spin",
-        "spin-loop",
-        "limits = { call_timeout = \"300ms\" }",
-        1_000_000,
-    );
+    let j = job("spin", plugins::GUEST_SPIN_LOOP, 1_000_000, |o| {
+        o.limits(r#"{ call_timeout = "300ms" }"#)
+    });
     let (line, took) = run_fails(
         &j,
         &[
@@ -718,12 +644,9 @@ fn weir_run_stops_an_infinite_loop_at_its_call_timeout() {
 
 #[test]
 fn weir_run_enforces_a_fuel_budget() {
-    let j = job(
-        "spin",
-        "spin-loop",
-        "limits = { fuel = 20_000_000 }",
-        1_000_000,
-    );
+    let j = job("spin", plugins::GUEST_SPIN_LOOP, 1_000_000, |o| {
+        o.limits("{ fuel = 20_000_000 }")
+    });
     run_fails(
         &j,
         &[
@@ -737,28 +660,35 @@ fn weir_run_enforces_a_fuel_budget() {
 
 #[test]
 fn weir_run_stops_a_memory_bomb_deep_recursion_and_an_emit_flood() {
-    let cases = [
+    type With = fn(Operator) -> Operator;
+    let cases: [(&str, &str, With, &str, &str); 3] = [
         (
             "bomb",
-            "memory-bomb",
-            "limits = { memory = \"32MiB\" }",
+            plugins::GUEST_MEMORY_BOMB,
+            |o| o.limits(r#"{ memory = "32MiB" }"#),
             "linear memory",
             "limits.memory = 32MiB",
         ),
         (
             "flood",
-            "emit-flood",
-            "[operator.limits]\nmax_emit_records = 1000",
+            plugins::GUEST_EMIT_FLOOD,
+            |o| o.verbatim("[operator.limits]\nmax_emit_records = 1000"),
             "records emitted in one call",
             "limits.max_emit_records = 1000",
         ),
-        ("deep", "deep-recursion", "", "operator `deep[0]`", ""),
+        (
+            "deep",
+            plugins::GUEST_DEEP_RECURSION,
+            |o| o,
+            "operator `deep[0]`",
+            "",
+        ),
     ];
-    for (op, plugin, extra, what, limit) in cases {
-        let j = job(op, plugin, extra, 1_000_000);
+    for (op, plugin, with, what, limit) in cases {
+        let j = job(op, plugin, 1_000_000, with);
         let operator = format!("operator `{op}[0]`");
         let (line, took) = run_fails(&j, &[&operator, "`process`", what, limit]);
-        if plugin == "deep-recursion" {
+        if plugin == plugins::GUEST_DEEP_RECURSION {
             assert!(
                 line.contains("stack") || line.contains("out of bounds"),
                 "{line}"
@@ -772,12 +702,9 @@ fn weir_run_stops_a_memory_bomb_deep_recursion_and_an_emit_flood() {
 #[test]
 fn weir_run_reports_a_trap_in_snapshot_and_keeps_the_complete_checkpoints() {
     // 200 words at 1000/s: checkpoints every 50 ms; the second one traps.
-    let j = job(
-        "snap",
-        "snapshot-trap",
-        "config = { from_checkpoint = 2 }",
-        1000,
-    );
+    let j = job("snap", plugins::GUEST_SNAPSHOT_TRAP, 1000, |o| {
+        o.config("{ from_checkpoint = 2 }")
+    });
     run_fails(
         &j,
         &[
@@ -792,23 +719,14 @@ fn weir_run_reports_a_trap_in_snapshot_and_keeps_the_complete_checkpoints() {
 
 #[test]
 fn weir_run_reports_a_trap_in_restore_and_the_state_stays_restorable() {
-    let j = job("rt", "restore-trap", "", 400);
+    let j = job("rt", plugins::GUEST_RESTORE_TRAP, 400, |o| o);
     // Run until a checkpoint exists, then stop it (SIGTERM checkpoints and exits).
-    let mut child = Command::new(WEIR)
-        .arg("run")
-        .arg(j.path().join("job.toml"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let state = j.path().join("state");
+    let mut child = j.command("run", &[]).stderr(Stdio::null()).spawn().unwrap();
     let start = Instant::now();
-    while !has_checkpoint(&state) && start.elapsed() < Duration::from_secs(20) {
+    while !has_checkpoint(&j) && start.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
+    signal(&child, "-TERM");
     child.wait().unwrap();
     let before = checkpoints(&j);
     assert!(before.contains("complete checkpoint"), "{before}");
@@ -824,26 +742,18 @@ fn weir_run_reports_a_trap_in_restore_and_the_state_stays_restorable() {
     assert_eq!(checkpoints(&j), before);
 }
 
-fn has_checkpoint(state: &Path) -> bool {
-    Command::new(WEIR)
-        .arg("checkpoints")
-        .arg(state)
-        .output()
-        .is_ok_and(|o| {
-            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("complete checkpoint")
-        })
+fn has_checkpoint(j: &JobDir) -> bool {
+    let out = j.on_state("checkpoints", &[]);
+    out.success() && out.stdout.contains("complete checkpoint")
 }
 
 #[test]
 fn weir_run_fails_cleanly_on_a_plugin_that_traps_on_every_first_batch() {
     // `every = 1` traps on the first batch of every attempt, so no restart
     // strategy can get past it.
-    let j = job(
-        "flaky",
-        "flaky-batches",
-        "config = { every = 1 }",
-        1_000_000,
-    );
+    let j = job("flaky", plugins::GUEST_FLAKY_BATCHES, 1_000_000, |o| {
+        o.config("{ every = 1 }")
+    });
     run_fails(
         &j,
         &[
@@ -857,10 +767,10 @@ fn weir_run_fails_cleanly_on_a_plugin_that_traps_on_every_first_batch() {
 
 #[test]
 fn weir_run_logs_plugin_stdout_and_stderr_with_the_operator_id() {
-    let j = job("probe", "sandbox-probe", "", 1_000_000);
+    let j = job("probe", plugins::GUEST_SANDBOX_PROBE, 1_000_000, |o| o);
     let out = j.run(&["-v"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = &out.stderr;
+    assert!(out.success(), "{err}");
     let line = |needle: &str| {
         err.lines()
             .find(|l| l.contains(needle))
@@ -872,20 +782,15 @@ fn weir_run_logs_plugin_stdout_and_stderr_with_the_operator_id() {
         line("probe stdout: 10 records").contains("probe[0]"),
         "{err}"
     );
-    let report: Value = serde_json::from_str(
-        std::fs::read_to_string(j.path().join("out.txt"))
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let report: Value = serde_json::from_str(j.read("out.txt").lines().next().unwrap()).unwrap();
     assert_eq!(report["wall_secs"], 0, "{report}");
 
     // A granted operator sees the real clock.
-    let j = job("probe", "sandbox-probe", "grants = [\"clocks\"]", 1_000_000);
+    let j = job("probe", plugins::GUEST_SANDBOX_PROBE, 1_000_000, |o| {
+        o.grants(&["clocks"])
+    });
     j.run_ok(&[]);
-    let text = std::fs::read_to_string(j.path().join("out.txt")).unwrap();
+    let text = j.read("out.txt");
     let report: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert!(
         report["wall_secs"].as_u64().unwrap() > 1_600_000_000,
@@ -895,15 +800,12 @@ fn weir_run_logs_plugin_stdout_and_stderr_with_the_operator_id() {
 
 #[test]
 fn weir_run_keeps_plugin_log_lines_from_forging_host_lines() {
-    let j = job(
-        "probe",
-        "sandbox-probe",
-        "config = { mode = \"odd-log\", kib = 1 }",
-        1_000_000,
-    );
+    let j = job("probe", plugins::GUEST_SANDBOX_PROBE, 1_000_000, |o| {
+        o.config(r#"{ mode = "odd-log", kib = 1 }"#)
+    });
     let out = j.run(&[]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = &out.stderr;
+    assert!(out.success(), "{err}");
     assert!(!err.contains("\u{1b}[31mred"), "{err}");
     assert!(
         err.contains("first line\\nsecond line \\u{1b}[31mred"),
@@ -929,7 +831,8 @@ fn bad_limits_and_grants_in_the_job_file_are_one_line_errors() {
         ),
         ("grants = [\"network\"]", "unknown grant \"network\""),
     ] {
-        let j = job("o", "word-count", extra, 1_000_000);
+        // Deliberately bad keys, as written.
+        let j = job("o", plugins::WORD_COUNT, 1_000_000, |o| o.verbatim(extra));
         let (line, _) = run_fails(&j, &["operator \"o\"", needle]);
         assert!(line.contains("job.toml"), "{line}");
     }

@@ -54,6 +54,20 @@ fn interleaved(
     Ok([(min(&n), median(&n)), (min(&w), median(&w))])
 }
 
+/// The native side of [`interleaved`]: each call clears `out` and lets `op`
+/// append what it makes of the batch.
+fn native_side<'a>(
+    out: &'a mut Batch,
+    mut op: impl FnMut(&Batch, &mut Batch) -> anyhow::Result<()> + 'a,
+) -> impl FnMut(&Batch) -> anyhow::Result<()> + 'a {
+    move |b| {
+        out.clear();
+        op(black_box(b), out)?;
+        black_box(&*out);
+        Ok(())
+    }
+}
+
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let n = settings.pick(131_072u64, 32_768, 4_096);
@@ -91,22 +105,12 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             let [native, wasm] = match *name {
                 "filter" => {
                     let mut f = NativeFilter::bench();
-                    let native = |b: &Batch| {
-                        out.clear();
-                        f.process(black_box(b), &mut out)?;
-                        black_box(&out);
-                        Ok(())
-                    };
+                    let native = native_side(&mut out, |b, o| f.process(b, o));
                     interleaved(records, size, reps, native, wasm)?
                 }
                 _ => {
                     let mut wc = NativeWordCount::default();
-                    let native = |b: &Batch| {
-                        out.clear();
-                        wc.process(black_box(b), &mut out)?;
-                        black_box(&out);
-                        Ok(())
-                    };
+                    let native = native_side(&mut out, |b, o| wc.process(b, o));
                     interleaved(records, size, reps, native, wasm)?
                 }
             };

@@ -18,7 +18,9 @@ use weir::checkpoint::state::KeyedState;
 use weir::run::RestoreMode;
 use weir::store::{CheckpointMeta, CheckpointStore, InstanceDelta, OperatorMeta};
 
-use crate::jobs::{checkpoint_table, run_job, toml_string};
+use weir_tests::job_file::{JobFile, Operator, Sink, Source};
+
+use crate::jobs::{checkpoint_table, run_job};
 use crate::{Report, Settings, Target, median};
 
 const JOB: &str = "bench-checkpoint";
@@ -56,9 +58,7 @@ pub fn state_key(i: u64) -> Vec<u8> {
 
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
-    let keys = settings
-        .keys
-        .unwrap_or(settings.pick(1_000_000, 100_000, 5_000));
+    let keys = settings.state_keys();
     let mut report = Report::new("checkpoint");
     report.param("keys", keys);
     report.param("changed_per_incremental", "1% of the keys");
@@ -224,7 +224,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         "job",
         "generator (100,000 words) -> word-count (p) -> word-count (p) -> file sink",
     );
-    let plugin = toml_string(&settings.plugin("word-count")?);
+    let plugin = settings.plugin("word-count")?;
     for p in [1u32, 2, 4] {
         let case = format!("job p{p}: checkpoint duration (median)");
         settings.say(&format!(
@@ -232,15 +232,19 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         ));
         let case_dir = dir.join(format!("job-p{p}"));
         std::fs::create_dir_all(&case_dir)?;
-        let text = format!(
-            "name = \"bench-checkpoint-job\"\n\n{}\n\
-             [[source]]\nid = \"in\"\ntype = \"generator\"\ncount = {records}\nwords = 100000\n\n\
-             [[operator]]\nid = \"count\"\nplugin = {plugin}\ninputs = [\"in\"]\nparallelism = {p}\n\n\
-             [[operator]]\nid = \"recount\"\nplugin = {plugin}\ninputs = [\"count\"]\nparallelism = {p}\n\n\
-             [[sink]]\nid = \"out\"\ntype = \"file\"\npath = \"out.jsonl\"\nformat = \"jsonl\"\ninput = \"recount\"\n",
-            checkpoint_table(Some(interval), 100_000),
-        );
-        let run = run_job(&case_dir, &text, RestoreMode::None, ("in", "count", "out"))?;
+        let stage =
+            |id: &str, input: &str| Operator::new(id, &plugin).inputs(&[input]).parallelism(p);
+        let job = JobFile::new("bench-checkpoint-job")
+            .checkpoint(checkpoint_table(Some(interval), 100_000))
+            .source(Source::generator("in", records).words(100_000))
+            .operator(stage("count", "in"))
+            .operator(stage("recount", "count"))
+            .sink(
+                Sink::file("out", "out.jsonl")
+                    .format("jsonl")
+                    .input("recount"),
+            );
+        let run = run_job(&case_dir, &job, RestoreMode::None, ("in", "count", "out"))?;
         let cps = run.periodic_checkpoints();
         let d: Vec<f64> = cps.iter().map(|c| c.duration_ms as f64).collect();
         let a: Vec<f64> = cps.iter().map(|c| c.alignment_ms as f64).collect();

@@ -19,6 +19,7 @@ use std::path::Path;
 
 use weir::config::Job;
 use weir::run::RestoreMode;
+use weir_tests::job_file::Source;
 
 use crate::data;
 use crate::jobs::{LinearJob, checkpoint_table, run_job};
@@ -29,7 +30,7 @@ struct Workload {
     name: &'static str,
     plugin: &'static str,
     input: &'static str,
-    source: String,
+    source: Source,
     config: &'static str,
     native_single: fn(&Path, &Path) -> anyhow::Result<u64>,
 }
@@ -54,7 +55,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             name: "filter",
             plugin: "filter",
             input: "events.jsonl",
-            source: "type = \"file\"\npath = \"../events.jsonl\"\nformat = \"jsonl\"\n".into(),
+            source: Source::file("in", "../events.jsonl").format("jsonl"),
             config: r#"{ field = "amount", op = "ge", value = 50 }"#,
             native_single: native::filter_program,
         },
@@ -62,7 +63,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             name: "word-count",
             plugin: "word-count",
             input: "words.txt",
-            source: "type = \"file\"\npath = \"../words.txt\"\nformat = \"lines\"\n".into(),
+            source: Source::file("in", "../words.txt").format("lines"),
             config: "{}",
             native_single: native::word_count_program,
         },
@@ -261,7 +262,7 @@ fn run_case(
         } => (parallelism, interval),
         _ => (1, None),
     };
-    let text = LinearJob {
+    let job = LinearJob {
         name: "bench",
         checkpoint: checkpoint_table(interval, 3),
         source: w.source.clone(),
@@ -269,7 +270,7 @@ fn run_case(
         parallelism,
         config: w.config,
     }
-    .text();
+    .job();
     let mut extra = BTreeMap::new();
     // Rates count from the first record read (plugin loading excluded).
     let rate = match case {
@@ -283,7 +284,7 @@ fn run_case(
         }
         Case::NativeHost => {
             let job_path = case_dir.join("job.toml");
-            std::fs::write(&job_path, &text)?;
+            std::fs::write(&job_path, job.to_string())?;
             let job = Job::load(&job_path)?;
             let staging = case_dir.join("state/sinks/out");
             let (records, elapsed) = match w.name {
@@ -301,7 +302,7 @@ fn run_case(
             n as f64 / elapsed.as_secs_f64()
         }
         Case::Wasm { .. } => {
-            let run = run_job(&case_dir, &text, RestoreMode::None, ("in", "op", "out"))?;
+            let run = run_job(&case_dir, &job, RestoreMode::None, ("in", "op", "out"))?;
             extra.insert(
                 "startup_s".into(),
                 run.first_read.unwrap_or_default().as_secs_f64(),

@@ -1,5 +1,5 @@
-//! Job files for the benchmarks, and running a job through
-//! [`weir::run::run`] while watching its metrics.
+//! Job files for the benchmarks (built with `weir_tests::job_file`), and
+//! running a job through [`weir::run::run`] while watching its metrics.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,27 +11,27 @@ use weir::config::Job;
 use weir::metrics::JobMetrics;
 use weir::run::{RestoreMode, RunOptions, RunSummary};
 use weir::store::{CheckpointMeta, CheckpointStore};
+use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 
 /// `[checkpoint]` of a job: the state folder `state`, `retain` checkpoints,
 /// and the interval (none: only the final checkpoint).
-pub fn checkpoint_table(interval: Option<&str>, retain: usize) -> String {
-    let mut t = format!("[checkpoint]\ndir = \"state\"\nretain = {retain}\n");
-    if let Some(i) = interval {
-        t.push_str(&format!("interval = \"{i}\"\n"));
+pub fn checkpoint_table(interval: Option<&str>, retain: u64) -> Checkpoint {
+    let table = Checkpoint::final_only().dir("state").retain(retain);
+    match interval {
+        Some(i) => table.interval(i),
+        None => table,
     }
-    t
 }
 
-/// A job: one file source `in` (`format`, `key`), one operator `op` running
-/// `plugin` with `parallelism` and JSON `config`, one file sink `out`
-/// writing `out.jsonl`.
+/// A job: one source `in`, one operator `op` running `plugin` with
+/// `parallelism` and `config`, one file sink `out` writing `out.jsonl`.
 pub struct LinearJob<'a> {
     /// The job's name.
     pub name: &'a str,
     /// The `[checkpoint]` table.
-    pub checkpoint: String,
-    /// The source table's body after `id`: type and settings.
-    pub source: String,
+    pub checkpoint: Checkpoint,
+    /// The source, `in`.
+    pub source: Source,
     /// The plugin component (absolute path).
     pub plugin: &'a Path,
     /// Instances of the operator.
@@ -41,23 +41,19 @@ pub struct LinearJob<'a> {
 }
 
 impl LinearJob<'_> {
-    /// The job file's text.
-    pub fn text(&self) -> String {
-        format!(
-            "name = \"{}\"\n\n{}\n[[source]]\nid = \"in\"\n{}\n[[operator]]\nid = \"op\"\nplugin = {}\ninputs = [\"in\"]\nparallelism = {}\nconfig = {}\n\n[[sink]]\nid = \"out\"\ntype = \"file\"\npath = \"out.jsonl\"\nformat = \"jsonl\"\ninput = \"op\"\n",
-            self.name,
-            self.checkpoint,
-            self.source,
-            toml_string(self.plugin),
-            self.parallelism,
-            self.config
-        )
+    /// The job file.
+    pub fn job(self) -> JobFile {
+        JobFile::new(self.name)
+            .checkpoint(self.checkpoint)
+            .source(self.source)
+            .operator(
+                Operator::new("op", self.plugin)
+                    .inputs(&["in"])
+                    .parallelism(self.parallelism)
+                    .config(self.config),
+            )
+            .sink(Sink::file("out", "out.jsonl").format("jsonl").input("op"))
     }
-}
-
-/// A path as a TOML string.
-pub fn toml_string(p: &Path) -> String {
-    serde_json::to_string(&p.display().to_string()).expect("a string serializes")
 }
 
 /// What one run of a job did, as seen from outside.
@@ -115,16 +111,16 @@ impl JobRun {
     }
 }
 
-/// Writes `text` to `dir/job.toml` and runs it with `restore`, watching the
+/// Writes `job` to `dir/job.toml` and runs it with `restore`, watching the
 /// metrics of `source`, `operator` and `sink` (node ids).
 pub fn run_job(
     dir: &Path,
-    text: &str,
+    job: &JobFile,
     restore: RestoreMode,
     (source, operator, sink): (&str, &str, &str),
 ) -> anyhow::Result<JobRun> {
     let path = dir.join("job.toml");
-    std::fs::write(&path, text)?;
+    std::fs::write(&path, job.to_string())?;
     let job = Job::load(&path).with_context(|| format!("loading {}", path.display()))?;
     let runtime = weir::Runtime::new().map_err(|e| anyhow::anyhow!("{e:#}"))?;
     let metrics = JobMetrics::for_job(&job);

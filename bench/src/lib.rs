@@ -73,6 +73,12 @@ impl Settings {
         }
     }
 
+    /// The number of state keys of `checkpoint` and `recovery`: `keys`, or
+    /// 1 million, 100,000 or 5,000 by mode.
+    pub fn state_keys(&self) -> u64 {
+        self.keys.unwrap_or(self.pick(1_000_000, 100_000, 5_000))
+    }
+
     /// One of three values by mode.
     pub fn pick<T>(&self, full: T, quick: T, tiny: T) -> T {
         match self.mode {

@@ -24,6 +24,8 @@ use weir::run::RestoreMode;
 use weir::store::CheckpointStore;
 use weir::{OperatorInstance, Record, Runtime};
 
+use weir_tests::job_file::{JobFile, Source};
+
 use crate::jobs::{LinearJob, checkpoint_table, run_job};
 use crate::{Report, Settings, Target};
 
@@ -35,42 +37,40 @@ fn ms(d: Duration) -> f64 {
 
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
-    let keys = settings
-        .keys
-        .unwrap_or(settings.pick(1_000_000, 100_000, 5_000));
+    let keys = settings.state_keys();
     let more = 10_000u64;
     let mut report = Report::new("recovery");
     report.param("keys", keys);
     let scratch = settings.scratch("recovery")?;
     let dir = scratch.path();
     let plugin_path = settings.plugin("word-count")?;
-    let job = |dir_name: &str| -> anyhow::Result<(std::path::PathBuf, String)> {
+    let job = |dir_name: &str| -> anyhow::Result<(std::path::PathBuf, JobFile)> {
         let d = dir.join(dir_name);
         std::fs::create_dir_all(&d)?;
-        let text = LinearJob {
+        let job = LinearJob {
             name: NAME,
             checkpoint: checkpoint_table(None, 3),
-            source: "type = \"file\"\npath = \"words.txt\"\nformat = \"lines\"\n".into(),
+            source: Source::file("in", "words.txt").format("lines"),
             plugin: &plugin_path,
             parallelism: 1,
             config: "{}",
         }
-        .text();
-        Ok((d, text))
+        .job();
+        Ok((d, job))
     };
 
     // Cold start (the baseline): the extra words only, no checkpoint.
     settings.say("recovery: cold start");
-    let (cold_dir, text) = job("cold")?;
+    let (cold_dir, job_file) = job("cold")?;
     crate::data::write_lines(&cold_dir.join("words.txt"), more, |i| format!("x{i}"))?;
-    let cold = run_job(&cold_dir, &text, RestoreMode::None, ("in", "op", "out"))?;
+    let cold = run_job(&cold_dir, &job_file, RestoreMode::None, ("in", "op", "out"))?;
 
     // Build a checkpoint with `keys` keys.
     settings.say(&format!("recovery: building a checkpoint of {keys} keys"));
-    let (warm_dir, text) = job("restore")?;
+    let (warm_dir, job_file) = job("restore")?;
     let input = warm_dir.join("words.txt");
     crate::data::write_lines(&input, keys, |i| format!("w{i}"))?;
-    let build = run_job(&warm_dir, &text, RestoreMode::None, ("in", "op", "out"))?;
+    let build = run_job(&warm_dir, &job_file, RestoreMode::None, ("in", "op", "out"))?;
     let state_dir = warm_dir.join("state");
     {
         let store = CheckpointStore::open(&state_dir, NAME)?;
@@ -138,7 +138,12 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
 
     // End to end.
     settings.say("recovery: end to end");
-    let restored_run = run_job(&warm_dir, &text, RestoreMode::Latest, ("in", "op", "out"))?;
+    let restored_run = run_job(
+        &warm_dir,
+        &job_file,
+        RestoreMode::Latest,
+        ("in", "op", "out"),
+    )?;
     if restored_run.summary.restored_from != Some(meta.id) {
         anyhow::bail!(
             "the run restored {:?}, not checkpoint {}",

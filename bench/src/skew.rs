@@ -8,7 +8,9 @@
 
 use weir::run::RestoreMode;
 
-use crate::jobs::{checkpoint_table, run_job, toml_string};
+use weir_tests::job_file::{JobFile, Operator, Sink, Source};
+
+use crate::jobs::{checkpoint_table, run_job};
 use crate::{Report, Settings, median};
 
 fn order(i: u64) -> String {
@@ -68,17 +70,14 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         settings.say(&format!("skew: {case}"));
         let case_dir = dir.join(format!("case-{}", report.rows.len()));
         std::fs::create_dir_all(&case_dir)?;
-        let a_rate = a_rate.map_or(String::new(), |r| format!("rate = {r}\n"));
-        let text = format!(
-            "name = \"bench-skew\"\n\n{}\n\
-             [[source]]\nid = \"a\"\ntype = \"file\"\npath = \"../a.jsonl\"\nformat = \"jsonl\"\nkey = \"key\"\n{a_rate}\n\
-             [[source]]\nid = \"b\"\ntype = \"file\"\npath = \"../{b_file}\"\nformat = \"jsonl\"\nkey = \"key\"\nrate = {b_rate}\n\n\
-             [[operator]]\nid = \"op\"\nplugin = {}\ninputs = {{ a = \"a\", b = \"b\" }}\n\n\
-             [[sink]]\nid = \"out\"\ntype = \"file\"\npath = \"out.jsonl\"\nformat = \"jsonl\"\ninput = \"op\"\n",
-            checkpoint_table(Some(interval), 100_000),
-            toml_string(&plugin),
-        );
-        let run = run_job(&case_dir, &text, RestoreMode::None, ("a", "op", "out"))?;
+        let keyed = |id: &str, path: &str| Source::file(id, path).format("jsonl").key("key");
+        let job = JobFile::new("bench-skew")
+            .checkpoint(checkpoint_table(Some(interval), 100_000))
+            .source(keyed("a", "../a.jsonl").throttle(a_rate))
+            .source(keyed("b", &format!("../{b_file}")).rate(b_rate))
+            .operator(Operator::new("op", &plugin).ports(&[("a", "a"), ("b", "b")]))
+            .sink(Sink::file("out", "out.jsonl").format("jsonl").input("op"));
+        let run = run_job(&case_dir, &job, RestoreMode::None, ("a", "op", "out"))?;
         let cps = run.periodic_checkpoints();
         let a: Vec<f64> = cps.iter().map(|c| c.alignment_ms as f64).collect();
         let d: Vec<f64> = cps.iter().map(|c| c.duration_ms as f64).collect();

@@ -1,7 +1,10 @@
-//! Support for the integration tests in `tests/`: the plugin components, built
-//! by this crate's build script, and small helpers.
+//! Support for the integration tests in `tests/` and the benchmarks: the
+//! plugin components, built by this crate's build script (feature
+//! `plugins`), job files built in code, the `weir` command, and jobs run in
+//! temporary folders.
 
 /// Paths of the plugin components under `plugins/target/`.
+#[cfg(feature = "plugins")]
 pub mod plugins {
     include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
 }
@@ -14,5 +17,10 @@ pub fn repo_root() -> std::path::PathBuf {
         .to_path_buf()
 }
 
+pub mod cli;
+pub mod job_file;
+#[cfg(feature = "plugins")]
+pub mod jobs;
+pub mod nested_build;
 pub mod pipeline;
 pub mod polyglot;

@@ -1,11 +1,13 @@
-//! Running `weir` on a job in a temporary folder, with crashes.
+//! Running `weir` on a job in a temporary folder ([`JobDir`]), with crashes
+//! and signals; deterministic random inputs and multisets of output lines.
 
 use std::collections::BTreeMap;
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::plugins;
+use crate::cli::{Outcome, Weir};
 
 /// A small deterministic generator, so tests need no dependencies and can
 /// print their seed.
@@ -35,27 +37,26 @@ pub fn seed() -> u64 {
         .unwrap_or(0x5eed_cafe_f00d)
 }
 
-/// A job file and its inputs in a temporary folder.
+/// A job file and its inputs in a temporary folder, and the `weir` commands
+/// on them.
 pub struct JobDir {
     dir: tempfile::TempDir,
-    weir: PathBuf,
+    weir: Weir,
 }
 
 impl JobDir {
     /// Writes `job` (where `{plugins}` stands for the folder of the built
     /// plugin components) and `files` into a new temporary folder.
-    pub fn new(weir: &str, job: &str, files: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let plugin_dir = Path::new(plugins::WORD_COUNT).parent().unwrap();
-        let job = job.replace("{plugins}", plugin_dir.to_str().unwrap());
-        std::fs::write(dir.path().join("job.toml"), job).unwrap();
+    pub fn new(weir: Weir, job: impl Display, files: &[(&str, &str)]) -> Self {
+        let j = JobDir {
+            dir: tempfile::tempdir().unwrap(),
+            weir,
+        };
+        j.write_job(job);
         for (name, text) in files {
-            std::fs::write(dir.path().join(name), text).unwrap();
+            std::fs::write(j.path().join(name), text).unwrap();
         }
-        JobDir {
-            dir,
-            weir: PathBuf::from(weir),
-        }
+        j
     }
 
     /// The folder.
@@ -63,26 +64,76 @@ impl JobDir {
         self.dir.path()
     }
 
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.weir);
-        c.arg("run")
-            .arg(self.path().join("job.toml"))
-            .args(args)
-            .env_remove("RUST_LOG");
+    /// The job's state folder, `state`.
+    pub fn state_dir(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    /// Replaces the job file with `job` (`{plugins}` as in [`JobDir::new`]).
+    pub fn write_job(&self, job: impl Display) {
+        let plugin_dir = crate::repo_root().join("plugins/target");
+        let job = job
+            .to_string()
+            .replace("{plugins}", plugin_dir.to_str().unwrap());
+        std::fs::write(self.path().join("job.toml"), job).unwrap();
+    }
+
+    /// `weir VERB job.toml ARGS`, to adjust before running or spawning it.
+    pub fn command(&self, verb: &str, args: &[&str]) -> Command {
+        let mut c = self.weir.command([verb]);
+        c.arg(self.path().join("job.toml")).args(args);
         c
     }
 
+    /// Runs `weir VERB job.toml ARGS` to the end.
+    pub fn weir(&self, verb: &str, args: &[&str]) -> Outcome {
+        Outcome::of(&mut self.command(verb, args))
+    }
+
     /// Runs the job to the end with `args`.
-    pub fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
+    pub fn run(&self, args: &[&str]) -> Outcome {
+        self.weir("run", args)
     }
 
     /// Runs the job and asserts it succeeded; returns stderr.
     pub fn run_ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "weir run failed: {stderr}");
-        stderr
+        assert!(out.success(), "weir run failed: {}", out.stderr);
+        out.stderr
+    }
+
+    /// `weir validate job.toml`.
+    pub fn validate(&self) -> Outcome {
+        self.weir("validate", &[])
+    }
+
+    /// `weir VERB state ARGS`: a command on the job's state folder
+    /// (`checkpoints`, `state`, `swap`).
+    pub fn on_state(&self, verb: &str, args: &[&str]) -> Outcome {
+        let mut c = self.weir.command([verb]);
+        c.arg(self.state_dir()).args(args);
+        Outcome::of(&mut c)
+    }
+
+    /// `weir checkpoints state ARGS`, asserted to succeed; returns stdout.
+    pub fn checkpoints(&self, args: &[&str]) -> String {
+        let out = self.on_state("checkpoints", args);
+        assert!(out.success(), "weir checkpoints: {}", out.stderr);
+        out.stdout
+    }
+
+    /// Starts the job with `args`, sends it SIGINT (as Ctrl-C does) after
+    /// `after`, and waits for it to exit.
+    pub fn run_interrupted(&self, args: &[&str], after: Duration) -> Outcome {
+        let child = self
+            .command("run", args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(after);
+        signal(&child, "-INT");
+        child.wait_with_output().unwrap().into()
     }
 
     /// Starts the job, kills it with SIGKILL after a random delay in
@@ -92,7 +143,7 @@ impl JobDir {
         let mut killed = 0;
         for _ in 0..kills {
             let mut child = self
-                .command(&[])
+                .command("run", &[])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -114,10 +165,42 @@ impl JobDir {
         killed
     }
 
+    /// Runs the job killed as [`JobDir::run_killed`] does, asserts that at
+    /// least two kills landed mid-job, then runs it to the end and asserts
+    /// that it resumed from a checkpoint; returns how many runs were killed.
+    pub fn run_through_kills(&self, kills: usize, window: (u64, u64), rng: &mut XorShift) -> usize {
+        let killed = self.run_killed(kills, window, rng);
+        assert!(
+            killed >= 2,
+            "only {killed} runs were killed mid-job; the input is too small to test crashes"
+        );
+        let stderr = self.run_ok(&[]);
+        assert!(
+            stderr.contains("resumed from checkpoint"),
+            "the last run did not restore: {stderr}"
+        );
+        killed
+    }
+
     /// The lines of an output file as a multiset.
     pub fn lines(&self, file: &str) -> BTreeMap<String, usize> {
         multiset(&std::fs::read_to_string(self.path().join(file)).unwrap_or_default())
     }
+
+    /// The text of a file in the folder.
+    pub fn read(&self, file: &str) -> String {
+        let path = self.path().join(file);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+}
+
+/// Sends `signal` (`-INT`, `-TERM`) to `child` with `kill`.
+pub fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal} {}", child.id());
 }
 
 /// The lines of `text` as a multiset.
@@ -127,6 +210,32 @@ pub fn multiset(text: &str) -> BTreeMap<String, usize> {
         *m.entry(l.to_string()).or_insert(0) += 1;
     }
     m
+}
+
+/// Asserts two multisets of lines are equal, byte for byte; when not, says
+/// how many lines each has and shows up to five lines of each difference.
+pub fn assert_same_lines(
+    got: &BTreeMap<String, usize>,
+    want: &BTreeMap<String, usize>,
+    what: &str,
+) {
+    if got != want {
+        let missing: Vec<_> = want
+            .iter()
+            .filter(|(l, n)| got.get(*l) != Some(n))
+            .take(5)
+            .collect();
+        let extra: Vec<_> = got
+            .iter()
+            .filter(|(l, n)| want.get(*l) != Some(n))
+            .take(5)
+            .collect();
+        panic!(
+            "{what}: got {} lines, expected {}; missing or not as often: {missing:?}; unexpected or too often: {extra:?}",
+            got.values().sum::<usize>(),
+            want.values().sum::<usize>()
+        );
+    }
 }
 
 /// `lines` lines of 1 to 8 words `Word<N>` (N below `vocabulary`), each line

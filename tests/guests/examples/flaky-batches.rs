@@ -1,0 +1,52 @@
+//! Test fixture (sandbox, restarts): passes records through and traps (a
+//! panic) on the `every`-th batch (config, default 10) that an instance
+//! processes after it was opened, i.e. at most once per `every` batches and
+//! once per attempt. The number of batches the job has processed is kept in
+//! host state under `batches` (so it is checkpointed and restored).
+//!
+//! A job with restarts therefore completes as long as every attempt
+//! completes a checkpoint within its first `every - 1` batches: each attempt
+//! then resumes past the previous one's progress. Output stays exactly-once
+//! because a failed attempt's output is never committed.
+
+use weir_guests::{count, info, pass, set_count};
+use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+
+/// The fixture.
+pub struct FlakyBatches {
+    every: u64,
+    since_open: u64,
+}
+
+weir_guests::config! {
+    struct Config { every: u64 = 10 }
+}
+
+impl Operator for FlakyBatches {
+    fn describe() -> OperatorInfo {
+        info("flaky-batches", "1.0.0")
+    }
+
+    fn open(ctx: &OpenContext) -> Result<Self> {
+        let c: Config = ctx.config_as()?;
+        Ok(FlakyBatches {
+            every: c.every.max(1),
+            since_open: 0,
+        })
+    }
+
+    fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
+        self.since_open += 1;
+        let done = count(ctx, b"batches");
+        if self.since_open.is_multiple_of(self.every) {
+            panic!(
+                "flaky-batches: deliberate panic on batch {} of this attempt ({} batches done before it)",
+                self.since_open, done
+            );
+        }
+        set_count(ctx, b"batches", done + 1);
+        pass(ctx, batch)
+    }
+}
+
+weir_sdk::export!(FlakyBatches);

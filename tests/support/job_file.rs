@@ -1,0 +1,406 @@
+//! Job files built in code: [`JobFile`] and its tables ([`Checkpoint`],
+//! [`Restart`], [`Source`], [`Operator`], [`Sink`]), rendered as the TOML
+//! that `weir run` reads (its `Display`). Values are quoted and escaped here;
+//! what a key means is the job format's (README, "Job files").
+//!
+//! A table's keys are rendered in the order they were first set; setting a
+//! key again replaces its value in place, so a job can be varied after it
+//! was built ([`JobFile::operator_with`]).
+
+use std::fmt;
+use std::path::Path;
+
+/// A job file: its name, `[checkpoint]`, `[restart]`, and the sources,
+/// operators and sinks in the order added.
+#[derive(Debug, Clone)]
+pub struct JobFile {
+    name: String,
+    checkpoint: Option<Checkpoint>,
+    restart: Option<Restart>,
+    sources: Vec<Source>,
+    operators: Vec<Operator>,
+    sinks: Vec<Sink>,
+}
+
+impl JobFile {
+    /// A job called `name`, with nothing in it yet.
+    pub fn new(name: &str) -> Self {
+        JobFile {
+            name: name.to_string(),
+            checkpoint: None,
+            restart: None,
+            sources: Vec::new(),
+            operators: Vec::new(),
+            sinks: Vec::new(),
+        }
+    }
+
+    /// The `[checkpoint]` table (none: the defaults).
+    pub fn checkpoint(mut self, checkpoint: Checkpoint) -> Self {
+        self.checkpoint = Some(checkpoint);
+        self
+    }
+
+    /// The `[restart]` table (none: no restarts).
+    pub fn restart(mut self, restart: Restart) -> Self {
+        self.restart = Some(restart);
+        self
+    }
+
+    /// Adds a `[[source]]`.
+    pub fn source(mut self, source: Source) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// Adds an `[[operator]]`.
+    pub fn operator(mut self, operator: Operator) -> Self {
+        self.operators.push(operator);
+        self
+    }
+
+    /// Adds a `[[sink]]`.
+    pub fn sink(mut self, sink: Sink) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// Changes the source `id` with `change`.
+    pub fn source_with(mut self, id: &str, change: impl FnOnce(Source) -> Source) -> Self {
+        change_entry(&mut self.sources, id, change);
+        self
+    }
+
+    /// Changes the operator `id` with `change`.
+    pub fn operator_with(mut self, id: &str, change: impl FnOnce(Operator) -> Operator) -> Self {
+        change_entry(&mut self.operators, id, change);
+        self
+    }
+
+    /// Changes the sink `id` with `change`.
+    pub fn sink_with(mut self, id: &str, change: impl FnOnce(Sink) -> Sink) -> Self {
+        change_entry(&mut self.sinks, id, change);
+        self
+    }
+}
+
+impl fmt::Display for JobFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "name = {}", quote(&self.name))?;
+        let tables = self
+            .checkpoint
+            .iter()
+            .map(|c| ("[checkpoint]", c.table()))
+            .chain(self.restart.iter().map(|r| ("[restart]", r.table())))
+            .chain(self.sources.iter().map(|s| ("[[source]]", s.table())))
+            .chain(self.operators.iter().map(|o| ("[[operator]]", o.table())))
+            .chain(self.sinks.iter().map(|s| ("[[sink]]", s.table())));
+        for (header, table) in tables {
+            write!(f, "\n{header}\n{table}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The `[checkpoint]` table.
+#[derive(Debug, Clone, Default)]
+pub struct Checkpoint(Table);
+
+impl Checkpoint {
+    /// A checkpoint every `interval` (a duration: `"100ms"`).
+    pub fn every(interval: &str) -> Self {
+        Checkpoint::final_only().interval(interval)
+    }
+
+    /// No periodic checkpoints: only the final one.
+    pub fn final_only() -> Self {
+        Checkpoint::default()
+    }
+
+    /// `interval`: the time between two checkpoints.
+    pub fn interval(self, interval: &str) -> Self {
+        self.string("interval", interval)
+    }
+
+    /// `retain`: how many complete checkpoints are kept.
+    pub fn retain(self, n: u64) -> Self {
+        self.value("retain", n)
+    }
+
+    /// `dir`: the state folder, relative to the job file.
+    pub fn dir(self, dir: &str) -> Self {
+        self.string("dir", dir)
+    }
+}
+
+/// The `[restart]` table.
+#[derive(Debug, Clone, Default)]
+pub struct Restart(Table);
+
+impl Restart {
+    /// `fixed-delay`: up to `attempts` restarts, `delay` apart.
+    pub fn fixed_delay(attempts: u64, delay: &str) -> Self {
+        Restart::default()
+            .string("strategy", "fixed-delay")
+            .value("attempts", attempts)
+            .string("delay", delay)
+    }
+
+    /// `exponential-backoff`: up to `attempts` restarts, the delay doubling
+    /// from `initial` up to `max`.
+    pub fn exponential_backoff(attempts: u64, initial: &str, max: &str) -> Self {
+        Restart::default()
+            .string("strategy", "exponential-backoff")
+            .value("attempts", attempts)
+            .string("initial", initial)
+            .string("max", max)
+    }
+}
+
+/// A `[[source]]`.
+#[derive(Debug, Clone, Default)]
+pub struct Source(Table);
+
+impl Source {
+    /// Source `id` of `type`.
+    fn of(id: &str, kind: &str) -> Self {
+        Source::default().string("id", id).string("type", kind)
+    }
+
+    /// Source `id` reading the file `path` (relative to the job file).
+    pub fn file(id: &str, path: &str) -> Self {
+        Source::of(id, "file").string("path", path)
+    }
+
+    /// Source `id` generating `count` words.
+    pub fn generator(id: &str, count: u64) -> Self {
+        Source::of(id, "generator").value("count", count)
+    }
+
+    /// Source `id` reading standard input.
+    pub fn stdin(id: &str) -> Self {
+        Source::of(id, "stdin")
+    }
+
+    /// `format`: `lines`, `jsonl` or `csv`.
+    pub fn format(self, format: &str) -> Self {
+        self.string("format", format)
+    }
+
+    /// `key`: the field whose value is each record's key.
+    pub fn key(self, field: &str) -> Self {
+        self.string("key", field)
+    }
+
+    /// `rate`: at most this many records per second.
+    pub fn rate(self, per_second: u64) -> Self {
+        self.value("rate", per_second)
+    }
+
+    /// [`Source::rate`] when `per_second` is some; unthrottled when none.
+    pub fn throttle(self, per_second: Option<u64>) -> Self {
+        match per_second {
+            Some(r) => self.rate(r),
+            None => self,
+        }
+    }
+
+    /// `batch_size`: at most this many records per batch.
+    pub fn batch_size(self, records: u64) -> Self {
+        self.value("batch_size", records)
+    }
+
+    /// `words`: the generator's number of distinct words.
+    pub fn words(self, distinct: u64) -> Self {
+        self.value("words", distinct)
+    }
+}
+
+/// An `[[operator]]`.
+#[derive(Debug, Clone, Default)]
+pub struct Operator(Table);
+
+impl Operator {
+    /// Operator `id` running the component at `plugin`.
+    pub fn new(id: &str, plugin: impl AsRef<Path>) -> Self {
+        Operator::default().string("id", id).plugin(plugin)
+    }
+
+    /// `plugin`: the component file.
+    pub fn plugin(self, plugin: impl AsRef<Path>) -> Self {
+        let path = plugin.as_ref().to_str().expect("a UTF-8 plugin path");
+        self.string("plugin", path)
+    }
+
+    /// `inputs = [...]`: the upstream nodes, all into the first input port.
+    pub fn inputs(self, upstream: &[&str]) -> Self {
+        let quoted: Vec<String> = upstream.iter().map(|u| quote(u)).collect();
+        self.value("inputs", format!("[{}]", quoted.join(", ")))
+    }
+
+    /// `inputs = { port = "upstream", ... }`: one upstream node per named
+    /// input port.
+    pub fn ports(self, ports: &[(&str, &str)]) -> Self {
+        let pairs: Vec<String> = ports
+            .iter()
+            .map(|(port, upstream)| format!("{port} = {}", quote(upstream)))
+            .collect();
+        self.value("inputs", format!("{{ {} }}", pairs.join(", ")))
+    }
+
+    /// `parallelism`: the number of instances.
+    pub fn parallelism(self, instances: u32) -> Self {
+        self.value("parallelism", instances)
+    }
+
+    /// `config`: the plugin's configuration, an inline TOML table
+    /// (`{ lowercase = true }`).
+    pub fn config(self, inline_table: &str) -> Self {
+        self.value("config", inline_table)
+    }
+
+    /// `limits`: an inline TOML table (`{ call_timeout = "300ms" }`).
+    pub fn limits(self, inline_table: &str) -> Self {
+        self.value("limits", inline_table)
+    }
+
+    /// `grants`: what the sandbox lets the plugin see (`clocks`, `random`).
+    pub fn grants(self, grants: &[&str]) -> Self {
+        let quoted: Vec<String> = grants.iter().map(|g| quote(g)).collect();
+        self.value("grants", format!("[{}]", quoted.join(", ")))
+    }
+}
+
+/// A `[[sink]]`.
+#[derive(Debug, Clone, Default)]
+pub struct Sink(Table);
+
+impl Sink {
+    /// Sink `id` writing the file `path` (relative to the job file).
+    pub fn file(id: &str, path: &str) -> Self {
+        Sink::default()
+            .string("id", id)
+            .string("type", "file")
+            .string("path", path)
+    }
+
+    /// Sink `id` writing to standard output.
+    pub fn stdout(id: &str) -> Self {
+        Sink::default().string("id", id).string("type", "stdout")
+    }
+
+    /// `input`: the upstream node.
+    pub fn input(self, upstream: &str) -> Self {
+        self.string("input", upstream)
+    }
+
+    /// `format`: `lines` or `jsonl`.
+    pub fn format(self, format: &str) -> Self {
+        self.string("format", format)
+    }
+}
+
+/// The keys every table can have, beyond its own setters.
+pub trait Entry: Sized {
+    /// The table's lines.
+    fn table(&self) -> &Table;
+
+    /// The table's lines, to change.
+    fn table_mut(&mut self) -> &mut Table;
+
+    /// `key = value`, where `value` is TOML already (a number, a boolean, an
+    /// array, an inline table).
+    fn value(mut self, key: &str, toml: impl fmt::Display) -> Self {
+        self.table_mut().set(key, toml.to_string());
+        self
+    }
+
+    /// `key = "text"`: a TOML string.
+    fn string(self, key: &str, text: &str) -> Self {
+        self.value(key, quote(text))
+    }
+
+    /// `text` as it is, as the table's last lines: a sub-table such as
+    /// `[operator.limits]`, or a deliberately odd key.
+    fn verbatim(mut self, text: &str) -> Self {
+        self.table_mut().tail.push(text.to_string());
+        self
+    }
+}
+
+macro_rules! entries {
+    ($($t:ident),*) => {
+        $(impl Entry for $t {
+            fn table(&self) -> &Table {
+                &self.0
+            }
+
+            fn table_mut(&mut self) -> &mut Table {
+                &mut self.0
+            }
+        })*
+    };
+}
+
+entries!(Checkpoint, Restart, Source, Operator, Sink);
+
+/// The lines of one table: `key = value` in the order keys were first set,
+/// then verbatim text.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    keys: Vec<(String, String)>,
+    tail: Vec<String>,
+}
+
+impl Table {
+    fn set(&mut self, key: &str, value: String) {
+        match self.keys.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = value,
+            None => self.keys.push((key.to_string(), value)),
+        }
+    }
+
+    fn has_id(&self, id: &str) -> bool {
+        self.keys.iter().any(|(k, v)| k == "id" && *v == quote(id))
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (key, value) in &self.keys {
+            writeln!(f, "{key} = {value}")?;
+        }
+        for text in &self.tail {
+            writeln!(f, "{text}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Replaces the entry of `entries` whose id is `id` by `change` of it.
+fn change_entry<E: Entry + Default>(entries: &mut [E], id: &str, change: impl FnOnce(E) -> E) {
+    let entry = entries
+        .iter_mut()
+        .find(|e| e.table().has_id(id))
+        .unwrap_or_else(|| panic!("the job has no entry `{id}`"));
+    *entry = change(std::mem::take(entry));
+}
+
+/// `text` as a TOML basic string.
+pub fn quote(text: &str) -> String {
+    let mut s = String::with_capacity(text.len() + 2);
+    s.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\t' => s.push_str("\\t"),
+            '\r' => s.push_str("\\r"),
+            c if c.is_control() => s.push_str(&format!("\\u{:04X}", c as u32)),
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
