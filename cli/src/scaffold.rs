@@ -542,7 +542,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("cannot read Cargo.toml"), "{e}");
-        let e = resolve_sdk(Path::new(env!("CARGO_MANIFEST_DIR")))
+        // The runtime crate, beside the CLI: a crate, but not the SDK.
+        let e = resolve_sdk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../host"))
             .unwrap_err()
             .to_string();
         assert!(e.contains("package `weir`"), "{e}");
