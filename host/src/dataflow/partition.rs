@@ -25,7 +25,15 @@ pub fn key_group(key: &[u8]) -> u32 {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    (crate::connectors::source::mix64(h) % u64::from(KEY_GROUPS)) as u32
+    (mix64(h) % u64::from(KEY_GROUPS)) as u32
+}
+
+/// SplitMix64: a stable, well-mixed function of `x`.
+pub(crate) fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// The instance (of `parallelism`) that owns `key_group`.

@@ -20,8 +20,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 
 use crate::checkpoint::coordinator::{Command, Completed, Coordinator, Participant};
 use crate::checkpoint::state::KeyedState;
-use crate::config::{Job, SourceKind};
-use crate::connectors::{sink, source};
+use crate::config::Job;
 use crate::dataflow::partition::{KEY_GROUPS, Partitioner};
 use crate::dataflow::task::{
     Edge, Event, Inputs, InstanceTask, Msg, Output, POLL, Shared, SinkTask, SourceCtl, TaskError,
@@ -438,7 +437,9 @@ pub(crate) fn run_attempt(
     for (s, channels) in job.sinks.iter().zip(sink_inputs) {
         let staging = state_dir.join("sinks").join(&s.id);
         let info = restored.as_ref().and_then(|m| m.sinks.get(&s.id));
-        let sink = sink::open(s, &staging, info).map_err(|e| RunError::Task(e.into()))?;
+        let sink = s
+            .open(&staging, info)
+            .map_err(|e| RunError::Task(e.into()))?;
         let (tx, rx) = unbounded();
         commit_txs.push(tx);
         let task = SinkTask {
@@ -461,22 +462,17 @@ pub(crate) fn run_attempt(
     let mut source_ctls: Vec<Sender<SourceCtl>> = Vec::new();
     for s in &job.sources {
         let offset = restored.as_ref().and_then(|m| m.sources.get(&s.id));
-        let reader = source::open(s, offset).map_err(|e| RunError::Task(e.into()))?;
+        let reader = s.open(offset).map_err(|e| RunError::Task(e.into()))?;
         if restored.is_some() && !reader.replayable() {
             tracing::warn!(
                 "source `{}` reads stdin, which cannot be replayed: records read before the crash are lost",
                 s.id
             );
         }
-        let batch_size = match &s.kind {
-            SourceKind::File { batch_size, .. }
-            | SourceKind::Generator { batch_size, .. }
-            | SourceKind::Stdin { batch_size, .. } => *batch_size,
-        };
         let (tx, rx) = unbounded();
         source_ctls.push(tx);
         let out = output(&s.id, 0, &mut edges);
-        let (sh, id, rate) = (shared.clone(), s.id.clone(), s.rate);
+        let (sh, id, batch_size, rate) = (shared.clone(), s.id.clone(), s.batch_size, s.rate);
         threads.push((
             s.id.clone(),
             spawn(&format!("src-{}", s.id), move || {

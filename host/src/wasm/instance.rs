@@ -23,9 +23,9 @@ use crate::Record;
 use crate::checkpoint::state::KeyedState;
 use crate::config::OperatorConfig;
 use crate::dataflow::batch::{Batch, SPAN_BYTES};
-use crate::wit::{Operator, emit, flat, log, state, types};
 use crate::wasm::plugin::{OperatorInfo, Plugin};
 use crate::wasm::sandbox::{GuestOutput, Limiter, MAX_MESSAGE};
+use crate::wit::{Operator, emit, flat, log, state, types};
 
 use crate::config::{Grants, LimitValue, Limits};
 pub use crate::wasm::sandbox::{LimitExceeded, sanitize};

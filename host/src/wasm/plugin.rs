@@ -12,8 +12,8 @@ use wasmtime::{Config, Engine, StoreContextMut};
 use wasmtime_wasi::p2::DynPollable;
 
 use crate::config::{Grants, Limits};
-use crate::wit::{Imports, OperatorPre};
 use crate::wasm::instance::{InstanceState, WASM_STACK, begin_call};
+use crate::wit::{Imports, OperatorPre};
 
 /// What a plugin says about itself (`lifecycle.describe`).
 ///

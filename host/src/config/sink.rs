@@ -1,0 +1,79 @@
+//! `[[sink]]` entries: [`SinkConfig`] holds the options every sink has
+//! (`id`, `input`) and the settings of its connector, parsed by the
+//! connector its `type` names in
+//! [`connectors::SINK_TYPES`](crate::connectors::SINK_TYPES).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Table;
+
+use crate::connectors::sink::{Sink, SinkError};
+use crate::connectors::{SINK_TYPES, SinkConnector};
+use crate::fields::{check_id, entry_type, from_table};
+
+/// One `[[sink]]` entry.
+#[derive(Debug, Clone)]
+pub struct SinkConfig {
+    /// The sink's id.
+    pub id: String,
+    /// Where the sink writes: the settings of its `type`.
+    pub connector: Arc<dyn SinkConnector>,
+    /// The upstream id (a source or an operator).
+    pub input: String,
+}
+
+// By hand: a derived `==` cannot compare the connectors behind their `Arc`s.
+impl PartialEq for SinkConfig {
+    fn eq(&self, other: &Self) -> bool {
+        let SinkConfig {
+            id,
+            connector,
+            input,
+        } = self;
+        *id == other.id && **connector == *other.connector && *input == other.input
+    }
+}
+
+impl Eq for SinkConfig {}
+
+impl SinkConfig {
+    /// Opens the sink. `staging` is a folder the sink owns (under the state
+    /// dir); `restore` is the sink's commit info in the checkpoint being
+    /// restored, or `None` to start fresh (which empties an output file).
+    pub fn open(
+        &self,
+        staging: &Path,
+        restore: Option<&Value>,
+    ) -> Result<Box<dyn Sink>, SinkError> {
+        self.connector.open(&self.id, staging, restore)
+    }
+}
+
+/// One `[[sink]]` table; `dir` is the job folder.
+pub(super) fn build_sink(dir: &Path, mut table: Table) -> Result<SinkConfig, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Raw {
+        id: Option<String>,
+        input: Option<String>,
+    }
+    let types: Vec<(&str, Vec<&str>)> = SINK_TYPES
+        .iter()
+        .map(|t| (t.name, [&["id", "type"], t.keys, &["input"]].concat()))
+        .collect();
+    let sink_type = &SINK_TYPES[entry_type(&mut table, &types)?];
+    let raw: Raw = from_table(super::take(&mut table, &["id", "input"]))?;
+    let id = check_id(raw.id)?;
+    let connector = (sink_type.parse)(table, dir)?;
+    match raw.input {
+        Some(input) if !input.is_empty() => Ok(SinkConfig {
+            id,
+            connector,
+            input,
+        }),
+        _ => Err("`input` is missing; add input = \"<source or operator id>\"".into()),
+    }
+}
