@@ -9,8 +9,8 @@
 //! - every upstream id names a source or an operator (never a sink);
 //! - operators form no cycle, and every source and operator has at least one consumer;
 //! - every path is joined onto the job file's folder (an absolute path stays as written);
-//! - plugin files and file-source paths were existing files at parse time, and no
-//!   two sources or sinks of files share a file that a sink writes.
+//! - plugin files and file-source paths were existing files at parse time, and no sink
+//!   writes a file that a source reads or another sink writes.
 //!
 //! This module reads the file and orchestrates the checks; the entries are
 //! built by `source`, `operator` (with `limits`) and `sink`, the tables
@@ -208,6 +208,19 @@ fn build_all<T>(
         build(table).map_err(|message| JobError::invalid(path, &entry, message))
     });
     entries.collect()
+}
+
+/// Reads each value of `table` on its own, in the table's order, with `read`
+/// (given the key): of several values of the wrong type the first is named,
+/// as when one struct reads the whole entry.
+fn read_each(
+    table: &Table,
+    read: impl Fn(&str, Table) -> Result<(), String>,
+) -> Result<(), String> {
+    for (key, value) in table {
+        read(key, Table::from_iter([(key.clone(), value.clone())]))?;
+    }
+    Ok(())
 }
 
 /// Moves the `keys` that `table` holds into a table of their own.

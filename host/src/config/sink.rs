@@ -52,22 +52,36 @@ impl SinkConfig {
     }
 }
 
+/// The options every sink has, besides `type`: the keys of a `[[sink]]`
+/// table that are not its connector's.
+const OPTIONS: [&str; 2] = ["id", "input"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSink {
+    id: Option<String>,
+    input: Option<String>,
+}
+
 /// One `[[sink]]` table; `dir` is the job folder.
+///
+/// Values of the wrong type are reported first (in the table's order), then
+/// `id`, then the connector's settings, then `input`.
 pub(super) fn build_sink(dir: &Path, mut table: Table) -> Result<SinkConfig, String> {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Raw {
-        id: Option<String>,
-        input: Option<String>,
-    }
+    // Messages list `id` and `type` first and `input` last.
     let types: Vec<(&str, Vec<&str>)> = SINK_TYPES
         .iter()
-        .map(|t| (t.name, [&["id", "type"], t.keys, &["input"]].concat()))
+        .map(|t| (t.name, [&["id", "type"], t.keys, &OPTIONS[1..]].concat()))
         .collect();
     let sink_type = &SINK_TYPES[entry_type(&mut table, &types)?];
-    let raw: Raw = from_table(super::take(&mut table, &["id", "input"]))?;
+    super::read_each(&table, |key, value| match OPTIONS.contains(&key) {
+        true => from_table::<RawSink>(value).map(drop),
+        false => (sink_type.read)(value).map(drop),
+    })?;
+    let raw: RawSink = from_table(super::take(&mut table, &OPTIONS))?;
+    let build = (sink_type.read)(table)?;
     let id = check_id(raw.id)?;
-    let connector = (sink_type.parse)(table, dir)?;
+    let connector = build(dir)?;
     match raw.input {
         Some(input) if !input.is_empty() => Ok(SinkConfig {
             id,

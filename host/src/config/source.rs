@@ -57,25 +57,35 @@ impl SourceConfig {
     }
 }
 
-/// The keys of a `[[source]]` table that are not its connector's, in the
-/// order messages list them: `id` and `type` first, these last.
-const OPTIONS: [&str; 2] = ["batch_size", "rate"];
+/// The options every source has, besides `type`: the keys of a `[[source]]`
+/// table that are not its connector's.
+const OPTIONS: [&str; 3] = ["id", "batch_size", "rate"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    id: Option<String>,
+    batch_size: Option<i64>,
+    rate: Option<i64>,
+}
 
 /// One `[[source]]` table; `dir` is the job folder.
+///
+/// Values of the wrong type are reported first (in the table's order), then
+/// `id` and `batch_size`, then the connector's settings, then `rate`.
 pub(super) fn build_source(dir: &Path, mut table: Table) -> Result<SourceConfig, String> {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Raw {
-        id: Option<String>,
-        batch_size: Option<i64>,
-        rate: Option<i64>,
-    }
+    // Messages list `id` and `type` first and `batch_size` and `rate` last.
     let types: Vec<(&str, Vec<&str>)> = SOURCE_TYPES
         .iter()
-        .map(|t| (t.name, [&["id", "type"], t.keys, &OPTIONS].concat()))
+        .map(|t| (t.name, [&["id", "type"], t.keys, &OPTIONS[1..]].concat()))
         .collect();
     let source_type = &SOURCE_TYPES[entry_type(&mut table, &types)?];
-    let raw: Raw = from_table(super::take(&mut table, &["id", "batch_size", "rate"]))?;
+    super::read_each(&table, |key, value| match OPTIONS.contains(&key) {
+        true => from_table::<RawSource>(value).map(drop),
+        false => (source_type.read)(value).map(drop),
+    })?;
+    let raw: RawSource = from_table(super::take(&mut table, &OPTIONS))?;
+    let build = (source_type.read)(table)?;
     let id = check_id(raw.id)?;
     let max = MAX_BATCH_SIZE as i64;
     let batch_size = int_in(
@@ -85,7 +95,7 @@ pub(super) fn build_source(dir: &Path, mut table: Table) -> Result<SourceConfig,
         1,
         max,
     )?;
-    let connector = (source_type.parse)(table, dir)?;
+    let connector = build(dir)?;
     let rate = match raw.rate {
         None => None,
         Some(r) => Some(int_in("rate", Some(r), 1, 1, i64::MAX)?),

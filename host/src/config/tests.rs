@@ -574,3 +574,28 @@ fn backoff_grows_and_caps() {
     assert_eq!(waits, [10, 30, 90, 270, 810, 1000]);
     assert_eq!(s.delay(11), None);
 }
+
+/// Of several errors in one entry, a value of the wrong type is reported
+/// first (the first in the table), then a bad `id`, then the connector's
+/// settings, then the other options.
+#[test]
+fn an_entry_reports_wrong_types_then_id_then_settings() {
+    let bare = FILE
+        .replace("id = \"src\"\n", "")
+        .replace("path = \"a.csv\"\n", "");
+    let source = |extra: &str| doc(&[&format!("{bare}{extra}"), OUT]);
+    assert_rejects!(
+        source("format = 3\nrate = \"x\"\n") => "source #1: invalid type: unit variant, expected string only",
+        source("format = 3\nrate = \"x\"\n") => "in `format`",
+        source("rate = 0\n") => "source #1: `id` is missing",
+        source("id = \"s\"\nrate = 0\n") => "source \"s\": `path` is missing",
+        source("id = \"s\"\npath = \"a.csv\"\nrate = 0\n") => "`rate` = 0 is out of range",
+    );
+    let sink = |extra: &str| doc(&[GEN, &format!("[[sink]]\ntype = \"file\"\n{extra}")]);
+    assert_rejects!(
+        sink("format = 3\ninput = 1\n") => "in `format`",
+        sink("input = \"src\"\n") => "sink #1: `id` is missing",
+        sink("id = \"o\"\n") => "sink \"o\": `path` is missing",
+        sink("id = \"o\"\npath = \"o.txt\"\n") => "sink \"o\": `input` is missing",
+    );
+}

@@ -1,6 +1,6 @@
 //! The record formats of a source (`format`): how input bytes are cut into
-//! records. `lines` and `jsonl` ([`LineReader`]) read any buffered input, a
-//! file or stdin; `csv` ([`CsvReader`]) reads a file with a header row.
+//! records. `lines` and `jsonl` (`LineReader`) read any buffered input, a
+//! file or stdin; `csv` (`CsvReader`) reads a file with a header row.
 //!
 //! Invariant: a reader's offset (`byte`, `records`) is the position right
 //! after the last record returned, and a batch of a replayable input ends at
@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
-use crate::Batch;
+use crate::dataflow::Batch;
 
 /// Record format of a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use toml::Table;
 
 use super::source::{SourceError, SourceReader};
-use super::{SourceConnector, SourceType};
-use crate::Batch;
+use super::{BuildSource, SourceConnector, SourceType};
+use crate::dataflow::Batch;
 use crate::dataflow::partition::mix64;
 use crate::fields::{from_table, int_in};
 
@@ -21,7 +21,7 @@ use crate::fields::{from_table, int_in};
 pub const SOURCE: SourceType = SourceType {
     name: "generator",
     keys: &["count", "words", "seed"],
-    parse: GeneratorConfig::parse,
+    read: GeneratorConfig::read,
 };
 
 /// The settings of a generator source.
@@ -36,7 +36,7 @@ pub struct GeneratorConfig {
 }
 
 impl GeneratorConfig {
-    fn parse(table: Table, _dir: &Path) -> Result<Arc<dyn SourceConnector>, String> {
+    fn read(table: Table) -> Result<BuildSource, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
@@ -45,13 +45,15 @@ impl GeneratorConfig {
             seed: Option<i64>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Arc::new(GeneratorConfig {
-            count: match raw.count {
-                Some(count) => int_in("count", Some(count), 0, 0, i64::MAX)?,
-                None => return Err("`count` is missing; add count = <records to produce>".into()),
-            },
-            words: int_in("words", raw.words, 1000, 1, i64::MAX)?,
-            seed: int_in("seed", raw.seed, 0, 0, i64::MAX)?,
+        Ok(Box::new(move |_: &Path| {
+            let Some(count) = raw.count else {
+                return Err("`count` is missing; add count = <records to produce>".into());
+            };
+            Ok(Arc::new(GeneratorConfig {
+                count: int_in("count", Some(count), 0, 0, i64::MAX)?,
+                words: int_in("words", raw.words, 1000, 1, i64::MAX)?,
+                seed: int_in("seed", raw.seed, 0, 0, i64::MAX)?,
+            }))
         }))
     }
 }

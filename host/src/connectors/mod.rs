@@ -38,13 +38,21 @@ pub const SOURCE_TYPES: &[SourceType] = &[file::SOURCE, generator::SOURCE, stdin
 /// The sink types, in the order the unknown-type message lists them.
 pub const SINK_TYPES: &[SinkType] = &[file::SINK, stdout::SINK];
 
-/// Parses a source's settings from its table, which holds only keys of its
-/// type; relative paths are joined onto the job folder (the second
-/// argument). The message names the key and how to fix it.
-pub type ParseSource = fn(Table, &Path) -> Result<Arc<dyn SourceConnector>, String>;
+/// Reads a source's settings from its table, which holds only keys of its
+/// type. A value of the wrong type is an error here; everything else is
+/// checked by the [`BuildSource`] it returns. Messages name the key and
+/// say how to fix it.
+pub type ReadSource = fn(Table) -> Result<BuildSource, String>;
 
-/// Parses a sink's settings, as [`ParseSource`] does a source's.
-pub type ParseSink = fn(Table, &Path) -> Result<Arc<dyn SinkConnector>, String>;
+/// Checks the settings a [`ReadSource`] read, fills in the defaults and
+/// joins relative paths onto the job folder (its argument).
+pub type BuildSource = Box<dyn FnOnce(&Path) -> Result<Arc<dyn SourceConnector>, String>>;
+
+/// Reads a sink's settings, as [`ReadSource`] does a source's.
+pub type ReadSink = fn(Table) -> Result<BuildSink, String>;
+
+/// Checks the settings a [`ReadSink`] read, as [`BuildSource`] does.
+pub type BuildSink = Box<dyn FnOnce(&Path) -> Result<Arc<dyn SinkConnector>, String>>;
 
 /// One source type of the job file (`type = "<name>"`).
 #[derive(Debug)]
@@ -53,8 +61,8 @@ pub struct SourceType {
     pub name: &'static str,
     /// The keys of the type's own settings, in the order messages list them.
     pub keys: &'static [&'static str],
-    /// Parses the settings.
-    pub parse: ParseSource,
+    /// Reads the settings.
+    pub read: ReadSource,
 }
 
 /// One sink type of the job file (`type = "<name>"`).
@@ -64,8 +72,8 @@ pub struct SinkType {
     pub name: &'static str,
     /// The keys of the type's own settings, in the order messages list them.
     pub keys: &'static [&'static str],
-    /// Parses the settings.
-    pub parse: ParseSink,
+    /// Reads the settings.
+    pub read: ReadSink,
 }
 
 /// The settings of one source, as its type parsed them.
@@ -145,11 +153,10 @@ impl Eq for dyn SinkConnector {}
 mod tests {
     use super::*;
 
-    /// Every key a type declares is one its parser reads: a wrong value for
-    /// it is a type or range error, never an unknown field.
+    /// Every key a type declares is one it reads: a value of the wrong type
+    /// for it is a type error, not an unknown field.
     #[test]
     fn declared_keys_are_the_parsed_ones() {
-        let dir = Path::new(".");
         let one = |key: &str| {
             let mut table = Table::new();
             table.insert(key.to_owned(), toml::Value::Array(Vec::new()));
@@ -157,21 +164,22 @@ mod tests {
         };
         for t in SOURCE_TYPES {
             for key in t.keys {
-                let err = (t.parse)(one(key), dir).err().unwrap_or_default();
-                assert!(!err.contains("unknown field"), "{} {key}: {err}", t.name);
+                let err = (t.read)(one(key)).err().unwrap_or_default();
+                assert!(err.contains("invalid type"), "{} {key}: {err}", t.name);
             }
         }
         for t in SINK_TYPES {
             for key in t.keys {
-                let err = (t.parse)(one(key), dir).err().unwrap_or_default();
-                assert!(!err.contains("unknown field"), "{} {key}: {err}", t.name);
+                let err = (t.read)(one(key)).err().unwrap_or_default();
+                assert!(err.contains("invalid type"), "{} {key}: {err}", t.name);
             }
         }
     }
 
     #[test]
     fn settings_compare_through_the_trait_object() {
-        let parse = |t: &SourceType, text: &str| (t.parse)(text.parse().unwrap(), Path::new("."));
+        let parse =
+            |t: &SourceType, text: &str| (t.read)(text.parse().unwrap()).unwrap()(Path::new("."));
         let a = parse(&generator::SOURCE, "count = 1").unwrap();
         let b = parse(&generator::SOURCE, "count = 1").unwrap();
         let c = parse(&generator::SOURCE, "count = 2").unwrap();

@@ -14,7 +14,7 @@ use std::io::Write;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::Batch;
+use crate::dataflow::Batch;
 
 /// Why a sink failed. Messages name the sink and the file.
 #[derive(Debug, thiserror::Error)]

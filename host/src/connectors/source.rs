@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::Batch;
+use crate::dataflow::Batch;
 
 /// Why a source failed. Messages name the source and, for files, the path
 /// and line.

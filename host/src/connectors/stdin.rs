@@ -16,14 +16,14 @@ use toml::Table;
 
 use super::format::{Format, LineParser, LineReader};
 use super::source::{SourceError, SourceReader};
-use super::{SourceConnector, SourceType};
+use super::{BuildSource, SourceConnector, SourceType};
 use crate::fields::from_table;
 
 /// The registry entry of `type = "stdin"`.
 pub const SOURCE: SourceType = SourceType {
     name: "stdin",
     keys: &["format", "key"],
-    parse: StdinConfig::parse,
+    read: StdinConfig::read,
 };
 
 /// The settings of a stdin source.
@@ -37,7 +37,7 @@ pub struct StdinConfig {
 }
 
 impl StdinConfig {
-    fn parse(table: Table, _dir: &Path) -> Result<Arc<dyn SourceConnector>, String> {
+    fn read(table: Table) -> Result<BuildSource, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
@@ -45,9 +45,11 @@ impl StdinConfig {
             key: Option<String>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Arc::new(StdinConfig {
-            format: raw.format.unwrap_or(Format::Lines),
-            key: raw.key,
+        Ok(Box::new(move |_: &Path| {
+            Ok(Arc::new(StdinConfig {
+                format: raw.format.unwrap_or(Format::Lines),
+                key: raw.key,
+            }))
         }))
     }
 }

@@ -15,15 +15,15 @@ use serde_json::{Value, json};
 use toml::Table;
 
 use super::sink::{Done, Sink, SinkError, SinkFormat, encode};
-use super::{SinkConnector, SinkType};
-use crate::Batch;
+use super::{BuildSink, SinkConnector, SinkType};
+use crate::dataflow::Batch;
 use crate::fields::from_table;
 
 /// The registry entry of `type = "stdout"`.
 pub const SINK: SinkType = SinkType {
     name: "stdout",
     keys: &["format"],
-    parse: StdoutConfig::parse,
+    read: StdoutConfig::read,
 };
 
 /// The settings of a stdout sink.
@@ -34,15 +34,17 @@ pub struct StdoutConfig {
 }
 
 impl StdoutConfig {
-    fn parse(table: Table, _dir: &Path) -> Result<Arc<dyn SinkConnector>, String> {
+    fn read(table: Table) -> Result<BuildSink, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
             format: Option<SinkFormat>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Arc::new(StdoutConfig {
-            format: raw.format.unwrap_or(SinkFormat::Lines),
+        Ok(Box::new(move |_: &Path| {
+            Ok(Arc::new(StdoutConfig {
+                format: raw.format.unwrap_or(SinkFormat::Lines),
+            }))
         }))
     }
 }

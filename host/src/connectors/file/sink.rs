@@ -29,16 +29,16 @@ use serde_json::{Value, json};
 use toml::Table;
 
 use super::io::{IoRequest, Worker, append_epochs};
-use crate::Batch;
 use crate::connectors::sink::{Done, Sink, SinkError, SinkFormat, encode};
-use crate::connectors::{SinkConnector, SinkType};
+use crate::connectors::{BuildSink, SinkConnector, SinkType};
+use crate::dataflow::Batch;
 use crate::fields::{from_table, resolve};
 
 /// The registry entry of `type = "file"` sinks.
 pub const SINK: SinkType = SinkType {
     name: "file",
     keys: &["path", "format"],
-    parse: FileSinkConfig::parse,
+    read: FileSinkConfig::read,
 };
 
 /// The settings of a file sink.
@@ -52,7 +52,7 @@ pub struct FileSinkConfig {
 }
 
 impl FileSinkConfig {
-    fn parse(table: Table, dir: &Path) -> Result<Arc<dyn SinkConnector>, String> {
+    fn read(table: Table) -> Result<BuildSink, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
@@ -60,10 +60,11 @@ impl FileSinkConfig {
             format: Option<SinkFormat>,
         }
         let raw: Raw = from_table(table)?;
-        let format = raw.format.unwrap_or(SinkFormat::Lines);
-        Ok(Arc::new(FileSinkConfig {
-            path: resolve(dir, "path", raw.path)?,
-            format,
+        Ok(Box::new(move |dir: &Path| {
+            Ok(Arc::new(FileSinkConfig {
+                path: resolve(dir, "path", raw.path)?,
+                format: raw.format.unwrap_or(SinkFormat::Lines),
+            }))
         }))
     }
 }

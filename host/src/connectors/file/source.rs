@@ -18,14 +18,14 @@ use toml::Table;
 
 use crate::connectors::format::{CsvReader, Format, LineParser, LineReader};
 use crate::connectors::source::{SourceError, SourceReader};
-use crate::connectors::{SourceConnector, SourceType};
+use crate::connectors::{BuildSource, SourceConnector, SourceType};
 use crate::fields::{from_table, relative_to, resolve};
 
 /// The registry entry of `type = "file"` sources.
 pub const SOURCE: SourceType = SourceType {
     name: "file",
     keys: &["path", "format", "key"],
-    parse: FileSourceConfig::parse,
+    read: FileSourceConfig::read,
 };
 
 /// The settings of a file source.
@@ -41,7 +41,7 @@ pub struct FileSourceConfig {
 }
 
 impl FileSourceConfig {
-    fn parse(table: Table, dir: &Path) -> Result<Arc<dyn SourceConnector>, String> {
+    fn read(table: Table) -> Result<BuildSource, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
@@ -50,10 +50,12 @@ impl FileSourceConfig {
             key: Option<String>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Arc::new(FileSourceConfig {
-            path: resolve(dir, "path", raw.path)?,
-            format: raw.format.unwrap_or(Format::Lines),
-            key: raw.key,
+        Ok(Box::new(move |dir: &Path| {
+            Ok(Arc::new(FileSourceConfig {
+                path: resolve(dir, "path", raw.path)?,
+                format: raw.format.unwrap_or(Format::Lines),
+                key: raw.key,
+            }))
         }))
     }
 }
