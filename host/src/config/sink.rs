@@ -74,9 +74,12 @@ pub(super) fn build_sink(dir: &Path, mut table: Table) -> Result<SinkConfig, Str
         .map(|t| (t.name, [&["id", "type"], t.keys, &OPTIONS[1..]].concat()))
         .collect();
     let sink_type = &SINK_TYPES[entry_type(&mut table, &types)?];
-    super::read_each(&table, |key, value| match OPTIONS.contains(&key) {
-        true => from_table::<RawSink>(value).map(drop),
-        false => (sink_type.read)(value).map(drop),
+    super::read_each(&table, |key, value| {
+        if OPTIONS.contains(&key) {
+            from_table::<RawSink>(value).map(drop)
+        } else {
+            (sink_type.read)(value).map(drop)
+        }
     })?;
     let raw: RawSink = from_table(super::take(&mut table, &OPTIONS))?;
     let build = (sink_type.read)(table)?;

@@ -80,9 +80,12 @@ pub(super) fn build_source(dir: &Path, mut table: Table) -> Result<SourceConfig,
         .map(|t| (t.name, [&["id", "type"], t.keys, &OPTIONS[1..]].concat()))
         .collect();
     let source_type = &SOURCE_TYPES[entry_type(&mut table, &types)?];
-    super::read_each(&table, |key, value| match OPTIONS.contains(&key) {
-        true => from_table::<RawSource>(value).map(drop),
-        false => (source_type.read)(value).map(drop),
+    super::read_each(&table, |key, value| {
+        if OPTIONS.contains(&key) {
+            from_table::<RawSource>(value).map(drop)
+        } else {
+            (source_type.read)(value).map(drop)
+        }
     })?;
     let raw: RawSource = from_table(super::take(&mut table, &OPTIONS))?;
     let build = (source_type.read)(table)?;

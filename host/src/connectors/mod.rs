@@ -1,8 +1,8 @@
 //! Sources and sinks: what a job reads and where it writes, and the
 //! registry of connector types by the job file's `type`.
 //!
-//! A connector is one module that owns its settings (a struct parsed from
-//! its `[[source]]` or `[[sink]]` table: accepted keys, defaults, messages),
+//! A connector is one module that owns its settings (a struct read from its
+//! `[[source]]` or `[[sink]]` table: accepted keys, defaults, messages),
 //! their checks, and how they open a [`SourceReader`] or a [`Sink`]. The
 //! job file ([`crate::config`]) looks the `type` up in [`SOURCE_TYPES`] or
 //! [`SINK_TYPES`] and keeps the options every entry has (`id`, a source's
@@ -76,7 +76,7 @@ pub struct SinkType {
     pub read: ReadSink,
 }
 
-/// The settings of one source, as its type parsed them.
+/// The settings of one source, as its type read and checked them.
 pub trait SourceConnector: DynEq + Debug + Send + Sync {
     /// Opens source `id` positioned at `offset` (a [`SourceReader::offset`]
     /// recorded by a checkpoint) or, without one, at the beginning.
@@ -95,7 +95,7 @@ pub trait SourceConnector: DynEq + Debug + Send + Sync {
     }
 }
 
-/// The settings of one sink, as its type parsed them.
+/// The settings of one sink, as its type read and checked them.
 pub trait SinkConnector: DynEq + Debug + Send + Sync {
     /// Opens sink `id`. `staging` is a folder the sink owns (under the state
     /// dir); `restore` is the commit info of the checkpoint being restored
