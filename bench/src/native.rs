@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use crossbeam_channel::bounded;
 use weir::Batch;
-use weir::config::{Job, SourceKind};
+use weir::config::Job;
 
 /// The `filter` plugin's own logic (its crate, `plugins/filter`, compiled
 /// natively and called directly): the baseline runs exactly the code the
@@ -196,15 +196,11 @@ pub fn host_pipeline(
 ) -> anyhow::Result<(u64, Duration)> {
     let source = job.sources.first().context("job without source")?;
     let sink = job.sinks.first().context("job without sink")?;
-    let batch_size = match &source.kind {
-        SourceKind::File { batch_size, .. }
-        | SourceKind::Generator { batch_size, .. }
-        | SourceKind::Stdin { batch_size, .. } => *batch_size,
-    };
+    let batch_size = source.batch_size;
     std::fs::create_dir_all(staging)?;
     let started = Instant::now();
-    let mut reader = weir::connectors::source::open(source, None)?;
-    let mut writer = weir::connectors::sink::open(sink, staging, None)?;
+    let mut reader = source.open(None)?;
+    let mut writer = sink.open(staging, None)?;
     let (in_tx, in_rx) = bounded::<Batch>(16);
     let (out_tx, out_rx) = bounded::<Batch>(16);
     let out = std::thread::scope(|s| -> anyhow::Result<u64> {

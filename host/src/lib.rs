@@ -18,6 +18,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod connectors;
 pub mod dataflow;
+mod fields;
 pub mod metrics;
 pub mod run;
 pub mod store;

@@ -1,11 +1,16 @@
 //! Per-operator sandbox settings of the job file: [`Limits`] (the `limits`
-//! table), [`Grants`] (the `grants` list), [`LimitValue`] (a limit with its
-//! unit), and the size and duration syntax they are written in.
+//! table, its keys [`LIMIT_KEYS`]), [`Grants`] (the `grants` list),
+//! [`LimitValue`] (a limit with its unit), the size and duration syntax
+//! they are written in, and how both are read from an operator's table.
 //!
 //! This module is plain configuration: the Wasm layer (`wasm::sandbox`)
 //! enforces these values.
 
 use std::time::Duration;
+
+use toml::Value;
+
+use crate::fields::int_in;
 
 /// Per-operator limits, set in the job file's `limits` table.
 ///
@@ -184,6 +189,145 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     number
         .checked_mul(multiplier)
         .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// Keys of an operator's `limits` table, in the order the docs list them.
+pub const LIMIT_KEYS: &[&str] = &[
+    "memory",
+    "call_timeout",
+    "fuel",
+    "max_emit_records",
+    "max_emit_bytes",
+    "max_key_bytes",
+    "max_value_bytes",
+    "max_state_bytes",
+    "table_elements",
+    "instances",
+    "tables",
+    "memories",
+];
+
+/// Largest `limits.memory`: the 4 GiB address space of 32-bit Wasm.
+const MAX_MEMORY: u64 = 4 << 30;
+
+/// The `limits` table over the defaults. Sizes are integers (bytes) or strings with a
+/// unit (`"64MiB"`); `call_timeout` is a duration string; counts are integers.
+pub(super) fn build_limits(value: Option<Value>) -> Result<Limits, String> {
+    let mut limits = Limits::default();
+    let table = match value {
+        None => return Ok(limits),
+        Some(Value::Table(t)) => t,
+        Some(other) => {
+            return Err(format!(
+                "`limits` must be a table (got {}), e.g. limits = {{ memory = \"64MiB\", call_timeout = \"5s\" }}",
+                other.type_str()
+            ));
+        }
+    };
+    for (key, value) in table {
+        let name = format!("limits.{key}");
+        let size = |lo: u64, hi: u64| -> Result<usize, String> {
+            let bytes = match &value {
+                Value::Integer(i) => u64::try_from(*i).map_err(|_| {
+                    format!("`{name}` = {i} is negative; use a size such as \"64MiB\"")
+                })?,
+                Value::String(text) => parse_size(text).map_err(|e| format!("`{name}`: {e}"))?,
+                other => {
+                    return Err(format!(
+                        "`{name}` must be a size such as \"64MiB\" or a number of bytes (got {})",
+                        other.type_str()
+                    ));
+                }
+            };
+            if !(lo..=hi).contains(&bytes) {
+                let show = format_size;
+                return Err(format!(
+                    "`{name}` = {} is out of range; use a size in {}..={}",
+                    show(bytes),
+                    show(lo),
+                    show(hi)
+                ));
+            }
+            usize::try_from(bytes).map_err(|_| format!("`{name}` is too large for this machine"))
+        };
+        let count = |lo: i64| -> Result<u64, String> {
+            match &value {
+                Value::Integer(i) => int_in(&name, Some(*i), lo, lo, i64::MAX),
+                other => Err(format!(
+                    "`{name}` must be an integer (got {})",
+                    other.type_str()
+                )),
+            }
+        };
+        let usize_count = |lo: i64| count(lo).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        match key.as_str() {
+            "memory" => limits.memory = size(64 << 10, MAX_MEMORY)?,
+            "call_timeout" => {
+                let Value::String(text) = &value else {
+                    return Err(format!(
+                        "`{name}` must be a duration string such as \"5s\" or \"200ms\" (got {})",
+                        value.type_str()
+                    ));
+                };
+                let d = humantime::parse_duration(text).map_err(|e| {
+                    format!(
+                        "`{name}` = {text:?} is not a duration ({e}); use e.g. \"5s\" or \"200ms\""
+                    )
+                })?;
+                if d < std::time::Duration::from_millis(1) {
+                    return Err(format!("`{name}` = {text:?} is under 1ms; use e.g. \"5s\""));
+                }
+                limits.call_timeout = d;
+            }
+            "fuel" => limits.fuel = Some(count(1)?),
+            "max_emit_records" => limits.max_emit_records_per_call = usize_count(0)?,
+            "max_emit_bytes" => limits.max_emit_bytes_per_call = size(0, u64::MAX)?,
+            "max_key_bytes" => limits.max_key_bytes = size(1, u64::MAX)?,
+            "max_value_bytes" => limits.max_value_bytes = size(0, u64::MAX)?,
+            "max_state_bytes" => limits.max_state_bytes = size(0, u64::MAX)?,
+            "table_elements" => limits.table_elements = usize_count(1)?,
+            "instances" => limits.instances = usize_count(1)?,
+            "tables" => limits.tables = usize_count(1)?,
+            "memories" => limits.memories = usize_count(1)?,
+            _ => {
+                return Err(format!(
+                    "unknown key `{name}`; the limits are: {}",
+                    LIMIT_KEYS.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(limits)
+}
+
+/// The `grants` list: names from [`Grants::NAMES`], none by default.
+pub(super) fn build_grants(value: Option<Value>) -> Result<Grants, String> {
+    let mut grants = Grants::default();
+    let names = Grants::NAMES.join("\", \"");
+    let list = match value {
+        None => return Ok(grants),
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            return Err(format!(
+                "`grants` must be a list of strings (got {}), e.g. grants = [\"{names}\"]",
+                other.type_str()
+            ));
+        }
+    };
+    for v in list {
+        let Value::String(name) = v else {
+            return Err(format!(
+                "each entry of `grants` must be a string (got {})",
+                v.type_str()
+            ));
+        };
+        if !grants.grant(&name) {
+            return Err(format!(
+                "unknown grant {name:?}; the grants are \"{names}\" (file system, network and environment cannot be granted)"
+            ));
+        }
+    }
+    Ok(grants)
 }
 
 #[cfg(test)]

@@ -1,4 +1,189 @@
-//! Sources and sinks: what a job reads and where it writes.
+//! Sources and sinks: what a job reads and where it writes, and the
+//! registry of connector types by the job file's `type`.
+//!
+//! A connector is one module that owns its settings (a struct read from its
+//! `[[source]]` or `[[sink]]` table: accepted keys, defaults, messages),
+//! their checks, and how they open a [`SourceReader`] or a [`Sink`]. The
+//! job file ([`crate::config`]) looks the `type` up in [`SOURCE_TYPES`] or
+//! [`SINK_TYPES`] and keeps the options every entry has (`id`, a source's
+//! `batch_size` and `rate`, a sink's `input`); the connector gets the rest
+//! of the table. Adding a connector is one new module plus one line in a
+//! registry list.
+//!
+//! Connectors know nothing of the job file: they import the data path
+//! ([`crate::dataflow`]) and the TOML field helpers, never `config`.
 
+pub mod file;
+pub mod format;
+pub mod generator;
 pub mod sink;
 pub mod source;
+pub mod stdin;
+pub mod stdout;
+
+use std::any::Any;
+use std::fmt::Debug;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+use toml::Table;
+
+use sink::{Sink, SinkError};
+use source::{SourceError, SourceReader};
+
+/// The source types, in the order the unknown-type message lists them.
+pub const SOURCE_TYPES: &[SourceType] = &[file::SOURCE, generator::SOURCE, stdin::SOURCE];
+
+/// The sink types, in the order the unknown-type message lists them.
+pub const SINK_TYPES: &[SinkType] = &[file::SINK, stdout::SINK];
+
+/// Reads a source's settings from its table, which holds only keys of its
+/// type. A value of the wrong type is an error here; everything else is
+/// checked by the [`BuildSource`] it returns. Messages name the key and
+/// say how to fix it.
+pub type ReadSource = fn(Table) -> Result<BuildSource, String>;
+
+/// Checks the settings a [`ReadSource`] read, fills in the defaults and
+/// joins relative paths onto the job folder (its argument).
+pub type BuildSource = Box<dyn FnOnce(&Path) -> Result<Arc<dyn SourceConnector>, String>>;
+
+/// Reads a sink's settings, as [`ReadSource`] does a source's.
+pub type ReadSink = fn(Table) -> Result<BuildSink, String>;
+
+/// Checks the settings a [`ReadSink`] read, as [`BuildSource`] does.
+pub type BuildSink = Box<dyn FnOnce(&Path) -> Result<Arc<dyn SinkConnector>, String>>;
+
+/// One source type of the job file (`type = "<name>"`).
+#[derive(Debug)]
+pub struct SourceType {
+    /// The `type` value.
+    pub name: &'static str,
+    /// The keys of the type's own settings, in the order messages list them.
+    pub keys: &'static [&'static str],
+    /// Reads the settings.
+    pub read: ReadSource,
+}
+
+/// One sink type of the job file (`type = "<name>"`).
+#[derive(Debug)]
+pub struct SinkType {
+    /// The `type` value.
+    pub name: &'static str,
+    /// The keys of the type's own settings, in the order messages list them.
+    pub keys: &'static [&'static str],
+    /// Reads the settings.
+    pub read: ReadSink,
+}
+
+/// The settings of one source, as its type read and checked them.
+pub trait SourceConnector: DynEq + Debug + Send + Sync {
+    /// Opens source `id` positioned at `offset` (a [`SourceReader::offset`]
+    /// recorded by a checkpoint) or, without one, at the beginning.
+    fn open(&self, id: &str, offset: Option<&Value>) -> Result<Box<dyn SourceReader>, SourceError>;
+
+    /// The file the source reads, if any (no sink may write it).
+    fn file(&self) -> Option<&Path> {
+        None
+    }
+
+    /// Checks the files the settings name; `dir` is the job folder. Runs
+    /// after the job's wiring checks.
+    fn check_files(&self, dir: &Path) -> Result<(), String> {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// The settings of one sink, as its type read and checked them.
+pub trait SinkConnector: DynEq + Debug + Send + Sync {
+    /// Opens sink `id`. `staging` is a folder the sink owns (under the state
+    /// dir); `restore` is the commit info of the checkpoint being restored
+    /// (what its precommit reported), or `None` to start fresh.
+    fn open(
+        &self,
+        id: &str,
+        staging: &Path,
+        restore: Option<&Value>,
+    ) -> Result<Box<dyn Sink>, SinkError>;
+
+    /// The file the sink writes, if any (no other source or sink may use it).
+    fn file(&self) -> Option<&Path> {
+        None
+    }
+
+    /// Checks the files the settings name; `dir` is the job folder. Runs
+    /// after the job's wiring checks.
+    fn check_files(&self, dir: &Path) -> Result<(), String> {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Equality of connector settings behind a trait object, so that parsed
+/// jobs compare. Implemented for every `PartialEq` type.
+pub trait DynEq: Any {
+    /// Whether `other` is a `Self` equal to `self`.
+    fn dyn_eq(&self, other: &dyn Any) -> bool;
+}
+
+impl<T: Any + PartialEq> DynEq for T {
+    fn dyn_eq(&self, other: &dyn Any) -> bool {
+        other.downcast_ref::<T>() == Some(self)
+    }
+}
+
+impl PartialEq for dyn SourceConnector {
+    fn eq(&self, other: &Self) -> bool {
+        self.dyn_eq(other as &dyn Any)
+    }
+}
+
+impl Eq for dyn SourceConnector {}
+
+impl PartialEq for dyn SinkConnector {
+    fn eq(&self, other: &Self) -> bool {
+        self.dyn_eq(other as &dyn Any)
+    }
+}
+
+impl Eq for dyn SinkConnector {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key a type declares is one it reads: a value of the wrong type
+    /// for it is a type error, not an unknown field.
+    #[test]
+    fn declared_keys_are_the_parsed_ones() {
+        let one = |key: &str| {
+            let mut table = Table::new();
+            table.insert(key.to_owned(), toml::Value::Array(Vec::new()));
+            table
+        };
+        for t in SOURCE_TYPES {
+            for key in t.keys {
+                let err = (t.read)(one(key)).err().unwrap_or_default();
+                assert!(err.contains("invalid type"), "{} {key}: {err}", t.name);
+            }
+        }
+        for t in SINK_TYPES {
+            for key in t.keys {
+                let err = (t.read)(one(key)).err().unwrap_or_default();
+                assert!(err.contains("invalid type"), "{} {key}: {err}", t.name);
+            }
+        }
+    }
+
+    #[test]
+    fn settings_compare_through_the_trait_object() {
+        let parse =
+            |t: &SourceType, text: &str| (t.read)(text.parse().unwrap()).unwrap()(Path::new("."));
+        let a = parse(&generator::SOURCE, "count = 1").unwrap();
+        let b = parse(&generator::SOURCE, "count = 1").unwrap();
+        let c = parse(&generator::SOURCE, "count = 2").unwrap();
+        let d = parse(&stdin::SOURCE, "").unwrap();
+        assert!(a == b && a != c && a != d);
+    }
+}

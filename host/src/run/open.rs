@@ -12,9 +12,9 @@
 //!   replay exactly the records after it.
 
 use crate::checkpoint::state::KeyedState;
-use crate::config::{Job, SourceConfig, SourceKind};
-use crate::connectors::sink::{self, Sink};
-use crate::connectors::source::{self, SourceReader};
+use crate::config::Job;
+use crate::connectors::sink::Sink;
+use crate::connectors::source::SourceReader;
 use crate::run::error::RunError;
 use crate::run::plugins::LoadedOperator;
 use crate::run::restore::RestorePoint;
@@ -79,7 +79,7 @@ pub(crate) fn open_sinks(job: &Job, at: &RestorePoint) -> Result<Vec<Box<dyn Sin
         .map(|s| {
             let staging = at.state_dir.join("sinks").join(&s.id);
             let info = at.checkpoint.as_ref().and_then(|m| m.sinks.get(&s.id));
-            sink::open(s, &staging, info).map_err(|e| RunError::Task(e.into()))
+            s.open(&staging, info).map_err(|e| RunError::Task(e.into()))
         })
         .collect()
 }
@@ -89,7 +89,7 @@ pub(crate) fn open_sources(job: &Job, at: &RestorePoint) -> Result<Vec<OpenSourc
     let mut sources = Vec::new();
     for s in &job.sources {
         let offset = at.checkpoint.as_ref().and_then(|m| m.sources.get(&s.id));
-        let reader = source::open(s, offset).map_err(|e| RunError::Task(e.into()))?;
+        let reader = s.open(offset).map_err(|e| RunError::Task(e.into()))?;
         if at.checkpoint.is_some() && !reader.replayable() {
             tracing::warn!(
                 "source `{}` reads stdin, which cannot be replayed: records read before the crash are lost",
@@ -98,17 +98,9 @@ pub(crate) fn open_sources(job: &Job, at: &RestorePoint) -> Result<Vec<OpenSourc
         }
         sources.push(OpenSource {
             reader,
-            batch_size: batch_size(s),
+            batch_size: s.batch_size,
         });
     }
     Ok(sources)
 }
 
-/// Records per batch of source `s`.
-fn batch_size(s: &SourceConfig) -> usize {
-    match &s.kind {
-        SourceKind::File { batch_size, .. }
-        | SourceKind::Generator { batch_size, .. }
-        | SourceKind::Stdin { batch_size, .. } => *batch_size,
-    }
-}

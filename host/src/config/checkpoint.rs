@@ -1,0 +1,203 @@
+//! The job's `[checkpoint]` table ([`CheckpointConfig`]: interval, folder,
+//! retention) and its `[restart]` table ([`RestartStrategy`]: what to do
+//! when an attempt fails).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Table;
+
+use crate::fields::{from_table, int_in, resolve};
+
+/// When to retry a failed attempt (the job file's `[restart]` table).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum RestartStrategy {
+    /// Never: the first failure stops the job.
+    #[default]
+    None,
+    /// Up to `attempts` restarts, `delay` apart.
+    FixedDelay {
+        /// Most restarts.
+        attempts: u32,
+        /// Wait before each restart.
+        delay: Duration,
+    },
+    /// Up to `attempts` restarts; the wait starts at `initial` and is
+    /// multiplied by `multiplier` after each failure, up to `max`.
+    ExponentialBackoff {
+        /// Most restarts.
+        attempts: u32,
+        /// First wait.
+        initial: Duration,
+        /// Longest wait.
+        max: Duration,
+        /// Growth factor, >= 1.
+        multiplier: f64,
+    },
+}
+
+impl RestartStrategy {
+    /// The wait before restart number `restart` (1 = the first), or `None`
+    /// when no more restarts are allowed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir::config::RestartStrategy;
+    /// let s = RestartStrategy::ExponentialBackoff {
+    ///     attempts: 4, initial: Duration::from_millis(100), max: Duration::from_millis(300), multiplier: 2.0,
+    /// };
+    /// assert_eq!(s.delay(1), Some(Duration::from_millis(100)));
+    /// assert_eq!(s.delay(3), Some(Duration::from_millis(300)));
+    /// assert_eq!(s.delay(5), None);
+    /// ```
+    pub fn delay(&self, restart: u32) -> Option<Duration> {
+        match *self {
+            RestartStrategy::None => None,
+            RestartStrategy::FixedDelay { attempts, delay } => {
+                (restart <= attempts).then_some(delay)
+            }
+            RestartStrategy::ExponentialBackoff {
+                attempts,
+                initial,
+                max,
+                multiplier,
+            } => (restart <= attempts).then(|| {
+                let factor = multiplier
+                    .max(1.0)
+                    .powi(restart.saturating_sub(1).min(64) as i32);
+                initial.mul_f64(factor).min(max)
+            }),
+        }
+    }
+
+    /// Most restarts.
+    pub fn attempts(&self) -> u32 {
+        match *self {
+            RestartStrategy::None => 0,
+            RestartStrategy::FixedDelay { attempts, .. }
+            | RestartStrategy::ExponentialBackoff { attempts, .. } => attempts,
+        }
+    }
+}
+
+/// Checkpoint settings (`[checkpoint]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointConfig {
+    /// Time between checkpoints; `None` turns checkpoints off. Never zero.
+    pub interval: Option<Duration>,
+    /// Folder holding checkpoints (resolved; default `state`).
+    pub dir: PathBuf,
+    /// Number of complete checkpoints kept (at least 1, default 3).
+    pub retain: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheckpoint {
+    interval: Option<String>,
+    dir: Option<String>,
+    retain: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRestart {
+    strategy: Option<String>,
+    attempts: Option<i64>,
+    delay: Option<String>,
+    initial: Option<String>,
+    max: Option<String>,
+    multiplier: Option<f64>,
+}
+
+/// The `[checkpoint]` table (empty when absent); `dir` is the job folder.
+pub(super) fn build_checkpoint(dir: &Path, table: Table) -> Result<CheckpointConfig, String> {
+    let raw: RawCheckpoint = from_table(table)?;
+    let interval = match raw
+        .interval
+        .map(|text| (humantime::parse_duration(&text), text))
+    {
+        None => None,
+        Some((Ok(interval), _)) if !interval.is_zero() => Some(interval),
+        Some((Ok(_), _)) => {
+            return Err(
+                "`interval` is zero; use e.g. \"1s\", or remove it to turn checkpoints off".into(),
+            );
+        }
+        Some((Err(e), text)) => {
+            return Err(format!(
+                "`interval` = {text:?} is not a duration ({e}); use e.g. \"1s\", \"500ms\", \"2m\""
+            ));
+        }
+    };
+    Ok(CheckpointConfig {
+        interval,
+        dir: resolve(dir, "dir", Some(raw.dir.unwrap_or_else(|| "state".into())))?,
+        retain: int_in("retain", raw.retain, 3, 1, i64::MAX)?,
+    })
+}
+
+fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration, String> {
+    let text = value.unwrap_or_else(|| default.to_string());
+    humantime::parse_duration(&text).map_err(|e| {
+        format!("`{key}` = {text:?} is not a duration ({e}); use e.g. \"1s\", \"500ms\"")
+    })
+}
+
+/// The `[restart]` table.
+pub(super) fn build_restart(table: Table) -> Result<RestartStrategy, String> {
+    let raw: RawRestart = from_table(table)?;
+    let strategy = raw.strategy.unwrap_or_else(|| "fixed-delay".into());
+    let attempts = || int_in("attempts", raw.attempts, 3, 1, 1_000_000);
+    let only = |allowed: &[&str]| -> Result<(), String> {
+        let given = [
+            ("delay", raw.delay.is_some()),
+            ("initial", raw.initial.is_some()),
+            ("max", raw.max.is_some()),
+            ("multiplier", raw.multiplier.is_some()),
+        ];
+        match given.iter().find(|(k, set)| *set && !allowed.contains(k)) {
+            Some((k, _)) => Err(format!(
+                "`{k}` does not apply to strategy = {strategy:?}; remove it"
+            )),
+            None => Ok(()),
+        }
+    };
+    match strategy.as_str() {
+        "none" => {
+            only(&[])?;
+            Ok(RestartStrategy::None)
+        }
+        "fixed-delay" => {
+            only(&["delay"])?;
+            Ok(RestartStrategy::FixedDelay {
+                attempts: attempts()?,
+                delay: duration("delay", raw.delay.clone(), "1s")?,
+            })
+        }
+        "exponential-backoff" => {
+            only(&["initial", "max", "multiplier"])?;
+            let multiplier = raw.multiplier.unwrap_or(2.0);
+            if !(1.0..=100.0).contains(&multiplier) {
+                return Err(format!(
+                    "`multiplier` = {multiplier} is out of range; use a value in 1.0..=100.0"
+                ));
+            }
+            let initial = duration("initial", raw.initial.clone(), "100ms")?;
+            let max = duration("max", raw.max.clone(), "1m")?;
+            if max < initial {
+                return Err("`max` is shorter than `initial`".into());
+            }
+            Ok(RestartStrategy::ExponentialBackoff {
+                attempts: attempts()?,
+                initial,
+                max,
+                multiplier,
+            })
+        }
+        other => Err(format!(
+            "`strategy` = {other:?} is unknown; use \"none\", \"fixed-delay\" or \"exponential-backoff\""
+        )),
+    }
+}

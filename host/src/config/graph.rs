@@ -1,0 +1,214 @@
+//! The wiring of a job's DAG: every upstream names a source or an
+//! operator, ids are unique, operators form no cycle (Kahn's algorithm,
+//! [`find_cycle`] names one), every source and operator has a consumer, and
+//! an operator's inputs fit its plugin's ports ([`Job::resolve_ports`]).
+
+use std::collections::HashMap;
+
+use super::error::label;
+use super::{Inputs, Job, JobError, OperatorConfig};
+
+impl Job {
+    /// Operators in topological order (upstreams first, ties in file order); sources and
+    /// sinks excluded. On a job not built by `parse`, operators on a cycle come last.
+    pub fn topological_operators(&self) -> Vec<&OperatorConfig> {
+        let ups = self.operator_upstreams();
+        let mut order = kahn(&ups);
+        let rest: Vec<usize> = (0..ups.len()).filter(|i| !order.contains(i)).collect();
+        order.extend(rest);
+        order.into_iter().map(|i| &self.operators[i]).collect()
+    }
+
+    /// Checks an operator's inputs against the plugin's declared input port names and
+    /// resolves them to (port index, upstream id) pairs, ordered by port index.
+    ///
+    /// Fails if a named port is not declared by the plugin, a declared port is left
+    /// unwired, a positional list's length differs from the number of declared ports, or
+    /// the plugin declares no output port while something consumes the operator.
+    pub fn resolve_ports(
+        &self,
+        operator: &OperatorConfig,
+        plugin_inputs: &[String],
+        plugin_outputs: &[String],
+    ) -> Result<Vec<(u32, String)>, JobError> {
+        let fail = |message: String| self.invalid(&label("operator", &operator.id), message);
+        let plugin = operator.plugin.display();
+        let declared = match plugin_inputs {
+            [] => "none".to_owned(),
+            ports => ports.join(", "),
+        };
+        // wired[i] is the upstream of declared port i.
+        let mut wired: Vec<Option<&str>> = vec![None; plugin_inputs.len()];
+        match &operator.inputs {
+            Inputs::Named(pairs) => {
+                for (port, up) in pairs {
+                    let Some(i) = plugin_inputs.iter().position(|p| p == port) else {
+                        return Err(fail(format!(
+                            "input port {port:?} is not declared by plugin {plugin} \
+                             (declared inputs: {declared}); rename or remove it in `inputs`"
+                        )));
+                    };
+                    wired[i] = Some(up);
+                }
+            }
+            Inputs::Positional(ups) if ups.len() != plugin_inputs.len() => {
+                return Err(fail(format!(
+                    "`inputs` lists {} upstream(s) but plugin {plugin} declares {} input \
+                     port(s) ({declared}); list one upstream per port",
+                    ups.len(),
+                    plugin_inputs.len()
+                )));
+            }
+            Inputs::Positional(ups) => wired = ups.iter().map(|up| Some(up.as_str())).collect(),
+        }
+        let mut resolved = Vec::with_capacity(wired.len());
+        for ((index, port), up) in (0u32..).zip(plugin_inputs).zip(wired) {
+            let Some(up) = up else {
+                return Err(fail(format!(
+                    "input port {port:?} of plugin {plugin} is not wired; add \
+                     {port} = \"<upstream id>\" to `inputs`"
+                )));
+            };
+            resolved.push((index, up.to_owned()));
+        }
+        let consumers = self.consumers(&operator.id);
+        if plugin_outputs.is_empty() && !consumers.is_empty() {
+            return Err(fail(format!(
+                "plugin {plugin} declares no output port but {} consume(s) this operator; \
+                 use a plugin with an output or rewire the consumers",
+                consumers.join(", ")
+            )));
+        }
+        Ok(resolved)
+    }
+
+    /// Ids of everything that consumes `id`: operators (file order, each once), then sinks.
+    pub fn consumers(&self, id: &str) -> Vec<&str> {
+        let ops = self
+            .operators
+            .iter()
+            .filter(|op| op.inputs.upstreams().contains(&id));
+        let sinks = self.sinks.iter().filter(|sink| sink.input == id);
+        ops.map(|op| op.id.as_str())
+            .chain(sinks.map(|s| s.id.as_str()))
+            .collect()
+    }
+
+    /// For each operator, the indices of its upstream operators (sources are left out).
+    fn operator_upstreams(&self) -> Vec<Vec<usize>> {
+        // Reversed so that, were ids duplicated, the first operator with an id wins.
+        let ids = self.operators.iter().enumerate().rev();
+        let index: HashMap<&str, usize> = ids.map(|(i, op)| (op.id.as_str(), i)).collect();
+        let ups = |op: &OperatorConfig| {
+            let ups = op.inputs.upstreams();
+            ups.iter().filter_map(|up| index.get(up).copied()).collect()
+        };
+        self.operators.iter().map(ups).collect()
+    }
+
+    /// Checks the wiring: see the invariants of [`Job`].
+    pub(super) fn validate_graph(&self) -> Result<(), JobError> {
+        if self.sources.is_empty() {
+            return Err(self.invalid("job", "no source; add a [[source]] table".into()));
+        }
+        if self.sinks.is_empty() {
+            return Err(self.invalid("job", "no sink; add a [[sink]] table".into()));
+        }
+        let sources = self.sources.iter().map(|s| ("source", s.id.as_str()));
+        let operators = self.operators.iter().map(|o| ("operator", o.id.as_str()));
+        let sinks = self.sinks.iter().map(|s| ("sink", s.id.as_str()));
+        let all: Vec<(&str, &str)> = sources.chain(operators).chain(sinks).collect();
+        let mut kinds: HashMap<&str, &str> = HashMap::new();
+        for &(kind, id) in &all {
+            if let Some(first) = kinds.insert(id, kind) {
+                let message = format!("{first} {id:?} has the same id; ids must be unique");
+                return Err(self.invalid(&label(kind, id), message));
+            }
+        }
+        // Upstreams are sources and operators; sinks have no output.
+        let known: Vec<&str> = all.iter().filter(|e| e.0 != "sink").map(|e| e.1).collect();
+        let op_edges = self.operators.iter().flat_map(|op| {
+            let entry = label("operator", &op.id);
+            op.inputs
+                .upstreams()
+                .into_iter()
+                .map(move |up| (entry.clone(), up))
+        });
+        let sink_edges = self
+            .sinks
+            .iter()
+            .map(|s| (label("sink", &s.id), s.input.as_str()));
+        for (entry, up) in op_edges.chain(sink_edges) {
+            let message = match kinds.get(up) {
+                Some(&"sink") => format!(
+                    "input {up:?} is a sink, which has no output; use that sink's input instead"
+                ),
+                Some(_) => continue,
+                None => format!(
+                    "input {up:?} is not a known id (sources and operators: {}); fix the id",
+                    known.join(", ")
+                ),
+            };
+            return Err(self.invalid(&entry, message));
+        }
+        let ups = self.operator_upstreams();
+        let order = kahn(&ups);
+        if order.len() < ups.len() {
+            let cycle = find_cycle(&ups, &order);
+            let ids: Vec<&str> = cycle
+                .iter()
+                .map(|&i| self.operators[i].id.as_str())
+                .collect();
+            let message = format!("operators form a cycle {}; break it", ids.join(" -> "));
+            return Err(self.invalid(
+                &label("operator", ids.first().copied().unwrap_or_default()),
+                message,
+            ));
+        }
+        for (kind, id) in all.into_iter().filter(|e| e.0 != "sink") {
+            if self.consumers(id).is_empty() {
+                let message = format!(
+                    "output is not consumed by any operator or sink; add a sink with \
+                     input = {id:?} or remove this {kind}"
+                );
+                return Err(self.invalid(&label(kind, id), message));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Kahn's algorithm over operator indices; each round takes the first ready operator in
+/// file order, so the order is deterministic. Shorter than `ups` iff there is a cycle.
+fn kahn(ups: &[Vec<usize>]) -> Vec<usize> {
+    let mut done = vec![false; ups.len()];
+    let mut order = Vec::with_capacity(ups.len());
+    while let Some(i) = (0..ups.len()).find(|&i| !done[i] && ups[i].iter().all(|&u| done[u])) {
+        done[i] = true;
+        order.push(i);
+    }
+    order
+}
+
+/// A cycle among the operators `kahn` left out, in data-flow order, starting and ending at
+/// its first-declared operator. Every left-out operator has a left-out upstream, so
+/// walking upstream from one of them must revisit an operator: that closes the cycle.
+fn find_cycle(ups: &[Vec<usize>], order: &[usize]) -> Vec<usize> {
+    let left_out = |i: &usize| !order.contains(i);
+    let mut walk: Vec<usize> = (0..ups.len()).find(left_out).into_iter().collect();
+    while let Some(&current) = walk.last() {
+        let Some(up) = ups[current].iter().copied().find(left_out) else {
+            break;
+        };
+        if let Some(pos) = walk.iter().position(|&w| w == up) {
+            // walk[k + 1] feeds walk[k] and walk[pos] feeds `current`: reverse for flow order.
+            let mut cycle: Vec<usize> = walk[pos..].iter().rev().copied().collect();
+            let first = (0..cycle.len()).min_by_key(|&k| cycle[k]).unwrap_or(0);
+            cycle.rotate_left(first);
+            cycle.extend(cycle.first().copied());
+            return cycle;
+        }
+        walk.push(up);
+    }
+    walk // unreachable for a left-out set built by `kahn`
+}

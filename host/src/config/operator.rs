@@ -1,0 +1,144 @@
+//! `[[operator]]` entries: [`OperatorConfig`] (plugin, wiring, parallelism,
+//! the `config` table as JSON, limits and grants) and [`Inputs`], how its
+//! input ports are wired.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::{Table, Value};
+
+use super::limits::{Grants, Limits, build_grants, build_limits};
+use crate::fields::{check_id, from_table, int_in, resolve};
+
+/// Largest accepted operator `parallelism`.
+pub const MAX_PARALLELISM: u32 = 128;
+
+/// One `[[operator]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorConfig {
+    /// The operator's id.
+    pub id: String,
+    /// The plugin `.wasm` file (resolved).
+    pub plugin: PathBuf,
+    /// Upstream wiring; never empty.
+    pub inputs: Inputs,
+    /// Number of parallel instances, 1..=[`MAX_PARALLELISM`].
+    pub parallelism: u32,
+    /// The `config` table as JSON object text (`{}` when absent; datetimes become strings).
+    pub config: String,
+    /// The `limits` table over [`Limits::default`] (see `SECURITY.md`).
+    pub limits: Limits,
+    /// The `grants` list (none by default).
+    pub grants: Grants,
+}
+
+/// How an operator's input ports are wired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inputs {
+    /// `inputs = { port = "upstream" }`: (port, upstream id) pairs, sorted by port name.
+    Named(Vec<(String, String)>),
+    /// `inputs = ["upstream"]`: upstream ids for the plugin's input ports in declared order.
+    Positional(Vec<String>),
+}
+
+impl Inputs {
+    /// The upstream ids, in wiring order (an upstream wired to two ports appears twice).
+    pub fn upstreams(&self) -> Vec<&str> {
+        match self {
+            Inputs::Named(pairs) => pairs.iter().map(|(_, up)| up.as_str()).collect(),
+            Inputs::Positional(ups) => ups.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOperator {
+    id: Option<String>,
+    plugin: Option<String>,
+    inputs: Option<Value>,
+    parallelism: Option<i64>,
+    config: Option<Value>,
+    limits: Option<Value>,
+    grants: Option<Value>,
+}
+
+/// One `[[operator]]` table; `dir` is the job folder.
+pub(super) fn build_operator(dir: &Path, table: Table) -> Result<OperatorConfig, String> {
+    const HINT: &str = "use inputs = { port = \"upstream\" } or inputs = [\"upstream\"]";
+    let raw: RawOperator = from_table(table)?;
+    let id = check_id(raw.id)?;
+    let upstream = |what: &str, value: Value| match value {
+        Value::String(up) => Ok(up),
+        other => Err(format!(
+            "{what} must be an upstream id string (got {})",
+            other.type_str()
+        )),
+    };
+    let inputs = match raw.inputs {
+        Some(Value::Table(table)) => {
+            let pairs = table.into_iter().map(|(port, v)| {
+                let up = upstream(&format!("input port {port:?}"), v)?;
+                Ok((port, up))
+            });
+            let mut pairs: Vec<(String, String)> = pairs.collect::<Result<_, String>>()?;
+            pairs.sort(); // table order depends on toml's `preserve_order` feature
+            Inputs::Named(pairs)
+        }
+        Some(Value::Array(list)) => {
+            let ups = list
+                .into_iter()
+                .map(|v| upstream("each entry of `inputs`", v));
+            Inputs::Positional(ups.collect::<Result<_, _>>()?)
+        }
+        Some(other) => {
+            return Err(format!(
+                "`inputs` must be a table or a list (got {}); {HINT}",
+                other.type_str()
+            ));
+        }
+        None => return Err(format!("`inputs` is missing; {HINT}")),
+    };
+    if inputs.upstreams().is_empty() {
+        return Err(format!("`inputs` is empty; {HINT}"));
+    }
+    let config = match raw.config {
+        None => "{}".to_owned(),
+        Some(table @ Value::Table(_)) => to_json(table)?.to_string(),
+        Some(other) => {
+            return Err(format!(
+                "`config` must be a table (got {}), e.g. config = {{ k = 1 }}",
+                other.type_str()
+            ));
+        }
+    };
+    let max = i64::from(MAX_PARALLELISM);
+    Ok(OperatorConfig {
+        id,
+        plugin: resolve(dir, "plugin", raw.plugin)?,
+        inputs,
+        parallelism: int_in("parallelism", raw.parallelism, 1, 1, max)?,
+        config,
+        limits: build_limits(raw.limits)?,
+        grants: build_grants(raw.grants)?,
+    })
+}
+
+/// TOML to JSON; datetimes become strings, non-finite floats (not JSON) are rejected.
+fn to_json(value: Value) -> Result<serde_json::Value, String> {
+    use serde_json::Value as Json;
+    Ok(match value {
+        Value::String(s) => Json::String(s),
+        Value::Integer(i) => Json::from(i),
+        Value::Float(f) => Json::Number(serde_json::Number::from_f64(f).ok_or_else(|| {
+            format!("`config` contains the float {f}, which JSON cannot represent; use a string")
+        })?),
+        Value::Boolean(b) => Json::Bool(b),
+        Value::Datetime(d) => Json::String(d.to_string()),
+        Value::Array(a) => Json::Array(a.into_iter().map(to_json).collect::<Result<_, _>>()?),
+        Value::Table(t) => {
+            let entries = t.into_iter().map(|(k, v)| Ok((k, to_json(v)?)));
+            Json::Object(entries.collect::<Result<_, String>>()?)
+        }
+    })
+}

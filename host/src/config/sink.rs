@@ -1,0 +1,96 @@
+//! `[[sink]]` entries: [`SinkConfig`] holds the options every sink has
+//! (`id`, `input`) and the settings of its connector, parsed by the
+//! connector its `type` names in
+//! [`connectors::SINK_TYPES`](crate::connectors::SINK_TYPES).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Table;
+
+use crate::connectors::sink::{Sink, SinkError};
+use crate::connectors::{SINK_TYPES, SinkConnector};
+use crate::fields::{check_id, entry_type, from_table};
+
+/// One `[[sink]]` entry.
+#[derive(Debug, Clone)]
+pub struct SinkConfig {
+    /// The sink's id.
+    pub id: String,
+    /// Where the sink writes: the settings of its `type`.
+    pub connector: Arc<dyn SinkConnector>,
+    /// The upstream id (a source or an operator).
+    pub input: String,
+}
+
+// By hand: a derived `==` cannot compare the connectors behind their `Arc`s.
+impl PartialEq for SinkConfig {
+    fn eq(&self, other: &Self) -> bool {
+        let SinkConfig {
+            id,
+            connector,
+            input,
+        } = self;
+        *id == other.id && **connector == *other.connector && *input == other.input
+    }
+}
+
+impl Eq for SinkConfig {}
+
+impl SinkConfig {
+    /// Opens the sink. `staging` is a folder the sink owns (under the state
+    /// dir); `restore` is the sink's commit info in the checkpoint being
+    /// restored, or `None` to start fresh (which empties an output file).
+    pub fn open(
+        &self,
+        staging: &Path,
+        restore: Option<&Value>,
+    ) -> Result<Box<dyn Sink>, SinkError> {
+        self.connector.open(&self.id, staging, restore)
+    }
+}
+
+/// The options every sink has, besides `type`: the keys of a `[[sink]]`
+/// table that are not its connector's.
+const OPTIONS: [&str; 2] = ["id", "input"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSink {
+    id: Option<String>,
+    input: Option<String>,
+}
+
+/// One `[[sink]]` table; `dir` is the job folder.
+///
+/// Values of the wrong type are reported first (in the table's order), then
+/// `id`, then the connector's settings, then `input`.
+pub(super) fn build_sink(dir: &Path, mut table: Table) -> Result<SinkConfig, String> {
+    // Messages list `id` and `type` first and `input` last.
+    let types: Vec<(&str, Vec<&str>)> = SINK_TYPES
+        .iter()
+        .map(|t| (t.name, [&["id", "type"], t.keys, &OPTIONS[1..]].concat()))
+        .collect();
+    let sink_type = &SINK_TYPES[entry_type(&mut table, &types)?];
+    super::read_each(&table, |key, value| {
+        if OPTIONS.contains(&key) {
+            from_table::<RawSink>(value).map(drop)
+        } else {
+            (sink_type.read)(value).map(drop)
+        }
+    })?;
+    let raw: RawSink = from_table(super::take(&mut table, &OPTIONS))?;
+    let build = (sink_type.read)(table)?;
+    let id = check_id(raw.id)?;
+    let connector = build(dir)?;
+    match raw.input {
+        Some(input) if !input.is_empty() => Ok(SinkConfig {
+            id,
+            connector,
+            input,
+        }),
+        _ => Err("`input` is missing; add input = \"<source or operator id>\"".into()),
+    }
+}

@@ -1,0 +1,601 @@
+//! Tests of job-file parsing and validation, through [`Job::parse`].
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+use crate::connectors::file::{FileSinkConfig, FileSourceConfig};
+use crate::connectors::format::Format;
+use crate::connectors::generator::GeneratorConfig;
+use crate::connectors::sink::SinkFormat;
+use crate::connectors::stdin::StdinConfig;
+use crate::connectors::stdout::StdoutConfig;
+use crate::connectors::{SinkConnector, SourceConnector};
+
+/// A folder holding a plugin `p.wasm` and an input file `a.csv`.
+fn fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["p.wasm", "a.csv"] {
+        std::fs::write(dir.path().join(file), "x").unwrap();
+    }
+    dir
+}
+
+fn parse_in(dir: &Path, text: &str) -> Result<Job, String> {
+    Job::parse(&dir.join("job.toml"), text).map_err(|e| e.to_string())
+}
+
+fn parse(text: &str) -> Result<Job, String> {
+    parse_in(fixture().path(), text)
+}
+
+/// Asserts that `text` is rejected with one line naming the job file and containing `part`.
+fn assert_rejected(text: &str, part: &str) {
+    let message = parse(text).expect_err(text);
+    assert!(
+        !message.contains('\n') && message.contains("job.toml"),
+        "{message}"
+    );
+    assert!(message.contains(part), "{message:?} lacks {part:?}");
+}
+
+/// `assert_rejects!(text => part, ...)`: [`assert_rejected`] for each pair.
+macro_rules! assert_rejects {
+    ($($text:expr => $part:expr),+ $(,)?) => { $(assert_rejected(&$text, $part);)+ };
+}
+
+const GEN: &str = "[[source]]\nid = \"src\"\ntype = \"generator\"\ncount = 10\n";
+const OUT: &str = "[[sink]]\nid = \"out\"\ntype = \"stdout\"\ninput = \"src\"\n";
+const FILE: &str = "[[source]]\nid = \"src\"\ntype = \"file\"\npath = \"a.csv\"\n";
+
+/// A job named `t` made of `parts` (tables).
+fn doc(parts: &[&str]) -> String {
+    format!("name = \"t\"\n{}", parts.concat())
+}
+
+fn op(id: &str, inputs: &str) -> String {
+    format!("[[operator]]\nid = \"{id}\"\nplugin = \"p.wasm\"\ninputs = {inputs}\n")
+}
+
+fn sink(id: &str, input: &str) -> String {
+    format!("[[sink]]\nid = \"{id}\"\ntype = \"stdout\"\ninput = \"{input}\"\n")
+}
+
+fn file_sink(id: &str, path: &str) -> String {
+    format!("[[sink]]\nid = \"{id}\"\ntype = \"file\"\npath = \"{path}\"\ninput = \"src\"\n")
+}
+
+/// A job `src -> o -> out` whose operator table ends with `extra`.
+fn with_op(extra: &str) -> String {
+    doc(&[GEN, &op("o", "[\"src\"]"), extra, &sink("out", "o")])
+}
+
+const FULL: &str = r#"
+name = "reconcile"
+[checkpoint]
+interval = "1s"
+retain = 5
+[[source]]
+id = "orders_a"
+type = "file"
+path = "a.csv"
+format = "csv"
+key = "order_no"
+batch_size = 16
+[[source]]
+id = "orders_b"
+type = "stdin"
+format = "jsonl"
+[[source]]
+id = "words"
+type = "generator"
+count = 100
+words = 7
+seed = 42
+[[operator]]
+id = "reconcile"
+plugin = "p.wasm"
+inputs = { b = "orders_b", a = "orders_a" }
+parallelism = 2
+config = { tolerance = 0.5, nested = { list = [1, 2.25, "x"], on = true } }
+[[operator]]
+id = "count"
+plugin = "./p.wasm"
+inputs = ["words"]
+[[sink]]
+id = "out"
+type = "file"
+path = "out/reconcile.jsonl"
+format = "jsonl"
+input = "reconcile"
+[[sink]]
+id = "counts"
+type = "stdout"
+input = "count"
+"#;
+
+#[test]
+fn full_job_parses_with_both_input_syntaxes() {
+    let dir = fixture();
+    let job = parse_in(dir.path(), FULL).unwrap();
+    let at = |file: &str| dir.path().join(file);
+    assert_eq!(
+        (job.name.as_str(), job.dir.as_path()),
+        ("reconcile", dir.path())
+    );
+    let checkpoint = CheckpointConfig {
+        interval: Some(Duration::from_secs(1)),
+        dir: at("state"),
+        retain: 5,
+    };
+    assert_eq!(job.checkpoint, checkpoint);
+    let (path, key) = (at("a.csv"), Some("order_no".to_owned()));
+    let file = FileSourceConfig {
+        path,
+        format: Format::Csv,
+        key,
+    };
+    let stdin = StdinConfig {
+        format: Format::Jsonl,
+        key: None,
+    };
+    let generator = GeneratorConfig {
+        count: 100,
+        words: 7,
+        seed: 42,
+    };
+    let connectors: Vec<&dyn SourceConnector> = job.sources.iter().map(|s| &*s.connector).collect();
+    let expected: [&dyn SourceConnector; 3] = [&file, &stdin, &generator];
+    assert_eq!(connectors, expected);
+    let batch_sizes: Vec<usize> = job.sources.iter().map(|s| s.batch_size).collect();
+    assert_eq!(batch_sizes, [16, 1024, 1024]);
+    let pair = |p: &str, u: &str| (p.to_owned(), u.to_owned());
+    let reconcile = &job.operators[0];
+    let named = Inputs::Named(vec![pair("a", "orders_a"), pair("b", "orders_b")]);
+    assert_eq!((&reconcile.inputs, reconcile.parallelism), (&named, 2));
+    let count = &job.operators[1];
+    assert_eq!(count.inputs, Inputs::Positional(vec!["words".into()]));
+    assert_eq!((count.parallelism, count.config.as_str()), (1, "{}"));
+    let out = FileSinkConfig {
+        path: at("out/reconcile.jsonl"),
+        format: SinkFormat::Jsonl,
+    };
+    assert_eq!(&*job.sinks[0].connector, &out as &dyn SinkConnector);
+    let stdout = StdoutConfig {
+        format: SinkFormat::Lines,
+    };
+    assert_eq!(&*job.sinks[1].connector, &stdout as &dyn SinkConnector);
+    assert_eq!(job.consumers("reconcile"), ["out"]);
+}
+
+#[test]
+fn config_table_becomes_a_json_object() {
+    let job = parse(FULL).unwrap();
+    let config: serde_json::Value = serde_json::from_str(&job.operators[0].config).unwrap();
+    let expected = serde_json::json!({
+        "tolerance": 0.5, "nested": { "list": [1, 2.25, "x"], "on": true }
+    });
+    assert_eq!(config, expected);
+    assert_rejects!(
+        with_op("config = 3\n") => "operator \"o\": `config` must be a table (got integer)",
+        with_op("config = { x = nan }\n") => "the float NaN, which JSON cannot represent",
+    );
+}
+
+#[test]
+fn paths_resolve_against_the_job_folder() {
+    let root = fixture();
+    let dir = root.path().join("jobs");
+    std::fs::create_dir(&dir).unwrap();
+    let source = FILE.replace("a.csv", "../a.csv");
+    let op = op("o", "[\"src\"]").replace("p.wasm", "../p.wasm");
+    let out = file_sink("s", "/abs/out.txt").replace("\"src\"", "\"o\"");
+    let job = parse_in(
+        &dir,
+        &doc(&["[checkpoint]\ndir = \"ck\"\n", &source, &op, &out]),
+    );
+    let job = job.unwrap();
+    assert_eq!(
+        (job.path, job.checkpoint.dir),
+        (dir.join("job.toml"), dir.join("ck"))
+    );
+    assert_eq!(job.checkpoint.interval, None);
+    let path = job.sources[0].connector.file();
+    assert_eq!(path, Some(dir.join("../a.csv").as_path()));
+    assert_eq!(job.operators[0].plugin, dir.join("../p.wasm"));
+    let path = job.sinks[0].connector.file();
+    assert_eq!(path, Some(Path::new("/abs/out.txt")));
+    let bare = Job::parse(Path::new("job.toml"), &doc(&[GEN, OUT])).unwrap();
+    assert_eq!(bare.dir, Path::new("."));
+}
+
+#[test]
+fn load_reads_the_file_or_names_it() {
+    let dir = fixture();
+    let path = dir.path().join("job.toml");
+    let message = Job::load(&path).unwrap_err().to_string();
+    assert!(
+        message.contains("job.toml: cannot read job file"),
+        "{message}"
+    );
+    std::fs::write(&path, doc(&[GEN, OUT])).unwrap();
+    assert_eq!(Job::load(&path).unwrap().name, "t");
+}
+
+#[test]
+fn limits_default_and_parse_sizes_durations_and_counts() {
+    let job = parse(&with_op("")).unwrap();
+    assert_eq!(job.operators[0].limits, Limits::default());
+    assert_eq!(job.operators[0].grants, Grants::default());
+    let inline = with_op(
+        "limits = { memory = \"64MiB\", call_timeout = \"250ms\", fuel = 1_000_000, \
+         max_emit_records = 10, max_emit_bytes = 4096, max_key_bytes = \"1KiB\", \
+         max_value_bytes = \"2 MiB\", max_state_bytes = \"1GB\", table_elements = 50, \
+         instances = 8, tables = 9, memories = 2 }\ngrants = [\"clocks\", \"random\"]\n",
+    );
+    let op = parse(&inline).unwrap().operators.remove(0);
+    let expected = Limits {
+        memory: 64 << 20,
+        call_timeout: Duration::from_millis(250),
+        fuel: Some(1_000_000),
+        max_emit_records_per_call: 10,
+        max_emit_bytes_per_call: 4096,
+        max_key_bytes: 1024,
+        max_value_bytes: 2 << 20,
+        max_state_bytes: 1_000_000_000,
+        table_elements: 50,
+        instances: 8,
+        tables: 9,
+        memories: 2,
+    };
+    assert_eq!(op.limits, expected);
+    assert_eq!(
+        op.grants,
+        Grants {
+            clocks: true,
+            random: true
+        }
+    );
+    // A `[operator.limits]` table works too; unset limits keep their default.
+    let table = with_op("[operator.limits]\nmemory = 131072\n");
+    let limits = parse(&table).unwrap().operators.remove(0).limits;
+    assert_eq!(limits.memory, 128 << 10);
+    assert_eq!(limits.call_timeout, Limits::default().call_timeout);
+    // The documented key list is the parsed one.
+    for key in LIMIT_KEYS {
+        let text = with_op(&format!("limits = {{ {key} = 1 }}\n"));
+        let err = parse(&text).err().unwrap_or_default();
+        assert!(!err.contains("unknown key"), "{key}: {err}");
+    }
+}
+
+#[test]
+fn bad_limits_and_grants_are_rejected_by_name() {
+    assert_rejects!(
+        with_op("limits = 3\n") => "operator \"o\": `limits` must be a table (got integer)",
+        with_op("limits = { memroy = 1 }\n") => "unknown key `limits.memroy`; the limits are: memory,",
+        with_op("limits = { memory = \"lots\" }\n") => "`limits.memory`: \"lots\" is not a size",
+        with_op("limits = { memory = \"1 PiB\" }\n") => "unknown unit \"PiB\"; use B, KiB, MiB or GiB",
+        with_op("limits = { memory = \"1KiB\" }\n") => "`limits.memory` = 1KiB is out of range; use a size in 64KiB..=4GiB",
+        with_op("limits = { memory = \"8GiB\" }\n") => "is out of range",
+        with_op("limits = { memory = -1 }\n") => "`limits.memory` = -1 is negative",
+        with_op("limits = { memory = true }\n") => "must be a size such as \"64MiB\" or a number of bytes (got boolean)",
+        with_op("limits = { call_timeout = 5 }\n") => "`limits.call_timeout` must be a duration string",
+        with_op("limits = { call_timeout = \"soon\" }\n") => "`limits.call_timeout` = \"soon\" is not a duration",
+        with_op("limits = { call_timeout = \"0s\" }\n") => "is under 1ms",
+        with_op("limits = { fuel = 0 }\n") => "`limits.fuel` = 0 is out of range; use a value >= 1",
+        with_op("limits = { instances = \"3\" }\n") => "`limits.instances` must be an integer (got string)",
+        with_op("grants = \"clocks\"\n") => "`grants` must be a list of strings (got string)",
+        with_op("grants = [1]\n") => "each entry of `grants` must be a string (got integer)",
+        with_op("grants = [\"network\"]\n") => "unknown grant \"network\"; the grants are \"clocks\", \"random\"",
+    );
+}
+
+#[test]
+fn syntax_errors_give_line_and_column_on_one_line() {
+    let text = "name = \"t\"\n\n[[source]]\nid \"x\"\n".to_owned();
+    assert_rejects!(text => "job.toml:4:4: TOML syntax error: key with no value");
+    let err = Job::parse(Path::new("j.toml"), "name = \"é\" x").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            JobError::Syntax {
+                line: 1,
+                column: 12,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_keys_are_rejected_by_name() {
+    let op = format!("{}paralelism = 2\n", op("o", "[\"src\"]"));
+    assert_rejects!(
+        format!("nmae = \"t\"\n{GEN}{OUT}") => "job: unknown field `nmae`",
+        doc(&["[[sources]]\n", GEN, OUT]) => "job: unknown field `sources`",
+        doc(&[&GEN.replace("count", "path = \"a\"\ncount"), OUT]) => "unknown key `path`",
+        doc(&[GEN, &op, &sink("out", "o")]) => "operator \"o\": unknown field `paralelism`",
+        doc(&["[checkpoint]\nevery = \"1s\"\n", GEN, OUT]) => "checkpoint: unknown field",
+        doc(&[GEN, &OUT.replace("input", "path = \"x\"\ninput")]) => "for type = \"stdout\"",
+    );
+    let message = parse(&doc(&[&FILE.replace("path", "count = 1\npath"), OUT])).unwrap_err();
+    assert!(message.contains("source \"src\": unknown key `count` for type = \"file\""));
+}
+
+#[test]
+fn name_and_ids_must_be_valid_and_unique() {
+    assert_rejects!(
+        format!("{GEN}{OUT}") => "job: `name` is missing",
+        format!("name = \" \"\n{GEN}{OUT}") => "job: `name` is missing or empty",
+        doc(&[&GEN.replace("\"src\"", "\"a b\""), OUT]) => "source \"a b\": id \"a b\" may",
+        doc(&[&GEN.replace("id = \"src\"\n", ""), OUT]) => "source #1: `id` is missing",
+        doc(&[GEN, OUT, &sink("src", "src")]) => "sink \"src\": source \"src\" has the same",
+    );
+}
+
+#[test]
+fn a_source_and_a_sink_are_required() {
+    assert_rejects!(
+        doc(&[OUT]) => "job: no source; add a [[source]] table",
+        doc(&[GEN]) => "job: no sink; add a [[sink]] table",
+    );
+}
+
+#[test]
+fn upstreams_must_be_known_sources_or_operators() {
+    let known = "operator \"o\": input \"srcc\" is not a known id (sources and operators: src, o)";
+    assert_rejects!(
+        doc(&[GEN, &op("o", "[\"srcc\"]"), &sink("out", "o")]) => known,
+        doc(&[GEN, &sink("out", "nope")]) => "sink \"out\": input \"nope\" is not a known",
+        doc(&[GEN, OUT, &sink("s2", "out")]) => "sink \"s2\": input \"out\" is a sink",
+        doc(&[GEN, OUT, &op("o", "{ x = \"out\" }"), &sink("s2", "o")]) => "is a sink",
+    );
+}
+
+#[test]
+fn operator_cycles_are_named() {
+    let ops = [
+        op("a", "[\"src\", \"c\"]"),
+        op("b", "[\"a\"]"),
+        op("c", "[\"b\"]"),
+    ]
+    .concat();
+    let self_loop = op("a", "[\"src\", \"a\"]");
+    assert_rejects!(
+        doc(&[GEN, &ops, &sink("out", "c")]) => "operators form a cycle a -> b -> c -> a",
+        doc(&[GEN, &self_loop, &sink("out", "a")]) =>
+            "operator \"a\": operators form a cycle a -> a",
+    );
+}
+
+#[test]
+fn every_output_must_be_consumed() {
+    let idle = GEN.replace("\"src\"", "\"idle\"");
+    assert_rejects!(
+        doc(&[GEN, &idle, OUT]) => "source \"idle\": output is not consumed by any operator",
+        doc(&[GEN, OUT, &op("o", "[\"src\"]")]) => "add a sink with input = \"o\"",
+    );
+}
+
+#[test]
+fn referenced_files_must_exist() {
+    let missing_plugin = op("o", "[\"src\"]").replace("p.wasm", "q.wasm");
+    assert_rejects!(
+        doc(&[GEN, &missing_plugin, &sink("out", "o")]) => "q.wasm does not exist; build",
+        doc(&[&FILE.replace("a.csv", "b.csv"), OUT]) => "source \"src\": input file",
+        doc(&[&FILE.replace("a.csv", "."), OUT]) => "is not a file; fix `path`",
+        doc(&[GEN, &file_sink("f", ".")]) => "is a directory; set `path` to a file",
+        doc(&["[checkpoint]\ndir = \"a.csv\"\n", GEN, OUT]) => "checkpoint: dir",
+    );
+    assert!(parse(&doc(&[GEN, &file_sink("f", "new/dir/out.txt")])).is_ok());
+}
+
+#[test]
+fn entries_need_their_required_keys() {
+    let stdin = "[[source]]\nid = \"src\"\ntype = \"stdin\"\n";
+    assert!(parse(&doc(&[stdin, OUT])).is_ok());
+    let xml = stdin.replace("stdin\"", "stdin\"\nformat = \"xml\"");
+    assert_rejects!(
+        doc(&[&GEN.replace("count = 10\n", ""), OUT]) => "source \"src\": `count` is missing",
+        doc(&[&FILE.replace("path = \"a.csv\"\n", ""), OUT]) => "`path` is missing",
+        doc(&[&GEN.replace("generator", "kafka"), OUT]) => "unknown type \"kafka\"; use type =",
+        doc(&[&GEN.replace("type = \"generator\"\n", ""), OUT]) => "`type` is missing",
+        doc(&[&xml, OUT]) => "source \"src\": unknown variant `xml`, expected one of",
+        doc(&[GEN, &OUT.replace("input = \"src\"\n", "")]) => "sink \"out\": `input` is",
+        doc(&[GEN, &op("o", "[]"), &sink("out", "o")]) => "`inputs` is empty",
+    );
+}
+
+#[test]
+fn numbers_must_be_in_range() {
+    let gen_with = |extra: &str| doc(&[&format!("{GEN}{extra}\n"), OUT]);
+    let checkpoint = |body: &str| doc(&[&format!("[checkpoint]\n{body}\n"), GEN, OUT]);
+    assert_rejects!(
+        gen_with("batch_size = 0") => "`batch_size` = 0 is out of range; use a value in 1..=",
+        gen_with("batch_size = 65537") => "source \"src\": `batch_size` = 65537",
+        gen_with("seed = -1") => "`seed` = -1 is out of range; use a value >= 0",
+        with_op("parallelism = 0\n") => "operator \"o\": `parallelism` = 0 is out of range",
+        with_op("parallelism = 129\n") => "use a value in 1..=128",
+        checkpoint("retain = 0") => "checkpoint: `retain` = 0 is out of range",
+        checkpoint("interval = \"0s\"") => "checkpoint: `interval` is zero",
+        checkpoint("interval = \"soon\"") => "`interval` = \"soon\" is not a duration",
+    );
+    assert_eq!(
+        parse(&with_op("parallelism = 128\n")).unwrap().operators[0].parallelism,
+        128
+    );
+    let job = parse(&checkpoint("interval = \"500ms\"")).unwrap();
+    assert_eq!(job.checkpoint.interval, Some(Duration::from_millis(500)));
+    assert_eq!(job.checkpoint.retain, 3);
+}
+
+#[test]
+fn file_sinks_need_distinct_paths() {
+    let (x, y) = (
+        file_sink("x", "out/o.txt"),
+        file_sink("y", "out/../out/./o.txt"),
+    );
+    assert_rejects!(
+        doc(&[GEN, &x, &y]) => "sink \"y\": sink \"x\" writes the same file",
+        doc(&[FILE, &file_sink("x", "a.csv")]) => "sink \"x\": source \"src\" reads the same",
+    );
+}
+
+/// src -> a, src -> b, a + b -> c, declared c, b, a.
+fn diamond() -> Job {
+    let c = op("c", "{ left = \"a\", right = \"b\" }");
+    parse(&doc(&[
+        GEN,
+        &c,
+        &op("b", "[\"src\"]"),
+        &op("a", "[\"src\"]"),
+        &sink("out", "c"),
+    ]))
+    .unwrap()
+}
+
+#[test]
+fn topological_order_puts_upstreams_first() {
+    let job = diamond();
+    let order: Vec<&str> = job
+        .topological_operators()
+        .iter()
+        .map(|o| o.id.as_str())
+        .collect();
+    assert_eq!(order, ["b", "a", "c"]);
+    assert_eq!(job.consumers("src"), ["b", "a"]);
+    assert_eq!(job.consumers("c"), ["out"]);
+}
+
+#[test]
+fn resolve_ports_orders_by_declared_port() {
+    let job = diamond();
+    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let resolve = |op: usize, inputs: &[&str], outputs: &[&str]| {
+        job.resolve_ports(&job.operators[op], &names(inputs), &names(outputs))
+    };
+    let ports = resolve(0, &["right", "left"], &["out"]).unwrap();
+    assert_eq!(ports, [(0, "b".to_owned()), (1, "a".to_owned())]);
+    assert_eq!(
+        resolve(1, &["in"], &["out"]).unwrap(),
+        [(0, "src".to_owned())]
+    );
+    let cases: [(usize, &[&str], &[&str], &str); 4] = [
+        (
+            0,
+            &["left", "other"],
+            &["o"],
+            "input port \"right\" is not declared by plugin",
+        ),
+        (
+            0,
+            &["left", "right", "extra"],
+            &["o"],
+            "input port \"extra\" of plugin",
+        ),
+        (1, &["x", "y"], &["o"], "lists 1 upstream(s) but plugin"),
+        (
+            0,
+            &["left", "right"],
+            &[],
+            "declares no output port but out consume(s)",
+        ),
+    ];
+    for (op, inputs, outputs, part) in cases {
+        let message = resolve(op, inputs, outputs).unwrap_err().to_string();
+        assert!(message.contains("job.toml: operator \""), "{message}");
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
+}
+
+// ---- restart strategies
+
+#[test]
+fn restart_table_is_parsed_with_defaults() {
+    let job = |table: &str| parse(&format!("{}\n{table}", doc(&[GEN, &sink("out", "src")])));
+    assert_eq!(job("").unwrap().restart, RestartStrategy::None);
+    assert_eq!(
+        job("[restart]\nattempts = 5").unwrap().restart,
+        RestartStrategy::FixedDelay {
+            attempts: 5,
+            delay: Duration::from_secs(1)
+        }
+    );
+    let backoff =
+        job("[restart]\nstrategy = \"exponential-backoff\"\ninitial = \"10ms\"\nmax = \"1s\"")
+            .unwrap();
+    assert_eq!(
+        backoff.restart,
+        RestartStrategy::ExponentialBackoff {
+            attempts: 3,
+            initial: Duration::from_millis(10),
+            max: Duration::from_secs(1),
+            multiplier: 2.0
+        }
+    );
+    let err = job("[restart]\nstrategy = \"sometimes\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("restart") && err.contains("sometimes"),
+        "{err}"
+    );
+    let err = job("[restart]\ndelay = \"1s\"\nmultiplier = 3.0")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`multiplier` does not apply"), "{err}");
+    let err = job("[restart]\nattempts = 0").unwrap_err().to_string();
+    assert!(err.contains("attempts"), "{err}");
+}
+
+#[test]
+fn fixed_delay_allows_exactly_its_attempts() {
+    let s = RestartStrategy::FixedDelay {
+        attempts: 2,
+        delay: Duration::from_secs(1),
+    };
+    assert_eq!(s.delay(1), Some(Duration::from_secs(1)));
+    assert_eq!(s.delay(2), Some(Duration::from_secs(1)));
+    assert_eq!(s.delay(3), None);
+    assert_eq!(RestartStrategy::None.delay(1), None);
+}
+
+#[test]
+fn backoff_grows_and_caps() {
+    let s = RestartStrategy::ExponentialBackoff {
+        attempts: 10,
+        initial: Duration::from_millis(10),
+        max: Duration::from_secs(1),
+        multiplier: 3.0,
+    };
+    let waits: Vec<u128> = (1..=6).map(|i| s.delay(i).unwrap().as_millis()).collect();
+    assert_eq!(waits, [10, 30, 90, 270, 810, 1000]);
+    assert_eq!(s.delay(11), None);
+}
+
+/// Of several errors in one entry, a value of the wrong type is reported
+/// first (the first in the table), then a bad `id`, then the connector's
+/// settings, then the other options.
+#[test]
+fn an_entry_reports_wrong_types_then_id_then_settings() {
+    let bare = FILE
+        .replace("id = \"src\"\n", "")
+        .replace("path = \"a.csv\"\n", "");
+    let source = |extra: &str| doc(&[&format!("{bare}{extra}"), OUT]);
+    assert_rejects!(
+        source("format = 3\nrate = \"x\"\n") => "source #1: invalid type: unit variant, expected string only",
+        source("format = 3\nrate = \"x\"\n") => "in `format`",
+        source("rate = 0\n") => "source #1: `id` is missing",
+        source("id = \"s\"\nrate = 0\n") => "source \"s\": `path` is missing",
+        source("id = \"s\"\npath = \"a.csv\"\nrate = 0\n") => "`rate` = 0 is out of range",
+    );
+    let sink = |extra: &str| doc(&[GEN, &format!("[[sink]]\ntype = \"file\"\n{extra}")]);
+    assert_rejects!(
+        sink("format = 3\ninput = 1\n") => "in `format`",
+        sink("input = \"src\"\n") => "sink #1: `id` is missing",
+        sink("id = \"o\"\n") => "sink \"o\": `path` is missing",
+        sink("id = \"o\"\npath = \"o.txt\"\n") => "sink \"o\": `input` is missing",
+    );
+}

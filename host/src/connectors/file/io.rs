@@ -1,0 +1,148 @@
+//! The file sink's I/O thread: the disk work of a checkpoint (early
+//! writeback, fsync and rename of a staged epoch, appending epochs to the
+//! visible file), done off the data path.
+//!
+//! Invariant: requests run one at a time in the order they were sent, so
+//! the disk sees the same sequence of operations as if the sink thread did
+//! them inline.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Sender, unbounded};
+use serde_json::Value;
+
+use crate::connectors::sink::{Done, SinkError};
+
+/// Disk work of the file sink, done in order on its I/O thread.
+pub(super) enum IoRequest {
+    /// Write what the file holds so far to the disk (a hint: a failure
+    /// resurfaces at the epoch's precommit, which syncs again).
+    Writeback { file: File },
+    /// Make the epoch written to `open` durable and rename it to `staged`.
+    Seal {
+        file: File,
+        open: PathBuf,
+        staged: PathBuf,
+        info: Value,
+        done: Done,
+    },
+    /// Append the `staged` epochs, in order, to the visible file, make it
+    /// durable, then delete them.
+    Commit { staged: Vec<PathBuf>, done: Done },
+}
+
+/// The file sink's I/O thread.
+pub(super) struct Worker {
+    /// Where the sink sends its requests; dropping it ends the thread.
+    pub(super) requests: Sender<IoRequest>,
+    /// The thread, joined at close.
+    pub(super) thread: JoinHandle<()>,
+}
+
+impl Worker {
+    /// Starts the I/O thread of sink `sink`, whose visible file is
+    /// `visible`.
+    pub(super) fn start(sink: String, visible: PathBuf) -> Worker {
+        let (requests, rx) = unbounded::<IoRequest>();
+        let thread = std::thread::Builder::new()
+            .name(format!("sink-io-{sink}"))
+            .spawn(move || {
+                for request in rx {
+                    run(&sink, &visible, request);
+                }
+            })
+            .expect("spawning the sink's I/O thread");
+        Worker { requests, thread }
+    }
+}
+
+/// Does one request of sink `sink`, reporting to its `done` if it has one.
+fn run(sink: &str, visible: &Path, request: IoRequest) {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |error| SinkError::Io {
+            sink: sink.to_string(),
+            path,
+            error,
+        }
+    };
+    match request {
+        IoRequest::Writeback { file } => {
+            if let Err(e) = file.sync_data() {
+                tracing::debug!("sink `{sink}`: early writeback failed: {e}");
+            }
+        }
+        IoRequest::Seal {
+            file,
+            open,
+            staged,
+            info,
+            done,
+        } => done(
+            file.sync_all()
+                .map_err(io(&open))
+                .and_then(|()| fs::rename(&open, &staged).map_err(io(&staged)))
+                .map(|()| info),
+        ),
+        IoRequest::Commit { staged, done } if staged.is_empty() => done(Ok(Value::Null)),
+        IoRequest::Commit { staged, done } => {
+            let append = || -> Result<(), SinkError> {
+                let renamed = renamed_into_empty(visible, &staged).map_err(io(visible))?;
+                let rest = &staged[usize::from(renamed)..];
+                if rest.is_empty() {
+                    return Ok(());
+                }
+                let out = OpenOptions::new()
+                    .append(true)
+                    .open(visible)
+                    .map_err(io(visible))?;
+                append_epochs(&out, rest.iter().map(PathBuf::as_path))
+                    .map_err(|(path, e)| io(path.unwrap_or(visible))(e))?;
+                for path in rest {
+                    fs::remove_file(path).map_err(io(path))?;
+                }
+                Ok(())
+            };
+            done(append().map(|()| Value::Null))
+        }
+    }
+}
+
+/// Appends the files `epochs`, in order, to `out` and makes it durable. An
+/// error comes with the epoch file it concerns, or `None` for `out`.
+pub(super) fn append_epochs<'a>(
+    mut out: &File,
+    epochs: impl IntoIterator<Item = &'a Path>,
+) -> Result<(), (Option<&'a Path>, std::io::Error)> {
+    for path in epochs {
+        let mut from = File::open(path).map_err(|e| (Some(path), e))?;
+        std::io::copy(&mut from, &mut out).map_err(|e| (None, e))?;
+    }
+    out.sync_all().map_err(|e| (None, e))
+}
+
+/// Commits the first of `staged` by renaming it over `visible` when
+/// `visible` is an empty regular file: the epoch was made durable when it
+/// was sealed, so it need not be copied and synced a second time (a job
+/// without periodic checkpoints commits all of its output at once). Returns
+/// whether it did.
+///
+/// A crash before the rename leaves the empty file and the staged epoch,
+/// which recovery appends; after it, the file is complete. When the rename
+/// fails (another file system, say), the caller appends instead.
+fn renamed_into_empty(visible: &Path, staged: &[PathBuf]) -> std::io::Result<bool> {
+    let Some(first) = staged.first() else {
+        return Ok(false);
+    };
+    let meta = fs::symlink_metadata(visible)?;
+    if !meta.file_type().is_file() || meta.len() != 0 || fs::rename(first, visible).is_err() {
+        return Ok(false);
+    }
+    // The rename itself must survive a power loss before the epoch counts
+    // as appended; the staged file's data was synced when it was sealed.
+    let dir = visible.parent().filter(|p| !p.as_os_str().is_empty());
+    File::open(dir.unwrap_or(Path::new(".")))?.sync_all()?;
+    Ok(true)
+}

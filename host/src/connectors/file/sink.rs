@@ -1,0 +1,554 @@
+//! The file sink (`type = "file"` in `[[sink]]`): a transactional sink
+//! whose epochs are staged in files of their own under the state dir and
+//! appended to the visible file at commit, with the disk work on an I/O
+//! thread (module `io`).
+//!
+//! Invariants:
+//! - The visible file only ever grows by whole staged epochs, appended in
+//!   checkpoint order by [`Sink::commit`].
+//! - The commit info recorded in checkpoint *n* is `visible_len` (length of the
+//!   visible file once *n* is committed) and `staged_len` (bytes of epoch *n*).
+//!   Restoring *n* truncates the visible file to `visible_len`, or, when the
+//!   crash came between completing *n* and appending it, re-appends staged
+//!   epoch *n*. Either way the visible file ends exactly at *n*.
+//! - The disk work of a checkpoint (fsync of a staged epoch, appending it to
+//!   the visible file) runs on the sink's I/O thread, in the order it was
+//!   requested, so the sink thread keeps writing the next epoch meanwhile.
+//!   A precommit reports done only after its epoch is durable, and a commit
+//!   is requested only after the coordinator saw that, so every operation
+//!   on disk happens in the same order as if it ran inline.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toml::Table;
+
+use super::io::{IoRequest, Worker, append_epochs};
+use crate::connectors::sink::{Done, Sink, SinkError, SinkFormat, encode};
+use crate::connectors::{BuildSink, SinkConnector, SinkType};
+use crate::dataflow::Batch;
+use crate::fields::{from_table, resolve};
+
+/// The registry entry of `type = "file"` sinks.
+pub const SINK: SinkType = SinkType {
+    name: "file",
+    keys: &["path", "format"],
+    read: FileSinkConfig::read,
+};
+
+/// The settings of a file sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSinkConfig {
+    /// The visible file (`path`, resolved onto the job folder); its folder
+    /// is created if missing.
+    pub path: PathBuf,
+    /// How record values are written (`format`, default `lines`).
+    pub format: SinkFormat,
+}
+
+impl FileSinkConfig {
+    fn read(table: Table) -> Result<BuildSink, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            path: Option<String>,
+            format: Option<SinkFormat>,
+        }
+        let raw: Raw = from_table(table)?;
+        Ok(Box::new(move |dir: &Path| {
+            Ok(Arc::new(FileSinkConfig {
+                path: resolve(dir, "path", raw.path)?,
+                format: raw.format.unwrap_or(SinkFormat::Lines),
+            }))
+        }))
+    }
+}
+
+impl SinkConnector for FileSinkConfig {
+    /// Both formats write one record value per line.
+    fn open(
+        &self,
+        id: &str,
+        staging: &Path,
+        restore: Option<&Value>,
+    ) -> Result<Box<dyn Sink>, SinkError> {
+        Ok(Box::new(FileSink::open(id, &self.path, staging, restore)?))
+    }
+
+    fn file(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+
+    fn check_files(&self, _dir: &Path) -> Result<(), String> {
+        if !self.path.is_dir() {
+            return Ok(());
+        }
+        Err(format!(
+            "path {} is a directory; set `path` to a file",
+            self.path.display()
+        ))
+    }
+}
+
+/// Bytes of an epoch after which the file sink asks its I/O thread to start
+/// writing them to the disk (`sync_data` on a clone of the file), so that
+/// dirty pages do not pile up until the precommit, where the kernel's
+/// writeback throttling would stall the sink thread.
+const WRITEBACK_EVERY: u64 = 32 << 20;
+
+/// A file sink: epochs are staged in `staging/<id>.staged` and appended to the
+/// visible file at commit.
+pub(crate) struct FileSink {
+    id: String,
+    path: PathBuf,
+    staging: PathBuf,
+    /// The epoch being written (records since the last precommit), streamed
+    /// to `staging/current.open` so that memory stays flat however long the
+    /// epoch is.
+    epoch: Option<BufWriter<File>>,
+    /// Bytes in the current epoch.
+    epoch_len: u64,
+    /// `epoch_len` at the last early writeback request.
+    written_back: u64,
+    /// Length of the visible file once every precommitted epoch is committed.
+    planned_len: u64,
+    /// Precommitted, not yet committed epochs: id -> staged file.
+    pending: BTreeMap<u64, PathBuf>,
+    /// The file of the current epoch, `staging/<n>.open` (a new name per
+    /// epoch, since the I/O thread may still be renaming the previous one).
+    open: PathBuf,
+    /// Epochs opened so far, to name them.
+    opened: u64,
+    /// Runs the fsyncs and appends.
+    worker: Option<Worker>,
+}
+
+impl FileSink {
+    fn io(&self, path: &Path) -> impl Fn(std::io::Error) -> SinkError + '_ {
+        let path = path.display().to_string();
+        move |error| SinkError::Io {
+            sink: self.id.clone(),
+            path: path.clone(),
+            error,
+        }
+    }
+
+    fn open(
+        id: &str,
+        path: &Path,
+        staging: &Path,
+        restore: Option<&Value>,
+    ) -> Result<Self, SinkError> {
+        let mut sink = FileSink {
+            id: id.to_string(),
+            path: path.to_path_buf(),
+            staging: staging.to_path_buf(),
+            epoch: None,
+            epoch_len: 0,
+            written_back: 0,
+            planned_len: 0,
+            pending: BTreeMap::new(),
+            open: PathBuf::new(),
+            opened: 0,
+            worker: None,
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent).map_err(sink.io(parent))?;
+        }
+        fs::create_dir_all(staging).map_err(sink.io(staging))?;
+        let visible = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(sink.io(path))?;
+        let current = visible.metadata().map_err(sink.io(path))?.len();
+        let target = match restore {
+            None => 0,
+            Some(info) => sink.recover(&visible, current, info)?,
+        };
+        if current != target || restore.is_none() {
+            visible.set_len(target).map_err(sink.io(path))?;
+            visible.sync_all().map_err(sink.io(path))?;
+        }
+        // Epochs staged after the restored checkpoint were never committed.
+        for entry in fs::read_dir(staging).map_err(sink.io(staging))? {
+            let entry = entry.map_err(sink.io(staging))?;
+            fs::remove_file(entry.path()).map_err(sink.io(&entry.path()))?;
+        }
+        sink.planned_len = target;
+        sink.worker = Some(Worker::start(sink.id.clone(), sink.path.clone()));
+        Ok(sink)
+    }
+
+    /// Brings the visible file to the end of the restored checkpoint; returns
+    /// the length it must have.
+    fn recover(&self, visible: &File, current: u64, info: &Value) -> Result<u64, SinkError> {
+        let field = |k: &str| info.get(k).and_then(Value::as_u64);
+        let inconsistent = |message: String| SinkError::Inconsistent {
+            sink: self.id.clone(),
+            path: self.path.display().to_string(),
+            message,
+        };
+        let (Some(len), Some(staged_len), Some(id)) = (
+            field("visible_len"),
+            field("staged_len"),
+            field("checkpoint"),
+        ) else {
+            return Err(inconsistent(format!(
+                "the checkpoint's sink record is malformed: {info}"
+            )));
+        };
+        if current >= len {
+            return Ok(len);
+        }
+        // Completed but not (fully) appended before the crash. Epochs are
+        // appended in order and each staged file is deleted only after its
+        // append, so the missing tail is a run of staged epochs ending at
+        // `id`: walk back from `id` until the visible file reaches the start
+        // of an epoch, then append that epoch and every later one.
+        let mut staged: Vec<(u64, PathBuf, u64)> = Vec::new();
+        for entry in fs::read_dir(&self.staging).map_err(self.io(&self.staging))? {
+            let path = entry.map_err(self.io(&self.staging))?.path();
+            let epoch = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".staged"))
+                .and_then(|n| n.parse::<u64>().ok());
+            if let Some(k) = epoch.filter(|k| *k <= id) {
+                let size = fs::metadata(&path).map_err(self.io(&path))?.len();
+                staged.push((k, path, size));
+            }
+        }
+        staged.sort_unstable_by_key(|(k, _, _)| std::cmp::Reverse(*k));
+        if staged.first().map(|(k, _, size)| (*k, *size)) != Some((id, staged_len)) {
+            return Err(inconsistent(format!(
+                "the output file is {current} bytes, checkpoint {id} expects {len}, and its staged output ({}) is missing or damaged. Move the output away and rerun with `--restore none` to rebuild it from scratch",
+                self.staging.join(format!("{id}.staged")).display()
+            )));
+        }
+        let mut end = len;
+        let mut from = None;
+        for (i, (_, _, size)) in staged.iter().enumerate() {
+            let start = end.saturating_sub(*size);
+            if current >= start {
+                from = Some((i, start));
+                break;
+            }
+            end = start;
+        }
+        let Some((first, start)) = from else {
+            return Err(inconsistent(format!(
+                "the output file is {current} bytes but checkpoint {id} expects {len}; it was modified or replaced outside Weir. Move it away and rerun with `--restore none` to rebuild it from scratch"
+            )));
+        };
+        visible.set_len(start).map_err(self.io(&self.path))?;
+        let epochs = staged[..=first]
+            .iter()
+            .rev()
+            .map(|(_, path, _)| path.as_path());
+        append_epochs(visible, epochs)
+            .map_err(|(path, e)| self.io(path.unwrap_or(&self.path))(e))?;
+        Ok(len)
+    }
+}
+
+impl FileSink {
+    /// The current epoch's writer, opening `staging/<n>.open` for a new
+    /// epoch.
+    fn epoch(&mut self) -> Result<&mut BufWriter<File>, SinkError> {
+        if self.epoch.is_none() {
+            self.opened += 1;
+            self.open = self.staging.join(format!("{}.open", self.opened));
+            let f = File::create(&self.open).map_err(self.io(&self.open))?;
+            self.epoch = Some(BufWriter::with_capacity(1 << 20, f));
+        }
+        Ok(self.epoch.as_mut().expect("opened above"))
+    }
+
+    fn send(&self, request: IoRequest) -> Result<(), SinkError> {
+        let worker = self.worker.as_ref().expect("started at open");
+        worker.requests.send(request).map_err(|_| SinkError::Io {
+            sink: self.id.clone(),
+            path: self.staging.display().to_string(),
+            error: std::io::Error::other("the sink's I/O thread stopped"),
+        })
+    }
+}
+
+impl Sink for FileSink {
+    fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
+        let written = encode(batch, self.epoch()?);
+        self.epoch_len += written.map_err(self.io(&self.open))?;
+        let epoch = self.epoch.as_mut().expect("opened above");
+        if self.epoch_len - self.written_back >= WRITEBACK_EVERY {
+            self.written_back = self.epoch_len;
+            let file = epoch.flush().and_then(|()| epoch.get_ref().try_clone());
+            let file = file.map_err(self.io(&self.open))?;
+            self.send(IoRequest::Writeback { file })?;
+        }
+        Ok(())
+    }
+
+    fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
+        let staged = self.staging.join(format!("{id}.staged"));
+        self.epoch()?;
+        let epoch = self.epoch.take().expect("opened above");
+        let file = epoch
+            .into_inner()
+            .map_err(|e| self.io(&self.open)(e.into_error()))?;
+        let staged_len = std::mem::take(&mut self.epoch_len);
+        self.written_back = 0;
+        self.planned_len += staged_len;
+        self.pending.insert(id, staged.clone());
+        let info = json!({"checkpoint": id, "visible_len": self.planned_len, "staged_len": staged_len, "path": self.path.display().to_string()});
+        self.send(IoRequest::Seal {
+            file,
+            open: self.open.clone(),
+            staged,
+            info,
+            done,
+        })
+    }
+
+    fn commit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
+        let ready: Vec<u64> = self.pending.range(..=id).map(|(k, _)| *k).collect();
+        let staged = ready
+            .into_iter()
+            .map(|k| self.pending.remove(&k).expect("listed above"))
+            .collect();
+        self.send(IoRequest::Commit { staged, done })
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        if let Some(worker) = self.worker.take() {
+            drop(worker.requests);
+            if worker.thread.join().is_err() {
+                return Err(SinkError::Io {
+                    sink: self.id.clone(),
+                    path: self.staging.display().to_string(),
+                    error: std::io::Error::other("the sink's I/O thread panicked"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FileSink {
+    fn drop(&mut self) {
+        // Finishes the requested steps; a crash would not, and recovery
+        // handles that.
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connectors::sink::{commit_blocking, precommit_blocking};
+
+    fn recs(values: &[&str]) -> Batch {
+        let mut b = Batch::new();
+        for v in values {
+            b.push(None, v.as_bytes(), None);
+        }
+        b
+    }
+
+    fn open(dir: &Path, restore: Option<&Value>) -> FileSink {
+        FileSink::open("out", &dir.join("out.txt"), &dir.join("staging"), restore).unwrap()
+    }
+
+    fn visible(dir: &Path) -> String {
+        fs::read_to_string(dir.join("out.txt")).unwrap()
+    }
+
+    #[test]
+    fn output_appears_only_at_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&recs(&["a"])).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        assert_eq!(visible(dir.path()), "");
+        commit_blocking(&mut s, 1).unwrap();
+        assert_eq!(visible(dir.path()), "a\n");
+    }
+
+    /// The sink thread writes the next epoch while the I/O thread still
+    /// seals the previous one; each epoch keeps its own file and the order.
+    #[test]
+    fn epochs_written_while_earlier_ones_are_sealed_keep_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for id in 1..=20u64 {
+            let values: Vec<String> = (0..50).map(|i| format!("{id}-{i}")).collect();
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            s.write(&recs(&values)).unwrap();
+            let tx = tx.clone();
+            s.precommit(id, Box::new(move |r| tx.send((id, r)).unwrap()))
+                .unwrap();
+        }
+        let acks: Vec<u64> = (0..20)
+            .map(|_| rx.recv().unwrap())
+            .map(|(id, r)| {
+                r.unwrap();
+                id
+            })
+            .collect();
+        assert_eq!(acks, (1..=20).collect::<Vec<_>>(), "done in request order");
+        commit_blocking(&mut s, 20).unwrap();
+        let want: String = (1..=20)
+            .flat_map(|id| (0..50).map(move |i| format!("{id}-{i}\n")))
+            .collect();
+        assert_eq!(visible(dir.path()), want);
+        assert_eq!(fs::read_dir(dir.path().join("staging")).unwrap().count(), 0);
+    }
+
+    /// The first commit into an empty file renames the staged epoch into
+    /// place (one write and one sync of the output, not two); later ones
+    /// append to it.
+    #[test]
+    fn the_first_commit_into_an_empty_file_moves_the_epoch_into_place() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&recs(&["a", "b"])).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        s.write(&recs(&["c"])).unwrap();
+        precommit_blocking(&mut s, 2).unwrap();
+        let staged1 = fs::metadata(dir.path().join("staging/1.staged")).unwrap();
+        commit_blocking(&mut s, 2).unwrap();
+        let out = fs::metadata(dir.path().join("out.txt")).unwrap();
+        assert_eq!(out.ino(), staged1.ino(), "epoch 1 was renamed, not copied");
+        assert_eq!(visible(dir.path()), "a\nb\nc\n");
+        s.write(&recs(&["d"])).unwrap();
+        precommit_blocking(&mut s, 3).unwrap();
+        commit_blocking(&mut s, 3).unwrap();
+        assert_eq!(visible(dir.path()), "a\nb\nc\nd\n");
+        assert_eq!(fs::read_dir(dir.path().join("staging")).unwrap().count(), 0);
+        let out3 = fs::metadata(dir.path().join("out.txt")).unwrap();
+        assert_eq!(out3.ino(), out.ino(), "appended to");
+    }
+
+    /// A crash between moving epoch 1 into place and appending epoch 2.
+    #[test]
+    fn a_crash_after_the_rename_restores_the_epochs_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&recs(&["a"])).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        s.write(&recs(&["b", "c"])).unwrap();
+        let info2 = precommit_blocking(&mut s, 2).unwrap();
+        drop(s);
+        fs::rename(
+            dir.path().join("staging/1.staged"),
+            dir.path().join("out.txt"),
+        )
+        .unwrap();
+        open(dir.path(), Some(&info2));
+        assert_eq!(visible(dir.path()), "a\nb\nc\n");
+    }
+
+    /// An output path that is not a regular file (a symlink here) is
+    /// appended to, never replaced.
+    #[test]
+    fn a_symlinked_output_is_appended_to_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("target.txt"), "").unwrap();
+        std::os::unix::fs::symlink("target.txt", dir.path().join("out.txt")).unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&recs(&["a"])).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
+        let link = fs::symlink_metadata(dir.path().join("out.txt")).unwrap();
+        assert!(link.file_type().is_symlink());
+        assert_eq!(
+            fs::read_to_string(dir.path().join("target.txt")).unwrap(),
+            "a\n"
+        );
+    }
+
+    #[test]
+    fn restore_truncates_output_of_later_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&recs(&["a"])).unwrap();
+        let info1 = precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
+        s.write(&recs(&["b"])).unwrap();
+        precommit_blocking(&mut s, 2).unwrap();
+        commit_blocking(&mut s, 2).unwrap();
+        drop(s);
+        open(dir.path(), Some(&info1));
+        assert_eq!(visible(dir.path()), "a\n");
+    }
+
+    /// Regression: the sink may precommit `n` before it gets the commit of
+    /// `n - 1`; a crash after checkpoint `n` completed but before either was
+    /// appended must restore both epochs, not report the file as modified.
+    #[test]
+    fn restore_appends_every_completed_but_unappended_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&recs(&["a"])).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
+        s.write(&recs(&["b"])).unwrap();
+        precommit_blocking(&mut s, 2).unwrap();
+        s.write(&recs(&["c", "d"])).unwrap();
+        let info3 = precommit_blocking(&mut s, 3).unwrap();
+        drop(s); // crash: 3 is complete, 2 and 3 were never appended
+        let mut s = open(dir.path(), Some(&info3));
+        assert_eq!(visible(dir.path()), "a\nb\nc\nd\n");
+        s.write(&recs(&["e"])).unwrap();
+        precommit_blocking(&mut s, 4).unwrap();
+        commit_blocking(&mut s, 4).unwrap();
+        assert_eq!(visible(dir.path()), "a\nb\nc\nd\ne\n");
+    }
+
+    #[test]
+    fn a_partial_append_is_redone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&recs(&["a"])).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
+        s.write(&recs(&["bbbb"])).unwrap();
+        let info2 = precommit_blocking(&mut s, 2).unwrap();
+        drop(s);
+        // Half of epoch 2 made it before the crash.
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("out.txt"))
+            .unwrap();
+        f.write_all(b"bb").unwrap();
+        open(dir.path(), Some(&info2));
+        assert_eq!(visible(dir.path()), "a\nbbbb\n");
+    }
+
+    #[test]
+    fn a_file_shorter_than_committed_output_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&recs(&["a"])).unwrap();
+        let info = precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
+        drop(s);
+        fs::write(dir.path().join("out.txt"), "").unwrap();
+        let err = FileSink::open(
+            "out",
+            &dir.path().join("out.txt"),
+            &dir.path().join("staging"),
+            Some(&info),
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("--restore none"), "{err}");
+    }
+}
