@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use weir::Runtime;
 use weir::wasm::compile_cache::{CompileCache, Outcome};
-use weir::wasm::plugin::RuntimeOptions;
+use weir::wasm::RuntimeOptions;
 use weir_tests::plugins;
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use weir::checkpoint::state::KeyedState;
-use weir::wasm::instance::PluginReturned;
+use weir::wasm::PluginReturned;
 use weir::{InstanceError, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::pipeline::{JobDir, XorShift, seed};
 use weir_tests::plugins;

@@ -28,7 +28,7 @@ use crate::dataflow::align::{Action, Aligner, Event as AlignEvent};
 use crate::dataflow::partition::Partitioner;
 use crate::metrics::NodeMetrics;
 use crate::store::InstanceDelta;
-use crate::wasm::instance::{InstanceError, OperatorInstance};
+use crate::wasm::{InstanceError, OperatorInstance};
 
 /// How often blocked threads check for cancellation.
 pub(crate) const POLL: Duration = Duration::from_millis(50);

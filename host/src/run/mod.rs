@@ -28,8 +28,8 @@ use crate::dataflow::task::{
 };
 use crate::metrics::JobMetrics;
 use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta, StoreError};
-use crate::wasm::instance::{InstanceError, OperatorInstance};
-use crate::wasm::plugin::{Plugin, PluginError, Runtime};
+use crate::wasm::{InstanceError, OperatorInstance};
+use crate::wasm::{Plugin, PluginError, Runtime};
 
 /// Messages a channel holds before its sender blocks (backpressure).
 const CHANNEL_CAPACITY: usize = 16;

@@ -25,7 +25,7 @@ use crate::run::{
     Attempt, AttemptEnd, LoadedOperator, Probation, RestoreMode, RunError, RunOptions, RunSummary,
     SwapRequest, load_operator, load_plugins, run_attempt,
 };
-use crate::wasm::plugin::Runtime;
+use crate::wasm::Runtime;
 
 /// File name of the control socket in the state dir.
 pub const CONTROL_SOCKET: &str = "weir.sock";
@@ -316,7 +316,7 @@ pub fn request_swap(
 /// can; failures to load, validate, open or restore cannot.
 fn restartable(e: &RunError) -> bool {
     use crate::dataflow::task::TaskError;
-    use crate::wasm::instance::InstanceError;
+    use crate::wasm::InstanceError;
     match e {
         RunError::Task(TaskError::Instance(
             InstanceError::Trap { hook, .. }
