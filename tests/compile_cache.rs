@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use weir::Runtime;
-use weir::wasm::compile_cache::{CompileCache, Outcome};
 use weir::wasm::RuntimeOptions;
+use weir::wasm::compile_cache::{CompileCache, Outcome};
 use weir_tests::plugins;
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");
