@@ -7,8 +7,8 @@
 use std::time::Instant;
 
 use weir::Runtime;
+use weir::wasm::RuntimeOptions;
 use weir::wasm::compile_cache::{CompileCache, Outcome};
-use weir::wasm::plugin::RuntimeOptions;
 use weir_tests::cli::{self, Weir};
 use weir_tests::plugins;
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use weir::checkpoint::state::KeyedState;
-use weir::wasm::instance::PluginReturned;
+use weir::wasm::PluginReturned;
 use weir::{InstanceError, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::cli::Weir;
 use weir_tests::job_file::Checkpoint;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use weir::config::{Grants, LimitValue, Limits};
 use weir::wasm::InstanceError;
-use weir::wasm::plugin::RuntimeOptions;
+use weir::wasm::RuntimeOptions;
 use weir::{OperatorInstance, Plugin, PluginError, Record, Runtime};
 use weir_tests::cli::Weir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};

@@ -1,99 +1,46 @@
 //! The checkpoint store: one redb file per state directory holding the
-//! complete checkpoints of one job, with incremental keyed state.
-//!
-//! A checkpoint is complete iff its row in `checkpoints` exists; it is written
-//! with its state in one durable write transaction, so it is never
-//! half-visible. Each checkpoint stores, per instance that changed, one
-//! segment: a sorted run of its changes (a delta) or, now and then, its whole
-//! state (a full segment). Layout, compaction and garbage collection:
+//! complete checkpoints of one job, with incremental keyed state. Each
+//! checkpoint stores, per instance that changed, one segment: a sorted run
+//! of its changes (a delta) or, now and then, its whole state (a full
+//! segment). Layout, compaction and garbage collection:
 //! `docs/checkpoints.md`.
+//!
+//! Invariant (atomic checkpoints): a checkpoint is complete iff its row in
+//! `checkpoints` exists. [`CheckpointStore::commit`] writes the row with the
+//! checkpoint's state, and runs the garbage collection, in one durable write
+//! transaction, so a checkpoint is never half-visible, and a crash at any
+//! moment leaves the last complete checkpoint restorable.
+//!
+//! This module commits and reads checkpoints. Below it, from the bottom up:
+//! `layout` (file name, format version, tables), `meta` (the checkpoint
+//! metadata), `error`, `tuning`, `segment` (the encoding of a segment),
+//! `file` (the open store: opening, transactions), `chain` (one instance's
+//! segments) and `gc` (garbage collection, truncation).
 
 mod chain;
+mod error;
+mod file;
+mod gc;
+mod layout;
+mod meta;
 mod segment;
+mod tuning;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use redb::{
-    Builder, ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase,
-    ReadableTable, TableDefinition, TableHandle, WriteTransaction,
-};
-use serde::{Deserialize, Serialize};
+use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
-use chain::{TUNING, Tables, Tuning};
+use chain::Tables;
+use error::{Fail, invalid};
+use layout::{CHECKPOINTS, CHUNKS, GC, SEGMENTS, SNAPSHOTS};
+
+pub use error::StoreError;
+pub use file::CheckpointStore;
+pub use layout::{FILE_NAME, FORMAT_VERSION};
+pub use meta::{CheckpointMeta, OperatorMeta};
 
 pub use crate::dataflow::protocol::InstanceDelta;
-
-/// Name of the store file inside the state directory.
-pub const FILE_NAME: &str = "checkpoints.redb";
-/// Version of the table layout, stored under `format` in the `meta` table.
-pub const FORMAT_VERSION: u32 = 2;
-
-const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
-/// (operator, instance, version) -> segment header.
-const SEGMENTS: TableDefinition<(&str, u32, u64), &[u8]> = TableDefinition::new("segments");
-/// (operator, instance, version, chunk) -> encoded entries.
-const CHUNKS: TableDefinition<(&str, u32, u64, u32), &[u8]> = TableDefinition::new("chunks");
-/// (operator, instance, version) -> snapshot bytes.
-const SNAPSHOTS: TableDefinition<(&str, u32, u64), &[u8]> = TableDefinition::new("snapshots");
-/// (version, operator, instance): the instance wrote a full segment or a
-/// snapshot at `version` that hides older ones; collected once `version` is
-/// no newer than the oldest retained checkpoint.
-const GC: TableDefinition<(u64, &str, u32), ()> = TableDefinition::new("gc");
-const TABLES: [&str; 6] = [
-    "meta",
-    "checkpoints",
-    "segments",
-    "chunks",
-    "snapshots",
-    "gc",
-];
-
-/// Metadata of one complete checkpoint (stored as JSON).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct CheckpointMeta {
-    /// Checkpoint id; strictly increasing within a store, from 1.
-    pub id: u64,
-    /// Job name.
-    pub job: String,
-    /// Unix milliseconds when the checkpoint was triggered.
-    pub started_at_ms: u64,
-    /// Milliseconds from trigger to completion.
-    pub duration_ms: u64,
-    /// Longest barrier alignment over all instances, in milliseconds.
-    pub alignment_ms: u64,
-    /// Bytes of keys, values and snapshots written (set by [`CheckpointStore::commit`]).
-    pub bytes_written: u64,
-    /// Live keys across all operators after this checkpoint (set by [`CheckpointStore::commit`]).
-    pub state_keys: u64,
-    /// Number of key groups the key space is split into.
-    pub key_groups: u32,
-    /// Source id -> read offset (opaque to the store).
-    pub sources: BTreeMap<String, serde_json::Value>,
-    /// Operator id -> plugin and parallelism.
-    pub operators: BTreeMap<String, OperatorMeta>,
-    /// Sink id -> commit information (opaque to the store).
-    pub sinks: BTreeMap<String, serde_json::Value>,
-    /// Taken at end of input.
-    pub final_checkpoint: bool,
-}
-
-/// The plugin behind an operator at a checkpoint.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct OperatorMeta {
-    /// Plugin name.
-    pub plugin_name: String,
-    /// Plugin version.
-    pub plugin_version: String,
-    /// Version of the plugin's state format.
-    pub state_version: u32,
-    /// SHA-256 of the plugin's `.wasm`, hex.
-    pub sha256: String,
-    /// Number of instances.
-    pub parallelism: u32,
-}
 
 /// Outcome of [`CheckpointStore::commit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,306 +63,7 @@ pub struct RestoredInstance {
 /// One live entry of an operator: `(instance, key, value)`.
 pub type OperatorEntry = (u32, Vec<u8>, Vec<u8>);
 
-/// Errors of the checkpoint store. Messages are one line, name the file or
-/// directory and say what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The state directory holds no store.
-    #[error("no checkpoints in {}: it has no {FILE_NAME} (check --state-dir; a job creates it when it first runs)", dir.display())]
-    NotFound {
-        /// State directory.
-        dir: PathBuf,
-    },
-    /// The store belongs to another job.
-    #[error("{} holds the checkpoints of job `{found}`, not `{expected}`: use another --state-dir for `{expected}`, or delete the directory to discard `{found}`'s checkpoints", dir.display())]
-    OtherJob {
-        /// State directory.
-        dir: PathBuf,
-        /// Job recorded in the store.
-        found: String,
-        /// Job that tried to open it.
-        expected: String,
-    },
-    /// The file is damaged or not a checkpoint store.
-    #[error("checkpoint store {} is damaged ({message}): move it away to start from scratch, or restore it from a backup", path.display())]
-    Corrupt {
-        /// Store file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
-    /// An I/O error.
-    #[error("I/O error on {}: {error} (check permissions and free disk space)", path.display())]
-    Io {
-        /// File or directory.
-        path: PathBuf,
-        /// The error.
-        error: std::io::Error,
-    },
-    /// Another process has the store open for writing.
-    #[error("checkpoint store {} is in use by another process: stop the other `weir run` using this --state-dir, or use another one", path.display())]
-    InUse {
-        /// Store file.
-        path: PathBuf,
-    },
-    /// The checkpoint does not exist (never completed, garbage-collected or truncated).
-    #[error("checkpoint {id} is not in {}: it never completed or is no longer retained; `weir checkpoints` lists the restorable ones", path.display())]
-    UnknownCheckpoint {
-        /// Store file.
-        path: PathBuf,
-        /// Requested checkpoint.
-        id: u64,
-    },
-    /// The store was written with a layout this build does not read.
-    #[error("checkpoint store {} has format {found:?}, this weir reads format {FORMAT_VERSION}: use the weir version that wrote it, or another --state-dir, or delete {} to start from scratch", path.display(), path.parent().map_or_else(|| path.display().to_string(), |d| d.display().to_string()))]
-    UnsupportedFormat {
-        /// Store file.
-        path: PathBuf,
-        /// Format recorded in the store.
-        found: String,
-    },
-    /// The caller passed something the store refuses (a bug in the caller).
-    #[error("{message}")]
-    Invalid {
-        /// What is wrong.
-        message: String,
-    },
-    /// Any other database error, with the operation that failed.
-    #[error("{message}")]
-    Db {
-        /// Operation, file and error.
-        message: String,
-    },
-}
-
-/// Internal error: a redb error, given context at the API boundary, or a
-/// finished [`StoreError`]. Lets `?` work on every redb call.
-#[derive(Debug)]
-enum Fail {
-    Redb(redb::Error),
-    Store(StoreError),
-}
-
-macro_rules! from_redb {
-    ($($t:ty),*) => {$(impl From<$t> for Fail {
-        fn from(e: $t) -> Self { Fail::Redb(e.into()) }
-    })*};
-}
-from_redb!(
-    redb::StorageError,
-    redb::TableError,
-    redb::TransactionError,
-    redb::CommitError
-);
-
-impl From<StoreError> for Fail {
-    fn from(e: StoreError) -> Self {
-        Fail::Store(e)
-    }
-}
-
-fn classify(path: &Path, what: &str, e: Fail) -> StoreError {
-    let path = path.to_path_buf();
-    match e {
-        Fail::Store(e) => e,
-        Fail::Redb(redb::Error::Corrupted(message)) => StoreError::Corrupt { path, message },
-        Fail::Redb(redb::Error::Io(error)) if error.kind() == std::io::ErrorKind::InvalidData => {
-            StoreError::Corrupt {
-                path,
-                message: error.to_string(),
-            }
-        }
-        Fail::Redb(redb::Error::Io(error)) => StoreError::Io { path, error },
-        Fail::Redb(redb::Error::DatabaseAlreadyOpen) => StoreError::InUse { path },
-        Fail::Redb(other) => StoreError::Db {
-            message: format!(
-                "checkpoint store {}: {what} failed: {other} (the last complete checkpoint is unaffected; retry, or report a bug)",
-                path.display()
-            ),
-        },
-    }
-}
-
-fn builder() -> Builder {
-    let mut b = Builder::new();
-    // Corruption is reported at open instead of panicking later; the
-    // single-writer mode lets `weir checkpoints` read while a job runs.
-    b.set_check_integrity_on_open(true)
-        .set_concurrency_mode(ConcurrencyMode::SingleWriter);
-    b
-}
-
-fn invalid(message: String) -> StoreError {
-    StoreError::Invalid { message }
-}
-
-enum Handle {
-    ReadWrite(Database),
-    ReadOnly(ReadOnlyDatabase),
-}
-
-/// The checkpoint store of one job.
-pub struct CheckpointStore {
-    db: Handle,
-    dir: PathBuf,
-    path: PathBuf,
-    tuning: Tuning,
-}
-
-impl std::fmt::Debug for CheckpointStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckpointStore")
-            .field("path", &self.path)
-            .field("read_only", &self.is_read_only())
-            .finish()
-    }
-}
-
 impl CheckpointStore {
-    /// Opens (creating the dir and file when missing) the store in `dir` for
-    /// job `job`. A store of another job is refused ([`StoreError::OtherJob`]),
-    /// a damaged file is [`StoreError::Corrupt`].
-    pub fn open(dir: &Path, job: &str) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|error| StoreError::Io {
-            path: dir.to_path_buf(),
-            error,
-        })?;
-        let path = dir.join(FILE_NAME);
-        let db = builder()
-            .create(&path)
-            .map_err(|e| classify(&path, "opening", Fail::Redb(e.into())))?;
-        let store = CheckpointStore {
-            db: Handle::ReadWrite(db),
-            dir: dir.to_path_buf(),
-            path,
-            tuning: TUNING,
-        };
-        store.run("creating the tables", || {
-            let txn = store.rw()?.begin_write()?;
-            if txn.list_tables()?.next().is_some() {
-                return Ok(txn.abort()?);
-            }
-            let mut meta = txn.open_table(META)?;
-            meta.insert("job", job.as_bytes())?;
-            meta.insert("format", FORMAT_VERSION.to_string().as_bytes())?;
-            drop(meta);
-            txn.open_table(CHECKPOINTS)?;
-            txn.open_table(SEGMENTS)?;
-            txn.open_table(CHUNKS)?;
-            txn.open_table(SNAPSHOTS)?;
-            txn.open_table(GC)?;
-            Ok(txn.commit()?)
-        })?;
-        store.check_layout()?;
-        let found = store.job()?;
-        if found != job {
-            let (dir, expected) = (store.dir.clone(), job.to_string());
-            return Err(StoreError::OtherJob {
-                dir,
-                found,
-                expected,
-            });
-        }
-        Ok(store)
-    }
-
-    /// Opens an existing store for inspection (`weir checkpoints`, `weir
-    /// state`) without creating anything; no file is [`StoreError::NotFound`].
-    /// While a job has the store open, it is opened read-only and follows the
-    /// job's commits; writes are then refused.
-    pub fn open_existing(dir: &Path) -> Result<Self, StoreError> {
-        let path = dir.join(FILE_NAME);
-        match path.try_exists() {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(StoreError::NotFound {
-                    dir: dir.to_path_buf(),
-                });
-            }
-            Err(error) => return Err(StoreError::Io { path, error }),
-        }
-        let opened = builder().open(&path).map_err(|e| Fail::Redb(e.into()));
-        let db = match opened.map_err(|e| classify(&path, "opening", e)) {
-            Ok(db) => Handle::ReadWrite(db),
-            // A running job holds the writer lock (it checked the file when it
-            // opened it); a read-only directory refuses a writer.
-            Err(StoreError::InUse { .. } | StoreError::Io { .. }) => {
-                let ro = builder()
-                    .open_read_only(&path)
-                    .map_err(|e| Fail::Redb(e.into()));
-                Handle::ReadOnly(ro.map_err(|e| classify(&path, "opening read-only", e))?)
-            }
-            Err(e) => return Err(e),
-        };
-        let store = CheckpointStore {
-            db,
-            dir: dir.to_path_buf(),
-            path,
-            tuning: TUNING,
-        };
-        store.check_layout()?;
-        Ok(store)
-    }
-
-    /// Refuses another layout version first (its tables differ), then a
-    /// file lacking one of this version's tables.
-    fn check_layout(&self) -> Result<(), StoreError> {
-        let (tables, format) = self.run("checking the layout", || {
-            let txn = self.read()?;
-            let tables: Vec<String> = txn.list_tables()?.map(|t| t.name().to_string()).collect();
-            let format = match tables.iter().any(|t| t == "meta") {
-                true => Some(
-                    txn.open_table(META)?
-                        .get("format")?
-                        .map(|v| v.value().to_vec()),
-                ),
-                false => None,
-            };
-            Ok((tables, format))
-        })?;
-        if let Some(format) = format
-            && format.as_deref() != Some(FORMAT_VERSION.to_string().as_bytes())
-        {
-            return Err(StoreError::UnsupportedFormat {
-                path: self.path.clone(),
-                found: String::from_utf8_lossy(&format.unwrap_or_default()).into_owned(),
-            });
-        }
-        if let Some(missing) = TABLES.iter().find(|t| !tables.iter().any(|n| n == *t)) {
-            let message = format!("not a Weir checkpoint store: it has no `{missing}` table");
-            return Err(self.corrupt(message));
-        }
-        Ok(())
-    }
-
-    fn run<T>(&self, what: &str, f: impl FnOnce() -> Result<T, Fail>) -> Result<T, StoreError> {
-        f().map_err(|e| classify(&self.path, what, e))
-    }
-
-    fn corrupt(&self, message: String) -> StoreError {
-        StoreError::Corrupt {
-            path: self.path.clone(),
-            message,
-        }
-    }
-
-    fn rw(&self) -> Result<&Database, StoreError> {
-        match &self.db {
-            Handle::ReadWrite(db) => Ok(db),
-            Handle::ReadOnly(_) => Err(invalid(format!(
-                "checkpoint store {} is open read-only because a job is using it: stop the job to modify it",
-                self.path.display()
-            ))),
-        }
-    }
-
-    fn read(&self) -> Result<ReadTransaction, Fail> {
-        Ok(match &self.db {
-            Handle::ReadWrite(db) => db.begin_read()?,
-            Handle::ReadOnly(db) => db.begin_read()?,
-        })
-    }
-
     fn decode_meta(&self, id: u64, raw: &[u8]) -> Result<CheckpointMeta, StoreError> {
         let meta: CheckpointMeta = serde_json::from_slice(raw)
             .map_err(|e| self.corrupt(format!("metadata of checkpoint {id} is unreadable: {e}")))?;
@@ -423,19 +71,6 @@ impl CheckpointStore {
             return Err(self.corrupt(format!("checkpoint row {id} holds checkpoint {}", meta.id)));
         }
         Ok(meta)
-    }
-
-    /// The job this store belongs to.
-    pub fn job(&self) -> Result<String, StoreError> {
-        let raw = self.run("reading the job name", || {
-            Ok(self
-                .read()?
-                .open_table(META)?
-                .get("job")?
-                .map(|v| v.value().to_vec()))
-        })?;
-        let raw = raw.ok_or_else(|| self.corrupt("no job name recorded".into()))?;
-        String::from_utf8(raw).map_err(|_| self.corrupt("the job name is not UTF-8".into()))
     }
 
     /// Writes checkpoint `meta.id` (greater than every existing id) with
@@ -551,48 +186,6 @@ impl CheckpointStore {
         Ok(bytes)
     }
 
-    /// Drops checkpoints older than the newest `retain`, then, for every
-    /// instance journaled at a version no newer than the oldest retained
-    /// checkpoint (`horizon`), the segments older than its newest full
-    /// segment <= horizon and the snapshots older than its newest snapshot
-    /// <= horizon: every retained checkpoint reads those or newer ones.
-    fn collect_garbage(&self, txn: &WriteTransaction, retain: usize) -> Result<(), Fail> {
-        let mut checkpoints = txn.open_table(CHECKPOINTS)?;
-        let mut horizon = 0;
-        for row in checkpoints.iter()?.rev().take(retain) {
-            horizon = row?.0.value();
-        }
-        checkpoints.retain_in(..horizon, |_, _| false)?;
-        let end = horizon + 1; // ids are below u64::MAX
-
-        let mut journal = txn.open_table(GC)?;
-        let mut due = BTreeSet::new();
-        for row in journal.range(..(end, "", 0))? {
-            let row = row?.0;
-            let (_, op, inst) = row.value();
-            due.insert((op.to_string(), inst));
-        }
-        journal.retain_in(..(end, "", 0), |_, _| false)?;
-        let mut segments = txn.open_table(SEGMENTS)?;
-        let mut chunks = txn.open_table(CHUNKS)?;
-        let mut snapshots = txn.open_table(SNAPSHOTS)?;
-        for (op, inst) in &due {
-            let (op, inst) = (op.as_str(), *inst);
-            if let Some((base, _)) = self.chain(&segments, op, inst, horizon)?.full {
-                segments.retain_in((op, inst, 0)..(op, inst, base), |_, _| false)?;
-                chunks.retain_in((op, inst, 0, 0)..(op, inst, base, 0), |_, _| false)?;
-            }
-            let newest = snapshots
-                .range((op, inst, 0)..=(op, inst, horizon))?
-                .next_back()
-                .transpose()?;
-            if let Some(base) = newest.map(|(k, _)| k.value().2) {
-                snapshots.retain_in((op, inst, 0)..(op, inst, base), |_, _| false)?;
-            }
-        }
-        Ok(())
-    }
-
     /// All complete checkpoints, ascending by id.
     pub fn list(&self) -> Result<Vec<CheckpointMeta>, StoreError> {
         self.run("listing checkpoints", || {
@@ -686,75 +279,6 @@ impl CheckpointStore {
         })?;
         out.sort_by(|a, b| (&a.1, a.0).cmp(&(&b.1, b.0)));
         Ok(out)
-    }
-
-    /// Deletes every checkpoint newer than `id` (an existing checkpoint, or 0
-    /// for all) with the segments, snapshots and journal rows they wrote, in
-    /// one transaction.
-    pub fn truncate_after(&self, id: u64) -> Result<(), StoreError> {
-        let db = self.rw()?;
-        self.run(&format!("truncating after checkpoint {id}"), || {
-            let txn = db.begin_write()?;
-            {
-                let mut checkpoints = txn.open_table(CHECKPOINTS)?;
-                if id != 0 && checkpoints.get(id)?.is_none() {
-                    return Err(StoreError::UnknownCheckpoint {
-                        path: self.path.clone(),
-                        id,
-                    }
-                    .into());
-                }
-                let after = id.saturating_add(1);
-                checkpoints.retain_in(after.., |_, _| false)?;
-                let mut segments = txn.open_table(SEGMENTS)?;
-                let mut newer = Vec::new();
-                for row in segments.iter()? {
-                    let row = row?.0;
-                    let (op, inst, version) = row.value();
-                    if version > id {
-                        newer.push((op.to_string(), inst, version));
-                    }
-                }
-                segments.retain(|k, _| k.2 <= id)?;
-                let mut chunks = txn.open_table(CHUNKS)?;
-                for (op, inst, v) in &newer {
-                    let (op, inst, v) = (op.as_str(), *inst, *v);
-                    chunks.retain_in((op, inst, v, 0)..=(op, inst, v, u32::MAX), |_, _| false)?;
-                }
-                txn.open_table(SNAPSHOTS)?.retain(|k, _| k.2 <= id)?;
-                txn.open_table(GC)?
-                    .retain_in((after, "", 0).., |_, _| false)?;
-            }
-            Ok(txn.commit()?)
-        })
-    }
-
-    /// Path of the store file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Whether the store was opened read-only (by [`Self::open_existing`]
-    /// while a job holds it); commits and truncation are then refused.
-    pub fn is_read_only(&self) -> bool {
-        matches!(self.db, Handle::ReadOnly(_))
-    }
-
-    /// The store with other chunk and compaction thresholds.
-    #[cfg(test)]
-    fn with_tuning(mut self, tuning: Tuning) -> Self {
-        self.tuning = tuning;
-        self
-    }
-
-    /// Size of the store file in bytes.
-    pub fn file_size(&self) -> Result<u64, StoreError> {
-        std::fs::metadata(&self.path)
-            .map(|m| m.len())
-            .map_err(|error| StoreError::Io {
-                path: self.path.clone(),
-                error,
-            })
     }
 }
 

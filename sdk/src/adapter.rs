@@ -5,11 +5,11 @@
 
 use std::marker::PhantomData;
 
-use crate::Operator;
 use crate::bindings::exports::weir::operator::{flat_lifecycle, lifecycle, snapshot};
 use crate::bindings::weir::operator::types::{
     Error as WitError, OpenContext, OperatorInfo, Record,
 };
+use crate::operator::Operator;
 
 /// Storage for the one operator instance of a component instance. Implemented
 /// by [`export!`](crate::export).
@@ -25,7 +25,11 @@ pub(crate) mod hooks {
     //! What each hook does around the operator's own method.
 
     use crate::batch::Batch;
-    use crate::{Context, Operator, Record, Result, cache};
+    use crate::cache;
+    use crate::context::Context;
+    use crate::error::Result;
+    use crate::operator::Operator;
+    use crate::record::Record;
 
     /// Runs `f` with a fresh [`Context`]; when it returns, even with an
     /// error (the host then discards the attempt's output and state):
@@ -78,7 +82,7 @@ pub(crate) mod hooks {
 /// Runs `f` on the open operator.
 fn with_op<T: Operator + OperatorSlot>(
     hook: &str,
-    f: impl FnOnce(&mut T) -> crate::Result<()>,
+    f: impl FnOnce(&mut T) -> crate::error::Result<()>,
 ) -> Result<(), WitError> {
     T::with_slot(|slot| {
         let op = slot.as_mut().ok_or_else(|| {

@@ -1,7 +1,7 @@
 //! Records in flat form: one byte buffer plus one span per record (the WIT
 //! `weir:operator/flat` layout). [`Batch`] is a borrowed view of an input
-//! batch, [`RecordRef`] one of its records, and [`BatchBuf`] an owned flat
-//! batch being built (the SDK's emit buffers, and test inputs).
+//! batch, read as [`RecordRef`]s, and [`BatchBuf`] an owned flat batch
+//! being built (the SDK's emit buffers, and test inputs).
 //!
 //! Invariant: every range of every span of a [`BatchBuf`] lies inside its
 //! data, by construction. The host guarantees the same for the batches it
@@ -11,106 +11,11 @@
 //! host bug it is, which traps the instance. Unknown flag bits of a span
 //! from the host are ignored.
 
-use serde::de::{Deserialize, DeserializeSeed};
-
-use crate::{Error, Record, Result, ValueWriter};
 use weir_flat::{Range, SPAN_BYTES, Span};
 
-/// One record of a [`Batch`], borrowed: key, value and event time, without
-/// copying.
-///
-/// ```
-/// use weir_sdk::{BatchBuf, RecordRef};
-/// let mut buf = BatchBuf::new();
-/// buf.push(Some(b"k"), b"v", Some(7));
-/// let rec: RecordRef<'_> = buf.as_batch().get(0).unwrap();
-/// assert_eq!((rec.key, rec.value, rec.timestamp), (Some(&b"k"[..]), &b"v"[..], Some(7)));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecordRef<'a> {
-    /// Partitioning key, if any.
-    pub key: Option<&'a [u8]>,
-    /// The payload.
-    pub value: &'a [u8],
-    /// Event time in milliseconds since the Unix epoch, when known.
-    pub timestamp: Option<i64>,
-}
-
-impl<'a> RecordRef<'a> {
-    /// The value as UTF-8, or [`Error::InvalidInput`].
-    ///
-    /// ```
-    /// let r = weir_sdk::Record::new("ok");
-    /// assert_eq!(r.as_record_ref().value_str().unwrap(), "ok");
-    /// ```
-    #[inline]
-    pub fn value_str(&self) -> Result<&'a str> {
-        std::str::from_utf8(self.value)
-            .map_err(|e| Error::InvalidInput(format!("record value is not UTF-8: {e}")))
-    }
-
-    /// The key as UTF-8, when there is a key and it is UTF-8.
-    ///
-    /// ```
-    /// let r = weir_sdk::Record::new("v").with_key(vec![0xff]);
-    /// assert_eq!(r.as_record_ref().key_str(), None);
-    /// ```
-    #[inline]
-    pub fn key_str(&self) -> Option<&'a str> {
-        self.key.and_then(|k| std::str::from_utf8(k).ok())
-    }
-
-    /// The value parsed as JSON into `T`, which may borrow from the record,
-    /// or [`Error::InvalidInput`].
-    ///
-    /// ```
-    /// #[derive(serde::Deserialize)]
-    /// struct Event<'a> { user: &'a str }
-    /// let r = weir_sdk::Record::new(r#"{"user":"ada"}"#);
-    /// let e: Event = r.as_record_ref().parse_json().unwrap();
-    /// assert_eq!(e.user, "ada");
-    /// ```
-    pub fn parse_json<T: Deserialize<'a>>(&self) -> Result<T> {
-        self.parse_json_seed(std::marker::PhantomData)
-    }
-
-    /// The value parsed as JSON by a [`DeserializeSeed`] (to read only the
-    /// parts you need, without building the whole document), or
-    /// [`Error::InvalidInput`]. The whole value must be one JSON document.
-    ///
-    /// ```
-    /// use std::marker::PhantomData;
-    /// let r = weir_sdk::Record::new("[1, 2]");
-    /// let v: Vec<u8> = r.as_record_ref().parse_json_seed(PhantomData).unwrap();
-    /// assert_eq!(v, [1, 2]);
-    /// assert!(weir_sdk::Record::new("[1] x").as_record_ref().parse_json_seed(PhantomData::<Vec<u8>>).is_err());
-    /// ```
-    pub fn parse_json_seed<S: DeserializeSeed<'a>>(&self, seed: S) -> Result<S::Value> {
-        let mut de = serde_json::Deserializer::from_slice(self.value);
-        seed.deserialize(&mut de)
-            .and_then(|v| de.end().map(|()| v))
-            .map_err(|e| {
-                Error::InvalidInput(format!(
-                    "record value is not the expected JSON ({e}): {}",
-                    String::from_utf8_lossy(&self.value[..self.value.len().min(200)])
-                ))
-            })
-    }
-
-    /// An owned copy.
-    ///
-    /// ```
-    /// let r = weir_sdk::Record::new("v").with_key("k");
-    /// assert_eq!(r.as_record_ref().to_record(), r);
-    /// ```
-    pub fn to_record(&self) -> Record {
-        Record {
-            key: self.key.map(<[u8]>::to_vec),
-            value: self.value.to_vec(),
-            timestamp: self.timestamp,
-        }
-    }
-}
+use crate::error::{Error, Result};
+use crate::record::{Record, RecordRef};
+use crate::writer::ValueWriter;
 
 /// Panics for a span from the host that points outside its batch.
 #[cold]

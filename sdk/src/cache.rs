@@ -27,9 +27,20 @@ use std::rc::Rc;
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::bindings::weir::operator::state::Entry;
+use crate::error::{Error, Result};
 use crate::hash::SeededState;
-use crate::typed::DEFAULT_CACHE_CAPACITY;
-use crate::{Error, Result, host};
+use crate::host;
+
+/// Entries a [`MapState`](crate::MapState) or
+/// [`ValueState`](crate::ValueState) caches by default before it writes back
+/// and evicts half of its cache: about 20 MB of guest memory for short
+/// string keys and integer values, well within the host's default 256 MiB
+/// memory limit. Lower it for large values.
+///
+/// ```
+/// assert_eq!(weir_sdk::DEFAULT_CACHE_CAPACITY, 262_144);
+/// ```
+pub const DEFAULT_CACHE_CAPACITY: usize = 262_144;
 
 /// Where a store's entries live in host state.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,9 +2,12 @@
 
 use std::cell::RefCell;
 
+use crate::batch::BatchBuf;
 use crate::bindings::weir::operator::state::Entry;
+use crate::cache;
 use crate::host::{self, LogLevel};
-use crate::{BatchBuf, Record, RecordRef, ValueWriter, cache};
+use crate::record::{Record, RecordRef};
+use crate::writer::ValueWriter;
 
 /// Emitted records buffered per port before they are handed to the host in
 /// one `flat.emit` call.

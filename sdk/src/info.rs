@@ -1,6 +1,6 @@
 //! Builders and helpers on the descriptive types of the WIT contract.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// What an operator says about itself: name, version, ports, state version.
 ///

@@ -1,5 +1,7 @@
 //! Unit-test operators natively, with plain `cargo test` and no Wasm build,
-//! against an in-memory host for state and emit.
+//! against the in-memory host ([`MemoryHost`]) for state and emit: the
+//! [`Harness`] drives one operator instance through the same hook code as
+//! the component's exports.
 //!
 //! ```
 //! use weir_sdk::{testing::Harness, Context, OpenContext, Operator, OperatorInfo, Record, Result};
@@ -23,76 +25,27 @@
 //! assert_eq!(h.state()[&b"n".to_vec()], vec![3]);
 //! ```
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::adapter::hooks;
+use crate::batch::BatchBuf;
 use crate::cache::{Registry, swap_registry};
-use crate::{BatchBuf, Error, LogLevel, OpenContext, Operator, OperatorInfo, Record, Result};
-
-/// The in-memory host: state, emitted records and log lines.
-#[derive(Debug, Default, Clone)]
-pub struct MemoryHost {
-    /// Keyed state, as the real host holds it.
-    pub state: BTreeMap<Vec<u8>, Vec<u8>>,
-    /// Records emitted and not yet taken, with their output port.
-    pub emitted: Vec<(u32, Record)>,
-    /// Log lines.
-    pub logs: Vec<(LogLevel, String)>,
-    /// Calls made to the host so far.
-    pub calls: HostCalls,
-}
-
-/// How many times the operator called each host function, to check that an
-/// operator crosses the Wasm boundary per batch rather than per record.
-///
-/// ```
-/// let calls = weir_sdk::testing::HostCalls::default();
-/// assert_eq!(calls.get + calls.put_many + calls.emit, 0);
-/// ```
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct HostCalls {
-    /// `state.get`.
-    pub get: usize,
-    /// `state.get-many`.
-    pub get_many: usize,
-    /// `state.put`.
-    pub put: usize,
-    /// `state.put-many`.
-    pub put_many: usize,
-    /// `state.delete`.
-    pub delete: usize,
-    /// `state.scan`.
-    pub scan: usize,
-    /// `flat.emit`.
-    pub emit: usize,
-}
-
-thread_local! {
-    static HOST: RefCell<Option<MemoryHost>> = const { RefCell::new(None) };
-}
-
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
-pub(crate) fn with_host<R>(f: impl FnOnce(&mut MemoryHost) -> R) -> R {
-    HOST.with(|h| {
-        let mut h = h.borrow_mut();
-        let host = h.as_mut().expect(
-            "no in-memory Weir host on this thread: use weir_sdk::testing::Harness or with_memory_host",
-        );
-        f(host)
-    })
-}
+use crate::error::{Error, Result};
+use crate::host::LogLevel;
+use crate::host::memory::replace_host;
+pub use crate::host::memory::{HostCalls, MemoryHost};
+use crate::info::{OpenContext, OperatorInfo};
+use crate::operator::Operator;
+use crate::record::Record;
 
 /// Runs `f` with `host` and the typed-state caches `registry` of one
 /// operator instance installed on this thread, and gives them back.
 fn install<R>(host: &mut MemoryHost, registry: &mut Registry, f: impl FnOnce() -> R) -> R {
-    let previous = HOST.with(|h| h.replace(Some(std::mem::take(host))));
+    let previous = replace_host(Some(std::mem::take(host)));
     swap_registry(registry);
     let out = f();
     swap_registry(registry);
-    *host = HOST
-        .with(|h| h.replace(previous))
-        .expect("the installed host is still there");
+    *host = replace_host(previous).expect("the installed host is still there");
     out
 }
 

@@ -22,17 +22,8 @@ use std::hash::Hash;
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::cache::{Layout, Shared, decode_value};
-use crate::{Context, Error, Result};
-
-/// Entries a [`MapState`] or [`ValueState`] caches by default before it
-/// writes back and evicts half of its cache: about 20 MB of guest memory
-/// for short string keys and integer values, well within the host's
-/// default 256 MiB memory limit. Lower it for large values.
-///
-/// ```
-/// assert_eq!(weir_sdk::DEFAULT_CACHE_CAPACITY, 262_144);
-/// ```
-pub const DEFAULT_CACHE_CAPACITY: usize = 262_144;
+use crate::context::Context;
+use crate::error::{Error, Result};
 
 /// A single value per operator instance (not per key), e.g. a running total.
 /// Cached like [`MapState`].
@@ -70,8 +61,9 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     }
 
     /// Sets how many entries the cache holds before it writes back and
-    /// evicts half (default [`DEFAULT_CACHE_CAPACITY`]); 0 writes every change
-    /// through to the host at once.
+    /// evicts half (default
+    /// [`DEFAULT_CACHE_CAPACITY`](crate::DEFAULT_CACHE_CAPACITY)); 0 writes
+    /// every change through to the host at once.
     ///
     /// ```
     /// let s = weir_sdk::ValueState::<u64>::new("n").with_cache_capacity(0);
@@ -195,8 +187,9 @@ where
     }
 
     /// Sets how many entries the cache holds before it writes back and
-    /// evicts half (default [`DEFAULT_CACHE_CAPACITY`]); 0 writes every change
-    /// through to the host at once and keeps nothing.
+    /// evicts half (default
+    /// [`DEFAULT_CACHE_CAPACITY`](crate::DEFAULT_CACHE_CAPACITY)); 0 writes
+    /// every change through to the host at once and keeps nothing.
     ///
     /// ```
     /// let m = weir_sdk::MapState::<String, u64>::new("count").with_cache_capacity(1 << 20);

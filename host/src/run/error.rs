@@ -3,7 +3,7 @@
 use crate::config::JobError;
 use crate::store::StoreError;
 use crate::tasks::TaskError;
-use crate::wasm::plugin::PluginError;
+use crate::wasm::PluginError;
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]

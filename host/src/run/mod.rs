@@ -34,7 +34,7 @@ mod wiring;
 use std::sync::atomic::AtomicBool;
 
 use crate::config::Job;
-use crate::wasm::plugin::Runtime;
+use crate::wasm::Runtime;
 
 pub use control::{CONTROL_SOCKET, request_swap};
 pub use error::RunError;

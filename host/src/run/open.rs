@@ -19,7 +19,7 @@ use crate::run::error::RunError;
 use crate::run::plugins::LoadedOperator;
 use crate::run::restore::RestorePoint;
 use crate::tasks::instance::hash_bytes;
-use crate::wasm::instance::{InstanceError, OperatorInstance};
+use crate::wasm::{InstanceError, OperatorInstance};
 
 /// An instantiated operator instance, restored when resuming.
 pub(crate) struct OpenInstance {
@@ -103,4 +103,3 @@ pub(crate) fn open_sources(job: &Job, at: &RestorePoint) -> Result<Vec<OpenSourc
     }
     Ok(sources)
 }
-

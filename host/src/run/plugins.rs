@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{Job, OperatorConfig};
 use crate::run::error::RunError;
-use crate::wasm::plugin::{Plugin, Runtime};
+use crate::wasm::{Plugin, Runtime};
 
 /// A loaded plugin with its input ports resolved against the job:
 /// `(port, upstream id)` pairs.

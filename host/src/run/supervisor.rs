@@ -26,8 +26,8 @@ use crate::run::plugins::{LoadedOperator, load_operator, load_plugins};
 use crate::run::summary::RunSummary;
 use crate::run::swap::{Probation, SwapRequest};
 use crate::tasks::TaskError;
-use crate::wasm::instance::InstanceError;
-use crate::wasm::plugin::Runtime;
+use crate::wasm::InstanceError;
+use crate::wasm::Runtime;
 
 /// A swap on probation: its probation, the swapped operator's index, and
 /// the plugin it replaced (to roll back to).

@@ -3,8 +3,8 @@
 use crate::config::Job;
 use crate::run::error::RunError;
 use crate::run::plugins::load_plugins;
-use crate::wasm::instance::OperatorInstance;
-use crate::wasm::plugin::Runtime;
+use crate::wasm::OperatorInstance;
+use crate::wasm::Runtime;
 
 /// Checks `job` without running it: loads every plugin, checks its ports,
 /// and instantiates one instance of each operator to call `open` with its

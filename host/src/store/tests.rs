@@ -1,6 +1,10 @@
+use super::layout::META;
 use super::segment::{Header, Kind};
+use super::tuning::{TUNING, Tuning};
 use super::*;
-use redb::{Key, ReadableTableMetadata, Value};
+use redb::{
+    Database, Key, ReadableDatabase, ReadableTableMetadata, TableDefinition, TableHandle, Value,
+};
 
 type Model = BTreeMap<(String, u32), RestoredInstance>;
 

@@ -23,7 +23,7 @@ use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, InstanceDelta, Msg};
 use crate::metrics::NodeMetrics;
 use crate::tasks::{Shared, TaskError, receive_batch};
-use crate::wasm::instance::OperatorInstance;
+use crate::wasm::OperatorInstance;
 
 /// A cheap fingerprint of snapshot bytes, to skip storing unchanged ones.
 pub(crate) fn hash_bytes(b: &[u8]) -> u64 {

@@ -26,7 +26,7 @@ use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::output::OutputCounters;
 use crate::dataflow::protocol::Event;
 use crate::metrics::NodeMetrics;
-use crate::wasm::instance::InstanceError;
+use crate::wasm::InstanceError;
 
 /// Why a task failed.
 #[derive(Debug, thiserror::Error)]

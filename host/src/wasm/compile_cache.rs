@@ -112,8 +112,9 @@ impl Hasher for ShaHasher {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    crate::wasm::plugin::hex(bytes)
+/// Lower-case hex of `bytes`.
+pub(super) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The part of an entry's name that depends on the engine.

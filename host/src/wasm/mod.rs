@@ -1,12 +1,42 @@
 //! The Wasm layer: the [`Runtime`] that compiles [`Plugin`]s (with the
 //! on-disk [`compile_cache`]), the [`OperatorInstance`] that runs one, the
 //! host side of the WIT interfaces, and the sandbox around it.
+//!
+//! The modules, from the bottom up:
+//!
+//! | module | owns |
+//! |---|---|
+//! | `compile_cache` | the on-disk cache of compiled components |
+//! | `limiter` | [`LimitExceeded`], the `ResourceLimiter`, wasmtime's count limits, the wasm stack size |
+//! | `guest_output` | a plugin's stdout and stderr to the log; sanitizing every text from a plugin |
+//! | `wasi` | the WASI context (empty sandbox, fixed clocks, deterministic randomness) and sleeps cut at the call deadline |
+//! | `instance_state` | the store data `InstanceState` and the preparation of each call (deadline, fuel) |
+//! | `host/` | one `impl Host` per WIT interface: `state`, `emit` and `flat`, `log` |
+//! | `error` | [`PluginError`], [`InstanceError`], [`PluginReturned`]; traps sorted into limits and plain traps |
+//! | `runtime` | [`Runtime`]: the engine (epoch ticker, fuel, profiler) and the linker |
+//! | `plugin` | [`Plugin`]: loading, the world check, `describe` |
+//! | `instance` | [`OperatorInstance`] and its call lifecycle |
+//!
+//! Nothing a plugin does makes the host allocate more than a bounded amount
+//! per call: what it passes in lives in its capped linear memory, state
+//! reads are capped by `limits.memory` (`host/state.rs`), emits by the
+//! per-call emit limits (`host/emit.rs`), and its stdout and stderr by
+//! `guest_output`.
 
 pub mod compile_cache;
-pub mod instance;
-pub mod plugin;
-mod sandbox;
+mod error;
+mod guest_output;
+mod host;
+mod instance;
+mod instance_state;
+mod limiter;
+mod plugin;
+mod runtime;
+mod wasi;
 
-pub use instance::{InstanceError, LimitExceeded, OperatorInstance, PluginReturned};
-pub use plugin::{OperatorInfo, Plugin, PluginError, Runtime, RuntimeOptions};
+pub use error::{InstanceError, PluginError, PluginReturned};
+pub use instance::OperatorInstance;
+pub use limiter::{LimitExceeded, WASM_STACK};
+pub use plugin::{MAX_NAME, MAX_PORTS, OperatorInfo, Plugin};
+pub use runtime::{EPOCH_TICK, Runtime, RuntimeOptions};
 pub use wasmtime::Engine;

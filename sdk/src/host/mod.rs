@@ -1,6 +1,8 @@
-//! The host functions an operator calls, dispatched to the real host when
-//! compiled to Wasm and to the in-memory test host ([`crate::testing`]) when
-//! compiled natively.
+//! The host functions an operator calls, dispatched to the real host (the
+//! WIT imports) when compiled to Wasm and to the in-memory host of
+//! [`memory`] (which [`crate::testing`] installs) when compiled natively.
+
+pub(crate) mod memory;
 
 /// Severity of a log message sent to the host.
 ///
@@ -46,67 +48,31 @@ mod imp {
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
     use super::*;
-    use crate::batch::Batch;
-    use crate::testing::with_host;
+    use crate::host::memory::with_host;
 
     pub fn get(key: &[u8]) -> Option<Vec<u8>> {
-        with_host(|h| {
-            h.calls.get += 1;
-            h.state.get(key).cloned()
-        })
+        with_host(|h| h.get(key))
     }
     pub fn get_many(keys: &[Vec<u8>]) -> Vec<Option<Vec<u8>>> {
-        with_host(|h| {
-            h.calls.get_many += 1;
-            keys.iter().map(|k| h.state.get(k).cloned()).collect()
-        })
+        with_host(|h| h.get_many(keys))
     }
     pub fn put(key: &[u8], value: &[u8]) {
-        with_host(|h| {
-            h.calls.put += 1;
-            h.state.insert(key.to_vec(), value.to_vec())
-        });
+        with_host(|h| h.put(key, value))
     }
     pub fn put_many(entries: &[Entry]) {
-        with_host(|h| {
-            h.calls.put_many += 1;
-            for e in entries {
-                h.state.insert(e.key.clone(), e.value.clone());
-            }
-        })
+        with_host(|h| h.put_many(entries))
     }
     pub fn delete(key: &[u8]) {
-        with_host(|h| {
-            h.calls.delete += 1;
-            h.state.remove(key)
-        });
+        with_host(|h| h.delete(key))
     }
     pub fn scan(prefix: &[u8], after: Option<&[u8]>, limit: u32) -> Vec<Entry> {
-        with_host(|h| {
-            h.calls.scan += 1;
-            h.state
-                .range(prefix.to_vec()..)
-                .take_while(|(k, _)| k.starts_with(prefix))
-                .filter(|(k, _)| after.is_none_or(|a| k.as_slice() > a))
-                .take(limit as usize)
-                .map(|(k, v)| Entry {
-                    key: k.clone(),
-                    value: v.clone(),
-                })
-                .collect()
-        })
+        with_host(|h| h.scan(prefix, after, limit))
     }
     pub fn emit_flat(port: u32, data: &[u8], spans: &[u8]) {
-        // The real host checks the spans too, and traps on a bad one.
-        let batch = Batch::new(data, spans).expect("the SDK emits valid spans");
-        with_host(|h| {
-            h.calls.emit += 1;
-            h.emitted
-                .extend(batch.iter().map(|r| (port, r.to_record())))
-        })
+        with_host(|h| h.emit_flat(port, data, spans))
     }
     pub fn log(level: LogLevel, message: &str) {
-        with_host(|h| h.logs.push((level, message.to_string())))
+        with_host(|h| h.log(level, message))
     }
 }
 

@@ -1,0 +1,249 @@
+//! The open store file: [`CheckpointStore`], the redb database (read-write,
+//! or read-only while a job holds it) with its path and tuning; opening it
+//! (creating the tables, refusing another layout version or another job's
+//! store); and the helpers every operation runs through. Committing and
+//! reading checkpoints are in the store's root module, segment chains in
+//! `chain.rs`, garbage collection and truncation in `gc.rs`.
+
+use std::path::{Path, PathBuf};
+
+use redb::{
+    Builder, ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase,
+    TableHandle,
+};
+
+use super::error::{Fail, StoreError, classify, invalid};
+use super::layout::{
+    CHECKPOINTS, CHUNKS, FILE_NAME, FORMAT_VERSION, GC, META, SEGMENTS, SNAPSHOTS, TABLES,
+};
+use super::tuning::{TUNING, Tuning};
+
+/// The redb settings of every open.
+fn builder() -> Builder {
+    let mut b = Builder::new();
+    // Corruption is reported at open instead of panicking later; the
+    // single-writer mode lets `weir checkpoints` read while a job runs.
+    b.set_check_integrity_on_open(true)
+        .set_concurrency_mode(ConcurrencyMode::SingleWriter);
+    b
+}
+
+/// The database, opened read-write or read-only.
+enum Handle {
+    ReadWrite(Database),
+    ReadOnly(ReadOnlyDatabase),
+}
+
+/// The checkpoint store of one job.
+pub struct CheckpointStore {
+    db: Handle,
+    dir: PathBuf,
+    /// The store file.
+    pub(super) path: PathBuf,
+    /// How segments are chunked and chains compacted.
+    pub(super) tuning: Tuning,
+}
+
+impl std::fmt::Debug for CheckpointStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointStore")
+            .field("path", &self.path)
+            .field("read_only", &self.is_read_only())
+            .finish()
+    }
+}
+
+impl CheckpointStore {
+    /// Opens (creating the dir and file when missing) the store in `dir` for
+    /// job `job`. A store of another job is refused ([`StoreError::OtherJob`]),
+    /// a damaged file is [`StoreError::Corrupt`].
+    pub fn open(dir: &Path, job: &str) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|error| StoreError::Io {
+            path: dir.to_path_buf(),
+            error,
+        })?;
+        let path = dir.join(FILE_NAME);
+        let db = builder()
+            .create(&path)
+            .map_err(|e| classify(&path, "opening", Fail::Redb(e.into())))?;
+        let store = CheckpointStore {
+            db: Handle::ReadWrite(db),
+            dir: dir.to_path_buf(),
+            path,
+            tuning: TUNING,
+        };
+        store.run("creating the tables", || {
+            let txn = store.rw()?.begin_write()?;
+            if txn.list_tables()?.next().is_some() {
+                return Ok(txn.abort()?);
+            }
+            let mut meta = txn.open_table(META)?;
+            meta.insert("job", job.as_bytes())?;
+            meta.insert("format", FORMAT_VERSION.to_string().as_bytes())?;
+            drop(meta);
+            txn.open_table(CHECKPOINTS)?;
+            txn.open_table(SEGMENTS)?;
+            txn.open_table(CHUNKS)?;
+            txn.open_table(SNAPSHOTS)?;
+            txn.open_table(GC)?;
+            Ok(txn.commit()?)
+        })?;
+        store.check_layout()?;
+        let found = store.job()?;
+        if found != job {
+            let (dir, expected) = (store.dir.clone(), job.to_string());
+            return Err(StoreError::OtherJob {
+                dir,
+                found,
+                expected,
+            });
+        }
+        Ok(store)
+    }
+
+    /// Opens an existing store for inspection (`weir checkpoints`, `weir
+    /// state`) without creating anything; no file is [`StoreError::NotFound`].
+    /// While a job has the store open, it is opened read-only and follows the
+    /// job's commits; writes are then refused.
+    pub fn open_existing(dir: &Path) -> Result<Self, StoreError> {
+        let path = dir.join(FILE_NAME);
+        match path.try_exists() {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(StoreError::NotFound {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            Err(error) => return Err(StoreError::Io { path, error }),
+        }
+        let opened = builder().open(&path).map_err(|e| Fail::Redb(e.into()));
+        let db = match opened.map_err(|e| classify(&path, "opening", e)) {
+            Ok(db) => Handle::ReadWrite(db),
+            // A running job holds the writer lock (it checked the file when it
+            // opened it); a read-only directory refuses a writer.
+            Err(StoreError::InUse { .. } | StoreError::Io { .. }) => {
+                let ro = builder()
+                    .open_read_only(&path)
+                    .map_err(|e| Fail::Redb(e.into()));
+                Handle::ReadOnly(ro.map_err(|e| classify(&path, "opening read-only", e))?)
+            }
+            Err(e) => return Err(e),
+        };
+        let store = CheckpointStore {
+            db,
+            dir: dir.to_path_buf(),
+            path,
+            tuning: TUNING,
+        };
+        store.check_layout()?;
+        Ok(store)
+    }
+
+    /// Refuses another layout version first (its tables differ), then a
+    /// file lacking one of this version's tables.
+    fn check_layout(&self) -> Result<(), StoreError> {
+        let (tables, format) = self.run("checking the layout", || {
+            let txn = self.read()?;
+            let tables: Vec<String> = txn.list_tables()?.map(|t| t.name().to_string()).collect();
+            let format = match tables.iter().any(|t| t == "meta") {
+                true => Some(
+                    txn.open_table(META)?
+                        .get("format")?
+                        .map(|v| v.value().to_vec()),
+                ),
+                false => None,
+            };
+            Ok((tables, format))
+        })?;
+        if let Some(format) = format
+            && format.as_deref() != Some(FORMAT_VERSION.to_string().as_bytes())
+        {
+            return Err(StoreError::UnsupportedFormat {
+                path: self.path.clone(),
+                found: String::from_utf8_lossy(&format.unwrap_or_default()).into_owned(),
+            });
+        }
+        if let Some(missing) = TABLES.iter().find(|t| !tables.iter().any(|n| n == *t)) {
+            let message = format!("not a Weir checkpoint store: it has no `{missing}` table");
+            return Err(self.corrupt(message));
+        }
+        Ok(())
+    }
+
+    /// Runs `f`, giving a failure the context of operation `what`.
+    pub(super) fn run<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce() -> Result<T, Fail>,
+    ) -> Result<T, StoreError> {
+        f().map_err(|e| classify(&self.path, what, e))
+    }
+
+    /// A [`StoreError::Corrupt`] for this file.
+    pub(super) fn corrupt(&self, message: String) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            message,
+        }
+    }
+
+    /// The read-write database, or an error when opened read-only.
+    pub(super) fn rw(&self) -> Result<&Database, StoreError> {
+        match &self.db {
+            Handle::ReadWrite(db) => Ok(db),
+            Handle::ReadOnly(_) => Err(invalid(format!(
+                "checkpoint store {} is open read-only because a job is using it: stop the job to modify it",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// A read transaction.
+    pub(super) fn read(&self) -> Result<ReadTransaction, Fail> {
+        Ok(match &self.db {
+            Handle::ReadWrite(db) => db.begin_read()?,
+            Handle::ReadOnly(db) => db.begin_read()?,
+        })
+    }
+
+    /// The job this store belongs to.
+    pub fn job(&self) -> Result<String, StoreError> {
+        let raw = self.run("reading the job name", || {
+            Ok(self
+                .read()?
+                .open_table(META)?
+                .get("job")?
+                .map(|v| v.value().to_vec()))
+        })?;
+        let raw = raw.ok_or_else(|| self.corrupt("no job name recorded".into()))?;
+        String::from_utf8(raw).map_err(|_| self.corrupt("the job name is not UTF-8".into()))
+    }
+
+    /// Path of the store file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the store was opened read-only (by [`Self::open_existing`]
+    /// while a job holds it); commits and truncation are then refused.
+    pub fn is_read_only(&self) -> bool {
+        matches!(self.db, Handle::ReadOnly(_))
+    }
+
+    /// The store with other chunk and compaction thresholds.
+    #[cfg(test)]
+    pub(super) fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
+    /// Size of the store file in bytes.
+    pub fn file_size(&self) -> Result<u64, StoreError> {
+        std::fs::metadata(&self.path)
+            .map(|m| m.len())
+            .map_err(|error| StoreError::Io {
+                path: self.path.clone(),
+                error,
+            })
+    }
+}

@@ -1,0 +1,107 @@
+//! Garbage collection and truncation of the checkpoint store: dropping the
+//! checkpoints that are no longer retained with what only they read, and
+//! deleting every checkpoint after a restored one.
+//!
+//! Invariant (GC preserves retained checkpoints): garbage collection never
+//! changes what a retained checkpoint reads. It deletes a segment only when
+//! a full segment no newer than the oldest retained checkpoint hides it, and
+//! a snapshot only when a snapshot no newer than that checkpoint hides it;
+//! the `gc` journal names every instance that wrote such a full segment or
+//! snapshot, so only those instances are visited.
+
+use std::collections::BTreeSet;
+
+use redb::{ReadableTable, WriteTransaction};
+
+use super::error::{Fail, StoreError};
+use super::file::CheckpointStore;
+use super::layout::{CHECKPOINTS, CHUNKS, GC, SEGMENTS, SNAPSHOTS};
+
+impl CheckpointStore {
+    /// Drops checkpoints older than the newest `retain`, then, for every
+    /// instance journaled at a version no newer than the oldest retained
+    /// checkpoint (`horizon`), the segments older than its newest full
+    /// segment <= horizon and the snapshots older than its newest snapshot
+    /// <= horizon: every retained checkpoint reads those or newer ones.
+    pub(super) fn collect_garbage(
+        &self,
+        txn: &WriteTransaction,
+        retain: usize,
+    ) -> Result<(), Fail> {
+        let mut checkpoints = txn.open_table(CHECKPOINTS)?;
+        let mut horizon = 0;
+        for row in checkpoints.iter()?.rev().take(retain) {
+            horizon = row?.0.value();
+        }
+        checkpoints.retain_in(..horizon, |_, _| false)?;
+        let end = horizon + 1; // ids are below u64::MAX
+
+        let mut journal = txn.open_table(GC)?;
+        let mut due = BTreeSet::new();
+        for row in journal.range(..(end, "", 0))? {
+            let row = row?.0;
+            let (_, op, inst) = row.value();
+            due.insert((op.to_string(), inst));
+        }
+        journal.retain_in(..(end, "", 0), |_, _| false)?;
+        let mut segments = txn.open_table(SEGMENTS)?;
+        let mut chunks = txn.open_table(CHUNKS)?;
+        let mut snapshots = txn.open_table(SNAPSHOTS)?;
+        for (op, inst) in &due {
+            let (op, inst) = (op.as_str(), *inst);
+            if let Some((base, _)) = self.chain(&segments, op, inst, horizon)?.full {
+                segments.retain_in((op, inst, 0)..(op, inst, base), |_, _| false)?;
+                chunks.retain_in((op, inst, 0, 0)..(op, inst, base, 0), |_, _| false)?;
+            }
+            let newest = snapshots
+                .range((op, inst, 0)..=(op, inst, horizon))?
+                .next_back()
+                .transpose()?;
+            if let Some(base) = newest.map(|(k, _)| k.value().2) {
+                snapshots.retain_in((op, inst, 0)..(op, inst, base), |_, _| false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every checkpoint newer than `id` (an existing checkpoint, or 0
+    /// for all) with the segments, snapshots and journal rows they wrote, in
+    /// one transaction.
+    pub fn truncate_after(&self, id: u64) -> Result<(), StoreError> {
+        let db = self.rw()?;
+        self.run(&format!("truncating after checkpoint {id}"), || {
+            let txn = db.begin_write()?;
+            {
+                let mut checkpoints = txn.open_table(CHECKPOINTS)?;
+                if id != 0 && checkpoints.get(id)?.is_none() {
+                    return Err(StoreError::UnknownCheckpoint {
+                        path: self.path.clone(),
+                        id,
+                    }
+                    .into());
+                }
+                let after = id.saturating_add(1);
+                checkpoints.retain_in(after.., |_, _| false)?;
+                let mut segments = txn.open_table(SEGMENTS)?;
+                let mut newer = Vec::new();
+                for row in segments.iter()? {
+                    let row = row?.0;
+                    let (op, inst, version) = row.value();
+                    if version > id {
+                        newer.push((op.to_string(), inst, version));
+                    }
+                }
+                segments.retain(|k, _| k.2 <= id)?;
+                let mut chunks = txn.open_table(CHUNKS)?;
+                for (op, inst, v) in &newer {
+                    let (op, inst, v) = (op.as_str(), *inst, *v);
+                    chunks.retain_in((op, inst, v, 0)..=(op, inst, v, u32::MAX), |_, _| false)?;
+                }
+                txn.open_table(SNAPSHOTS)?.retain(|k, _| k.2 <= id)?;
+                txn.open_table(GC)?
+                    .retain_in((after, "", 0).., |_, _| false)?;
+            }
+            Ok(txn.commit()?)
+        })
+    }
+}

@@ -1,0 +1,34 @@
+//! The on-disk layout of a checkpoint store (`docs/checkpoints.md`): the
+//! file name, the layout version and the redb tables with their keys.
+//! Changing any of them changes the format: bump [`FORMAT_VERSION`].
+
+use redb::TableDefinition;
+
+/// Name of the store file inside the state directory.
+pub const FILE_NAME: &str = "checkpoints.redb";
+/// Version of the table layout, stored under `format` in the `meta` table.
+pub const FORMAT_VERSION: u32 = 2;
+
+pub(super) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+pub(super) const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
+/// (operator, instance, version) -> segment header.
+pub(super) const SEGMENTS: TableDefinition<(&str, u32, u64), &[u8]> =
+    TableDefinition::new("segments");
+/// (operator, instance, version, chunk) -> encoded entries.
+pub(super) const CHUNKS: TableDefinition<(&str, u32, u64, u32), &[u8]> =
+    TableDefinition::new("chunks");
+/// (operator, instance, version) -> snapshot bytes.
+pub(super) const SNAPSHOTS: TableDefinition<(&str, u32, u64), &[u8]> =
+    TableDefinition::new("snapshots");
+/// (version, operator, instance): the instance wrote a full segment or a
+/// snapshot at `version` that hides older ones; collected once `version` is
+/// no newer than the oldest retained checkpoint.
+pub(super) const GC: TableDefinition<(u64, &str, u32), ()> = TableDefinition::new("gc");
+pub(super) const TABLES: [&str; 6] = [
+    "meta",
+    "checkpoints",
+    "segments",
+    "chunks",
+    "snapshots",
+    "gc",
+];

@@ -1,0 +1,216 @@
+//! The errors of the Wasm layer: why a plugin could not be loaded
+//! ([`PluginError`]), and why a call into a plugin failed: the plugin
+//! returned an error (a WIT `result`: [`PluginReturned`], for conditions the
+//! plugin author anticipated), or the call trapped (a guest panic or
+//! `unreachable`, a host function's refusal, a limit). [`trap_error`] sorts
+//! traps: every limit (the host's, the resource limiter's, the deadline,
+//! fuel, the wasm stack, wasmtime's instance counts) becomes
+//! [`InstanceError::Limit`], anything else a one-line
+//! [`InstanceError::Trap`].
+//!
+//! Messages name `operator[instance]` and the hook; the plugin's text in
+//! them is sanitized (`guest_output.rs`).
+
+use std::path::PathBuf;
+
+use wasmtime::{Trap, WasmBacktrace};
+
+use super::guest_output::{MAX_MESSAGE, sanitize};
+use super::instance_state::InstanceState;
+use super::limiter::{LimitExceeded, WASM_STACK, count_limit};
+use crate::config::LimitValue;
+use crate::wit::types;
+
+/// Why a plugin could not be loaded. Each message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The file could not be read.
+    #[error("{path}: cannot read plugin: {error}")]
+    Read {
+        /// The plugin file.
+        path: PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// The file is not WebAssembly at all.
+    #[error(
+        "{path}: not a WebAssembly file (it does not start with the `\\0asm` magic bytes); build the plugin for wasm32-wasip2"
+    )]
+    NotWasm {
+        /// The plugin file.
+        path: PathBuf,
+    },
+    /// The file is a core module, not a component.
+    #[error(
+        "{path}: is a core WebAssembly module, not a component; build it for wasm32-wasip2 or wrap it with `wasm-tools component new`"
+    )]
+    CoreModule {
+        /// The plugin file.
+        path: PathBuf,
+    },
+    /// wasmtime rejected the component.
+    #[error("{path}: invalid component: {message}")]
+    Compile {
+        /// The plugin file.
+        path: PathBuf,
+        /// wasmtime's explanation.
+        message: String,
+    },
+    /// The component does not fit the `weir:operator` world.
+    #[error("{path}: does not implement the weir:operator@0.1.0 world: {message}")]
+    World {
+        /// The plugin file.
+        path: PathBuf,
+        /// What is missing or mismatched.
+        message: String,
+    },
+    /// `describe` trapped or returned nonsense.
+    #[error("{path}: `describe` failed: {message}")]
+    Describe {
+        /// The plugin file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Why a call into an operator instance failed. Messages name the operator,
+/// its instance and the hook.
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceError {
+    /// The plugin trapped (a panic in the guest, an unreachable, a host
+    /// function refusing a call).
+    #[error("operator `{operator}`: plugin trapped in `{hook}`: {message}")]
+    Trap {
+        /// `id[instance]`.
+        operator: String,
+        /// The hook that was called.
+        hook: &'static str,
+        /// What went wrong, on one line: the trap, and the plugin's last
+        /// stderr line (a Rust guest's panic message) when there is one.
+        message: String,
+        /// The guest backtrace, when wasmtime recorded one (several lines).
+        backtrace: Option<String>,
+    },
+    /// The instance cannot be created with these settings (not the
+    /// plugin's fault).
+    #[error("operator `{operator}`: {message}")]
+    Config {
+        /// `id[instance]`.
+        operator: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// The plugin exceeded a host limit.
+    #[error("operator `{operator}`: in `{hook}`: {limit}")]
+    Limit {
+        /// `id[instance]`.
+        operator: String,
+        /// The hook that was called.
+        hook: &'static str,
+        /// The limit (boxed: it is large and errors are passed around a lot).
+        limit: Box<LimitExceeded>,
+    },
+    /// The plugin returned an error.
+    #[error("operator `{operator}`: `{hook}` returned an error: {error}")]
+    Returned {
+        /// `id[instance]`.
+        operator: String,
+        /// The hook that was called.
+        hook: &'static str,
+        /// The plugin's error.
+        error: PluginReturned,
+    },
+}
+
+/// An error a plugin returned (the WIT `error` variant).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PluginReturned {
+    /// Bad configuration.
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    /// A record could not be processed.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// Snapshot bytes could not be restored.
+    #[error("incompatible state: {0}")]
+    IncompatibleState(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<types::Error> for PluginReturned {
+    /// Keeps the plugin's message on one line (control characters escaped)
+    /// and at most a few KiB.
+    fn from(e: types::Error) -> Self {
+        let clean = |m: String| sanitize(&m, MAX_MESSAGE);
+        match e {
+            types::Error::InvalidConfig(m) => PluginReturned::InvalidConfig(clean(m)),
+            types::Error::InvalidInput(m) => PluginReturned::InvalidInput(clean(m)),
+            types::Error::IncompatibleState(m) => PluginReturned::IncompatibleState(clean(m)),
+            types::Error::Other(m) => PluginReturned::Other(clean(m)),
+        }
+    }
+}
+
+/// Turns a failed call into an [`InstanceError`]: limits (host limits, the
+/// memory and table limiter, the deadline, fuel, the wasm stack, wasmtime's
+/// instance counts) become [`InstanceError::Limit`], anything else a one-line
+/// [`InstanceError::Trap`].
+pub(super) fn trap_error(
+    data: &InstanceState,
+    hook: &'static str,
+    e: wasmtime::Error,
+) -> InstanceError {
+    let operator = data.label.clone();
+    let stderr = data.output.end_call();
+    let limit = |limit| InstanceError::Limit {
+        operator: operator.clone(),
+        hook,
+        limit: Box::new(limit),
+    };
+    if let Some(l) = e.chain().find_map(|c| c.downcast_ref::<LimitExceeded>()) {
+        return limit(l.clone());
+    }
+    let limits = &data.limits;
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => {
+            return limit(LimitExceeded::new(
+                "fuel",
+                "fuel",
+                LimitValue::Count(limits.fuel.unwrap_or(u64::MAX)),
+                None,
+            ));
+        }
+        Some(Trap::StackOverflow) => {
+            return limit(LimitExceeded::new(
+                "wasm call stack",
+                "the runtime's wasm stack size",
+                LimitValue::Bytes(WASM_STACK as u64),
+                None,
+            ));
+        }
+        Some(Trap::Interrupt) => return limit(LimitExceeded::call_time(limits)),
+        _ => {}
+    }
+    if let Some(l) = e.chain().find_map(|c| count_limit(&c.to_string(), limits)) {
+        return limit(l);
+    }
+    let backtrace = e.downcast_ref::<WasmBacktrace>().map(|b| b.to_string());
+    if let Some(b) = &backtrace {
+        tracing::debug!(operator = %operator, hook, "plugin trapped; {b}");
+    }
+    // The root cause is the trap or the host's refusal; the outer layers are
+    // the backtrace and wasmtime's context.
+    let mut message = sanitize(&e.root_cause().to_string(), MAX_MESSAGE);
+    if let Some(line) = stderr {
+        message.push_str(&format!(" (plugin stderr: {line})"));
+    }
+    InstanceError::Trap {
+        operator,
+        hook,
+        message,
+        backtrace,
+    }
+}

@@ -1,0 +1,130 @@
+//! The `state` interface: the plugin's host-owned keyed state
+//! ([`KeyedState`](crate::checkpoint::state::KeyedState) in the store data),
+//! with its size limits.
+//!
+//! Invariants:
+//! - State is written only in `open`, `restore`, `process`, `on-checkpoint`
+//!   and `finish`; a write in `describe` (no state yet) or `snapshot` (after
+//!   the state was cut for the checkpoint) traps.
+//! - Every key, value and the total state stay within `max_key_bytes`,
+//!   `max_value_bytes` and `max_state_bytes`; a write past one traps.
+//! - The reply to one state read (`get-many`, `scan`) is capped at
+//!   `limits.memory`: it must fit in the plugin's memory, so the host never
+//!   builds a larger one.
+
+use crate::wasm::instance_state::InstanceState;
+use crate::wasm::limiter::LimitExceeded;
+use crate::wit::state;
+
+impl InstanceState {
+    fn check_key(&self, key: &[u8]) -> wasmtime::Result<()> {
+        LimitExceeded::check_bytes(
+            "state key size",
+            "max_key_bytes",
+            self.limits.max_key_bytes,
+            key.len(),
+        )
+    }
+
+    fn check_entry(&self, key: &[u8], value: &[u8]) -> wasmtime::Result<()> {
+        self.check_key(key)?;
+        LimitExceeded::check_bytes(
+            "state value size",
+            "max_value_bytes",
+            self.limits.max_value_bytes,
+            value.len(),
+        )
+    }
+
+    /// Traps unless the current hook may write state. `snapshot` runs after
+    /// the state was cut for the checkpoint; `describe` has no state.
+    fn check_write(&self) -> wasmtime::Result<()> {
+        if matches!(self.hook, "describe" | "snapshot" | "instantiate") {
+            wasmtime::bail!(
+                "the plugin wrote state during `{}`; state may be written in `open`, `restore`, `process`, `on-checkpoint` and `finish`",
+                self.hook
+            );
+        }
+        Ok(())
+    }
+
+    fn put_checked(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
+        self.check_entry(&key, &value)?;
+        match self
+            .state
+            .put_within(key, value, self.limits.max_state_bytes)
+        {
+            Ok(()) => Ok(()),
+            Err(after) => LimitExceeded::check_bytes(
+                "host state size",
+                "max_state_bytes",
+                self.limits.max_state_bytes,
+                after,
+            ),
+        }
+    }
+
+    /// Counts `bytes` more of a state read towards the reply's cap: a reply
+    /// must fit in the plugin's memory, so it is capped at `limits.memory`.
+    fn check_read(total: &mut usize, bytes: usize, cap: usize) -> wasmtime::Result<()> {
+        *total = total.saturating_add(bytes);
+        LimitExceeded::check_bytes("bytes returned by one state read", "memory", cap, *total)
+    }
+}
+
+impl state::Host for InstanceState {
+    fn get(&mut self, key: Vec<u8>) -> wasmtime::Result<Option<Vec<u8>>> {
+        Ok(self.state.get(&key).map(<[u8]>::to_vec))
+    }
+
+    fn get_many(&mut self, keys: Vec<Vec<u8>>) -> wasmtime::Result<Vec<Option<Vec<u8>>>> {
+        let mut total = 0;
+        let mut out = Vec::with_capacity(keys.len());
+        for k in &keys {
+            let v = self.state.get(k);
+            Self::check_read(&mut total, v.map_or(0, <[u8]>::len), self.limits.memory)?;
+            out.push(v.map(<[u8]>::to_vec));
+        }
+        Ok(out)
+    }
+
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
+        self.check_write()?;
+        self.put_checked(key, value)
+    }
+
+    fn put_many(&mut self, entries: Vec<state::Entry>) -> wasmtime::Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.check_write()?;
+        for e in entries {
+            self.put_checked(e.key, e.value)?;
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, key: Vec<u8>) -> wasmtime::Result<()> {
+        self.check_write()?;
+        self.state.delete(&key);
+        Ok(())
+    }
+
+    fn scan(
+        &mut self,
+        prefix: Vec<u8>,
+        after: Option<Vec<u8>>,
+        limit: u32,
+    ) -> wasmtime::Result<Vec<state::Entry>> {
+        let mut total = 0;
+        let mut out = Vec::new();
+        for (k, v) in self.state.scan(&prefix, after.as_deref(), limit as usize) {
+            Self::check_read(&mut total, k.len() + v.len(), self.limits.memory)?;
+            out.push(state::Entry {
+                key: k.to_vec(),
+                value: v.to_vec(),
+            });
+        }
+        Ok(out)
+    }
+}

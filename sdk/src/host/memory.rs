@@ -1,0 +1,134 @@
+//! The in-memory host that native builds call instead of the real imports:
+//! [`MemoryHost`] (state, emitted records, log lines and a count of every
+//! call) installed per thread. [`crate::testing`] installs one per simulated
+//! instance.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use crate::batch::Batch;
+use crate::bindings::weir::operator::log::Level as LogLevel;
+use crate::bindings::weir::operator::state::Entry;
+use crate::record::Record;
+
+/// The in-memory host: state, emitted records and log lines.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryHost {
+    /// Keyed state, as the real host holds it.
+    pub state: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Records emitted and not yet taken, with their output port.
+    pub emitted: Vec<(u32, Record)>,
+    /// Log lines.
+    pub logs: Vec<(LogLevel, String)>,
+    /// Calls made to the host so far.
+    pub calls: HostCalls,
+}
+
+/// How many times the operator called each host function, to check that an
+/// operator crosses the Wasm boundary per batch rather than per record.
+///
+/// ```
+/// let calls = weir_sdk::testing::HostCalls::default();
+/// assert_eq!(calls.get + calls.put_many + calls.emit, 0);
+/// ```
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HostCalls {
+    /// `state.get`.
+    pub get: usize,
+    /// `state.get-many`.
+    pub get_many: usize,
+    /// `state.put`.
+    pub put: usize,
+    /// `state.put-many`.
+    pub put_many: usize,
+    /// `state.delete`.
+    pub delete: usize,
+    /// `state.scan`.
+    pub scan: usize,
+    /// `flat.emit`.
+    pub emit: usize,
+}
+
+thread_local! {
+    static HOST: RefCell<Option<MemoryHost>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the host installed on this thread.
+///
+/// # Panics
+///
+/// When none is installed: a native build calls the host only inside
+/// `testing::Harness` or `testing::with_memory_host`.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+pub(crate) fn with_host<R>(f: impl FnOnce(&mut MemoryHost) -> R) -> R {
+    HOST.with(|h| {
+        let mut h = h.borrow_mut();
+        let host = h.as_mut().expect(
+            "no in-memory Weir host on this thread: use weir_sdk::testing::Harness or with_memory_host",
+        );
+        f(host)
+    })
+}
+
+/// Installs `host` (or none) on this thread and returns the one installed
+/// before.
+pub(crate) fn replace_host(host: Option<MemoryHost>) -> Option<MemoryHost> {
+    HOST.with(|h| h.replace(host))
+}
+
+/// The host functions, answered from memory.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+impl MemoryHost {
+    pub(crate) fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
+        self.calls.get += 1;
+        self.state.get(key).cloned()
+    }
+
+    pub(crate) fn get_many(&mut self, keys: &[Vec<u8>]) -> Vec<Option<Vec<u8>>> {
+        self.calls.get_many += 1;
+        keys.iter().map(|k| self.state.get(k).cloned()).collect()
+    }
+
+    pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.calls.put += 1;
+        self.state.insert(key.to_vec(), value.to_vec());
+    }
+
+    pub(crate) fn put_many(&mut self, entries: &[Entry]) {
+        self.calls.put_many += 1;
+        for e in entries {
+            self.state.insert(e.key.clone(), e.value.clone());
+        }
+    }
+
+    pub(crate) fn delete(&mut self, key: &[u8]) {
+        self.calls.delete += 1;
+        self.state.remove(key);
+    }
+
+    pub(crate) fn scan(&mut self, prefix: &[u8], after: Option<&[u8]>, limit: u32) -> Vec<Entry> {
+        self.calls.scan += 1;
+        self.state
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(k, _)| after.is_none_or(|a| k.as_slice() > a))
+            .take(limit as usize)
+            .map(|(k, v)| Entry {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect()
+    }
+
+    pub(crate) fn emit_flat(&mut self, port: u32, data: &[u8], spans: &[u8]) {
+        // The real host checks the spans too, and traps on a bad one.
+        let batch = Batch::new(data, spans).expect("the SDK emits valid spans");
+        self.calls.emit += 1;
+        self.emitted
+            .extend(batch.iter().map(|r| (port, r.to_record())));
+    }
+
+    pub(crate) fn log(&mut self, level: LogLevel, message: &str) {
+        self.logs.push((level, message.to_string()));
+    }
+}
