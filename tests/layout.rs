@@ -20,7 +20,10 @@ const MAX_ROOT_FILES: usize = 8;
 
 /// The repository root (this file is a test of `cli/`, beside `host/`).
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Every `.rs` file under `dir`, sorted.
@@ -89,7 +92,10 @@ fn code(text: &str) -> String {
                 // A char literal ('x', '\n', '"') or a lifetime ('a).
                 let rest: String = chars.clone().take(10).collect();
                 let from = if rest.starts_with('\\') { 2 } else { 1 };
-                let end = rest.get(from..).and_then(|r| r.find('\'')).map(|i| i + from);
+                let end = rest
+                    .get(from..)
+                    .and_then(|r| r.find('\''))
+                    .map(|i| i + from);
                 if let Some(end) = end.filter(|&i| rest.starts_with('\\') || i == 1) {
                     for _ in 0..=end {
                         chars.next();
@@ -210,7 +216,10 @@ fn graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
     };
     // Root re-exports: `pub use a::b::{X, Y}` in lib.rs names X and Y at the root.
     let mut reexports: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for path in referenced(&[], &sources[&Vec::new()].replace("pub use ", "pub use crate::")) {
+    for path in referenced(
+        &[],
+        &sources[&Vec::new()].replace("pub use ", "pub use crate::"),
+    ) {
         if let Some(name) = path.last() {
             reexports.insert(name.clone(), resolve(&path));
         }
@@ -270,13 +279,21 @@ fn sibling_cycles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<S
 #[test]
 fn the_runtime_has_no_import_cycle() {
     let cycles = sibling_cycles(&graph(&repo().join("host/src")));
-    assert!(cycles.is_empty(), "import cycles in host/src:\n{}", cycles.join("\n"));
+    assert!(
+        cycles.is_empty(),
+        "import cycles in host/src:\n{}",
+        cycles.join("\n")
+    );
 }
 
 #[test]
 fn the_sdk_has_no_import_cycle() {
     let cycles = sibling_cycles(&graph(&repo().join("sdk/src")));
-    assert!(cycles.is_empty(), "import cycles in sdk/src:\n{}", cycles.join("\n"));
+    assert!(
+        cycles.is_empty(),
+        "import cycles in sdk/src:\n{}",
+        cycles.join("\n")
+    );
 }
 
 #[test]
@@ -291,9 +308,13 @@ fn the_cycle_check_finds_a_cycle() {
     g.remove(&m("b"));
     g.insert(m("a::x"), BTreeSet::from([m("a")]));
     assert!(sibling_cycles(&g).is_empty());
-    let code = code("use crate::a::{b, c::{D, E}};\nuse super::f; // crate::zz\nlet s = \"crate::q\";");
+    let code =
+        code("use crate::a::{b, c::{D, E}};\nuse super::f; // crate::zz\nlet s = \"crate::q\";");
     let found = referenced(&m("p::r"), &code);
-    assert_eq!(found, vec![m("a::b"), m("a::c::D"), m("a::c::E"), m("p::f")]);
+    assert_eq!(
+        found,
+        vec![m("a::b"), m("a::c::D"), m("a::c::E"), m("p::f")]
+    );
 }
 
 #[test]
@@ -310,7 +331,10 @@ fn no_runtime_file_is_too_long_before_its_tests() {
             (n > MAX_LINES).then(|| format!("{} ({n} lines)", f.display()))
         })
         .collect();
-    assert!(long.is_empty(), "over {MAX_LINES} lines before the tests: {long:?}");
+    assert!(
+        long.is_empty(),
+        "over {MAX_LINES} lines before the tests: {long:?}"
+    );
 }
 
 #[test]
@@ -334,7 +358,13 @@ fn the_runtime_library_carries_no_cli_dependency() {
         .split("\n[")
         .next()
         .unwrap();
-    for cli_only in ["clap", "indicatif", "tracing-subscriber", "signal-hook", "anyhow"] {
+    for cli_only in [
+        "clap",
+        "indicatif",
+        "tracing-subscriber",
+        "signal-hook",
+        "anyhow",
+    ] {
         assert!(
             !deps.lines().any(|l| l.trim_start().starts_with(cli_only)),
             "host/Cargo.toml depends on {cli_only}, which belongs to cli/"
