@@ -15,8 +15,8 @@ use weir::wasm::InstanceError;
 use weir::wasm::plugin::RuntimeOptions;
 use weir::{OperatorInstance, Plugin, PluginError, Record, Runtime};
 use weir_tests::cli::Weir;
+use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
-use weir_tests::pipeline::{JobDir, signal};
 use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));

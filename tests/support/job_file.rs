@@ -77,12 +77,6 @@ impl JobFile {
         change_entry(&mut self.operators, id, change);
         self
     }
-
-    /// Changes the sink `id` with `change`.
-    pub fn sink_with(mut self, id: &str, change: impl FnOnce(Sink) -> Sink) -> Self {
-        change_entry(&mut self.sinks, id, change);
-        self
-    }
 }
 
 impl fmt::Display for JobFile {
