@@ -3,7 +3,7 @@
 //! naming the operator, the limit and its configured value, detected within
 //! a bound set by that limit; the state dir stays intact and restorable.
 //!
-//! Each adversarial plugin (`tests/guests/*`) is checked on an
+//! Each adversarial plugin (`tests/guests/examples/*`) is checked on an
 //! `OperatorInstance` and through `weir run`.
 
 use std::process::Stdio;
