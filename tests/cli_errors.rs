@@ -3,7 +3,7 @@
 //! never a panic or a backtrace.
 
 use weir_tests::cli::Weir;
-use weir_tests::pipeline::JobDir;
+use weir_tests::job_dir::JobDir;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 

@@ -5,9 +5,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Stdio;
 
 use weir_tests::cli::{Outcome, Weir};
+use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::count_words;
-use weir_tests::pipeline::JobDir;
 use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));

@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 use weir_tests::cli::Weir;
+use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::Checkpoint;
 use weir_tests::jobs::count_words;
-use weir_tests::pipeline::JobDir;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 

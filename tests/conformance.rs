@@ -24,9 +24,10 @@ use weir::checkpoint::state::KeyedState;
 use weir::wasm::PluginReturned;
 use weir::{InstanceError, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::cli::Weir;
+use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::Checkpoint;
 use weir_tests::jobs::{self, count_words};
-use weir_tests::pipeline::{JobDir, XorShift, assert_same_lines, seed};
+use weir_tests::pipeline::{XorShift, assert_same_lines, seed};
 use weir_tests::plugins;
 use weir_tests::polyglot::{self, Lang};
 

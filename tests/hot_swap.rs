@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use weir_tests::cli::Weir;
+use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile};
 use weir_tests::jobs::count_words;
-use weir_tests::pipeline::JobDir;
 use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -27,8 +27,11 @@ fn job(rate: u64, n: usize) -> JobDir {
 }
 
 /// Output lines per word as (count, format version), in file order.
-fn counts(j: &JobDir) -> BTreeMap<String, Vec<(u64, u8)>> {
-    let mut m: BTreeMap<String, Vec<(u64, u8)>> = BTreeMap::new();
+type Counts = BTreeMap<String, Vec<(u64, u8)>>;
+
+/// The [`Counts`] of the job's output.
+fn counts(j: &JobDir) -> Counts {
+    let mut m = Counts::new();
     for line in j.read("out.jsonl").lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         let (w, n, fmt) = match v.get("v") {
@@ -43,7 +46,7 @@ fn counts(j: &JobDir) -> BTreeMap<String, Vec<(u64, u8)>> {
 }
 
 /// Every word was counted exactly once per occurrence, across formats.
-fn assert_exactly_once(m: &BTreeMap<String, Vec<(u64, u8)>>, n: usize) {
+fn assert_exactly_once(m: &Counts, n: usize) {
     assert_eq!(m.len(), WORDS);
     let total: usize = m.values().map(Vec::len).sum();
     assert_eq!(total, n, "one output line per input word");
@@ -58,7 +61,7 @@ fn assert_exactly_once(m: &BTreeMap<String, Vec<(u64, u8)>>, n: usize) {
     }
 }
 
-fn formats(m: &BTreeMap<String, Vec<(u64, u8)>>) -> (usize, usize) {
+fn formats(m: &Counts) -> (usize, usize) {
     let all = m.values().flatten();
     let v1 = all.clone().filter(|(_, f)| *f == 1).count();
     (v1, all.count() - v1)
@@ -177,34 +180,35 @@ fn live_swap_keeps_every_count_exactly_once() {
     assert!(v1 > 0 && v2 > 0, "both formats: {v1} {v2}");
 }
 
-#[test]
-fn live_swap_to_a_plugin_that_fails_restore_rolls_back() {
+/// Runs a job and swaps `count` to `plugin` live: the swap is rolled back
+/// with a message containing every needle, and every word is still counted
+/// exactly once; returns the counts.
+fn live_swap_is_rolled_back(plugin: &str, needles: &[&str]) -> Counts {
     let n = 9000;
     let j = job(3000, n);
-    let (ok, text) = live_swap(&j, plugins::GUEST_SWAP_BAD_RESTORE, 1200);
+    let (ok, text) = live_swap(&j, plugin, 1200);
     assert!(!ok, "{text}");
     assert!(
-        text.contains("rolled back") && text.contains("deliberately broken"),
+        text.contains("rolled back") && needles.iter().all(|n| text.contains(n)),
         "{text}"
     );
     let m = counts(&j);
     assert_exactly_once(&m, n);
+    m
+}
+
+#[test]
+fn live_swap_to_a_plugin_that_fails_restore_rolls_back() {
+    let m = live_swap_is_rolled_back(plugins::GUEST_SWAP_BAD_RESTORE, &["deliberately broken"]);
     assert_eq!(formats(&m).1, 0, "only v1 output");
 }
 
 #[test]
 fn live_swap_to_a_plugin_that_traps_rolls_back() {
-    let n = 9000;
-    let j = job(3000, n);
-    let (ok, text) = live_swap(&j, plugins::GUEST_SWAP_TRAP_FIRST_BATCH, 1200);
-    assert!(!ok, "{text}");
-    assert!(
-        text.contains("rolled back")
-            && text.contains("trapped in `process`")
-            && text.contains("deliberate trap"),
-        "{text}"
+    live_swap_is_rolled_back(
+        plugins::GUEST_SWAP_TRAP_FIRST_BATCH,
+        &["trapped in `process`", "deliberate trap"],
     );
-    assert_exactly_once(&counts(&j), n);
 }
 
 #[test]

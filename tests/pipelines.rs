@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Value, json};
 use weir_tests::cli::Weir;
+use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::jobs;
-use weir_tests::pipeline::{JobDir, XorShift, assert_same_lines, multiset, seed};
+use weir_tests::pipeline::{XorShift, assert_same_lines, multiset, seed};
 use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));

@@ -3,8 +3,9 @@
 //! last attempt the job stops with a clear error and a restorable state dir.
 
 use weir_tests::cli::Weir;
+use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Restart, Sink, Source};
-use weir_tests::pipeline::{JobDir, multiset};
+use weir_tests::pipeline::multiset;
 use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));

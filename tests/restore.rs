@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use weir_tests::cli::{Outcome, Weir};
+use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile};
 use weir_tests::jobs::count_words;
-use weir_tests::pipeline::{JobDir, multiset};
+use weir_tests::pipeline::multiset;
 use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));

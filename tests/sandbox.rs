@@ -3,7 +3,7 @@
 //! naming the operator, the limit and its configured value, detected within
 //! a bound set by that limit; the state dir stays intact and restorable.
 //!
-//! Each adversarial plugin (`tests/guests/*`) is checked on an
+//! Each adversarial plugin (`tests/guests/examples/*`) is checked on an
 //! `OperatorInstance` and through `weir run`.
 
 use std::process::Stdio;
@@ -15,8 +15,8 @@ use weir::wasm::InstanceError;
 use weir::wasm::RuntimeOptions;
 use weir::{OperatorInstance, Plugin, PluginError, Record, Runtime};
 use weir_tests::cli::Weir;
+use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
-use weir_tests::pipeline::{JobDir, signal};
 use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));

@@ -1,7 +1,8 @@
 //! Job files built in code: [`JobFile`] and its tables ([`Checkpoint`],
 //! [`Restart`], [`Source`], [`Operator`], [`Sink`]), rendered as the TOML
-//! that `weir run` reads (its `Display`). Values are quoted and escaped here;
-//! what a key means is the job format's (README, "Job files").
+//! that `weir run` reads (its `Display`); values are written by the `toml`
+//! crate. What a key means is the job format's (README, "Job file
+//! reference").
 //!
 //! A table's keys are rendered in the order they were first set; setting a
 //! key again replaces its value in place, so a job can be varied after it
@@ -74,12 +75,6 @@ impl JobFile {
     /// Changes the operator `id` with `change`.
     pub fn operator_with(mut self, id: &str, change: impl FnOnce(Operator) -> Operator) -> Self {
         change_entry(&mut self.operators, id, change);
-        self
-    }
-
-    /// Changes the sink `id` with `change`.
-    pub fn sink_with(mut self, id: &str, change: impl FnOnce(Sink) -> Sink) -> Self {
-        change_entry(&mut self.sinks, id, change);
         self
     }
 }
@@ -234,18 +229,17 @@ impl Operator {
 
     /// `inputs = [...]`: the upstream nodes, all into the first input port.
     pub fn inputs(self, upstream: &[&str]) -> Self {
-        let quoted: Vec<String> = upstream.iter().map(|u| quote(u)).collect();
-        self.value("inputs", format!("[{}]", quoted.join(", ")))
+        self.value("inputs", toml::Value::from(upstream.to_vec()))
     }
 
     /// `inputs = { port = "upstream", ... }`: one upstream node per named
     /// input port.
     pub fn ports(self, ports: &[(&str, &str)]) -> Self {
-        let pairs: Vec<String> = ports
+        let table: toml::Table = ports
             .iter()
-            .map(|(port, upstream)| format!("{port} = {}", quote(upstream)))
+            .map(|(port, upstream)| (port.to_string(), toml::Value::from(*upstream)))
             .collect();
-        self.value("inputs", format!("{{ {} }}", pairs.join(", ")))
+        self.value("inputs", toml::Value::Table(table))
     }
 
     /// `parallelism`: the number of instances.
@@ -266,8 +260,7 @@ impl Operator {
 
     /// `grants`: what the sandbox lets the plugin see (`clocks`, `random`).
     pub fn grants(self, grants: &[&str]) -> Self {
-        let quoted: Vec<String> = grants.iter().map(|g| quote(g)).collect();
-        self.value("grants", format!("[{}]", quoted.join(", ")))
+        self.value("grants", toml::Value::from(grants.to_vec()))
     }
 }
 
@@ -386,21 +379,45 @@ fn change_entry<E: Entry + Default>(entries: &mut [E], id: &str, change: impl Fn
     *entry = change(std::mem::take(entry));
 }
 
-/// `text` as a TOML basic string.
-pub fn quote(text: &str) -> String {
-    let mut s = String::with_capacity(text.len() + 2);
-    s.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            '\t' => s.push_str("\\t"),
-            '\r' => s.push_str("\\r"),
-            c if c.is_control() => s.push_str(&format!("\\u{:04X}", c as u32)),
-            c => s.push(c),
-        }
+/// `text` as a TOML string.
+fn quote(text: &str) -> String {
+    toml::Value::from(text).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_renders_as_the_toml_it_was_built_as() {
+        let job = JobFile::new("odd \"name\"\n")
+            .checkpoint(Checkpoint::every("100ms").retain(3))
+            .restart(Restart::fixed_delay(2, "10ms"))
+            .source(Source::file("in", "in.txt").rate(10).throttle(None))
+            .operator(
+                Operator::new("op", "/p/op.wasm")
+                    .ports(&[("a", "in"), ("b", "in")])
+                    .grants(&["clocks"])
+                    .config("{ x = 1 }")
+                    .verbatim("[operator.limits]\nfuel = 5"),
+            )
+            .sink(Sink::file("out", "out.jsonl").input("op"))
+            .operator_with("op", |o| o.parallelism(2).parallelism(3));
+        let text = job.to_string();
+        let doc: toml::Table = text.parse().unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(doc["name"].as_str(), Some("odd \"name\"\n"));
+        assert_eq!(doc["checkpoint"]["interval"].as_str(), Some("100ms"));
+        assert_eq!(doc["restart"]["attempts"].as_integer(), Some(2));
+        assert_eq!(doc["source"][0]["rate"].as_integer(), Some(10));
+        let op = &doc["operator"][0];
+        assert_eq!(op["plugin"].as_str(), Some("/p/op.wasm"));
+        assert_eq!(op["inputs"]["b"].as_str(), Some("in"));
+        assert_eq!(op["grants"][0].as_str(), Some("clocks"));
+        assert_eq!(op["config"]["x"].as_integer(), Some(1));
+        assert_eq!(op["limits"]["fuel"].as_integer(), Some(5));
+        // A key set again keeps its place and its last value.
+        assert_eq!(op["parallelism"].as_integer(), Some(3));
+        assert_eq!(text.matches("parallelism").count(), 1, "{text}");
+        assert_eq!(doc["sink"][0]["input"].as_str(), Some("op"));
     }
-    s.push('"');
-    s
 }

@@ -1,5 +1,5 @@
 //! The jobs that several integration tests run, as [`JobFile`]s to vary
-//! (`source_with`, `operator_with`, ...) before they are written.
+//! (`source_with`, `operator_with`) before they are written.
 
 use std::path::Path;
 

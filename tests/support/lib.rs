@@ -18,6 +18,7 @@ pub fn repo_root() -> std::path::PathBuf {
 }
 
 pub mod cli;
+pub mod job_dir;
 pub mod job_file;
 #[cfg(feature = "plugins")]
 pub mod jobs;

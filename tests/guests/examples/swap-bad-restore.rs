@@ -4,14 +4,14 @@
 
 use weir_sdk::{Context, Error, Result};
 
-weir_guests::passthrough!(
+fn restore(_ctx: &mut Context, state_version: u32, _bytes: &[u8]) -> Result<()> {
+    Err(Error::IncompatibleState(format!(
+        "cannot migrate state version {state_version} (deliberately broken)"
+    )))
+}
+
+weir_guests::unit_guest!(
     BadRestore,
     weir_guests::info("word-count", "9.0.0-bad-restore").state_version(9),
-    {
-        fn restore(&mut self, _ctx: &mut Context, state_version: u32, _bytes: &[u8]) -> Result<()> {
-            Err(Error::IncompatibleState(format!(
-                "cannot migrate state version {state_version} (deliberately broken)"
-            )))
-        }
-    }
+    restore = restore,
 );

@@ -53,14 +53,19 @@ macro_rules! config {
     };
 }
 
-/// Declares and exports the guest `$op`, a unit struct: `describe` returns
-/// `$info`, `open` ignores the configuration, `process` passes every record
-/// through ([`pass`]), and the hooks in the optional braces (`restore`, ...)
-/// replace the SDK's defaults. For guests that misbehave in another hook
-/// than `process`.
+/// Declares and exports the guest `$op`, a unit struct (a guest that keeps
+/// nothing in its own memory): `describe` returns `$info`, `open` ignores
+/// the configuration, `process` calls the function `process` (by default
+/// [`pass`]), and `restore` the function `restore` (by default the SDK's).
 #[macro_export]
-macro_rules! passthrough {
-    ($op:ident, $info:expr $(, { $($hook:tt)* })? $(,)?) => {
+macro_rules! unit_guest {
+    (
+        $op:ident,
+        $info:expr
+        $(, process = $process:path)?
+        $(, restore = $restore:path)?
+        $(,)?
+    ) => {
         /// The guest.
         pub struct $op;
 
@@ -79,12 +84,28 @@ macro_rules! passthrough {
                 _port: u32,
                 batch: ::std::vec::Vec<$crate::weir_sdk::Record>,
             ) -> $crate::weir_sdk::Result<()> {
-                $crate::pass(ctx, batch)
+                let process = $crate::unit_guest!(@process $($process)?);
+                process(ctx, batch)
             }
 
-            $($($hook)*)?
+            $(
+                fn restore(
+                    &mut self,
+                    ctx: &mut $crate::weir_sdk::Context,
+                    state_version: u32,
+                    bytes: &[u8],
+                ) -> $crate::weir_sdk::Result<()> {
+                    $restore(ctx, state_version, bytes)
+                }
+            )?
         }
 
         $crate::weir_sdk::export!($op);
+    };
+    (@process) => {
+        $crate::pass
+    };
+    (@process $process:path) => {
+        $process
     };
 }

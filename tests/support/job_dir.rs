@@ -1,0 +1,178 @@
+//! A job in a temporary folder ([`JobDir`]): its job file and inputs, the
+//! `weir` commands on it, runs stopped by signals and crashes, and its
+//! output files.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::cli::{Outcome, Weir};
+use crate::pipeline::{XorShift, multiset};
+
+/// A job file and its inputs in a temporary folder, and the `weir` commands
+/// on them.
+pub struct JobDir {
+    dir: tempfile::TempDir,
+    weir: Weir,
+}
+
+impl JobDir {
+    /// Writes `job` (where `{plugins}` stands for the folder of the built
+    /// plugin components) and `files` into a new temporary folder.
+    pub fn new(weir: Weir, job: impl Display, files: &[(&str, &str)]) -> Self {
+        let j = JobDir {
+            dir: tempfile::tempdir().unwrap(),
+            weir,
+        };
+        j.write_job(job);
+        for (name, text) in files {
+            std::fs::write(j.path().join(name), text).unwrap();
+        }
+        j
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The job's state folder, `state`.
+    pub fn state_dir(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    /// Replaces the job file with `job` (`{plugins}` as in [`JobDir::new`]).
+    pub fn write_job(&self, job: impl Display) {
+        let plugin_dir = crate::repo_root().join("plugins/target");
+        let job = job
+            .to_string()
+            .replace("{plugins}", plugin_dir.to_str().unwrap());
+        std::fs::write(self.path().join("job.toml"), job).unwrap();
+    }
+
+    /// `weir VERB job.toml ARGS`, to adjust before running or spawning it.
+    pub fn command(&self, verb: &str, args: &[&str]) -> Command {
+        let mut c = self.weir.command([verb]);
+        c.arg(self.path().join("job.toml")).args(args);
+        c
+    }
+
+    /// Runs `weir VERB job.toml ARGS` to the end.
+    pub fn weir(&self, verb: &str, args: &[&str]) -> Outcome {
+        Outcome::of(&mut self.command(verb, args))
+    }
+
+    /// Runs the job to the end with `args`.
+    pub fn run(&self, args: &[&str]) -> Outcome {
+        self.weir("run", args)
+    }
+
+    /// Runs the job and asserts it succeeded; returns stderr.
+    pub fn run_ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.success(), "weir run failed: {}", out.stderr);
+        out.stderr
+    }
+
+    /// `weir validate job.toml`.
+    pub fn validate(&self) -> Outcome {
+        self.weir("validate", &[])
+    }
+
+    /// `weir VERB state ARGS`: a command on the job's state folder
+    /// (`checkpoints`, `state`, `swap`).
+    pub fn on_state(&self, verb: &str, args: &[&str]) -> Outcome {
+        let mut c = self.weir.command([verb]);
+        c.arg(self.state_dir()).args(args);
+        Outcome::of(&mut c)
+    }
+
+    /// `weir checkpoints state ARGS`, asserted to succeed; returns stdout.
+    pub fn checkpoints(&self, args: &[&str]) -> String {
+        let out = self.on_state("checkpoints", args);
+        assert!(out.success(), "weir checkpoints: {}", out.stderr);
+        out.stdout
+    }
+
+    /// Starts the job with `args`, sends it SIGINT (as Ctrl-C does) after
+    /// `after`, and waits for it to exit.
+    pub fn run_interrupted(&self, args: &[&str], after: Duration) -> Outcome {
+        let child = self
+            .command("run", args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(after);
+        signal(&child, "-INT");
+        child.wait_with_output().unwrap().into()
+    }
+
+    /// Starts the job, kills it with SIGKILL after a random delay in
+    /// `window`, `kills` times in a row; returns how many runs were killed
+    /// before they finished on their own.
+    pub fn run_killed(&self, kills: usize, window: (u64, u64), rng: &mut XorShift) -> usize {
+        let mut killed = 0;
+        for _ in 0..kills {
+            let mut child = self
+                .command("run", &[])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_millis(rng.range(window.0, window.1));
+            loop {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    child.kill().unwrap(); // SIGKILL
+                    child.wait().unwrap();
+                    killed += 1;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        killed
+    }
+
+    /// Runs the job killed as [`JobDir::run_killed`] does, asserts that at
+    /// least two kills landed mid-job, then runs it to the end and asserts
+    /// that it resumed from a checkpoint; returns how many runs were killed.
+    pub fn run_through_kills(&self, kills: usize, window: (u64, u64), rng: &mut XorShift) -> usize {
+        let killed = self.run_killed(kills, window, rng);
+        assert!(
+            killed >= 2,
+            "only {killed} runs were killed mid-job; the input is too small to test crashes"
+        );
+        let stderr = self.run_ok(&[]);
+        assert!(
+            stderr.contains("resumed from checkpoint"),
+            "the last run did not restore: {stderr}"
+        );
+        killed
+    }
+
+    /// The lines of an output file as a multiset.
+    pub fn lines(&self, file: &str) -> BTreeMap<String, usize> {
+        multiset(&std::fs::read_to_string(self.path().join(file)).unwrap_or_default())
+    }
+
+    /// The text of a file in the folder.
+    pub fn read(&self, file: &str) -> String {
+        let path = self.path().join(file);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+}
+
+/// Sends `signal` (`-INT`, `-TERM`) to `child` with `kill`.
+pub fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal} {}", child.id());
+}
