@@ -7,11 +7,15 @@
 //! [`Runtime`] compiles plugins, [`run::run`] runs a job with aligned
 //! checkpoint barriers and exactly-once restore.
 //!
-//! The folders, from the bottom up: [`config`] (the job file), [`dataflow`]
-//! (batches, the messages on edges, alignment, the thread bodies),
-//! [`wasm`] (plugins and their sandbox), [`connectors`] (sources and sinks),
-//! [`checkpoint`] (the coordinator and keyed state), [`store`] (the redb
-//! checkpoint file) and [`run`] (one job: attempts, wiring, the driver).
+//! The folders, from the bottom up (each imports only those before it):
+//! [`dataflow`] (batches, every message of a running job, partitioning,
+//! barrier alignment and the aligned-input loop), [`connectors`] (sources
+//! and sinks, and the registry of their types), [`config`] (the job file),
+//! [`metrics`], [`checkpoint`] (the coordinator and keyed state),
+//! [`store`] (the redb checkpoint file), [`wasm`] (plugins and their
+//! sandbox), `tasks` (the thread bodies) and [`run`] (a job: attempts and
+//! their phases, the driver, the supervisor). Below them all, `wit` (the
+//! generated WIT bindings) and `fields` (reading TOML fields).
 #![warn(missing_docs)]
 
 pub mod checkpoint;
