@@ -145,7 +145,7 @@ fn parse_restore(s: &str) -> Result<RestoreMode, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
-    match run(cli) {
+    match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -176,7 +176,7 @@ fn runtime() -> anyhow::Result<weir::Runtime> {
         .context("starting wasmtime")
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run {
             job,

@@ -106,7 +106,7 @@ impl CheckpointStore {
             }
         }
         let db = self.rw()?;
-        let bytes_written = self.run(&format!("writing checkpoint {n}"), || {
+        let bytes_written = self.in_context(&format!("writing checkpoint {n}"), || {
             let txn = db.begin_write()?;
             let written = self.write_checkpoint(&txn, meta, deltas)?;
             self.collect_garbage(&txn, retain)?;
@@ -188,7 +188,7 @@ impl CheckpointStore {
 
     /// All complete checkpoints, ascending by id.
     pub fn list(&self) -> Result<Vec<CheckpointMeta>, StoreError> {
-        self.run("listing checkpoints", || {
+        self.in_context("listing checkpoints", || {
             let table = self.read()?.open_table(CHECKPOINTS)?;
             let rows = table.iter()?.map(|row| {
                 let (id, raw) = row?;
@@ -200,7 +200,7 @@ impl CheckpointStore {
 
     /// The newest complete checkpoint.
     pub fn latest(&self) -> Result<Option<CheckpointMeta>, StoreError> {
-        self.run("reading the latest checkpoint", || {
+        self.in_context("reading the latest checkpoint", || {
             let table = self.read()?.open_table(CHECKPOINTS)?;
             let last = table.last()?;
             Ok(last
@@ -211,7 +211,7 @@ impl CheckpointStore {
 
     /// Checkpoint `id`, if complete and retained.
     pub fn get(&self, id: u64) -> Result<Option<CheckpointMeta>, StoreError> {
-        self.run("reading a checkpoint", || {
+        self.in_context("reading a checkpoint", || {
             let raw = self.read()?.open_table(CHECKPOINTS)?.get(id)?;
             Ok(raw
                 .map(|raw| self.decode_meta(id, raw.value()))
@@ -239,7 +239,7 @@ impl CheckpointStore {
         operator: &str,
         instance: u32,
     ) -> Result<RestoredInstance, StoreError> {
-        self.run("loading state", || {
+        self.in_context("loading state", || {
             let txn = self.read()?;
             self.check_exists(&txn, id)?;
             let entries = self.load(&txn, id, operator, instance)?;
@@ -262,7 +262,7 @@ impl CheckpointStore {
         id: u64,
         operator: &str,
     ) -> Result<Vec<OperatorEntry>, StoreError> {
-        let mut out = self.run("loading state", || {
+        let mut out = self.in_context("loading state", || {
             let txn = self.read()?;
             self.check_exists(&txn, id)?;
             let mut instances = BTreeSet::new();

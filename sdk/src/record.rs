@@ -88,7 +88,7 @@ impl Record {
         }
     }
 
-    /// The value as UTF-8, or [`Error::InvalidInput`](crate::Error::InvalidInput).
+    /// The value as UTF-8, or [`Error::InvalidInput`].
     ///
     /// ```
     /// assert_eq!(weir_sdk::Record::new("ok").value_str().unwrap(), "ok");
@@ -107,7 +107,7 @@ impl Record {
         self.as_record_ref().key_str()
     }
 
-    /// The value parsed as JSON into `T`, or [`Error::InvalidInput`](crate::Error::InvalidInput).
+    /// The value parsed as JSON into `T`, or [`Error::InvalidInput`].
     ///
     /// ```
     /// let v: serde_json::Value = weir_sdk::Record::new(r#"{"a":1}"#).parse_json().unwrap();

@@ -3,8 +3,8 @@
 //! [`LimitValue`] (a limit with its unit), the size and duration syntax
 //! they are written in, and how both are read from an operator's table.
 //!
-//! This module is plain configuration: the Wasm layer (`wasm::sandbox`)
-//! enforces these values.
+//! This module is plain configuration: the Wasm layer enforces these values
+//! (`wasm::limiter` the limits, `wasm::wasi` the grants).
 
 use std::time::Duration;
 

@@ -72,7 +72,7 @@ impl CheckpointStore {
             path,
             tuning: TUNING,
         };
-        store.run("creating the tables", || {
+        store.in_context("creating the tables", || {
             let txn = store.rw()?.begin_write()?;
             if txn.list_tables()?.next().is_some() {
                 return Ok(txn.abort()?);
@@ -142,7 +142,7 @@ impl CheckpointStore {
     /// Refuses another layout version first (its tables differ), then a
     /// file lacking one of this version's tables.
     fn check_layout(&self) -> Result<(), StoreError> {
-        let (tables, format) = self.run("checking the layout", || {
+        let (tables, format) = self.in_context("checking the layout", || {
             let txn = self.read()?;
             let tables: Vec<String> = txn.list_tables()?.map(|t| t.name().to_string()).collect();
             let format = match tables.iter().any(|t| t == "meta") {
@@ -171,7 +171,7 @@ impl CheckpointStore {
     }
 
     /// Runs `f`, giving a failure the context of operation `what`.
-    pub(super) fn run<T>(
+    pub(super) fn in_context<T>(
         &self,
         what: &str,
         f: impl FnOnce() -> Result<T, Fail>,
@@ -208,7 +208,7 @@ impl CheckpointStore {
 
     /// The job this store belongs to.
     pub fn job(&self) -> Result<String, StoreError> {
-        let raw = self.run("reading the job name", || {
+        let raw = self.in_context("reading the job name", || {
             Ok(self
                 .read()?
                 .open_table(META)?

@@ -69,7 +69,7 @@ impl CheckpointStore {
     /// one transaction.
     pub fn truncate_after(&self, id: u64) -> Result<(), StoreError> {
         let db = self.rw()?;
-        self.run(&format!("truncating after checkpoint {id}"), || {
+        self.in_context(&format!("truncating after checkpoint {id}"), || {
             let txn = db.begin_write()?;
             {
                 let mut checkpoints = txn.open_table(CHECKPOINTS)?;

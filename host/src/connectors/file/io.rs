@@ -50,7 +50,7 @@ impl Worker {
             .name(format!("sink-io-{sink}"))
             .spawn(move || {
                 for request in rx {
-                    run(&sink, &visible, request);
+                    perform(&sink, &visible, request);
                 }
             })
             .expect("spawning the sink's I/O thread");
@@ -59,7 +59,7 @@ impl Worker {
 }
 
 /// Does one request of sink `sink`, reporting to its `done` if it has one.
-fn run(sink: &str, visible: &Path, request: IoRequest) {
+fn perform(sink: &str, visible: &Path, request: IoRequest) {
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |error| SinkError::Io {
