@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use toml::{Table, Value};
 
-use crate::fields::{one_line, relative_to};
+use crate::fields::{entry_type, from_table, one_line, relative_to};
 
 mod checkpoint;
 mod error;
@@ -208,6 +208,37 @@ fn build_all<T>(
         build(table).map_err(|message| JobError::invalid(path, &entry, message))
     });
     entries.collect()
+}
+
+/// Splits a `[[source]]` or `[[sink]]` table by its `type` (one of `types`:
+/// name and the connector's own keys) into the options every entry of its
+/// kind has (`R`, read from the keys `options`, `id` first) and what the
+/// connector's `read` makes of the rest. Values of the wrong type are
+/// reported first, in the table's order; messages list `id` and `type`
+/// first and the other options last.
+fn split_entry<R, B>(
+    mut table: Table,
+    types: &[(&str, &[&str])],
+    options: &[&str],
+    read: impl Fn(usize, Table) -> Result<B, String>,
+) -> Result<(R, B), String>
+where
+    R: for<'de> Deserialize<'de>,
+{
+    let listed: Vec<(&str, Vec<&str>)> = types
+        .iter()
+        .map(|(name, keys)| (*name, [&["id", "type"], *keys, &options[1..]].concat()))
+        .collect();
+    let index = entry_type(&mut table, &listed)?;
+    read_each(&table, |key, value| {
+        if options.contains(&key) {
+            from_table::<R>(value).map(drop)
+        } else {
+            read(index, value).map(drop)
+        }
+    })?;
+    let raw: R = from_table(take(&mut table, options))?;
+    Ok((raw, read(index, table)?))
 }
 
 /// Reads each value of `table` on its own, in the table's order, with `read`

@@ -12,7 +12,7 @@ use toml::Table;
 
 use crate::connectors::sink::{Sink, SinkError};
 use crate::connectors::{SINK_TYPES, SinkConnector};
-use crate::fields::{check_id, entry_type, from_table};
+use crate::fields::check_id;
 
 /// One `[[sink]]` entry.
 #[derive(Debug, Clone)]
@@ -67,22 +67,10 @@ struct RawSink {
 ///
 /// Values of the wrong type are reported first (in the table's order), then
 /// `id`, then the connector's settings, then `input`.
-pub(super) fn build_sink(dir: &Path, mut table: Table) -> Result<SinkConfig, String> {
-    // Messages list `id` and `type` first and `input` last.
-    let types: Vec<(&str, Vec<&str>)> = SINK_TYPES
-        .iter()
-        .map(|t| (t.name, [&["id", "type"], t.keys, &OPTIONS[1..]].concat()))
-        .collect();
-    let sink_type = &SINK_TYPES[entry_type(&mut table, &types)?];
-    super::read_each(&table, |key, value| {
-        if OPTIONS.contains(&key) {
-            from_table::<RawSink>(value).map(drop)
-        } else {
-            (sink_type.read)(value).map(drop)
-        }
-    })?;
-    let raw: RawSink = from_table(super::take(&mut table, &OPTIONS))?;
-    let build = (sink_type.read)(table)?;
+pub(super) fn build_sink(dir: &Path, table: Table) -> Result<SinkConfig, String> {
+    let types: Vec<(&str, &[&str])> = SINK_TYPES.iter().map(|t| (t.name, t.keys)).collect();
+    let (raw, build): (RawSink, _) =
+        super::split_entry(table, &types, &OPTIONS, |i, t| (SINK_TYPES[i].read)(t))?;
     let id = check_id(raw.id)?;
     let connector = build(dir)?;
     match raw.input {

@@ -12,7 +12,7 @@ use toml::Table;
 
 use crate::connectors::source::{SourceError, SourceReader};
 use crate::connectors::{SOURCE_TYPES, SourceConnector};
-use crate::fields::{check_id, entry_type, from_table, int_in};
+use crate::fields::{check_id, int_in};
 
 /// Records per batch when a source does not set `batch_size`.
 pub const DEFAULT_BATCH_SIZE: usize = 1024;
@@ -73,22 +73,10 @@ struct RawSource {
 ///
 /// Values of the wrong type are reported first (in the table's order), then
 /// `id` and `batch_size`, then the connector's settings, then `rate`.
-pub(super) fn build_source(dir: &Path, mut table: Table) -> Result<SourceConfig, String> {
-    // Messages list `id` and `type` first and `batch_size` and `rate` last.
-    let types: Vec<(&str, Vec<&str>)> = SOURCE_TYPES
-        .iter()
-        .map(|t| (t.name, [&["id", "type"], t.keys, &OPTIONS[1..]].concat()))
-        .collect();
-    let source_type = &SOURCE_TYPES[entry_type(&mut table, &types)?];
-    super::read_each(&table, |key, value| {
-        if OPTIONS.contains(&key) {
-            from_table::<RawSource>(value).map(drop)
-        } else {
-            (source_type.read)(value).map(drop)
-        }
-    })?;
-    let raw: RawSource = from_table(super::take(&mut table, &OPTIONS))?;
-    let build = (source_type.read)(table)?;
+pub(super) fn build_source(dir: &Path, table: Table) -> Result<SourceConfig, String> {
+    let types: Vec<(&str, &[&str])> = SOURCE_TYPES.iter().map(|t| (t.name, t.keys)).collect();
+    let (raw, build): (RawSource, _) =
+        super::split_entry(table, &types, &OPTIONS, |i, t| (SOURCE_TYPES[i].read)(t))?;
     let id = check_id(raw.id)?;
     let max = MAX_BATCH_SIZE as i64;
     let batch_size = int_in(
