@@ -160,6 +160,26 @@ fn a_garbage_state_file_is_reported_clearly() {
 }
 
 #[test]
+fn an_empty_state_file_is_refused_not_taken_for_a_new_job() {
+    let j = job(1_000_000, 500);
+    j.run_ok(&[]);
+    let output = j.read("out.jsonl");
+    assert!(!output.is_empty());
+    let file = j.path().join("state/checkpoints.redb");
+    std::fs::File::create(&file).unwrap(); // truncated to 0 bytes
+    assert_fails(&j.run(&[]), &["checkpoints.redb", "is damaged"]);
+    let shown = j.on_state("checkpoints", &[]);
+    assert!(!shown.success());
+    assert!(shown.stderr.contains("is damaged"), "{}", shown.stderr);
+    assert_eq!(
+        j.read("out.jsonl"),
+        output,
+        "the committed output was rewritten"
+    );
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 0);
+}
+
+#[test]
 fn a_modified_output_file_is_reported_clearly() {
     let j = interrupted(20_000);
     let committed = std::fs::metadata(j.path().join("out.jsonl")).unwrap().len();

@@ -56,16 +56,26 @@ impl std::fmt::Debug for CheckpointStore {
 impl CheckpointStore {
     /// Opens (creating the dir and file when missing) the store in `dir` for
     /// job `job`. A store of another job is refused ([`StoreError::OtherJob`]),
-    /// a damaged file is [`StoreError::Corrupt`].
+    /// a damaged file, an empty one included, is [`StoreError::Corrupt`].
     pub fn open(dir: &Path, job: &str) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(|error| StoreError::Io {
             path: dir.to_path_buf(),
             error,
         })?;
         let path = dir.join(FILE_NAME);
-        let db = builder()
-            .create(&path)
-            .map_err(|e| classify(&path, "opening", Fail::Redb(e.into())))?;
+        // A file that exists is opened, never created over: redb would
+        // initialize an empty file as a new database, and an empty or
+        // damaged store must be refused, not taken for "no checkpoints".
+        let exists = path.try_exists().map_err(|error| StoreError::Io {
+            path: path.clone(),
+            error,
+        })?;
+        let opened = if exists {
+            builder().open(&path)
+        } else {
+            builder().create(&path)
+        };
+        let db = opened.map_err(|e| classify(&path, "opening", Fail::Redb(e.into())))?;
         let store = CheckpointStore {
             db: Handle::ReadWrite(db),
             dir: dir.to_path_buf(),

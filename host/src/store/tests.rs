@@ -771,6 +771,25 @@ fn corrupted_segments_are_errors() {
 }
 
 #[test]
+fn an_empty_store_file_is_damage_not_a_new_store() {
+    // A store file that exists is opened, never created over: an empty one
+    // (truncated by a crash of the file system or by hand) would otherwise
+    // look like a job with no checkpoints and rerun it from scratch.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    std::fs::write(&path, b"").unwrap();
+    for e in [
+        CheckpointStore::open(dir.path(), "job").err(),
+        CheckpointStore::open_existing(dir.path()).err(),
+    ] {
+        let e = e.expect("an empty store file must not open");
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "left as found");
+}
+
+#[test]
 fn damaged_files_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(FILE_NAME);
