@@ -5,9 +5,9 @@
 //! it is missing.
 //!
 //! [`build`] runs that script once per test process. A language whose
-//! toolchain cannot be installed here is reported as unavailable with the
-//! script's reason (never silently); with `CI=true` the script fails
-//! instead, and so does [`build`].
+//! toolchain cannot be installed here makes the script fail, and so
+//! [`build`]; only with `WEIR_POLYGLOT_OPTIONAL=1` is it reported as
+//! unavailable with the script's reason, and its tests [`skip`].
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -58,7 +58,8 @@ pub fn lang(name: &str) -> Lang {
 }
 
 /// Runs `scripts/build-polyglot.sh` once per process; panics when it fails
-/// (a build error, or an unavailable toolchain under `CI=true`).
+/// (a build error, or an unavailable toolchain unless
+/// `WEIR_POLYGLOT_OPTIONAL=1`).
 pub fn build() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
@@ -102,7 +103,29 @@ pub fn component(lang: Lang, operator: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// Prints, past the test harness's capture, that a test skips `lang`.
+/// A test cannot run for want of a toolchain (`reason`): a failure, unless
+/// `WEIR_POLYGLOT_OPTIONAL=1` asks to skip it (then it says so past the test
+/// harness's capture). The test suite never passes by skipping.
 pub fn skip(test: &str, reason: &str) {
+    assert!(
+        may_skip(std::env::var("WEIR_POLYGLOT_OPTIONAL").ok().as_deref()),
+        "{test}: {reason}; scripts/build-polyglot.sh installs the toolchain (set WEIR_POLYGLOT_OPTIONAL=1 to skip)"
+    );
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
+}
+
+/// Whether `WEIR_POLYGLOT_OPTIONAL` (its value) lets a test skip a language.
+fn may_skip(optional: Option<&str>) -> bool {
+    optional == Some("1")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_weir_polyglot_optional_1_lets_a_test_skip() {
+        assert!(super::may_skip(Some("1")));
+        for value in [None, Some(""), Some("0"), Some("true")] {
+            assert!(!super::may_skip(value), "{value:?}");
+        }
+    }
 }
