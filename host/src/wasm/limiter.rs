@@ -93,22 +93,14 @@ impl LimitExceeded {
         )
     }
 
-    /// `Err(LimitExceeded)` when `actual > limit`, as a wasmtime trap error.
+    /// `Err(LimitExceeded)` when `actual > limit` bytes, as a wasmtime trap error.
     pub(super) fn check_bytes(
         what: &'static str,
         key: &'static str,
         limit: usize,
         actual: usize,
     ) -> wasmtime::Result<()> {
-        if actual > limit {
-            return Err(wasmtime::Error::new(LimitExceeded::new(
-                what,
-                key,
-                LimitValue::Bytes(limit as u64),
-                Some(LimitValue::Bytes(actual as u64)),
-            )));
-        }
-        Ok(())
+        Self::check(what, key, limit, actual, LimitValue::Bytes)
     }
 
     /// Like [`check_bytes`](Self::check_bytes) for counts.
@@ -118,12 +110,23 @@ impl LimitExceeded {
         limit: usize,
         actual: usize,
     ) -> wasmtime::Result<()> {
+        Self::check(what, key, limit, actual, LimitValue::Count)
+    }
+
+    /// `Err(LimitExceeded)` when `actual > limit`, both shown in `unit`.
+    fn check(
+        what: &'static str,
+        key: &'static str,
+        limit: usize,
+        actual: usize,
+        unit: fn(u64) -> LimitValue,
+    ) -> wasmtime::Result<()> {
         if actual > limit {
             return Err(wasmtime::Error::new(LimitExceeded::new(
                 what,
                 key,
-                LimitValue::Count(limit as u64),
-                Some(LimitValue::Count(actual as u64)),
+                unit(limit as u64),
+                Some(unit(actual as u64)),
             )));
         }
         Ok(())
