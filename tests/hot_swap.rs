@@ -123,23 +123,45 @@ fn a_changed_plugin_without_swap_is_refused_with_a_hint() {
 /// Stops a job at a checkpoint and restores it with `--swap count=<plugin>`:
 /// that fails with an error containing every needle, and nothing ran, so
 /// the checkpoint is untouched and a normal restore counts exactly once.
-fn swap_is_refused(plugin: &str, needles: &[&str]) {
+/// Returns the error.
+fn swap_is_refused(plugin: &str, needles: &[&str]) -> String {
     let j = job(3000, 6000);
     stopped(&j, 800);
     let out = j.run(&["--swap", &format!("count={plugin}")]);
-    let err = &out.stderr;
+    let err = out.stderr;
     assert!(!out.success());
     assert!(needles.iter().all(|n| err.contains(n)), "{err}");
     j.run_ok(&[]);
     assert_exactly_once(&counts(&j), 6000);
+    err
+}
+
+/// Asserts that a refused swap to reconcile's ports names reconcile's file
+/// for the ports that do not fit, never the job file's word-count.
+fn names_the_swapped_in_plugin(err: &str) {
+    let detail = err
+        .split("its ports do not fit the job")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(detail.contains(plugins::RECONCILE), "{err}");
+    assert!(!err.contains(plugins::WORD_COUNT), "{err}");
 }
 
 #[test]
 fn a_swap_to_a_plugin_with_other_ports_is_refused() {
-    swap_is_refused(
+    let err = swap_is_refused(
         plugins::RECONCILE,
         &["cannot swap operator `count`", "ports"],
     );
+    names_the_swapped_in_plugin(&err);
+}
+
+#[test]
+fn a_live_swap_to_a_plugin_with_other_ports_names_that_plugin() {
+    let j = job(3000, 6000);
+    let (ok, text) = live_swap_op(&j, "count", plugins::RECONCILE);
+    assert!(!ok && text.contains("swap refused"), "{text}");
+    names_the_swapped_in_plugin(&text);
 }
 
 #[test]
@@ -215,9 +237,12 @@ fn live_swap_to_a_plugin_that_traps_rolls_back() {
 fn swap_requests_are_checked() {
     let empty = tempfile::tempdir().unwrap();
     let empty = empty.path().to_str().unwrap();
-    let out = WEIR.output(["swap", empty, "count=x.wasm"]);
+    let out = WEIR.output(["swap", empty, "count=x.wasm", "--wait", "1"]);
     let err = &out.stderr;
-    assert!(!out.success() && err.contains("no running job"), "{err}");
+    assert!(
+        !out.success() && err.contains("no running job") && err.contains("waited 1 s"),
+        "{err}"
+    );
     let out = WEIR.output(["swap", empty, "count"]);
     assert!(!out.success() && out.stderr.contains("OPERATOR=NEW.wasm"));
     let j = job(3000, 6000);
@@ -225,11 +250,126 @@ fn swap_requests_are_checked() {
     assert!(!ok && text.contains("no operator `nope`"), "{text}");
 }
 
+/// Starts the job and at once (`weir swap` waits for the socket) asks it
+/// to swap `op` to `plugin`; kills the job and returns the `weir swap`
+/// outcome (exit success, stderr).
 fn live_swap_op(j: &JobDir, op: &str, plugin: &str) -> (bool, String) {
     let mut child = j.command("run", &[]).stderr(Stdio::null()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(800));
     let out = j.on_state("swap", &[&format!("{op}={plugin}")]);
     let _ = child.kill();
     let _ = child.wait();
     (out.success(), out.stderr)
+}
+
+#[test]
+fn a_swap_right_after_the_run_starts_waits_for_the_job() {
+    let n = 9000;
+    let j = job(3000, n);
+    let mut child = j
+        .command("run", &["--progress-every", "0"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = j.on_state("swap", &[&format!("count={}", plugins::WORD_COUNT_V2)]);
+    assert!(out.success(), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("now runs the new plugin"),
+        "{}",
+        out.stdout
+    );
+    assert!(child.wait().unwrap().success());
+    let m = counts(&j);
+    assert_exactly_once(&m, n);
+    assert!(formats(&m).1 > 0, "v2 output");
+}
+
+const SWAPPED_LINE: &str = "restores with the plugin it was swapped to";
+
+/// Runs a job of `n` words, swaps `count` to word-count-v2 live, and kills
+/// the job (SIGKILL) once a checkpoint with v2 completed (the swap's
+/// answer), before its input ends.
+fn crashed_after_a_live_swap(n: usize) -> JobDir {
+    let j = job(1000, n);
+    let mut child = j
+        .command("run", &["--progress-every", "0"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = j.on_state("swap", &[&format!("count={}", plugins::WORD_COUNT_V2)]);
+    assert!(
+        out.success() && out.stdout.contains("now runs the new plugin"),
+        "{}",
+        out.stderr
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
+    let last = store.latest().unwrap().unwrap();
+    assert!(!last.final_checkpoint, "the job ended before it was killed");
+    let count = &last.operators["count"];
+    assert_eq!(count.plugin_version, "2.0.0");
+    let swapped = count.swapped.as_ref().expect("the swap is recorded");
+    assert_eq!(
+        swapped.copy,
+        format!("{}/{}.wasm", weir::run::KEPT_DIR, count.sha256)
+    );
+    assert!(
+        j.state_dir().join(&swapped.copy).is_file(),
+        "the copy is kept"
+    );
+    j
+}
+
+#[test]
+fn a_crash_after_a_live_swap_restarts_with_the_swapped_plugin() {
+    let n = 9000;
+    let j = crashed_after_a_live_swap(n);
+    let shown = j.checkpoints(&[]);
+    let v2 = std::path::absolute(plugins::WORD_COUNT_V2).unwrap();
+    assert!(
+        shown.contains(&format!("swapped in from {}", v2.display()))
+            && shown.contains("kept as plugins/"),
+        "{shown}"
+    );
+    let err = j.run_ok(&[]);
+    let said: Vec<&str> = err.lines().filter(|l| l.contains(SWAPPED_LINE)).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(
+        said[0].contains("operator `count`") && said[0].contains("2.0.0"),
+        "{err}"
+    );
+    assert!(err.contains("resumed from checkpoint"), "{err}");
+    let m = counts(&j);
+    assert_exactly_once(&m, n);
+    // Once swapped, every later line is in the v2 format.
+    for seen in m.values() {
+        let first_v2 = seen.iter().position(|(_, f)| *f == 2).unwrap_or(seen.len());
+        assert!(seen[first_v2..].iter().all(|(_, f)| *f == 2));
+    }
+}
+
+#[test]
+fn after_a_crash_swap_and_an_edited_job_file_take_precedence_over_the_kept_plugin() {
+    let n = 9000;
+    let j = crashed_after_a_live_swap(n);
+    // `--swap` wins: the broken plugin it names is the one restored.
+    let out = j.run(&[
+        "--swap",
+        &format!("count={}", plugins::GUEST_SWAP_BAD_RESTORE),
+    ]);
+    assert!(
+        !out.success() && out.stderr.contains("deliberately broken"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains(SWAPPED_LINE), "{}", out.stderr);
+    // A job file pointed at v2 (edited since the swap) is used as it is,
+    // and the job no longer counts as swapped.
+    j.write_job(swappable(1000).operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2)));
+    let err = j.run_ok(&[]);
+    assert!(!err.contains(SWAPPED_LINE), "{err}");
+    assert_exactly_once(&counts(&j), n);
+    let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
+    let last = store.latest().unwrap().unwrap();
+    assert_eq!(last.operators["count"].swapped, None);
 }

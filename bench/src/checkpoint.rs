@@ -44,6 +44,7 @@ fn meta(id: u64) -> CheckpointMeta {
                 state_version: 1,
                 sha256: "0".repeat(64),
                 parallelism: 1,
+                swapped: None,
             },
         )]),
         sinks: BTreeMap::new(),

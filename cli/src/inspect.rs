@@ -138,8 +138,12 @@ impl CheckpointReport {
             s.push_str(&format!("  source   {id}: offset {offset}\n"));
         }
         for (id, op) in &m.operators {
+            let origin = match &op.swapped {
+                Some(swap) => format!(", swapped in from {} (kept as {})", swap.from, swap.copy),
+                None => String::new(),
+            };
             s.push_str(&format!(
-                "  operator {id}: {} {} (state version {}, parallelism {}, sha256 {})\n",
+                "  operator {id}: {} {} (state version {}, parallelism {}, sha256 {}){origin}\n",
                 op.plugin_name,
                 version_or_dash(op),
                 op.state_version,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -60,6 +61,10 @@ enum Command {
         /// Seconds to wait for the outcome.
         #[arg(long, default_value_t = 120)]
         timeout: u64,
+        /// Seconds to wait for a job that is starting to open its control
+        /// socket.
+        #[arg(long, default_value_t = 10)]
+        wait: u64,
     },
     /// Check a job file and load every plugin (world, ports, config via `open`) without running it.
     #[command(after_help = "Examples:\n  weir validate examples/reconcile/job.toml")]
@@ -202,7 +207,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let progress = (progress_every > 0).then(|| {
                 weir_cli::progress::Progress::start(
                     live.clone(),
-                    std::time::Duration::from_secs(progress_every),
+                    Duration::from_secs(progress_every),
                 )
             });
             let options = RunOptions {
@@ -224,9 +229,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             state_dir,
             swap: (operator, plugin),
             timeout,
+            wait,
         } => {
-            let timeout = std::time::Duration::from_secs(timeout);
-            match weir::run::request_swap(&state_dir, &operator, &plugin, timeout) {
+            let (wait, timeout) = (Duration::from_secs(wait), Duration::from_secs(timeout));
+            match weir::run::request_swap(&state_dir, &operator, &plugin, wait, timeout) {
                 Ok(message) => {
                     println!("{message}");
                     Ok(ExitCode::SUCCESS)

@@ -38,7 +38,7 @@ use layout::{CHECKPOINTS, CHUNKS, GC, SEGMENTS, SNAPSHOTS};
 pub use error::StoreError;
 pub use file::CheckpointStore;
 pub use layout::{FILE_NAME, FORMAT_VERSION};
-pub use meta::{CheckpointMeta, OperatorMeta};
+pub use meta::{CheckpointMeta, OperatorMeta, SwappedPlugin};
 
 pub use crate::dataflow::protocol::InstanceDelta;
 

@@ -168,6 +168,17 @@ impl JobDir {
     }
 }
 
+/// Polls `done` every 10 ms until it holds (a file appears, the store has a
+/// checkpoint, ...); panics naming `what` after a minute, when the job has
+/// surely hung.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Sends `signal` (`-INT`, `-TERM`) to `child` with `kill`.
 pub fn signal(child: &Child, signal: &str) {
     let status = Command::new("kill")

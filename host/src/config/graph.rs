@@ -4,6 +4,7 @@
 //! an operator's inputs fit its plugin's ports ([`Job::resolve_ports`]).
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use super::error::label;
 use super::{Inputs, Job, JobError, OperatorConfig};
@@ -19,8 +20,9 @@ impl Job {
         order.into_iter().map(|i| &self.operators[i]).collect()
     }
 
-    /// Checks an operator's inputs against the plugin's declared input port names and
-    /// resolves them to (port index, upstream id) pairs, ordered by port index.
+    /// Checks an operator's inputs against the declared input port names of `plugin`
+    /// (the file messages name: the job file's plugin, or one swapped in) and resolves
+    /// them to (port index, upstream id) pairs, ordered by port index.
     ///
     /// Fails if a named port is not declared by the plugin, a declared port is left
     /// unwired, a positional list's length differs from the number of declared ports, or
@@ -28,11 +30,12 @@ impl Job {
     pub fn resolve_ports(
         &self,
         operator: &OperatorConfig,
+        plugin: &Path,
         plugin_inputs: &[String],
         plugin_outputs: &[String],
     ) -> Result<Vec<(u32, String)>, JobError> {
         let fail = |message: String| self.invalid(&label("operator", &operator.id), message);
-        let plugin = operator.plugin.display();
+        let plugin = plugin.display();
         let declared = match plugin_inputs {
             [] => "none".to_owned(),
             ports => ports.join(", "),

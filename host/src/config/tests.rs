@@ -474,7 +474,12 @@ fn resolve_ports_orders_by_declared_port() {
     let job = diamond();
     let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let resolve = |op: usize, inputs: &[&str], outputs: &[&str]| {
-        job.resolve_ports(&job.operators[op], &names(inputs), &names(outputs))
+        job.resolve_ports(
+            &job.operators[op],
+            &job.operators[op].plugin,
+            &names(inputs),
+            &names(outputs),
+        )
     };
     let ports = resolve(0, &["right", "left"], &["out"]).unwrap();
     assert_eq!(ports, [(0, "b".to_owned()), (1, "a".to_owned())]);
@@ -508,6 +513,23 @@ fn resolve_ports_orders_by_declared_port() {
         assert!(message.contains("job.toml: operator \""), "{message}");
         assert!(message.contains(part), "{message:?} lacks {part:?}");
     }
+    // A plugin swapped in is named, not the job file's.
+    let swapped = job.operators[0].plugin.with_file_name("swapped-in.wasm");
+    let message = job
+        .resolve_ports(
+            &job.operators[0],
+            &swapped,
+            &names(&["left"]),
+            &names(&["o"]),
+        )
+        .unwrap_err()
+        .to_string();
+    let own = job.operators[0].plugin.display().to_string();
+    assert!(
+        message.contains("plugin ") && message.contains("swapped-in.wasm"),
+        "{message}"
+    );
+    assert!(!message.contains(&own), "{message} names {own}");
 }
 
 // ---- restart strategies

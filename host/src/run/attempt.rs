@@ -2,6 +2,7 @@
 //! list of phases ([`run_attempt`]):
 //!
 //! 1. `restore`: open the store, choose and check the checkpoint, truncate;
+//!    keep a copy of every swapped-in plugin in the state dir;
 //! 2. `wiring`: build every channel;
 //! 3. `open`: instantiate and restore the operator instances, open the
 //!    sinks, open the sources;
@@ -24,6 +25,7 @@ use crate::config::Job;
 use crate::metrics::JobMetrics;
 use crate::run::driver::Driver;
 use crate::run::error::RunError;
+use crate::run::kept::{self, Kept};
 use crate::run::open::{instantiate_operators, open_sinks, open_sources};
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::LoadedOperator;
@@ -41,6 +43,9 @@ pub(crate) struct Attempt<'a> {
     pub plugins: &'a [LoadedOperator],
     /// Operators whose plugin may differ from the checkpoint's (swapped).
     pub swapped: &'a BTreeSet<String>,
+    /// Operators that do not run their job file's plugin, with the record
+    /// their checkpoints keep.
+    pub kept: &'a Kept,
     /// Swap requests from the control socket.
     pub control: Option<&'a Receiver<SwapRequest>>,
     /// A swapped plugin on probation.
@@ -90,6 +95,10 @@ pub(crate) fn run_attempt(
         Prepared::Resume(at) => at,
     };
 
+    // Every copy the attempt's checkpoints will record is durable first.
+    kept::keep(&at.state_dir, job, plugins, attempt.kept)?;
+    kept::collect(&at.state_dir, &at.store, attempt.kept);
+
     let wiring = Wiring::new(job, plugins);
     let metrics = attempt.metrics;
     if at.checkpoint.is_some() {
@@ -103,7 +112,7 @@ pub(crate) fn run_attempt(
 
     let mut driver = Driver::new(
         job,
-        plugins,
+        (plugins, attempt.kept),
         &at,
         wiring.driver,
         &metrics,

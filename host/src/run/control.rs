@@ -5,11 +5,26 @@
 //! Protocol: one JSON request per connection,
 //! `{"swap": {"operator": ..., "plugin": ...}}`, answered with one line,
 //! `{"ok": true, "message": ...}` or `{"ok": false, "error": ...}`.
+//!
+//! Invariants (SECURITY.md, "The control socket"):
+//! - The socket is reachable by its owner only, whatever the umask: it is
+//!   bound in a private 0700 folder, made 0600 there, and only then renamed
+//!   to `weir.sock`. Binding in place and chmodding after would leave a
+//!   window in which the socket has the umask's mode and another user's
+//!   `connect` succeeds (and stays queued until it is accepted).
+//! - Every connection's peer is checked (`SO_PEERCRED`): only the job's own
+//!   uid and root are served ([`peer_allowed`]).
+//! - A connection costs the job at most [`MAX_REQUEST`] bytes and
+//!   [`REQUEST_TIMEOUT`] of reading, and at most [`MAX_CONNECTIONS`] are
+//!   served at once; others are answered with an error and closed.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, bounded};
 
@@ -18,6 +33,16 @@ use crate::run::swap::SwapRequest;
 
 /// File name of the control socket in the state dir.
 pub const CONTROL_SOCKET: &str = "weir.sock";
+/// Longest request line the job reads, in bytes (a swap request is an
+/// operator id and a path); a longer one is refused.
+pub const MAX_REQUEST: usize = 8 * 1024;
+/// Connections served at once; one more is answered with an error and
+/// closed.
+pub const MAX_CONNECTIONS: usize = 4;
+/// Time a client has to send its whole request line.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time to wait for a client to take an answer.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The listening control socket; removed when dropped.
 pub(crate) struct ControlSocket {
@@ -27,6 +52,7 @@ pub(crate) struct ControlSocket {
 impl ControlSocket {
     /// Listens on `<state_dir>/weir.sock` and hands every request to
     /// `requests`, answering each connection with the request's reply.
+    /// Refused when another job answers on that socket.
     pub(crate) fn start(state_dir: &Path, requests: Sender<SwapRequest>) -> Result<Self, RunError> {
         let path = state_dir.join(CONTROL_SOCKET);
         let io = |e: std::io::Error| {
@@ -36,16 +62,44 @@ impl ControlSocket {
             ))
         };
         std::fs::create_dir_all(state_dir).map_err(io)?;
-        // A socket left by a killed run; the checkpoint store's lock already
-        // guarantees no other run uses this state dir.
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(io)?;
+        // A socket that accepts belongs to a job running on this state dir;
+        // one that refuses was left by a killed run and is replaced.
+        if UnixStream::connect(&path).is_ok() {
+            return Err(RunError::Swap(format!(
+                "another `weir run` is running on {} (its control socket {} answers); stop it, or use another --state-dir",
+                state_dir.display(),
+                path.display()
+            )));
+        }
+        let listener = bind_owner_only(&path).map_err(io)?;
+        let owner = std::fs::metadata(&path).map_err(io)?;
+        let owner = std::os::unix::fs::MetadataExt::uid(&owner);
+        let active = Arc::new(AtomicUsize::new(0));
         std::thread::Builder::new()
             .name("control".into())
             .spawn(move || {
                 for conn in listener.incoming().flatten() {
-                    let requests = requests.clone();
-                    std::thread::spawn(move || serve(conn, &requests));
+                    let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
+                    if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                        active.fetch_sub(1, Ordering::AcqRel);
+                        answer(&conn, Err(format!(
+                            "the job serves {MAX_CONNECTIONS} control connections at once; retry in a moment"
+                        )));
+                        continue;
+                    }
+                    let (requests, slots) = (requests.clone(), active.clone());
+                    let served = std::thread::Builder::new()
+                        .name("control-conn".into())
+                        .spawn(move || {
+                            let result = serve(&conn, owner, &requests);
+                            // A client holding its answer holds no slot.
+                            slots.fetch_sub(1, Ordering::AcqRel);
+                            answer(&conn, result);
+                        });
+                    if served.is_err() {
+                        active.fetch_sub(1, Ordering::AcqRel);
+                        tracing::warn!("control socket: cannot start a thread for a connection");
+                    }
                 }
             })
             .map_err(io)?;
@@ -59,39 +113,154 @@ impl Drop for ControlSocket {
     }
 }
 
-/// Answers one connection.
-fn serve(conn: UnixStream, requests: &Sender<SwapRequest>) {
-    let mut line = String::new();
-    let mut reader = BufReader::new(&conn);
-    if reader.read_line(&mut line).is_err() {
-        return;
-    }
-    let answer = match parse(&line) {
-        Err(e) => Err(e),
-        Ok((operator, plugin)) => {
-            let (reply, result) = bounded(1);
-            if requests
-                .send(SwapRequest {
-                    operator,
-                    plugin,
-                    reply,
-                })
-                .is_err()
-            {
-                Err("the job is shutting down".to_string())
-            } else {
-                result
-                    .recv()
-                    .unwrap_or_else(|_| Err("the job ended before the swap completed".into()))
-            }
-        }
+/// Binds a listener at `path` that only its owner can connect to: bound in
+/// a private 0700 folder beside `path`, made 0600 there, then renamed over
+/// `path` (replacing a socket left by a killed run).
+fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
+    let private = path.with_file_name(format!(".{CONTROL_SOCKET}.tmp"));
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+    let bound = (|| {
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700))?;
+        let inside = private.join(CONTROL_SOCKET);
+        let listener = UnixListener::bind(&inside)?;
+        std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&inside, path)?;
+        Ok(listener)
+    })();
+    let _ = std::fs::remove_dir_all(&private);
+    bound
+}
+
+/// Whether a peer with uid `peer` may use the control socket of a job run
+/// by uid `owner`: the same user, or root.
+pub(crate) fn peer_allowed(peer: u32, owner: u32) -> bool {
+    peer == owner || peer == 0
+}
+
+/// The effective uid of the process at the other end of `conn`.
+#[cfg(target_os = "linux")]
+fn peer_uid(conn: &UnixStream) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
     };
-    let body = match answer {
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes and `len` is the size of
+    // `cred`, as SO_PEERCRED requires; the fd is open for the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+/// The effective uid of the process at the other end of `conn`.
+#[cfg(not(target_os = "linux"))]
+fn peer_uid(conn: &UnixStream) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let (mut uid, mut gid) = (0, 0);
+    // SAFETY: both out-pointers are valid for writes; the fd is open.
+    let rc = unsafe { libc::getpeereid(conn.as_raw_fd(), &raw mut uid, &raw mut gid) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(uid)
+}
+
+/// Serves one connection: checks that its peer is `owner` or root, reads
+/// its request, hands it to `requests` and waits for the outcome.
+fn serve(conn: &UnixStream, owner: u32, requests: &Sender<SwapRequest>) -> Result<String, String> {
+    let peer = peer_uid(conn).map_err(|e| format!("cannot check the client's credentials: {e}"))?;
+    if !peer_allowed(peer, owner) {
+        tracing::warn!(
+            "control socket: refused a request from uid {peer} (the job runs as uid {owner})"
+        );
+        return Err(format!(
+            "permission denied: only uid {owner} (the job's user) or root may control this job, not uid {peer}"
+        ));
+    }
+    let (operator, plugin) = parse(&read_request(conn)?)?;
+    let (reply, result) = bounded(1);
+    let request = SwapRequest {
+        operator,
+        plugin,
+        reply,
+    };
+    if requests.send(request).is_err() {
+        return Err("the job is shutting down".to_string());
+    }
+    result
+        .recv()
+        .unwrap_or_else(|_| Err("the job ended before the swap completed".into()))
+}
+
+/// Writes the answer line of a connection.
+fn answer(mut conn: &UnixStream, result: Result<String, String>) {
+    let body = match result {
         Ok(message) => serde_json::json!({"ok": true, "message": message}),
         Err(error) => serde_json::json!({"ok": false, "error": error}),
     };
-    let mut conn = &conn;
     let _ = writeln!(conn, "{body}");
+}
+
+/// Reads one request line, without its newline: at most [`MAX_REQUEST`]
+/// bytes, within [`REQUEST_TIMEOUT`].
+fn read_request(mut conn: &UnixStream) -> Result<String, String> {
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    let too_slow = || {
+        format!(
+            "no complete request line within {} s",
+            REQUEST_TIMEOUT.as_secs()
+        )
+    };
+    let mut line = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(too_slow());
+        }
+        conn.set_read_timeout(Some(left))
+            .map_err(|e| e.to_string())?;
+        let n = match conn.read(&mut buf) {
+            Ok(0) => return Err("the request ended before its newline".into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(too_slow());
+            }
+            Err(e) => return Err(format!("reading the request: {e}")),
+        };
+        let (chunk, done) = match memchr::memchr(b'\n', &buf[..n]) {
+            Some(end) => (&buf[..end], true),
+            None => (&buf[..n], false),
+        };
+        line.extend_from_slice(chunk);
+        if line.len() > MAX_REQUEST {
+            return Err(format!(
+                "request longer than {MAX_REQUEST} bytes; a request is one JSON line"
+            ));
+        }
+        if done {
+            return String::from_utf8(line).map_err(|_| "the request is not UTF-8".into());
+        }
+    }
 }
 
 /// Reads a request line: the operator and the new plugin.
@@ -110,22 +279,37 @@ fn parse(line: &str) -> Result<(String, PathBuf), String> {
     Ok((field("operator")?, PathBuf::from(field("plugin")?)))
 }
 
+/// How often [`request_swap`] retries while it waits for the socket.
+const CONNECT_RETRY: Duration = Duration::from_millis(50);
+
 /// Asks the job running on `state_dir` to swap `operator` to `plugin`, and
-/// waits for the outcome (`weir swap`).
+/// waits for the outcome (`weir swap`). Waits up to `wait` for a job that is
+/// starting to open its socket, then up to `timeout` for the answer.
 pub fn request_swap(
     state_dir: &Path,
     operator: &str,
     plugin: &Path,
+    wait: Duration,
     timeout: Duration,
 ) -> Result<String, String> {
     let path = state_dir.join(CONTROL_SOCKET);
-    let conn = UnixStream::connect(&path).map_err(|e| {
-        format!(
-            "no running job on {} ({}: {e}); start it with `weir run`",
-            state_dir.display(),
-            path.display()
-        )
-    })?;
+    let waited = Instant::now();
+    let conn = loop {
+        match UnixStream::connect(&path) {
+            Ok(conn) => break conn,
+            // Not there yet, or left by a killed run: a starting job
+            // replaces it.
+            Err(e) if waited.elapsed() >= wait => {
+                return Err(format!(
+                    "no running job on {} (waited {} s for {}: {e}); start it with `weir run`, or wait longer with --wait",
+                    state_dir.display(),
+                    wait.as_secs(),
+                    path.display()
+                ));
+            }
+            Err(_) => std::thread::sleep(CONNECT_RETRY),
+        }
+    };
     conn.set_read_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
     let plugin = std::path::absolute(plugin).map_err(|e| format!("{}: {e}", plugin.display()))?;
@@ -147,5 +331,43 @@ pub fn request_swap(
         (Some(true), Some(m), _) => Ok(m.to_string()),
         (_, _, Some(e)) => Err(e.to_string()),
         _ => Err(format!("bad answer from the job: {line}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_owner_and_root_may_use_the_socket() {
+        assert!(peer_allowed(1000, 1000));
+        assert!(peer_allowed(0, 1000));
+        assert!(peer_allowed(0, 0));
+        assert!(!peer_allowed(1001, 1000));
+        assert!(!peer_allowed(1000, 0));
+    }
+
+    #[test]
+    fn a_request_is_read_up_to_its_newline_and_at_most_max_request_bytes() {
+        let (client, server) = UnixStream::pair().unwrap();
+        (&client).write_all(b"{\"swap\": 1}\nrest").unwrap();
+        assert_eq!(read_request(&server).unwrap(), "{\"swap\": 1}");
+
+        let (client, server) = UnixStream::pair().unwrap();
+        let writer = std::thread::spawn(move || {
+            let chunk = [b'x'; 4096];
+            let mut sent = 0;
+            while let Ok(n) = (&client).write(&chunk) {
+                sent += n;
+            }
+            sent
+        });
+        let err = read_request(&server).unwrap_err();
+        assert!(
+            err.contains(&format!("longer than {MAX_REQUEST} bytes")),
+            "{err}"
+        );
+        drop(server);
+        assert!(writer.join().unwrap() < 1 << 20, "read far past the cap");
     }
 }

@@ -27,6 +27,7 @@ use crate::dataflow::partition::KEY_GROUPS;
 use crate::dataflow::protocol::{Command, Event, SourceCtl};
 use crate::metrics::JobMetrics;
 use crate::run::error::RunError;
+use crate::run::kept::Kept;
 use crate::run::plugins::LoadedOperator;
 use crate::run::restore::RestorePoint;
 use crate::run::swap::{Probation, SwapRequest};
@@ -66,11 +67,12 @@ pub(crate) struct Driver<'a> {
 }
 
 impl<'a> Driver<'a> {
-    /// A driver of `job` (whose operators run `plugins`) over `channels`,
-    /// storing into `at`'s store with checkpoint ids from `at.first_id` on.
+    /// A driver of `job` (whose operators run `plugins`, those in `kept`
+    /// swapped in) over `channels`, storing into `at`'s store with
+    /// checkpoint ids from `at.first_id` on.
     pub(crate) fn new(
         job: &'a Job,
-        plugins: &[LoadedOperator],
+        (plugins, kept): (&[LoadedOperator], &Kept),
         at: &'a RestorePoint,
         channels: DriverEnds,
         metrics: &'a JobMetrics,
@@ -82,7 +84,7 @@ impl<'a> Driver<'a> {
             store: &at.store,
             coordinator: Coordinator::new(participants(job), job.checkpoint.interval, at.first_id),
             channels,
-            operators_meta: operators_meta(job, plugins),
+            operators_meta: operators_meta(job, plugins, kept),
             metrics,
             control,
             pending_swap: None,
@@ -274,7 +276,11 @@ fn participants(job: &Job) -> impl Iterator<Item = Participant> + '_ {
 }
 
 /// What each checkpoint records of the operators' plugins.
-fn operators_meta(job: &Job, plugins: &[LoadedOperator]) -> BTreeMap<String, OperatorMeta> {
+fn operators_meta(
+    job: &Job,
+    plugins: &[LoadedOperator],
+    kept: &Kept,
+) -> BTreeMap<String, OperatorMeta> {
     job.operators
         .iter()
         .zip(plugins)
@@ -287,6 +293,7 @@ fn operators_meta(job: &Job, plugins: &[LoadedOperator]) -> BTreeMap<String, Ope
                     state_version: p.info().state_version,
                     sha256: p.sha256().to_string(),
                     parallelism: op.parallelism,
+                    swapped: kept.get(&op.id).cloned(),
                 },
             )
         })

@@ -8,7 +8,9 @@
 //!   plugins ([`load_plugins`]);
 //! - `supervisor`: attempts, the restart strategy, live swaps with
 //!   probation and rollback; `swap`: a swap request and its probation;
-//!   `control`: the control socket `weir.sock` ([`request_swap`]);
+//!   `control`: the control socket `weir.sock` ([`request_swap`]); `kept`:
+//!   the copies of swapped-in plugins in the state dir ([`KEPT_DIR`]), which
+//!   restarts restore with;
 //! - `attempt`: one attempt as a list of phases: `restore` (open the store,
 //!   choose and check the checkpoint, truncate), `wiring` (every channel),
 //!   `open` (instances, sinks, sources), `start` (the threads), `driver`
@@ -20,6 +22,7 @@ mod attempt;
 mod control;
 mod driver;
 mod error;
+mod kept;
 mod open;
 mod options;
 mod plugins;
@@ -36,8 +39,9 @@ use std::sync::atomic::AtomicBool;
 use crate::config::Job;
 use crate::wasm::Runtime;
 
-pub use control::{CONTROL_SOCKET, request_swap};
+pub use control::{CONTROL_SOCKET, MAX_CONNECTIONS, MAX_REQUEST, REQUEST_TIMEOUT, request_swap};
 pub use error::RunError;
+pub use kept::KEPT_DIR;
 pub use options::{RestoreMode, RunOptions};
 pub use plugins::{LoadedOperator, load_operator, load_plugins};
 pub use summary::{RunSummary, format_summary};

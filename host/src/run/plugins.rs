@@ -55,7 +55,7 @@ pub fn load_operator(
 ) -> Result<LoadedOperator, RunError> {
     let plugin = runtime.load(path)?;
     let ports = job
-        .resolve_ports(op, &plugin.info().inputs, &plugin.info().outputs)
+        .resolve_ports(op, path, &plugin.info().inputs, &plugin.info().outputs)
         .map_err(|e| {
             if path == op.plugin {
                 RunError::Job(e)

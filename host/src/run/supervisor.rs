@@ -9,8 +9,13 @@
 //! - a failed attempt is retried from the last complete checkpoint when the
 //!   job's restart strategy allows it; failures to load, open or restore
 //!   are not retried.
+//! - an operator keeps the plugin it was swapped to across restarts and
+//!   crashes: its checkpoints record the swap and the state dir keeps a copy
+//!   (`kept`), which the next `weir run` restores with unless `--swap` or an
+//!   edited job file says otherwise.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
@@ -21,17 +26,19 @@ use crate::metrics::JobMetrics;
 use crate::run::attempt::{Attempt, AttemptEnd, run_attempt};
 use crate::run::control::ControlSocket;
 use crate::run::error::RunError;
+use crate::run::kept::{self, Kept};
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::{LoadedOperator, load_operator, load_plugins};
 use crate::run::summary::RunSummary;
 use crate::run::swap::{Probation, SwapRequest};
+use crate::store::SwappedPlugin;
 use crate::tasks::TaskError;
 use crate::wasm::InstanceError;
 use crate::wasm::Runtime;
 
 /// A swap on probation: its probation, the swapped operator's index, and
-/// the plugin it replaced (to roll back to).
-type OnProbation = (Probation, usize, LoadedOperator);
+/// the plugin it replaced with that plugin's swap record (to roll back to).
+type OnProbation = (Probation, usize, LoadedOperator, Option<SwappedPlugin>);
 
 /// Runs `job` to its end (or a stop), through swaps and restarts.
 pub(crate) fn supervise(
@@ -41,23 +48,43 @@ pub(crate) fn supervise(
     shutdown: &AtomicBool,
 ) -> Result<RunSummary, RunError> {
     let started = Instant::now();
-    let mut plugins = load_plugins(job, runtime, &options.swaps)?;
     let mut swapped: BTreeSet<String> = options.swaps.iter().map(|(op, _)| op.clone()).collect();
     if !swapped.is_empty() && options.restore == RestoreMode::None {
         return Err(RunError::Swap(
             "--swap replaces a plugin in a restored checkpoint; with --restore none there is nothing to swap: change the plugin in the job file instead".into(),
         ));
     }
-    let metrics = options
-        .metrics
-        .clone()
-        .unwrap_or_else(|| JobMetrics::for_job(job));
+    // Opened first, so that `weir swap` reaches a job that is still loading.
     let (control_tx, control_rx) = bounded(4);
     let _control = if options.control_socket {
         Some(ControlSocket::start(&options.state_dir(job), control_tx)?)
     } else {
         None
     };
+    let job_shas = kept::job_file_shas(job);
+    let restored = kept::restored_swaps(job, options, &job_shas)?;
+    let swaps: Vec<(String, PathBuf)> = (options.swaps.iter().cloned())
+        .chain(
+            restored
+                .iter()
+                .map(|(op, copy, _)| (op.clone(), copy.clone())),
+        )
+        .collect();
+    let mut plugins = load_plugins(job, runtime, &swaps)?;
+    let mut kept: Kept = restored
+        .into_iter()
+        .map(|(op, _, record)| (op, record))
+        .collect();
+    for (op, from) in &options.swaps {
+        let index = operator_index(job, op);
+        if let Some(r) = kept::record(&plugins[index].0, from, job_shas[index].as_deref()) {
+            kept.insert(op.clone(), r);
+        }
+    }
+    let metrics = options
+        .metrics
+        .clone()
+        .unwrap_or_else(|| JobMetrics::for_job(job));
 
     let mut restore = options.restore;
     let mut probation: Option<OnProbation> = None;
@@ -70,16 +97,17 @@ pub(crate) fn supervise(
             restore,
             plugins: &plugins,
             swapped: &swapped,
+            kept: &kept,
             control: Some(&control_rx),
-            probation: probation.as_mut().map(|(p, _, _)| p),
+            probation: probation.as_mut().map(|(p, _, _, _)| p),
             metrics: metrics.clone(),
         };
         let result = run_attempt(job, options, attempt, shutdown);
         // A swap on probation whose attempt failed: roll back.
         if let Err(e) = &result
-            && probation.as_ref().is_some_and(|(p, _, _)| p.pending())
+            && probation.as_ref().is_some_and(|(p, _, _, _)| p.pending())
         {
-            let (p, index, old) = probation.take().expect("checked above");
+            let (p, index, old, old_record) = probation.take().expect("checked above");
             tracing::warn!(
                 "swap of `{}` failed, rolling back to the previous plugin: {e}",
                 p.operator
@@ -87,6 +115,10 @@ pub(crate) fn supervise(
             let (operator, from) = (p.operator.clone(), p.from);
             p.rolled_back(e);
             plugins[index] = old;
+            match old_record {
+                Some(r) => kept.insert(operator.clone(), r),
+                None => kept.remove(&operator),
+            };
             swapped.remove(&operator);
             restore = RestoreMode::Id(from);
             continue;
@@ -120,7 +152,7 @@ pub(crate) fn supervise(
         total_checkpoints += summary.checkpoints;
         match end {
             AttemptEnd::Finished | AttemptEnd::Stopped => {
-                if let Some((p, _, _)) = probation.take() {
+                if let Some((p, _, _, _)) = probation.take() {
                     p.job_ended();
                 }
                 return Ok(RunSummary {
@@ -136,7 +168,12 @@ pub(crate) fn supervise(
                 request,
             } => {
                 restore = RestoreMode::Id(checkpoint);
-                if let Some(on) = swap_in(job, runtime, &mut plugins, checkpoint, request) {
+                let swap = SwapIn {
+                    plugins: &mut plugins,
+                    kept: &mut kept,
+                    job_shas: &job_shas,
+                };
+                if let Some(on) = swap.swap_in(job, runtime, checkpoint, request) {
                     swapped.insert(on.0.operator.clone());
                     probation = Some(on);
                 }
@@ -145,44 +182,64 @@ pub(crate) fn supervise(
     }
 }
 
-/// Loads the plugin `request` names and puts it in `plugins`, to run from
-/// `checkpoint` on probation. A plugin that fails to load is refused, and
-/// the job continues with the previous one.
-fn swap_in(
-    job: &Job,
-    runtime: &Runtime,
-    plugins: &mut [LoadedOperator],
-    checkpoint: u64,
-    request: SwapRequest,
-) -> Option<OnProbation> {
-    let index = job
-        .operators
-        .iter()
-        .position(|o| o.id == request.operator)
-        .expect("checked by the driver");
-    let op = &job.operators[index];
-    match load_operator(job, runtime, op, &request.plugin) {
-        Err(e) => {
-            request.refuse(format!(
-                "swap refused, the job continues with the previous plugin: {e}"
-            ));
-            None
-        }
-        Ok(new) => {
-            let old = std::mem::replace(&mut plugins[index], new);
-            tracing::info!(
-                "swapping `{}` to {} at checkpoint {checkpoint}",
-                request.operator,
-                request.plugin.display()
-            );
-            let p = Probation {
-                from: checkpoint,
-                operator: request.operator,
-                reply: Some(request.reply),
-            };
-            Some((p, index, old))
+/// What a live swap changes: the plugins, with the swap records.
+struct SwapIn<'a> {
+    plugins: &'a mut [LoadedOperator],
+    kept: &'a mut Kept,
+    job_shas: &'a [Option<String>],
+}
+
+impl SwapIn<'_> {
+    /// Loads the plugin `request` names and puts it in `plugins` (with its
+    /// record in `kept`), to run from `checkpoint` on probation. A plugin
+    /// that fails to load is refused, and the job continues with the
+    /// previous one.
+    fn swap_in(
+        self,
+        job: &Job,
+        runtime: &Runtime,
+        checkpoint: u64,
+        request: SwapRequest,
+    ) -> Option<OnProbation> {
+        let index = operator_index(job, &request.operator);
+        let op = &job.operators[index];
+        match load_operator(job, runtime, op, &request.plugin) {
+            Err(e) => {
+                request.refuse(format!(
+                    "swap refused, the job continues with the previous plugin: {e}"
+                ));
+                None
+            }
+            Ok(new) => {
+                let record = kept::record(&new.0, &request.plugin, self.job_shas[index].as_deref());
+                let old_record = match record {
+                    Some(r) => self.kept.insert(op.id.clone(), r),
+                    None => self.kept.remove(&op.id),
+                };
+                let old = std::mem::replace(&mut self.plugins[index], new);
+                tracing::info!(
+                    "swapping `{}` to {} at checkpoint {checkpoint}",
+                    request.operator,
+                    request.plugin.display()
+                );
+                let p = Probation {
+                    from: checkpoint,
+                    operator: request.operator,
+                    reply: Some(request.reply),
+                };
+                Some((p, index, old, old_record))
+            }
         }
     }
+}
+
+/// The index of operator `id` (one the job has: checked by `load_plugins`
+/// and the driver).
+fn operator_index(job: &Job, id: &str) -> usize {
+    job.operators
+        .iter()
+        .position(|o| o.id == id)
+        .expect("an operator of the job")
 }
 
 /// Whether restarting from a checkpoint can help: failures while running

@@ -1,5 +1,6 @@
 //! The metadata of a checkpoint, stored as JSON in the `checkpoints` table:
-//! [`CheckpointMeta`] with, per operator, its plugin ([`OperatorMeta`]), and
+//! [`CheckpointMeta`] with, per operator, its plugin ([`OperatorMeta`], and
+//! [`SwappedPlugin`] when it is not the job file's), and
 //! the source offsets and sink commit information, which are opaque JSON
 //! values to the store (the connectors define them).
 
@@ -49,4 +50,55 @@ pub struct OperatorMeta {
     pub sha256: String,
     /// Number of instances.
     pub parallelism: u32,
+    /// Set when the operator ran another plugin than its job file's (a swap
+    /// with `--swap` or `weir swap`); absent in checkpoints written before
+    /// Weir recorded swaps, which read as "the job file's plugin".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swapped: Option<SwappedPlugin>,
+}
+
+/// Where an operator's swapped-in plugin came from and where the state dir
+/// keeps its copy, so that a restart restores with it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SwappedPlugin {
+    /// The file it was swapped in from.
+    pub from: String,
+    /// Its copy, relative to the state dir: `plugins/<sha256>.wasm`.
+    pub copy: String,
+    /// sha256 of the job file's plugin for the operator when the swap was
+    /// made (empty if that file could not be read). A job file whose plugin
+    /// has another sha256 now was edited since, and takes precedence.
+    pub job_file_sha256: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint written before swaps were recorded reads as running the
+    /// job file's plugin, and the record round-trips.
+    #[test]
+    fn operator_meta_reads_old_checkpoints_and_keeps_the_swap_record() {
+        let old = r#"{"plugin_name":"word-count","plugin_version":"0.1.0","state_version":1,"sha256":"ab","parallelism":2}"#;
+        let m: OperatorMeta = serde_json::from_str(old).unwrap();
+        assert_eq!(m.swapped, None);
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            old,
+            "no new field when not swapped"
+        );
+        let swapped = OperatorMeta {
+            swapped: Some(SwappedPlugin {
+                from: "/p/v2.wasm".into(),
+                copy: "plugins/ab.wasm".into(),
+                job_file_sha256: "cd".into(),
+            }),
+            ..m
+        };
+        let json = serde_json::to_string(&swapped).unwrap();
+        assert_eq!(
+            serde_json::from_str::<OperatorMeta>(&json).unwrap(),
+            swapped
+        );
+    }
 }

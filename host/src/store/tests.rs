@@ -15,6 +15,7 @@ fn meta(id: u64) -> CheckpointMeta {
         state_version: 1,
         sha256: "00".into(),
         parallelism,
+        swapped: None,
     };
     CheckpointMeta {
         id,

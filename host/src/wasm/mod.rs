@@ -37,6 +37,6 @@ mod wasi;
 pub use error::{InstanceError, PluginError, PluginReturned};
 pub use instance::OperatorInstance;
 pub use limiter::{LimitExceeded, WASM_STACK};
-pub use plugin::{MAX_NAME, MAX_PORTS, OperatorInfo, Plugin};
+pub use plugin::{MAX_NAME, MAX_PORTS, OperatorInfo, Plugin, sha256_hex};
 pub use runtime::{EPOCH_TICK, Runtime, RuntimeOptions};
 pub use wasmtime::Engine;

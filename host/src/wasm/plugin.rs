@@ -68,7 +68,7 @@ impl Runtime {
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(PluginError::NotWasm { path }),
         }
-        let sha256 = hex(&Sha256::digest(&bytes));
+        let sha256 = sha256_hex(&bytes);
         let (component, pre) = self.compile(&path, &bytes)?;
         let mut plugin = Plugin {
             inner: Arc::new(PluginInner {
@@ -96,6 +96,16 @@ impl Runtime {
             .info = info;
         Ok(plugin)
     }
+}
+
+/// The sha256 of a plugin's `.wasm` bytes, lower-case hex: its identity in
+/// checkpoints.
+///
+/// ```
+/// assert!(weir::wasm::sha256_hex(b"").starts_with("e3b0c442"));
+/// ```
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
 /// A compiled plugin, ready to instantiate. Cheap to clone.
@@ -143,6 +153,11 @@ impl Plugin {
     /// sha256 of the `.wasm` file, lower-case hex.
     pub fn sha256(&self) -> &str {
         &self.inner.sha256
+    }
+
+    /// The `.wasm` bytes it was compiled from.
+    pub fn bytes(&self) -> &[u8] {
+        &self.inner.bytes
     }
 
     /// Size of the `.wasm` file in bytes.
