@@ -128,8 +128,8 @@ fn swap_is_refused(plugin: &str, needles: &[&str]) -> String {
     let j = job(3000, 6000);
     stopped(&j, 800);
     let out = j.run(&["--swap", &format!("count={plugin}")]);
-    let err = out.stderr;
     assert!(!out.success());
+    let err = out.stderr;
     assert!(needles.iter().all(|n| err.contains(n)), "{err}");
     j.run_ok(&[]);
     assert_exactly_once(&counts(&j), 6000);
