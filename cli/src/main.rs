@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -207,7 +206,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let progress = (progress_every > 0).then(|| {
                 weir_cli::progress::Progress::start(
                     live.clone(),
-                    Duration::from_secs(progress_every),
+                    std::time::Duration::from_secs(progress_every),
                 )
             });
             let options = RunOptions {
@@ -231,7 +230,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             timeout,
             wait,
         } => {
-            let (wait, timeout) = (Duration::from_secs(wait), Duration::from_secs(timeout));
+            let secs = std::time::Duration::from_secs;
+            let (wait, timeout) = (secs(wait), secs(timeout));
             match weir::run::request_swap(&state_dir, &operator, &plugin, wait, timeout) {
                 Ok(message) => {
                     println!("{message}");
