@@ -363,6 +363,22 @@ fn after_a_crash_swap_and_an_edited_job_file_take_precedence_over_the_kept_plugi
         out.stderr
     );
     assert!(!out.stderr.contains(SWAPPED_LINE), "{}", out.stderr);
+    // Without its copy, the restore is refused, naming the copy.
+    let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
+    let last = store.latest().unwrap().unwrap();
+    drop(store);
+    let copy = j
+        .state_dir()
+        .join(&last.operators["count"].swapped.as_ref().unwrap().copy);
+    std::fs::remove_file(&copy).unwrap();
+    let out = j.run(&[]);
+    assert!(!out.success());
+    assert!(
+        out.stderr.contains("is missing or damaged")
+            && out.stderr.contains(&copy.display().to_string()),
+        "{}",
+        out.stderr
+    );
     // A job file pointed at v2 (edited since the swap) is used as it is,
     // and the job no longer counts as swapped.
     j.write_job(swappable(1000).operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2)));

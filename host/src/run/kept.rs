@@ -103,14 +103,15 @@ pub(crate) fn restored_swaps(
                 job: job.name.clone(),
                 id: meta.id,
                 message: format!(
-                    "operator `{}` ran {} {} (sha256 {}), swapped in from {}, but its copy {} is missing or damaged; run with `--swap {}=` naming that plugin, or point the job file's plugin at it",
+                    "operator `{}` ran {} {} (sha256 {}), swapped in from {}, but its copy {} is missing or damaged; run with `--swap {}={}` if that file still holds the plugin, or point the job file's plugin at it",
                     op.id,
                     m.plugin_name,
                     m.plugin_version,
                     short(&m.sha256),
                     swap.from,
                     copy.display(),
-                    op.id
+                    op.id,
+                    swap.from
                 ),
             });
         }
