@@ -135,9 +135,8 @@ fn observed_restart_delays_follow_the_strategy() {
             .map(|l| {
                 let at = log_time(l).unwrap_or_else(|| panic!("no timestamp: {l}"));
                 let ms = l
-                    .split(" in ")
-                    .nth(1)
-                    .and_then(|rest| rest.split(" ms").next())
+                    .split_once(&format!("{RESTARTING} in "))
+                    .and_then(|(_, rest)| rest.split(" ms").next())
                     .and_then(|ms| ms.parse().ok())
                     .unwrap_or_else(|| panic!("no delay in: {l}"));
                 (at, ms)
