@@ -243,7 +243,7 @@ fn instance_and_table_caps_are_enforced_at_instantiation() {
     for (name, path) in plugins::ALL {
         let p = load(&rt(), path);
         let config = if *name == "filter" {
-            r#"{"field":"x","equals":"y"}"#
+            r#"{"field":"x","op":"eq","value":"y"}"#
         } else {
             "{}"
         };
