@@ -161,7 +161,7 @@ fn weir_uses_weir_cache_dir_and_off_disables_it() {
     // The warm run is a hit: it reads the entry and writes nothing (a
     // compile would have stored a new file).
     inspect(&cache, plugins::RECONCILE);
-    assert_eq!(entries(&cache), [entry.clone()]);
+    assert_eq!(entries(&cache), std::slice::from_ref(&entry));
     assert!(
         written(&entry) == cold,
         "the warm run rewrote {}",
@@ -175,7 +175,7 @@ fn weir_uses_weir_cache_dir_and_off_disables_it() {
         stderr.contains("corrupt") && stderr.contains(entry.to_str().unwrap()),
         "{stderr}"
     );
-    assert_eq!(entries(&cache), [entry.clone()]);
+    assert_eq!(entries(&cache), std::slice::from_ref(&entry));
     let rewritten = written(&entry);
     assert_ne!(
         rewritten.2, b"corrupt",
