@@ -5,10 +5,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Stdio;
 
 use weir_tests::cli::{Outcome, Weir};
+use weir_tests::counts::parse_counts;
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::count_words;
 use weir_tests::plugins;
+use weir_tests::running::Running;
+use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -21,21 +24,31 @@ fn job(rate: u64, n: usize) -> JobDir {
     JobDir::new(WEIR, metered(rate), &[("words.txt", &words)])
 }
 
-fn scrape(addr: &str) -> String {
-    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+/// The endpoint's whole response (head and body), or `None` when it does
+/// not answer.
+fn try_scrape(addr: &str) -> Option<String> {
+    let mut conn = std::net::TcpStream::connect(addr).ok()?;
     conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
+        .ok()?;
     let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    text
+    conn.read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
+/// [`try_scrape`], which must answer.
+fn scrape(addr: &str) -> String {
+    try_scrape(addr).unwrap_or_else(|| panic!("no answer from the metrics endpoint {addr}"))
+}
+
+/// The value of the first sample whose line starts with `line_start`.
+fn sample(text: &str, line_start: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.starts_with(line_start))?;
+    Some(line.rsplit(' ').next().unwrap().parse().unwrap())
+}
+
+/// [`sample`], which must exist.
 fn metric(text: &str, line_start: &str) -> f64 {
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(line_start))
-        .unwrap_or_else(|| panic!("no {line_start} in {text}"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
+    sample(text, line_start).unwrap_or_else(|| panic!("no {line_start} in {text}"))
 }
 
 #[test]
@@ -57,18 +70,20 @@ fn metrics_are_served_while_the_job_runs() {
         .strip_prefix("metrics: http://")
         .and_then(|a| a.strip_suffix("/metrics"))
         .unwrap_or_else(|| panic!("{first}"));
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    let text = scrape(addr);
+    // Scrape until the job has counted records and completed a checkpoint.
+    let count_in = "weir_records_in_total{job=\"metered\",node=\"count\",kind=\"operator\"}";
+    let text = wait_until("a scrape after a checkpoint", PATIENCE, || {
+        let text = try_scrape(addr)?;
+        let ready = sample(&text, count_in).is_some_and(|v| v > 0.0)
+            && sample(&text, "weir_checkpoints_total{job=\"metered\"}").is_some_and(|v| v >= 1.0);
+        ready.then_some(text)
+    });
     assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
     assert!(
         text.contains("content-type: text/plain; version=0.0.4"),
         "{text}"
     );
-    let counted = metric(
-        &text,
-        "weir_records_in_total{job=\"metered\",node=\"count\",kind=\"operator\"}",
-    );
-    assert!(counted > 0.0, "{text}");
+    let counted = metric(&text, count_in);
     assert!(metric(&text, "weir_bytes_in_total{job=\"metered\",node=\"count\"") > 0.0);
     assert!(
         metric(&text, "weir_checkpoints_total{job=\"metered\"}") >= 1.0,
@@ -101,6 +116,131 @@ fn metrics_are_served_while_the_job_runs() {
     );
     let status = child.wait().unwrap();
     assert!(status.success());
+}
+
+/// The endpoint's body once a job has committed all it was given (its
+/// stdin stays open, so the counters hold still): every metric has its
+/// HELP and TYPE, the node samples are what the job processed, and the job
+/// name's `"`, `\` and newline are escaped in every label, as the text
+/// format requires.
+#[test]
+fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
+    let odd = JobFile::new("we\"ir\\job\nx")
+        .checkpoint(Checkpoint::every("100ms").dir("state"))
+        .source(Source::stdin("in"))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
+        .sink(
+            Sink::file("out", "out.jsonl")
+                .format("jsonl")
+                .input("count"),
+        );
+    let j = JobDir::new(WEIR, odd, &[]);
+    let mut run = j.command(
+        "run",
+        &["--metrics", "127.0.0.1:0", "--progress-every", "0"],
+    );
+    run.stdin(Stdio::piped()).stdout(Stdio::null());
+    let mut run = Running::spawn(run);
+    let first = run.wait_for_line("the metrics address", |l| l.starts_with("metrics: "));
+    let addr = first
+        .strip_prefix("metrics: http://")
+        .and_then(|a| a.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    let words: Vec<String> = (0..50).map(|i| format!("w{}", i % 5)).collect();
+    let mut stdin = run.child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{}\n", words.join("\n")).as_bytes())
+        .unwrap();
+    stdin.flush().unwrap();
+    wait_until("all 50 counts in the output", PATIENCE, || {
+        (j.lines("out.jsonl").values().sum::<usize>() == 50).then_some(())
+    });
+    let text = scrape(&addr);
+    let body = text.split_once("\r\n\r\n").unwrap().1;
+    drop(stdin);
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
+
+    let job = r#"job="we\"ir\\job\nx""#;
+    let node = |id: &str, kind: &str| format!("{{{job},node=\"{id}\",kind=\"{kind}\"}}");
+    let value = |name: &str, labels: &str| metric(body, &format!("{name}{labels} "));
+    let (source, count, sink) = (
+        node("in", "source"),
+        node("count", "operator"),
+        node("out", "sink"),
+    );
+    assert_eq!(value("weir_records_out_total", &source), 50.0, "{body}");
+    assert_eq!(value("weir_records_in_total", &count), 50.0, "{body}");
+    assert_eq!(value("weir_records_out_total", &count), 50.0, "{body}");
+    assert_eq!(value("weir_records_in_total", &sink), 50.0, "{body}");
+    // A `lines` record's key points at its value, the line: its bytes
+    // count once.
+    let line_bytes: usize = words.iter().map(String::len).sum();
+    assert_eq!(value("weir_bytes_out_total", &source), line_bytes as f64);
+    assert_eq!(value("weir_bytes_in_total", &count), line_bytes as f64);
+    // word-count's records: the word as key, the output line as value.
+    let out_bytes: usize = j
+        .read("out.jsonl")
+        .lines()
+        .map(|l| l.len() + parse_counts(l).keys().next().unwrap().len())
+        .sum();
+    assert_eq!(value("weir_bytes_out_total", &count), out_bytes as f64);
+    assert_eq!(value("weir_bytes_in_total", &sink), out_bytes as f64);
+    let checkpoints = value("weir_checkpoints_total", &format!("{{{job}}}"));
+    assert!(checkpoints >= 1.0, "{body}");
+    assert_eq!(
+        value("weir_checkpoint_last_id", &format!("{{{job}}}")),
+        checkpoints,
+        "a fresh run numbers its checkpoints from 1"
+    );
+    assert_eq!(value("weir_restarts_total", &format!("{{{job}}}")), 0.0);
+    let calls = value(
+        "weir_batch_latency_seconds_count",
+        &format!("{{{job},node=\"count\",kind=\"operator\"}}"),
+    );
+    assert!(calls >= 1.0, "{body}");
+    let all_calls = metric(
+        body,
+        &format!(
+            "weir_batch_latency_seconds_bucket{{{job},node=\"count\",kind=\"operator\",le=\"+Inf\"}} "
+        ),
+    );
+    assert_eq!(all_calls, calls);
+    for (name, kind) in [
+        ("weir_records_in_total", "counter"),
+        ("weir_records_out_total", "counter"),
+        ("weir_bytes_in_total", "counter"),
+        ("weir_bytes_out_total", "counter"),
+        ("weir_backpressure_seconds_total", "counter"),
+        ("weir_batch_latency_seconds", "histogram"),
+        ("weir_checkpoints_total", "counter"),
+        ("weir_restarts_total", "counter"),
+        ("weir_checkpoint_last_id", "gauge"),
+        ("weir_checkpoint_last_bytes", "gauge"),
+        ("weir_checkpoint_last_duration_milliseconds", "gauge"),
+        ("weir_alignment_last_milliseconds", "gauge"),
+        ("weir_alignment_buffered_bytes", "gauge"),
+        ("weir_checkpoint_duration_seconds", "histogram"),
+        ("weir_alignment_duration_seconds", "histogram"),
+    ] {
+        let help = format!("# HELP {name} ");
+        assert!(
+            body.lines().any(|l| l.starts_with(&help)),
+            "no HELP for {name}"
+        );
+        let kind_line = format!("# TYPE {name} {kind}");
+        assert!(
+            body.lines().any(|l| l == kind_line),
+            "{name} is not a {kind}"
+        );
+    }
+    // Every sample is one line with the escaped job label and a number.
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        assert!(line.starts_with("weir_") && line.contains(job), "{line}");
+        let v = line.rsplit(' ').next().unwrap();
+        assert!(v.parse::<f64>().is_ok(), "{line}");
+    }
 }
 
 #[test]

@@ -1,14 +1,18 @@
 //! The on-disk cache of compiled components (`weir::wasm::compile_cache`): a hit
 //! skips compilation, a corrupt, truncated or foreign entry is compiled again
 //! (never a crash), an unwritable folder only disables caching, and the
-//! engine's configuration is part of the key. Through the `weir` binary:
-//! `WEIR_CACHE_DIR` picks the folder and `off` disables it.
+//! engine's configuration is part of the key, and the folder is trimmed to
+//! its bound. Through the `weir` binary: `WEIR_CACHE_DIR` picks the folder,
+//! a warm run hits (rewrites nothing), a corrupt entry is rewritten, and
+//! `off` disables it.
 
-use std::time::Instant;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use weir::Runtime;
 use weir::wasm::RuntimeOptions;
-use weir::wasm::compile_cache::{CompileCache, Outcome};
+use weir::wasm::compile_cache::{CompileCache, MAX_ENTRIES, Outcome};
 use weir_tests::cli::{self, Weir};
 use weir_tests::plugins;
 
@@ -109,44 +113,80 @@ fn bad_wasm_is_an_error_not_an_entry() {
     assert!(!cache.entry_path(rt.engine(), &bad).exists());
 }
 
-fn inspect(cache_dir: &std::path::Path, plugin: &str) -> f64 {
-    let started = Instant::now();
+/// `weir inspect PLUGIN` with `WEIR_CACHE_DIR=cache_dir`, asserted to
+/// succeed; returns its stderr.
+fn inspect(cache_dir: &Path, plugin: &str) -> String {
     cli::Outcome::of(
         WEIR.command(["inspect", plugin])
             .env("WEIR_CACHE_DIR", cache_dir),
     )
-    .assert_ok();
-    started.elapsed().as_secs_f64()
+    .assert_ok()
+    .stderr
 }
 
-fn entries(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir)
+/// The entry files (`*.cwasm`) in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| {
-            d.filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "cwasm")
-            })
-            .count()
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+                .collect()
         })
-        .unwrap_or(0)
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// What identifies one write of a file: entries are written to a new file
+/// and renamed into place, so a rewrite changes the inode even when the
+/// bytes are the same.
+fn written(path: &Path) -> (u64, std::time::SystemTime, Vec<u8>) {
+    let meta = std::fs::metadata(path).unwrap();
+    (
+        meta.ino(),
+        meta.modified().unwrap(),
+        std::fs::read(path).unwrap(),
+    )
 }
 
 #[test]
 fn weir_uses_weir_cache_dir_and_off_disables_it() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let cold = inspect(&cache, plugins::RECONCILE);
-    assert_eq!(entries(&cache), 1, "the first run wrote an entry");
-    let warm = inspect(&cache, plugins::RECONCILE);
-    eprintln!("weir inspect reconcile.wasm: {cold:.2} s cold, {warm:.2} s from the cache");
-    // A corrupt entry is recompiled by the CLI too.
-    for e in std::fs::read_dir(&cache).unwrap() {
-        std::fs::write(e.unwrap().path(), b"corrupt").unwrap();
-    }
     inspect(&cache, plugins::RECONCILE);
+    let [entry] = entries(&cache)
+        .try_into()
+        .expect("the first run wrote one entry");
+    let cold = written(&entry);
+    // The warm run is a hit: it reads the entry and writes nothing (a
+    // compile would have stored a new file).
+    inspect(&cache, plugins::RECONCILE);
+    assert_eq!(entries(&cache), std::slice::from_ref(&entry));
+    assert!(
+        written(&entry) == cold,
+        "the warm run rewrote {}",
+        entry.display()
+    );
+    // A corrupt entry is reported, compiled again and rewritten, and the
+    // next run hits the rewritten entry.
+    std::fs::write(&entry, b"corrupt").unwrap();
+    let stderr = inspect(&cache, plugins::RECONCILE);
+    assert!(
+        stderr.contains("corrupt") && stderr.contains(entry.to_str().unwrap()),
+        "{stderr}"
+    );
+    assert_eq!(entries(&cache), std::slice::from_ref(&entry));
+    let rewritten = written(&entry);
+    assert_ne!(
+        rewritten.2, b"corrupt",
+        "the corrupt entry was not rewritten"
+    );
+    inspect(&cache, plugins::RECONCILE);
+    assert!(
+        written(&entry) == rewritten,
+        "the run after the rewrite was no hit"
+    );
+
     let out = cli::Outcome::of(
         WEIR.command(["inspect", plugins::RECONCILE])
             .env("WEIR_CACHE_DIR", "off")
@@ -155,4 +195,38 @@ fn weir_uses_weir_cache_dir_and_off_disables_it() {
     );
     assert!(out.success());
     assert!(!dir.path().join(".cache").exists(), "off writes nothing");
+}
+
+/// Writing an entry trims the folder to [`MAX_ENTRIES`], removing the
+/// least recently written entries.
+#[test]
+fn the_cache_is_trimmed_to_its_bound_oldest_first() {
+    let (dir, cache) = empty_cache();
+    let rt = Runtime::new().unwrap();
+    let bytes = wasm();
+    let old = std::time::SystemTime::now() - Duration::from_secs(86_400);
+    let extra = 5;
+    let fillers: Vec<PathBuf> = (0..MAX_ENTRIES + extra)
+        .map(|i| {
+            let path = dir.path().join(format!("filler-{i:03}.cwasm"));
+            let f = std::fs::File::create(&path).unwrap();
+            // Filler i was written i seconds after the oldest.
+            f.set_modified(old + Duration::from_secs(i as u64)).unwrap();
+            path
+        })
+        .collect();
+    let (_, outcome) = cache.compile(rt.engine(), &bytes).unwrap();
+    assert_eq!(outcome, Outcome::Compiled);
+    let left = entries(dir.path());
+    assert_eq!(left.len(), MAX_ENTRIES, "{left:?}");
+    let entry = cache.entry_path(rt.engine(), &bytes);
+    assert!(left.contains(&entry), "the new entry was trimmed");
+    // The extra + 1 oldest fillers went, the newer ones stayed.
+    let (gone, kept) = fillers.split_at(extra + 1);
+    assert!(gone.iter().all(|p| !p.exists()), "{left:?}");
+    assert!(kept.iter().all(|p| p.exists()), "{left:?}");
+    // The new entry is a hit, and a hit trims nothing.
+    let (_, again) = cache.compile(rt.engine(), &bytes).unwrap();
+    assert_eq!(again, Outcome::Hit);
+    assert_eq!(entries(dir.path()), left);
 }

@@ -18,13 +18,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
 
-use serde_json::Value;
 use weir::checkpoint::state::KeyedState;
 use weir::wasm::PluginReturned;
 use weir::{InstanceError, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::cli::Weir;
+use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::Checkpoint;
 use weir_tests::jobs::{self, count_words};
@@ -519,7 +518,9 @@ fn job_survives_sigkill(lang: Lang, test: &str) {
         j.lines("out/counts.jsonl")
     };
     let job = wordcount_job(&build, &input, Some(4000));
-    let killed = job.run_through_kills(4, (300, 1200), &mut rng);
+    // Every kill lands after the run committed output, so each run but the
+    // first resumes from a checkpoint however slowly the machine runs.
+    let killed = job.run_through_kills(4, "out/counts.jsonl", (0, 300), &mut rng);
     assert_same_lines(
         &job.lines("out/counts.jsonl"),
         &want,
@@ -528,18 +529,6 @@ fn job_survives_sigkill(lang: Lang, test: &str) {
 }
 
 const SWAP_WORDS: usize = 40;
-
-/// Output lines per word: the counts, in file order.
-fn counts_per_word(j: &JobDir) -> BTreeMap<String, Vec<u64>> {
-    let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for line in j.read("out.jsonl").lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        m.entry(v["word"].as_str().unwrap().to_string())
-            .or_default()
-            .push(v["count"].as_u64().unwrap());
-    }
-    m
-}
 
 /// A Rust word-count job stopped at a checkpoint, then restored with
 /// `--swap count=<other build>`: every word is counted exactly once across
@@ -555,29 +544,24 @@ fn swap_from_rust(lang: Lang, test: &str) {
         .collect();
     let job = count_words("swappable", Checkpoint::every("100ms"), 3000, 2);
     let j = JobDir::new(WEIR, job, &[("words.txt", &words)]);
-    // Stop the Rust job with SIGINT: it takes a checkpoint and exits.
-    let out = j.run_interrupted(&[], Duration::from_millis(1000));
+    // Stop the Rust job with SIGINT once it committed output: it takes a
+    // checkpoint and exits.
+    let out = j.run_interrupted(&[], "out.jsonl");
     assert!(out.success(), "{}", out.stderr);
-    let before: usize = counts_per_word(&j).values().map(Vec::len).sum();
+    let before = j.read("out.jsonl").lines().count();
     assert!(
         before > 0 && before < n,
         "the Rust run was stopped mid-way ({before} of {n})"
     );
     let stderr = j.run_ok(&["--swap", &format!("count={}", build.display())]);
     assert!(stderr.contains("resumed from checkpoint"), "{stderr}");
-    let m = counts_per_word(&j);
-    assert_eq!(m.len(), SWAP_WORDS);
-    assert_eq!(m.values().map(Vec::len).sum::<usize>(), n);
-    for (w, seen) in &m {
-        let mut ns = seen.clone();
-        ns.sort_unstable();
-        assert!(
-            ns.iter().enumerate().all(|(i, c)| *c == i as u64 + 1),
-            "{w}: counts {ns:?} are not 1..={} after the swap to {}",
-            ns.len(),
-            lang.name
-        );
-    }
+    let want = true_counts(words.lines());
+    assert_eq!(want.len(), SWAP_WORDS);
+    assert_running_counts(
+        &want,
+        &j.read("out.jsonl"),
+        &format!("after the swap to {}", lang.name),
+    );
     // The last checkpoint records the swapped-in plugin.
     let store = weir::store::CheckpointStore::open_existing(&j.path().join("state")).unwrap();
     let last = store.latest().unwrap().unwrap();

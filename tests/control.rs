@@ -8,10 +8,11 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 
 use weir_tests::cli::Weir;
-use weir_tests::job_dir::{JobDir, signal, wait_until};
+use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::Checkpoint;
 use weir_tests::jobs::count_words;
 use weir_tests::plugins;
+use weir_tests::wait::{PATIENCE, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_weir");
 const WEIR: Weir = Weir::new(BIN);
@@ -26,7 +27,7 @@ fn slow_job() -> JobDir {
 /// Waits until the job listens on its control socket.
 fn wait_for_socket(j: &JobDir) {
     let sock = j.state_dir().join(weir::run::CONTROL_SOCKET);
-    wait_until("the control socket", || sock.exists());
+    wait_until("the control socket", PATIENCE, || sock.exists().then_some(()));
 }
 
 /// One line read from `conn`.

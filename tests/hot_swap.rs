@@ -2,12 +2,11 @@
 //! (`weir run --swap`) and live (`weir swap`), with rollback when the new
 //! plugin fails, and refusals that explain themselves.
 
-use std::collections::BTreeMap;
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::Value;
 use weir_tests::cli::Weir;
+use weir_tests::counts::{Counts, assert_running_counts, parse_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile};
 use weir_tests::jobs::count_words;
@@ -26,39 +25,18 @@ fn job(rate: u64, n: usize) -> JobDir {
     JobDir::new(WEIR, swappable(rate), &[("words.txt", &words)])
 }
 
-/// Output lines per word as (count, format version), in file order.
-type Counts = BTreeMap<String, Vec<(u64, u8)>>;
-
-/// The [`Counts`] of the job's output.
+/// The output's lines per word as (count, format version), in file order.
 fn counts(j: &JobDir) -> Counts {
-    let mut m = Counts::new();
-    for line in j.read("out.jsonl").lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        let (w, n, fmt) = match v.get("v") {
-            Some(_) => (&v["w"], &v["n"], 2),
-            None => (&v["word"], &v["count"], 1),
-        };
-        m.entry(w.as_str().unwrap().to_string())
-            .or_default()
-            .push((n.as_u64().unwrap(), fmt));
-    }
-    m
+    parse_counts(&j.read("out.jsonl"))
 }
 
-/// Every word was counted exactly once per occurrence, across formats.
-fn assert_exactly_once(m: &Counts, n: usize) {
-    assert_eq!(m.len(), WORDS);
-    let total: usize = m.values().map(Vec::len).sum();
-    assert_eq!(total, n, "one output line per input word");
-    for (w, seen) in m {
-        let mut ns: Vec<u64> = seen.iter().map(|(c, _)| *c).collect();
-        ns.sort_unstable();
-        assert!(
-            ns.iter().enumerate().all(|(i, c)| *c == i as u64 + 1),
-            "{w}: counts {ns:?} are not 1..={}",
-            ns.len()
-        );
-    }
+/// Every input word was counted exactly once, across formats: each word
+/// has exactly the counts 1..=its number of occurrences.
+fn assert_exactly_once(j: &JobDir, what: &str) {
+    let input = j.read("words.txt");
+    let want = true_counts(input.lines());
+    assert_eq!(want.len(), WORDS);
+    assert_running_counts(&want, &j.read("out.jsonl"), what);
 }
 
 fn formats(m: &Counts) -> (usize, usize) {
@@ -67,23 +45,23 @@ fn formats(m: &Counts) -> (usize, usize) {
     (v1, all.count() - v1)
 }
 
-/// Starts the job and stops it with SIGINT after `ms`, leaving a checkpoint.
-fn stopped(j: &JobDir, ms: u64) {
-    let out = j.run_interrupted(&[], Duration::from_millis(ms));
+/// Starts the job and stops it with SIGINT once it has committed output,
+/// leaving a checkpoint.
+fn stopped(j: &JobDir) {
+    let out = j.run_interrupted(&[], "out.jsonl");
     assert!(out.success(), "{}", out.stderr);
 }
 
 #[test]
 fn swap_on_restore_continues_counts_in_the_new_format() {
-    let n = 6000;
-    let j = job(3000, n);
-    stopped(&j, 1200);
+    let j = job(3000, 6000);
+    stopped(&j);
     let before = formats(&counts(&j));
     assert!(before.0 > 0 && before.1 == 0, "{before:?}");
     let err = j.run_ok(&["--swap", &format!("count={}", plugins::WORD_COUNT_V2)]);
     assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_exactly_once(&j, "after the swap on restore");
     let m = counts(&j);
-    assert_exactly_once(&m, n);
     let (v1, v2) = formats(&m);
     assert_eq!(v1, before.0, "v1 output is what v1 committed");
     assert!(v2 > 0);
@@ -109,7 +87,7 @@ fn swap_on_restore_continues_counts_in_the_new_format() {
 #[test]
 fn a_changed_plugin_without_swap_is_refused_with_a_hint() {
     let j = job(3000, 6000);
-    stopped(&j, 800);
+    stopped(&j);
     j.write_job(swappable(3000).operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2)));
     let out = j.run(&[]);
     let err = &out.stderr;
@@ -126,13 +104,13 @@ fn a_changed_plugin_without_swap_is_refused_with_a_hint() {
 /// Returns the error.
 fn swap_is_refused(plugin: &str, needles: &[&str]) -> String {
     let j = job(3000, 6000);
-    stopped(&j, 800);
+    stopped(&j);
     let out = j.run(&["--swap", &format!("count={plugin}")]);
     assert!(!out.success());
     let err = out.stderr;
     assert!(needles.iter().all(|n| err.contains(n)), "{err}");
     j.run_ok(&[]);
-    assert_exactly_once(&counts(&j), 6000);
+    assert_exactly_once(&j, "after a refused swap");
     err
 }
 
@@ -172,33 +150,34 @@ fn a_swap_whose_restore_fails_changes_nothing() {
     );
 }
 
-/// Runs the job, swaps `count` to `plugin` after `after_ms`, and returns the
-/// `weir swap` outcome (exit success, stdout+stderr).
-fn live_swap(j: &JobDir, plugin: &str, after_ms: u64) -> (bool, String) {
+/// Runs the job, swaps `count` to `plugin` once the job has committed
+/// output, and returns the `weir swap` outcome (exit success,
+/// stdout+stderr).
+fn live_swap(j: &JobDir, plugin: &str) -> (bool, String) {
     let mut child = j
         .command("run", &["--progress-every", "0"])
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(after_ms));
+    assert!(
+        j.wait_for_output(&mut child, "out.jsonl", 0),
+        "the job ended before it committed output"
+    );
     let out = j.on_state("swap", &[&format!("count={plugin}")]);
     let text = format!("{}{}", out.stdout, out.stderr);
     let run = child.wait().unwrap();
     assert!(run.success(), "the job keeps running and finishes");
-    let _ = child.stderr.take();
     (out.success(), text)
 }
 
 #[test]
 fn live_swap_keeps_every_count_exactly_once() {
-    let n = 9000;
-    let j = job(3000, n);
-    let (ok, text) = live_swap(&j, plugins::WORD_COUNT_V2, 1200);
+    let j = job(3000, 9000);
+    let (ok, text) = live_swap(&j, plugins::WORD_COUNT_V2);
     assert!(ok, "{text}");
     assert!(text.contains("now runs the new plugin"), "{text}");
-    let m = counts(&j);
-    assert_exactly_once(&m, n);
-    let (v1, v2) = formats(&m);
+    assert_exactly_once(&j, "after a live swap");
+    let (v1, v2) = formats(&counts(&j));
     assert!(v1 > 0 && v2 > 0, "both formats: {v1} {v2}");
 }
 
@@ -206,17 +185,15 @@ fn live_swap_keeps_every_count_exactly_once() {
 /// with a message containing every needle, and every word is still counted
 /// exactly once; returns the counts.
 fn live_swap_is_rolled_back(plugin: &str, needles: &[&str]) -> Counts {
-    let n = 9000;
-    let j = job(3000, n);
-    let (ok, text) = live_swap(&j, plugin, 1200);
+    let j = job(3000, 9000);
+    let (ok, text) = live_swap(&j, plugin);
     assert!(!ok, "{text}");
     assert!(
         text.contains("rolled back") && needles.iter().all(|n| text.contains(n)),
         "{text}"
     );
-    let m = counts(&j);
-    assert_exactly_once(&m, n);
-    m
+    assert_exactly_once(&j, "after a rolled-back swap");
+    counts(&j)
 }
 
 #[test]
@@ -255,6 +232,10 @@ fn swap_requests_are_checked() {
 /// outcome (exit success, stderr).
 fn live_swap_op(j: &JobDir, op: &str, plugin: &str) -> (bool, String) {
     let mut child = j.command("run", &[]).stderr(Stdio::null()).spawn().unwrap();
+    assert!(
+        j.wait_for_output(&mut child, "out.jsonl", 0),
+        "the job ended before it committed output"
+    );
     let out = j.on_state("swap", &[&format!("{op}={plugin}")]);
     let _ = child.kill();
     let _ = child.wait();
@@ -278,9 +259,8 @@ fn a_swap_right_after_the_run_starts_waits_for_the_job() {
         out.stdout
     );
     assert!(child.wait().unwrap().success());
-    let m = counts(&j);
-    assert_exactly_once(&m, n);
-    assert!(formats(&m).1 > 0, "v2 output");
+    assert_exactly_once(&j, "after a swap right at the start");
+    assert!(formats(&counts(&j)).1 > 0, "v2 output");
 }
 
 const SWAPPED_LINE: &str = "restores with the plugin it was swapped to";
@@ -339,8 +319,8 @@ fn a_crash_after_a_live_swap_restarts_with_the_swapped_plugin() {
         "{err}"
     );
     assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_exactly_once(&j, "after a crash after a live swap");
     let m = counts(&j);
-    assert_exactly_once(&m, n);
     // Once swapped, every later line is in the v2 format.
     for seen in m.values() {
         let first_v2 = seen.iter().position(|(_, f)| *f == 2).unwrap_or(seen.len());
@@ -384,8 +364,91 @@ fn after_a_crash_swap_and_an_edited_job_file_take_precedence_over_the_kept_plugi
     j.write_job(swappable(1000).operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2)));
     let err = j.run_ok(&[]);
     assert!(!err.contains(SWAPPED_LINE), "{err}");
-    assert_exactly_once(&counts(&j), n);
+    assert_exactly_once(&j, "with the edited job file");
     let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
     let last = store.latest().unwrap().unwrap();
     assert_eq!(last.operators["count"].swapped, None);
+}
+
+/// The plugin version that the latest complete checkpoint records for
+/// `count`.
+fn recorded_version(j: &JobDir) -> String {
+    let list: Value = serde_json::from_str(&j.checkpoints(&["--json"])).unwrap();
+    let last = list
+        .as_array()
+        .unwrap()
+        .last()
+        .expect("a complete checkpoint");
+    last["operators"]["count"]["plugin_version"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// SIGKILL right after `weir swap` reported success: the latest checkpoint
+/// was completed by the new plugin, and the restore that names it with
+/// `--swap` continues every count exactly once.
+#[test]
+fn a_job_killed_right_after_a_live_swap_resumes_exactly_once() {
+    let j = job(3000, 15_000);
+    let mut child = j
+        .command("run", &["--progress-every", "0"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        j.wait_for_output(&mut child, "out.jsonl", 0),
+        "the job ended before it committed output"
+    );
+    let swap = j.on_state("swap", &[&format!("count={}", plugins::WORD_COUNT_V2)]);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(swap.success(), "{}", swap.stderr);
+    assert_eq!(recorded_version(&j), "2.0.0");
+    let err = j.run_ok(&["--swap", &format!("count={}", plugins::WORD_COUNT_V2)]);
+    assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_exactly_once(&j, "after a SIGKILL right after a live swap");
+    let (v1, v2) = formats(&counts(&j));
+    assert!(v1 > 0 && v2 > 0, "both formats: {v1} {v2}");
+}
+
+/// SIGKILL as soon as the job logged a swap request, while it takes the
+/// swap's checkpoint: the next run resumes from the latest complete
+/// checkpoint, with the plugin that checkpoint records (the old one, unless
+/// the new one already completed a checkpoint), and counts exactly once.
+#[test]
+fn a_job_killed_just_after_a_swap_was_requested_resumes_exactly_once() {
+    let j = job(3000, 15_000);
+    let mut run = j.spawn(&["-v", "--progress-every", "0"]);
+    assert!(
+        j.wait_for_output(&mut run.child, "out.jsonl", 0),
+        "the job ended before it committed output"
+    );
+    let mut swap = WEIR.command(["swap"]);
+    swap.arg(j.state_dir())
+        .arg(format!("count={}", plugins::WORD_COUNT_V2))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut swap = swap.spawn().unwrap();
+    run.wait_for_line("the swap request", |l| {
+        l.contains("swap of `count` requested")
+    });
+    run.kill();
+    // The job is gone, so the swap gets no outcome; only reap it.
+    swap.wait().unwrap();
+    let args: Vec<String> = match recorded_version(&j).as_str() {
+        "0.1.0" => vec![],
+        "2.0.0" => vec!["--swap".into(), format!("count={}", plugins::WORD_COUNT_V2)],
+        other => panic!("checkpoint records word-count {other}"),
+    };
+    let old_plugin_resumes = args.is_empty();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let err = j.run_ok(&args);
+    assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_exactly_once(&j, "after a SIGKILL just after a swap request");
+    let (v1, v2) = formats(&counts(&j));
+    assert!(v1 > 0, "{v1} {v2}");
+    if old_plugin_resumes {
+        assert_eq!(v2, 0, "the swap never completed, so only v1 output");
+    }
 }

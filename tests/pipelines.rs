@@ -1,8 +1,9 @@
 //! Golden pipelines: wordcount, reconcile and dedupe run straight through
 //! must produce exactly the output of an independent reference; run again
-//! with `weir` killed by SIGKILL at random points and restarted, the visible
-//! output must be the same multiset of lines: nothing lost, nothing
-//! duplicated.
+//! with `weir` killed by SIGKILL again and again, each time after the run
+//! committed output (at a random moment of the checkpoints that follow), and
+//! restarted, the visible output must be the same multiset of lines:
+//! nothing lost, nothing duplicated.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -16,9 +17,10 @@ use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
-/// Kills per crash test, and the window (ms after start) they land in.
+/// Kills per crash test, and how long after a run's first committed
+/// output (ms) a kill lands.
 const KILLS: usize = 4;
-const KILL_WINDOW: (u64, u64) = (250, 2500);
+const KILL_JITTER: (u64, u64) = (0, 300);
 
 /// Asserts two multisets of JSON lines are equal (compared canonically),
 /// printing a short difference when not.
@@ -31,18 +33,22 @@ fn assert_same_json_lines(
     assert_same_lines(&canonical(got), &canonical(expected), &what);
 }
 
+/// Runs `job` through `kills` SIGKILLs and to the end; asserts its output
+/// `out` is `expected`; returns how many runs were killed.
 fn check_crash_run(
     job: &JobDir,
     out: &str,
     expected: &BTreeMap<String, usize>,
+    kills: usize,
     rng: &mut XorShift,
-) {
-    let killed = job.run_through_kills(KILLS, KILL_WINDOW, rng);
+) -> usize {
+    let killed = job.run_through_kills(kills, out, KILL_JITTER, rng);
     assert_same_json_lines(
         &job.lines(out),
         expected,
         &format!("output after {killed} crashes"),
     );
+    killed
 }
 
 // ---------------------------------------------------------------- wordcount
@@ -78,18 +84,22 @@ fn wordcount_straight_through_matches_the_reference() {
     );
 }
 
+/// Twelve kills, every one after the run committed output: kills land in
+/// checkpoints being taken, committed and appended, again and again.
 #[test]
-fn wordcount_survives_sigkill_exactly_once() {
+fn wordcount_survives_a_dozen_sigkills_exactly_once() {
     let mut rng = XorShift(seed() ^ 1);
-    let input = weir_tests::pipeline::wordcount_input(&mut rng, 400, 30_000);
+    let input = weir_tests::pipeline::wordcount_input(&mut rng, 400, 40_000);
     let wordcount = jobs::wordcount(plugins::WORD_COUNT, Some(5000));
     let job = JobDir::new(WEIR, wordcount, &[("input.txt", &input)]);
-    check_crash_run(
+    let killed = check_crash_run(
         &job,
         "out/counts.jsonl",
         &wordcount_reference(&input),
+        12,
         &mut rng,
     );
+    assert!(killed >= 10, "only {killed} of 12 kills landed mid-job");
 }
 
 // ---------------------------------------------------------------- reconcile
@@ -214,7 +224,13 @@ fn reconcile_survives_sigkill_exactly_once() {
     let mut rng = XorShift(seed() ^ 3);
     let orders = Orders::generate(&mut rng, 20_000);
     let job = orders.job(Some(3000), Some(3000));
-    check_crash_run(&job, "out/reconcile.jsonl", &orders.reference(), &mut rng);
+    check_crash_run(
+        &job,
+        "out/reconcile.jsonl",
+        &orders.reference(),
+        KILLS,
+        &mut rng,
+    );
 }
 
 /// With one input ten times slower than the other, every checkpoint's
@@ -321,5 +337,5 @@ fn dedupe_survives_sigkill_exactly_once() {
     let mut rng = XorShift(seed() ^ 6);
     let (input, expected) = dedupe_input(&mut rng, 60_000);
     let job = JobDir::new(WEIR, dedupe_job(Some(10000)), &[("events.jsonl", &input)]);
-    check_crash_run(&job, "out/unique.jsonl", &expected, &mut rng);
+    check_crash_run(&job, "out/unique.jsonl", &expected, KILLS, &mut rng);
 }

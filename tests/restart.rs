@@ -1,19 +1,26 @@
 //! Restart strategies: a failing attempt restarts from the last complete
-//! checkpoint; output stays exactly-once through the restarts; after the
-//! last attempt the job stops with a clear error and a restorable state dir.
+//! checkpoint, after the delay the strategy gives; output stays
+//! exactly-once through the restarts and through a SIGKILL while the job
+//! restarts; after the last attempt the job stops with a clear error and a
+//! state dir that a fixed job restores and finishes exactly once.
+
+use std::time::Duration;
 
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::pipeline::multiset;
 use weir_tests::plugins;
+use weir_tests::running::log_time;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
-/// `n` lines through `flaky-batches` trapping every `every`-th batch, under
-/// `restart`; returns the job and its input.
-fn job(every: u64, restart: Option<Restart>, n: usize) -> (JobDir, String) {
-    let input: String = (0..n).map(|i| format!("record-{i}\n")).collect();
+/// What the supervisor logs when it restarts an attempt.
+const RESTARTING: &str = "restarting from the last complete checkpoint";
+
+/// `flaky-batches` trapping every `every`-th batch of an attempt, on lines
+/// read 10 per batch at 2000 per second, under `restart`.
+fn flaky(every: u64, restart: Option<Restart>) -> JobFile {
     let mut flaky = JobFile::new("flaky")
         .checkpoint(Checkpoint::every("50ms"))
         .source(Source::file("lines", "in.txt").batch_size(10).rate(2000))
@@ -26,7 +33,14 @@ fn job(every: u64, restart: Option<Restart>, n: usize) -> (JobDir, String) {
     if let Some(restart) = restart {
         flaky = flaky.restart(restart);
     }
-    (JobDir::new(WEIR, flaky, &[("in.txt", &input)]), input)
+    flaky
+}
+
+/// [`flaky`] on `n` lines; returns the job and its input.
+fn job(every: u64, restart: Option<Restart>, n: usize) -> (JobDir, String) {
+    let input: String = (0..n).map(|i| format!("record-{i}\n")).collect();
+    let j = JobDir::new(WEIR, flaky(every, restart), &[("in.txt", &input)]);
+    (j, input)
 }
 
 #[test]
@@ -52,8 +66,10 @@ fn a_plugin_that_traps_every_nth_batch_still_completes_exactly_once() {
 
 #[test]
 fn after_the_last_attempt_the_job_stops_with_the_reason_and_a_restorable_state() {
+    // Each attempt gets at most 39 batches (390 records) past the last
+    // checkpoint, so three attempts cannot finish 4000 records.
     let restart = Restart::exponential_backoff(2, "10ms", "20ms");
-    let (j, _) = job(1, Some(restart), 200);
+    let (j, input) = job(40, Some(restart), 4000);
     let out = j.run(&[]);
     let err = &out.stderr;
     assert_eq!(out.code(), Some(1), "{err}");
@@ -67,13 +83,19 @@ fn after_the_last_attempt_the_job_stops_with_the_reason_and_a_restorable_state()
         "{line}"
     );
     assert!(line.contains("gave up after 2 restart(s)"), "{line}");
+    assert_eq!(err.matches(RESTARTING).count(), 2, "{err}");
+    let committed = j.lines("out.txt");
+    assert!(!committed.is_empty(), "the attempts committed output");
+    // Restorable: the same plugin, configured not to trap, resumes from the
+    // last complete checkpoint and finishes exactly once.
+    j.write_job(flaky(1_000_000, None));
+    let err = j.run_ok(&[]);
+    assert!(err.contains("resumed from checkpoint"), "{err}");
     assert_eq!(
-        err.matches("restarting from the last complete checkpoint")
-            .count(),
-        2,
-        "{err}"
+        j.lines("out.txt"),
+        multiset(&input),
+        "exactly once after restoring the state the failed job left"
     );
-    j.checkpoints(&[]);
 }
 
 #[test]
@@ -85,5 +107,74 @@ fn without_a_restart_strategy_the_first_failure_stops_the_job() {
     assert!(
         !err.contains("restarting") && !err.contains("gave up"),
         "{err}"
+    );
+}
+
+/// Every attempt fails on its first batch, so each restart's line is
+/// followed by the next attempt's failure: the time between two restart
+/// lines is at least the delay the first one announced, and the announced
+/// delays are the strategy's. (Lower bounds only: a slow machine only
+/// lengthens the gaps.)
+#[test]
+fn observed_restart_delays_follow_the_strategy() {
+    let cases: [(Restart, &[u64]); 2] = [
+        (
+            Restart::exponential_backoff(5, "100ms", "400ms"),
+            &[100, 200, 400, 400, 400],
+        ),
+        (Restart::fixed_delay(3, "250ms"), &[250, 250, 250]),
+    ];
+    for (restart, delays) in cases {
+        let (j, _) = job(1, Some(restart), 200);
+        let out = j.run(&[]);
+        let err = &out.stderr;
+        assert_eq!(out.code(), Some(1), "{err}");
+        let restarts: Vec<(Duration, u64)> = err
+            .lines()
+            .filter(|l| l.contains(RESTARTING))
+            .map(|l| {
+                let at = log_time(l).unwrap_or_else(|| panic!("no timestamp: {l}"));
+                let ms = l
+                    .split_once(&format!("{RESTARTING} in "))
+                    .and_then(|(_, rest)| rest.split(" ms").next())
+                    .and_then(|ms| ms.parse().ok())
+                    .unwrap_or_else(|| panic!("no delay in: {l}"));
+                (at, ms)
+            })
+            .collect();
+        let announced: Vec<u64> = restarts.iter().map(|(_, ms)| *ms).collect();
+        assert_eq!(announced, delays, "{err}");
+        for (k, pair) in restarts.windows(2).enumerate() {
+            let gap = pair[1].0.saturating_sub(pair[0].0);
+            assert!(
+                gap >= Duration::from_millis(pair[0].1),
+                "restart {} announced {} ms but the next attempt failed {gap:?} later: {err}",
+                k + 1,
+                pair[0].1
+            );
+        }
+    }
+}
+
+/// SIGKILL while the job restarts after an injected failure (it logged the
+/// restart and waits out the delay), three runs in a row; the next run
+/// resumes and finishes exactly once.
+#[test]
+fn a_job_killed_while_restarting_after_a_failure_resumes_exactly_once() {
+    let (j, input) = job(40, Some(Restart::fixed_delay(1000, "500ms")), 4000);
+    for _ in 0..3 {
+        let mut run = j.spawn(&["--progress-every", "0"]);
+        run.wait_for_line("a restart after the injected failure", |l| {
+            l.contains(RESTARTING)
+        });
+        run.kill();
+    }
+    j.write_job(flaky(40, Some(Restart::fixed_delay(1000, "10ms"))));
+    let err = j.run_ok(&[]);
+    assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_eq!(
+        j.lines("out.txt"),
+        multiset(&input),
+        "exactly once through three kills while restarting"
     );
 }

@@ -1,14 +1,16 @@
 //! Restoring: choosing a checkpoint, refusing checkpoints that do not fit
 //! the job, and damaged state files reported clearly (never a panic).
 
-use std::time::Duration;
+use std::io::Write;
+use std::process::Stdio;
 
 use weir_tests::cli::{Outcome, Weir};
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, JobFile};
+use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::count_words;
 use weir_tests::pipeline::multiset;
 use weir_tests::plugins;
+use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -110,11 +112,12 @@ fn a_state_dir_of_another_job_is_refused() {
     );
 }
 
-/// Kills a run mid-way so that the state dir has a non-final checkpoint.
+/// Kills a run once it has committed output, so that the state dir has a
+/// non-final checkpoint.
 fn interrupted(n: usize) -> JobDir {
     let j = job(2000, n);
     let mut rng = weir_tests::pipeline::XorShift(7);
-    let killed = j.run_killed(1, (900, 1000), &mut rng);
+    let killed = j.run_killed(1, "out.jsonl", (0, 100), &mut rng);
     assert_eq!(killed, 1);
     j
 }
@@ -194,7 +197,7 @@ fn sigint_checkpoints_and_the_next_run_finishes_exactly_once() {
     let n = 20_000;
     let j = job(4000, n);
     // SIGINT, as Ctrl-C sends.
-    let out = j.run_interrupted(&[], Duration::from_millis(1500));
+    let out = j.run_interrupted(&[], "out.jsonl");
     let err = &out.stderr;
     assert!(out.success(), "{err}");
     assert!(err.contains("job `counting` stopped"), "{err}");
@@ -203,4 +206,66 @@ fn sigint_checkpoints_and_the_next_run_finishes_exactly_once() {
     let err = j.run_ok(&[]);
     assert!(err.contains("resumed from checkpoint"), "{err}");
     assert_eq!(j.lines("out.jsonl"), straight_output(n));
+}
+
+/// stdin cannot be replayed (README, `[[source]]`): after a crash, the next
+/// run warns, restores the operators' state and the committed output, and
+/// reads on from wherever stdin is.
+#[test]
+fn a_job_reading_stdin_restores_its_state_and_reads_on_from_the_new_stdin() {
+    let live = JobFile::new("live")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::stdin("in"))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
+        .sink(
+            Sink::file("out", "out.jsonl")
+                .format("jsonl")
+                .input("count"),
+        );
+    let j = JobDir::new(WEIR, live, &[]);
+    let mut first = j
+        .command("run", &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = first.stdin.take().unwrap();
+    stdin.write_all(b"a\nb\n").unwrap();
+    stdin.flush().unwrap();
+    // Both counts are committed, and stdin stays open: the job is mid-way.
+    let committed = r#"{"word":"a","count":1}
+{"word":"b","count":1}
+"#;
+    wait_until("both records in the output", PATIENCE, || {
+        (j.size("out.jsonl") == committed.len() as u64).then_some(())
+    });
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    drop(stdin);
+    assert_eq!(j.lines("out.jsonl"), multiset(committed));
+
+    let mut second = j
+        .command("run", &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    second.stdin.take().unwrap().write_all(b"a\nc\n").unwrap();
+    let out: Outcome = second.wait_with_output().unwrap().into();
+    let err = &out.stderr;
+    assert!(out.success(), "{err}");
+    assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert!(
+        err.contains("source `in` reads stdin, which cannot be replayed"),
+        "{err}"
+    );
+    let want =
+        format!("{committed}{{\"word\":\"a\",\"count\":2}}\n{{\"word\":\"c\",\"count\":1}}\n");
+    assert_eq!(
+        j.lines("out.jsonl"),
+        multiset(&want),
+        "the restored count of `a` goes on; the new stdin is read from its start"
+    );
 }

@@ -1,7 +1,8 @@
 //! The sandbox: untrusted plugins that loop, eat memory, recurse, flood,
 //! trap or lie never hang or crash the host. Every limit hit is an error
-//! naming the operator, the limit and its configured value, detected within
-//! a bound set by that limit; the state dir stays intact and restorable.
+//! naming the operator, the limit and its configured value, never before
+//! the limit is reached and within a generous bound after it; the state dir
+//! stays intact and restorable.
 //!
 //! Each adversarial plugin (`tests/guests/examples/*`) is checked on an
 //! `OperatorInstance` and through `weir run`.
@@ -18,6 +19,7 @@ use weir_tests::cli::Weir;
 use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::plugins;
+use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -101,6 +103,10 @@ fn assert_trap(e: &InstanceError, hook: &str, needle: &str) -> String {
     message
 }
 
+/// The bound within which a limit must stop a plugin: generous, so that a
+/// loaded machine cannot fail a test, yet far below "never".
+const STOPPED_WITHIN: Duration = Duration::from_secs(30);
+
 /// Runs `f`, returning its result and how long it took.
 fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let start = Instant::now();
@@ -111,7 +117,7 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
 // ---------------------------------------------------------------- CPU
 
 #[test]
-fn an_infinite_loop_is_stopped_within_twice_its_deadline() {
+fn an_infinite_loop_is_stopped_at_its_deadline() {
     let rt = rt();
     let p = load(&rt, plugins::GUEST_SPIN_LOOP);
     for (mode, timeout_ms) in [("loop", 300), ("clock", 250)] {
@@ -125,8 +131,9 @@ fn an_infinite_loop_is_stopped_within_twice_its_deadline() {
         let err = result.unwrap_err();
         let deadline = Duration::from_millis(timeout_ms);
         assert_limit(&err, "process", "call_timeout", LimitValue::Time(deadline));
+        // Never before the deadline; within a generous bound after it.
         assert!(
-            took >= deadline && took < 2 * deadline,
+            took >= deadline && took < STOPPED_WITHIN,
             "{mode}: stopped after {took:?}, deadline {deadline:?}"
         );
     }
@@ -141,11 +148,10 @@ fn a_sleep_passes_no_time_without_the_clocks_grant_and_ends_at_the_deadline_with
         call_timeout: deadline,
         ..Limits::default()
     };
-    // Without the grant, the hour-long sleep returns at once.
+    // Without the grant, the hour-long sleep returns at once: the call
+    // succeeds, so it ended before its deadline.
     let mut inst = open(&p, r#"{"mode":"sleep"}"#, &limits, Grants::default());
-    let (result, took) = timed(|| inst.process(0, &batch(2)));
-    result.unwrap();
-    assert!(took < deadline, "{took:?}");
+    inst.process(0, &batch(2)).unwrap();
     assert_eq!(inst.take_output(0).len(), 2);
     // With it, the sleep is real but cannot outlast the call's deadline.
     let clocks = Grants {
@@ -160,7 +166,7 @@ fn a_sleep_passes_no_time_without_the_clocks_grant_and_ends_at_the_deadline_with
         "call_timeout",
         LimitValue::Time(deadline),
     );
-    assert!(took >= deadline && took < 2 * deadline, "{took:?}");
+    assert!(took >= deadline && took < STOPPED_WITHIN, "{took:?}");
 }
 
 #[test]
@@ -233,19 +239,16 @@ fn instance_and_table_caps_are_enforced_at_instantiation() {
         ..Limits::default()
     };
     instantiation_hits(&p, &limits, "table_elements", LimitValue::Count(1));
-    // The defaults fit real plugins.
+    // The defaults fit real plugins: each one opens under them.
     for (name, path) in plugins::ALL {
         let p = load(&rt(), path);
         let config = if *name == "filter" {
-            r#"{"field":"x","equals":"y"}"#
+            r#"{"field":"x","op":"eq","value":"y"}"#
         } else {
             "{}"
         };
         if let Err(e) = OperatorInstance::new(&p, "op", 0, 1, config) {
-            assert!(
-                !matches!(e, InstanceError::Limit { .. }),
-                "{name} hits a default limit: {e}"
-            );
+            panic!("{name} does not open under the default limits: {e}");
         }
     }
 }
@@ -329,7 +332,7 @@ fn an_emit_flood_hits_the_per_call_caps() {
     let (result, took) = timed(|| inst.process(0, &batch(1)));
     let err = result.unwrap_err();
     assert_limit(&err, "process", "max_emit_records", LimitValue::Count(1000));
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(took < STOPPED_WITHIN, "{took:?}");
 
     let limits = Limits {
         max_emit_bytes_per_call: 1 << 20,
@@ -512,8 +515,10 @@ fn malformed_components_are_errors_not_panics() {
         let err = rt.load_bytes("bad.wasm", bytes).unwrap_err();
         assert!(err.to_string().starts_with("bad.wasm: "), "{what}: {err}");
     }
-    // Single-byte corruptions all over the file: each loads or is refused;
-    // what loads runs (or fails) under the limits, never panicking the host.
+    // Single-byte corruptions all over the file: each loads or is refused
+    // with an error naming the file; what loads runs (or fails) under the
+    // limits, with one-line errors naming the operator, never panicking the
+    // host.
     let limits = Limits {
         call_timeout: Duration::from_millis(500),
         memory: 64 << 20,
@@ -526,17 +531,66 @@ fn malformed_components_are_errors_not_panics() {
         let mut bytes = good.clone();
         let at = 8 + (i * 104_729 * 13) % (bytes.len() - 8);
         bytes[at] ^= 0x5a;
-        if let Ok(p) = rt.load_bytes("mutant.wasm", bytes) {
-            loaded += 1;
-            if let Ok(mut inst) =
-                OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
-            {
-                let _ = inst.process(0, &batch(5));
-                let _ = inst.snapshot();
+        match rt.load_bytes("mutant.wasm", bytes) {
+            Err(e) => {
+                let message = e.to_string();
+                assert!(message.starts_with("mutant.wasm: "), "byte {at}: {message}");
+            }
+            Ok(p) => {
+                loaded += 1;
+                run_mutant(&p, &limits);
             }
         }
     }
     eprintln!("{loaded} of 16 corrupted components loaded");
+    // Corruptions of the plugin's data (its panic message) always load and
+    // run as before: only what the plugin says changes.
+    let said = "deliberate panic restoring state version";
+    let at = good
+        .windows(said.len())
+        .position(|w| w == said.as_bytes())
+        .expect("the fixture's panic message is in its data");
+    for k in [0, 11, 23, said.len() - 1] {
+        let mut bytes = good.clone();
+        bytes[at + k] ^= 0x20; // a lower-case letter becomes upper-case
+        let mut mutated = said.to_string();
+        mutated.replace_range(k..=k, &said[k..=k].to_uppercase());
+        let p = rt
+            .load_bytes("mutant.wasm", bytes)
+            .unwrap_or_else(|e| panic!("a data mutant ({mutated}) does not load: {e}"));
+        let mut inst =
+            OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
+                .unwrap();
+        inst.process(0, &batch(5)).unwrap();
+        assert_eq!(inst.take_output(0).len(), 5, "{mutated}");
+        let state = inst.state().clone();
+        let mut fresh =
+            OperatorInstance::with_limits(&p, "op", 0, 1, "{}", &limits, Grants::default())
+                .unwrap();
+        let err = fresh.restore(state, 1, &[]).unwrap_err();
+        assert_trap(&err, "restore", &mutated);
+    }
+}
+
+/// Instantiates a loaded mutant and runs a batch and a snapshot: each step
+/// succeeds or fails with a one-line error naming the operator.
+fn run_mutant(p: &Plugin, limits: &Limits) {
+    let check = |e: InstanceError| {
+        let message = e.to_string();
+        assert!(message.starts_with("operator `op[0]`: "), "{message}");
+        assert!(!message.contains('\n'), "one line: {message}");
+    };
+    match OperatorInstance::with_limits(p, "op", 0, 1, "{}", limits, Grants::default()) {
+        Err(e) => check(e),
+        Ok(mut inst) => {
+            if let Err(e) = inst.process(0, &batch(5)) {
+                check(e);
+            }
+            if let Err(e) = inst.snapshot() {
+                check(e);
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------- WASI
@@ -616,11 +670,10 @@ fn checkpoints(j: &JobDir) -> String {
     j.checkpoints(&[])
 }
 
-/// Fails `weir run` within a bound: plugin loading and start-up (generous)
-/// plus twice the limit.
+/// Fails `weir run` within a generous bound: start-up and plugin loading
+/// plus ten times the limit.
 fn assert_bounded(took: Duration, limit: Duration) {
-    let startup = Duration::from_secs(10);
-    assert!(took < startup + 2 * limit, "weir run took {took:?}");
+    assert!(took < STOPPED_WITHIN + 10 * limit, "weir run took {took:?}");
 }
 
 #[test]
@@ -722,10 +775,9 @@ fn weir_run_reports_a_trap_in_restore_and_the_state_stays_restorable() {
     let j = job("rt", plugins::GUEST_RESTORE_TRAP, 400, |o| o);
     // Run until a checkpoint exists, then stop it (SIGTERM checkpoints and exits).
     let mut child = j.command("run", &[]).stderr(Stdio::null()).spawn().unwrap();
-    let start = Instant::now();
-    while !has_checkpoint(&j) && start.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("a complete checkpoint", PATIENCE, || {
+        has_checkpoint(&j).then_some(())
+    });
     signal(&child, "-TERM");
     child.wait().unwrap();
     let before = checkpoints(&j);

@@ -208,3 +208,41 @@ pub fn serve(addr: &str, metrics: Arc<JobMetrics>) -> std::io::Result<std::net::
     })?;
     Ok(bound)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir::metrics::CheckpointMetrics;
+
+    #[test]
+    fn label_values_escape_backslash_quote_and_newline() {
+        assert_eq!(escape(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape("line\nbreak"), r"line\nbreak");
+        assert_eq!(escape(r"\n"), r"\\n", "a backslash is escaped first");
+        assert_eq!(escape("plain-id_1"), "plain-id_1");
+    }
+
+    #[test]
+    fn every_sample_is_one_line_with_its_labels_escaped() {
+        let node = Arc::new(NodeMetrics::default());
+        node.records_in.store(7, Relaxed);
+        let metrics = JobMetrics {
+            job: "j\"1\\\nx".into(),
+            nodes: vec![("op\"\\".into(), NodeKind::Operator, node)],
+            checkpoints: CheckpointMetrics::default(),
+        };
+        let text = render(&metrics);
+        assert!(
+            text.contains(
+                r#"weir_records_in_total{job="j\"1\\\nx",node="op\"\\",kind="operator"} 7"#
+            ),
+            "{text}"
+        );
+        for line in text.lines() {
+            assert!(
+                line.starts_with("# ") || line.starts_with("weir_"),
+                "{line}"
+            );
+        }
+    }
+}

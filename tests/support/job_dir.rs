@@ -1,6 +1,6 @@
 //! A job in a temporary folder ([`JobDir`]): its job file and inputs, the
-//! `weir` commands on it, runs stopped by signals and crashes, and its
-//! output files.
+//! `weir` commands on it, runs stopped by signals and crashes at observed
+//! points (committed output, never a guessed time), and its output files.
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::cli::{Outcome, Weir};
 use crate::pipeline::{XorShift, multiset};
+use crate::running::Running;
+use crate::wait::{PATIENCE, wait_until};
 
 /// A job file and its inputs in a temporary folder, and the `weir` commands
 /// on them.
@@ -96,63 +98,116 @@ impl JobDir {
         out.stdout
     }
 
-    /// Starts the job with `args`, sends it SIGINT (as Ctrl-C does) after
-    /// `after`, and waits for it to exit.
-    pub fn run_interrupted(&self, args: &[&str], after: Duration) -> Outcome {
-        let child = self
+    /// `weir run job.toml ARGS` spawned and watched: its stderr read line
+    /// by line, stdout discarded.
+    pub fn spawn(&self, args: &[&str]) -> Running {
+        let mut c = self.command("run", args);
+        c.stdout(Stdio::null());
+        Running::spawn(c)
+    }
+
+    /// The size in bytes of a file in the folder; 0 when it does not exist.
+    pub fn size(&self, file: &str) -> u64 {
+        std::fs::metadata(self.path().join(file)).map_or(0, |m| m.len())
+    }
+
+    /// Waits until the file `output` is larger than `than` bytes, which for
+    /// a file sink's output means a checkpoint was committed (its visible
+    /// file grows only then), and returns true; returns false when `child`
+    /// exits first. Panics after [`PATIENCE`].
+    pub fn wait_for_output(&self, child: &mut Child, output: &str, than: u64) -> bool {
+        wait_until(
+            &format!("`{output}` to grow past {than} bytes"),
+            PATIENCE,
+            || {
+                if self.size(output) > than {
+                    Some(true)
+                } else {
+                    child.try_wait().unwrap().map(|_| false)
+                }
+            },
+        )
+    }
+
+    /// Starts the job with `args`, sends it SIGINT (as Ctrl-C does) once it
+    /// has committed output to the file `output`, and waits for it to exit.
+    pub fn run_interrupted(&self, args: &[&str], output: &str) -> Outcome {
+        let mut child = self
             .command("run", args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(after);
-        signal(&child, "-INT");
+        if self.wait_for_output(&mut child, output, 0) {
+            signal(&child, "-INT");
+        }
         child.wait_with_output().unwrap().into()
     }
 
-    /// Starts the job, kills it with SIGKILL after a random delay in
-    /// `window`, `kills` times in a row; returns how many runs were killed
-    /// before they finished on their own.
-    pub fn run_killed(&self, kills: usize, window: (u64, u64), rng: &mut XorShift) -> usize {
-        let mut killed = 0;
-        for _ in 0..kills {
+    /// Starts the job and kills it with SIGKILL, `kills` times in a row,
+    /// each time at an observed point: once the run has committed new
+    /// output to the file `output` (a checkpoint of this run is complete),
+    /// plus a random `jitter` (ms) so that the kill lands anywhere in the
+    /// checkpoints that follow. Stops early when a run finishes on its own
+    /// (asserting that it succeeded); returns how many runs were killed.
+    pub fn run_killed(
+        &self,
+        kills: usize,
+        output: &str,
+        jitter: (u64, u64),
+        rng: &mut XorShift,
+    ) -> usize {
+        for killed in 0..kills {
             let mut child = self
                 .command("run", &[])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            let deadline = Instant::now() + Duration::from_millis(rng.range(window.0, window.1));
-            loop {
-                if child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                if Instant::now() >= deadline {
-                    child.kill().unwrap(); // SIGKILL
-                    child.wait().unwrap();
-                    killed += 1;
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
+            let before = self.size(output);
+            let grew = self.wait_for_output(&mut child, output, before);
+            let kill_at = Instant::now() + Duration::from_millis(rng.range(jitter.0, jitter.1));
+            let finished = grew
+                && wait_until("the moment to kill", PATIENCE, || {
+                    match child.try_wait().unwrap() {
+                        Some(_) => Some(true),
+                        None => (Instant::now() >= kill_at).then_some(false),
+                    }
+                });
+            if !grew || finished {
+                let status = child.wait().unwrap();
+                assert!(status.success(), "a run between kills failed: {status}");
+                return killed;
             }
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
         }
-        killed
+        kills
     }
 
     /// Runs the job killed as [`JobDir::run_killed`] does, asserts that at
-    /// least two kills landed mid-job, then runs it to the end and asserts
-    /// that it resumed from a checkpoint; returns how many runs were killed.
-    pub fn run_through_kills(&self, kills: usize, window: (u64, u64), rng: &mut XorShift) -> usize {
-        let killed = self.run_killed(kills, window, rng);
+    /// least two kills landed mid-job, then runs it to the end (when no run
+    /// finished on its own) and asserts that it resumed from a checkpoint;
+    /// returns how many runs were killed.
+    pub fn run_through_kills(
+        &self,
+        kills: usize,
+        output: &str,
+        jitter: (u64, u64),
+        rng: &mut XorShift,
+    ) -> usize {
+        let killed = self.run_killed(kills, output, jitter, rng);
         assert!(
             killed >= 2,
             "only {killed} runs were killed mid-job; the input is too small to test crashes"
         );
-        let stderr = self.run_ok(&[]);
-        assert!(
-            stderr.contains("resumed from checkpoint"),
-            "the last run did not restore: {stderr}"
-        );
+        if killed == kills {
+            let stderr = self.run_ok(&[]);
+            assert!(
+                stderr.contains("resumed from checkpoint"),
+                "the last run did not restore: {stderr}"
+            );
+        }
         killed
     }
 
@@ -165,17 +220,6 @@ impl JobDir {
     pub fn read(&self, file: &str) -> String {
         let path = self.path().join(file);
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-    }
-}
-
-/// Polls `done` every 10 ms until it holds (a file appears, the store has a
-/// checkpoint, ...); panics naming `what` after a minute, when the job has
-/// surely hung.
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

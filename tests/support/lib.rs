@@ -18,6 +18,7 @@ pub fn repo_root() -> std::path::PathBuf {
 }
 
 pub mod cli;
+pub mod counts;
 pub mod job_dir;
 pub mod job_file;
 #[cfg(feature = "plugins")]
@@ -25,3 +26,5 @@ pub mod jobs;
 pub mod nested_build;
 pub mod pipeline;
 pub mod polyglot;
+pub mod running;
+pub mod wait;

@@ -1,0 +1,123 @@
+//! Exactly-once checks of running word counts: the output of `word-count`
+//! (`{"word": w, "count": n}`) and of `word-count-v2` (`{"w": w, "n": n,
+//! "v": 2}`) has one line per input word, and a word seen k times in the
+//! input has exactly the lines n = 1, 2, ..., k (in either format). A lost
+//! record leaves a word short of its true count, a duplicated one pushes
+//! another past it, even when the total number of lines is right.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// Output lines per word: (count, format version 1 or 2), in file order.
+pub type Counts = BTreeMap<String, Vec<(u64, u8)>>;
+
+/// The [`Counts`] of word-count output; panics on a line of neither format.
+pub fn parse_counts(text: &str) -> Counts {
+    let mut m = Counts::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("word-count output line is not JSON ({e}): {line}"));
+        let (w, n, version) = match v.get("v") {
+            Some(_) => (&v["w"], &v["n"], 2),
+            None => (&v["word"], &v["count"], 1),
+        };
+        let (Some(w), Some(n)) = (w.as_str(), n.as_u64()) else {
+            panic!("not a word-count output line: {line}");
+        };
+        m.entry(w.to_string()).or_default().push((n, version));
+    }
+    m
+}
+
+/// How often each word occurs in `words`.
+pub fn true_counts<'a>(words: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for w in words {
+        *m.entry(w.to_string()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Checks that `output` holds, for every word of `want` (its true count),
+/// exactly the counts 1..=true count, and no word that is not in `want`;
+/// the error lists up to five words that differ.
+pub fn check_running_counts(want: &BTreeMap<String, u64>, output: &str) -> Result<(), String> {
+    let got = parse_counts(output);
+    let mut wrong = Vec::new();
+    for (w, &k) in want {
+        let mut ns: Vec<u64> = got
+            .get(w)
+            .map_or_else(Vec::new, |seen| seen.iter().map(|(n, _)| *n).collect());
+        ns.sort_unstable();
+        if !ns.iter().copied().eq(1..=k) {
+            wrong.push(format!("{w}: counts {ns:?}, expected 1..={k}"));
+        }
+    }
+    for w in got.keys().filter(|w| !want.contains_key(*w)) {
+        wrong.push(format!("{w}: in the output but not in the input"));
+    }
+    if wrong.is_empty() {
+        return Ok(());
+    }
+    let lines: usize = got.values().map(Vec::len).sum();
+    let expected: u64 = want.values().sum();
+    Err(format!(
+        "{} word(s) not counted exactly once ({lines} output lines, {expected} input words): {}",
+        wrong.len(),
+        wrong.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+    ))
+}
+
+/// Asserts [`check_running_counts`], prefixing its error with `what`.
+pub fn assert_running_counts(want: &BTreeMap<String, u64>, output: &str, what: &str) {
+    if let Err(e) = check_running_counts(want, output) {
+        panic!("{what}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(w: &str, n: u64) -> String {
+        format!("{{\"word\":\"{w}\",\"count\":{n}}}\n")
+    }
+
+    #[test]
+    fn exact_running_counts_in_either_format_pass() {
+        let want = true_counts(["a", "b", "a"]);
+        let out = format!(
+            "{}{}{{\"w\":\"a\",\"n\":2,\"v\":2}}\n",
+            line("a", 1),
+            line("b", 1)
+        );
+        check_running_counts(&want, &out).unwrap();
+    }
+
+    /// A lost record of one word and a duplicated record of another keep the
+    /// total, and each word's counts still run 1..=n: only the true counts
+    /// show both.
+    #[test]
+    fn a_loss_and_a_duplicate_that_cancel_out_are_reported() {
+        let want = true_counts(["a", "a", "b", "b"]);
+        let out = [line("a", 1), line("b", 1), line("b", 2), line("b", 3)].concat();
+        let err = check_running_counts(&want, &out).unwrap_err();
+        assert!(err.contains("a: counts [1], expected 1..=2"), "{err}");
+        assert!(err.contains("b: counts [1, 2, 3], expected 1..=2"), "{err}");
+    }
+
+    #[test]
+    fn a_repeated_count_and_an_unknown_word_are_reported() {
+        let want = true_counts(["a", "a"]);
+        let out = [line("a", 1), line("a", 1), line("z", 1)].concat();
+        let err = check_running_counts(&want, &out).unwrap_err();
+        assert!(err.contains("a: counts [1, 1], expected 1..=2"), "{err}");
+        assert!(
+            err.contains("z: in the output but not in the input"),
+            "{err}"
+        );
+        let err = check_running_counts(&want, "").unwrap_err();
+        assert!(err.contains("a: counts [], expected 1..=2"), "{err}");
+    }
+}
