@@ -69,6 +69,58 @@ fn damaged_entries_are_compiled_again() {
 }
 
 #[test]
+fn a_well_formed_entry_of_another_plugin_is_compiled_again_not_run() {
+    let (_dir, cache) = empty_cache();
+    let rt = Runtime::new().unwrap();
+    let word_count = wasm();
+    let reconcile = std::fs::read(plugins::RECONCILE).unwrap();
+    cache.compile(rt.engine(), &reconcile).unwrap();
+    // Reconcile's entry, intact, under word-count's name.
+    std::fs::copy(
+        cache.entry_path(rt.engine(), &reconcile),
+        cache.entry_path(rt.engine(), &word_count),
+    )
+    .unwrap();
+    let (_, outcome) = cache.compile(rt.engine(), &word_count).unwrap();
+    assert_eq!(outcome, Outcome::Replaced);
+    let (_, again) = cache.compile(rt.engine(), &word_count).unwrap();
+    assert_eq!(again, Outcome::Hit, "word-count's own entry was written");
+}
+
+#[test]
+fn weir_inspect_never_runs_another_plugins_cache_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let sha = |path: &str| {
+        let rt = Runtime::new().unwrap();
+        rt.load(path).unwrap().sha256().to_owned()
+    };
+    let (word_count, reconcile) = (sha(plugins::WORD_COUNT), sha(plugins::RECONCILE));
+    inspect(&cache, plugins::WORD_COUNT);
+    inspect(&cache, plugins::RECONCILE);
+    let entry_of = |sha: &str| {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with(sha))
+            .unwrap_or_else(|| panic!("no cache entry for {sha}"))
+    };
+    std::fs::copy(entry_of(&reconcile), entry_of(&word_count)).unwrap();
+    let out = cli::Outcome::of(
+        WEIR.command(["inspect", plugins::WORD_COUNT])
+            .env("WEIR_CACHE_DIR", &cache),
+    )
+    .assert_ok();
+    assert!(out.stdout.contains("word-count"), "{}", out.stdout);
+    assert!(!out.stdout.contains("reconcile"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("was compiled from another component"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn an_unwritable_cache_only_disables_caching() {
     let dir = tempfile::tempdir().unwrap();
     // A file where the folder should be.

@@ -15,9 +15,13 @@
 //! - The cache never makes loading fail: an unreadable, corrupt, truncated
 //!   or incompatible entry is compiled again (and rewritten), and a cache
 //!   folder that cannot be written just means no caching.
-//! - An entry is used only if its checksum matches: each file starts with a
-//!   magic line and the sha256 of the artifact that follows, checked before
-//!   the artifact is handed to wasmtime (deserializing trusts its input).
+//! - An entry is used only for the component and engine it was made from,
+//!   and only if its checksum matches: each file starts with a magic line,
+//!   the sha256 of the `.wasm` bytes it was compiled from, the engine key,
+//!   and a sha256 over those and the artifact that follows. All are checked
+//!   before the artifact is handed to wasmtime (deserializing trusts its
+//!   input), so an entry copied or renamed over another one (a well-formed
+//!   entry of a different plugin) is compiled again, never run.
 //! - Entries are written to a temporary file and renamed into place, so a
 //!   concurrent reader sees a whole entry or none.
 //! - At most [`MAX_ENTRIES`] entries are kept: writing one more removes the
@@ -34,7 +38,9 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The first bytes of every entry: format name and version.
-const MAGIC: &[u8; 8] = b"WEIRCC1\n";
+const MAGIC: &[u8; 8] = b"WEIRCC2\n";
+/// Bytes of each sha256 in an entry's header.
+const SHA: usize = 32;
 /// Extension of entry files.
 const EXT: &str = "cwasm";
 /// Most entries kept in one cache folder.
@@ -117,11 +123,60 @@ pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The part of an entry's name that depends on the engine.
-fn engine_key(engine: &Engine) -> String {
+/// The sha256 of the engine's compatibility hash: what an entry compiled by
+/// `engine` records, and (its first 8 bytes) part of the entry's name.
+fn engine_sha(engine: &Engine) -> [u8; SHA] {
     let mut h = ShaHasher(Sha256::new());
     std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
-    hex(&h.0.finalize()[..8])
+    h.0.finalize().into()
+}
+
+/// What an entry must have been made from to be used.
+struct Origin {
+    /// sha256 of the `.wasm` bytes.
+    wasm: [u8; SHA],
+    /// [`engine_sha`] of the engine.
+    engine: [u8; SHA],
+}
+
+impl Origin {
+    fn of(engine: &Engine, wasm: &[u8]) -> Self {
+        Origin {
+            wasm: Sha256::digest(wasm).into(),
+            engine: engine_sha(engine),
+        }
+    }
+
+    /// The checksum of an entry holding `artifact` made from `self`.
+    fn checksum(&self, artifact: &[u8]) -> [u8; SHA] {
+        let mut h = Sha256::new();
+        h.update(self.wasm);
+        h.update(self.engine);
+        h.update(artifact);
+        h.finalize().into()
+    }
+
+    /// The whole entry file for `artifact`.
+    fn entry(&self, artifact: &[u8]) -> Vec<u8> {
+        let mut file = Vec::with_capacity(MAGIC.len() + 3 * SHA + artifact.len());
+        file.extend_from_slice(MAGIC);
+        file.extend_from_slice(&self.wasm);
+        file.extend_from_slice(&self.engine);
+        file.extend_from_slice(&self.checksum(artifact));
+        file.extend_from_slice(artifact);
+        file
+    }
+}
+
+/// Why an entry file is not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unusable {
+    /// Not an entry of this format, truncated, or its checksum is wrong.
+    Corrupt,
+    /// A well-formed entry of another component.
+    OtherComponent,
+    /// A well-formed entry of another engine configuration.
+    OtherEngine,
 }
 
 impl CompileCache {
@@ -144,35 +199,45 @@ impl CompileCache {
     /// The entry file for `wasm` compiled by `engine`.
     pub fn entry_path(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
         let sha = hex(&Sha256::digest(wasm));
-        self.dir.join(format!("{sha}-{}.{EXT}", engine_key(engine)))
+        let engine = hex(&engine_sha(engine)[..8]);
+        self.dir.join(format!("{sha}-{engine}.{EXT}"))
     }
 
     /// The component for `wasm`: from the cache when a valid entry exists,
     /// else compiled (and stored). Fails only when `wasm` does not compile.
     pub fn compile(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Component, Outcome)> {
         let path = self.entry_path(engine, wasm);
+        let origin = Origin::of(engine, wasm);
         let mut existed = false;
         match std::fs::read(&path) {
             Ok(file) => {
                 existed = true;
-                if let Some(artifact) = checked_artifact(&file) {
-                    // SAFETY: the artifact was written by `precompile_component`
-                    // of an engine with the same compatibility hash (the file
-                    // name) and its checksum matches, so it is the bytes wasmtime
-                    // produced; `deserialize` also checks the engine settings
-                    // and version recorded in it.
-                    match unsafe { Component::deserialize(engine, artifact) } {
-                        Ok(c) => return Ok((c, Outcome::Hit)),
-                        Err(e) => tracing::warn!(
-                            "compile cache: {} is not usable ({e:#}); compiling again",
-                            path.display()
-                        ),
+                match checked_artifact(&file, &origin) {
+                    Ok(artifact) => {
+                        // SAFETY: the entry records that the artifact was
+                        // compiled from these `.wasm` bytes by an engine with
+                        // this compatibility hash, and the checksum over all
+                        // three matches, so it is the bytes
+                        // `precompile_component` produced for them;
+                        // `deserialize` also checks the engine settings and
+                        // version recorded in it.
+                        match unsafe { Component::deserialize(engine, artifact) } {
+                            Ok(c) => return Ok((c, Outcome::Hit)),
+                            Err(e) => tracing::warn!(
+                                "compile cache: {} is not usable ({e:#}); compiling again",
+                                path.display()
+                            ),
+                        }
                     }
-                } else {
-                    tracing::warn!(
-                        "compile cache: {} is corrupt; compiling again",
-                        path.display()
-                    );
+                    Err(why) => tracing::warn!(
+                        "compile cache: {} {}; compiling again",
+                        path.display(),
+                        match why {
+                            Unusable::Corrupt => "is corrupt",
+                            Unusable::OtherComponent => "was compiled from another component",
+                            Unusable::OtherEngine => "was compiled by another engine configuration",
+                        }
+                    ),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -184,7 +249,7 @@ impl CompileCache {
         let artifact = engine.precompile_component(wasm)?;
         // SAFETY: produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &artifact)? };
-        let outcome = match self.store(&path, &artifact) {
+        let outcome = match self.store(&path, &origin.entry(&artifact)) {
             Ok(()) if existed => Outcome::Replaced,
             Ok(()) => Outcome::Compiled,
             Err(e) => {
@@ -198,8 +263,9 @@ impl CompileCache {
         Ok((component, outcome))
     }
 
-    /// Writes an entry atomically, then trims the folder to [`MAX_ENTRIES`].
-    fn store(&self, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
+    /// Writes an entry file atomically, then trims the folder to
+    /// [`MAX_ENTRIES`].
+    fn store(&self, path: &Path, entry: &[u8]) -> std::io::Result<()> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         std::fs::create_dir_all(&self.dir)?;
         let tmp = self.dir.join(format!(
@@ -209,9 +275,7 @@ impl CompileCache {
         ));
         let result = (|| {
             let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(MAGIC)?;
-            f.write_all(&Sha256::digest(artifact))?;
-            f.write_all(artifact)?;
+            f.write_all(entry)?;
             f.sync_all()?;
             std::fs::rename(&tmp, path)
         })();
@@ -244,14 +308,29 @@ impl CompileCache {
     }
 }
 
-/// The artifact of an entry file, if its magic and checksum are right.
-fn checked_artifact(file: &[u8]) -> Option<&[u8]> {
-    let rest = file.strip_prefix(MAGIC)?;
-    if rest.len() < 32 {
-        return None;
+/// The artifact of an entry file, if it is a whole entry made from `origin`.
+fn checked_artifact<'a>(file: &'a [u8], origin: &Origin) -> Result<&'a [u8], Unusable> {
+    let rest = file.strip_prefix(MAGIC).ok_or(Unusable::Corrupt)?;
+    if rest.len() < 3 * SHA {
+        return Err(Unusable::Corrupt);
     }
-    let (sum, artifact) = rest.split_at(32);
-    (Sha256::digest(artifact).as_slice() == sum).then_some(artifact)
+    let (wasm, rest) = rest.split_at(SHA);
+    let (engine, rest) = rest.split_at(SHA);
+    let (sum, artifact) = rest.split_at(SHA);
+    let recorded = Origin {
+        wasm: wasm.try_into().expect("SHA bytes"),
+        engine: engine.try_into().expect("SHA bytes"),
+    };
+    if recorded.checksum(artifact).as_slice() != sum {
+        return Err(Unusable::Corrupt);
+    }
+    if recorded.wasm != origin.wasm {
+        return Err(Unusable::OtherComponent);
+    }
+    if recorded.engine != origin.engine {
+        return Err(Unusable::OtherEngine);
+    }
+    Ok(artifact)
 }
 
 /// Compiles `wasm` with `engine`, through the process's default cache
@@ -267,17 +346,41 @@ pub fn compile(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Component> {
 mod tests {
     use super::*;
 
+    fn origin(wasm: &[u8], engine: u8) -> Origin {
+        Origin {
+            wasm: Sha256::digest(wasm).into(),
+            engine: [engine; SHA],
+        }
+    }
+
     #[test]
     fn checksum_guards_the_artifact() {
-        let mut file = MAGIC.to_vec();
-        file.extend_from_slice(&Sha256::digest(b"abc"));
-        file.extend_from_slice(b"abc");
-        assert_eq!(checked_artifact(&file), Some(&b"abc"[..]));
+        let o = origin(b"component", 1);
+        let mut file = o.entry(b"abc");
+        assert_eq!(checked_artifact(&file, &o), Ok(&b"abc"[..]));
         let last = file.len() - 1;
         file[last] ^= 1;
-        assert_eq!(checked_artifact(&file), None);
-        assert_eq!(checked_artifact(&file[..20]), None);
-        assert_eq!(checked_artifact(b"garbage"), None);
+        assert_eq!(checked_artifact(&file, &o), Err(Unusable::Corrupt));
+        assert_eq!(checked_artifact(&file[..20], &o), Err(Unusable::Corrupt));
+        assert_eq!(checked_artifact(b"garbage", &o), Err(Unusable::Corrupt));
+        // The header is covered too: a flipped bit in the recorded origin.
+        let mut file = o.entry(b"abc");
+        file[MAGIC.len()] ^= 1;
+        assert_eq!(checked_artifact(&file, &o), Err(Unusable::Corrupt));
+    }
+
+    #[test]
+    fn an_entry_is_used_only_for_its_component_and_engine() {
+        let mine = origin(b"word-count", 1);
+        let theirs = origin(b"reconcile", 1);
+        let other_engine = origin(b"word-count", 2);
+        let file = theirs.entry(b"reconcile's code");
+        assert_eq!(
+            checked_artifact(&file, &mine),
+            Err(Unusable::OtherComponent)
+        );
+        let file = other_engine.entry(b"code");
+        assert_eq!(checked_artifact(&file, &mine), Err(Unusable::OtherEngine));
     }
 
     #[test]

@@ -154,6 +154,11 @@ impl From<types::Error> for PluginReturned {
     }
 }
 
+/// wasmtime's message when one call copies more than the store's hostcall
+/// fuel ([`copy_budget`](super::limiter::copy_budget)) out of the guest; its
+/// error type is private.
+const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+
 /// Turns a failed call into an [`InstanceError`]: limits (host limits, the
 /// memory and table limiter, the deadline, fuel, the wasm stack, wasmtime's
 /// instance counts) become [`InstanceError::Limit`], anything else a one-line
@@ -197,6 +202,11 @@ pub(super) fn trap_error(
     if let Some(l) = e.chain().find_map(|c| count_limit(&c.to_string(), limits)) {
         return limit(l);
     }
+    if e.chain()
+        .any(|c| c.to_string().contains(HOSTCALL_FUEL_EXHAUSTED))
+    {
+        return limit(LimitExceeded::copy_budget(limits));
+    }
     let backtrace = e.downcast_ref::<WasmBacktrace>().map(|b| b.to_string());
     if let Some(b) = &backtrace {
         tracing::debug!(operator = %operator, hook, "plugin trapped; {b}");
@@ -212,5 +222,73 @@ pub(super) fn trap_error(
         hook,
         message,
         backtrace,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::{Component, Linker};
+
+    use super::*;
+    use crate::config::{Grants, Limits};
+
+    /// A component whose `f` returns a list of 1000 lists that all alias the
+    /// same 4 KiB of its memory: 4000 KiB to copy from 64 KiB of memory.
+    const ALIASED_LISTS: &str = r#"
+        (component
+          (core module $m
+            (memory (export "memory") 1)
+            (func (export "f") (result i32)
+              (local $i i32)
+              (i32.store (i32.const 0) (i32.const 16))
+              (i32.store (i32.const 4) (i32.const 1000))
+              (loop $fill
+                (i32.store (i32.add (i32.const 16) (i32.mul (local.get $i) (i32.const 8)))
+                           (i32.const 0))
+                (i32.store (i32.add (i32.const 20) (i32.mul (local.get $i) (i32.const 8)))
+                           (i32.const 4096))
+                (local.set $i (i32.add (local.get $i) (i32.const 1)))
+                (br_if $fill (i32.lt_u (local.get $i) (i32.const 1000))))
+              (i32.const 0)))
+          (core instance $i (instantiate $m))
+          (func (export "f") (result (list (list u8)))
+            (canon lift (core func $i "f") (memory (core memory $i "memory")))))
+    "#;
+
+    /// Calls `f` of [`ALIASED_LISTS`] in a store with `memory` bytes of
+    /// memory; returns how many bytes it got or the error.
+    fn call_aliased(memory: usize) -> Result<usize, InstanceError> {
+        let runtime = crate::Runtime::new().unwrap();
+        let engine = runtime.engine();
+        let bytes = wat::parse_str(ALIASED_LISTS).unwrap();
+        let component = Component::new(engine, bytes).unwrap();
+        let limits = Limits {
+            memory,
+            ..Limits::default()
+        };
+        let mut store = InstanceState::new("op[0]", limits, Grants::default()).into_store(engine);
+        let instance = Linker::new(engine)
+            .instantiate(&mut store, &component)
+            .unwrap();
+        let f = instance
+            .get_typed_func::<(), (Vec<Vec<u8>>,)>(&mut store, "f")
+            .unwrap();
+        match f.call(&mut store, ()) {
+            Ok((lists,)) => Ok(lists.iter().map(Vec::len).sum()),
+            Err(e) => Err(trap_error(store.data(), "snapshot", e)),
+        }
+    }
+
+    #[test]
+    fn a_copy_over_the_budget_is_a_limit_naming_the_key_to_raise() {
+        // 1 MiB of memory: a 2 MiB copy budget, less than the 4000 KiB.
+        let e = call_aliased(1 << 20).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "operator `op[0]`: in `snapshot`: data copied out of the plugin in one call \
+             exceeds twice limits.memory = 2MiB"
+        );
+        // 4 MiB of memory: an 8 MiB budget, and the same copy succeeds.
+        assert_eq!(call_aliased(4 << 20).unwrap(), 1000 * 4096);
     }
 }

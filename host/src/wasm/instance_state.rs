@@ -70,11 +70,13 @@ impl InstanceState {
         }
     }
 
-    /// A `Store` holding `self`, with its resource limiter and call deadline
-    /// installed.
+    /// A `Store` holding `self`, with its resource limiter, copy budget and
+    /// call deadline installed.
     pub(super) fn into_store(self, engine: &Engine) -> Store<InstanceState> {
+        let copy_budget = super::limiter::copy_budget(&self.limits);
         let mut store = Store::new(engine, self);
         store.limiter(|s| &mut s.limiter);
+        store.set_hostcall_fuel(copy_budget);
         store.epoch_deadline_callback(|ctx| {
             let data = ctx.data();
             match data.deadline {

@@ -23,6 +23,25 @@ use crate::config::{LimitValue, Limits};
 /// explicitly so errors can name it). Not configurable per operator.
 pub const WASM_STACK: usize = 512 << 10;
 
+/// Most bytes the host allocates for what it copies out of the plugin in
+/// one call (wasmtime's "hostcall fuel": the lists and strings of one
+/// import's arguments, or of one export's results such as a snapshot):
+/// twice `limits.memory`. A guest cannot hand over more distinct bytes than
+/// its memory holds, and the host's form of a list of records is at most
+/// about twice the guest's, so any honest copy fits; lists that alias the
+/// same guest bytes many times over are stopped at this bound.
+///
+/// ```
+/// let limits = weir::config::Limits { memory: 512 << 20, ..Default::default() };
+/// assert_eq!(weir::wasm::copy_budget(&limits), 1 << 30);
+/// ```
+pub fn copy_budget(limits: &Limits) -> usize {
+    limits.memory.saturating_mul(2)
+}
+
+/// The job-file key [`copy_budget`] follows, as a [`LimitExceeded::key`].
+const COPY_BUDGET_KEY: &str = "twice limits.memory";
+
 /// A limit a plugin exceeded. Host functions, the resource limiter and the
 /// call deadline raise it as a trap; it reaches the user as
 /// [`InstanceError::Limit`](crate::InstanceError::Limit).
@@ -89,6 +108,16 @@ impl LimitExceeded {
             "call time",
             "call_timeout",
             LimitValue::Time(limits.call_timeout),
+            None,
+        )
+    }
+
+    /// One call copied more out of the plugin than [`copy_budget`].
+    pub(super) fn copy_budget(limits: &Limits) -> Self {
+        LimitExceeded::new(
+            "data copied out of the plugin in one call",
+            COPY_BUDGET_KEY,
+            LimitValue::Bytes(copy_budget(limits) as u64),
             None,
         )
     }

@@ -7,7 +7,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `compile_cache` | the on-disk cache of compiled components |
-//! | `limiter` | [`LimitExceeded`], the `ResourceLimiter`, wasmtime's count limits, the wasm stack size |
+//! | `limiter` | [`LimitExceeded`], the `ResourceLimiter`, wasmtime's count limits, the wasm stack size, the per-call [`copy_budget`] |
 //! | `guest_output` | a plugin's stdout and stderr to the log; sanitizing every text from a plugin |
 //! | `wasi` | the WASI context (empty sandbox, fixed clocks, deterministic randomness) and sleeps cut at the call deadline |
 //! | `instance_state` | the store data `InstanceState` and the preparation of each call (deadline, fuel) |
@@ -36,7 +36,7 @@ mod wasi;
 
 pub use error::{InstanceError, PluginError, PluginReturned};
 pub use instance::OperatorInstance;
-pub use limiter::{LimitExceeded, WASM_STACK};
+pub use limiter::{LimitExceeded, WASM_STACK, copy_budget};
 pub use plugin::{MAX_NAME, MAX_PORTS, OperatorInfo, Plugin, sha256_hex};
 pub use runtime::{EPOCH_TICK, Runtime, RuntimeOptions};
 pub use wasmtime::Engine;
