@@ -22,7 +22,7 @@ use crate::run::attempt::{Attempt, AttemptEnd, run_attempt};
 use crate::run::control::ControlSocket;
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
-use crate::run::plugins::{LoadedOperator, load_operator, load_plugins};
+use crate::run::plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
 use crate::run::summary::RunSummary;
 use crate::run::swap::{Probation, SwapRequest};
 use crate::tasks::TaskError;
@@ -41,7 +41,13 @@ pub(crate) fn supervise(
     shutdown: &AtomicBool,
 ) -> Result<RunSummary, RunError> {
     let started = Instant::now();
+    // Resolved once: every attempt and the control socket use one folder.
+    let options = &RunOptions {
+        state_dir: Some(options.state_dir(job)),
+        ..options.clone()
+    };
     let mut plugins = load_plugins(job, runtime, &options.swaps)?;
+    warn_unconsumed_outputs(job, &plugins);
     let mut swapped: BTreeSet<String> = options.swaps.iter().map(|(op, _)| op.clone()).collect();
     if !swapped.is_empty() && options.restore == RestoreMode::None {
         return Err(RunError::Swap(
