@@ -194,23 +194,24 @@ fn checkpoints_and_state_take_the_job_file_or_its_folder() {
 fn a_folder_without_checkpoints_says_what_to_pass() {
     let j = finished_job();
     let bare = j.path().join("state"); // the parent of the default state/counted
-    for verb in ["checkpoints", "state"] {
-        let out = WEIR.output([
-            OsStr::new(verb),
-            bare.as_os_str(),
-            OsStr::new("--operator=count"),
-        ]);
+    for (verb, args) in [
+        ("checkpoints", &[][..]),
+        ("state", &["--operator", "count"][..]),
+    ] {
+        let args = args.iter().map(OsStr::new);
+        let on = |dir: &std::path::Path| {
+            let verb_dir = [OsStr::new(verb), dir.as_os_str()];
+            weir_tests::cli::Outcome::of(
+                &mut WEIR.command(verb_dir.into_iter().chain(args.clone())),
+            )
+        };
+        let out = on(&bare);
         out.assert_one_line_error(&[
             "has no checkpoints.redb",
             "pass the state directory of a job that has run, or its job file",
         ]);
         assert!(!out.stderr.contains("--state-dir"), "{}", out.stderr);
-        let job = j.path().join("job.toml");
-        WEIR.ok([
-            OsStr::new(verb),
-            job.as_os_str(),
-            OsStr::new("--operator=count"),
-        ]);
+        on(&j.path().join("job.toml")).assert_ok();
     }
 }
 
