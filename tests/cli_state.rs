@@ -186,6 +186,15 @@ fn checkpoints_and_state_take_the_job_file_or_its_folder() {
         let out = WEIR.ok([OsStr::new("state"), arg].into_iter().chain(args));
         assert_eq!(out.stdout.trim(), r#"{"key":"w1\u0000count","value":500}"#);
     }
+    // `weir swap` looks for the running job in the job's state directory.
+    let swap = format!("count={}", plugins::WORD_COUNT_V2);
+    let out = WEIR.output([OsStr::new("swap"), file.as_os_str(), OsStr::new(&swap)]);
+    let said = format!("no running job on {}", state.display());
+    assert!(
+        !out.success() && out.stderr.contains(&said),
+        "{}",
+        out.stderr
+    );
 }
 
 /// A folder without checkpoints says what to pass instead, and doing so
