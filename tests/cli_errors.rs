@@ -61,6 +61,19 @@ fn toml_syntax_error_has_line_and_column() {
     );
 }
 
+/// `validate` refuses what `run` would: one check, one message.
+#[test]
+fn csv_source_without_its_key_column() {
+    let csv = "path = \"words.txt\"\nformat = \"csv\"\nkey = \"order_no\"";
+    both(
+        &GOOD.replacen("path = \"words.txt\"", csv, 1),
+        &[
+            "source \"words\"",
+            "words.txt:1: the header row has no column `order_no` (columns: a); fix `key`",
+        ],
+    );
+}
+
 #[test]
 fn unknown_upstream_id() {
     both(

@@ -1,6 +1,7 @@
 //! `weir run` as users see it: progress lines, Prometheus metrics, the
 //! summary, and `weir validate`.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Stdio;
 
@@ -292,7 +293,7 @@ fn validate_loads_every_plugin_and_calls_open() {
         "{text}"
     );
     assert!(
-        !j.path().join("state").exists(),
+        !j.state_dir().exists() && !j.path().join("state").exists(),
         "validate must not create state"
     );
     // A config the plugin rejects in `open`.
@@ -385,4 +386,108 @@ fn stdin_records_are_output_while_stdin_stays_open() {
         r#"{"word":"a","count":2}"#
     );
     assert!(child.wait().unwrap().success());
+}
+
+/// `weir run DIR` and `weir validate DIR` take the folder's job.toml; a
+/// folder without one is refused, saying so.
+#[test]
+fn a_job_folder_stands_for_its_job_toml() {
+    let j = job(1_000_000, 10);
+    let out = WEIR.ok([OsStr::new("validate"), j.path().as_os_str()]);
+    assert!(out.stdout.contains("is valid"), "{}", out.stdout);
+    let out = WEIR.ok([OsStr::new("run"), j.path().as_os_str()]);
+    assert!(
+        out.stderr.contains("job `metered` finished"),
+        "{}",
+        out.stderr
+    );
+    let empty = tempfile::tempdir().unwrap();
+    for verb in ["run", "validate", "checkpoints"] {
+        let out = WEIR.output([OsStr::new(verb), empty.path().as_os_str()]);
+        let needles: &[&str] = match verb {
+            // A folder without a job.toml is taken for a state directory.
+            "checkpoints" => &["has no checkpoints.redb"],
+            _ => &["is a folder without a job.toml; pass the path of the job file itself"],
+        };
+        out.assert_one_line_error(needles);
+    }
+}
+
+/// `--progress-every` takes durations as job files write them, and a bare
+/// number of seconds; anything else is a usage error naming the syntax.
+#[test]
+fn progress_every_takes_a_duration() {
+    let j = job(4000, 8000);
+    for every in ["500ms", "0.5"] {
+        let out = j.run(&["--restore", "none", "--progress-every", every]);
+        assert!(out.success(), "{}", out.stderr);
+        let lines = out.stderr.lines();
+        assert!(
+            lines
+                .into_iter()
+                .any(|l| l.starts_with("progress: job `metered`")),
+            "{every}: {}",
+            out.stderr
+        );
+    }
+    let out = j.run(&["--progress-every", "soon"]);
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("\"soon\" is not a duration"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// `--metrics PORT` listens on the loopback interface; a bad address and a
+/// port in use get distinct messages.
+#[test]
+fn metrics_takes_a_bare_port_and_explains_failures() {
+    let j = job(1_000_000, 10);
+    let out = j.run(&["--metrics", "0", "--progress-every", "0"]);
+    assert!(out.success(), "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with("metrics: http://127.0.0.1:"),
+        "{}",
+        out.stderr
+    );
+
+    let out = j.run(&["--metrics", "nonsense"]);
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    let said = "`nonsense` is not a port (9400) or an address HOST:PORT (127.0.0.1:9400)";
+    assert!(out.stderr.contains(said), "{}", out.stderr);
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = j.run(&["--metrics", &port]);
+    out.assert_one_line_error(&[
+        &format!("--metrics 127.0.0.1:{port}: the port is in use by another process"),
+        "pick another port, or 0 for a free one",
+    ]);
+    assert!(
+        !out.stderr.contains("invalid socket address"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// An output port that nothing reads is warned about, naming the operator
+/// and the port, by `validate` and at the start of `run`.
+#[test]
+fn an_unconsumed_output_port_is_warned_about() {
+    let routed = JobFile::new("routed")
+        .source(Source::file("words", "words.txt"))
+        .operator(Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["words"]))
+        .sink(Sink::file("out", "out.txt").input("route"));
+    let j = JobDir::new(WEIR, routed, &[("words.txt", "a\nb\n")]);
+    let warning = "operator `route`: nothing consumes output port `rejected` of plugin ";
+    let dropped =
+        "so records emitted on it are dropped; consumers read only its first output port `out`";
+    for out in [j.validate(), j.run(&[])] {
+        let err = &out.stderr;
+        assert!(out.success(), "{err}");
+        assert!(err.contains(warning) && err.contains(dropped), "{err}");
+        assert!(err.contains("WARN"), "{err}");
+    }
+    assert_eq!(j.read("out.txt"), "a\nb\n");
 }

@@ -1,11 +1,14 @@
 //! `weir checkpoints` and `weir state` read a state dir without loading any
 //! plugin, as text and with `--json`.
 
+use std::ffi::OsStr;
+
 use serde_json::Value;
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::Checkpoint;
-use weir_tests::jobs::count_words;
+use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::jobs::{count_words, wordcount};
+use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -168,4 +171,143 @@ fn state_errors_are_clear() {
     let (ok, err) = (out.success(), out.stderr);
     assert!(!ok && err.contains("no checkpoints in"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// `weir checkpoints` and `weir state` take a job file or a job folder for
+/// the job's state directory, as well as the state directory itself.
+#[test]
+fn checkpoints_and_state_take_the_job_file_or_its_folder() {
+    let j = finished_job();
+    let (file, state) = (j.path().join("job.toml"), j.state_dir());
+    for arg in [file.as_os_str(), j.path().as_os_str(), state.as_os_str()] {
+        let out = WEIR.ok([OsStr::new("checkpoints"), arg]);
+        assert!(out.stdout.starts_with("job `counted`: "), "{}", out.stdout);
+        let args = ["--operator", "count", "--key", "w1"].map(OsStr::new);
+        let out = WEIR.ok([OsStr::new("state"), arg].into_iter().chain(args));
+        assert_eq!(out.stdout.trim(), r#"{"key":"w1\u0000count","value":500}"#);
+    }
+    // `weir swap` looks for the running job in the job's state directory.
+    let swap = format!("count={}", plugins::WORD_COUNT_V2);
+    let out = WEIR.output([OsStr::new("swap"), file.as_os_str(), OsStr::new(&swap)]);
+    let said = format!("no running job on {}", state.display());
+    assert!(
+        !out.success() && out.stderr.contains(&said),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A folder without checkpoints says what to pass instead, and doing so
+/// works; no hint names a flag the verb does not have.
+#[test]
+fn a_folder_without_checkpoints_says_what_to_pass() {
+    let j = finished_job();
+    let bare = j.path().join("state"); // the parent of the default state/counted
+    for (verb, args) in [
+        ("checkpoints", &[][..]),
+        ("state", &["--operator", "count"][..]),
+    ] {
+        let args = args.iter().map(OsStr::new);
+        let on = |dir: &std::path::Path| {
+            let verb_dir = [OsStr::new(verb), dir.as_os_str()];
+            weir_tests::cli::Outcome::of(
+                &mut WEIR.command(verb_dir.into_iter().chain(args.clone())),
+            )
+        };
+        let out = on(&bare);
+        out.assert_one_line_error(&[
+            "has no checkpoints.redb",
+            "pass the state directory of a job that has run, or its job file",
+        ]);
+        assert!(!out.stderr.contains("--state-dir"), "{}", out.stderr);
+        on(&j.path().join("job.toml")).assert_ok();
+    }
+}
+
+/// `weir state` says why it prints nothing, with exit status 3.
+#[test]
+fn state_of_an_operator_without_keyed_state_says_so() {
+    let split = JobDir::new(
+        WEIR,
+        wordcount(plugins::WORD_COUNT, None),
+        &[("input.txt", "a b\nc\n")],
+    );
+    split.run_ok(&[]);
+    let out = split.on_state("state", &["--operator", "split"]);
+    assert_eq!(out.code(), Some(3), "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    let said = ": it has no keyed state and no snapshot";
+    assert!(
+        out.stderr
+            .contains("operator `split` is stateless at checkpoint ")
+            && out.stderr.contains(said),
+        "{}",
+        out.stderr
+    );
+    let out = split.on_state("state", &["--operator", "count", "--key", "zzz"]);
+    assert_eq!(out.code(), Some(3), "{}", out.stderr);
+    let said = " (3 entries); drop --key to list them";
+    assert!(
+        out.stderr
+            .contains("operator `count` has no key \"zzz\" at checkpoint ")
+            && out.stderr.contains(said),
+        "{}",
+        out.stderr
+    );
+
+    let dedupe = JobFile::new("dedupe")
+        .checkpoint(Checkpoint::final_only())
+        .source(
+            Source::file("events", "events.jsonl")
+                .format("jsonl")
+                .key("id"),
+        )
+        .operator(Operator::new("dedupe", plugins::DEDUPE).inputs(&["events"]))
+        .sink(Sink::file("out", "out.jsonl").input("dedupe"));
+    let events = "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"a\"}\n";
+    let dedupe = JobDir::new(WEIR, dedupe, &[("events.jsonl", events)]);
+    dedupe.run_ok(&[]);
+    let out = dedupe.on_state("state", &["--operator", "dedupe"]);
+    assert_eq!(out.code(), Some(3), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("operator `dedupe` keeps only a snapshot (")
+            && out
+                .stderr
+                .contains(" bytes at checkpoint 1); it has no keyed state to print"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// word-count-v2 keeps 8-byte little-endian counters: shown as hex by
+/// default, and in the encoding `--format` asks for.
+#[test]
+fn binary_values_are_shown_as_hex_or_in_the_format_asked_for() {
+    let v2 = count_words("counted", Checkpoint::final_only(), 1_000_000, 2)
+        .operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2));
+    let words: String = (0..300).map(|i| format!("w{}\n", i % 3)).collect();
+    let j = JobDir::new(WEIR, v2, &[("words.txt", &words)]);
+    j.run_ok(&[]);
+    let value = |args: &[&str]| {
+        let out = j.on_state(
+            "state",
+            &[&["--operator", "count", "--key", "w1"], args].concat(),
+        );
+        let line: Value = serde_json::from_str(out.assert_ok().stdout.trim()).unwrap();
+        line["value"].clone()
+    };
+    // 100 = 0x64, little-endian.
+    assert_eq!(value(&[]), serde_json::json!({"hex": "6400000000000000"}));
+    assert_eq!(value(&["--format", "hex"]), "6400000000000000");
+    assert_eq!(value(&["--format", "base64"]), "ZAAAAAAAAAA=");
+    assert_eq!(
+        value(&["--format", "utf8"]),
+        "d\u{0}\u{0}\u{0}\u{0}\u{0}\u{0}\u{0}"
+    );
+    let out = j.on_state("state", &["--operator", "count", "--key", "w1", "--json"]);
+    let doc: Value = serde_json::from_str(&out.assert_ok().stdout).unwrap();
+    assert_eq!(doc["entries"][0]["value_encoding"], "hex");
+    let out = j.on_state("state", &["--operator", "count", "--format", "octal"]);
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
 }

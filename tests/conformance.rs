@@ -563,7 +563,7 @@ fn swap_from_rust(lang: Lang, test: &str) {
         &format!("after the swap to {}", lang.name),
     );
     // The last checkpoint records the swapped-in plugin.
-    let store = weir::store::CheckpointStore::open_existing(&j.path().join("state")).unwrap();
+    let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
     let last = store.latest().unwrap().unwrap();
     let sha = load(&build).sha256().to_string();
     assert_eq!(last.operators["count"].sha256, sha);

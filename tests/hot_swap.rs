@@ -71,7 +71,7 @@ fn swap_on_restore_continues_counts_in_the_new_format() {
         assert!(seen[first_v2..].iter().all(|(_, f)| *f == 2));
     }
     // The state now uses the v2 encoding.
-    let store = weir::store::CheckpointStore::open_existing(&j.path().join("state")).unwrap();
+    let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
     let last = store.latest().unwrap().unwrap();
     assert_eq!(last.operators["count"].state_version, 2);
     assert_eq!(last.operators["count"].plugin_version, "2.0.0");

@@ -241,7 +241,7 @@ fn checkpoints_of_skewed_inputs_are_consistent_cuts() {
     let orders = Orders::generate(&mut XorShift(seed() ^ 4), 3000);
     let job = orders.job(Some(4000), Some(400));
     job.run_ok(&[]);
-    let store = weir::store::CheckpointStore::open_existing(&job.path().join("state")).unwrap();
+    let store = weir::store::CheckpointStore::open_existing(&job.state_dir()).unwrap();
     let checkpoints = store.list().unwrap();
     let mut intermediate = 0;
     for meta in checkpoints.iter().filter(|m| !m.final_checkpoint) {

@@ -71,7 +71,7 @@ fn restoring_an_older_checkpoint_rewinds_state_and_output() {
     let n = 3000;
     let j = job(6000, n);
     j.run_ok(&[]);
-    let store = weir::store::CheckpointStore::open_existing(&j.path().join("state")).unwrap();
+    let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
     let list = store.list().unwrap();
     assert!(list.len() >= 4, "only {} checkpoints", list.len());
     let middle = &list[list.len() / 2];
@@ -105,7 +105,7 @@ fn a_state_dir_of_another_job_is_refused() {
     let j = job(1_000_000, 100);
     j.run_ok(&[]);
     let other = JobDir::new(WEIR, counting("other", 1000), &[("words.txt", "a\n")]);
-    let state = j.path().join("state");
+    let state = j.state_dir();
     assert_fails(
         &other.run(&["--state-dir", state.to_str().unwrap()]),
         &["counting", "other"],
@@ -142,7 +142,7 @@ fn a_changed_parallelism_is_refused() {
 #[test]
 fn a_truncated_state_file_is_reported_clearly() {
     let j = interrupted(20_000);
-    let file = j.path().join("state/checkpoints.redb");
+    let file = j.state_dir().join("checkpoints.redb");
     let len = std::fs::metadata(&file).unwrap().len();
     let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
     f.set_len(len / 2).unwrap();
@@ -153,7 +153,7 @@ fn a_truncated_state_file_is_reported_clearly() {
 #[test]
 fn a_garbage_state_file_is_reported_clearly() {
     let j = interrupted(20_000);
-    let file = j.path().join("state/checkpoints.redb");
+    let file = j.state_dir().join("checkpoints.redb");
     let mut bytes = std::fs::read(&file).unwrap();
     for (i, b) in bytes.iter_mut().enumerate().skip(64) {
         *b ^= (i % 251) as u8;
@@ -168,7 +168,7 @@ fn an_empty_state_file_is_refused_not_taken_for_a_new_job() {
     j.run_ok(&[]);
     let output = j.read("out.jsonl");
     assert!(!output.is_empty());
-    let file = j.path().join("state/checkpoints.redb");
+    let file = j.state_dir().join("checkpoints.redb");
     std::fs::File::create(&file).unwrap(); // truncated to 0 bytes
     assert_fails(&j.run(&[]), &["checkpoints.redb", "is damaged"]);
     let shown = j.on_state("checkpoints", &[]);
@@ -268,4 +268,94 @@ fn a_job_reading_stdin_restores_its_state_and_reads_on_from_the_new_stdin() {
         multiset(&want),
         "the restored count of `a` goes on; the new stdin is read from its start"
     );
+}
+
+/// Two jobs in one folder, both with the default checkpoint folder, keep
+/// apart: each runs, even with `--restore none`, and restores its own.
+#[test]
+fn two_jobs_in_one_folder_keep_their_own_checkpoints() {
+    let j = JobDir::new(
+        WEIR,
+        counting("k", 1_000_000),
+        &[("words.txt", &words(200))],
+    );
+    let spin = JobFile::new("spin")
+        .source(Source::file("words", "words.txt"))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["words"]))
+        .sink(
+            Sink::file("out", "spin.jsonl")
+                .format("jsonl")
+                .input("count"),
+        );
+    let spin_file = j.path().join("spin.toml");
+    std::fs::write(&spin_file, spin.to_string()).unwrap();
+    let run_spin = |args: &[&str]| {
+        let mut c = WEIR.command(["run"]);
+        c.arg(&spin_file).args(args);
+        Outcome::of(&mut c).assert_ok().stderr
+    };
+    j.run_ok(&[]);
+    run_spin(&["--restore", "none"]);
+    run_spin(&[]);
+    let k = j.run_ok(&[]);
+    assert!(k.contains("job `k` already finished"), "{k}");
+    let spin = run_spin(&[]);
+    assert!(spin.contains("job `spin` already finished"), "{spin}");
+    for (job, name) in [
+        (j.path().join("job.toml"), "k"),
+        (spin_file.clone(), "spin"),
+    ] {
+        let mut c = WEIR.command(["checkpoints"]);
+        let shown = Outcome::of(c.arg(&job)).assert_ok().stdout;
+        assert!(shown.starts_with(&format!("job `{name}`: ")), "{shown}");
+        assert!(
+            j.path()
+                .join("state")
+                .join(name)
+                .join("checkpoints.redb")
+                .is_file()
+        );
+    }
+    assert_eq!(j.lines("out.jsonl").values().sum::<usize>(), 200);
+    assert_eq!(j.lines("spin.jsonl").values().sum::<usize>(), 200);
+}
+
+/// A job whose checkpoints are in `state`, the default of older versions,
+/// resumes from them (it does not start over and repeat its output), warns
+/// with the commands that move them, and after those resumes from the new
+/// default folder.
+#[test]
+fn checkpoints_in_the_old_default_folder_are_used_and_can_be_moved() {
+    let j = job(1_000_000, 300);
+    let old = j.path().join("state");
+    j.run_ok(&["--state-dir", old.to_str().unwrap()]);
+    let output = j.read("out.jsonl");
+    let err = j.run_ok(&[]);
+    let warning = err
+        .lines()
+        .find(|l| l.contains("the default folder of older versions"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(
+        warning.contains(&format!(
+            "job `counting` keeps its checkpoints in {}",
+            old.display()
+        )),
+        "{warning}"
+    );
+    assert!(err.contains("job `counting` already finished"), "{err}");
+    assert!(!j.state_dir().exists());
+    assert_eq!(j.read("out.jsonl"), output);
+    // Follow the advice.
+    let commands = warning.split("stop the job and run: ").nth(1).unwrap();
+    let commands = commands.split('\x1b').next().unwrap(); // before any colour code
+    let moved = std::process::Command::new("sh")
+        .args(["-c", commands])
+        .status()
+        .unwrap();
+    assert!(moved.success(), "{commands}");
+    assert!(j.state_dir().join("checkpoints.redb").is_file());
+    let err = j.run_ok(&[]);
+    assert!(!err.contains("older versions"), "{err}");
+    assert!(err.contains("job `counting` already finished"), "{err}");
+    assert_eq!(j.read("out.jsonl"), output);
 }

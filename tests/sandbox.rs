@@ -691,7 +691,7 @@ fn weir_run_stops_an_infinite_loop_at_its_call_timeout() {
     );
     assert_bounded(took, Duration::from_millis(300));
     assert!(!line.contains("\\n"), "{line}");
-    assert!(j.path().join("state").is_dir());
+    assert!(j.state_dir().is_dir());
     checkpoints(&j);
 }
 

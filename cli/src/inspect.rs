@@ -164,24 +164,58 @@ fn version_or_dash(meta: &weir::store::OperatorMeta) -> &str {
     }
 }
 
-/// How `weir state` shows bytes: JSON when they parse as JSON, a string when
-/// they are UTF-8, else `{"base64": "..."}`.
+/// How `weir state` shows a value (`--format`).
 ///
 /// ```
-/// use weir_cli::inspect::show_bytes;
-/// assert_eq!(show_bytes(b"42"), serde_json::json!(42));
-/// assert_eq!(show_bytes(b"hi\0count"), serde_json::json!("hi\u{0}count"));
-/// assert_eq!(show_bytes(&[0xff]), serde_json::json!({"base64": "/w=="}));
+/// use serde_json::json;
+/// use weir_cli::inspect::ValueFormat;
+/// assert_eq!(ValueFormat::Auto.show(b"42"), (json!(42), "json"));
+/// assert_eq!(ValueFormat::Auto.show(b"hi there"), (json!("hi there"), "utf8"));
+/// let counter = 5u64.to_le_bytes();
+/// assert_eq!(ValueFormat::Auto.show(&counter), (json!({"hex": "0500000000000000"}), "hex"));
+/// assert_eq!(ValueFormat::Hex.show(b"42"), (json!("3432"), "hex"));
+/// assert_eq!(ValueFormat::Base64.show(&[0xff]), (json!("/w=="), "base64"));
+/// assert_eq!(ValueFormat::Utf8.show(&[b'a', 0xff]), (json!("a\u{fffd}"), "utf8"));
 /// ```
-pub fn show_bytes(b: &[u8]) -> serde_json::Value {
-    use base64::Engine as _;
-    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(b) {
-        return v;
-    }
-    match std::str::from_utf8(b) {
-        Ok(s) => serde_json::Value::String(s.to_string()),
-        Err(_) => {
-            serde_json::json!({"base64": base64::engine::general_purpose::STANDARD.encode(b)})
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ValueFormat {
+    /// JSON when the bytes parse as JSON, a string when they are text
+    /// (UTF-8 without control characters other than tab and line breaks),
+    /// else `{"hex": "..."}`.
+    #[default]
+    Auto,
+    /// A string: the bytes as UTF-8, invalid sequences replaced by U+FFFD.
+    Utf8,
+    /// A string of lower-case hex digits, two per byte.
+    Hex,
+    /// A string in standard base64.
+    Base64,
+}
+
+impl ValueFormat {
+    /// `bytes` shown in this format, with the name of the encoding used:
+    /// `json`, `utf8`, `hex` or `base64`.
+    pub fn show(self, bytes: &[u8]) -> (serde_json::Value, &'static str) {
+        use base64::Engine as _;
+        use serde_json::Value;
+        let hex = || bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        match self {
+            ValueFormat::Utf8 => (String::from_utf8_lossy(bytes).into(), "utf8"),
+            ValueFormat::Hex => (hex().into(), "hex"),
+            ValueFormat::Base64 => {
+                let text = base64::engine::general_purpose::STANDARD.encode(bytes);
+                (text.into(), "base64")
+            }
+            ValueFormat::Auto => {
+                if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
+                    return (v, "json");
+                }
+                let text = |s: &str| !s.chars().any(|c| c.is_control() && !"\t\n\r".contains(c));
+                match std::str::from_utf8(bytes) {
+                    Ok(s) if text(s) => (s.into(), "utf8"),
+                    _ => (serde_json::json!({ "hex": hex() }), "hex"),
+                }
+            }
         }
     }
 }

@@ -1,13 +1,19 @@
 //! The `weir` command line: a thin layer over the `weir` library.
 
-use std::path::PathBuf;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use weir::run::{RestoreMode, RunOptions};
+use weir_cli::inspect::ValueFormat;
+
+/// Exit status of `weir state` when there is nothing to print.
+const NO_STATE: u8 = 3;
 
 /// Weir: stream processing with WebAssembly operators.
 #[derive(Parser)]
@@ -27,7 +33,7 @@ enum Command {
         after_help = "Examples:\n  weir run examples/wordcount/job.toml\n  weir run job.toml --restore none        # start over\n  weir run job.toml --restore 12          # resume from checkpoint 12"
     )]
     Run {
-        /// The job file.
+        /// The job file, or a folder holding a job.toml.
         job: PathBuf,
         /// Checkpoint to resume from: latest (default), an id, or none.
         #[arg(long, default_value = "latest", value_parser = parse_restore)]
@@ -35,12 +41,14 @@ enum Command {
         /// State directory (overrides the job's checkpoint.dir).
         #[arg(long)]
         state_dir: Option<PathBuf>,
-        /// Serve Prometheus metrics on this address, e.g. 127.0.0.1:9400.
-        #[arg(long, value_name = "ADDR")]
-        metrics: Option<String>,
-        /// Seconds between progress lines when stderr is not a terminal (0: none).
-        #[arg(long, default_value_t = 10)]
-        progress_every: u64,
+        /// Serve Prometheus metrics on this address: a port (9400, on
+        /// 127.0.0.1) or HOST:PORT (0.0.0.0:9400).
+        #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr)]
+        metrics: Option<SocketAddr>,
+        /// Time between progress lines when stderr is not a terminal: a
+        /// duration (500ms, 2s) or a number of seconds (0: none).
+        #[arg(long, value_name = "DURATION", default_value = "10", value_parser = parse_every)]
+        progress_every: Duration,
         /// Restore with a new plugin for an operator, keeping its state
         /// (repeatable). The plugin's `restore` migrates older state versions.
         #[arg(long, value_name = "OPERATOR=NEW.wasm", value_parser = parse_swap)]
@@ -52,7 +60,7 @@ enum Command {
         after_help = "Examples:\n  weir swap examples/hot-swap/state count=plugins/target/word-count-v2.wasm"
     )]
     Swap {
-        /// The running job's state directory.
+        /// The running job's state directory, or its job file or job folder.
         state_dir: PathBuf,
         /// The operator and its new plugin.
         #[arg(value_name = "OPERATOR=NEW.wasm", value_parser = parse_swap)]
@@ -68,27 +76,30 @@ enum Command {
     /// Check a job file and load every plugin (world, ports, config via `open`) without running it.
     #[command(after_help = "Examples:\n  weir validate examples/reconcile/job.toml")]
     Validate {
-        /// The job file.
+        /// The job file, or a folder holding a job.toml.
         job: PathBuf,
     },
     /// List the complete checkpoints in a state directory.
     #[command(
-        after_help = "Examples:\n  weir checkpoints examples/wordcount/state\n  weir checkpoints --json examples/wordcount/state | jq '.[-1].sources'"
+        after_help = "Examples:\n  weir checkpoints examples/wordcount/job.toml\n  weir checkpoints examples/wordcount/state\n  weir checkpoints --json examples/wordcount | jq '.[-1].sources'"
     )]
     Checkpoints {
-        /// The state directory (the job's checkpoint.dir).
+        /// The state directory (the job's checkpoint.dir), or the job file
+        /// or job folder, for its state directory.
         state_dir: PathBuf,
         /// Print a JSON array (stable shape, see README) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Print an operator's host-owned state from a checkpoint as JSON lines,
-    /// without loading the plugin.
+    /// without loading the plugin. Exit status 3: nothing to print (the
+    /// operator has no keyed state there, or no entry matches --key).
     #[command(
-        after_help = "Examples:\n  weir state examples/wordcount/state --operator count\n  weir state examples/wordcount/state --operator count --key weir\n  weir state examples/reconcile/state --operator reconcile --checkpoint 3 --json"
+        after_help = "Examples:\n  weir state examples/wordcount --operator count\n  weir state examples/wordcount/state --operator count --key weir\n  weir state examples/hot-swap --operator count --format hex\n  weir state examples/reconcile/job.toml --operator reconcile --checkpoint 3 --json"
     )]
     State {
-        /// The state directory (the job's checkpoint.dir).
+        /// The state directory (the job's checkpoint.dir), or the job file
+        /// or job folder, for its state directory.
         state_dir: PathBuf,
         /// The operator's id in the job file.
         #[arg(long)]
@@ -99,6 +110,10 @@ enum Command {
         /// Only this key (also matches SDK map entries `<key>\0<name>`).
         #[arg(long)]
         key: Option<String>,
+        /// How values are shown: auto (JSON, text, else {"hex": ...}),
+        /// utf8, hex or base64.
+        #[arg(long, value_enum, default_value_t)]
+        format: ValueFormat,
         /// Print one JSON document with encodings instead of JSON lines.
         #[arg(long)]
         json: bool,
@@ -144,6 +159,50 @@ fn parse_swap(s: &str) -> Result<(String, PathBuf), String> {
 
 fn parse_restore(s: &str) -> Result<RestoreMode, String> {
     s.parse()
+}
+
+/// `--progress-every`: a duration as job files write it, or a bare number
+/// of seconds (as before durations were accepted).
+fn parse_every(s: &str) -> Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(secs) => Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("`{s}` is not a number of seconds >= 0")),
+        Err(_) => weir::config::parse_duration(s),
+    }
+}
+
+/// `--metrics`: a bare port listens on the loopback interface.
+fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)));
+    }
+    let resolved = s.to_socket_addrs().ok().and_then(|mut addrs| addrs.next());
+    resolved.ok_or_else(|| {
+        format!("`{s}` is not a port (9400) or an address HOST:PORT (127.0.0.1:9400)")
+    })
+}
+
+/// The state directory a `weir checkpoints`/`state`/`swap` argument names:
+/// a state directory as it is, or, for a job file or a job folder (a folder
+/// with a job.toml and no checkpoint store), the job's state directory.
+fn state_dir_arg(path: &Path) -> anyhow::Result<PathBuf> {
+    let store_here = path.join(weir::store::FILE_NAME).exists();
+    let job_folder = path.join(weir::config::JOB_FILE).is_file() && !store_here;
+    if !path.is_file() && !job_folder {
+        return Ok(path.to_path_buf());
+    }
+    let job = weir::config::Job::load(path)?;
+    Ok(weir::run::state_dir(&job, None))
+}
+
+/// Why `--metrics ADDR` could not listen.
+fn metrics_error(addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "--metrics {addr}: the port is in use by another process; pick another port, or 0 for a free one"
+        ),
+        _ => anyhow::anyhow!("--metrics {addr}: cannot listen there ({e}); pick another address"),
+    }
 }
 
 fn main() -> ExitCode {
@@ -199,16 +258,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let rt = runtime()?;
             let live = weir::metrics::JobMetrics::for_job(&job);
             if let Some(addr) = metrics {
-                let bound = weir_cli::prometheus::serve(&addr, live.clone())
-                    .with_context(|| format!("serving metrics on {addr} (is the port in use?)"))?;
+                let bound = weir_cli::prometheus::serve(addr, live.clone())
+                    .map_err(|e| metrics_error(addr, e))?;
                 eprintln!("metrics: http://{bound}/metrics");
             }
-            let progress = (progress_every > 0).then(|| {
-                weir_cli::progress::Progress::start(
-                    live.clone(),
-                    std::time::Duration::from_secs(progress_every),
-                )
-            });
+            let progress = (!progress_every.is_zero())
+                .then(|| weir_cli::progress::Progress::start(live.clone(), progress_every));
             let options = RunOptions {
                 restore,
                 state_dir,
@@ -232,6 +287,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let secs = std::time::Duration::from_secs;
             let (wait, timeout) = (secs(wait), secs(timeout));
+            let state_dir = state_dir_arg(&state_dir)?;
             match weir::run::request_swap(&state_dir, &operator, &plugin, wait, timeout) {
                 Ok(message) => {
                     println!("{message}");
@@ -248,6 +304,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Checkpoints { state_dir, json } => {
+            let state_dir = state_dir_arg(&state_dir)?;
             let store = weir::store::CheckpointStore::open_existing(&state_dir)?;
             let reports: Vec<_> = store
                 .list()?
@@ -275,10 +332,23 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             operator,
             checkpoint,
             key,
+            format,
             json,
         } => {
-            state(&state_dir, &operator, checkpoint, key.as_deref(), json)?;
-            Ok(ExitCode::SUCCESS)
+            let state_dir = state_dir_arg(&state_dir)?;
+            let printed = state(
+                &state_dir,
+                &operator,
+                checkpoint,
+                key.as_deref(),
+                format,
+                json,
+            )?;
+            Ok(if printed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(NO_STATE)
+            })
         }
         Command::Inspect { plugin, json } => {
             let rt = runtime()?;
@@ -300,15 +370,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Prints the state `weir state` selects; `false` (after saying why on
+/// stderr) when there is nothing to print.
 fn state(
-    state_dir: &std::path::Path,
+    state_dir: &Path,
     operator: &str,
     checkpoint: Option<u64>,
     key: Option<&str>,
+    format: ValueFormat,
     json: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     use std::io::Write as _;
-    use weir_cli::inspect::{key_matches, show_bytes, show_key};
+    use weir_cli::inspect::{key_matches, show_key};
     let store = weir::store::CheckpointStore::open_existing(state_dir)?;
     let meta = match checkpoint {
         Some(id) => store.get(id)?.with_context(|| {
@@ -322,7 +395,7 @@ fn state(
             .latest()?
             .with_context(|| format!("no complete checkpoints in {}", state_dir.display()))?,
     };
-    if !meta.operators.contains_key(operator) {
+    let Some(op) = meta.operators.get(operator) else {
         anyhow::bail!(
             "checkpoint {} has no operator `{operator}` (it has: {})",
             meta.id,
@@ -332,30 +405,49 @@ fn state(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-    }
+    };
     let entries = store.operator_state(meta.id, operator)?;
+    if entries.is_empty() {
+        let snapshot = (0..op.parallelism)
+            .map(|i| -> anyhow::Result<usize> {
+                Ok(store.load_instance(meta.id, operator, i)?.snapshot.len())
+            })
+            .sum::<anyhow::Result<usize>>()?;
+        match snapshot {
+            0 => eprintln!(
+                "operator `{operator}` is stateless at checkpoint {}: it has no keyed state and no snapshot",
+                meta.id
+            ),
+            n => eprintln!(
+                "operator `{operator}` keeps only a snapshot ({n} bytes at checkpoint {}); it has no keyed state to print",
+                meta.id
+            ),
+        }
+        return Ok(false);
+    }
     let wanted = key.map(str::as_bytes);
-    let selected = entries
+    let selected: Vec<_> = entries
         .iter()
-        .filter(|(_, k, _)| wanted.is_none_or(|w| key_matches(k, w)));
+        .filter(|(_, k, _)| wanted.is_none_or(|w| key_matches(k, w)))
+        .collect();
+    if let (Some(key), true) = (key, selected.is_empty()) {
+        eprintln!(
+            "operator `{operator}` has no key {key:?} at checkpoint {} ({} entries); drop --key to list them",
+            meta.id,
+            entries.len()
+        );
+        return Ok(false);
+    }
     let mut out = std::io::stdout().lock();
     if json {
-        let encoding = |b: &[u8], v: &serde_json::Value| {
-            if v.get("base64").is_some() && std::str::from_utf8(b).is_err() {
-                "base64"
-            } else if serde_json::from_slice::<serde_json::Value>(b).is_ok() {
-                "json"
-            } else {
-                "utf8"
-            }
-        };
         let list: Vec<serde_json::Value> = selected
+            .iter()
             .map(|(i, k, v)| {
-                let (sk, sv) = (show_key(k), show_bytes(v));
+                let (value, encoding) = format.show(v);
                 serde_json::json!({
                     "instance": i,
-                    "key": sk, "key_encoding": if std::str::from_utf8(k).is_ok() { "utf8" } else { "base64" },
-                    "value": sv, "value_encoding": encoding(v, &sv),
+                    "key": show_key(k), "key_encoding": if std::str::from_utf8(k).is_ok() { "utf8" } else { "base64" },
+                    "value": value, "value_encoding": encoding,
                 })
             })
             .collect();
@@ -363,12 +455,13 @@ fn state(
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
         for (_, k, v) in selected {
+            let value = format.show(v).0;
             writeln!(
                 out,
                 "{}",
-                serde_json::json!({"key": show_key(k), "value": show_bytes(v)})
+                serde_json::json!({"key": show_key(k), "value": value})
             )?;
         }
     }
-    Ok(())
+    Ok(true)
 }

@@ -176,7 +176,10 @@ fn escape(s: &str) -> String {
 
 /// Serves `metrics` as Prometheus text on `addr` (any path) from a
 /// background thread. Returns the bound address (useful with port 0).
-pub fn serve(addr: &str, metrics: Arc<JobMetrics>) -> std::io::Result<std::net::SocketAddr> {
+pub fn serve(
+    addr: std::net::SocketAddr,
+    metrics: Arc<JobMetrics>,
+) -> std::io::Result<std::net::SocketAddr> {
     let std_listener = std::net::TcpListener::bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let bound = std_listener.local_addr()?;

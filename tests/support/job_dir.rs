@@ -40,9 +40,20 @@ impl JobDir {
         self.dir.path()
     }
 
-    /// The job's state folder, `state`.
+    /// The job's state folder: its `[checkpoint] dir`, by default
+    /// `state/<name>` ([`weir::config::default_state_dir`]).
     pub fn state_dir(&self) -> PathBuf {
-        self.path().join("state")
+        let text = std::fs::read_to_string(self.path().join("job.toml")).unwrap();
+        let job: toml::Table = text.parse().unwrap();
+        let dir = job.get("checkpoint").and_then(|c| c.get("dir"));
+        match dir.and_then(toml::Value::as_str) {
+            Some(dir) => self.path().join(dir),
+            None => {
+                let name = job["name"].as_str().expect("the job's name");
+                self.path()
+                    .join(weir::config::default_state_dir(name).unwrap())
+            }
+        }
     }
 
     /// Replaces the job file with `job` (`{plugins}` as in [`JobDir::new`]).

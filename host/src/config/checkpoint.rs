@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Table;
 
+use super::limits::parse_duration;
 use crate::fields::{from_table, int_in, resolve};
 
 /// When to retry a failed attempt (the job file's `[restart]` table).
@@ -86,8 +87,11 @@ impl RestartStrategy {
 pub struct CheckpointConfig {
     /// Time between checkpoints; `None` turns checkpoints off. Never zero.
     pub interval: Option<Duration>,
-    /// Folder holding checkpoints (resolved; default `state`).
+    /// Folder holding checkpoints (resolved onto the job folder; default
+    /// [`default_state_dir`] of the job's name).
     pub dir: PathBuf,
+    /// Whether `dir` is the default (the job file sets no `dir`).
+    pub default_dir: bool,
     /// Number of complete checkpoints kept (at least 1, default 3).
     pub retain: usize,
 }
@@ -111,38 +115,68 @@ struct RawRestart {
     multiplier: Option<f64>,
 }
 
-/// The `[checkpoint]` table (empty when absent); `dir` is the job folder.
-pub(super) fn build_checkpoint(dir: &Path, table: Table) -> Result<CheckpointConfig, String> {
+/// The checkpoint folder of job `name` when its `[checkpoint]` sets no
+/// `dir`, relative to the job file's folder: `state/<name>`, where every
+/// character of the name other than a letter, a digit, `-`, `_` or `.` is
+/// replaced by `_`. Jobs in one folder so keep apart; a name without a
+/// letter or digit (`..`) is refused.
+///
+/// ```
+/// use std::path::PathBuf;
+/// use weir::config::default_state_dir;
+/// assert_eq!(default_state_dir("wordcount"), Ok(PathBuf::from("state/wordcount")));
+/// assert_eq!(default_state_dir("my job/v2"), Ok(PathBuf::from("state/my_job_v2")));
+/// assert!(default_state_dir("..").is_err());
+/// ```
+pub fn default_state_dir(name: &str) -> Result<PathBuf, String> {
+    if !name.chars().any(char::is_alphanumeric) {
+        return Err(format!(
+            "`name` = {name:?} cannot name the default checkpoint folder state/<name>; \
+             put a letter or digit in `name`, or set `dir` in [checkpoint]"
+        ));
+    }
+    let safe = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let folder: String = name
+        .chars()
+        .map(|c| if safe(c) { c } else { '_' })
+        .collect();
+    Ok(Path::new("state").join(folder))
+}
+
+/// The `[checkpoint]` table (empty when absent) of job `name`; `dir` is
+/// the job folder.
+pub(super) fn build_checkpoint(
+    dir: &Path,
+    name: &str,
+    table: Table,
+) -> Result<CheckpointConfig, String> {
     let raw: RawCheckpoint = from_table(table)?;
-    let interval = match raw
-        .interval
-        .map(|text| (humantime::parse_duration(&text), text))
-    {
+    let interval = match raw.interval.as_deref().map(parse_duration) {
         None => None,
-        Some((Ok(interval), _)) if !interval.is_zero() => Some(interval),
-        Some((Ok(_), _)) => {
+        Some(Ok(interval)) if !interval.is_zero() => Some(interval),
+        Some(Ok(_)) => {
             return Err(
                 "`interval` is zero; use e.g. \"1s\", or remove it to turn checkpoints off".into(),
             );
         }
-        Some((Err(e), text)) => {
-            return Err(format!(
-                "`interval` = {text:?} is not a duration ({e}); use e.g. \"1s\", \"500ms\", \"2m\""
-            ));
-        }
+        Some(Err(e)) => return Err(format!("`interval` = {e}")),
+    };
+    let default_dir = raw.dir.is_none();
+    let folder = match raw.dir {
+        Some(folder) => folder,
+        None => default_state_dir(name)?.display().to_string(),
     };
     Ok(CheckpointConfig {
         interval,
-        dir: resolve(dir, "dir", Some(raw.dir.unwrap_or_else(|| "state".into())))?,
+        dir: resolve(dir, "dir", Some(folder))?,
+        default_dir,
         retain: int_in("retain", raw.retain, 3, 1, i64::MAX)?,
     })
 }
 
 fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration, String> {
     let text = value.unwrap_or_else(|| default.to_string());
-    humantime::parse_duration(&text).map_err(|e| {
-        format!("`{key}` = {text:?} is not a duration ({e}); use e.g. \"1s\", \"500ms\"")
-    })
+    parse_duration(&text).map_err(|e| format!("`{key}` = {e}"))
 }
 
 /// The `[restart]` table.

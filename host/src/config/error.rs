@@ -16,6 +16,12 @@ pub enum JobError {
         /// The I/O error.
         error: std::io::Error,
     },
+    /// A folder was given for a job file, and it holds no `job.toml`.
+    #[error("{} is a folder without a {}; pass the path of the job file itself", dir.display(), super::JOB_FILE)]
+    NoJobFile {
+        /// The folder.
+        dir: PathBuf,
+    },
     /// The job file is not valid TOML.
     #[error("{}:{line}:{column}: TOML syntax error: {message}", path.display())]
     Syntax {

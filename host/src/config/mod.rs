@@ -36,10 +36,11 @@ mod source;
 #[cfg(test)]
 mod tests;
 
-pub use checkpoint::{CheckpointConfig, RestartStrategy};
+pub use checkpoint::{CheckpointConfig, RestartStrategy, default_state_dir};
 pub use error::JobError;
 pub use limits::{
-    Grants, LIMIT_KEYS, LimitValue, Limits, format_duration, format_size, parse_size,
+    Grants, LIMIT_KEYS, LimitValue, Limits, format_duration, format_size, parse_duration,
+    parse_size,
 };
 pub use operator::{Inputs, MAX_PARALLELISM, OperatorConfig};
 pub use sink::SinkConfig;
@@ -88,14 +89,13 @@ struct RawJob {
 }
 
 impl Job {
-    /// Reads, parses and validates the job file.
+    /// Reads, parses and validates the job file at `path`, or the
+    /// [`JOB_FILE`] of the folder at `path`.
     pub fn load(path: &Path) -> Result<Job, JobError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Job::parse(path, &text),
-            Err(error) => Err(JobError::Read {
-                path: path.to_path_buf(),
-                error,
-            }),
+        let path = job_file(path)?;
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Job::parse(&path, &text),
+            Err(error) => Err(JobError::Read { path, error }),
         }
     }
 
@@ -122,7 +122,7 @@ impl Job {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let checkpoint = build_checkpoint(&dir, raw.checkpoint.unwrap_or_default())
+        let checkpoint = build_checkpoint(&dir, &name, raw.checkpoint.unwrap_or_default())
             .map_err(|m| invalid("checkpoint", m))?;
         let restart = match raw.restart {
             None => RestartStrategy::None,
@@ -191,6 +191,31 @@ impl Job {
         }
         Ok(())
     }
+}
+
+/// The job file a folder stands for, as in `weir run examples/wordcount`.
+pub const JOB_FILE: &str = "job.toml";
+
+/// The job file `path` names: `path` itself, or `path/`[`JOB_FILE`] when
+/// `path` is a folder, which must then hold one.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// assert!(weir::config::job_file(dir.path()).is_err());
+/// std::fs::write(dir.path().join("job.toml"), "").unwrap();
+/// assert_eq!(weir::config::job_file(dir.path()).unwrap(), dir.path().join("job.toml"));
+/// ```
+pub fn job_file(path: &Path) -> Result<PathBuf, JobError> {
+    if !path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    let file = path.join(JOB_FILE);
+    if file.is_file() {
+        return Ok(file);
+    }
+    Err(JobError::NoJobFile {
+        dir: path.to_path_buf(),
+    })
 }
 
 /// Builds each entry on its own so that a failure names it (by id, else by position).

@@ -12,12 +12,12 @@ use crate::connectors::stdin::StdinConfig;
 use crate::connectors::stdout::StdoutConfig;
 use crate::connectors::{SinkConnector, SourceConnector};
 
-/// A folder holding a plugin `p.wasm` and an input file `a.csv`.
+/// A folder holding a plugin `p.wasm` and an input file `a.csv` (columns
+/// `order_no`, `amount`).
 fn fixture() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for file in ["p.wasm", "a.csv"] {
-        std::fs::write(dir.path().join(file), "x").unwrap();
-    }
+    std::fs::write(dir.path().join("p.wasm"), "x").unwrap();
+    std::fs::write(dir.path().join("a.csv"), "order_no,amount\n").unwrap();
     dir
 }
 
@@ -125,7 +125,8 @@ fn full_job_parses_with_both_input_syntaxes() {
     );
     let checkpoint = CheckpointConfig {
         interval: Some(Duration::from_secs(1)),
-        dir: at("state"),
+        dir: at("state/reconcile"),
+        default_dir: true,
         retain: 5,
     };
     assert_eq!(job.checkpoint, checkpoint);
@@ -620,4 +621,48 @@ fn an_entry_reports_wrong_types_then_id_then_settings() {
         sink("id = \"o\"\n") => "sink \"o\": `path` is missing",
         sink("id = \"o\"\npath = \"o.txt\"\n") => "sink \"o\": `input` is missing",
     );
+}
+
+#[test]
+fn the_default_checkpoint_dir_is_per_job_and_an_explicit_one_is_kept() {
+    let dir = fixture();
+    let named = |name: &str| format!("name = {name:?}\n{GEN}{OUT}");
+    let k = parse_in(dir.path(), &named("k")).unwrap();
+    let spin = parse_in(dir.path(), &named("spin job")).unwrap();
+    assert_eq!(k.checkpoint.dir, dir.path().join("state/k"));
+    assert_eq!(spin.checkpoint.dir, dir.path().join("state/spin_job"));
+    assert!(k.checkpoint.default_dir);
+    let explicit = parse_in(
+        dir.path(),
+        &doc(&["[checkpoint]\ndir = \"state\"\n", GEN, OUT]),
+    );
+    let explicit = explicit.unwrap().checkpoint;
+    assert_eq!(explicit.dir, dir.path().join("state"));
+    assert!(!explicit.default_dir);
+    assert_rejected(
+        &named(".."),
+        "put a letter or digit in `name`, or set `dir`",
+    );
+    // With `dir` set, the name needs no letter.
+    let dotted = format!("name = \"..\"\n[checkpoint]\ndir = \"ck\"\n{GEN}{OUT}");
+    assert_eq!(parse(&dotted).unwrap().name, "..");
+}
+
+#[test]
+fn a_folder_stands_for_its_job_toml() {
+    let dir = fixture();
+    let err = Job::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("is a folder without a job.toml"), "{err}");
+    std::fs::write(dir.path().join("job.toml"), doc(&[GEN, OUT])).unwrap();
+    let job = Job::load(dir.path()).unwrap();
+    assert_eq!(job.path, dir.path().join("job.toml"));
+}
+
+#[test]
+fn a_csv_source_needs_its_key_column_in_the_header() {
+    let csv = |key: &str| doc(&[&format!("{FILE}format = \"csv\"\nkey = \"{key}\"\n"), OUT]);
+    let message =
+        "a.csv:1: the header row has no column `id` (columns: order_no, amount); fix `key`";
+    assert_rejected(&csv("id"), message);
+    assert!(parse(&csv("order_no")).is_ok());
 }

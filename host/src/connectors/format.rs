@@ -197,6 +197,37 @@ impl SourceReader for LineReader {
     }
 }
 
+/// A reader of CSV `file`, whose first row is the header.
+pub(crate) fn csv_reader(file: File) -> csv::Reader<File> {
+    csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(file)
+}
+
+/// Reads the header row of `reader`, refusing one without the column `key`:
+/// the one check of both `weir validate` (through the job file's checks)
+/// and opening the source. The message is about row 1 of the file.
+pub(crate) fn csv_header(
+    reader: &mut csv::Reader<File>,
+    key: Option<&str>,
+) -> Result<Vec<String>, String> {
+    let headers: Vec<String> = reader
+        .headers()
+        .map_err(|e| format!("cannot read the header row: {e}"))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    if let Some(k) = key
+        && !headers.iter().any(|h| h == k)
+    {
+        return Err(format!(
+            "the header row has no column `{k}` (columns: {}); fix `key` or the header",
+            headers.join(", ")
+        ));
+    }
+    Ok(headers)
+}
+
 /// `csv` files with a header row; each row becomes a JSON object of strings.
 pub(crate) struct CsvReader {
     id: String,
@@ -218,32 +249,14 @@ impl CsvReader {
         byte: Option<u64>,
         records: u64,
     ) -> Result<Self, SourceError> {
-        let mut reader = csv::ReaderBuilder::new()
-            .has_headers(true)
-            .from_reader(file);
-        let malformed = |line: u64, message: String| SourceError::Malformed {
-            source_id: id.clone(),
-            path: path.display().to_string(),
-            line,
-            message,
-        };
-        let headers: Vec<String> = reader
-            .headers()
-            .map_err(|e| malformed(1, format!("cannot read the header row: {e}")))?
-            .iter()
-            .map(str::to_string)
-            .collect();
-        if let Some(k) = &key
-            && !headers.iter().any(|h| h == k)
-        {
-            return Err(malformed(
-                1,
-                format!(
-                    "the header row has no column `{k}` (columns: {})",
-                    headers.join(", ")
-                ),
-            ));
-        }
+        let mut reader = csv_reader(file);
+        let headers =
+            csv_header(&mut reader, key.as_deref()).map_err(|message| SourceError::Malformed {
+                source_id: id.clone(),
+                path: path.display().to_string(),
+                line: 1,
+                message,
+            })?;
         if let Some(b) = byte {
             let mut pos = csv::Position::new();
             pos.set_byte(b).set_record(records + 1);

@@ -42,8 +42,8 @@ use crate::wasm::Runtime;
 pub use control::{CONTROL_SOCKET, MAX_CONNECTIONS, MAX_REQUEST, REQUEST_TIMEOUT, request_swap};
 pub use error::RunError;
 pub use kept::KEPT_DIR;
-pub use options::{RestoreMode, RunOptions};
-pub use plugins::{LoadedOperator, load_operator, load_plugins};
+pub use options::{RestoreMode, RunOptions, state_dir};
+pub use plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
 pub use summary::{RunSummary, format_summary};
 pub use validate::validate;
 

@@ -1,11 +1,12 @@
 //! How to run a job: [`RunOptions`] and the checkpoint to resume from
 //! ([`RestoreMode`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Job;
 use crate::metrics::JobMetrics;
+use crate::store::{CheckpointStore, FILE_NAME};
 
 /// Which checkpoint to resume from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,10 +52,39 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// The state directory of `job` under these options.
+    /// The state directory of `job` under these options: [`state_dir`].
     pub(crate) fn state_dir(&self, job: &Job) -> PathBuf {
-        self.state_dir
-            .clone()
-            .unwrap_or_else(|| job.checkpoint.dir.clone())
+        state_dir(job, self.state_dir.as_deref())
     }
+}
+
+/// The folder that holds `job`'s checkpoints: `explicit` (`--state-dir`)
+/// when given, else the job's `[checkpoint] dir`.
+///
+/// One exception keeps older jobs safe: when the job sets no `dir`, its
+/// default folder `state/<name>` does not exist, and the job folder's
+/// `state`, the default of older versions, holds this job's checkpoints,
+/// that folder is used (with a warning saying how to move it), so that the
+/// job resumes instead of starting over and emitting committed output again.
+pub fn state_dir(job: &Job, explicit: Option<&Path>) -> PathBuf {
+    if let Some(dir) = explicit {
+        return dir.to_path_buf();
+    }
+    let dir = job.checkpoint.dir.clone();
+    let legacy = job.dir.join("state");
+    if !job.checkpoint.default_dir || dir.exists() || !legacy.join(FILE_NAME).exists() {
+        return dir;
+    }
+    // A store that cannot be read is kept too: opening it reports why.
+    let owner = CheckpointStore::open_existing(&legacy).and_then(|store| store.job());
+    if owner.as_ref().is_ok_and(|owner| *owner != job.name) {
+        return dir;
+    }
+    let (old, new) = (legacy.display(), dir.display());
+    tracing::warn!(
+        "job `{}` keeps its checkpoints in {old}, the default folder of older versions, and goes on using it; to keep it there add dir = \"state\" to [checkpoint] in {}, or to move it to the new default {new} stop the job and run: mv {old} {old}.old && mkdir {old} && mv {old}.old {new}",
+        job.name,
+        job.path.display(),
+    );
+    legacy
 }

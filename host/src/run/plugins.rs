@@ -1,5 +1,6 @@
-//! Loading the job's plugins ([`load_plugins`], with `--swap` replacements)
-//! and checking each one's ports against the job ([`load_operator`]).
+//! Loading the job's plugins ([`load_plugins`], with `--swap` replacements),
+//! checking each one's ports against the job ([`load_operator`]), and
+//! warning about output ports nothing reads ([`warn_unconsumed_outputs`]).
 
 use std::path::{Path, PathBuf};
 
@@ -68,4 +69,21 @@ pub fn load_operator(
             }
         })?;
     Ok((plugin, ports))
+}
+
+/// Warns about every output port of a loaded plugin that no edge consumes,
+/// naming the operator and the port: consumers read an operator's first
+/// output port only, so what a plugin emits on the others is dropped.
+pub fn warn_unconsumed_outputs(job: &Job, plugins: &[LoadedOperator]) {
+    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
+        let outputs = &plugin.info().outputs;
+        for port in outputs.iter().skip(1) {
+            tracing::warn!(
+                "operator `{}`: nothing consumes output port `{port}` of plugin {}, so records emitted on it are dropped; consumers read only its first output port `{}`",
+                op.id,
+                plugin.path().display(),
+                outputs[0]
+            );
+        }
+    }
 }

@@ -28,7 +28,7 @@ use crate::run::control::ControlSocket;
 use crate::run::error::RunError;
 use crate::run::kept::{self, Kept};
 use crate::run::options::{RestoreMode, RunOptions};
-use crate::run::plugins::{LoadedOperator, load_operator, load_plugins};
+use crate::run::plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
 use crate::run::summary::RunSummary;
 use crate::run::swap::{Probation, SwapRequest};
 use crate::store::SwappedPlugin;
@@ -48,6 +48,11 @@ pub(crate) fn supervise(
     shutdown: &AtomicBool,
 ) -> Result<RunSummary, RunError> {
     let started = Instant::now();
+    // Resolved once: every attempt and the control socket use one folder.
+    let options = &RunOptions {
+        state_dir: Some(options.state_dir(job)),
+        ..options.clone()
+    };
     let mut swapped: BTreeSet<String> = options.swaps.iter().map(|(op, _)| op.clone()).collect();
     if !swapped.is_empty() && options.restore == RestoreMode::None {
         return Err(RunError::Swap(
@@ -71,6 +76,7 @@ pub(crate) fn supervise(
         )
         .collect();
     let mut plugins = load_plugins(job, runtime, &swaps)?;
+    warn_unconsumed_outputs(job, &plugins);
     let mut kept: Kept = restored
         .into_iter()
         .map(|(op, _, record)| (op, record))

@@ -2,15 +2,17 @@
 
 use crate::config::Job;
 use crate::run::error::RunError;
-use crate::run::plugins::load_plugins;
+use crate::run::plugins::{load_plugins, warn_unconsumed_outputs};
 use crate::wasm::OperatorInstance;
 use crate::wasm::Runtime;
 
 /// Checks `job` without running it: loads every plugin, checks its ports,
 /// and instantiates one instance of each operator to call `open` with its
-/// config. Returns a short human-readable report.
+/// config. Returns a short human-readable report; warns (as `run` does)
+/// about output ports nothing consumes.
 pub fn validate(job: &Job, runtime: &Runtime) -> Result<String, RunError> {
     let plugins = load_plugins(job, runtime, &[])?;
+    warn_unconsumed_outputs(job, &plugins);
     let mut report = format!(
         "job `{}` ({}) is valid: {} source(s), {} operator(s), {} sink(s)\n",
         job.name,

@@ -12,7 +12,7 @@ use super::layout::{FILE_NAME, FORMAT_VERSION};
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The state directory holds no store.
-    #[error("no checkpoints in {}: it has no {FILE_NAME} (check --state-dir; a job creates it when it first runs)", dir.display())]
+    #[error("no checkpoints in {}: it has no {FILE_NAME} (a job creates it when it first runs); pass the state directory of a job that has run, or its job file", dir.display())]
     NotFound {
         /// State directory.
         dir: PathBuf,
@@ -58,7 +58,7 @@ pub enum StoreError {
         id: u64,
     },
     /// The store was written with a layout this build does not read.
-    #[error("checkpoint store {} has format {found:?}, this weir reads format {FORMAT_VERSION}: use the weir version that wrote it, or another --state-dir, or delete {} to start from scratch", path.display(), path.parent().map_or_else(|| path.display().to_string(), |d| d.display().to_string()))]
+    #[error("checkpoint store {} has format {found:?}, this weir reads format {FORMAT_VERSION}: use the weir version that wrote it, or delete {} to start from scratch", path.display(), path.parent().map_or_else(|| path.display().to_string(), |d| d.display().to_string()))]
     UnsupportedFormat {
         /// Store file.
         path: PathBuf,

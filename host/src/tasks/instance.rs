@@ -10,7 +10,7 @@
 //!   instance's previous acknowledged snapshot; snapshot bytes are sent only
 //!   when they differ from the previous ones.
 //! - Only output port 0 is connected; records emitted on other ports are
-//!   dropped.
+//!   dropped (`run::warn_unconsumed_outputs` warns about each such port).
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;

@@ -16,7 +16,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
-use crate::connectors::format::{CsvReader, Format, LineParser, LineReader};
+use crate::connectors::format::{
+    CsvReader, Format, LineParser, LineReader, csv_header, csv_reader,
+};
 use crate::connectors::source::{SourceError, SourceReader};
 use crate::connectors::{BuildSource, SourceConnector, SourceType};
 use crate::fields::{from_table, relative_to, resolve};
@@ -122,15 +124,30 @@ impl SourceConnector for FileSourceConfig {
         Some(&self.path)
     }
 
+    /// The file must exist; a `csv` file's header must have the `key`
+    /// column (a header that cannot be read is a warning: the run says why).
     fn check_files(&self, dir: &Path) -> Result<(), String> {
-        if self.path.is_file() {
+        let path = self.path.display();
+        if !self.path.is_file() {
+            return Err(format!(
+                "input file {path} does not exist or is not a file; fix `path` {}",
+                relative_to(dir)
+            ));
+        }
+        if self.format != Format::Csv {
             return Ok(());
         }
-        Err(format!(
-            "input file {} does not exist or is not a file; fix `path` {}",
-            self.path.display(),
-            relative_to(dir)
-        ))
+        let file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) => {
+                tracing::warn!("could not check the header row of {path}: {e}");
+                return Ok(());
+            }
+        };
+        let header = csv_header(&mut csv_reader(file), self.key.as_deref());
+        header
+            .map(drop)
+            .map_err(|message| format!("{path}:1: {message}"))
     }
 }
 
