@@ -13,7 +13,8 @@
 //!   choose and check the checkpoint, truncate), `wiring` (every channel),
 //!   `open` (instances, sinks, sources), `start` (the threads), `driver`
 //!   (commands, persisting, commits, swap requests);
-//! - [`RunSummary`] and [`format_summary`]: what a run did; [`validate()`]:
+//! - [`RunSummary`], [`format_summary`] and [`summary_json`]: what a run
+//!   did, for a person and for a program; [`validate()`]:
 //!   checking a job without running it; [`RunError`]: why a run failed.
 
 mod attempt;
@@ -40,7 +41,7 @@ pub use control::{CONTROL_SOCKET, request_swap};
 pub use error::RunError;
 pub use options::{RestoreMode, RunOptions};
 pub use plugins::{LoadedOperator, load_operator, load_plugins};
-pub use summary::{RunSummary, format_summary};
+pub use summary::{RunSummary, format_summary, summary_json};
 pub use validate::validate;
 
 /// Runs `job` until its input ends, `shutdown` becomes true (then it takes a

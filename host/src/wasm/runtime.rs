@@ -146,7 +146,7 @@ impl Runtime {
     ) -> Result<(Component, OperatorPre<InstanceState>), PluginError> {
         let path = path.to_path_buf();
         let component =
-            compile_cache::compile(&self.engine, bytes).map_err(|e| PluginError::Compile {
+            compile_cache::compile(&self.engine, &path, bytes).map_err(|e| PluginError::Compile {
                 path: path.clone(),
                 message: format!("{e:#}"),
             })?;
