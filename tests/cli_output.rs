@@ -68,7 +68,9 @@ fn on_a_terminal_log_lines_print_above_the_live_display_and_stay() {
         "the display left lines behind:\n{shown}"
     );
     assert!(
-        screen.iter().any(|l| l.starts_with("job `chatty` finished")),
+        screen
+            .iter()
+            .any(|l| l.starts_with("job `chatty` finished")),
         "{shown}"
     );
     assert!(
