@@ -657,6 +657,8 @@ fn run_fails(j: &JobDir, needles: &[&str]) -> (String, Duration) {
     for l in err.lines().filter(|l| l.contains("panicked at")) {
         assert!(l.contains("panicked at tests/guests/"), "host panic? {l}");
     }
+    // Rust's hint to set RUST_BACKTRACE means nothing inside the sandbox.
+    assert!(!err.contains("RUST_BACKTRACE"), "{err}");
     let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "one error line: {err}");
     for n in needles {

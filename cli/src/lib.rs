@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod inspect;
+pub mod output;
 pub mod progress;
 pub mod prometheus;
 pub mod scaffold;

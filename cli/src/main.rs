@@ -53,6 +53,10 @@ enum Command {
         /// (repeatable). The plugin's `restore` migrates older state versions.
         #[arg(long, value_name = "OPERATOR=NEW.wasm", value_parser = parse_swap)]
         swap: Vec<(String, PathBuf)>,
+        /// Print the run summary as one JSON object on stdout (stable shape,
+        /// see README); refused for a job with a stdout sink.
+        #[arg(long)]
+        json: bool,
     },
     /// Replace an operator's plugin in a running job, at a checkpoint,
     /// keeping its state; rolls back if the new plugin fails.
@@ -207,30 +211,14 @@ fn metrics_error(addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    weir_cli::output::init_logging(cli.verbose);
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            weir_cli::output::message(format_args!("error: {e:#}"));
             ExitCode::FAILURE
         }
     }
-}
-
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("weir={default},weir_cli={default},warn"))
-    });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
 }
 
 fn runtime() -> anyhow::Result<weir::Runtime> {
@@ -248,8 +236,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             metrics,
             progress_every,
             swap,
+            json,
         } => {
             let job = weir::config::Job::load(&job)?;
+            if json && let Some(sink) = job.sinks.iter().find(|s| s.connector.writes_stdout()) {
+                anyhow::bail!(
+                    "--json prints the run summary on stdout, where sink `{}` (type = \"stdout\") writes its output; drop --json or give the sink type = \"file\"",
+                    sink.id
+                );
+            }
             let shutdown = Arc::new(AtomicBool::new(false));
             for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
                 signal_hook::flag::register(signal, shutdown.clone())
@@ -260,7 +255,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(addr) = metrics {
                 let bound = weir_cli::prometheus::serve(addr, live.clone())
                     .map_err(|e| metrics_error(addr, e))?;
-                eprintln!("metrics: http://{bound}/metrics");
+                weir_cli::output::message(format_args!("metrics: http://{bound}/metrics"));
             }
             let progress = (!progress_every.is_zero())
                 .then(|| weir_cli::progress::Progress::start(live.clone(), progress_every));
@@ -276,7 +271,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 p.stop();
             }
             let summary = result?;
-            eprint!("{}", weir::run::format_summary(&job, &summary));
+            weir_cli::output::stderr(weir::run::format_summary(&job, &summary).as_bytes());
+            if json {
+                let report = weir::run::summary_json(&job, &summary);
+                weir_cli::output::stdout(&format!("{report}\n"))?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Swap {
@@ -290,7 +289,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let state_dir = state_dir_arg(&state_dir)?;
             match weir::run::request_swap(&state_dir, &operator, &plugin, wait, timeout) {
                 Ok(message) => {
-                    println!("{message}");
+                    weir_cli::output::stdout(&format!("{message}\n"))?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => anyhow::bail!("swap of `{operator}` failed: {e}"),
@@ -300,7 +299,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let job = weir::config::Job::load(&job)?;
             let rt = runtime()?;
             let report = weir::run::validate(&job, &rt)?;
-            print!("{report}");
+            weir_cli::output::stdout(&report)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Checkpoints { state_dir, json } => {
@@ -311,20 +310,22 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 .into_iter()
                 .map(weir_cli::inspect::CheckpointReport::of)
                 .collect();
-            if json {
-                println!("{}", serde_json::to_string_pretty(&reports)?);
+            let text = if json {
+                format!("{}\n", serde_json::to_string_pretty(&reports)?)
             } else if reports.is_empty() {
-                println!("no complete checkpoints in {}", state_dir.display());
+                format!("no complete checkpoints in {}\n", state_dir.display())
             } else {
-                println!(
-                    "job `{}`: {} complete checkpoint(s)",
+                let mut text = format!(
+                    "job `{}`: {} complete checkpoint(s)\n",
                     store.job()?,
                     reports.len()
                 );
                 for r in &reports {
-                    print!("{}", r.to_text());
+                    text.push_str(&r.to_text());
                 }
-            }
+                text
+            };
+            weir_cli::output::stdout(&text)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::State {
@@ -354,17 +355,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let rt = runtime()?;
             let loaded = rt.load(&plugin)?;
             let report = weir_cli::inspect::PluginReport::of(&loaded, rt.engine());
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+            let text = if json {
+                format!("{}\n", serde_json::to_string_pretty(&report)?)
             } else {
-                print!("{}", report.to_text());
-            }
+                report.to_text()
+            };
+            weir_cli::output::stdout(&text)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::New { name, dir, sdk } => {
             let sdk = sdk.unwrap_or_else(weir_cli::scaffold::default_sdk_dir);
             let files = weir_cli::scaffold::scaffold(&name, &dir, &sdk)?;
-            print!("{}", weir_cli::scaffold::summary(&name, &dir, &files));
+            weir_cli::output::stdout(&weir_cli::scaffold::summary(&name, &dir, &files))?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -414,14 +416,14 @@ fn state(
             })
             .sum::<anyhow::Result<usize>>()?;
         match snapshot {
-            0 => eprintln!(
+            0 => weir_cli::output::message(format_args!(
                 "operator `{operator}` is stateless at checkpoint {}: it has no keyed state and no snapshot",
                 meta.id
-            ),
-            n => eprintln!(
+            )),
+            n => weir_cli::output::message(format_args!(
                 "operator `{operator}` keeps only a snapshot ({n} bytes at checkpoint {}); it has no keyed state to print",
                 meta.id
-            ),
+            )),
         }
         return Ok(false);
     }
@@ -431,11 +433,11 @@ fn state(
         .filter(|(_, k, _)| wanted.is_none_or(|w| key_matches(k, w)))
         .collect();
     if let (Some(key), true) = (key, selected.is_empty()) {
-        eprintln!(
+        weir_cli::output::message(format_args!(
             "operator `{operator}` has no key {key:?} at checkpoint {} ({} entries); drop --key to list them",
             meta.id,
             entries.len()
-        );
+        ));
         return Ok(false);
     }
     let mut out = std::io::stdout().lock();
@@ -452,7 +454,8 @@ fn state(
             })
             .collect();
         let doc = serde_json::json!({"checkpoint": meta.id, "operator": operator, "entries": list});
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)
+            .map_err(weir_cli::output::stdout_error)?;
     } else {
         for (_, k, v) in selected {
             let value = format.show(v).0;
@@ -460,8 +463,10 @@ fn state(
                 out,
                 "{}",
                 serde_json::json!({"key": show_key(k), "value": value})
-            )?;
+            )
+            .map_err(weir_cli::output::stdout_error)?;
         }
     }
+    out.flush().map_err(weir_cli::output::stdout_error)?;
     Ok(true)
 }

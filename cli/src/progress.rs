@@ -1,6 +1,8 @@
 //! What `weir run` shows while a job runs: a live display on a terminal
 //! (records in/out, throughput, backpressure per node, the last checkpoint),
 //! or a plain progress line every few seconds when stderr is not a terminal.
+//! While the live display is shown, everything written to stderr goes
+//! through [`crate::output::stderr`], so it prints above the display.
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
@@ -123,6 +125,7 @@ fn run_live(m: &JobMetrics, stop: &AtomicBool) {
         .iter()
         .map(|_| multi.add(ProgressBar::new_spinner().with_style(style.clone())))
         .collect();
+    crate::output::attach(&multi);
     let (started, mut rates) = (Instant::now(), Rates::new(m));
     while !stop.load(Relaxed) {
         header.set_message(checkpoint_line(m, started));
@@ -135,6 +138,7 @@ fn run_live(m: &JobMetrics, stop: &AtomicBool) {
         b.finish_and_clear();
     }
     let _ = multi.clear();
+    crate::output::detach();
 }
 
 fn run_plain(m: &JobMetrics, stop: &AtomicBool, every: Duration) {
@@ -150,6 +154,6 @@ fn run_plain(m: &JobMetrics, stop: &AtomicBool, every: Duration) {
         for l in rates.lines(m) {
             text.push_str(&format!("progress:   {l}\n"));
         }
-        eprint!("{text}");
+        crate::output::stderr(text.as_bytes());
     }
 }

@@ -31,5 +31,11 @@ pub mod wasm;
 mod wit;
 
 pub use dataflow::{Batch, Record};
+
+/// The `tracing` target of notices: info-level events that a person
+/// running a job should see even without asking for info logs, such as a
+/// large plugin being compiled. The CLI shows them at its default
+/// verbosity.
+pub const NOTICE: &str = "weir::notice";
 pub use tasks::TaskError;
 pub use wasm::{InstanceError, OperatorInfo, OperatorInstance, Plugin, PluginError, Runtime};

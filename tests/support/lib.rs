@@ -1,7 +1,7 @@
 //! Support for the integration tests in `tests/` and the benchmarks: the
 //! plugin components, built by this crate's build script (feature
-//! `plugins`), job files built in code, the `weir` command, and jobs run in
-//! temporary folders.
+//! `plugins`), job files built in code, the `weir` command (also on a
+//! pseudo-terminal), and jobs run in temporary folders.
 
 /// Paths of the plugin components under `plugins/target/`.
 #[cfg(feature = "plugins")]
@@ -26,5 +26,6 @@ pub mod jobs;
 pub mod nested_build;
 pub mod pipeline;
 pub mod polyglot;
+pub mod pty;
 pub mod running;
 pub mod wait;

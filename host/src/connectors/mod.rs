@@ -112,6 +112,11 @@ pub trait SinkConnector: DynEq + Debug + Send + Sync {
         None
     }
 
+    /// Whether the sink writes to the process's standard output.
+    fn writes_stdout(&self) -> bool {
+        false
+    }
+
     /// Checks the files the settings name; `dir` is the job folder. Runs
     /// after the job's wiring checks.
     fn check_files(&self, dir: &Path) -> Result<(), String> {

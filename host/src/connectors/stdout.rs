@@ -54,14 +54,19 @@ impl SinkConnector for StdoutConfig {
     /// stays printed.
     fn open(
         &self,
-        _id: &str,
+        id: &str,
         _staging: &Path,
         _restore: Option<&Value>,
     ) -> Result<Box<dyn Sink>, SinkError> {
         Ok(Box::new(StdoutSink {
+            id: id.to_string(),
             epoch: Vec::new(),
             pending: BTreeMap::new(),
         }))
+    }
+
+    fn writes_stdout(&self) -> bool {
+        true
     }
 }
 
@@ -70,6 +75,7 @@ impl SinkConnector for StdoutConfig {
 /// output of the checkpoint being committed may be missing or, when printing
 /// was interrupted, partly printed.
 struct StdoutSink {
+    id: String,
     epoch: Vec<u8>,
     pending: BTreeMap<u64, Vec<u8>>,
 }
@@ -95,7 +101,7 @@ impl Sink for StdoutSink {
             out.write_all(&bytes)
                 .and_then(|_| out.flush())
                 .map_err(|error| SinkError::Io {
-                    sink: "stdout".into(),
+                    sink: self.id.clone(),
                     path: "stdout".into(),
                     error,
                 })?;

@@ -15,7 +15,8 @@
 //!   choose and check the checkpoint, truncate), `wiring` (every channel),
 //!   `open` (instances, sinks, sources), `start` (the threads), `driver`
 //!   (commands, persisting, commits, swap requests);
-//! - [`RunSummary`] and [`format_summary`]: what a run did; [`validate()`]:
+//! - [`RunSummary`], [`format_summary`] and [`summary_json`]: what a run
+//!   did, for a person and for a program; [`validate()`]:
 //!   checking a job without running it; [`RunError`]: why a run failed.
 
 mod attempt;
@@ -44,7 +45,7 @@ pub use error::RunError;
 pub use kept::KEPT_DIR;
 pub use options::{RestoreMode, RunOptions, state_dir};
 pub use plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
-pub use summary::{RunSummary, format_summary};
+pub use summary::{RunSummary, format_summary, summary_json};
 pub use validate::validate;
 
 /// Runs `job` until its input ends, `shutdown` becomes true (then it takes a

@@ -1,5 +1,6 @@
-//! What a finished run did ([`RunSummary`]) and the report `weir run`
-//! prints ([`format_summary`]).
+//! What a finished run did ([`RunSummary`]) and the reports `weir run`
+//! prints: [`format_summary`] for a person, [`summary_json`] for a program
+//! (`weir run --json`).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -63,16 +64,55 @@ pub fn format_summary(job: &Job, s: &RunSummary) -> String {
     );
     let width = s.nodes.iter().map(|n| n.0.len()).max().unwrap_or(0);
     for (id, records_in, records_out) in &s.nodes {
-        let kind = if job.sources.iter().any(|x| &x.id == id) {
-            "source"
-        } else if job.sinks.iter().any(|x| &x.id == id) {
-            "sink"
-        } else {
-            "operator"
-        };
+        let kind = node_kind(job, id);
         out.push_str(&format!(
             "  {kind:<8} {id:<width$}  in {records_in:>12}  out {records_out:>12}\n"
         ));
     }
     out
+}
+
+/// `source`, `operator` or `sink`: what node `id` of `job` is.
+fn node_kind(job: &Job, id: &str) -> &'static str {
+    if job.sources.iter().any(|x| x.id == id) {
+        "source"
+    } else if job.sinks.iter().any(|x| x.id == id) {
+        "sink"
+    } else {
+        "operator"
+    }
+}
+
+/// The summary as one JSON object, the shape `weir run --json` prints
+/// (documented in the README; fields are only ever added):
+///
+/// ```json
+/// {"job": "wordcount", "finished": true, "duration_secs": 1.25,
+///  "checkpoints": 3, "last_checkpoint": 3, "restored_from": null,
+///  "restarts": 0,
+///  "nodes": [{"id": "text", "kind": "source", "records_in": 0, "records_out": 9}]}
+/// ```
+pub fn summary_json(job: &Job, s: &RunSummary) -> serde_json::Value {
+    let nodes: Vec<serde_json::Value> = s
+        .nodes
+        .iter()
+        .map(|(id, records_in, records_out)| {
+            serde_json::json!({
+                "id": id,
+                "kind": node_kind(job, id),
+                "records_in": records_in,
+                "records_out": records_out,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "job": job.name,
+        "finished": s.finished,
+        "duration_secs": s.duration.as_secs_f64(),
+        "checkpoints": s.checkpoints,
+        "last_checkpoint": s.last_checkpoint,
+        "restored_from": s.restored_from,
+        "restarts": s.restarts,
+        "nodes": nodes,
+    })
 }

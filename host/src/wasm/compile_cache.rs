@@ -11,6 +11,10 @@
 //! Where: `$WEIR_CACHE_DIR`, else `$XDG_CACHE_HOME/weir`, else
 //! `~/.cache/weir`. `WEIR_CACHE_DIR=off` (or an empty value) disables it.
 //!
+//! [`compile`] says, in a [`NOTICE`](crate::NOTICE), that a component of
+//! [`ANNOUNCED_SIZE`] or more is being compiled, before it starts, so a
+//! first run of a large plugin is not silent for seconds.
+//!
 //! Invariants:
 //! - The cache never makes loading fail: an unreadable, corrupt, truncated
 //!   or incompatible entry is compiled again (and rewritten), and a cache
@@ -206,6 +210,17 @@ impl CompileCache {
     /// The component for `wasm`: from the cache when a valid entry exists,
     /// else compiled (and stored). Fails only when `wasm` does not compile.
     pub fn compile(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Component, Outcome)> {
+        self.compile_with(engine, wasm, || {})
+    }
+
+    /// [`compile`](Self::compile), calling `on_miss` first when there is no
+    /// usable entry, before the (slow) compilation starts.
+    pub fn compile_with(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        on_miss: impl FnOnce(),
+    ) -> wasmtime::Result<(Component, Outcome)> {
         let path = self.entry_path(engine, wasm);
         let origin = Origin::of(engine, wasm);
         let mut existed = false;
@@ -246,6 +261,7 @@ impl CompileCache {
                 path.display()
             ),
         }
+        on_miss();
         let artifact = engine.precompile_component(wasm)?;
         // SAFETY: produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &artifact)? };
@@ -333,14 +349,45 @@ fn checked_artifact<'a>(file: &'a [u8], origin: &Origin) -> Result<&'a [u8], Unu
     Ok(artifact)
 }
 
-/// Compiles `wasm` with `engine`, through the process's default cache
-/// ([`default_dir`]) when there is one.
-pub fn compile(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Component> {
-    match CompileCache::from_env() {
-        Some(cache) => cache.compile(engine, wasm).map(|(c, _)| c),
-        None => Component::new(engine, wasm),
+/// Compiles `wasm` (the file `plugin`) with `engine`, through the
+/// process's default cache ([`default_dir`]) when there is one. Before
+/// compiling a component of [`ANNOUNCED_SIZE`] or more, says so in a
+/// [`NOTICE`](crate::NOTICE).
+pub fn compile(engine: &Engine, plugin: &Path, wasm: &[u8]) -> wasmtime::Result<Component> {
+    let cache = CompileCache::from_env();
+    let announce = || {
+        if wasm.len() < ANNOUNCED_SIZE {
+            return;
+        }
+        let what = format!(
+            "compiling plugin {} ({:.1} MB), which takes a while",
+            plugin.display(),
+            wasm.len() as f64 / 1e6
+        );
+        match &cache {
+            Some(c) => tracing::info!(
+                target: crate::NOTICE,
+                "{what}; the result is cached in {} for the next run",
+                c.dir().display()
+            ),
+            None => tracing::info!(
+                target: crate::NOTICE,
+                "{what}; the compile cache is off (WEIR_CACHE_DIR), so every run compiles it"
+            ),
+        }
+    };
+    match &cache {
+        Some(c) => c.compile_with(engine, wasm, announce).map(|(c, _)| c),
+        None => {
+            announce();
+            Component::new(engine, wasm)
+        }
     }
 }
+
+/// Components of at least this many bytes (Python and JavaScript ones,
+/// 10–20 MB, take seconds to compile) announce their compilation.
+pub const ANNOUNCED_SIZE: usize = 1 << 20;
 
 #[cfg(test)]
 mod tests {

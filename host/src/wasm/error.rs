@@ -86,8 +86,9 @@ pub enum InstanceError {
         operator: String,
         /// The hook that was called.
         hook: &'static str,
-        /// What went wrong, on one line: the trap, and the plugin's last
-        /// stderr line (a Rust guest's panic message) when there is one.
+        /// What went wrong, on one line: the trap, and what the call's
+        /// stderr says when it says something (a Rust guest's panic
+        /// message, a Python exception, else its last line).
         message: String,
         /// The guest backtrace, when wasmtime recorded one (several lines).
         backtrace: Option<String>,

@@ -39,7 +39,7 @@ pub(super) fn sanitize(text: &str, max: usize) -> String {
 pub(super) const MAX_MESSAGE: usize = 4096;
 
 /// Stderr lines of a call kept to explain a trap.
-const STDERR_KEPT: usize = 8;
+const STDERR_KEPT: usize = 16;
 
 /// Most bytes of stdout plus stderr a plugin may write in one call; the rest
 /// is dropped (with one warning).
@@ -108,7 +108,9 @@ impl GuestOutput {
 
     /// Logs unfinished lines and returns what the call's stderr says about
     /// a failure, on one line: a Rust panic message (`panicked at FILE:
-    /// MESSAGE`) when there is one, else the last stderr line.
+    /// MESSAGE`), after the exception of a Python traceback printed before
+    /// it (componentize-py prints the traceback, then panics with a
+    /// generic message), when there is one; else the last stderr line.
     pub(super) fn end_call(&self) -> Option<String> {
         let mut s = self.lock();
         for which in [Stream::Stdout, Stream::Stderr] {
@@ -120,19 +122,40 @@ impl GuestOutput {
         let lines = &s.last_stderr;
         let summary = match lines.iter().rposition(|l| l.contains("panicked at")) {
             Some(i) => {
-                let message = lines[i + 1..]
-                    .iter()
-                    .take_while(|l| !l.starts_with("note: "))
-                    .cloned();
-                std::iter::once(lines[i].clone())
-                    .chain(message)
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                let panic = lines[i..].join(" ");
+                match python_exception(&lines[..i]) {
+                    Some(exception) => format!("{exception}; {panic}"),
+                    None => panic,
+                }
             }
             None => lines.last()?.clone(),
         };
         Some(sanitize(&summary, MAX_MESSAGE))
     }
+}
+
+/// The first line of a Python traceback.
+const TRACEBACK: &str = "Traceback (most recent call last):";
+
+/// The exception a Python traceback at the end of `lines` reports: the
+/// lines after its last frame (`  File "...", line N, in f` and the
+/// indented source lines below it), e.g. `ValueError: bad count`.
+fn python_exception(lines: &[String]) -> Option<String> {
+    let frame = lines
+        .iter()
+        .rposition(|l| l == TRACEBACK || l.starts_with("  File \""))?;
+    let exception: Vec<&str> = lines[frame + 1..]
+        .iter()
+        .map(String::as_str)
+        .skip_while(|l| l.starts_with(' '))
+        .collect();
+    (!exception.is_empty()).then(|| exception.join(" "))
+}
+
+/// Whether a plugin's stderr line is Rust's hint to set `RUST_BACKTRACE`,
+/// which the sandbox has no environment for: it is dropped.
+fn is_backtrace_hint(line: &str) -> bool {
+    line.starts_with("note: ") && line.contains("RUST_BACKTRACE")
 }
 
 impl OutputState {
@@ -145,7 +168,7 @@ impl OutputState {
 
     fn line(&mut self, which: Stream, bytes: &[u8]) {
         let text = sanitize(String::from_utf8_lossy(bytes).trim_end(), MAX_MESSAGE);
-        if text.is_empty() {
+        if text.is_empty() || (which == Stream::Stderr && is_backtrace_hint(&text)) {
             return;
         }
         let op = &self.label;
@@ -273,8 +296,12 @@ mod tests {
         out.begin_call();
         let mut s = out.lock();
         s.write(Stream::Stderr, b"\nthread 'x' panicked at x.rs:1:\nbo");
-        s.write(Stream::Stderr, b"om\nnote: run with RUST_BACKTRACE=1\n");
-        assert_eq!(s.last_stderr.len(), 3);
+        s.write(
+            Stream::Stderr,
+            b"om\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
+        );
+        // The hint to set RUST_BACKTRACE is dropped: the sandbox has no environment.
+        assert_eq!(s.last_stderr, ["thread 'x' panicked at x.rs:1:", "boom"]);
         s.write(Stream::Stdout, &vec![b'x'; MAX_OUTPUT_PER_CALL]);
         assert!(s.suppressed && s.stdout.is_empty());
         drop(s);
@@ -286,6 +313,34 @@ mod tests {
         out.begin_call();
         out.lock().write(Stream::Stderr, b"one\ntwo\npartial");
         assert_eq!(out.end_call().as_deref(), Some("partial"));
+    }
+
+    /// What componentize-py writes when Python code raises: the traceback,
+    /// then the panic of its runtime with a generic message.
+    #[test]
+    fn a_python_exception_is_in_the_failure_before_the_panic() {
+        let out = GuestOutput::new("op[0]");
+        out.begin_call();
+        out.lock().write(
+            Stream::Stderr,
+            b"Traceback (most recent call last):\n  File \"/app.py\", line 9, in process\n    counts[w] = int(v)\n                ^^^^^^\nValueError: invalid literal for int() with base 10: 'x'\nthread '<unnamed>' panicked at runtime/src/lib.rs:560:21:\nPython function threw an unexpected exception\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
+        );
+        assert_eq!(
+            out.end_call().as_deref(),
+            Some(
+                "ValueError: invalid literal for int() with base 10: 'x'; thread '<unnamed>' panicked at runtime/src/lib.rs:560:21: Python function threw an unexpected exception"
+            )
+        );
+        // A Rust panic after other stderr output carries only the panic.
+        out.begin_call();
+        out.lock().write(
+            Stream::Stderr,
+            b"  indented\nplain\nthread 'x' panicked at x.rs:1:\nboom\n",
+        );
+        assert_eq!(
+            out.end_call().as_deref(),
+            Some("thread 'x' panicked at x.rs:1: boom")
+        );
     }
 
     #[test]

@@ -145,11 +145,12 @@ impl Runtime {
         bytes: &[u8],
     ) -> Result<(Component, OperatorPre<InstanceState>), PluginError> {
         let path = path.to_path_buf();
-        let component =
-            compile_cache::compile(&self.engine, bytes).map_err(|e| PluginError::Compile {
+        let component = compile_cache::compile(&self.engine, &path, bytes).map_err(|e| {
+            PluginError::Compile {
                 path: path.clone(),
                 message: format!("{e:#}"),
-            })?;
+            }
+        })?;
         let instance_pre =
             self.linker
                 .instantiate_pre(&component)
