@@ -27,7 +27,9 @@ fn slow_job() -> JobDir {
 /// Waits until the job listens on its control socket.
 fn wait_for_socket(j: &JobDir) {
     let sock = j.state_dir().join(weir::run::CONTROL_SOCKET);
-    wait_until("the control socket", PATIENCE, || sock.exists().then_some(()));
+    wait_until("the control socket", PATIENCE, || {
+        sock.exists().then_some(())
+    });
 }
 
 /// One line read from `conn`.
