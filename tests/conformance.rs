@@ -9,7 +9,9 @@
 //! - a `weir run` job gives the same output lines as with the Rust build;
 //! - a job survives SIGKILL and restores exactly-once;
 //! - a Rust `word-count` checkpoint restored with `--swap count=<other>.wasm`
-//!   keeps every count: state belongs to the host, not to a language.
+//!   keeps every count: state belongs to the host, not to a language;
+//! - an exception a Python plugin does not catch is in `weir run`'s final
+//!   error line, in Python's own words.
 //!
 //! A language whose toolchain cannot be installed on this machine fails the
 //! suite; `WEIR_POLYGLOT_OPTIONAL=1` skips it instead, with its reason
@@ -25,7 +27,7 @@ use weir::{InstanceError, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::Checkpoint;
+use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::{self, count_words};
 use weir_tests::pipeline::{XorShift, assert_same_lines, seed};
 use weir_tests::plugins;
@@ -657,3 +659,38 @@ conformance!(python);
 conformance!(c);
 conformance!(js);
 conformance!(zig);
+
+/// An exception a Python plugin does not catch traps the call, and the one
+/// `error:` line of `weir run` carries the exception's own text, not only
+/// componentize-py's generic panic: here reconcile-py's `float()` of an
+/// amount that is a 401-digit integer.
+#[test]
+fn python_an_uncaught_exception_is_in_the_final_error_line() {
+    let test = "python_an_uncaught_exception_is_in_the_final_error_line";
+    let Some(build) = build_of(polyglot::lang("python"), "reconcile", test) else {
+        return;
+    };
+    let job = JobFile::new("overflow")
+        .checkpoint(Checkpoint::final_only())
+        .source(Source::file("a", "a.jsonl"))
+        .source(Source::file("b", "b.jsonl"))
+        .operator(Operator::new("rec", &build).ports(&[("a", "a"), ("b", "b")]))
+        .sink(Sink::file("out", "out.jsonl").input("rec"));
+    let line = format!("{{\"key\":\"K1\",\"amount\":1{}}}\n", "0".repeat(400));
+    let j = JobDir::new(WEIR, job, &[("a.jsonl", &line), ("b.jsonl", "")]);
+    let out = j.run(&[]);
+    assert!(!out.success(), "{}", out.stderr);
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(
+        errors[0].contains("operator `rec[0]`")
+            && errors[0].contains("OverflowError: int too large to convert to float"),
+        "{}",
+        errors[0]
+    );
+    assert!(!out.stderr.contains("RUST_BACKTRACE"), "{}", out.stderr);
+}

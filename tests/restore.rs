@@ -180,6 +180,28 @@ fn an_empty_state_file_is_refused_not_taken_for_a_new_job() {
         "the committed output was rewritten"
     );
     assert_eq!(std::fs::metadata(&file).unwrap().len(), 0);
+    // `--restore none` is the way to start over: it keeps the damaged file
+    // beside the new store and says where.
+    let err = j.run_ok(&["--restore", "none"]);
+    assert!(err.contains("kept the damaged file as"), "{err}");
+    let aside: Vec<_> = std::fs::read_dir(j.state_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("checkpoints.redb.damaged-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(
+        std::fs::metadata(j.state_dir().join(&aside[0]))
+            .unwrap()
+            .len(),
+        0
+    );
+    assert_eq!(
+        j.read("out.jsonl"),
+        output,
+        "the same input, the same output"
+    );
+    assert!(j.checkpoints(&[]).contains("complete checkpoint"));
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! to resume from, refuse one that does not fit the job
 //! ([`check_restorable`]), and delete the checkpoints after it.
 //!
+//! A damaged store is refused, except with `--restore none`, which sets the
+//! damaged file aside (renamed, never deleted) and starts a new store.
+//!
 //! Invariants:
 //! - Once [`prepare`] returns a [`RestorePoint`], the store holds no
 //!   checkpoint newer than the restored one, so new checkpoint ids continue
@@ -19,7 +22,7 @@ use crate::dataflow::partition::KEY_GROUPS;
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::LoadedOperator;
-use crate::store::{CheckpointMeta, CheckpointStore};
+use crate::store::{CheckpointMeta, CheckpointStore, StoreError};
 
 /// Where an attempt starts.
 pub(crate) enum Prepared {
@@ -51,7 +54,13 @@ pub(crate) fn prepare(
     swapped: &BTreeSet<String>,
 ) -> Result<Prepared, RunError> {
     let state_dir = options.state_dir(job);
-    let store = CheckpointStore::open(&state_dir, &job.name)?;
+    let store = match CheckpointStore::open(&state_dir, &job.name) {
+        Err(StoreError::Corrupt { path, message }) if mode == RestoreMode::None => {
+            set_aside(&path, &message)?;
+            CheckpointStore::open(&state_dir, &job.name)?
+        }
+        opened => opened?,
+    };
     let checkpoint = choose(job, &state_dir, &store, mode)?;
     if let Some(meta) = checkpoint.as_ref().filter(|m| m.final_checkpoint) {
         tracing::warn!(
@@ -79,6 +88,28 @@ pub(crate) fn prepare(
         checkpoint,
         first_id,
     })))
+}
+
+/// Renames the damaged store file at `path` to `<name>.damaged-<unix
+/// seconds>` beside it, for `--restore none`, which starts over but never
+/// deletes what it could not read.
+fn set_aside(path: &std::path::Path, damage: &str) -> Result<(), RunError> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".damaged-{secs}"));
+    let aside = path.with_file_name(name);
+    std::fs::rename(path, &aside).map_err(|error| StoreError::Io {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    tracing::warn!(
+        "checkpoint store {} is damaged ({damage}); --restore none starts from scratch and kept the damaged file as {}",
+        path.display(),
+        aside.display()
+    );
+    Ok(())
 }
 
 /// The checkpoint `mode` names (`None` deletes every checkpoint).

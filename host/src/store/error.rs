@@ -28,7 +28,7 @@ pub enum StoreError {
         expected: String,
     },
     /// The file is damaged or not a checkpoint store.
-    #[error("checkpoint store {} is damaged ({message}): move it away to start from scratch, or restore it from a backup", path.display())]
+    #[error("checkpoint store {} is damaged ({message}): restore it from a backup, or start from scratch with `weir run --restore none` (which keeps the damaged file beside it)", path.display())]
     Corrupt {
         /// Store file.
         path: PathBuf,

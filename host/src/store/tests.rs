@@ -702,7 +702,7 @@ fn corrupted_segments_are_errors() {
             "{message}"
         );
         assert!(message.contains(what), "{message}");
-        assert!(message.contains("move it away"), "{message}");
+        assert!(message.contains("weir run --restore none"), "{message}");
     };
     let set_chunk = |j: u32, bytes: &[u8]| {
         tamper(&s, |txn| {
