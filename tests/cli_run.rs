@@ -9,7 +9,7 @@ use weir_tests::cli::{Outcome, Weir};
 use weir_tests::counts::parse_counts;
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
-use weir_tests::jobs::count_words;
+use weir_tests::jobs::{self, count_words};
 use weir_tests::plugins;
 use weir_tests::running::Running;
 use weir_tests::wait::{PATIENCE, wait_until};
@@ -126,15 +126,7 @@ fn metrics_are_served_while_the_job_runs() {
 /// format requires.
 #[test]
 fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
-    let odd = JobFile::new("we\"ir\\job\nx")
-        .checkpoint(Checkpoint::every("100ms").dir("state"))
-        .source(Source::stdin("in"))
-        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
-        .sink(
-            Sink::file("out", "out.jsonl")
-                .format("jsonl")
-                .input("count"),
-        );
+    let odd = jobs::count_stdin("we\"ir\\job\nx", Checkpoint::every("100ms").dir("state"));
     let j = JobDir::new(WEIR, odd, &[]);
     let mut run = j.command(
         "run",

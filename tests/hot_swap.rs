@@ -150,10 +150,9 @@ fn a_swap_whose_restore_fails_changes_nothing() {
     );
 }
 
-/// Runs the job, swaps `count` to `plugin` once the job has committed
-/// output, and returns the `weir swap` outcome (exit success,
-/// stdout+stderr).
-fn live_swap(j: &JobDir, plugin: &str) -> (bool, String) {
+/// Starts the job (no progress lines, stderr dropped) and waits until it
+/// has committed output.
+fn running(j: &JobDir) -> std::process::Child {
     let mut child = j
         .command("run", &["--progress-every", "0"])
         .stderr(Stdio::null())
@@ -163,6 +162,14 @@ fn live_swap(j: &JobDir, plugin: &str) -> (bool, String) {
         j.wait_for_output(&mut child, "out.jsonl", 0),
         "the job ended before it committed output"
     );
+    child
+}
+
+/// Runs the job, swaps `count` to `plugin` once the job has committed
+/// output, and returns the `weir swap` outcome (exit success,
+/// stdout+stderr).
+fn live_swap(j: &JobDir, plugin: &str) -> (bool, String) {
+    let mut child = running(j);
     let out = j.on_state("swap", &[&format!("count={plugin}")]);
     let text = format!("{}{}", out.stdout, out.stderr);
     let run = child.wait().unwrap();
@@ -231,11 +238,7 @@ fn swap_requests_are_checked() {
 /// to swap `op` to `plugin`; kills the job and returns the `weir swap`
 /// outcome (exit success, stderr).
 fn live_swap_op(j: &JobDir, op: &str, plugin: &str) -> (bool, String) {
-    let mut child = j.command("run", &[]).stderr(Stdio::null()).spawn().unwrap();
-    assert!(
-        j.wait_for_output(&mut child, "out.jsonl", 0),
-        "the job ended before it committed output"
-    );
+    let mut child = running(j);
     let out = j.on_state("swap", &[&format!("{op}={plugin}")]);
     let _ = child.kill();
     let _ = child.wait();
@@ -391,15 +394,7 @@ fn recorded_version(j: &JobDir) -> String {
 #[test]
 fn a_job_killed_right_after_a_live_swap_resumes_exactly_once() {
     let j = job(3000, 15_000);
-    let mut child = j
-        .command("run", &["--progress-every", "0"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        j.wait_for_output(&mut child, "out.jsonl", 0),
-        "the job ended before it committed output"
-    );
+    let mut child = running(&j);
     let swap = j.on_state("swap", &[&format!("count={}", plugins::WORD_COUNT_V2)]);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use weir_tests::cli::{Outcome, Weir};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
-use weir_tests::jobs::count_words;
+use weir_tests::jobs::{self, count_words};
 use weir_tests::pipeline::multiset;
 use weir_tests::plugins;
 use weir_tests::wait::{PATIENCE, wait_until};
@@ -235,15 +235,7 @@ fn sigint_checkpoints_and_the_next_run_finishes_exactly_once() {
 /// reads on from wherever stdin is.
 #[test]
 fn a_job_reading_stdin_restores_its_state_and_reads_on_from_the_new_stdin() {
-    let live = JobFile::new("live")
-        .checkpoint(Checkpoint::every("100ms"))
-        .source(Source::stdin("in"))
-        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
-        .sink(
-            Sink::file("out", "out.jsonl")
-                .format("jsonl")
-                .input("count"),
-        );
+    let live = jobs::count_stdin("live", Checkpoint::every("100ms"));
     let j = JobDir::new(WEIR, live, &[]);
     let mut first = j
         .command("run", &[])

@@ -25,6 +25,21 @@ pub fn count_words(name: &str, checkpoint: Checkpoint, rate: u64, parallelism: u
         )
 }
 
+/// `name`: source `in` reads stdin, operator `count` (word-count, one
+/// instance) counts its lines as words, and sink `out` writes the counts to
+/// `out.jsonl`; under `checkpoint`.
+pub fn count_stdin(name: &str, checkpoint: Checkpoint) -> JobFile {
+    JobFile::new(name)
+        .checkpoint(checkpoint)
+        .source(Source::stdin("in"))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
+        .sink(
+            Sink::file("out", "out.jsonl")
+                .format("jsonl")
+                .input("count"),
+        )
+}
+
 /// `wordcount`, the golden word count: source `text` reads `input.txt` (at
 /// `rate` records per second, or unthrottled), operator `split` splits the
 /// lines into words, operator `count` (the component `count`, 2 instances)
