@@ -1,13 +1,14 @@
 //! The wiring of a job's DAG: every upstream names a source or an
-//! operator, ids are unique, operators form no cycle (Kahn's algorithm,
-//! [`find_cycle`] names one), every source and operator has a consumer, and
-//! an operator's inputs fit its plugin's ports ([`Job::resolve_ports`]).
+//! operator (a port only of an operator), ids are unique, operators form no
+//! cycle (Kahn's algorithm, [`find_cycle`] names one), every source and
+//! operator has a consumer, and an operator's inputs and the output ports
+//! its consumers name fit its plugin's ports ([`Job::resolve_ports`]).
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use super::error::label;
-use super::{Inputs, Job, JobError, OperatorConfig};
+use super::{Inputs, Job, JobError, OperatorConfig, Upstream};
 
 impl Job {
     /// Operators in topological order (upstreams first, ties in file order); sources and
@@ -22,57 +23,64 @@ impl Job {
 
     /// Checks an operator's inputs against the declared input port names of `plugin`
     /// (the file messages name: the job file's plugin, or one swapped in) and resolves
-    /// them to (port index, upstream id) pairs, ordered by port index.
+    /// them to (port index, upstream) pairs, ordered by port index, then in the order a
+    /// port's list gives (a union's upstreams); and checks that every output port its
+    /// consumers name is one of `plugin_outputs`.
     ///
     /// Fails if a named port is not declared by the plugin, a declared port is left
-    /// unwired, a positional list's length differs from the number of declared ports, or
-    /// the plugin declares no output port while something consumes the operator.
+    /// unwired, a positional list's length differs from the number of declared ports,
+    /// the plugin declares no output port while something consumes the operator, a
+    /// consumer names an output port the plugin does not declare, or one input lists
+    /// the same output port twice (`op` and `op.first`).
     pub fn resolve_ports(
         &self,
         operator: &OperatorConfig,
         plugin: &Path,
         plugin_inputs: &[String],
         plugin_outputs: &[String],
-    ) -> Result<Vec<(u32, String)>, JobError> {
+    ) -> Result<Vec<(u32, Upstream)>, JobError> {
         let fail = |message: String| self.invalid(&label("operator", &operator.id), message);
         let plugin = plugin.display();
-        let declared = match plugin_inputs {
+        let declared = |ports: &[String]| match ports {
             [] => "none".to_owned(),
             ports => ports.join(", "),
         };
-        // wired[i] is the upstream of declared port i.
-        let mut wired: Vec<Option<&str>> = vec![None; plugin_inputs.len()];
+        // wired[i] is what feeds declared port i.
+        let mut wired: Vec<&[Upstream]> = vec![&[]; plugin_inputs.len()];
         match &operator.inputs {
             Inputs::Named(pairs) => {
-                for (port, up) in pairs {
+                for (port, ups) in pairs {
                     let Some(i) = plugin_inputs.iter().position(|p| p == port) else {
                         return Err(fail(format!(
                             "input port {port:?} is not declared by plugin {plugin} \
-                             (declared inputs: {declared}); rename or remove it in `inputs`"
+                             (declared inputs: {}); rename or remove it in `inputs`",
+                            declared(plugin_inputs)
                         )));
                     };
-                    wired[i] = Some(up);
+                    wired[i] = ups;
                 }
             }
             Inputs::Positional(ups) if ups.len() != plugin_inputs.len() => {
                 return Err(fail(format!(
                     "`inputs` lists {} upstream(s) but plugin {plugin} declares {} input \
-                     port(s) ({declared}); list one upstream per port",
+                     port(s) ({}); list one upstream per port, or union several into one \
+                     port by name: inputs = {{ port = [\"a\", \"b\"] }}",
                     ups.len(),
-                    plugin_inputs.len()
+                    plugin_inputs.len(),
+                    declared(plugin_inputs)
                 )));
             }
-            Inputs::Positional(ups) => wired = ups.iter().map(|up| Some(up.as_str())).collect(),
+            Inputs::Positional(_) => wired = operator.inputs.port_lists(),
         }
-        let mut resolved = Vec::with_capacity(wired.len());
-        for ((index, port), up) in (0u32..).zip(plugin_inputs).zip(wired) {
-            let Some(up) = up else {
+        let mut resolved = Vec::new();
+        for ((index, port), ups) in (0u32..).zip(plugin_inputs).zip(wired) {
+            if ups.is_empty() {
                 return Err(fail(format!(
                     "input port {port:?} of plugin {plugin} is not wired; add \
                      {port} = \"<upstream id>\" to `inputs`"
                 )));
-            };
-            resolved.push((index, up.to_owned()));
+            }
+            resolved.extend(ups.iter().map(|up| (index, up.clone())));
         }
         let consumers = self.consumers(&operator.id);
         if plugin_outputs.is_empty() && !consumers.is_empty() {
@@ -82,19 +90,66 @@ impl Job {
                 consumers.join(", ")
             )));
         }
+        for (entry, ups) in self.port_lists() {
+            let mut seen: Vec<(u32, &Upstream)> = Vec::new();
+            for up in ups.iter().filter(|up| up.node == operator.id) {
+                let Some(index) = up.port_index(plugin_outputs) else {
+                    return Err(self.invalid(
+                        &entry,
+                        format!(
+                            "input {:?}: operator {:?} has no output port {:?} (plugin \
+                             {plugin} declares outputs: {}); name one of those",
+                            up.to_string(),
+                            operator.id,
+                            up.port.as_deref().unwrap_or_default(),
+                            declared(plugin_outputs)
+                        ),
+                    ));
+                };
+                if let Some((_, first)) = seen.iter().find(|(i, _)| *i == index) {
+                    return Err(self.invalid(
+                        &entry,
+                        format!(
+                            "input lists {:?} and {:?}, the same output port of plugin \
+                             {plugin}; list it once",
+                            first.to_string(),
+                            up.to_string()
+                        ),
+                    ));
+                }
+                seen.push((index, up));
+            }
+        }
         Ok(resolved)
     }
 
-    /// Ids of everything that consumes `id`: operators (file order, each once), then sinks.
+    /// Ids of everything that consumes `id`, on any of its output ports:
+    /// operators (file order, each once), then sinks.
     pub fn consumers(&self, id: &str) -> Vec<&str> {
+        let reads = |ups: Vec<&Upstream>| ups.iter().any(|up| up.node == id);
         let ops = self
             .operators
             .iter()
-            .filter(|op| op.inputs.upstreams().contains(&id));
-        let sinks = self.sinks.iter().filter(|sink| sink.input == id);
+            .filter(|op| reads(op.inputs.upstreams()));
+        let sinks = self
+            .sinks
+            .iter()
+            .filter(|s| reads(s.input.iter().collect()));
         ops.map(|op| op.id.as_str())
             .chain(sinks.map(|s| s.id.as_str()))
             .collect()
+    }
+
+    /// Every input's list of upstreams (an operator's per port, a sink's), with the
+    /// label of the entry that wrote it: operators in file order, then sinks.
+    pub fn port_lists(&self) -> Vec<(String, &[Upstream])> {
+        let ops = self.operators.iter().flat_map(|op| {
+            let entry = label("operator", &op.id);
+            let lists = op.inputs.port_lists().into_iter();
+            lists.map(move |ups| (entry.clone(), ups))
+        });
+        let sinks = (self.sinks.iter()).map(|s| (label("sink", &s.id), s.input.as_slice()));
+        ops.chain(sinks).collect()
     }
 
     /// For each operator, the indices of its upstream operators (sources are left out).
@@ -104,7 +159,9 @@ impl Job {
         let index: HashMap<&str, usize> = ids.map(|(i, op)| (op.id.as_str(), i)).collect();
         let ups = |op: &OperatorConfig| {
             let ups = op.inputs.upstreams();
-            ups.iter().filter_map(|up| index.get(up).copied()).collect()
+            ups.iter()
+                .filter_map(|up| index.get(up.node.as_str()).copied())
+                .collect()
         };
         self.operators.iter().map(ups).collect()
     }
@@ -130,25 +187,26 @@ impl Job {
         }
         // Upstreams are sources and operators; sinks have no output.
         let known: Vec<&str> = all.iter().filter(|e| e.0 != "sink").map(|e| e.1).collect();
-        let op_edges = self.operators.iter().flat_map(|op| {
-            let entry = label("operator", &op.id);
-            op.inputs
-                .upstreams()
-                .into_iter()
-                .map(move |up| (entry.clone(), up))
-        });
-        let sink_edges = self
-            .sinks
-            .iter()
-            .map(|s| (label("sink", &s.id), s.input.as_str()));
-        for (entry, up) in op_edges.chain(sink_edges) {
-            let message = match kinds.get(up) {
+        let edges = self.port_lists().into_iter();
+        let edges = edges.flat_map(|(entry, ups)| ups.iter().map(move |up| (entry.clone(), up)));
+        for (entry, up) in edges {
+            let (node, text) = (up.node.as_str(), up.to_string());
+            let message = match kinds.get(node) {
                 Some(&"sink") => format!(
-                    "input {up:?} is a sink, which has no output; use that sink's input instead"
+                    "input {text:?} is a sink, which has no output; use that sink's input instead"
+                ),
+                Some(&"source") if up.port.is_some() => format!(
+                    "input {text:?}: source {node:?} has one output and no named ports; \
+                     write {node:?}"
                 ),
                 Some(_) => continue,
+                None if up.port.is_some() => format!(
+                    "input {text:?}: {node:?} is not a known id (sources and operators: {}); \
+                     fix the id",
+                    known.join(", ")
+                ),
                 None => format!(
-                    "input {up:?} is not a known id (sources and operators: {}); fix the id",
+                    "input {text:?} is not a known id (sources and operators: {}); fix the id",
                     known.join(", ")
                 ),
             };

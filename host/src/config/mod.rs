@@ -2,11 +2,13 @@
 //!
 //! A job file (TOML) wires sources, operators (Wasm plugins) and sinks into a DAG.
 //! [`Job::parse`] checks everything that can be checked without loading a plugin;
-//! [`Job::resolve_ports`] checks one operator's wiring once its plugin's ports are known.
+//! [`Job::resolve_ports`] checks one operator's wiring, and the output port names its
+//! consumers use, once its plugin's ports are known.
 //!
 //! Invariants of a [`Job`] returned by [`Job::load`] or [`Job::parse`]:
 //! - ids are non-empty, made of `[A-Za-z0-9_-]`, and unique across sources, operators and sinks;
-//! - every upstream id names a source or an operator (never a sink);
+//! - every upstream names a source or an operator (never a sink), a port only of an
+//!   operator, and no input lists one upstream twice;
 //! - operators form no cycle, and every source and operator has at least one consumer;
 //! - every path is joined onto the job file's folder (an absolute path stays as written);
 //! - plugin files and file-source paths were existing files at parse time, and no sink
@@ -14,9 +16,10 @@
 //!
 //! This module reads the file and orchestrates the checks; the entries are
 //! built by `source`, `operator` (with `limits`) and `sink`, the tables
-//! `[checkpoint]` and `[restart]` by `checkpoint`, the wiring is checked by
-//! `graph`, and `error` holds [`JobError`]. A source's or sink's own settings
-//! are parsed by the connector its `type` names ([`crate::connectors`]).
+//! `[checkpoint]` and `[restart]` by `checkpoint`, upstream references are
+//! read by `upstream`, the wiring is checked by `graph`, and `error` holds
+//! [`JobError`]. A source's or sink's own settings are parsed by the
+//! connector its `type` names ([`crate::connectors`]).
 //! Nothing here depends on the Wasm layer.
 
 use std::path::{Component, Path, PathBuf};
@@ -35,6 +38,7 @@ mod sink;
 mod source;
 #[cfg(test)]
 mod tests;
+mod upstream;
 
 pub use checkpoint::{CheckpointConfig, RestartStrategy, default_state_dir};
 pub use error::JobError;
@@ -45,6 +49,7 @@ pub use limits::{
 pub use operator::{Inputs, MAX_PARALLELISM, OperatorConfig};
 pub use sink::SinkConfig;
 pub use source::{DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, SourceConfig};
+pub use upstream::Upstream;
 
 use checkpoint::{build_checkpoint, build_restart};
 use error::label;

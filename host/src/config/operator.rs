@@ -1,6 +1,7 @@
 //! `[[operator]]` entries: [`OperatorConfig`] (plugin, wiring, parallelism,
 //! the `config` table as JSON, limits and grants) and [`Inputs`], how its
-//! input ports are wired.
+//! input ports are wired (each to one [`Upstream`] or, by name, to a union
+//! of several).
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,7 @@ use serde::Deserialize;
 use toml::{Table, Value};
 
 use super::limits::{Grants, Limits, build_grants, build_limits};
+use super::upstream::{Upstream, read_upstreams};
 use crate::fields::{check_id, from_table, int_in, resolve};
 
 /// Largest accepted operator `parallelism`.
@@ -35,18 +37,27 @@ pub struct OperatorConfig {
 /// How an operator's input ports are wired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inputs {
-    /// `inputs = { port = "upstream" }`: (port, upstream id) pairs, sorted by port name.
-    Named(Vec<(String, String)>),
-    /// `inputs = ["upstream"]`: upstream ids for the plugin's input ports in declared order.
-    Positional(Vec<String>),
+    /// `inputs = { port = "upstream" }` or `{ port = ["a", "b"] }`: each named
+    /// port with its upstreams (several: a union), sorted by port name; every
+    /// list is non-empty and without duplicates.
+    Named(Vec<(String, Vec<Upstream>)>),
+    /// `inputs = ["upstream", ...]`: one upstream per input port of the plugin, in
+    /// declared order.
+    Positional(Vec<Upstream>),
 }
 
 impl Inputs {
-    /// The upstream ids, in wiring order (an upstream wired to two ports appears twice).
-    pub fn upstreams(&self) -> Vec<&str> {
+    /// The upstreams, in wiring order (an upstream wired to two ports appears twice).
+    pub fn upstreams(&self) -> Vec<&Upstream> {
+        self.port_lists().into_iter().flatten().collect()
+    }
+
+    /// The upstreams of each port as written: per named port its list, per
+    /// positional entry a list of one.
+    pub fn port_lists(&self) -> Vec<&[Upstream]> {
         match self {
-            Inputs::Named(pairs) => pairs.iter().map(|(_, up)| up.as_str()).collect(),
-            Inputs::Positional(ups) => ups.iter().map(String::as_str).collect(),
+            Inputs::Named(pairs) => pairs.iter().map(|(_, ups)| ups.as_slice()).collect(),
+            Inputs::Positional(ups) => ups.iter().map(std::slice::from_ref).collect(),
         }
     }
 }
@@ -65,30 +76,27 @@ struct RawOperator {
 
 /// One `[[operator]]` table; `dir` is the job folder.
 pub(super) fn build_operator(dir: &Path, table: Table) -> Result<OperatorConfig, String> {
-    const HINT: &str = "use inputs = { port = \"upstream\" } or inputs = [\"upstream\"]";
+    const HINT: &str = "use inputs = { port = \"upstream\" }, inputs = { port = [\"a\", \"b\"] } \
+                        or inputs = [\"upstream\"]";
     let raw: RawOperator = from_table(table)?;
     let id = check_id(raw.id)?;
-    let upstream = |what: &str, value: Value| match value {
-        Value::String(up) => Ok(up),
-        other => Err(format!(
-            "{what} must be an upstream id string (got {})",
-            other.type_str()
-        )),
-    };
     let inputs = match raw.inputs {
         Some(Value::Table(table)) => {
             let pairs = table.into_iter().map(|(port, v)| {
-                let up = upstream(&format!("input port {port:?}"), v)?;
-                Ok((port, up))
+                let ups = read_upstreams(&format!("input port {port:?}"), v, true, HINT)?;
+                Ok((port, ups))
             });
-            let mut pairs: Vec<(String, String)> = pairs.collect::<Result<_, String>>()?;
+            let mut pairs: Vec<(String, Vec<Upstream>)> = pairs.collect::<Result<_, String>>()?;
             pairs.sort(); // table order depends on toml's `preserve_order` feature
             Inputs::Named(pairs)
         }
         Some(Value::Array(list)) => {
+            let each = "each entry of `inputs`";
+            let hint = "to wire several upstreams into one port, name it: \
+                        inputs = { port = [\"a\", \"b\"] }";
             let ups = list
                 .into_iter()
-                .map(|v| upstream("each entry of `inputs`", v));
+                .map(|v| read_upstreams(each, v, false, hint).map(|mut one| one.remove(0)));
             Inputs::Positional(ups.collect::<Result<_, _>>()?)
         }
         Some(other) => {

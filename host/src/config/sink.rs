@@ -1,6 +1,6 @@
 //! `[[sink]]` entries: [`SinkConfig`] holds the options every sink has
-//! (`id`, `input`) and the settings of its connector, parsed by the
-//! connector its `type` names in
+//! (`id`, `input`: one [`Upstream`] or a union of several) and the settings
+//! of its connector, parsed by the connector its `type` names in
 //! [`connectors::SINK_TYPES`](crate::connectors::SINK_TYPES).
 
 use std::path::Path;
@@ -14,6 +14,8 @@ use crate::connectors::sink::{Sink, SinkError};
 use crate::connectors::{SINK_TYPES, SinkConnector};
 use crate::fields::check_id;
 
+use super::upstream::{Upstream, read_upstreams};
+
 /// One `[[sink]]` entry.
 #[derive(Debug, Clone)]
 pub struct SinkConfig {
@@ -21,8 +23,9 @@ pub struct SinkConfig {
     pub id: String,
     /// Where the sink writes: the settings of its `type`.
     pub connector: Arc<dyn SinkConnector>,
-    /// The upstream id (a source or an operator).
-    pub input: String,
+    /// The upstreams (sources or operators' output ports), never empty and
+    /// without duplicates; several are a union.
+    pub input: Vec<Upstream>,
 }
 
 // By hand: a derived `==` cannot compare the connectors behind their `Arc`s.
@@ -60,7 +63,7 @@ const OPTIONS: [&str; 2] = ["id", "input"];
 #[serde(deny_unknown_fields)]
 struct RawSink {
     id: Option<String>,
-    input: Option<String>,
+    input: Option<toml::Value>,
 }
 
 /// One `[[sink]]` table; `dir` is the job folder.
@@ -73,12 +76,19 @@ pub(super) fn build_sink(dir: &Path, table: Table) -> Result<SinkConfig, String>
         super::split_entry(table, &types, &OPTIONS, |i, t| (SINK_TYPES[i].read)(t))?;
     let id = check_id(raw.id)?;
     let connector = build(dir)?;
-    match raw.input {
-        Some(input) if !input.is_empty() => Ok(SinkConfig {
-            id,
-            connector,
-            input,
-        }),
-        _ => Err("`input` is missing; add input = \"<source or operator id>\"".into()),
-    }
+    const HINT: &str = "write input = \"<source or operator id>\", \"<operator id>.<output port>\" \
+                        or a list of them";
+    let input = match raw.input {
+        Some(toml::Value::String(input)) if input.is_empty() => None,
+        Some(input) => Some(read_upstreams("`input`", input, true, HINT)?),
+        None => None,
+    };
+    let Some(input) = input else {
+        return Err("`input` is missing; add input = \"<source or operator id>\"".into());
+    };
+    Ok(SinkConfig {
+        id,
+        connector,
+        input,
+    })
 }

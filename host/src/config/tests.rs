@@ -150,12 +150,18 @@ fn full_job_parses_with_both_input_syntaxes() {
     assert_eq!(connectors, expected);
     let batch_sizes: Vec<usize> = job.sources.iter().map(|s| s.batch_size).collect();
     assert_eq!(batch_sizes, [16, 1024, 1024]);
-    let pair = |p: &str, u: &str| (p.to_owned(), u.to_owned());
+    let pair = |p: &str, u: &str| (p.to_owned(), vec![Upstream::from(u)]);
     let reconcile = &job.operators[0];
     let named = Inputs::Named(vec![pair("a", "orders_a"), pair("b", "orders_b")]);
     assert_eq!((&reconcile.inputs, reconcile.parallelism), (&named, 2));
     let count = &job.operators[1];
     assert_eq!(count.inputs, Inputs::Positional(vec!["words".into()]));
+    let words = Upstream {
+        node: "words".into(),
+        port: None,
+    };
+    assert_eq!(count.inputs.upstreams(), [&words]);
+    assert_eq!(job.sinks[1].input, [Upstream::from("count")]);
     assert_eq!((count.parallelism, count.config.as_str()), (1, "{}"));
     let out = FileSinkConfig {
         path: at("out/reconcile.jsonl"),
@@ -483,12 +489,9 @@ fn resolve_ports_orders_by_declared_port() {
         )
     };
     let ports = resolve(0, &["right", "left"], &["out"]).unwrap();
-    assert_eq!(ports, [(0, "b".to_owned()), (1, "a".to_owned())]);
-    assert_eq!(
-        resolve(1, &["in"], &["out"]).unwrap(),
-        [(0, "src".to_owned())]
-    );
-    let cases: [(usize, &[&str], &[&str], &str); 4] = [
+    assert_eq!(ports, [(0, "b".into()), (1, "a".into())]);
+    assert_eq!(resolve(1, &["in"], &["out"]).unwrap(), [(0, "src".into())]);
+    let cases: [(usize, &[&str], &[&str], &str); 5] = [
         (
             0,
             &["left", "other"],
@@ -502,6 +505,7 @@ fn resolve_ports_orders_by_declared_port() {
             "input port \"extra\" of plugin",
         ),
         (1, &["x", "y"], &["o"], "lists 1 upstream(s) but plugin"),
+        (1, &[], &["o"], "or union several into one port by name"),
         (
             0,
             &["left", "right"],
@@ -531,6 +535,128 @@ fn resolve_ports_orders_by_declared_port() {
         "{message}"
     );
     assert!(!message.contains(&own), "{message} names {own}");
+}
+
+// ---- side outputs and unions
+
+#[test]
+fn upstreams_name_an_operators_port_or_a_union() {
+    let ops = [
+        op("t", "[\"src\"]"),
+        op("u", "{ in = [\"src\", \"t.rejected\"], side = \"t\" }"),
+        op("v", "[\"t.rejected\", \"u\"]"),
+    ]
+    .concat();
+    let sinks = "[[sink]]\nid = \"out\"\ntype = \"stdout\"\ninput = [\"v\", \"u.extra\"]\n";
+    let job = parse(&doc(&[GEN, &ops, sinks])).unwrap();
+    let up = |node: &str, port: Option<&str>| Upstream {
+        node: node.into(),
+        port: port.map(Into::into),
+    };
+    let (rejected, src, t) = (up("t", Some("rejected")), up("src", None), up("t", None));
+    let named = vec![
+        ("in".to_owned(), vec![src.clone(), rejected.clone()]),
+        ("side".to_owned(), vec![t]),
+    ];
+    assert_eq!(job.operators[1].inputs, Inputs::Named(named));
+    let positional = Inputs::Positional(vec![rejected.clone(), up("u", None)]);
+    assert_eq!(job.operators[2].inputs, positional);
+    assert_eq!(job.sinks[0].input, [up("v", None), up("u", Some("extra"))]);
+    assert_eq!(rejected.to_string(), "t.rejected");
+    // Consumers count every port; `t` feeds `u` on two ports and `v` on one.
+    assert_eq!(job.consumers("t"), ["u", "v"]);
+    assert_eq!(job.consumers("u"), ["v", "out"]);
+    let order: Vec<&str> = job
+        .topological_operators()
+        .iter()
+        .map(|o| o.id.as_str())
+        .collect();
+    assert_eq!(order, ["t", "u", "v"]);
+    // A list of one is the string it holds.
+    let one = |inputs: &str, input: &str| {
+        let text = doc(&[
+            GEN,
+            &op("o", inputs),
+            &sink("out", "o").replace("\"o\"\n", input),
+        ]);
+        let job = parse(&text).unwrap();
+        (job.operators[0].inputs.clone(), job.sinks[0].input.clone())
+    };
+    assert_eq!(
+        one("{ in = [\"src\"] }", "[\"o\"]\n"),
+        one("{ in = \"src\" }", "\"o\"\n")
+    );
+    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let resolved = job.resolve_ports(
+        &job.operators[1],
+        &job.operators[1].plugin,
+        &names(&["side", "in"]),
+        &names(&["out", "extra"]),
+    );
+    let expected = [(0, up("t", None)), (1, src), (1, rejected)];
+    assert_eq!(resolved.unwrap(), expected);
+}
+
+#[test]
+fn port_references_and_unions_are_checked() {
+    let src_port = doc(&[GEN, &sink("out", "src.x")]);
+    let unknown = doc(&[GEN, OUT, &sink("s2", "nope.rejected")]);
+    let twice = doc(&[
+        GEN,
+        &op("o", "{ in = [\"src\", \"src\"] }"),
+        &sink("out", "o"),
+    ]);
+    let sink_twice = OUT.replace("\"src\"\n", "[\"src\", \"src\"]\n");
+    let nested = doc(&[GEN, &op("o", "[[\"src\"]]"), &sink("out", "o")]);
+    let empty = doc(&[GEN, &op("o", "{ in = [] }"), &sink("out", "o")]);
+    assert_rejects!(
+        src_port => "sink \"out\": input \"src.x\": source \"src\" has one output and no named ports; write \"src\"",
+        unknown => "sink \"s2\": input \"nope.rejected\": \"nope\" is not a known id (sources and operators: src); fix the id",
+        twice => "operator \"o\": input port \"in\" lists \"src\" twice; list each upstream once",
+        doc(&[GEN, &sink_twice]) => "sink \"out\": `input` lists \"src\" twice; list each upstream once",
+        nested => "each entry of `inputs` must be an upstream id string (got array); to wire several upstreams into one port, name it",
+        empty => "operator \"o\": input port \"in\" is an empty list",
+        doc(&[GEN, &OUT.replace("\"src\"\n", "[]\n")]) => "sink \"out\": `input` is an empty list",
+        doc(&[GEN, &OUT.replace("\"src\"\n", "3\n")]) => "`input` must be an upstream id string or a list of them (got integer)",
+    );
+}
+
+#[test]
+fn output_port_names_are_checked_when_the_plugin_is_known() {
+    let ops = [
+        op("t", "[\"src\"]"),
+        op("u", "{ in = [\"t\", \"t.first\"] }"),
+    ]
+    .concat();
+    let job = parse(&doc(&[
+        GEN,
+        &ops,
+        &sink("out", "u"),
+        &sink("bad", "t.rejectd"),
+    ]))
+    .unwrap();
+    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let resolve = |outputs: &[&str]| {
+        let t = &job.operators[0];
+        let result = job.resolve_ports(t, &t.plugin, &names(&["in"]), &names(outputs));
+        result.unwrap_err().to_string()
+    };
+    let message = resolve(&["first", "rejected"]);
+    assert!(!message.contains('\n'), "{message}");
+    let part = "job.toml: operator \"u\": input lists \"t\" and \"t.first\", the same output port of plugin";
+    assert!(message.contains(part), "{message}");
+    let message = resolve(&["out", "rejected"]);
+    let part = "job.toml: operator \"u\": input \"t.first\": operator \"t\" has no output port \"first\" (plugin ";
+    assert!(message.contains(part), "{message}");
+    assert!(
+        message.contains("declares outputs: out, rejected); name one of those"),
+        "{message}"
+    );
+    let message = resolve(&["second", "first"]);
+    assert!(
+        message.contains("sink \"bad\": input \"t.rejectd\""),
+        "{message}"
+    );
 }
 
 // ---- restart strategies

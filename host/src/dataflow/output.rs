@@ -1,8 +1,11 @@
-//! The sending side of a node: its outgoing [`Edge`]s, one per downstream
-//! node, each with one bounded channel per downstream instance, and
-//! partitioned sends that honour cancellation ([`Output`]).
+//! The sending side of a node: per output port its outgoing [`Edge`]s, one
+//! per downstream input wired to that port, each with one bounded channel
+//! per downstream instance, and partitioned sends that honour cancellation
+//! ([`Output`]).
 //!
 //! Invariants:
+//! - A batch emitted on output port `p` goes on the edges of `p` only; a
+//!   port without edges (nothing consumes it) drops it.
 //! - A batch goes, per edge, either whole to the only downstream instance or
 //!   split by key group (`Partitioner`) into one batch per instance; the
 //!   records of one key always reach the same instance.
@@ -31,7 +34,8 @@ pub(crate) trait OutputCounters: Send + Sync {
     fn blocked(&self, waited: Duration);
 }
 
-/// One outgoing connection to every instance of a downstream node.
+/// One outgoing connection to every instance of a downstream node (on one
+/// of its input ports).
 pub(crate) struct Edge {
     /// One channel per downstream instance, by instance index.
     pub senders: Vec<Sender<Msg>>,
@@ -41,23 +45,31 @@ pub(crate) struct Edge {
 
 /// All outgoing edges of one instance of a node.
 pub(crate) struct Output {
-    /// The edges, one per downstream node.
-    pub edges: Vec<Edge>,
+    /// Per output port (a source has one), its edges: one per downstream
+    /// input wired to it.
+    pub ports: Vec<Vec<Edge>>,
     /// The node's counters.
     pub counters: Arc<dyn OutputCounters>,
 }
 
 impl Output {
-    /// Sends `batch` on every edge, partitioned by key where the downstream
-    /// node has several instances. An empty batch sends nothing.
-    pub(crate) fn send(&mut self, cancel: &AtomicBool, batch: Batch) -> Result<(), Cancelled> {
-        if batch.is_empty() {
-            return Ok(());
-        }
+    /// Sends `batch`, emitted on output `port`, on every edge of that port,
+    /// partitioned by key where the downstream node has several instances.
+    /// An empty batch, or one on a port without edges, sends nothing.
+    pub(crate) fn send(
+        &mut self,
+        cancel: &AtomicBool,
+        port: u32,
+        batch: Batch,
+    ) -> Result<(), Cancelled> {
+        let edges = match self.ports.get_mut(port as usize) {
+            Some(edges) if !edges.is_empty() && !batch.is_empty() => edges,
+            _ => return Ok(()),
+        };
         self.counters.sent(&batch);
-        let last = self.edges.len().saturating_sub(1);
+        let last = edges.len() - 1;
         let mut batch = Some(batch);
-        for (i, edge) in self.edges.iter_mut().enumerate() {
+        for (i, edge) in edges.iter_mut().enumerate() {
             let b = if i == last {
                 batch.take().expect("last edge")
             } else {
@@ -84,7 +96,7 @@ impl Output {
         cancel: &AtomicBool,
         make: impl Fn() -> Msg,
     ) -> Result<(), Cancelled> {
-        for edge in &self.edges {
+        for edge in self.ports.iter().flatten() {
             for tx in &edge.senders {
                 send(cancel, &*self.counters, tx, make())?;
             }

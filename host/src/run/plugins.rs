@@ -4,13 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{Job, OperatorConfig};
+use crate::config::{Job, OperatorConfig, Upstream};
 use crate::run::error::RunError;
 use crate::wasm::{Plugin, Runtime};
 
 /// A loaded plugin with its input ports resolved against the job:
-/// `(port, upstream id)` pairs.
-pub type LoadedOperator = (Plugin, Vec<(u32, String)>);
+/// `(input port, upstream)` pairs, several per port for a union.
+pub type LoadedOperator = (Plugin, Vec<(u32, Upstream)>);
 
 /// Loads every operator's plugin, with `swaps` (`--swap OP=NEW.wasm`)
 /// replacing the job's plugin for the operators they name, and checks each
@@ -71,18 +71,22 @@ pub fn load_operator(
     Ok((plugin, ports))
 }
 
-/// Warns about every output port of a loaded plugin that no edge consumes,
-/// naming the operator and the port: consumers read an operator's first
-/// output port only, so what a plugin emits on the others is dropped.
+/// Warns about every output port of a loaded plugin that no input of the
+/// job names, naming the operator and the port: what a plugin emits on such
+/// a port is dropped.
 pub fn warn_unconsumed_outputs(job: &Job, plugins: &[LoadedOperator]) {
+    let lists = job.port_lists();
     for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
         let outputs = &plugin.info().outputs;
-        for port in outputs.iter().skip(1) {
+        let read = |index: u32| {
+            let mut ups = lists.iter().flat_map(|(_, ups)| ups.iter());
+            ups.any(|up| up.node == op.id && up.port_index(outputs) == Some(index))
+        };
+        for (_, port) in (0u32..).zip(outputs).filter(|(i, _)| !read(*i)) {
             tracing::warn!(
-                "operator `{}`: nothing consumes output port `{port}` of plugin {}, so records emitted on it are dropped; consumers read only its first output port `{}`",
-                op.id,
+                "operator `{id}`: nothing consumes output port `{port}` of plugin {}, so records emitted on it are dropped; to read it, write \"{id}.{port}\" in an operator's `inputs` or a sink's `input`",
                 plugin.path().display(),
-                outputs[0]
+                id = op.id,
             );
         }
     }

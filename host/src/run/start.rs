@@ -75,7 +75,7 @@ pub(crate) fn start_threads(
                 instance: open.instance,
                 metrics: node(&op.id),
                 out: Output {
-                    edges: wiring.outgoing(&op.id, i),
+                    ports: wiring.outgoing(&op.id, i),
                     counters: node(&op.id),
                 },
                 last_snapshot: open.last_snapshot,
@@ -111,7 +111,7 @@ pub(crate) fn start_threads(
             rate: s.rate,
             ctl,
             out: Output {
-                edges: wiring.outgoing(&s.id, 0),
+                ports: wiring.outgoing(&s.id, 0),
                 counters: node(&s.id),
             },
         };

@@ -3,11 +3,16 @@
 //!
 //! Invariants:
 //! - For every consumer instance there is one bounded channel (capacity
-//!   [`CHANNEL_CAPACITY`]) per upstream instance and input port: no edge
-//!   queue is unbounded, and a full channel blocks its sender.
+//!   [`CHANNEL_CAPACITY`]) per input port, upstream of that port and
+//!   upstream instance: no edge queue is unbounded, and a full channel
+//!   blocks its sender. A union port has the channels of all its upstreams,
+//!   so one aligner aligns them all.
 //! - An instance's input channels are numbered in job order: by input port
-//!   (as the job resolves them), then by upstream instance. The same order
-//!   gives the edges out of a node.
+//!   (as the job resolves them), then by upstream in the port's list, then
+//!   by upstream instance. The same order gives the edges out of each output
+//!   port of a node.
+//! - Each edge leaves the output port its consumer names (port 0 for a bare
+//!   id; a source has only port 0).
 //! - Control channels (source commands, sink commits, events) are unbounded:
 //!   they carry a few messages per checkpoint.
 
@@ -17,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
-use crate::config::Job;
+use crate::config::{Job, Upstream};
 use crate::dataflow::input::InputChannels;
 use crate::dataflow::output::Edge;
 use crate::dataflow::partition::Partitioner;
@@ -50,8 +55,28 @@ pub(crate) struct TaskEnds {
     pub sink_inputs: Vec<InputChannels>,
     /// Per source (job order): where it reads commands.
     pub source_ctls: Vec<Receiver<SourceCtl>>,
-    /// Per node id, per instance: its outgoing edges.
-    edges: HashMap<String, Vec<Vec<Edge>>>,
+    /// Per node id, per instance: its outgoing edges per output port.
+    edges: HashMap<String, Vec<PortEdges>>,
+}
+
+/// The outgoing edges of one instance, per output port.
+type PortEdges = Vec<Vec<Edge>>;
+
+/// The ports of every node: parallelism and, per operator, its output port
+/// names (a source has one unnamed port).
+struct Nodes<'a> {
+    parallelism: HashMap<&'a str, u32>,
+    outputs: HashMap<&'a str, &'a [String]>,
+}
+
+impl Nodes<'_> {
+    /// The index of the output port `up` names (validated by the job).
+    fn port(&self, up: &Upstream) -> usize {
+        match self.outputs.get(up.node.as_str()) {
+            Some(outputs) => up.port_index(outputs).expect("resolved output port") as usize,
+            None => 0,
+        }
+    }
 }
 
 /// The driver's ends of the control channels.
@@ -72,15 +97,23 @@ impl Wiring {
             cancel: Arc::new(AtomicBool::new(false)),
             events: events_tx,
         };
-        let parallelism: HashMap<&str, u32> = job
-            .sources
+        let parallelism = job.sources.iter().map(|s| (s.id.as_str(), 1));
+        let parallelism =
+            parallelism.chain(job.operators.iter().map(|o| (o.id.as_str(), o.parallelism)));
+        let outputs = job.operators.iter().zip(plugins);
+        let outputs = outputs.map(|(op, (plugin, _))| (op.id.as_str(), &plugin.info().outputs[..]));
+        let nodes = Nodes {
+            parallelism: parallelism.collect(),
+            outputs: outputs.collect(),
+        };
+        let mut edges: HashMap<String, Vec<PortEdges>> = nodes
+            .parallelism
             .iter()
-            .map(|s| (s.id.as_str(), 1))
-            .chain(job.operators.iter().map(|o| (o.id.as_str(), o.parallelism)))
-            .collect();
-        let mut edges: HashMap<String, Vec<Vec<Edge>>> = parallelism
-            .iter()
-            .map(|(id, p)| (id.to_string(), (0..*p).map(|_| Vec::new()).collect()))
+            .map(|(&id, &p)| {
+                let ports = nodes.outputs.get(id).map_or(1, |outputs| outputs.len());
+                let instance = || (0..ports).map(|_| Vec::new()).collect();
+                (id.to_owned(), (0..p).map(|_| instance()).collect())
+            })
             .collect();
 
         let mut operator_inputs = Vec::new();
@@ -88,8 +121,7 @@ impl Wiring {
             let mut per_instance: Vec<ChannelInputs> =
                 (0..op.parallelism).map(|_| Vec::new()).collect();
             for (port, upstream) in ports {
-                let from_upstream =
-                    connect(&mut edges, &parallelism, upstream, *port, op.parallelism);
+                let from_upstream = connect(&mut edges, &nodes, upstream, *port, op.parallelism);
                 for (i, rxs) in from_upstream.into_iter().enumerate() {
                     per_instance[i].extend(rxs);
                 }
@@ -108,9 +140,11 @@ impl Wiring {
         let mut sink_inputs = Vec::new();
         let mut commits = Vec::new();
         for s in &job.sinks {
-            let channels = connect(&mut edges, &parallelism, &s.input, 0, 1)
-                .pop()
-                .expect("one sink instance");
+            let mut channels = Vec::new();
+            for upstream in &s.input {
+                let from_upstream = connect(&mut edges, &nodes, upstream, 0, 1).pop();
+                channels.extend(from_upstream.expect("one sink instance"));
+            }
             let (tx, rx) = unbounded();
             commits.push(tx);
             sink_inputs.push(InputChannels {
@@ -138,32 +172,35 @@ impl Wiring {
 }
 
 impl TaskEnds {
-    /// Takes the outgoing edges of instance `instance` of node `id`.
-    pub(crate) fn outgoing(&mut self, id: &str, instance: usize) -> Vec<Edge> {
+    /// Takes the outgoing edges, per output port, of instance `instance` of
+    /// node `id`.
+    pub(crate) fn outgoing(&mut self, id: &str, instance: usize) -> PortEdges {
         std::mem::take(&mut self.edges.get_mut(id).expect("node")[instance])
     }
 }
 
-/// Connects every instance of `upstream` to `consumers` instances on input
-/// `port`: adds one edge per upstream instance to `edges` and returns, per
-/// consumer instance, its receivers from `upstream`.
+/// Connects every instance of `upstream` (on the output port it names) to
+/// `consumers` instances on input `port`: adds one edge per upstream
+/// instance to `edges` and returns, per consumer instance, its receivers
+/// from `upstream`.
 fn connect(
-    edges: &mut HashMap<String, Vec<Vec<Edge>>>,
-    parallelism: &HashMap<&str, u32>,
-    upstream: &str,
+    edges: &mut HashMap<String, Vec<PortEdges>>,
+    nodes: &Nodes,
+    upstream: &Upstream,
     port: u32,
     consumers: u32,
 ) -> Vec<ChannelInputs> {
-    let up = parallelism[upstream];
+    let out_port = nodes.port(upstream);
     let mut per_consumer: Vec<ChannelInputs> = (0..consumers).map(|_| Vec::new()).collect();
-    for u in 0..up {
+    let instances = edges.get_mut(&upstream.node).expect("validated upstream");
+    for instance in instances.iter_mut() {
         let mut senders = Vec::with_capacity(consumers as usize);
         for rxs in per_consumer.iter_mut() {
             let (tx, rx) = bounded(CHANNEL_CAPACITY);
             senders.push(tx);
             rxs.push((port, rx));
         }
-        edges.get_mut(upstream).expect("validated upstream")[u as usize].push(Edge {
+        instance[out_port].push(Edge {
             senders,
             partitioner: Partitioner::new(consumers),
         });

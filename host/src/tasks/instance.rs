@@ -9,8 +9,9 @@
 //! - The delta of checkpoint `n` holds every state change since the
 //!   instance's previous acknowledged snapshot; snapshot bytes are sent only
 //!   when they differ from the previous ones.
-//! - Only output port 0 is connected; records emitted on other ports are
-//!   dropped (`run::warn_unconsumed_outputs` warns about each such port).
+//! - What a call emitted on output port `p` goes to the consumers wired to
+//!   `p`, ports in order; a port nothing consumes drops it
+//!   (`run::warn_unconsumed_outputs` warns about each such port).
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -58,14 +59,11 @@ impl InstanceTask {
         input::drive(&inputs, &cancel, &mut self)
     }
 
-    /// Sends what the last call emitted on port 0 downstream.
+    /// Sends what the last call emitted downstream, port by port.
     fn emit(&mut self) -> Result<(), Cancelled> {
-        // Consumers read the operator's first output port.
-        for port in 0..self.instance.output_ports() {
-            let records = self.instance.take_output_batch(port as u32);
-            if port == 0 {
-                self.out.send(&self.shared.cancel, records)?;
-            }
+        for port in 0..self.instance.output_ports() as u32 {
+            let records = self.instance.take_output_batch(port);
+            self.out.send(&self.shared.cancel, port, records)?;
         }
         Ok(())
     }

@@ -108,7 +108,7 @@ impl SourceTask {
                 Ok(Some(batch)) if batch.is_empty() => idle = true,
                 Ok(Some(batch)) => {
                     sent += batch.len() as u64;
-                    out.send(&shared.cancel, batch)?
+                    out.send(&shared.cancel, 0, batch)?
                 }
                 Ok(None) => {
                     at_end = true;
