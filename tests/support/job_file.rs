@@ -227,7 +227,8 @@ impl Operator {
         self.string("plugin", path)
     }
 
-    /// `inputs = [...]`: the upstream nodes, all into the first input port.
+    /// `inputs = [...]`: one upstream (`id` or `id.port`) per input port,
+    /// in port order.
     pub fn inputs(self, upstream: &[&str]) -> Self {
         self.value("inputs", toml::Value::from(upstream.to_vec()))
     }
@@ -239,6 +240,13 @@ impl Operator {
             .iter()
             .map(|(port, upstream)| (port.to_string(), toml::Value::from(*upstream)))
             .collect();
+        self.value("inputs", toml::Value::Table(table))
+    }
+
+    /// `inputs = { port = [...] }`: every one of `upstreams` into input
+    /// `port` (a union).
+    pub fn union(self, port: &str, upstreams: &[&str]) -> Self {
+        let table = toml::Table::from_iter([(port.to_string(), upstreams.to_vec().into())]);
         self.value("inputs", toml::Value::Table(table))
     }
 
@@ -282,9 +290,14 @@ impl Sink {
         Sink::default().string("id", id).string("type", "stdout")
     }
 
-    /// `input`: the upstream node.
+    /// `input`: the upstream node (`id` or `id.port`).
     pub fn input(self, upstream: &str) -> Self {
         self.string("input", upstream)
+    }
+
+    /// `input = [...]`: a union of the upstream nodes.
+    pub fn inputs(self, upstreams: &[&str]) -> Self {
+        self.value("input", toml::Value::from(upstreams.to_vec()))
     }
 
     /// `format`: `lines` or `jsonl`.
@@ -401,7 +414,9 @@ mod tests {
                     .config("{ x = 1 }")
                     .verbatim("[operator.limits]\nfuel = 5"),
             )
+            .operator(Operator::new("u", "/p/u.wasm").union("in", &["op", "op.side"]))
             .sink(Sink::file("out", "out.jsonl").input("op"))
+            .sink(Sink::stdout("all").inputs(&["in", "u"]))
             .operator_with("op", |o| o.parallelism(2).parallelism(3));
         let text = job.to_string();
         let doc: toml::Table = text.parse().unwrap_or_else(|e| panic!("{e}: {text}"));
@@ -419,5 +434,12 @@ mod tests {
         assert_eq!(op["parallelism"].as_integer(), Some(3));
         assert_eq!(text.matches("parallelism").count(), 1, "{text}");
         assert_eq!(doc["sink"][0]["input"].as_str(), Some("op"));
+        let union = doc["operator"][1]["inputs"]["in"].as_array().unwrap();
+        assert_eq!(union[1].as_str(), Some("op.side"));
+        let union = doc["sink"][1]["input"].as_array().unwrap();
+        assert_eq!(
+            (union[0].as_str(), union[1].as_str()),
+            (Some("in"), Some("u"))
+        );
     }
 }

@@ -1,0 +1,122 @@
+//! Side outputs and unions through `weir run`: every output port of an
+//! operator can be wired (`op.port`), and one input port or sink can take
+//! several upstreams (a union). Each wired port's output reaches its
+//! consumers exactly once, across SIGKILLs too.
+
+use std::collections::BTreeMap;
+
+use weir_tests::cli::Weir;
+use weir_tests::counts::{assert_running_counts, true_counts};
+use weir_tests::job_dir::JobDir;
+use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::pipeline::{XorShift, assert_same_lines, multiset, seed};
+use weir_tests::plugins;
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
+
+/// `n` lines `w<i>` with `i` below `vocabulary`.
+fn words(rng: &mut XorShift, vocabulary: u64, n: usize) -> String {
+    (0..n)
+        .map(|_| format!("w{}\n", rng.range(0, vocabulary)))
+        .collect()
+}
+
+/// The lines of every text in `texts`, as one multiset.
+fn lines_of(texts: &[&str]) -> BTreeMap<String, usize> {
+    multiset(&texts.concat())
+}
+
+/// `two-outputs` emits every record on `out` and again on `rejected`: with
+/// both ports wired, each sink gets every record exactly once, and no
+/// warning is given.
+#[test]
+fn a_side_output_reaches_its_own_sink() {
+    let job = JobFile::new("side")
+        .checkpoint(Checkpoint::every("50ms"))
+        .source(Source::file("words", "words.txt"))
+        .operator(
+            Operator::new("route", plugins::GUEST_TWO_OUTPUTS)
+                .inputs(&["words"])
+                .parallelism(2),
+        )
+        .sink(Sink::file("passed", "passed.txt").input("route"))
+        .sink(Sink::file("rejected", "rejected.txt").input("route.rejected"));
+    let input = words(&mut XorShift(seed()), 50, 2000);
+    let j = JobDir::new(WEIR, job, &[("words.txt", &input)]);
+    let stderr = j.run_ok(&[]);
+    assert!(!stderr.contains("nothing consumes"), "{stderr}");
+    let expected = multiset(&input);
+    assert_same_lines(&j.lines("passed.txt"), &expected, "port `out`");
+    assert_same_lines(&j.lines("rejected.txt"), &expected, "port `rejected`");
+}
+
+/// Two sources into the one input port of `word-count`: it counts the
+/// words of both files.
+#[test]
+fn a_union_into_an_operator_port_counts_both_inputs() {
+    let (a, b) = ("x\ny\nx\n", "y\nz\nx\n");
+    let job = JobFile::new("union-op")
+        .source(Source::file("a", "a.txt"))
+        .source(Source::file("b", "b.txt"))
+        .operator(Operator::new("count", plugins::WORD_COUNT).union("in", &["a", "b"]))
+        .sink(Sink::file("out", "out.jsonl").input("count"));
+    let j = JobDir::new(WEIR, job, &[("a.txt", a), ("b.txt", b)]);
+    let report = j.validate().assert_ok();
+    assert!(
+        report.stdout.contains("in <- a, in <- b"),
+        "{}",
+        report.stdout
+    );
+    j.run_ok(&[]);
+    let want = true_counts(a.lines().chain(b.lines()));
+    assert_running_counts(&want, &j.read("out.jsonl"), "the union's counts");
+}
+
+/// A sink with `input = [...]` writes what all its upstreams send: a
+/// source and an operator's side output.
+#[test]
+fn a_union_at_a_sink_writes_every_upstream() {
+    let (a, b) = ("1\n2\n3\n", "4\n5\n");
+    let job = JobFile::new("union-sink")
+        .source(Source::file("a", "a.txt"))
+        .source(Source::file("b", "b.txt"))
+        .operator(Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["b"]))
+        .sink(Sink::file("all", "all.txt").inputs(&["a", "route.rejected"]))
+        .sink(Sink::file("passed", "passed.txt").input("route"));
+    let j = JobDir::new(WEIR, job, &[("a.txt", a), ("b.txt", b)]);
+    j.run_ok(&[]);
+    assert_same_lines(&j.lines("all.txt"), &lines_of(&[a, b]), "the sink's union");
+    assert_same_lines(&j.lines("passed.txt"), &multiset(b), "port `out`");
+}
+
+/// Two throttled sources unioned into `route` (2 instances), whose `out`
+/// goes to a file and whose `rejected` goes to `word-count` (2 instances):
+/// killed again and again, both outputs are exactly once.
+#[test]
+fn a_union_and_a_side_output_survive_sigkills_exactly_once() {
+    let mut rng = XorShift(seed() ^ 15);
+    let (a, b) = (words(&mut rng, 300, 12_000), words(&mut rng, 300, 12_000));
+    let job = JobFile::new("ports")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("a", "a.txt").rate(4000))
+        .source(Source::file("b", "b.txt").rate(4000))
+        .operator(
+            Operator::new("route", plugins::GUEST_TWO_OUTPUTS)
+                .union("in", &["a", "b"])
+                .parallelism(2),
+        )
+        .operator(
+            Operator::new("count", plugins::WORD_COUNT)
+                .inputs(&["route.rejected"])
+                .parallelism(2),
+        )
+        .sink(Sink::file("passed", "passed.txt").input("route"))
+        .sink(Sink::file("counts", "counts.jsonl").input("count"));
+    let j = JobDir::new(WEIR, job, &[("a.txt", &a), ("b.txt", &b)]);
+    let killed = j.run_through_kills(4, "passed.txt", (0, 300), &mut rng);
+    let what = format!("after {killed} crashes (seed {})", seed());
+    let passed = j.lines("passed.txt");
+    assert_same_lines(&passed, &lines_of(&[&a, &b]), &format!("port `out` {what}"));
+    let want = true_counts(a.lines().chain(b.lines()));
+    assert_running_counts(&want, &j.read("counts.jsonl"), &format!("counts {what}"));
+}
