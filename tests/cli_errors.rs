@@ -146,6 +146,46 @@ fn port_the_plugin_does_not_declare() {
 }
 
 #[test]
+fn output_port_the_plugin_does_not_declare() {
+    both(
+        &GOOD.replace("input = \"count\"", "input = \"count.rejected\""),
+        &[
+            "job.toml: sink \"out\": input \"count.rejected\": operator \"count\" has no output port \"rejected\"",
+            "word-count.wasm declares outputs: out); name one of those",
+        ],
+    );
+}
+
+#[test]
+fn unknown_operator_of_a_port() {
+    both(
+        &GOOD.replace("input = \"count\"", "input = \"cuont.out\""),
+        &[
+            "job.toml: sink \"out\": input \"cuont.out\": \"cuont\" is not a known id",
+            "(sources and operators: words, count); fix the id",
+        ],
+    );
+}
+
+#[test]
+fn upstream_listed_twice_in_a_union() {
+    both(
+        &GOOD.replace("[\"words\"]", "{ in = [\"words\", \"words\"] }"),
+        &[
+            "job.toml: operator \"count\": input port \"in\" lists \"words\" twice",
+            "list each upstream once",
+        ],
+    );
+    both(
+        &GOOD.replace("input = \"count\"", "input = [\"count\", \"count.out\"]"),
+        &[
+            "job.toml: sink \"out\": input lists \"count\" and \"count.out\", the same output port",
+            "list it once",
+        ],
+    );
+}
+
+#[test]
 fn unreadable_source_file() {
     both(
         &GOOD.replace("words.txt", "missing.txt"),

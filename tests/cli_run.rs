@@ -464,22 +464,48 @@ fn metrics_takes_a_bare_port_and_explains_failures() {
 }
 
 /// An output port that nothing reads is warned about, naming the operator
-/// and the port, by `validate` and at the start of `run`.
+/// and the port, by `validate` and at the start of `run`; once it is wired,
+/// it is not.
 #[test]
 fn an_unconsumed_output_port_is_warned_about() {
     let routed = JobFile::new("routed")
         .source(Source::file("words", "words.txt"))
         .operator(Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["words"]))
         .sink(Sink::file("out", "out.txt").input("route"));
-    let j = JobDir::new(WEIR, routed, &[("words.txt", "a\nb\n")]);
+    let j = JobDir::new(WEIR, routed.clone(), &[("words.txt", "a\nb\n")]);
     let warning = "operator `route`: nothing consumes output port `rejected` of plugin ";
-    let dropped =
-        "so records emitted on it are dropped; consumers read only its first output port `out`";
+    let dropped = "so records emitted on it are dropped; to read it, write \"route.rejected\" \
+                   in an operator's `inputs` or a sink's `input`";
     for out in [j.validate(), j.run(&[])] {
         let err = &out.stderr;
         assert!(out.success(), "{err}");
         assert!(err.contains(warning) && err.contains(dropped), "{err}");
         assert!(err.contains("WARN"), "{err}");
+        assert!(!err.contains("port `out`"), "{err}");
     }
     assert_eq!(j.read("out.txt"), "a\nb\n");
+
+    // Both ports wired: no warning.
+    let both = routed.sink(Sink::file("rejected", "rejected.txt").input("route.rejected"));
+    let j = JobDir::new(WEIR, both, &[("words.txt", "a\nb\n")]);
+    for out in [j.validate(), j.run(&[])] {
+        let err = &out.stderr;
+        assert!(out.success(), "{err}");
+        assert!(!err.contains("nothing consumes"), "{err}");
+    }
+    assert_eq!(j.read("rejected.txt"), "a\nb\n");
+
+    // Only `rejected` wired: `out` is the port nothing reads.
+    let side_only = JobFile::new("side")
+        .source(Source::file("words", "words.txt"))
+        .operator(Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["words"]))
+        .sink(Sink::file("rejected", "rejected.txt").input("route.rejected"));
+    let j = JobDir::new(WEIR, side_only, &[("words.txt", "a\nb\n")]);
+    let err = j.validate().assert_ok().stderr;
+    assert!(
+        err.contains("nothing consumes output port `out` of plugin ")
+            && err.contains("\"route.out\""),
+        "{err}"
+    );
+    assert!(!err.contains("port `rejected`"), "{err}");
 }
