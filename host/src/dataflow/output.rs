@@ -143,3 +143,76 @@ impl<F: FnMut()> Drop for Defer<F> {
         (self.0)()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use crossbeam_channel::{Receiver, unbounded};
+
+    use super::*;
+    use crate::dataflow::record::Record;
+
+    #[derive(Default)]
+    struct Sent(Mutex<usize>);
+
+    impl OutputCounters for Sent {
+        fn sent(&self, batch: &Batch) {
+            *self.0.lock().unwrap() += batch.len();
+        }
+
+        fn blocked(&self, _: Duration) {}
+    }
+
+    fn edge() -> (Edge, Receiver<Msg>) {
+        let (tx, rx) = unbounded();
+        let edge = Edge {
+            senders: vec![tx],
+            partitioner: Partitioner::new(1),
+        };
+        (edge, rx)
+    }
+
+    fn batch(values: &[&str]) -> Batch {
+        let mut batch = Batch::new();
+        values
+            .iter()
+            .for_each(|v| batch.push(None, v.as_bytes(), None));
+        batch
+    }
+
+    fn values(rx: &Receiver<Msg>) -> Vec<Vec<String>> {
+        let value = |r: Record| String::from_utf8(r.value).unwrap();
+        let msgs = rx.try_iter().map(|msg| match msg {
+            Msg::Batch(b) => b.to_records().into_iter().map(value).collect(),
+            other => vec![format!("{other:?}")],
+        });
+        msgs.collect()
+    }
+
+    /// Port 0 has two consumers, port 1 one, port 2 none.
+    #[test]
+    fn a_batch_goes_to_the_edges_of_its_port_only() {
+        let ((a, rx_a), (b, rx_b), (c, rx_c)) = (edge(), edge(), edge());
+        let counters = Arc::new(Sent::default());
+        let mut out = Output {
+            ports: vec![vec![a, b], vec![c], vec![]],
+            counters: counters.clone(),
+        };
+        let cancel = AtomicBool::new(false);
+        out.send(&cancel, 0, batch(&["x"])).unwrap();
+        out.send(&cancel, 1, batch(&["y", "z"])).unwrap();
+        out.send(&cancel, 2, batch(&["dropped"])).unwrap();
+        out.send(&cancel, 3, batch(&["no such port"])).unwrap();
+        assert_eq!(values(&rx_a), [["x"]]);
+        assert_eq!(values(&rx_b), [["x"]]);
+        assert_eq!(values(&rx_c), [["y", "z"]]);
+        // Dropped records are not counted as sent.
+        assert_eq!(*counters.0.lock().unwrap(), 3);
+        // A barrier goes on every port's edges.
+        out.broadcast(&cancel, || Msg::Barrier(7)).unwrap();
+        for rx in [&rx_a, &rx_b, &rx_c] {
+            assert_eq!(values(rx), [["Barrier(7)"]]);
+        }
+    }
+}
