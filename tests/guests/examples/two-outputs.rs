@@ -1,6 +1,5 @@
 //! Test fixture (ports): declares two output ports, `out` and `rejected`,
-//! passes every record through on `out` and emits it again on `rejected`,
-//! which consumers do not read.
+//! passes every record through on `out` and emits it again on `rejected`.
 
 use weir_guests::pass;
 use weir_sdk::{Context, OperatorInfo, Record, Result};
