@@ -120,3 +120,25 @@ fn a_union_and_a_side_output_survive_sigkills_exactly_once() {
     let want = true_counts(a.lines().chain(b.lines()));
     assert_running_counts(&want, &j.read("counts.jsonl"), &format!("counts {what}"));
 }
+
+/// A plugin swapped in must declare the output ports the job reads.
+#[test]
+fn a_swap_to_a_plugin_without_a_read_port_is_refused() {
+    let job = JobFile::new("swap-ports")
+        .source(Source::file("words", "words.txt"))
+        .operator(Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["words"]))
+        .sink(Sink::file("passed", "passed.txt").input("route"))
+        .sink(Sink::file("rejected", "rejected.txt").input("route.rejected"));
+    let j = JobDir::new(WEIR, job, &[("words.txt", "a\n")]);
+    let swap = format!("route={}", plugins::WORD_COUNT);
+    let out = j.run(&["--swap", &swap]);
+    let err = &out.stderr;
+    assert!(!out.success(), "{err}");
+    let refused = "cannot swap operator `route` to ";
+    let why = "sink \"rejected\": input \"route.rejected\": operator \"route\" has no output port \"rejected\"";
+    assert!(err.contains(refused) && err.contains(why), "{err}");
+    assert!(
+        err.contains("declares outputs: out); name one of those"),
+        "{err}"
+    );
+}
