@@ -150,14 +150,18 @@ fn a_swap_whose_restore_fails_changes_nothing() {
     );
 }
 
-/// Starts the job (no progress lines, stderr dropped) and waits until it
-/// has committed output.
-fn running(j: &JobDir) -> std::process::Child {
-    let mut child = j
-        .command("run", &["--progress-every", "0"])
+/// Starts the job (no progress lines, stderr dropped).
+fn spawned(j: &JobDir) -> std::process::Child {
+    j.command("run", &["--progress-every", "0"])
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Starts the job as [`spawned`] does and waits until it has committed
+/// output.
+fn running(j: &JobDir) -> std::process::Child {
+    let mut child = spawned(j);
     assert!(
         j.wait_for_output(&mut child, "out.jsonl", 0),
         "the job ended before it committed output"
@@ -249,11 +253,7 @@ fn live_swap_op(j: &JobDir, op: &str, plugin: &str) -> (bool, String) {
 fn a_swap_right_after_the_run_starts_waits_for_the_job() {
     let n = 9000;
     let j = job(3000, n);
-    let mut child = j
-        .command("run", &["--progress-every", "0"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawned(&j);
     let out = j.on_state("swap", &[&format!("count={}", plugins::WORD_COUNT_V2)]);
     assert!(out.success(), "{}", out.stderr);
     assert!(
@@ -273,11 +273,7 @@ const SWAPPED_LINE: &str = "restores with the plugin it was swapped to";
 /// answer), before its input ends.
 fn crashed_after_a_live_swap(n: usize) -> JobDir {
     let j = job(1000, n);
-    let mut child = j
-        .command("run", &["--progress-every", "0"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawned(&j);
     let out = j.on_state("swap", &[&format!("count={}", plugins::WORD_COUNT_V2)]);
     assert!(
         out.success() && out.stdout.contains("now runs the new plugin"),

@@ -202,9 +202,13 @@ impl CompileCache {
 
     /// The entry file for `wasm` compiled by `engine`.
     pub fn entry_path(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
-        let sha = hex(&Sha256::digest(wasm));
-        let engine = hex(&engine_sha(engine)[..8]);
-        self.dir.join(format!("{sha}-{engine}.{EXT}"))
+        self.path_of(&Origin::of(engine, wasm))
+    }
+
+    /// The entry file of what was made from `origin`.
+    fn path_of(&self, origin: &Origin) -> PathBuf {
+        let (wasm, engine) = (hex(&origin.wasm), hex(&origin.engine[..8]));
+        self.dir.join(format!("{wasm}-{engine}.{EXT}"))
     }
 
     /// The component for `wasm`: from the cache when a valid entry exists,
@@ -221,8 +225,8 @@ impl CompileCache {
         wasm: &[u8],
         on_miss: impl FnOnce(),
     ) -> wasmtime::Result<(Component, Outcome)> {
-        let path = self.entry_path(engine, wasm);
         let origin = Origin::of(engine, wasm);
+        let path = self.path_of(&origin);
         let mut existed = false;
         match std::fs::read(&path) {
             Ok(file) => {
