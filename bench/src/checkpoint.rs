@@ -84,6 +84,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             instance: 0,
             changes,
             snapshot: Some(Vec::new()),
+            timers: Vec::new(),
         }],
         3,
     )?;
@@ -129,6 +130,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
                 instance: 0,
                 changes,
                 snapshot: None,
+                timers: Vec::new(),
             }],
             3,
         )?;

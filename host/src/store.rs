@@ -58,6 +58,15 @@ pub struct RestoredInstance {
     pub entries: Vec<(Vec<u8>, Vec<u8>)>,
     /// Snapshot bytes; empty if never written.
     pub snapshot: Vec<u8>,
+    /// Timer entries (see [`crate::checkpoint::timers`]), sorted by key.
+    pub timers: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The name under which the store keeps the timers of operator `operator`,
+/// as if they were the keyed state of another operator: no operator id
+/// holds a `#`, so it never clashes with one.
+pub fn timer_space(operator: &str) -> String {
+    format!("{operator}#timers")
 }
 
 /// One live entry of an operator: `(instance, key, value)`.
@@ -159,6 +168,17 @@ impl CheckpointStore {
                 .collect();
             let written = self.write_state(&mut t, n, op, inst, changes)?;
             bytes += written.bytes;
+            let timers: Vec<_> = deltas
+                .iter()
+                .flat_map(|d| &d.timers)
+                .map(|(k, v)| (k.as_slice(), v.as_deref()))
+                .collect();
+            if !timers.is_empty() {
+                // Timers are not state keys: only their bytes count.
+                bytes += self
+                    .write_state(&mut t, n, &timer_space(op), inst, timers)?
+                    .bytes;
+            }
             live = (live + written.added)
                 .checked_sub(written.removed)
                 .ok_or_else(|| self.corrupt("the live key count went negative".into()))?;
@@ -243,6 +263,7 @@ impl CheckpointStore {
             let txn = self.read()?;
             self.check_exists(&txn, id)?;
             let entries = self.load(&txn, id, operator, instance)?;
+            let timers = self.load(&txn, id, &timer_space(operator), instance)?;
             let snapshots = txn.open_table(SNAPSHOTS)?;
             let snapshot = match snapshots
                 .range((operator, instance, 0)..=(operator, instance, id))?
@@ -251,7 +272,11 @@ impl CheckpointStore {
                 Some(row) => row?.1.value().to_vec(),
                 None => Vec::new(),
             };
-            Ok(RestoredInstance { entries, snapshot })
+            Ok(RestoredInstance {
+                entries,
+                snapshot,
+                timers,
+            })
         })
     }
 

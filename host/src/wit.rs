@@ -3,9 +3,10 @@
 //! Wasm layer (`wasm`) can use it. Private to the crate, except the plain data
 //! types re-exported elsewhere ([`crate::Record`], [`crate::OperatorInfo`]).
 //!
-//! The host links the imports of world `operator-flat` (a superset of
-//! `operator`) and accepts components of either world: [`OperatorPre`] finds
-//! the `flat-lifecycle` export when the component has it.
+//! The host links the imports of world `operator-timers` (a superset of
+//! `operator-flat`, itself a superset of `operator`) and accepts components
+//! of every world: [`OperatorPre`] finds the `flat-lifecycle` and
+//! `timer-lifecycle` exports when the component has them.
 
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{AsContextMut, Engine};
@@ -15,16 +16,18 @@ use wasmtime::{AsContextMut, Engine};
 #[allow(missing_docs)]
 mod generated {
     wasmtime::component::bindgen!({
-        world: "operator-flat",
+        world: "operator-timers",
         path: "../wit",
         imports: { default: trappable },
         additional_derives: [PartialEq, Eq, Hash],
     });
 }
 
-pub use self::generated::OperatorFlat as Imports;
-pub use self::generated::exports::weir::operator::{flat_lifecycle, lifecycle, snapshot};
-pub use self::generated::weir::operator::{emit, flat, log, state, types};
+pub use self::generated::OperatorTimers as Imports;
+pub use self::generated::exports::weir::operator::{
+    flat_lifecycle, lifecycle, snapshot, timer_lifecycle,
+};
+pub use self::generated::weir::operator::{emit, flat, log, state, timers, types};
 
 /// A component checked against the world, with its exports looked up once.
 pub(crate) struct OperatorPre<T: 'static> {
@@ -32,6 +35,7 @@ pub(crate) struct OperatorPre<T: 'static> {
     lifecycle: lifecycle::GuestIndices,
     snapshot: snapshot::GuestIndices,
     flat: Option<flat_lifecycle::GuestIndices>,
+    timers: Option<timer_lifecycle::GuestIndices>,
 }
 
 impl<T: 'static> Clone for OperatorPre<T> {
@@ -41,6 +45,7 @@ impl<T: 'static> Clone for OperatorPre<T> {
             lifecycle: self.lifecycle.clone(),
             snapshot: self.snapshot.clone(),
             flat: self.flat.clone(),
+            timers: self.timers.clone(),
         }
     }
 }
@@ -51,11 +56,13 @@ impl<T: 'static> OperatorPre<T> {
         let lifecycle = lifecycle::GuestIndices::new(&pre)?;
         let snapshot = snapshot::GuestIndices::new(&pre)?;
         let flat = flat_lifecycle::GuestIndices::new(&pre).ok();
+        let timers = timer_lifecycle::GuestIndices::new(&pre).ok();
         Ok(OperatorPre {
             pre,
             lifecycle,
             snapshot,
             flat,
+            timers,
         })
     }
 
@@ -66,6 +73,11 @@ impl<T: 'static> OperatorPre<T> {
     /// Whether the component exports `flat-lifecycle`.
     pub(crate) fn has_flat(&self) -> bool {
         self.flat.is_some()
+    }
+
+    /// Whether the component exports `timer-lifecycle`.
+    pub(crate) fn has_timers(&self) -> bool {
+        self.timers.is_some()
     }
 
     pub(crate) fn instantiate(
@@ -81,6 +93,10 @@ impl<T: 'static> OperatorPre<T> {
                 Some(f) => Some(f.load(&mut store, &instance)?),
                 None => None,
             },
+            timers: match &self.timers {
+                Some(t) => Some(t.load(&mut store, &instance)?),
+                None => None,
+            },
         })
     }
 }
@@ -90,6 +106,7 @@ pub(crate) struct Operator {
     lifecycle: lifecycle::Guest,
     snapshot: snapshot::Guest,
     flat: Option<flat_lifecycle::Guest>,
+    timers: Option<timer_lifecycle::Guest>,
 }
 
 impl Operator {
@@ -103,5 +120,9 @@ impl Operator {
 
     pub(crate) fn weir_operator_flat_lifecycle(&self) -> Option<&flat_lifecycle::Guest> {
         self.flat.as_ref()
+    }
+
+    pub(crate) fn weir_operator_timer_lifecycle(&self) -> Option<&timer_lifecycle::Guest> {
+        self.timers.as_ref()
     }
 }

@@ -5,7 +5,10 @@
 
 use std::marker::PhantomData;
 
-use crate::bindings::exports::weir::operator::{flat_lifecycle, lifecycle, snapshot};
+use crate::bindings::exports::weir::operator::{
+    flat_lifecycle, lifecycle, snapshot, timer_lifecycle,
+};
+use crate::bindings::weir::operator::timers::TimeDomain;
 use crate::bindings::weir::operator::types::{
     Error as WitError, OpenContext, OperatorInfo, Record,
 };
@@ -25,11 +28,13 @@ pub(crate) mod hooks {
     //! What each hook does around the operator's own method.
 
     use crate::batch::Batch;
+    use crate::bindings::weir::operator::timers::TimeDomain;
     use crate::cache;
     use crate::context::Context;
     use crate::error::Result;
     use crate::operator::Operator;
     use crate::record::Record;
+    use crate::timer::{self, Timer};
 
     /// Runs `f` with a fresh [`Context`]; when it returns, even with an
     /// error (the host then discards the attempt's output and state):
@@ -43,6 +48,7 @@ pub(crate) mod hooks {
     ) -> Result<R> {
         let mut ctx = Context::new();
         let out = f(op, &mut ctx);
+        timer::set_current(None);
         if write_back {
             cache::write_back_all();
         }
@@ -52,7 +58,30 @@ pub(crate) mod hooks {
     }
 
     pub(crate) fn process<T: Operator>(op: &mut T, port: u32, batch: Vec<Record>) -> Result<()> {
+        // Records in a list are not read through the SDK: no current
+        // timestamp (the host gives emits the batch's latest).
+        timer::set_current(None);
         run(op, false, |op, ctx| op.process(ctx, port, batch))
+    }
+
+    /// Fires the timers of a flat timer batch (key = the timer's key,
+    /// timestamp = its time) one by one, in order.
+    pub(crate) fn on_timers<T: Operator>(
+        op: &mut T,
+        domain: TimeDomain,
+        data: &[u8],
+        spans: &[u8],
+    ) -> Result<()> {
+        run(op, false, |op, ctx| {
+            for rec in &Batch::new(data, spans)? {
+                let time = rec.timestamp.ok_or_else(|| {
+                    crate::error::Error::Other("host bug: a timer without a time".into())
+                })?;
+                let key = rec.key.unwrap_or_default();
+                op.on_timer(ctx, Timer { key, domain, time })?;
+            }
+            Ok(())
+        })
     }
 
     pub(crate) fn process_flat<T: Operator>(
@@ -123,6 +152,14 @@ impl<T: Operator + OperatorSlot> lifecycle::Guest for Adapter<T> {
 impl<T: Operator + OperatorSlot> flat_lifecycle::Guest for Adapter<T> {
     fn process(port: u32, data: Vec<u8>, spans: Vec<u8>) -> Result<(), WitError> {
         with_op::<T>("process", |op| hooks::process_flat(op, port, &data, &spans))
+    }
+}
+
+impl<T: Operator + OperatorSlot> timer_lifecycle::Guest for Adapter<T> {
+    fn on_timers(domain: TimeDomain, data: Vec<u8>, spans: Vec<u8>) -> Result<(), WitError> {
+        with_op::<T>("on-timers", |op| {
+            hooks::on_timers(op, domain, &data, &spans)
+        })
     }
 }
 

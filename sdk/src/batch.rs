@@ -178,9 +178,13 @@ pub struct BatchIter<'a> {
 impl<'a> Iterator for BatchIter<'a> {
     type Item = RecordRef<'a>;
 
+    /// Also makes the record's timestamp the current one, which records
+    /// emitted without a timestamp get (see [`Context`](crate::Context)).
     #[inline]
     fn next(&mut self) -> Option<RecordRef<'a>> {
-        self.spans.next().map(|s| self.batch.record(s))
+        let rec = self.batch.record(self.spans.next()?);
+        crate::timer::set_current(rec.timestamp);
+        Some(rec)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

@@ -7,6 +7,7 @@ use crate::bindings::weir::operator::state::Entry;
 use crate::cache;
 use crate::host::{self, LogLevel};
 use crate::record::{Record, RecordRef};
+use crate::timer::{self, TimeDomain};
 use crate::writer::ValueWriter;
 
 /// Emitted records buffered per port before they are handed to the host in
@@ -27,6 +28,20 @@ const EMIT_FLUSH_BYTES: usize = 1 << 20;
 /// [`emit_bytes`](Self::emit_bytes) (borrowed key and value) and
 /// [`emit_with`](Self::emit_with) (write the value in place); the last three
 /// allocate nothing per record.
+///
+/// **Timestamps.** [`emit_ref`](Self::emit_ref) forwards the input
+/// record's timestamp. The other forms give the emitted record its own
+/// timestamp if it has one ([`Record::with_timestamp`]), else the *current
+/// timestamp* ([`timestamp`](Self::timestamp)): that of the input record
+/// last read from the batch, or the timer's time in `on_timer`. So a record
+/// emitted for an input record carries that record's event time.
+///
+/// **Timers** are host-owned, like state, and fire through
+/// [`Operator::on_timer`](crate::Operator::on_timer):
+/// [`register_event_timer`](Self::register_event_timer) fires once the
+/// [`watermark`](Self::watermark) reaches its time,
+/// [`register_processing_timer`](Self::register_processing_timer) once the
+/// host's clock does.
 ///
 /// **Raw state and typed state.** The state methods here (`get`, `put`,
 /// `scan`, ...) call the host directly. [`MapState`](crate::MapState) and
@@ -254,7 +269,10 @@ impl Context {
     /// assert_eq!(h.process("in", vec![Record::new("x")]).unwrap().len(), 1);
     /// ```
     pub fn emit(&mut self, port: u32, record: Record) {
-        self.emit_ref(port, record.as_record_ref());
+        let timestamp = record.timestamp.or_else(timer::current);
+        self.push(port, record.key.as_deref(), timestamp, |out| {
+            out.push_bytes(&record.value)
+        });
     }
 
     /// Emits a copy of `record` (key, value and timestamp) on output port
@@ -286,8 +304,8 @@ impl Context {
         });
     }
 
-    /// Emits a record with `key` and `value` (no timestamp) on output port
-    /// `port`, copying the bytes straight into the emit buffer.
+    /// Emits a record with `key` and `value` (and the current timestamp) on
+    /// output port `port`, copying the bytes straight into the emit buffer.
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -300,12 +318,12 @@ impl Context {
     /// ```
     #[inline]
     pub fn emit_bytes(&mut self, port: u32, key: Option<&[u8]>, value: &[u8]) {
-        self.push(port, key, None, |out| out.push_bytes(value));
+        self.push(port, key, timer::current(), |out| out.push_bytes(value));
     }
 
-    /// Emits a record with `key` (no timestamp) on output port `port`, whose
-    /// value `write` writes straight into the emit buffer: formatting output
-    /// costs no allocation per record.
+    /// Emits a record with `key` (and the current timestamp) on output port
+    /// `port`, whose value `write` writes straight into the emit buffer:
+    /// formatting output costs no allocation per record.
     ///
     /// ```
     /// use weir_sdk::{testing::Harness, Record};
@@ -340,7 +358,7 @@ impl Context {
         key: Option<&[u8]>,
         write: impl FnOnce(&mut ValueWriter<'_>),
     ) {
-        self.push(port, key, None, write);
+        self.push(port, key, timer::current(), write);
     }
 
     /// Emits every record on output port `port`, in order.
@@ -384,6 +402,85 @@ impl Context {
     /// ```
     pub fn log(&self, level: LogLevel, message: &str) {
         host::log(level, message)
+    }
+
+    /// The instance's watermark, milliseconds since the Unix epoch: no
+    /// record with a timestamp at or below it is expected any more (one
+    /// that comes is late). `None` before the first watermark; `i64::MAX`
+    /// after the end of input.
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     assert_eq!(weir_sdk::Context::new().watermark(), None);
+    /// });
+    /// ```
+    pub fn watermark(&self) -> Option<i64> {
+        host::watermark()
+    }
+
+    /// The host's wall clock, milliseconds since the Unix epoch.
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     assert_eq!(weir_sdk::Context::new().processing_time(), 0);
+    /// });
+    /// ```
+    pub fn processing_time(&self) -> i64 {
+        host::processing_time()
+    }
+
+    /// The current timestamp: that of the input record last read from the
+    /// batch, or the timer's time in `on_timer`; what records emitted
+    /// without a timestamp get.
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     let buf = weir_sdk::BatchBuf::from_records(&[weir_sdk::Record::new("a").with_timestamp(7)]);
+    ///     for _ in &buf.as_batch() {}
+    ///     assert_eq!(weir_sdk::Context::new().timestamp(), Some(7));
+    /// });
+    /// ```
+    pub fn timestamp(&self) -> Option<i64> {
+        timer::current()
+    }
+
+    /// Registers a timer for `key` at `time` in `domain`, once: registering
+    /// the same timer again does nothing. It fires through
+    /// [`Operator::on_timer`](crate::Operator::on_timer). Use a record key
+    /// (the timer lives on the instance that owns the key).
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     let mut ctx = weir_sdk::Context::new();
+    ///     ctx.register_timer(b"k", weir_sdk::TimeDomain::EventTime, 10);
+    ///     ctx.delete_timer(b"k", weir_sdk::TimeDomain::EventTime, 10);
+    /// });
+    /// ```
+    pub fn register_timer(&mut self, key: &[u8], domain: TimeDomain, time: i64) {
+        host::register_timer(key, domain, time)
+    }
+
+    /// Deletes the timer for `key` at `time` in `domain`, if there is one.
+    pub fn delete_timer(&mut self, key: &[u8], domain: TimeDomain, time: i64) {
+        host::delete_timer(key, domain, time)
+    }
+
+    /// Registers an event-time timer: it fires once the watermark reaches
+    /// `time`.
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     weir_sdk::Context::new().register_event_timer(b"k", 10);
+    /// });
+    /// ```
+    pub fn register_event_timer(&mut self, key: &[u8], time: i64) {
+        self.register_timer(key, TimeDomain::EventTime, time)
+    }
+
+    /// Registers a processing-time timer: it fires once the host's clock
+    /// reaches `time`.
+    pub fn register_processing_timer(&mut self, key: &[u8], time: i64) {
+        self.register_timer(key, TimeDomain::ProcessingTime, time)
     }
 }
 

@@ -1,7 +1,7 @@
 //! # weir-sdk: write Weir stream operators in Rust
 //!
 //! A Weir operator is a WebAssembly component that implements the
-//! `weir:operator/operator-flat` WIT world (see `wit/` in the Weir
+//! `weir:operator/operator-timers` WIT world (see `wit/` in the Weir
 //! repository). This crate hides the generated bindings behind an idiomatic
 //! API:
 //!
@@ -9,7 +9,9 @@
 //! - [`Batch`] and [`RecordRef`]: input batches in flat form, read in place
 //!   ([`Operator::process_batch`]);
 //! - [`Context`]: host-owned keyed state and emitting records, batched across
-//!   the Wasm boundary in flat form;
+//!   the Wasm boundary in flat form; the watermark and timers
+//!   ([`Operator::on_timer`]);
+//! - [`window`]: tumbling, sliding and session event-time windows;
 //! - [`ValueState`] and [`MapState`]: typed state over byte state, encoded as
 //!   JSON, with a guest-side write-back cache;
 //! - [`export!`]: one macro that exports your operator as the component's
@@ -59,10 +61,12 @@ mod host;
 mod info;
 mod operator;
 mod record;
+mod timer;
 mod typed;
 mod writer;
 
 pub mod testing;
+pub mod window;
 
 #[doc(hidden)]
 pub mod bindings;
@@ -75,6 +79,7 @@ pub use host::LogLevel;
 pub use info::{OpenContext, OperatorInfo};
 pub use operator::Operator;
 pub use record::{Record, RecordRef};
+pub use timer::{TimeDomain, Timer};
 pub use typed::{MapState, ValueState};
 pub use writer::ValueWriter;
 

@@ -6,6 +6,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::info::{OpenContext, OperatorInfo};
 use crate::record::Record;
+use crate::timer::Timer;
 
 /// A stream operator. Implement it, then [`export!`](crate::export) it.
 ///
@@ -81,7 +82,10 @@ pub trait Operator: Sized + 'static {
     /// assert_eq!(out, [Record::new("x")]);
     /// ```
     fn process_batch(&mut self, ctx: &mut Context, port: u32, batch: &Batch<'_>) -> Result<()> {
-        self.process(ctx, port, batch.to_records())
+        let records = batch.to_records();
+        // `process` reads a list, not the batch: no current timestamp.
+        crate::timer::set_current(None);
+        self.process(ctx, port, records)
     }
 
     /// Called right before the instance's state is snapshotted for checkpoint
@@ -105,6 +109,48 @@ pub trait Operator: Sized + 'static {
     /// ```
     fn on_checkpoint(&mut self, ctx: &mut Context, checkpoint_id: u64) -> Result<()> {
         let _ = (ctx, checkpoint_id);
+        Ok(())
+    }
+
+    /// A timer registered with [`Context::register_timer`] (or its
+    /// shorthands) fired: the watermark (event time) or the host's clock
+    /// (processing time) reached `timer.time`. Timers fire in time order,
+    /// after every record that came before the watermark that made them
+    /// due. May read and write state, register timers and emit; emitted
+    /// records get the timer's time unless they carry their own. Does
+    /// nothing by default.
+    ///
+    /// ```
+    /// use weir_sdk::*;
+    ///
+    /// /// Emits each key once, when event time passes its first record + 10.
+    /// struct Later;
+    /// impl Operator for Later {
+    ///     fn describe() -> OperatorInfo { OperatorInfo::new("later", "1.0.0").input("in").output("out") }
+    ///     fn open(_: &OpenContext) -> Result<Self> { Ok(Later) }
+    ///     fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { unreachable!() }
+    ///     fn process_batch(&mut self, ctx: &mut Context, _: u32, batch: &Batch<'_>) -> Result<()> {
+    ///         for rec in batch {
+    ///             if let (Some(key), Some(ts)) = (rec.key, rec.timestamp) {
+    ///                 ctx.register_event_timer(key, ts + 10);
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    ///     fn on_timer(&mut self, ctx: &mut Context, timer: Timer<'_>) -> Result<()> {
+    ///         ctx.emit(0, Record::new(timer.key));
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let mut h = testing::Harness::<Later>::open("{}").unwrap();
+    /// h.process("in", vec![Record::new("x").with_key("a").with_timestamp(5)]).unwrap();
+    /// assert!(h.advance_watermark(14).unwrap().is_empty());
+    /// let out = h.advance_watermark(15).unwrap();
+    /// assert_eq!(out, [Record::new("a").with_timestamp(15)]);
+    /// ```
+    fn on_timer(&mut self, ctx: &mut Context, timer: Timer<'_>) -> Result<()> {
+        let _ = (ctx, timer);
         Ok(())
     }
 

@@ -37,6 +37,7 @@ pub use crate::host::memory::{HostCalls, MemoryHost};
 use crate::info::{OpenContext, OperatorInfo};
 use crate::operator::Operator;
 use crate::record::Record;
+use crate::timer::TimeDomain;
 
 /// Runs `f` with `host` and the typed-state caches `registry` of one
 /// operator instance installed on this thread, and gives them back.
@@ -189,7 +190,117 @@ impl<O: Operator> Harness<O> {
         })?;
         let flat = BatchBuf::from_records(&batch);
         let (data, spans) = flat.parts();
-        self.call(|op| hooks::process_flat(op, port, data, spans))
+        self.host.default_timestamp = batch.iter().filter_map(|r| r.timestamp).max();
+        let out = self.call(|op| hooks::process_flat(op, port, data, spans));
+        self.host.default_timestamp = None;
+        out
+    }
+
+    /// Advances the instance's watermark to `watermark` (it never goes
+    /// back) and fires, in order, every event-time timer at or before it,
+    /// as the host does when the watermark of the inputs advances; returns
+    /// what the timers emitted.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// h.advance_watermark(100).unwrap();
+    /// h.advance_watermark(50).unwrap();
+    /// assert_eq!(h.watermark(), Some(100));
+    /// ```
+    pub fn advance_watermark(&mut self, watermark: i64) -> Result<Vec<Record>> {
+        Ok(self
+            .advance_watermark_ports(watermark)?
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect())
+    }
+
+    /// Like [`advance_watermark`](Self::advance_watermark), with each
+    /// record's output port number.
+    pub fn advance_watermark_ports(&mut self, watermark: i64) -> Result<Vec<(u32, Record)>> {
+        let w = self.host.watermark.map_or(watermark, |c| c.max(watermark));
+        self.host.watermark = Some(w);
+        self.fire(TimeDomain::EventTime, w)
+    }
+
+    /// Sets the host's clock to `now` (milliseconds) and fires, in order,
+    /// every processing-time timer at or before it; returns what they
+    /// emitted.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert!(h.advance_processing_time(1_000).unwrap().is_empty());
+    /// ```
+    pub fn advance_processing_time(&mut self, now: i64) -> Result<Vec<Record>> {
+        self.host.processing_time = now;
+        let out = self.fire(TimeDomain::ProcessingTime, now)?;
+        Ok(out.into_iter().map(|(_, r)| r).collect())
+    }
+
+    /// Fires the timers of `domain` due at `upto` the way the host does:
+    /// in order, batched per call, until none is due (timers registered
+    /// meanwhile that are due fire too).
+    fn fire(&mut self, domain: TimeDomain, upto: i64) -> Result<Vec<(u32, Record)>> {
+        let mut out = Vec::new();
+        loop {
+            let timers = self.host.timers_mut(domain);
+            let mut due = BatchBuf::new();
+            while let Some((t, _)) = timers.first()
+                && *t <= upto
+            {
+                let (time, key) = timers.pop_first().expect("just seen");
+                due.push(Some(&key), b"", Some(time));
+            }
+            if due.is_empty() {
+                return Ok(out);
+            }
+            let last = due.as_batch().iter().last().and_then(|r| r.timestamp);
+            crate::timer::set_current(None);
+            self.host.default_timestamp = last;
+            let (data, spans) = due.parts();
+            let emitted = self.call(|op| hooks::on_timers(op, domain, data, spans));
+            self.host.default_timestamp = None;
+            out.extend(emitted?);
+        }
+    }
+
+    /// The instance's watermark.
+    pub fn watermark(&self) -> Option<i64> {
+        self.host.watermark
+    }
+
+    /// The pending timers of `domain` as (time, key), in firing order.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// assert!(h.pending_timers(TimeDomain::EventTime).is_empty());
+    /// ```
+    pub fn pending_timers(&self, domain: TimeDomain) -> Vec<(i64, Vec<u8>)> {
+        match domain {
+            TimeDomain::EventTime => self.host.event_timers.iter().cloned().collect(),
+            TimeDomain::ProcessingTime => self.host.processing_timers.iter().cloned().collect(),
+        }
     }
 
     /// Calls `on_checkpoint`, after which the SDK writes typed state back to
@@ -211,8 +322,10 @@ impl<O: Operator> Harness<O> {
         Ok(out.into_iter().map(|(_, r)| r).collect())
     }
 
-    /// Calls `finish`, after which the SDK writes typed state back to host
-    /// state, and returns what it emitted.
+    /// Ends the input as the host does: advances the watermark to the end
+    /// of time (firing every event-time timer), then calls `finish`, after
+    /// which the SDK writes typed state back to host state; returns what
+    /// the timers and `finish` emitted.
     ///
     /// ```
     /// # use weir_sdk::*;
@@ -226,7 +339,9 @@ impl<O: Operator> Harness<O> {
     /// assert!(h.finish().unwrap().is_empty());
     /// ```
     pub fn finish(&mut self) -> Result<Vec<Record>> {
-        let out = self.call(hooks::finish)?;
+        // The end of input is the end of time: every event-time timer fires.
+        let mut out = self.advance_watermark_ports(i64::MAX)?;
+        out.extend(self.call(hooks::finish)?);
         Ok(out.into_iter().map(|(_, r)| r).collect())
     }
 

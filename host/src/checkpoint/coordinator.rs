@@ -268,6 +268,7 @@ mod tests {
             instance: i,
             changes: vec![(key.as_bytes().to_vec(), Some(b"v".to_vec()))],
             snapshot: None,
+            timers: Vec::new(),
         }
     }
 

@@ -1,17 +1,20 @@
 //! `[[source]]` entries: [`SourceConfig`] holds the options every source
-//! has (`id`, `batch_size`, `rate`) and the settings of its connector,
+//! has (`id`, `batch_size`, `rate`, `watermark`) and the settings of its connector,
 //! parsed by the connector its `type` names in
 //! [`connectors::SOURCE_TYPES`](crate::connectors::SOURCE_TYPES).
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
+use crate::config::parse_duration;
 use crate::connectors::source::{SourceError, SourceReader};
 use crate::connectors::{SOURCE_TYPES, SourceConnector};
+use crate::dataflow::watermark::{DEFAULT_INTERVAL, WatermarkConfig};
 use crate::fields::{check_id, int_in};
 
 /// Records per batch when a source does not set `batch_size`.
@@ -30,6 +33,9 @@ pub struct SourceConfig {
     pub batch_size: usize,
     /// At most this many records per second (`rate`); unlimited when absent.
     pub rate: Option<u64>,
+    /// How the source makes watermarks (`watermark`); none until its end
+    /// when absent.
+    pub watermark: Option<WatermarkConfig>,
 }
 
 // By hand: a derived `==` cannot compare the connectors behind their `Arc`s.
@@ -40,11 +46,13 @@ impl PartialEq for SourceConfig {
             connector,
             batch_size,
             rate,
+            watermark,
         } = self;
         *id == other.id
             && **connector == *other.connector
             && *batch_size == other.batch_size
             && *rate == other.rate
+            && *watermark == other.watermark
     }
 }
 
@@ -59,7 +67,7 @@ impl SourceConfig {
 
 /// The options every source has, besides `type`: the keys of a `[[source]]`
 /// table that are not its connector's.
-const OPTIONS: [&str; 3] = ["id", "batch_size", "rate"];
+const OPTIONS: [&str; 4] = ["id", "batch_size", "rate", "watermark"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,6 +75,35 @@ struct RawSource {
     id: Option<String>,
     batch_size: Option<i64>,
     rate: Option<i64>,
+    watermark: Option<RawWatermark>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWatermark {
+    max_out_of_orderness: Option<String>,
+    idle_timeout: Option<String>,
+    interval: Option<String>,
+}
+
+/// The `watermark` table of a source.
+fn build_watermark(raw: RawWatermark) -> Result<WatermarkConfig, String> {
+    let duration = |key: &str, text: Option<String>| -> Result<Option<Duration>, String> {
+        text.map(|t| parse_duration(&t).map_err(|e| format!("`watermark.{key}` = {e}")))
+            .transpose()
+    };
+    let disorder = duration("max_out_of_orderness", raw.max_out_of_orderness)?.unwrap_or_default();
+    let idle_timeout = duration("idle_timeout", raw.idle_timeout)?;
+    if idle_timeout.is_some_and(|d| d.is_zero()) {
+        return Err("`watermark.idle_timeout` must be longer than 0s; remove it for a source that is never idle".into());
+    }
+    Ok(WatermarkConfig {
+        max_out_of_orderness: i64::try_from(disorder.as_millis()).map_err(|_| {
+            "`watermark.max_out_of_orderness` is too long; use at most a few years".to_string()
+        })?,
+        idle_timeout,
+        interval: duration("interval", raw.interval)?.unwrap_or(DEFAULT_INTERVAL),
+    })
 }
 
 /// One `[[source]]` table; `dir` is the job folder.
@@ -91,10 +128,12 @@ pub(super) fn build_source(dir: &Path, table: Table) -> Result<SourceConfig, Str
         None => None,
         Some(r) => Some(int_in("rate", Some(r), 1, 1, i64::MAX)?),
     };
+    let watermark = raw.watermark.map(build_watermark).transpose()?;
     Ok(SourceConfig {
         id,
         connector,
         batch_size,
         rate,
+        watermark,
     })
 }

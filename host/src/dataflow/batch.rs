@@ -326,6 +326,38 @@ impl Batch {
         self.spans.clear();
     }
 
+    /// The largest timestamp of its records, if any has one.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push(None, b"a", Some(5));
+    /// b.push(None, b"b", None);
+    /// b.push(None, b"c", Some(3));
+    /// assert_eq!(b.max_timestamp(), Some(5));
+    /// ```
+    pub fn max_timestamp(&self) -> Option<i64> {
+        (0..self.len()).filter_map(|i| self.span(i).timestamp).max()
+    }
+
+    /// Gives every record without a timestamp the timestamp `t`.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push(None, b"a", Some(5));
+    /// b.push(None, b"b", None);
+    /// b.fill_timestamps(9);
+    /// assert_eq!(b.iter().map(|r| r.timestamp).collect::<Vec<_>>(), [Some(5), Some(9)]);
+    /// ```
+    pub fn fill_timestamps(&mut self, t: i64) {
+        for i in 0..self.len() {
+            let mut span = self.span(i);
+            if span.timestamp.is_none() {
+                span.timestamp = Some(t);
+                self.spans[i * SPAN_BYTES..(i + 1) * SPAN_BYTES].copy_from_slice(&span.encode());
+            }
+        }
+    }
+
     /// Splits the batch into `n` batches by `route(key)`, keeping the order
     /// within each.
     ///

@@ -9,6 +9,13 @@
 //!   handed to [`InputHandler::on_batch`] after the hook returns).
 //! - Hooks run in the aligner's action order; [`InputHandler::on_finished`]
 //!   runs once, last, with the final checkpoint id carried by the `End`s.
+//! - **Watermarks stay in band.** Watermarks and `Idle` go through the
+//!   aligner like batches, so they are acted on in channel order and never
+//!   overtake a batch held back by an alignment. The combined watermark
+//!   ([`InputWatermarks`]) reaches [`InputHandler::on_watermark`] each time
+//!   it advances, after every batch before it.
+//! - [`InputHandler::on_time`] runs at the latest [`POLL`] after
+//!   [`InputHandler::next_timer`] is due (processing-time timers).
 //! - While more than [`MAX_ALIGNMENT_BUFFER`] bytes are buffered, blocked
 //!   channels are not read, so backpressure reaches upstream instead of the
 //!   buffer growing.
@@ -23,6 +30,7 @@ use crate::dataflow::align::{Action, Aligner, Input};
 use crate::dataflow::batch::Batch;
 use crate::dataflow::cancel::{Cancelled, POLL};
 use crate::dataflow::protocol::Msg;
+use crate::dataflow::watermark::InputWatermarks;
 
 /// Bytes an instance may buffer during an alignment before it stops reading
 /// its blocked channels (which then apply backpressure upstream).
@@ -38,10 +46,49 @@ pub(crate) struct InputChannels {
     pub commits: Option<Receiver<u64>>,
 }
 
+/// What goes through the aligner: everything on a channel but barriers
+/// and `End`, in channel order.
+#[derive(Debug)]
+pub(crate) enum Flow {
+    /// Records.
+    Records(Batch),
+    /// The channel's watermark.
+    Watermark(i64),
+    /// The channel is idle.
+    Idle,
+}
+
 /// What the aligned-input loop drives: an operator instance or a sink.
 pub(crate) trait InputHandler {
     /// Acts on `batch`, which arrived on input port `port`.
     fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled>;
+
+    /// The combined watermark of the inputs advanced to `watermark`.
+    fn on_watermark(&mut self, watermark: i64) -> Result<(), Cancelled> {
+        let _ = watermark;
+        Ok(())
+    }
+
+    /// Every input is idle (until one sends again).
+    fn on_idle(&mut self) -> Result<(), Cancelled> {
+        Ok(())
+    }
+
+    /// The watermark restored from the checkpoint the handler resumes
+    /// from: the combined watermark never goes below it.
+    fn watermark_floor(&self) -> Option<i64> {
+        None
+    }
+
+    /// When [`on_time`](Self::on_time) is next due, if ever.
+    fn next_timer(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Called when [`next_timer`](Self::next_timer) is due.
+    fn on_time(&mut self) -> Result<(), Cancelled> {
+        Ok(())
+    }
 
     /// Every channel delivered barrier `id` or ended: take checkpoint `id`
     /// now. `alignment` is the time since the first barrier `id`,
@@ -77,6 +124,7 @@ pub(crate) fn drive(
     handler: &mut impl InputHandler,
 ) -> Result<(), Cancelled> {
     let mut aligner = Aligner::new(inputs.channels.len());
+    let mut watermarks = InputWatermarks::new(inputs.channels.len(), handler.watermark_floor());
     let mut clock = AlignmentClock::default();
     let mut actions = Vec::new();
     let mut final_id = None;
@@ -84,7 +132,12 @@ pub(crate) fn drive(
         if cancel.load(Ordering::Relaxed) {
             return Err(Cancelled);
         }
-        let (channel, msg) = match receive(inputs, &aligner) {
+        let timer = handler.next_timer();
+        if timer.is_some_and(|t| t <= Instant::now()) {
+            handler.on_time()?;
+            continue;
+        }
+        let (channel, msg) = match receive(inputs, &aligner, timer) {
             Received::Msg(c, m) => (c, m),
             Received::Commit(id) => {
                 handler.on_commit(id, false)?;
@@ -103,9 +156,25 @@ pub(crate) fn drive(
         );
         for action in actions.drain(..) {
             match action {
-                Action::Process { channel, batch } => {
-                    handler.on_batch(inputs.channels[channel].0, batch)?;
-                }
+                Action::Process { channel, batch } => match batch {
+                    Flow::Records(batch) => {
+                        watermarks.on_records(channel);
+                        handler.on_batch(inputs.channels[channel].0, batch)?;
+                    }
+                    Flow::Watermark(t) => {
+                        if let Some(w) = watermarks.on_watermark(channel, t) {
+                            handler.on_watermark(w)?;
+                        }
+                    }
+                    Flow::Idle => {
+                        if let Some(w) = watermarks.on_idle(channel) {
+                            handler.on_watermark(w)?;
+                        }
+                        if watermarks.all_idle() {
+                            handler.on_idle()?;
+                        }
+                    }
+                },
                 Action::Checkpoint { id } => {
                     let (alignment, buffered) = clock.finish();
                     handler.on_checkpoint(id, alignment, buffered)?;
@@ -158,8 +227,8 @@ enum Received {
 }
 
 /// Receives the next message from a channel the aligner lets us read (or a
-/// commit id), waiting at most [`POLL`].
-fn receive(inputs: &InputChannels, aligner: &Aligner<Batch>) -> Received {
+/// commit id), waiting at most [`POLL`] and not past `timer`.
+fn receive(inputs: &InputChannels, aligner: &Aligner<Flow>, timer: Option<Instant>) -> Received {
     let mut sel = Select::new();
     let mut index = Vec::with_capacity(inputs.channels.len());
     let over = aligner.buffered_bytes() > MAX_ALIGNMENT_BUFFER;
@@ -171,7 +240,10 @@ fn receive(inputs: &InputChannels, aligner: &Aligner<Batch>) -> Received {
         index.push(i);
     }
     let commits_at = inputs.commits.as_ref().map(|rx| sel.recv(rx));
-    let Ok(op) = sel.select_timeout(POLL) else {
+    let wait = timer.map_or(POLL, |t| {
+        t.saturating_duration_since(Instant::now()).min(POLL)
+    });
+    let Ok(op) = sel.select_timeout(wait) else {
         return Received::Timeout;
     };
     if Some(op.index()) == commits_at {
@@ -195,14 +267,14 @@ struct AlignmentClock {
 }
 
 impl AlignmentClock {
-    fn observe(&mut self, aligner: &Aligner<Batch>, msg: &Msg) {
+    fn observe(&mut self, aligner: &Aligner<Flow>, msg: &Msg) {
         if aligner.aligning().is_none() && matches!(msg, Msg::Barrier(_)) {
             self.started = Some(Instant::now());
             self.peak_bytes = 0;
         }
     }
 
-    fn after(&mut self, aligner: &Aligner<Batch>) {
+    fn after(&mut self, aligner: &Aligner<Flow>) {
         self.peak_bytes = self.peak_bytes.max(aligner.buffered_bytes());
     }
 
@@ -215,12 +287,12 @@ impl AlignmentClock {
 /// Feeds `msg` from `channel` to the aligner; remembers the final
 /// checkpoint id carried by `End`.
 fn feed(
-    aligner: &mut Aligner<Batch>,
+    aligner: &mut Aligner<Flow>,
     clock: &mut AlignmentClock,
     final_id: &mut Option<u64>,
     channel: usize,
     msg: Msg,
-    actions: &mut Vec<Action<Batch>>,
+    actions: &mut Vec<Action<Flow>>,
 ) {
     clock.observe(aligner, &msg);
     let (input, bytes) = match msg {
@@ -230,8 +302,10 @@ fn feed(
             } else {
                 0
             };
-            (Input::Batch(b), bytes)
+            (Input::Batch(Flow::Records(b)), bytes)
         }
+        Msg::Watermark(t) => (Input::Batch(Flow::Watermark(t)), 0),
+        Msg::Idle => (Input::Batch(Flow::Idle), 0),
         Msg::Barrier(n) => (Input::Barrier(n), 0),
         Msg::End(n) => {
             *final_id = Some(n);

@@ -1,8 +1,8 @@
 //! The data path: flat [`Batch`]es of [`Record`]s, key-group
 //! [`partition`]ing, every message of a running job ([`protocol`]), barrier
 //! [`align`]ment, the aligned-input loop shared by operator instances and
-//! sinks (`input`), partitioned sends (`output`) and cancellation
-//! (`cancel`). This folder imports only the WIT bindings; the thread bodies
+//! sinks (`input`), event-time progress ([`watermark`]), partitioned sends
+//! (`output`) and cancellation (`cancel`). This folder imports only the WIT bindings; the thread bodies
 //! that drive it are in `tasks`.
 
 pub mod align;
@@ -13,6 +13,7 @@ pub(crate) mod output;
 pub mod partition;
 pub mod protocol;
 pub mod record;
+pub mod watermark;
 
 pub use batch::Batch;
 pub use record::Record;

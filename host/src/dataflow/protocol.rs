@@ -16,6 +16,12 @@
 //!   checkpoint, the same on every channel of a job.
 //! - A source or instance acknowledges checkpoint `n` ([`Ack`]) before it
 //!   sends `Barrier(n)` (or `End(n)`) downstream.
+//! - **Watermarks in band.** `Watermark(t)` promises that no record with a
+//!   timestamp at or below `t` follows on its channel (records that do are
+//!   *late*); the values a sender sends on one channel strictly increase.
+//!   Senders broadcast watermarks and `Idle` on every outgoing channel, after
+//!   the batches before them. `Idle` holds until the next batch or watermark
+//!   on that channel (see [`crate::dataflow::watermark`]).
 
 use std::time::Duration;
 
@@ -32,6 +38,12 @@ pub(crate) enum Msg {
     /// Checkpoint barrier `n`: every batch before it belongs to checkpoint
     /// `n`, every batch after it to a later one.
     Barrier(u64),
+    /// Event time on this channel reached `.0` (milliseconds since the
+    /// Unix epoch; `i64::MAX` once the sender's input has ended).
+    Watermark(i64),
+    /// The sender has no input for now: leave this channel out of the
+    /// watermark until it sends a batch or a watermark again.
+    Idle,
     /// End of stream; the id is the final checkpoint's. Nothing follows.
     End(u64),
 }
@@ -111,4 +123,7 @@ pub struct InstanceDelta {
     pub changes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Plugin snapshot bytes; `None` = unchanged since the previous checkpoint.
     pub snapshot: Option<Vec<u8>>,
+    /// Changed timer entries (and the instance's watermark), encoded by
+    /// [`crate::checkpoint::timers`]: `Some` = put, `None` = deleted.
+    pub timers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }

@@ -6,19 +6,24 @@
 //! Invariants:
 //! - A restored instance starts with the checkpoint's state (the newest
 //!   version `<= id` of each key) with nothing dirty, and with the
-//!   checkpoint's state version and snapshot bytes.
+//!   checkpoint's state version and snapshot bytes, and with its timers
+//!   and watermark.
 //! - Sinks and sources are opened at the checkpoint's commit infos and
 //!   offsets, so the output ends exactly at the checkpoint and the sources
 //!   replay exactly the records after it.
 
 use crate::checkpoint::state::KeyedState;
+use crate::checkpoint::timers::Timers;
 use crate::config::Job;
 use crate::connectors::sink::Sink;
 use crate::connectors::source::SourceReader;
+use crate::dataflow::watermark::SourceWatermark;
 use crate::run::error::RunError;
 use crate::run::plugins::LoadedOperator;
 use crate::run::restore::RestorePoint;
+use crate::store::StoreError;
 use crate::tasks::instance::hash_bytes;
+use crate::tasks::source::restored_max_timestamp;
 use crate::wasm::{InstanceError, OperatorInstance};
 
 /// An instantiated operator instance, restored when resuming.
@@ -35,6 +40,8 @@ pub(crate) struct OpenSource {
     pub reader: Box<dyn SourceReader>,
     /// Records per batch at most.
     pub batch_size: usize,
+    /// Its watermark state, continuing from the checkpoint's.
+    pub watermark: SourceWatermark,
 }
 
 /// Instantiates every instance of every operator (job order, then instance
@@ -58,6 +65,17 @@ pub(crate) fn instantiate_operators(
                     .get(&op.id)
                     .map_or(plugin.info().state_version, |m| m.state_version);
                 last_snapshot = Some(hash_bytes(&r.snapshot));
+                let timers = Timers::from_entries(
+                    r.timers.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
+                )
+                .map_err(|message| StoreError::Corrupt {
+                    path: at.store.path().to_path_buf(),
+                    message: format!(
+                        "the timers of instance {i} of operator `{}` in checkpoint {} are unreadable: {message}",
+                        op.id, meta.id
+                    ),
+                })?;
+                instance.restore_timers(timers);
                 instance
                     .restore(KeyedState::from_entries(r.entries), version, &r.snapshot)
                     .map_err(|e: InstanceError| RunError::Task(e.into()))?;
@@ -96,9 +114,11 @@ pub(crate) fn open_sources(job: &Job, at: &RestorePoint) -> Result<Vec<OpenSourc
                 s.id
             );
         }
+        let max_timestamp = restored_max_timestamp(offset);
         sources.push(OpenSource {
             reader,
             batch_size: s.batch_size,
+            watermark: SourceWatermark::new(s.watermark, max_timestamp),
         });
     }
     Ok(sources)

@@ -48,6 +48,7 @@ fn delta(op: &str, instance: u32, changes: &str, snap: Option<&str>) -> Instance
         instance,
         changes,
         snapshot,
+        timers: Vec::new(),
     }
 }
 
@@ -292,6 +293,7 @@ fn model_run(mut rng: u64, retain: usize, rounds: usize, tuning: Tuning) -> usiz
                 instance,
                 changes,
                 snapshot,
+                timers: Vec::new(),
             });
         }
         let had_state: BTreeSet<_> = segments(&s).into_iter().map(|x| (x.0, x.1)).collect();
@@ -823,4 +825,34 @@ fn damaged_files_are_errors() {
             let _ = s.list().and_then(|_| s.load_instance(1, "a", 0));
         }
     }
+}
+
+#[test]
+fn timers_are_stored_beside_the_state_and_not_counted_as_state_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    let mut d = delta("a", 0, "k=v", None);
+    d.timers = vec![
+        (b"t1".to_vec(), Some(Vec::new())),
+        (b"t2".to_vec(), Some(Vec::new())),
+    ];
+    s.commit(&meta(1), &[d], 3).unwrap();
+    let mut d = delta("a", 0, "", None);
+    d.timers = vec![(b"t1".to_vec(), None)];
+    s.commit(&meta(2), &[d], 3).unwrap();
+    assert_eq!(
+        s.get(2).unwrap().unwrap().state_keys,
+        1,
+        "timers are not state keys"
+    );
+    let at1 = s.load_instance(1, "a", 0).unwrap();
+    assert_eq!(at1.entries, vec![(b"k".to_vec(), b"v".to_vec())]);
+    assert_eq!(at1.timers.len(), 2);
+    let at2 = s.load_instance(2, "a", 0).unwrap();
+    assert_eq!(at2.timers, vec![(b"t2".to_vec(), Vec::new())]);
+    assert_eq!(
+        s.operator_state(2, "a").unwrap().len(),
+        1,
+        "the operator's state holds no timer"
+    );
 }

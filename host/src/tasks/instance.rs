@@ -12,19 +12,29 @@
 //! - What a call emitted on output port `p` goes to the consumers wired to
 //!   `p`, ports in order; a port nothing consumes drops it
 //!   (`run::warn_unconsumed_outputs` warns about each such port).
+//! - **Timers before the watermark.** When the inputs' watermark advances
+//!   to `w`, the instance fires every event-time timer at or before `w`,
+//!   sends what they emitted, and only then forwards `Watermark(w)`: what
+//!   a window emits for `w` is never late downstream.
+//! - At the end of input the watermark becomes the end of time: every
+//!   event-time timer fires before `finish`. Processing-time timers still
+//!   pending then do not fire.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::Batch;
+use crate::checkpoint::timers::Domain;
 use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::input::{self, InputChannels, InputHandler};
 use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, InstanceDelta, Msg};
+use crate::dataflow::watermark::END_OF_TIME;
 use crate::metrics::NodeMetrics;
 use crate::tasks::{Shared, TaskError, receive_batch};
 use crate::wasm::OperatorInstance;
+use crate::wasm::host::timers::now_millis;
 
 /// A cheap fingerprint of snapshot bytes, to skip storing unchanged ones.
 pub(crate) fn hash_bytes(b: &[u8]) -> u64 {
@@ -77,6 +87,7 @@ impl InstanceTask {
         buffered_bytes: u64,
     ) -> Result<(), Cancelled> {
         let changes = self.instance.state_mut().take_changes();
+        let timers = self.instance.timers_mut().take_changes();
         let bytes = self.instance.snapshot().map_err(|e| self.shared.fail(e))?;
         let h = hash_bytes(&bytes);
         let snapshot = (self.last_snapshot != Some(h)).then_some(bytes);
@@ -86,6 +97,7 @@ impl InstanceTask {
             instance: self.index,
             changes,
             snapshot,
+            timers,
         };
         self.shared.event(Event::Ack(
             id,
@@ -97,9 +109,49 @@ impl InstanceTask {
         ));
         Ok(())
     }
+
+    /// Fires the timers of `domain` due at `upto` and sends what they
+    /// emitted.
+    fn fire(&mut self, domain: Domain, upto: i64) -> Result<(), Cancelled> {
+        self.instance
+            .fire_timers(domain, upto)
+            .map_err(|e| self.shared.fail(e))?;
+        self.emit()
+    }
+
+    /// The instance's watermark is `w`: fires the event-time timers it
+    /// covers, then forwards it.
+    fn advance(&mut self, w: i64) -> Result<(), Cancelled> {
+        self.instance.set_watermark(w);
+        self.fire(Domain::EventTime, w)?;
+        self.out
+            .broadcast(&self.shared.cancel, || Msg::Watermark(w))
+    }
 }
 
 impl InputHandler for InstanceTask {
+    fn on_watermark(&mut self, watermark: i64) -> Result<(), Cancelled> {
+        self.advance(watermark)
+    }
+
+    fn on_idle(&mut self) -> Result<(), Cancelled> {
+        self.out.broadcast(&self.shared.cancel, || Msg::Idle)
+    }
+
+    fn watermark_floor(&self) -> Option<i64> {
+        self.instance.timers().watermark()
+    }
+
+    fn next_timer(&self) -> Option<Instant> {
+        let due = self.instance.timers().next(Domain::ProcessingTime)?;
+        let wait = due.saturating_sub(now_millis()).max(0) as u64;
+        Some(Instant::now() + Duration::from_millis(wait))
+    }
+
+    fn on_time(&mut self) -> Result<(), Cancelled> {
+        self.fire(Domain::ProcessingTime, now_millis())
+    }
+
     fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
         let (instance, shared) = (&mut self.instance, &self.shared);
         receive_batch(&self.metrics, &batch, |batch| {
@@ -139,6 +191,9 @@ impl InputHandler for InstanceTask {
     }
 
     fn on_finished(&mut self, final_id: u64) -> Result<(), Cancelled> {
+        if self.instance.timers().watermark() != Some(END_OF_TIME) {
+            self.advance(END_OF_TIME)?;
+        }
         self.instance.finish().map_err(|e| self.shared.fail(e))?;
         self.emit()?;
         // The final checkpoint is a checkpoint like any other.

@@ -2,12 +2,21 @@
 //! barriers when the driver triggers a checkpoint, and ends the stream when
 //! told to finish.
 //!
-//! Invariant: a source acknowledges checkpoint `n` with the offset right
-//! after the last record it sent, then sends `Barrier(n)` (or `End(n)`) on
-//! every outgoing channel, so the records before the barrier are exactly
-//! those before the offset.
+//! Invariants:
+//! - A source acknowledges checkpoint `n` with the offset right after the
+//!   last record it sent, then sends `Barrier(n)` (or `End(n)`) on every
+//!   outgoing channel, so the records before the barrier are exactly those
+//!   before the offset.
+//! - The offset also holds the highest timestamp sent (`max_timestamp`),
+//!   so a restored source's watermarks continue from where they were
+//!   instead of starting over: what was late before a crash is late after.
+//! - Watermarks and `Idle` follow the batches they describe on every
+//!   outgoing channel; at the end of its input a source sends the end of
+//!   time ([`SourceWatermark`]).
 
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
@@ -15,7 +24,26 @@ use crate::connectors::source::SourceReader;
 use crate::dataflow::cancel::{Cancelled, POLL};
 use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, Msg, SourceCtl};
+use crate::dataflow::watermark::SourceWatermark;
 use crate::tasks::Shared;
+
+/// The offset field holding the highest timestamp a source sent.
+const MAX_TIMESTAMP: &str = "max_timestamp";
+
+/// The highest timestamp a source had sent at the checkpoint whose offset
+/// is `offset`.
+pub(crate) fn restored_max_timestamp(offset: Option<&Value>) -> Option<i64> {
+    offset?.get(MAX_TIMESTAMP)?.as_i64()
+}
+
+/// `offset` with the highest timestamp sent, when there is one (an offset
+/// that is not a JSON object cannot hold it).
+fn with_max_timestamp(mut offset: Value, max: Option<i64>) -> Value {
+    if let (Value::Object(fields), Some(max)) = (&mut offset, max) {
+        fields.insert(MAX_TIMESTAMP.into(), max.into());
+    }
+    offset
+}
 
 /// A source thread.
 pub(crate) struct SourceTask {
@@ -33,6 +61,8 @@ pub(crate) struct SourceTask {
     pub ctl: Receiver<SourceCtl>,
     /// Its outgoing edges.
     pub out: Output,
+    /// Its watermark state.
+    pub watermark: SourceWatermark,
 }
 
 impl SourceTask {
@@ -46,6 +76,7 @@ impl SourceTask {
             rate,
             ctl,
             mut out,
+            mut watermark,
         } = self;
         let mut at_end = false;
         // With a rate limit, small batches (about 20 per second) keep it smooth.
@@ -76,31 +107,34 @@ impl SourceTask {
                 },
                 None => ctl.try_recv().ok(),
             };
+            let ack = |n| {
+                let offset = with_max_timestamp(reader.offset(), watermark.max_timestamp());
+                let source = id.clone();
+                shared.event(Event::Ack(n, Ack::Source { source, offset }));
+            };
             match cmd {
                 Some(SourceCtl::Trigger(n)) => {
-                    shared.event(Event::Ack(
-                        n,
-                        Ack::Source {
-                            source: id.clone(),
-                            offset: reader.offset(),
-                        },
-                    ));
+                    ack(n);
                     out.broadcast(&shared.cancel, || Msg::Barrier(n))?;
                     continue;
                 }
                 Some(SourceCtl::Finish(n)) => {
-                    shared.event(Event::Ack(
-                        n,
-                        Ack::Source {
-                            source: id.clone(),
-                            offset: reader.offset(),
-                        },
-                    ));
+                    ack(n);
                     return out.broadcast(&shared.cancel, || Msg::End(n));
                 }
                 None => {}
             }
-            if at_end || throttled {
+            if at_end {
+                continue;
+            }
+            let now = Instant::now();
+            if let Some(w) = watermark.due(now) {
+                out.broadcast(&shared.cancel, || Msg::Watermark(w))?;
+            }
+            if watermark.became_idle(now) {
+                out.broadcast(&shared.cancel, || Msg::Idle)?;
+            }
+            if throttled {
                 continue;
             }
             idle = false;
@@ -108,10 +142,14 @@ impl SourceTask {
                 Ok(Some(batch)) if batch.is_empty() => idle = true,
                 Ok(Some(batch)) => {
                     sent += batch.len() as u64;
-                    out.send(&shared.cancel, 0, batch)?
+                    watermark.on_records(batch.max_timestamp(), Instant::now());
+                    out.send(&shared.cancel, 0, batch)?;
                 }
                 Ok(None) => {
                     at_end = true;
+                    if let Some(w) = watermark.at_end() {
+                        out.broadcast(&shared.cancel, || Msg::Watermark(w))?;
+                    }
                     shared.event(Event::SourceAtEnd(id.clone()));
                 }
                 Err(e) => return Err(shared.fail(e)),

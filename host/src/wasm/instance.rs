@@ -23,9 +23,17 @@ use super::instance_state::{InstanceState, begin_call};
 use super::plugin::{OperatorInfo, Plugin};
 use crate::Record;
 use crate::checkpoint::state::KeyedState;
+use crate::checkpoint::timers::{Domain, Timers};
 use crate::config::{Grants, Limits, OperatorConfig};
 use crate::dataflow::batch::Batch;
 use crate::wit::{Operator, types};
+
+/// Most timers passed to one `on-timers` call.
+pub const TIMERS_PER_CALL: usize = 4096;
+/// Most `on-timers` calls in one round of firing (see
+/// [`OperatorInstance::fire_timers`]): a plugin past it keeps registering
+/// timers that are due already.
+pub const MAX_TIMER_CALLS_PER_ROUND: usize = 100_000;
 
 /// One running instance of an operator's plugin.
 ///
@@ -178,16 +186,91 @@ impl OperatorInstance {
     /// Processes `batch` from input port `port`; emitted records wait in the
     /// output buffers. A plugin that exports `flat-lifecycle` gets the batch
     /// in flat form, others as a list of records.
+    ///
+    /// A record emitted without a timestamp gets the batch's largest.
     pub fn process_batch(&mut self, port: u32, batch: &Batch) -> Result<(), InstanceError> {
-        self.call("process", |b, s| match b.weir_operator_flat_lifecycle() {
-            Some(flat) => {
-                let (data, spans) = batch.parts();
-                flat.call_process(s, port, data, spans)
+        let latest = batch.max_timestamp();
+        self.call("process", |b, s| {
+            s.data_mut().default_timestamp = latest;
+            match b.weir_operator_flat_lifecycle() {
+                Some(flat) => {
+                    let (data, spans) = batch.parts();
+                    flat.call_process(s, port, data, spans)
+                }
+                None => b
+                    .weir_operator_lifecycle()
+                    .call_process(s, port, &batch.to_records()),
             }
-            None => b
-                .weir_operator_lifecycle()
-                .call_process(s, port, &batch.to_records()),
         })
+    }
+
+    /// Whether the plugin exports `timer-lifecycle`.
+    pub fn has_timers(&self) -> bool {
+        self.plugin.pre().has_timers()
+    }
+
+    /// Fires, in order, the timers of `domain` due at `upto`, at most
+    /// [`TIMERS_PER_CALL`] per `on-timers` call, until none is due (timers
+    /// the calls register that are due already fire in this round too).
+    /// Returns how many fired. Records emitted without a timestamp get the
+    /// time of the last timer of their call.
+    pub fn fire_timers(&mut self, domain: Domain, upto: i64) -> Result<usize, InstanceError> {
+        let mut fired = 0;
+        for _ in 0..MAX_TIMER_CALLS_PER_ROUND {
+            let due = self
+                .store
+                .data_mut()
+                .timers
+                .pop_due(domain, upto, TIMERS_PER_CALL);
+            let Some(&(last, _)) = due.last() else {
+                return Ok(fired);
+            };
+            fired += due.len();
+            let mut batch = Batch::with_capacity(due.len(), due.iter().map(|t| t.1.len()).sum());
+            for (time, key) in &due {
+                batch.push(Some(key), &[], Some(*time));
+            }
+            let (data, spans) = batch.parts();
+            let label = &self.store.data().label;
+            if self.bindings.weir_operator_timer_lifecycle().is_none() {
+                return Err(InstanceError::Config {
+                    operator: label.clone(),
+                    message: "the plugin registered timers but does not export `timer-lifecycle` (world `operator-timers`); rebuild it against that world".into(),
+                });
+            }
+            self.call("on-timers", |b, s| {
+                s.data_mut().default_timestamp = Some(last);
+                let timers = b.weir_operator_timer_lifecycle().expect("checked above");
+                timers.call_on_timers(s, domain.into(), data, spans)
+            })?;
+        }
+        Err(InstanceError::Config {
+            operator: self.store.data().label.clone(),
+            message: format!(
+                "the plugin keeps registering {} timers that are already due ({} calls of `on-timers` in one round); register timers after the current {}",
+                domain.name(),
+                MAX_TIMER_CALLS_PER_ROUND,
+                match domain {
+                    Domain::EventTime => "watermark",
+                    Domain::ProcessingTime => "processing time",
+                }
+            ),
+        })
+    }
+
+    /// Sets the instance's watermark (what `current-watermark` returns).
+    pub fn set_watermark(&mut self, watermark: i64) {
+        self.store.data_mut().timers.set_watermark(watermark);
+    }
+
+    /// The host-owned timers and watermark.
+    pub fn timers(&self) -> &Timers {
+        &self.store.data().timers
+    }
+
+    /// The host-owned timers, mutable (to take changes at a checkpoint).
+    pub fn timers_mut(&mut self) -> &mut Timers {
+        &mut self.store.data_mut().timers
     }
 
     /// [`process_batch`](Self::process_batch) for owned records (tests and
@@ -214,6 +297,12 @@ impl OperatorInstance {
         self.call("snapshot", |b, s| {
             b.weir_operator_snapshot().call_snapshot(s).map(Ok)
         })
+    }
+
+    /// Replaces the host-owned timers and watermark with restored ones;
+    /// call it before [`restore`](Self::restore).
+    pub fn restore_timers(&mut self, timers: Timers) {
+        self.store.data_mut().timers = timers;
     }
 
     /// Restores host state and the plugin's in-memory state written by a

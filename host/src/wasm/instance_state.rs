@@ -19,6 +19,7 @@ use super::guest_output::GuestOutput;
 use super::limiter::{LimitExceeded, Limiter};
 use super::wasi::{SleepBounds, wasi_ctx};
 use crate::checkpoint::state::KeyedState;
+use crate::checkpoint::timers::Timers;
 use crate::config::{Grants, Limits};
 use crate::dataflow::batch::Batch;
 
@@ -30,6 +31,10 @@ pub(super) struct InstanceState {
     table: ResourceTable,
     /// The host-owned keyed state (`state` interface).
     pub(super) state: KeyedState,
+    /// The host-owned timers and the instance's watermark (`timers`).
+    pub(super) timers: Timers,
+    /// The timestamp a record emitted without one gets in the current call.
+    pub(super) default_timestamp: Option<i64>,
     /// One buffer per output port: what the current call emitted.
     pub(super) outputs: Vec<Batch>,
     /// Records emitted in the current call.
@@ -58,6 +63,8 @@ impl InstanceState {
             wasi: wasi_ctx(grants, &output),
             table: ResourceTable::new(),
             state: KeyedState::default(),
+            timers: Timers::default(),
+            default_timestamp: None,
             outputs: Vec::new(),
             emitted_records: 0,
             emitted_bytes: 0,
@@ -97,6 +104,7 @@ impl InstanceState {
 pub(super) fn begin_call(store: &mut Store<InstanceState>, hook: &'static str) {
     let data = store.data_mut();
     data.hook = hook;
+    data.default_timestamp = None;
     data.emitted_records = 0;
     data.emitted_bytes = 0;
     data.deadline = Some(Instant::now() + data.limits.call_timeout);

@@ -26,7 +26,7 @@
 pub mod compile_cache;
 mod error;
 mod guest_output;
-mod host;
+pub(crate) mod host;
 mod instance;
 mod instance_state;
 mod limiter;

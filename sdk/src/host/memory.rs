@@ -4,18 +4,30 @@
 //! instance.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::batch::Batch;
 use crate::bindings::weir::operator::log::Level as LogLevel;
 use crate::bindings::weir::operator::state::Entry;
+use crate::bindings::weir::operator::timers::TimeDomain;
 use crate::record::Record;
 
-/// The in-memory host: state, emitted records and log lines.
+/// The in-memory host: state, timers, emitted records and log lines.
 #[derive(Debug, Default, Clone)]
 pub struct MemoryHost {
     /// Keyed state, as the real host holds it.
     pub state: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Pending event-time timers, as (time, key), in firing order.
+    pub event_timers: BTreeSet<(i64, Vec<u8>)>,
+    /// Pending processing-time timers, as (time, key), in firing order.
+    pub processing_timers: BTreeSet<(i64, Vec<u8>)>,
+    /// The instance's watermark (`current-watermark`).
+    pub watermark: Option<i64>,
+    /// The host's clock (`processing-time`), milliseconds.
+    pub processing_time: i64,
+    /// The timestamp records emitted without one get in the current call,
+    /// as the real host gives them.
+    pub default_timestamp: Option<i64>,
     /// Records emitted and not yet taken, with their output port.
     pub emitted: Vec<(u32, Record)>,
     /// Log lines.
@@ -47,6 +59,10 @@ pub struct HostCalls {
     pub scan: usize,
     /// `flat.emit`.
     pub emit: usize,
+    /// `timers.register-timer`.
+    pub register_timer: usize,
+    /// `timers.delete-timer`.
+    pub delete_timer: usize,
 }
 
 thread_local! {
@@ -124,8 +140,33 @@ impl MemoryHost {
         // The real host checks the spans too, and traps on a bad one.
         let batch = Batch::new(data, spans).expect("the SDK emits valid spans");
         self.calls.emit += 1;
-        self.emitted
-            .extend(batch.iter().map(|r| (port, r.to_record())));
+        // Reading the batch must not move the operator's current timestamp.
+        let current = crate::timer::current();
+        let default = self.default_timestamp;
+        self.emitted.extend(batch.iter().map(|r| {
+            let mut rec = r.to_record();
+            rec.timestamp = rec.timestamp.or(default);
+            (port, rec)
+        }));
+        crate::timer::set_current(current);
+    }
+
+    /// The pending timers of `domain`.
+    pub fn timers_mut(&mut self, domain: TimeDomain) -> &mut BTreeSet<(i64, Vec<u8>)> {
+        match domain {
+            TimeDomain::EventTime => &mut self.event_timers,
+            TimeDomain::ProcessingTime => &mut self.processing_timers,
+        }
+    }
+
+    pub(crate) fn register_timer(&mut self, key: &[u8], domain: TimeDomain, time: i64) {
+        self.calls.register_timer += 1;
+        self.timers_mut(domain).insert((time, key.to_vec()));
+    }
+
+    pub(crate) fn delete_timer(&mut self, key: &[u8], domain: TimeDomain, time: i64) {
+        self.calls.delete_timer += 1;
+        self.timers_mut(domain).remove(&(time, key.to_vec()));
     }
 
     pub(crate) fn log(&mut self, level: LogLevel, message: &str) {

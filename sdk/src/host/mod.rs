@@ -13,11 +13,12 @@ pub(crate) mod memory;
 /// ```
 pub use crate::bindings::weir::operator::log::Level as LogLevel;
 use crate::bindings::weir::operator::state::Entry;
+use crate::bindings::weir::operator::timers::TimeDomain;
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use super::*;
-    use crate::bindings::weir::operator::{flat, log, state};
+    use crate::bindings::weir::operator::{flat, log, state, timers};
 
     pub fn get(key: &[u8]) -> Option<Vec<u8>> {
         state::get(key)
@@ -42,6 +43,18 @@ mod imp {
     }
     pub fn log(level: LogLevel, message: &str) {
         log::log(level, message)
+    }
+    pub fn watermark() -> Option<i64> {
+        timers::current_watermark()
+    }
+    pub fn processing_time() -> i64 {
+        timers::processing_time()
+    }
+    pub fn register_timer(key: &[u8], domain: TimeDomain, time: i64) {
+        timers::register_timer(key, domain, time)
+    }
+    pub fn delete_timer(key: &[u8], domain: TimeDomain, time: i64) {
+        timers::delete_timer(key, domain, time)
     }
 }
 
@@ -73,6 +86,18 @@ mod imp {
     }
     pub fn log(level: LogLevel, message: &str) {
         with_host(|h| h.log(level, message))
+    }
+    pub fn watermark() -> Option<i64> {
+        with_host(|h| h.watermark)
+    }
+    pub fn processing_time() -> i64 {
+        with_host(|h| h.processing_time)
+    }
+    pub fn register_timer(key: &[u8], domain: TimeDomain, time: i64) {
+        with_host(|h| h.register_timer(key, domain, time))
+    }
+    pub fn delete_timer(key: &[u8], domain: TimeDomain, time: i64) {
+        with_host(|h| h.delete_timer(key, domain, time))
     }
 }
 

@@ -8,9 +8,13 @@
 //!   plugin are buffered per output port and handed out
 //!   ([`OperatorInstance::take_output`](crate::wasm::OperatorInstance::take_output))
 //!   only after the call returned.
-//! - Records are accepted only in `process`, `on-checkpoint` and `finish`
+//! - Records are accepted only in `process`, `on-timers`, `on-checkpoint`
+//!   and `finish`
 //!   (records emitted while opening or restoring would be repeated on every
 //!   restart), and only on a declared output port; anything else traps.
+//! - A record emitted without a timestamp gets the call's default
+//!   (`InstanceState::default_timestamp`): the largest timestamp of the
+//!   batch being processed, or the time of the last timer being fired.
 //! - A flat emit whose span points outside its data traps
 //!   ([`Batch::from_parts`]), so every buffered batch has all its spans
 //!   inside its data.
@@ -24,9 +28,12 @@ use crate::wit::{emit, flat};
 impl InstanceState {
     /// The output buffer of `port`, if the current hook may emit to it.
     fn output(&mut self, port: u32) -> wasmtime::Result<&mut Batch> {
-        if !matches!(self.hook, "process" | "on-checkpoint" | "finish") {
+        if !matches!(
+            self.hook,
+            "process" | "on-timers" | "on-checkpoint" | "finish"
+        ) {
             wasmtime::bail!(
-                "the plugin emitted records during `{}`; records may only be emitted in `process`, `on-checkpoint` and `finish` (records emitted while opening or restoring would be repeated on every restart)",
+                "the plugin emitted records during `{}`; records may only be emitted in `process`, `on-timers`, `on-checkpoint` and `finish` (records emitted while opening or restoring would be repeated on every restart)",
                 self.hook
             );
         }
@@ -70,9 +77,10 @@ impl InstanceState {
             .map(|r| r.value.len() + r.key.as_ref().map_or(0, Vec::len))
             .sum();
         self.count_emitted(port, records.len(), bytes)?;
+        let default = self.default_timestamp;
         let buf = &mut self.outputs[port as usize];
         for r in records {
-            buf.push(r.key.as_deref(), &r.value, r.timestamp);
+            buf.push(r.key.as_deref(), &r.value, r.timestamp.or(default));
         }
         Ok(())
     }
@@ -91,8 +99,11 @@ impl emit::Host for InstanceState {
 impl flat::Host for InstanceState {
     fn emit(&mut self, port: u32, data: Vec<u8>, spans: Vec<u8>) -> wasmtime::Result<()> {
         self.count_emitted(port, spans.len() / SPAN_BYTES, data.len())?;
-        let batch = Batch::from_parts(data, spans)
+        let mut batch = Batch::from_parts(data, spans)
             .map_err(|e| wasmtime::format_err!("flat emit to output port {port}: {e}"))?;
+        if let Some(t) = self.default_timestamp {
+            batch.fill_timestamps(t);
+        }
         let buf = &mut self.outputs[port as usize];
         if buf.is_empty() {
             *buf = batch;

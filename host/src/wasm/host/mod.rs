@@ -1,7 +1,8 @@
 //! The host side of Weir's WIT interfaces (`wit/`), one module per
 //! interface, each an `impl Host` on the store data [`InstanceState`]:
-//! `state` (host-owned keyed state), `emit` and `flat` (records out, in both
-//! forms) and `log`. `types` has no functions.
+//! `state` (host-owned keyed state), `timers` (watermark, clock and
+//! host-owned timers), `emit` and `flat` (records out, in both forms) and
+//! `log`. `types` has no functions.
 //!
 //! Every import is trappable: a host function refuses a call (a limit, an
 //! emit or state write the current hook may not make, a bad argument) with a
@@ -11,14 +12,15 @@
 mod emit;
 mod log;
 mod state;
+pub(crate) mod timers;
 
 use wasmtime::component::{HasSelf, Linker};
 
 use super::instance_state::InstanceState;
 use crate::wit::{Imports, types};
 
-/// Adds Weir's interfaces (the imports of world `operator-flat`, a superset
-/// of `operator`) to `linker`.
+/// Adds Weir's interfaces (the imports of world `operator-timers`, a
+/// superset of the other worlds') to `linker`.
 pub(super) fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
     Imports::add_to_linker::<InstanceState, HasSelf<InstanceState>>(linker, |s| s)
 }

@@ -3,8 +3,8 @@
 //! with its size limits.
 //!
 //! Invariants:
-//! - State is written only in `open`, `restore`, `process`, `on-checkpoint`
-//!   and `finish`; a write in `describe` (no state yet) or `snapshot` (after
+//! - State is written only in `open`, `restore`, `process`, `on-timers`,
+//!   `on-checkpoint` and `finish`; a write in `describe` (no state yet) or `snapshot` (after
 //!   the state was cut for the checkpoint) traps.
 //! - Every key, value and the total state stay within `max_key_bytes`,
 //!   `max_value_bytes` and `max_state_bytes`; a write past one traps.
@@ -17,7 +17,7 @@ use crate::wasm::limiter::LimitExceeded;
 use crate::wit::state;
 
 impl InstanceState {
-    fn check_key(&self, key: &[u8]) -> wasmtime::Result<()> {
+    pub(super) fn check_key(&self, key: &[u8]) -> wasmtime::Result<()> {
         LimitExceeded::check_bytes(
             "state key size",
             "max_key_bytes",
@@ -38,10 +38,10 @@ impl InstanceState {
 
     /// Traps unless the current hook may write state. `snapshot` runs after
     /// the state was cut for the checkpoint; `describe` has no state.
-    fn check_write(&self) -> wasmtime::Result<()> {
+    pub(super) fn check_write(&self) -> wasmtime::Result<()> {
         if matches!(self.hook, "describe" | "snapshot" | "instantiate") {
             wasmtime::bail!(
-                "the plugin wrote state during `{}`; state may be written in `open`, `restore`, `process`, `on-checkpoint` and `finish`",
+                "the plugin wrote state during `{}`; state may be written in `open`, `restore`, `process`, `on-timers`, `on-checkpoint` and `finish`",
                 self.hook
             );
         }
