@@ -10,12 +10,14 @@ use weir_sdk::{
     TimeDomain, Timer,
 };
 
-struct ProcessingTimer {
+/// The fixture.
+pub struct ProcessingTimer {
+    /// Milliseconds from a record to its timer.
     delay_ms: i64,
 }
 
 /// The state key holding `key`'s timer time.
-fn slot(key: &[u8]) -> Vec<u8> {
+pub fn slot(key: &[u8]) -> Vec<u8> {
     [key, b"\0t"].concat()
 }
 
