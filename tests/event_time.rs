@@ -262,3 +262,203 @@ fn a_pending_processing_time_timer_fires_after_a_restore() {
     assert!(child.wait().unwrap().success());
     assert_eq!(j.read("out.txt"), "fired x\n");
 }
+
+// ------------------------------------------------- windows over real input
+
+use std::collections::BTreeMap;
+
+use weir_tests::job_file::Entry;
+use weir_tests::pipeline::{XorShift, multiset, seed};
+
+/// Start of the clicks' event time: 2026-01-01T00:00:00Z.
+const EPOCH: i64 = 1_767_225_600_000;
+/// Window size of the tests, ms.
+const WINDOW: i64 = 1_000;
+/// Disorder of the clicks, below the source's `max_out_of_orderness`.
+const DISORDER: u64 = 1_500;
+
+/// `n` clicks of 7 users, 10 ms apart in event time and written up to
+/// [`DISORDER`] out of order, with a click replayed a minute late every
+/// 500 lines. Returns the file's text, the windowed counts a batch
+/// computation gives for the on-time clicks (`(user, window start)` →
+/// count) and the late lines.
+fn clicks(rng: &mut XorShift, n: i64) -> (String, BTreeMap<(String, i64), u64>, Vec<String>) {
+    let mut timed: Vec<(i64, i64, String)> = (0..n)
+        .map(|i| {
+            let ts = EPOCH + i * 10;
+            let arrival = ts + rng.range(0, DISORDER) as i64;
+            (arrival, ts, format!("u{}", rng.range(0, 7)))
+        })
+        .collect();
+    timed.sort();
+    let (mut text, mut counts, mut late) = (String::new(), BTreeMap::new(), Vec::new());
+    for (line, (_, ts, user)) in timed.into_iter().enumerate() {
+        if line % 500 == 499 {
+            let l = format!(r#"{{"user":"{user}","ts":{},"late":true}}"#, ts - 60_000);
+            text.push_str(&l);
+            text.push('\n');
+            late.push(l);
+        }
+        *counts
+            .entry((user.clone(), ts - ts.rem_euclid(WINDOW)))
+            .or_insert(0) += 1;
+        text.push_str(&format!(r#"{{"user":"{user}","ts":{ts}}}"#));
+        text.push('\n');
+    }
+    (text, counts, late)
+}
+
+/// The counts in `window-count`'s output, each window once.
+fn windows_of(output: &str) -> BTreeMap<(String, i64), u64> {
+    let mut out = BTreeMap::new();
+    for line in output.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            v["window_end"].as_i64().unwrap() - v["window_start"].as_i64().unwrap(),
+            WINDOW
+        );
+        let k = (
+            v["key"].as_str().unwrap().to_string(),
+            v["window_start"].as_i64().unwrap(),
+        );
+        assert!(
+            out.insert(k.clone(), v["count"].as_u64().unwrap())
+                .is_none(),
+            "window {k:?} emitted twice"
+        );
+    }
+    out
+}
+
+/// A file of clicks → `window-count` (tumbling 1 s, parallelism 2) → the
+/// counts and the late records, each to its own file.
+fn windows_job(checkpoint: Checkpoint) -> JobFile {
+    JobFile::new("windows")
+        .checkpoint(checkpoint)
+        .source(
+            Source::file("clicks", "clicks.jsonl")
+                .format("jsonl")
+                .key("user")
+                .batch_size(100)
+                .string("timestamp", "ts")
+                .value(
+                    "watermark",
+                    r#"{ max_out_of_orderness = "2s", interval = "0s" }"#,
+                ),
+        )
+        .operator(
+            Operator::new("count", plugins::WINDOW_COUNT)
+                .inputs(&["clicks"])
+                .parallelism(2)
+                .config(r#"{ size = "1s" }"#),
+        )
+        .sink(Sink::file("counts", "counts.jsonl").input("count"))
+        .sink(Sink::file("late", "late.jsonl").input("count.late"))
+}
+
+/// The complete lines of a file being appended to.
+fn committed(j: &JobDir, file: &str) -> Option<String> {
+    let text = std::fs::read_to_string(j.path().join(file)).ok()?;
+    let end = text.rfind('\n').map_or(0, |i| i + 1);
+    Some(text[..end].to_string())
+}
+
+fn assert_windows(j: &JobDir, counts: &BTreeMap<(String, i64), u64>, late: &[String]) {
+    assert_eq!(&windows_of(&j.read("counts.jsonl")), counts);
+    assert_eq!(j.lines("late.jsonl"), multiset(&(late.join("\n") + "\n")));
+}
+
+/// The issue's test: windowed counts over out-of-order input (disorder
+/// below `max_out_of_orderness`, several keys, parallelism 2) equal a
+/// batch computation, and every injected late record is on `late` once.
+#[test]
+fn windowed_counts_over_out_of_order_input_equal_a_batch_computation() {
+    let (text, counts, late) = clicks(&mut XorShift(seed()), 20_000);
+    let j = JobDir::new(
+        WEIR,
+        windows_job(Checkpoint::every("100ms")),
+        &[("clicks.jsonl", &text)],
+    );
+    j.run_ok(&[]);
+    assert_windows(&j, &counts, &late);
+}
+
+/// The same, killed with SIGKILL again and again and restored each time:
+/// the same windows exactly once, the same late records exactly once.
+#[test]
+fn windowed_counts_survive_repeated_sigkills_exactly_once() {
+    let mut rng = XorShift(seed());
+    let (text, counts, late) = clicks(&mut rng, 200_000);
+    let job = windows_job(Checkpoint::every("50ms")).source_with("clicks", |s| s.rate(100_000));
+    let j = JobDir::new(WEIR, job, &[("clicks.jsonl", &text)]);
+    j.run_through_kills(4, "counts.jsonl", (0, 150), &mut rng);
+    assert_windows(&j, &counts, &late);
+}
+
+/// Two inputs of a union: a file, which ends (its watermark becomes the
+/// end of time), and a live stdin whose watermark holds the union back
+/// until it moves; an idle stdin does not hold it back.
+#[test]
+fn a_union_follows_its_slowest_input_and_not_an_idle_one() {
+    let (text, counts, _) = clicks(&mut XorShift(seed()), 2_000);
+    let text: String = text
+        .lines()
+        .filter(|l| !l.contains("late"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let union = |idle: Option<&str>| {
+        let watermark = match idle {
+            Some(t) => format!(
+                r#"{{ max_out_of_orderness = "2s", interval = "0s", idle_timeout = "{t}" }}"#
+            ),
+            None => r#"{ max_out_of_orderness = "2s", interval = "0s" }"#.to_string(),
+        };
+        windows_job(Checkpoint::every("100ms"))
+            .source(
+                Source::stdin("live")
+                    .format("jsonl")
+                    .key("user")
+                    .string("timestamp", "ts")
+                    .value("watermark", watermark),
+            )
+            .operator_with("count", |o| o.union("in", &["clicks", "live"]))
+    };
+
+    // Without idleness: the union's watermark is stdin's.
+    let j = JobDir::new(WEIR, union(None), &[("clicks.jsonl", &text)]);
+    let (mut child, mut stdin) = spawn_with_stdin(&j);
+    // stdin at 5 s: its watermark passes 2.999 s, so the windows up to
+    // [2 s, 3 s) fire, and none after.
+    writeln!(stdin, r#"{{"user":"live","ts":{}}}"#, EPOCH + 5_000).unwrap();
+    stdin.flush().unwrap();
+    let fired = wait_until("the windows before stdin's watermark", PATIENCE, || {
+        let w = windows_of(&committed(&j, "counts.jsonl")?);
+        w.keys()
+            .any(|(_, start)| *start == EPOCH + 2_000)
+            .then_some(w)
+    });
+    assert!(
+        fired.keys().all(|(_, start)| *start < EPOCH + 3_000),
+        "a window past the union's watermark fired: {fired:?}"
+    );
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let mut expected = counts.clone();
+    expected.insert(("live".into(), EPOCH + 5_000), 1);
+    assert_eq!(
+        windows_of(&j.read("counts.jsonl")),
+        expected,
+        "all at the end"
+    );
+
+    // With `idle_timeout`: the silent stdin goes idle, and the file alone
+    // (ended: the end of time) fires every window while stdin is open.
+    let j = JobDir::new(WEIR, union(Some("300ms")), &[("clicks.jsonl", &text)]);
+    let (mut child, stdin) = spawn_with_stdin(&j);
+    wait_until("every window of the file, stdin open", PATIENCE, || {
+        let w = windows_of(&committed(&j, "counts.jsonl")?);
+        (w == counts).then_some(())
+    });
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
