@@ -114,6 +114,7 @@ pub(crate) fn start_threads(
                 ports: wiring.outgoing(&s.id, 0),
                 counters: node(&s.id),
             },
+            metrics: node(&s.id),
         };
         threads.spawn(s.id.clone(), &format!("src-{}", s.id), move || {
             task.stream_batches()

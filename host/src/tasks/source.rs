@@ -7,6 +7,8 @@
 //! every outgoing channel, so the records before the barrier are exactly
 //! those before the offset.
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -15,6 +17,7 @@ use crate::connectors::source::SourceReader;
 use crate::dataflow::cancel::{Cancelled, POLL};
 use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, Msg, SourceCtl};
+use crate::metrics::NodeMetrics;
 use crate::tasks::Shared;
 
 /// A source thread.
@@ -33,6 +36,8 @@ pub(crate) struct SourceTask {
     pub ctl: Receiver<SourceCtl>,
     /// Its outgoing edges.
     pub out: Output,
+    /// Its counters (records skipped; `out` counts what is sent).
+    pub metrics: Arc<NodeMetrics>,
 }
 
 impl SourceTask {
@@ -46,7 +51,10 @@ impl SourceTask {
             rate,
             ctl,
             mut out,
+            metrics,
         } = self;
+        // What `reader.skipped()` said last, so each skip is counted once.
+        let mut skipped = 0;
         let mut at_end = false;
         // With a rate limit, small batches (about 20 per second) keep it smooth.
         let batch_size = rate.map_or(batch_size, |r| batch_size.min((r / 20).max(1) as usize));
@@ -104,7 +112,13 @@ impl SourceTask {
                 continue;
             }
             idle = false;
-            match reader.read_batch(batch_size) {
+            let read = reader.read_batch(batch_size);
+            let now_skipped = reader.skipped();
+            metrics
+                .records_skipped
+                .fetch_add(now_skipped - skipped, Ordering::Relaxed);
+            skipped = now_skipped;
+            match read {
                 Ok(Some(batch)) if batch.is_empty() => idle = true,
                 Ok(Some(batch)) => {
                     sent += batch.len() as u64;
