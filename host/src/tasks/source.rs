@@ -13,7 +13,9 @@
 //! - Watermarks and `Idle` follow the batches they describe on every
 //!   outgoing channel; at the end of its input a source sends the end of
 //!   time ([`SourceWatermark`]).
+//! - The watermark in `metrics` is the last one the source sent.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -25,6 +27,7 @@ use crate::dataflow::cancel::{Cancelled, POLL};
 use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, Msg, SourceCtl};
 use crate::dataflow::watermark::SourceWatermark;
+use crate::metrics::NodeMetrics;
 use crate::tasks::Shared;
 
 /// The offset field holding the highest timestamp a source sent.
@@ -63,6 +66,9 @@ pub(crate) struct SourceTask {
     pub out: Output,
     /// Its watermark state.
     pub watermark: SourceWatermark,
+    /// Its counters (the watermark it sent; the records are counted by
+    /// `out`).
+    pub metrics: Arc<NodeMetrics>,
 }
 
 impl SourceTask {
@@ -77,7 +83,9 @@ impl SourceTask {
             ctl,
             mut out,
             mut watermark,
+            metrics,
         } = self;
+        let published = |w: i64| metrics.set_event_time(0, Some(w), 0, 0);
         let mut at_end = false;
         // With a rate limit, small batches (about 20 per second) keep it smooth.
         let batch_size = rate.map_or(batch_size, |r| batch_size.min((r / 20).max(1) as usize));
@@ -130,6 +138,7 @@ impl SourceTask {
             let now = Instant::now();
             if let Some(w) = watermark.due(now) {
                 out.broadcast(&shared.cancel, || Msg::Watermark(w))?;
+                published(w);
             }
             if watermark.became_idle(now) {
                 out.broadcast(&shared.cancel, || Msg::Idle)?;
@@ -149,6 +158,7 @@ impl SourceTask {
                     at_end = true;
                     if let Some(w) = watermark.at_end() {
                         out.broadcast(&shared.cancel, || Msg::Watermark(w))?;
+                        published(w);
                     }
                     shared.event(Event::SourceAtEnd(id.clone()));
                 }
