@@ -109,7 +109,7 @@ fn the_live_display_and_summary_show_watermarks_and_timers_of_jobs_with_event_ti
         " event-time, ",
         " processing-time",
     ] {
-        assert!(raw.contains(&needle), "{needle:?} not shown: {raw:?}");
+        assert!(raw.contains(needle), "{needle:?} not shown: {raw:?}");
     }
     let screen = run.screen().lines();
     let shown = screen.join("\n");

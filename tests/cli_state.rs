@@ -471,8 +471,8 @@ fn state_timers_lists_pending_event_time_timers_of_a_stopped_job() {
     let key = &seen[0];
     let out = j.on_state("state", &["--timers", "--key", key, "--json"]);
     let one: Value = serde_json::from_str(&out.assert_ok().stdout).unwrap();
-    assert_eq!(timer_keys(&one, "event-time").0, [key.clone()], "{one}");
-    assert_eq!(timer_keys(&one, "processing-time").0, [key.clone()]);
+    assert_eq!(timer_keys(&one, "event-time").0, [key.as_str()], "{one}");
+    assert_eq!(timer_keys(&one, "processing-time").0, [key.as_str()]);
 }
 
 /// Timers are stored under `<operator>#timers`, which is no operator:
