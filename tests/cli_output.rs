@@ -81,6 +81,83 @@ fn on_a_terminal_log_lines_print_above_the_live_display_and_stay() {
     assert!(run.screen().sgr > 0, "no colour on a terminal: {raw:?}");
 }
 
+/// A job of about 1.5 s with event time: operator `probe` (timer-probe)
+/// keeps one event-time and one processing-time timer per word of its
+/// generator (3 words, records without timestamps).
+fn timed() -> JobDir {
+    let job = JobFile::new("timed")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::generator("gen", 300).words(3).rate(200))
+        .operator(Operator::new("probe", plugins::GUEST_TIMER_PROBE).inputs(&["gen"]))
+        .sink(Sink::file("out", "out.txt").input("probe"));
+    JobDir::new(WEIR, job, &[])
+}
+
+/// The live display shows the watermark and pending timers of a job with
+/// event time, and the summary what they were at the end; a job without
+/// event time shows neither.
+#[test]
+fn the_live_display_and_summary_show_watermarks_and_timers_of_jobs_with_event_time() {
+    let j = timed();
+    let run = on_pty(&mut j.command("run", &[]));
+    let raw = run.text();
+    assert!(run.status.success(), "{raw}");
+    assert!(raw.contains("job `timed`  "), "no live display: {raw:?}");
+    // While it ran: no watermark yet, timers pending.
+    for needle in [
+        "  watermark \u{2014}  timers ",
+        " event-time, ",
+        " processing-time",
+    ] {
+        assert!(raw.contains(needle), "{needle:?} not shown: {raw:?}");
+    }
+    let screen = run.screen().lines();
+    let shown = screen.join("\n");
+    assert!(
+        !shown.contains("backpressure"),
+        "the display stayed:\n{shown}"
+    );
+    let summary: Vec<&str> = screen
+        .iter()
+        .map(|l| l.trim_end())
+        .skip_while(|l| !l.starts_with("job `timed` finished"))
+        .collect();
+    assert_eq!(
+        summary[summary.len() - 3..],
+        [
+            "  event time:",
+            "    source   gen    watermark end",
+            "    operator probe  watermark end  timers 0 event-time, 3 processing-time pending",
+        ],
+        "{shown}"
+    );
+
+    // Plain progress lines carry the same.
+    let out = timed().run(&["--progress-every", "100ms"]);
+    assert!(out.success(), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l.starts_with("progress:   operator probe ") && l.contains(" processing-time")),
+        "{}",
+        out.stderr
+    );
+
+    let plain = chatty();
+    let run = on_pty(&mut plain.command("run", &[]));
+    let raw = run.text();
+    assert!(
+        run.status.success() && raw.contains("job `chatty`  "),
+        "{raw:?}"
+    );
+    for needle in ["watermark", "timers", "event time"] {
+        assert!(
+            !raw.contains(needle),
+            "{needle:?} without event time: {raw:?}"
+        );
+    }
+}
+
 #[test]
 fn no_color_turns_colour_off_on_a_terminal() {
     let j = counted("plain", 100);

@@ -311,3 +311,229 @@ fn binary_values_are_shown_as_hex_or_in_the_format_asked_for() {
     let out = j.on_state("state", &["--operator", "count", "--format", "octal"]);
     assert_eq!(out.code(), Some(2), "{}", out.stderr);
 }
+
+/// `name`: a generator of `count` records over 3 words (at most `rate` per
+/// second), operator `probe` (timer-probe, 2 instances: per key one
+/// event-time timer at 2023-11-14T23:13:20Z and one processing-time timer
+/// at 2100-01-01T00:00:00Z) and a file sink `out.txt` of the records
+/// passed through and `fired <key>` per event-time timer.
+fn timer_job(name: &str, count: u64, rate: u64) -> JobDir {
+    let job = JobFile::new(name)
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::generator("gen", count).words(3).rate(rate))
+        .operator(
+            Operator::new("probe", plugins::GUEST_TIMER_PROBE)
+                .inputs(&["gen"])
+                .parallelism(2),
+        )
+        .sink(Sink::file("out", "out.txt").input("probe"));
+    JobDir::new(WEIR, job, &[])
+}
+
+/// The keys of the timers of `domain` in a `weir state --timers --json`
+/// document of one operator, and the instances' watermarks.
+fn timer_keys(doc: &Value, domain: &str) -> (Vec<String>, Vec<Value>) {
+    let instances = doc["operators"][0]["instances"].as_array().unwrap();
+    let mut keys = Vec::new();
+    for i in instances {
+        for t in i["timers"].as_array().unwrap() {
+            if t["domain"] == domain {
+                assert_eq!(t["key_encoding"], "utf8", "{t}");
+                keys.push(t["key"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    keys.sort();
+    let watermarks = instances.iter().map(|i| i["watermark"].clone()).collect();
+    (keys, watermarks)
+}
+
+/// At the end of input every event-time timer fires; the processing-time
+/// ones stay pending in the final checkpoint, listed per instance with the
+/// watermark, the end of time.
+#[test]
+fn state_timers_lists_the_pending_timers_of_a_finished_job() {
+    let j = timer_job("timers", 300, 1_000_000);
+    j.run_ok(&[]);
+    let out = j.read("out.txt");
+    let mut fired: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("fired "))
+        .map(String::from)
+        .collect();
+    fired.sort();
+    assert_eq!(fired.len(), 3, "one event-time timer per word fired: {out}");
+
+    let text = j
+        .on_state("state", &["--timers", "--operator", "probe"])
+        .assert_ok()
+        .stdout
+        .clone();
+    assert!(
+        text.starts_with("operator `probe` at checkpoint ")
+            && text
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(": 3 pending timer(s)"),
+        "{text}"
+    );
+    assert!(text.contains("  instance 0: watermark end, "), "{text}");
+    assert!(text.contains("  instance 1: watermark end, "), "{text}");
+    for key in &fired {
+        let line = format!(
+            "    processing-time         4102444800000  2100-01-01T00:00:00.000Z  key \"{key}\""
+        );
+        assert!(text.contains(&line), "{line:?} missing:\n{text}");
+    }
+    assert!(!text.contains("event-time"), "{text}");
+
+    let out = j.on_state("state", &["--timers", "--operator", "probe", "--json"]);
+    let doc: Value = serde_json::from_str(&out.assert_ok().stdout).unwrap();
+    let (keys, watermarks) = timer_keys(&doc, "processing-time");
+    assert_eq!(keys, fired, "{doc}");
+    let end = Value::from(i64::MAX);
+    assert_eq!(watermarks, [end.clone(), end], "{doc}");
+    let first = &doc["operators"][0]["instances"][0];
+    assert_eq!(first["watermark_utc"], "end", "{doc}");
+    let t = doc["operators"][0]["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|i| i["timers"].as_array().unwrap())
+        .next()
+        .unwrap();
+    assert_eq!(t["time"], 4_102_444_800_000i64);
+    assert_eq!(t["time_utc"], "2100-01-01T00:00:00.000Z");
+
+    // Without --operator: every operator with timers; the same document.
+    let all = j.on_state("state", &["--timers", "--json"]);
+    let all: Value = serde_json::from_str(&all.assert_ok().stdout).unwrap();
+    assert_eq!(all, doc);
+
+    // The operator's keyed state is empty: `weir state` points at --timers.
+    let out = j.on_state("state", &["--operator", "probe"]);
+    assert_eq!(out.code(), Some(3), "{}", out.stderr);
+    let said = "has no keyed state at checkpoint ";
+    let hint = ", only 3 pending timer(s); add --timers to list them";
+    assert!(
+        out.stderr.contains(said) && out.stderr.contains(hint),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A job stopped mid-input (Ctrl-C) keeps its event-time timers pending in
+/// the stop checkpoint: one per key it has seen, as many as processing-time
+/// ones, the keys of exactly the output the checkpoint committed.
+#[test]
+fn state_timers_lists_pending_event_time_timers_of_a_stopped_job() {
+    let j = timer_job("interrupted", 1_000_000, 300);
+    let out = j.run_interrupted(&[], "out.txt");
+    assert!(out.success(), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("job `interrupted` stopped in "),
+        "{}",
+        out.stderr
+    );
+    let mut seen: Vec<String> = j.lines("out.txt").into_keys().collect();
+    seen.sort();
+    assert!(!seen.is_empty());
+    assert!(seen.iter().all(|l| !l.starts_with("fired ")), "{seen:?}");
+
+    let out = j.on_state("state", &["--timers", "--operator", "probe", "--json"]);
+    let doc: Value = serde_json::from_str(&out.assert_ok().stdout).unwrap();
+    let (event, watermarks) = timer_keys(&doc, "event-time");
+    let (processing, _) = timer_keys(&doc, "processing-time");
+    assert_eq!(event, seen, "{doc}");
+    assert_eq!(processing, seen, "{doc}");
+    // Records without timestamps: the sources sent no watermark yet.
+    assert_eq!(watermarks, [Value::Null, Value::Null], "{doc}");
+    for i in doc["operators"][0]["instances"].as_array().unwrap() {
+        assert_eq!(i["watermark_utc"], Value::Null, "{doc}");
+        for t in i["timers"].as_array().unwrap() {
+            if t["domain"] == "event-time" {
+                assert_eq!(t["time"], 1_700_003_600_000i64, "{t}");
+                assert_eq!(t["time_utc"], "2023-11-14T23:13:20.000Z", "{t}");
+            }
+        }
+    }
+    let text = j
+        .on_state("state", &["--timers"])
+        .assert_ok()
+        .stdout
+        .clone();
+    assert!(text.contains(": watermark none, "), "{text}");
+    let line = "    event-time              1700003600000  2023-11-14T23:13:20.000Z  key \"";
+    assert_eq!(text.matches(line).count(), seen.len(), "{text}");
+
+    // --key keeps one key's timers.
+    let key = &seen[0];
+    let out = j.on_state("state", &["--timers", "--key", key, "--json"]);
+    let one: Value = serde_json::from_str(&out.assert_ok().stdout).unwrap();
+    assert_eq!(timer_keys(&one, "event-time").0, [key.as_str()], "{one}");
+    assert_eq!(timer_keys(&one, "processing-time").0, [key.as_str()]);
+}
+
+/// Timers are stored under `<operator>#timers`, which is no operator:
+/// neither `weir checkpoints` nor `weir state` shows it as one, and the
+/// errors of `--timers` say what to do.
+#[test]
+fn timers_are_not_an_operator_and_timer_errors_are_clear() {
+    let j = timer_job("hidden", 300, 1_000_000);
+    j.run_ok(&[]);
+    let text = j.checkpoints(&[]);
+    let json = j.checkpoints(&["--json"]);
+    for listing in [&text, &json] {
+        assert!(!listing.contains("#timers"), "{listing}");
+    }
+    let list: Vec<Value> = serde_json::from_str(&json).unwrap();
+    let ops: Vec<&String> = list[0]["operators"].as_object().unwrap().keys().collect();
+    assert_eq!(ops, ["probe"]);
+
+    for args in [
+        &["--timers", "--operator", "nope"][..],
+        &["--operator", "probe#timers"][..],
+        &["--timers", "--operator", "probe#timers"][..],
+    ] {
+        j.on_state("state", args)
+            .assert_one_line_error(&["has no operator `", "(it has: probe)"]);
+    }
+    let out = j.on_state("state", &["--timers", "--key", "zzz"]);
+    assert_eq!(out.code(), Some(3), "{}", out.stderr);
+    let said = "no operator has pending timers for key \"zzz\" at checkpoint ";
+    assert!(
+        out.stderr.contains(said) && out.stderr.contains("drop --key"),
+        "{}",
+        out.stderr
+    );
+    // An operator without timers (word-count) at a final checkpoint.
+    let words = JobDir::new(
+        WEIR,
+        count_words("plain", Checkpoint::final_only(), 1_000_000, 1),
+        &[("words.txt", "a\nb\n")],
+    );
+    words.run_ok(&[]);
+    let out = words.on_state("state", &["--timers", "--operator", "count"]);
+    assert_eq!(out.code(), Some(3), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("operator `count` has no pending timers at checkpoint 1"),
+        "{}",
+        out.stderr
+    );
+    let out = words.on_state("state", &["--timers", "--format", "hex"]);
+    assert_eq!(
+        out.code(),
+        Some(2),
+        "--format is for values: {}",
+        out.stderr
+    );
+    let out = words.on_state("state", &[]);
+    assert_eq!(
+        out.code(),
+        Some(2),
+        "--operator without --timers: {}",
+        out.stderr
+    );
+}

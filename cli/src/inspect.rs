@@ -1,8 +1,11 @@
-//! `weir inspect`: what a plugin is, without running it.
+//! The reports of `weir inspect` (what a plugin is, without running it),
+//! `weir checkpoints` and `weir state` (keyed state, and pending timers
+//! with `--timers`).
 
 use serde::Serialize;
 
 use weir::Plugin;
+use weir::checkpoint::timers::{Entry, Timer, decode};
 
 /// A plugin's self-description plus what the component imports and exports.
 /// Its JSON form is the stable output of `weir inspect --json`.
@@ -242,4 +245,159 @@ pub fn show_key(b: &[u8]) -> serde_json::Value {
 /// ```
 pub fn key_matches(key: &[u8], wanted: &[u8]) -> bool {
     key == wanted || (key.len() > wanted.len() && key.starts_with(wanted) && key[wanted.len()] == 0)
+}
+
+/// The pending timers and the watermark of one operator instance as a
+/// checkpoint stored them: what `weir state --timers` lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceTimers {
+    /// The instance.
+    pub instance: u32,
+    /// Its watermark (`i64::MAX`: the end of time); `None` when it had none.
+    pub watermark: Option<i64>,
+    /// Its pending timers, per domain in firing order (time, then key).
+    pub timers: Vec<Timer>,
+}
+
+/// The timer entries of an operator (`(instance, entry key, entry value)`,
+/// as [`CheckpointStore::operator_state`] reads the store name
+/// [`timer_space`]`(operator)`), decoded and grouped by instance: one
+/// [`InstanceTimers`] per instance below `parallelism`, keeping only timers
+/// whose key matches `key` ([`key_matches`]).
+///
+/// ```
+/// use weir::checkpoint::timers::{Domain, Timers};
+/// let mut t = Timers::default();
+/// t.register(Domain::EventTime, 10, b"a");
+/// t.set_watermark(3);
+/// let entries: Vec<_> = t.take_changes().into_iter().map(|(k, v)| (1, k, v.unwrap())).collect();
+/// let listed = weir_cli::inspect::instance_timers(&entries, 2, None).unwrap();
+/// assert_eq!((listed[0].watermark, listed[0].timers.len()), (None, 0));
+/// assert_eq!((listed[1].watermark, listed[1].timers[0].time), (Some(3), 10));
+/// ```
+///
+/// [`CheckpointStore::operator_state`]: weir::store::CheckpointStore::operator_state
+/// [`timer_space`]: weir::store::timer_space
+pub fn instance_timers(
+    entries: &[weir::store::OperatorEntry],
+    parallelism: u32,
+    key: Option<&[u8]>,
+) -> Result<Vec<InstanceTimers>, String> {
+    let mut out: Vec<InstanceTimers> = (0..parallelism)
+        .map(|instance| InstanceTimers {
+            instance,
+            watermark: None,
+            timers: Vec::new(),
+        })
+        .collect();
+    for (instance, k, v) in entries {
+        let slot = out.get_mut(*instance as usize).ok_or_else(|| {
+            format!(
+                "timers of instance {instance}, beyond the operator's parallelism {parallelism}"
+            )
+        })?;
+        match decode(k, v).map_err(|e| format!("a timer entry of instance {instance}: {e}"))? {
+            Entry::Watermark(w) => slot.watermark = Some(w),
+            Entry::Timer(t) if key.is_none_or(|w| key_matches(&t.key, w)) => slot.timers.push(t),
+            Entry::Timer(_) => {}
+        }
+    }
+    for i in &mut out {
+        // Firing order per domain, whatever order the entries came in.
+        i.timers
+            .sort_by(|a, b| (a.domain, a.time, &a.key).cmp(&(b.domain, b.time, &b.key)));
+    }
+    Ok(out)
+}
+
+/// A timer key in text: a JSON string when it is printable UTF-8, else
+/// `0x` and lower-case hex.
+///
+/// ```
+/// use weir_cli::inspect::show_timer_key;
+/// assert_eq!(show_timer_key(b"w1"), "\"w1\"");
+/// assert_eq!(show_timer_key(&[0, 0xff]), "0x00ff");
+/// ```
+pub fn show_timer_key(key: &[u8]) -> String {
+    match std::str::from_utf8(key) {
+        Ok(s) if !s.chars().any(char::is_control) => serde_json::Value::from(s).to_string(),
+        _ => format!(
+            "0x{}",
+            key.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ),
+    }
+}
+
+/// Pending timers over all instances.
+pub fn timer_count(instances: &[InstanceTimers]) -> usize {
+    instances.iter().map(|i| i.timers.len()).sum()
+}
+
+/// `weir state --timers` for one operator, as text: a header line, then per
+/// instance its watermark and its timers (domain, time in ms and RFC 3339,
+/// key).
+pub fn timers_text(checkpoint: u64, operator: &str, instances: &[InstanceTimers]) -> String {
+    let mut s = format!(
+        "operator `{operator}` at checkpoint {checkpoint}: {} pending timer(s)\n",
+        timer_count(instances)
+    );
+    for i in instances {
+        s.push_str(&format!(
+            "  instance {}: watermark {}, {} pending timer(s)\n",
+            i.instance,
+            match i.watermark {
+                Some(w) => crate::event_time::show_time(w),
+                None => "none".into(),
+            },
+            i.timers.len()
+        ));
+        for t in &i.timers {
+            s.push_str(&format!(
+                "    {:<15}  {:>20}  {:<24}  key {}\n",
+                t.domain.name(),
+                t.time,
+                crate::event_time::show_time(t.time),
+                show_timer_key(&t.key)
+            ));
+        }
+    }
+    s
+}
+
+/// `weir state --timers --json` for one operator: `{"operator", "instances":
+/// [{"instance", "watermark", "watermark_utc", "timers": [{"domain",
+/// "time", "time_utc", "key", "key_encoding"}]}]}`; times in milliseconds
+/// since the Unix epoch, their `_utc` forms as [`show_time`] writes them
+/// (`end` for `i64::MAX`), a missing watermark `null`.
+///
+/// [`show_time`]: crate::event_time::show_time
+pub fn timers_json(operator: &str, instances: &[InstanceTimers]) -> serde_json::Value {
+    use crate::event_time::show_time;
+    let list: Vec<_> = instances
+        .iter()
+        .map(|i| {
+            let timers: Vec<_> = i
+                .timers
+                .iter()
+                .map(|t| {
+                    let encoding = if std::str::from_utf8(&t.key).is_ok() {
+                        "utf8"
+                    } else {
+                        "base64"
+                    };
+                    serde_json::json!({
+                        "domain": t.domain.name(), "time": t.time, "time_utc": show_time(t.time),
+                        "key": show_key(&t.key), "key_encoding": encoding,
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "instance": i.instance,
+                "watermark": i.watermark,
+                "watermark_utc": i.watermark.map(show_time),
+                "timers": timers,
+            })
+        })
+        .collect();
+    serde_json::json!({"operator": operator, "instances": list})
 }

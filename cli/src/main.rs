@@ -96,18 +96,21 @@ enum Command {
         json: bool,
     },
     /// Print an operator's host-owned state from a checkpoint as JSON lines,
+    /// or with --timers its pending timers and watermark per instance,
     /// without loading the plugin. Exit status 3: nothing to print (the
-    /// operator has no keyed state there, or no entry matches --key).
+    /// operator has no keyed state there, no pending timers with --timers,
+    /// or no entry matches --key).
     #[command(
-        after_help = "Examples:\n  weir state examples/wordcount --operator count\n  weir state examples/wordcount/state --operator count --key weir\n  weir state examples/hot-swap --operator count --format hex\n  weir state examples/reconcile/job.toml --operator reconcile --checkpoint 3 --json"
+        after_help = "Examples:\n  weir state examples/wordcount --operator count\n  weir state examples/wordcount/state --operator count --key weir\n  weir state examples/hot-swap --operator count --format hex\n  weir state examples/reconcile/job.toml --operator reconcile --checkpoint 3 --json\n  weir state job.toml --timers                # every operator's pending timers\n  weir state job.toml --timers --operator sessions --json"
     )]
     State {
         /// The state directory (the job's checkpoint.dir), or the job file
         /// or job folder, for its state directory.
         state_dir: PathBuf,
-        /// The operator's id in the job file.
-        #[arg(long)]
-        operator: String,
+        /// The operator's id in the job file (with --timers: default, every
+        /// operator with pending timers).
+        #[arg(long, required_unless_present = "timers")]
+        operator: Option<String>,
         /// Checkpoint id (default: the latest).
         #[arg(long)]
         checkpoint: Option<u64>,
@@ -118,9 +121,14 @@ enum Command {
         /// utf8, hex or base64.
         #[arg(long, value_enum, default_value_t)]
         format: ValueFormat,
-        /// Print one JSON document with encodings instead of JSON lines.
+        /// Print one JSON document with encodings instead of JSON lines
+        /// (with --timers: instead of text).
         #[arg(long)]
         json: bool,
+        /// List pending timers (domain, time, key) and the watermark per
+        /// instance instead of keyed state.
+        #[arg(long, conflicts_with = "format")]
+        timers: bool,
     },
     /// Show a plugin's name, version, ports, state version, imports, exports,
     /// size and sha256, without running it.
@@ -262,7 +270,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = RunOptions {
                 restore,
                 state_dir,
-                metrics: Some(live),
+                metrics: Some(live.clone()),
                 swaps: swap,
                 control_socket: true,
             };
@@ -271,7 +279,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 p.stop();
             }
             let summary = result?;
-            weir_cli::output::stderr(weir::run::format_summary(&job, &summary).as_bytes());
+            let mut text = weir::run::format_summary(&job, &summary);
+            text.extend(weir_cli::event_time::summary(&live));
+            weir_cli::output::stderr(text.as_bytes());
             if json {
                 let report = weir::run::summary_json(&job, &summary);
                 weir_cli::output::stdout(&format!("{report}\n"))?;
@@ -335,16 +345,19 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             key,
             format,
             json,
+            timers,
         } => {
             let state_dir = state_dir_arg(&state_dir)?;
-            let printed = state(
-                &state_dir,
-                &operator,
-                checkpoint,
-                key.as_deref(),
-                format,
-                json,
-            )?;
+            let key = key.as_deref();
+            let printed = match (timers, operator) {
+                (true, operator) => {
+                    list_timers(&state_dir, operator.as_deref(), checkpoint, key, json)?
+                }
+                (false, Some(operator)) => {
+                    state(&state_dir, &operator, checkpoint, key, format, json)?
+                }
+                (false, None) => anyhow::bail!("--operator ID is required without --timers"),
+            };
             Ok(if printed {
                 ExitCode::SUCCESS
             } else {
@@ -372,18 +385,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Prints the state `weir state` selects; `false` (after saying why on
-/// stderr) when there is nothing to print.
-fn state(
+/// The store in `state_dir` and its checkpoint `checkpoint` (default: the
+/// latest).
+fn open_checkpoint(
     state_dir: &Path,
-    operator: &str,
     checkpoint: Option<u64>,
-    key: Option<&str>,
-    format: ValueFormat,
-    json: bool,
-) -> anyhow::Result<bool> {
-    use std::io::Write as _;
-    use weir_cli::inspect::{key_matches, show_key};
+) -> anyhow::Result<(weir::store::CheckpointStore, weir::store::CheckpointMeta)> {
     let store = weir::store::CheckpointStore::open_existing(state_dir)?;
     let meta = match checkpoint {
         Some(id) => store.get(id)?.with_context(|| {
@@ -397,8 +404,17 @@ fn state(
             .latest()?
             .with_context(|| format!("no complete checkpoints in {}", state_dir.display()))?,
     };
-    let Some(op) = meta.operators.get(operator) else {
-        anyhow::bail!(
+    Ok((store, meta))
+}
+
+/// The metadata of `operator` in `meta`, or an error naming the operators
+/// it has (the job's: the store's `#timers` names are not operators).
+fn operator_meta<'a>(
+    meta: &'a weir::store::CheckpointMeta,
+    operator: &str,
+) -> anyhow::Result<&'a weir::store::OperatorMeta> {
+    meta.operators.get(operator).with_context(|| {
+        format!(
             "checkpoint {} has no operator `{operator}` (it has: {})",
             meta.id,
             meta.operators
@@ -406,10 +422,117 @@ fn state(
                 .cloned()
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
+        )
+    })
+}
+
+/// The timers of `operator` at checkpoint `meta`, per instance.
+fn operator_timers(
+    store: &weir::store::CheckpointStore,
+    meta: &weir::store::CheckpointMeta,
+    operator: &str,
+    key: Option<&[u8]>,
+) -> anyhow::Result<Vec<weir_cli::inspect::InstanceTimers>> {
+    let parallelism = operator_meta(meta, operator)?.parallelism;
+    let entries = store.operator_state(meta.id, &weir::store::timer_space(operator))?;
+    weir_cli::inspect::instance_timers(&entries, parallelism, key).map_err(|e| {
+        anyhow::anyhow!(
+            "the timers of operator `{operator}` at checkpoint {} are unreadable: {e}; the checkpoint file is damaged",
+            meta.id
+        )
+    })
+}
+
+/// How many timers `operator` had pending at checkpoint `meta`.
+fn pending_timers(
+    store: &weir::store::CheckpointStore,
+    meta: &weir::store::CheckpointMeta,
+    operator: &str,
+) -> anyhow::Result<usize> {
+    let timers = operator_timers(store, meta, operator, None)?;
+    Ok(weir_cli::inspect::timer_count(&timers))
+}
+
+/// Prints the pending timers `weir state --timers` selects (of `operator`,
+/// or of every operator that has some); `false` (after saying why on
+/// stderr) when there are none.
+fn list_timers(
+    state_dir: &Path,
+    operator: Option<&str>,
+    checkpoint: Option<u64>,
+    key: Option<&str>,
+    json: bool,
+) -> anyhow::Result<bool> {
+    let (store, meta) = open_checkpoint(state_dir, checkpoint)?;
+    let wanted = key.map(str::as_bytes);
+    let operators: Vec<&str> = match operator {
+        Some(op) => vec![operator_meta(&meta, op).map(|_| op)?],
+        None => meta.operators.keys().map(String::as_str).collect(),
     };
+    let mut listed = Vec::new();
+    for op in &operators {
+        let timers = operator_timers(&store, &meta, op, wanted)?;
+        if weir_cli::inspect::timer_count(&timers) > 0 {
+            listed.push((*op, timers));
+        }
+    }
+    if listed.is_empty() {
+        let whose = operator.map_or("no operator has pending timers".to_string(), |op| {
+            format!("operator `{op}` has no pending timers")
+        });
+        let filter = key.map_or(String::new(), |k| format!(" for key {k:?}"));
+        let hint = if key.is_some() {
+            "; drop --key to list every key's"
+        } else {
+            " (timers that fired are gone; an earlier --checkpoint may hold some)"
+        };
+        weir_cli::output::message(format_args!(
+            "{whose}{filter} at checkpoint {}{hint}",
+            meta.id
+        ));
+        return Ok(false);
+    }
+    let text = if json {
+        let list: Vec<_> = listed
+            .iter()
+            .map(|(op, timers)| weir_cli::inspect::timers_json(op, timers))
+            .collect();
+        let doc = serde_json::json!({"checkpoint": meta.id, "operators": list});
+        format!("{}\n", serde_json::to_string_pretty(&doc)?)
+    } else {
+        listed
+            .iter()
+            .map(|(op, timers)| weir_cli::inspect::timers_text(meta.id, op, timers))
+            .collect()
+    };
+    weir_cli::output::stdout(&text)?;
+    Ok(true)
+}
+
+/// Prints the state `weir state` selects; `false` (after saying why on
+/// stderr) when there is nothing to print.
+fn state(
+    state_dir: &Path,
+    operator: &str,
+    checkpoint: Option<u64>,
+    key: Option<&str>,
+    format: ValueFormat,
+    json: bool,
+) -> anyhow::Result<bool> {
+    use std::io::Write as _;
+    use weir_cli::inspect::{key_matches, show_key};
+    let (store, meta) = open_checkpoint(state_dir, checkpoint)?;
+    let op = operator_meta(&meta, operator)?;
     let entries = store.operator_state(meta.id, operator)?;
     if entries.is_empty() {
+        let timers = pending_timers(&store, &meta, operator)?;
+        if timers > 0 {
+            weir_cli::output::message(format_args!(
+                "operator `{operator}` has no keyed state at checkpoint {}, only {timers} pending timer(s); add --timers to list them",
+                meta.id
+            ));
+            return Ok(false);
+        }
         let snapshot = (0..op.parallelism)
             .map(|i| -> anyhow::Result<usize> {
                 Ok(store.load_instance(meta.id, operator, i)?.snapshot.len())

@@ -1,6 +1,8 @@
 //! What `weir run` shows while a job runs: a live display on a terminal
-//! (records in/out, throughput, backpressure per node, the last checkpoint),
-//! or a plain progress line every few seconds when stderr is not a terminal.
+//! (records in/out, throughput, backpressure per node, the last checkpoint,
+//! and, for a job with event time, each source's and operator's watermark
+//! and pending timers), or a plain progress line every few seconds when
+//! stderr is not a terminal.
 //! While the live display is shown, everything written to stderr goes
 //! through [`crate::output::stderr`], so it prints above the display.
 
@@ -63,10 +65,12 @@ impl Rates {
         }
     }
 
-    /// One line per node: totals, rate per second, share of time blocked.
+    /// One line per node: totals, rate per second, share of time blocked,
+    /// and its event time ([`crate::event_time::node_status`]).
     fn lines(&mut self, m: &JobMetrics) -> Vec<String> {
         let dt = self.at.elapsed().as_secs_f64().max(1e-3);
         self.at = Instant::now();
+        let (event_time, now) = (m.has_event_time(), crate::event_time::now_ms());
         let width = m.nodes.iter().map(|n| n.0.len()).max().unwrap_or(0);
         let mut out = Vec::with_capacity(m.nodes.len());
         for ((id, kind, n), last) in m.nodes.iter().zip(&mut self.last) {
@@ -91,9 +95,10 @@ impl Rates {
                 NodeKind::Sink => format!("in {rin:>12}"),
             };
             out.push(format!(
-                "{:<8} {id:<width$}  {counts}  {:>10.0}/s  backpressure {pressure:>3.0}%",
+                "{:<8} {id:<width$}  {counts}  {:>10.0}/s  backpressure {pressure:>3.0}%{}",
                 kind.name(),
-                rate
+                rate,
+                crate::event_time::node_status(n, *kind, event_time, now)
             ));
         }
         out

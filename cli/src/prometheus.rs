@@ -1,6 +1,10 @@
 //! The Prometheus endpoint of `weir run --metrics`: [`render`] writes a
 //! job's live [`JobMetrics`] in the text exposition format, [`serve`] serves
 //! it over HTTP from a background thread.
+//!
+//! Event time is per instance: `weir_watermark_milliseconds` (sources and
+//! operators; no sample while an instance has no watermark, `+Inf` once its
+//! input ended) and `weir_pending_timers` (operators, per timer domain).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -68,6 +72,7 @@ pub fn render(metrics: &JobMetrics) -> String {
             m.records_skipped.load(Relaxed)
         );
     }
+    event_time(metrics, &job, &mut out);
     let name = "weir_batch_latency_seconds";
     let _ = writeln!(
         out,
@@ -156,6 +161,60 @@ pub fn render(metrics: &JobMetrics) -> String {
         histogram(h, &mut out, name, &format!("job=\"{job}\""));
     }
     out
+}
+
+/// The event-time gauges of every source and operator instance.
+fn event_time(metrics: &JobMetrics, job: &str, out: &mut String) {
+    let timed = || {
+        metrics
+            .nodes
+            .iter()
+            .filter(|(_, k, _)| *k != NodeKind::Sink)
+    };
+    let name = "weir_watermark_milliseconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Current watermark of a source or operator instance, milliseconds since the Unix epoch; +Inf once its input ended, no sample before its first.\n# TYPE {name} gauge"
+    );
+    for (id, kind, m) in timed() {
+        for (i, t) in m.instances().iter().enumerate() {
+            let Some(w) = t.watermark() else { continue };
+            let value = if w == i64::MAX {
+                "+Inf".to_string()
+            } else {
+                w.to_string()
+            };
+            let _ = writeln!(
+                out,
+                "{name}{{job=\"{job}\",node=\"{}\",kind=\"{}\",instance=\"{i}\"}} {value}",
+                escape(id),
+                kind.name()
+            );
+        }
+    }
+    let name = "weir_pending_timers";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Timers an operator instance has registered that have not fired yet, per domain.\n# TYPE {name} gauge"
+    );
+    let operators = metrics
+        .nodes
+        .iter()
+        .filter(|(_, k, _)| *k == NodeKind::Operator);
+    for (id, _, m) in operators {
+        for (i, t) in m.instances().iter().enumerate() {
+            for (domain, n) in [
+                ("event-time", t.event_timers()),
+                ("processing-time", t.processing_timers()),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "{name}{{job=\"{job}\",node=\"{}\",kind=\"operator\",instance=\"{i}\",domain=\"{domain}\"}} {n}",
+                    escape(id)
+                );
+            }
+        }
+    }
 }
 
 fn histogram(h: &Histogram, out: &mut String, name: &str, labels: &str) {
@@ -264,6 +323,64 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    /// Every sample line of `text` for metric `name`.
+    fn samples<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        let prefix = format!("{name}{{");
+        text.lines().filter(|l| l.starts_with(&prefix)).collect()
+    }
+
+    #[test]
+    fn watermarks_and_pending_timers_are_per_instance_gauges() {
+        let source = Arc::new(NodeMetrics::new(1));
+        let op = Arc::new(NodeMetrics::new(3));
+        let sink = Arc::new(NodeMetrics::new(1));
+        source.set_event_time(0, Some(1_700_000_000_000), 0, 0);
+        op.set_event_time(0, Some(-5), 4, 0);
+        op.set_event_time(2, Some(i64::MAX), 0, 2);
+        sink.set_event_time(0, Some(9), 0, 0);
+        let metrics = JobMetrics {
+            job: "j".into(),
+            nodes: vec![
+                ("src".into(), NodeKind::Source, source),
+                ("op".into(), NodeKind::Operator, op),
+                ("out".into(), NodeKind::Sink, sink),
+            ],
+            checkpoints: CheckpointMetrics::default(),
+        };
+        let text = render(&metrics);
+        for name in ["weir_watermark_milliseconds", "weir_pending_timers"] {
+            assert_eq!(
+                text.matches(&format!("# TYPE {name} gauge\n")).count(),
+                1,
+                "{text}"
+            );
+            assert_eq!(text.matches(&format!("# HELP {name} ")).count(), 1);
+        }
+        // Instance 1 has no watermark yet: no sample, never NaN; the end
+        // of time is +Inf; a sink has none.
+        assert_eq!(
+            samples(&text, "weir_watermark_milliseconds"),
+            [
+                r#"weir_watermark_milliseconds{job="j",node="src",kind="source",instance="0"} 1700000000000"#,
+                r#"weir_watermark_milliseconds{job="j",node="op",kind="operator",instance="0"} -5"#,
+                r#"weir_watermark_milliseconds{job="j",node="op",kind="operator",instance="2"} +Inf"#,
+            ],
+            "{text}"
+        );
+        let timers = samples(&text, "weir_pending_timers");
+        assert_eq!(timers.len(), 6, "3 instances x 2 domains: {text}");
+        for (line, want) in [
+            (timers[0], r#"instance="0",domain="event-time"} 4"#),
+            (timers[1], r#"instance="0",domain="processing-time"} 0"#),
+            (timers[3], r#"instance="1",domain="processing-time"} 0"#),
+            (timers[5], r#"instance="2",domain="processing-time"} 2"#),
+        ] {
+            let head = r#"weir_pending_timers{job="j",node="op",kind="operator","#;
+            assert_eq!(line, format!("{head}{want}"));
+        }
+        assert!(!text.contains("NaN"), "{text}");
     }
 
     #[test]

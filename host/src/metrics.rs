@@ -1,9 +1,19 @@
 //! Live counters of a running job, shared by the job's threads (writers), the
 //! progress display and the Prometheus endpoint (readers). Writers only use
-//! relaxed atomic adds, so counting costs a few nanoseconds per batch.
+//! relaxed atomic adds and stores, so counting costs a few nanoseconds per
+//! batch.
+//!
+//! Invariants:
+//! - A node has one [`EventTime`] per instance (a source: one), created with
+//!   the node's parallelism; only that instance's thread writes it.
+//! - A watermark of `i64::MIN` (before all time) reads as none: it says as
+//!   little as no watermark at all.
+//! - [`NodeMetrics::has_event_time`] never goes back to `false`: once a node
+//!   had a watermark before the end of time or a pending timer, its event
+//!   time is shown until the run ends.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::config::Job;
@@ -59,6 +69,50 @@ impl Histogram {
     }
 }
 
+/// The end of time: the watermark of a finished input
+/// ([`crate::dataflow::watermark::END_OF_TIME`]).
+const END: i64 = i64::MAX;
+/// What a watermark gauge holds while there is none.
+const NO_WATERMARK: i64 = i64::MIN;
+
+/// The event-time gauges of one instance of a node: its current watermark
+/// and its pending timers.
+#[derive(Debug)]
+pub struct EventTime {
+    /// Milliseconds since the Unix epoch; [`NO_WATERMARK`] for none.
+    watermark: AtomicI64,
+    event_timers: AtomicU64,
+    processing_timers: AtomicU64,
+}
+
+impl Default for EventTime {
+    fn default() -> Self {
+        EventTime {
+            watermark: AtomicI64::new(NO_WATERMARK),
+            event_timers: AtomicU64::new(0),
+            processing_timers: AtomicU64::new(0),
+        }
+    }
+}
+
+impl EventTime {
+    /// The instance's watermark, milliseconds since the Unix epoch
+    /// (`i64::MAX`: the end of time); `None` before its first.
+    pub fn watermark(&self) -> Option<i64> {
+        Some(self.watermark.load(Relaxed)).filter(|w| *w != NO_WATERMARK)
+    }
+
+    /// Pending event-time timers.
+    pub fn event_timers(&self) -> u64 {
+        self.event_timers.load(Relaxed)
+    }
+
+    /// Pending processing-time timers.
+    pub fn processing_timers(&self) -> u64 {
+        self.processing_timers.load(Relaxed)
+    }
+}
+
 /// Counters of one node (a source, an operator over all its instances, a sink).
 #[derive(Debug, Default)]
 pub struct NodeMetrics {
@@ -77,6 +131,86 @@ pub struct NodeMetrics {
     pub blocked_ns: AtomicU64,
     /// Time per `process` call (operators) or write (sinks).
     pub batch_latency: Histogram,
+    /// Watermark and pending timers per instance (see [`NodeMetrics::new`]).
+    instances: Box<[EventTime]>,
+    /// Whether the node ever had event time (see the module docs).
+    event_time: AtomicBool,
+}
+
+impl NodeMetrics {
+    /// Zeroed counters of a node with `instances` instances (a source or
+    /// sink: 1), none with a watermark yet.
+    ///
+    /// ```
+    /// let m = weir::metrics::NodeMetrics::new(2);
+    /// m.set_event_time(0, Some(10), 3, 0);
+    /// assert_eq!(m.watermark(), None, "instance 1 has none yet");
+    /// m.set_event_time(1, Some(7), 1, 2);
+    /// assert_eq!(m.watermark(), Some(7), "the minimum over instances");
+    /// assert_eq!((m.event_timers(), m.processing_timers()), (4, 2));
+    /// ```
+    pub fn new(instances: u32) -> Self {
+        NodeMetrics {
+            instances: (0..instances).map(|_| EventTime::default()).collect(),
+            ..NodeMetrics::default()
+        }
+    }
+
+    /// Sets the watermark and pending timer counts of instance `instance`:
+    /// a few relaxed stores, for the instance's own thread. An instance
+    /// outside the node's parallelism is not counted.
+    pub fn set_event_time(
+        &self,
+        instance: u32,
+        watermark: Option<i64>,
+        event: usize,
+        processing: usize,
+    ) {
+        let Some(t) = self.instances.get(instance as usize) else {
+            return;
+        };
+        t.watermark
+            .store(watermark.unwrap_or(NO_WATERMARK), Relaxed);
+        t.event_timers.store(event as u64, Relaxed);
+        t.processing_timers.store(processing as u64, Relaxed);
+        let timed = watermark.is_some_and(|w| w != END && w != NO_WATERMARK);
+        if (timed || event + processing > 0) && !self.event_time.load(Relaxed) {
+            self.event_time.store(true, Relaxed);
+        }
+    }
+
+    /// The watermark and timers of each instance, in instance order.
+    pub fn instances(&self) -> &[EventTime] {
+        &self.instances
+    }
+
+    /// The node's watermark: the minimum over its instances; `None` until
+    /// every instance has one (or for a node without instances).
+    pub fn watermark(&self) -> Option<i64> {
+        let mut each = self.instances.iter().map(EventTime::watermark);
+        let first = each.next()??;
+        each.try_fold(first, |min, w| Some(min.min(w?)))
+    }
+
+    /// Pending event-time timers over all instances.
+    pub fn event_timers(&self) -> u64 {
+        self.instances.iter().map(EventTime::event_timers).sum()
+    }
+
+    /// Pending processing-time timers over all instances.
+    pub fn processing_timers(&self) -> u64 {
+        self.instances
+            .iter()
+            .map(EventTime::processing_timers)
+            .sum()
+    }
+
+    /// Whether the node has had event time in this run: a watermark before
+    /// the end of time or a pending timer, now or earlier. The end of time
+    /// alone (every input's last watermark) does not count.
+    pub fn has_event_time(&self) -> bool {
+        self.event_time.load(Relaxed)
+    }
 }
 
 /// What kind of node.
@@ -136,19 +270,29 @@ pub struct JobMetrics {
 }
 
 impl JobMetrics {
-    /// Zeroed metrics for every node of `job`.
+    /// Zeroed metrics for every node of `job`: an operator with one
+    /// [`EventTime`] per instance, a source or sink with one. A source with
+    /// a `watermark` table has event time from the start.
     pub fn for_job(job: &Job) -> Arc<Self> {
+        let source = |s: &crate::config::SourceConfig| {
+            let m = NodeMetrics::new(1);
+            m.event_time.store(s.watermark.is_some(), Relaxed);
+            (s.id.clone(), NodeKind::Source, m)
+        };
         let nodes = job
             .sources
             .iter()
-            .map(|s| (s.id.clone(), NodeKind::Source))
+            .map(source)
+            .chain(job.operators.iter().map(|o| {
+                let m = NodeMetrics::new(o.parallelism);
+                (o.id.clone(), NodeKind::Operator, m)
+            }))
             .chain(
-                job.operators
+                job.sinks
                     .iter()
-                    .map(|o| (o.id.clone(), NodeKind::Operator)),
+                    .map(|s| (s.id.clone(), NodeKind::Sink, NodeMetrics::new(1))),
             )
-            .chain(job.sinks.iter().map(|s| (s.id.clone(), NodeKind::Sink)))
-            .map(|(id, kind)| (id, kind, Arc::new(NodeMetrics::default())))
+            .map(|(id, kind, m)| (id, kind, Arc::new(m)))
             .collect();
         Arc::new(JobMetrics {
             job: job.name.clone(),
@@ -163,5 +307,70 @@ impl JobMetrics {
             .iter()
             .find(|(n, _, _)| n == id)
             .map(|(_, _, m)| m)
+    }
+
+    /// Whether any node has had event time in this run (see
+    /// [`NodeMetrics::has_event_time`]): what the progress display and the
+    /// run summary show only then.
+    pub fn has_event_time(&self) -> bool {
+        self.nodes.iter().any(|(_, _, m)| m.has_event_time())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_operator_watermark_is_the_minimum_once_every_instance_has_one() {
+        let m = NodeMetrics::new(3);
+        assert_eq!(m.watermark(), None);
+        m.set_event_time(2, Some(50), 0, 0);
+        m.set_event_time(0, Some(30), 0, 0);
+        assert_eq!(m.watermark(), None, "instance 1 has none yet");
+        m.set_event_time(1, Some(END), 0, 0);
+        assert_eq!(m.watermark(), Some(30));
+        m.set_event_time(0, Some(END), 0, 0);
+        assert_eq!(m.watermark(), Some(50));
+        for i in 0..3 {
+            m.set_event_time(i, Some(END), 0, 0);
+        }
+        assert_eq!(m.watermark(), Some(END), "the end of time once all ended");
+        let w: Vec<_> = m.instances().iter().map(EventTime::watermark).collect();
+        assert_eq!(w, [Some(END); 3]);
+        assert_eq!(NodeMetrics::new(0).watermark(), None, "no instance");
+        assert_eq!(NodeMetrics::default().watermark(), None);
+    }
+
+    #[test]
+    fn pending_timers_are_summed_per_domain_and_replaced_per_instance() {
+        let m = NodeMetrics::new(2);
+        m.set_event_time(0, None, 4, 1);
+        m.set_event_time(1, None, 2, 0);
+        assert_eq!((m.event_timers(), m.processing_timers()), (6, 1));
+        m.set_event_time(0, None, 0, 3);
+        assert_eq!((m.event_timers(), m.processing_timers()), (2, 3));
+        assert_eq!(m.instances()[1].event_timers(), 2);
+        // Out of range: not counted, no panic.
+        m.set_event_time(7, Some(1), 100, 100);
+        assert_eq!((m.event_timers(), m.processing_timers()), (2, 3));
+    }
+
+    #[test]
+    fn event_time_is_sticky_and_the_end_alone_is_none() {
+        let m = NodeMetrics::new(1);
+        m.set_event_time(0, Some(END), 0, 0);
+        assert!(!m.has_event_time(), "every job's inputs end with END");
+        m.set_event_time(0, Some(NO_WATERMARK), 0, 0);
+        assert_eq!(m.watermark(), None, "before all time reads as none");
+        assert!(!m.has_event_time());
+        m.set_event_time(0, None, 1, 0);
+        assert!(m.has_event_time());
+        m.set_event_time(0, Some(END), 0, 0);
+        assert!(m.has_event_time(), "it stays");
+        let w = NodeMetrics::new(1);
+        w.set_event_time(0, Some(-5), 0, 0);
+        assert!(w.has_event_time());
+        assert_eq!(w.watermark(), Some(-5));
     }
 }

@@ -19,6 +19,9 @@
 //! - At the end of input the watermark becomes the end of time: every
 //!   event-time timer fires before `finish`. Processing-time timers still
 //!   pending then do not fire.
+//! - The instance's watermark and pending timer counts in `metrics` are
+//!   those of its last call (and of its start, after a restore): they are
+//!   published after every call that can change them.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -66,11 +69,27 @@ impl InstanceTask {
     /// cancelled.
     pub(crate) fn process_inputs(mut self, inputs: InputChannels) -> Result<(), Cancelled> {
         let cancel = self.shared.cancel.clone();
+        self.publish_event_time();
         input::drive(&inputs, &cancel, &mut self)
     }
 
-    /// Sends what the last call emitted downstream, port by port.
+    /// Publishes the watermark and pending timer counts (O(1)).
+    fn publish_event_time(&self) {
+        let timers = self.instance.timers();
+        self.metrics.set_event_time(
+            self.index,
+            timers.watermark(),
+            timers.len(Domain::EventTime),
+            timers.len(Domain::ProcessingTime),
+        );
+    }
+
+    /// Sends what the last call emitted downstream, port by port. Every
+    /// call into the plugin (and every watermark advance, which fires
+    /// timers) ends here, so this is where the event-time gauges are
+    /// published too.
     fn emit(&mut self) -> Result<(), Cancelled> {
+        self.publish_event_time();
         for port in 0..self.instance.output_ports() as u32 {
             let records = self.instance.take_output_batch(port);
             self.out.send(&self.shared.cancel, port, records)?;

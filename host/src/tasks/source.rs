@@ -13,6 +13,7 @@
 //! - Watermarks and `Idle` follow the batches they describe on every
 //!   outgoing channel; at the end of its input a source sends the end of
 //!   time ([`SourceWatermark`]).
+//! - The watermark in `metrics` is the last one the source sent.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -66,7 +67,8 @@ pub(crate) struct SourceTask {
     pub out: Output,
     /// Its watermark state.
     pub watermark: SourceWatermark,
-    /// Its counters (records skipped; `out` counts what is sent).
+    /// Its counters (records skipped, the watermark it sent; `out` counts
+    /// the records sent).
     pub metrics: Arc<NodeMetrics>,
 }
 
@@ -86,6 +88,7 @@ impl SourceTask {
         } = self;
         // What `reader.skipped()` said last, so each skip is counted once.
         let mut skipped = 0;
+        let published = |w: i64| metrics.set_event_time(0, Some(w), 0, 0);
         let mut at_end = false;
         // With a rate limit, small batches (about 20 per second) keep it smooth.
         let batch_size = rate.map_or(batch_size, |r| batch_size.min((r / 20).max(1) as usize));
@@ -138,6 +141,7 @@ impl SourceTask {
             let now = Instant::now();
             if let Some(w) = watermark.due(now) {
                 out.broadcast(&shared.cancel, || Msg::Watermark(w))?;
+                published(w);
             }
             if watermark.became_idle(now) {
                 out.broadcast(&shared.cancel, || Msg::Idle)?;
@@ -163,6 +167,7 @@ impl SourceTask {
                     at_end = true;
                     if let Some(w) = watermark.at_end() {
                         out.broadcast(&shared.cancel, || Msg::Watermark(w))?;
+                        published(w);
                     }
                     shared.event(Event::SourceAtEnd(id.clone()));
                 }
