@@ -12,7 +12,7 @@ use std::process::Stdio;
 use serde_json::Value;
 use weir_tests::cli::{Outcome, Weir};
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::count_words;
 use weir_tests::plugins;
 use weir_tests::pty::on_pty;
@@ -83,11 +83,17 @@ fn on_a_terminal_log_lines_print_above_the_live_display_and_stay() {
 
 /// A job of about 1.5 s with event time: operator `probe` (timer-probe)
 /// keeps one event-time and one processing-time timer per word of its
-/// generator (3 words, records without timestamps).
+/// generator (3 words, every record at the same time).
 fn timed() -> JobDir {
     let job = JobFile::new("timed")
         .checkpoint(Checkpoint::every("100ms"))
-        .source(Source::generator("gen", 300).words(3).rate(200))
+        .source(
+            Source::generator("gen", 300)
+                .words(3)
+                .rate(200)
+                .value("start", 1_700_000_000_000i64)
+                .string("step", "0s"),
+        )
         .operator(Operator::new("probe", plugins::GUEST_TIMER_PROBE).inputs(&["gen"]))
         .sink(Sink::file("out", "out.txt").input("probe"));
     JobDir::new(WEIR, job, &[])

@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use serde_json::Value;
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::{count_words, wordcount};
 use weir_tests::plugins;
 
@@ -320,7 +320,14 @@ fn binary_values_are_shown_as_hex_or_in_the_format_asked_for() {
 fn timer_job(name: &str, count: u64, rate: u64) -> JobDir {
     let job = JobFile::new(name)
         .checkpoint(Checkpoint::every("100ms"))
-        .source(Source::generator("gen", count).words(3).rate(rate))
+        .source(
+            // Every record at 2023-11-14T22:13:20Z: one timer per key.
+            Source::generator("gen", count)
+                .words(3)
+                .rate(rate)
+                .value("start", 1_700_000_000_000i64)
+                .string("step", "0s"),
+        )
         .operator(
             Operator::new("probe", plugins::GUEST_TIMER_PROBE)
                 .inputs(&["gen"])

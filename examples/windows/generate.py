@@ -2,10 +2,10 @@
 """Writes clicks.jsonl: out-of-order clicks of ten users, for examples/windows.
 
 Click i happens at START + i * 250 ms; it is written up to 3 s out of order
-(within the job's max_out_of_orderness of 5 s). Every 97th line is a click
-replayed a minute late: its window has fired by then, so window-count sends
-it to the `late` port. Deterministic (seeded), so the output is the same on
-every run.
+(within the job's max_out_of_orderness of 5 s). From line 400 on, every 97th
+line is a click replayed a minute late: its window has fired by then, so
+window-count sends it to the `late` port. Deterministic (seeded), so the
+output is the same on every run.
 """
 import json
 import random
@@ -21,7 +21,7 @@ clicks.sort()  # by arrival: each click arrives up to 3 s after it happened
 
 with open("clicks.jsonl", "w") as f:
     for n, (_, ts, user) in enumerate(clicks):
-        if n % 97 == 96:
+        if n >= 400 and n % 97 == 96:
             late = ts - 60_000
             # RFC 3339 works as well as milliseconds.
             when = datetime.fromtimestamp(late / 1000, timezone.utc)
