@@ -107,18 +107,24 @@ pub fn run_over_live_stdin(weir: Weir, plugin: &Path, script: &Script) -> JobDir
         .iter()
         .map(|k| format!(r#"{{"key":"{k}","status":"ONLY_A","#))
         .collect();
-    wait_until(
+    let running = wait_until(
         "the ONLY_A rows of the first orders, committed while stdin is open",
         PATIENCE,
         || {
-            if let Some(status) = run.child.try_wait().unwrap() {
-                panic!("the run ended with stdin open: {status}");
+            if run.child.try_wait().unwrap().is_some() {
+                return Some(false);
             }
             let out =
                 std::fs::read_to_string(j.path().join("out/reconcile.jsonl")).unwrap_or_default();
-            rows.iter().all(|r| out.contains(r.as_str())).then_some(())
+            rows.iter()
+                .all(|r| out.contains(r.as_str()))
+                .then_some(true)
         },
     );
+    if !running {
+        let (status, stderr) = run.wait();
+        panic!("the run ended with stdin open ({status}):\n{stderr}");
+    }
     stdin.write_all(script.then.concat().as_bytes()).unwrap();
     drop(stdin);
     let (status, stderr) = run.wait();
