@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything (plugins to components, the release `weir` binary) and
 # runs the main example job, examples/wordcount/job.toml, from scratch.
-# Usage: scripts/run-example.sh [EXAMPLE]   (wordcount | reconcile | dedupe)
+# Usage: scripts/run-example.sh [EXAMPLE]   (wordcount | reconcile | dedupe | windows)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 example="${1:-wordcount}"

@@ -231,3 +231,50 @@ fn malformed_input_record_names_the_file_and_line() {
         "{err}"
     );
 }
+
+#[test]
+fn timestamp_on_a_source_without_fields() {
+    both(
+        &GOOD.replacen(
+            "path = \"words.txt\"",
+            "path = \"words.txt\"\ntimestamp = \"ts\"",
+            1,
+        ),
+        &[
+            "source \"words\"",
+            "`timestamp` needs format = \"jsonl\" or \"csv\": a line has no fields",
+        ],
+    );
+}
+
+#[test]
+fn csv_source_without_its_timestamp_column() {
+    let csv = "path = \"words.txt\"\nformat = \"csv\"\ntimestamp = \"ts\"";
+    both(
+        &GOOD.replacen("path = \"words.txt\"", csv, 1),
+        &[
+            "source \"words\"",
+            "words.txt:1: the header row has no column `ts` (columns: a); fix `timestamp`",
+        ],
+    );
+}
+
+/// A record without a valid timestamp stops the run with one line naming
+/// the source, the file and line, and what the field holds.
+#[test]
+fn a_bad_timestamp_names_the_file_and_line() {
+    let job = GOOD.replacen(
+        "path = \"words.txt\"",
+        "path = \"clicks.jsonl\"\nformat = \"jsonl\"\ntimestamp = \"ts\"",
+        1,
+    );
+    let clicks = "{\"ts\":1}\n\n{\"ts\":\"yesterday\"}\n{\"ts\":4}\n";
+    let j = JobDir::new(WEIR, job, &[("clicks.jsonl", clicks)]);
+    let out = j.run(&[]);
+    let path = j.path().join("clicks.jsonl");
+    out.assert_one_line_error(&[&format!(
+        "source `words`: {}:3: field `ts` is \"yesterday\", not milliseconds since the epoch \
+         or an RFC 3339 time; fix the record or set on_bad_timestamp = \"skip\"",
+        path.display()
+    )]);
+}

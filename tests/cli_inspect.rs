@@ -25,6 +25,12 @@ fn inspect_describes_every_plugin() {
         assert!(stdout.contains("weir:operator/lifecycle@0.1.0"), "{stdout}");
         assert!(stdout.contains("weir:operator/flat@0.1.0"), "{stdout}");
         assert!(stdout.contains("batches:       flat"), "{stdout}");
+        // Rust SDK plugins are of world `operator-timers`.
+        assert!(stdout.contains("weir:operator/timers@0.1.0"), "{stdout}");
+        assert!(
+            stdout.contains("weir:operator/timer-lifecycle@0.1.0"),
+            "{stdout}"
+        );
     }
 }
 

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use weir_tests::cli::{Outcome, Weir};
 use weir_tests::counts::parse_counts;
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::{self, count_words};
 use weir_tests::plugins;
 use weir_tests::running::Running;
@@ -508,4 +508,85 @@ fn an_unconsumed_output_port_is_warned_about() {
         "{err}"
     );
     assert!(!err.contains("port `rejected`"), "{err}");
+}
+
+/// The event-time job: `clicks` (a jsonl file, timestamps in field `ts`)
+/// through `show-timestamps` (which writes each record's timestamp in front
+/// of its value) to `out.txt`.
+fn timestamped(source: Source) -> JobFile {
+    JobFile::new("timestamps")
+        .source(source)
+        .operator(Operator::new("show", plugins::GUEST_SHOW_TIMESTAMPS).inputs(&["clicks"]))
+        .sink(Sink::file("out", "out.txt").input("show"))
+}
+
+/// A jsonl source's `timestamp` field becomes each record's timestamp, in
+/// either notation; a record without a valid one stops the job.
+#[test]
+fn jsonl_timestamps_reach_the_operators() {
+    let clicks = concat!(
+        "{\"user\":\"a\",\"ts\":1700000000000}\n",
+        "{\"user\":\"b\",\"ts\":\"2026-12-01T15:30:00.250+01:00\"}\n",
+        "{\"user\":\"c\",\"ts\":-5}\n",
+    );
+    let source = Source::file("clicks", "clicks.jsonl")
+        .format("jsonl")
+        .timestamp("ts");
+    let j = JobDir::new(WEIR, timestamped(source), &[("clicks.jsonl", clicks)]);
+    j.run_ok(&[]);
+    let want = concat!(
+        "1700000000000 {\"user\":\"a\",\"ts\":1700000000000}\n",
+        "1796135400250 {\"user\":\"b\",\"ts\":\"2026-12-01T15:30:00.250+01:00\"}\n",
+        "-5 {\"user\":\"c\",\"ts\":-5}\n",
+    );
+    assert_eq!(j.read("out.txt"), want);
+}
+
+/// With `on_bad_timestamp = "skip"`, records without a valid timestamp are
+/// dropped, and the summary (text and JSON) counts them.
+#[test]
+fn skipped_timestamps_are_dropped_and_counted() {
+    let clicks = concat!(
+        "{\"user\":\"a\",\"ts\":1}\n",
+        "{\"user\":\"b\",\"ts\":\"yesterday\"}\n",
+        "{\"user\":\"c\"}\n",
+        "{\"user\":\"d\",\"ts\":4}\n",
+    );
+    let source = Source::file("clicks", "clicks.jsonl")
+        .format("jsonl")
+        .timestamp("ts")
+        .on_bad_timestamp("skip");
+    let j = JobDir::new(WEIR, timestamped(source), &[("clicks.jsonl", clicks)]);
+    let out = j.run(&["--json"]);
+    assert!(out.success(), "{}", out.stderr);
+    let want = "1 {\"user\":\"a\",\"ts\":1}\n4 {\"user\":\"d\",\"ts\":4}\n";
+    assert_eq!(j.read("out.txt"), want);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("source"))
+        .unwrap_or_else(|| panic!("no source line in {}", out.stderr));
+    assert!(
+        line.ends_with("out            2  skipped 2 (bad timestamp)"),
+        "{line}"
+    );
+    let s: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let source = &s["nodes"][0];
+    assert_eq!(source["id"], "clicks", "{s}");
+    assert_eq!(source["records_out"], 2, "{s}");
+    assert_eq!(source["records_skipped"], 2, "{s}");
+    assert!(s["nodes"][1].get("records_skipped").is_none(), "{s}");
+}
+
+/// Generated records carry timestamps `start + i * step`.
+#[test]
+fn the_generator_sets_timestamps() {
+    let source = Source::generator("clicks", 3)
+        .words(1)
+        .value("start", "\"2026-12-01T15:30:00Z\"")
+        .value("step", "\"1s\"");
+    let j = JobDir::new(WEIR, timestamped(source), &[]);
+    j.run_ok(&[]);
+    let want = "1796139000000 w0\n1796139001000 w0\n1796139002000 w0\n";
+    assert_eq!(j.read("out.txt"), want);
 }

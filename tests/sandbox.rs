@@ -242,10 +242,10 @@ fn instance_and_table_caps_are_enforced_at_instantiation() {
     // The defaults fit real plugins: each one opens under them.
     for (name, path) in plugins::ALL {
         let p = load(&rt(), path);
-        let config = if *name == "filter" {
-            r#"{"field":"x","op":"eq","value":"y"}"#
-        } else {
-            "{}"
+        let config = match *name {
+            "filter" => r#"{"field":"x","op":"eq","value":"y"}"#,
+            "window-count" => r#"{"size":"1s"}"#,
+            _ => "{}",
         };
         if let Err(e) = OperatorInstance::new(&p, "op", 0, 1, config) {
             panic!("{name} does not open under the default limits: {e}");

@@ -28,6 +28,7 @@ pub mod recovery;
 pub mod report;
 pub mod skew;
 pub mod threads;
+pub mod windows;
 
 pub use report::{Report, Row, Target};
 
@@ -158,13 +159,14 @@ pub fn default_plugins() -> PathBuf {
 }
 
 /// The benchmarks, by name.
-pub const BENCHMARKS: [&str; 6] = [
+pub const BENCHMARKS: [&str; 7] = [
     "boundary",
     "end-to-end",
     "checkpoint",
     "recovery",
     "skew",
     "threads",
+    "windows",
 ];
 
 /// Runs the benchmark `name` (one of [`BENCHMARKS`]).
@@ -177,6 +179,7 @@ pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
         "recovery" => recovery::run(settings),
         "skew" => skew::run(settings),
         "threads" => threads::run(settings),
+        "windows" => windows::run(settings),
         other => anyhow::bail!(
             "unknown benchmark `{other}` (known: {}, all)",
             BENCHMARKS.join(", ")

@@ -12,8 +12,8 @@ use weir_bench::{BENCHMARKS, Mode, Settings};
 #[command(name = "weir-bench", version)]
 struct Cli {
     /// Benchmarks to run: boundary, end-to-end, checkpoint, recovery, skew,
-    /// threads, or all (the default).
-    #[arg(value_parser = clap::builder::PossibleValuesParser::new(["all", "boundary", "end-to-end", "checkpoint", "recovery", "skew", "threads"]))]
+    /// threads, windows, or all (the default).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(["all", "boundary", "end-to-end", "checkpoint", "recovery", "skew", "threads", "windows"]))]
     benchmarks: Vec<String>,
     /// Small sizes (about 200k records) for CI smoke runs.
     #[arg(long, conflicts_with = "tiny")]

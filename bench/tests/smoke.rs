@@ -142,6 +142,21 @@ fn skew_reports_alignment_for_balanced_and_skewed_inputs() {
 }
 
 #[test]
+fn windows_reports_the_job_against_the_native_program_with_the_same_windows() {
+    let r = run("windows");
+    has(
+        &r,
+        &[
+            "window count native single-threaded",
+            "window count wasm p1 ckpt=none",
+            "window count wasm p1 ckpt=1s",
+        ],
+    );
+    assert!(r.notes.is_empty(), "the outputs differ: {:?}", r.notes);
+    assert!(r.get("window count wasm p1 ckpt=none").unwrap().extra["windows"] > 0.0);
+}
+
+#[test]
 fn threads_reports_every_executor_at_every_parallelism() {
     use weir_bench::threads::{Executor, PARALLELISM};
     let r = run("threads");

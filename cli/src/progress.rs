@@ -81,7 +81,11 @@ impl Rates {
             };
             let pressure = ((blocked - last.2) as f64 / 1e9 / dt * 100.0).min(100.0);
             *last = (rin, rout, blocked);
+            let skipped = n.records_skipped.load(Relaxed);
             let counts = match kind {
+                NodeKind::Source if skipped > 0 => {
+                    format!("out {rout:>12}  skipped {skipped:>12}")
+                }
                 NodeKind::Source => format!("out {rout:>12}"),
                 NodeKind::Operator => format!("in {rin:>12}  out {rout:>12}"),
                 NodeKind::Sink => format!("in {rin:>12}"),

@@ -51,6 +51,23 @@ pub fn render(metrics: &JobMetrics) -> String {
             );
         }
     }
+    let name = "weir_source_records_skipped_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Records a source read and dropped for a bad timestamp.\n# TYPE {name} counter"
+    );
+    for (id, _, m) in metrics
+        .nodes
+        .iter()
+        .filter(|(_, k, _)| *k == NodeKind::Source)
+    {
+        let _ = writeln!(
+            out,
+            "{name}{{job=\"{job}\",node=\"{}\",kind=\"source\"}} {}",
+            escape(id),
+            m.records_skipped.load(Relaxed)
+        );
+    }
     let name = "weir_batch_latency_seconds";
     let _ = writeln!(
         out,
@@ -247,5 +264,26 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    #[test]
+    fn skipped_records_are_counted_per_source() {
+        let (source, op) = (Arc::new(NodeMetrics::default()), Arc::default());
+        source.records_skipped.store(3, Relaxed);
+        let metrics = JobMetrics {
+            job: "j".into(),
+            nodes: vec![
+                ("s".into(), NodeKind::Source, source),
+                ("op".into(), NodeKind::Operator, op),
+            ],
+            checkpoints: CheckpointMetrics::default(),
+        };
+        let text = render(&metrics);
+        let name = "weir_source_records_skipped_total";
+        let samples: Vec<&str> = text.lines().filter(|l| l.starts_with(name)).collect();
+        assert_eq!(
+            samples,
+            [format!(r#"{name}{{job="j",node="s",kind="source"}} 3"#)]
+        );
     }
 }

@@ -1,12 +1,14 @@
 //! Reading fields of the job file's TOML tables: the helpers that both the
 //! job file ([`crate::config`]) and the connectors ([`crate::connectors`])
 //! use to turn a table into settings, with one-line messages that name the
-//! offending key and say how to fix it.
+//! offending key and say how to fix it; and the duration syntax of every
+//! duration in the job file ([`parse_duration`]).
 //!
 //! A leaf: imports nothing of the crate. Every helper returns the message
 //! alone (`Err(String)`); the caller adds the job file and the entry.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use toml::{Table, Value};
@@ -101,6 +103,32 @@ pub(crate) fn int_in<T: TryFrom<i64>>(
         return Err(out_of_range());
     }
     T::try_from(v).map_err(|_| out_of_range())
+}
+
+/// Parses a duration as the job file writes it: `"500ms"`, `"2s"`, `"1m 30s"`
+/// (humantime). The error names the text and shows the syntax; callers put
+/// the key or flag in front.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(weir::config::parse_duration("500ms"), Ok(Duration::from_millis(500)));
+/// assert!(weir::config::parse_duration("soon").unwrap_err().contains("is not a duration"));
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| {
+        format!("{text:?} is not a duration ({e}); use e.g. \"1s\", \"500ms\", \"2m\"")
+    })
+}
+
+/// The duration `value` (else `default`) of setting `key`; the message
+/// names the key.
+pub(crate) fn duration(
+    key: &str,
+    value: Option<String>,
+    default: &str,
+) -> Result<Duration, String> {
+    let text = value.unwrap_or_else(|| default.to_string());
+    parse_duration(&text).map_err(|e| format!("`{key}` = {e}"))
 }
 
 /// Joins a non-empty path onto the job folder `dir` (an absolute path

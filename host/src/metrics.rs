@@ -70,6 +70,9 @@ pub struct NodeMetrics {
     pub bytes_in: AtomicU64,
     /// Bytes (keys and values) sent downstream.
     pub bytes_out: AtomicU64,
+    /// Records a source read and dropped: a bad timestamp with
+    /// `on_bad_timestamp = "skip"` (0 for other nodes).
+    pub records_skipped: AtomicU64,
     /// Nanoseconds spent waiting for a full downstream channel (backpressure).
     pub blocked_ns: AtomicU64,
     /// Time per `process` call (operators) or write (sinks).

@@ -187,6 +187,16 @@ impl Source {
         self.string("key", field)
     }
 
+    /// `timestamp`: the field (or column) holding each record's event time.
+    pub fn timestamp(self, field: &str) -> Self {
+        self.string("timestamp", field)
+    }
+
+    /// `on_bad_timestamp`: `fail` or `skip`.
+    pub fn on_bad_timestamp(self, what: &str) -> Self {
+        self.string("on_bad_timestamp", what)
+    }
+
     /// `rate`: at most this many records per second.
     pub fn rate(self, per_second: u64) -> Self {
         self.value("rate", per_second)

@@ -8,8 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Table;
 
-use super::limits::parse_duration;
-use crate::fields::{from_table, int_in, resolve};
+use crate::fields::{duration, from_table, int_in, parse_duration, resolve};
 
 /// When to retry a failed attempt (the job file's `[restart]` table).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -172,11 +171,6 @@ pub(super) fn build_checkpoint(
         default_dir,
         retain: int_in("retain", raw.retain, 3, 1, i64::MAX)?,
     })
-}
-
-fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration, String> {
-    let text = value.unwrap_or_else(|| default.to_string());
-    parse_duration(&text).map_err(|e| format!("`{key}` = {e}"))
 }
 
 /// The `[restart]` table.

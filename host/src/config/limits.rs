@@ -153,20 +153,7 @@ pub fn format_duration(d: Duration) -> String {
     humantime::format_duration(d).to_string().replace(' ', "")
 }
 
-/// Parses a duration as the job file writes it: `"500ms"`, `"2s"`, `"1m 30s"`
-/// (humantime). The error names the text and shows the syntax; callers put
-/// the key or flag in front.
-///
-/// ```
-/// use std::time::Duration;
-/// assert_eq!(weir::config::parse_duration("500ms"), Ok(Duration::from_millis(500)));
-/// assert!(weir::config::parse_duration("soon").unwrap_err().contains("is not a duration"));
-/// ```
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| {
-        format!("{text:?} is not a duration ({e}); use e.g. \"1s\", \"500ms\", \"2m\"")
-    })
-}
+pub use crate::fields::parse_duration;
 
 /// Parses a size: an integer (bytes) or a string such as `"64MiB"`, `"16 KiB"`,
 /// `"1GiB"`, `"512B"` (`KB`/`MB`/`GB` are decimal: 1000-based).

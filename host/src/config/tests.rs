@@ -135,15 +135,20 @@ fn full_job_parses_with_both_input_syntaxes() {
         path,
         format: Format::Csv,
         key,
+        timestamp: None,
     };
     let stdin = StdinConfig {
         format: Format::Jsonl,
         key: None,
+        timestamp: None,
     };
     let generator = GeneratorConfig {
         count: 100,
         words: 7,
         seed: 42,
+        start: 0,
+        step: 1,
+        disorder: 0,
     };
     let connectors: Vec<&dyn SourceConnector> = job.sources.iter().map(|s| &*s.connector).collect();
     let expected: [&dyn SourceConnector; 3] = [&file, &stdin, &generator];

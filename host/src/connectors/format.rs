@@ -2,9 +2,15 @@
 //! records. `lines` and `jsonl` (`LineReader`) read any buffered input, a
 //! file or stdin; `csv` (`CsvReader`) reads a file with a header row.
 //!
+//! With `timestamp`, each record's event time is read from a field (jsonl)
+//! or column (csv) ([`TimestampField`]); a record without a valid one fails
+//! the source or, with `on_bad_timestamp = "skip"`, is dropped and counted
+//! ([`SourceReader::skipped`]).
+//!
 //! Invariant: a reader's offset (`byte`, `records`) is the position right
-//! after the last record returned, and a batch of a replayable input ends at
-//! a line (or row) end, so seeking to `byte` resumes at the next record.
+//! after the last record read (returned or dropped), and a batch of a
+//! replayable input ends at a line (or row) end, so seeking to `byte`
+//! resumes at the next record.
 
 use std::fs::File;
 use std::io::BufRead;
@@ -13,7 +19,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::jsonl::{Time, read_fields, shown};
 use super::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
+use super::time::parse_cell;
 use crate::dataflow::Batch;
 
 /// Record format of a source.
@@ -26,6 +34,78 @@ pub enum Format {
     Jsonl,
     /// Comma-separated values with a header row.
     Csv,
+}
+
+/// What a source does with a record whose timestamp is missing or invalid
+/// (`on_bad_timestamp`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnBadTimestamp {
+    /// The source fails, naming the file and line (the default).
+    #[default]
+    Fail,
+    /// The record is dropped and counted ([`SourceReader::skipped`]).
+    Skip,
+}
+
+/// Where a `jsonl` or `csv` source finds each record's event time
+/// (`timestamp = "<field>"`): a field or column holding integer
+/// milliseconds since the Unix epoch or an RFC 3339 date-time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimestampField {
+    /// The field (jsonl) or column (csv).
+    pub field: String,
+    /// What to do with a record without a valid timestamp.
+    pub on_bad: OnBadTimestamp,
+}
+
+/// The settings `timestamp` and `on_bad_timestamp` of a source of `format`,
+/// checked: both need a format with fields, and `on_bad_timestamp` needs
+/// `timestamp`.
+pub(crate) fn timestamp_setting(
+    format: Format,
+    field: Option<String>,
+    on_bad: Option<OnBadTimestamp>,
+) -> Result<Option<TimestampField>, String> {
+    let Some(field) = field else {
+        return match on_bad {
+            Some(_) => Err(
+                "`on_bad_timestamp` needs `timestamp`; add timestamp = \"<field>\" \
+                 or remove on_bad_timestamp"
+                    .into(),
+            ),
+            None => Ok(None),
+        };
+    };
+    if format == Format::Lines {
+        return Err(
+            "`timestamp` needs format = \"jsonl\" or \"csv\": a line has no fields; \
+             set the format or remove timestamp"
+                .into(),
+        );
+    }
+    if field.is_empty() {
+        return Err("`timestamp` is empty; name the field that holds the event time".into());
+    }
+    Ok(Some(TimestampField {
+        field,
+        on_bad: on_bad.unwrap_or_default(),
+    }))
+}
+
+impl TimestampField {
+    /// The message of a record whose `what` (`field` or `column`) holds
+    /// `found` (as [`shown`]), or nothing (`None`).
+    fn bad(&self, what: &str, found: Option<&str>) -> String {
+        let field = &self.field;
+        let found = match found {
+            Some(found) => format!(
+                "{what} `{field}` is {found}, not milliseconds since the epoch or an RFC 3339 time"
+            ),
+            None => format!("no {what} `{field}` (the timestamp)"),
+        };
+        format!("{found}; fix the record or set on_bad_timestamp = \"skip\"")
+    }
 }
 
 /// The record key of a JSON object for key field `key`.
@@ -89,30 +169,78 @@ pub(crate) struct LineParser {
     pub(crate) format: Format,
     /// The key field of `jsonl` records.
     pub(crate) key: Option<String>,
+    /// The event-time field of `jsonl` records.
+    pub(crate) timestamp: Option<TimestampField>,
+    /// Records dropped for a bad timestamp so far.
+    pub(crate) skipped: u64,
 }
 
 impl LineParser {
-    /// Adds line number `number` (without its line break) to `batch`.
-    fn add(&self, batch: &mut Batch, line: &[u8], number: u64) -> Result<(), SourceError> {
+    /// A parser of source `id` reading `path`, with nothing skipped yet.
+    pub(crate) fn new(
+        id: String,
+        path: String,
+        format: Format,
+        key: Option<String>,
+        timestamp: Option<TimestampField>,
+    ) -> Self {
+        LineParser {
+            id,
+            path,
+            format,
+            key,
+            timestamp,
+            skipped: 0,
+        }
+    }
+
+    /// Adds line number `number` (without its line break) to `batch`, or
+    /// counts it as skipped.
+    fn add(&mut self, batch: &mut Batch, line: &[u8], number: u64) -> Result<(), SourceError> {
         let mut line = line;
         while let [rest @ .., b'\r'] = line {
             line = rest;
         }
-        match (self.format, &self.key) {
-            (Format::Jsonl, _) if line.iter().all(u8::is_ascii_whitespace) => {}
-            (Format::Jsonl, None) => batch.push(None, line, None),
-            (Format::Jsonl, Some(k)) => {
+        match self.format {
+            Format::Jsonl if line.iter().all(u8::is_ascii_whitespace) => {}
+            Format::Jsonl if self.key.is_none() && self.timestamp.is_none() => {
+                batch.push(None, line, None)
+            }
+            Format::Jsonl => {
                 let malformed = |message: String| SourceError::Malformed {
                     source_id: self.id.clone(),
                     path: self.path.clone(),
                     line: number,
                     message,
                 };
-                let parsed: Value = serde_json::from_slice(line)
+                let text =
+                    std::str::from_utf8(line).map_err(|e| malformed(format!("not JSON: {e}")))?;
+                let ts = self.timestamp.as_ref();
+                let fields = read_fields(text, self.key.as_deref(), ts.map(|t| &*t.field))
                     .map_err(|e| malformed(format!("not JSON: {e}")))?;
-                let key =
-                    json_key(&parsed, k).ok_or_else(|| malformed(format!("no key field `{k}`")))?;
-                batch.push(Some(&key), line, None);
+                let timestamp = match (ts, fields.time) {
+                    (None, _) => None,
+                    (Some(_), Time::Millis(ms)) => Some(ms),
+                    (Some(t), bad) if t.on_bad == OnBadTimestamp::Fail => {
+                        let found = match &bad {
+                            Time::Bad(found) => Some(found.as_str()),
+                            _ => None,
+                        };
+                        return Err(malformed(t.bad("field", found)));
+                    }
+                    (Some(_), _) => {
+                        self.skipped += 1;
+                        return Ok(());
+                    }
+                };
+                let key = match &self.key {
+                    None => None,
+                    Some(k) => {
+                        let key = fields.key;
+                        Some(key.ok_or_else(|| malformed(format!("no key field `{k}`")))?)
+                    }
+                };
+                batch.push(key.as_deref(), line, timestamp);
             }
             // `lines`: the key is the line itself.
             _ => batch.push_keyed_by_value(line, None),
@@ -195,6 +323,10 @@ impl SourceReader for LineReader {
     fn replayable(&self) -> bool {
         self.replayable
     }
+
+    fn skipped(&self) -> u64 {
+        self.parser.skipped
+    }
 }
 
 /// A reader of CSV `file`, whose first row is the header.
@@ -204,12 +336,14 @@ pub(crate) fn csv_reader(file: File) -> csv::Reader<File> {
         .from_reader(file)
 }
 
-/// Reads the header row of `reader`, refusing one without the column `key`:
-/// the one check of both `weir validate` (through the job file's checks)
-/// and opening the source. The message is about row 1 of the file.
+/// Reads the header row of `reader`, refusing one without a column that
+/// `columns` names (each a setting, `key` or `timestamp`, and the column it
+/// names, if set): the one check of both `weir validate` (through the job
+/// file's checks) and opening the source. The message is about row 1 of the
+/// file.
 pub(crate) fn csv_header(
     reader: &mut csv::Reader<File>,
-    key: Option<&str>,
+    columns: &[(&str, Option<&str>)],
 ) -> Result<Vec<String>, String> {
     let headers: Vec<String> = reader
         .headers()
@@ -217,13 +351,15 @@ pub(crate) fn csv_header(
         .iter()
         .map(str::to_string)
         .collect();
-    if let Some(k) = key
-        && !headers.iter().any(|h| h == k)
-    {
-        return Err(format!(
-            "the header row has no column `{k}` (columns: {}); fix `key` or the header",
-            headers.join(", ")
-        ));
+    for (setting, column) in columns {
+        if let Some(c) = column
+            && !headers.iter().any(|h| h == c)
+        {
+            return Err(format!(
+                "the header row has no column `{c}` (columns: {}); fix `{setting}` or the header",
+                headers.join(", ")
+            ));
+        }
     }
     Ok(headers)
 }
@@ -235,23 +371,31 @@ pub(crate) struct CsvReader {
     reader: csv::Reader<File>,
     headers: Vec<String>,
     key: Option<String>,
+    timestamp: Option<TimestampField>,
     records: u64,
+    skipped: u64,
 }
 
 impl CsvReader {
-    /// Reads the header row of `file` (checking that it has the column
-    /// `key`), then seeks to `byte`, after `records` rows, if given.
+    /// Reads the header row of `file` (checking that it has the columns
+    /// `key` and `timestamp`), then seeks to `byte`, after `records` rows,
+    /// if given.
     pub(crate) fn open(
         id: String,
         path: &Path,
         file: File,
         key: Option<String>,
+        timestamp: Option<TimestampField>,
         byte: Option<u64>,
         records: u64,
     ) -> Result<Self, SourceError> {
         let mut reader = csv_reader(file);
+        let columns = [
+            ("key", key.as_deref()),
+            ("timestamp", timestamp.as_ref().map(|t| &*t.field)),
+        ];
         let headers =
-            csv_header(&mut reader, key.as_deref()).map_err(|message| SourceError::Malformed {
+            csv_header(&mut reader, &columns).map_err(|message| SourceError::Malformed {
                 source_id: id.clone(),
                 path: path.display().to_string(),
                 line: 1,
@@ -272,8 +416,19 @@ impl CsvReader {
             reader,
             headers,
             key,
+            timestamp,
             records,
+            skipped: 0,
         })
+    }
+
+    fn malformed(&self, line: u64, message: String) -> SourceError {
+        SourceError::Malformed {
+            source_id: self.id.clone(),
+            path: self.path.display().to_string(),
+            line,
+            message,
+        }
     }
 }
 
@@ -282,15 +437,10 @@ impl SourceReader for CsvReader {
         let mut batch = Batch::with_capacity(max, 0);
         let mut row = csv::StringRecord::new();
         while batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
-            let more = self
-                .reader
-                .read_record(&mut row)
-                .map_err(|e| SourceError::Malformed {
-                    source_id: self.id.clone(),
-                    path: self.path.display().to_string(),
-                    line: e.position().map_or(0, |p| p.line()),
-                    message: e.to_string(),
-                })?;
+            let more = self.reader.read_record(&mut row).map_err(|e| {
+                let line = e.position().map_or(0, |p| p.line());
+                self.malformed(line, e.to_string())
+            })?;
             if !more {
                 break;
             }
@@ -299,15 +449,38 @@ impl SourceReader for CsvReader {
             for (h, v) in self.headers.iter().zip(row.iter()) {
                 obj.insert(h.clone(), Value::String(v.to_string()));
             }
+            let timestamp = match &self.timestamp {
+                None => None,
+                Some(t) => {
+                    // The header has the column, so every row has the cell.
+                    let cell = obj.get(&t.field).and_then(Value::as_str).unwrap_or("");
+                    match parse_cell(cell) {
+                        Some(ms) => Some(ms),
+                        None if t.on_bad == OnBadTimestamp::Skip => {
+                            self.skipped += 1;
+                            continue;
+                        }
+                        None => {
+                            let line = row.position().map_or(0, |p| p.line());
+                            let message = t.bad("column", Some(&shown(cell)));
+                            return Err(self.malformed(line, message));
+                        }
+                    }
+                }
+            };
             let value = Value::Object(obj);
             let key = self.key.as_ref().and_then(|k| json_key(&value, k));
-            batch.push(key.as_deref(), value.to_string().as_bytes(), None);
+            batch.push(key.as_deref(), value.to_string().as_bytes(), timestamp);
         }
         Ok(if batch.is_empty() { None } else { Some(batch) })
     }
 
     fn offset(&self) -> Value {
         json!({"byte": self.reader.position().byte(), "records": self.records})
+    }
+
+    fn skipped(&self) -> u64 {
+        self.skipped
     }
 }
 
@@ -325,12 +498,13 @@ pub(crate) mod tests {
 
     /// The parser of a test input `test` of source `in`.
     pub(crate) fn test_parser(format: Format, key: Option<&str>) -> LineParser {
-        LineParser {
-            id: "in".into(),
-            path: "test".into(),
+        LineParser::new(
+            "in".into(),
+            "test".into(),
             format,
-            key: key.map(str::to_string),
-        }
+            key.map(str::to_string),
+            None,
+        )
     }
 
     /// Every record's value, reading batches of at most `max`.
@@ -416,5 +590,205 @@ pub(crate) mod tests {
         let mut r = reader(b"{}\n", 64, Format::Jsonl, Some("k"));
         let err = r.read_batch(10).unwrap_err().to_string();
         assert!(err.contains("no key field `k`"), "{err}");
+    }
+
+    /// A `jsonl` reader of `input` whose timestamps are in field `ts`.
+    fn timed(input: &str, key: Option<&str>, on_bad: OnBadTimestamp) -> LineReader {
+        let mut r = reader(input.as_bytes(), 16, Format::Jsonl, key);
+        r.parser.timestamp = Some(TimestampField {
+            field: "ts".into(),
+            on_bad,
+        });
+        r
+    }
+
+    /// A record's key and timestamp.
+    type Stamp = (Option<String>, Option<i64>);
+
+    /// Every record's key and timestamp.
+    fn stamps(r: &mut dyn SourceReader) -> Result<Vec<Stamp>, SourceError> {
+        let mut out = Vec::new();
+        while let Some(batch) = r.read_batch(2)? {
+            let key = |k: Option<&[u8]>| k.map(|k| String::from_utf8(k.to_vec()).unwrap());
+            out.extend(batch.iter().map(|rec| (key(rec.key), rec.timestamp)));
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn jsonl_timestamps_are_milliseconds_or_rfc3339() {
+        let input = concat!(
+            "{\"k\":\"a\",\"ts\":1700000000000}\n",
+            "\n",
+            "{\"ts\":\"2026-12-01T15:30:00Z\",\"k\":\"b\"}\r\n",
+            "{\"k\":\"c\",\"ts\":\"2026-12-01T15:30:00.250+01:00\",\"x\":[1,{}]}\n",
+            "{\"k\":\"d\",\"ts\":-5}",
+        );
+        let mut r = timed(input, Some("k"), OnBadTimestamp::Fail);
+        let want = [
+            (Some("a".into()), Some(1_700_000_000_000)),
+            (Some("b".into()), Some(1_796_139_000_000)),
+            (Some("c".into()), Some(1_796_135_400_250)),
+            (Some("d".into()), Some(-5)),
+        ];
+        assert_eq!(stamps(&mut r).unwrap(), want);
+        assert_eq!((r.skipped(), r.records), (0, 5));
+        // Without `key`, the record has no key but its timestamp.
+        let mut r = timed("{\"ts\":7}\n", None, OnBadTimestamp::Fail);
+        assert_eq!(stamps(&mut r).unwrap(), [(None, Some(7))]);
+    }
+
+    /// Each kind of bad timestamp fails the source, naming the line and
+    /// what the field holds.
+    #[test]
+    fn a_bad_jsonl_timestamp_names_the_line_and_what_was_found() {
+        let cases = [
+            (
+                "{\"ts\":\"yesterday\"}",
+                "field `ts` is \"yesterday\", not milliseconds",
+            ),
+            ("{\"ts\":1.5}", "field `ts` is 1.5, not"),
+            ("{\"ts\":null}", "field `ts` is null, not"),
+            ("{\"ts\":true}", "field `ts` is true, not"),
+            ("{\"ts\":{}}", "field `ts` is an object, not"),
+            ("{\"ts\":99999999999999999999}", "field `ts` is 1e+20, not"),
+            (
+                "{\"ts\":\"2026-02-30T00:00:00Z\"}",
+                "field `ts` is \"2026-02-30T00:00:00Z\"",
+            ),
+            ("{\"t\":1}", "no field `ts` (the timestamp)"),
+            ("[1]", "no field `ts`"),
+        ];
+        for (line, found) in cases {
+            let input = format!("{{\"ts\":1}}\n\n{line}\n");
+            let mut r = timed(&input, None, OnBadTimestamp::Fail);
+            let err = stamps(&mut r).unwrap_err().to_string();
+            assert!(err.starts_with("source `in`: test:3: "), "{err}");
+            assert!(err.contains(found), "{line}: {err}");
+            assert!(
+                err.ends_with("; fix the record or set on_bad_timestamp = \"skip\""),
+                "{err}"
+            );
+        }
+        let mut r = timed("{\"ts\":1,}\n", None, OnBadTimestamp::Fail);
+        let err = stamps(&mut r).unwrap_err().to_string();
+        assert!(err.contains("test:1: not JSON"), "{err}");
+        // Not UTF-8: not JSON, even where the field would be skipped.
+        let mut r = reader(b"{\"ts\":\"\xff\"}\n", 16, Format::Jsonl, None);
+        r.parser.timestamp = Some(TimestampField {
+            field: "ts".into(),
+            on_bad: OnBadTimestamp::Skip,
+        });
+        assert!(
+            stamps(&mut r)
+                .unwrap_err()
+                .to_string()
+                .contains("test:1: not JSON")
+        );
+    }
+
+    /// With `skip`, records with a bad timestamp are dropped and counted,
+    /// but still read: a key error is not hidden by an earlier skip.
+    #[test]
+    fn skipped_jsonl_records_are_counted() {
+        let input = "{\"ts\":1}\n{\"ts\":\"x\"}\n{}\n{\"ts\":4}\n{\"ts\":null}\n";
+        let mut r = timed(input, None, OnBadTimestamp::Skip);
+        assert_eq!(stamps(&mut r).unwrap(), [(None, Some(1)), (None, Some(4))]);
+        assert_eq!((r.skipped(), r.records), (3, 5));
+        assert_eq!(r.offset(), json!({"byte": input.len(), "records": 5}));
+        let mut r = timed(
+            "{\"ts\":\"x\"}\n{\"ts\":2}\n",
+            Some("k"),
+            OnBadTimestamp::Skip,
+        );
+        let err = stamps(&mut r).unwrap_err().to_string();
+        assert!(err.contains("test:2: no key field `k`"), "{err}");
+        assert_eq!(r.skipped(), 1);
+    }
+
+    #[test]
+    fn timestamp_settings_need_a_format_with_fields() {
+        let ts = Some("ts".to_owned());
+        let err = timestamp_setting(Format::Lines, ts.clone(), None).unwrap_err();
+        assert!(
+            err.starts_with(
+                "`timestamp` needs format = \"jsonl\" or \"csv\": a line has no fields"
+            )
+        );
+        let err = timestamp_setting(Format::Jsonl, None, Some(OnBadTimestamp::Skip)).unwrap_err();
+        assert!(
+            err.starts_with("`on_bad_timestamp` needs `timestamp`"),
+            "{err}"
+        );
+        let err = timestamp_setting(Format::Lines, None, Some(OnBadTimestamp::Fail)).unwrap_err();
+        assert!(
+            err.starts_with("`on_bad_timestamp` needs `timestamp`"),
+            "{err}"
+        );
+        assert!(timestamp_setting(Format::Csv, Some(String::new()), None).is_err());
+        assert_eq!(timestamp_setting(Format::Lines, None, None), Ok(None));
+        let want = TimestampField {
+            field: "ts".into(),
+            on_bad: OnBadTimestamp::Fail,
+        };
+        assert_eq!(timestamp_setting(Format::Csv, ts, None), Ok(Some(want)));
+    }
+
+    /// A CSV reader of `text` (written to a file in `dir`), timestamps in
+    /// column `ts`.
+    fn csv(dir: &Path, text: &str, on_bad: OnBadTimestamp) -> Result<CsvReader, SourceError> {
+        let path = dir.join("in.csv");
+        std::fs::write(&path, text).unwrap();
+        let ts = TimestampField {
+            field: "ts".into(),
+            on_bad,
+        };
+        let file = File::open(&path).unwrap();
+        CsvReader::open(
+            "in".into(),
+            &path,
+            file,
+            Some("k".into()),
+            Some(ts),
+            None,
+            0,
+        )
+    }
+
+    #[test]
+    fn csv_timestamps_are_cells_of_milliseconds_or_rfc3339() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "k,ts\na,1700000000000\nb,-3\nc,2026-12-01T15:30:00Z\n";
+        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
+        let want = [
+            (Some("a".into()), Some(1_700_000_000_000)),
+            (Some("b".into()), Some(-3)),
+            (Some("c".into()), Some(1_796_139_000_000)),
+        ];
+        assert_eq!(stamps(&mut r).unwrap(), want);
+
+        let text = "k,ts\na,1\nb,1.5\nc,\nd,4\n";
+        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
+        let err = stamps(&mut r).unwrap_err().to_string();
+        assert!(
+            err.contains("in.csv:3: column `ts` is \"1.5\", not milliseconds since the epoch"),
+            "{err}"
+        );
+        let mut r = csv(dir.path(), text, OnBadTimestamp::Skip).unwrap();
+        assert_eq!(
+            stamps(&mut r).unwrap(),
+            [(Some("a".into()), Some(1)), (Some("d".into()), Some(4))]
+        );
+        assert_eq!((r.skipped(), r.records), (2, 4));
+
+        let err = csv(dir.path(), "k,t\na,1\n", OnBadTimestamp::Fail)
+            .err()
+            .unwrap();
+        let err = err.to_string();
+        assert!(
+            err.contains("in.csv:1: the header row has no column `ts`"),
+            "{err}"
+        );
+        assert!(err.contains("fix `timestamp` or the header"), "{err}");
     }
 }

@@ -16,10 +16,12 @@
 pub mod file;
 pub mod format;
 pub mod generator;
+mod jsonl;
 pub mod sink;
 pub mod source;
 pub mod stdin;
 pub mod stdout;
+mod time;
 
 use std::any::Any;
 use std::fmt::Debug;

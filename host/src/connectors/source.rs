@@ -67,4 +67,10 @@ pub trait SourceReader: Send {
     fn replayable(&self) -> bool {
         true
     }
+    /// Records dropped so far since this reader was opened (a bad
+    /// timestamp with `on_bad_timestamp = "skip"`). A dropped record is
+    /// read all the same: [`offset`](Self::offset) is past it.
+    fn skipped(&self) -> u64 {
+        0
+    }
 }

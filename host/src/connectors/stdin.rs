@@ -14,7 +14,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
-use super::format::{Format, LineParser, LineReader};
+use super::format::{
+    Format, LineParser, LineReader, OnBadTimestamp, TimestampField, timestamp_setting,
+};
 use super::source::{SourceError, SourceReader};
 use super::{BuildSource, SourceConnector, SourceType};
 use crate::fields::from_table;
@@ -22,7 +24,7 @@ use crate::fields::from_table;
 /// The registry entry of `type = "stdin"`.
 pub const SOURCE: SourceType = SourceType {
     name: "stdin",
-    keys: &["format", "key"],
+    keys: &["format", "key", "timestamp", "on_bad_timestamp"],
     read: StdinConfig::read,
 };
 
@@ -34,6 +36,9 @@ pub struct StdinConfig {
     pub format: Format,
     /// Field used as record key (`key`, jsonl); ignored for `lines`.
     pub key: Option<String>,
+    /// Field holding each record's event time (`timestamp` and
+    /// `on_bad_timestamp`, jsonl); without it records have no timestamp.
+    pub timestamp: Option<TimestampField>,
 }
 
 impl StdinConfig {
@@ -43,12 +48,16 @@ impl StdinConfig {
         struct Raw {
             format: Option<Format>,
             key: Option<String>,
+            timestamp: Option<String>,
+            on_bad_timestamp: Option<OnBadTimestamp>,
         }
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |_: &Path| {
+            let format = raw.format.unwrap_or(Format::Lines);
             Ok(Arc::new(StdinConfig {
-                format: raw.format.unwrap_or(Format::Lines),
+                format,
                 key: raw.key,
+                timestamp: timestamp_setting(format, raw.timestamp, raw.on_bad_timestamp)?,
             }))
         }))
     }
@@ -64,12 +73,13 @@ impl SourceConnector for StdinConfig {
                 message: "csv is not supported on stdin; use lines or jsonl".into(),
             });
         }
-        let parser = LineParser {
-            id: id.to_owned(),
-            path: "stdin".into(),
-            format: self.format,
-            key: self.key.clone(),
-        };
+        let parser = LineParser::new(
+            id.to_owned(),
+            "stdin".into(),
+            self.format,
+            self.key.clone(),
+            self.timestamp.clone(),
+        );
         let records = offset
             .and_then(|o| o.get("records"))
             .and_then(Value::as_u64)

@@ -115,6 +115,7 @@ pub(crate) fn start_threads(
                 counters: node(&s.id),
             },
             watermark: open.watermark,
+            metrics: node(&s.id),
         };
         threads.spawn(s.id.clone(), &format!("src-{}", s.id), move || {
             task.stream_batches()

@@ -23,12 +23,14 @@ pub struct RunSummary {
     pub duration: Duration,
     /// Restarts after failures (see the job's `[restart]` strategy).
     pub restarts: u32,
-    /// Per node (sources, operators, sinks in job order): id, records in, records out.
-    pub nodes: Vec<(String, u64, u64)>,
+    /// Per node (sources, operators, sinks in job order): id, records in,
+    /// records out, records skipped (by a source, for a bad timestamp).
+    pub nodes: Vec<(String, u64, u64, u64)>,
 }
 
-/// Per node of `metrics`, in job order: id, records in, records out.
-pub(crate) fn node_counts(metrics: &JobMetrics) -> Vec<(String, u64, u64)> {
+/// Per node of `metrics`, in job order: id, records in, records out,
+/// records skipped.
+pub(crate) fn node_counts(metrics: &JobMetrics) -> Vec<(String, u64, u64, u64)> {
     metrics
         .nodes
         .iter()
@@ -37,6 +39,7 @@ pub(crate) fn node_counts(metrics: &JobMetrics) -> Vec<(String, u64, u64)> {
                 id.clone(),
                 m.records_in.load(Ordering::Relaxed),
                 m.records_out.load(Ordering::Relaxed),
+                m.records_skipped.load(Ordering::Relaxed),
             )
         })
         .collect()
@@ -63,11 +66,15 @@ pub fn format_summary(job: &Job, s: &RunSummary) -> String {
         },
     );
     let width = s.nodes.iter().map(|n| n.0.len()).max().unwrap_or(0);
-    for (id, records_in, records_out) in &s.nodes {
+    for (id, records_in, records_out, skipped) in &s.nodes {
         let kind = node_kind(job, id);
         out.push_str(&format!(
-            "  {kind:<8} {id:<width$}  in {records_in:>12}  out {records_out:>12}\n"
+            "  {kind:<8} {id:<width$}  in {records_in:>12}  out {records_out:>12}"
         ));
+        if *skipped > 0 {
+            out.push_str(&format!("  skipped {skipped} (bad timestamp)"));
+        }
+        out.push('\n');
     }
     out
 }
@@ -90,19 +97,27 @@ fn node_kind(job: &Job, id: &str) -> &'static str {
 /// {"job": "wordcount", "finished": true, "duration_secs": 1.25,
 ///  "checkpoints": 3, "last_checkpoint": 3, "restored_from": null,
 ///  "restarts": 0,
-///  "nodes": [{"id": "text", "kind": "source", "records_in": 0, "records_out": 9}]}
+///  "nodes": [{"id": "text", "kind": "source", "records_in": 0, "records_out": 9,
+///             "records_skipped": 0}]}
 /// ```
+///
+/// `records_skipped` is only on sources.
 pub fn summary_json(job: &Job, s: &RunSummary) -> serde_json::Value {
     let nodes: Vec<serde_json::Value> = s
         .nodes
         .iter()
-        .map(|(id, records_in, records_out)| {
-            serde_json::json!({
+        .map(|(id, records_in, records_out, skipped)| {
+            let kind = node_kind(job, id);
+            let mut node = serde_json::json!({
                 "id": id,
-                "kind": node_kind(job, id),
+                "kind": kind,
                 "records_in": records_in,
                 "records_out": records_out,
-            })
+            });
+            if kind == "source" {
+                node["records_skipped"] = (*skipped).into();
+            }
+            node
         })
         .collect();
     serde_json::json!({

@@ -14,6 +14,8 @@
 //!   outgoing channel; at the end of its input a source sends the end of
 //!   time ([`SourceWatermark`]).
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -25,6 +27,7 @@ use crate::dataflow::cancel::{Cancelled, POLL};
 use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, Msg, SourceCtl};
 use crate::dataflow::watermark::SourceWatermark;
+use crate::metrics::NodeMetrics;
 use crate::tasks::Shared;
 
 /// The offset field holding the highest timestamp a source sent.
@@ -63,6 +66,8 @@ pub(crate) struct SourceTask {
     pub out: Output,
     /// Its watermark state.
     pub watermark: SourceWatermark,
+    /// Its counters (records skipped; `out` counts what is sent).
+    pub metrics: Arc<NodeMetrics>,
 }
 
 impl SourceTask {
@@ -77,7 +82,10 @@ impl SourceTask {
             ctl,
             mut out,
             mut watermark,
+            metrics,
         } = self;
+        // What `reader.skipped()` said last, so each skip is counted once.
+        let mut skipped = 0;
         let mut at_end = false;
         // With a rate limit, small batches (about 20 per second) keep it smooth.
         let batch_size = rate.map_or(batch_size, |r| batch_size.min((r / 20).max(1) as usize));
@@ -138,7 +146,13 @@ impl SourceTask {
                 continue;
             }
             idle = false;
-            match reader.read_batch(batch_size) {
+            let read = reader.read_batch(batch_size);
+            let now_skipped = reader.skipped();
+            metrics
+                .records_skipped
+                .fetch_add(now_skipped - skipped, Ordering::Relaxed);
+            skipped = now_skipped;
+            match read {
                 Ok(Some(batch)) if batch.is_empty() => idle = true,
                 Ok(Some(batch)) => {
                     sent += batch.len() as u64;

@@ -17,7 +17,8 @@ use serde_json::Value;
 use toml::Table;
 
 use crate::connectors::format::{
-    CsvReader, Format, LineParser, LineReader, csv_header, csv_reader,
+    CsvReader, Format, LineParser, LineReader, OnBadTimestamp, TimestampField, csv_header,
+    csv_reader, timestamp_setting,
 };
 use crate::connectors::source::{SourceError, SourceReader};
 use crate::connectors::{BuildSource, SourceConnector, SourceType};
@@ -26,7 +27,7 @@ use crate::fields::{from_table, relative_to, resolve};
 /// The registry entry of `type = "file"` sources.
 pub const SOURCE: SourceType = SourceType {
     name: "file",
-    keys: &["path", "format", "key"],
+    keys: &["path", "format", "key", "timestamp", "on_bad_timestamp"],
     read: FileSourceConfig::read,
 };
 
@@ -40,6 +41,9 @@ pub struct FileSourceConfig {
     /// Field or column used as record key (`key`, jsonl/csv); ignored for
     /// `lines`.
     pub key: Option<String>,
+    /// Field or column holding each record's event time (`timestamp` and
+    /// `on_bad_timestamp`, jsonl/csv); without it records have no timestamp.
+    pub timestamp: Option<TimestampField>,
 }
 
 impl FileSourceConfig {
@@ -50,13 +54,17 @@ impl FileSourceConfig {
             path: Option<String>,
             format: Option<Format>,
             key: Option<String>,
+            timestamp: Option<String>,
+            on_bad_timestamp: Option<OnBadTimestamp>,
         }
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |dir: &Path| {
+            let format = raw.format.unwrap_or(Format::Lines);
             Ok(Arc::new(FileSourceConfig {
                 path: resolve(dir, "path", raw.path)?,
-                format: raw.format.unwrap_or(Format::Lines),
+                format,
                 key: raw.key,
+                timestamp: timestamp_setting(format, raw.timestamp, raw.on_bad_timestamp)?,
             }))
         }))
     }
@@ -96,9 +104,9 @@ impl SourceConnector for FileSourceConfig {
             });
         }
         if self.format == Format::Csv {
-            let key = self.key.clone();
+            let (key, timestamp) = (self.key.clone(), self.timestamp.clone());
             return Ok(Box::new(CsvReader::open(
-                id, path, file, key, byte, records,
+                id, path, file, key, timestamp, byte, records,
             )?));
         }
         let mut reader = BufReader::with_capacity(256 << 10, file);
@@ -110,12 +118,13 @@ impl SourceConnector for FileSourceConfig {
                 path: path.display().to_string(),
                 error,
             })?;
-        let parser = LineParser {
+        let parser = LineParser::new(
             id,
-            path: path.display().to_string(),
-            format: self.format,
-            key: self.key.clone(),
-        };
+            path.display().to_string(),
+            self.format,
+            self.key.clone(),
+            self.timestamp.clone(),
+        );
         let reader = LineReader::new(Box::new(reader), parser, pos, records, true);
         Ok(Box::new(reader))
     }
@@ -124,8 +133,8 @@ impl SourceConnector for FileSourceConfig {
         Some(&self.path)
     }
 
-    /// The file must exist; a `csv` file's header must have the `key`
-    /// column (a header that cannot be read is a warning: the run says why).
+    /// The file must exist; a `csv` file's header must have the `key` and
+    /// `timestamp` columns (a header that cannot be read is a warning: the run says why).
     fn check_files(&self, dir: &Path) -> Result<(), String> {
         let path = self.path.display();
         if !self.path.is_file() {
@@ -144,7 +153,11 @@ impl SourceConnector for FileSourceConfig {
                 return Ok(());
             }
         };
-        let header = csv_header(&mut csv_reader(file), self.key.as_deref());
+        let columns = [
+            ("key", self.key.as_deref()),
+            ("timestamp", self.timestamp.as_ref().map(|t| &*t.field)),
+        ];
+        let header = csv_header(&mut csv_reader(file), &columns);
         header
             .map(drop)
             .map_err(|message| format!("{path}:1: {message}"))
@@ -182,6 +195,7 @@ mod tests {
                 path: path.clone(),
                 format,
                 key,
+                timestamp: None,
             };
             let all = values(source.open("s", None).unwrap().as_mut());
             let mut first = source.open("s", None).unwrap();
@@ -195,8 +209,87 @@ mod tests {
             path,
             format: Format::Lines,
             key: None,
+            timestamp: None,
         };
         let err = source.open("s", Some(&past)).err().unwrap().to_string();
         assert!(err.contains("is only"), "{err}");
+    }
+
+    /// With `on_bad_timestamp = "skip"`, the offset after any batch is past
+    /// the records skipped before it: reopening there neither replays nor
+    /// loses a record, wherever the batch ended.
+    #[test]
+    fn reopening_after_skipped_records_reads_exactly_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in");
+        let inputs = [
+            (
+                Format::Jsonl,
+                "{\"v\":1,\"ts\":1}\n{\"v\":2,\"ts\":\"x\"}\n{\"v\":3,\"ts\":3}\n\
+                 {\"v\":4}\n{\"v\":5,\"ts\":5}\n{\"v\":6,\"ts\":null}\n",
+            ),
+            (Format::Csv, "v,ts\n1,1\n2,x\n3,3\n4,\n5,5\n6,y\n"),
+        ];
+        for (format, text) in inputs {
+            std::fs::write(&path, text).unwrap();
+            let source = FileSourceConfig {
+                path: path.clone(),
+                format,
+                key: None,
+                timestamp: Some(TimestampField {
+                    field: "ts".into(),
+                    on_bad: OnBadTimestamp::Skip,
+                }),
+            };
+            let mut whole = source.open("s", None).unwrap();
+            let all = values(whole.as_mut());
+            assert_eq!(all.len(), 3, "{format:?}: {all:?}");
+            assert_eq!(whole.skipped(), 3);
+            for max in 1..=3 {
+                let mut first = source.open("s", None).unwrap();
+                let batch = first.read_batch(max).unwrap().unwrap();
+                let mut got: Vec<String> = batch
+                    .iter()
+                    .map(|r| String::from_utf8(r.value.to_vec()).unwrap())
+                    .collect();
+                let offset = first.offset();
+                got.extend(values(source.open("s", Some(&offset)).unwrap().as_mut()));
+                assert_eq!(got, all, "{format:?}, first batch of {max}");
+            }
+            let at_end = whole.offset();
+            let mut rest = source.open("s", Some(&at_end)).unwrap();
+            assert!(rest.read_batch(8).unwrap().is_none(), "{format:?}");
+        }
+    }
+
+    #[test]
+    fn timestamp_settings_are_read_and_checked() {
+        let read = |text: &str| (SOURCE.read)(text.parse().unwrap())?(Path::new("."));
+        let err = read("path = \"x\"\ntimestamp = \"ts\"").unwrap_err();
+        assert!(
+            err.contains("`timestamp` needs format = \"jsonl\" or \"csv\""),
+            "{err}"
+        );
+        let err =
+            read("path = \"x\"\nformat = \"jsonl\"\non_bad_timestamp = \"skip\"").unwrap_err();
+        assert!(
+            err.contains("`on_bad_timestamp` needs `timestamp`"),
+            "{err}"
+        );
+        let err =
+            read("path = \"x\"\nformat = \"csv\"\ntimestamp = \"t\"\non_bad_timestamp = \"drop\"");
+        assert!(err.unwrap_err().contains("unknown variant `drop`"));
+        let ok =
+            read("path = \"x\"\nformat = \"csv\"\ntimestamp = \"t\"\non_bad_timestamp = \"skip\"");
+        let want: Arc<dyn SourceConnector> = Arc::new(FileSourceConfig {
+            path: PathBuf::from("./x"),
+            format: Format::Csv,
+            key: None,
+            timestamp: Some(TimestampField {
+                field: "t".into(),
+                on_bad: OnBadTimestamp::Skip,
+            }),
+        });
+        assert!(ok.unwrap() == want);
     }
 }
