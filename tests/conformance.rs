@@ -1046,7 +1046,6 @@ fn python_reconcile_timeout_restores_pending_timers_across_languages() {
 /// fed in phases, see `weir_tests::streaming`) gives the same results and
 /// late records with the Python plugin as with the Rust one.
 #[test]
-#[ignore = "needs timestamps on jsonl sources (`timestamp`, branch i15-ts)"]
 fn python_streaming_reconcile_job_same_output_as_rust() {
     let test = "python_streaming_reconcile_job_same_output_as_rust";
     let Some(build) = build_of(polyglot::lang("python"), "reconcile", test) else {

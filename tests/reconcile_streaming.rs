@@ -2,10 +2,6 @@
 //! `weir run` job, `examples/reconcile-streaming/` and issue 15's Done-when:
 //! over a live stdin it commits `ONLY_A` rows while stdin is still open,
 //! and its final output equals the batch reconcile's.
-//!
-//! These runs need timestamps on jsonl sources (`timestamp = "ts"`, branch
-//! `i15-ts`): until it is merged they are ignored; run them with
-//! `cargo test -p weir-cli --test reconcile_streaming -- --include-ignored`.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -20,7 +16,6 @@ use weir_tests::streaming::{self, Script};
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 #[test]
-#[ignore = "needs timestamps on jsonl sources (`timestamp`, branch i15-ts)"]
 fn over_a_live_stdin_only_a_rows_are_committed_while_stdin_is_open_and_the_end_equals_the_batch_reconcile()
  {
     let script = Script::new();
@@ -59,7 +54,6 @@ fn over_a_live_stdin_only_a_rows_are_committed_while_stdin_is_open_and_the_end_e
 /// (which of the bank's out-of-order records are late depends on how far
 /// the payments file was read when they came).
 #[test]
-#[ignore = "needs timestamps on jsonl sources (`timestamp`, branch i15-ts)"]
 fn the_streaming_example_classifies_every_order_once() {
     let example = weir_tests::repo_root().join("examples/reconcile-streaming");
     let dir = tempfile::tempdir().unwrap();

@@ -96,7 +96,7 @@ pub fn orders_source(source: Source) -> Source {
     source
         .format("jsonl")
         .key("key")
-        .string("timestamp", "ts")
+        .timestamp("ts")
         .value("watermark", STREAMING_WATERMARK)
 }
 
