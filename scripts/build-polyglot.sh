@@ -8,6 +8,11 @@
 #
 # Usage: scripts/build-polyglot.sh [python|c|js|zig ...]   (default: all four)
 #
+# A Python operator is built against world `operator` (wit/world.wit) unless a
+# one-line file `world` next to its app.py names another, e.g.
+# `operator-timers` for event time and timers (plugins/python/reconcile/world).
+# The C, JavaScript and Zig operators are built against world `operator`.
+#
 # Toolchains are installed from the package registries only when missing, into
 # ~/.cache/weir-polyglot (or $WEIR_POLYGLOT_CACHE): a Python venv (venv/),
 # node_modules (js/), the Zig cache (zig-cache/) and `weir-polyglot`
@@ -115,12 +120,15 @@ ensure_python() {
 }
 
 build_python() {
-    local name="$1" src="$2" dst="$out/$1-py.wasm" hash files
-    mapfile -t files < <(find "$src" -name '*.py' -not -path '*/__pycache__/*' | sort)
+    local name="$1" src="$2" dst="$out/$1-py.wasm" hash files world=operator
+    mapfile -t files < <(find "$src" \( -name '*.py' -o -name world \) -not -path '*/__pycache__/*' | sort)
+    if [ -f "$src/world" ]; then
+        world="$(tr -d '[:space:]' <"$src/world")"
+    fi
     hash="$(inputs_hash "componentize-py $COMPONENTIZE_PY_VERSION" "${files[@]}")"
     up_to_date "$dst" "$hash" && return 0
-    say "python: $name (componentize-py, about a minute)"
-    (cd "$src" && "$py_venv/bin/componentize-py" -d "$root/wit" -w operator \
+    say "python: $name (componentize-py, world $world, about a minute)"
+    (cd "$src" && "$py_venv/bin/componentize-py" -d "$root/wit" -w "$world" \
         componentize -p "$src" app -o "$dst.tmp") >"$logs/$name-py.log" 2>&1 || {
         say "python: building $name failed:"
         tail -n 30 "$logs/$name-py.log" >&2

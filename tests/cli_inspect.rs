@@ -41,7 +41,7 @@ fn inspect_json_has_the_documented_shape() {
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["name"], "reconcile");
     assert_eq!(v["inputs"], serde_json::json!(["a", "b"]));
-    assert_eq!(v["outputs"], serde_json::json!(["out"]));
+    assert_eq!(v["outputs"], serde_json::json!(["out", "late"]));
     assert_eq!(v["state_version"], 1);
     assert_eq!(
         v["batches"], "flat",

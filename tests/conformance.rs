@@ -2,16 +2,25 @@
 //! JavaScript and Zig behave exactly like the Rust reference plugins.
 //!
 //! For every build of each operator (see `weir_tests::polyglot`):
-//! - the same scripted inputs give byte-for-byte the same outputs, errors (by
-//!   kind) and host state as the Rust build, through [`OperatorInstance`];
-//! - snapshot and restore round-trip, also across languages (state written by
-//!   the Rust build continues in the other build, and back);
+//! - the same scripted inputs give byte-for-byte the same outputs (port, key,
+//!   timestamp, value), errors (by kind), host state and timers as the Rust
+//!   build, at every checkpoint and at the end, through [`OperatorInstance`];
+//! - snapshot and restore round-trip, also across languages (state and timers
+//!   written by the Rust build continue in the other build, and back);
 //! - a `weir run` job gives the same output lines as with the Rust build;
 //! - a job survives SIGKILL and restores exactly-once;
 //! - a Rust `word-count` checkpoint restored with `--swap count=<other>.wasm`
 //!   keeps every count: state belongs to the host, not to a language;
 //! - an exception a Python plugin does not catch is in `weir run`'s final
 //!   error line, in Python's own words.
+//!
+//! Event time: the Python `reconcile` (world `operator-timers`) also
+//! implements `timeout`; scripts with watermark advances (`set_watermark`,
+//! then `fire_timers` as an instance task does) give the same outputs on
+//! `out` and `late`, state and timers as the Rust build, across restores and
+//! languages. The C, JavaScript and Zig builds stay on world `operator`,
+//! without `timeout` and without the `late` port: they prove that components
+//! of the old world keep working unchanged.
 //!
 //! A language whose toolchain cannot be installed on this machine fails the
 //! suite; `WEIR_POLYGLOT_OPTIONAL=1` skips it instead, with its reason
@@ -22,8 +31,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use weir::checkpoint::state::KeyedState;
+use weir::checkpoint::timers::{Domain, Timers};
 use weir::wasm::PluginReturned;
-use weir::{InstanceError, OperatorInstance, Plugin, Record, Runtime};
+use weir::{InstanceError, OperatorInfo, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
@@ -32,6 +42,7 @@ use weir_tests::jobs::{self, count_words};
 use weir_tests::pipeline::{XorShift, assert_same_lines, seed};
 use weir_tests::plugins;
 use weir_tests::polyglot::{self, Lang};
+use weir_tests::streaming::{self, Script};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -93,23 +104,65 @@ fn keyed(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Record {
     r
 }
 
+/// `key` keyed `value` at event time `ts`.
+fn stamped(key: Option<&str>, value: impl Into<Vec<u8>>, ts: i64) -> Record {
+    let mut r = Record::new(value.into());
+    r.key = key.map(|k| k.as_bytes().to_vec());
+    r.timestamp = Some(ts);
+    r
+}
+
 /// One call into an operator instance.
 #[derive(Clone)]
 enum Step {
     Process(u32, Vec<Record>),
+    /// The watermark advances to this: `set_watermark`, then the due
+    /// event-time timers fire, as an instance task does.
+    Watermark(i64),
     Checkpoint(u64),
     Finish,
 }
 
-/// What one step gave: the records emitted (key, value), or the kind of
-/// error (messages may be worded differently per language).
-type Outcome = Result<Vec<(Option<Vec<u8>>, String)>, String>;
+/// One emitted record: output port, key, timestamp, value.
+type Emitted = (u32, Option<Vec<u8>>, Option<i64>, String);
+
+/// What one step gave: the records emitted, or the kind of error (messages
+/// may be worded differently per language).
+type Outcome = Result<Vec<Emitted>, String>;
 
 /// Host state entries, in key order.
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// Every step's outcome and the final host state.
-type Trace = (Vec<Outcome>, Entries);
+/// What the host holds for an instance: keyed state, watermark and timers.
+#[derive(Debug, Clone, PartialEq)]
+struct Held {
+    state: Entries,
+    watermark: Option<i64>,
+    timers: Vec<(Domain, i64, Vec<u8>)>,
+}
+
+impl Held {
+    fn of(inst: &OperatorInstance) -> Self {
+        let t = inst.timers();
+        Held {
+            state: state_entries(inst.state()),
+            watermark: t.watermark(),
+            timers: [Domain::EventTime, Domain::ProcessingTime]
+                .into_iter()
+                .flat_map(|d| t.iter(d).map(move |(time, key)| (d, time, key.to_vec())))
+                .collect(),
+        }
+    }
+}
+
+/// Every step's outcome, what the host held after each checkpoint step,
+/// and at the end.
+#[derive(Debug)]
+struct Trace {
+    outcomes: Vec<Outcome>,
+    at_checkpoints: Vec<Held>,
+    end: Held,
+}
 
 fn error_kind(e: &InstanceError) -> String {
     match e {
@@ -131,76 +184,136 @@ fn state_entries(state: &KeyedState) -> Entries {
         .collect()
 }
 
-/// Runs `steps` on `inst`; returns each step's outcome.
-fn play(inst: &mut OperatorInstance, steps: &[Step]) -> Vec<Outcome> {
+/// Runs `steps` on `inst`; returns each step's outcome and what the host
+/// held after each checkpoint step.
+fn play(inst: &mut OperatorInstance, steps: &[Step]) -> (Vec<Outcome>, Vec<Held>) {
     let mut outcomes = Vec::new();
+    let mut at_checkpoints = Vec::new();
     for step in steps {
         let result = match step {
             Step::Process(port, batch) => inst.process(*port, batch),
+            Step::Watermark(w) => {
+                inst.set_watermark(*w);
+                inst.fire_timers(Domain::EventTime, *w).map(|_| ())
+            }
             Step::Checkpoint(id) => inst.on_checkpoint(*id),
             Step::Finish => inst.finish(),
         };
+        if matches!(step, Step::Checkpoint(_)) {
+            at_checkpoints.push(Held::of(inst));
+        }
         let out: Vec<_> = (0..inst.output_ports() as u32)
-            .flat_map(|p| inst.take_output(p))
-            .map(|r| (r.key, String::from_utf8_lossy(&r.value).into_owned()))
+            .flat_map(|p| inst.take_output(p).into_iter().map(move |r| (p, r)))
+            .map(|(p, r)| {
+                (
+                    p,
+                    r.key,
+                    r.timestamp,
+                    String::from_utf8_lossy(&r.value).into_owned(),
+                )
+            })
             .collect();
         outcomes.push(match result {
             Ok(()) => Ok(out),
             Err(e) => Err(error_kind(&e)),
         });
     }
-    outcomes
+    (outcomes, at_checkpoints)
 }
 
-/// Opens `plugin` with `config` and plays `steps`: the outcomes and the final
-/// host state, or the kind of the error `open` returned.
+/// Opens `plugin` with `config` and plays `steps`: its trace, or the kind of
+/// the error `open` returned.
 fn run(plugin: &Plugin, config: &str, steps: &[Step]) -> Result<Trace, String> {
     let mut inst = OperatorInstance::new(plugin, "op", 0, 1, config).map_err(|e| error_kind(&e))?;
-    let outcomes = play(&mut inst, steps);
-    Ok((outcomes, state_entries(inst.state())))
+    let (outcomes, at_checkpoints) = play(&mut inst, steps);
+    Ok(Trace {
+        outcomes,
+        at_checkpoints,
+        end: Held::of(&inst),
+    })
+}
+
+/// Panics, showing the first differences, unless `got` holds what `want`
+/// holds.
+fn assert_same_held(got: &Held, want: &Held, what: &str) {
+    if got.state != want.state {
+        let diff: Vec<_> = got
+            .state
+            .iter()
+            .zip(&want.state)
+            .filter(|(g, w)| g != w)
+            .take(3)
+            .map(|(g, w)| {
+                format!(
+                    "{:?}={:?} vs Rust {:?}={:?}",
+                    String::from_utf8_lossy(&g.0),
+                    String::from_utf8_lossy(&g.1),
+                    String::from_utf8_lossy(&w.0),
+                    String::from_utf8_lossy(&w.1)
+                )
+            })
+            .collect();
+        panic!(
+            "{what}: host state differs from the Rust build ({} vs {} entries): {diff:?}",
+            got.state.len(),
+            want.state.len()
+        );
+    }
+    assert_eq!(got.watermark, want.watermark, "{what}: watermark");
+    assert_eq!(got.timers, want.timers, "{what}: timers");
+}
+
+/// Asserts that trace `got` (of `what`) is trace `want` of the Rust build.
+fn assert_same_trace(got: &Trace, want: &Trace, what: &str) {
+    for (i, (w, g)) in want.outcomes.iter().zip(&got.outcomes).enumerate() {
+        assert_eq!(g, w, "{what}: step {i}: outputs differ from the Rust build");
+    }
+    assert_eq!(got.outcomes.len(), want.outcomes.len(), "{what}: steps");
+    assert_eq!(
+        got.at_checkpoints.len(),
+        want.at_checkpoints.len(),
+        "{what}: checkpoints"
+    );
+    for (i, (g, w)) in got
+        .at_checkpoints
+        .iter()
+        .zip(&want.at_checkpoints)
+        .enumerate()
+    {
+        assert_same_held(g, w, &format!("{what}: checkpoint step {i}"));
+    }
+    assert_same_held(&got.end, &want.end, &format!("{what}: at the end"));
+}
+
+/// What `build` must answer to `describe`: what the Rust build answers,
+/// except that a `reconcile` of world `operator` (no timers: the C,
+/// JavaScript and Zig builds) has no `late` port, which only `timeout` uses.
+fn expected_describe(rust: &Plugin, build: &Plugin) -> OperatorInfo {
+    let mut info = rust.info().clone();
+    let has_timers = OperatorInstance::new(build, "op", 0, 1, "{}")
+        .expect("opens with config {}")
+        .has_timers();
+    if info.name == "reconcile" && !has_timers {
+        assert_eq!(
+            info.outputs,
+            ["out", "late"],
+            "the Rust reconcile's outputs"
+        );
+        info.outputs.truncate(1);
+    }
+    info
 }
 
 /// Asserts that `build` does what the Rust reference does, for each config.
 fn assert_same_as_reference(build: &Path, operator: &str, configs: &[&str], steps: &[Step]) {
     let (rust, other) = (load(&reference(operator)), load(build));
-    assert_eq!(rust.info(), other.info(), "describe");
+    assert_eq!(other.info(), &expected_describe(&rust, &other), "describe");
     for config in configs {
         let want = run(&rust, config, steps);
         let got = run(&other, config, steps);
         match (&want, &got) {
-            (Ok((want_out, want_state)), Ok((got_out, got_state))) => {
-                for (i, (w, g)) in want_out.iter().zip(got_out).enumerate() {
-                    assert_eq!(
-                        g,
-                        w,
-                        "{}: config {config}: step {i}: outputs differ from the Rust build",
-                        build.display()
-                    );
-                }
-                assert_eq!(got_out.len(), want_out.len());
-                if got_state != want_state {
-                    let diff: Vec<_> = got_state
-                        .iter()
-                        .zip(want_state)
-                        .filter(|(g, w)| g != w)
-                        .take(3)
-                        .map(|(g, w)| {
-                            format!(
-                                "{:?}={:?} vs Rust {:?}={:?}",
-                                String::from_utf8_lossy(&g.0),
-                                String::from_utf8_lossy(&g.1),
-                                String::from_utf8_lossy(&w.0),
-                                String::from_utf8_lossy(&w.1)
-                            )
-                        })
-                        .collect();
-                    panic!(
-                        "{}: config {config}: host state differs from the Rust build ({} vs {} entries): {diff:?}",
-                        build.display(),
-                        got_state.len(),
-                        want_state.len()
-                    );
-                }
+            (Ok(want), Ok(got)) => {
+                assert_same_trace(got, want, &format!("{}: config {config}", build.display()))
             }
             _ => assert_eq!(
                 got.as_ref().err(),
@@ -368,6 +481,132 @@ const RECONCILE_CONFIGS: &[&str] = &[
     r#"{"tolerance": 0.1, "extra": 1}"#,
 ];
 
+/// `key` (a record key) with `amount` at event time `ts`.
+fn order_at(key: &str, amount: &str, ts: i64) -> Record {
+    stamped(Some(key), format!(r#"{{"amount":{amount}}}"#), ts)
+}
+
+/// A script for `reconcile` with `timeout` (10 s in most of
+/// [`TIMEOUT_CONFIGS`]): matches, keys timing out on each side, records of
+/// emitted keys (late), tombstones expiring and keys starting again, a
+/// record without a timestamp, timers at the end of time, and a random
+/// bulk interleaved with watermark advances; it ends as a job does (the
+/// watermark at the end of time, then `finish`).
+fn timeout_script() -> Vec<Step> {
+    let field = |value: &str, ts| stamped(None, value, ts);
+    let mut rng = XorShift(seed() ^ 17);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..300 {
+        let key = format!("T-{i:04}");
+        let cents = rng.range(1, 100_000);
+        let amount = format!("\"{}.{:02}\"", cents / 100, cents % 100);
+        let ts = 22_000 + rng.range(0, 40_000) as i64;
+        let other_ts = ts + rng.range(0, 15_000) as i64 - 2_000;
+        match rng.range(0, 6) {
+            0 => a.push(order_at(&key, &amount, ts)),
+            1 => b.push(order_at(&key, &amount, ts)),
+            2 => {
+                a.push(order_at(&key, &amount, ts));
+                b.push(order_at(
+                    &key,
+                    &format!("{}", cents as f64 / 100.0 + 0.5),
+                    other_ts,
+                ));
+            }
+            _ => {
+                a.push(order_at(&key, &amount, ts));
+                b.push(order_at(
+                    &key,
+                    &format!("{}", cents as f64 / 100.0),
+                    other_ts,
+                ));
+            }
+        }
+    }
+    // Arrival order is not timestamp order.
+    let (a1, a2) = a.split_at(a.len() / 2);
+    let (b1, b2) = b.split_at(b.len() / 3);
+    vec![
+        Step::Process(
+            0,
+            vec![
+                order_at("1", "10", 1_000),
+                order_at("2", "20", 1_500),
+                order_at("3", "\"30\"", 2_000),
+                field(r#"{"key":"k4","id":"i4","amount":"  4.5 "}"#, 2_500),
+                field(r#"{"key":7,"amount":1e3}"#, 3_000),
+                order_at("订单-1", "0.1", 3_000),
+                order_at("esc\"q\\", "\"+1.25\"", 4_000),
+                order_at("neg", "-0.0", -5_000),
+                order_at("end", "1", i64::MAX - 5),
+            ],
+        ),
+        Step::Process(
+            1,
+            vec![
+                order_at("1", "10.005", 1_200),
+                order_at("2", "\"21\"", 900),
+                order_at("5", "50", 5_000),
+                field(r#"{"key":7,"amount":1000.004}"#, 100),
+                order_at("订单-1", "0.30000000000000004", 3_500),
+                order_at("5", "51", 5_100),
+            ],
+        ),
+        Step::Watermark(4_999),
+        Step::Watermark(5_000),
+        Step::Checkpoint(1),
+        Step::Watermark(12_000),
+        Step::Process(
+            1,
+            vec![
+                order_at("3", "30", 12_500),
+                field(r#"{"key":"k4","id":"i4","amount":"4.5e0"}"#, 12_600),
+                order_at("1", "10", 13_000),
+                order_at("neg", "0", 0),
+            ],
+        ),
+        Step::Process(0, vec![order_at("6", "1", 13_000), order("no-ts", "1")]),
+        Step::Process(0, vec![field(r#"{"amount":1}"#, 13_000)]),
+        Step::Process(0, vec![stamped(Some("z"), "not json", 13_000)]),
+        Step::Watermark(21_000),
+        Step::Process(0, vec![order_at("1", "11", 21_500)]),
+        Step::Process(1, vec![order_at("2", "20", 21_400)]),
+        Step::Watermark(22_000),
+        Step::Process(0, a1.to_vec()),
+        Step::Process(1, b1.to_vec()),
+        Step::Watermark(30_000),
+        Step::Process(1, b2.to_vec()),
+        Step::Checkpoint(2),
+        Step::Watermark(45_000),
+        Step::Process(0, a2.to_vec()),
+        Step::Process(0, vec![]),
+        Step::Watermark(70_000),
+        Step::Checkpoint(3),
+        Step::Watermark(i64::MAX),
+        Step::Finish,
+        Step::Checkpoint(4),
+    ]
+}
+
+/// Configs with `timeout`, good and bad.
+const TIMEOUT_CONFIGS: &[&str] = &[
+    r#"{"timeout": "10s"}"#,
+    r#"{"timeout": 10000, "tolerance": 0.01}"#,
+    r#"{"timeout": "1.5s", "key_field": "id"}"#,
+    r#"{"timeout": " 10 s "}"#,
+    r#"{"timeout": ".25m"}"#,
+    r#"{"timeout": null}"#,
+    r#"{"timeout": "0s"}"#,
+    r#"{"timeout": 0}"#,
+    r#"{"timeout": -1}"#,
+    r#"{"timeout": 1.5}"#,
+    r#"{"timeout": true}"#,
+    r#"{"timeout": "soon"}"#,
+    r#"{"timeout": "5"}"#,
+    r#"{"timeout": "1.2.3s"}"#,
+    r#"{"timeout": "99999999999d"}"#,
+];
+
 // ------------------------------------------------------------------ instance-level checks
 
 fn same_outputs_as_rust(lang: Lang, operator: &str, test: &str) {
@@ -383,8 +622,8 @@ fn same_outputs_as_rust(lang: Lang, operator: &str, test: &str) {
 }
 
 /// Runs the first `cut` steps in `first`, checkpoints, snapshots, restores
-/// host state and snapshot into a fresh instance of `second`, runs the rest
-/// there; returns every outcome and the final state.
+/// host state, timers (through their checkpoint entries) and snapshot into a
+/// fresh instance of `second`, runs the rest there; returns the trace.
 fn run_with_restore(
     first: &Plugin,
     second: &Plugin,
@@ -393,15 +632,57 @@ fn run_with_restore(
     cut: usize,
 ) -> Trace {
     let mut a = OperatorInstance::new(first, "op", 0, 1, config).unwrap();
-    let mut outcomes = play(&mut a, &steps[..cut]);
+    let (mut outcomes, mut at_checkpoints) = play(&mut a, &steps[..cut]);
     a.on_checkpoint(99).unwrap();
     let snap = a.snapshot().unwrap();
     let state = KeyedState::from_entries(state_entries(a.state()));
+    // Nothing was taken before: the changes are every timer and the watermark.
+    let timer_entries: Entries = a
+        .timers_mut()
+        .take_changes()
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect();
+    let timers = Timers::from_entries(timer_entries.iter().map(|(k, v)| (&k[..], &v[..]))).unwrap();
     drop(a);
     let mut b = OperatorInstance::new(second, "op", 0, 1, config).unwrap();
+    b.restore_timers(timers);
     b.restore(state, first.info().state_version, &snap).unwrap();
-    outcomes.extend(play(&mut b, &steps[cut..]));
-    (outcomes, state_entries(b.state()))
+    let (more, more_at) = play(&mut b, &steps[cut..]);
+    outcomes.extend(more);
+    at_checkpoints.extend(more_at);
+    Trace {
+        outcomes,
+        at_checkpoints,
+        end: Held::of(&b),
+    }
+}
+
+/// Asserts that `steps` restored after each step of `cuts` into another
+/// instance, of the same build, from Rust to `other` and back, give what a
+/// straight run of the Rust build gives.
+fn assert_restores_like_a_straight_run(
+    operator: &str,
+    (rust, other, lang): (&Plugin, &Plugin, Lang),
+    config: &str,
+    steps: &[Step],
+    cuts: &[usize],
+) {
+    let straight = run(rust, config, steps).unwrap();
+    for &cut in cuts {
+        for (first, second, what) in [
+            (other, other, format!("{} -> {}", lang.name, lang.name)),
+            (rust, other, format!("rust -> {}", lang.name)),
+            (other, rust, format!("{} -> rust", lang.name)),
+        ] {
+            let got = run_with_restore(first, second, config, steps, cut);
+            assert_same_trace(
+                &got,
+                &straight,
+                &format!("{operator} {config}: restore after step {cut} ({what})"),
+            );
+        }
+    }
 }
 
 fn snapshot_round_trip(lang: Lang, operator: &str, test: &str) {
@@ -413,26 +694,8 @@ fn snapshot_round_trip(lang: Lang, operator: &str, test: &str) {
         "word-count" => (r#"{"lowercase": true}"#, word_count_script()),
         _ => (r#"{"tolerance": 0.01}"#, reconcile_script()),
     };
-    let straight = run(&rust, config, &steps).unwrap();
-    for cut in [0, 3, steps.len() - 1] {
-        for (first, second, what) in [
-            (&other, &other, format!("{} -> {}", lang.name, lang.name)),
-            (&rust, &other, format!("rust -> {}", lang.name)),
-            (&other, &rust, format!("{} -> rust", lang.name)),
-        ] {
-            let (got_out, got_state) = run_with_restore(first, second, config, &steps, cut);
-            for (i, (g, w)) in got_out.iter().zip(&straight.0).enumerate() {
-                assert_eq!(
-                    g, w,
-                    "{operator}: restore after step {cut} ({what}): step {i} differs from a straight run"
-                );
-            }
-            assert!(
-                got_state == straight.1,
-                "{operator}: restore after step {cut} ({what}): the final state differs from a straight run"
-            );
-        }
-    }
+    let cuts = [0, 3, steps.len() - 1];
+    assert_restores_like_a_straight_run(operator, (&rust, &other, lang), config, &steps, &cuts);
     // Snapshot bytes it did not write are refused, not a crash.
     let mut inst = OperatorInstance::new(&other, "op", 0, 1, config).unwrap();
     let err = inst
@@ -693,4 +956,111 @@ fn python_an_uncaught_exception_is_in_the_final_error_line() {
         errors[0]
     );
     assert!(!out.stderr.contains("RUST_BACKTRACE"), "{}", out.stderr);
+}
+
+// ------------------------------------------------------------------ event time (Python)
+
+/// Panics unless the Rust build's trace of [`timeout_script`] covers what
+/// the timer tests are about: results emitted by timers on each side and by
+/// matches, records of emitted keys on `late`, a refused record, tombstones
+/// held at a checkpoint, timers pending at a checkpoint, and nothing left at
+/// the end.
+fn assert_covers_event_time(trace: &Trace) {
+    let emitted: Vec<&Emitted> = trace.outcomes.iter().flatten().flatten().collect();
+    for status in ["MATCH", "AMOUNT_MISMATCH", "ONLY_A", "ONLY_B"] {
+        assert!(
+            emitted
+                .iter()
+                .any(|(port, _, ts, v)| *port == 0 && ts.is_some() && v.contains(status)),
+            "the script emits {status} with a timestamp"
+        );
+    }
+    assert!(emitted.iter().any(|(port, ..)| *port == 1), "late records");
+    assert!(
+        trace.outcomes.contains(&Err("invalid-input".into())),
+        "a record without a timestamp is refused"
+    );
+    let tombstone = |h: &Held| {
+        h.state
+            .iter()
+            .any(|(_, v)| v.starts_with(br#"{"done":true,"t":"#))
+    };
+    assert!(
+        trace.at_checkpoints.iter().any(tombstone),
+        "tombstones at a checkpoint"
+    );
+    assert!(
+        trace.at_checkpoints.iter().any(|h| !h.timers.is_empty()),
+        "timers pending at a checkpoint"
+    );
+    assert!(
+        trace.end.state.is_empty() && trace.end.timers.is_empty(),
+        "every key is emitted and every tombstone dropped by the end: {:?}",
+        trace.end
+    );
+}
+
+/// The Python `reconcile` implements `timeout` (world `operator-timers`):
+/// with every config of [`TIMEOUT_CONFIGS`], [`timeout_script`] gives the
+/// same outputs on `out` and `late`, errors, host state and timers as the
+/// Rust build.
+#[test]
+fn python_reconcile_timeout_same_outputs_state_and_timers_as_rust() {
+    let test = "python_reconcile_timeout_same_outputs_state_and_timers_as_rust";
+    let Some(build) = build_of(polyglot::lang("python"), "reconcile", test) else {
+        return;
+    };
+    let steps = timeout_script();
+    let rust = run(&load(&reference("reconcile")), TIMEOUT_CONFIGS[0], &steps).unwrap();
+    assert_covers_event_time(&rust);
+    assert_same_as_reference(&build, "reconcile", TIMEOUT_CONFIGS, &steps);
+}
+
+/// State and timers written by one build of `reconcile` with `timeout`
+/// continue in the other (Rust to Python and back, and each into itself),
+/// restored at cuts where timers are pending and keys are tombstones, as a
+/// straight run of the Rust build.
+#[test]
+fn python_reconcile_timeout_restores_pending_timers_across_languages() {
+    let test = "python_reconcile_timeout_restores_pending_timers_across_languages";
+    let lang = polyglot::lang("python");
+    let Some(build) = build_of(lang, "reconcile", test) else {
+        return;
+    };
+    let (rust, other) = (load(&reference("reconcile")), load(&build));
+    let config = TIMEOUT_CONFIGS[0];
+    let steps = timeout_script();
+    let cuts = [1, 3, 5, 6, 13, 16, 20, steps.len() - 3];
+    for &cut in &cuts {
+        let mut inst = OperatorInstance::new(&rust, "op", 0, 1, config).unwrap();
+        play(&mut inst, &steps[..cut]);
+        assert!(
+            !inst.timers().is_empty(),
+            "timers are pending after step {cut}"
+        );
+    }
+    assert_restores_like_a_straight_run("reconcile", (&rust, &other, lang), config, &steps, &cuts);
+}
+
+/// A `weir run` of the streaming reconcile over a live stdin (source `a`
+/// fed in phases, see `weir_tests::streaming`) gives the same results and
+/// late records with the Python plugin as with the Rust one.
+#[test]
+fn python_streaming_reconcile_job_same_output_as_rust() {
+    let test = "python_streaming_reconcile_job_same_output_as_rust";
+    let Some(build) = build_of(polyglot::lang("python"), "reconcile", test) else {
+        return;
+    };
+    warm_cache(&build);
+    let script = Script::new();
+    let rust = streaming::run_over_live_stdin(WEIR, &reference("reconcile"), &script);
+    let (want_out, want_late) = streaming::outputs(&rust);
+    assert!(
+        want_out.len() > 20 && !want_late.is_empty(),
+        "{want_out:?} {want_late:?}"
+    );
+    let python = streaming::run_over_live_stdin(WEIR, &build, &script);
+    let (out, late) = streaming::outputs(&python);
+    assert_same_lines(&out, &want_out, "python streaming results");
+    assert_same_lines(&late, &want_late, "python late records");
 }

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use crate::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use crate::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use crate::pipeline::XorShift;
 use crate::plugins;
 
 /// `name`: source `words` reads `words.txt` at `rate` records per second,
@@ -83,4 +84,94 @@ pub fn reconcile(plugin: impl AsRef<Path>) -> JobFile {
                 .format("jsonl")
                 .input("reconcile"),
         )
+}
+
+/// The watermark of the streaming reconcile's sources: at most 1 s out of
+/// order, sent every 20 ms.
+pub const STREAMING_WATERMARK: &str = r#"{ max_out_of_orderness = "1s", interval = "20ms" }"#;
+
+/// Source `a` of [`reconcile_streaming`] as `source` (a file or stdin):
+/// jsonl keyed by `key`, event time in `ts`, [`STREAMING_WATERMARK`].
+pub fn orders_source(source: Source) -> Source {
+    source
+        .format("jsonl")
+        .key("key")
+        .timestamp("ts")
+        .value("watermark", STREAMING_WATERMARK)
+}
+
+/// `reconcile-streaming`, as `examples/reconcile-streaming/`: source `a`
+/// (`a`, see [`orders_source`]) and source `b` (the file `b.jsonl`, the
+/// same way) go to `reconcile` (the component `plugin`, 2 instances, with
+/// `timeout` when given); sink `out` writes its results to
+/// `out/reconcile.jsonl`, sink `late` its `late` records to
+/// `out/late.jsonl`. Checkpoints every 100 ms.
+pub fn reconcile_streaming(plugin: impl AsRef<Path>, a: Source, timeout: Option<&str>) -> JobFile {
+    let config = match timeout {
+        Some(t) => format!("{{ timeout = {t:?} }}"),
+        None => "{}".into(),
+    };
+    JobFile::new("reconcile-streaming")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(orders_source(a))
+        .source(orders_source(Source::file("b", "b.jsonl")))
+        .operator(
+            Operator::new("reconcile", plugin)
+                .ports(&[("a", "a"), ("b", "b")])
+                .parallelism(2)
+                .config(&config),
+        )
+        .sink(
+            Sink::file("out", "out/reconcile.jsonl")
+                .format("jsonl")
+                .input("reconcile"),
+        )
+        .sink(
+            Sink::file("late", "out/late.jsonl")
+                .format("jsonl")
+                .input("reconcile.late"),
+        )
+}
+
+/// One order line of the streaming reconcile: `{"key", "amount", "ts"}`.
+pub fn order_line(key: &str, amount: &str, ts: i64) -> String {
+    format!("{{\"key\":\"{key}\",\"amount\":{amount},\"ts\":{ts}}}\n")
+}
+
+/// `n` orders named `<prefix>-<i>` from event time `from` on, 100 ms
+/// apart: the lines of side A and of side B, each in time order. A fifth
+/// are on side A only, a fifth on side B only, a tenth differ in amount,
+/// the rest match; both sides of an order have the same time, so with
+/// [`STREAMING_WATERMARK`] and a `timeout` of 1 s or more no order times out
+/// before its other side arrives.
+pub fn streaming_orders(
+    rng: &mut XorShift,
+    prefix: &str,
+    n: usize,
+    from: i64,
+) -> (Vec<String>, Vec<String>) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let key = format!("{prefix}-{i:04}");
+        let ts = from + 100 * i as i64;
+        let cents = rng.range(100, 100_000);
+        let amount = format!("{}.{:02}", cents / 100, cents % 100);
+        match rng.range(0, 10) {
+            0 | 1 => a.push(order_line(&key, &amount, ts)),
+            2 | 3 => b.push(order_line(&key, &amount, ts)),
+            4 => {
+                a.push(order_line(&key, &amount, ts));
+                b.push(order_line(
+                    &key,
+                    &format!("{}.{:02}", cents / 100 + 1, cents % 100),
+                    ts,
+                ));
+            }
+            _ => {
+                a.push(order_line(&key, &amount, ts));
+                b.push(order_line(&key, &amount, ts));
+            }
+        }
+    }
+    (a, b)
 }

@@ -28,4 +28,6 @@ pub mod pipeline;
 pub mod polyglot;
 pub mod pty;
 pub mod running;
+#[cfg(feature = "plugins")]
+pub mod streaming;
 pub mod wait;
