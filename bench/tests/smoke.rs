@@ -147,13 +147,16 @@ fn windows_reports_the_job_against_the_native_program_with_the_same_windows() {
     has(
         &r,
         &[
-            "window count native single-threaded",
-            "window count wasm p1 ckpt=none",
-            "window count wasm p1 ckpt=1s",
+            "aggregate native single-threaded",
+            "aggregate wasm p1 ckpt=none",
+            "aggregate wasm p1 ckpt=1s",
+            "churn native single-threaded",
+            "churn wasm p1 ckpt=none",
+            "churn wasm p1 ckpt=1s",
         ],
     );
     assert!(r.notes.is_empty(), "the outputs differ: {:?}", r.notes);
-    assert!(r.get("window count wasm p1 ckpt=none").unwrap().extra["windows"] > 0.0);
+    assert!(r.get("churn wasm p1 ckpt=none").unwrap().extra["windows"] > 0.0);
 }
 
 #[test]
