@@ -15,51 +15,6 @@ use weir::metrics::{JobMetrics, NodeKind, NodeMetrics};
 /// The end of time, the watermark of a finished input.
 const END: i64 = i64::MAX;
 
-/// Milliseconds in a day.
-const DAY_MS: i64 = 86_400_000;
-
-/// `ms` milliseconds since the Unix epoch as an RFC 3339 UTC time with
-/// milliseconds, for the years 0 to 9999; `None` outside them.
-///
-/// ```
-/// use weir_cli::event_time::rfc3339;
-/// assert_eq!(rfc3339(0).as_deref(), Some("1970-01-01T00:00:00.000Z"));
-/// assert_eq!(rfc3339(1_700_003_600_000).as_deref(), Some("2023-11-14T23:13:20.000Z"));
-/// assert_eq!(rfc3339(-1).as_deref(), Some("1969-12-31T23:59:59.999Z"));
-/// assert_eq!(rfc3339(i64::MAX), None);
-/// ```
-pub fn rfc3339(ms: i64) -> Option<String> {
-    let (days, in_day) = (ms.div_euclid(DAY_MS), ms.rem_euclid(DAY_MS));
-    let (y, m, d) = civil_from_days(days);
-    if !(0..=9999).contains(&y) {
-        return None;
-    }
-    let (h, min, s, milli) = (
-        in_day / 3_600_000,
-        in_day / 60_000 % 60,
-        in_day / 1000 % 60,
-        in_day % 1000,
-    );
-    Some(format!(
-        "{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{milli:03}Z"
-    ))
-}
-
-/// The proleptic Gregorian date `days` days after 1970-01-01 (H. Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 /// A time in milliseconds since the Unix epoch as people read it: `end`
 /// for the end of time (`i64::MAX`), else RFC 3339, else (outside the
 /// years 0 to 9999) the number of milliseconds.
@@ -74,7 +29,7 @@ pub fn show_time(ms: i64) -> String {
     if ms == END {
         return "end".into();
     }
-    rfc3339(ms).unwrap_or_else(|| format!("{ms} ms"))
+    weir::time::format_rfc3339(ms).unwrap_or_else(|| format!("{ms} ms"))
 }
 
 /// A watermark as [`show_time`] shows it, `—` for none.
@@ -202,28 +157,6 @@ pub fn summary(metrics: &JobMetrics) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_agrees_with_humantime_after_the_epoch() {
-        for ms in [
-            0,
-            999,
-            951_782_400_000, // 2000-02-29
-            1_700_000_000_123,
-            4_102_444_800_000,
-            253_402_300_799_999, // the last ms of 9999
-        ] {
-            let t = std::time::UNIX_EPOCH + Duration::from_millis(ms as u64);
-            let want = humantime::format_rfc3339_millis(t).to_string();
-            assert_eq!(rfc3339(ms).as_deref(), Some(want.as_str()), "{ms}");
-        }
-        assert_eq!(rfc3339(253_402_300_800_000), None, "year 10000");
-        assert_eq!(
-            rfc3339(-62_167_219_200_000).as_deref(),
-            Some("0000-01-01T00:00:00.000Z")
-        );
-        assert_eq!(rfc3339(-62_167_219_200_001), None, "year -1");
-    }
 
     #[test]
     fn lag_is_only_for_a_finite_watermark_behind_the_clock() {

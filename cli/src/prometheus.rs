@@ -16,36 +16,49 @@ use weir::metrics::{Histogram, JobMetrics, NodeKind, NodeMetrics};
 pub fn render(metrics: &JobMetrics) -> String {
     let mut out = String::new();
     let job = escape(&metrics.job);
-    let counters: [(&str, &str, Getter); 5] = [
+    // Name, help, the kind of node it is for (all when `None`), value.
+    let counters: [(&str, &str, Option<NodeKind>, Getter); 6] = [
         (
             "weir_records_in_total",
             "Records received by a node.",
+            None,
             |m| m.records_in.load(Relaxed) as f64,
         ),
         (
             "weir_records_out_total",
             "Records sent downstream by a node.",
+            None,
             |m| m.records_out.load(Relaxed) as f64,
         ),
         (
             "weir_bytes_in_total",
             "Key and value bytes received by a node.",
+            None,
             |m| m.bytes_in.load(Relaxed) as f64,
         ),
         (
             "weir_bytes_out_total",
             "Key and value bytes sent downstream by a node.",
+            None,
             |m| m.bytes_out.load(Relaxed) as f64,
         ),
         (
             "weir_backpressure_seconds_total",
             "Time a node waited on full downstream channels.",
+            None,
             |m| m.blocked_ns.load(Relaxed) as f64 / 1e9,
         ),
+        (
+            "weir_source_records_skipped_total",
+            "Records a source read and dropped for a bad timestamp.",
+            Some(NodeKind::Source),
+            |m| m.records_skipped.load(Relaxed) as f64,
+        ),
     ];
-    for (name, help, get) in counters {
+    for (name, help, only, get) in counters {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        for (id, kind, m) in &metrics.nodes {
+        let nodes = metrics.nodes.iter();
+        for (id, kind, m) in nodes.filter(|(_, k, _)| only.is_none_or(|o| o == *k)) {
             let _ = writeln!(
                 out,
                 "{name}{{job=\"{job}\",node=\"{}\",kind=\"{}\"}} {}",
@@ -54,23 +67,6 @@ pub fn render(metrics: &JobMetrics) -> String {
                 get(m)
             );
         }
-    }
-    let name = "weir_source_records_skipped_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Records a source read and dropped for a bad timestamp.\n# TYPE {name} counter"
-    );
-    for (id, _, m) in metrics
-        .nodes
-        .iter()
-        .filter(|(_, k, _)| *k == NodeKind::Source)
-    {
-        let _ = writeln!(
-            out,
-            "{name}{{job=\"{job}\",node=\"{}\",kind=\"source\"}} {}",
-            escape(id),
-            m.records_skipped.load(Relaxed)
-        );
     }
     event_time(metrics, &job, &mut out);
     let name = "weir_batch_latency_seconds";

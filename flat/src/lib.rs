@@ -130,6 +130,42 @@ impl Span {
     }
 }
 
+/// The timestamp of one packed span, read without decoding the rest (the
+/// flags and the time only).
+///
+/// ```
+/// use weir_flat::{timestamp, Range, Span};
+/// let s = Span { key: None, value: Range::default(), timestamp: Some(-7) };
+/// assert_eq!(timestamp(&s.encode()), Some(-7));
+/// assert_eq!(timestamp(&Span::default().encode()), None);
+/// ```
+#[inline]
+pub fn timestamp(span: &[u8]) -> Option<i64> {
+    (u32_at(span, 16) & HAS_TIMESTAMP != 0).then(|| {
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&span[24..32]);
+        i64::from_le_bytes(t)
+    })
+}
+
+/// Gives one packed span the timestamp `t` if it has none.
+///
+/// ```
+/// use weir_flat::{fill_timestamp, timestamp, Span};
+/// let mut b = Span::default().encode();
+/// fill_timestamp(&mut b, 5);
+/// fill_timestamp(&mut b, 9);
+/// assert_eq!(timestamp(&b), Some(5));
+/// ```
+#[inline]
+pub fn fill_timestamp(span: &mut [u8], t: i64) {
+    let flags = u32_at(span, 16);
+    if flags & HAS_TIMESTAMP == 0 {
+        span[16..20].copy_from_slice(&(flags | HAS_TIMESTAMP).to_le_bytes());
+        span[24..32].copy_from_slice(&t.to_le_bytes());
+    }
+}
+
 /// Why packed spans were refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadSpans {

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod run;
 pub mod store;
 mod tasks;
+pub mod time;
 pub mod wasm;
 mod wit;
 

@@ -17,7 +17,7 @@
 //! ```
 //! use weir_sdk::window::{Window, WindowSpec};
 //! let spec: WindowSpec = serde_json::from_str(r#"{"size": "10s", "allowed_lateness": "2s"}"#).unwrap();
-//! assert_eq!(spec.assign(12_345), [Window { start: 10_000, end: 20_000 }]);
+//! assert!(spec.assign(12_345).eq([Window { start: 10_000, end: 20_000 }]));
 //! assert_eq!(spec.fire_time(Window { start: 10_000, end: 20_000 }), 21_999);
 //! assert!(!spec.is_fired(Window { start: 10_000, end: 20_000 }, Some(21_998)));
 //! assert!(spec.is_fired(Window { start: 10_000, end: 20_000 }, Some(21_999)));
@@ -215,39 +215,36 @@ impl<'de> Deserialize<'de> for WindowSpec {
 }
 
 impl WindowSpec {
-    /// The windows `timestamp` falls in, oldest first. For sessions, the
+    /// The windows `timestamp` falls in, oldest first, computed as they are
+    /// read (no allocation). For sessions, the
     /// record's own window `[timestamp, timestamp + gap)`, to merge with
     /// the key's sessions ([`merge_session`]).
     ///
     /// ```
     /// use weir_sdk::window::{Window, WindowSpec, Windows};
     /// let s = WindowSpec { windows: Windows::Sliding { size: 10, slide: 5 }, allowed_lateness: 0 };
-    /// assert_eq!(s.assign(12), [Window { start: 5, end: 15 }, Window { start: 10, end: 20 }]);
+    /// assert!(s.assign(12).eq([Window { start: 5, end: 15 }, Window { start: 10, end: 20 }]));
     /// let t = WindowSpec { windows: Windows::Tumbling { size: 10 }, allowed_lateness: 0 };
-    /// assert_eq!(t.assign(-1), [Window { start: -10, end: 0 }]);
+    /// assert!(t.assign(-1).eq([Window { start: -10, end: 0 }]));
     /// ```
-    pub fn assign(&self, timestamp: i64) -> Vec<Window> {
-        let window = |start: i64, size: i64| Window {
-            start,
-            end: start.saturating_add(size),
-        };
-        match self.windows {
-            Windows::Tumbling { size } => {
-                vec![window(timestamp - timestamp.rem_euclid(size), size)]
-            }
+    pub fn assign(&self, timestamp: i64) -> impl Iterator<Item = Window> + use<> {
+        let (first, size, step, count) = match self.windows {
+            Windows::Tumbling { size } => (timestamp - timestamp.rem_euclid(size), size, size, 1),
             Windows::Sliding { size, slide } => {
                 let last = timestamp - timestamp.rem_euclid(slide);
-                let mut out = Vec::new();
-                let mut start = last;
-                while start > timestamp.saturating_sub(size) {
-                    out.push(window(start, size));
-                    start -= slide;
-                }
-                out.reverse();
-                out
+                // How many slides back the oldest start after `timestamp - size` is.
+                let behind = (last.saturating_sub(timestamp.saturating_sub(size)) - 1) / slide;
+                (last - behind * slide, size, slide, behind + 1)
             }
-            Windows::Session { gap } => vec![window(timestamp, gap)],
-        }
+            Windows::Session { gap } => (timestamp, gap, gap, 1),
+        };
+        (0..count).map(move |i| {
+            let start = first + i * step;
+            Window {
+                start,
+                end: start.saturating_add(size),
+            }
+        })
     }
 
     /// The watermark at which `window` fires: `end - 1 + allowed_lateness`.
@@ -308,7 +305,7 @@ mod tests {
             slide: 10,
         });
         for ts in -100..100 {
-            let ws = s.assign(ts);
+            let ws: Vec<Window> = s.assign(ts).collect();
             assert_eq!(ws.len(), 3, "{ts}");
             assert!(
                 ws.iter()
@@ -321,7 +318,9 @@ mod tests {
     fn tumbling_windows_start_at_multiples_of_the_size() {
         let s = spec(Windows::Tumbling { size: 1000 });
         for ts in [-1001, -1, 0, 999, 1000, 1_700_000_000_123] {
-            let [w] = s.assign(ts)[..] else { panic!() };
+            let [w] = s.assign(ts).collect::<Vec<_>>()[..] else {
+                panic!()
+            };
             assert!(w.contains(ts));
             assert_eq!(w.start.rem_euclid(1000), 0);
         }

@@ -90,16 +90,8 @@ impl Running {
 /// `None` when the line does not start with one.
 pub fn log_time(line: &str) -> Option<Duration> {
     let plain = strip_ansi(line);
-    let stamp = plain.split_whitespace().next()?.strip_suffix('Z')?;
-    let (date, time) = stamp.split_once('T')?;
-    let num = |s: &str| s.parse::<i64>().ok();
-    let mut d = date.splitn(3, '-').map(num);
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut t = time.splitn(3, ':');
-    let (h, min) = (num(t.next()?)?, num(t.next()?)?);
-    let secs: f64 = t.next()?.parse().ok()?;
-    let whole = days_from_civil(y, m, day) * 86_400 + h * 3600 + min * 60;
-    Some(Duration::from_secs(u64::try_from(whole).ok()?) + Duration::from_secs_f64(secs))
+    let ms = weir::time::parse_rfc3339(plain.split_whitespace().next()?)?;
+    Some(Duration::from_millis(u64::try_from(ms).ok()?))
 }
 
 /// `line` without ANSI escape sequences (`ESC [ ... letter`).
@@ -120,17 +112,6 @@ fn strip_ansi(line: &str) -> String {
     out
 }
 
-/// Days from 1970-01-01 to the proleptic Gregorian date `y-m-d`.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,8 +125,6 @@ mod tests {
         let coloured =
             log_time("\u{1b}[2m2026-11-29T13:04:19.500000Z\u{1b}[0m \u{1b}[33m WARN").unwrap();
         assert_eq!(coloured, t);
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
         assert!(log_time("error: no timestamp").is_none());
         assert!(log_time("job `x` finished in 0.86 s").is_none());
     }

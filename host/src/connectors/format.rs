@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 
 use super::jsonl::{Time, read_fields, shown};
 use super::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
-use super::time::parse_cell;
 use crate::dataflow::Batch;
+use crate::time::parse_cell;
 
 /// Record format of a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

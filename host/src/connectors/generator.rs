@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 use toml::Table;
 
 use super::source::{SourceError, SourceReader};
-use super::time::parse_rfc3339;
 use super::{BuildSource, SourceConnector, SourceType};
 use crate::dataflow::Batch;
 use crate::dataflow::partition::mix64;
 use crate::fields::{duration, from_table, int_in};
+use crate::time::parse_rfc3339;
 
 /// The registry entry of `type = "generator"`.
 pub const SOURCE: SourceType = SourceType {

@@ -15,7 +15,7 @@ use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::time::parse_rfc3339;
+use crate::time::parse_rfc3339;
 
 /// What one line holds of the fields asked for.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -21,7 +21,6 @@ pub mod sink;
 pub mod source;
 pub mod stdin;
 pub mod stdout;
-mod time;
 
 use std::any::Any;
 use std::fmt::Debug;

@@ -336,7 +336,10 @@ impl Batch {
     /// assert_eq!(b.max_timestamp(), Some(5));
     /// ```
     pub fn max_timestamp(&self) -> Option<i64> {
-        (0..self.len()).filter_map(|i| self.span(i).timestamp).max()
+        self.spans
+            .chunks_exact(SPAN_BYTES)
+            .filter_map(weir_flat::timestamp)
+            .max()
     }
 
     /// Gives every record without a timestamp the timestamp `t`.
@@ -349,12 +352,8 @@ impl Batch {
     /// assert_eq!(b.iter().map(|r| r.timestamp).collect::<Vec<_>>(), [Some(5), Some(9)]);
     /// ```
     pub fn fill_timestamps(&mut self, t: i64) {
-        for i in 0..self.len() {
-            let mut span = self.span(i);
-            if span.timestamp.is_none() {
-                span.timestamp = Some(t);
-                self.spans[i * SPAN_BYTES..(i + 1) * SPAN_BYTES].copy_from_slice(&span.encode());
-            }
+        for span in self.spans.chunks_exact_mut(SPAN_BYTES) {
+            weir_flat::fill_timestamp(span, t);
         }
     }
 

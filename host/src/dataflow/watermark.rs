@@ -77,11 +77,14 @@ impl SourceWatermark {
         self.max_timestamp
     }
 
-    /// Records with timestamps up to `max` (if any) were read at `now`.
-    /// Returns whether the source was idle (its next message makes it
-    /// active again downstream).
-    pub(crate) fn on_records(&mut self, max: Option<i64>, now: Instant) -> bool {
-        if let Some(t) = max {
+    /// Records were read at `now`; `max` gives their highest timestamp
+    /// (called only when the source makes watermarks, so a source without
+    /// them does not read its batches' timestamps). Returns whether the
+    /// source was idle (its next message makes it active again downstream).
+    pub(crate) fn on_records(&mut self, max: impl FnOnce() -> Option<i64>, now: Instant) -> bool {
+        if self.config.is_some()
+            && let Some(t) = max()
+        {
             self.max_timestamp = Some(self.max_timestamp.map_or(t, |m| m.max(t)));
         }
         self.last_record_at = now;
@@ -270,12 +273,12 @@ mod tests {
         let t0 = Instant::now();
         let mut s = SourceWatermark::new(Some(config(5000, None, 0)), None);
         assert_eq!(s.due(t0), None, "no record yet");
-        s.on_records(Some(10_000), t0);
+        s.on_records(|| Some(10_000), t0);
         assert_eq!(s.due(t0), Some(4999));
-        s.on_records(Some(9_000), t0);
+        s.on_records(|| Some(9_000), t0);
         assert_eq!(s.due(t0), None, "an older record does not move it");
-        s.on_records(None, t0);
-        s.on_records(Some(12_000), t0);
+        s.on_records(|| None, t0);
+        s.on_records(|| Some(12_000), t0);
         assert_eq!(s.due(t0), Some(6999));
         assert_eq!(s.at_end(), Some(END_OF_TIME));
         assert_eq!(s.at_end(), None);
@@ -285,9 +288,9 @@ mod tests {
     fn a_source_sends_at_most_one_watermark_per_interval() {
         let t0 = Instant::now();
         let mut s = SourceWatermark::new(Some(config(0, None, 200)), None);
-        s.on_records(Some(1), t0);
+        s.on_records(|| Some(1), t0);
         assert_eq!(s.due(t0), Some(0), "the first one goes at once");
-        s.on_records(Some(2), t0);
+        s.on_records(|| Some(2), t0);
         assert_eq!(s.due(t0 + Duration::from_millis(100)), None);
         assert_eq!(s.due(t0 + Duration::from_millis(200)), Some(1));
     }
@@ -296,19 +299,19 @@ mod tests {
     fn a_source_goes_idle_once_after_the_timeout_and_back_with_records() {
         let t0 = Instant::now();
         let mut s = SourceWatermark::new(Some(config(0, Some(30), 0)), None);
-        s.on_records(Some(1), t0);
+        s.on_records(|| Some(1), t0);
         assert!(!s.became_idle(t0 + Duration::from_millis(29)));
         assert!(s.became_idle(t0 + Duration::from_millis(30)));
         assert!(!s.became_idle(t0 + Duration::from_millis(60)), "once");
-        assert!(s.on_records(Some(2), t0 + Duration::from_millis(61)));
-        assert!(!s.on_records(Some(3), t0 + Duration::from_millis(62)));
+        assert!(s.on_records(|| Some(2), t0 + Duration::from_millis(61)));
+        assert!(!s.on_records(|| Some(3), t0 + Duration::from_millis(62)));
     }
 
     #[test]
     fn a_restored_source_resumes_from_its_highest_timestamp() {
         let t0 = Instant::now();
         let mut s = SourceWatermark::new(Some(config(10, None, 0)), Some(1000));
-        s.on_records(Some(500), t0);
+        s.on_records(|| Some(500), t0);
         assert_eq!(s.due(t0), Some(989));
         assert_eq!(s.max_timestamp(), Some(1000));
     }
@@ -317,7 +320,7 @@ mod tests {
     fn without_a_config_a_source_only_sends_the_end() {
         let t0 = Instant::now();
         let mut s = SourceWatermark::new(None, None);
-        s.on_records(Some(100), t0);
+        s.on_records(|| Some(100), t0);
         assert_eq!(s.due(t0), None);
         assert!(!s.became_idle(t0 + Duration::from_secs(3600)));
         assert_eq!(s.at_end(), Some(END_OF_TIME));

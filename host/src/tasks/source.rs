@@ -160,7 +160,7 @@ impl SourceTask {
                 Ok(Some(batch)) if batch.is_empty() => idle = true,
                 Ok(Some(batch)) => {
                     sent += batch.len() as u64;
-                    watermark.on_records(batch.max_timestamp(), Instant::now());
+                    watermark.on_records(|| batch.max_timestamp(), Instant::now());
                     out.send(&shared.cancel, 0, batch)?;
                 }
                 Ok(None) => {

@@ -87,16 +87,16 @@ fn emit_count(ctx: &mut Context, key: &str, window: Window, count: u64) {
     ctx.emit(OUT, rec);
 }
 
-impl WindowCount {
-    /// The state key of `key`'s window starting at `start`, in `key_buf`.
-    fn window_key(&mut self, key: &str, start: i64) -> &str {
-        self.key_buf.clear();
-        self.key_buf.push_str(key);
-        self.key_buf.push('\0');
-        write!(self.key_buf, "{start}").expect("writing to a String");
-        &self.key_buf
-    }
+/// The state key of `key`'s window starting at `start`, written into `buf`.
+fn window_key<'a>(buf: &'a mut String, key: &str, start: i64) -> &'a str {
+    buf.clear();
+    buf.push_str(key);
+    buf.push('\0');
+    write!(buf, "{start}").expect("writing to a String");
+    buf
+}
 
+impl WindowCount {
     /// Counts `rec` (key `key`, time `ts`) in its open windows; sends it to
     /// `late` when none is open.
     fn count(
@@ -117,10 +117,8 @@ impl WindowCount {
                 continue;
             }
             counted = true;
-            let counts = self.counts.clone();
-            let n = counts.update(ctx, self.window_key(key, window.start), |n| {
-                n.unwrap_or(0) + 1
-            })?;
+            let state_key = window_key(&mut self.key_buf, key, window.start);
+            let n = self.counts.update(ctx, state_key, |n| n.unwrap_or(0) + 1)?;
             if n == 1 {
                 ctx.register_event_timer(key.as_bytes(), spec.fire_time(window));
             }
@@ -140,9 +138,10 @@ impl WindowCount {
         watermark: Option<i64>,
     ) -> Result<()> {
         let spec = self.spec;
-        let [own] = spec.assign(ts)[..] else {
-            unreachable!("a session record has one window of its own")
-        };
+        let own = spec
+            .assign(ts)
+            .next()
+            .expect("a session record has one window of its own");
         let mut sessions = self.sessions.get(ctx, key)?.unwrap_or_default();
         let mut windows: Vec<Window> = sessions.iter().map(Session::window).collect();
         let (merged, absorbed) = merge_session(&mut windows, own);
@@ -258,10 +257,9 @@ impl Operator for WindowCount {
             start: end - size,
             end,
         };
-        let counts = self.counts.clone();
-        let state_key = self.window_key(key, window.start);
-        if let Some(n) = counts.get(ctx, state_key)? {
-            counts.remove(ctx, state_key);
+        let state_key = window_key(&mut self.key_buf, key, window.start);
+        if let Some(n) = self.counts.get(ctx, state_key)? {
+            self.counts.remove(ctx, state_key);
             emit_count(ctx, key, window, n);
         }
         Ok(())

@@ -1,8 +1,9 @@
-//! Event times as sources read them: RFC 3339 timestamps and integer
-//! milliseconds since the Unix epoch, both converted to milliseconds (the
-//! `i64` timestamp of a record).
+//! Event times as text: RFC 3339 timestamps and integer milliseconds since
+//! the Unix epoch (the `i64` timestamp of a record), read by the sources
+//! ([`parse_rfc3339`], [`parse_cell`]) and written by the CLI and in logs
+//! ([`format_rfc3339`]).
 //!
-//! A leaf of `connectors/`: the text rules only, no I/O and no settings.
+//! A leaf: the text rules only, no I/O and no settings.
 
 /// The milliseconds since the Unix epoch of an RFC 3339 date-time, such as
 /// `2026-12-01T15:30:00Z` or `2026-12-01T15:30:00.250+01:00`; `None` for
@@ -12,7 +13,13 @@
 /// one or more digits, then `Z` (or `z`) or an offset `±HH:MM`. The date
 /// must exist (leap years included); a leap second (`:60`) is refused. A
 /// fraction finer than a millisecond is truncated towards the past.
-pub(crate) fn parse_rfc3339(text: &str) -> Option<i64> {
+///
+/// ```
+/// use weir::time::parse_rfc3339;
+/// assert_eq!(parse_rfc3339("1970-01-01T00:00:01.5Z"), Some(1500));
+/// assert_eq!(parse_rfc3339("1970-01-01 00:00:01Z"), None);
+/// ```
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
     let b = text.as_bytes();
     if b.len() < 20 {
         return None;
@@ -69,6 +76,35 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<i64> {
     Some(seconds * 1000 + millis)
 }
 
+/// `ms` milliseconds since the Unix epoch in RFC 3339 with milliseconds,
+/// UTC (`2023-11-14T23:13:20.000Z`); `None` outside the years 0 to 9999.
+///
+/// ```
+/// use weir::time::{format_rfc3339, parse_rfc3339};
+/// assert_eq!(format_rfc3339(0).as_deref(), Some("1970-01-01T00:00:00.000Z"));
+/// assert_eq!(format_rfc3339(-1).as_deref(), Some("1969-12-31T23:59:59.999Z"));
+/// assert_eq!(format_rfc3339(i64::MAX), None);
+/// let t = 1_796_139_000_250;
+/// assert_eq!(parse_rfc3339(&format_rfc3339(t).unwrap()), Some(t));
+/// ```
+pub fn format_rfc3339(ms: i64) -> Option<String> {
+    const DAY_MS: i64 = 86_400_000;
+    let (days, in_day) = (ms.div_euclid(DAY_MS), ms.rem_euclid(DAY_MS));
+    let (y, m, d) = civil_from_days(days);
+    if !(0..=9999).contains(&y) {
+        return None;
+    }
+    let (h, min, s, milli) = (
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000,
+    );
+    Some(format!(
+        "{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{milli:03}Z"
+    ))
+}
+
 /// A CSV cell's event time: an optional `-` and digits are milliseconds
 /// since the epoch, anything else must be an RFC 3339 date-time.
 pub(crate) fn parse_cell(text: &str) -> Option<i64> {
@@ -109,6 +145,21 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+/// The proleptic Gregorian date `days` days after 1970-01-01 (Hinnant's
+/// `civil_from_days`, the inverse of [`days_from_civil`]).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
 }
 
 #[cfg(test)]
@@ -183,6 +234,38 @@ mod tests {
             "x",
         ] {
             assert_eq!(parse_cell(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_agrees_with_humantime_after_the_epoch() {
+        for ms in [
+            0,
+            999,
+            951_782_400_000, // 2000-02-29
+            1_700_000_000_123,
+            4_102_444_800_000,
+            253_402_300_799_999, // the last ms of 9999
+        ] {
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms as u64);
+            let want = humantime::format_rfc3339_millis(t).to_string();
+            assert_eq!(format_rfc3339(ms).as_deref(), Some(want.as_str()), "{ms}");
+        }
+        assert_eq!(format_rfc3339(253_402_300_800_000), None, "year 10000");
+        assert_eq!(
+            format_rfc3339(-62_167_219_200_000).as_deref(),
+            Some("0000-01-01T00:00:00.000Z")
+        );
+        assert_eq!(format_rfc3339(-62_167_219_200_001), None, "year -1");
+    }
+
+    #[test]
+    fn days_are_counted_from_the_epoch_both_ways() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        for days in [-719_468, -1, 0, 11_017, 20_786, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
         }
     }
 }
