@@ -70,7 +70,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     settings.say(&format!("checkpoint: full checkpoint of {keys} keys"));
     let mut state = KeyedState::default();
     for i in 0..keys {
-        state.put(state_key(i), b"1".to_vec());
+        state.put(&state_key(i), b"1");
     }
     let started = Instant::now();
     let changes = state.take_changes();
@@ -117,7 +117,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         // A different 1% each round, spread over the key space.
         for j in 0..changed {
             let i = (j * 100 + round * 7 + 1) % keys;
-            state.put(state_key(i), (round + 2).to_string().into_bytes());
+            state.put(&state_key(i), (round + 2).to_string().as_bytes());
         }
         let started = Instant::now();
         let changes = state.take_changes();

@@ -36,7 +36,7 @@ struct Slot {
 ///
 /// ```
 /// let mut s = weir::checkpoint::state::KeyedState::default();
-/// s.put(b"a".to_vec(), b"1".to_vec());
+/// s.put(b"a", b"1");
 /// assert_eq!(s.get(b"a"), Some(&b"1"[..]));
 /// assert_eq!(s.take_changes(), vec![(b"a".to_vec(), Some(b"1".to_vec()))]);
 /// assert!(s.take_changes().is_empty());
@@ -98,7 +98,7 @@ impl KeyedState {
     }
 
     /// Stores `value` under `key`.
-    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+    pub fn put(&mut self, key: &[u8], value: &[u8]) {
         let stored = self.put_within(key, value, usize::MAX);
         debug_assert!(stored.is_ok(), "no limit");
     }
@@ -109,18 +109,13 @@ impl KeyedState {
     ///
     /// ```
     /// let mut s = weir::checkpoint::state::KeyedState::default();
-    /// assert!(s.put_within(b"k".to_vec(), vec![0; 9], 10).is_ok());
-    /// assert_eq!(s.put_within(b"k".to_vec(), vec![0; 10], 10), Err(11));
+    /// assert!(s.put_within(b"k", &[0; 9], 10).is_ok());
+    /// assert_eq!(s.put_within(b"k", &[0; 10], 10), Err(11));
     /// assert_eq!(s.bytes(), 10);
     /// ```
-    pub fn put_within(
-        &mut self,
-        key: Vec<u8>,
-        value: Vec<u8>,
-        max_bytes: usize,
-    ) -> Result<(), usize> {
+    pub fn put_within(&mut self, key: &[u8], value: &[u8], max_bytes: usize) -> Result<(), usize> {
         let vlen = value.len();
-        if let Some(slot) = self.map.get_mut(key.as_slice()) {
+        if let Some(slot) = self.map.get_mut(key) {
             let after = match &slot.value {
                 Some(old) => self.bytes - old.len() + vlen,
                 None => self.bytes + key.len() + vlen,
@@ -128,7 +123,7 @@ impl KeyedState {
             if after > max_bytes {
                 return Err(after);
             }
-            if slot.value.replace(value).is_none() {
+            if slot.value.replace(value.to_vec()).is_none() {
                 self.live += 1;
             }
             self.bytes = after;
@@ -150,7 +145,7 @@ impl KeyedState {
         self.map.insert(
             key,
             Slot {
-                value: Some(value),
+                value: Some(value.to_vec()),
                 dirty: true,
             },
         );
@@ -308,7 +303,7 @@ mod tests {
             match op {
                 0..=5 => {
                     let value = vec![b'v'; (next() % 8) as usize];
-                    state.put(key.clone(), value.clone());
+                    state.put(&key, &value);
                     model.insert(key.clone(), value.clone());
                     since.insert(key.clone(), Some(value));
                 }
@@ -364,7 +359,7 @@ mod tests {
         let restored = KeyedState::from_entries(entries.clone());
         let mut put = KeyedState::default();
         for (k, v) in entries {
-            put.put(k, v);
+            put.put(&k, &v);
         }
         assert_eq!(restored.get(b"b"), Some(&b"3"[..]));
         assert_eq!((restored.len(), restored.bytes()), (put.len(), put.bytes()));
@@ -378,7 +373,7 @@ mod tests {
         let mut s = KeyedState::default();
         s.delete(b"nope");
         assert!(s.take_changes().is_empty());
-        s.put(b"a".to_vec(), b"1".to_vec());
+        s.put(b"a", b"1");
         s.take_changes();
         s.delete(b"a");
         assert_eq!(s.take_changes(), vec![(b"a".to_vec(), None)]);

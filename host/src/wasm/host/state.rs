@@ -48,8 +48,8 @@ impl InstanceState {
         Ok(())
     }
 
-    fn put_checked(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
-        self.check_entry(&key, &value)?;
+    fn put_checked(&mut self, key: &[u8], value: &[u8]) -> wasmtime::Result<()> {
+        self.check_entry(key, value)?;
         match self
             .state
             .put_within(key, value, self.limits.max_state_bytes)
@@ -90,7 +90,7 @@ impl state::Host for InstanceState {
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
         self.check_write()?;
-        self.put_checked(key, value)
+        self.put_checked(&key, &value)
     }
 
     fn put_many(&mut self, entries: Vec<state::Entry>) -> wasmtime::Result<()> {
@@ -99,7 +99,7 @@ impl state::Host for InstanceState {
         }
         self.check_write()?;
         for e in entries {
-            self.put_checked(e.key, e.value)?;
+            self.put_checked(&e.key, &e.value)?;
         }
         Ok(())
     }
