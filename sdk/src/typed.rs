@@ -378,10 +378,84 @@ where
     pub fn entries(&self, ctx: &Context) -> Result<Vec<(K, V)>> {
         let mut out = Vec::new();
         for (k, v) in ctx.scan_all(b"") {
-            if let Some(key) = self.decode_key(&k) {
-                out.push((key?, decode_value(self.cache.name(), &v)?));
+            if let Some(entry) = self.decode_entry(&k, &v) {
+                out.push(entry?);
             }
         }
         Ok(out)
     }
+
+    /// The entry of this map stored under byte key `k` with value `v`, or
+    /// `None` when `k` belongs to other state.
+    fn decode_entry(&self, k: &[u8], v: &[u8]) -> Option<Result<(K, V)>> {
+        let key = self.decode_key(k)?;
+        Some(key.and_then(|key| Ok((key, decode_value(self.cache.name(), v)?))))
+    }
+
+    /// Calls `f` with every entry of this map in this instance, in byte-key
+    /// order, reading host state a page of 1000 entries at a time:
+    /// unlike [`entries`](Self::entries), the memory it needs does not grow
+    /// with the state, so it suits `finish` over more keys than the plugin's
+    /// memory holds. The first error (of `f`, or of an entry that does not
+    /// decode) stops it and is returned.
+    ///
+    /// `f` may read and write any state. Each page is read after every
+    /// cache is written back, so it holds `f`'s writes so far; each entry is
+    /// visited at most once, with its value as of the read of its page. So a
+    /// key `f` writes that was already visited (like the one it is given) is
+    /// not visited again, a key removed before its page is read is not
+    /// visited, and a key after the current one that `f` adds or changes is
+    /// visited with the new value if it lies on a later page, with the value
+    /// the page holds otherwise: to depend on no page boundary, write only
+    /// keys already visited. Writing back before each page is a pass over
+    /// every cache, so when `f` writes, a cache far larger than a page
+    /// makes each page cost that pass: shrink it first (a clone's
+    /// [`with_cache_capacity`](Self::with_cache_capacity) sets the shared
+    /// cache's).
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     let mut ctx = weir_sdk::Context::new();
+    ///     let open = weir_sdk::MapState::<String, bool>::new("open");
+    ///     for k in ["a", "b", "c"] {
+    ///         open.put(&mut ctx, &k.to_string(), &true);
+    ///     }
+    ///     let mut closed = Vec::new();
+    ///     open.for_each(&mut ctx, |ctx, key, is_open| {
+    ///         if is_open && key != "b" {
+    ///             open.put(ctx, &key, &false);
+    ///             closed.push(key);
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .unwrap();
+    ///     assert_eq!(closed, ["a", "c"]);
+    ///     assert_eq!(open.get(&ctx, "a").unwrap(), Some(false));
+    /// });
+    /// ```
+    pub fn for_each(
+        &self,
+        ctx: &mut Context,
+        mut f: impl FnMut(&mut Context, K, V) -> Result<()>,
+    ) -> Result<()> {
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page = ctx.scan(b"", after.as_deref(), SCAN_PAGE);
+            let last_page = page.len() < SCAN_PAGE as usize;
+            after = page.last().map(|(k, _)| k.clone());
+            for (k, v) in page {
+                if let Some(entry) = self.decode_entry(&k, &v) {
+                    let (key, value) = entry?;
+                    f(ctx, key, value)?;
+                }
+            }
+            if last_page {
+                return Ok(());
+            }
+        }
+    }
 }
+
+/// Entries of host state [`MapState::for_each`] reads per host call: the
+/// most it holds at once.
+const SCAN_PAGE: u32 = 1000;

@@ -38,14 +38,16 @@
 //! timestamp + `timeout` while the key waits, at first timestamp + 2 ×
 //! `timeout` while it is a tombstone.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::fmt;
 
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Number, Value};
 use weir_sdk::window::DurationMs;
 use weir_sdk::{
-    Context, Error, MapState, OpenContext, Operator, OperatorInfo, Record, Result, TimeDomain,
-    Timer,
+    Batch, BatchBuf, Context, Error, MapState, OpenContext, Operator, OperatorInfo, Record,
+    RecordRef, Result, TimeDomain, Timer,
 };
 
 #[derive(Debug, Deserialize)]
@@ -80,13 +82,42 @@ pub struct Pending {
     t: Option<i64>,
 }
 
-/// One output record.
-#[derive(Debug, Serialize)]
-struct Classified<'a> {
-    key: &'a str,
-    status: &'static str,
+/// One output record: its JSON is what output `out` carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Classified<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// `MATCH`, `AMOUNT_MISMATCH`, `ONLY_A` or `ONLY_B`.
+    pub status: &'static str,
+    /// The amount of side `a`, if seen.
+    pub a: Option<f64>,
+    /// The amount of side `b`, if seen.
+    pub b: Option<f64>,
+}
+
+/// The result of `key` with amounts `a` and `b` (those seen), `None` when
+/// neither was: `MATCH` when both differ by at most `tolerance`.
+///
+/// ```
+/// let c = reconcile::classify("k", Some(1.0), Some(1.5), 0.0).unwrap();
+/// assert_eq!(c.status, "AMOUNT_MISMATCH");
+/// assert_eq!(reconcile::classify("k", None, Some(2.0), 0.0).unwrap().status, "ONLY_B");
+/// assert!(reconcile::classify("k", None, None, 0.0).is_none());
+/// ```
+pub fn classify(
+    key: &str,
     a: Option<f64>,
     b: Option<f64>,
+    tolerance: f64,
+) -> Option<Classified<'_>> {
+    let status = match (a, b) {
+        (Some(a), Some(b)) if (a - b).abs() <= tolerance + 1e-9 => "MATCH",
+        (Some(_), Some(_)) => "AMOUNT_MISMATCH",
+        (Some(_), None) => "ONLY_A",
+        (None, Some(_)) => "ONLY_B",
+        (None, None) => return None,
+    };
+    Some(Classified { key, status, a, b })
 }
 
 /// The reconcile operator.
@@ -97,72 +128,295 @@ pub struct Reconcile {
     /// waits until the end of input.
     timeout: Option<i64>,
     keys: MapState<String, Pending>,
+    /// The JSON of the record being emitted (reused, so emitting allocates
+    /// nothing per record).
+    line: Vec<u8>,
 }
+
+/// Entries the state cache holds during `finish` (see there).
+const FINISH_CACHE_CAPACITY: usize = 2_000;
 
 const PORT_A: u32 = 0;
 const PORT_B: u32 = 1;
 const OUT: u32 = 0;
 const LATE: u32 = 1;
 
-fn amount_of(v: &Value) -> Result<f64> {
-    let amount = v
-        .get("amount")
-        .ok_or_else(|| Error::InvalidInput(format!("record has no `amount`: {v}")))?;
-    match amount {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
+/// A JSON value of one of the fields reconcile reads, without a document
+/// tree for the scalars that inputs hold: strings borrow from the record
+/// unless they contain escapes.
+#[derive(Debug, Clone, PartialEq)]
+enum Field<'a> {
+    Null,
+    Bool(bool),
+    Number(Number),
+    Str(Cow<'a, str>),
+    /// An array or object (only its text form is ever needed).
+    Tree(Value),
+}
+
+impl Field<'_> {
+    /// The amount it holds: a number, or a string holding one (surrounding
+    /// whitespace ignored).
+    fn amount(&self) -> Option<f64> {
+        match self {
+            Field::Number(n) => n.as_f64(),
+            Field::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
     }
-    .ok_or_else(|| Error::InvalidInput(format!("`amount` is not a number: {amount}")))
+
+    /// The key it holds: a string as is, any other non-null value as its
+    /// JSON text.
+    fn key(self) -> Option<Cow<'static, str>> {
+        Some(Cow::Owned(match self {
+            Field::Null => return None,
+            Field::Str(s) => s.into_owned(),
+            Field::Bool(b) => b.to_string(),
+            Field::Number(n) => n.to_string(),
+            Field::Tree(v) => v.to_string(),
+        }))
+    }
+}
+
+impl<'de> Deserialize<'de> for Field<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_any(FieldVisitor)
+    }
+}
+
+struct FieldVisitor;
+
+impl<'de> Visitor<'de> for FieldVisitor {
+    type Value = Field<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> std::result::Result<Field<'de>, E> {
+        Ok(Field::Null)
+    }
+    fn visit_bool<E>(self, b: bool) -> std::result::Result<Field<'de>, E> {
+        Ok(Field::Bool(b))
+    }
+    fn visit_u64<E>(self, n: u64) -> std::result::Result<Field<'de>, E> {
+        Ok(Field::Number(n.into()))
+    }
+    fn visit_i64<E>(self, n: i64) -> std::result::Result<Field<'de>, E> {
+        Ok(Field::Number(n.into()))
+    }
+    fn visit_f64<E>(self, n: f64) -> std::result::Result<Field<'de>, E> {
+        // JSON text has no NaN or infinity, so the number is always finite.
+        Ok(Number::from_f64(n).map_or(Field::Null, Field::Number))
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> std::result::Result<Field<'de>, E> {
+        Ok(Field::Str(Cow::Borrowed(s)))
+    }
+    fn visit_str<E>(self, s: &str) -> std::result::Result<Field<'de>, E> {
+        Ok(Field::Str(Cow::Owned(s.to_owned())))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Field<'de>, A::Error> {
+        Value::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Field::Tree)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<Field<'de>, A::Error> {
+        Value::deserialize(de::value::MapAccessDeserializer::new(map)).map(Field::Tree)
+    }
+}
+
+/// The two fields of an input record that reconcile reads: `amount` and the
+/// key field. A record that is not a JSON object has neither.
+#[derive(Debug, Default)]
+struct Fields<'a> {
+    amount: Option<Field<'a>>,
+    key: Option<Field<'a>>,
+}
+
+/// Reads [`Fields`] from a JSON value, skipping every other field with
+/// [`IgnoredAny`] (so the rest of the record is only checked to be JSON).
+/// Of a field given twice, the last counts, as in a `serde_json::Value`.
+struct FieldsSeed<'k> {
+    /// The key field's name; `None` when the record has a key of its own.
+    key_field: Option<&'k str>,
+}
+
+/// Which of the fields reconcile reads a map key names.
+enum Wanted {
+    Amount,
+    Key,
+    Both,
+    Neither,
+}
+
+/// Reads a map key and tells which field it names, without keeping it.
+struct NameSeed<'k>(Option<&'k str>);
+
+impl<'de> DeserializeSeed<'de> for NameSeed<'_> {
+    type Value = Wanted;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<Wanted, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NameSeed<'_> {
+    type Value = Wanted;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E>(self, name: &str) -> std::result::Result<Wanted, E> {
+        Ok(match (name == "amount", self.0 == Some(name)) {
+            (true, true) => Wanted::Both,
+            (true, false) => Wanted::Amount,
+            (false, true) => Wanted::Key,
+            (false, false) => Wanted::Neither,
+        })
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for FieldsSeed<'_> {
+    type Value = Fields<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Fields<'de>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldsSeed<'_> {
+    type Value = Fields<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Fields<'de>, A::Error> {
+        let mut fields = Fields::default();
+        while let Some(wanted) = map.next_key_seed(NameSeed(self.key_field))? {
+            match wanted {
+                Wanted::Amount => fields.amount = Some(map.next_value()?),
+                Wanted::Key => fields.key = Some(map.next_value()?),
+                Wanted::Both => {
+                    let v: Field<'de> = map.next_value()?;
+                    fields.amount = Some(v.clone());
+                    fields.key = Some(v);
+                }
+                Wanted::Neither => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(fields)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Fields<'de>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Fields::default())
+    }
+    fn visit_unit<E>(self) -> std::result::Result<Fields<'de>, E> {
+        Ok(Fields::default())
+    }
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<Fields<'de>, E> {
+        Ok(Fields::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<Fields<'de>, E> {
+        Ok(Fields::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<Fields<'de>, E> {
+        Ok(Fields::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<Fields<'de>, E> {
+        Ok(Fields::default())
+    }
+    fn visit_str<E>(self, _: &str) -> std::result::Result<Fields<'de>, E> {
+        Ok(Fields::default())
+    }
+}
+
+/// The whole record as a JSON document, for the text of an error message
+/// (only bad records pay for it).
+fn document(rec: &RecordRef<'_>) -> Value {
+    rec.parse_json().unwrap_or(Value::Null)
+}
+
+/// One input record, read: its key, amount and (under `timeout`) timestamp.
+struct Parsed<'a> {
+    key: Cow<'a, str>,
+    amount: f64,
+    timestamp: Option<i64>,
 }
 
 impl Reconcile {
-    fn key_of(&self, rec: &Record, v: &Value) -> Result<String> {
-        if let Some(k) = rec.key_str() {
-            return Ok(k.to_string());
-        }
-        match v.get(&self.key_field) {
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(other) if !other.is_null() => Ok(other.to_string()),
-            _ => Err(Error::InvalidInput(format!(
-                "record has no key and no `{}` field (set the source's `key` or the operator's `key_field`): {v}",
-                self.key_field
-            ))),
-        }
+    /// Reads `rec`'s key, amount and timestamp, or the error that makes its
+    /// batch fail.
+    fn parse<'a>(&self, rec: &RecordRef<'a>, port: u32) -> Result<Parsed<'a>> {
+        let own_key = rec.key_str();
+        let key_field = match own_key {
+            Some(_) => None,
+            None => Some(self.key_field.as_str()),
+        };
+        let fields = rec.parse_json_seed(FieldsSeed { key_field })?;
+        let timestamp = self.timestamp_of(rec, port)?;
+        let key = match (own_key, fields.key) {
+            (Some(k), _) => Cow::Borrowed(k),
+            (None, Some(Field::Str(s))) => s,
+            (None, field) => field.and_then(Field::key).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "record has no key and no `{}` field (set the source's `key` or the operator's `key_field`): {}",
+                    self.key_field,
+                    document(rec)
+                ))
+            })?,
+        };
+        let amount = match &fields.amount {
+            None => {
+                return Err(Error::InvalidInput(format!(
+                    "record has no `amount`: {}",
+                    document(rec)
+                )));
+            }
+            Some(a) => a.amount().ok_or_else(|| {
+                let amount = &document(rec)["amount"];
+                Error::InvalidInput(format!("`amount` is not a number: {amount}"))
+            })?,
+        };
+        Ok(Parsed {
+            key,
+            amount,
+            timestamp,
+        })
     }
 
     /// The record's timestamp, which `timeout` needs; `None` without
     /// `timeout`.
-    fn timestamp_of(&self, rec: &Record, port: u32, v: &Value) -> Result<Option<i64>> {
+    fn timestamp_of(&self, rec: &RecordRef<'_>, port: u32) -> Result<Option<i64>> {
         match (self.timeout, rec.timestamp) {
             (Some(_), None) => Err(Error::InvalidInput(format!(
-                "record on input `{}` has no timestamp, and `timeout` needs event time (set the source's `timestamp` to the field holding the record's time, or drop `timeout`): {v}",
-                if port == PORT_A { "a" } else { "b" }
+                "record on input `{}` has no timestamp, and `timeout` needs event time (set the source's `timestamp` to the field holding the record's time, or drop `timeout`): {}",
+                if port == PORT_A { "a" } else { "b" },
+                document(rec)
             ))),
             (Some(_), ts) => Ok(ts),
             (None, _) => Ok(None),
         }
     }
 
-    /// Emits the key's result on `out`, with `timestamp` if given (else the
-    /// SDK's current one).
-    fn emit(&self, ctx: &mut Context, key: &str, p: &Pending, timestamp: Option<i64>) {
-        let status = match (p.a, p.b) {
-            (Some(a), Some(b)) if (a - b).abs() <= self.tolerance + 1e-9 => "MATCH",
-            (Some(_), Some(_)) => "AMOUNT_MISMATCH",
-            (Some(_), None) => "ONLY_A",
-            (None, Some(_)) => "ONLY_B",
-            (None, None) => return,
+    /// Emits the key's result on `out` with `timestamp` (`None`: the host
+    /// gives it the latest timestamp of the input).
+    fn emit(&mut self, ctx: &mut Context, key: &str, p: &Pending, timestamp: Option<i64>) {
+        let Some(out) = classify(key, p.a, p.b, self.tolerance) else {
+            return;
         };
-        let out = Classified {
-            key,
-            status,
-            a: p.a,
-            b: p.b,
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, &out).expect("serializing to memory");
+        let rec = RecordRef {
+            key: Some(key.as_bytes()),
+            value: &self.line,
+            timestamp,
         };
-        let mut rec = Record::json(&out).with_key(key.as_bytes());
-        rec.timestamp = timestamp;
-        ctx.emit(OUT, rec);
+        ctx.emit_ref(OUT, rec);
     }
 }
 
@@ -203,10 +457,15 @@ impl Operator for Reconcile {
             key_field: config.key_field,
             timeout: config.timeout.map(|d| d.0),
             keys: MapState::new("rc"),
+            line: Vec::new(),
         })
     }
 
     fn process(&mut self, ctx: &mut Context, port: u32, batch: Vec<Record>) -> Result<()> {
+        self.process_batch(ctx, port, &BatchBuf::from_records(&batch).as_batch())
+    }
+
+    fn process_batch(&mut self, ctx: &mut Context, port: u32, batch: &Batch<'_>) -> Result<()> {
         if port != PORT_A && port != PORT_B {
             return Err(Error::Other(format!(
                 "reconcile has inputs 0 (a) and 1 (b), got port {port}"
@@ -214,58 +473,54 @@ impl Operator for Reconcile {
         }
         // Every record is checked before any is used: a bad batch changes
         // nothing.
-        let mut parsed = Vec::with_capacity(batch.len());
-        for rec in &batch {
-            let v: Value = rec.parse_json()?;
-            let ts = self.timestamp_of(rec, port, &v)?;
-            parsed.push((self.key_of(rec, &v)?, amount_of(&v)?, ts));
-        }
-        // One state read and one write per batch.
-        let mut keys: Vec<String> = parsed.iter().map(|(k, _, _)| k.clone()).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let stored = self.keys.get_many(ctx, &keys)?;
-        let mut pending: HashMap<String, (Pending, bool)> = keys
-            .into_iter()
-            .zip(stored)
-            .map(|(k, p)| (k, (p.unwrap_or_default(), false)))
-            .collect();
-        for ((key, amount, ts), rec) in parsed.into_iter().zip(batch) {
-            let (p, changed) = pending.get_mut(&key).expect("every key was looked up");
+        let parsed = batch
+            .iter()
+            .map(|rec| self.parse(&rec, port))
+            .collect::<Result<Vec<Parsed<'_>>>>()?;
+        // The states the cache lacks, in one host call.
+        self.keys
+            .prefetch(ctx, parsed.iter().map(|p| p.key.as_ref()))?;
+        for (
+            rec,
+            Parsed {
+                key,
+                amount,
+                timestamp: ts,
+            },
+        ) in batch.iter().zip(parsed)
+        {
+            let mut p = self.keys.get(ctx, key.as_ref())?.unwrap_or_default();
             if p.done {
                 if self.timeout.is_some() {
-                    ctx.emit(LATE, rec);
+                    ctx.emit_ref(LATE, rec);
                 }
                 continue;
             }
+            let mut changed = false;
             if let (Some(timeout), Some(ts), None) = (self.timeout, ts, p.t) {
                 p.t = Some(ts);
-                *changed = true;
+                changed = true;
                 ctx.register_event_timer(key.as_bytes(), ts.saturating_add(timeout));
             }
             let side = if port == PORT_A { &mut p.a } else { &mut p.b };
-            if side.is_some() {
-                continue;
-            }
-            *side = Some(amount);
-            *changed = true;
-            if p.a.is_some() && p.b.is_some() {
-                self.emit(ctx, &key, p, ts);
-                p.done = true;
-                if let (Some(timeout), Some(t)) = (self.timeout, p.t) {
-                    let k = key.as_bytes();
-                    ctx.delete_timer(k, TimeDomain::EventTime, t.saturating_add(timeout));
-                    ctx.register_event_timer(k, t.saturating_add(timeout.saturating_mul(2)));
-                    *p = tombstone(p.t);
+            if side.is_none() {
+                *side = Some(amount);
+                changed = true;
+                if p.a.is_some() && p.b.is_some() {
+                    self.emit(ctx, &key, &p, ts);
+                    p.done = true;
+                    if let (Some(timeout), Some(t)) = (self.timeout, p.t) {
+                        let k = key.as_bytes();
+                        ctx.delete_timer(k, TimeDomain::EventTime, t.saturating_add(timeout));
+                        ctx.register_event_timer(k, t.saturating_add(timeout.saturating_mul(2)));
+                        p = tombstone(p.t);
+                    }
                 }
             }
+            if changed {
+                self.keys.update(ctx, key.as_ref(), |_| p)?;
+            }
         }
-        let updates: Vec<(String, Pending)> = pending
-            .into_iter()
-            .filter(|(_, (_, changed))| *changed)
-            .map(|(k, (p, _))| (k, p))
-            .collect();
-        self.keys.put_many(ctx, updates.iter().map(|(k, p)| (k, p)));
         Ok(())
     }
 
@@ -283,8 +538,8 @@ impl Operator for Reconcile {
             self.keys.remove(ctx, key);
         } else {
             // Without a timestamp of its own, the record gets the timer's.
-            self.emit(ctx, key, &p, None);
-            self.keys.put(ctx, &key.to_string(), &tombstone(p.t));
+            self.emit(ctx, key, &p, Some(timer.time));
+            self.keys.update(ctx, key, |_| tombstone(p.t))?;
             // The timer was at first timestamp + timeout.
             ctx.register_event_timer(timer.key, timer.time.saturating_add(timeout));
         }
@@ -293,14 +548,19 @@ impl Operator for Reconcile {
 
     fn finish(&mut self, ctx: &mut Context) -> Result<()> {
         // Under `timeout` the end of input fired every key's timer before
-        // this, so only keys of a run without `timeout` are left.
-        for (key, p) in self.keys.entries(ctx)? {
+        // this, so only keys of a run without `timeout` are left. A page of
+        // entries at a time: the state may be far larger than the plugin's
+        // memory. Each key is visited once, so the cache only holds the
+        // writes of about a page: every page read writes the whole cache
+        // back first, which a full cache would make a pass over all of it.
+        let keys = self.keys.clone().with_cache_capacity(FINISH_CACHE_CAPACITY);
+        keys.for_each(ctx, |ctx, key, p| {
             if !p.done {
                 self.emit(ctx, &key, &p, None);
-                self.keys.put(ctx, &key, &Pending { done: true, ..p });
+                keys.put(ctx, &key, &Pending { done: true, ..p });
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -597,6 +857,209 @@ mod tests {
                 serde_json::json!({"key":"q","status":"ONLY_B","a":null,"b":1.0}),
                 serde_json::json!({"key":"x","status":"ONLY_A","a":2.0,"b":null}),
             ]
+        );
+    }
+
+    /// How a record was read before the fields were picked without a
+    /// document tree: the whole record as a `serde_json::Value`. The oracle
+    /// of the tests below, which check that nothing changed.
+    fn read_through_value(
+        record: &Record,
+        key_field: &str,
+    ) -> std::result::Result<(String, f64), String> {
+        let v: Value = record.parse_json().map_err(|e| e.to_string())?;
+        let key = match record.key_str() {
+            Some(k) => k.to_string(),
+            None => match v.get(key_field) {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) if !other.is_null() => other.to_string(),
+                _ => {
+                    return Err(Error::InvalidInput(format!(
+                        "record has no key and no `{key_field}` field (set the source's `key` or the operator's `key_field`): {v}"
+                    ))
+                    .to_string());
+                }
+            },
+        };
+        let amount = v.get("amount").ok_or_else(|| {
+            Error::InvalidInput(format!("record has no `amount`: {v}")).to_string()
+        })?;
+        let parsed = match amount {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        };
+        let amount = parsed.ok_or_else(|| {
+            Error::InvalidInput(format!("`amount` is not a number: {amount}")).to_string()
+        })?;
+        Ok((key, amount))
+    }
+
+    /// What the operator makes of `record` alone on input `a`: its key and
+    /// amount (read back from the state it wrote), or the error's text.
+    fn read_by_operator(
+        record: &Record,
+        key_field: &str,
+    ) -> std::result::Result<(String, f64), String> {
+        let config = serde_json::json!({ "key_field": key_field }).to_string();
+        let mut h = Harness::<Reconcile>::open(&config).unwrap();
+        h.process("a", vec![record.clone()])
+            .map_err(|e| e.to_string())?;
+        h.checkpoint(1).unwrap();
+        let [(k, v)]: [(&Vec<u8>, &Vec<u8>); 1] =
+            h.state().iter().collect::<Vec<_>>().try_into().unwrap();
+        let key = k.strip_suffix(b"\0rc").expect("a reconcile key");
+        let p: Pending = serde_json::from_slice(v).unwrap();
+        Ok((String::from_utf8(key.to_vec()).unwrap(), p.a.unwrap()))
+    }
+
+    #[test]
+    fn fields_are_read_as_a_document_tree_reads_them() {
+        let values = [
+            // Amounts: numbers of every JSON form and numeric strings.
+            r#"{"key":"k","amount":10}"#,
+            r#"{"key":"k","amount":-3}"#,
+            r#"{"key":"k","amount":10.25}"#,
+            r#"{"key":"k","amount":1e2}"#,
+            r#"{"key":"k","amount":-0.0}"#,
+            r#"{"key":"k","amount":18446744073709551615}"#,
+            r#"{"key":"k","amount":123456789012345678901234567890}"#,
+            r#"{"key":"k","amount":" 7.50 "}"#,
+            r#"{"key":"k","amount":"1e3"}"#,
+            r#"{"key":"k","amount":"\u0031\u0032"}"#,
+            // Not numbers.
+            r#"{"key":"k","amount":"abc"}"#,
+            r#"{"key":"k","amount":""}"#,
+            r#"{"key":"k","amount":null}"#,
+            r#"{"key":"k","amount":true}"#,
+            r#"{"key":"k","amount":[1]}"#,
+            r#"{"key":"k","amount":{"v":1}}"#,
+            // Missing fields, and records that are not objects.
+            r#"{"key":"k"}"#,
+            r#"{"amount":1}"#,
+            r#"{"key":null,"amount":1}"#,
+            r#"{}"#,
+            r#"[1,{"amount":2}]"#,
+            r#""amount""#,
+            "12",
+            "null",
+            // Keys of other types, as their JSON text.
+            r#"{"key":42,"amount":1}"#,
+            r#"{"key":-4.50,"amount":1}"#,
+            r#"{"key":1e3,"amount":1}"#,
+            r#"{"key":false,"amount":1}"#,
+            r#"{"key":{"b":[1,"x"],"a":null},"amount":1}"#,
+            r#"{"key":[],"amount":1}"#,
+            // Escapes in keys, values and field names.
+            r#"{"key":"q\"uote\\back\u00e9\n","amount":"2"}"#,
+            r#"{"k\u0065y":"escaped-name","am\u006fount":3}"#,
+            r#"{"key":"日本","amount":4}"#,
+            // The last of a repeated field counts; other fields are skipped.
+            r#"{"key":"first","amount":"x","key":"last","amount":5}"#,
+            r#"{"nested":{"amount":9,"key":"no"},"list":[{"key":1}],"key":"top","amount":6,"s":"a\"}"}"#,
+            // Not JSON, or more than one document.
+            r#"{"key":"k","amount":1"#,
+            r#"{"key":"k","amount":1} x"#,
+            "",
+        ];
+        for value in values {
+            let record = Record::new(value);
+            for key_field in ["key", "amount", "missing"] {
+                assert_eq!(
+                    read_by_operator(&record, key_field),
+                    read_through_value(&record, key_field),
+                    "{value} with key_field {key_field}"
+                );
+            }
+            let keyed = record.clone().with_key("own");
+            assert_eq!(
+                read_by_operator(&keyed, "key"),
+                read_through_value(&keyed, "key"),
+                "{value} with a record key"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_records_fail_with_the_messages_they_always_had() {
+        let mut h = Harness::<Reconcile>::open("{}").unwrap();
+        let err = |h: &mut Harness<Reconcile>, value: &str| {
+            h.process("a", vec![Record::new(value)])
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(&mut h, r#"{"key":"k","n":{"b":1,"a":2}}"#),
+            r#"invalid input: record has no `amount`: {"key":"k","n":{"a":2,"b":1}}"#
+        );
+        assert_eq!(
+            err(&mut h, r#"{"key":"k","amount":"1,5"}"#),
+            r#"invalid input: `amount` is not a number: "1,5""#
+        );
+        assert_eq!(
+            err(&mut h, r#"{"amount":1,"key":null}"#),
+            "invalid input: record has no key and no `key` field (set the source's `key` or the operator's `key_field`): {\"amount\":1,\"key\":null}"
+        );
+        // A bad record anywhere in the batch: nothing of it is used.
+        let batch = vec![rec("ok", "1"), Record::new(r#"{"key":"bad"}"#)];
+        assert!(h.process("a", batch).is_err());
+        h.checkpoint(1).unwrap();
+        assert!(h.state().is_empty(), "{:?}", h.state());
+    }
+
+    #[test]
+    fn keys_with_escapes_and_of_other_types_are_emitted_as_json() {
+        let mut h = Harness::<Reconcile>::open(r#"{"key_field":"id"}"#).unwrap();
+        h.process(
+            "a",
+            vec![
+                Record::new(r#"{"id":"q\"\\\u00e9","amount":1}"#),
+                Record::new(r#"{"id":7,"amount":"2.5"}"#),
+                Record::new(r#"{"id":0.5,"amount":3}"#),
+            ],
+        )
+        .unwrap();
+        let out = h
+            .process("b", vec![Record::new(r#"{"id":"q\"\\é","amount":1.0}"#)])
+            .unwrap();
+        assert_eq!(
+            out,
+            [
+                Record::new(r#"{"key":"q\"\\é","status":"MATCH","a":1.0,"b":1.0}"#)
+                    .with_key("q\"\\é")
+            ]
+        );
+        let out = h.finish().unwrap();
+        assert_eq!(
+            out,
+            [
+                Record::new(r#"{"key":"0.5","status":"ONLY_A","a":3.0,"b":null}"#).with_key("0.5"),
+                Record::new(r#"{"key":"7","status":"ONLY_A","a":2.5,"b":null}"#).with_key("7"),
+            ]
+        );
+    }
+
+    #[test]
+    fn finish_reads_the_keys_a_page_at_a_time() {
+        // More keys than a page (1000): every one is emitted once, in key
+        // order, and marked done, with one scan per page.
+        let n = 2_500;
+        let mut h = Harness::<Reconcile>::open("{}").unwrap();
+        let batch: Vec<Record> = (0..n).map(|i| rec(&format!("k{i:05}"), "1")).collect();
+        h.process("a", batch).unwrap();
+        h.checkpoint(1).unwrap();
+        let scans = h.host_calls().scan;
+        let out = h.finish().unwrap();
+        assert_eq!(out.len(), n);
+        let keys: Vec<&str> = out.iter().map(|r| r.key_str().unwrap()).collect();
+        assert!(keys.is_sorted(), "in key order");
+        assert_eq!(keys[0], "k00000");
+        assert_eq!(h.host_calls().scan - scans, n.div_ceil(1000));
+        h.checkpoint(2).unwrap();
+        assert!(
+            h.state()
+                .values()
+                .all(|v| v.as_slice() == br#"{"a":1.0,"done":true}"#)
         );
     }
 }
