@@ -13,6 +13,9 @@
 //!   duration and alignment as parallelism grows.
 //! - [`recovery`]: time to the first processed record when restoring state.
 //! - [`skew`]: alignment when one input of a two-input operator is slower.
+//! - [`state`]: jobs with a million keys of state (reconcile, word count),
+//!   through the `weir` binary, against native programs, with peak RSS;
+//!   restore and checkpoint at a million keys.
 //! - [`threads`]: the host's thread per stage against tokio tasks, on the
 //!   same pipeline.
 
@@ -27,6 +30,7 @@ pub mod native;
 pub mod recovery;
 pub mod report;
 pub mod skew;
+pub mod state;
 pub mod threads;
 pub mod windows;
 
@@ -58,6 +62,11 @@ pub struct Settings {
     pub work_dir: Option<PathBuf>,
     /// Print progress on stderr.
     pub verbose: bool,
+    /// The `weir` binary (default: next to this executable).
+    pub weir: Option<PathBuf>,
+    /// The `weir-bench` binary, which runs the native programs as child
+    /// processes (default: this executable).
+    pub bench_exe: Option<PathBuf>,
 }
 
 impl Settings {
@@ -71,6 +80,41 @@ impl Settings {
             plugins: default_plugins(),
             work_dir: None,
             verbose: false,
+            weir: None,
+            bench_exe: None,
+        }
+    }
+
+    /// The `weir` binary: [`weir`](Self::weir), else `weir` next to this
+    /// executable (or one folder up, from `target/*/deps`), which must exist.
+    pub fn weir_binary(&self) -> anyhow::Result<PathBuf> {
+        let path = match &self.weir {
+            Some(p) => p.clone(),
+            None => {
+                let exe = std::env::current_exe()?;
+                let dir = exe.parent().unwrap_or(Path::new("."));
+                let next = dir.join("weir");
+                match dir.parent() {
+                    Some(up) if !next.is_file() && dir.ends_with("deps") => up.join("weir"),
+                    _ => next,
+                }
+            }
+        };
+        if !path.is_file() {
+            anyhow::bail!(
+                "{} is missing: build it with `cargo build --release -p weir-cli` (or pass --weir PATH)",
+                path.display()
+            );
+        }
+        Ok(std::path::absolute(&path)?)
+    }
+
+    /// The `weir-bench` binary: [`bench_exe`](Self::bench_exe), else this
+    /// executable.
+    pub fn bench_binary(&self) -> anyhow::Result<PathBuf> {
+        match &self.bench_exe {
+            Some(p) => Ok(p.clone()),
+            None => Ok(std::env::current_exe()?),
         }
     }
 
@@ -159,12 +203,13 @@ pub fn default_plugins() -> PathBuf {
 }
 
 /// The benchmarks, by name.
-pub const BENCHMARKS: [&str; 7] = [
+pub const BENCHMARKS: [&str; 8] = [
     "boundary",
     "end-to-end",
     "checkpoint",
     "recovery",
     "skew",
+    "state",
     "threads",
     "windows",
 ];
@@ -178,6 +223,7 @@ pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
         "checkpoint" => checkpoint::run(settings),
         "recovery" => recovery::run(settings),
         "skew" => skew::run(settings),
+        "state" => state::run(settings),
         "threads" => threads::run(settings),
         "windows" => windows::run(settings),
         other => anyhow::bail!(

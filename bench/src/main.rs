@@ -12,8 +12,8 @@ use weir_bench::{BENCHMARKS, Mode, Settings};
 #[command(name = "weir-bench", version)]
 struct Cli {
     /// Benchmarks to run: boundary, end-to-end, checkpoint, recovery, skew,
-    /// threads, windows, or all (the default).
-    #[arg(value_parser = clap::builder::PossibleValuesParser::new(["all", "boundary", "end-to-end", "checkpoint", "recovery", "skew", "threads", "windows"]))]
+    /// state, threads, windows, or all (the default).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(["all", "boundary", "end-to-end", "checkpoint", "recovery", "skew", "state", "threads", "windows"]))]
     benchmarks: Vec<String>,
     /// Small sizes (about 200k records) for CI smoke runs.
     #[arg(long, conflicts_with = "tiny")]
@@ -40,12 +40,28 @@ struct Cli {
     /// temporary one (for profiling a job with `weir run`).
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    /// The `weir` binary the `state` benchmark runs (default: `weir` next
+    /// to this executable, as `cargo build --release -p weir-cli` puts it).
+    #[arg(long, value_name = "PATH")]
+    weir: Option<PathBuf>,
     /// No progress on stderr.
     #[arg(long, short)]
     quiet: bool,
 }
 
 fn main() -> ExitCode {
+    // `weir-bench native PROGRAM ARGS...` (hidden): a native baseline as a
+    // child process of the `state` benchmark.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "native") {
+        return match weir_bench::state::native_child(&args[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     let mode = if cli.tiny {
         Mode::Tiny
@@ -59,6 +75,7 @@ fn main() -> ExitCode {
     settings.keys = cli.keys;
     settings.work_dir = cli.work_dir;
     settings.verbose = !cli.quiet;
+    settings.weir = cli.weir;
     if let Some(p) = cli.plugins {
         settings.plugins = p;
     }

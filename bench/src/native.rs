@@ -184,6 +184,92 @@ pub fn word_count_program(input: &Path, output: &Path) -> anyhow::Result<u64> {
     Ok(written)
 }
 
+/// What the reconcile program knows of one order.
+#[derive(Debug, Default, Clone, Copy)]
+struct Order {
+    a: Option<f64>,
+    b: Option<f64>,
+    /// Its result was written.
+    done: bool,
+}
+
+/// The `order_no` and `amount` of every row of the CSV file `path` (with a
+/// header naming its columns), in order.
+fn each_order(
+    path: &Path,
+    mut each: impl FnMut(&str, f64) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut r = csv::ReaderBuilder::new()
+        .buffer_capacity(256 << 10)
+        .from_path(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let headers = r.byte_headers()?.clone();
+    let column = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name.as_bytes())
+            .with_context(|| format!("{} has no column `{name}`", path.display()))
+    };
+    let (key, amount) = (column("order_no")?, column("amount")?);
+    let mut row = csv::ByteRecord::new();
+    while r.read_byte_record(&mut row)? {
+        let field = |i: usize| std::str::from_utf8(row.get(i).unwrap_or_default());
+        let amount: f64 = field(amount)?
+            .trim()
+            .parse()
+            .with_context(|| format!("an amount of {} is not a number", path.display()))?;
+        each(field(key)?, amount)?;
+    }
+    Ok(())
+}
+
+/// The reconcile job (tolerance 0) as a native single-threaded program:
+/// reads the orders of `payments` (side a), then those of `bank` (side b),
+/// keeps what is known per order in a `HashMap`, writes each order's result
+/// as the `reconcile` plugin does (its own [`reconcile::classify`]) as a
+/// JSON line: a match or mismatch once both sides are in, the one-sided
+/// orders at the end; then syncs the output. Returns the lines written.
+pub fn reconcile_program(payments: &Path, bank: &Path, output: &Path) -> anyhow::Result<u64> {
+    let mut orders: HashMap<String, Order> = HashMap::new();
+    let mut w = BufWriter::with_capacity(256 << 10, std::fs::File::create(output)?);
+    let mut written = 0u64;
+    let mut write =
+        |w: &mut BufWriter<std::fs::File>, key: &str, o: &Order| -> anyhow::Result<()> {
+            if let Some(c) = reconcile::classify(key, o.a, o.b, 0.0) {
+                serde_json::to_writer(&mut *w, &c)?;
+                w.write_all(b"\n")?;
+                written += 1;
+            }
+            Ok(())
+        };
+    for (path, side_a) in [(payments, true), (bank, false)] {
+        each_order(path, |key, amount| {
+            let o = match orders.get_mut(key) {
+                Some(o) => o,
+                None => orders.entry(key.to_string()).or_default(),
+            };
+            let side = if side_a { &mut o.a } else { &mut o.b };
+            if o.done || side.is_some() {
+                return Ok(());
+            }
+            *side = Some(amount);
+            if o.a.is_some() && o.b.is_some() {
+                o.done = true;
+                let o = *o;
+                write(&mut w, key, &o)?;
+            }
+            Ok(())
+        })?;
+    }
+    for (key, o) in &orders {
+        if !o.done {
+            write(&mut w, key, o)?;
+        }
+    }
+    w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    Ok(written)
+}
+
 /// Runs `job` (one source, one operator, one file sink) with the operator
 /// replaced by native code: Weir's source reader and file sink, one thread
 /// each plus one for the operator, bounded channels of 16 batches between

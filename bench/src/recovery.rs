@@ -197,16 +197,22 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         Some("cold start: first output"),
     );
     row.extra.insert("keys_loaded".into(), loaded_keys as f64);
-    report
-        .row("build: job counting the keys", ms(build.wall), "ms", None)
-        .extra
-        .insert(
-            "final_checkpoint_ms".into(),
-            build
-                .checkpoints
-                .last()
-                .map_or(0.0, |c| c.duration_ms as f64),
+    let row = report.row("build: job counting the keys", ms(build.wall), "ms", None);
+    if let Some(last) = build.checkpoints.last() {
+        row.extra
+            .insert("final_checkpoint_ms".into(), last.duration_ms as f64);
+        row.extra.insert(
+            "final_checkpoint_alignment_ms".into(),
+            last.alignment_ms as f64,
         );
+        // The operator thread's pause, once checkpoint metadata holds one.
+        let pause = serde_json::to_value(last)
+            .ok()
+            .and_then(|meta| meta.get("pause_ms").and_then(serde_json::Value::as_f64));
+        if let Some(pause) = pause {
+            row.extra.insert("final_checkpoint_pause_ms".into(), pause);
+        }
+    }
     report.targets.push(Target::below(
         &format!("restore {keys} keys: time to first processed record, end to end (s)"),
         opt_ms(restored_run.first_output) / 1e3,

@@ -47,7 +47,7 @@ pub struct Target {
     pub name: String,
     /// The measured number (a ratio or an absolute value).
     pub measured: f64,
-    /// `>=`, `>` or `<`.
+    /// `>=`, `<=`, `>` or `<`.
     pub comparison: String,
     /// The threshold.
     pub threshold: f64,
@@ -59,6 +59,11 @@ impl Target {
     /// A target that holds when `measured >= threshold`.
     pub fn at_least(name: &str, measured: f64, threshold: f64) -> Self {
         Self::new(name, measured, ">=", threshold, measured >= threshold)
+    }
+
+    /// A target that holds when `measured <= threshold`.
+    pub fn at_most(name: &str, measured: f64, threshold: f64) -> Self {
+        Self::new(name, measured, "<=", threshold, measured <= threshold)
     }
 
     /// A target that holds when `measured > threshold`.

@@ -2,7 +2,7 @@
 //! expected shape. Nothing here judges speed (no timing assertions): CI
 //! only checks that the benchmarks compile and work.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use weir_bench::{Mode, Report, Settings};
 
@@ -13,12 +13,34 @@ fn settings() -> Settings {
         .parent()
         .unwrap()
         .to_path_buf();
+    // The native programs of `state` run as `weir-bench native ...`.
+    s.bench_exe = Some(env!("CARGO_BIN_EXE_weir-bench").into());
     s
+}
+
+/// The `weir` binary of this build's profile, next to `weir-bench`: built
+/// now (`cargo build -p weir-cli`, which does nothing when it is up to
+/// date), since a package's tests get only its own binaries built.
+fn weir_binary() -> PathBuf {
+    let bench = Path::new(env!("CARGO_BIN_EXE_weir-bench"));
+    let mut cmd = std::process::Command::new(env!("CARGO"));
+    cmd.args(["build", "--quiet", "-p", "weir-cli", "--bin", "weir"]);
+    if bench.parent().is_some_and(|d| d.ends_with("release")) {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("cargo runs");
+    assert!(status.success(), "building weir: {status}");
+    bench.with_file_name("weir")
 }
 
 /// Runs `name` and checks what every report must have.
 fn run(name: &str) -> Report {
-    let report = weir_bench::run(name, &settings()).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    run_with(name, &settings())
+}
+
+/// Runs `name` with `settings` and checks what every report must have.
+fn run_with(name: &str, settings: &Settings) -> Report {
+    let report = weir_bench::run(name, settings).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     assert_eq!(report.benchmark, name);
     assert!(!report.rows.is_empty(), "{name}: no rows");
     for row in &report.rows {
@@ -129,6 +151,36 @@ fn recovery_restores_and_reports_time_to_first_record() {
         ],
     );
     assert_eq!(r.get("steps: total").unwrap().extra["keys_loaded"], 5000.0);
+}
+
+#[test]
+fn state_runs_weir_and_the_native_programs_as_child_processes() {
+    let mut s = settings();
+    s.weir = Some(weir_binary());
+    let r = run_with("state", &s);
+    let mut cases = Vec::new();
+    for w in ["reconcile", "word-count uniform", "word-count zipf"] {
+        cases.push(format!("{w} native"));
+        for p in [1, 2] {
+            cases.push(format!("{w} weir p{p} ckpt=1s"));
+        }
+    }
+    cases.push("restore 5000 keys: first processed record".into());
+    cases.push("checkpoint of 5000 dirty keys".into());
+    has(&r, &cases.iter().map(String::as_str).collect::<Vec<_>>());
+    for case in &cases[..9] {
+        let row = r.get(case).unwrap();
+        assert!(row.extra["peak_rss_mb"] > 0.0, "{case}: no peak RSS");
+    }
+    let p1 = r.get("reconcile weir p1 ckpt=1s").unwrap();
+    assert!(p1.extra["peak_rss_ratio"] > 0.0);
+    assert_eq!(p1.extra["output_lines"], 2000.0, "one line per order");
+    assert!(
+        !r.notes.iter().any(|n| n.contains("is not the native")),
+        "outputs differ: {:?}",
+        r.notes
+    );
+    assert_eq!(r.targets.len(), 8);
 }
 
 #[test]

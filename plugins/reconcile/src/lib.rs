@@ -403,6 +403,38 @@ impl Reconcile {
         }
     }
 
+    /// Applies a record of `amount` at `ts` on input `port` to its key's
+    /// state `p`: the first record per side counts; a done key changes no
+    /// more; under `timeout` the first record sets the first timestamp and
+    /// a completed key becomes a tombstone.
+    fn step(&self, p: &mut Pending, port: u32, amount: f64, ts: Option<i64>) -> Step {
+        let mut step = Step::default();
+        if p.done {
+            step.late = true;
+            return step;
+        }
+        if let (Some(timeout), Some(ts), None) = (self.timeout, ts, p.t) {
+            p.t = Some(ts);
+            step.timer = Some(ts.saturating_add(timeout));
+        }
+        let side = if port == PORT_A { &mut p.a } else { &mut p.b };
+        if side.is_none() {
+            *side = Some(amount);
+            if p.a.is_some() && p.b.is_some() {
+                step.completed = Some(p.clone());
+                p.done = true;
+                if let (Some(timeout), Some(t)) = (self.timeout, p.t) {
+                    step.moved_timer = Some((
+                        t.saturating_add(timeout),
+                        t.saturating_add(timeout.saturating_mul(2)),
+                    ));
+                    *p = tombstone(p.t);
+                }
+            }
+        }
+        step
+    }
+
     /// Emits the key's result on `out` with `timestamp` (`None`: the host
     /// gives it the latest timestamp of the input).
     fn emit(&mut self, ctx: &mut Context, key: &str, p: &Pending, timestamp: Option<i64>) {
@@ -418,6 +450,22 @@ impl Reconcile {
         };
         ctx.emit_ref(OUT, rec);
     }
+}
+
+/// What one record did to its key, besides changing its state.
+#[derive(Debug, Default)]
+struct Step {
+    /// The key was done: the record is late (output `late` under
+    /// `timeout`, else ignored).
+    late: bool,
+    /// The key's timer to register, at first timestamp + `timeout`.
+    timer: Option<i64>,
+    /// Both sides are in: the key's result to emit (the key's state before
+    /// it was marked done).
+    completed: Option<Pending>,
+    /// Under `timeout`, the completed key's timer moves from `.0` (first
+    /// timestamp + `timeout`) to `.1` (+ 2 × `timeout`).
+    moved_timer: Option<(i64, i64)>,
 }
 
 /// A done key under `timeout`: only its first timestamp is kept.
@@ -489,36 +537,27 @@ impl Operator for Reconcile {
             },
         ) in batch.iter().zip(parsed)
         {
-            let mut p = self.keys.get(ctx, key.as_ref())?.unwrap_or_default();
-            if p.done {
-                if self.timeout.is_some() {
-                    ctx.emit_ref(LATE, rec);
-                }
-                continue;
+            // One cache lookup per record: the state changes in place and
+            // what else the record causes is done after.
+            let mut step = Step::default();
+            self.keys.update(ctx, key.as_ref(), |p| {
+                let mut p = p.unwrap_or_default();
+                step = self.step(&mut p, port, amount, ts);
+                p
+            })?;
+            let k = key.as_bytes();
+            if step.late && self.timeout.is_some() {
+                ctx.emit_ref(LATE, rec);
             }
-            let mut changed = false;
-            if let (Some(timeout), Some(ts), None) = (self.timeout, ts, p.t) {
-                p.t = Some(ts);
-                changed = true;
-                ctx.register_event_timer(key.as_bytes(), ts.saturating_add(timeout));
+            if let Some(time) = step.timer {
+                ctx.register_event_timer(k, time);
             }
-            let side = if port == PORT_A { &mut p.a } else { &mut p.b };
-            if side.is_none() {
-                *side = Some(amount);
-                changed = true;
-                if p.a.is_some() && p.b.is_some() {
-                    self.emit(ctx, &key, &p, ts);
-                    p.done = true;
-                    if let (Some(timeout), Some(t)) = (self.timeout, p.t) {
-                        let k = key.as_bytes();
-                        ctx.delete_timer(k, TimeDomain::EventTime, t.saturating_add(timeout));
-                        ctx.register_event_timer(k, t.saturating_add(timeout.saturating_mul(2)));
-                        p = tombstone(p.t);
-                    }
-                }
+            if let Some(p) = &step.completed {
+                self.emit(ctx, &key, p, ts);
             }
-            if changed {
-                self.keys.update(ctx, key.as_ref(), |_| p)?;
+            if let Some((old, new)) = step.moved_timer {
+                ctx.delete_timer(k, TimeDomain::EventTime, old);
+                ctx.register_event_timer(k, new);
             }
         }
         Ok(())
