@@ -512,7 +512,8 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
 }
 
 /// The reconcile example's job at `parallelism`: `../payments.csv` (a) and
-/// `../bank.csv` (b), keyed by `order_no`, a checkpoint every second.
+/// `../bank.csv` (b), keyed by `order_no`, a checkpoint every second, and a
+/// call timeout of 60 s.
 fn reconcile_job(plugin: &Path, parallelism: u32) -> JobFile {
     JobFile::new("bench-state-reconcile")
         .checkpoint(checkpoint_table(Some("1s"), 3))
@@ -530,7 +531,11 @@ fn reconcile_job(plugin: &Path, parallelism: u32) -> JobFile {
             Operator::new("reconcile", plugin)
                 .ports(&[("a", "payments"), ("b", "bank")])
                 .parallelism(parallelism)
-                .config("{ tolerance = 0.0 }"),
+                .config("{ tolerance = 0.0 }")
+                // `finish` emits every one-sided key in one call: about 3 s
+                // of CPU for 1M keys here, past the default 10 s of wall
+                // time when the machine is busy.
+                .limits(r#"{ call_timeout = "60s" }"#),
         )
         .sink(
             Sink::file("out", "out.jsonl")

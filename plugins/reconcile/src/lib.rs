@@ -28,6 +28,13 @@
 //!   after that starts a new key, so state does not grow with the keys
 //!   emitted.
 //!
+//! Records are read in place from flat batches: only `amount` and, for a
+//! record without a key, the key field are decoded (a key field that is
+//! not a string is the key as its JSON text, e.g. `42`); the other fields
+//! are skipped, checked only to be well-formed JSON. A batch with a record
+//! that is not JSON, has no `amount`, an `amount` that is no number, or no
+//! key fails as a whole, with the record in the error.
+//!
 //! Config (JSON, optional): `{"tolerance": 0.0, "key_field": "key", "timeout": "30s"}`
 //! (`timeout`: a duration such as `"500ms"`, `"30s"`, `"5m"`, or milliseconds).
 //!
