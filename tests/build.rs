@@ -30,6 +30,7 @@ fn main() {
     let root = manifest.parent().unwrap().to_path_buf();
     for p in [
         "wit",
+        "flat/src",
         "sdk/src",
         "sdk/Cargo.toml",
         "scripts/build-plugins.sh",

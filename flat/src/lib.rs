@@ -1,5 +1,7 @@
-//! The wire format of a flat batch's spans (WIT `weir:operator/flat`), the
-//! one definition the host and the SDK share.
+//! The wire formats of Weir's flat interfaces, the one definition the host
+//! and the SDK share: a flat batch's spans (WIT `weir:operator/flat`, here)
+//! and the packed keys, values and entries of flat state (WIT
+//! `weir:operator/flat-state`, [`state`]).
 //!
 //! A flat batch is a `data` buffer plus a `spans` buffer holding one packed
 //! [`Span`] of [`SPAN_BYTES`] bytes per record, little-endian:
@@ -19,6 +21,10 @@
 //! boundary; [`Span::decode`] then never fails.
 
 #![no_std]
+
+extern crate alloc;
+
+pub mod state;
 
 /// Bytes of one packed span.
 pub const SPAN_BYTES: usize = 32;

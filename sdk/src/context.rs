@@ -1,11 +1,13 @@
 //! [`Context`]: what an operator hook can do with the host.
 
 use std::cell::RefCell;
+use std::convert::Infallible;
+
+use weir_flat::state::{push_entry, push_key};
 
 use crate::batch::BatchBuf;
-use crate::bindings::weir::operator::state::Entry;
 use crate::cache;
-use crate::host::{self, LogLevel};
+use crate::host::{self, LogLevel, PutMany};
 use crate::record::{Record, RecordRef};
 use crate::timer::{self, TimeDomain};
 use crate::writer::ValueWriter;
@@ -109,7 +111,8 @@ impl Context {
         host::get(key)
     }
 
-    /// The values stored under each key, in order, in one host call.
+    /// The values stored under each key, in order, in one host call
+    /// (`flat-state.get-many`).
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -123,7 +126,19 @@ impl Context {
             return Vec::new();
         }
         cache::write_back_all();
-        host::get_many(keys)
+        let mut out = Vec::with_capacity(keys.len());
+        let Ok(()) = host::get_many_with(
+            |buf| {
+                for key in keys {
+                    push_key(buf, key);
+                }
+            },
+            |_, value| {
+                out.push(value.map(<[u8]>::to_vec));
+                Ok::<_, Infallible>(())
+            },
+        );
+        out
     }
 
     /// Stores `value` under `key`. Like every raw write, it first writes the
@@ -141,8 +156,9 @@ impl Context {
         host::put(key, value)
     }
 
-    /// Stores every `(key, value)` pair in one host call; a later pair for the
-    /// same key wins.
+    /// Stores every `(key, value)` pair, in order, with one host call
+    /// (`flat-state.put-many`) per 4 MiB; a later pair for the same key
+    /// wins.
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -155,12 +171,13 @@ impl Context {
         if entries.is_empty() {
             return;
         }
-        let entries: Vec<Entry> = entries
-            .into_iter()
-            .map(|(key, value)| Entry { key, value })
-            .collect();
         cache::write_back_and_evict_all();
-        host::put_many(&entries)
+        PutMany::run(|writes| {
+            for (key, value) in &entries {
+                push_entry(writes.buf(), key, Some(value));
+                writes.packed();
+            }
+        });
     }
 
     /// Removes `key`.
@@ -179,7 +196,7 @@ impl Context {
     }
 
     /// Up to `limit` entries whose key starts with `prefix`, in key order,
-    /// after key `after` when given.
+    /// after key `after` when given, in one host call (`flat-state.scan`).
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {
@@ -192,10 +209,12 @@ impl Context {
     /// ```
     pub fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limit: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
         cache::write_back_all();
-        host::scan(prefix, after, limit)
-            .into_iter()
-            .map(|e| (e.key, e.value))
-            .collect()
+        let mut out = Vec::new();
+        let Ok(_) = host::scan_with(prefix, after, limit, |key, value| {
+            out.push((key.to_vec(), value.to_vec()));
+            Ok::<_, Infallible>(())
+        });
+        out
     }
 
     /// Every entry whose key starts with `prefix`, fetched page by page.
@@ -208,16 +227,41 @@ impl Context {
     /// });
     /// ```
     pub fn scan_all(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-        const PAGE: u32 = 1000;
         let mut out = Vec::new();
+        let Ok(()) = self.scan_each(prefix, |key, value| {
+            out.push((key.to_vec(), value.to_vec()));
+            Ok::<_, Infallible>(())
+        });
+        out
+    }
+
+    /// Calls `each` with every entry whose key starts with `prefix`, in key
+    /// order, read page by page and borrowed from each page; stops at the
+    /// first error. Writes the typed-state caches back first.
+    pub(crate) fn scan_each<E>(
+        &self,
+        prefix: &[u8],
+        mut each: impl FnMut(&[u8], &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        const PAGE: u32 = 1000;
+        cache::write_back_all();
+        // The last key of the page before (`None` before the first page;
+        // the empty key is a key), and of this page.
+        let mut after: Option<Vec<u8>> = None;
+        let mut last = Vec::new();
         loop {
-            let after = out.last().map(|(k, _): &(Vec<u8>, Vec<u8>)| k.clone());
-            let page = self.scan(prefix, after.as_deref(), PAGE);
-            let done = page.len() < PAGE as usize;
-            out.extend(page);
-            if done {
-                return out;
+            let n = host::scan_with(prefix, after.as_deref(), PAGE, |key, value| {
+                each(key, value)?;
+                last.clear();
+                last.extend_from_slice(key);
+                Ok(())
+            })?;
+            if n < PAGE as usize {
+                return Ok(());
             }
+            let mut page_last = after.take().unwrap_or_default();
+            std::mem::swap(&mut page_last, &mut last);
+            after = Some(page_last);
         }
     }
 
@@ -490,5 +534,56 @@ fn flush_port(port: u32, buf: &mut BatchBuf) {
         let (data, spans) = buf.parts();
         host::emit_flat(port, data, spans);
         buf.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::memory::with_host;
+
+    /// Raw batched state calls cross the boundary through `flat-state`,
+    /// one call each, and see what typed state wrote.
+    #[test]
+    fn raw_batched_calls_use_flat_state() {
+        crate::testing::with_memory_host(|| {
+            let mut ctx = Context::new();
+            ctx.put_many(vec![
+                (b"k1".to_vec(), b"1".to_vec()),
+                (b"k2".to_vec(), b"".to_vec()),
+            ]);
+            assert_eq!(
+                ctx.get_many(&[b"k2".to_vec(), b"k3".to_vec(), b"k1".to_vec()]),
+                [Some(Vec::new()), None, Some(b"1".to_vec())]
+            );
+            assert_eq!(
+                ctx.scan(b"k", Some(b"k1"), 10),
+                [(b"k2".to_vec(), Vec::new())]
+            );
+            let m = crate::MapState::<String, u64>::new("m");
+            m.put(&mut ctx, &"x".to_string(), &1);
+            assert_eq!(m.entries(&ctx).unwrap(), [("x".to_string(), 1)]);
+            // The empty key is a key: paging never skips it.
+            ctx.put(b"", b"e");
+            assert_eq!(ctx.scan_all(b"")[0], (Vec::new(), b"e".to_vec()));
+            let calls = with_host(|h| h.calls.clone());
+            // put_many, and the write-back of `m` before `entries`.
+            assert_eq!(calls.flat_put_many, 2);
+            assert_eq!((calls.flat_get_many, calls.flat_scan), (1, 3));
+            assert_eq!((calls.get_many, calls.put_many, calls.scan), (0, 0, 0));
+        });
+    }
+
+    #[test]
+    fn scan_all_pages_through_more_than_a_page() {
+        crate::testing::with_memory_host(|| {
+            let mut ctx = Context::new();
+            let entries = (0..2001u32)
+                .map(|i| (format!("k{i:05}").into_bytes(), i.to_le_bytes().to_vec()))
+                .collect::<Vec<_>>();
+            ctx.put_many(entries.clone());
+            assert_eq!(ctx.scan_all(b"k"), entries);
+            assert_eq!(with_host(|h| h.calls.flat_scan), 3);
+        });
     }
 }

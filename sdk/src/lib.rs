@@ -9,11 +9,13 @@
 //! - [`Batch`] and [`RecordRef`]: input batches in flat form, read in place
 //!   ([`Operator::process_batch`]);
 //! - [`Context`]: host-owned keyed state and emitting records, batched across
-//!   the Wasm boundary in flat form; the watermark and timers
+//!   the Wasm boundary in flat form (`flat` and `flat-state`); the watermark
+//!   and timers
 //!   ([`Operator::on_timer`]);
 //! - [`window`]: tumbling, sliding and session event-time windows;
 //! - [`ValueState`] and [`MapState`]: typed state over byte state, encoded as
-//!   JSON, with a guest-side write-back cache;
+//!   JSON, with a guest-side write-back cache sized in bytes
+//!   ([`set_cache_budget`]);
 //! - [`export!`]: one macro that exports your operator as the component's
 //!   implementation;
 //! - [`testing::Harness`]: unit-test an operator natively with plain
@@ -72,7 +74,9 @@ pub mod window;
 pub mod bindings;
 
 pub use batch::{Batch, BatchBuf, BatchIter};
+#[allow(deprecated)]
 pub use cache::DEFAULT_CACHE_CAPACITY;
+pub use cache::{DEFAULT_CACHE_DIRTY_LIMIT, cache_budget, set_cache_budget, set_cache_dirty_limit};
 pub use context::Context;
 pub use error::{Error, Result};
 pub use host::LogLevel;

@@ -29,9 +29,11 @@ use std::collections::BTreeMap;
 
 use crate::adapter::hooks;
 use crate::batch::BatchBuf;
+pub use crate::cache::CacheUsage;
 use crate::cache::{Registry, swap_registry};
 use crate::error::{Error, Result};
 use crate::host::LogLevel;
+pub use crate::host::StateLimits;
 use crate::host::memory::replace_host;
 pub use crate::host::memory::{HostCalls, MemoryHost};
 use crate::info::{OpenContext, OperatorInfo};
@@ -453,6 +455,48 @@ impl<O: Operator> Harness<O> {
     /// ```
     pub fn host_calls(&self) -> &HostCalls {
         &self.host.calls
+    }
+
+    /// What the typed-state caches of this instance hold now, as the SDK
+    /// estimates it (see [`MapState`](crate::MapState#the-cache)).
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Count(MapState<String, u64>);
+    /// # impl Operator for Count {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("count", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Count(MapState::new("count"))) }
+    /// fn process(&mut self, ctx: &mut Context, _: u32, batch: Vec<Record>) -> Result<()> {
+    ///     for r in batch { self.0.update(ctx, r.value_str()?, |n| n.unwrap_or(0) + 1)?; }
+    ///     Ok(())
+    /// }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Count>::open("{}").unwrap();
+    /// h.process("in", vec![Record::new("a"), Record::new("b")]).unwrap();
+    /// assert_eq!((h.cache_usage().entries, h.cache_usage().dirty_entries), (2, 2));
+    /// h.checkpoint(1).unwrap();
+    /// assert_eq!(h.cache_usage().dirty_bytes, 0);
+    /// ```
+    pub fn cache_usage(&self) -> CacheUsage {
+        self.registry.usage()
+    }
+
+    /// The host's limits as `flat-state.limits` reports them, mutable: the
+    /// SDK sizes its caches from `memory` when it first uses them.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// h.limits_mut().memory = 64 << 20;
+    /// ```
+    pub fn limits_mut(&mut self) -> &mut StateLimits {
+        &mut self.host.limits
     }
 
     /// Log lines the operator wrote so far.

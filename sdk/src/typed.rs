@@ -10,11 +10,13 @@
 //!
 //! The cache: reads are served from decoded values kept in the guest, and a
 //! miss reads the host once. Writes stay in the cache, dirty, until a
-//! write-back stores them all with one `put-many`: when `on_checkpoint` or
-//! `finish` returns (the SDK does it), when the cache holds more than its
-//! capacity when a hook returns (it then also evicts half; inside a hook the
-//! bound is twice the capacity), and before any raw state access through
-//! [`Context`] (a raw write also empties the cache).
+//! write-back stores them all with one `flat-state.put-many`: when
+//! `on_checkpoint` or `finish` returns (the SDK does it), when a hook
+//! returns with more dirty bytes than the dirty limit, when the caches of
+//! the instance hold more than their budget in bytes when a hook returns
+//! (they then also evict down to half of it; inside a hook the bound is
+//! about twice the budget), and before any raw state access through
+//! [`Context`] (a raw write also empties the cache). See [`MapState`].
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -60,10 +62,9 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         }
     }
 
-    /// Sets how many entries the cache holds before it writes back and
-    /// evicts half (default
-    /// [`DEFAULT_CACHE_CAPACITY`](crate::DEFAULT_CACHE_CAPACITY)); 0 writes
-    /// every change through to the host at once.
+    /// Bounds this value's cache to `capacity` entries, on top of the
+    /// instance's budget in bytes ([`set_cache_budget`](crate::set_cache_budget)):
+    /// 0 writes every change through to the host at once.
     ///
     /// ```
     /// let s = weir_sdk::ValueState::<u64>::new("n").with_cache_capacity(0);
@@ -132,10 +133,37 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
 /// and no encoding.
 ///
 /// When writes reach the host: when `on_checkpoint` or `finish` returns (the
-/// SDK writes back, with one `put-many`, before the host takes the
-/// checkpoint), when the cache holds more than its capacity, and before any
-/// raw state call on [`Context`] (`get`, `scan`, `put`, ... see the rule
-/// there). The host's limits on key and value sizes are checked then.
+/// SDK writes back, with one `flat-state.put-many`, before the host takes
+/// the checkpoint), when a hook returns with more dirty bytes than the dirty
+/// limit or the caches over their budget (see below), and before any raw
+/// state call on [`Context`] (`get`, `scan`, `put`, ... see the rule there).
+/// The host's limits on key and value sizes are checked then.
+///
+/// # The cache
+///
+/// Every `MapState` and `ValueState` of an instance caches decoded values
+/// within one budget in bytes, by default an eighth of the instance's
+/// memory limit (32 MiB of the default 256 MiB;
+/// [`set_cache_budget`](crate::set_cache_budget) changes it). Each entry is
+/// charged an estimate of its guest memory: the bytes of its encoded state
+/// key and value (measured when it is read from the host or written back;
+/// an entry written before either is measured for the first writes of its
+/// map and one in 64 after, and charged the map's mean otherwise), plus a
+/// fixed share for the hash table and the allocator (one and a half times
+/// the in-memory size of the key and its slot, plus 16 bytes): about 100
+/// bytes in all for a short `String` word and a `u64` count. When a
+/// hook returns over the budget, every cache writes back and keeps an
+/// arbitrary part, down to half the budget in all; inside a hook the caches
+/// may hold up to twice the budget (at most 5/8 of the memory limit), so
+/// that what a batch prefetched stays cached while it is processed.
+///
+/// When a hook returns with more than the dirty limit of changed entries
+/// (a quarter of the budget, at most 8 MiB, by default;
+/// [`set_cache_dirty_limit`](crate::set_cache_dirty_limit)), entries are
+/// written back then, down to half the limit, those not changed again
+/// since the last such write-back first, and stay cached; so the write-back
+/// at a checkpoint, which pauses the operator, stays short however large
+/// the cache.
 ///
 /// Every `MapState` of one name in an instance shares one cache (clones
 /// too); the key and value types must be the same (else [`new`](Self::new)
@@ -186,13 +214,15 @@ where
         }
     }
 
-    /// Sets how many entries the cache holds before it writes back and
-    /// evicts half (default
-    /// [`DEFAULT_CACHE_CAPACITY`](crate::DEFAULT_CACHE_CAPACITY)); 0 writes
-    /// every change through to the host at once and keeps nothing.
+    /// Bounds this map's cache to `capacity` entries, on top of the
+    /// instance's budget in bytes ([`set_cache_budget`](crate::set_cache_budget),
+    /// which is what sizes the cache by default): over it when a hook
+    /// returns, the map writes back and keeps an arbitrary half (inside a
+    /// hook it may hold twice as many); 0 writes every change through to
+    /// the host at once and keeps nothing.
     ///
     /// ```
-    /// let m = weir_sdk::MapState::<String, u64>::new("count").with_cache_capacity(1 << 20);
+    /// let m = weir_sdk::MapState::<String, u64>::new("count").with_cache_capacity(1000);
     /// # drop(m);
     /// ```
     pub fn with_cache_capacity(self, capacity: usize) -> Self {
@@ -377,11 +407,12 @@ where
     /// ```
     pub fn entries(&self, ctx: &Context) -> Result<Vec<(K, V)>> {
         let mut out = Vec::new();
-        for (k, v) in ctx.scan_all(b"") {
-            if let Some(entry) = self.decode_entry(&k, &v) {
+        ctx.scan_each(b"", |k, v| {
+            if let Some(entry) = self.decode_entry(k, v) {
                 out.push(entry?);
             }
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 

@@ -98,21 +98,27 @@ fn hits_need_no_host_call_and_writes_wait_for_the_checkpoint() {
     assert_eq!(values(&out), ["3", "2"]);
     let calls = h.host_calls().clone();
     // One read per key and the total on first sight, then none; no writes yet.
+    assert_eq!((calls.get, calls.get_many, calls.flat_get_many), (3, 0, 0));
     assert_eq!(
-        (calls.get, calls.get_many, calls.put, calls.put_many),
-        (3, 0, 0, 0)
+        (calls.put, calls.put_many, calls.flat_put_many, calls.delete),
+        (0, 0, 0, 0)
     );
     assert!(h.state().is_empty());
 
     h.checkpoint(1).unwrap();
-    assert_eq!(h.host_calls().put_many, 1, "one put-many for every store");
+    assert_eq!(
+        h.host_calls().flat_put_many,
+        1,
+        "one flat put-many for every store"
+    );
+    assert_eq!(h.host_calls().put_many, 0);
     assert_eq!(stored(&h, "a\0count"), Some("3"));
     assert_eq!(stored(&h, "b\0count"), Some("2"));
     assert_eq!(stored(&h, "\0total"), Some("5"));
 
     // A checkpoint with nothing dirty writes nothing.
     h.checkpoint(2).unwrap();
-    assert_eq!(h.host_calls().put_many, 1);
+    assert_eq!(h.host_calls().flat_put_many, 1);
 }
 
 #[test]
@@ -288,13 +294,13 @@ fn prefetch_reads_every_miss_in_one_call_and_the_hook_keeps_them() {
     h.process("in", batch(&["+a", "+b", "+c", "+d"])).unwrap();
     h.checkpoint(1).unwrap();
     // The hook returned over capacity: at most 2 entries stay cached.
-    let (gets, get_manys) = (h.host_calls().get, h.host_calls().get_many);
+    let (gets, get_manys) = (h.host_calls().get, h.host_calls().flat_get_many);
     let out = h
         .process("in", batch(&["pa,b,c,d,a", "+a", "+b", "+c", "+d"]))
         .unwrap();
     assert_eq!(values(&out), ["2", "2", "2", "2"]);
     assert_eq!(
-        h.host_calls().get_many,
+        h.host_calls().flat_get_many,
         get_manys + 1,
         "one read for the misses"
     );
@@ -314,20 +320,20 @@ fn a_prefetch_after_one_that_found_everything_cached_skips_its_lookups() {
     let mut h = Harness::<Counter>::open("null").unwrap();
     h.process("in", batch(&["pa,b", "+a", "+b"])).unwrap();
     h.process("in", batch(&["pa,b", "+a"])).unwrap();
-    let (gets, get_manys) = (h.host_calls().get, h.host_calls().get_many);
+    let (gets, get_manys) = (h.host_calls().get, h.host_calls().flat_get_many);
     // Everything was cached last time: `c` is not prefetched, it is read
     // alone when counted, and then prefetching resumes.
     let out = h.process("in", batch(&["pc", "+c"])).unwrap();
     assert_eq!(values(&out), ["1"]);
     assert_eq!(h.host_calls().get, gets + 1);
-    assert_eq!(h.host_calls().get_many, get_manys);
+    assert_eq!(h.host_calls().flat_get_many, get_manys);
     h.process("in", batch(&["pd", "+d"])).unwrap();
     assert_eq!(
         h.host_calls().get,
         gets + 1,
         "prefetching resumed after the miss"
     );
-    assert_eq!(h.host_calls().get_many, get_manys + 1);
+    assert_eq!(h.host_calls().flat_get_many, get_manys + 1);
 }
 
 /// Regression: a prefetch whose batch holds a value that does not decode
@@ -357,11 +363,223 @@ fn a_prefetch_after_an_eviction_reads_the_evicted_keys_in_one_call() {
     // over the capacity of 4, so the hook's end writes back and evicts
     // down to half of it.
     h.process("in", batch(&["-e", "-f"])).unwrap();
-    let (gets, get_manys) = (h.host_calls().get, h.host_calls().get_many);
+    let (gets, get_manys) = (h.host_calls().get, h.host_calls().flat_get_many);
     let out = h
         .process("in", batch(&["pa,b,c,d", "+a", "+b", "+c", "+d"]))
         .unwrap();
     assert_eq!(values(&out), ["2", "2", "2", "2"]);
-    assert_eq!(h.host_calls().get_many, get_manys + 1);
+    assert_eq!(h.host_calls().flat_get_many, get_manys + 1);
     assert_eq!(h.host_calls().get, gets, "no key was read alone");
+}
+
+/// Two maps of values of `size` bytes, within a budget and dirty limit
+/// from the configuration: `a+k` stores a value under `k` in map `a`
+/// (`b+k` in map `b`), `a?k` emits the length of `k`'s value in `a`, or
+/// `none`; `budget` emits `cache_budget()`.
+struct Blobs {
+    a: MapState<String, String>,
+    b: MapState<String, String>,
+    size: usize,
+}
+
+#[derive(serde::Deserialize)]
+struct BlobsConfig {
+    budget: Option<usize>,
+    dirty_limit: Option<usize>,
+    size: usize,
+}
+
+impl Operator for Blobs {
+    fn describe() -> OperatorInfo {
+        OperatorInfo::new("blobs", "1.0.0")
+            .input("in")
+            .output("out")
+    }
+
+    fn open(ctx: &OpenContext) -> Result<Self> {
+        let c: BlobsConfig = ctx.config_as()?;
+        if let Some(b) = c.budget {
+            set_cache_budget(b);
+        }
+        if let Some(d) = c.dirty_limit {
+            set_cache_dirty_limit(d);
+        }
+        Ok(Blobs {
+            a: MapState::new("a"),
+            b: MapState::new("b"),
+            size: c.size,
+        })
+    }
+
+    fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> {
+        unreachable!("the harness passes batches in flat form")
+    }
+
+    fn process_batch(&mut self, ctx: &mut Context, _: u32, batch: &Batch<'_>) -> Result<()> {
+        for rec in batch {
+            let cmd = rec.value_str()?;
+            if cmd == "budget" {
+                ctx.emit_with(0, None, |out| out.push_decimal(cache_budget() as u64));
+                continue;
+            }
+            let (map, rest) = cmd.split_at(1);
+            let map = if map == "a" { &self.a } else { &self.b };
+            let (op, key) = rest.split_at(1);
+            match op {
+                "+" => map.put(ctx, &key.to_string(), &"x".repeat(self.size)),
+                _ => match map.get(ctx, key)? {
+                    Some(v) => ctx.emit_with(0, None, |out| out.push_decimal(v.len() as u64)),
+                    None => ctx.emit_bytes(0, None, b"none"),
+                },
+            }
+        }
+        Ok(())
+    }
+}
+
+fn blobs(config: &str) -> Harness<Blobs> {
+    Harness::<Blobs>::open(config).unwrap()
+}
+
+/// `n` commands `<map><op>k<i>` for i in `from..from + n`.
+fn commands(map: &str, op: &str, from: usize, n: usize) -> Vec<Record> {
+    (from..from + n)
+        .map(|i| Record::new(format!("{map}{op}k{i}")))
+        .collect()
+}
+
+#[test]
+fn large_values_are_evicted_at_the_byte_budget_not_at_an_entry_count() {
+    // 300 values of 10 KiB: 3 MiB, in a budget of 1 MiB; 300 entries are
+    // nothing to an entry count.
+    let budget = 1 << 20;
+    let mut h = blobs(&format!(r#"{{"budget":{budget},"size":10240}}"#));
+    h.process("in", commands("a", "+", 0, 300)).unwrap();
+    let usage = h.cache_usage();
+    assert!(usage.bytes <= budget, "{usage:?}");
+    assert!(
+        (25..=100).contains(&usage.entries),
+        "down to about half the budget, an entry ~10 KiB: {usage:?}"
+    );
+    // Nothing was lost: everything dropped was written back first.
+    assert_eq!(h.state().len(), 300 - usage.dirty_entries);
+    h.checkpoint(1).unwrap();
+    assert_eq!(h.state().len(), 300);
+    // What stayed cached is read without a host call.
+    let gets = h.host_calls().get;
+    let out = h.process("in", commands("a", "?", 0, 300)).unwrap();
+    assert!(out.iter().all(|r| r.value_str().unwrap() == "10240"));
+    let misses = h.host_calls().get - gets;
+    assert!(
+        misses <= 300 - usage.entries,
+        "{misses} misses with {} entries cached",
+        usage.entries
+    );
+}
+
+#[test]
+fn one_budget_is_shared_by_every_store() {
+    let budget = 1 << 20;
+    let mut h = blobs(&format!(r#"{{"budget":{budget},"size":10240}}"#));
+    // 60 values in each map: each alone fits, both together do not.
+    h.process("in", commands("a", "+", 0, 60)).unwrap();
+    assert_eq!(h.cache_usage().entries, 60, "one map alone fits");
+    h.process("in", commands("b", "+", 0, 60)).unwrap();
+    let usage = h.cache_usage();
+    assert!(usage.bytes <= budget, "{usage:?}");
+    assert!(usage.entries < 100, "{usage:?}");
+    // Each map keeps its share: both still hit.
+    let gets = h.host_calls().get;
+    h.process("in", commands("a", "?", 0, 60)).unwrap();
+    h.process("in", commands("b", "?", 0, 60)).unwrap();
+    assert!(h.host_calls().get - gets < 120, "both maps kept entries");
+    h.checkpoint(1).unwrap();
+    assert_eq!(h.state().len(), 120);
+}
+
+#[test]
+fn the_default_budget_is_an_eighth_of_the_memory_limit_read_once() {
+    let mut h = blobs(r#"{"size":10240}"#);
+    h.limits_mut().memory = 8 << 20;
+    let out = h.process("in", vec![Record::new("budget")]).unwrap();
+    assert_eq!(out[0].value_str().unwrap(), (1 << 20).to_string());
+    h.process("in", commands("a", "+", 0, 300)).unwrap();
+    assert!(h.cache_usage().bytes <= 1 << 20, "{:?}", h.cache_usage());
+    h.process("in", commands("a", "?", 0, 300)).unwrap();
+    h.checkpoint(1).unwrap();
+    assert_eq!(h.host_calls().limits, 1, "the limits are read once");
+}
+
+#[test]
+fn a_hook_never_returns_with_more_dirty_bytes_than_the_limit() {
+    // A budget that holds everything, and a dirty limit of 64 KiB: some
+    // six entries of 10 KiB.
+    let limit = 64 << 10;
+    let mut h = blobs(&format!(
+        r#"{{"budget":{},"dirty_limit":{limit},"size":10240}}"#,
+        64 << 20
+    ));
+    let mut written_in_process = 0;
+    for batch in 0..20 {
+        let puts = h.host_calls().flat_put_many;
+        h.process("in", commands("a", "+", batch * 4, 4)).unwrap();
+        let usage = h.cache_usage();
+        assert!(usage.dirty_bytes <= limit, "batch {batch}: {usage:?}");
+        written_in_process += h.host_calls().flat_put_many - puts;
+    }
+    assert!(
+        written_in_process >= 10,
+        "the writes went back during process: {written_in_process} put-many"
+    );
+    // Written back early, and still cached: nothing is read again.
+    assert_eq!(h.cache_usage().entries, 80);
+    let gets = h.host_calls().get;
+    h.process("in", commands("a", "?", 0, 80)).unwrap();
+    assert_eq!(h.host_calls().get, gets, "every entry stayed cached");
+}
+
+#[test]
+fn a_checkpoint_writes_back_at_most_the_dirty_limit() {
+    let limit = 64 << 10;
+    let mut h = blobs(&format!(
+        r#"{{"budget":{},"dirty_limit":{limit},"size":10240}}"#,
+        64 << 20
+    ));
+    for batch in 0..25 {
+        h.process("in", commands("a", "+", batch * 4, 4)).unwrap();
+    }
+    let before = h.cache_usage();
+    assert!(
+        before.dirty_bytes <= limit && before.dirty_entries > 0,
+        "{before:?}"
+    );
+    let (puts, entries) = (
+        h.host_calls().flat_put_many,
+        h.host_calls().flat_put_entries,
+    );
+    h.checkpoint(1).unwrap();
+    assert_eq!(h.host_calls().flat_put_many, puts + 1, "one put-many");
+    let written = h.host_calls().flat_put_entries - entries;
+    assert_eq!(written, before.dirty_entries, "only what was dirty");
+    assert!(
+        written <= 7,
+        "{written} entries of 10 KiB in a 64 KiB limit"
+    );
+    assert_eq!(h.state().len(), 100, "and the checkpoint holds everything");
+    assert_eq!(h.cache_usage().dirty_bytes, 0);
+}
+
+#[test]
+fn the_sdk_reads_and_writes_batches_through_flat_state() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    h.process("in", batch(&["pa,b,c", "+a", "+b", "-c"]))
+        .unwrap();
+    let calls = h.host_calls().clone();
+    assert_eq!((calls.flat_get_many, calls.get_many), (1, 0));
+    h.checkpoint(1).unwrap();
+    let calls = h.host_calls().clone();
+    // a, b, the total and the deletion of c: one put-many.
+    assert_eq!((calls.flat_put_many, calls.flat_put_entries), (1, 4));
+    assert_eq!((calls.put_many, calls.put, calls.delete), (0, 0, 0));
+    assert_eq!(stored(&h, "c\0count"), None);
 }

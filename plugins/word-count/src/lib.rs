@@ -248,13 +248,19 @@ mod tests {
         let calls = h.host_calls().clone();
         // The first batch reads its two misses in one call; later ones hit.
         assert_eq!(
-            (calls.get, calls.get_many, calls.put, calls.put_many),
-            (0, 1, 0, 0),
+            (calls.get, calls.get_many, calls.flat_get_many),
+            (0, 0, 1),
+            "{calls:?}"
+        );
+        assert_eq!(
+            (calls.put, calls.put_many, calls.flat_put_many),
+            (0, 0, 0),
             "{calls:?}"
         );
         assert!(h.state().is_empty());
         h.checkpoint(1).unwrap();
-        assert_eq!(h.host_calls().put_many, 1);
+        assert_eq!(h.host_calls().flat_put_many, 1);
+        assert_eq!(h.host_calls().put_many, 0);
         assert_eq!(h.state()[&b"a\0count".to_vec()], b"6");
         assert_eq!(h.state()[&b"b\0count".to_vec()], b"3");
     }

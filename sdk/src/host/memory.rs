@@ -6,14 +6,16 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
+use weir_flat::state::{Entries, Keys, push_entry, push_value};
+
 use crate::batch::Batch;
 use crate::bindings::weir::operator::log::Level as LogLevel;
-use crate::bindings::weir::operator::state::Entry;
 use crate::bindings::weir::operator::timers::TimeDomain;
+use crate::host::StateLimits;
 use crate::record::Record;
 
 /// The in-memory host: state, timers, emitted records and log lines.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct MemoryHost {
     /// Keyed state, as the real host holds it.
     pub state: BTreeMap<Vec<u8>, Vec<u8>>,
@@ -34,29 +36,71 @@ pub struct MemoryHost {
     pub logs: Vec<(LogLevel, String)>,
     /// Calls made to the host so far.
     pub calls: HostCalls,
+    /// What `flat-state.limits` answers: the real host's defaults unless
+    /// changed. Only `memory` is used here (the SDK sizes its cache from
+    /// it); the memory host enforces no limit.
+    pub limits: StateLimits,
+}
+
+impl Default for MemoryHost {
+    fn default() -> Self {
+        MemoryHost {
+            state: BTreeMap::new(),
+            event_timers: BTreeSet::new(),
+            processing_timers: BTreeSet::new(),
+            watermark: None,
+            processing_time: 0,
+            default_timestamp: None,
+            emitted: Vec::new(),
+            logs: Vec::new(),
+            calls: HostCalls::default(),
+            limits: StateLimits {
+                memory: 256 << 20,
+                max_key_bytes: 64 << 10,
+                max_value_bytes: 16 << 20,
+                max_state_bytes: 1 << 30,
+            },
+        }
+    }
 }
 
 /// How many times the operator called each host function, to check that an
 /// operator crosses the Wasm boundary per batch rather than per record.
 ///
+/// The SDK reads and writes state in batches through `flat-state` (its
+/// write-backs, `get_many`, `prefetch`, the raw `Context::get_many`,
+/// `put_many` and `scan`) and single keys through `state.get`, `state.put`
+/// and `state.delete`; it never calls `state.get-many`, `state.put-many`
+/// or `state.scan`, whose counts stay for plugins that call the bindings.
+///
 /// ```
 /// let calls = weir_sdk::testing::HostCalls::default();
-/// assert_eq!(calls.get + calls.put_many + calls.emit, 0);
+/// assert_eq!(calls.get + calls.flat_put_many + calls.emit, 0);
 /// ```
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct HostCalls {
     /// `state.get`.
     pub get: usize,
-    /// `state.get-many`.
+    /// `state.get-many` (not called by the SDK).
     pub get_many: usize,
     /// `state.put`.
     pub put: usize,
-    /// `state.put-many`.
+    /// `state.put-many` (not called by the SDK).
     pub put_many: usize,
     /// `state.delete`.
     pub delete: usize,
-    /// `state.scan`.
+    /// `state.scan` (not called by the SDK).
     pub scan: usize,
+    /// `flat-state.get-many`.
+    pub flat_get_many: usize,
+    /// `flat-state.put-many`.
+    pub flat_put_many: usize,
+    /// Entries stored or deleted by `flat-state.put-many`, over all calls.
+    pub flat_put_entries: usize,
+    /// `flat-state.scan`.
+    pub flat_scan: usize,
+    /// `flat-state.limits`.
+    pub limits: usize,
     /// `flat.emit`.
     pub emit: usize,
     /// `timers.register-timer`.
@@ -100,21 +144,9 @@ impl MemoryHost {
         self.state.get(key).cloned()
     }
 
-    pub(crate) fn get_many(&mut self, keys: &[Vec<u8>]) -> Vec<Option<Vec<u8>>> {
-        self.calls.get_many += 1;
-        keys.iter().map(|k| self.state.get(k).cloned()).collect()
-    }
-
     pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) {
         self.calls.put += 1;
         self.state.insert(key.to_vec(), value.to_vec());
-    }
-
-    pub(crate) fn put_many(&mut self, entries: &[Entry]) {
-        self.calls.put_many += 1;
-        for e in entries {
-            self.state.insert(e.key.clone(), e.value.clone());
-        }
     }
 
     pub(crate) fn delete(&mut self, key: &[u8]) {
@@ -122,18 +154,49 @@ impl MemoryHost {
         self.state.remove(key);
     }
 
-    pub(crate) fn scan(&mut self, prefix: &[u8], after: Option<&[u8]>, limit: u32) -> Vec<Entry> {
-        self.calls.scan += 1;
-        self.state
+    /// Answers like the real host, which traps where this panics.
+    pub(crate) fn flat_get_many(&mut self, keys: &[u8]) -> Vec<u8> {
+        self.calls.flat_get_many += 1;
+        let keys = Keys::parse(keys)
+            .unwrap_or_else(|e| panic!("flat-state.get-many: malformed packed keys: {e}"));
+        let mut out = Vec::new();
+        for key in keys {
+            push_value(&mut out, self.state.get(key).map(Vec::as_slice));
+        }
+        out
+    }
+
+    pub(crate) fn flat_put_many(&mut self, entries: &[u8]) {
+        self.calls.flat_put_many += 1;
+        let entries = Entries::parse(entries)
+            .unwrap_or_else(|e| panic!("flat-state.put-many: malformed packed entries: {e}"));
+        self.calls.flat_put_entries += entries.len();
+        for (key, value) in entries {
+            match value {
+                Some(v) => self.state.insert(key.to_vec(), v.to_vec()),
+                None => self.state.remove(key),
+            };
+        }
+    }
+
+    pub(crate) fn flat_scan(&mut self, prefix: &[u8], after: Option<&[u8]>, limit: u32) -> Vec<u8> {
+        self.calls.flat_scan += 1;
+        let mut out = Vec::new();
+        let entries = self
+            .state
             .range(prefix.to_vec()..)
             .take_while(|(k, _)| k.starts_with(prefix))
             .filter(|(k, _)| after.is_none_or(|a| k.as_slice() > a))
-            .take(limit as usize)
-            .map(|(k, v)| Entry {
-                key: k.clone(),
-                value: v.clone(),
-            })
-            .collect()
+            .take(limit as usize);
+        for (k, v) in entries {
+            push_entry(&mut out, k, Some(v));
+        }
+        out
+    }
+
+    pub(crate) fn limits(&mut self) -> StateLimits {
+        self.calls.limits += 1;
+        self.limits
     }
 
     pub(crate) fn emit_flat(&mut self, port: u32, data: &[u8], spans: &[u8]) {

@@ -1,6 +1,7 @@
 //! The host side of Weir's WIT interfaces (`wit/`), one module per
 //! interface, each an `impl Host` on the store data [`InstanceState`]:
-//! `state` (host-owned keyed state), `timers` (watermark, clock and
+//! `state` (host-owned keyed state) and `flat-state` (the same state in
+//! packed buffers, `state_flat`), `timers` (watermark, clock and
 //! host-owned timers), `emit` and `flat` (records out, in both forms) and
 //! `log`. `types` has no functions.
 //!
@@ -12,6 +13,7 @@
 mod emit;
 mod log;
 mod state;
+mod state_flat;
 pub(crate) mod timers;
 
 use wasmtime::component::{HasSelf, Linker};
@@ -20,7 +22,7 @@ use super::instance_state::InstanceState;
 use crate::wit::{Imports, types};
 
 /// Adds Weir's interfaces (the imports of world `operator-timers`, a
-/// superset of the other worlds') to `linker`.
+/// superset of the other worlds', `flat-state` included) to `linker`.
 pub(super) fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
     Imports::add_to_linker::<InstanceState, HasSelf<InstanceState>>(linker, |s| s)
 }

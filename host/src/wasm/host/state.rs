@@ -1,6 +1,6 @@
 //! The `state` interface: the plugin's host-owned keyed state
 //! ([`KeyedState`](crate::checkpoint::state::KeyedState) in the store data),
-//! with its size limits.
+//! with its size limits, whose checks `flat-state` (`state_flat.rs`) shares.
 //!
 //! Invariants:
 //! - State is written only in `open`, `restore`, `process`, `on-timers`,
@@ -48,7 +48,7 @@ impl InstanceState {
         Ok(())
     }
 
-    fn put_checked(&mut self, key: &[u8], value: &[u8]) -> wasmtime::Result<()> {
+    pub(super) fn put_checked(&mut self, key: &[u8], value: &[u8]) -> wasmtime::Result<()> {
         self.check_entry(key, value)?;
         match self
             .state
@@ -66,7 +66,7 @@ impl InstanceState {
 
     /// Counts `bytes` more of a state read towards the reply's cap: a reply
     /// must fit in the plugin's memory, so it is capped at `limits.memory`.
-    fn check_read(total: &mut usize, bytes: usize, cap: usize) -> wasmtime::Result<()> {
+    pub(super) fn check_read(total: &mut usize, bytes: usize, cap: usize) -> wasmtime::Result<()> {
         *total = total.saturating_add(bytes);
         LimitExceeded::check_bytes("bytes returned by one state read", "memory", cap, *total)
     }
