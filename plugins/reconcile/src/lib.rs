@@ -1094,13 +1094,13 @@ mod tests {
         let batch: Vec<Record> = (0..n).map(|i| rec(&format!("k{i:05}"), "1")).collect();
         h.process("a", batch).unwrap();
         h.checkpoint(1).unwrap();
-        let scans = h.host_calls().scan;
+        let scans = h.host_calls().flat_scan;
         let out = h.finish().unwrap();
         assert_eq!(out.len(), n);
         let keys: Vec<&str> = out.iter().map(|r| r.key_str().unwrap()).collect();
         assert!(keys.is_sorted(), "in key order");
         assert_eq!(keys[0], "k00000");
-        assert_eq!(h.host_calls().scan - scans, n.div_ceil(1000));
+        assert_eq!(h.host_calls().flat_scan - scans, n.div_ceil(1000));
         h.checkpoint(2).unwrap();
         assert!(
             h.state()
