@@ -136,16 +136,17 @@ const HEAP_SLACK: usize = 16;
 /// ```
 pub fn set_cache_budget(bytes: usize) {
     REGISTRY.with(|r| {
-        let r = r.borrow();
-        r.budget.requested.set(Some(bytes));
-        r.budget.bounds.set(None);
+        let mut r = r.borrow_mut();
+        let budget = r.budget();
+        budget.requested.set(Some(bytes));
+        budget.bounds.set(None);
     })
 }
 
 /// The budget of this instance's caches, bytes (see [`set_cache_budget`]).
 /// Reads the instance's memory limit from the host the first time.
 pub fn cache_budget() -> usize {
-    REGISTRY.with(|r| r.borrow().budget.bounds().budget)
+    REGISTRY.with(|r| r.borrow_mut().budget().bounds().budget)
 }
 
 /// Sets how many bytes of dirty entries (changed, not written back yet) the
@@ -163,9 +164,10 @@ pub fn cache_budget() -> usize {
 /// ```
 pub fn set_cache_dirty_limit(bytes: usize) {
     REGISTRY.with(|r| {
-        let r = r.borrow();
-        r.budget.dirty_limit.set(Some(bytes));
-        r.budget.bounds.set(None);
+        let mut r = r.borrow_mut();
+        let budget = r.budget();
+        budget.dirty_limit.set(Some(bytes));
+        budget.bounds.set(None);
     })
 }
 
@@ -775,18 +777,34 @@ where
 /// Every store of one operator instance, by layout, and their budget. The
 /// guest is single threaded and runs one instance, so on Wasm this is one
 /// thread-local; `testing` installs one per simulated instance.
+///
+/// Invariant: an instance that uses no typed state allocates nothing here,
+/// not even when the SDK looks at its caches after every hook (the budget
+/// is created at the first store or setting): an allocation made while a
+/// plugin holds a large buffer could pin the heap and keep that buffer's
+/// memory from being reused.
 #[derive(Default)]
 pub(crate) struct Registry {
     stores: Vec<(Layout, Rc<dyn Cached>)>,
-    budget: Rc<Budget>,
+    budget: Option<Rc<Budget>>,
 }
 
 impl Registry {
+    /// The budget of every store, created at the first use.
+    fn budget(&mut self) -> &Rc<Budget> {
+        self.budget.get_or_insert_with(Rc::default)
+    }
+
+    /// The budget, if there is one (there is once a store exists).
+    fn budget_if_any(&self) -> Option<&Budget> {
+        self.budget.as_deref()
+    }
+
     /// Writes every dirty entry of every store back: one `put-many` (per
     /// [`host::PUT_MANY_CHUNK`]), deletions included. Entries stay cached,
     /// clean.
     fn write_back(&self) {
-        if self.budget.dirty.get() == 0 {
+        if self.budget_if_any().is_none_or(|b| b.dirty.get() == 0) {
             return;
         }
         PutMany::run(|writes| {
@@ -801,7 +819,7 @@ impl Registry {
     /// that keys that keep changing are not written over and over), then
     /// any. Entries stay cached, clean.
     fn write_back_to(&self, target: usize) {
-        if self.budget.dirty.get() <= target {
+        if self.budget_if_any().is_none_or(|b| b.dirty.get() <= target) {
             return;
         }
         PutMany::run(|writes| {
@@ -816,9 +834,12 @@ impl Registry {
     /// Writes back, then brings the caches down to half the budget, each
     /// store to its share.
     fn shrink(&self) {
+        let Some(budget) = self.budget_if_any() else {
+            return;
+        };
         self.write_back();
-        let target = self.budget.bounds().budget / 2;
-        let used = self.budget.used.get();
+        let target = budget.bounds().budget / 2;
+        let used = budget.used.get();
         if used > target {
             for (_, store) in &self.stores {
                 store.shrink(target, used);
@@ -832,8 +853,10 @@ impl Registry {
         for (_, store) in &self.stores {
             store.add_usage(&mut usage);
         }
-        debug_assert_eq!(usage.bytes, self.budget.used.get());
-        debug_assert_eq!(usage.dirty_bytes, self.budget.dirty.get());
+        if let Some(budget) = self.budget_if_any() {
+            debug_assert_eq!(usage.bytes, budget.used.get());
+            debug_assert_eq!(usage.dirty_bytes, budget.dirty.get());
+        }
         debug_assert_eq!(
             usage.bytes,
             self.stores.iter().map(|(_, s)| s.bytes()).sum::<usize>()
@@ -865,16 +888,19 @@ pub(crate) fn write_back_all() {
 pub(crate) fn trim_all() {
     REGISTRY.with(|r| {
         let r = r.borrow();
-        if r.budget.used.get() == 0 {
+        let Some(budget) = r.budget_if_any() else {
+            return;
+        };
+        if budget.used.get() == 0 {
             return;
         }
         for (_, store) in &r.stores {
             store.trim_entries();
         }
-        let bounds = r.budget.bounds();
-        if r.budget.used.get() > bounds.budget {
+        let bounds = budget.bounds();
+        if budget.used.get() > bounds.budget {
             r.shrink();
-        } else if r.budget.dirty.get() > bounds.dirty {
+        } else if budget.dirty.get() > bounds.dirty {
             r.write_back_to(bounds.dirty / 2);
         }
     });
@@ -930,7 +956,7 @@ where
     pub(crate) fn open(name: &'static str, layout: Layout) -> Self {
         REGISTRY.with(|r| {
             let mut registry = r.borrow_mut();
-            let budget = Rc::clone(&registry.budget);
+            let budget = Rc::clone(registry.budget());
             if let Some((_, found)) = registry.stores.iter().find(|(l, _)| *l == layout) {
                 let found: Rc<dyn Any> = found.clone();
                 let store = found.downcast().unwrap_or_else(|_| {
