@@ -103,6 +103,8 @@ fn metrics_are_served_while_the_job_runs() {
         "weir_checkpoint_last_bytes",
         "weir_alignment_duration_seconds_count",
         "weir_alignment_buffered_bytes",
+        "weir_checkpoint_pause_last_milliseconds",
+        "weir_checkpoint_pause_duration_seconds_count",
         "weir_restarts_total",
         "weir_backpressure_seconds_total",
     ] {
@@ -214,8 +216,10 @@ fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
         ("weir_checkpoint_last_duration_milliseconds", "gauge"),
         ("weir_alignment_last_milliseconds", "gauge"),
         ("weir_alignment_buffered_bytes", "gauge"),
+        ("weir_checkpoint_pause_last_milliseconds", "gauge"),
         ("weir_checkpoint_duration_seconds", "histogram"),
         ("weir_alignment_duration_seconds", "histogram"),
+        ("weir_checkpoint_pause_duration_seconds", "histogram"),
     ] {
         let help = format!("# HELP {name} ");
         assert!(

@@ -76,6 +76,7 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
             "job",
             "key_groups",
             "operators",
+            "pause_ms",
             "sinks",
             "sources",
             "started_at_ms",

@@ -91,10 +91,10 @@ fn timers_and_the_watermark_survive_a_checkpoint_into_a_new_instance() {
     first.on_checkpoint(2).unwrap();
     // What a checkpoint stores: the state and timer changes.
     let mut stored_state = std::collections::BTreeMap::new();
-    for (k, v) in first.state_mut().take_changes() {
+    for (k, v) in first.state_mut().take_changes().iter() {
         match v {
-            Some(v) => stored_state.insert(k, v),
-            None => stored_state.remove(&k),
+            Some(v) => stored_state.insert(k.to_vec(), v.to_vec()),
+            None => stored_state.remove(k),
         };
     }
     let mut stored_timers = std::collections::BTreeMap::new();

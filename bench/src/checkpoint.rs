@@ -32,6 +32,7 @@ fn meta(id: u64) -> CheckpointMeta {
         started_at_ms: 0,
         duration_ms: 0,
         alignment_ms: 0,
+        pause_ms: None,
         bytes_written: 0,
         state_keys: 0,
         key_groups: 128,
@@ -72,6 +73,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     for i in 0..keys {
         state.put(&state_key(i), b"1");
     }
+    let memory = state.memory_bytes();
     let started = Instant::now();
     let changes = state.take_changes();
     let take_full = started.elapsed();
@@ -167,6 +169,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         .insert("file_bytes".into(), size_after_full as f64);
     row.extra
         .insert("take_changes_ms".into(), take_full.as_secs_f64() * 1e3);
+    row.extra.insert("state_memory_bytes".into(), memory as f64);
     if let Some(w) = full_physical {
         row.extra.insert("device_write_bytes".into(), w);
     }
@@ -201,6 +204,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             device_ratio = Some(phys / full.max(1.0));
         }
     }
+    report.targets.push(Target::below(
+        &format!("KeyedState::take_changes of {keys} dirty keys (s)"),
+        take_full.as_secs_f64(),
+        1.0,
+    ));
     report.targets.push(Target::below(
         "incremental checkpoint bytes (1% changed) / full checkpoint bytes",
         incr_bytes / full.bytes_written.max(1) as f64,
@@ -251,6 +259,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         let cps = run.periodic_checkpoints();
         let d: Vec<f64> = cps.iter().map(|c| c.duration_ms as f64).collect();
         let a: Vec<f64> = cps.iter().map(|c| c.alignment_ms as f64).collect();
+        let pause: Vec<f64> = cps
+            .iter()
+            .filter_map(|c| c.pause_ms)
+            .map(|p| p as f64)
+            .collect();
         let b: Vec<f64> = cps.iter().map(|c| c.bytes_written as f64).collect();
         let baseline = (p > 1).then_some("job p1: checkpoint duration (median)");
         let row = report.row(&case, median(&d), "ms", baseline);
@@ -261,6 +274,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             "alignment_max_ms".into(),
             a.iter().copied().fold(0.0, f64::max),
         );
+        row.extra.insert("pause_median_ms".into(), median(&pause));
+        row.extra.insert(
+            "pause_max_ms".into(),
+            pause.iter().copied().fold(0.0, f64::max),
+        );
         row.extra
             .insert("max_buffered_bytes".into(), run.max_buffered_bytes as f64);
         row.extra.insert("bytes_median".into(), median(&b));
@@ -269,7 +287,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         std::fs::remove_dir_all(&case_dir)?;
     }
     report.notes.push(
-        "store rows: one durable redb transaction per checkpoint (CheckpointStore::commit); job rows: duration_ms and alignment_ms of the periodic checkpoints in CheckpointStore::list()".into(),
+        "store rows: one durable redb transaction per checkpoint (CheckpointStore::commit); job rows: duration_ms, alignment_ms and pause_ms (an operator thread's longest pause) of the periodic checkpoints in CheckpointStore::list()".into(),
     );
     Ok(report)
 }

@@ -127,8 +127,11 @@ impl CheckpointReport {
     /// Human-readable lines.
     pub fn to_text(&self) -> String {
         let m = &self.meta;
+        let pause = m
+            .pause_ms
+            .map_or(String::new(), |p| format!("  pause {p} ms"));
         let mut s = format!(
-            "checkpoint {}{}  {}  duration {} ms  alignment {} ms  written {} bytes  keys {}\n",
+            "checkpoint {}{}  {}  duration {} ms  alignment {} ms{pause}  written {} bytes  keys {}\n",
             m.id,
             if m.final_checkpoint { " (final)" } else { "" },
             self.time,

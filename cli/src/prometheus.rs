@@ -91,7 +91,7 @@ pub fn render(metrics: &JobMetrics) -> String {
         );
     }
     let c = &metrics.checkpoints;
-    let gauges: [(&str, &str, &str, u64); 7] = [
+    let gauges: [(&str, &str, &str, u64); 8] = [
         (
             "weir_checkpoints_total",
             "counter",
@@ -129,6 +129,12 @@ pub fn render(metrics: &JobMetrics) -> String {
             c.last_alignment_buffered_bytes.load(Relaxed),
         ),
         (
+            "weir_checkpoint_pause_last_milliseconds",
+            "gauge",
+            "Longest pause of an operator instance's thread for the last checkpoint (from its aligned barrier to its acknowledgement).",
+            c.last_pause_ms.load(Relaxed),
+        ),
+        (
             "weir_restarts_total",
             "counter",
             "Times the job was restored from a checkpoint.",
@@ -151,6 +157,11 @@ pub fn render(metrics: &JobMetrics) -> String {
             "weir_alignment_duration_seconds",
             "Barrier alignment durations.",
             &c.alignment,
+        ),
+        (
+            "weir_checkpoint_pause_duration_seconds",
+            "Longest pause of an operator instance's thread per checkpoint.",
+            &c.pause,
         ),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");

@@ -250,10 +250,14 @@ pub struct CheckpointMetrics {
     pub last_alignment_ms: AtomicU64,
     /// Most bytes buffered by one instance during the last alignment.
     pub last_alignment_buffered_bytes: AtomicU64,
+    /// Longest pause of an operator instance for the last checkpoint, ms.
+    pub last_pause_ms: AtomicU64,
     /// Checkpoint durations.
     pub duration: Histogram,
     /// Alignment durations.
     pub alignment: Histogram,
+    /// Longest pause of an operator instance per checkpoint.
+    pub pause: Histogram,
     /// Times the job was restored from a checkpoint.
     pub restarts: AtomicU64,
 }

@@ -161,11 +161,7 @@ impl CheckpointStore {
         }
         let mut bytes = 0u64;
         for ((op, inst), deltas) in by_instance {
-            let changes = deltas
-                .iter()
-                .flat_map(|d| &d.changes)
-                .map(|(k, v)| (k.as_slice(), v.as_deref()))
-                .collect();
+            let changes = deltas.iter().flat_map(|d| d.changes.iter()).collect();
             let written = self.write_state(&mut t, n, op, inst, changes)?;
             bytes += written.bytes;
             let timers: Vec<_> = deltas

@@ -60,6 +60,9 @@ pub struct Completed {
     pub alignment: Duration,
     /// Most bytes buffered by one instance during alignment.
     pub buffered_bytes: u64,
+    /// Longest pause of an instance's thread for the checkpoint (see
+    /// [`Ack::Instance`]).
+    pub pause: Duration,
 }
 
 #[derive(Debug)]
@@ -72,6 +75,7 @@ struct InFlight {
     sinks: BTreeMap<String, Value>,
     alignment: Duration,
     buffered_bytes: u64,
+    pause: Duration,
 }
 
 /// The coordinator's state.
@@ -134,6 +138,7 @@ impl Coordinator {
             sinks: BTreeMap::new(),
             alignment: Duration::ZERO,
             buffered_bytes: 0,
+            pause: Duration::ZERO,
         });
         id
     }
@@ -221,9 +226,11 @@ impl Coordinator {
                 delta,
                 alignment,
                 buffered_bytes,
+                pause,
             } => {
                 f.alignment = f.alignment.max(alignment);
                 f.buffered_bytes = f.buffered_bytes.max(buffered_bytes);
+                f.pause = f.pause.max(pause);
                 self.deltas.push(delta);
             }
             Ack::Sink { sink, info } => {
@@ -243,6 +250,7 @@ impl Coordinator {
             deltas: std::mem::take(&mut self.deltas),
             alignment: f.alignment,
             buffered_bytes: f.buffered_bytes,
+            pause: f.pause,
         };
         let next = if self.stop_requested {
             None
@@ -266,7 +274,7 @@ mod tests {
         InstanceDelta {
             operator: op.into(),
             instance: i,
-            changes: vec![(key.as_bytes().to_vec(), Some(b"v".to_vec()))],
+            changes: [(key, Some("v"))].into_iter().collect(),
             snapshot: None,
             timers: Vec::new(),
         }
@@ -300,6 +308,7 @@ mod tests {
                 delta: delta("op", i, &format!("k{id}")),
                 alignment: Duration::from_millis(i as u64),
                 buffered_bytes: 0,
+                pause: Duration::from_millis(10 - i as u64),
             };
             assert!(c.on_ack(id, ack, now).0.is_none());
         }
@@ -324,6 +333,7 @@ mod tests {
         let done = done.unwrap();
         assert_eq!((done.id, done.deltas.len()), (1, 2));
         assert_eq!(done.alignment, Duration::from_millis(1));
+        assert_eq!(done.pause, Duration::from_millis(10), "the longest pause");
         assert_eq!(next, None);
         let early = c.tick(t1 + Duration::from_millis(500));
         assert_eq!(early, None, "interval not elapsed");
@@ -371,7 +381,8 @@ mod tests {
                 Ack::Instance {
                     delta: delta("op", 0, "old"),
                     alignment: Duration::ZERO,
-                    buffered_bytes: 0
+                    buffered_bytes: 0,
+                    pause: Duration::ZERO,
                 },
                 t0
             )
@@ -379,7 +390,11 @@ mod tests {
             .is_none()
         );
         let done = ack_all(&mut c, 1, t0).0.unwrap();
-        let keys: Vec<_> = done.deltas.iter().map(|d| d.changes[0].0.clone()).collect();
+        let keys: Vec<_> = done
+            .deltas
+            .iter()
+            .map(|d| d.changes.iter().next().unwrap().0.to_vec())
+            .collect();
         assert_eq!(
             keys,
             [b"old".to_vec(), b"k1".to_vec(), b"k1".to_vec()],

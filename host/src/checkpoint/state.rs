@@ -1,100 +1,341 @@
 //! [`KeyedState`]: the host-owned keyed state of one operator instance, kept
-//! in memory with a dirty flag per key for incremental checkpoints.
+//! in memory with change tracking for incremental checkpoints.
 //!
-//! Point reads and writes (`get`, `put`, `delete`: what operators do per
-//! record) go to a hash map; the same keys are also kept in order, for
-//! scans, iteration and the sorted changes of a checkpoint. A write to an
-//! existing key costs one hash lookup; only a new key also costs an
-//! ordered insert.
+//! Layout: keys and values live in one byte arena, each key directly
+//! followed by its value's room; a fixed-size [`Slot`] per key holds where
+//! (offset, lengths, flags); a hash table of slot ids (foldhash with a
+//! random seed per state: keys are plugin-controlled) finds a key's slot in
+//! one probe. No point operation allocates per key. The key order exists
+//! only once something scans ([`order`]); the changes of a checkpoint are
+//! listed from the dirty slot ids, in no order (the store sorts them on its
+//! own thread), as [`StateChanges`].
 //!
 //! Invariants:
-//! - `map` and `order` hold the same keys.
-//! - A slot is dirty iff its key was written or deleted since the last
-//!   [`KeyedState::take_changes`] (a key written back to its old value is
-//!   still reported).
-//! - A deleted key keeps a tombstone slot (`value: None`, dirty) until the
-//!   next `take_changes` reports it; tombstones are invisible to reads.
-//! - `live` counts slots with a value; `bytes` sums their key and value
-//!   lengths; `dirty` counts dirty slots.
+//! - A slot is *in the table* iff `table` holds its id; then it is live
+//!   (`val_len` is its value's length) or a tombstone (`val_len ==
+//!   TOMBSTONE`); otherwise it is removed (`val_len == REMOVED`). No two
+//!   slots in the table have the same key.
+//! - A slot in the table owns `arena[off .. off + key_len + room]`: its key,
+//!   then its value (`val_len` bytes, none for a tombstone), then
+//!   `slack = room - value length < 2^23` unused bytes; `used` sums
+//!   `key_len + room` over those slots; the rest of `arena` (removed slots'
+//!   and overwritten bytes) is garbage. The arena is compacted (rebuilt
+//!   from the slots in the table) when it must grow while garbage exceeds
+//!   `used`: amortized O(1) per byte written.
+//! - A slot is dirty (`DIRTY` set) iff its key was written or deleted since
+//!   the last [`KeyedState::take_changes`] (a key written back to its old
+//!   value is still reported); `dirty` lists the dirty slots, each once.
+//! - A tombstone is dirty: a deleted key keeps its slot until the next
+//!   `take_changes` reports it, then leaves the table. Tombstones are
+//!   invisible to reads.
+//! - A removed slot is in `free`, or in the ordered index (then not in
+//!   `free`: its key bytes stay valid for the index's comparisons until the
+//!   index lets it go), or was let go by the index for reuse.
+//! - `order` is `None` until the first scan; from then on it indexes every
+//!   slot in the table (see [`order`]). Operators that never scan pay
+//!   nothing for order.
+//! - Slots `0 .. presorted` are in the table, in ascending key order (as a
+//!   restore from sorted entries leaves them); removing one lowers
+//!   `presorted` to its id.
+//! - `live` counts live slots; `bytes` sums their key and value lengths.
 
-use std::collections::{BTreeSet, HashMap};
-use std::ops::Bound;
-use std::sync::Arc;
+mod changes;
+mod order;
 
-/// A key, shared by the hash map and the ordered set.
-type Key = Arc<[u8]>;
+use std::cell::{Ref, RefCell};
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
 
-/// One key's value (or tombstone) and whether it changed since the last
-/// checkpoint.
-#[derive(Debug, Clone)]
+use foldhash::fast::RandomState;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
+
+pub use changes::{Iter as ChangesIter, StateChanges};
+use order::{Order, Scan};
+
+/// `Slot::val_len` of a tombstone.
+const TOMBSTONE: u32 = u32::MAX;
+/// `Slot::val_len` of a slot not in the table.
+const REMOVED: u32 = u32::MAX - 1;
+/// Bits of `Slot::word` holding the arena offset: arenas up to 1 TiB.
+const OFFSET_BITS: u32 = 40;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+/// Largest slack a slot keeps; shrinking a value by more leaves the rest
+/// as garbage.
+const MAX_SLACK: u32 = (1 << 23) - 1;
+/// `Slot::word` flag: changed since the last checkpoint.
+const DIRTY: u64 = 1 << 63;
+
+/// Where one key and its value lie in the arena, and its flags (16 bytes).
+#[derive(Debug, Clone, Copy)]
 struct Slot {
-    value: Option<Vec<u8>>,
-    dirty: bool,
+    /// Bits 0..40: arena offset of the key; 40..63: slack; 63: dirty.
+    word: u64,
+    key_len: u32,
+    /// Value length, or `TOMBSTONE` or `REMOVED`.
+    val_len: u32,
+}
+
+impl Slot {
+    fn new(off: usize, key_len: u32, val_len: u32) -> Self {
+        let mut slot = Slot {
+            word: 0,
+            key_len,
+            val_len,
+        };
+        slot.place(off, 0);
+        slot
+    }
+
+    fn off(&self) -> usize {
+        (self.word & OFFSET_MASK) as usize
+    }
+
+    fn slack(&self) -> u32 {
+        ((self.word >> OFFSET_BITS) as u32) & MAX_SLACK
+    }
+
+    /// Moves the slot to `off` with `slack` spare bytes, keeping its flags.
+    fn place(&mut self, off: usize, slack: u32) {
+        assert!(
+            (off as u64) <= OFFSET_MASK,
+            "a keyed state arena of 1 TiB or more"
+        );
+        debug_assert!(slack <= MAX_SLACK);
+        self.word = (self.word & DIRTY) | (u64::from(slack) << OFFSET_BITS) | off as u64;
+    }
+
+    fn is_dirty(&self) -> bool {
+        self.word & DIRTY != 0
+    }
+
+    fn is_live(&self) -> bool {
+        self.val_len < REMOVED
+    }
+
+    fn in_table(&self) -> bool {
+        self.val_len != REMOVED
+    }
+
+    /// Value bytes (0 for a tombstone).
+    fn value_len(&self) -> u32 {
+        if self.is_live() { self.val_len } else { 0 }
+    }
+
+    /// Bytes the value may grow to in place.
+    fn room(&self) -> u32 {
+        self.value_len() + self.slack()
+    }
+}
+
+/// Read access to the slots and the arena, for the ordered index.
+#[derive(Clone, Copy)]
+struct View<'a> {
+    slots: &'a [Slot],
+    arena: &'a [u8],
+}
+
+impl<'a> View<'a> {
+    fn key(self, id: u32) -> &'a [u8] {
+        let s = &self.slots[id as usize];
+        &self.arena[s.off()..s.off() + s.key_len as usize]
+    }
+
+    /// The value of slot `id` if it is live.
+    fn value(self, id: u32) -> Option<&'a [u8]> {
+        let s = &self.slots[id as usize];
+        s.is_live().then(|| {
+            let at = s.off() + s.key_len as usize;
+            &self.arena[at..at + s.val_len as usize]
+        })
+    }
+
+    fn in_table(self, id: u32) -> bool {
+        self.slots[id as usize].in_table()
+    }
+}
+
+/// A length as stored in a slot.
+fn stored_len(len: usize) -> u32 {
+    u32::try_from(len)
+        .ok()
+        .filter(|&n| n < REMOVED)
+        .expect("state keys and values are under 4 GiB")
 }
 
 /// In-memory keyed state with change tracking for incremental checkpoints.
+///
+/// Keys and values are under 4 GiB each (they come from a 32-bit Wasm
+/// memory).
 ///
 /// ```
 /// let mut s = weir::checkpoint::state::KeyedState::default();
 /// s.put(b"a", b"1");
 /// assert_eq!(s.get(b"a"), Some(&b"1"[..]));
-/// assert_eq!(s.take_changes(), vec![(b"a".to_vec(), Some(b"1".to_vec()))]);
+/// let changes = s.take_changes();
+/// assert_eq!(changes.iter().collect::<Vec<_>>(), [(&b"a"[..], Some(&b"1"[..]))]);
 /// assert!(s.take_changes().is_empty());
 /// ```
-#[derive(Debug, Default, Clone)]
+#[derive(Clone, Default)]
 pub struct KeyedState {
-    /// Every key, live or tombstone, with its slot.
-    map: HashMap<Key, Slot>,
-    /// The keys of `map`, in order.
-    order: BTreeSet<Key>,
+    /// Keys, values and their slots.
+    arena: Arena,
+    /// Ids of the slots in the table, by the hash of their key.
+    table: HashTable<u32>,
+    hasher: RandomState,
+    /// Removed slots free for new keys.
+    free: Vec<u32>,
+    /// The dirty slots.
+    dirty: Vec<u32>,
+    /// The key order, from the first scan on.
+    order: RefCell<Option<Order>>,
+    presorted: u32,
     live: usize,
-    dirty: usize,
     bytes: usize,
+}
+
+/// The byte arena and the slots that place keys and values in it.
+#[derive(Debug, Clone, Default)]
+struct Arena {
+    bytes: Vec<u8>,
+    slots: Vec<Slot>,
+    /// Arena bytes owned by slots in the table.
+    used: usize,
+}
+
+impl Arena {
+    fn view(&self) -> View<'_> {
+        View {
+            slots: &self.slots,
+            arena: &self.bytes,
+        }
+    }
+
+    /// Stores `value` in slot `id` (in the table): in place if it fits the
+    /// room, else appended with the key (the old bytes become garbage).
+    fn overwrite(&mut self, id: u32, value: &[u8], order: Option<&mut Order>) {
+        let vlen = stored_len(value.len());
+        let slot = self.slots[id as usize];
+        let room = slot.room();
+        if vlen <= room {
+            let at = slot.off() + slot.key_len as usize;
+            self.bytes[at..at + value.len()].copy_from_slice(value);
+            let spare = room - vlen;
+            let slack = spare.min(MAX_SLACK);
+            self.used -= (spare - slack) as usize;
+            let s = &mut self.slots[id as usize];
+            s.place(slot.off(), slack);
+            s.val_len = vlen;
+            return;
+        }
+        let klen = slot.key_len as usize;
+        // Room first: compacting moves the slot.
+        self.reserve(klen + value.len(), order);
+        let old = self.slots[id as usize];
+        let off = self.bytes.len();
+        self.bytes.extend_from_within(old.off()..old.off() + klen);
+        self.bytes.extend_from_slice(value);
+        self.used += value.len() - old.room() as usize;
+        let s = &mut self.slots[id as usize];
+        s.place(off, 0);
+        s.val_len = vlen;
+    }
+
+    /// Appends `key` then `value`, owned by a new slot; returns their
+    /// offset.
+    fn append(&mut self, key: &[u8], value: &[u8], order: Option<&mut Order>) -> usize {
+        self.reserve(key.len() + value.len(), order);
+        let off = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(value);
+        self.used += key.len() + value.len();
+        off
+    }
+
+    /// Makes room for `n` more bytes: compacts if garbage exceeds the bytes
+    /// in use, else grows the arena by half (at least).
+    fn reserve(&mut self, n: usize, order: Option<&mut Order>) {
+        if self.bytes.capacity() - self.bytes.len() >= n {
+            return;
+        }
+        let garbage = self.bytes.len() - self.used;
+        if garbage > self.used {
+            self.compact(n, order);
+        } else {
+            let grow = n.max(self.bytes.capacity() / 2).max(64);
+            self.bytes.reserve_exact(grow);
+        }
+    }
+
+    /// Rebuilds the arena from the slots in the table, with room for `n`
+    /// more bytes and half as much again as in use; drops slack.
+    fn compact(&mut self, n: usize, order: Option<&mut Order>) {
+        if let Some(order) = order {
+            // Removed slots in the index keep their keys until now.
+            order.purge(self.view());
+        }
+        let mut bytes = Vec::with_capacity(self.used + n + (self.used + n) / 2);
+        for s in self.slots.iter_mut().filter(|s| s.in_table()) {
+            let len = (s.key_len + s.value_len()) as usize;
+            let off = bytes.len();
+            bytes.extend_from_slice(&self.bytes[s.off()..s.off() + len]);
+            s.place(off, 0);
+        }
+        self.used = bytes.len();
+        self.bytes = bytes;
+    }
 }
 
 impl KeyedState {
     /// State holding `entries`, with nothing dirty (as restored from a
-    /// checkpoint).
+    /// checkpoint). A later entry for the same key wins. Entries sorted by
+    /// key (as the checkpoint store hands them over) make the first scan
+    /// cheap.
     ///
     /// ```
     /// let s = weir::checkpoint::state::KeyedState::from_entries([(b"k".to_vec(), b"v".to_vec())]);
     /// assert_eq!(s.len(), 1);
     /// assert_eq!(s.dirty_len(), 0);
     /// ```
-    pub fn from_entries(entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Self {
+    pub fn from_entries<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        entries: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
         let entries = entries.into_iter();
         let n = entries.size_hint().0;
-        let mut map: HashMap<Key, Slot> = HashMap::with_capacity(n);
-        let mut keys = Vec::with_capacity(n);
-        let mut bytes = 0;
+        let mut s = KeyedState {
+            table: HashTable::with_capacity(n),
+            ..KeyedState::default()
+        };
+        s.arena.slots.reserve_exact(n);
+        let mut ascending = true;
         for (k, v) in entries {
-            bytes += k.len() + v.len();
-            let key: Key = k.into();
-            let slot = Slot {
-                value: Some(v),
-                dirty: false,
-            };
-            // A later entry for the same key wins.
-            match map.insert(key.clone(), slot) {
-                None => keys.push(key),
-                Some(old) => bytes -= key.len() + old.value.map_or(0, |v| v.len()),
+            let (key, value) = (k.as_ref(), v.as_ref());
+            let last = s.arena.slots.len();
+            s.write(key, value, usize::MAX, false).expect("no limit");
+            let is_new = s.arena.slots.len() > last;
+            ascending &= is_new && (last == 0 || s.view().key(last as u32 - 1) < key);
+            if ascending {
+                s.presorted = s.arena.slots.len() as u32;
             }
         }
-        // `collect` sorts (linear for sorted input, as a restore passes
-        // it) and builds the tree in bulk.
-        let order: BTreeSet<Key> = keys.into_iter().collect();
-        KeyedState {
-            live: map.len(),
-            dirty: 0,
-            bytes,
-            map,
-            order,
-        }
+        s
     }
 
-    /// The value under `key`.
+    fn view(&self) -> View<'_> {
+        self.arena.view()
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        h.write(key);
+        h.finish()
+    }
+
+    /// The value under `key`. One hash probe.
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        self.map.get(key).and_then(|s| s.value.as_deref())
+        let view = self.view();
+        let &id = self.table.find(self.hash(key), |&id| view.key(id) == key)?;
+        view.value(id)
     }
 
     /// Stores `value` under `key`.
@@ -105,7 +346,8 @@ impl KeyedState {
 
     /// Stores `value` under `key` unless the state would then hold more than
     /// `max_bytes` of keys and values; then nothing changes and the size it
-    /// would have had is returned. One hash lookup for an existing key.
+    /// would have had is returned. One hash probe; no allocation unless the
+    /// state grows.
     ///
     /// ```
     /// let mut s = weir::checkpoint::state::KeyedState::default();
@@ -114,70 +356,122 @@ impl KeyedState {
     /// assert_eq!(s.bytes(), 10);
     /// ```
     pub fn put_within(&mut self, key: &[u8], value: &[u8], max_bytes: usize) -> Result<(), usize> {
-        let vlen = value.len();
-        if let Some(slot) = self.map.get_mut(key) {
-            let after = match &slot.value {
-                Some(old) => self.bytes - old.len() + vlen,
-                None => self.bytes + key.len() + vlen,
-            };
-            if after > max_bytes {
-                return Err(after);
-            }
-            if slot.value.replace(value.to_vec()).is_none() {
-                self.live += 1;
-            }
-            self.bytes = after;
-            if !slot.dirty {
-                slot.dirty = true;
-                self.dirty += 1;
-            }
-            return Ok(());
-        }
-        let after = self.bytes + key.len() + vlen;
-        if after > max_bytes {
-            return Err(after);
-        }
-        self.live += 1;
-        self.dirty += 1;
-        self.bytes = after;
-        let key: Key = key.into();
-        self.order.insert(key.clone());
-        self.map.insert(
-            key,
-            Slot {
-                value: Some(value.to_vec()),
-                dirty: true,
+        self.write(key, value, max_bytes, true)
+    }
+
+    /// `put_within`, marking the key dirty if `dirty`.
+    fn write(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        max_bytes: usize,
+        dirty: bool,
+    ) -> Result<(), usize> {
+        let (klen, vlen) = (stored_len(key.len()), stored_len(value.len()));
+        let hash = self.hash(key);
+        let (view, hasher) = (self.arena.view(), &self.hasher);
+        let entry = self.table.entry(
+            hash,
+            |&id| view.key(id) == key,
+            |&id| {
+                let mut h = hasher.build_hasher();
+                h.write(view.key(id));
+                h.finish()
             },
         );
+        let id = match entry {
+            Entry::Occupied(e) => {
+                let id = *e.get();
+                let slot = self.arena.slots[id as usize];
+                let after = match slot.is_live() {
+                    true => self.bytes - slot.val_len as usize + value.len(),
+                    false => self.bytes + key.len() + value.len(),
+                };
+                if after > max_bytes {
+                    return Err(after);
+                }
+                if !slot.is_live() {
+                    self.live += 1;
+                }
+                self.bytes = after;
+                self.arena
+                    .overwrite(id, value, self.order.get_mut().as_mut());
+                id
+            }
+            Entry::Vacant(e) => {
+                let after = self.bytes + key.len() + value.len();
+                if after > max_bytes {
+                    return Err(after);
+                }
+                let order = self.order.get_mut();
+                let off = self.arena.append(key, value, order.as_mut());
+                let slot = Slot::new(off, klen, vlen);
+                let slots = &mut self.arena.slots;
+                let id = match self.free.pop().or_else(|| order.as_mut()?.reuse()) {
+                    Some(id) => {
+                        slots[id as usize] = slot;
+                        id
+                    }
+                    None => {
+                        if slots.len() == slots.capacity() {
+                            slots.reserve_exact((slots.len() / 2).max(16));
+                        }
+                        slots.push(slot);
+                        u32::try_from(slots.len() - 1).expect("under 2^32 keys")
+                    }
+                };
+                e.insert(id);
+                if let Some(order) = order {
+                    order.add(id);
+                }
+                self.live += 1;
+                self.bytes = after;
+                id
+            }
+        };
+        if dirty {
+            self.mark_dirty(id);
+        }
         Ok(())
     }
 
-    /// Removes `key`; its deletion is reported by the next
-    /// [`take_changes`](Self::take_changes).
-    pub fn delete(&mut self, key: &[u8]) {
-        if let Some(slot) = self.map.get_mut(key)
-            && let Some(old) = slot.value.take()
-        {
-            self.live -= 1;
-            self.bytes -= key.len() + old.len();
-            if !slot.dirty {
-                slot.dirty = true;
-                self.dirty += 1;
-            }
+    fn mark_dirty(&mut self, id: u32) {
+        let s = &mut self.arena.slots[id as usize];
+        if !s.is_dirty() {
+            s.word |= DIRTY;
+            self.dirty.push(id);
         }
     }
 
-    /// The value of `key`, which `order` holds, if it is live.
-    fn live_value(&self, key: &[u8]) -> Option<&[u8]> {
-        let slot = self.map.get(key).expect("map and order hold the same keys");
-        slot.value.as_deref()
+    /// Removes `key`; its deletion is reported by the next
+    /// [`take_changes`](Self::take_changes). One hash probe.
+    pub fn delete(&mut self, key: &[u8]) {
+        let hash = self.hash(key);
+        let view = self.arena.view();
+        let Some(&id) = self.table.find(hash, |&id| view.key(id) == key) else {
+            return;
+        };
+        let s = &mut self.arena.slots[id as usize];
+        if !s.is_live() {
+            return;
+        }
+        let slack = s.room().min(MAX_SLACK);
+        self.arena.used -= (s.room() - slack) as usize;
+        self.live -= 1;
+        self.bytes -= (s.key_len + s.val_len) as usize;
+        let off = s.off();
+        s.place(off, slack);
+        s.val_len = TOMBSTONE;
+        self.mark_dirty(id);
     }
 
-    /// Up to `limit` entries whose key starts with `prefix`, after `after`.
+    /// Up to `limit` entries whose key starts with `prefix`, after `after`,
+    /// in key order. The first scan builds the key order (O(n log n), O(n)
+    /// after a restore); later ones only sort in the keys added since.
     ///
     /// ```
     /// let mut s = weir::checkpoint::state::KeyedState::from_entries(
-    ///     ["a1", "a2", "a3", "b1"].map(|k| (k.as_bytes().to_vec(), vec![])));
+    ///     ["a1", "a2", "a3", "b1"].map(|k| (k, "")));
     /// s.delete(b"a2");
     /// let keys: Vec<_> = s.scan(b"a", Some(b"a1"), 10).map(|(k, _)| k.to_vec()).collect();
     /// assert_eq!(keys, [b"a3".to_vec()]);
@@ -188,15 +482,27 @@ impl KeyedState {
         after: Option<&[u8]>,
         limit: usize,
     ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
-        let start = match after {
-            Some(a) if a >= prefix => Bound::Excluded(a),
-            _ => Bound::Included(prefix),
-        };
-        self.order
-            .range::<[u8], _>((start, Bound::Unbounded))
-            .take_while(move |k| k.starts_with(prefix))
-            .filter_map(|k| self.live_value(k).map(|v| (&k[..], v)))
-            .take(limit)
+        Scan::new(self.view(), self.ordered(), prefix, after, limit)
+    }
+
+    /// The key order, built or brought up to date first.
+    fn ordered(&self) -> Ref<'_, Order> {
+        let fresh = self.order.borrow().as_ref().is_some_and(Order::is_fresh);
+        if !fresh {
+            // No `Ref` of the order is alive: one would have seen it fresh,
+            // and only `&mut self` methods add keys to it.
+            let mut order = self.order.borrow_mut();
+            match order.as_mut() {
+                Some(o) => o.refresh(self.view()),
+                None => {
+                    let slots = &self.arena.slots;
+                    let others = (self.presorted..slots.len() as u32)
+                        .filter(|&id| slots[id as usize].in_table());
+                    *order = Some(Order::build(self.presorted, others, self.view()));
+                }
+            }
+        }
+        Ref::map(self.order.borrow(), |o| o.as_ref().expect("built above"))
     }
 
     /// Total bytes of keys and values.
@@ -214,170 +520,105 @@ impl KeyedState {
         self.live == 0
     }
 
-    /// Every entry in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.order
-            .iter()
-            .filter_map(|k| self.live_value(k).map(|v| (&k[..], v)))
+    /// Bytes of memory the state holds: its arena, slots, hash table, lists
+    /// of slot ids and key order (once built), by capacity.
+    ///
+    /// ```
+    /// let mut s = weir::checkpoint::state::KeyedState::default();
+    /// s.put(b"key", b"value");
+    /// assert!(s.memory_bytes() >= s.bytes());
+    /// ```
+    pub fn memory_bytes(&self) -> usize {
+        let ids = self.free.capacity() + self.dirty.capacity();
+        self.arena.bytes.capacity()
+            + self.arena.slots.capacity() * size_of::<Slot>()
+            + self.table.allocation_size()
+            + ids * size_of::<u32>()
+            + self.order.borrow().as_ref().map_or(0, Order::memory_bytes)
     }
 
-    /// The keys changed since the last call, with their new value (`None` for
-    /// deleted), sorted by key; clears the change flags and drops tombstones.
-    pub fn take_changes(&mut self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        if self.dirty == 0 {
-            return Vec::new();
+    /// Every entry in key order (sorted on demand: for tests and
+    /// inspection, not for operators' hot paths).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let view = self.view();
+        let slots = &self.arena.slots;
+        let mut ids: Vec<u32> = (0..slots.len() as u32)
+            .filter(|&id| slots[id as usize].is_live())
+            .collect();
+        order::sort_by_key(&mut ids, view);
+        ids.into_iter()
+            .map(move |id| (view.key(id), view.value(id).expect("live")))
+    }
+
+    /// The keys changed since the last call, with their new value (`None`
+    /// for deleted), in no particular order; clears the change flags and
+    /// drops the tombstones. Copies the dirty keys and values once;
+    /// O(changes), whatever the size of the state.
+    pub fn take_changes(&mut self) -> StateChanges {
+        let view = self.view();
+        let bytes = self.dirty.iter().map(|&id| {
+            let s = &view.slots[id as usize];
+            (s.key_len + s.value_len()) as usize
+        });
+        let mut out = StateChanges::with_capacity(self.dirty.len(), bytes.sum());
+        let mut tombstones = 0;
+        for &id in &self.dirty {
+            let value = view.value(id);
+            out.push(view.key(id), value);
+            tombstones += usize::from(value.is_none());
         }
-        let mut out = Vec::with_capacity(self.dirty);
-        if self.dirty * 4 < self.map.len() {
-            // A few changed keys: find them and sort them.
-            for (k, slot) in self.map.iter_mut().filter(|(_, s)| s.dirty) {
-                slot.dirty = false;
-                out.push((k.to_vec(), slot.value.clone()));
-            }
-            out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        } else {
-            // Many: walk the keys in order.
-            for k in &self.order {
-                let slot = self
-                    .map
-                    .get_mut(k)
-                    .expect("map and order hold the same keys");
-                if slot.dirty {
-                    slot.dirty = false;
-                    out.push((k.to_vec(), slot.value.clone()));
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for &id in &dirty {
+            self.arena.slots[id as usize].word &= !DIRTY;
+        }
+        if tombstones > 0 {
+            for &id in &dirty {
+                if !self.arena.slots[id as usize].is_live() {
+                    self.remove(id);
                 }
             }
         }
-        for (k, _) in out.iter().filter(|(_, v)| v.is_none()) {
-            self.map.remove(k.as_slice());
-            self.order.remove(k.as_slice());
-        }
-        self.dirty = 0;
+        dirty.clear();
+        self.dirty = dirty;
         out
+    }
+
+    /// Takes tombstone `id` out of the table.
+    fn remove(&mut self, id: u32) {
+        let hash = self.hash(self.view().key(id));
+        match self.table.find_entry(hash, |&x| x == id) {
+            Ok(e) => {
+                e.remove();
+            }
+            Err(_) => unreachable!("a tombstone is in the table"),
+        }
+        let s = &mut self.arena.slots[id as usize];
+        self.arena.used -= (s.key_len + s.room()) as usize;
+        s.val_len = REMOVED;
+        self.presorted = self.presorted.min(id);
+        match self.order.get_mut() {
+            Some(order) => order.removed(self.arena.view()),
+            None => self.free.push(id),
+        }
     }
 
     /// Number of keys changed since the last [`take_changes`](Self::take_changes).
     pub fn dirty_len(&self) -> usize {
-        self.dirty
+        self.dirty.len()
+    }
+}
+
+impl fmt::Debug for KeyedState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedState")
+            .field("len", &self.live)
+            .field("bytes", &self.bytes)
+            .field("dirty", &self.dirty.len())
+            .field("memory_bytes", &self.memory_bytes())
+            .field("ordered", &self.order.borrow().is_some())
+            .finish()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    /// Random operations against a plain map and a plain change log. With
-    /// changes taken often, few keys are dirty each time (`take_changes`
-    /// sorts them); with changes taken rarely, most are (it walks the
-    /// ordered keys).
-    #[test]
-    fn behaves_like_a_map_with_a_change_log() {
-        for take_one_in in [10, 400] {
-            random_operations(take_one_in);
-        }
-    }
-
-    fn random_operations(take_one_in: u64) {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let mut state = KeyedState::default();
-        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let mut since: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        for step in 0..20_000 {
-            let key = format!("k{}", next() % 64).into_bytes();
-            // 8 takes the changes; the other ops are drawn from 0..=7 and 9.
-            let op = if next() % take_one_in == 0 {
-                8
-            } else {
-                match next() % 9 {
-                    8 => 9,
-                    o => o,
-                }
-            };
-            match op {
-                0..=5 => {
-                    let value = vec![b'v'; (next() % 8) as usize];
-                    state.put(&key, &value);
-                    model.insert(key.clone(), value.clone());
-                    since.insert(key.clone(), Some(value));
-                }
-                6..=7 => {
-                    state.delete(&key);
-                    if model.remove(&key).is_some() {
-                        since.insert(key.clone(), None);
-                    }
-                }
-                8 => {
-                    let got = state.take_changes();
-                    let want: Vec<_> = std::mem::take(&mut since).into_iter().collect();
-                    assert_eq!(got, want, "step {step}");
-                }
-                _ => {
-                    let prefix = format!("k{}", next() % 7).into_bytes();
-                    let got: Vec<_> = state
-                        .scan(&prefix, None, 5)
-                        .map(|(k, v)| (k.to_vec(), v.to_vec()))
-                        .collect();
-                    let want: Vec<_> = model
-                        .iter()
-                        .filter(|(k, _)| k.starts_with(&prefix))
-                        .take(5)
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
-                    assert_eq!(got, want, "step {step}");
-                }
-            }
-            assert_eq!(state.len(), model.len());
-            assert_eq!(
-                state.bytes(),
-                model.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
-            );
-            assert_eq!(state.get(&key), model.get(&key).map(Vec::as_slice));
-            assert_eq!(state.dirty_len(), since.len());
-            assert_eq!(state.map.len(), state.order.len());
-        }
-        let all: Vec<_> = state
-            .iter()
-            .map(|(k, v)| (k.to_vec(), v.to_vec()))
-            .collect();
-        assert_eq!(all, model.into_iter().collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn from_entries_counts_like_puts_and_the_last_duplicate_wins() {
-        let entries = [
-            (b"b".to_vec(), b"22".to_vec()),
-            (b"a".to_vec(), b"1".to_vec()),
-            (b"b".to_vec(), b"3".to_vec()),
-        ];
-        let restored = KeyedState::from_entries(entries.clone());
-        let mut put = KeyedState::default();
-        for (k, v) in entries {
-            put.put(&k, &v);
-        }
-        assert_eq!(restored.get(b"b"), Some(&b"3"[..]));
-        assert_eq!((restored.len(), restored.bytes()), (put.len(), put.bytes()));
-        assert_eq!(restored.dirty_len(), 0);
-        let mut restored = restored;
-        assert!(restored.take_changes().is_empty());
-    }
-
-    #[test]
-    fn deleting_a_missing_key_is_no_change() {
-        let mut s = KeyedState::default();
-        s.delete(b"nope");
-        assert!(s.take_changes().is_empty());
-        s.put(b"a", b"1");
-        s.take_changes();
-        s.delete(b"a");
-        assert_eq!(s.take_changes(), vec![(b"a".to_vec(), None)]);
-        assert!(s.is_empty());
-        assert_eq!(s.scan(b"", None, 10).count(), 0);
-    }
-}
+mod tests;

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::checkpoint::state::StateChanges;
 use crate::dataflow::batch::Batch;
 
 /// What travels on a data edge, from one instance (or source) to one
@@ -91,6 +92,10 @@ pub enum Ack {
         alignment: Duration,
         /// Bytes buffered during the alignment.
         buffered_bytes: u64,
+        /// Time the instance's thread spent on the checkpoint once aligned
+        /// (`on-checkpoint`, taking the state changes, timers and snapshot),
+        /// until this acknowledgement: its pause in processing records.
+        pause: Duration,
     },
     /// A sink precommitted its output.
     Sink {
@@ -119,8 +124,9 @@ pub struct InstanceDelta {
     pub operator: String,
     /// Instance index, below the operator's parallelism.
     pub instance: u32,
-    /// Changed keys: `Some(value)` = put, `None` = deleted.
-    pub changes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Changed keys, in no order (the store sorts them): `Some(value)` =
+    /// put, `None` = deleted.
+    pub changes: StateChanges,
     /// Plugin snapshot bytes; `None` = unchanged since the previous checkpoint.
     pub snapshot: Option<Vec<u8>>,
     /// Changed timer entries (and the instance's watermark), encoded by

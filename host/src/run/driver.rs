@@ -185,6 +185,7 @@ impl<'a> Driver<'a> {
                 .saturating_sub(done.started.elapsed().as_millis() as u64),
             duration_ms: done.started.elapsed().as_millis() as u64,
             alignment_ms: done.alignment.as_millis() as u64,
+            pause_ms: Some(done.pause.as_millis() as u64),
             bytes_written: 0,
             state_keys: 0,
             key_groups: KEY_GROUPS,
@@ -197,11 +198,12 @@ impl<'a> Driver<'a> {
             .store
             .commit(&meta, &done.deltas, self.job.checkpoint.retain)?;
         tracing::info!(
-            "checkpoint {} complete in {} ms ({} bytes written, alignment {} ms)",
+            "checkpoint {} complete in {} ms ({} bytes written, alignment {} ms, pause {} ms)",
             done.id,
             meta.duration_ms,
             stats.bytes_written,
-            meta.alignment_ms
+            meta.alignment_ms,
+            done.pause.as_millis()
         );
         self.checkpoints += 1;
         self.last = Some(done.id);
@@ -215,8 +217,11 @@ impl<'a> Driver<'a> {
             .store(meta.alignment_ms, Ordering::Relaxed);
         c.last_alignment_buffered_bytes
             .store(done.buffered_bytes, Ordering::Relaxed);
+        c.last_pause_ms
+            .store(done.pause.as_millis() as u64, Ordering::Relaxed);
         c.duration.observe(done.started.elapsed());
         c.alignment.observe(done.alignment);
+        c.pause.observe(done.pause);
         for tx in &self.channels.commits {
             let _ = tx.send(done.id);
         }

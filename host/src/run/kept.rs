@@ -258,6 +258,7 @@ mod tests {
             started_at_ms: 0,
             duration_ms: 0,
             alignment_ms: 0,
+            pause_ms: None,
             bytes_written: 0,
             state_keys: 0,
             key_groups: crate::dataflow::partition::KEY_GROUPS,

@@ -21,6 +21,11 @@ pub struct CheckpointMeta {
     pub duration_ms: u64,
     /// Longest barrier alignment over all instances, in milliseconds.
     pub alignment_ms: u64,
+    /// Longest pause of an operator instance's thread for the checkpoint
+    /// (from its aligned barrier to its acknowledgement), in milliseconds;
+    /// absent in checkpoints written before Weir measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_ms: Option<u64>,
     /// Bytes of keys, values and snapshots written (set by [`CheckpointStore::commit`](super::CheckpointStore::commit)).
     pub bytes_written: u64,
     /// Live keys across all operators after this checkpoint (set by [`CheckpointStore::commit`](super::CheckpointStore::commit)).
@@ -74,6 +79,26 @@ pub struct SwappedPlugin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A checkpoint written before pauses were measured reads without one,
+    /// and the pause round-trips.
+    #[test]
+    fn checkpoint_meta_reads_old_checkpoints_and_keeps_the_pause() {
+        let old = r#"{"id":3,"job":"j","started_at_ms":1,"duration_ms":2,"alignment_ms":0,"bytes_written":4,"state_keys":5,"key_groups":128,"sources":{},"operators":{},"sinks":{},"final_checkpoint":false}"#;
+        let m: CheckpointMeta = serde_json::from_str(old).unwrap();
+        assert_eq!((m.id, m.pause_ms), (3, None));
+        assert_eq!(serde_json::to_string(&m).unwrap(), old, "no new field");
+        let paused = CheckpointMeta {
+            pause_ms: Some(7),
+            ..m
+        };
+        let json = serde_json::to_string(&paused).unwrap();
+        assert!(json.contains(r#""alignment_ms":0,"pause_ms":7,"#), "{json}");
+        assert_eq!(
+            serde_json::from_str::<CheckpointMeta>(&json).unwrap(),
+            paused
+        );
+    }
 
     /// A checkpoint written before swaps were recorded reads as running the
     /// job file's plugin, and the record round-trips.

@@ -2,6 +2,7 @@ use super::layout::META;
 use super::segment::{Header, Kind};
 use super::tuning::{TUNING, Tuning};
 use super::*;
+use crate::checkpoint::state::StateChanges;
 use redb::{
     Database, Key, ReadableDatabase, ReadableTableMetadata, TableDefinition, TableHandle, Value,
 };
@@ -23,6 +24,7 @@ fn meta(id: u64) -> CheckpointMeta {
         started_at_ms: 1_700_000_000_000 + id,
         duration_ms: 5,
         alignment_ms: 1,
+        pause_ms: Some(2),
         bytes_written: 0,
         state_keys: 0,
         key_groups: 128,
@@ -266,7 +268,7 @@ fn model_run(mut rng: u64, retain: usize, rounds: usize, tuning: Tuning) -> usiz
                 continue;
             }
             let mut state: BTreeMap<_, _> = model.entries.drain(..).collect();
-            let mut changes = Vec::new();
+            let mut changes = StateChanges::default();
             for _ in 0..xorshift(r) % 12 {
                 let key = format!("k{}", xorshift(r) % 50).into_bytes();
                 let value = match xorshift(r) % 10 {
@@ -278,7 +280,7 @@ fn model_run(mut rng: u64, retain: usize, rounds: usize, tuning: Tuning) -> usiz
                     Some(v) => state.insert(key.clone(), v.clone()),
                     None => state.remove(&key),
                 };
-                changes.push((key, value));
+                changes.push(&key, value.as_deref());
             }
             model.entries = state.into_iter().collect();
             let snapshot = xorshift(r)

@@ -6,6 +6,9 @@
 //!   `on-checkpoint(n)`, sends what it emitted, takes its state changes and
 //!   snapshot, acknowledges `n`, and only then forwards `Barrier(n)`; the
 //!   batches the alignment released are processed after that.
+//! - The pause of checkpoint `n` in its acknowledgement is the time from
+//!   the aligned barrier (the start of `on-checkpoint(n)`) to the
+//!   acknowledgement, measured on this thread.
 //! - The delta of checkpoint `n` holds every state change since the
 //!   instance's previous acknowledged snapshot; snapshot bytes are sent only
 //!   when they differ from the previous ones.
@@ -98,12 +101,14 @@ impl InstanceTask {
     }
 
     /// Takes the state changes and snapshot for checkpoint `id` and
-    /// acknowledges it.
+    /// acknowledges it; `paused` is when the checkpoint's work on this
+    /// thread began (the barrier aligned).
     fn snapshot(
         &mut self,
         id: u64,
         alignment: Duration,
         buffered_bytes: u64,
+        paused: Instant,
     ) -> Result<(), Cancelled> {
         let changes = self.instance.state_mut().take_changes();
         let timers = self.instance.timers_mut().take_changes();
@@ -124,6 +129,7 @@ impl InstanceTask {
                 delta,
                 alignment,
                 buffered_bytes,
+                pause: paused.elapsed(),
             },
         ));
         Ok(())
@@ -197,11 +203,12 @@ impl InputHandler for InstanceTask {
         alignment: Duration,
         buffered_bytes: u64,
     ) -> Result<(), Cancelled> {
+        let paused = Instant::now();
         self.instance
             .on_checkpoint(id)
             .map_err(|e| self.shared.fail(e))?;
         self.emit()?;
-        self.snapshot(id, alignment, buffered_bytes)?;
+        self.snapshot(id, alignment, buffered_bytes, paused)?;
         self.out.broadcast(&self.shared.cancel, || Msg::Barrier(id))
     }
 
@@ -216,11 +223,12 @@ impl InputHandler for InstanceTask {
         self.instance.finish().map_err(|e| self.shared.fail(e))?;
         self.emit()?;
         // The final checkpoint is a checkpoint like any other.
+        let paused = Instant::now();
         self.instance
             .on_checkpoint(final_id)
             .map_err(|e| self.shared.fail(e))?;
         self.emit()?;
-        self.snapshot(final_id, Duration::ZERO, 0)?;
+        self.snapshot(final_id, Duration::ZERO, 0, paused)?;
         self.out
             .broadcast(&self.shared.cancel, || Msg::End(final_id))
     }
