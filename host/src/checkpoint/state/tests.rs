@@ -143,7 +143,7 @@ fn random_operations(seed: u64, take_one_in: u64) -> Seen {
             _ => next() % 64,
         };
         let key = format!("k{n}").into_bytes();
-        let op = if next() % take_one_in == 0 {
+        let op = if next().is_multiple_of(take_one_in) {
             8
         } else {
             next() % 12
@@ -176,7 +176,7 @@ fn random_operations(seed: u64, take_one_in: u64) -> Seen {
             7 if step % 997 == 0 => {
                 // A restore, from sorted entries or not.
                 let mut entries: Vec<_> = model.clone().into_iter().collect();
-                if next() % 2 == 0 {
+                if next().is_multiple_of(2) {
                     entries.reverse();
                 }
                 state = KeyedState::from_entries(entries);
