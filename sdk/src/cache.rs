@@ -145,6 +145,23 @@ pub fn set_cache_budget(bytes: usize) {
 
 /// The budget of this instance's caches, bytes (see [`set_cache_budget`]).
 /// Reads the instance's memory limit from the host the first time.
+///
+/// ```
+/// # use weir_sdk::*;
+/// # struct Op;
+/// # impl Operator for Op {
+/// # fn describe() -> OperatorInfo { OperatorInfo::new("op", "1.0.0").input("in").output("out") }
+/// # fn open(_: &OpenContext) -> Result<Self> { Ok(Op) }
+/// fn process(&mut self, ctx: &mut Context, _: u32, _: Vec<Record>) -> Result<()> {
+///     ctx.emit_bytes(0, None, weir_sdk::cache_budget().to_string().as_bytes());
+///     Ok(())
+/// }
+/// # }
+/// let mut h = weir_sdk::testing::Harness::<Op>::open("{}").unwrap();
+/// h.limits_mut().memory = 64 << 20;
+/// let out = h.process("in", vec![Record::new("x")]).unwrap();
+/// assert_eq!(out[0].value_str().unwrap(), (8 << 20).to_string());
+/// ```
 pub fn cache_budget() -> usize {
     REGISTRY.with(|r| r.borrow_mut().budget().bounds().budget)
 }

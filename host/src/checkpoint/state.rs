@@ -300,25 +300,76 @@ impl KeyedState {
     pub fn from_entries<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         entries: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
-        let entries = entries.into_iter();
+        let mut entries = entries.into_iter();
         let n = entries.size_hint().0;
         let mut s = KeyedState {
             table: HashTable::with_capacity(n),
             ..KeyedState::default()
         };
         s.arena.slots.reserve_exact(n);
-        let mut ascending = true;
-        for (k, v) in entries {
+        // Strictly ascending entries (as a restore hands them over) are
+        // unique: they go to the arena first, then to the table in bulk.
+        let mut unsorted = None;
+        for (k, v) in entries.by_ref() {
             let (key, value) = (k.as_ref(), v.as_ref());
             let last = s.arena.slots.len();
-            s.write(key, value, usize::MAX, false).expect("no limit");
-            let is_new = s.arena.slots.len() > last;
-            ascending &= is_new && (last == 0 || s.view().key(last as u32 - 1) < key);
-            if ascending {
-                s.presorted = s.arena.slots.len() as u32;
+            if last > 0 && s.view().key(last as u32 - 1) >= key {
+                unsorted = Some((k, v));
+                break;
             }
+            let (klen, vlen) = (stored_len(key.len()), stored_len(value.len()));
+            let off = s.arena.append(key, value, None);
+            s.arena.slots.push(Slot::new(off, klen, vlen));
+            s.live += 1;
+            s.bytes += key.len() + value.len();
+        }
+        s.presorted = u32::try_from(s.arena.slots.len()).expect("under 2^32 keys");
+        s.index_presorted();
+        for (k, v) in unsorted.into_iter().chain(entries) {
+            s.write(k.as_ref(), v.as_ref(), usize::MAX, false)
+                .expect("no limit");
         }
         s
+    }
+
+    /// Puts slots `0 .. presorted` (unique keys, none in the table yet) into
+    /// the table, in the order of their buckets: the table fills front to
+    /// back instead of at random.
+    fn index_presorted(&mut self) {
+        let n = self.presorted as usize;
+        let view = self.arena.view();
+        let hasher = &self.hasher;
+        let hash = |id: u32| {
+            let mut h = hasher.build_hasher();
+            h.write(view.key(id));
+            h.finish()
+        };
+        self.table.reserve(n, |&id| hash(id));
+        // hashbrown's bucket count for its capacity (a power of two); the
+        // first probe of a hash is its low bits.
+        let buckets = (self.table.capacity() + 1).next_power_of_two();
+        let bits = buckets.trailing_zeros();
+        let shift = bits - bits.min(12);
+        let part = |h: u64| (h as usize & (buckets - 1)) >> shift;
+        let hashes: Vec<(u64, u32)> = (0..n as u32).map(|id| (hash(id), id)).collect();
+        // A counting sort by the leading bits of the first probe.
+        let mut starts = vec![0usize; (buckets >> shift) + 1];
+        for &(h, _) in &hashes {
+            starts[part(h) + 1] += 1;
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut sorted = vec![(0u64, 0u32); n];
+        for &(h, id) in &hashes {
+            let at = &mut starts[part(h)];
+            sorted[*at] = (h, id);
+            *at += 1;
+        }
+        drop(hashes);
+        for (h, id) in sorted {
+            self.table.insert_unique(h, id, |&id| hash(id));
+        }
     }
 
     fn view(&self) -> View<'_> {

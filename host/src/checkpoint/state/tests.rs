@@ -270,6 +270,15 @@ fn from_entries_counts_like_puts_and_the_last_duplicate_wins() {
     restored.check();
     let mut restored = restored;
     assert!(restored.take_changes().is_empty());
+
+    // Ascending, then a repeat and more: the ascending run is presorted.
+    let s = KeyedState::from_entries([("a", "1"), ("b", "2"), ("b", "3"), ("c", "4"), ("0", "5")]);
+    assert_eq!(s.presorted, 2);
+    let all: Vec<_> = s.iter().collect();
+    let want: [(&[u8], &[u8]); 4] = [(b"0", b"5"), (b"a", b"1"), (b"b", b"3"), (b"c", b"4")];
+    assert_eq!(all, want);
+    assert_eq!((s.len(), s.bytes(), s.dirty_len()), (4, 8, 0));
+    s.check();
 }
 
 #[test]
