@@ -39,7 +39,6 @@
 //!   `presorted` to its id.
 //! - `live` counts live slots; `bytes` sums their key and value lengths.
 
-mod changes;
 mod order;
 
 use std::cell::{Ref, RefCell};
@@ -50,7 +49,7 @@ use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
-pub use changes::{Iter as ChangesIter, StateChanges};
+pub use crate::dataflow::changes::{Iter as ChangesIter, StateChanges};
 use order::{Order, Scan};
 
 /// `Slot::val_len` of a tombstone.

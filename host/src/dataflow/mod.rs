@@ -1,4 +1,5 @@
-//! The data path: flat [`Batch`]es of [`Record`]s, key-group
+//! The data path: flat [`Batch`]es of [`Record`]s, the flat
+//! [`StateChanges`] instances hand to checkpoints, key-group
 //! [`partition`]ing, every message of a running job ([`protocol`]), barrier
 //! [`align`]ment, the aligned-input loop shared by operator instances and
 //! sinks (`input`), event-time progress ([`watermark`]), partitioned sends
@@ -8,6 +9,7 @@
 pub mod align;
 pub mod batch;
 pub(crate) mod cancel;
+pub mod changes;
 pub(crate) mod input;
 pub(crate) mod output;
 pub mod partition;
@@ -16,4 +18,5 @@ pub mod record;
 pub mod watermark;
 
 pub use batch::Batch;
+pub use changes::StateChanges;
 pub use record::Record;

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::checkpoint::state::StateChanges;
 use crate::dataflow::batch::Batch;
+use crate::dataflow::changes::StateChanges;
 
 /// What travels on a data edge, from one instance (or source) to one
 /// instance (or sink) downstream.

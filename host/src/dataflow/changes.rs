@@ -1,6 +1,6 @@
 //! [`StateChanges`]: what one instance's keyed state changed since its
 //! previous checkpoint, in flat form (one byte buffer, fixed-size entries),
-//! as [`KeyedState::take_changes`](super::KeyedState::take_changes) hands it
+//! as [`KeyedState::take_changes`](crate::checkpoint::state::KeyedState::take_changes) hands it
 //! to the checkpoint store.
 //!
 //! Invariants:
@@ -26,13 +26,13 @@ struct Entry {
 /// Changed keys with their new value (`None`: deleted), in no particular
 /// order. The checkpoint store sorts them when it writes them; a key
 /// appears at most once in the changes of one
-/// [`take_changes`](super::KeyedState::take_changes).
+/// [`take_changes`](crate::checkpoint::state::KeyedState::take_changes).
 ///
 /// Keys and values are under 4 GiB each (they come from a 32-bit Wasm
 /// memory).
 ///
 /// ```
-/// use weir::checkpoint::state::StateChanges;
+/// use weir::dataflow::StateChanges;
 /// let mut c = StateChanges::default();
 /// c.push(b"a", Some(b"1"));
 /// c.push(b"b", None);
