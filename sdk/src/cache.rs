@@ -36,9 +36,11 @@
 //! Invariants (bounds):
 //! - When a hook returns, the caches hold at most the budget: over it, every
 //!   dirty entry is written back and each store drops an arbitrary part of
-//!   its entries (hash order), down to its share of half the budget, so
-//!   that a working set larger than the cache keeps a hit rate near
-//!   budget / working set instead of starting cold after every overflow.
+//!   its entries, down to its share of half the budget: it keeps those
+//!   whose keys hash lowest (with a seed of its own), the same part of a
+//!   working set at every eviction, so that a working set larger than the
+//!   cache keeps a hit rate near budget / working set, in whatever order
+//!   its keys are used, instead of starting cold after every overflow.
 //!   Inside a hook the bound is the budget plus at most `limits.memory / 8`
 //!   (twice the budget by default), so that the keys a batch prefetches stay
 //!   cached while it is processed; the budget is at most half of
@@ -59,6 +61,8 @@
 //! - [`with_cache_capacity`](crate::MapState::with_cache_capacity) adds a
 //!   bound on one store's entries: over it when a hook returns (over twice
 //!   it inside a hook), the store writes back and keeps an arbitrary half.
+//! - A write-back visits only the dirty entries, an eviction walks the
+//!   store's entries ([`table`]): neither costs more with a larger cache.
 //!
 //! Registry-wide operations (write-backs, evictions) borrow every store in
 //! turn; none runs while a store is borrowed, since an operation on one
@@ -68,8 +72,7 @@
 use std::any::Any;
 use std::borrow::Borrow;
 use std::cell::{Cell, RefCell, RefMut};
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::hash::Hash;
 use std::rc::Rc;
 
@@ -77,8 +80,11 @@ use serde::{Serialize, de::DeserializeOwned};
 use weir_flat::state::{push_deletion_with, push_entry_with, push_key_with};
 
 use crate::error::{Error, Result};
-use crate::hash::SeededState;
 use crate::host::{self, PutMany};
+
+mod table;
+
+use table::Table;
 
 /// Dirty bytes the typed-state caches of an instance may hold when a hook
 /// returns, by default (see [`set_cache_dirty_limit`]): a quarter of the
@@ -301,8 +307,7 @@ struct Slot<V> {
 /// means of the encoded keys and values it has measured, for the sizes it
 /// estimates.
 struct Meter {
-    /// The table's share per entry: the entry's bucket and control byte at
-    /// a load of 2/3 (std's tables are between 7/16 and 7/8 full), plus
+    /// The table's share per entry ([`Table::bytes_per_entry`]), plus
     /// [`HEAP_SLACK`].
     overhead: usize,
     bytes: usize,
@@ -320,7 +325,7 @@ struct Meter {
 impl Meter {
     fn for_entries<K, V>(budget: Rc<Budget>) -> Meter {
         Meter {
-            overhead: (size_of::<(K, Slot<V>)>() + 1) * 3 / 2 + HEAP_SLACK,
+            overhead: Table::<K, V>::bytes_per_entry() + HEAP_SLACK,
             bytes: 0,
             dirty_entries: 0,
             dirty_bytes: 0,
@@ -443,27 +448,24 @@ impl Meter {
 }
 
 /// Caches `value` under `key`, clean, unless `key` is cached; returns its
-/// slot. `sizes`: of the encoded key and value read from the host.
-fn insert_read<'a, K: Hash + Eq, V>(
-    entries: &'a mut HashMap<K, Slot<V>, SeededState>,
+/// position. `sizes`: of the encoded key and value read from the host.
+fn insert_read<K: Hash + Eq, V>(
+    table: &mut Table<K, V>,
     meter: &mut Meter,
     key: K,
     value: Option<V>,
     (key_len, value_len): (usize, Option<usize>),
-) -> &'a mut Slot<V> {
-    match entries.entry(key) {
-        Entry::Occupied(o) => o.into_mut(),
-        Entry::Vacant(v) => {
-            let slot = Slot {
-                value,
-                dirty: false,
-                hot: false,
-                size: size32(meter.measured(key_len, value_len)),
-            };
-            meter.cached(&slot);
-            v.insert(slot)
-        }
-    }
+) -> usize {
+    table.find_or_insert(key, || {
+        let slot = Slot {
+            value,
+            dirty: false,
+            hot: false,
+            size: size32(meter.measured(key_len, value_len)),
+        };
+        meter.cached(&slot);
+        slot
+    })
 }
 
 /// Where a store's entries live in host state.
@@ -539,7 +541,7 @@ pub(crate) struct Store<K, V> {
     /// Most entries when a hook returns (`with_cache_capacity`), on top of
     /// the instance's budget; `None`: no such bound.
     capacity: Option<usize>,
-    entries: HashMap<K, Slot<V>, SeededState>,
+    table: Table<K, V>,
     meter: Meter,
     /// Reads of the host since the last `prefetch` (`None` before the
     /// first, and after an eviction): a `prefetch` after one that found
@@ -558,7 +560,7 @@ where
             name,
             layout,
             capacity: None,
-            entries: HashMap::default(),
+            table: Table::new(),
             meter: Meter::for_entries::<K, V>(budget),
             misses_since_prefetch: None,
         }
@@ -574,8 +576,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Some(slot) = self.entries.get_mut(key) {
-            return Ok(f(slot, &mut self.meter));
+        let meter = &mut self.meter;
+        if let Some(i) = self.table.find(key) {
+            return Ok(self.table.with(i, |slot| f(slot, meter)));
         }
         if let Some(m) = &mut self.misses_since_prefetch {
             *m += 1;
@@ -587,8 +590,9 @@ where
         });
         let sizes = (key_len, bytes.as_ref().map(Vec::len));
         let value = bytes.map(|b| decode_value(self.name, &b)).transpose()?;
-        let slot = insert_read(&mut self.entries, &mut self.meter, key, value, sizes);
-        Ok(f(slot, &mut self.meter))
+        let i = insert_read(&mut self.table, &mut self.meter, key, value, sizes);
+        let meter = &mut self.meter;
+        Ok(self.table.with(i, |slot| f(slot, meter)))
     }
 
     /// Stores `value` (`None`: removes) under `key`, dirty, without reading.
@@ -597,9 +601,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Some(slot) = self.entries.get_mut(key) {
-            let was_absent = slot.value.is_none();
-            self.meter.set(slot, was_absent, value);
+        if let Some(i) = self.table.find(key) {
+            let meter = &mut self.meter;
+            self.table.with(i, |slot| {
+                let was_absent = slot.value.is_none();
+                meter.set(slot, was_absent, value);
+            });
             return;
         }
         let key = key.to_owned();
@@ -626,7 +633,7 @@ where
         };
         self.meter.cached(&slot);
         self.meter.dirtied(&mut slot);
-        self.entries.insert(key, slot);
+        self.table.insert_new(key, slot);
     }
 
     /// Packs every dirty entry into `writes` (a deletion for a removed one)
@@ -635,8 +642,8 @@ where
         self.write_back_while(writes, |_| true);
     }
 
-    /// Packs dirty entries into `writes` and marks them clean, in hash
-    /// order, while the instance holds more than `target` dirty bytes:
+    /// Packs dirty entries into `writes` and marks them clean, oldest
+    /// change first, while the instance holds more than `target` dirty bytes:
     /// unless `any`, only those not changed again since the last such pass
     /// (a hot one is cooled and left dirty).
     fn write_back_to(&mut self, writes: &mut PutMany, target: usize, any: bool) {
@@ -646,20 +653,17 @@ where
         });
     }
 
-    /// Packs the dirty entries `pick` picks (seeing each, in hash order,
-    /// while the store has dirty ones) into `writes` and marks them clean.
+    /// Packs the dirty entries `pick` picks (seeing each dirty one, in the
+    /// order they became dirty) into `writes` and marks them clean.
     fn write_back_while(
         &mut self,
         writes: &mut PutMany,
         mut pick: impl FnMut(&mut Slot<V>) -> bool,
     ) {
-        let layout = &self.layout;
-        for (key, slot) in &mut self.entries {
-            if self.meter.dirty_entries == 0 {
+        let (layout, meter) = (&self.layout, &mut self.meter);
+        self.table.retain_dirty(|key, slot| {
+            if !pick(slot) {
                 return;
-            }
-            if !slot.dirty || !pick(slot) {
-                continue;
             }
             let (k, v) = match &slot.value {
                 Some(v) => {
@@ -676,38 +680,58 @@ where
                     (k, None)
                 }
             };
-            self.meter.cleaned(slot, k, v);
+            meter.cleaned(slot, k, v);
             writes.packed();
-        }
+        });
     }
 
-    /// Drops the clean entries `keep` refuses, in hash order (`keep` sees
-    /// each entry's charge).
-    fn evict(&mut self, mut keep: impl FnMut(usize) -> bool) {
-        let meter = &mut self.meter;
-        self.entries.retain(|_, slot| {
-            let kept = keep(meter.charge(slot.size));
-            if !kept {
-                meter.dropped(slot);
+    /// Drops clean entries while `over(meter, entries left)`: all but about
+    /// a share `keep` of them, those whose keys hash lowest, then, if still
+    /// over, the first in position order. The hash is seeded per store, so
+    /// which keys stay is arbitrary, but the same from one eviction to the
+    /// next: a working set larger than the cache keeps the same part of it
+    /// cached, rather than a new one after every overflow.
+    fn evict(&mut self, keep: f64, over: impl Fn(&Meter, usize) -> bool) {
+        let n = self.table.len();
+        let kept = (n as f64 * keep.clamp(0.0, 1.0)) as usize;
+        let limit = match kept {
+            0 => None,
+            k => {
+                let mut hashes: Vec<u64> = self.table.hashes().collect();
+                Some(*hashes.select_nth_unstable(k - 1).1)
             }
-            kept
-        });
+        };
+        let mut left = n;
+        for by_hash in [true, false] {
+            if !over(&self.meter, left) {
+                break;
+            }
+            let meter = &mut self.meter;
+            self.table.retain(|hash, slot| {
+                if slot.dirty || !over(meter, left) {
+                    return true;
+                }
+                if by_hash && limit.is_some_and(|l| hash <= l) {
+                    return true;
+                }
+                meter.dropped(slot);
+                left -= 1;
+                false
+            });
+        }
         // Keys a prefetch found may be gone now: the next one looks.
         self.misses_since_prefetch = None;
     }
 
-    /// Over `limit` entries: writes back, then keeps half the capacity, an
-    /// arbitrary half (hash order).
+    /// Over `limit` entries: writes back, then keeps half the capacity
+    /// ([`evict`](Self::evict)).
     fn trim_entries_over(&mut self, limit: usize) {
         if let Some(capacity) = self.capacity
-            && self.entries.len() > limit
+            && self.table.len() > limit
         {
             PutMany::run(|w| self.take_dirty(w));
-            let mut seen = 0;
-            self.evict(|_| {
-                seen += 1;
-                seen <= capacity / 2
-            });
+            let keep = (capacity / 2) as f64 / self.table.len() as f64;
+            self.evict(keep, |_, left| left > capacity / 2);
         }
     }
 
@@ -730,7 +754,7 @@ trait Cached: Any {
     fn write_back_to(&self, writes: &mut PutMany, target: usize, any: bool);
     /// Writes back and evicts half when over its entry capacity.
     fn trim_entries(&self);
-    /// Drops clean entries, an arbitrary part, down to `share` of their
+    /// Drops clean entries ([`Store::evict`]) down to `share` of their
     /// bytes (a fraction `num / den`).
     fn shrink(&self, num: usize, den: usize);
     /// Drops every entry; they must all be clean.
@@ -764,17 +788,13 @@ where
     fn shrink(&self, num: usize, den: usize) {
         let mut store = self.borrow_mut();
         let target = (store.meter.bytes as u128 * num as u128 / den.max(1) as u128) as usize;
-        let mut kept = 0;
-        store.evict(|charge| {
-            let keep = kept + charge <= target;
-            kept += if keep { charge } else { 0 };
-            keep
-        });
+        let keep = target as f64 / store.meter.bytes.max(1) as f64;
+        store.evict(keep, |meter, _| meter.bytes > target);
     }
 
     fn evict_all(&self) {
         let mut store = self.borrow_mut();
-        store.entries.clear();
+        store.table.clear();
         store.meter.clear();
     }
 
@@ -784,7 +804,7 @@ where
 
     fn add_usage(&self, usage: &mut CacheUsage) {
         let store = RefCell::borrow(self);
-        usage.entries += store.entries.len();
+        usage.entries += store.table.len();
         usage.bytes += store.meter.bytes;
         usage.dirty_entries += store.meter.dirty_entries;
         usage.dirty_bytes += store.meter.dirty_bytes;
@@ -955,7 +975,7 @@ impl<K, V> std::fmt::Debug for Shared<K, V> {
         f.debug_struct("StateCache")
             .field("name", &s.name)
             .field("capacity", &s.capacity)
-            .field("cached", &s.entries.len())
+            .field("cached", &s.table.len())
             .field("bytes", &s.meter.bytes)
             .field("dirty", &s.meter.dirty_entries)
             .field("dirty_bytes", &s.meter.dirty_bytes)
@@ -1034,8 +1054,8 @@ where
             let store = &mut *guard;
             let mut misses = Vec::new();
             for (i, key) in keys.iter().enumerate() {
-                match store.entries.get(key) {
-                    Some(slot) => out.push(slot.value.clone()),
+                match store.table.find(key) {
+                    Some(i) => out.push(store.table.slot(i).value.clone()),
                     None => {
                         out.push(None);
                         misses.push(i);
@@ -1056,7 +1076,7 @@ where
                     out[i].clone_from(&value);
                     let sizes = (key.len(), bytes.map(<[u8]>::len));
                     let key = keys[i].clone();
-                    insert_read(&mut store.entries, &mut store.meter, key, value, sizes);
+                    insert_read(&mut store.table, &mut store.meter, key, value, sizes);
                     Ok::<_, Error>(())
                 },
             )?;
@@ -1079,9 +1099,9 @@ where
             }
             // Each miss once, however often the batch repeats it.
             let mut misses: Vec<K> = Vec::new();
-            let mut seen = HashSet::with_hasher(store.entries.hasher().clone());
+            let mut seen = HashSet::with_hasher(store.table.hasher().clone());
             for key in keys {
-                if !store.entries.contains_key(key) && seen.insert(key) {
+                if store.table.find(key).is_none() && seen.insert(key) {
                     misses.push(key.to_owned());
                 }
             }
@@ -1106,7 +1126,7 @@ where
                 },
             )?;
             for (key, (value, sizes)) in misses.into_iter().zip(values) {
-                insert_read(&mut store.entries, &mut store.meter, key, value, sizes);
+                insert_read(&mut store.table, &mut store.meter, key, value, sizes);
             }
         }
         self.enforce_bounds(guard);
@@ -1237,7 +1257,7 @@ mod tests {
             let budget = Rc::new(Budget::default());
             let mut store = count_store(&budget);
             let overhead = store.meter.overhead;
-            assert!(overhead > size_of::<(String, Slot<u64>)>());
+            assert!(overhead > size_of::<(String, Slot<u64>)>() * 3 / 2);
             let n = store.with_slot("abc", |slot, _| slot.value).unwrap();
             assert_eq!(n, Some(12345));
             assert_eq!(store.meter.bytes, 9 + 5 + overhead, "key and value, read");
@@ -1271,12 +1291,12 @@ mod tests {
             });
             assert_eq!(budget.dirty.get(), 0);
             // Written back, every entry is charged its measured size.
-            let measured: usize = store.entries.values().map(|s| s.size as usize).sum();
-            assert_eq!(store.meter.bytes, measured + store.entries.len() * overhead);
-            store.evict(|_| false);
-            other.evict(|_| false);
+            let measured: usize = store.table.slots().map(|s| s.size as usize).sum();
+            assert_eq!(store.meter.bytes, measured + store.table.len() * overhead);
+            store.evict(0.0, |_, left| left > 0);
+            other.evict(0.0, |_, left| left > 0);
             assert_eq!((budget.used.get(), budget.dirty.get()), (0, 0));
-            assert!(store.entries.is_empty());
+            assert!(store.table.is_empty());
         });
     }
 

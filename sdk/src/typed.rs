@@ -149,11 +149,11 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
 /// key and value (measured when it is read from the host or written back;
 /// an entry written before either is measured for the first writes of its
 /// map and one in 64 after, and charged the map's mean otherwise), plus a
-/// fixed share for the hash table and the allocator (one and a half times
-/// the in-memory size of the key and its slot, plus 16 bytes): about 100
-/// bytes in all for a short `String` word and a `u64` count. When a
-/// hook returns over the budget, every cache writes back and keeps an
-/// arbitrary part, down to half the budget in all; inside a hook the caches
+/// fixed share for the table and the allocator (one and a half times the
+/// in-memory size of the key and its slot, plus 21 bytes): about 110 bytes
+/// in all for a short `String` word and a `u64` count. When a hook returns
+/// over the budget, every cache writes back and keeps an arbitrary part,
+/// down to half the budget in all; inside a hook the caches
 /// may hold up to twice the budget (at most 5/8 of the memory limit), so
 /// that what a batch prefetched stays cached while it is processed.
 ///
@@ -438,11 +438,9 @@ where
     /// visited, and a key after the current one that `f` adds or changes is
     /// visited with the new value if it lies on a later page, with the value
     /// the page holds otherwise: to depend on no page boundary, write only
-    /// keys already visited. Writing back before each page is a pass over
-    /// every cache, so when `f` writes, a cache far larger than a page
-    /// makes each page cost that pass: shrink it first (a clone's
-    /// [`with_cache_capacity`](Self::with_cache_capacity) sets the shared
-    /// cache's).
+    /// keys already visited. Writing back before each page visits only
+    /// the entries changed since the last write-back, so a large cache
+    /// costs nothing extra.
     ///
     /// ```
     /// weir_sdk::testing::with_memory_host(|| {

@@ -18,13 +18,20 @@ use super::layout::{
 };
 use super::tuning::{TUNING, Tuning};
 
+/// Bytes of redb's page cache per open store. Checkpoints write each
+/// segment once and read it back only at a restore or a compaction, so a
+/// larger cache (redb's default is 1 GiB) holds written pages nobody reads
+/// and adds them to the job's memory.
+const PAGE_CACHE_BYTES: usize = 64 << 20;
+
 /// The redb settings of every open.
 fn builder() -> Builder {
     let mut b = Builder::new();
     // Corruption is reported at open instead of panicking later; the
     // single-writer mode lets `weir checkpoints` read while a job runs.
     b.set_check_integrity_on_open(true)
-        .set_concurrency_mode(ConcurrencyMode::SingleWriter);
+        .set_concurrency_mode(ConcurrencyMode::SingleWriter)
+        .set_cache_size(PAGE_CACHE_BYTES);
     b
 }
 

@@ -140,9 +140,6 @@ pub struct Reconcile {
     line: Vec<u8>,
 }
 
-/// Entries the state cache holds during `finish` (see there).
-const FINISH_CACHE_CAPACITY: usize = 2_000;
-
 const PORT_A: u32 = 0;
 const PORT_B: u32 = 1;
 const OUT: u32 = 0;
@@ -596,10 +593,8 @@ impl Operator for Reconcile {
         // Under `timeout` the end of input fired every key's timer before
         // this, so only keys of a run without `timeout` are left. A page of
         // entries at a time: the state may be far larger than the plugin's
-        // memory. Each key is visited once, so the cache only holds the
-        // writes of about a page: every page read writes the whole cache
-        // back first, which a full cache would make a pass over all of it.
-        let keys = self.keys.clone().with_cache_capacity(FINISH_CACHE_CAPACITY);
+        // memory.
+        let keys = self.keys.clone();
         keys.for_each(ctx, |ctx, key, p| {
             if !p.done {
                 self.emit(ctx, &key, &p, None);

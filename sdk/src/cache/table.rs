@@ -1,0 +1,332 @@
+//! [`Table`]: the cached entries of one store. The entries lie in one dense
+//! vector; a hash index maps each key to its position, and a list holds
+//! the positions of the dirty ones. So a write-back visits the dirty
+//! entries only, however many clean ones the cache holds, and an eviction
+//! walks the vector, not the index's buckets.
+//!
+//! Invariants:
+//! - `index` holds every position of `entries` once, under its entry's
+//!   `hash` (the key's hash from `hasher`); no two entries have equal keys.
+//! - `dirty` holds the position of every entry whose slot is dirty, once,
+//!   in the order they became dirty, and no other position. Slots change
+//!   from dirty to clean only in [`Table::retain_dirty`].
+
+use std::borrow::Borrow;
+use std::hash::{BuildHasher, Hash};
+
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry as IndexEntry;
+
+use super::Slot;
+use crate::hash::SeededState;
+
+/// One cached key and its slot.
+pub(super) struct Entry<K, V> {
+    pub(super) key: K,
+    /// The key's hash: the index grows and is rebuilt without hashing a
+    /// key again.
+    hash: u64,
+    pub(super) slot: Slot<V>,
+}
+
+/// The entries of a store, their index and their dirty list.
+pub(super) struct Table<K, V> {
+    entries: Vec<Entry<K, V>>,
+    index: HashTable<u32>,
+    hasher: SeededState,
+    dirty: Vec<u32>,
+}
+
+/// A position as the index keeps it.
+fn pos(i: usize) -> u32 {
+    u32::try_from(i).expect("a cache holds fewer than 2^32 entries")
+}
+
+impl<K, V> Table<K, V> {
+    /// Bytes of the entry vector and the index per entry, as allocated
+    /// on average: what [`Meter`](super::Meter) charges an entry for its
+    /// place in the table.
+    pub(super) fn bytes_per_entry() -> usize {
+        // The vector between half full (just grown) and full; the index: a
+        // position and a control byte per bucket, at most 7/8 of them used.
+        size_of::<Entry<K, V>>() * 3 / 2 + (size_of::<u32>() + 1) * 8 / 7
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl<K: Hash + Eq, V> Table<K, V> {
+    pub(super) fn new() -> Self {
+        Table {
+            entries: Vec::new(),
+            index: HashTable::new(),
+            hasher: SeededState::default(),
+            dirty: Vec::new(),
+        }
+    }
+
+    /// The hasher of its keys (for sets of keys that must hash alike).
+    pub(super) fn hasher(&self) -> &SeededState {
+        &self.hasher
+    }
+
+    /// The position of `key`, if cached.
+    pub(super) fn find<Q>(&self, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        let entries = &self.entries;
+        self.index
+            .find(hash, |&i| entries[i as usize].key.borrow() == key)
+            .map(|&i| i as usize)
+    }
+
+    /// The slot at position `i`.
+    pub(super) fn slot(&self, i: usize) -> &Slot<V> {
+        &self.entries[i].slot
+    }
+
+    /// Runs `f` on the slot at position `i` (from [`find`](Self::find) or
+    /// an insertion since), which may make it dirty but not clean.
+    pub(super) fn with<R>(&mut self, i: usize, f: impl FnOnce(&mut Slot<V>) -> R) -> R {
+        let slot = &mut self.entries[i].slot;
+        let was_dirty = slot.dirty;
+        let r = f(slot);
+        debug_assert!(!was_dirty || slot.dirty, "cleaned outside a write-back");
+        if !was_dirty && slot.dirty {
+            self.dirty.push(pos(i));
+        }
+        r
+    }
+
+    /// Adds `key`, which is not cached, with `slot`; returns its position.
+    pub(super) fn insert_new(&mut self, key: K, slot: Slot<V>) -> usize {
+        let hash = self.hasher.hash_one(&key);
+        let i = self.entries.len();
+        let entries = &self.entries;
+        debug_assert!(
+            self.index
+                .find(hash, |&j| entries[j as usize].key == key)
+                .is_none(),
+            "inserting a cached key"
+        );
+        self.index
+            .insert_unique(hash, pos(i), |&j| entries[j as usize].hash);
+        if slot.dirty {
+            self.dirty.push(pos(i));
+        }
+        self.entries.push(Entry { key, hash, slot });
+        i
+    }
+
+    /// The position of `key`, inserted with the slot `make` builds when it
+    /// is not cached (one probe either way).
+    pub(super) fn find_or_insert(&mut self, key: K, make: impl FnOnce() -> Slot<V>) -> usize {
+        let hash = self.hasher.hash_one(&key);
+        let entries = &self.entries;
+        let next = entries.len();
+        match self.index.entry(
+            hash,
+            |&i| entries[i as usize].key == key,
+            |&i| entries[i as usize].hash,
+        ) {
+            IndexEntry::Occupied(o) => *o.get() as usize,
+            IndexEntry::Vacant(v) => {
+                v.insert(pos(next));
+                let slot = make();
+                if slot.dirty {
+                    self.dirty.push(pos(next));
+                }
+                self.entries.push(Entry { key, hash, slot });
+                next
+            }
+        }
+    }
+
+    /// The hash of every entry's key, in position order.
+    pub(super) fn hashes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.entries.iter().map(|e| e.hash)
+    }
+
+    /// Every slot, in position order.
+    #[cfg(test)]
+    pub(super) fn slots(&self) -> impl Iterator<Item = &Slot<V>> {
+        self.entries.iter().map(|e| &e.slot)
+    }
+
+    /// Calls `visit` with the key and slot of every dirty entry, in the
+    /// order they became dirty; the ones `visit` leaves clean leave the
+    /// dirty list.
+    pub(super) fn retain_dirty(&mut self, mut visit: impl FnMut(&K, &mut Slot<V>)) {
+        let entries = &mut self.entries;
+        self.dirty.retain(|&i| {
+            let e = &mut entries[i as usize];
+            debug_assert!(e.slot.dirty, "a clean entry on the dirty list");
+            visit(&e.key, &mut e.slot);
+            e.slot.dirty
+        });
+    }
+
+    /// Keeps the entries `keep` accepts, seeing each one's hash and slot in
+    /// position order (it may change the slot but not clean it), and
+    /// rebuilds the index and the dirty list; returns how many it dropped.
+    /// Storage far larger than what is left is given back.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(u64, &mut Slot<V>) -> bool) -> usize {
+        let before = self.entries.len();
+        self.entries.retain_mut(|e| keep(e.hash, &mut e.slot));
+        let dropped = before - self.entries.len();
+        if dropped > 0 {
+            self.rebuild();
+        }
+        dropped
+    }
+
+    /// Rebuilds the index and the dirty list from `entries`.
+    fn rebuild(&mut self) {
+        let n = self.entries.len();
+        if self.entries.capacity() > 4 * n.max(64) {
+            self.entries.shrink_to(2 * n);
+        }
+        if self.index.capacity() > 4 * n.max(64) {
+            self.index = HashTable::with_capacity(n);
+        } else {
+            self.index.clear();
+        }
+        let entries = &self.entries;
+        for (i, e) in entries.iter().enumerate() {
+            self.index
+                .insert_unique(e.hash, pos(i), |&j| entries[j as usize].hash);
+        }
+        self.dirty.clear();
+        self.dirty
+            .extend((0..n).filter(|&i| entries[i].slot.dirty).map(pos));
+    }
+
+    /// Drops every entry and gives back their storage.
+    pub(super) fn clear(&mut self) {
+        *self = Table {
+            hasher: self.hasher.clone(),
+            ..Table::new()
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn slot(value: u32, dirty: bool) -> Slot<u32> {
+        Slot {
+            value: Some(value),
+            dirty,
+            hot: false,
+            size: 0,
+        }
+    }
+
+    /// Checks the invariants against a model: the key of every entry and
+    /// whether it is dirty.
+    fn check(t: &Table<String, u32>, model: &HashMap<String, (u32, bool)>) {
+        assert_eq!(t.len(), model.len());
+        assert_eq!(t.index.len(), model.len());
+        for (k, &(v, dirty)) in model {
+            let i = t.find(k.as_str()).unwrap_or_else(|| panic!("{k} missing"));
+            assert_eq!(t.entries[i].key, *k);
+            assert_eq!(t.entries[i].slot.value, Some(v));
+            assert_eq!(t.entries[i].slot.dirty, dirty);
+        }
+        let mut listed: Vec<u32> = t.dirty.clone();
+        listed.sort_unstable();
+        listed.dedup();
+        assert_eq!(listed.len(), t.dirty.len(), "a position listed twice");
+        let dirty: Vec<u32> = (0..t.len())
+            .filter(|&i| t.entries[i].slot.dirty)
+            .map(pos)
+            .collect();
+        assert_eq!(listed, dirty);
+    }
+
+    /// Inserts, dirtying, write-backs and evictions in a pseudo-random
+    /// order, checked against a map after every step.
+    #[test]
+    fn the_index_and_the_dirty_list_follow_every_change() {
+        let mut t: Table<String, u32> = Table::new();
+        let mut model: HashMap<String, (u32, bool)> = HashMap::new();
+        let mut x: u64 = 7;
+        for step in 0..20_000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let key = format!("k{}", (x >> 33) % 500);
+            match (x >> 20) % 10 {
+                0..=4 => {
+                    let dirty = (x >> 10) % 2 == 0;
+                    let i = t.find_or_insert(key.clone(), || slot(step, dirty));
+                    model.entry(key).or_insert((step, dirty));
+                    assert!(i < t.len());
+                }
+                5..=7 => {
+                    if let Some(i) = t.find(key.as_str()) {
+                        t.with(i, |s| {
+                            s.value = Some(step);
+                            s.dirty = true;
+                        });
+                        model.insert(key, (step, true));
+                    }
+                }
+                8 => {
+                    // Cleans every other dirty entry.
+                    let mut n = 0;
+                    t.retain_dirty(|k, s| {
+                        n += 1;
+                        if n % 2 == 0 {
+                            s.dirty = false;
+                            model.get_mut(k).unwrap().1 = false;
+                        }
+                    });
+                }
+                _ => {
+                    // Drops clean entries with odd values.
+                    let dropped = t.retain(|_, s| s.dirty || s.value.unwrap() % 2 == 0);
+                    let before = model.len();
+                    model.retain(|_, &mut (v, dirty)| dirty || v % 2 == 0);
+                    assert_eq!(dropped, before - model.len());
+                }
+            }
+            check(&t, &model);
+        }
+        t.clear();
+        assert!(t.is_empty() && t.find("k1").is_none() && t.dirty.is_empty());
+    }
+
+    /// A write-back's pass sees the dirty entries only, however many clean
+    /// ones there are.
+    #[test]
+    fn dirty_entries_are_visited_in_the_order_they_became_dirty() {
+        let mut t: Table<String, u32> = Table::new();
+        for i in 0..10_000 {
+            t.find_or_insert(format!("clean{i}"), || slot(0, false));
+        }
+        for k in ["a", "b", "c"] {
+            t.find_or_insert(k.to_string(), || slot(0, false));
+        }
+        for k in ["c", "a", "b", "a"] {
+            let i = t.find(k).unwrap();
+            t.with(i, |s| s.dirty = true);
+        }
+        let mut seen = Vec::new();
+        t.retain_dirty(|k, _| seen.push(k.clone()));
+        assert_eq!(seen, ["c", "a", "b"]);
+    }
+}
