@@ -271,7 +271,7 @@ mod tests {
             let key = format!("k{}", (x >> 33) % 500);
             match (x >> 20) % 10 {
                 0..=4 => {
-                    let dirty = (x >> 10) % 2 == 0;
+                    let dirty = (x >> 10).is_multiple_of(2);
                     let i = t.find_or_insert(key.clone(), || slot(step, dirty));
                     model.entry(key).or_insert((step, dirty));
                     assert!(i < t.len());
@@ -287,10 +287,10 @@ mod tests {
                 }
                 8 => {
                     // Cleans every other dirty entry.
-                    let mut n = 0;
+                    let mut n = 0u32;
                     t.retain_dirty(|k, s| {
                         n += 1;
-                        if n % 2 == 0 {
+                        if n.is_multiple_of(2) {
                             s.dirty = false;
                             model.get_mut(k).unwrap().1 = false;
                         }
@@ -298,9 +298,9 @@ mod tests {
                 }
                 _ => {
                     // Drops clean entries with odd values.
-                    let dropped = t.retain(|_, s| s.dirty || s.value.unwrap() % 2 == 0);
+                    let dropped = t.retain(|_, s| s.dirty || s.value.unwrap().is_multiple_of(2));
                     let before = model.len();
-                    model.retain(|_, &mut (v, dirty)| dirty || v % 2 == 0);
+                    model.retain(|_, &mut (v, dirty)| dirty || v.is_multiple_of(2));
                     assert_eq!(dropped, before - model.len());
                 }
             }
