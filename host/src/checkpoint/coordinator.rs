@@ -159,8 +159,13 @@ impl Coordinator {
         (now.duration_since(last) >= interval).then(|| Command::Trigger(self.start(now, false)))
     }
 
-    /// Time until the next periodic trigger is due, for the executor's wait.
+    /// Time until the next periodic trigger is due, for the executor's wait;
+    /// `None` when none can be: no interval, or a checkpoint in flight (its
+    /// last acknowledgement is what the executor waits for then).
     pub fn next_due(&self, now: Instant) -> Option<Duration> {
+        if self.in_flight.is_some() || self.finishing {
+            return None;
+        }
         let interval = self.interval?;
         Some(self.last_trigger.map_or(Duration::ZERO, |t| {
             (t + interval).saturating_duration_since(now)
@@ -339,6 +344,30 @@ mod tests {
         assert_eq!(early, None, "interval not elapsed");
         let due = c.tick(t1 + Duration::from_secs(1));
         assert_eq!(due, Some(Command::Trigger(2)));
+    }
+
+    /// While a checkpoint is in flight, or the final one is being taken,
+    /// nothing is due: the driver waits for the acknowledgement that ends
+    /// it instead of polling with a zero timeout (it spun a core through
+    /// every checkpoint longer than the interval, the final one always).
+    #[test]
+    fn nothing_is_due_while_a_checkpoint_is_in_flight() {
+        let (mut c, t0) = setup(Some(Duration::from_secs(1)));
+        assert_eq!(c.next_due(t0), Some(Duration::ZERO), "before the first tick");
+        c.tick(t0);
+        let half = t0 + Duration::from_millis(500);
+        assert_eq!(c.next_due(half), Some(Duration::from_millis(500)));
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(c.tick(t1), Some(Command::Trigger(1)));
+        let late = t1 + Duration::from_secs(3);
+        assert_eq!(c.next_due(late), None, "checkpoint 1 in flight");
+        ack_all(&mut c, 1, late).0.unwrap();
+        assert_eq!(c.next_due(late), Some(Duration::ZERO), "overdue now");
+        assert_eq!(c.tick(late), Some(Command::Trigger(2)));
+        ack_all(&mut c, 2, late).0.unwrap();
+        assert_eq!(c.source_at_end("s", late), Some(Command::Finish(3)));
+        let later = late + Duration::from_secs(5);
+        assert_eq!(c.next_due(later), None, "the final checkpoint in flight");
     }
 
     #[test]
