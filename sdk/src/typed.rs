@@ -242,7 +242,13 @@ where
 
     fn decode_key(&self, bytes: &[u8]) -> Option<Result<K>> {
         let raw = bytes.strip_suffix(self.suffix.as_slice())?;
-        if let Ok(k) = serde_json::from_slice::<K>(raw) {
+        // A key is stored as its JSON text, or as its string when it
+        // serializes to one; the JSON reading is tried first, but only when
+        // the first byte can start a JSON text (failing costs an error
+        // with its position, per key of a scan).
+        if may_be_json(raw)
+            && let Ok(k) = serde_json::from_slice::<K>(raw)
+        {
             return Some(Ok(k));
         }
         let text = String::from_utf8_lossy(raw).into_owned();
@@ -485,6 +491,79 @@ where
     }
 }
 
+/// Whether a JSON text could start with `raw`'s first byte (JSON allows
+/// leading whitespace; an empty text is no JSON).
+fn may_be_json(raw: &[u8]) -> bool {
+    matches!(
+        raw.first(),
+        Some(
+            b'{' | b'[' | b'"' | b'-' | b'0'
+                ..=b'9' | b't' | b'f' | b'n' | b' ' | b'\t' | b'\n' | b'\r'
+        )
+    )
+}
+
 /// Entries of host state [`MapState::for_each`] reads per host call: the
 /// most it holds at once.
 const SCAN_PAGE: u32 = 1000;
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Debug;
+    use std::hash::Hash;
+
+    use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+    use super::MapState;
+
+    /// How keys were decoded before the JSON reading was skipped for
+    /// texts that cannot be JSON: the keys of existing checkpoints.
+    fn decoded_as_before<K: DeserializeOwned>(raw: &[u8]) -> Option<K> {
+        if let Ok(k) = serde_json::from_slice::<K>(raw) {
+            return Some(k);
+        }
+        let text = String::from_utf8_lossy(raw).into_owned();
+        serde_json::from_value(serde_json::Value::String(text)).ok()
+    }
+
+    fn check<K>(keys: &[K])
+    where
+        K: Serialize + DeserializeOwned + Hash + Eq + Clone + Debug + 'static,
+    {
+        crate::testing::with_memory_host(|| {
+            let m = MapState::<K, u8>::new("m");
+            for key in keys {
+                let stored = m.state_key(key);
+                let raw = stored.strip_suffix(&b"\0m"[..]).unwrap();
+                let now = m.decode_key(&stored).unwrap().ok();
+                assert_eq!(now, decoded_as_before::<K>(raw), "{key:?} stored as {raw:?}");
+            }
+        });
+    }
+
+    #[derive(Serialize, Deserialize, Hash, PartialEq, Eq, Clone, Debug)]
+    enum Kind {
+        Unit,
+        Tuple(u8, String),
+    }
+
+    #[test]
+    fn keys_decode_as_they_always_have() {
+        let strings: Vec<String> = [
+            "", "ORD-1", "w", "123", "-5", "1e3", "true", "false", "null", "nul", "[1]", "[",
+            "{}", "{", " x", " 1", "\t", "\"q\"", "\"", "a\"b", "back\\slash", "日本語",
+            "\u{1}", "tab\tnl\n",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        check(&strings);
+        check(&[0u64, 42, u64::MAX]);
+        check(&[-1i64, 0, 7]);
+        check(&[true, false]);
+        check(&['x', '"', '1', 't']);
+        check(&[None, Some("s".to_string()), Some("1".to_string()), Some("".to_string())]);
+        check(&[("a".to_string(), 1u32), ("".to_string(), 0)]);
+        check(&[Kind::Unit, Kind::Tuple(1, "x\"".into())]);
+    }
+}

@@ -353,7 +353,11 @@ mod tests {
     #[test]
     fn nothing_is_due_while_a_checkpoint_is_in_flight() {
         let (mut c, t0) = setup(Some(Duration::from_secs(1)));
-        assert_eq!(c.next_due(t0), Some(Duration::ZERO), "before the first tick");
+        assert_eq!(
+            c.next_due(t0),
+            Some(Duration::ZERO),
+            "before the first tick"
+        );
         c.tick(t0);
         let half = t0 + Duration::from_millis(500);
         assert_eq!(c.next_due(half), Some(Duration::from_millis(500)));
