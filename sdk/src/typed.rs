@@ -536,7 +536,11 @@ mod tests {
                 let stored = m.state_key(key);
                 let raw = stored.strip_suffix(&b"\0m"[..]).unwrap();
                 let now = m.decode_key(&stored).unwrap().ok();
-                assert_eq!(now, decoded_as_before::<K>(raw), "{key:?} stored as {raw:?}");
+                assert_eq!(
+                    now,
+                    decoded_as_before::<K>(raw),
+                    "{key:?} stored as {raw:?}"
+                );
             }
         });
     }
@@ -550,9 +554,30 @@ mod tests {
     #[test]
     fn keys_decode_as_they_always_have() {
         let strings: Vec<String> = [
-            "", "ORD-1", "w", "123", "-5", "1e3", "true", "false", "null", "nul", "[1]", "[",
-            "{}", "{", " x", " 1", "\t", "\"q\"", "\"", "a\"b", "back\\slash", "日本語",
-            "\u{1}", "tab\tnl\n",
+            "",
+            "ORD-1",
+            "w",
+            "123",
+            "-5",
+            "1e3",
+            "true",
+            "false",
+            "null",
+            "nul",
+            "[1]",
+            "[",
+            "{}",
+            "{",
+            " x",
+            " 1",
+            "\t",
+            "\"q\"",
+            "\"",
+            "a\"b",
+            "back\\slash",
+            "日本語",
+            "\u{1}",
+            "tab\tnl\n",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -562,7 +587,12 @@ mod tests {
         check(&[-1i64, 0, 7]);
         check(&[true, false]);
         check(&['x', '"', '1', 't']);
-        check(&[None, Some("s".to_string()), Some("1".to_string()), Some("".to_string())]);
+        check(&[
+            None,
+            Some("s".to_string()),
+            Some("1".to_string()),
+            Some("".to_string()),
+        ]);
         check(&[("a".to_string(), 1u32), ("".to_string(), 0)]);
         check(&[Kind::Unit, Kind::Tuple(1, "x\"".into())]);
     }

@@ -3,15 +3,17 @@
 //!
 //! Layout: keys and values live in one byte arena, each key directly
 //! followed by its value's room; a fixed-size [`Slot`] per key holds where
-//! (offset, lengths, flags); a hash table of slot ids (foldhash with a
-//! random seed per state: keys are plugin-controlled) finds a key's slot in
-//! one probe. No point operation allocates per key. The key order exists
+//! (offset, lengths, flags); a hash table of slot ids, each with 32 bits of
+//! its key's hash (foldhash with a random seed per state: keys are
+//! plugin-controlled), finds a key's slot in one probe, and grows without
+//! reading a key again. No point operation allocates per key. The key order exists
 //! only once something scans ([`order`]); the changes of a checkpoint are
 //! listed from the dirty slot ids, in no order (the store sorts them on its
 //! own thread), as [`StateChanges`].
 //!
 //! Invariants:
-//! - A slot is *in the table* iff `table` holds its id; then it is live
+//! - A slot is *in the table* iff `table` holds its id, with the `tag`
+//!   of its key (the table places it by `spread` of the tag); then it is live
 //!   (`val_len` is its value's length) or a tombstone (`val_len ==
 //!   TOMBSTONE`); otherwise it is removed (`val_len == REMOVED`). No two
 //!   slots in the table have the same key.
@@ -127,6 +129,20 @@ impl Slot {
     }
 }
 
+/// A slot in the table: its id and its key's [`tag`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bucket {
+    id: u32,
+    tag: u32,
+}
+
+/// The hash the table places a key of tag `tag` by: the tag in the low
+/// half (the bucket index) and again in the high half (hashbrown's 7-bit
+/// control tag comes from the top bits).
+fn spread(tag: u32) -> u64 {
+    u64::from(tag) << 32 | u64::from(tag)
+}
+
 /// Read access to the slots and the arena, for the ordered index.
 #[derive(Clone, Copy)]
 struct View<'a> {
@@ -179,8 +195,8 @@ fn stored_len(len: usize) -> u32 {
 pub struct KeyedState {
     /// Keys, values and their slots.
     arena: Arena,
-    /// Ids of the slots in the table, by the hash of their key.
-    table: HashTable<u32>,
+    /// The slots in the table, by the hash of their key.
+    table: HashTable<Bucket>,
     hasher: RandomState,
     /// Removed slots free for new keys.
     free: Vec<u32>,
@@ -337,20 +353,16 @@ impl KeyedState {
     fn index_presorted(&mut self) {
         let n = self.presorted as usize;
         let view = self.arena.view();
-        let hasher = &self.hasher;
-        let hash = |id: u32| {
-            let mut h = hasher.build_hasher();
-            h.write(view.key(id));
-            h.finish()
-        };
-        self.table.reserve(n, |&id| hash(id));
+        self.table.reserve(n, |b| spread(b.tag));
         // hashbrown's bucket count for its capacity (a power of two); the
         // first probe of a hash is its low bits.
         let buckets = (self.table.capacity() + 1).next_power_of_two();
         let bits = buckets.trailing_zeros();
         let shift = bits - bits.min(12);
         let part = |h: u64| (h as usize & (buckets - 1)) >> shift;
-        let hashes: Vec<(u64, u32)> = (0..n as u32).map(|id| (hash(id), id)).collect();
+        let hashes: Vec<(u64, u32)> = (0..n as u32)
+            .map(|id| (spread(self.tag(view.key(id))), id))
+            .collect();
         // A counting sort by the leading bits of the first probe.
         let mut starts = vec![0usize; (buckets >> shift) + 1];
         for &(h, _) in &hashes {
@@ -367,7 +379,8 @@ impl KeyedState {
         }
         drop(hashes);
         for (h, id) in sorted {
-            self.table.insert_unique(h, id, |&id| hash(id));
+            let bucket = Bucket { id, tag: h as u32 };
+            self.table.insert_unique(h, bucket, |b| spread(b.tag));
         }
     }
 
@@ -375,17 +388,25 @@ impl KeyedState {
         self.arena.view()
     }
 
-    fn hash(&self, key: &[u8]) -> u64 {
+    /// 32 bits of `key`'s hash.
+    fn tag(&self, key: &[u8]) -> u32 {
         let mut h = self.hasher.build_hasher();
         h.write(key);
-        h.finish()
+        h.finish() as u32
+    }
+
+    /// The slot of `key` in the table, if any.
+    fn find(&self, key: &[u8]) -> Option<u32> {
+        let tag = self.tag(key);
+        let view = self.view();
+        self.table
+            .find(spread(tag), |b| b.tag == tag && view.key(b.id) == key)
+            .map(|b| b.id)
     }
 
     /// The value under `key`. One hash probe.
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        let view = self.view();
-        let &id = self.table.find(self.hash(key), |&id| view.key(id) == key)?;
-        view.value(id)
+        self.view().value(self.find(key)?)
     }
 
     /// Stores `value` under `key`.
@@ -418,20 +439,16 @@ impl KeyedState {
         dirty: bool,
     ) -> Result<(), usize> {
         let (klen, vlen) = (stored_len(key.len()), stored_len(value.len()));
-        let hash = self.hash(key);
-        let (view, hasher) = (self.arena.view(), &self.hasher);
+        let tag = self.tag(key);
+        let view = self.arena.view();
         let entry = self.table.entry(
-            hash,
-            |&id| view.key(id) == key,
-            |&id| {
-                let mut h = hasher.build_hasher();
-                h.write(view.key(id));
-                h.finish()
-            },
+            spread(tag),
+            |b| b.tag == tag && view.key(b.id) == key,
+            |b| spread(b.tag),
         );
         let id = match entry {
             Entry::Occupied(e) => {
-                let id = *e.get();
+                let id = e.get().id;
                 let slot = self.arena.slots[id as usize];
                 let after = match slot.is_live() {
                     true => self.bytes - slot.val_len as usize + value.len(),
@@ -470,7 +487,7 @@ impl KeyedState {
                         u32::try_from(slots.len() - 1).expect("under 2^32 keys")
                     }
                 };
-                e.insert(id);
+                e.insert(Bucket { id, tag });
                 if let Some(order) = order {
                     order.add(id);
                 }
@@ -496,9 +513,7 @@ impl KeyedState {
     /// Removes `key`; its deletion is reported by the next
     /// [`take_changes`](Self::take_changes). One hash probe.
     pub fn delete(&mut self, key: &[u8]) {
-        let hash = self.hash(key);
-        let view = self.arena.view();
-        let Some(&id) = self.table.find(hash, |&id| view.key(id) == key) else {
+        let Some(id) = self.find(key) else {
             return;
         };
         let s = &mut self.arena.slots[id as usize];
@@ -635,8 +650,8 @@ impl KeyedState {
 
     /// Takes tombstone `id` out of the table.
     fn remove(&mut self, id: u32) {
-        let hash = self.hash(self.view().key(id));
-        match self.table.find_entry(hash, |&x| x == id) {
+        let tag = self.tag(self.view().key(id));
+        match self.table.find_entry(spread(tag), |b| b.id == id) {
             Ok(e) => {
                 e.remove();
             }

@@ -7,7 +7,8 @@ impl KeyedState {
         let view = self.view();
         let slots = &self.arena.slots;
         let mut in_table = vec![false; slots.len()];
-        for &id in &self.table {
+        for &Bucket { id, tag } in &self.table {
+            assert_eq!(tag, self.tag(view.key(id)), "slot {id}'s tag");
             assert!(
                 !std::mem::replace(&mut in_table[id as usize], true),
                 "{id} twice in the table"
@@ -23,8 +24,8 @@ impl KeyedState {
             }
             let key = view.key(id as u32);
             assert_eq!(
-                self.table.find(self.hash(key), |&x| view.key(x) == key),
-                Some(&(id as u32)),
+                self.find(key),
+                Some(id as u32),
                 "slot {id} is found by its key"
             );
             assert!(s.is_live() || s.is_dirty(), "tombstone {id} is dirty");
@@ -154,9 +155,8 @@ fn random_operations(seed: u64, take_one_in: u64) -> Seen {
                 let len = (next() % 24) as usize;
                 let value = vec![(step % 251) as u8; len];
                 let fits = state
-                    .table
-                    .find(state.hash(&key), |&id| state.view().key(id) == key)
-                    .is_some_and(|&id| len as u32 <= state.arena.slots[id as usize].room());
+                    .find(&key)
+                    .is_some_and(|id| len as u32 <= state.arena.slots[id as usize].room());
                 state.put(&key, &value);
                 if fits {
                     seen.in_place += 1;
