@@ -70,6 +70,23 @@ impl InstanceState {
         *total = total.saturating_add(bytes);
         LimitExceeded::check_bytes("bytes returned by one state read", "memory", cap, *total)
     }
+
+    /// Calls `each` with the entries of a `scan` (up to `limit` with keys
+    /// starting with `prefix`, after `after`), counting `reply_bytes` of
+    /// each towards the reply's cap ([`check_read`](Self::check_read)).
+    pub(super) fn scan_each(
+        &self,
+        (prefix, after, limit): (&[u8], Option<&[u8]>, u32),
+        reply_bytes: impl Fn(&[u8], &[u8]) -> usize,
+        mut each: impl FnMut(&[u8], &[u8]),
+    ) -> wasmtime::Result<()> {
+        let mut total = 0;
+        for (key, value) in self.state.scan(prefix, after, limit as usize) {
+            Self::check_read(&mut total, reply_bytes(key, value), self.limits.memory)?;
+            each(key, value);
+        }
+        Ok(())
+    }
 }
 
 impl state::Host for InstanceState {
@@ -116,15 +133,18 @@ impl state::Host for InstanceState {
         after: Option<Vec<u8>>,
         limit: u32,
     ) -> wasmtime::Result<Vec<state::Entry>> {
-        let mut total = 0;
         let mut out = Vec::new();
-        for (k, v) in self.state.scan(&prefix, after.as_deref(), limit as usize) {
-            Self::check_read(&mut total, k.len() + v.len(), self.limits.memory)?;
-            out.push(state::Entry {
-                key: k.to_vec(),
-                value: v.to_vec(),
-            });
-        }
+        let scan = (&prefix[..], after.as_deref(), limit);
+        self.scan_each(
+            scan,
+            |k, v| k.len() + v.len(),
+            |k, v| {
+                out.push(state::Entry {
+                    key: k.to_vec(),
+                    value: v.to_vec(),
+                })
+            },
+        )?;
         Ok(out)
     }
 }

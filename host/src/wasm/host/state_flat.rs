@@ -65,16 +65,13 @@ impl flat_state::Host for InstanceState {
         after: Option<Vec<u8>>,
         limit: u32,
     ) -> wasmtime::Result<Vec<u8>> {
-        let mut total = 0;
         let mut out = Vec::new();
-        for (key, value) in self.state.scan(&prefix, after.as_deref(), limit as usize) {
-            Self::check_read(
-                &mut total,
-                ENTRY_HEADER + key.len() + value.len(),
-                self.limits.memory,
-            )?;
-            push_entry(&mut out, key, Some(value));
-        }
+        let scan = (&prefix[..], after.as_deref(), limit);
+        self.scan_each(
+            scan,
+            |k, v| ENTRY_HEADER + k.len() + v.len(),
+            |k, v| push_entry(&mut out, k, Some(v)),
+        )?;
         Ok(out)
     }
 
