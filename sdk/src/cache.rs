@@ -82,6 +82,7 @@ use weir_flat::state::{push_deletion_with, push_entry_with, push_key_with};
 use crate::error::{Error, Result};
 use crate::host::{self, PutMany};
 
+mod key;
 mod table;
 
 use table::Table;
@@ -479,10 +480,14 @@ pub(crate) enum Layout {
 
 /// Appends a state key's text to `out`: the key's string when it
 /// serializes to a JSON string, else its JSON text. One serialization, no
-/// `Value`: a string without escapes (the usual key) is its JSON text
-/// without the quotes. Keys are stored, so this must never change its
-/// output.
+/// `Value`: a string is written as it is ([`key`]); the JSON path below
+/// handles the rest and, for a string, gives the same bytes (its JSON text
+/// without the quotes, unescaped). Keys are stored, so this must never
+/// change its output.
 fn write_key<K: Serialize>(key: &K, out: &mut Vec<u8>) {
+    if key::write_if_string(key, out) {
+        return;
+    }
     let start = out.len();
     serde_json::to_writer(&mut *out, key).expect("serializing a state key to JSON in memory");
     match &out[start..] {
@@ -1363,6 +1368,24 @@ mod tests {
         assert_eq!(encode_key(&Kind::Unit), through_value(&Kind::Unit));
         let t = Kind::Tuple(1, "x\"".into());
         assert_eq!(encode_key(&t), through_value(&t));
+        #[derive(Serialize)]
+        struct Name(String);
+        assert_eq!(
+            encode_key(&Name("n\"1".into())),
+            through_value(&Name("n\"1".into()))
+        );
+        assert_eq!(
+            encode_key(&Some(Some("s"))),
+            through_value(&Some(Some("s")))
+        );
+        assert_eq!(
+            encode_key(&Some(None::<&str>)),
+            through_value(&Some(None::<&str>))
+        );
+        assert_eq!(encode_key(&Some(3u8)), through_value(&Some(3u8)));
+        assert_eq!(encode_key(&()), through_value(&()));
+        let ip: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(encode_key(&ip), through_value(&ip));
         let m: BTreeMap<&str, u8> = [("b", 1), ("a", 2)].into();
         assert_eq!(encode_key(&m), through_value(&m));
         assert_eq!(encode_key(&vec!["\"x\""]), through_value(&vec!["\"x\""]));
