@@ -1,27 +1,18 @@
 //! [`StateChanges`]: what one instance's keyed state changed since its
-//! previous checkpoint, in flat form (one byte buffer, fixed-size entries),
-//! as [`KeyedState::take_changes`](crate::checkpoint::state::KeyedState::take_changes) hands it
-//! to the checkpoint store.
+//! previous checkpoint, in flat form: one buffer of entries packed as
+//! `flat-state.put-many` packs them ([`weir_flat::state`]), as
+//! [`KeyedState::take_changes`](crate::checkpoint::state::KeyedState::take_changes)
+//! hands it to the checkpoint store.
 //!
 //! Invariants:
-//! - Entry `i` describes `data[off .. off + key_len]` (its key), directly
-//!   followed by `value_len` bytes of value unless it is a deletion
-//!   (`value_len == DELETED`, no value bytes).
-//! - Entries lie back to back in `data`, in push order: two values are
-//!   equal iff they hold the same changes in the same order.
+//! - `data` holds `len` entries appended by [`push_entry`], back to back in
+//!   push order (a deletion has no value): two values are equal iff they
+//!   hold the same changes in the same order.
+//! - `bytes` sums the lengths of their keys and values.
 
 use std::fmt;
 
-/// `Entry::value_len` of a deletion.
-const DELETED: u32 = u32::MAX;
-
-/// One change: where its key (and value) lie in the data buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
-    off: u64,
-    key_len: u32,
-    value_len: u32,
-}
+use weir_flat::state::{Entries, push_entry};
 
 /// Changed keys with their new value (`None`: deleted), in no particular
 /// order. The checkpoint store sorts them when it writes them; a key
@@ -46,18 +37,23 @@ struct Entry {
 /// ```
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct StateChanges {
-    /// Every change's key, then its value if any, change after change.
     data: Vec<u8>,
-    entries: Vec<Entry>,
+    len: usize,
+    bytes: usize,
 }
+
+/// The changes of a [`StateChanges`], in push order.
+pub type Iter<'a> = Entries<'a>;
 
 impl StateChanges {
     /// Empty changes with room for `changes` changes of `bytes` key and
     /// value bytes in all.
     pub fn with_capacity(changes: usize, bytes: usize) -> Self {
         StateChanges {
-            data: Vec::with_capacity(bytes),
-            entries: Vec::with_capacity(changes),
+            // Two lengths of 4 bytes per entry.
+            data: Vec::with_capacity(bytes + 8 * changes),
+            len: 0,
+            bytes: 0,
         }
     }
 
@@ -67,74 +63,31 @@ impl StateChanges {
     ///
     /// If the key or value is 4 GiB or larger.
     pub fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
-        let len = |b: &[u8]| {
-            u32::try_from(b.len())
-                .ok()
-                .filter(|&n| n != DELETED)
-                .expect("state keys and values are under 4 GiB")
-        };
-        let entry = Entry {
-            off: self.data.len() as u64,
-            key_len: len(key),
-            value_len: value.map_or(DELETED, len),
-        };
-        self.data.extend_from_slice(key);
-        if let Some(v) = value {
-            self.data.extend_from_slice(v);
-        }
-        self.entries.push(entry);
+        push_entry(&mut self.data, key, value);
+        self.len += 1;
+        self.bytes += key.len() + value.map_or(0, <[u8]>::len);
     }
 
     /// Number of changes.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.len
     }
 
     /// Whether there are no changes.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len == 0
     }
 
     /// Total bytes of the changed keys and new values.
     pub fn data_bytes(&self) -> usize {
-        self.data.len()
+        self.bytes
     }
 
     /// Every change, in push order: key and new value (`None`: deleted).
     pub fn iter(&self) -> Iter<'_> {
-        Iter {
-            data: &self.data,
-            entries: self.entries.iter(),
-        }
+        Entries::parse(&self.data).expect("entries packed by StateChanges::push")
     }
 }
-
-/// The changes of a [`StateChanges`], in push order.
-#[derive(Debug, Clone)]
-pub struct Iter<'a> {
-    data: &'a [u8],
-    entries: std::slice::Iter<'a, Entry>,
-}
-
-impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a [u8], Option<&'a [u8]>);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let e = self.entries.next()?;
-        let off = e.off as usize;
-        let value_at = off + e.key_len as usize;
-        let key = &self.data[off..value_at];
-        let value =
-            (e.value_len != DELETED).then(|| &self.data[value_at..value_at + e.value_len as usize]);
-        Some((key, value))
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.entries.size_hint()
-    }
-}
-
-impl ExactSizeIterator for Iter<'_> {}
 
 impl<'a> IntoIterator for &'a StateChanges {
     type Item = (&'a [u8], Option<&'a [u8]>);
