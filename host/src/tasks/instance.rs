@@ -100,16 +100,21 @@ impl InstanceTask {
         Ok(())
     }
 
-    /// Takes the state changes and snapshot for checkpoint `id` and
-    /// acknowledges it; `paused` is when the checkpoint's work on this
-    /// thread began (the barrier aligned).
-    fn snapshot(
+    /// Takes checkpoint `id` once its barrier aligned: calls
+    /// `on-checkpoint`, sends what it emitted, takes the state changes and
+    /// snapshot and acknowledges them with this thread's pause (from now to
+    /// the acknowledgement).
+    fn checkpoint(
         &mut self,
         id: u64,
         alignment: Duration,
         buffered_bytes: u64,
-        paused: Instant,
     ) -> Result<(), Cancelled> {
+        let paused = Instant::now();
+        self.instance
+            .on_checkpoint(id)
+            .map_err(|e| self.shared.fail(e))?;
+        self.emit()?;
         let changes = self.instance.state_mut().take_changes();
         let timers = self.instance.timers_mut().take_changes();
         let bytes = self.instance.snapshot().map_err(|e| self.shared.fail(e))?;
@@ -203,12 +208,7 @@ impl InputHandler for InstanceTask {
         alignment: Duration,
         buffered_bytes: u64,
     ) -> Result<(), Cancelled> {
-        let paused = Instant::now();
-        self.instance
-            .on_checkpoint(id)
-            .map_err(|e| self.shared.fail(e))?;
-        self.emit()?;
-        self.snapshot(id, alignment, buffered_bytes, paused)?;
+        self.checkpoint(id, alignment, buffered_bytes)?;
         self.out.broadcast(&self.shared.cancel, || Msg::Barrier(id))
     }
 
@@ -223,12 +223,7 @@ impl InputHandler for InstanceTask {
         self.instance.finish().map_err(|e| self.shared.fail(e))?;
         self.emit()?;
         // The final checkpoint is a checkpoint like any other.
-        let paused = Instant::now();
-        self.instance
-            .on_checkpoint(final_id)
-            .map_err(|e| self.shared.fail(e))?;
-        self.emit()?;
-        self.snapshot(final_id, Duration::ZERO, 0, paused)?;
+        self.checkpoint(final_id, Duration::ZERO, 0)?;
         self.out
             .broadcast(&self.shared.cancel, || Msg::End(final_id))
     }
