@@ -85,7 +85,7 @@ use crate::host::{self, PutMany};
 mod key;
 mod table;
 
-use table::Table;
+use table::{KeyHash, Table};
 
 /// Dirty bytes the typed-state caches of an instance may hold when a hook
 /// returns, by default (see [`set_cache_dirty_limit`]): a quarter of the
@@ -453,11 +453,11 @@ impl Meter {
 fn insert_read<K: Hash + Eq, V>(
     table: &mut Table<K, V>,
     meter: &mut Meter,
-    key: K,
+    (hash, key): (KeyHash, K),
     value: Option<V>,
     (key_len, value_len): (usize, Option<usize>),
 ) -> usize {
-    table.find_or_insert(key, || {
+    table.find_or_insert(hash, key, || {
         let slot = Slot {
             value,
             dirty: false,
@@ -582,9 +582,10 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let meter = &mut self.meter;
-        if let Some(i) = self.table.find(key) {
-            return Ok(self.table.with(i, |slot| f(slot, meter)));
-        }
+        let hash = match self.table.find(key) {
+            Ok(i) => return Ok(self.table.with(i, |slot| f(slot, meter))),
+            Err(hash) => hash,
+        };
         if let Some(m) = &mut self.misses_since_prefetch {
             *m += 1;
         }
@@ -595,7 +596,7 @@ where
         });
         let sizes = (key_len, bytes.as_ref().map(Vec::len));
         let value = bytes.map(|b| decode_value(self.name, &b)).transpose()?;
-        let i = insert_read(&mut self.table, &mut self.meter, key, value, sizes);
+        let i = insert_read(&mut self.table, &mut self.meter, (hash, key), value, sizes);
         let meter = &mut self.meter;
         Ok(self.table.with(i, |slot| f(slot, meter)))
     }
@@ -606,14 +607,17 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Some(i) = self.table.find(key) {
-            let meter = &mut self.meter;
-            self.table.with(i, |slot| {
-                let was_absent = slot.value.is_none();
-                meter.set(slot, was_absent, value);
-            });
-            return;
-        }
+        let hash = match self.table.find(key) {
+            Ok(i) => {
+                let meter = &mut self.meter;
+                self.table.with(i, |slot| {
+                    let was_absent = slot.value.is_none();
+                    meter.set(slot, was_absent, value);
+                });
+                return;
+            }
+            Err(hash) => hash,
+        };
         let key = key.to_owned();
         let size = if self.meter.sample() {
             let layout = &self.layout;
@@ -638,7 +642,7 @@ where
         };
         self.meter.cached(&slot);
         self.meter.dirtied(&mut slot);
-        self.table.insert_new(key, slot);
+        self.table.insert_new(hash, key, slot);
     }
 
     /// Packs every dirty entry into `writes` (a deletion for a removed one)
@@ -695,7 +699,9 @@ where
     /// over, the first in position order. The hash is seeded per store, so
     /// which keys stay is arbitrary, but the same from one eviction to the
     /// next: a working set larger than the cache keeps the same part of it
-    /// cached, rather than a new one after every overflow.
+    /// cached, rather than a new one after every overflow. Choosing them
+    /// takes a vector of the store's hashes, 8 bytes per entry, for the
+    /// eviction's duration.
     fn evict(&mut self, keep: f64, over: impl Fn(&Meter, usize) -> bool) {
         let n = self.table.len();
         let kept = (n as f64 * keep.clamp(0.0, 1.0)) as usize;
@@ -1060,10 +1066,10 @@ where
             let mut misses = Vec::new();
             for (i, key) in keys.iter().enumerate() {
                 match store.table.find(key) {
-                    Some(i) => out.push(store.table.slot(i).value.clone()),
-                    None => {
+                    Ok(at) => out.push(store.table.slot(at).value.clone()),
+                    Err(hash) => {
                         out.push(None);
-                        misses.push(i);
+                        misses.push((i, hash));
                     }
                 }
             }
@@ -1071,16 +1077,16 @@ where
             let mut next = misses.iter();
             host::get_many_with(
                 |buf| {
-                    for &i in &misses {
+                    for &(i, _) in &misses {
                         push_key_with(buf, |out| layout.write_state_key(&keys[i], out));
                     }
                 },
                 |key, bytes| {
-                    let i = *next.next().expect("one value per miss");
+                    let &(i, hash) = next.next().expect("one value per miss");
                     let value: Option<V> = bytes.map(|b| decode_value(name, b)).transpose()?;
                     out[i].clone_from(&value);
                     let sizes = (key.len(), bytes.map(<[u8]>::len));
-                    let key = keys[i].clone();
+                    let key = (hash, keys[i].clone());
                     insert_read(&mut store.table, &mut store.meter, key, value, sizes);
                     Ok::<_, Error>(())
                 },
@@ -1103,11 +1109,13 @@ where
                 return Ok(());
             }
             // Each miss once, however often the batch repeats it.
-            let mut misses: Vec<K> = Vec::new();
+            let mut misses: Vec<(KeyHash, K)> = Vec::new();
             let mut seen = HashSet::with_hasher(store.table.hasher().clone());
             for key in keys {
-                if store.table.find(key).is_none() && seen.insert(key) {
-                    misses.push(key.to_owned());
+                if let Err(hash) = store.table.find(key)
+                    && seen.insert(key)
+                {
+                    misses.push((hash, key.to_owned()));
                 }
             }
             store.misses_since_prefetch = Some(misses.len());
@@ -1120,7 +1128,7 @@ where
             let mut values = Vec::with_capacity(misses.len());
             host::get_many_with(
                 |buf| {
-                    for key in &misses {
+                    for (_, key) in &misses {
                         push_key_with(buf, |out| layout.write_state_key(key, out));
                     }
                 },

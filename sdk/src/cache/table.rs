@@ -29,6 +29,11 @@ pub(super) struct Entry<K, V> {
     pub(super) slot: Slot<V>,
 }
 
+/// The hash of a key as its table computed it, from a [`Table::find`]
+/// that missed: inserting the key then does not hash it again.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KeyHash(u64);
+
 /// The entries of a store, their index and their dirty list.
 pub(super) struct Table<K, V> {
     entries: Vec<Entry<K, V>>,
@@ -77,8 +82,8 @@ impl<K: Hash + Eq, V> Table<K, V> {
         &self.hasher
     }
 
-    /// The position of `key`, if cached.
-    pub(super) fn find<Q>(&self, key: &Q) -> Option<usize>
+    /// The position of `key` if cached, else its hash (for inserting it).
+    pub(super) fn find<Q>(&self, key: &Q) -> Result<usize, KeyHash>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -88,6 +93,7 @@ impl<K: Hash + Eq, V> Table<K, V> {
         self.index
             .find(hash, |&i| entries[i as usize].key.borrow() == key)
             .map(|&i| i as usize)
+            .ok_or(KeyHash(hash))
     }
 
     /// The slot at position `i`.
@@ -96,7 +102,8 @@ impl<K: Hash + Eq, V> Table<K, V> {
     }
 
     /// Runs `f` on the slot at position `i` (from [`find`](Self::find) or
-    /// an insertion since), which may make it dirty but not clean.
+    /// an insertion, with no [`retain`](Self::retain) since), which may
+    /// make it dirty but not clean.
     pub(super) fn with<R>(&mut self, i: usize, f: impl FnOnce(&mut Slot<V>) -> R) -> R {
         let slot = &mut self.entries[i].slot;
         let was_dirty = slot.dirty;
@@ -108,9 +115,10 @@ impl<K: Hash + Eq, V> Table<K, V> {
         r
     }
 
-    /// Adds `key`, which is not cached, with `slot`; returns its position.
-    pub(super) fn insert_new(&mut self, key: K, slot: Slot<V>) -> usize {
-        let hash = self.hasher.hash_one(&key);
+    /// Adds `key` of hash `hash`, which is not cached, with `slot`; returns
+    /// its position.
+    pub(super) fn insert_new(&mut self, KeyHash(hash): KeyHash, key: K, slot: Slot<V>) -> usize {
+        debug_assert_eq!(hash, self.hasher.hash_one(&key), "the hash of another key");
         let i = self.entries.len();
         let entries = &self.entries;
         debug_assert!(
@@ -128,10 +136,15 @@ impl<K: Hash + Eq, V> Table<K, V> {
         i
     }
 
-    /// The position of `key`, inserted with the slot `make` builds when it
-    /// is not cached (one probe either way).
-    pub(super) fn find_or_insert(&mut self, key: K, make: impl FnOnce() -> Slot<V>) -> usize {
-        let hash = self.hasher.hash_one(&key);
+    /// The position of `key` of hash `hash`, inserted with the slot `make`
+    /// builds when it is not cached (one probe either way).
+    pub(super) fn find_or_insert(
+        &mut self,
+        KeyHash(hash): KeyHash,
+        key: K,
+        make: impl FnOnce() -> Slot<V>,
+    ) -> usize {
+        debug_assert_eq!(hash, self.hasher.hash_one(&key), "the hash of another key");
         let entries = &self.entries;
         let next = entries.len();
         match self.index.entry(
@@ -241,7 +254,7 @@ mod tests {
         assert_eq!(t.len(), model.len());
         assert_eq!(t.index.len(), model.len());
         for (k, &(v, dirty)) in model {
-            let i = t.find(k.as_str()).unwrap_or_else(|| panic!("{k} missing"));
+            let i = t.find(k.as_str()).unwrap_or_else(|_| panic!("{k} missing"));
             assert_eq!(t.entries[i].key, *k);
             assert_eq!(t.entries[i].slot.value, Some(v));
             assert_eq!(t.entries[i].slot.dirty, dirty);
@@ -272,12 +285,16 @@ mod tests {
             match (x >> 20) % 10 {
                 0..=4 => {
                     let dirty = (x >> 10).is_multiple_of(2);
-                    let i = t.find_or_insert(key.clone(), || slot(step, dirty));
+                    let hash = t
+                        .find(key.as_str())
+                        .err()
+                        .unwrap_or(KeyHash(t.hasher.hash_one(&key)));
+                    let i = t.find_or_insert(hash, key.clone(), || slot(step, dirty));
                     model.entry(key).or_insert((step, dirty));
                     assert!(i < t.len());
                 }
                 5..=7 => {
-                    if let Some(i) = t.find(key.as_str()) {
+                    if let Ok(i) = t.find(key.as_str()) {
                         t.with(i, |s| {
                             s.value = Some(step);
                             s.dirty = true;
@@ -307,7 +324,7 @@ mod tests {
             check(&t, &model);
         }
         t.clear();
-        assert!(t.is_empty() && t.find("k1").is_none() && t.dirty.is_empty());
+        assert!(t.is_empty() && t.find("k1").is_err() && t.dirty.is_empty());
     }
 
     /// A write-back's pass sees the dirty entries only, however many clean
@@ -316,13 +333,16 @@ mod tests {
     fn dirty_entries_are_visited_in_the_order_they_became_dirty() {
         let mut t: Table<String, u32> = Table::new();
         for i in 0..10_000 {
-            t.find_or_insert(format!("clean{i}"), || slot(0, false));
+            let key = format!("clean{i}");
+            let hash = t.find(key.as_str()).unwrap_err();
+            t.find_or_insert(hash, key, || slot(0, false));
         }
         for k in ["a", "b", "c"] {
-            t.find_or_insert(k.to_string(), || slot(0, false));
+            let hash = t.find(k).unwrap_err();
+            t.insert_new(hash, k.to_string(), slot(0, false));
         }
         for k in ["c", "a", "b", "a"] {
-            let i = t.find(k).unwrap();
+            let i = t.find(k).ok().unwrap();
             t.with(i, |s| s.dirty = true);
         }
         let mut seen = Vec::new();
