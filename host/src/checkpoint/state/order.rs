@@ -114,8 +114,7 @@ impl Order {
         while self.runs.len() > 1 {
             self.merge_last_two(view);
         }
-        if let Some(run) = self.runs.pop() {
-            let mut run = run;
+        if let Some(mut run) = self.runs.pop() {
             self.drop_removed(&mut run, view);
             if !run.is_empty() {
                 self.runs.push(run);
