@@ -774,7 +774,11 @@ fn weir_run_reports_a_trap_in_snapshot_and_keeps_the_complete_checkpoints() {
 
 #[test]
 fn weir_run_reports_a_trap_in_restore_and_the_state_stays_restorable() {
-    let j = job("rt", plugins::GUEST_RESTORE_TRAP, 400, |o| o);
+    // 200 words at 40 a second: the first run is still reading when the
+    // signal comes, however long noticing its first checkpoint takes (at
+    // 400 a second a loaded machine let it finish first, and a finished
+    // job's rerun never restores).
+    let j = job("rt", plugins::GUEST_RESTORE_TRAP, 40, |o| o);
     // Run until a checkpoint exists, then stop it (SIGTERM checkpoints and exits).
     let mut child = j.command("run", &[]).stderr(Stdio::null()).spawn().unwrap();
     wait_until("a complete checkpoint", PATIENCE, || {
