@@ -43,15 +43,16 @@ impl PartialEq for SinkConfig {
 impl Eq for SinkConfig {}
 
 impl SinkConfig {
-    /// Opens the sink. `staging` is a folder the sink owns (under the state
+    /// Opens the sink of job `job` (its name). `staging` is a folder the sink owns (under the state
     /// dir); `restore` is the sink's commit info in the checkpoint being
     /// restored, or `None` to start fresh (which empties an output file).
     pub fn open(
         &self,
+        job: &str,
         staging: &Path,
         restore: Option<&Value>,
     ) -> Result<Box<dyn Sink>, SinkError> {
-        self.connector.open(&self.id, staging, restore)
+        self.connector.open(job, &self.id, staging, restore)
     }
 }
 

@@ -19,6 +19,7 @@ pub mod generator;
 mod jsonl;
 pub mod sink;
 pub mod source;
+mod staged;
 pub mod stdin;
 pub mod stdout;
 
@@ -98,11 +99,13 @@ pub trait SourceConnector: DynEq + Debug + Send + Sync {
 
 /// The settings of one sink, as its type read and checked them.
 pub trait SinkConnector: DynEq + Debug + Send + Sync {
-    /// Opens sink `id`. `staging` is a folder the sink owns (under the state
-    /// dir); `restore` is the commit info of the checkpoint being restored
-    /// (what its precommit reported), or `None` to start fresh.
+    /// Opens sink `id` of job `job` (its name). `staging` is a folder the
+    /// sink owns (under the state dir); `restore` is the commit info of the
+    /// checkpoint being restored (what its precommit reported), or `None`
+    /// to start fresh.
     fn open(
         &self,
+        job: &str,
         id: &str,
         staging: &Path,
         restore: Option<&Value>,

@@ -16,7 +16,8 @@ use serde_json::Value;
 
 use crate::dataflow::Batch;
 
-/// Why a sink failed. Messages name the sink and the file.
+/// Why a sink failed. Messages name the sink and the file, table or
+/// subject.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     /// Writing or committing output failed.
@@ -28,6 +29,17 @@ pub enum SinkError {
         path: String,
         /// The I/O error.
         error: std::io::Error,
+    },
+    /// A server the sink writes to refused or failed a step (a missing
+    /// table, a value of the wrong type, a lost connection).
+    #[error("sink `{sink}`: {target}: {message}")]
+    Remote {
+        /// The sink's id.
+        sink: String,
+        /// What was written: a table, a subject, with the server.
+        target: String,
+        /// What went wrong and what to do.
+        message: String,
     },
     /// The output file does not match the checkpoint being restored.
     #[error("sink `{sink}`: {path}: {message}")]

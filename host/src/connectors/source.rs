@@ -38,6 +38,17 @@ pub enum SourceError {
         /// What is wrong.
         message: String,
     },
+    /// A server the source reads from refused or failed a step (a bad URL,
+    /// a missing stream, a lost connection).
+    #[error("source `{source_id}`: {target}: {message}")]
+    Remote {
+        /// The source's id.
+        source_id: String,
+        /// What was read: a stream, with the server.
+        target: String,
+        /// What went wrong and what to do.
+        message: String,
+    },
     /// The checkpointed offset does not fit the input.
     #[error("source `{source_id}`: cannot resume at checkpointed offset {offset}: {message}")]
     BadOffset {

@@ -54,6 +54,7 @@ impl SinkConnector for StdoutConfig {
     /// stays printed.
     fn open(
         &self,
+        _job: &str,
         id: &str,
         _staging: &Path,
         _restore: Option<&Value>,

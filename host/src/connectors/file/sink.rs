@@ -73,6 +73,7 @@ impl SinkConnector for FileSinkConfig {
     /// Both formats write one record value per line.
     fn open(
         &self,
+        _job: &str,
         id: &str,
         staging: &Path,
         restore: Option<&Value>,

@@ -1,0 +1,556 @@
+//! A transactional sink for a destination outside Weir (a database, a
+//! message log): each epoch is staged in a file of its own under the state
+//! dir, made durable at precommit, and handed to a [`Destination`] once
+//! its checkpoint is complete. The PostgreSQL and NATS sinks are such
+//! destinations.
+//!
+//! Invariants:
+//! - An epoch is delivered only after its checkpoint is complete (the
+//!   coordinator calls [`Sink::commit`] only then), epochs in checkpoint
+//!   order, each at most once per attempt.
+//! - A staged epoch file is deleted only after its delivery succeeded, so
+//!   every complete but undelivered epoch is on disk.
+//! - Restoring checkpoint *n* delivers the staged epochs `<= n` that the
+//!   destination does not hold yet ([`Destination::delivered`]; when it
+//!   cannot tell, all of them, and the destination drops what it already
+//!   has), then deletes what later checkpoints staged.
+//! - The disk and network work runs on the sink's worker thread, in the
+//!   order it was requested, so the sink thread writes the next epoch
+//!   meanwhile.
+//!
+//! An epoch file is a sequence of frames, one per written batch: the
+//! lengths of the batch's data and spans (two little-endian `u32`s), then
+//! both ([`Batch::parts`]).
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Sender, unbounded};
+use serde_json::{Value, json};
+
+use crate::connectors::sink::{Done, Sink, SinkError};
+use crate::dataflow::Batch;
+
+/// Where a staged sink delivers its epochs.
+pub(crate) trait Destination: Send + 'static {
+    /// The last checkpoint whose epoch the destination holds, when it
+    /// records that atomically with the epoch (PostgreSQL); `None` when it
+    /// cannot tell, and then every staged epoch up to the restored
+    /// checkpoint is delivered again and the destination must drop what it
+    /// already holds (NATS, by message id).
+    fn delivered(&mut self) -> Result<Option<u64>, SinkError>;
+
+    /// Forgets what a previous run of the job delivered, for a job that
+    /// starts over (no checkpoint to restore). Delivered output stays.
+    fn start_over(&mut self) -> Result<(), SinkError>;
+
+    /// Delivers epoch `id`: every record of `epoch`, in order, atomically
+    /// where the destination can.
+    fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError>;
+}
+
+/// A sink whose epochs are staged on disk and delivered to a
+/// [`Destination`] at commit.
+pub(crate) struct StagedSink {
+    id: String,
+    staging: PathBuf,
+    /// The epoch being written, `staging/<opened>.open`.
+    epoch: Option<BufWriter<File>>,
+    /// Epochs opened so far, to name their files.
+    opened: u64,
+    /// Precommitted, not yet delivered epochs: id -> staged file.
+    pending: BTreeMap<u64, PathBuf>,
+    worker: Option<Worker>,
+}
+
+/// The worker thread: seals and delivers epochs in request order.
+struct Worker {
+    requests: Sender<Request>,
+    thread: JoinHandle<()>,
+}
+
+enum Request {
+    /// Make the epoch written to `open` durable as `staged`.
+    Seal {
+        file: File,
+        open: PathBuf,
+        staged: PathBuf,
+        info: Value,
+        done: Done,
+    },
+    /// Deliver the staged epochs, in order, and delete each once delivered.
+    Deliver {
+        epochs: Vec<(u64, PathBuf)>,
+        done: Done,
+    },
+}
+
+impl StagedSink {
+    /// Opens sink `id` staging under `staging`, recovering to the
+    /// checkpoint whose commit info is `restore` (delivering what it
+    /// completed and the destination lacks), or starting over.
+    pub(crate) fn open(
+        id: &str,
+        staging: &Path,
+        restore: Option<&Value>,
+        mut destination: Box<dyn Destination>,
+    ) -> Result<Self, SinkError> {
+        let io = io_error(id, staging);
+        fs::create_dir_all(staging).map_err(&io)?;
+        let staged = staged_epochs(id, staging)?;
+        match restore {
+            None => destination.start_over()?,
+            Some(info) => {
+                let Some(n) = info.get("checkpoint").and_then(Value::as_u64) else {
+                    return Err(SinkError::Inconsistent {
+                        sink: id.to_owned(),
+                        path: staging.display().to_string(),
+                        message: format!("the checkpoint's sink record is malformed: {info}"),
+                    });
+                };
+                recover(id, staging, n, &staged, destination.as_mut())?;
+            }
+        }
+        // What is left was delivered (a crash came before its deletion),
+        // staged after the restored checkpoint (never complete), or never
+        // sealed.
+        for entry in fs::read_dir(staging).map_err(&io)? {
+            let path = entry.map_err(&io)?.path();
+            fs::remove_file(&path).map_err(io_error(id, &path))?;
+        }
+        let worker = Worker::start(id.to_owned(), destination);
+        Ok(StagedSink {
+            id: id.to_owned(),
+            staging: staging.to_path_buf(),
+            epoch: None,
+            opened: 0,
+            pending: BTreeMap::new(),
+            worker: Some(worker),
+        })
+    }
+
+    fn open_path(&self) -> PathBuf {
+        self.staging.join(format!("{}.open", self.opened))
+    }
+
+    /// The current epoch's writer, opening a new file for a new epoch.
+    fn epoch(&mut self) -> Result<&mut BufWriter<File>, SinkError> {
+        if self.epoch.is_none() {
+            self.opened += 1;
+            let path = self.open_path();
+            let file = File::create(&path).map_err(io_error(&self.id, &path))?;
+            self.epoch = Some(BufWriter::with_capacity(1 << 20, file));
+        }
+        Ok(self.epoch.as_mut().expect("opened above"))
+    }
+
+    fn send(&self, request: Request) -> Result<(), SinkError> {
+        let worker = self.worker.as_ref().expect("started at open");
+        worker.requests.send(request).map_err(|_| SinkError::Io {
+            sink: self.id.clone(),
+            path: self.staging.display().to_string(),
+            error: std::io::Error::other("the sink's worker thread stopped"),
+        })
+    }
+}
+
+impl Sink for StagedSink {
+    fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let path = self.open_path();
+        write_frame(self.epoch()?, batch).map_err(io_error(&self.id, &path))
+    }
+
+    fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
+        self.epoch()?;
+        let open = self.open_path();
+        let epoch = self.epoch.take().expect("opened above");
+        let file = epoch
+            .into_inner()
+            .map_err(|e| io_error(&self.id, &open)(e.into_error()))?;
+        let staged = self.staging.join(format!("{id}.epoch"));
+        self.pending.insert(id, staged.clone());
+        self.send(Request::Seal {
+            file,
+            open,
+            staged,
+            info: json!({ "checkpoint": id }),
+            done,
+        })
+    }
+
+    fn commit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
+        let rest = self.pending.split_off(&(id + 1));
+        let epochs = std::mem::replace(&mut self.pending, rest);
+        self.send(Request::Deliver {
+            epochs: epochs.into_iter().collect(),
+            done,
+        })
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        if let Some(worker) = self.worker.take() {
+            drop(worker.requests);
+            if worker.thread.join().is_err() {
+                return Err(SinkError::Io {
+                    sink: self.id.clone(),
+                    path: self.staging.display().to_string(),
+                    error: std::io::Error::other("the sink's worker thread panicked"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StagedSink {
+    fn drop(&mut self) {
+        // Finishes the requested steps; a crash would not, and recovery
+        // handles that.
+        let _ = self.close();
+    }
+}
+
+impl Worker {
+    fn start(sink: String, mut destination: Box<dyn Destination>) -> Worker {
+        let (requests, rx) = unbounded::<Request>();
+        let thread = std::thread::Builder::new()
+            .name(format!("sink-{sink}"))
+            .spawn(move || {
+                for request in rx {
+                    match request {
+                        Request::Seal {
+                            file,
+                            open,
+                            staged,
+                            info,
+                            done,
+                        } => done(seal(&sink, file, &open, &staged).map(|()| info)),
+                        Request::Deliver { epochs, done } => {
+                            let delivered = epochs.iter().try_for_each(|(id, path)| {
+                                deliver(&sink, *id, path, destination.as_mut())
+                            });
+                            done(delivered.map(|()| Value::Null))
+                        }
+                    }
+                }
+            })
+            .expect("spawning the sink's worker thread");
+        Worker { requests, thread }
+    }
+}
+
+/// Appends `batch` to an epoch file as one frame.
+fn write_frame(out: &mut impl Write, batch: &Batch) -> std::io::Result<()> {
+    let (data, spans) = batch.parts();
+    out.write_all(&(data.len() as u32).to_le_bytes())?;
+    out.write_all(&(spans.len() as u32).to_le_bytes())?;
+    out.write_all(data)?;
+    out.write_all(spans)
+}
+
+/// Makes the epoch in `file` (at `open`) durable and renames it to `staged`.
+fn seal(sink: &str, file: File, open: &Path, staged: &Path) -> Result<(), SinkError> {
+    file.sync_all().map_err(io_error(sink, open))?;
+    fs::rename(open, staged).map_err(io_error(sink, staged))?;
+    let dir = staged.parent().unwrap_or(Path::new("."));
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error(sink, dir))
+}
+
+/// Delivers staged epoch `id` from `path`, then deletes the file.
+fn deliver(
+    sink: &str,
+    id: u64,
+    path: &Path,
+    destination: &mut dyn Destination,
+) -> Result<(), SinkError> {
+    let file = File::open(path).map_err(io_error(sink, path))?;
+    let mut epoch = EpochReader {
+        sink: sink.to_owned(),
+        path: path.to_path_buf(),
+        input: BufReader::with_capacity(1 << 20, file),
+    };
+    destination.deliver(id, &mut epoch)?;
+    fs::remove_file(path).map_err(io_error(sink, path))
+}
+
+/// Brings the destination to the end of checkpoint `n`: delivers the
+/// staged epochs `<= n` it does not hold, in order.
+fn recover(
+    sink: &str,
+    staging: &Path,
+    n: u64,
+    staged: &BTreeMap<u64, PathBuf>,
+    destination: &mut dyn Destination,
+) -> Result<(), SinkError> {
+    let inconsistent = |message: String| SinkError::Inconsistent {
+        sink: sink.to_owned(),
+        path: staging.display().to_string(),
+        message,
+    };
+    let from = match destination.delivered()? {
+        Some(d) if d > n => {
+            return Err(inconsistent(format!(
+                "the destination already holds the output of checkpoint {d}, later than checkpoint {n} being restored; \
+                 restore checkpoint {d} or later, or clear the destination's output and rerun with `--restore none`"
+            )));
+        }
+        Some(d) if d == n => return Ok(()),
+        Some(d) => {
+            if !staged.contains_key(&n) {
+                return Err(inconsistent(format!(
+                    "the destination holds the output up to checkpoint {d}, and the staged output of checkpoint {n} \
+                     ({}) is missing; clear the destination's output and rerun with `--restore none`",
+                    staging.join(format!("{n}.epoch")).display()
+                )));
+            }
+            d + 1
+        }
+        None => 0,
+    };
+    for (id, path) in staged.range(from..=n) {
+        tracing::info!("sink `{sink}`: delivering checkpoint {id}'s output, completed before the restart");
+        deliver(sink, *id, path, destination)?;
+    }
+    Ok(())
+}
+
+/// The sealed epochs in `staging`, by checkpoint id.
+fn staged_epochs(sink: &str, staging: &Path) -> Result<BTreeMap<u64, PathBuf>, SinkError> {
+    let io = io_error(sink, staging);
+    let mut staged = BTreeMap::new();
+    for entry in fs::read_dir(staging).map_err(&io)? {
+        let path = entry.map_err(&io)?.path();
+        if let Some(id) = epoch_of(&path) {
+            staged.insert(id, path);
+        }
+    }
+    Ok(staged)
+}
+
+/// The checkpoint id of a sealed epoch file `<id>.epoch`.
+fn epoch_of(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_suffix(".epoch")?.parse().ok()
+}
+
+fn io_error(sink: &str, path: &Path) -> impl Fn(std::io::Error) -> SinkError + use<> {
+    let (sink, path) = (sink.to_owned(), path.display().to_string());
+    move |error| SinkError::Io {
+        sink: sink.clone(),
+        path: path.clone(),
+        error,
+    }
+}
+
+/// The batches of one staged epoch, read back in the order they were
+/// written.
+pub(crate) struct EpochReader {
+    sink: String,
+    path: PathBuf,
+    input: BufReader<File>,
+}
+
+impl EpochReader {
+    /// The next batch, or `None` at the end of the epoch.
+    pub(crate) fn next_batch(&mut self) -> Result<Option<Batch>, SinkError> {
+        let io = io_error(&self.sink, &self.path);
+        let mut lengths = [0u8; 8];
+        match self.input.read(&mut lengths[..1]).map_err(&io)? {
+            0 => return Ok(None),
+            _ => self.input.read_exact(&mut lengths[1..]).map_err(&io)?,
+        }
+        let data_len = u32::from_le_bytes(lengths[..4].try_into().expect("4 bytes")) as usize;
+        let spans_len = u32::from_le_bytes(lengths[4..].try_into().expect("4 bytes")) as usize;
+        let mut data = vec![0; data_len];
+        let mut spans = vec![0; spans_len];
+        self.input.read_exact(&mut data).map_err(&io)?;
+        self.input.read_exact(&mut spans).map_err(&io)?;
+        Batch::from_parts(data, spans)
+            .map(Some)
+            .map_err(|e| SinkError::Inconsistent {
+                sink: self.sink.clone(),
+                path: self.path.display().to_string(),
+                message: format!("a staged epoch is damaged ({e}); rerun with `--restore none`"),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::connectors::sink::{commit_blocking, precommit_blocking};
+
+    /// A destination that keeps what it was given, and a `delivered` mark
+    /// as a database would (`tracks`) or none as a log.
+    #[derive(Clone, Default)]
+    struct Memory {
+        held: Arc<Mutex<Vec<(u64, String)>>>,
+        mark: Arc<Mutex<Option<u64>>>,
+        tracks: bool,
+        fail: Arc<Mutex<bool>>,
+    }
+
+    impl Destination for Memory {
+        fn delivered(&mut self) -> Result<Option<u64>, SinkError> {
+            Ok(if self.tracks {
+                Some(self.mark.lock().unwrap().unwrap_or(0))
+            } else {
+                None
+            })
+        }
+        fn start_over(&mut self) -> Result<(), SinkError> {
+            *self.mark.lock().unwrap() = None;
+            Ok(())
+        }
+        fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError> {
+            if *self.fail.lock().unwrap() {
+                return Err(SinkError::Inconsistent {
+                    sink: "s".into(),
+                    path: "memory".into(),
+                    message: "refused".into(),
+                });
+            }
+            let mut held = self.held.lock().unwrap();
+            if !self.tracks && held.iter().any(|(k, _)| *k == id) {
+                return Ok(()); // a log drops what it already has
+            }
+            while let Some(batch) = epoch.next_batch()? {
+                for r in batch.iter() {
+                    held.push((id, String::from_utf8(r.value.to_vec()).unwrap()));
+                }
+            }
+            *self.mark.lock().unwrap() = Some(id);
+            Ok(())
+        }
+    }
+
+    fn batch(values: &[&str]) -> Batch {
+        let mut b = Batch::new();
+        for v in values {
+            b.push(Some(v.as_bytes()), v.as_bytes(), Some(7));
+        }
+        b
+    }
+
+    fn held(m: &Memory) -> Vec<String> {
+        m.held.lock().unwrap().iter().map(|(_, v)| v.clone()).collect()
+    }
+
+    #[test]
+    fn epochs_reach_the_destination_only_at_commit_and_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Memory::default();
+        let mut s = StagedSink::open("s", dir.path(), None, Box::new(m.clone())).unwrap();
+        s.write(&batch(&["a", "b"])).unwrap();
+        s.write(&batch(&["c"])).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        s.write(&batch(&["d"])).unwrap();
+        precommit_blocking(&mut s, 2).unwrap();
+        assert!(held(&m).is_empty());
+        commit_blocking(&mut s, 2).unwrap();
+        assert_eq!(held(&m), ["a", "b", "c", "d"]);
+        let ids: Vec<u64> = m.held.lock().unwrap().iter().map(|(k, _)| *k).collect();
+        assert_eq!(ids, [1, 1, 1, 2]);
+        assert_eq!(staged_epochs("s", dir.path()).unwrap().len(), 0);
+    }
+
+    /// A crash after checkpoint 2 completed but before its delivery: the
+    /// restore delivers it (and only what the destination lacks), and drops
+    /// checkpoint 3's staged output, which never completed.
+    #[test]
+    fn a_restore_delivers_completed_epochs_the_destination_lacks() {
+        for tracks in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let m = Memory {
+                tracks,
+                ..Memory::default()
+            };
+            let mut s = StagedSink::open("s", dir.path(), None, Box::new(m.clone())).unwrap();
+            s.write(&batch(&["a"])).unwrap();
+            precommit_blocking(&mut s, 1).unwrap();
+            commit_blocking(&mut s, 1).unwrap();
+            s.write(&batch(&["b"])).unwrap();
+            precommit_blocking(&mut s, 2).unwrap();
+            s.write(&batch(&["c"])).unwrap();
+            precommit_blocking(&mut s, 3).unwrap();
+            s.write(&batch(&["d"])).unwrap();
+            std::mem::forget(s); // the crash: nothing more happens
+
+            let info = json!({"checkpoint": 2});
+            let s = StagedSink::open("s", dir.path(), Some(&info), Box::new(m.clone())).unwrap();
+            drop(s);
+            assert_eq!(held(&m), ["a", "b"], "tracks {tracks}");
+            assert_eq!(staged_epochs("s", dir.path()).unwrap().len(), 0);
+            // Restoring the same checkpoint again changes nothing.
+            StagedSink::open("s", dir.path(), Some(&info), Box::new(m.clone())).unwrap();
+            assert_eq!(held(&m), ["a", "b"], "tracks {tracks}");
+        }
+    }
+
+    #[test]
+    fn a_destination_ahead_of_the_restored_checkpoint_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Memory {
+            tracks: true,
+            ..Memory::default()
+        };
+        *m.mark.lock().unwrap() = Some(5);
+        let info = json!({"checkpoint": 3});
+        let err = StagedSink::open("s", dir.path(), Some(&info), Box::new(m))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("checkpoint 5") && err.contains("--restore none"), "{err}");
+    }
+
+    /// A failed delivery keeps the epoch staged, so the restore that
+    /// follows the failure delivers it.
+    #[test]
+    fn a_failed_delivery_keeps_the_epoch_for_the_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Memory {
+            tracks: true,
+            ..Memory::default()
+        };
+        let mut s = StagedSink::open("s", dir.path(), None, Box::new(m.clone())).unwrap();
+        s.write(&batch(&["a"])).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        *m.fail.lock().unwrap() = true;
+        assert!(commit_blocking(&mut s, 1).is_err());
+        drop(s);
+        *m.fail.lock().unwrap() = false;
+        let info = json!({"checkpoint": 1});
+        drop(StagedSink::open("s", dir.path(), Some(&info), Box::new(m.clone())).unwrap());
+        assert_eq!(held(&m), ["a"]);
+    }
+
+    #[test]
+    fn records_come_back_with_their_keys_and_timestamps() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.open");
+        let mut out = BufWriter::new(File::create(&path).unwrap());
+        let b = batch(&["x", "yy"]);
+        write_frame(&mut out, &b).unwrap();
+        write_frame(&mut out, &b).unwrap();
+        drop(out);
+        let mut r = EpochReader {
+            sink: "s".into(),
+            path: path.clone(),
+            input: BufReader::new(File::open(&path).unwrap()),
+        };
+        let back = r.next_batch().unwrap().unwrap();
+        assert_eq!(back.to_records(), b.to_records());
+        assert_eq!(r.next_batch().unwrap().unwrap().to_records(), b.to_records());
+        assert!(r.next_batch().unwrap().is_none());
+    }
+}
