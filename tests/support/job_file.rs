@@ -177,6 +177,14 @@ impl Source {
         Source::of(id, "stdin")
     }
 
+    /// Source `id` reading the JetStream stream `stream` of the NATS server
+    /// at `url`.
+    pub fn nats(id: &str, url: &str, stream: &str) -> Self {
+        Source::of(id, "nats")
+            .string("url", url)
+            .string("stream", stream)
+    }
+
     /// `format`: `lines`, `jsonl` or `csv`.
     pub fn format(self, format: &str) -> Self {
         self.string("format", format)
@@ -298,6 +306,25 @@ impl Sink {
     /// Sink `id` writing to standard output.
     pub fn stdout(id: &str) -> Self {
         Sink::default().string("id", id).string("type", "stdout")
+    }
+
+    /// Sink `id` publishing to `subject` on the NATS server at `url`.
+    pub fn nats(id: &str, url: &str, subject: &str) -> Self {
+        Sink::default()
+            .string("id", id)
+            .string("type", "nats")
+            .string("url", url)
+            .string("subject", subject)
+    }
+
+    /// Sink `id` writing rows into `table` of the PostgreSQL database at
+    /// `url`.
+    pub fn postgres(id: &str, url: &str, table: &str) -> Self {
+        Sink::default()
+            .string("id", id)
+            .string("type", "postgres")
+            .string("url", url)
+            .string("table", table)
     }
 
     /// `input`: the upstream node (`id` or `id.port`).

@@ -28,6 +28,7 @@ pub mod pipeline;
 pub mod polyglot;
 pub mod pty;
 pub mod running;
+pub mod servers;
 #[cfg(feature = "plugins")]
 pub mod streaming;
 pub mod wait;

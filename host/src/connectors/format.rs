@@ -195,8 +195,15 @@ impl LineParser {
     }
 
     /// Adds line number `number` (without its line break) to `batch`, or
-    /// counts it as skipped.
-    fn add(&mut self, batch: &mut Batch, line: &[u8], number: u64) -> Result<(), SourceError> {
+    /// counts it as skipped. Without a `timestamp` field the record's
+    /// timestamp is `time`.
+    pub(crate) fn add(
+        &mut self,
+        batch: &mut Batch,
+        line: &[u8],
+        number: u64,
+        time: Option<i64>,
+    ) -> Result<(), SourceError> {
         let mut line = line;
         while let [rest @ .., b'\r'] = line {
             line = rest;
@@ -204,7 +211,7 @@ impl LineParser {
         match self.format {
             Format::Jsonl if line.iter().all(u8::is_ascii_whitespace) => {}
             Format::Jsonl if self.key.is_none() && self.timestamp.is_none() => {
-                batch.push(None, line, None)
+                batch.push(None, line, time)
             }
             Format::Jsonl => {
                 let malformed = |message: String| SourceError::Malformed {
@@ -219,7 +226,7 @@ impl LineParser {
                 let fields = read_fields(text, self.key.as_deref(), ts.map(|t| &*t.field))
                     .map_err(|e| malformed(format!("not JSON: {e}")))?;
                 let timestamp = match (ts, fields.time) {
-                    (None, _) => None,
+                    (None, _) => time,
                     (Some(_), Time::Millis(ms)) => Some(ms),
                     (Some(t), bad) if t.on_bad == OnBadTimestamp::Fail => {
                         let found = match &bad {
@@ -243,7 +250,7 @@ impl LineParser {
                 batch.push(key.as_deref(), line, timestamp);
             }
             // `lines`: the key is the line itself.
-            _ => batch.push_keyed_by_value(line, None),
+            _ => batch.push_keyed_by_value(line, time),
         }
         Ok(())
     }
@@ -275,7 +282,8 @@ impl SourceReader for LineReader {
                 // The end of the input ends the last line too.
                 if !self.line.is_empty() {
                     self.records += 1;
-                    self.parser.add(&mut batch, &self.line, self.records)?;
+                    self.parser
+                        .add(&mut batch, &self.line, self.records, None)?;
                     self.line.clear();
                 }
                 break;
@@ -296,7 +304,7 @@ impl SourceReader for LineReader {
                     &self.line
                 };
                 self.records += 1;
-                self.parser.add(&mut batch, line, self.records)?;
+                self.parser.add(&mut batch, line, self.records, None)?;
                 self.line.clear();
                 used = end + 1;
             }

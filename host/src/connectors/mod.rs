@@ -17,6 +17,8 @@ pub mod file;
 pub mod format;
 pub mod generator;
 mod jsonl;
+pub mod nats;
+pub mod postgres;
 pub mod sink;
 pub mod source;
 mod staged;
@@ -35,10 +37,11 @@ use sink::{Sink, SinkError};
 use source::{SourceError, SourceReader};
 
 /// The source types, in the order the unknown-type message lists them.
-pub const SOURCE_TYPES: &[SourceType] = &[file::SOURCE, generator::SOURCE, stdin::SOURCE];
+pub const SOURCE_TYPES: &[SourceType] =
+    &[file::SOURCE, generator::SOURCE, stdin::SOURCE, nats::SOURCE];
 
 /// The sink types, in the order the unknown-type message lists them.
-pub const SINK_TYPES: &[SinkType] = &[file::SINK, stdout::SINK];
+pub const SINK_TYPES: &[SinkType] = &[file::SINK, postgres::SINK, stdout::SINK, nats::SINK];
 
 /// Reads a source's settings from its table, which holds only keys of its
 /// type. A value of the wrong type is an error here; everything else is

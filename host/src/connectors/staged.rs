@@ -316,7 +316,9 @@ fn recover(
         None => 0,
     };
     for (id, path) in staged.range(from..=n) {
-        tracing::info!("sink `{sink}`: delivering checkpoint {id}'s output, completed before the restart");
+        tracing::info!(
+            "sink `{sink}`: delivering checkpoint {id}'s output, completed before the restart"
+        );
         deliver(sink, *id, path, destination)?;
     }
     Ok(())
@@ -443,7 +445,12 @@ mod tests {
     }
 
     fn held(m: &Memory) -> Vec<String> {
-        m.held.lock().unwrap().iter().map(|(_, v)| v.clone()).collect()
+        m.held
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, v)| v.clone())
+            .collect()
     }
 
     #[test]
@@ -510,7 +517,10 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("checkpoint 5") && err.contains("--restore none"), "{err}");
+        assert!(
+            err.contains("checkpoint 5") && err.contains("--restore none"),
+            "{err}"
+        );
     }
 
     /// A failed delivery keeps the epoch staged, so the restore that
@@ -550,7 +560,10 @@ mod tests {
         };
         let back = r.next_batch().unwrap().unwrap();
         assert_eq!(back.to_records(), b.to_records());
-        assert_eq!(r.next_batch().unwrap().unwrap().to_records(), b.to_records());
+        assert_eq!(
+            r.next_batch().unwrap().unwrap().to_records(),
+            b.to_records()
+        );
         assert!(r.next_batch().unwrap().is_none());
     }
 }

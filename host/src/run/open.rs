@@ -97,7 +97,8 @@ pub(crate) fn open_sinks(job: &Job, at: &RestorePoint) -> Result<Vec<Box<dyn Sin
         .map(|s| {
             let staging = at.state_dir.join("sinks").join(&s.id);
             let info = at.checkpoint.as_ref().and_then(|m| m.sinks.get(&s.id));
-            s.open(&job.name, &staging, info).map_err(|e| RunError::Task(e.into()))
+            s.open(&job.name, &staging, info)
+                .map_err(|e| RunError::Task(e.into()))
         })
         .collect()
 }

@@ -1,0 +1,243 @@
+//! The NATS JetStream sink (`type = "nats"` in `[[sink]]`): each record's
+//! value published to `subject` (or to a subject built from the record's
+//! key), into whichever stream captures it, once the checkpoint that
+//! covers the record is complete.
+//!
+//! Invariant (exactly-once within the stream's duplicate window): record
+//! *i* of checkpoint *n*'s epoch is always published with the message id
+//! `<job>/<sink>/<n>/<i>`. An epoch is staged durably before its checkpoint
+//! completes ([`StagedSink`]); a restore republishes every staged epoch up
+//! to the restored checkpoint that was not fully acknowledged, with the
+//! same ids, and JetStream drops the ones it already stored.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_nats::jetstream::context::PublishAckFuture;
+use async_nats::jetstream::message::PublishMessage;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Table;
+
+use super::connection::{Connection, check_url};
+use crate::connectors::sink::{Sink, SinkError};
+use crate::connectors::staged::{Destination, EpochReader, StagedSink};
+use crate::connectors::{BuildSink, SinkConnector, SinkType};
+use crate::fields::from_table;
+
+/// The registry entry of `type = "nats"` sinks.
+pub const SINK: SinkType = SinkType {
+    name: "nats",
+    keys: &["url", "subject"],
+    read: NatsSinkConfig::read,
+};
+
+/// The placeholder of `subject` that each record's key replaces.
+const KEY: &str = "{key}";
+
+/// Publishes awaiting their acknowledgement, at most.
+const IN_FLIGHT: usize = 4096;
+
+/// The settings of a NATS JetStream sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsSinkConfig {
+    /// The server (`url`).
+    pub url: String,
+    /// The subject each record is published to (`subject`); `{key}` in it
+    /// stands for the record's key.
+    pub subject: String,
+}
+
+impl NatsSinkConfig {
+    fn read(table: Table) -> Result<BuildSink, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            url: Option<String>,
+            subject: Option<String>,
+        }
+        let raw: Raw = from_table(table)?;
+        Ok(Box::new(move |_: &Path| {
+            let Some(url) = raw.url else {
+                return Err("`url` is missing; add url = \"nats://127.0.0.1:4222\"".into());
+            };
+            check_url(&url)?;
+            let Some(subject) = raw.subject else {
+                return Err("`subject` is missing; add subject = \"<subject>\" (`{key}` in it stands for the record's key)".into());
+            };
+            check_subject(&subject.replace(KEY, "k"))
+                .map_err(|m| format!("`subject` = {subject:?} {m}"))?;
+            Ok(Arc::new(NatsSinkConfig { url, subject }))
+        }))
+    }
+}
+
+/// Checks that `subject` is a subject one can publish to.
+fn check_subject(subject: &str) -> Result<(), String> {
+    if subject.is_empty() || subject.split('.').any(str::is_empty) {
+        return Err("has an empty token; subjects are dot-separated non-empty tokens".into());
+    }
+    if let Some(c) = subject
+        .chars()
+        .find(|c| c.is_whitespace() || matches!(c, '*' | '>'))
+    {
+        return Err(format!(
+            "holds {c:?}; a published subject has no whitespace or wildcards"
+        ));
+    }
+    Ok(())
+}
+
+impl SinkConnector for NatsSinkConfig {
+    fn open(
+        &self,
+        job: &str,
+        id: &str,
+        staging: &Path,
+        restore: Option<&Value>,
+    ) -> Result<Box<dyn Sink>, SinkError> {
+        let remote = |target: String| {
+            let sink = id.to_owned();
+            move |message: String| SinkError::Remote {
+                sink: sink.clone(),
+                target: target.clone(),
+                message,
+            }
+        };
+        let connection = Connection::open(&self.url, id).map_err(remote(self.url.clone()))?;
+        let target = format!("subject `{}` at {}", self.subject, connection.server);
+        let sample = self.subject.replace(KEY, "key");
+        connection
+            .block_on(connection.jetstream.stream_by_subject(sample.clone()))
+            .map_err(|e| {
+                remote(target.clone())(format!(
+                    "no JetStream stream captures subject `{sample}` ({e}); create one whose subjects include it"
+                ))
+            })?;
+        let destination = NatsDestination {
+            sink: id.to_owned(),
+            prefix: format!("{job}/{id}"),
+            subject: self.subject.clone(),
+            target,
+            connection,
+        };
+        Ok(Box::new(StagedSink::open(
+            id,
+            staging,
+            restore,
+            Box::new(destination),
+        )?))
+    }
+}
+
+/// Publishes staged epochs.
+struct NatsDestination {
+    sink: String,
+    /// `<job>/<sink>`, the start of every message id.
+    prefix: String,
+    subject: String,
+    /// The subject and server, for messages.
+    target: String,
+    connection: Connection,
+}
+
+impl NatsDestination {
+    fn error(&self, message: String) -> SinkError {
+        SinkError::Remote {
+            sink: self.sink.clone(),
+            target: self.target.clone(),
+            message,
+        }
+    }
+
+    /// The subject of a record with key `key`.
+    fn subject_for(&self, key: Option<&[u8]>) -> Result<String, String> {
+        if !self.subject.contains(KEY) {
+            return Ok(self.subject.clone());
+        }
+        let Some(key) = key else {
+            return Err("a record has no key, and `subject` needs one for `{key}`".into());
+        };
+        let key = std::str::from_utf8(key).map_err(|_| {
+            "a record's key is not UTF-8, so it cannot be part of a subject".to_string()
+        })?;
+        let subject = self.subject.replace(KEY, key);
+        check_subject(&subject)
+            .map_err(|m| format!("the subject {subject:?} of key {key:?} {m}"))?;
+        Ok(subject)
+    }
+}
+
+impl Destination for NatsDestination {
+    /// A stream does not say which epochs it holds: every staged epoch is
+    /// republished and the duplicates dropped by id.
+    fn delivered(&mut self) -> Result<Option<u64>, SinkError> {
+        Ok(None)
+    }
+
+    fn start_over(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError> {
+        let jetstream = self.connection.jetstream.clone();
+        let published = self.connection.block_on(async {
+            let mut pending: std::collections::VecDeque<PublishAckFuture> = Default::default();
+            let mut position = 0u64;
+            while let Some(batch) = epoch.next_batch()? {
+                for r in batch.iter() {
+                    let subject = self.subject_for(r.key).map_err(|m| self.error(m))?;
+                    let message = PublishMessage::build()
+                        .payload(Bytes::copy_from_slice(r.value))
+                        .message_id(format!("{}/{id}/{position}", self.prefix));
+                    position += 1;
+                    let ack = jetstream
+                        .send_publish(subject, message)
+                        .await
+                        .map_err(|e| self.error(format!("publishing failed: {e}")))?;
+                    pending.push_back(ack);
+                    if pending.len() >= IN_FLIGHT {
+                        let ack = pending.pop_front().expect("not empty");
+                        ack.await
+                            .map_err(|e| self.error(format!("no acknowledgement: {e}")))?;
+                    }
+                }
+            }
+            for ack in pending {
+                ack.await
+                    .map_err(|e| self.error(format!("no acknowledgement: {e}")))?;
+            }
+            Ok::<u64, SinkError>(position)
+        })?;
+        tracing::debug!(
+            "sink `{}`: published {published} records of checkpoint {id}",
+            self.sink
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<(), String> {
+        NatsSinkConfig::read(text.parse().unwrap())?(Path::new(".")).map(drop)
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        parse("url = \"h:1\"\nsubject = \"out\"").unwrap();
+        parse("url = \"h:1\"\nsubject = \"out.{key}\"").unwrap();
+        for (text, expected) in [
+            ("subject = \"out\"", "`url` is missing"),
+            ("url = \"h:1\"", "`subject` is missing"),
+            ("url = \"h:1\"\nsubject = \"out.*\"", "wildcards"),
+            ("url = \"h:1\"\nsubject = \"out..x\"", "empty token"),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+}

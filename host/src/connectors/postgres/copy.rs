@@ -1,0 +1,657 @@
+//! Records to `COPY ... FROM STDIN` text (PostgreSQL's text format), with
+//! every value checked against its column's type first, and the epoch's
+//! rows grouped by the columns they name ([`Groups`]) or, for upsert,
+//! merged by key ([`Merged`]). No I/O: the destination sends the text.
+//!
+//! A field is written in the text format: `\N` for NULL, and a backslash,
+//! tab, newline or carriage return escaped with a backslash, so that a row
+//! is one line of tab-separated fields.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use serde_json::Value;
+
+/// How a column's values are checked and written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// `smallint`, `integer`, `bigint`: a JSON integer in the type's range.
+    Int(i64, i64),
+    /// `numeric`, `real`, `double precision`: a JSON number.
+    Number,
+    /// `boolean`: `true` or `false`.
+    Bool,
+    /// `json`, `jsonb`: any JSON value, written as its JSON text.
+    Json,
+    /// Text types and every other type (dates, times, uuids, enums,
+    /// arrays...): a JSON string, which PostgreSQL parses as the type.
+    Text,
+}
+
+impl Kind {
+    /// The kind of a column of type `typname` (`pg_type.typname`, the base
+    /// type of a domain).
+    pub(super) fn of(typname: &str) -> Kind {
+        match typname {
+            "int2" => Kind::Int(i16::MIN.into(), i16::MAX.into()),
+            "int4" => Kind::Int(i32::MIN.into(), i32::MAX.into()),
+            "int8" => Kind::Int(i64::MIN, i64::MAX),
+            "numeric" | "float4" | "float8" => Kind::Number,
+            "bool" => Kind::Bool,
+            "json" | "jsonb" => Kind::Json,
+            _ => Kind::Text,
+        }
+    }
+
+    /// What a value of this kind must be, for messages.
+    fn expected(self) -> String {
+        match self {
+            Kind::Int(lo, hi) => format!("a JSON integer in {lo}..={hi}"),
+            Kind::Number => "a JSON number".into(),
+            Kind::Bool => "true or false".into(),
+            Kind::Json => "a JSON value".into(),
+            Kind::Text => "a JSON string".into(),
+        }
+    }
+}
+
+/// One column of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Column {
+    /// Its name (`pg_attribute.attname`), matched exactly by field names.
+    pub(super) name: String,
+    /// Its type as SQL writes it (`format_type`), for messages.
+    pub(super) sql_type: String,
+    /// How its values are checked.
+    pub(super) kind: Kind,
+    /// A generated column: PostgreSQL computes it, no record may set it.
+    pub(super) generated: bool,
+}
+
+/// The columns of the table, looked up by name.
+#[derive(Debug)]
+pub(super) struct Columns {
+    pub(super) list: Vec<Column>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Columns {
+    pub(super) fn new(list: Vec<Column>) -> Columns {
+        let by_name = list
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect();
+        Columns { list, by_name }
+    }
+
+    /// The index of the column named `name`.
+    pub(super) fn find(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+}
+
+/// One record's fields as COPY text, reused from record to record: the
+/// column of each field (ascending) and where its text is in `text`.
+#[derive(Debug, Default)]
+pub(super) struct Row {
+    cells: Vec<(usize, Range<usize>)>,
+    text: Vec<u8>,
+    /// JSON text of a `json` value, before escaping.
+    json: Vec<u8>,
+}
+
+impl Row {
+    /// Reads record `value` (a JSON object) into this row: every field
+    /// checked against its column and encoded. Fields without a column are
+    /// an error, or skipped with `ignore_unknown`. The message names the
+    /// column and shows the record.
+    pub(super) fn read(
+        &mut self,
+        columns: &Columns,
+        ignore_unknown: bool,
+        value: &[u8],
+    ) -> Result<(), String> {
+        self.cells.clear();
+        self.text.clear();
+        let record = match serde_json::from_slice::<Value>(value) {
+            Ok(Value::Object(map)) => map,
+            Ok(other) => {
+                return Err(format!(
+                    "a record is {}, not a JSON object: {}; the postgres sink writes JSON objects, one field per column",
+                    json_type(&other),
+                    shorten(value)
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "a record is not JSON ({e}): {}; the postgres sink writes JSON objects, one field per column",
+                    shorten(value)
+                ));
+            }
+        };
+        for (name, field) in &record {
+            let Some(col) = columns.find(name) else {
+                if ignore_unknown {
+                    continue;
+                }
+                return Err(format!(
+                    "field `{name}` of record {} has no column in the table; add the column, \
+                     remove the field, or set ignore_unknown = true",
+                    shorten(value)
+                ));
+            };
+            let column = &columns.list[col];
+            if column.generated {
+                if ignore_unknown {
+                    continue;
+                }
+                return Err(format!(
+                    "field `{name}` of record {} sets generated column `{name}`, which PostgreSQL computes; \
+                     remove the field, or set ignore_unknown = true",
+                    shorten(value)
+                ));
+            }
+            let start = self.text.len();
+            if let Err(got) = encode(field, column.kind, &mut self.text, &mut self.json) {
+                return Err(format!(
+                    "column `{name}` ({}) needs {}, got {got} in record {}; fix the records or the column's type",
+                    column.sql_type,
+                    column.kind.expected(),
+                    shorten(value)
+                ));
+            }
+            self.cells.push((col, start..self.text.len()));
+        }
+        self.cells.sort_unstable_by_key(|(col, _)| *col);
+        Ok(())
+    }
+
+    /// The columns the record names, ascending.
+    pub(super) fn columns(&self) -> impl Iterator<Item = usize> + '_ {
+        self.cells.iter().map(|(col, _)| *col)
+    }
+
+    /// The COPY text of the field of column `col`, if the record has one.
+    pub(super) fn field(&self, col: usize) -> Option<&[u8]> {
+        let i = self.cells.binary_search_by_key(&col, |(c, _)| *c).ok()?;
+        Some(&self.text[self.cells[i].1.clone()])
+    }
+
+    /// Appends the row as one COPY line (fields in column order).
+    pub(super) fn write_line(&self, out: &mut Vec<u8>) {
+        for (i, (_, range)) in self.cells.iter().enumerate() {
+            if i > 0 {
+                out.push(b'\t');
+            }
+            out.extend_from_slice(&self.text[range.clone()]);
+        }
+        out.push(b'\n');
+    }
+}
+
+/// Writes `value` as a COPY field of a column of `kind`, or returns what
+/// the value is when it does not fit (for the message).
+fn encode(value: &Value, kind: Kind, out: &mut Vec<u8>, json: &mut Vec<u8>) -> Result<(), String> {
+    let got = || {
+        format!(
+            "{} {}",
+            json_type(value),
+            shorten(value.to_string().as_bytes())
+        )
+    };
+    match (kind, value) {
+        (_, Value::Null) => out.extend_from_slice(b"\\N"),
+        (Kind::Int(lo, hi), Value::Number(n)) => match n.as_i64().filter(|v| (lo..=hi).contains(v))
+        {
+            Some(v) => out.extend_from_slice(v.to_string().as_bytes()),
+            None => return Err(got()),
+        },
+        // JSON numbers hold no tab, newline or backslash.
+        (Kind::Number, Value::Number(n)) => out.extend_from_slice(n.to_string().as_bytes()),
+        (Kind::Bool, Value::Bool(b)) => out.push(if *b { b't' } else { b'f' }),
+        (Kind::Json, v) => {
+            json.clear();
+            serde_json::to_writer(&mut *json, v).expect("writing JSON to memory");
+            escape(json, out);
+        }
+        (Kind::Text, Value::String(s)) => {
+            if s.contains('\0') {
+                return Err(format!(
+                    "a string with a NUL character, which PostgreSQL text cannot hold: {}",
+                    shorten(s.as_bytes())
+                ));
+            }
+            escape(s.as_bytes(), out);
+        }
+        _ => return Err(got()),
+    }
+    Ok(())
+}
+
+/// Appends `text` escaped for a COPY text field.
+pub(super) fn escape(text: &[u8], out: &mut Vec<u8>) {
+    let special = |b: &u8| matches!(b, b'\\' | b'\t' | b'\n' | b'\r');
+    if !text.iter().any(special) {
+        out.extend_from_slice(text);
+        return;
+    }
+    out.reserve(text.len() + 8);
+    for &b in text {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            _ => out.push(b),
+        }
+    }
+}
+
+/// Line `line` (from 1) of COPY text `copy`, shown as `(col=value, ...)`
+/// for messages: which row PostgreSQL refused.
+pub(super) fn show_line(copy: &[u8], line: usize, columns: &[&str]) -> Option<String> {
+    let text = copy.split(|b| *b == b'\n').nth(line.checked_sub(1)?)?;
+    let fields: Vec<String> = text
+        .split(|b| *b == b'\t')
+        .zip(columns)
+        .map(|(v, c)| format!("{c}={}", String::from_utf8_lossy(v)))
+        .collect();
+    Some(shorten(format!("({})", fields.join(", ")).as_bytes()))
+}
+
+/// `text` on one line, cut to about 100 characters.
+pub(super) fn shorten(text: &[u8]) -> String {
+    const MAX: usize = 100;
+    let text = String::from_utf8_lossy(text);
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n == MAX {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The COPY lines of an epoch's rows, one group per set of columns the
+/// rows name (a COPY names its columns once; the columns a row leaves out
+/// get their defaults). Groups are in order of first appearance.
+#[derive(Debug, Default)]
+pub(super) struct Groups {
+    index: HashMap<Vec<usize>, usize>,
+    groups: Vec<Group>,
+    columns: Vec<usize>,
+    /// The line buffers of earlier epochs' groups, for reuse.
+    spare: Vec<Vec<u8>>,
+}
+
+/// Capacity a buffer keeps from one epoch to the next (a large epoch's
+/// memory is given back).
+const KEEP: usize = 4 << 20;
+
+/// The rows of one set of columns.
+#[derive(Debug)]
+pub(super) struct Group {
+    /// The columns, ascending.
+    pub(super) columns: Vec<usize>,
+    /// COPY lines, one per row.
+    pub(super) copy: Vec<u8>,
+}
+
+impl Groups {
+    /// Appends `row` to the group of its columns; returns the group's index.
+    pub(super) fn push(&mut self, row: &Row) -> usize {
+        self.columns.clear();
+        self.columns.extend(row.columns());
+        let g = match self.index.get(&self.columns) {
+            Some(g) => *g,
+            None => {
+                self.index.insert(self.columns.clone(), self.groups.len());
+                let copy = self.spare.pop().unwrap_or_default();
+                self.groups.push(Group {
+                    columns: self.columns.clone(),
+                    copy,
+                });
+                self.groups.len() - 1
+            }
+        };
+        row.write_line(&mut self.groups[g].copy);
+        g
+    }
+
+    /// Every group, for sending and emptying their lines.
+    pub(super) fn groups_mut(&mut self) -> &mut [Group] {
+        &mut self.groups
+    }
+
+    /// Forgets every group (an epoch starts), keeping their buffers.
+    pub(super) fn clear(&mut self) {
+        self.index.clear();
+        for group in self.groups.drain(..) {
+            let mut copy = group.copy;
+            copy.clear();
+            copy.shrink_to(KEEP);
+            self.spare.push(copy);
+        }
+        self.spare.truncate(8);
+    }
+}
+
+/// An upsert epoch's rows merged by key: one row per key, as if the
+/// records were applied in order (a later field replaces an earlier one;
+/// fields only an earlier record has stay). The keys are compared by their
+/// COPY text.
+#[derive(Debug, Default)]
+pub(super) struct Merged {
+    index: HashMap<Vec<u8>, usize>,
+    /// Per key, in order of first appearance: (column, field text) sorted
+    /// by column.
+    rows: Vec<Vec<(usize, Range<usize>)>>,
+    text: Vec<u8>,
+    key: Vec<u8>,
+}
+
+impl Merged {
+    /// Merges `row` into the row of its key (columns `key`). A record
+    /// without a value for a key column is an error naming it.
+    pub(super) fn push(
+        &mut self,
+        row: &Row,
+        key: &[usize],
+        columns: &Columns,
+        record: &[u8],
+    ) -> Result<(), String> {
+        self.key.clear();
+        for &col in key {
+            match row.field(col) {
+                Some(v) if v != b"\\N" => {
+                    self.key.extend_from_slice(v);
+                    self.key.push(b'\t');
+                }
+                found => {
+                    let how = if found.is_some() { "null" } else { "missing" };
+                    return Err(format!(
+                        "key column `{}` is {how} in record {}; every record needs a value for each `key` column",
+                        columns.list[col].name,
+                        shorten(record)
+                    ));
+                }
+            }
+        }
+        let r = match self.index.get(&self.key) {
+            Some(r) => *r,
+            None => {
+                self.index.insert(self.key.clone(), self.rows.len());
+                self.rows.push(Vec::new());
+                self.rows.len() - 1
+            }
+        };
+        for (col, range) in &row.cells {
+            let start = self.text.len();
+            self.text.extend_from_slice(&row.text[range.clone()]);
+            let cell = (*col, start..self.text.len());
+            let cells = &mut self.rows[r];
+            match cells.binary_search_by_key(col, |(c, _)| *c) {
+                Ok(i) => cells[i] = cell,
+                Err(i) => cells.insert(i, cell),
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the merged rows into `groups`, in order of their keys' first
+    /// appearance, and empties this.
+    pub(super) fn drain_into(&mut self, groups: &mut Groups, row: &mut Row) {
+        for cells in self.rows.drain(..) {
+            row.cells.clear();
+            row.text.clear();
+            for (col, range) in cells {
+                let start = row.text.len();
+                row.text.extend_from_slice(&self.text[range]);
+                row.cells.push((col, start..row.text.len()));
+            }
+            groups.push(row);
+        }
+        self.index.clear();
+        self.text.clear();
+    }
+
+    /// Forgets every row (an epoch starts).
+    pub(super) fn clear(&mut self) {
+        self.rows.clear();
+        self.index.clear();
+        self.text.clear();
+        self.text.shrink_to(KEEP);
+    }
+
+    /// Whether no row was merged since the last drain.
+    pub(super) fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn columns() -> Columns {
+        let col = |name: &str, sql_type: &str, typname: &str| Column {
+            name: name.into(),
+            sql_type: sql_type.into(),
+            kind: Kind::of(typname),
+            generated: false,
+        };
+        let mut list = vec![
+            col("id", "integer", "int4"),
+            col("small", "smallint", "int2"),
+            col("big", "bigint", "int8"),
+            col("x", "double precision", "float8"),
+            col("ok", "boolean", "bool"),
+            col("doc", "jsonb", "jsonb"),
+            col("name", "text", "text"),
+            col("day", "date", "date"),
+        ];
+        list.push(Column {
+            generated: true,
+            ..col("total", "bigint", "int8")
+        });
+        Columns::new(list)
+    }
+
+    fn line(record: &str) -> Result<String, String> {
+        let mut row = Row::default();
+        row.read(&columns(), false, record.as_bytes())?;
+        let mut out = Vec::new();
+        row.write_line(&mut out);
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn escaping_covers_backslash_tab_newline_and_return() {
+        let mut out = Vec::new();
+        escape(b"a\\b\tc\nd\re", &mut out);
+        assert_eq!(out, b"a\\\\b\\tc\\nd\\re");
+        out.clear();
+        escape("plain ünïcode \\.".as_bytes(), &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), "plain ünïcode \\\\.");
+    }
+
+    #[test]
+    fn fields_are_written_in_column_order_with_null_as_backslash_n() {
+        let got = line(r#"{"name": "a\tb", "id": 7, "ok": true, "x": 1.5, "day": null}"#).unwrap();
+        assert_eq!(got, "7\t1.5\tt\ta\\tb\t\\N\n");
+        let got = line(r#"{"doc": {"k": "line\nnext", "q": "\\"}, "big": -9007199254740993}"#);
+        assert_eq!(
+            got.unwrap(),
+            "-9007199254740993\t{\"k\":\"line\\\\nnext\",\"q\":\"\\\\\\\\\"}\n"
+        );
+    }
+
+    #[test]
+    fn values_of_the_wrong_type_name_the_column_and_the_record() {
+        let err = line(r#"{"id": "7"}"#).unwrap_err();
+        assert!(
+            err.contains("column `id` (integer) needs a JSON integer in -2147483648..=2147483647")
+                && err.contains("got a string \"7\"")
+                && err.contains(r#"in record {"id": "7"}"#),
+            "{err}"
+        );
+        let err = line(r#"{"small": 40000}"#).unwrap_err();
+        assert!(
+            err.contains("`small` (smallint)") && err.contains("got a number 40000"),
+            "{err}"
+        );
+        assert!(
+            line(r#"{"id": 1.5}"#)
+                .unwrap_err()
+                .contains("got a number 1.5")
+        );
+        assert!(
+            line(r#"{"x": "1"}"#)
+                .unwrap_err()
+                .contains("needs a JSON number")
+        );
+        assert!(
+            line(r#"{"ok": 1}"#)
+                .unwrap_err()
+                .contains("needs true or false")
+        );
+        assert!(
+            line(r#"{"name": 1}"#)
+                .unwrap_err()
+                .contains("needs a JSON string")
+        );
+        assert!(
+            line(r#"{"day": 20240101}"#)
+                .unwrap_err()
+                .contains("`day` (date) needs a JSON string")
+        );
+        assert!(line(r#"{"name": "a\u0000b"}"#).unwrap_err().contains("NUL"));
+        assert!(line(r#"{"doc": [1, "x", null]}"#).is_ok());
+    }
+
+    #[test]
+    fn records_that_are_not_objects_or_have_unknown_fields_are_refused() {
+        let err = line("[1, 2]").unwrap_err();
+        assert!(
+            err.contains("is an array, not a JSON object: [1, 2]"),
+            "{err}"
+        );
+        let err = line("hello").unwrap_err();
+        assert!(
+            err.contains("is not JSON") && err.contains("hello"),
+            "{err}"
+        );
+        let err = line(r#"{"id": 1, "colour": "red"}"#).unwrap_err();
+        assert!(
+            err.contains("field `colour`") && err.contains("ignore_unknown = true"),
+            "{err}"
+        );
+        let err = line(r#"{"total": 3}"#).unwrap_err();
+        assert!(err.contains("generated column `total`"), "{err}");
+        let mut row = Row::default();
+        row.read(
+            &columns(),
+            true,
+            br#"{"id": 1, "colour": "red", "total": 3}"#,
+        )
+        .unwrap();
+        assert_eq!(row.columns().collect::<Vec<_>>(), [0]);
+    }
+
+    #[test]
+    fn a_long_record_is_shortened_in_messages() {
+        let long = format!(r#"{{"id": "{}"}}"#, "x".repeat(500));
+        let err = line(&long).unwrap_err();
+        assert!(err.len() < 400 && err.contains('…'), "{err}");
+        assert_eq!(shorten(b"a\nb"), "a b");
+    }
+
+    #[test]
+    fn rows_are_grouped_by_the_columns_they_name() {
+        let cols = columns();
+        let mut row = Row::default();
+        let mut groups = Groups::default();
+        for r in [
+            r#"{"id": 1, "name": "a"}"#,
+            r#"{"id": 2}"#,
+            r#"{"name": "c", "id": 3}"#,
+        ] {
+            row.read(&cols, false, r.as_bytes()).unwrap();
+            groups.push(&row);
+        }
+        let got: Vec<(Vec<usize>, String)> = groups
+            .groups_mut()
+            .iter()
+            .map(|g| {
+                (
+                    g.columns.clone(),
+                    String::from_utf8(g.copy.clone()).unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [(vec![0, 6], "1\ta\n3\tc\n".into()), (vec![0], "2\n".into())]
+        );
+    }
+
+    /// Several records of one key in an epoch become one row, as if applied
+    /// in order: the last value of each field wins, in first-seen key order.
+    #[test]
+    fn upsert_rows_are_merged_by_key_last_wins() {
+        let cols = columns();
+        let (mut row, mut merged, mut groups) =
+            (Row::default(), Merged::default(), Groups::default());
+        let key = [cols.find("name").unwrap()];
+        for r in [
+            r#"{"name": "a", "id": 1}"#,
+            r#"{"name": "b", "id": 2}"#,
+            r#"{"name": "a", "id": 3, "ok": false}"#,
+            r#"{"name": "a", "id": 4}"#,
+        ] {
+            row.read(&cols, false, r.as_bytes()).unwrap();
+            merged.push(&row, &key, &cols, r.as_bytes()).unwrap();
+        }
+        merged.drain_into(&mut groups, &mut row);
+        assert!(merged.is_empty());
+        let got: Vec<String> = groups
+            .groups_mut()
+            .iter()
+            .map(|g| String::from_utf8(g.copy.clone()).unwrap())
+            .collect();
+        assert_eq!(got, ["4\tf\ta\n", "2\tb\n"]);
+
+        for (r, want) in [
+            (r#"{"id": 1}"#, "`name` is missing"),
+            (r#"{"name": null}"#, "`name` is null"),
+        ] {
+            row.read(&cols, false, r.as_bytes()).unwrap();
+            let err = merged.push(&row, &key, &cols, r.as_bytes()).unwrap_err();
+            assert!(err.contains(want) && err.contains(r), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_refused_copy_line_is_shown_with_its_columns() {
+        let copy = b"1\ta\n2\tb\\tc\n";
+        assert_eq!(
+            show_line(copy, 2, &["id", "name"]).unwrap(),
+            "(id=2, name=b\\tc)"
+        );
+        assert_eq!(show_line(copy, 0, &["id"]), None);
+    }
+}

@@ -1,0 +1,407 @@
+//! The PostgreSQL [`Destination`]: one transaction per epoch that writes
+//! its rows by `COPY` and moves the bookkeeping row of the job's sink to
+//! the epoch's checkpoint.
+
+use std::io::Write;
+use std::time::Duration;
+
+use postgres::{Client, NoTls, Transaction};
+
+use super::copy::{Groups, Merged, Row, show_line};
+use super::table::{COMMITS, Table, connection_lost, copy_context, create_commits, describe};
+use super::{Mode, PostgresSinkConfig};
+use crate::connectors::sink::SinkError;
+use crate::connectors::staged::{Destination, EpochReader};
+
+/// Bytes of COPY text sent at a time: an append group is sent as one
+/// `COPY` once it holds this much, an upsert group in writes of this size.
+const CHUNK: usize = 1 << 20;
+
+/// The temporary table an upsert epoch is copied into before its
+/// `INSERT ... ON CONFLICT`.
+const STAGE: &str = "weir_stage";
+
+/// Writes epochs into a PostgreSQL table.
+pub(super) struct PgDestination {
+    config: postgres::Config,
+    client: Option<Client>,
+    job: String,
+    sink: String,
+    /// `table <schema.table> at <server>`, for messages.
+    target: String,
+    table: Table,
+    mode: Mode,
+    ignore_unknown: bool,
+    row: Row,
+    groups: Groups,
+    merged: Merged,
+}
+
+impl PgDestination {
+    /// Connects, reads the table (checking the key index of an upsert) and
+    /// creates the bookkeeping table when missing.
+    pub(super) fn connect(
+        settings: &PostgresSinkConfig,
+        job: &str,
+        sink: &str,
+    ) -> Result<PgDestination, SinkError> {
+        let config = settings.client_config();
+        let remote = |target: &str, message: String| SinkError::Remote {
+            sink: sink.to_owned(),
+            target: target.to_owned(),
+            message,
+        };
+        let unresolved = format!("table {} at {}", settings.table, settings.server);
+        let mut client = config.connect(NoTls).map_err(|e| {
+            remote(
+                &unresolved,
+                format!(
+                    "cannot connect to PostgreSQL ({}); check `url` and that the server is running",
+                    describe(&e)
+                ),
+            )
+        })?;
+        let table = Table::load(&mut client, &settings.table, &settings.key)
+            .map_err(|(t, m)| remote(&format!("table {t} at {}", settings.server), m))?;
+        let target = format!("table {} at {}", table.shown, settings.server);
+        create_commits(&mut client).map_err(|m| remote(&target, m))?;
+        Ok(PgDestination {
+            config,
+            client: Some(client),
+            job: job.to_owned(),
+            sink: sink.to_owned(),
+            target,
+            table,
+            mode: settings.mode,
+            ignore_unknown: settings.ignore_unknown,
+            row: Row::default(),
+            groups: Groups::default(),
+            merged: Merged::default(),
+        })
+    }
+
+    fn remote(&self, message: String) -> SinkError {
+        SinkError::Remote {
+            sink: self.sink.clone(),
+            target: self.target.clone(),
+            message,
+        }
+    }
+
+    /// The error of a failed statement; a lost connection is dropped so
+    /// that the next step reconnects.
+    fn failed(&mut self, doing: &str, e: &postgres::Error) -> SinkError {
+        if connection_lost(e) {
+            self.client = None;
+            return self.remote(format!(
+                "lost the connection to PostgreSQL while {doing} ({}); the job restarts and delivers the epoch again",
+                describe(e)
+            ));
+        }
+        self.remote(format!("{doing} failed: {}", describe(e)))
+    }
+
+    /// The client, reconnecting when the connection was lost. A connection
+    /// that was idle since the last step is checked first: a server restart
+    /// shows only at the next request.
+    fn client(&mut self) -> Result<&mut Client, SinkError> {
+        let alive = match self.client.as_mut() {
+            Some(c) if !c.is_closed() => c.is_valid(Duration::from_secs(10)).is_ok(),
+            _ => false,
+        };
+        if !alive {
+            self.client = None;
+            let client = self.config.connect(NoTls).map_err(|e| {
+                self.remote(format!(
+                    "lost the connection to PostgreSQL and cannot reconnect ({}); \
+                     the job restarts and delivers the epoch again",
+                    describe(&e)
+                ))
+            })?;
+            self.client = Some(client);
+        }
+        Ok(self.client.as_mut().expect("connected above"))
+    }
+}
+
+impl Destination for PgDestination {
+    fn delivered(&mut self) -> Result<Option<u64>, SinkError> {
+        let (job, sink) = (self.job.clone(), self.sink.clone());
+        let query = format!("SELECT checkpoint FROM {COMMITS} WHERE job = $1 AND sink = $2");
+        let row = self.client()?.query_opt(&query, &[&job, &sink]);
+        match row {
+            Ok(row) => Ok(Some(row.map_or(0, |r| r.get::<_, i64>(0).max(0) as u64))),
+            Err(e) => Err(self.failed("reading the bookkeeping row", &e)),
+        }
+    }
+
+    fn start_over(&mut self) -> Result<(), SinkError> {
+        let (job, sink) = (self.job.clone(), self.sink.clone());
+        let query = format!("DELETE FROM {COMMITS} WHERE job = $1 AND sink = $2");
+        let done = self.client()?.execute(&query, &[&job, &sink]);
+        done.map(drop)
+            .map_err(|e| self.failed("deleting the bookkeeping row", &e))
+    }
+
+    fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError> {
+        self.client()?;
+        let PgDestination {
+            client,
+            job,
+            sink,
+            table,
+            mode,
+            ignore_unknown,
+            row,
+            groups,
+            merged,
+            ..
+        } = self;
+        let client = client.as_mut().expect("connected above");
+        let mut work = Epoch {
+            table,
+            mode: *mode,
+            ignore_unknown: *ignore_unknown,
+            row,
+            groups,
+            merged,
+        };
+        let result = work.deliver(client, job, sink, id, epoch);
+        work.groups.clear();
+        match result {
+            Ok(()) => Ok(()),
+            Err(Failure::Sink(e)) => Err(e),
+            Err(Failure::Message(m)) => Err(self.remote(m)),
+            Err(Failure::Pg(doing, e)) => Err(self.failed(&doing, &e)),
+        }
+    }
+}
+
+/// Why an epoch was not delivered.
+enum Failure {
+    /// Reading the staged epoch failed.
+    Sink(SinkError),
+    /// A record or the database refused the epoch: the message.
+    Message(String),
+    /// A statement failed: what the sink was doing, and the error.
+    Pg(String, postgres::Error),
+}
+
+impl From<SinkError> for Failure {
+    fn from(e: SinkError) -> Self {
+        Failure::Sink(e)
+    }
+}
+
+/// The work of one epoch, borrowing the destination's buffers.
+struct Epoch<'a> {
+    table: &'a Table,
+    mode: Mode,
+    ignore_unknown: bool,
+    row: &'a mut Row,
+    groups: &'a mut Groups,
+    merged: &'a mut Merged,
+}
+
+impl Epoch<'_> {
+    /// Writes epoch `id` and the bookkeeping row in one transaction.
+    fn deliver(
+        &mut self,
+        client: &mut Client,
+        job: &str,
+        sink: &str,
+        id: u64,
+        epoch: &mut EpochReader,
+    ) -> Result<(), Failure> {
+        let pg = |doing: &str| {
+            let doing = doing.to_owned();
+            move |e| Failure::Pg(doing, e)
+        };
+        let checkpoint = i64::try_from(id).expect("checkpoint ids fit in a bigint");
+        let mut tx = client.transaction().map_err(pg("starting a transaction"))?;
+        // Locks the bookkeeping row: a second run of the same job waits.
+        let held = tx
+            .query_opt(
+                &format!(
+                    "SELECT checkpoint FROM {COMMITS} WHERE job = $1 AND sink = $2 FOR UPDATE"
+                ),
+                &[&job, &sink],
+            )
+            .map_err(pg("reading the bookkeeping row"))?;
+        if let Some(held) = held
+            .map(|r| r.get::<_, i64>(0))
+            .filter(|h| *h >= checkpoint)
+        {
+            return Err(Failure::Message(format!(
+                "{COMMITS} says the table already holds checkpoint {held}'s output, delivering checkpoint {id}; \
+                 is another run of job `{job}` writing it? Stop it, or rerun with `--restore none`"
+            )));
+        }
+        self.groups.clear();
+        self.merged.clear();
+        while let Some(batch) = epoch.next_batch()? {
+            for record in batch.iter() {
+                self.row
+                    .read(&self.table.columns, self.ignore_unknown, record.value)
+                    .map_err(Failure::Message)?;
+                match self.mode {
+                    Mode::Append => {
+                        let g = self.groups.push(self.row);
+                        if self.groups.groups_mut()[g].copy.len() >= CHUNK {
+                            self.send_append(&mut tx, g)?;
+                        }
+                    }
+                    Mode::Upsert => self
+                        .merged
+                        .push(self.row, &self.table.key, &self.table.columns, record.value)
+                        .map_err(Failure::Message)?,
+                }
+            }
+        }
+        match self.mode {
+            Mode::Append => {
+                for g in 0..self.groups.groups_mut().len() {
+                    self.send_append(&mut tx, g)?;
+                }
+            }
+            Mode::Upsert => self.send_upsert(&mut tx)?,
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO {COMMITS} (job, sink, checkpoint) VALUES ($1, $2, $3) \
+                 ON CONFLICT (job, sink) DO UPDATE SET checkpoint = EXCLUDED.checkpoint, committed_at = now()"
+            ),
+            &[&job, &sink, &checkpoint],
+        )
+        .map_err(pg("writing the bookkeeping row"))?;
+        tx.commit().map_err(pg("committing the epoch"))
+    }
+
+    /// Sends the lines of append group `g` into the table by one `COPY`.
+    fn send_append(&mut self, tx: &mut Transaction<'_>, g: usize) -> Result<(), Failure> {
+        let group = &mut self.groups.groups_mut()[g];
+        if group.copy.is_empty() {
+            return Ok(());
+        }
+        copy(tx, self.table, &self.table.sql, &group.columns, &group.copy)?;
+        group.copy.clear();
+        Ok(())
+    }
+
+    /// Sends the merged rows of an upsert epoch: per set of columns, a
+    /// `COPY` into the temporary table and an `INSERT ... ON CONFLICT`
+    /// from it.
+    fn send_upsert(&mut self, tx: &mut Transaction<'_>) -> Result<(), Failure> {
+        if self.merged.is_empty() {
+            return Ok(());
+        }
+        let table = self.table;
+        // Types only: no defaults, constraints or sequences of the table.
+        let create = format!(
+            "CREATE TEMP TABLE {STAGE} ON COMMIT DROP AS SELECT * FROM {} WITH NO DATA",
+            table.sql
+        );
+        let pg = |doing: &'static str| move |e| Failure::Pg(doing.to_owned(), e);
+        tx.batch_execute(&create)
+            .map_err(pg("creating the temporary table"))?;
+        self.merged.drain_into(self.groups, self.row);
+        let key = table.column_list(&table.key);
+        for group in self.groups.groups_mut() {
+            copy(tx, table, STAGE, &group.columns, &group.copy)?;
+            let cols = table.column_list(&group.columns);
+            let updates: Vec<String> = group
+                .columns
+                .iter()
+                .filter(|c| !table.key.contains(c))
+                .map(|&c| {
+                    let name = super::table::quote_ident(&table.columns.list[c].name);
+                    format!("{name} = EXCLUDED.{name}")
+                })
+                .collect();
+            let action = match updates.is_empty() {
+                true => "NOTHING".to_owned(),
+                false => format!("UPDATE SET {}", updates.join(", ")),
+            };
+            let overriding = match group.columns.iter().any(|&c| table.identity_always[c]) {
+                true => " OVERRIDING SYSTEM VALUE",
+                false => "",
+            };
+            let insert = format!(
+                "INSERT INTO {} ({cols}){overriding} SELECT {cols} FROM {STAGE} ON CONFLICT ({key}) DO {action}",
+                table.sql
+            );
+            tx.batch_execute(&insert)
+                .map_err(|e| refused(table, "upserting the epoch", e, None))?;
+            tx.batch_execute(&format!("TRUNCATE {STAGE}"))
+                .map_err(pg("emptying the temporary table"))?;
+            group.copy.clear();
+        }
+        Ok(())
+    }
+}
+
+/// Copies `lines` (COPY text of columns `cols` of `table`) into `into`.
+fn copy(
+    tx: &mut Transaction<'_>,
+    table: &Table,
+    into: &str,
+    cols: &[usize],
+    lines: &[u8],
+) -> Result<(), Failure> {
+    let statement = format!("COPY {into} ({}) FROM STDIN", table.column_list(cols));
+    let context = || (lines, cols);
+    let mut writer = tx
+        .copy_in(&statement)
+        .map_err(|e| refused(table, "starting a COPY", e, Some(context())))?;
+    for chunk in lines.chunks(CHUNK) {
+        if let Err(e) = writer.write_all(chunk) {
+            // The writer wraps the client's error; the server's reason
+            // comes with it or at `finish`.
+            let inner = e
+                .into_inner()
+                .and_then(|e| e.downcast::<postgres::Error>().ok());
+            if let Some(e) = inner {
+                return Err(refused(table, "copying the epoch", *e, Some(context())));
+            }
+            break;
+        }
+    }
+    writer
+        .finish()
+        .map(drop)
+        .map_err(|e| refused(table, "copying the epoch", e, Some(context())))
+}
+
+/// The failure of a statement that writes rows: for an error the data
+/// caused, a message naming the column (from the COPY context or the
+/// error's fields) and the row; else a [`Failure::Pg`].
+fn refused(
+    table: &Table,
+    doing: &str,
+    e: postgres::Error,
+    copied: Option<(&[u8], &[usize])>,
+) -> Failure {
+    let Some(db) = e.as_db_error().filter(|_| !connection_lost(&e)) else {
+        return Failure::Pg(doing.to_owned(), e);
+    };
+    let (line, context_column) = db.where_().map(copy_context).unwrap_or((None, None));
+    let column = context_column.or(db.column());
+    let mut message = match column.and_then(|c| table.columns.find(c)) {
+        Some(c) => {
+            let col = &table.columns.list[c];
+            format!("column `{}` ({}): {}", col.name, col.sql_type, describe(&e))
+        }
+        None => format!("PostgreSQL refused the epoch: {}", describe(&e)),
+    };
+    if let (Some(line), Some((lines, cols))) = (line, copied) {
+        let names: Vec<&str> = cols
+            .iter()
+            .map(|&c| table.columns.list[c].name.as_str())
+            .collect();
+        if let Some(row) = show_line(lines, line, &names) {
+            message.push_str(&format!(" in row {row}"));
+        }
+    }
+    message.push_str("; fix the records or the table");
+    Failure::Message(message)
+}

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# The servers the connectors' integration tests start (tests/support/servers/):
+# NATS with JetStream and PostgreSQL. Tests start private instances themselves
+# (a temporary folder, a free loopback port); this script only installs the
+# binaries, and starts a private instance for manual use. It never starts or
+# leaves running a system-wide service.
+#
+# Usage:
+#   scripts/services.sh install         installs the Debian packages nats-server
+#                                       and postgresql when missing
+#   scripts/services.sh nats DIR [PORT]      starts a private nats-server
+#                                       (JetStream store in DIR/js) in the
+#                                       background, on PORT or a free port
+#   scripts/services.sh postgres DIR [PORT]  starts a private PostgreSQL (data
+#                                       in DIR/pg) in the background
+#   scripts/services.sh stream URL NAME SUBJECT...  creates the JetStream
+#                                       stream NAME (file storage) capturing
+#                                       SUBJECTs on the server at URL
+# The first two print the server's URL and the command that stops it.
+set -euo pipefail
+
+usage() {
+    sed -n '8,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+die() {
+    echo "error: $*" >&2
+    exit 1
+}
+
+# Runs a command as root: directly when root, else with sudo.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "'$*' needs root and sudo is not available; run this script as root"
+    fi
+}
+
+# The nats-server binary, or nothing (Debian installs it in /usr/sbin, which
+# is not on a normal user's PATH).
+nats_bin() {
+    if command -v nats-server 2>/dev/null; then
+        return 0
+    fi
+    if [ -x /usr/sbin/nats-server ]; then
+        echo /usr/sbin/nats-server
+    fi
+}
+
+# The newest /usr/lib/postgresql/VERSION/bin holding a postgres binary, or
+# nothing.
+pg_bindir() {
+    local dir
+    dir="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)"
+    if [ -n "$dir" ] && [ -x "$dir/postgres" ]; then
+        echo "$dir"
+    fi
+}
+
+# "VERSION CLUSTER" of every PostgreSQL cluster that is online, one a line.
+online_clusters() {
+    if command -v pg_lsclusters >/dev/null 2>&1; then
+        pg_lsclusters -h 2>/dev/null | awk '$4 == "online" { print $1, $2 }' || true
+    fi
+}
+
+install() {
+    local packages=()
+    [ -n "$(nats_bin)" ] || packages+=(nats-server)
+    [ -n "$(pg_bindir)" ] || packages+=(postgresql)
+    if [ "${#packages[@]}" -eq 0 ]; then
+        echo "services: nats-server and postgresql are installed" >&2
+        return 0
+    fi
+
+    local before
+    before="$(online_clusters)"
+    echo "services: installing ${packages[*]} (apt-get)..." >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! as_root apt-get install -y --no-install-recommends "${packages[@]}"; then
+        echo "services: retrying after apt-get update..." >&2
+        as_root apt-get update
+        as_root apt-get install -y --no-install-recommends "${packages[@]}" ||
+            die "could not install ${packages[*]} with apt-get"
+    fi
+
+    # Installing postgresql creates a cluster and may start it (on 5432):
+    # tests never use it, so stop every cluster that was not online before.
+    local cluster
+    while read -r cluster; do
+        [ -n "$cluster" ] || continue
+        if ! grep -qxF "$cluster" <<<"$before"; then
+            echo "services: stopping the cluster $cluster that installing postgresql started" >&2
+            # shellcheck disable=SC2086 # "VERSION NAME" is two arguments
+            as_root pg_ctlcluster $cluster stop ||
+                as_root pg_ctlcluster $cluster stop -m immediate ||
+                die "could not stop the PostgreSQL cluster $cluster"
+        fi
+    done <<<"$(online_clusters)"
+    # Without pg_lsclusters (or with a server it does not know), ask the init
+    # system; harmless when nothing runs.
+    if [[ " ${packages[*]} " == *" postgresql "* ]] && [ -z "$before" ] &&
+        command -v service >/dev/null 2>&1; then
+        as_root service postgresql stop >/dev/null 2>&1 || true
+    fi
+    # The nats-server package enables and starts a systemd unit (on machines
+    # that run systemd).
+    if [[ " ${packages[*]} " == *" nats-server "* ]] && [ -d /run/systemd/system ]; then
+        as_root systemctl stop nats-server.service >/dev/null 2>&1 || true
+    fi
+
+    [ -n "$(nats_bin)" ] || die "nats-server is still missing after installing it"
+    [ -n "$(pg_bindir)" ] || die "no /usr/lib/postgresql/*/bin/postgres after installing postgresql"
+    echo "services: installed $("$(nats_bin)" --version), PostgreSQL $("$(pg_bindir)/postgres" --version | awk '{ print $3 }')" >&2
+}
+
+# A loopback port nothing listens on, below Linux's ephemeral range (32768-)
+# so that it does not collide with the ports of outgoing connections.
+free_port() {
+    local port
+    for _ in $(seq 1 100); do
+        port=$((20000 + RANDOM % 12000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    die "found no free loopback port"
+}
+
+# Waits up to 10 s for 127.0.0.1:PORT to accept a connection while PID lives.
+wait_for_port() {
+    local port="$1" pid="$2" log="$3"
+    for _ in $(seq 1 200); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || {
+            cat "$log" >&2
+            die "the server exited before accepting connections (log above, in $log)"
+        }
+        sleep 0.05
+    done
+    cat "$log" >&2
+    die "the server did not accept connections on port $port within 10 s (log above, in $log)"
+}
+
+start_nats() {
+    local dir="$1" port="${2:-}"
+    local bin
+    bin="$(nats_bin)"
+    [ -n "$bin" ] || die "nats-server is not installed; run 'scripts/services.sh install'"
+    mkdir -p "$dir/js"
+    dir="$(cd "$dir" && pwd)"
+    [ -n "$port" ] || port="$(free_port)"
+    setsid "$bin" -a 127.0.0.1 -p "$port" -js -sd "$dir/js" \
+        </dev/null >"$dir/nats.log" 2>&1 &
+    local pid=$!
+    echo "$pid" >"$dir/nats.pid"
+    wait_for_port "$port" "$pid" "$dir/nats.log"
+    echo "nats://127.0.0.1:$port"
+    echo "NATS (JetStream store $dir/js, log $dir/nats.log) runs as pid $pid; stop it with:" >&2
+    echo "    kill \$(cat $dir/nats.pid)" >&2
+}
+
+start_postgres() {
+    local dir="$1" port="${2:-}" bin
+    bin="$(pg_bindir)"
+    [ -n "$bin" ] || die "PostgreSQL is not installed; run 'scripts/services.sh install'"
+    mkdir -p "$dir/sock"
+    dir="$(cd "$dir" && pwd)"
+    # initdb and postgres refuse to run as root: run them as user postgres,
+    # who must own the folder and be able to reach it.
+    local as=()
+    if [ "$(id -u)" -eq 0 ]; then
+        id postgres >/dev/null 2>&1 || die "there is no user 'postgres' to run PostgreSQL as"
+        chown -R postgres "$dir"
+        chmod 755 "$dir"
+        as=(runuser -u postgres --)
+        "${as[@]}" test -x "$dir" ||
+            die "user postgres cannot reach $dir (a parent folder is not traversable); use a folder under /tmp"
+    fi
+    if [ ! -e "$dir/pg/PG_VERSION" ]; then
+        "${as[@]}" "$bin/initdb" -D "$dir/pg" -A trust -U postgres >"$dir/initdb.log" 2>&1 || {
+            cat "$dir/initdb.log" >&2
+            die "initdb failed (log above, in $dir/initdb.log)"
+        }
+    fi
+    [ -n "$port" ] || port="$(free_port)"
+    "${as[@]}" "$bin/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w start \
+        -o "-p $port -k $dir/sock -c listen_addresses=127.0.0.1" >/dev/null || {
+        cat "$dir/pg.log" >&2
+        die "PostgreSQL did not start (log above, in $dir/pg.log)"
+    }
+    echo "postgresql://postgres@127.0.0.1:$port/postgres"
+    echo "PostgreSQL (data $dir/pg, log $dir/pg.log) runs in the background; stop it with:" >&2
+    echo "    ${as[*]}${as[*]:+ }$bin/pg_ctl -D $dir/pg -m fast stop" >&2
+}
+
+# Creates stream NAME capturing SUBJECTs (file storage, two-minute duplicate
+# window) on the NATS server at URL, over the NATS protocol (bash's
+# /dev/tcp; no client needed). Creating a stream that exists with the same
+# settings succeeds.
+create_stream() {
+    local url="$1" name="$2"
+    shift 2
+    [[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] || die "stream name '$name' may only hold letters, digits, '_' and '-'"
+    local hostport="${url#nats://}"
+    hostport="${hostport##*@}"
+    local host="${hostport%:*}" port="${hostport##*:}"
+    [ "$host" != "$hostport" ] || port=4222
+    local subjects
+    subjects="$(printf '"%s",' "$@")"
+    local body="{\"name\":\"$name\",\"subjects\":[${subjects%,}],\"storage\":\"file\",\"duplicate_window\":120000000000}"
+    exec 3<>"/dev/tcp/$host/$port" || die "cannot connect to $url"
+    local line reply=""
+    read -r -t 5 line <&3 || die "$url sent no greeting; is it a NATS server?"
+    printf 'CONNECT {"verbose":false}\r\nSUB _INBOX.weir-services 1\r\nPUB $JS.API.STREAM.CREATE.%s _INBOX.weir-services %d\r\n%s\r\n' \
+        "$name" "${#body}" "$body" >&3
+    while read -r -t 10 line <&3; do
+        case "$line" in
+        MSG*) read -r -t 5 reply <&3; break ;;
+        PING*) printf 'PONG\r\n' >&3 ;;
+        -ERR*) die "$url: $line" ;;
+        esac
+    done
+    exec 3>&-
+    [ -n "$reply" ] || die "$url did not answer the stream request; was it started with -js?"
+    if [[ "$reply" == *'"error"'* ]]; then
+        die "creating stream $name: $reply"
+    fi
+    echo "stream $name captures $* on $url" >&2
+}
+
+case "${1:-}" in
+install)
+    [ $# -eq 1 ] || usage
+    install
+    ;;
+nats)
+    [ $# -eq 2 ] || [ $# -eq 3 ] || usage
+    start_nats "$2" "${3:-}"
+    ;;
+postgres)
+    [ $# -eq 2 ] || [ $# -eq 3 ] || usage
+    start_postgres "$2" "${3:-}"
+    ;;
+stream)
+    [ $# -ge 4 ] || usage
+    shift
+    create_stream "$@"
+    ;;
+*)
+    usage
+    ;;
+esac

@@ -1,0 +1,287 @@
+//! The NATS JetStream source and sink against a real, private
+//! `nats-server` (started per test by `weir_tests::servers`): exactly-once
+//! through SIGKILLs and a server restart, into JetStream and into two
+//! PostgreSQL tables (the golden pipeline of `examples/nats-to-postgres`),
+//! start positions, formats, and one-line errors for a bad URL, a missing
+//! stream and a subject no stream captures.
+
+use std::time::{Duration, Instant};
+
+use weir_tests::cli::Weir;
+use weir_tests::counts::{assert_running_counts, true_counts};
+use weir_tests::job_dir::JobDir;
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
+use weir_tests::pipeline::XorShift;
+use weir_tests::plugins;
+use weir_tests::servers::{Nats, Postgres};
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
+
+/// `n` words of 37 distinct ones.
+fn words(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("w{}", i * 7 % 37)).collect()
+}
+
+/// A server with stream `WORDS` (subjects `words.>`) holding `words`, one
+/// message each on `words.in`, and stream `COUNTS` (`counts.>`).
+fn server_with(words: &[String]) -> Nats {
+    let nats = Nats::start();
+    nats.create_stream("WORDS", &["words.>"]);
+    nats.create_stream("COUNTS", &["counts.>"]);
+    let payloads: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+    nats.publish("words.in", &payloads);
+    nats
+}
+
+/// Word count from stream `WORDS` (bounded, at `rate` records/s) by two
+/// instances, each count published to `counts.<word>`.
+fn counting(nats: &Nats, rate: u64) -> JobFile {
+    JobFile::new("nats-count")
+        .checkpoint(Checkpoint::every("100ms"))
+        .restart(Restart::fixed_delay(20, "200ms"))
+        .source(
+            Source::nats("words", &nats.url(), "WORDS")
+                .value("bounded", true)
+                .rate(rate),
+        )
+        .operator(
+            Operator::new("count", plugins::WORD_COUNT)
+                .inputs(&["words"])
+                .parallelism(2),
+        )
+        .sink(Sink::nats("out", &nats.url(), "counts.{key}").input("count"))
+}
+
+/// The payloads of stream `stream`, one per line, in stream order.
+fn stream_text(nats: &Nats, stream: &str) -> String {
+    let messages = nats.read_stream(stream);
+    let lines: Vec<String> = messages
+        .iter()
+        .map(|m| String::from_utf8(m.2.clone()).unwrap())
+        .collect();
+    lines.join("\n")
+}
+
+/// Runs the job, SIGKILLing it `kills` times, each a random moment after a
+/// checkpoint of that run completed, then to its end.
+fn run_through_kills(job: &JobDir, kills: usize, seed: u64) {
+    let mut rng = XorShift(seed);
+    for _ in 0..kills {
+        let mut run = job.spawn(&["-v"]);
+        run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+        let pause = Duration::from_millis(rng.range(0, 400));
+        let until = Instant::now() + pause;
+        while Instant::now() < until && run.child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if run.child.try_wait().unwrap().is_some() {
+            break;
+        }
+        run.kill();
+    }
+    let stderr = job.run_ok(&[]);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("resumed from checkpoint"),
+        "the last run did not restore: {stderr}"
+    );
+}
+
+/// Every word counted exactly once in the output stream, however the runs
+/// were killed; and the same message ids never stored twice.
+#[test]
+fn a_bounded_stream_counted_through_kills_is_published_exactly_once() {
+    let input = words(6000);
+    let nats = server_with(&input);
+    let job = JobDir::new(WEIR, counting(&nats, 3000), &[]);
+    run_through_kills(&job, 3, 17);
+    let want = true_counts(input.iter().map(String::as_str));
+    assert_running_counts(&want, &stream_text(&nats, "COUNTS"), "the COUNTS stream");
+    let messages = nats.read_stream("COUNTS");
+    let mut ids: Vec<&str> = messages.iter().filter_map(|m| m.3.as_deref()).collect();
+    assert_eq!(ids.len(), messages.len(), "every message has an id");
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), messages.len(), "no id stored twice");
+    let subject = &messages[0].1;
+    assert!(subject.starts_with("counts.w"), "{subject}");
+}
+
+/// The server goes away mid-job and comes back on the same port: the job
+/// reconnects (or fails an attempt and restores), and nothing is lost or
+/// repeated.
+#[test]
+fn a_server_restart_during_the_job_loses_and_repeats_nothing() {
+    let input = words(5000);
+    let mut nats = server_with(&input);
+    let job = JobDir::new(WEIR, counting(&nats, 2500), &[]);
+    let mut run = job.spawn(&["-v"]);
+    run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+    nats.stop();
+    std::thread::sleep(Duration::from_millis(700));
+    nats.restart();
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("lost the connection"), "{stderr}");
+    let want = true_counts(input.iter().map(String::as_str));
+    assert_running_counts(&want, &stream_text(&nats, "COUNTS"), "the COUNTS stream");
+}
+
+/// A job that copies stream `WORDS` to the file `out.txt`, with `extra`
+/// settings on the source.
+fn copying(nats: &Nats, extra: &[(&str, &str)]) -> JobFile {
+    let mut source = Source::nats("in", &nats.url(), "WORDS").value("bounded", true);
+    for (key, value) in extra {
+        source = source.value(key, value);
+    }
+    JobFile::new("nats-copy")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(source)
+        .sink(Sink::file("out", "out.txt").input("in"))
+}
+
+#[test]
+fn start_positions_pick_the_first_message() {
+    let input: Vec<String> = (1..=10).map(|i| format!("m{i}")).collect();
+    let nats = server_with(&input);
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            "\"first\"",
+            &["m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"],
+        ),
+        ("{ sequence = 8 }", &["m8", "m9", "m10"]),
+        ("\"last\"", &["m10"]),
+        ("\"new\"", &[]),
+        (
+            "{ time = \"2000-01-01T00:00:00Z\" }",
+            &["m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"],
+        ),
+    ];
+    for (start, want) in cases {
+        let job = JobDir::new(WEIR, copying(&nats, &[("start", start)]), &[]);
+        job.run_ok(&["--restore", "none"]);
+        let got = job.read("out.txt");
+        let got: Vec<&str> = got.lines().collect();
+        assert_eq!(got, want, "start = {start}");
+    }
+}
+
+/// `jsonl` payloads with a key field and the event time from a field, or
+/// from the message's own time.
+#[test]
+fn jsonl_messages_give_keys_and_timestamps() {
+    let input = vec![
+        r#"{"user":"ann","ts":1000}"#.to_string(),
+        r#"{"user":"bob","ts":2000}"#.to_string(),
+    ];
+    let nats = server_with(&input);
+    let keyed = JobFile::new("nats-keys")
+        .source(
+            Source::nats("in", &nats.url(), "WORDS")
+                .value("bounded", true)
+                .format("jsonl")
+                .key("user")
+                .timestamp("ts"),
+        )
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
+        .sink(Sink::file("out", "out.txt").input("count"));
+    let job = JobDir::new(WEIR, keyed, &[]);
+    job.run_ok(&[]);
+    let out = job.read("out.txt");
+    assert!(
+        out.contains(r#""word":"ann""#) && out.contains(r#""word":"bob""#),
+        "{out}"
+    );
+
+    let job = JobDir::new(
+        WEIR,
+        copying(&nats, &[("format", "\"jsonl\""), ("message_time", "true")]),
+        &[],
+    );
+    job.run_ok(&[]);
+    assert_eq!(job.read("out.txt").lines().count(), 2);
+}
+
+#[test]
+fn a_bad_url_a_missing_stream_and_an_uncaptured_subject_are_one_line_errors() {
+    let nats = server_with(&[]);
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("nats://127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let job = |source: Source, sink: Sink| {
+        JobFile::new("nats-errors")
+            .source(source.value("bounded", true))
+            .sink(sink.input("in"))
+    };
+    let file = || Sink::file("out", "out.txt");
+    let cases = [
+        (
+            job(Source::nats("in", &dead, "WORDS"), file()),
+            vec!["source `in`", "cannot connect", "127.0.0.1"],
+        ),
+        (
+            job(Source::nats("in", &nats.url(), "NOPE"), file()),
+            vec!["source `in`", "stream `NOPE`"],
+        ),
+        (
+            job(
+                Source::nats("in", &nats.url(), "WORDS"),
+                Sink::nats("out", &nats.url(), "nowhere"),
+            ),
+            vec!["sink `out`", "nowhere", "no JetStream stream"],
+        ),
+    ];
+    for (file, needles) in cases {
+        let job = JobDir::new(WEIR, file, &[]);
+        job.run(&[]).assert_one_line_error(&needles);
+    }
+}
+
+/// The golden pipeline: a bounded stream → word count (2 instances) → an
+/// upsert of totals and an append of every (word, count) into PostgreSQL,
+/// SIGKILLed repeatedly. The totals are the true counts and every
+/// (word, count) pair is in the append table exactly once.
+#[test]
+fn nats_to_postgres_through_kills_is_exactly_once() {
+    let input = words(6000);
+    let nats = server_with(&input);
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE totals (word text PRIMARY KEY, count bigint NOT NULL);\
+         CREATE TABLE events (word text NOT NULL, count bigint NOT NULL);",
+    );
+    let file = JobFile::new("nats-to-postgres")
+        .checkpoint(Checkpoint::every("100ms"))
+        .restart(Restart::fixed_delay(20, "200ms"))
+        .source(
+            Source::nats("words", &nats.url(), "WORDS")
+                .value("bounded", true)
+                .rate(3000),
+        )
+        .operator(
+            Operator::new("count", plugins::WORD_COUNT)
+                .inputs(&["words"])
+                .parallelism(2),
+        )
+        .sink(
+            Sink::postgres("totals", &pg.url(), "totals")
+                .string("mode", "upsert")
+                .value("key", "[\"word\"]")
+                .input("count"),
+        )
+        .sink(Sink::postgres("events", &pg.url(), "events").input("count"));
+    let job = JobDir::new(WEIR, file, &[]);
+    run_through_kills(&job, 4, 29);
+
+    let want = true_counts(input.iter().map(String::as_str));
+    let totals = pg.psql("SELECT word || ' ' || count FROM totals ORDER BY word");
+    let want_totals: Vec<String> = want.iter().map(|(w, n)| format!("{w} {n}")).collect();
+    assert_eq!(totals.lines().collect::<Vec<_>>(), want_totals);
+    let events = pg.psql(
+        "SELECT json_build_object('word', word, 'count', count) FROM events ORDER BY word, count",
+    );
+    assert_running_counts(&want, &events, "the events table");
+    let marks = pg.psql("SELECT count(*) FROM weir_sink_commits WHERE job = 'nats-to-postgres'");
+    assert_eq!(marks, "2", "one bookkeeping row per sink");
+}
