@@ -11,6 +11,8 @@
 //!   count, against native programs doing the same job.
 //! - [`checkpoint`]: full against incremental checkpoints, and checkpoint
 //!   duration and alignment as parallelism grows.
+//! - [`connectors`]: records per second into PostgreSQL and JetStream and
+//!   out of JetStream, against each server's own client.
 //! - [`recovery`]: time to the first processed record when restoring state.
 //! - [`skew`]: alignment when one input of a two-input operator is slower.
 //! - [`state`]: jobs with a million keys of state (reconcile, word count),
@@ -23,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 pub mod boundary;
 pub mod checkpoint;
+pub mod connectors;
 pub mod data;
 pub mod end_to_end;
 pub mod jobs;
@@ -203,8 +206,9 @@ pub fn default_plugins() -> PathBuf {
 }
 
 /// The benchmarks, by name.
-pub const BENCHMARKS: [&str; 8] = [
+pub const BENCHMARKS: [&str; 9] = [
     "boundary",
+    "connectors",
     "end-to-end",
     "checkpoint",
     "recovery",
@@ -219,6 +223,7 @@ pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
     let before = load_average();
     let mut report = match name {
         "boundary" => boundary::run(settings),
+        "connectors" => connectors::run(settings),
         "end-to-end" => end_to_end::run(settings),
         "checkpoint" => checkpoint::run(settings),
         "recovery" => recovery::run(settings),

@@ -267,3 +267,24 @@ fn the_binary_prints_json_and_rejects_unknown_benchmarks() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Against the private servers it starts: every Weir case and baseline
+/// delivers every record (the benchmark checks the counts itself).
+#[test]
+fn connectors_run_against_private_servers() {
+    let mut s = settings();
+    s.weir = Some(weir_binary());
+    let r = run_with("connectors", &s);
+    has(
+        &r,
+        &[
+            "psql \\copy",
+            "weir → postgres append",
+            "weir → postgres upsert",
+            "async-nats publish",
+            "weir → nats",
+            "async-nats read",
+            "nats → weir",
+        ],
+    );
+}

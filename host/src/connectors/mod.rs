@@ -24,6 +24,7 @@ pub mod source;
 mod staged;
 pub mod stdin;
 pub mod stdout;
+mod worker;
 
 use std::any::Any;
 use std::fmt::Debug;

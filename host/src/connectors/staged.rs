@@ -22,16 +22,14 @@
 //! lengths of the batch's data and spans (two little-endian `u32`s), then
 //! both ([`Batch::parts`]).
 
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::thread::JoinHandle;
-
-use crossbeam_channel::{Sender, unbounded};
-use serde_json::{Value, json};
 
 use crate::connectors::sink::{Done, Sink, SinkError};
+use crate::connectors::worker::Worker;
 use crate::dataflow::Batch;
 
 /// Where a staged sink delivers its epochs.
@@ -63,15 +61,10 @@ pub(crate) struct StagedSink {
     opened: u64,
     /// Precommitted, not yet delivered epochs: id -> staged file.
     pending: BTreeMap<u64, PathBuf>,
-    worker: Option<Worker>,
+    worker: Option<Worker<Request>>,
 }
 
-/// The worker thread: seals and delivers epochs in request order.
-struct Worker {
-    requests: Sender<Request>,
-    thread: JoinHandle<()>,
-}
-
+/// The steps the worker thread runs, in request order.
 enum Request {
     /// Make the epoch written to `open` durable as `staged`.
     Seal {
@@ -121,7 +114,10 @@ impl StagedSink {
             let path = entry.map_err(&io)?.path();
             fs::remove_file(&path).map_err(io_error(id, &path))?;
         }
-        let worker = Worker::start(id.to_owned(), destination);
+        let sink = id.to_owned();
+        let worker = Worker::start(id, staging, move |request| {
+            perform(&sink, destination.as_mut(), request)
+        });
         Ok(StagedSink {
             id: id.to_owned(),
             staging: staging.to_path_buf(),
@@ -148,12 +144,7 @@ impl StagedSink {
     }
 
     fn send(&self, request: Request) -> Result<(), SinkError> {
-        let worker = self.worker.as_ref().expect("started at open");
-        worker.requests.send(request).map_err(|_| SinkError::Io {
-            sink: self.id.clone(),
-            path: self.staging.display().to_string(),
-            error: std::io::Error::other("the sink's worker thread stopped"),
-        })
+        self.worker.as_ref().expect("started at open").send(request)
     }
 }
 
@@ -194,54 +185,29 @@ impl Sink for StagedSink {
     }
 
     fn close(&mut self) -> Result<(), SinkError> {
-        if let Some(worker) = self.worker.take() {
-            drop(worker.requests);
-            if worker.thread.join().is_err() {
-                return Err(SinkError::Io {
-                    sink: self.id.clone(),
-                    path: self.staging.display().to_string(),
-                    error: std::io::Error::other("the sink's worker thread panicked"),
-                });
-            }
+        match self.worker.as_mut() {
+            Some(worker) => worker.close(),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
-impl Drop for StagedSink {
-    fn drop(&mut self) {
-        // Finishes the requested steps; a crash would not, and recovery
-        // handles that.
-        let _ = self.close();
-    }
-}
-
-impl Worker {
-    fn start(sink: String, mut destination: Box<dyn Destination>) -> Worker {
-        let (requests, rx) = unbounded::<Request>();
-        let thread = std::thread::Builder::new()
-            .name(format!("sink-{sink}"))
-            .spawn(move || {
-                for request in rx {
-                    match request {
-                        Request::Seal {
-                            file,
-                            open,
-                            staged,
-                            info,
-                            done,
-                        } => done(seal(&sink, file, &open, &staged).map(|()| info)),
-                        Request::Deliver { epochs, done } => {
-                            let delivered = epochs.iter().try_for_each(|(id, path)| {
-                                deliver(&sink, *id, path, destination.as_mut())
-                            });
-                            done(delivered.map(|()| Value::Null))
-                        }
-                    }
-                }
-            })
-            .expect("spawning the sink's worker thread");
-        Worker { requests, thread }
+/// Runs one step of sink `sink`'s worker.
+fn perform(sink: &str, destination: &mut dyn Destination, request: Request) {
+    match request {
+        Request::Seal {
+            file,
+            open,
+            staged,
+            info,
+            done,
+        } => done(seal(sink, file, &open, &staged).map(|()| info)),
+        Request::Deliver { epochs, done } => {
+            let delivered = epochs
+                .iter()
+                .try_for_each(|(id, path)| deliver(sink, *id, path, destination));
+            done(delivered.map(|()| Value::Null))
+        }
     }
 }
 

@@ -2,16 +2,13 @@
 //! writeback, fsync and rename of a staged epoch, appending epochs to the
 //! visible file), done off the data path.
 //!
-//! Invariant: requests run one at a time in the order they were sent, so
-//! the disk sees the same sequence of operations as if the sink thread did
-//! them inline.
+//! The requests run on the sink's [`Worker`](crate::connectors::worker::Worker),
+//! one at a time in the order they were sent, so the disk sees the same
+//! sequence of operations as if the sink thread did them inline.
 
+use serde_json::Value;
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::thread::JoinHandle;
-
-use crossbeam_channel::{Sender, unbounded};
-use serde_json::Value;
 
 use crate::connectors::sink::{Done, SinkError};
 
@@ -33,33 +30,8 @@ pub(super) enum IoRequest {
     Commit { staged: Vec<PathBuf>, done: Done },
 }
 
-/// The file sink's I/O thread.
-pub(super) struct Worker {
-    /// Where the sink sends its requests; dropping it ends the thread.
-    pub(super) requests: Sender<IoRequest>,
-    /// The thread, joined at close.
-    pub(super) thread: JoinHandle<()>,
-}
-
-impl Worker {
-    /// Starts the I/O thread of sink `sink`, whose visible file is
-    /// `visible`.
-    pub(super) fn start(sink: String, visible: PathBuf) -> Worker {
-        let (requests, rx) = unbounded::<IoRequest>();
-        let thread = std::thread::Builder::new()
-            .name(format!("sink-io-{sink}"))
-            .spawn(move || {
-                for request in rx {
-                    perform(&sink, &visible, request);
-                }
-            })
-            .expect("spawning the sink's I/O thread");
-        Worker { requests, thread }
-    }
-}
-
 /// Does one request of sink `sink`, reporting to its `done` if it has one.
-fn perform(sink: &str, visible: &Path, request: IoRequest) {
+pub(super) fn perform(sink: &str, visible: &Path, request: IoRequest) {
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |error| SinkError::Io {

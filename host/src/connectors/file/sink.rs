@@ -28,8 +28,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toml::Table;
 
-use super::io::{IoRequest, Worker, append_epochs};
+use super::io::{IoRequest, append_epochs, perform};
 use crate::connectors::sink::{Done, Sink, SinkError, SinkFormat, encode};
+use crate::connectors::worker::Worker;
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
 use crate::dataflow::Batch;
 use crate::fields::{from_table, resolve};
@@ -126,7 +127,7 @@ pub(crate) struct FileSink {
     /// Epochs opened so far, to name them.
     opened: u64,
     /// Runs the fsyncs and appends.
-    worker: Option<Worker>,
+    worker: Option<Worker<IoRequest>>,
 }
 
 impl FileSink {
@@ -182,7 +183,10 @@ impl FileSink {
             fs::remove_file(entry.path()).map_err(sink.io(&entry.path()))?;
         }
         sink.planned_len = target;
-        sink.worker = Some(Worker::start(sink.id.clone(), sink.path.clone()));
+        let (id, visible) = (sink.id.clone(), sink.path.clone());
+        sink.worker = Some(Worker::start(&sink.id, &sink.path, move |request| {
+            perform(&id, &visible, request)
+        }));
         Ok(sink)
     }
 
@@ -272,12 +276,7 @@ impl FileSink {
     }
 
     fn send(&self, request: IoRequest) -> Result<(), SinkError> {
-        let worker = self.worker.as_ref().expect("started at open");
-        worker.requests.send(request).map_err(|_| SinkError::Io {
-            sink: self.id.clone(),
-            path: self.staging.display().to_string(),
-            error: std::io::Error::other("the sink's I/O thread stopped"),
-        })
+        self.worker.as_ref().expect("started at open").send(request)
     }
 }
 
@@ -326,25 +325,10 @@ impl Sink for FileSink {
     }
 
     fn close(&mut self) -> Result<(), SinkError> {
-        if let Some(worker) = self.worker.take() {
-            drop(worker.requests);
-            if worker.thread.join().is_err() {
-                return Err(SinkError::Io {
-                    sink: self.id.clone(),
-                    path: self.staging.display().to_string(),
-                    error: std::io::Error::other("the sink's I/O thread panicked"),
-                });
-            }
+        match self.worker.as_mut() {
+            Some(worker) => worker.close(),
+            None => Ok(()),
         }
-        Ok(())
-    }
-}
-
-impl Drop for FileSink {
-    fn drop(&mut self) {
-        // Finishes the requested steps; a crash would not, and recovery
-        // handles that.
-        let _ = self.close();
     }
 }
 

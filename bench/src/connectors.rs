@@ -1,0 +1,244 @@
+//! `connectors`: records per second through the NATS JetStream and
+//! PostgreSQL connectors, against private servers started for the run
+//! (`weir_tests::servers`), each against what the server sustains with a
+//! client of its own on the same data:
+//!
+//! - PostgreSQL: `weir run` of a file → `postgres` sink job (append, and
+//!   upsert by word), against `psql`'s `\copy` of the same rows;
+//! - JetStream sink: a file → `nats` sink job, against publishing the same
+//!   payloads with `async-nats` (acknowledged, as many in flight as the
+//!   sink allows);
+//! - JetStream source: a bounded `nats` source → file sink job, against
+//!   reading the stream with an `async-nats` ordered consumer.
+//!
+//! The Weir cases run the `weir` binary (`--restore none`, checkpoints
+//! every second) and include its start-up; the servers run with
+//! `fsync=off` (PostgreSQL) as the tests start them.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use async_nats::jetstream;
+use futures_util::StreamExt;
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
+use weir_tests::servers::{Nats, Postgres};
+
+use crate::state::run_child;
+use crate::{Report, Settings};
+
+/// Distinct words of the upsert case.
+const WORDS: u64 = 10_000;
+
+/// Publishes the baseline keeps unacknowledged at most (as the sink).
+const IN_FLIGHT: usize = 4096;
+
+/// Runs the benchmark.
+pub fn run(settings: &Settings) -> anyhow::Result<Report> {
+    let n = settings
+        .records
+        .unwrap_or(settings.pick(1_000_000, 200_000, 5_000));
+    let mut report = Report::new("connectors");
+    report.param("records", n);
+    report.param(
+        "unit",
+        "records/s over the wall time of the whole run (for Weir: `weir run` from start to exit)",
+    );
+    let scratch = settings.scratch("connectors")?;
+    let dir = scratch.path();
+    let jsonl = dir.join("rows.jsonl");
+    crate::data::write_lines(&jsonl, n, |i| {
+        format!(r#"{{"word":"w{}","count":{i}}}"#, i % WORDS)
+    })?;
+    let csv = dir.join("rows.csv");
+    crate::data::write_lines(&csv, n, |i| format!("w{},{i}", i % WORDS))?;
+    let words = dir.join("words.txt");
+    crate::data::write_lines(&words, n, |i| format!("w{}", i % WORDS))?;
+
+    settings.say("connectors: starting PostgreSQL and nats-server");
+    let pg = Postgres::start();
+    let nats = Nats::start();
+    report.param("postgres", pg.psql("SHOW server_version"));
+    pg.psql(
+        "CREATE TABLE base (word text NOT NULL, count bigint NOT NULL);\
+         CREATE TABLE events (word text NOT NULL, count bigint NOT NULL);\
+         CREATE TABLE totals (word text PRIMARY KEY, count bigint NOT NULL);",
+    );
+
+    settings.say("connectors: psql \\copy (baseline)");
+    let started = Instant::now();
+    pg.psql(&format!(
+        "\\copy base (word, count) FROM '{}' WITH (FORMAT csv)",
+        csv.display()
+    ));
+    let copy = started.elapsed();
+    check_rows(&pg, "base", n)?;
+    report.row("psql \\copy", per_second(n, copy), "records/s", None);
+
+    let file_source = || Source::file("in", "rows.jsonl").format("jsonl");
+    for (case, table, mode) in [
+        ("weir → postgres append", "events", None),
+        ("weir → postgres upsert", "totals", Some("word")),
+    ] {
+        settings.say(&format!("connectors: {case}"));
+        let mut sink = Sink::postgres("out", &pg.url(), table).input("in");
+        if let Some(key) = mode {
+            sink = sink.string("mode", "upsert").string("key", key);
+        }
+        let job = JobFile::new("bench-pg")
+            .checkpoint(Checkpoint::every("1s"))
+            .source(file_source())
+            .sink(sink);
+        let wall = run_weir(settings, dir, table, &job)?;
+        let want = if mode.is_some() { n.min(WORDS) } else { n };
+        check_rows(&pg, table, want)?;
+        report.row(case, per_second(n, wall), "records/s", Some("psql \\copy"));
+    }
+
+    nats.create_stream("IN", &["bench.in"]);
+    nats.create_stream("OUT", &["bench.out"]);
+    let payloads: Vec<Vec<u8>> = (0..n)
+        .map(|i| format!("w{}", i % WORDS).into_bytes())
+        .collect();
+    let runtime = tokio::runtime::Runtime::new()?;
+    settings.say("connectors: async-nats publish (baseline)");
+    let publish = runtime.block_on(publish_all(&nats.url(), "bench.in", &payloads))?;
+    report.row(
+        "async-nats publish",
+        per_second(n, publish),
+        "records/s",
+        None,
+    );
+
+    settings.say("connectors: weir → nats");
+    let job = JobFile::new("bench-nats-sink")
+        .checkpoint(Checkpoint::every("1s"))
+        .source(Source::file("in", "words.txt"))
+        .sink(Sink::nats("out", &nats.url(), "bench.out").input("in"));
+    let wall = run_weir(settings, dir, "nats-sink", &job)?;
+    let stored = stream_messages(&runtime, &nats.url(), "OUT")?;
+    anyhow::ensure!(
+        stored == n,
+        "stream OUT holds {stored} messages, expected {n}"
+    );
+    report.row(
+        "weir → nats",
+        per_second(n, wall),
+        "records/s",
+        Some("async-nats publish"),
+    );
+
+    settings.say("connectors: async-nats ordered consumer (baseline)");
+    let read = runtime.block_on(read_all(&nats.url(), "IN", n))?;
+    report.row("async-nats read", per_second(n, read), "records/s", None);
+
+    settings.say("connectors: nats → weir");
+    let job = JobFile::new("bench-nats-source")
+        .checkpoint(Checkpoint::every("1s"))
+        .source(Source::nats("in", &nats.url(), "IN").value("bounded", true))
+        .sink(Sink::file("out", "out.txt").input("in"));
+    let wall = run_weir(settings, dir, "nats-source", &job)?;
+    let lines = std::fs::read_to_string(dir.join("nats-source/out.txt"))?
+        .lines()
+        .count() as u64;
+    anyhow::ensure!(
+        lines == n,
+        "the nats source wrote {lines} records, expected {n}"
+    );
+    report.row(
+        "nats → weir",
+        per_second(n, wall),
+        "records/s",
+        Some("async-nats read"),
+    );
+    Ok(report)
+}
+
+fn per_second(n: u64, wall: Duration) -> f64 {
+    n as f64 / wall.as_secs_f64()
+}
+
+/// Runs `job` with the `weir` binary in `dir/<name>` (inputs are read from
+/// `dir`); returns its wall time.
+fn run_weir(
+    settings: &Settings,
+    dir: &Path,
+    name: &str,
+    job: &JobFile,
+) -> anyhow::Result<Duration> {
+    let case = dir.join(name);
+    std::fs::create_dir_all(&case)?;
+    for input in ["rows.jsonl", "words.txt"] {
+        let link = case.join(input);
+        if !link.exists() {
+            std::os::unix::fs::symlink(dir.join(input), link)?;
+        }
+    }
+    let path = case.join("job.toml");
+    std::fs::write(&path, job.to_string())?;
+    let mut cmd = Command::new(settings.weir_binary()?);
+    cmd.arg("run")
+        .arg(&path)
+        .args(["--restore", "none", "--progress-every", "0"])
+        .env_remove("RUST_LOG");
+    Ok(run_child(cmd, &case.join("run"))?.wall)
+}
+
+fn check_rows(pg: &Postgres, table: &str, want: u64) -> anyhow::Result<()> {
+    let rows: u64 = pg.psql(&format!("SELECT count(*) FROM {table}")).parse()?;
+    anyhow::ensure!(
+        rows == want,
+        "table {table} has {rows} rows, expected {want}"
+    );
+    Ok(())
+}
+
+/// Publishes every payload to `subject`, acknowledged, with at most
+/// [`IN_FLIGHT`] waiting; returns the time taken.
+async fn publish_all(url: &str, subject: &str, payloads: &[Vec<u8>]) -> anyhow::Result<Duration> {
+    let js = jetstream::new(async_nats::connect(url).await?);
+    let started = Instant::now();
+    let mut pending = std::collections::VecDeque::new();
+    for p in payloads {
+        pending.push_back(js.publish(subject.to_owned(), p.clone().into()).await?);
+        if pending.len() >= IN_FLIGHT {
+            pending.pop_front().expect("not empty").await?;
+        }
+    }
+    for ack in pending {
+        ack.await?;
+    }
+    Ok(started.elapsed())
+}
+
+/// Reads `n` messages of `stream` with an ordered consumer; returns the
+/// time taken.
+async fn read_all(url: &str, stream: &str, n: u64) -> anyhow::Result<Duration> {
+    let js = jetstream::new(async_nats::connect(url).await?);
+    let started = Instant::now();
+    let stream = js.get_stream(stream).await?;
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::OrderedConfig::default())
+        .await?;
+    let mut messages = consumer.messages().await?;
+    let mut read = 0;
+    while read < n {
+        messages.next().await.context("the stream ended")??;
+        read += 1;
+    }
+    Ok(started.elapsed())
+}
+
+/// The number of messages `stream` holds.
+fn stream_messages(
+    runtime: &tokio::runtime::Runtime,
+    url: &str,
+    stream: &str,
+) -> anyhow::Result<u64> {
+    runtime.block_on(async {
+        let js = jetstream::new(async_nats::connect(url).await?);
+        let mut stream = js.get_stream(stream).await?;
+        Ok(stream.info().await?.state.messages)
+    })
+}

@@ -1,0 +1,159 @@
+//! Jobs with PostgreSQL sinks through the `weir` binary, against a real,
+//! private PostgreSQL: a crash after a checkpoint completed but before its
+//! rows were committed, a server restart during the job, and the one-line
+//! errors of a bad URL and a missing table. (The sink itself is tested
+//! through the library in `postgres_sink.rs`; the golden NATS → PostgreSQL
+//! pipeline through kills is in `nats.rs`.)
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use weir_tests::cli::Weir;
+use weir_tests::job_dir::JobDir;
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
+use weir_tests::servers::Postgres;
+use weir_tests::wait::{PATIENCE, wait_until};
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
+
+/// `n` rows `{"word": ..., "count": i}` as jsonl.
+fn rows(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("{{\"word\":\"w{}\",\"count\":{i}}}\n", i % 13))
+        .collect()
+}
+
+/// A job appending `rows.jsonl` (at `rate` records/s) to table `events`.
+fn appending(pg: &Postgres, rate: u64) -> JobFile {
+    JobFile::new("pg-append")
+        .checkpoint(Checkpoint::every("100ms"))
+        .restart(Restart::fixed_delay(30, "200ms"))
+        .source(Source::file("in", "rows.jsonl").format("jsonl").rate(rate))
+        .sink(Sink::postgres("out", &pg.url(), "events").input("in"))
+}
+
+fn server() -> Postgres {
+    let pg = Postgres::start();
+    pg.psql("CREATE TABLE events (word text NOT NULL, count bigint NOT NULL)");
+    pg
+}
+
+/// The table holds every row of the input exactly once.
+fn assert_exactly_once(pg: &Postgres, n: usize) {
+    let total = pg.psql("SELECT count(*), count(DISTINCT count) FROM events");
+    assert_eq!(total, format!("{n}|{n}"), "rows, distinct rows");
+    let wrong = pg.psql("SELECT count(*) FROM events WHERE word <> 'w' || (count % 13)");
+    assert_eq!(wrong, "0");
+}
+
+/// The crash comes after checkpoints completed but while their rows wait
+/// for the database (a lock holds the table): the rerun writes them once.
+#[test]
+fn a_crash_between_the_checkpoint_and_the_database_commit_repeats_nothing() {
+    let n = 3000;
+    let pg = server();
+    let job = JobDir::new(WEIR, appending(&pg, 3000), &[("rows.jsonl", &rows(n))]);
+
+    // Another session holds the table until told to let go.
+    let mut lock = Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &pg.url()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_lock = lock.stdin.take().unwrap();
+    writeln!(
+        to_lock,
+        "BEGIN; LOCK TABLE events IN ACCESS EXCLUSIVE MODE; \\echo locked"
+    )
+    .unwrap();
+    let mut said = String::new();
+    BufReader::new(lock.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said.trim(), "locked");
+
+    let mut run = job.spawn(&["-v"]);
+    run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+    std::thread::sleep(Duration::from_millis(300));
+    run.kill();
+    writeln!(to_lock, "ROLLBACK;").unwrap();
+    drop(to_lock);
+    lock.wait().unwrap();
+    assert_eq!(pg.psql("SELECT count(*) FROM weir_sink_commits"), "0");
+
+    let stderr = job.run_ok(&["-v"]);
+    assert!(stderr.contains("completed before the restart"), "{stderr}");
+    assert_exactly_once(&pg, n);
+}
+
+/// PostgreSQL goes away mid-job and comes back: the attempt that lost it
+/// fails, the restart restores, and the table ends with every row once.
+#[test]
+fn a_server_restart_during_the_job_loses_and_repeats_nothing() {
+    let n = 4000;
+    let mut pg = server();
+    let job = JobDir::new(WEIR, appending(&pg, 2000), &[("rows.jsonl", &rows(n))]);
+    let run = job.spawn(&[]);
+    wait_until("the first rows", PATIENCE, || {
+        let rows = pg.try_psql("SELECT count(*) FROM events").ok()?;
+        (rows != "0").then_some(())
+    });
+    pg.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    pg.restart();
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("attempt failed"),
+        "the outage was not seen: {stderr}"
+    );
+    assert_exactly_once(&pg, n);
+}
+
+#[test]
+fn a_bad_url_and_a_missing_table_are_one_line_errors() {
+    let pg = server();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!(
+            "postgresql://postgres@127.0.0.1:{}/postgres",
+            l.local_addr().unwrap().port()
+        )
+    };
+    let job = |sink: Sink| {
+        JobFile::new("pg-errors")
+            .source(Source::file("in", "rows.jsonl").format("jsonl"))
+            .sink(sink.input("in"))
+    };
+    let cases = [
+        (
+            job(Sink::postgres("out", &dead, "events")),
+            vec!["sink `out`", "127.0.0.1"],
+        ),
+        (
+            job(Sink::postgres("out", &pg.url(), "nope")),
+            vec!["sink `out`", "nope"],
+        ),
+        (
+            job(Sink::postgres("out", &pg.url(), "events")
+                .string("mode", "upsert")
+                .string("key", "word")),
+            vec!["sink `out`", "events", "word"],
+        ),
+    ];
+    for (file, needles) in cases {
+        let job = JobDir::new(WEIR, file, &[("rows.jsonl", &rows(3))]);
+        job.run(&[]).assert_one_line_error(&needles);
+    }
+    // A value of the wrong type fails the epoch, naming the column.
+    let bad = "{\"word\":\"w\",\"count\":\"many\"}\n";
+    let job = JobDir::new(
+        WEIR,
+        job(Sink::postgres("out", &pg.url(), "events")),
+        &[("rows.jsonl", bad)],
+    );
+    job.run(&[])
+        .assert_one_line_error(&["sink `out`", "count", "integer"]);
+}
