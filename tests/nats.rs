@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
-use weir_tests::job_dir::JobDir;
+use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::pipeline::XorShift;
 use weir_tests::plugins;
 use weir_tests::servers::{Nats, Postgres};
+use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -192,14 +193,54 @@ fn jsonl_messages_give_keys_and_timestamps() {
         out.contains(r#""word":"ann""#) && out.contains(r#""word":"bob""#),
         "{out}"
     );
+}
 
-    let job = JobDir::new(
-        WEIR,
-        copying(&nats, &[("format", "\"jsonl\""), ("message_time", "true")]),
-        &[],
-    );
+/// With `message_time = true` each record's event time is the time the
+/// stream stored its message: hour windows over messages published now
+/// are the current hour's, and fire on the watermarks the source makes.
+#[test]
+fn message_times_are_event_times_for_windows() {
+    let hour = 3_600_000;
+    let now = || {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.unwrap().as_millis() as i64 / hour * hour
+    };
+    let before = now();
+    let nats = server_with(&[
+        r#"{"user":"ann"}"#.into(),
+        r#"{"user":"ann"}"#.into(),
+        r#"{"user":"bob"}"#.into(),
+    ]);
+    let after = now();
+    let windows = JobFile::new("nats-windows")
+        .source(
+            Source::nats("in", &nats.url(), "WORDS")
+                .value("bounded", true)
+                .format("jsonl")
+                .key("user")
+                .value("message_time", true)
+                .value("watermark", "{ max_out_of_orderness = \"1s\" }"),
+        )
+        .operator(
+            Operator::new("count", plugins::WINDOW_COUNT)
+                .inputs(&["in"])
+                .config("{ size = \"1h\" }"),
+        )
+        .sink(Sink::file("out", "out.txt").input("count"));
+    let job = JobDir::new(WEIR, windows, &[]);
     job.run_ok(&[]);
-    assert_eq!(job.read("out.txt").lines().count(), 2);
+    let out = job.read("out.txt");
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for row in &rows {
+        let start = row["window_start"].as_i64().unwrap();
+        assert!(start == before || start == after, "{row} (hour {before})");
+        let want = if row["key"] == "ann" { 2 } else { 1 };
+        assert_eq!(row["count"], want, "{row}");
+    }
 }
 
 #[test]
@@ -284,4 +325,43 @@ fn nats_to_postgres_through_kills_is_exactly_once() {
     assert_running_counts(&want, &events, "the events table");
     let marks = pg.psql("SELECT count(*) FROM weir_sink_commits WHERE job = 'nats-to-postgres'");
     assert_eq!(marks, "2", "one bookkeeping row per sink");
+}
+
+/// An unbounded source keeps running until stopped: Ctrl-C (SIGINT)
+/// checkpoints and stops it, and the next run reads exactly the messages
+/// published meanwhile (none lost, none read twice), from a subject filter.
+#[test]
+fn an_unbounded_source_stopped_and_restarted_reads_every_message_once() {
+    let nats = server_with(&[]);
+    let first: Vec<String> = (0..300).map(|i| format!("a{i}")).collect();
+    let second: Vec<String> = (0..200).map(|i| format!("b{i}")).collect();
+    let publish = |subject: &str, words: &[String]| {
+        let payloads: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        nats.publish(subject, &payloads);
+    };
+    publish("words.in", &first);
+    publish("words.other", &first[..50]);
+    let job = JobDir::new(
+        WEIR,
+        JobFile::new("nats-unbounded")
+            .checkpoint(Checkpoint::every("100ms"))
+            .source(Source::nats("in", &nats.url(), "WORDS").string("subject", "words.in"))
+            .sink(Sink::file("out", "out.txt").input("in")),
+        &[],
+    );
+    let lines = || std::fs::read_to_string(job.path().join("out.txt")).unwrap_or_default();
+    let run_until = |n: usize| {
+        let run = job.spawn(&[]);
+        wait_until("the output", PATIENCE, || {
+            (lines().lines().count() >= n).then_some(())
+        });
+        signal(&run.child, "-INT");
+        let (status, stderr) = run.wait();
+        assert!(status.success(), "{stderr}");
+    };
+    run_until(first.len());
+    publish("words.in", &second);
+    run_until(first.len() + second.len());
+    let want: Vec<&str> = first.iter().chain(&second).map(String::as_str).collect();
+    assert_eq!(lines().lines().collect::<Vec<_>>(), want);
 }

@@ -1,4 +1,5 @@
-//! Records to `COPY ... FROM STDIN` text (PostgreSQL's text format), with
+//! Records to `COPY ... FROM STDIN` text (PostgreSQL's text format), read
+//! field by field from the record's JSON text (no map of values), with
 //! every value checked against its column's type first, and the epoch's
 //! rows grouped by the columns they name ([`Groups`]) or, for upsert,
 //! merged by key ([`Merged`]). No I/O: the destination sends the text.
@@ -114,56 +115,87 @@ impl Row {
     ) -> Result<(), String> {
         self.cells.clear();
         self.text.clear();
-        let record = match serde_json::from_slice::<Value>(value) {
-            Ok(Value::Object(map)) => map,
-            Ok(other) => {
-                return Err(format!(
+        let not_json = |e: &dyn std::fmt::Display| {
+            format!(
+                "a record is not JSON ({e}): {}; the postgres sink writes JSON objects, one field per column",
+                shorten(value)
+            )
+        };
+        if value.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(match serde_json::from_slice::<Value>(value) {
+                Ok(other) => format!(
                     "a record is {}, not a JSON object: {}; the postgres sink writes JSON objects, one field per column",
                     json_type(&other),
                     shorten(value)
-                ));
-            }
-            Err(e) => {
-                return Err(format!(
-                    "a record is not JSON ({e}): {}; the postgres sink writes JSON objects, one field per column",
-                    shorten(value)
-                ));
-            }
-        };
-        for (name, field) in &record {
-            let Some(col) = columns.find(name) else {
-                if ignore_unknown {
-                    continue;
-                }
-                return Err(format!(
-                    "field `{name}` of record {} has no column in the table; add the column, \
-                     remove the field, or set ignore_unknown = true",
-                    shorten(value)
-                ));
-            };
-            let column = &columns.list[col];
-            if column.generated {
-                if ignore_unknown {
-                    continue;
-                }
-                return Err(format!(
-                    "field `{name}` of record {} sets generated column `{name}`, which PostgreSQL computes; \
-                     remove the field, or set ignore_unknown = true",
-                    shorten(value)
-                ));
-            }
-            let start = self.text.len();
-            if let Err(got) = encode(field, column.kind, &mut self.text, &mut self.json) {
-                return Err(format!(
-                    "column `{name}` ({}) needs {}, got {got} in record {}; fix the records or the column's type",
-                    column.sql_type,
-                    column.kind.expected(),
-                    shorten(value)
-                ));
-            }
-            self.cells.push((col, start..self.text.len()));
+                ),
+                Err(e) => not_json(&e),
+            });
         }
+        // The fields are read straight from the record's bytes, without a
+        // map of values; a field refused by its column stops the parse.
+        let mut refused = None;
+        let mut de = serde_json::Deserializer::from_slice(value);
+        let fields = Fields {
+            row: self,
+            columns,
+            ignore_unknown,
+            record: value,
+            refused: &mut refused,
+        };
+        let parsed = serde::Deserializer::deserialize_map(&mut de, fields).and_then(|()| de.end());
+        if let Some(message) = refused {
+            return Err(message);
+        }
+        parsed.map_err(|e| not_json(&e))?;
         self.cells.sort_unstable_by_key(|(col, _)| *col);
+        Ok(())
+    }
+
+    /// Adds field `name`, whose JSON text is `raw`, of `record`.
+    fn add(
+        &mut self,
+        columns: &Columns,
+        ignore_unknown: bool,
+        record: &[u8],
+        name: &str,
+        raw: &str,
+    ) -> Result<(), String> {
+        let Some(col) = columns.find(name) else {
+            if ignore_unknown {
+                return Ok(());
+            }
+            return Err(format!(
+                "field `{name}` of record {} has no column in the table; add the column, \
+                 remove the field, or set ignore_unknown = true",
+                shorten(record)
+            ));
+        };
+        let column = &columns.list[col];
+        if column.generated {
+            if ignore_unknown {
+                return Ok(());
+            }
+            return Err(format!(
+                "field `{name}` of record {} sets generated column `{name}`, which PostgreSQL computes; \
+                 remove the field, or set ignore_unknown = true",
+                shorten(record)
+            ));
+        }
+        let start = self.text.len();
+        if let Err(got) = encode(raw, column.kind, &mut self.text, &mut self.json) {
+            return Err(format!(
+                "column `{name}` ({}) needs {}, got {got} in record {}; fix the records or the column's type",
+                column.sql_type,
+                column.kind.expected(),
+                shorten(record)
+            ));
+        }
+        let range = start..self.text.len();
+        // A field given twice: the last one counts, as in a JSON map.
+        match self.cells.iter_mut().find(|(c, _)| *c == col) {
+            Some(cell) => cell.1 = range,
+            None => self.cells.push((col, range)),
+        }
         Ok(())
     }
 
@@ -190,43 +222,113 @@ impl Row {
     }
 }
 
-/// Writes `value` as a COPY field of a column of `kind`, or returns what
-/// the value is when it does not fit (for the message).
-fn encode(value: &Value, kind: Kind, out: &mut Vec<u8>, json: &mut Vec<u8>) -> Result<(), String> {
-    let got = || {
-        format!(
-            "{} {}",
-            json_type(value),
-            shorten(value.to_string().as_bytes())
-        )
-    };
-    match (kind, value) {
-        (_, Value::Null) => out.extend_from_slice(b"\\N"),
-        (Kind::Int(lo, hi), Value::Number(n)) => match n.as_i64().filter(|v| (lo..=hi).contains(v))
-        {
-            Some(v) => out.extend_from_slice(v.to_string().as_bytes()),
-            None => return Err(got()),
+/// Writes the JSON value `raw` (its text) as a COPY field of a column of
+/// `kind`, or returns what the value is when it does not fit (for the
+/// message).
+fn encode(raw: &str, kind: Kind, out: &mut Vec<u8>, json: &mut Vec<u8>) -> Result<(), String> {
+    let got = || format!("{} {}", raw_type(raw), shorten(raw.as_bytes()));
+    let first = raw.as_bytes().first().copied().unwrap_or(b'n');
+    match (kind, first) {
+        (_, b'n') => out.extend_from_slice(b"\\N"),
+        // A JSON integer's text is its COPY text; anything else (a
+        // fraction, an exponent, out of range) is refused.
+        (Kind::Int(lo, hi), b'-' | b'0'..=b'9') => match raw.parse::<i64>() {
+            Ok(v) if (lo..=hi).contains(&v) => out.extend_from_slice(raw.as_bytes()),
+            _ => return Err(got()),
         },
-        // JSON numbers hold no tab, newline or backslash.
-        (Kind::Number, Value::Number(n)) => out.extend_from_slice(n.to_string().as_bytes()),
-        (Kind::Bool, Value::Bool(b)) => out.push(if *b { b't' } else { b'f' }),
-        (Kind::Json, v) => {
+        // JSON numbers hold no tab, newline or backslash, and PostgreSQL
+        // reads their every digit (no rounding through a float).
+        (Kind::Number, b'-' | b'0'..=b'9') => out.extend_from_slice(raw.as_bytes()),
+        (Kind::Bool, b't') => out.push(b't'),
+        (Kind::Bool, b'f') => out.push(b'f'),
+        (Kind::Json, _) => {
+            // Written compact, as serde_json writes it.
+            let value: Value = serde_json::from_str(raw).map_err(|_| got())?;
             json.clear();
-            serde_json::to_writer(&mut *json, v).expect("writing JSON to memory");
+            serde_json::to_writer(&mut *json, &value).expect("writing JSON to memory");
             escape(json, out);
         }
-        (Kind::Text, Value::String(s)) => {
-            if s.contains('\0') {
+        (Kind::Text, b'"') => {
+            let text: std::borrow::Cow<str> = match serde_json::from_str::<&str>(raw) {
+                Ok(s) => s.into(),
+                Err(_) => serde_json::from_str::<String>(raw)
+                    .map_err(|_| got())?
+                    .into(),
+            };
+            if text.contains('\0') {
                 return Err(format!(
                     "a string with a NUL character, which PostgreSQL text cannot hold: {}",
-                    shorten(s.as_bytes())
+                    shorten(text.as_bytes())
                 ));
             }
-            escape(s.as_bytes(), out);
+            escape(text.as_bytes(), out);
         }
         _ => return Err(got()),
     }
     Ok(())
+}
+
+/// The fields of a record object, handed to [`Row::add`] one by one as
+/// they are parsed; a refusal is kept in `refused` and stops the parse.
+struct Fields<'a> {
+    row: &'a mut Row,
+    columns: &'a Columns,
+    ignore_unknown: bool,
+    record: &'a [u8],
+    refused: &'a mut Option<String>,
+}
+
+impl<'de> serde::de::Visitor<'de> for Fields<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(name) = map.next_key_seed(FieldName)? {
+            let raw: &'de serde_json::value::RawValue = map.next_value()?;
+            let added = self.row.add(
+                self.columns,
+                self.ignore_unknown,
+                self.record,
+                &name,
+                raw.get(),
+            );
+            if let Err(message) = added {
+                *self.refused = Some(message);
+                return Err(serde::de::Error::custom("refused"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A field name, borrowed from the record unless it holds escapes.
+struct FieldName;
+
+impl<'de> serde::de::DeserializeSeed<'de> for FieldName {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for FieldName {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(s.into())
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(s.to_owned().into())
+    }
 }
 
 /// Appends `text` escaped for a COPY text field.
@@ -273,6 +375,18 @@ pub(super) fn shorten(text: &[u8]) -> String {
         out.push(if c.is_control() { ' ' } else { c });
     }
     out
+}
+
+/// What the JSON text `raw` is, as [`json_type`] says it.
+fn raw_type(raw: &str) -> &'static str {
+    match raw.as_bytes().first() {
+        Some(b'n') => "null",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'"') => "a string",
+        Some(b'[') => "an array",
+        Some(b'{') => "an object",
+        _ => "a number",
+    }
 }
 
 fn json_type(value: &Value) -> &'static str {
@@ -477,6 +591,18 @@ mod tests {
         let mut out = Vec::new();
         row.write_line(&mut out);
         Ok(String::from_utf8(out).unwrap())
+    }
+
+    /// Fields are read from the record's text: a number keeps every digit,
+    /// an escaped field name is its column, a field given twice counts once
+    /// (the last, as in a JSON map), and trailing text is not JSON.
+    #[test]
+    fn fields_are_read_from_the_records_text() {
+        let got = line(r#"{"x": 12345678901234567890.125, "na\u006de": "n"}"#).unwrap();
+        assert_eq!(got, "12345678901234567890.125\tn\n");
+        assert_eq!(line(r#"{"id": 1, "id": 2}"#).unwrap(), "2\n");
+        assert!(line(r#"{"id": 1} x"#).unwrap_err().contains("is not JSON"));
+        assert!(line(r#"{"id": 1"#).unwrap_err().contains("is not JSON"));
     }
 
     #[test]
