@@ -75,6 +75,45 @@ pub trait Sink: Send {
     }
 }
 
+/// An epoch written to `open`, to be made durable as `staged`: the first
+/// phase of a two-phase commit, run on a sink's worker thread.
+pub(crate) struct SealEpoch {
+    /// The epoch's file, written and flushed.
+    pub(crate) file: std::fs::File,
+    /// Its path while it is written.
+    pub(crate) open: std::path::PathBuf,
+    /// Its path once sealed.
+    pub(crate) staged: std::path::PathBuf,
+    /// The commit info `done` gets once it is durable.
+    pub(crate) info: Value,
+    /// Gets the commit info or the error.
+    pub(crate) done: Done,
+}
+
+impl SealEpoch {
+    /// Syncs the epoch's data, renames it to `staged` and syncs the folder,
+    /// so that the rename too survives a power loss; then reports to `done`
+    /// for sink `sink`.
+    pub(crate) fn run(self, sink: &str) {
+        let io = |path: &std::path::Path| {
+            let (sink, path) = (sink.to_owned(), path.display().to_string());
+            move |error| SinkError::Io { sink, path, error }
+        };
+        let dir = self.staged.parent().unwrap_or(std::path::Path::new("."));
+        let sealed = self
+            .file
+            .sync_all()
+            .map_err(io(&self.open))
+            .and_then(|()| std::fs::rename(&self.open, &self.staged).map_err(io(&self.staged)))
+            .and_then(|()| {
+                std::fs::File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(io(dir))
+            });
+        (self.done)(sealed.map(|()| self.info))
+    }
+}
+
 /// Runs a sink step and waits for its `done`.
 fn blocking(step: impl FnOnce(Done) -> Result<(), SinkError>) -> Result<Value, SinkError> {
     let (tx, rx) = crossbeam_channel::bounded(1);

@@ -28,7 +28,7 @@ use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::connectors::sink::{Done, Sink, SinkError};
+use crate::connectors::sink::{Done, SealEpoch, Sink, SinkError};
 use crate::connectors::worker::Worker;
 use crate::dataflow::Batch;
 
@@ -66,14 +66,8 @@ pub(crate) struct StagedSink {
 
 /// The steps the worker thread runs, in request order.
 enum Request {
-    /// Make the epoch written to `open` durable as `staged`.
-    Seal {
-        file: File,
-        open: PathBuf,
-        staged: PathBuf,
-        info: Value,
-        done: Done,
-    },
+    /// Make the epoch durable.
+    Seal(SealEpoch),
     /// Deliver the staged epochs, in order, and delete each once delivered.
     Deliver {
         epochs: Vec<(u64, PathBuf)>,
@@ -166,13 +160,13 @@ impl Sink for StagedSink {
             .map_err(|e| io_error(&self.id, &open)(e.into_error()))?;
         let staged = self.staging.join(format!("{id}.epoch"));
         self.pending.insert(id, staged.clone());
-        self.send(Request::Seal {
+        self.send(Request::Seal(SealEpoch {
             file,
             open,
             staged,
             info: json!({ "checkpoint": id }),
             done,
-        })
+        }))
     }
 
     fn commit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
@@ -195,13 +189,7 @@ impl Sink for StagedSink {
 /// Runs one step of sink `sink`'s worker.
 fn perform(sink: &str, destination: &mut dyn Destination, request: Request) {
     match request {
-        Request::Seal {
-            file,
-            open,
-            staged,
-            info,
-            done,
-        } => done(seal(sink, file, &open, &staged).map(|()| info)),
+        Request::Seal(seal) => seal.run(sink),
         Request::Deliver { epochs, done } => {
             let delivered = epochs
                 .iter()
@@ -218,16 +206,6 @@ fn write_frame(out: &mut impl Write, batch: &Batch) -> std::io::Result<()> {
     out.write_all(&(spans.len() as u32).to_le_bytes())?;
     out.write_all(data)?;
     out.write_all(spans)
-}
-
-/// Makes the epoch in `file` (at `open`) durable and renames it to `staged`.
-fn seal(sink: &str, file: File, open: &Path, staged: &Path) -> Result<(), SinkError> {
-    file.sync_all().map_err(io_error(sink, open))?;
-    fs::rename(open, staged).map_err(io_error(sink, staged))?;
-    let dir = staged.parent().unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_error(sink, dir))
 }
 
 /// Delivers staged epoch `id` from `path`, then deletes the file.

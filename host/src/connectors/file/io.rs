@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use crate::connectors::sink::{Done, SinkError};
+use crate::connectors::sink::{Done, SealEpoch, SinkError};
 
 /// Disk work of the file sink, done in order on its I/O thread.
 pub(super) enum IoRequest {
@@ -18,13 +18,7 @@ pub(super) enum IoRequest {
     /// resurfaces at the epoch's precommit, which syncs again).
     Writeback { file: File },
     /// Make the epoch written to `open` durable and rename it to `staged`.
-    Seal {
-        file: File,
-        open: PathBuf,
-        staged: PathBuf,
-        info: Value,
-        done: Done,
-    },
+    Seal(SealEpoch),
     /// Append the `staged` epochs, in order, to the visible file, make it
     /// durable, then delete them.
     Commit { staged: Vec<PathBuf>, done: Done },
@@ -46,18 +40,7 @@ pub(super) fn perform(sink: &str, visible: &Path, request: IoRequest) {
                 tracing::debug!("sink `{sink}`: early writeback failed: {e}");
             }
         }
-        IoRequest::Seal {
-            file,
-            open,
-            staged,
-            info,
-            done,
-        } => done(
-            file.sync_all()
-                .map_err(io(&open))
-                .and_then(|()| fs::rename(&open, &staged).map_err(io(&staged)))
-                .map(|()| info),
-        ),
+        IoRequest::Seal(seal) => seal.run(sink),
         IoRequest::Commit { staged, done } if staged.is_empty() => done(Ok(Value::Null)),
         IoRequest::Commit { staged, done } => {
             let append = || -> Result<(), SinkError> {

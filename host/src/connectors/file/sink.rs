@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use toml::Table;
 
 use super::io::{IoRequest, append_epochs, perform};
-use crate::connectors::sink::{Done, Sink, SinkError, SinkFormat, encode};
+use crate::connectors::sink::{Done, SealEpoch, Sink, SinkError, SinkFormat, encode};
 use crate::connectors::worker::Worker;
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
 use crate::dataflow::Batch;
@@ -306,13 +306,13 @@ impl Sink for FileSink {
         self.planned_len += staged_len;
         self.pending.insert(id, staged.clone());
         let info = json!({"checkpoint": id, "visible_len": self.planned_len, "staged_len": staged_len, "path": self.path.display().to_string()});
-        self.send(IoRequest::Seal {
+        self.send(IoRequest::Seal(SealEpoch {
             file,
             open: self.open.clone(),
             staged,
             info,
             done,
-        })
+        }))
     }
 
     fn commit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
