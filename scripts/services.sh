@@ -13,6 +13,7 @@
 #                                       background, on PORT or a free port
 #   scripts/services.sh postgres DIR [PORT]  starts a private PostgreSQL (data
 #                                       in DIR/pg) in the background
+#   scripts/services.sh stop DIR        stops the instance started in DIR
 #   scripts/services.sh stream URL NAME SUBJECT...  creates the JetStream
 #                                       stream NAME (file storage) capturing
 #                                       SUBJECTs on the server at URL
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '8,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '8,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -201,6 +202,24 @@ start_postgres() {
     echo "    ${as[*]}${as[*]:+ }$bin/pg_ctl -D $dir/pg -m fast stop" >&2
 }
 
+# Stops the private instance(s) started in DIR by this script.
+stop_in() {
+    local dir="$1" stopped=""
+    if [ -f "$dir/nats.pid" ]; then
+        kill "$(cat "$dir/nats.pid")" 2>/dev/null || true
+        rm -f "$dir/nats.pid"
+        stopped=1
+    fi
+    if [ -f "$dir/pg/postmaster.pid" ]; then
+        local bin as=()
+        bin="$(pg_bindir)"
+        [ "$(id -u)" -ne 0 ] || as=(runuser -u postgres --)
+        "${as[@]}" "$bin/pg_ctl" -D "$dir/pg" -m fast -w stop >/dev/null
+        stopped=1
+    fi
+    [ -n "$stopped" ] || echo "services: nothing runs in $dir" >&2
+}
+
 # Creates stream NAME capturing SUBJECTs (file storage, two-minute duplicate
 # window) on the NATS server at URL, over the NATS protocol (bash's
 # /dev/tcp; no client needed). Creating a stream that exists with the same
@@ -248,6 +267,10 @@ nats)
 postgres)
     [ $# -eq 2 ] || [ $# -eq 3 ] || usage
     start_postgres "$2" "${3:-}"
+    ;;
+stop)
+    [ $# -eq 2 ] || usage
+    stop_in "$2"
     ;;
 stream)
     [ $# -ge 4 ] || usage
