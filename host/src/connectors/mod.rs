@@ -42,7 +42,7 @@ pub const SOURCE_TYPES: &[SourceType] =
     &[file::SOURCE, generator::SOURCE, stdin::SOURCE, nats::SOURCE];
 
 /// The sink types, in the order the unknown-type message lists them.
-pub const SINK_TYPES: &[SinkType] = &[file::SINK, postgres::SINK, stdout::SINK, nats::SINK];
+pub const SINK_TYPES: &[SinkType] = &[file::SINK, stdout::SINK, nats::SINK, postgres::SINK];
 
 /// Reads a source's settings from its table, which holds only keys of its
 /// type. A value of the wrong type is an error here; everything else is

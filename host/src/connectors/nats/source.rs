@@ -348,50 +348,63 @@ impl SourceConnector for NatsSourceConfig {
         }
         let (tx, rx) = mpsc::channel(CHANNEL_MESSAGES);
         let (source_id, shown) = (id.to_owned(), target);
-        reader.task = Some(reader.connection.spawn(async move {
-            let mut messages = match consumer.messages().await {
-                Ok(messages) => messages,
-                Err(e) => {
-                    tracing::error!("source `{source_id}`: {shown}: cannot read messages: {e}");
-                    return;
-                }
-            };
-            while let Some(message) = messages.next().await {
-                let message = match message {
-                    Ok(message) => message,
-                    Err(e) => {
-                        tracing::warn!("source `{source_id}`: {shown}: {e}; retrying");
-                        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-                        continue;
-                    }
-                };
-                let (seq, pending, time) = match message.info() {
-                    Ok(info) => (
-                        info.stream_sequence,
-                        info.pending,
-                        (info.published.unix_timestamp_nanos() / 1_000_000) as i64,
-                    ),
-                    Err(e) => {
-                        tracing::warn!("source `{source_id}`: {shown}: a message without JetStream metadata: {e}");
-                        continue;
-                    }
-                };
-                if end.is_some_and(|end| seq > end) {
-                    let _ = tx.send(Item::End).await;
-                    return;
-                }
-                let payload = message.message.payload;
-                if tx.send(Item::Message { seq, time, payload }).await.is_err() {
-                    return;
-                }
-                if end.is_some_and(|end| seq >= end || pending == 0) {
-                    let _ = tx.send(Item::End).await;
-                    return;
-                }
-            }
-        }));
+        let consumed = consume(consumer, end, tx, move |what: &str| {
+            format!("source `{source_id}`: {shown}: {what}")
+        });
+        reader.task = Some(reader.connection.spawn(consumed));
         reader.messages = Some(rx);
         Ok(Box::new(reader))
+    }
+}
+
+/// Hands the messages of `consumer` to the reader over `tx`, in stream
+/// order, until a bounded source passes `end` (then [`Item::End`]) or the
+/// reader is gone; `say` prefixes a log line with the source and stream.
+async fn consume(
+    consumer: async_nats::jetstream::consumer::Consumer<OrderedConfig>,
+    end: Option<u64>,
+    tx: mpsc::Sender<Item>,
+    say: impl Fn(&str) -> String,
+) {
+    let mut messages = match consumer.messages().await {
+        Ok(messages) => messages,
+        Err(e) => return tracing::error!("{}", say(&format!("cannot read messages: {e}"))),
+    };
+    while let Some(message) = messages.next().await {
+        let message = match message {
+            Ok(message) => message,
+            Err(e) => {
+                tracing::warn!("{}", say(&format!("{e}; retrying")));
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        let (seq, pending, time) = match message.info() {
+            Ok(info) => (
+                info.stream_sequence,
+                info.pending,
+                (info.published.unix_timestamp_nanos() / 1_000_000) as i64,
+            ),
+            Err(e) => {
+                tracing::warn!(
+                    "{}",
+                    say(&format!("a message without JetStream metadata: {e}"))
+                );
+                continue;
+            }
+        };
+        if end.is_some_and(|end| seq > end) {
+            let _ = tx.send(Item::End).await;
+            return;
+        }
+        let payload = message.message.payload;
+        if tx.send(Item::Message { seq, time, payload }).await.is_err() {
+            return;
+        }
+        if end.is_some_and(|end| seq >= end || pending == 0) {
+            let _ = tx.send(Item::End).await;
+            return;
+        }
     }
 }
 

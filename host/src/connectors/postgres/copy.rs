@@ -9,6 +9,8 @@
 //! is one line of tab-separated fields.
 
 use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
 use std::ops::Range;
 
 use serde_json::Value;
@@ -73,7 +75,7 @@ pub(super) struct Column {
 #[derive(Debug)]
 pub(super) struct Columns {
     pub(super) list: Vec<Column>,
-    by_name: HashMap<String, usize>,
+    by_name: HashMap<String, usize, RandomState>,
 }
 
 impl Columns {
@@ -122,14 +124,16 @@ impl Row {
             )
         };
         if value.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(match serde_json::from_slice::<Value>(value) {
-                Ok(other) => format!(
-                    "a record is {}, not a JSON object: {}; the postgres sink writes JSON objects, one field per column",
-                    json_type(&other),
-                    shorten(value)
-                ),
-                Err(e) => not_json(&e),
-            });
+            return Err(
+                match serde_json::from_slice::<serde::de::IgnoredAny>(value) {
+                    Ok(_) => format!(
+                        "a record is {}, not a JSON object: {}; the postgres sink writes JSON objects, one field per column",
+                        raw_type(String::from_utf8_lossy(value).trim_start()),
+                        shorten(value)
+                    ),
+                    Err(e) => not_json(&e),
+                },
+            );
         }
         // The fields are read straight from the record's bytes, without a
         // map of values; a field refused by its column stops the parse.
@@ -377,7 +381,7 @@ pub(super) fn shorten(text: &[u8]) -> String {
     out
 }
 
-/// What the JSON text `raw` is, as [`json_type`] says it.
+/// What the JSON text `raw` is, for messages (`a string`).
 fn raw_type(raw: &str) -> &'static str {
     match raw.as_bytes().first() {
         Some(b'n') => "null",
@@ -389,23 +393,15 @@ fn raw_type(raw: &str) -> &'static str {
     }
 }
 
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// The COPY lines of an epoch's rows, one group per set of columns the
 /// rows name (a COPY names its columns once; the columns a row leaves out
 /// get their defaults). Groups are in order of first appearance.
 #[derive(Debug, Default)]
 pub(super) struct Groups {
-    index: HashMap<Vec<usize>, usize>,
+    index: HashMap<Vec<usize>, usize, RandomState>,
+    /// The group the last row went to: consecutive rows mostly name the
+    /// same columns, and then need no lookup.
+    last: Option<usize>,
     groups: Vec<Group>,
     columns: Vec<usize>,
     /// The line buffers of earlier epochs' groups, for reuse.
@@ -428,6 +424,12 @@ pub(super) struct Group {
 impl Groups {
     /// Appends `row` to the group of its columns; returns the group's index.
     pub(super) fn push(&mut self, row: &Row) -> usize {
+        if let Some(g) = self.last
+            && self.groups[g].columns.iter().copied().eq(row.columns())
+        {
+            row.write_line(&mut self.groups[g].copy);
+            return g;
+        }
         self.columns.clear();
         self.columns.extend(row.columns());
         let g = match self.index.get(&self.columns) {
@@ -443,6 +445,7 @@ impl Groups {
             }
         };
         row.write_line(&mut self.groups[g].copy);
+        self.last = Some(g);
         g
     }
 
@@ -454,6 +457,7 @@ impl Groups {
     /// Forgets every group (an epoch starts), keeping their buffers.
     pub(super) fn clear(&mut self) {
         self.index.clear();
+        self.last = None;
         for group in self.groups.drain(..) {
             let mut copy = group.copy;
             copy.clear();
@@ -470,7 +474,7 @@ impl Groups {
 /// COPY text.
 #[derive(Debug, Default)]
 pub(super) struct Merged {
-    index: HashMap<Vec<u8>, usize>,
+    index: HashMap<Vec<u8>, usize, RandomState>,
     /// Per key, in order of first appearance: (column, field text) sorted
     /// by column.
     rows: Vec<Vec<(usize, Range<usize>)>>,
