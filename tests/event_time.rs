@@ -265,107 +265,15 @@ fn a_pending_processing_time_timer_fires_after_a_restore() {
 
 // ------------------------------------------------- windows over real input
 
-use std::collections::BTreeMap;
-
 use weir_tests::job_file::Entry;
-use weir_tests::pipeline::{XorShift, multiset, seed};
-
-/// Start of the clicks' event time: 2026-01-01T00:00:00Z.
-const EPOCH: i64 = 1_767_225_600_000;
-/// Window size of the tests, ms.
-const WINDOW: i64 = 1_000;
-/// Disorder of the clicks, below the source's `max_out_of_orderness`.
-const DISORDER: u64 = 1_500;
-
-/// `n` clicks of 7 users, 10 ms apart in event time and written up to
-/// [`DISORDER`] out of order, with a click replayed a minute late every
-/// 500 lines. Returns the file's text, the windowed counts a batch
-/// computation gives for the on-time clicks (`(user, window start)` →
-/// count) and the late lines.
-fn clicks(rng: &mut XorShift, n: i64) -> (String, BTreeMap<(String, i64), u64>, Vec<String>) {
-    let mut timed: Vec<(i64, i64, String)> = (0..n)
-        .map(|i| {
-            let ts = EPOCH + i * 10;
-            let arrival = ts + rng.range(0, DISORDER) as i64;
-            (arrival, ts, format!("u{}", rng.range(0, 7)))
-        })
-        .collect();
-    timed.sort();
-    let (mut text, mut counts, mut late) = (String::new(), BTreeMap::new(), Vec::new());
-    for (line, (_, ts, user)) in timed.into_iter().enumerate() {
-        if line % 500 == 499 {
-            let l = format!(r#"{{"user":"{user}","ts":{},"late":true}}"#, ts - 60_000);
-            text.push_str(&l);
-            text.push('\n');
-            late.push(l);
-        }
-        *counts
-            .entry((user.clone(), ts - ts.rem_euclid(WINDOW)))
-            .or_insert(0) += 1;
-        text.push_str(&format!(r#"{{"user":"{user}","ts":{ts}}}"#));
-        text.push('\n');
-    }
-    (text, counts, late)
-}
-
-/// The counts in `window-count`'s output, each window once.
-fn windows_of(output: &str) -> BTreeMap<(String, i64), u64> {
-    let mut out = BTreeMap::new();
-    for line in output.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_eq!(
-            v["window_end"].as_i64().unwrap() - v["window_start"].as_i64().unwrap(),
-            WINDOW
-        );
-        let k = (
-            v["key"].as_str().unwrap().to_string(),
-            v["window_start"].as_i64().unwrap(),
-        );
-        assert!(
-            out.insert(k.clone(), v["count"].as_u64().unwrap())
-                .is_none(),
-            "window {k:?} emitted twice"
-        );
-    }
-    out
-}
-
-/// A file of clicks → `window-count` (tumbling 1 s, parallelism 2) → the
-/// counts and the late records, each to its own file.
-fn windows_job(checkpoint: Checkpoint) -> JobFile {
-    JobFile::new("windows")
-        .checkpoint(checkpoint)
-        .source(
-            Source::file("clicks", "clicks.jsonl")
-                .format("jsonl")
-                .key("user")
-                .batch_size(100)
-                .string("timestamp", "ts")
-                .value(
-                    "watermark",
-                    r#"{ max_out_of_orderness = "2s", interval = "0s" }"#,
-                ),
-        )
-        .operator(
-            Operator::new("count", plugins::WINDOW_COUNT)
-                .inputs(&["clicks"])
-                .parallelism(2)
-                .config(r#"{ size = "1s" }"#),
-        )
-        .sink(Sink::file("counts", "counts.jsonl").input("count"))
-        .sink(Sink::file("late", "late.jsonl").input("count.late"))
-}
+use weir_tests::pipeline::{XorShift, seed};
+use weir_tests::windows::{EPOCH, assert_windows, clicks, windows_job, windows_of};
 
 /// The complete lines of a file being appended to.
 fn committed(j: &JobDir, file: &str) -> Option<String> {
     let text = std::fs::read_to_string(j.path().join(file)).ok()?;
     let end = text.rfind('\n').map_or(0, |i| i + 1);
     Some(text[..end].to_string())
-}
-
-fn assert_windows(j: &JobDir, counts: &BTreeMap<(String, i64), u64>, late: &[String]) {
-    assert_eq!(&windows_of(&j.read("counts.jsonl")), counts);
-    assert_eq!(j.lines("late.jsonl"), multiset(&(late.join("\n") + "\n")));
 }
 
 /// The issue's test: windowed counts over out-of-order input (disorder

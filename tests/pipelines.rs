@@ -147,12 +147,17 @@ impl Orders {
         s
     }
 
-    fn job(&self, rate_a: Option<u64>, rate_b: Option<u64>) -> JobDir {
+    fn job_file(rate_a: Option<u64>, rate_b: Option<u64>) -> JobFile {
         let mut job =
             jobs::reconcile(plugins::RECONCILE).checkpoint(Checkpoint::every("100ms").retain(1000));
         for (id, rate) in [("payments", rate_a), ("bank", rate_b)] {
             job = job.source_with(id, |s| s.throttle(rate));
         }
+        job
+    }
+
+    fn job(&self, rate_a: Option<u64>, rate_b: Option<u64>) -> JobDir {
+        let job = Self::job_file(rate_a, rate_b);
         let (a, b) = (Self::csv(&self.a, "channel"), Self::csv(&self.b, "state"));
         JobDir::new(WEIR, job, &[("payments.csv", &a), ("bank.csv", &b)])
     }
@@ -230,6 +235,32 @@ fn reconcile_survives_sigkill_exactly_once() {
         &orders.reference(),
         KILLS,
         &mut rng,
+    );
+}
+
+/// The test: a reconcile rescaled mid-run (killed at 2 instances,
+/// resumed at 3, killed again, finished at 1) equals the batch answer.
+#[test]
+fn reconcile_rescaled_mid_run_equals_the_batch_answer() {
+    let mut rng = XorShift(seed() ^ 5);
+    let orders = Orders::generate(&mut rng, 20_000);
+    let job = orders.job(Some(3000), Some(3000));
+    for p in [3, 1] {
+        let killed = job.run_killed(1, "out/reconcile.jsonl", (0, 100), &mut rng);
+        assert_eq!(killed, 1, "the run at the old parallelism finished first");
+        let changed = Orders::job_file(Some(3000), Some(3000))
+            .operator_with("reconcile", |o| o.parallelism(p));
+        job.write_job(changed);
+    }
+    let stderr = job.run_ok(&[]);
+    assert!(
+        stderr.contains("rescaled from 3 to 1 instances"),
+        "{stderr}"
+    );
+    assert_same_json_lines(
+        &job.lines("out/reconcile.jsonl"),
+        &orders.reference(),
+        "reconcile output",
     );
 }
 

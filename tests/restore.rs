@@ -132,11 +132,13 @@ fn a_changed_plugin_is_refused_without_swap() {
     );
 }
 
+/// A parallelism beyond the key groups is refused by the job file's
+/// checks, before anything is restored.
 #[test]
-fn a_changed_parallelism_is_refused() {
+fn a_parallelism_beyond_the_key_groups_is_refused() {
     let j = interrupted(20_000);
-    j.write_job(counting("counting", 2000).operator_with("count", |o| o.parallelism(3)));
-    assert_fails(&j.run(&[]), &["operator `count`", "parallelism 2", "3"]);
+    j.write_job(counting("counting", 2000).operator_with("count", |o| o.parallelism(129)));
+    assert_fails(&j.run(&[]), &["parallelism", "128"]);
 }
 
 #[test]

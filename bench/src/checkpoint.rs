@@ -50,6 +50,7 @@ fn meta(id: u64) -> CheckpointMeta {
         )]),
         sinks: BTreeMap::new(),
         final_checkpoint: false,
+        derived: None,
     }
 }
 

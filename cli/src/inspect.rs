@@ -140,6 +140,21 @@ impl CheckpointReport {
             m.bytes_written,
             m.state_keys
         );
+        if let Some(d) = &m.derived {
+            let origin = match &d.savepoint {
+                Some(dir) => format!("checkpoint {} of savepoint {dir}", d.checkpoint),
+                None => format!("checkpoint {}", d.checkpoint),
+            };
+            s.push_str(&format!("  derived from {origin}\n"));
+            for (op, [from, to]) in &d.rescaled {
+                s.push_str(&format!(
+                    "  rescaled {op}: {from} -> {to} instances (state redistributed by key group)\n"
+                ));
+            }
+            for what in &d.dropped {
+                s.push_str(&format!("  dropped  {what} (--allow-non-restored-state)\n"));
+            }
+        }
         for (id, offset) in &m.sources {
             s.push_str(&format!("  source   {id}: offset {offset}\n"));
         }

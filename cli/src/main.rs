@@ -57,6 +57,38 @@ enum Command {
         /// see README); refused for a job with a stdout sink.
         #[arg(long)]
         json: bool,
+        /// Start from a savepoint (written by `weir savepoint`), in a state
+        /// directory with no checkpoint; state is matched to the job by id,
+        /// and a changed parallelism is redistributed by key group.
+        #[arg(long, value_name = "DIR")]
+        from_savepoint: Option<PathBuf>,
+        /// With --from-savepoint: start even if the savepoint holds state of
+        /// operators, sources or sinks the job no longer has (dropped).
+        #[arg(long, requires = "from_savepoint")]
+        allow_non_restored_state: bool,
+    },
+    /// Take a savepoint of a running job: a checkpoint written as a
+    /// self-contained directory that `weir run --from-savepoint` starts from.
+    #[command(
+        after_help = "Examples:\n  weir savepoint examples/wordcount                       # into <state dir>/savepoints/savepoint-<id>\n  weir savepoint examples/wordcount --out /backups/wc-v1\n  weir savepoint examples/wordcount --out /backups/wc-v1 --stop   # then stop the job\n  weir run examples/wordcount --state-dir /tmp/wc2 --from-savepoint /backups/wc-v1"
+    )]
+    Savepoint {
+        /// The running job's state directory, or its job file or job folder.
+        state_dir: PathBuf,
+        /// The savepoint directory to write (must not exist); default
+        /// `<state dir>/savepoints/savepoint-<checkpoint id>`.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Stop the job once the savepoint is written.
+        #[arg(long)]
+        stop: bool,
+        /// Seconds to wait for the outcome.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+        /// Seconds to wait for a job that is starting to open its control
+        /// socket.
+        #[arg(long, default_value_t = 10)]
+        wait: u64,
     },
     /// Replace an operator's plugin in a running job, at a checkpoint,
     /// keeping its state; rolls back if the new plugin fails.
@@ -245,6 +277,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             progress_every,
             swap,
             json,
+            from_savepoint,
+            allow_non_restored_state,
         } => {
             let job = weir::config::Job::load(&job)?;
             if json && let Some(sink) = job.sinks.iter().find(|s| s.connector.writes_stdout()) {
@@ -273,6 +307,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 metrics: Some(live.clone()),
                 swaps: swap,
                 control_socket: true,
+                from_savepoint: from_savepoint.map(|dir| weir::run::FromSavepoint {
+                    dir,
+                    allow_non_restored_state,
+                }),
             };
             let result = weir::run::run(&job, &rt, &options, &shutdown);
             if let Some(p) = progress {
@@ -303,6 +341,24 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => anyhow::bail!("swap of `{operator}` failed: {e}"),
+            }
+        }
+        Command::Savepoint {
+            state_dir,
+            out,
+            stop,
+            timeout,
+            wait,
+        } => {
+            let secs = std::time::Duration::from_secs;
+            let (wait, timeout) = (secs(wait), secs(timeout));
+            let state_dir = state_dir_arg(&state_dir)?;
+            match weir::run::request_savepoint(&state_dir, out.as_deref(), stop, wait, timeout) {
+                Ok(message) => {
+                    weir_cli::output::stdout(&format!("{message}\n"))?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => anyhow::bail!("savepoint failed: {e}"),
             }
         }
         Command::Validate { job } => {

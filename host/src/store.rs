@@ -15,7 +15,9 @@
 //! `layout` (file name, format version, tables), `meta` (the checkpoint
 //! metadata), `error`, `tuning`, `segment` (the encoding of a segment),
 //! `file` (the open store: opening, transactions), `chain` (one instance's
-//! segments) and `gc` (garbage collection, truncation).
+//! segments), `gc` (garbage collection, truncation), `rescale` (derived
+//! checkpoints: state redistributed by key group) and `savepoint` (a
+//! checkpoint as a self-contained directory).
 
 mod chain;
 mod error;
@@ -23,6 +25,8 @@ mod file;
 mod gc;
 mod layout;
 mod meta;
+mod rescale;
+mod savepoint;
 mod segment;
 mod tuning;
 
@@ -38,7 +42,9 @@ use layout::{CHECKPOINTS, CHUNKS, GC, SEGMENTS, SNAPSHOTS};
 pub use error::StoreError;
 pub use file::CheckpointStore;
 pub use layout::{FILE_NAME, FORMAT_VERSION};
-pub use meta::{CheckpointMeta, OperatorMeta, SwappedPlugin};
+pub use meta::{CheckpointMeta, Derivation, OperatorMeta, SwappedPlugin};
+pub use rescale::Move;
+pub use savepoint::{MANIFEST, Manifest, SAVEPOINT_FORMAT, Savepoint};
 
 pub use crate::dataflow::protocol::InstanceDelta;
 

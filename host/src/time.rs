@@ -1,9 +1,15 @@
 //! Event times as text: RFC 3339 timestamps and integer milliseconds since
 //! the Unix epoch (the `i64` timestamp of a record), read by the sources
 //! ([`parse_rfc3339`], [`parse_cell`]) and written by the CLI and in logs
-//! ([`format_rfc3339`]).
+//! ([`format_rfc3339`]), and [`unix_ms`], a system time as such milliseconds.
 //!
 //! A leaf: the text rules only, no I/O and no settings.
+
+/// `t` as milliseconds since the Unix epoch (0 before it).
+pub fn unix_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
 
 /// The milliseconds since the Unix epoch of an RFC 3339 date-time, such as
 /// `2026-12-01T15:30:00Z` or `2026-12-01T15:30:00.250+01:00`; `None` for

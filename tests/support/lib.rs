@@ -32,3 +32,5 @@ pub mod servers;
 #[cfg(feature = "plugins")]
 pub mod streaming;
 pub mod wait;
+#[cfg(feature = "plugins")]
+pub mod windows;

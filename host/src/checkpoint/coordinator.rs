@@ -92,6 +92,8 @@ pub struct Coordinator {
     at_end: BTreeSet<String>,
     finishing: bool,
     stop_requested: bool,
+    /// A checkpoint was asked for now (a savepoint), not at the interval.
+    asap: bool,
 }
 
 impl Coordinator {
@@ -122,6 +124,7 @@ impl Coordinator {
             at_end: BTreeSet::new(),
             finishing: false,
             stop_requested: false,
+            asap: false,
         }
     }
 
@@ -150,7 +153,8 @@ impl Coordinator {
         if self.in_flight.is_some() || self.finishing {
             return None;
         }
-        if self.stop_requested {
+        if self.stop_requested || self.asap {
+            self.asap = false;
             return Some(Command::Trigger(self.start(now, false)));
         }
         let interval = self.interval?;
@@ -196,6 +200,18 @@ impl Coordinator {
     pub fn request_stop(&mut self, now: Instant) -> Option<Command> {
         self.stop_requested = true;
         self.tick(now)
+    }
+
+    /// Asks for a checkpoint now instead of at the interval (a savepoint):
+    /// triggered at once when none is in flight, else right after it.
+    pub fn request_checkpoint(&mut self, now: Instant) -> Option<Command> {
+        self.asap = true;
+        self.tick(now)
+    }
+
+    /// The id the next checkpoint triggered will have.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
     }
 
     /// Whether a stop was requested.
@@ -477,5 +493,27 @@ mod tests {
         assert_eq!(c.request_stop(t0), None);
         let _ = ack_all(&mut c, 1, t0);
         assert_eq!(c.tick(t0), Some(Command::Trigger(2)));
+    }
+
+    /// A savepoint's checkpoint: at once without an interval, or right
+    /// after the one in flight, then the periodic schedule goes on.
+    #[test]
+    fn a_requested_checkpoint_is_taken_now_or_right_after_the_one_in_flight() {
+        let (mut c, t0) = setup(None);
+        assert_eq!(c.next_id(), 1);
+        assert_eq!(c.request_checkpoint(t0), Some(Command::Trigger(1)));
+        assert_eq!(c.tick(t0), None, "one in flight");
+        let _ = ack_all(&mut c, 1, t0);
+        assert_eq!(c.tick(t0), None, "asked once, taken once");
+
+        let (mut c, t0) = setup(Some(Duration::from_secs(3600)));
+        assert_eq!(c.tick(t0), None);
+        assert_eq!(c.request_checkpoint(t0), Some(Command::Trigger(1)));
+        assert_eq!(c.request_checkpoint(t0), None, "in flight");
+        let _ = ack_all(&mut c, 1, t0);
+        assert_eq!(c.tick(t0), Some(Command::Trigger(2)), "right after it");
+        let _ = ack_all(&mut c, 2, t0);
+        assert_eq!(c.tick(t0), None, "then at the interval");
+        assert!(!c.stop_requested());
     }
 }

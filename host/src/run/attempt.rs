@@ -23,6 +23,7 @@ use crossbeam_channel::Receiver;
 
 use crate::config::Job;
 use crate::metrics::JobMetrics;
+use crate::run::control::ControlRequest;
 use crate::run::driver::Driver;
 use crate::run::error::RunError;
 use crate::run::kept::{self, Kept};
@@ -47,7 +48,7 @@ pub(crate) struct Attempt<'a> {
     /// their checkpoints keep.
     pub kept: &'a Kept,
     /// Swap requests from the control socket.
-    pub control: Option<&'a Receiver<SwapRequest>>,
+    pub control: Option<&'a Receiver<ControlRequest>>,
     /// A swapped plugin on probation.
     pub probation: Option<&'a mut Probation>,
     /// The job's live metrics.

@@ -1,10 +1,12 @@
 //! The control socket `weir.sock` in the state dir ([`ControlSocket`]), on
-//! which a running job takes `weir swap` requests, and the client side
-//! ([`request_swap`]).
+//! which a running job takes `weir swap` and `weir savepoint` requests, and
+//! the client side ([`request_swap`], [`request_savepoint`]).
 //!
 //! Protocol: one JSON request per connection,
-//! `{"swap": {"operator": ..., "plugin": ...}}`, answered with one line,
-//! `{"ok": true, "message": ...}` or `{"ok": false, "error": ...}`.
+//! `{"swap": {"operator": ..., "plugin": ...}}` or
+//! `{"savepoint": {"out": <absolute path or null>, "stop": <bool>}}`,
+//! answered with one line, `{"ok": true, "message": ...}` or
+//! `{"ok": false, "error": ...}`.
 //!
 //! Invariants (SECURITY.md, "The control socket"):
 //! - The socket is reachable by its owner only, whatever the umask: it is
@@ -29,7 +31,23 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Sender, bounded};
 
 use crate::run::error::RunError;
+use crate::run::savepoint::SavepointRequest;
 use crate::run::swap::SwapRequest;
+
+/// A request taken on the control socket, for the driver.
+#[derive(Debug)]
+pub(crate) enum ControlRequest {
+    /// `weir swap`.
+    Swap(SwapRequest),
+    /// `weir savepoint`.
+    Savepoint(SavepointRequest),
+}
+
+/// A request as read from its line, before it gets its reply channel.
+enum Parsed {
+    Swap { operator: String, plugin: PathBuf },
+    Savepoint { out: Option<PathBuf>, stop: bool },
+}
 
 /// File name of the control socket in the state dir.
 pub const CONTROL_SOCKET: &str = "weir.sock";
@@ -53,7 +71,10 @@ impl ControlSocket {
     /// Listens on `<state_dir>/weir.sock` and hands every request to
     /// `requests`, answering each connection with the request's reply.
     /// Refused when another job answers on that socket.
-    pub(crate) fn start(state_dir: &Path, requests: Sender<SwapRequest>) -> Result<Self, RunError> {
+    pub(crate) fn start(
+        state_dir: &Path,
+        requests: Sender<ControlRequest>,
+    ) -> Result<Self, RunError> {
         let path = state_dir.join(CONTROL_SOCKET);
         let io = |e: std::io::Error| {
             RunError::Swap(format!(
@@ -180,7 +201,11 @@ fn peer_uid(conn: &UnixStream) -> std::io::Result<u32> {
 
 /// Serves one connection: checks that its peer is `owner` or root, reads
 /// its request, hands it to `requests` and waits for the outcome.
-fn serve(conn: &UnixStream, owner: u32, requests: &Sender<SwapRequest>) -> Result<String, String> {
+fn serve(
+    conn: &UnixStream,
+    owner: u32,
+    requests: &Sender<ControlRequest>,
+) -> Result<String, String> {
     let peer = peer_uid(conn).map_err(|e| format!("cannot check the client's credentials: {e}"))?;
     if !peer_allowed(peer, owner) {
         tracing::warn!(
@@ -190,19 +215,27 @@ fn serve(conn: &UnixStream, owner: u32, requests: &Sender<SwapRequest>) -> Resul
             "permission denied: only uid {owner} (the job's user) or root may control this job, not uid {peer}"
         ));
     }
-    let (operator, plugin) = parse(&read_request(conn)?)?;
     let (reply, result) = bounded(1);
-    let request = SwapRequest {
-        operator,
-        plugin,
-        reply,
+    let (request, what) = match parse(&read_request(conn)?)? {
+        Parsed::Swap { operator, plugin } => {
+            let r = SwapRequest {
+                operator,
+                plugin,
+                reply,
+            };
+            (ControlRequest::Swap(r), "swap")
+        }
+        Parsed::Savepoint { out, stop } => {
+            let r = SavepointRequest { out, stop, reply };
+            (ControlRequest::Savepoint(r), "savepoint")
+        }
     };
     if requests.send(request).is_err() {
         return Err("the job is shutting down".to_string());
     }
     result
         .recv()
-        .unwrap_or_else(|_| Err("the job ended before the swap completed".into()))
+        .unwrap_or_else(|_| Err(format!("the job ended before the {what} completed")))
 }
 
 /// Writes the answer line of a connection.
@@ -263,20 +296,42 @@ fn read_request(mut conn: &UnixStream) -> Result<String, String> {
     }
 }
 
-/// Reads a request line: the operator and the new plugin.
-fn parse(line: &str) -> Result<(String, PathBuf), String> {
+/// Reads a request line: a swap (the operator and the new plugin) or a
+/// savepoint (where, and whether to stop after it).
+fn parse(line: &str) -> Result<Parsed, String> {
     let v: serde_json::Value =
         serde_json::from_str(line).map_err(|e| format!("bad request ({e})"))?;
+    if let Some(sp) = v.get("savepoint") {
+        let out = match sp.get("out") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(p)) if Path::new(p).is_absolute() => {
+                Some(PathBuf::from(p))
+            }
+            Some(other) => {
+                return Err(format!(
+                    "bad request: `out` must be an absolute path, not {other}"
+                ));
+            }
+        };
+        let stop = sp
+            .get("stop")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        return Ok(Parsed::Savepoint { out, stop });
+    }
     let swap = v
         .get("swap")
-        .ok_or("bad request: expected {\"swap\": ...}")?;
+        .ok_or("bad request: expected {\"swap\": ...} or {\"savepoint\": ...}")?;
     let field = |k: &str| {
         swap.get(k)
             .and_then(|x| x.as_str())
             .map(str::to_string)
             .ok_or(format!("bad request: missing `{k}`"))
     };
-    Ok((field("operator")?, PathBuf::from(field("plugin")?)))
+    Ok(Parsed::Swap {
+        operator: field("operator")?,
+        plugin: PathBuf::from(field("plugin")?),
+    })
 }
 
 /// How often [`request_swap`] retries while it waits for the socket.
@@ -289,6 +344,36 @@ pub fn request_swap(
     state_dir: &Path,
     operator: &str,
     plugin: &Path,
+    wait: Duration,
+    timeout: Duration,
+) -> Result<String, String> {
+    let plugin = std::path::absolute(plugin).map_err(|e| format!("{}: {e}", plugin.display()))?;
+    let req = serde_json::json!({"swap": {"operator": operator, "plugin": plugin}});
+    request(state_dir, &req, wait, timeout)
+}
+
+/// Asks the job running on `state_dir` for a savepoint in `out` (the job's
+/// default, `<state dir>/savepoints/savepoint-<id>`, when `None`), stopping
+/// the job after it when `stop`, and waits for the outcome (`weir
+/// savepoint`); `wait` and `timeout` as for [`request_swap`].
+pub fn request_savepoint(
+    state_dir: &Path,
+    out: Option<&Path>,
+    stop: bool,
+    wait: Duration,
+    timeout: Duration,
+) -> Result<String, String> {
+    let out = out
+        .map(|o| std::path::absolute(o).map_err(|e| format!("{}: {e}", o.display())))
+        .transpose()?;
+    let req = serde_json::json!({"savepoint": {"out": out, "stop": stop}});
+    request(state_dir, &req, wait, timeout)
+}
+
+/// Sends `req` to the job on `state_dir` and reads its answer.
+fn request(
+    state_dir: &Path,
+    req: &serde_json::Value,
     wait: Duration,
     timeout: Duration,
 ) -> Result<String, String> {
@@ -312,8 +397,6 @@ pub fn request_swap(
     };
     conn.set_read_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
-    let plugin = std::path::absolute(plugin).map_err(|e| format!("{}: {e}", plugin.display()))?;
-    let req = serde_json::json!({"swap": {"operator": operator, "plugin": plugin}});
     (&conn)
         .write_all(format!("{req}\n").as_bytes())
         .map_err(|e| e.to_string())?;

@@ -11,12 +11,15 @@
 //! - A stop or a swap ends the attempt only after a checkpoint taken for it
 //!   is committed by every sink; the end of input only after the final
 //!   checkpoint is.
-//! - At most one stop or swap is pending at a time; a swap is refused while
-//!   an earlier one is on probation.
+//! - At most one stop, swap or savepoint is pending at a time; a swap is
+//!   refused while an earlier one is on probation.
+//! - A savepoint is written from a checkpoint taken after its request, once
+//!   every sink committed it, and no checkpoint is triggered meanwhile (so
+//!   garbage collection cannot drop it first).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
@@ -26,13 +29,16 @@ use crate::dataflow::cancel::POLL;
 use crate::dataflow::partition::KEY_GROUPS;
 use crate::dataflow::protocol::{Command, Event, SourceCtl};
 use crate::metrics::JobMetrics;
+use crate::run::control::ControlRequest;
 use crate::run::error::RunError;
 use crate::run::kept::Kept;
 use crate::run::plugins::LoadedOperator;
 use crate::run::restore::RestorePoint;
+use crate::run::savepoint::SavepointRequest;
 use crate::run::swap::{Probation, SwapRequest};
 use crate::run::wiring::DriverEnds;
 use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta};
+use crate::time::unix_ms;
 
 /// What the driver did, once it returned.
 pub(crate) struct Driven {
@@ -54,9 +60,12 @@ pub(crate) struct Driver<'a> {
     channels: DriverEnds,
     operators_meta: BTreeMap<String, OperatorMeta>,
     metrics: &'a JobMetrics,
-    control: Option<&'a Receiver<SwapRequest>>,
+    control: Option<&'a Receiver<ControlRequest>>,
     /// A swap waiting for its checkpoint.
     pending_swap: Option<SwapRequest>,
+    /// A savepoint waiting for its checkpoint and that checkpoint's commits.
+    pending_savepoint: Option<PendingSavepoint>,
+    state_dir: &'a std::path::Path,
     probation: Option<&'a mut Probation>,
     checkpoints: u64,
     last: Option<u64>,
@@ -76,7 +85,7 @@ impl<'a> Driver<'a> {
         at: &'a RestorePoint,
         channels: DriverEnds,
         metrics: &'a JobMetrics,
-        control: Option<&'a Receiver<SwapRequest>>,
+        control: Option<&'a Receiver<ControlRequest>>,
         probation: Option<&'a mut Probation>,
     ) -> Self {
         Driver {
@@ -88,6 +97,8 @@ impl<'a> Driver<'a> {
             metrics,
             control,
             pending_swap: None,
+            pending_savepoint: None,
+            state_dir: &at.state_dir,
             probation,
             checkpoints: 0,
             last: None,
@@ -110,11 +121,15 @@ impl<'a> Driver<'a> {
                 let cmd = self.coordinator.request_stop(now);
                 self.command(cmd);
             }
-            if let Some(req) = self.control.and_then(|c| c.try_recv().ok()) {
-                self.swap_requested(req, now);
+            match self.control.and_then(|c| c.try_recv().ok()) {
+                Some(ControlRequest::Swap(req)) => self.swap_requested(req, now),
+                Some(ControlRequest::Savepoint(req)) => self.savepoint_requested(req, now),
+                None => {}
             }
-            let cmd = self.coordinator.tick(now);
-            self.command(cmd);
+            if !self.savepoint_committing() {
+                let cmd = self.coordinator.tick(now);
+                self.command(cmd);
+            }
             let wait = self.coordinator.next_due(now).unwrap_or(POLL).min(POLL);
             match self.channels.events.recv_timeout(wait) {
                 Ok(Event::Ack(id, ack)) => {
@@ -130,6 +145,12 @@ impl<'a> Driver<'a> {
                 }
                 Ok(Event::SinkCommitted(sink, id)) => {
                     tracing::debug!("sink `{sink}` committed checkpoint {id}");
+                    if let Some(p) = self.pending_savepoint.as_mut()
+                        && p.checkpoint.is_some_and(|c| id >= c)
+                    {
+                        p.committed.insert(sink);
+                    }
+                    self.write_savepoint_when_committed();
                     if Some(id) >= self.awaiting_commit && self.awaiting_commit.is_some() {
                         self.committed += 1;
                         if self.committed == self.channels.commits.len() {
@@ -193,6 +214,7 @@ impl<'a> Driver<'a> {
             operators: self.operators_meta.clone(),
             sinks: done.sinks,
             final_checkpoint: done.is_final,
+            derived: None,
         };
         let stats = self
             .store
@@ -232,7 +254,92 @@ impl<'a> Driver<'a> {
             self.finished = done.is_final;
             self.awaiting_commit = Some(done.id);
         }
+        if let Some(p) = self.pending_savepoint.as_mut()
+            && p.checkpoint.is_none()
+            && done.id >= p.after
+        {
+            if done.is_final {
+                let p = self.pending_savepoint.take().expect("checked above");
+                p.request.answer(Err(format!(
+                    "the job reached the end of its input first (final checkpoint {}); a finished job has nothing to resume",
+                    done.id
+                )));
+            } else {
+                p.checkpoint = Some(done.id);
+                self.write_savepoint_when_committed();
+            }
+        }
         Ok(())
+    }
+
+    /// Whether a savepoint's checkpoint completed and waits for its sink
+    /// commits (no new checkpoint is triggered then).
+    fn savepoint_committing(&self) -> bool {
+        self.pending_savepoint
+            .as_ref()
+            .is_some_and(|p| p.checkpoint.is_some())
+    }
+
+    /// A savepoint: checkpoint now (and stop after it with `stop`), then
+    /// write it once every sink committed that checkpoint.
+    fn savepoint_requested(&mut self, req: SavepointRequest, now: Instant) {
+        if self.pending_savepoint.is_some()
+            || self.pending_swap.is_some()
+            || self.coordinator.stop_requested()
+            || self.awaiting_commit.is_some()
+        {
+            let why =
+                "the job is already stopping, swapping or taking a savepoint; retry in a moment";
+            return req.answer(Err(why.into()));
+        }
+        tracing::info!(
+            "savepoint requested{}: taking a checkpoint",
+            if req.stop { " (then stopping)" } else { "" }
+        );
+        let after = self.coordinator.next_id();
+        let cmd = if req.stop {
+            self.coordinator.request_stop(now)
+        } else {
+            self.coordinator.request_checkpoint(now)
+        };
+        self.pending_savepoint = Some(PendingSavepoint {
+            request: req,
+            after,
+            checkpoint: None,
+            committed: std::collections::BTreeSet::new(),
+        });
+        self.command(cmd);
+    }
+
+    /// Writes the pending savepoint once every sink committed its
+    /// checkpoint, and answers its request.
+    fn write_savepoint_when_committed(&mut self) {
+        let ready = self.pending_savepoint.as_ref().is_some_and(|p| {
+            p.checkpoint.is_some() && p.committed.len() >= self.channels.commits.len()
+        });
+        if !ready {
+            return;
+        }
+        let p = self.pending_savepoint.take().expect("checked above");
+        let id = p.checkpoint.expect("checked above");
+        let dir =
+            p.request.out.clone().unwrap_or_else(|| {
+                (self.state_dir.join("savepoints")).join(format!("savepoint-{id}"))
+            });
+        let result = self.store.write_savepoint(id, &dir).map(|_| {
+            let message = format!(
+                "savepoint of checkpoint {id} written to {}{}",
+                dir.display(),
+                if p.request.stop {
+                    "; the job stops"
+                } else {
+                    ""
+                }
+            );
+            tracing::info!(target: crate::NOTICE, "{message}");
+            message
+        });
+        p.request.answer(result.map_err(|e| e.to_string()));
     }
 
     /// A live swap: checkpoint now, then end the attempt so that the
@@ -264,6 +371,17 @@ impl<'a> Driver<'a> {
         let cmd = self.coordinator.request_stop(now);
         self.command(cmd);
     }
+}
+
+/// A savepoint request and its progress.
+struct PendingSavepoint {
+    request: SavepointRequest,
+    /// The first checkpoint id it may use (triggered after the request).
+    after: u64,
+    /// The completed checkpoint it uses.
+    checkpoint: Option<u64>,
+    /// The sinks that committed it.
+    committed: std::collections::BTreeSet<String>,
 }
 
 /// Every participant of a checkpoint of `job`: each source, each operator
@@ -303,9 +421,4 @@ fn operators_meta(
             )
         })
         .collect()
-}
-
-fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }

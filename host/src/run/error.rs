@@ -30,6 +30,16 @@ pub enum RunError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// Starting from a savepoint is not possible.
+    #[error("cannot start job `{job}` from savepoint {}: {message}", dir.display())]
+    Savepoint {
+        /// The job.
+        job: String,
+        /// The savepoint directory.
+        dir: std::path::PathBuf,
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// The job failed again after its restart strategy's last restart.
     #[error(
         "{error} (gave up after {restarts} restart(s); the state dir keeps the last complete checkpoint: fix the cause and run again to resume)"

@@ -266,6 +266,7 @@ mod tests {
             operators: BTreeMap::from([("count".to_string(), op)]),
             sinks: BTreeMap::new(),
             final_checkpoint: false,
+            derived: None,
         }
     }
 

@@ -8,7 +8,9 @@
 //!   plugins ([`load_plugins`]);
 //! - `supervisor`: attempts, the restart strategy, live swaps with
 //!   probation and rollback; `swap`: a swap request and its probation;
-//!   `control`: the control socket `weir.sock` ([`request_swap`]); `kept`:
+//!   `control`: the control socket `weir.sock` ([`request_swap`],
+//!   [`request_savepoint`]); `savepoint`: taking a savepoint on request and
+//!   starting from one ([`FromSavepoint`]); `kept`:
 //!   the copies of swapped-in plugins in the state dir ([`KEPT_DIR`]), which
 //!   restarts restore with;
 //! - `attempt`: one attempt as a list of phases: `restore` (open the store,
@@ -28,6 +30,7 @@ mod open;
 mod options;
 mod plugins;
 mod restore;
+mod savepoint;
 mod start;
 mod summary;
 mod supervisor;
@@ -40,11 +43,14 @@ use std::sync::atomic::AtomicBool;
 use crate::config::Job;
 use crate::wasm::Runtime;
 
-pub use control::{CONTROL_SOCKET, MAX_CONNECTIONS, MAX_REQUEST, REQUEST_TIMEOUT, request_swap};
+pub use control::{
+    CONTROL_SOCKET, MAX_CONNECTIONS, MAX_REQUEST, REQUEST_TIMEOUT, request_savepoint, request_swap,
+};
 pub use error::RunError;
 pub use kept::KEPT_DIR;
 pub use options::{RestoreMode, RunOptions, state_dir};
 pub use plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
+pub use savepoint::FromSavepoint;
 pub use summary::{RunSummary, format_summary, summary_json};
 pub use validate::validate;
 

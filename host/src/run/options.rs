@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::config::Job;
 use crate::metrics::JobMetrics;
+use crate::run::savepoint::FromSavepoint;
 use crate::store::{CheckpointStore, FILE_NAME};
 
 /// Which checkpoint to resume from.
@@ -47,8 +48,12 @@ pub struct RunOptions {
     /// Operators whose plugin is replaced, on restore, by another `.wasm`
     /// (`--swap OPERATOR=NEW.wasm`).
     pub swaps: Vec<(String, PathBuf)>,
-    /// Listen for `weir swap` on a control socket in the state dir.
+    /// Listen for `weir swap` and `weir savepoint` on a control socket in
+    /// the state dir.
     pub control_socket: bool,
+    /// Start from this savepoint (`--from-savepoint`), in a state dir with
+    /// no checkpoint.
+    pub from_savepoint: Option<FromSavepoint>,
 }
 
 impl RunOptions {

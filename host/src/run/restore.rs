@@ -10,9 +10,14 @@
 //!   checkpoint newer than the restored one, so new checkpoint ids continue
 //!   after it (`first_id`) and build on its state.
 //! - A restored checkpoint matches the job: key groups, the set of
-//!   operators, each parallelism and each plugin's sha256 (except for
-//!   swapped operators); a plugin never reads a state version newer than it
-//!   knows.
+//!   operators and each plugin's sha256 (except for swapped operators); a
+//!   plugin never reads a state version newer than it knows.
+//! - **Rescale on restore.** When operators' parallelism changed, the
+//!   checkpoint is not restored as is: its state is redistributed by key
+//!   group into a derived checkpoint (the next id, [`CheckpointStore::derive`])
+//!   with the job's parallelism, and the attempt restores that one. The
+//!   derived checkpoint keeps the original's source offsets and sink commit
+//!   info, so the output and the input resume exactly where they were.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -22,7 +27,8 @@ use crate::dataflow::partition::KEY_GROUPS;
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::LoadedOperator;
-use crate::store::{CheckpointMeta, CheckpointStore, StoreError};
+use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, StoreError};
+use crate::time::unix_ms;
 
 /// Where an attempt starts.
 pub(crate) enum Prepared {
@@ -74,6 +80,10 @@ pub(crate) fn prepare(
         check_restorable(job, plugins, meta, swapped)?;
         store.truncate_after(meta.id)?;
     }
+    let checkpoint = match checkpoint {
+        Some(meta) => Some(rescale(job, &store, meta)?),
+        None => None,
+    };
     let first_id = store.latest()?.map_or(1, |m| m.id + 1);
     if let Some(meta) = &checkpoint {
         tracing::info!(
@@ -137,6 +147,83 @@ fn choose(
     })
 }
 
+/// The checkpoint to restore for `job` from `meta`: `meta` itself when every
+/// operator keeps its parallelism, else a checkpoint derived from it with
+/// the job's parallelism (written as the next id, logged per operator).
+fn rescale(
+    job: &Job,
+    store: &CheckpointStore,
+    meta: CheckpointMeta,
+) -> Result<CheckpointMeta, RunError> {
+    let moves: Vec<Move> = job
+        .operators
+        .iter()
+        .filter_map(|op| {
+            let m = meta.operators.get(&op.id)?;
+            (m.parallelism != op.parallelism).then(|| Move {
+                operator: op.id.clone(),
+                from: m.parallelism,
+                to: op.parallelism,
+            })
+        })
+        .collect();
+    if moves.is_empty() {
+        return Ok(meta);
+    }
+    let mut derived = CheckpointMeta {
+        id: meta.id + 1,
+        started_at_ms: unix_ms(std::time::SystemTime::now()),
+        duration_ms: 0,
+        alignment_ms: 0,
+        pause_ms: None,
+        derived: Some(Derivation {
+            checkpoint: meta.id,
+            savepoint: None,
+            rescaled: moves
+                .iter()
+                .map(|m| (m.operator.clone(), [m.from, m.to]))
+                .collect(),
+            dropped: Vec::new(),
+        }),
+        ..meta.clone()
+    };
+    for m in &moves {
+        if let Some(op) = derived.operators.get_mut(&m.operator) {
+            op.parallelism = m.to;
+        }
+    }
+    let refused = |e: StoreError| match e {
+        StoreError::Rescale { .. } => RunError::Restore {
+            job: job.name.clone(),
+            id: meta.id,
+            message: format!("{e}, or use `--restore none`"),
+        },
+        other => other.into(),
+    };
+    let stats = store
+        .derive(None, meta.id, &derived, &moves, job.checkpoint.retain)
+        .map_err(refused)?;
+    for m in &moves {
+        tracing::info!(
+            target: crate::NOTICE,
+            "operator `{}`: rescaled from {} to {} instances by key group (checkpoint {} restored as checkpoint {}, {} ms)",
+            m.operator,
+            m.from,
+            m.to,
+            meta.id,
+            derived.id,
+            stats.duration.as_millis()
+        );
+    }
+    derived = store
+        .get(derived.id)?
+        .ok_or_else(|| StoreError::UnknownCheckpoint {
+            path: store.path().to_path_buf(),
+            id: derived.id,
+        })?;
+    Ok(derived)
+}
+
 /// Refuses a checkpoint whose operators do not match the job's.
 fn check_restorable(
     job: &Job,
@@ -167,12 +254,6 @@ fn check_restorable(
                     .join(", ")
             )));
         };
-        if m.parallelism != op.parallelism {
-            return Err(err(format!(
-                "operator `{}` ran with parallelism {} and the job now asks for {}; changing parallelism on restore is not supported yet. Set it back to {}, or use `--restore none`",
-                op.id, m.parallelism, op.parallelism, m.parallelism
-            )));
-        }
         if m.state_version > plugin.info().state_version {
             return Err(err(format!(
                 "operator `{}` was checkpointed by {} {} with state version {}, but {} {} reads state versions up to {}: downgrading would lose or misread its state. Restore with a plugin that reads state version {}",

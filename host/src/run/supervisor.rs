@@ -29,6 +29,7 @@ use crate::run::error::RunError;
 use crate::run::kept::{self, Kept};
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
+use crate::run::savepoint;
 use crate::run::summary::RunSummary;
 use crate::run::swap::{Probation, SwapRequest};
 use crate::store::SwappedPlugin;
@@ -91,6 +92,16 @@ pub(crate) fn supervise(
         .metrics
         .clone()
         .unwrap_or_else(|| JobMetrics::for_job(job));
+    if let Some(from) = &options.from_savepoint {
+        if options.restore != RestoreMode::Latest {
+            return Err(RunError::Savepoint {
+                job: job.name.clone(),
+                dir: from.dir.clone(),
+                message: "--from-savepoint is where the job starts; drop --restore".into(),
+            });
+        }
+        savepoint::import(job, options, &plugins, from)?;
+    }
 
     let mut restore = options.restore;
     let mut probation: Option<OnProbation> = None;

@@ -117,6 +117,41 @@ impl CheckpointStore {
         Ok(out)
     }
 
+    /// Writes `entries` (sorted by key, unique) as the whole state of one
+    /// instance at version `n`: a full segment that hides its older chain,
+    /// with a `gc` row when there is one. An instance with neither entries
+    /// nor a chain gets nothing. Returns the entries' key and value bytes.
+    pub(super) fn write_full(
+        &self,
+        t: &mut Tables<'_>,
+        n: u64,
+        op: &str,
+        inst: u32,
+        entries: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<u64, Fail> {
+        let older = t.segments.range((op, inst, 0)..(op, inst, n))?.next_back();
+        let older = older.transpose()?.is_some();
+        if entries.is_empty() && !older {
+            return Ok(0);
+        }
+        let mut full = Encoder::new(self.tuning.chunk_bytes);
+        let mut bytes = 0;
+        for (key, value) in entries {
+            full.push(key, Some(value));
+            bytes += (key.len() + value.len()) as u64;
+        }
+        let (header, chunks) = full.finish(Kind::Full);
+        t.segments
+            .insert((op, inst, n), header.encode().as_slice())?;
+        for (j, chunk) in chunks.iter().enumerate() {
+            t.chunks.insert((op, inst, n, j as u32), chunk.as_slice())?;
+        }
+        if older {
+            t.gc.insert((n, op, inst), ())?;
+        }
+        Ok(bytes)
+    }
+
     /// Whether an instance whose chain is `chain` (with full segment `full`)
     /// should get a full segment instead of a delta of `delta_bytes`.
     fn due(&self, chain: &Chain, full: Header, delta_bytes: u64) -> bool {

@@ -65,6 +65,23 @@ pub enum StoreError {
         /// Format recorded in the store.
         found: String,
     },
+    /// An operator's state cannot be redistributed over a new number of
+    /// instances.
+    #[error("operator `{operator}` cannot change its parallelism: {message}")]
+    Rescale {
+        /// Operator id.
+        operator: String,
+        /// Why, and what to do.
+        message: String,
+    },
+    /// A savepoint directory cannot be written or read.
+    #[error("savepoint {}: {message}", dir.display())]
+    Savepoint {
+        /// The savepoint directory.
+        dir: PathBuf,
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// The caller passed something the store refuses (a bug in the caller).
     #[error("{message}")]
     Invalid {

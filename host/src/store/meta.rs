@@ -40,6 +40,30 @@ pub struct CheckpointMeta {
     pub sinks: BTreeMap<String, serde_json::Value>,
     /// Taken at end of input.
     pub final_checkpoint: bool,
+    /// Set when the checkpoint was derived from another one instead of
+    /// taken from the running job: at a restore that changed operators'
+    /// parallelism, or from a savepoint. Absent otherwise (and in
+    /// checkpoints written before Weir derived any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<Derivation>,
+}
+
+/// Where a derived checkpoint's state came from.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct Derivation {
+    /// The checkpoint whose state it holds (of this store, or of the
+    /// savepoint).
+    pub checkpoint: u64,
+    /// The savepoint directory, when the state came from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub savepoint: Option<String>,
+    /// Operators whose parallelism changed: id -> `[from, to]`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rescaled: BTreeMap<String, [u32; 2]>,
+    /// State left behind because the job no longer has its operator,
+    /// source or sink (`--allow-non-restored-state`): their ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
 }
 
 /// The plugin behind an operator at a checkpoint.

@@ -32,6 +32,7 @@ fn meta(id: u64) -> CheckpointMeta {
         operators: [("a".into(), op(2)), ("b".into(), op(2))].into(),
         sinks: BTreeMap::new(),
         final_checkpoint: false,
+        derived: None,
     }
 }
 

@@ -1,0 +1,328 @@
+//! State that outlives the job's shape, through the CLI: a changed
+//! `parallelism` restores state and timers redistributed by key group, and
+//! savepoints carry a running job's state into a new state directory, into
+//! a changed job, or refuse clearly.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::Value;
+use weir_tests::cli::Weir;
+use weir_tests::job_dir::JobDir;
+use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink};
+use weir_tests::jobs::count_words;
+use weir_tests::pipeline::{XorShift, seed};
+use weir_tests::plugins;
+use weir_tests::windows::{assert_windows, clicks, windows_job};
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
+
+/// `n` words of a 500-word vocabulary, one per line.
+fn words(n: usize) -> String {
+    (0..n).map(|i| format!("w{}\n", (i * 7919) % 500)).collect()
+}
+
+/// The word count at `parallelism`, checkpoints every 50 ms, all retained.
+fn counting(parallelism: u32, rate: u64) -> JobFile {
+    count_words(
+        "counting",
+        Checkpoint::every("50ms").retain(1000),
+        rate,
+        parallelism,
+    )
+}
+
+/// The output of the word count over `n` words run straight through.
+fn straight_counts(n: usize) -> BTreeMap<String, usize> {
+    let j = JobDir::new(WEIR, counting(1, 10_000_000), &[("words.txt", &words(n))]);
+    j.run_ok(&[]);
+    j.lines("out.jsonl")
+}
+
+/// `weir checkpoints --json` of `dir`.
+fn checkpoints(j: &JobDir, dir: &Path) -> Vec<Value> {
+    let _ = j;
+    let out = WEIR.ok(["checkpoints", "--json", dir.to_str().unwrap()]);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// The rescales the checkpoints of `dir` record: `[operator, from, to]`.
+fn rescales(j: &JobDir, dir: &Path) -> Vec<(String, u64, u64)> {
+    let mut out = Vec::new();
+    for c in checkpoints(j, dir) {
+        if let Some(map) = c["derived"]["rescaled"].as_object() {
+            for (op, ft) in map {
+                out.push((op.clone(), ft[0].as_u64().unwrap(), ft[1].as_u64().unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// Kills one run of the job in `j` mid-job, asserting that it was.
+fn kill_once(j: &JobDir, rng: &mut XorShift) {
+    let killed = j.run_killed(1, "out.jsonl", (0, 100), rng);
+    assert_eq!(killed, 1, "the run finished before it could be killed");
+}
+
+/// The test: a word count killed at p2, resumed at p3, killed
+/// again and finished at p1 has every count exactly once, and each rescale
+/// is logged and recorded in `weir checkpoints`.
+#[test]
+fn a_word_count_rescaled_p2_p3_p1_through_kills_counts_exactly_once() {
+    let n = 60_000;
+    let mut rng = XorShift(seed());
+    let j = JobDir::new(WEIR, counting(2, 15_000), &[("words.txt", &words(n))]);
+    kill_once(&j, &mut rng);
+    j.write_job(counting(3, 15_000));
+    kill_once(&j, &mut rng);
+    j.write_job(counting(1, 15_000));
+    let stderr = j.run_ok(&[]);
+    assert!(
+        stderr.contains("operator `count`: rescaled from 3 to 1 instances by key group"),
+        "{stderr}"
+    );
+    assert_eq!(j.lines("out.jsonl"), straight_counts(n));
+    let text = j.checkpoints(&[]);
+    assert!(text.contains("rescaled count: 3 -> 1 instances"), "{text}");
+    assert_eq!(
+        rescales(&j, &j.state_dir()),
+        [("count".to_string(), 2, 3), ("count".to_string(), 3, 1)]
+    );
+}
+
+/// Windowed counts with pending timers, rescaled 2 → 3 → 1 across kills:
+/// every window fires once with its whole count (timers and the window
+/// state moved with their keys).
+#[test]
+fn windowed_counts_with_pending_timers_survive_rescales_exactly_once() {
+    let mut rng = XorShift(seed());
+    let (text, counts, late) = clicks(&mut rng, 120_000);
+    let job = |p: u32| {
+        windows_job(Checkpoint::every("50ms").retain(1000))
+            .source_with("clicks", |s| s.rate(60_000))
+            .operator_with("count", |o| o.parallelism(p))
+    };
+    let j = JobDir::new(WEIR, job(2), &[("clicks.jsonl", &text)]);
+    for p in [3, 1] {
+        assert_eq!(j.run_killed(1, "counts.jsonl", (0, 100), &mut rng), 1);
+        j.write_job(job(p));
+    }
+    j.run_ok(&[]);
+    assert_windows(&j, &counts, &late);
+    assert_eq!(rescales(&j, &j.state_dir()).len(), 2);
+    // The rescales moved pending timers (not only an empty timer set).
+    let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
+    for meta in store.list().unwrap().iter().filter(|m| m.derived.is_some()) {
+        let p = meta.operators["count"].parallelism;
+        let timers: usize = (0..p)
+            .map(|i| {
+                store
+                    .load_instance(meta.id, "count", i)
+                    .unwrap()
+                    .timers
+                    .len()
+            })
+            .sum();
+        assert!(timers > p as usize, "checkpoint {} moved no timer", meta.id);
+    }
+}
+
+/// An operator whose plugin keeps its state in a snapshot (dedupe) cannot
+/// be rescaled: the run is refused with what to do, and the state is
+/// untouched (the old parallelism still restores).
+#[test]
+fn an_operator_with_snapshot_state_refuses_to_rescale() {
+    let events: String = (0..20_000)
+        .map(|i| format!("{{\"id\":\"e{}\"}}\n", i % 3000))
+        .collect();
+    let job = |p: u32| {
+        JobFile::new("dedupe")
+            .checkpoint(Checkpoint::every("50ms"))
+            .source(
+                weir_tests::job_file::Source::file("events", "events.jsonl")
+                    .format("jsonl")
+                    .key("id")
+                    .rate(5_000),
+            )
+            .operator(
+                Operator::new("dedupe", plugins::DEDUPE)
+                    .inputs(&["events"])
+                    .parallelism(p),
+            )
+            .sink(Sink::file("out", "out.jsonl").input("dedupe"))
+    };
+    let j = JobDir::new(WEIR, job(2), &[("events.jsonl", &events)]);
+    let mut rng = XorShift(seed());
+    assert_eq!(j.run_killed(1, "out.jsonl", (0, 100), &mut rng), 1);
+    j.write_job(job(3));
+    let out = j.run(&[]);
+    out.assert_one_line_error(&[
+        "operator `dedupe` cannot change its parallelism",
+        "snapshot",
+        "Keep parallelism 2",
+    ]);
+    j.write_job(job(2));
+    j.run_ok(&[]);
+    let lines = j.lines("out.jsonl");
+    assert_eq!(lines.len(), 3000, "each id once");
+    assert!(lines.values().all(|&n| n == 1));
+}
+
+// ---------------------------------------------------------------- savepoints
+
+/// Starts the word count, takes a savepoint with `weir savepoint` once it
+/// has committed output (`--stop` when `stop`), and returns the savepoint
+/// directory; the job ends by the stop or is killed.
+fn savepoint_of_running_job(j: &JobDir, stop: bool) -> std::path::PathBuf {
+    let mut child = j
+        .command("run", &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(j.wait_for_output(&mut child, "out.jsonl", 0), "no output");
+    let sp = j.path().join("sp");
+    let mut args = vec!["--out", sp.to_str().unwrap()];
+    if stop {
+        args.push("--stop");
+    }
+    let out = j.weir("savepoint", &args).assert_ok();
+    assert!(
+        out.stdout.contains("savepoint of checkpoint"),
+        "{}",
+        out.stdout
+    );
+    if stop {
+        let status = child.wait().unwrap();
+        assert!(status.success(), "the stopped job failed: {status}");
+    } else {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    assert!(sp.join("savepoint.json").is_file());
+    sp
+}
+
+/// A savepoint of a running job restores into a new state directory with
+/// exactly-once output; `weir checkpoints` reads the savepoint directory,
+/// and the job's own checkpoints never delete it.
+#[test]
+fn a_savepoint_restores_into_a_new_state_dir_exactly_once() {
+    let n = 40_000;
+    let j = JobDir::new(WEIR, counting(2, 10_000), &[("words.txt", &words(n))]);
+    let sp = savepoint_of_running_job(&j, true);
+    let listed = checkpoints(&j, &sp);
+    assert_eq!(listed.len(), 1, "a savepoint holds one checkpoint");
+    let fresh = j.path().join("fresh-state");
+    let args = [
+        "--state-dir",
+        fresh.to_str().unwrap(),
+        "--from-savepoint",
+        sp.to_str().unwrap(),
+    ];
+    let stderr = j.run_ok(&args);
+    assert!(stderr.contains("starts from savepoint"), "{stderr}");
+    assert_eq!(j.lines("out.jsonl"), straight_counts(n));
+    assert!(sp.join("savepoint.json").is_file(), "the savepoint stays");
+    let derived = &checkpoints(&j, &fresh)[0]["derived"];
+    assert_eq!(derived["savepoint"].as_str(), sp.to_str());
+    // The new state dir resumes its own checkpoints, not the savepoint.
+    let again = j.run(&args);
+    again.assert_one_line_error(&["fresh state directory", "without --from-savepoint"]);
+}
+
+/// A savepoint taken while the job goes on restores into a changed job: a
+/// new parallelism (redistributed) and an added operator (which starts
+/// empty); the output rewinds to the savepoint and ends exactly once.
+#[test]
+fn a_savepoint_restores_into_a_changed_job() {
+    let n = 40_000;
+    let j = JobDir::new(WEIR, counting(2, 10_000), &[("words.txt", &words(n))]);
+    let sp = savepoint_of_running_job(&j, false);
+    let saved = checkpoints(&j, &sp).remove(0);
+    let read = saved["sources"]["words"]["records"].as_u64().unwrap() as usize;
+    let changed = counting(3, 1_000_000)
+        .operator(Operator::new("again", plugins::WORD_COUNT).inputs(&["words"]))
+        .sink(
+            Sink::file("again_out", "again.jsonl")
+                .format("jsonl")
+                .input("again"),
+        );
+    j.write_job(changed);
+    let fresh = j.path().join("fresh-state");
+    let args = [
+        "--state-dir",
+        fresh.to_str().unwrap(),
+        "--from-savepoint",
+        sp.to_str().unwrap(),
+    ];
+    let stderr = j.run_ok(&args);
+    assert!(
+        stderr.contains("operator `again` is not in the savepoint"),
+        "{stderr}"
+    );
+    assert_eq!(j.lines("out.jsonl"), straight_counts(n));
+    // The added operator counted the words after the savepoint only.
+    let after: usize = j.lines("again.jsonl").values().sum();
+    assert_eq!(after, n - read);
+    assert_eq!(rescales(&j, &fresh), [("count".to_string(), 2, 3)]);
+}
+
+/// State the job has no place for is refused, unless allowed; a savepoint
+/// of another format is refused naming both versions.
+#[test]
+fn non_restored_state_and_other_formats_are_refused_clearly() {
+    let n = 40_000;
+    let with_again = |rate| {
+        counting(2, rate)
+            .operator(Operator::new("again", plugins::WORD_COUNT).inputs(&["words"]))
+            .sink(
+                Sink::file("again_out", "again.jsonl")
+                    .format("jsonl")
+                    .input("again"),
+            )
+    };
+    let j = JobDir::new(WEIR, with_again(10_000), &[("words.txt", &words(n))]);
+    let sp = savepoint_of_running_job(&j, true);
+    j.write_job(counting(2, 1_000_000));
+    let fresh = j.path().join("fresh-state");
+    let args = [
+        "--state-dir",
+        fresh.to_str().unwrap(),
+        "--from-savepoint",
+        sp.to_str().unwrap(),
+    ];
+    j.run(&args).assert_one_line_error(&[
+        "operator `again`",
+        "sink `again_out`",
+        "--allow-non-restored-state",
+    ]);
+    let mut allowed = args.to_vec();
+    allowed.push("--allow-non-restored-state");
+    let stderr = j.run_ok(&allowed);
+    assert!(stderr.contains("is not restored"), "{stderr}");
+    assert_eq!(j.lines("out.jsonl"), straight_counts(n));
+
+    let manifest = sp.join("savepoint.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("\"format\": 1", "\"format\": 7")).unwrap();
+    let other = j.path().join("other-state");
+    let args = [
+        "--state-dir",
+        other.to_str().unwrap(),
+        "--from-savepoint",
+        sp.to_str().unwrap(),
+    ];
+    j.run(&args)
+        .assert_one_line_error(&["savepoint format 7", "reads format 1"]);
+}
+
+/// `weir savepoint` without a running job says so.
+#[test]
+fn a_savepoint_needs_a_running_job() {
+    let j = JobDir::new(WEIR, counting(1, 1000), &[("words.txt", "a\n")]);
+    let out = j.weir("savepoint", &["--wait", "0"]);
+    out.assert_one_line_error(&["no running job"]);
+}
