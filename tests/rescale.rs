@@ -9,6 +9,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 use weir_tests::cli::Weir;
+use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink};
 use weir_tests::jobs::count_words;
@@ -268,6 +269,38 @@ fn a_savepoint_restores_into_a_changed_job() {
     let after: usize = j.lines("again.jsonl").values().sum();
     assert_eq!(after, n - read);
     assert_eq!(rescales(&j, &fresh), [("count".to_string(), 2, 3)]);
+}
+
+/// A savepoint restores into a job whose plugin changed (word-count 0.1 to
+/// 2.0, state version 1 to 2): the new plugin migrates the state, as with
+/// `--swap`, and every word's counts continue exactly once.
+#[test]
+fn a_savepoint_restores_into_a_changed_plugin_which_migrates_its_state() {
+    let n = 40_000;
+    let j = JobDir::new(WEIR, counting(2, 10_000), &[("words.txt", &words(n))]);
+    let sp = savepoint_of_running_job(&j, true);
+    j.write_job(
+        counting(2, 1_000_000).operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2)),
+    );
+    let fresh = j.path().join("fresh-state");
+    let args = [
+        "--state-dir",
+        fresh.to_str().unwrap(),
+        "--from-savepoint",
+        sp.to_str().unwrap(),
+    ];
+    let stderr = j.run_ok(&args);
+    assert!(
+        stderr.contains("which migrates it as with --swap"),
+        "{stderr}"
+    );
+    let text = j.read("out.jsonl");
+    assert!(text.contains(r#""v":2"#), "no output of the new plugin");
+    assert_running_counts(
+        &true_counts(j.read("words.txt").lines()),
+        &text,
+        "across the plugins",
+    );
 }
 
 /// State the job has no place for is refused, unless allowed; a savepoint

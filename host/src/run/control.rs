@@ -453,4 +453,26 @@ mod tests {
         drop(server);
         assert!(writer.join().unwrap() < 1 << 20, "read far past the cap");
     }
+
+    #[test]
+    fn savepoint_requests_name_an_absolute_directory_or_none() {
+        let parsed = parse(r#"{"savepoint": {"out": "/sp/one", "stop": true}}"#).unwrap();
+        assert!(
+            matches!(parsed, Parsed::Savepoint { out: Some(ref o), stop: true } if o == Path::new("/sp/one"))
+        );
+        let parsed = parse(r#"{"savepoint": {"out": null}}"#).unwrap();
+        assert!(matches!(
+            parsed,
+            Parsed::Savepoint {
+                out: None,
+                stop: false
+            }
+        ));
+        let err = parse(r#"{"savepoint": {"out": "relative/sp"}}"#)
+            .err()
+            .unwrap();
+        assert!(err.contains("absolute path"), "{err}");
+        let err = parse(r#"{"other": 1}"#).err().unwrap();
+        assert!(err.contains("\"savepoint\""), "{err}");
+    }
 }

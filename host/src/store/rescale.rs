@@ -144,7 +144,12 @@ impl CheckpointStore {
                 Some(_) => 0,
             };
             let stored = CheckpointMeta {
-                duration_ms: start.elapsed().as_millis() as u64,
+                // A derivation records its own time; a copy (a savepoint)
+                // keeps the checkpoint's.
+                duration_ms: match meta.derived {
+                    Some(_) => start.elapsed().as_millis() as u64,
+                    None => meta.duration_ms,
+                },
                 bytes_written: bytes,
                 state_keys: moved + unmoved,
                 ..meta.clone()
