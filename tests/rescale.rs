@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Stdio;
 
 use serde_json::Value;
-use weir_tests::cli::Weir;
+use weir_tests::cli::{Outcome, Weir};
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink};
@@ -206,6 +206,18 @@ fn savepoint_of_running_job(j: &JobDir, stop: bool) -> std::path::PathBuf {
     sp
 }
 
+/// `weir run --state-dir STATE --from-savepoint SP EXTRA...` of the job in `j`.
+fn from_savepoint(j: &JobDir, state: &Path, sp: &Path, extra: &[&str]) -> Outcome {
+    let mut args = vec![
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--from-savepoint",
+        sp.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    j.run(&args)
+}
+
 /// A savepoint of a running job restores into a new state directory with
 /// exactly-once output; `weir checkpoints` reads the savepoint directory,
 /// and the job's own checkpoints never delete it.
@@ -217,20 +229,14 @@ fn a_savepoint_restores_into_a_new_state_dir_exactly_once() {
     let listed = checkpoints(&j, &sp);
     assert_eq!(listed.len(), 1, "a savepoint holds one checkpoint");
     let fresh = j.path().join("fresh-state");
-    let args = [
-        "--state-dir",
-        fresh.to_str().unwrap(),
-        "--from-savepoint",
-        sp.to_str().unwrap(),
-    ];
-    let stderr = j.run_ok(&args);
+    let stderr = from_savepoint(&j, &fresh, &sp, &[]).assert_ok().stderr;
     assert!(stderr.contains("starts from savepoint"), "{stderr}");
     assert_eq!(j.lines("out.jsonl"), straight_counts(n));
     assert!(sp.join("savepoint.json").is_file(), "the savepoint stays");
     let derived = &checkpoints(&j, &fresh)[0]["derived"];
     assert_eq!(derived["savepoint"].as_str(), sp.to_str());
     // The new state dir resumes its own checkpoints, not the savepoint.
-    let again = j.run(&args);
+    let again = from_savepoint(&j, &fresh, &sp, &[]);
     again.assert_one_line_error(&["fresh state directory", "without --from-savepoint"]);
 }
 
@@ -253,13 +259,7 @@ fn a_savepoint_restores_into_a_changed_job() {
         );
     j.write_job(changed);
     let fresh = j.path().join("fresh-state");
-    let args = [
-        "--state-dir",
-        fresh.to_str().unwrap(),
-        "--from-savepoint",
-        sp.to_str().unwrap(),
-    ];
-    let stderr = j.run_ok(&args);
+    let stderr = from_savepoint(&j, &fresh, &sp, &[]).assert_ok().stderr;
     assert!(
         stderr.contains("operator `again` is not in the savepoint"),
         "{stderr}"
@@ -283,13 +283,7 @@ fn a_savepoint_restores_into_a_changed_plugin_which_migrates_its_state() {
         counting(2, 1_000_000).operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2)),
     );
     let fresh = j.path().join("fresh-state");
-    let args = [
-        "--state-dir",
-        fresh.to_str().unwrap(),
-        "--from-savepoint",
-        sp.to_str().unwrap(),
-    ];
-    let stderr = j.run_ok(&args);
+    let stderr = from_savepoint(&j, &fresh, &sp, &[]).assert_ok().stderr;
     assert!(
         stderr.contains("which migrates it as with --swap"),
         "{stderr}"
@@ -321,20 +315,13 @@ fn non_restored_state_and_other_formats_are_refused_clearly() {
     let sp = savepoint_of_running_job(&j, true);
     j.write_job(counting(2, 1_000_000));
     let fresh = j.path().join("fresh-state");
-    let args = [
-        "--state-dir",
-        fresh.to_str().unwrap(),
-        "--from-savepoint",
-        sp.to_str().unwrap(),
-    ];
-    j.run(&args).assert_one_line_error(&[
+    from_savepoint(&j, &fresh, &sp, &[]).assert_one_line_error(&[
         "operator `again`",
         "sink `again_out`",
         "--allow-non-restored-state",
     ]);
-    let mut allowed = args.to_vec();
-    allowed.push("--allow-non-restored-state");
-    let stderr = j.run_ok(&allowed);
+    let allowed = from_savepoint(&j, &fresh, &sp, &["--allow-non-restored-state"]);
+    let stderr = allowed.assert_ok().stderr;
     assert!(stderr.contains("is not restored"), "{stderr}");
     assert_eq!(j.lines("out.jsonl"), straight_counts(n));
 
@@ -342,13 +329,7 @@ fn non_restored_state_and_other_formats_are_refused_clearly() {
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(&manifest, text.replace("\"format\": 1", "\"format\": 7")).unwrap();
     let other = j.path().join("other-state");
-    let args = [
-        "--state-dir",
-        other.to_str().unwrap(),
-        "--from-savepoint",
-        sp.to_str().unwrap(),
-    ];
-    j.run(&args)
+    from_savepoint(&j, &other, &sp, &[])
         .assert_one_line_error(&["savepoint format 7", "reads format 1"]);
 }
 

@@ -249,6 +249,18 @@ fn metrics_error(addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
     }
 }
 
+/// The outcome of a control-socket request (`weir swap`, `weir
+/// savepoint`): its message on stdout, or the error naming `what` failed.
+fn control_answer(answer: Result<String, String>, what: &str) -> anyhow::Result<ExitCode> {
+    match answer {
+        Ok(message) => {
+            weir_cli::output::stdout(&format!("{message}\n"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => anyhow::bail!("{what} failed: {e}"),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     weir_cli::output::init_logging(cli.verbose);
@@ -335,13 +347,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let secs = std::time::Duration::from_secs;
             let (wait, timeout) = (secs(wait), secs(timeout));
             let state_dir = state_dir_arg(&state_dir)?;
-            match weir::run::request_swap(&state_dir, &operator, &plugin, wait, timeout) {
-                Ok(message) => {
-                    weir_cli::output::stdout(&format!("{message}\n"))?;
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => anyhow::bail!("swap of `{operator}` failed: {e}"),
-            }
+            let answer = weir::run::request_swap(&state_dir, &operator, &plugin, wait, timeout);
+            control_answer(answer, &format!("swap of `{operator}`"))
         }
         Command::Savepoint {
             state_dir,
@@ -353,13 +360,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let secs = std::time::Duration::from_secs;
             let (wait, timeout) = (secs(wait), secs(timeout));
             let state_dir = state_dir_arg(&state_dir)?;
-            match weir::run::request_savepoint(&state_dir, out.as_deref(), stop, wait, timeout) {
-                Ok(message) => {
-                    weir_cli::output::stdout(&format!("{message}\n"))?;
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => anyhow::bail!("savepoint failed: {e}"),
-            }
+            let answer =
+                weir::run::request_savepoint(&state_dir, out.as_deref(), stop, wait, timeout);
+            control_answer(answer, "savepoint")
         }
         Command::Validate { job } => {
             let job = weir::config::Job::load(&job)?;
