@@ -13,7 +13,10 @@
 //! - end to end: `weir::run::run` restoring checkpoint 2, until the
 //!   first record reaches the operator and until its first output reaches
 //!   the sink;
-//! - the baseline: the same job started with no checkpoint (cold start).
+//! - the baseline: the same job started with no checkpoint (cold start);
+//! - rescaling that state from 1 to 2 instances (`CheckpointStore::derive`,
+//!   as a restore with a changed parallelism does) and writing it as a
+//!   savepoint, against `load_instance` of the same state.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -152,6 +155,41 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         );
     }
 
+    // Rescaling the restored state (a derived checkpoint, as a restore with
+    // a changed parallelism writes) and writing it as a savepoint.
+    settings.say("recovery: rescale and savepoint");
+    let store = CheckpointStore::open(&state_dir, NAME)?;
+    let last = store.latest()?.context("the restored run's checkpoint")?;
+    let mut wider = last.clone();
+    wider.id = last.id + 1;
+    wider.final_checkpoint = false;
+    wider.derived = Some(weir::store::Derivation {
+        checkpoint: last.id,
+        ..Default::default()
+    });
+    if let Some(op) = wider.operators.get_mut("op") {
+        op.parallelism = 2;
+    }
+    let moves = [weir::store::Move {
+        operator: "op".into(),
+        from: 1,
+        to: 2,
+    }];
+    let t = Instant::now();
+    store.derive(None, last.id, &wider, &moves, 3)?;
+    let rescale = t.elapsed();
+    let t = Instant::now();
+    store.write_savepoint(wider.id, &dir.join("savepoint"))?;
+    let savepoint = t.elapsed();
+    let derived_keys = store.get(wider.id)?.map_or(0, |m| m.state_keys);
+    if derived_keys != last.state_keys {
+        anyhow::bail!(
+            "the rescale kept {derived_keys} of {} keys",
+            last.state_keys
+        );
+    }
+    drop(store);
+
     let opt_ms = |d: Option<Duration>| d.map_or(f64::NAN, ms);
     let row = report.row(
         "cold start: first output",
@@ -190,6 +228,18 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     for (name, d) in steps {
         report.row(name, ms(d), "ms", None);
     }
+    report.row(
+        "rescale 1 -> 2 instances (derived checkpoint)",
+        ms(rescale),
+        "ms",
+        Some("step: load_instance"),
+    );
+    report.row(
+        "savepoint (write, 2 instances)",
+        ms(savepoint),
+        "ms",
+        Some("step: load_instance"),
+    );
     let row = report.row(
         "steps: total",
         ms(total),
