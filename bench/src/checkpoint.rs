@@ -50,6 +50,8 @@ fn meta(id: u64) -> CheckpointMeta {
         )]),
         sinks: BTreeMap::new(),
         final_checkpoint: false,
+        unaligned: false,
+        inflight_bytes: 0,
     }
 }
 
@@ -87,6 +89,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             changes,
             snapshot: Some(Vec::new()),
             timers: Vec::new(),
+            inflight: None,
         }],
         3,
     )?;
@@ -133,6 +136,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
                 changes,
                 snapshot: None,
                 timers: Vec::new(),
+                inflight: None,
             }],
             3,
         )?;

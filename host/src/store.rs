@@ -21,6 +21,7 @@ mod chain;
 mod error;
 mod file;
 mod gc;
+mod inflight;
 mod layout;
 mod meta;
 mod segment;
@@ -37,6 +38,7 @@ use layout::{CHECKPOINTS, CHUNKS, GC, SEGMENTS, SNAPSHOTS};
 
 pub use error::StoreError;
 pub use file::CheckpointStore;
+pub use inflight::InFlightFrames;
 pub use layout::{FILE_NAME, FORMAT_VERSION};
 pub use meta::{CheckpointMeta, OperatorMeta, SwappedPlugin};
 
@@ -60,6 +62,9 @@ pub struct RestoredInstance {
     pub snapshot: Vec<u8>,
     /// Timer entries (see [`crate::checkpoint::timers`]), sorted by key.
     pub timers: Vec<(Vec<u8>, Vec<u8>)>,
+    /// In-flight data of the checkpoint, if it took it unaligned: replayed
+    /// to the instance before any new input.
+    pub inflight: InFlightFrames,
 }
 
 /// The name under which the store keeps the timers of operator `operator`,
@@ -191,6 +196,7 @@ impl CheckpointStore {
                 }
             }
         }
+        self.write_inflight(txn, n, deltas)?;
         let stored = CheckpointMeta {
             bytes_written: bytes,
             state_keys: live,
@@ -268,10 +274,12 @@ impl CheckpointStore {
                 Some(row) => row?.1.value().to_vec(),
                 None => Vec::new(),
             };
+            let inflight = self.load_inflight(&txn, id, operator, instance)?;
             Ok(RestoredInstance {
                 entries,
                 snapshot,
                 timers,
+                inflight,
             })
         })
     }

@@ -20,6 +20,25 @@
 //!   channels are not read, so backpressure reaches upstream instead of the
 //!   buffer growing.
 //! - Every wait lasts at most [`POLL`] before the cancel flag is checked.
+//! - **Unaligned checkpoints** ([`Alignment::Unaligned`], or
+//!   [`Alignment::Timeout`] once an alignment has lasted longer than the
+//!   timeout, counted from the first barrier or announcement of the
+//!   checkpoint): the loop reads every channel's announcement (the
+//!   barriers' priority path, `dataflow/priority.rs`) before each read,
+//!   [`InputHandler::on_snapshot`] runs at once when the aligner overtakes
+//!   a checkpoint, every batch the aligner records is kept as the
+//!   checkpoint's [`InFlight`] data (watermarks and `Idle` are not: a
+//!   restore replays records under the restored watermark, and the
+//!   upstreams send theirs again), and [`InputHandler::on_complete`] gets
+//!   it once every channel delivered the barrier.
+//! - **Drain.** While a channel drains (its sender announced the barrier
+//!   the instance overtook), the loop reads only draining channels and
+//!   fires no timer: their barriers are at most a channel's capacity away
+//!   (`dataflow/priority.rs`), so the acknowledgement does not wait for
+//!   the records queued ahead of them to be processed.
+//! - Sinks always align ([`Alignment::Aligned`]): the epoch of checkpoint
+//!   `n` is exactly the records before the cut (ARCHITECTURE.md, "Unaligned
+//!   checkpoints").
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -29,6 +48,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Select};
 use crate::dataflow::align::{Action, Aligner, Input};
 use crate::dataflow::batch::Batch;
 use crate::dataflow::cancel::{Cancelled, POLL};
+use crate::dataflow::inflight::InFlight;
+use crate::dataflow::priority::Announce;
 use crate::dataflow::protocol::Msg;
 use crate::dataflow::watermark::InputWatermarks;
 
@@ -36,19 +57,43 @@ use crate::dataflow::watermark::InputWatermarks;
 /// its blocked channels (which then apply backpressure upstream).
 const MAX_ALIGNMENT_BUFFER: usize = 64 << 20;
 
+/// How an input loop takes checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Alignment {
+    /// Align every checkpoint (Flink's aligned checkpoints).
+    Aligned,
+    /// Overtake every checkpoint at its first barrier or announcement.
+    Unaligned,
+    /// Align, and overtake a checkpoint whose alignment lasted longer than
+    /// this (never zero).
+    Timeout(Duration),
+}
+
+/// One input channel of an instance or sink.
+pub(crate) struct InputChannel {
+    /// The input port it feeds.
+    pub port: u32,
+    /// Its data.
+    pub rx: Receiver<Msg>,
+    /// The barrier its sender announced.
+    pub announced: Announce,
+}
+
 /// The inputs of an operator instance or sink.
 pub(crate) struct InputChannels {
-    /// One receiver per upstream instance and input port, with the port it
-    /// feeds. The index in this list is the aligner's channel number.
-    pub channels: Vec<(u32, Receiver<Msg>)>,
+    /// One channel per upstream instance and input port. The index in this
+    /// list is the aligner's channel number.
+    pub channels: Vec<InputChannel>,
     /// Ids of complete checkpoints to commit (sinks only). With it, the loop
     /// goes on after `on_finished` until the final checkpoint is committed.
     pub commits: Option<Receiver<u64>>,
+    /// How checkpoints are taken.
+    pub alignment: Alignment,
 }
 
 /// What goes through the aligner: everything on a channel but barriers
 /// and `End`, in channel order.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Flow {
     /// Records.
     Records(Batch),
@@ -100,7 +145,32 @@ pub(crate) trait InputHandler {
         buffered_bytes: u64,
     ) -> Result<(), Cancelled>;
 
-    /// The alignment of checkpoint `id` was abandoned for barrier `newer`.
+    /// Checkpoint `id` is overtaken (unaligned): snapshot now and forward
+    /// barrier `id`; acknowledge it only in
+    /// [`on_complete`](Self::on_complete). Called only when the inputs'
+    /// [`Alignment`] is not `Aligned`.
+    fn on_snapshot(&mut self, id: u64) -> Result<(), Cancelled> {
+        unreachable!("checkpoint {id} overtaken by an input loop that only aligns")
+    }
+
+    /// Every channel delivered barrier `id` of the overtaken checkpoint:
+    /// acknowledge it with `inflight`, the batches received after the
+    /// snapshot and before each channel's barrier. `alignment` is the time
+    /// from the first barrier (or announcement) to the last barrier,
+    /// `buffered_bytes` the most bytes held meanwhile.
+    fn on_complete(
+        &mut self,
+        id: u64,
+        alignment: Duration,
+        buffered_bytes: u64,
+        inflight: InFlight,
+    ) -> Result<(), Cancelled> {
+        let _ = (alignment, buffered_bytes, inflight);
+        unreachable!("checkpoint {id} completed overtaken by an input loop that only aligns")
+    }
+
+    /// The alignment of checkpoint `id` was abandoned for barrier `newer`
+    /// (after [`on_snapshot`](Self::on_snapshot), if it was overtaken).
     fn on_abort(&mut self, id: u64, newer: u64) {
         let _ = (id, newer);
     }
@@ -123,73 +193,193 @@ pub(crate) fn drive(
     cancel: &AtomicBool,
     handler: &mut impl InputHandler,
 ) -> Result<(), Cancelled> {
-    let mut aligner = Aligner::new(inputs.channels.len());
-    let mut watermarks = InputWatermarks::new(inputs.channels.len(), handler.watermark_floor());
-    let mut clock = AlignmentClock::default();
-    let mut actions = Vec::new();
-    let mut final_id = None;
-    loop {
-        if cancel.load(Ordering::Relaxed) {
-            return Err(Cancelled);
-        }
-        let timer = handler.next_timer();
-        if timer.is_some_and(|t| t <= Instant::now()) {
-            handler.on_time()?;
-            continue;
-        }
-        let (channel, msg) = match receive(inputs, &aligner, timer) {
-            Received::Msg(c, m) => (c, m),
-            Received::Commit(id) => {
-                handler.on_commit(id, false)?;
+    let n = inputs.channels.len();
+    let mut reader = Reader {
+        inputs,
+        aligner: match inputs.alignment {
+            Alignment::Unaligned => Aligner::unaligned(n),
+            Alignment::Aligned | Alignment::Timeout(_) => Aligner::new(n),
+        },
+        watermarks: InputWatermarks::new(n, handler.watermark_floor()),
+        clock: AlignmentClock::default(),
+        actions: Vec::new(),
+        final_id: None,
+        inflight: InFlight::default(),
+        announced: vec![0; n],
+        handler,
+    };
+    let final_id = reader.run(cancel)?;
+    match &inputs.commits {
+        Some(commits) => await_final_commit(commits, final_id, cancel, reader.handler),
+        None => Ok(()),
+    }
+}
+
+/// The loop's state.
+struct Reader<'a, H> {
+    inputs: &'a InputChannels,
+    handler: &'a mut H,
+    aligner: Aligner<Flow>,
+    watermarks: InputWatermarks,
+    clock: AlignmentClock,
+    /// The aligner's actions not yet carried out (empty between steps).
+    actions: Vec<Action<Flow>>,
+    final_id: Option<u64>,
+    /// In-flight data of the overtaken checkpoint, recorded so far.
+    inflight: InFlight,
+    /// Per channel, the newest announcement fed to the aligner.
+    announced: Vec<u64>,
+}
+
+impl<H: InputHandler> Reader<'_, H> {
+    /// Reads until every channel ended; returns the final checkpoint id.
+    fn run(&mut self, cancel: &AtomicBool) -> Result<u64, Cancelled> {
+        loop {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(Cancelled);
+            }
+            self.check_priority();
+            if let Some(id) = self.act()? {
+                return Ok(id);
+            }
+            let draining = self.aligner.draining();
+            let timer = (!draining).then(|| self.handler.next_timer()).flatten();
+            if timer.is_some_and(|t| t <= Instant::now()) {
+                self.handler.on_time()?;
                 continue;
             }
-            Received::Timeout => continue,
-            Received::Disconnected => return Err(Cancelled),
+            let wake = [timer, self.timeout_at()].into_iter().flatten().min();
+            let (channel, msg) = match receive(self.inputs, &self.aligner, wake) {
+                Received::Msg(c, m) => (c, m),
+                Received::Commit(id) => {
+                    self.handler.on_commit(id, false)?;
+                    continue;
+                }
+                Received::Timeout => continue,
+                Received::Disconnected => return Err(Cancelled),
+            };
+            self.feed(channel, msg);
+            if let Some(id) = self.act()? {
+                return Ok(id);
+            }
+        }
+    }
+
+    /// When the alignment timeout of the checkpoint being aligned is due.
+    fn timeout_at(&self) -> Option<Instant> {
+        match self.inputs.alignment {
+            Alignment::Timeout(timeout) => self.clock.due(timeout),
+            _ => None,
+        }
+    }
+
+    /// Feeds new announcements to the aligner, and overtakes the
+    /// checkpoint whose alignment timeout passed.
+    fn check_priority(&mut self) {
+        if self.inputs.alignment == Alignment::Aligned {
+            return;
+        }
+        for (i, channel) in self.inputs.channels.iter().enumerate() {
+            let id = channel.announced.get();
+            if id > self.announced[i] {
+                self.announced[i] = id;
+                self.clock.saw(id);
+                self.aligner.on_announce(i, id, &mut self.actions);
+            }
+        }
+        if self.timeout_at().is_some_and(|t| t <= Instant::now()) {
+            let id = self.clock.timed_out();
+            self.aligner.overtake(id, &mut self.actions);
+        }
+    }
+
+    /// Feeds `msg` from `channel` to the aligner; remembers the final
+    /// checkpoint id carried by `End`.
+    fn feed(&mut self, channel: usize, msg: Msg) {
+        let (input, bytes) = match msg {
+            Msg::Batch(b) => {
+                let bytes = if self.aligner.holds(channel) {
+                    b.size()
+                } else {
+                    0
+                };
+                (Input::Batch(Flow::Records(b)), bytes)
+            }
+            Msg::Watermark(t) => (Input::Batch(Flow::Watermark(t)), 0),
+            Msg::Idle => (Input::Batch(Flow::Idle), 0),
+            Msg::Barrier(n) => {
+                self.clock.saw(n);
+                (Input::Barrier(n), 0)
+            }
+            Msg::End(n) => {
+                self.final_id = Some(n);
+                (Input::End, 0)
+            }
         };
-        feed(
-            &mut aligner,
-            &mut clock,
-            &mut final_id,
-            channel,
-            msg,
-            &mut actions,
-        );
+        self.aligner
+            .on_event(channel, input, bytes, &mut self.actions);
+        self.clock.after(&self.aligner);
+    }
+
+    /// Carries out the aligner's actions, in order; returns the final
+    /// checkpoint id once every channel ended.
+    fn act(&mut self) -> Result<Option<u64>, Cancelled> {
+        let ports = &self.inputs.channels;
+        // Taken and given back, so that the list's allocation is reused.
+        let mut actions = std::mem::take(&mut self.actions);
         for action in actions.drain(..) {
             match action {
                 Action::Process { channel, batch } => match batch {
                     Flow::Records(batch) => {
-                        watermarks.on_records(channel);
-                        handler.on_batch(inputs.channels[channel].0, batch)?;
+                        self.watermarks.on_records(channel);
+                        self.handler.on_batch(ports[channel].port, batch)?;
                     }
                     Flow::Watermark(t) => {
-                        if let Some(w) = watermarks.on_watermark(channel, t) {
-                            handler.on_watermark(w)?;
+                        if let Some(w) = self.watermarks.on_watermark(channel, t) {
+                            self.handler.on_watermark(w)?;
                         }
                     }
                     Flow::Idle => {
-                        if let Some(w) = watermarks.on_idle(channel) {
-                            handler.on_watermark(w)?;
+                        if let Some(w) = self.watermarks.on_idle(channel) {
+                            self.handler.on_watermark(w)?;
                         }
-                        if watermarks.all_idle() {
-                            handler.on_idle()?;
+                        if self.watermarks.all_idle() {
+                            self.handler.on_idle()?;
                         }
                     }
                 },
-                Action::Checkpoint { id } => {
-                    let (alignment, buffered) = clock.finish();
-                    handler.on_checkpoint(id, alignment, buffered)?;
+                Action::Record { channel, batch } => {
+                    if let Flow::Records(batch) = batch {
+                        self.inflight.push(ports[channel].port, batch);
+                    }
                 }
-                Action::Abort { id, newer } => handler.on_abort(id, newer),
+                Action::Checkpoint { id } => {
+                    let (alignment, buffered) = self.clock.finish();
+                    self.handler.on_checkpoint(id, alignment, buffered)?;
+                }
+                Action::Snapshot { id } => {
+                    self.inflight = InFlight::default();
+                    self.handler.on_snapshot(id)?;
+                }
+                Action::Complete { id } => {
+                    let (alignment, buffered) = self.clock.finish();
+                    let inflight = std::mem::take(&mut self.inflight);
+                    self.handler
+                        .on_complete(id, alignment, buffered, inflight)?;
+                }
+                Action::Abort { id, newer } => {
+                    self.inflight = InFlight::default();
+                    self.handler.on_abort(id, newer);
+                }
                 Action::Finished => {
-                    let id = final_id.expect("every channel ended with End");
-                    handler.on_finished(id)?;
-                    return match &inputs.commits {
-                        Some(commits) => await_final_commit(commits, id, cancel, handler),
-                        None => Ok(()),
-                    };
+                    let id = self.final_id.expect("every channel ended with End");
+                    self.handler.on_finished(id)?;
+                    return Ok(Some(id));
                 }
             }
         }
+        self.actions = actions;
+        Ok(None)
     }
 }
 
@@ -226,21 +416,26 @@ enum Received {
     Disconnected,
 }
 
-/// Receives the next message from a channel the aligner lets us read (or a
-/// commit id), waiting at most [`POLL`] and not past `timer`.
-fn receive(inputs: &InputChannels, aligner: &Aligner<Flow>, timer: Option<Instant>) -> Received {
+/// Receives the next message from a channel the aligner lets us read (only
+/// draining ones while some drain), or a commit id, waiting at most
+/// [`POLL`] and not past `wake`.
+fn receive(inputs: &InputChannels, aligner: &Aligner<Flow>, wake: Option<Instant>) -> Received {
     let mut sel = Select::new();
     let mut index = Vec::with_capacity(inputs.channels.len());
     let over = aligner.buffered_bytes() > MAX_ALIGNMENT_BUFFER;
-    for (i, (_, rx)) in inputs.channels.iter().enumerate() {
-        if aligner.is_closed(i) || (over && aligner.is_blocked(i)) {
+    let draining = aligner.draining();
+    for (i, channel) in inputs.channels.iter().enumerate() {
+        if aligner.is_closed(i)
+            || (draining && !aligner.is_draining(i))
+            || (over && aligner.is_blocked(i))
+        {
             continue;
         }
-        sel.recv(rx);
+        sel.recv(&channel.rx);
         index.push(i);
     }
     let commits_at = inputs.commits.as_ref().map(|rx| sel.recv(rx));
-    let wait = timer.map_or(POLL, |t| {
+    let wait = wake.map_or(POLL, |t| {
         t.saturating_duration_since(Instant::now()).min(POLL)
     });
     let Ok(op) = sel.select_timeout(wait) else {
@@ -253,24 +448,35 @@ fn receive(inputs: &InputChannels, aligner: &Aligner<Flow>, timer: Option<Instan
         };
     }
     let channel = index[op.index()];
-    match op.recv(&inputs.channels[channel].1) {
+    match op.recv(&inputs.channels[channel].rx) {
         Ok(msg) => Received::Msg(channel, msg),
         Err(_) => Received::Disconnected,
     }
 }
 
-/// Tracks one alignment's duration and peak buffering.
+/// Tracks one checkpoint's alignment at this instance: from the first
+/// barrier or announcement of a checkpoint newer than every one seen, its
+/// duration, peak buffering and timeout.
 #[derive(Default)]
 struct AlignmentClock {
+    /// The newest checkpoint seen.
+    id: u64,
+    /// When it was first seen; `None` once it completed.
     started: Option<Instant>,
+    /// Its alignment timeout has been acted on.
+    timed_out: bool,
     peak_bytes: usize,
 }
 
 impl AlignmentClock {
-    fn observe(&mut self, aligner: &Aligner<Flow>, msg: &Msg) {
-        if aligner.aligning().is_none() && matches!(msg, Msg::Barrier(_)) {
-            self.started = Some(Instant::now());
-            self.peak_bytes = 0;
+    fn saw(&mut self, id: u64) {
+        if id > self.id {
+            *self = AlignmentClock {
+                id,
+                started: Some(Instant::now()),
+                timed_out: false,
+                peak_bytes: 0,
+            };
         }
     }
 
@@ -278,40 +484,22 @@ impl AlignmentClock {
         self.peak_bytes = self.peak_bytes.max(aligner.buffered_bytes());
     }
 
+    /// When checkpoint `id`'s alignment times out, unless it completed or
+    /// timed out already.
+    fn due(&self, timeout: Duration) -> Option<Instant> {
+        self.started
+            .filter(|_| !self.timed_out)
+            .map(|s| s + timeout)
+    }
+
+    /// The timeout is acted on; returns the checkpoint to overtake.
+    fn timed_out(&mut self) -> u64 {
+        self.timed_out = true;
+        self.id
+    }
+
     fn finish(&mut self) -> (Duration, u64) {
         let d = self.started.take().map_or(Duration::ZERO, |s| s.elapsed());
         (d, std::mem::take(&mut self.peak_bytes) as u64)
     }
-}
-
-/// Feeds `msg` from `channel` to the aligner; remembers the final
-/// checkpoint id carried by `End`.
-fn feed(
-    aligner: &mut Aligner<Flow>,
-    clock: &mut AlignmentClock,
-    final_id: &mut Option<u64>,
-    channel: usize,
-    msg: Msg,
-    actions: &mut Vec<Action<Flow>>,
-) {
-    clock.observe(aligner, &msg);
-    let (input, bytes) = match msg {
-        Msg::Batch(b) => {
-            let bytes = if aligner.is_blocked(channel) {
-                b.size()
-            } else {
-                0
-            };
-            (Input::Batch(Flow::Records(b)), bytes)
-        }
-        Msg::Watermark(t) => (Input::Batch(Flow::Watermark(t)), 0),
-        Msg::Idle => (Input::Batch(Flow::Idle), 0),
-        Msg::Barrier(n) => (Input::Barrier(n), 0),
-        Msg::End(n) => {
-            *final_id = Some(n);
-            (Input::End, 0)
-        }
-    };
-    aligner.on_event(channel, input, bytes, actions);
-    clock.after(aligner);
 }

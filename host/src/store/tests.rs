@@ -32,6 +32,8 @@ fn meta(id: u64) -> CheckpointMeta {
         operators: [("a".into(), op(2)), ("b".into(), op(2))].into(),
         sinks: BTreeMap::new(),
         final_checkpoint: false,
+        unaligned: false,
+        inflight_bytes: 0,
     }
 }
 
@@ -51,6 +53,7 @@ fn delta(op: &str, instance: u32, changes: &str, snap: Option<&str>) -> Instance
         changes,
         snapshot,
         timers: Vec::new(),
+        inflight: None,
     }
 }
 
@@ -296,6 +299,7 @@ fn model_run(mut rng: u64, retain: usize, rounds: usize, tuning: Tuning) -> usiz
                 changes,
                 snapshot,
                 timers: Vec::new(),
+                inflight: None,
             });
         }
         let had_state: BTreeSet<_> = segments(&s).into_iter().map(|x| (x.0, x.1)).collect();
