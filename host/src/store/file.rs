@@ -25,7 +25,7 @@ use super::tuning::{TUNING, Tuning};
 const PAGE_CACHE_BYTES: usize = 64 << 20;
 
 /// The redb settings of every open.
-fn builder() -> Builder {
+pub(super) fn builder() -> Builder {
     let mut b = Builder::new();
     // Corruption is reported at open instead of panicking later; the
     // single-writer mode lets `weir checkpoints` read while a job runs.
