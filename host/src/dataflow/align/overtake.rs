@@ -36,11 +36,11 @@ impl<T: Clone> Aligner<T> {
         }
         self.announced[channel] = id;
         match self.aligning {
-            Some(current) if self.overtaken && current == id => {
-                if self.channels[channel] == Channel::Owing {
-                    self.channels[channel] = Channel::Draining;
-                    self.draining += 1;
-                }
+            Some(current)
+                if self.overtaken && current == id && self.channels[channel] == Channel::Owing =>
+            {
+                self.channels[channel] = Channel::Draining;
+                self.draining += 1;
             }
             None if self.unaligned && self.max_seen.is_none_or(|seen| id > seen) => {
                 self.start_overtaken(id, None, out);
