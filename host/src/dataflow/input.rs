@@ -503,3 +503,214 @@ impl AlignmentClock {
         (d, std::mem::take(&mut self.peak_bytes) as u64)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crossbeam_channel::{Sender, bounded};
+
+    use super::*;
+
+    /// What the loop called, in order.
+    #[derive(Default)]
+    struct Log(Vec<String>);
+
+    fn value(b: &Batch) -> String {
+        let values: Vec<String> = b
+            .iter()
+            .map(|r| String::from_utf8_lossy(r.value).into_owned())
+            .collect();
+        values.join(",")
+    }
+
+    impl InputHandler for Log {
+        fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
+            self.0.push(format!("batch {port}:{}", value(&batch)));
+            Ok(())
+        }
+
+        fn on_checkpoint(&mut self, id: u64, _: Duration, _: u64) -> Result<(), Cancelled> {
+            self.0.push(format!("checkpoint {id}"));
+            Ok(())
+        }
+
+        fn on_snapshot(&mut self, id: u64) -> Result<(), Cancelled> {
+            self.0.push(format!("snapshot {id}"));
+            Ok(())
+        }
+
+        fn on_complete(
+            &mut self,
+            id: u64,
+            _: Duration,
+            _: u64,
+            inflight: InFlight,
+        ) -> Result<(), Cancelled> {
+            let frames: Vec<String> = inflight
+                .frames()
+                .iter()
+                .map(|(p, b)| format!("{p}:{}", value(b)))
+                .collect();
+            self.0.push(format!("complete {id} [{}]", frames.join(" ")));
+            Ok(())
+        }
+
+        fn on_finished(&mut self, final_id: u64) -> Result<(), Cancelled> {
+            self.0.push(format!("finished {final_id}"));
+            Ok(())
+        }
+    }
+
+    fn batch(v: &str) -> Msg {
+        let mut b = Batch::new();
+        b.push(None, v.as_bytes(), None);
+        Msg::Batch(b)
+    }
+
+    /// Two channels (ports 0 and 1) with room for `capacity` messages.
+    fn inputs(alignment: Alignment, capacity: usize) -> (InputChannels, Vec<Sender<Msg>>) {
+        let (mut channels, mut senders) = (Vec::new(), Vec::new());
+        for port in 0..2 {
+            let (tx, rx) = bounded(capacity);
+            senders.push(tx);
+            channels.push(InputChannel {
+                port,
+                rx,
+                announced: Announce::default(),
+            });
+        }
+        let inputs = InputChannels {
+            channels,
+            commits: None,
+            alignment,
+        };
+        (inputs, senders)
+    }
+
+    fn position(log: &[String], event: &str) -> usize {
+        log.iter()
+            .position(|e| e == event)
+            .unwrap_or_else(|| panic!("no `{event}` in {log:?}"))
+    }
+
+    /// The announcement overtakes the queued batches: the snapshot comes
+    /// before any of them is processed, and they, with the batch of the
+    /// channel that was not announced, are the in-flight data, each
+    /// channel's in order.
+    #[test]
+    fn an_announced_barrier_overtakes_the_queued_batches() {
+        let (inputs, tx) = inputs(Alignment::Unaligned, 16);
+        for m in [
+            batch("a0"),
+            batch("a1"),
+            Msg::Barrier(1),
+            batch("a2"),
+            Msg::End(2),
+        ] {
+            tx[0].send(m).unwrap();
+        }
+        inputs.channels[0].announced.announce(1);
+        for m in [batch("b0"), Msg::Barrier(1), Msg::End(2)] {
+            tx[1].send(m).unwrap();
+        }
+        let mut log = Log::default();
+        drive(&inputs, &AtomicBool::new(false), &mut log).unwrap();
+        let log = log.0;
+        assert_eq!(log[0], "snapshot 1", "{log:?}");
+        let complete = log.iter().find(|e| e.starts_with("complete")).unwrap();
+        let mut frames: Vec<&str> = complete
+            .trim_start_matches("complete 1 [")
+            .trim_end_matches(']')
+            .split(' ')
+            .collect();
+        frames.sort();
+        assert_eq!(frames, ["0:a0", "0:a1", "1:b0"], "{log:?}");
+        // Channel 1 was not announced: it is read (and its batch recorded)
+        // once the drain of channel 0 ended, and the acknowledgement waits
+        // for its barrier.
+        assert!(position(&log, "batch 0:a0") < position(&log, "batch 0:a1"));
+        assert!(position(&log, "batch 0:a1") < position(&log, "batch 0:a2"));
+        assert_eq!(log.last().unwrap(), "finished 2");
+        assert_eq!(log.len(), 1 + 4 + 1 + 1, "{log:?}");
+    }
+
+    /// With every channel announced, the drain reads both up to their
+    /// barriers and acknowledges before processing anything it drained.
+    #[test]
+    fn a_drain_acknowledges_before_processing_what_it_drained() {
+        let (inputs, tx) = inputs(Alignment::Unaligned, 16);
+        for (c, v) in [(0, "a"), (1, "b")] {
+            let (first, second) = (format!("{v}0"), format!("{v}1"));
+            for m in [batch(&first), batch(&second), Msg::Barrier(1), Msg::End(2)] {
+                tx[c].send(m).unwrap();
+            }
+            inputs.channels[c].announced.announce(1);
+        }
+        let mut log = Log::default();
+        drive(&inputs, &AtomicBool::new(false), &mut log).unwrap();
+        let log = log.0;
+        assert_eq!(log[0], "snapshot 1", "{log:?}");
+        assert!(log[1].starts_with("complete 1 ["), "{log:?}");
+        for v in ["0:a0", "0:a1", "1:b0", "1:b1"] {
+            assert!(log[1].contains(v), "{log:?}");
+        }
+        assert!(position(&log, "batch 0:a0") < position(&log, "batch 0:a1"));
+        assert!(position(&log, "batch 1:b0") < position(&log, "batch 1:b1"));
+        assert_eq!(log.len(), 7, "{log:?}");
+    }
+
+    /// Aligned with a timeout: the alignment of 1 waits, times out, and the
+    /// checkpoint goes unaligned; only the batch that arrives afterwards on
+    /// the late channel is in flight, not the one after the early barrier.
+    #[test]
+    fn the_alignment_timeout_switches_a_waiting_checkpoint_to_unaligned() {
+        let (inputs, tx) = inputs(Alignment::Timeout(Duration::from_millis(20)), 16);
+        tx[0].send(Msg::Barrier(1)).unwrap();
+        tx[0].send(batch("after")).unwrap();
+        let late = tx[1].clone();
+        let feeder = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            for m in [batch("late"), Msg::Barrier(1), Msg::End(2)] {
+                late.send(m).unwrap();
+            }
+        });
+        tx[0].send(Msg::End(2)).unwrap();
+        let mut log = Log::default();
+        drive(&inputs, &AtomicBool::new(false), &mut log).unwrap();
+        feeder.join().unwrap();
+        let log = log.0;
+        assert_eq!(
+            log,
+            [
+                "snapshot 1",
+                "batch 0:after",
+                "batch 1:late",
+                "complete 1 [1:late]",
+                "finished 2"
+            ]
+        );
+    }
+
+    /// Without a timeout an aligned loop waits for the late barrier.
+    #[test]
+    fn aligned_checkpoints_hold_back_the_early_channel() {
+        let (inputs, tx) = inputs(Alignment::Aligned, 16);
+        tx[0].send(Msg::Barrier(1)).unwrap();
+        tx[0].send(batch("after")).unwrap();
+        tx[0].send(Msg::End(2)).unwrap();
+        inputs.channels[1].announced.announce(1);
+        for m in [batch("late"), Msg::Barrier(1), Msg::End(2)] {
+            tx[1].send(m).unwrap();
+        }
+        let mut log = Log::default();
+        drive(&inputs, &AtomicBool::new(false), &mut log).unwrap();
+        assert_eq!(
+            log.0,
+            [
+                "batch 1:late",
+                "checkpoint 1",
+                "batch 0:after",
+                "finished 2"
+            ]
+        );
+    }
+}
