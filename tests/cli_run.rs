@@ -210,6 +210,8 @@ fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
         ("weir_backpressure_seconds_total", "counter"),
         ("weir_batch_latency_seconds", "histogram"),
         ("weir_checkpoints_total", "counter"),
+        ("weir_checkpoints_unaligned_total", "counter"),
+        ("weir_checkpoint_inflight_bytes_total", "counter"),
         ("weir_restarts_total", "counter"),
         ("weir_checkpoint_last_id", "gauge"),
         ("weir_checkpoint_last_bytes", "gauge"),

@@ -73,6 +73,7 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
             "duration_ms",
             "final_checkpoint",
             "id",
+            "inflight_bytes",
             "job",
             "key_groups",
             "operators",
@@ -81,10 +82,15 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
             "sources",
             "started_at_ms",
             "state_keys",
-            "time"
+            "time",
+            "unaligned"
         ]
     );
     assert_eq!(last["final_checkpoint"], true);
+    assert_eq!(
+        (&last["unaligned"], &last["inflight_bytes"]),
+        (&false.into(), &0.into())
+    );
     assert_eq!(last["sources"]["words"]["records"], 1501);
     assert_eq!(last["operators"]["count"]["plugin_name"], "word-count");
     assert_eq!(

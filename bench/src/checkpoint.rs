@@ -50,6 +50,8 @@ fn meta(id: u64) -> CheckpointMeta {
         )]),
         sinks: BTreeMap::new(),
         final_checkpoint: false,
+        unaligned: false,
+        inflight_bytes: 0,
         derived: None,
     }
 }
@@ -88,6 +90,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             changes,
             snapshot: Some(Vec::new()),
             timers: Vec::new(),
+            inflight: None,
         }],
         3,
     )?;
@@ -134,6 +137,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
                 changes,
                 snapshot: None,
                 timers: Vec::new(),
+                inflight: None,
             }],
             3,
         )?;

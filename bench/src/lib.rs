@@ -29,6 +29,7 @@ pub mod connectors;
 pub mod data;
 pub mod end_to_end;
 pub mod jobs;
+pub mod modes;
 pub mod native;
 pub mod recovery;
 pub mod report;
@@ -206,11 +207,12 @@ pub fn default_plugins() -> PathBuf {
 }
 
 /// The benchmarks, by name.
-pub const BENCHMARKS: [&str; 9] = [
+pub const BENCHMARKS: [&str; 10] = [
     "boundary",
     "connectors",
     "end-to-end",
     "checkpoint",
+    "modes",
     "recovery",
     "skew",
     "state",
@@ -226,6 +228,7 @@ pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
         "connectors" => connectors::run(settings),
         "end-to-end" => end_to_end::run(settings),
         "checkpoint" => checkpoint::run(settings),
+        "modes" => modes::run(settings),
         "recovery" => recovery::run(settings),
         "skew" => skew::run(settings),
         "state" => state::run(settings),

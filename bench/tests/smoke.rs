@@ -194,6 +194,34 @@ fn skew_reports_alignment_for_balanced_and_skewed_inputs() {
 }
 
 #[test]
+fn modes_reports_every_checkpoint_mode_against_aligned() {
+    let r = run("modes");
+    // An unaligned checkpoint may take under a millisecond: values are
+    // only finite, not positive.
+    has(&r, &["aligned, 4 ms per batch"]);
+    for case in [
+        "unaligned, 4 ms per batch",
+        "aligned + 20ms timeout, 4 ms per batch",
+    ] {
+        let row = r
+            .get(case)
+            .unwrap_or_else(|| panic!("no row `{case}`:\n{}", r.table()));
+        assert!(row.value.is_finite() && row.baseline.is_some(), "{case}");
+    }
+    let unaligned = r.get("unaligned, 4 ms per batch").unwrap();
+    assert!(unaligned.extra["checkpoints"] >= 1.0, "{}", r.table());
+    assert_eq!(
+        unaligned.extra["unaligned_checkpoints"],
+        unaligned.extra["checkpoints"],
+        "{}",
+        r.table()
+    );
+    let aligned = r.get("aligned, 4 ms per batch").unwrap();
+    assert_eq!(aligned.extra["unaligned_checkpoints"], 0.0, "{}", r.table());
+    assert_eq!(aligned.extra["inflight_max_bytes"], 0.0, "{}", r.table());
+}
+
+#[test]
 fn windows_reports_the_job_against_the_native_program_with_the_same_windows() {
     let r = run("windows");
     has(

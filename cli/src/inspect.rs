@@ -104,14 +104,41 @@ impl PluginReport {
 /// One complete checkpoint as `weir checkpoints` shows it. Its JSON form
 /// (with `--json`, an array of these) is stable: the stored
 /// [`CheckpointMeta`](weir::store::CheckpointMeta) fields plus `time`, the
-/// trigger time in RFC 3339.
-#[derive(Debug, Clone, Serialize)]
+/// trigger time in RFC 3339, with `unaligned` and `inflight_bytes` always
+/// present (the store leaves them out when false and 0).
+#[derive(Debug, Clone)]
 pub struct CheckpointReport {
     /// Trigger time, RFC 3339 UTC.
     pub time: String,
     /// The stored metadata.
-    #[serde(flatten)]
     pub meta: weir::store::CheckpointMeta,
+}
+
+/// The JSON form of a [`CheckpointReport`].
+#[derive(Serialize)]
+struct ReportJson<'a> {
+    time: &'a str,
+    #[serde(flatten)]
+    meta: &'a weir::store::CheckpointMeta,
+    /// `false` when the stored metadata leaves it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unaligned: Option<bool>,
+    /// `0` when the stored metadata leaves it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inflight_bytes: Option<u64>,
+}
+
+impl Serialize for CheckpointReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let m = &self.meta;
+        ReportJson {
+            time: &self.time,
+            meta: m,
+            unaligned: (!m.unaligned).then_some(false),
+            inflight_bytes: (m.inflight_bytes == 0).then_some(0),
+        }
+        .serialize(serializer)
+    }
 }
 
 impl CheckpointReport {
@@ -130,8 +157,12 @@ impl CheckpointReport {
         let pause = m
             .pause_ms
             .map_or(String::new(), |p| format!("  pause {p} ms"));
+        let unaligned = match m.unaligned {
+            true => format!("  unaligned, in flight {} bytes", m.inflight_bytes),
+            false => String::new(),
+        };
         let mut s = format!(
-            "checkpoint {}{}  {}  duration {} ms  alignment {} ms{pause}  written {} bytes  keys {}\n",
+            "checkpoint {}{}  {}  duration {} ms  alignment {} ms{pause}{unaligned}  written {} bytes  keys {}\n",
             m.id,
             if m.final_checkpoint { " (final)" } else { "" },
             self.time,
@@ -418,4 +449,40 @@ pub fn timers_json(operator: &str, instances: &[InstanceTimers]) -> serde_json::
         })
         .collect();
     serde_json::json!({"operator": operator, "instances": list})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(extra: &str) -> CheckpointReport {
+        let json = format!(
+            r#"{{"id":3,"job":"j","started_at_ms":1,"duration_ms":2,"alignment_ms":1,"bytes_written":4,"state_keys":5,"key_groups":128,"sources":{{}},"operators":{{}},"sinks":{{}},"final_checkpoint":false{extra}}}"#
+        );
+        CheckpointReport::of(serde_json::from_str(&json).unwrap())
+    }
+
+    /// `--json` always says whether a checkpoint was unaligned and how many
+    /// in-flight bytes it stored; the text only for unaligned ones.
+    #[test]
+    fn reports_show_unaligned_checkpoints_and_their_inflight_bytes() {
+        let aligned = serde_json::to_value(report("")).unwrap();
+        assert_eq!(aligned["unaligned"], false);
+        assert_eq!(aligned["inflight_bytes"], 0);
+        assert_eq!(aligned["alignment_ms"], 1);
+        assert!(!report("").to_text().contains("unaligned"));
+        let r = report(r#","unaligned":true,"inflight_bytes":640"#);
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(json.matches("\"unaligned\"").count(), 1, "{json}");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            (v["unaligned"].clone(), v["inflight_bytes"].clone()),
+            (true.into(), 640.into())
+        );
+        assert!(
+            r.to_text().contains("unaligned, in flight 640 bytes"),
+            "{}",
+            r.to_text()
+        );
+    }
 }

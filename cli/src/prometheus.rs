@@ -91,12 +91,24 @@ pub fn render(metrics: &JobMetrics) -> String {
         );
     }
     let c = &metrics.checkpoints;
-    let gauges: [(&str, &str, &str, u64); 8] = [
+    let gauges: [(&str, &str, &str, u64); 10] = [
         (
             "weir_checkpoints_total",
             "counter",
             "Completed checkpoints.",
             c.completed.load(Relaxed),
+        ),
+        (
+            "weir_checkpoints_unaligned_total",
+            "counter",
+            "Completed checkpoints that some operator instance took unaligned.",
+            c.unaligned.load(Relaxed),
+        ),
+        (
+            "weir_checkpoint_inflight_bytes_total",
+            "counter",
+            "Bytes of in-flight data stored with completed (unaligned) checkpoints.",
+            c.inflight_bytes.load(Relaxed),
         ),
         (
             "weir_checkpoint_last_id",
@@ -330,6 +342,27 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    #[test]
+    fn unaligned_checkpoints_and_their_inflight_bytes_are_counted() {
+        let metrics = JobMetrics {
+            job: "j".into(),
+            nodes: Vec::new(),
+            checkpoints: CheckpointMetrics::default(),
+        };
+        metrics.checkpoints.unaligned.store(2, Relaxed);
+        metrics.checkpoints.inflight_bytes.store(4096, Relaxed);
+        let text = render(&metrics);
+        assert!(text.contains("# TYPE weir_checkpoints_unaligned_total counter"));
+        assert_eq!(
+            samples(&text, "weir_checkpoints_unaligned_total"),
+            [r#"weir_checkpoints_unaligned_total{job="j"} 2"#]
+        );
+        assert_eq!(
+            samples(&text, "weir_checkpoint_inflight_bytes_total"),
+            [r#"weir_checkpoint_inflight_bytes_total{job="j"} 4096"#]
+        );
     }
 
     /// Every sample line of `text` for metric `name`.

@@ -252,6 +252,10 @@ pub struct CheckpointMetrics {
     pub last_alignment_buffered_bytes: AtomicU64,
     /// Longest pause of an operator instance for the last checkpoint, ms.
     pub last_pause_ms: AtomicU64,
+    /// Completed checkpoints that some instance took unaligned.
+    pub unaligned: AtomicU64,
+    /// Bytes of in-flight data stored with completed checkpoints, in all.
+    pub inflight_bytes: AtomicU64,
     /// Checkpoint durations.
     pub duration: Histogram,
     /// Alignment durations.

@@ -23,6 +23,7 @@ mod chain;
 mod error;
 mod file;
 mod gc;
+mod inflight;
 mod layout;
 mod meta;
 mod rescale;
@@ -41,6 +42,7 @@ use layout::{CHECKPOINTS, CHUNKS, GC, SEGMENTS, SNAPSHOTS};
 
 pub use error::StoreError;
 pub use file::CheckpointStore;
+pub use inflight::InFlightFrames;
 pub use layout::{FILE_NAME, FORMAT_VERSION};
 pub use meta::{CheckpointMeta, Derivation, OperatorMeta, SwappedPlugin};
 pub use rescale::Move;
@@ -66,6 +68,9 @@ pub struct RestoredInstance {
     pub snapshot: Vec<u8>,
     /// Timer entries (see [`crate::checkpoint::timers`]), sorted by key.
     pub timers: Vec<(Vec<u8>, Vec<u8>)>,
+    /// In-flight data of the checkpoint, if it took it unaligned: replayed
+    /// to the instance before any new input.
+    pub inflight: InFlightFrames,
 }
 
 /// The name under which the store keeps the timers of operator `operator`,
@@ -197,6 +202,7 @@ impl CheckpointStore {
                 }
             }
         }
+        self.write_inflight(txn, n, deltas)?;
         let stored = CheckpointMeta {
             bytes_written: bytes,
             state_keys: live,
@@ -274,10 +280,12 @@ impl CheckpointStore {
                 Some(row) => row?.1.value().to_vec(),
                 None => Vec::new(),
             };
+            let inflight = self.load_inflight(&txn, id, operator, instance)?;
             Ok(RestoredInstance {
                 entries,
                 snapshot,
                 timers,
+                inflight,
             })
         })
     }

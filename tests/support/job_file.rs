@@ -126,6 +126,16 @@ impl Checkpoint {
     pub fn dir(self, dir: &str) -> Self {
         self.string("dir", dir)
     }
+
+    /// `mode`: `"aligned"` or `"unaligned"`.
+    pub fn mode(self, mode: &str) -> Self {
+        self.string("mode", mode)
+    }
+
+    /// `alignment_timeout`: after how long an alignment goes unaligned.
+    pub fn alignment_timeout(self, timeout: &str) -> Self {
+        self.string("alignment_timeout", timeout)
+    }
 }
 
 /// The `[restart]` table.

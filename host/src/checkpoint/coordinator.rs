@@ -9,7 +9,9 @@
 //! - Acknowledgements of an abandoned or unknown checkpoint are ignored, but
 //!   their state deltas are kept and handed out with the next completed
 //!   checkpoint, in order: an instance's delta covers the changes since its
-//!   previous snapshot, so none may be dropped.
+//!   previous snapshot, so none may be dropped. Their in-flight data
+//!   (unaligned checkpoints) is dropped: it is the input of the abandoned
+//!   checkpoint only.
 //! - The final checkpoint is triggered once every source reached its end.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -230,8 +232,10 @@ impl Coordinator {
     ) -> (Option<Completed>, Option<Command>) {
         let who = participant(&ack);
         let Some(f) = self.in_flight.as_mut().filter(|f| f.id == id) else {
-            // Stale: keep the state changes, they are not in any checkpoint yet.
-            if let Ack::Instance { delta, .. } = ack {
+            // Stale: keep the state changes, they are not in any checkpoint
+            // yet; in-flight data belongs to its own checkpoint only.
+            if let Ack::Instance { mut delta, .. } = ack {
+                delta.inflight = None;
                 self.deltas.push(delta);
             }
             return (None, None);
@@ -298,6 +302,7 @@ mod tests {
             changes: [(key, Some("v"))].into_iter().collect(),
             snapshot: None,
             timers: Vec::new(),
+            inflight: None,
         }
     }
 
@@ -449,6 +454,27 @@ mod tests {
             [b"old".to_vec(), b"k1".to_vec(), b"k1".to_vec()],
             "oldest first"
         );
+    }
+
+    /// In-flight data is the input of its own checkpoint: a stale ack keeps
+    /// its delta for the next checkpoint, without it.
+    #[test]
+    fn stale_acks_lose_their_inflight_data() {
+        let (mut c, t0) = setup(Some(Duration::ZERO));
+        c.tick(t0);
+        let ack = Ack::Instance {
+            delta: InstanceDelta {
+                inflight: Some(vec![1, 2, 3]),
+                ..delta("op", 0, "old")
+            },
+            alignment: Duration::ZERO,
+            buffered_bytes: 0,
+            pause: Duration::ZERO,
+        };
+        assert!(c.on_ack(7, ack, t0).0.is_none());
+        let done = ack_all(&mut c, 1, t0).0.unwrap();
+        assert_eq!(done.deltas[0].changes, delta("op", 0, "old").changes);
+        assert!(done.deltas.iter().all(|d| d.inflight.is_none()));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The job's `[checkpoint]` table ([`CheckpointConfig`]: interval, folder,
-//! retention) and its `[restart]` table ([`RestartStrategy`]: what to do
+//! retention, [`CheckpointMode`] and alignment timeout) and its `[restart]` table ([`RestartStrategy`]: what to do
 //! when an attempt fails).
 
 use std::path::{Path, PathBuf};
@@ -81,6 +81,19 @@ impl RestartStrategy {
     }
 }
 
+/// How operator instances take checkpoints (`[checkpoint] mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CheckpointMode {
+    /// `"aligned"`: wait at every instance until each input delivered the
+    /// barrier (records behind an early barrier are held back).
+    #[default]
+    Aligned,
+    /// `"unaligned"`: the first barrier overtakes the records queued ahead
+    /// of the others, which are stored with the checkpoint (in-flight data)
+    /// and replayed first on restore.
+    Unaligned,
+}
+
 /// Checkpoint settings (`[checkpoint]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointConfig {
@@ -93,6 +106,12 @@ pub struct CheckpointConfig {
     pub default_dir: bool,
     /// Number of complete checkpoints kept (at least 1, default 3).
     pub retain: usize,
+    /// Aligned (default) or unaligned checkpoints. Sinks always align.
+    pub mode: CheckpointMode,
+    /// With `Aligned`: an instance whose alignment of a checkpoint lasts
+    /// longer than this takes that checkpoint unaligned. `None` (absent or
+    /// `"0s"`): never. Never `Some(0)`.
+    pub alignment_timeout: Option<Duration>,
 }
 
 #[derive(Deserialize)]
@@ -101,6 +120,8 @@ struct RawCheckpoint {
     interval: Option<String>,
     dir: Option<String>,
     retain: Option<i64>,
+    mode: Option<String>,
+    alignment_timeout: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -165,11 +186,34 @@ pub(super) fn build_checkpoint(
         Some(folder) => folder,
         None => default_state_dir(name)?.display().to_string(),
     };
+    let mode = match raw.mode.as_deref() {
+        None | Some("aligned") => CheckpointMode::Aligned,
+        Some("unaligned") => CheckpointMode::Unaligned,
+        Some(other) => {
+            return Err(format!(
+                "`mode` = {other:?} is unknown; use \"aligned\" or \"unaligned\""
+            ));
+        }
+    };
+    let alignment_timeout = match raw.alignment_timeout {
+        Some(_) if mode == CheckpointMode::Unaligned => {
+            return Err(
+                "`alignment_timeout` applies to mode = \"aligned\" only (unaligned checkpoints never wait); remove it"
+                    .into(),
+            );
+        }
+        Some(text) => {
+            Some(duration("alignment_timeout", Some(text), "0s")?).filter(|d| !d.is_zero())
+        }
+        None => None,
+    };
     Ok(CheckpointConfig {
         interval,
         dir: resolve(dir, "dir", Some(folder))?,
         default_dir,
         retain: int_in("retain", raw.retain, 3, 1, i64::MAX)?,
+        mode,
+        alignment_timeout,
     })
 }
 

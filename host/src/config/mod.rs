@@ -40,7 +40,7 @@ mod source;
 mod tests;
 mod upstream;
 
-pub use checkpoint::{CheckpointConfig, RestartStrategy, default_state_dir};
+pub use checkpoint::{CheckpointConfig, CheckpointMode, RestartStrategy, default_state_dir};
 pub use error::JobError;
 pub use limits::{
     Grants, LIMIT_KEYS, LimitValue, Limits, format_duration, format_size, parse_duration,

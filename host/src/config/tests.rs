@@ -128,6 +128,8 @@ fn full_job_parses_with_both_input_syntaxes() {
         dir: at("state/reconcile"),
         default_dir: true,
         retain: 5,
+        mode: CheckpointMode::Aligned,
+        alignment_timeout: None,
     };
     assert_eq!(job.checkpoint, checkpoint);
     let (path, key) = (at("a.csv"), Some("order_no".to_owned()));
@@ -433,6 +435,10 @@ fn numbers_must_be_in_range() {
         checkpoint("retain = 0") => "checkpoint: `retain` = 0 is out of range",
         checkpoint("interval = \"0s\"") => "checkpoint: `interval` is zero",
         checkpoint("interval = \"soon\"") => "`interval` = \"soon\" is not a duration",
+        checkpoint("mode = \"eventual\"") => "checkpoint: `mode` = \"eventual\" is unknown; use \"aligned\" or \"unaligned\"",
+        checkpoint("mode = 1") => "checkpoint: invalid type",
+        checkpoint("alignment_timeout = \"soon\"") => "checkpoint: `alignment_timeout` = \"soon\" is not a duration",
+        checkpoint("mode = \"unaligned\"\nalignment_timeout = \"1s\"") => "checkpoint: `alignment_timeout` applies to mode = \"aligned\" only",
     );
     assert_eq!(
         parse(&with_op("parallelism = 128\n")).unwrap().operators[0].parallelism,
@@ -441,6 +447,22 @@ fn numbers_must_be_in_range() {
     let job = parse(&checkpoint("interval = \"500ms\"")).unwrap();
     assert_eq!(job.checkpoint.interval, Some(Duration::from_millis(500)));
     assert_eq!(job.checkpoint.retain, 3);
+    assert_eq!(
+        (job.checkpoint.mode, job.checkpoint.alignment_timeout),
+        (CheckpointMode::Aligned, None)
+    );
+    let job = parse(&checkpoint("mode = \"unaligned\"")).unwrap();
+    assert_eq!(job.checkpoint.mode, CheckpointMode::Unaligned);
+    let job = parse(&checkpoint("alignment_timeout = \"250ms\"")).unwrap();
+    assert_eq!(
+        job.checkpoint.alignment_timeout,
+        Some(Duration::from_millis(250))
+    );
+    let job = parse(&checkpoint(
+        "mode = \"aligned\"\nalignment_timeout = \"0s\"",
+    ))
+    .unwrap();
+    assert_eq!(job.checkpoint.alignment_timeout, None, "0s: never");
 }
 
 #[test]

@@ -18,19 +18,20 @@
 //!   order it was requested, so the sink thread writes the next epoch
 //!   meanwhile.
 //!
-//! An epoch file is a sequence of frames, one per written batch: the
-//! lengths of the batch's data and spans (two little-endian `u32`s), then
-//! both ([`Batch::parts`]).
+//! An epoch file is a sequence of frames (`dataflow/frame.rs`), one per
+//! written batch: the lengths of the batch's data and spans (two
+//! little-endian `u32`s), then both ([`Batch::parts`]).
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
 use crate::connectors::sink::{Done, SealEpoch, Sink, SinkError};
 use crate::connectors::worker::Worker;
 use crate::dataflow::Batch;
+use crate::dataflow::frame::{self, FrameError};
 
 /// Where a staged sink delivers its epochs.
 pub(crate) trait Destination: Send + 'static {
@@ -148,7 +149,7 @@ impl Sink for StagedSink {
             return Ok(());
         }
         let path = self.open_path();
-        write_frame(self.epoch()?, batch).map_err(io_error(&self.id, &path))
+        frame::write(self.epoch()?, batch).map_err(io_error(&self.id, &path))
     }
 
     fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
@@ -197,15 +198,6 @@ fn perform(sink: &str, destination: &mut dyn Destination, request: Request) {
             done(delivered.map(|()| Value::Null))
         }
     }
-}
-
-/// Appends `batch` to an epoch file as one frame.
-fn write_frame(out: &mut impl Write, batch: &Batch) -> std::io::Result<()> {
-    let (data, spans) = batch.parts();
-    out.write_all(&(data.len() as u32).to_le_bytes())?;
-    out.write_all(&(spans.len() as u32).to_le_bytes())?;
-    out.write_all(data)?;
-    out.write_all(spans)
 }
 
 /// Delivers staged epoch `id` from `path`, then deletes the file.
@@ -307,25 +299,14 @@ pub(crate) struct EpochReader {
 impl EpochReader {
     /// The next batch, or `None` at the end of the epoch.
     pub(crate) fn next_batch(&mut self) -> Result<Option<Batch>, SinkError> {
-        let io = io_error(&self.sink, &self.path);
-        let mut lengths = [0u8; 8];
-        match self.input.read(&mut lengths[..1]).map_err(&io)? {
-            0 => return Ok(None),
-            _ => self.input.read_exact(&mut lengths[1..]).map_err(&io)?,
-        }
-        let data_len = u32::from_le_bytes(lengths[..4].try_into().expect("4 bytes")) as usize;
-        let spans_len = u32::from_le_bytes(lengths[4..].try_into().expect("4 bytes")) as usize;
-        let mut data = vec![0; data_len];
-        let mut spans = vec![0; spans_len];
-        self.input.read_exact(&mut data).map_err(&io)?;
-        self.input.read_exact(&mut spans).map_err(&io)?;
-        Batch::from_parts(data, spans)
-            .map(Some)
-            .map_err(|e| SinkError::Inconsistent {
+        frame::read(&mut self.input).map_err(|e| match e {
+            FrameError::Io(error) => io_error(&self.sink, &self.path)(error),
+            FrameError::Spans(e) => SinkError::Inconsistent {
                 sink: self.sink.clone(),
                 path: self.path.display().to_string(),
                 message: format!("a staged epoch is damaged ({e}); rerun with `--restore none`"),
-            })
+            },
+        })
     }
 }
 
@@ -494,8 +475,8 @@ mod tests {
         let path = dir.path().join("1.open");
         let mut out = BufWriter::new(File::create(&path).unwrap());
         let b = batch(&["x", "yy"]);
-        write_frame(&mut out, &b).unwrap();
-        write_frame(&mut out, &b).unwrap();
+        frame::write(&mut out, &b).unwrap();
+        frame::write(&mut out, &b).unwrap();
         drop(out);
         let mut r = EpochReader {
             sink: "s".into(),

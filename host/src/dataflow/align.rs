@@ -43,8 +43,34 @@
 //!   cut). A channel without barrier `n` must have ended (and all its batches
 //!   been processed) for `n` to complete.
 //! * Checkpoint ids strictly increase; [`Action::Finished`] comes once, last.
+//!
+//! # Overtaking (unaligned checkpoints)
+//!
+//! An aligner made by [`Aligner::unaligned`] *overtakes* every checkpoint at
+//! its first barrier or announcement ([`Aligner::on_announce`]); an aligned
+//! one overtakes the current alignment when the executor says so
+//! ([`Aligner::overtake`], the alignment timeout). Overtaking checkpoint `n`
+//! emits [`Action::Snapshot`] at once: every batch acted on before it is in
+//! the snapshot. Every channel that has not delivered barrier `n` then
+//! *owes* it, and each batch stepped on an owing channel, up to its barrier
+//! `n`, is announced by [`Action::Record`] (the checkpoint's in-flight data)
+//! before it is processed. An owing channel whose sender announced `n` is
+//! *draining*: its batches are recorded and held, not processed, until no
+//! channel drains any more, so the executor (which then reads only draining
+//! channels) reaches their barriers without processing anything. Channels
+//! that delivered `n` are never blocked, except that during a drain their
+//! later events wait behind it, as does a newer barrier behind `n`. When no
+//! channel owes `n`, [`Action::Complete`] follows.
+//!
+//! Guarantees of an overtaken checkpoint `n`, per channel `c`: the batches
+//! of `c` before its barrier `n` are exactly those processed before
+//! `Snapshot { id: n }` followed by those recorded for `n`, in order; no
+//! batch after its barrier `n` is recorded; `Complete { id: n }` follows
+//! the last `Record` of `n`.
 
 use std::collections::VecDeque;
+
+mod overtake;
 
 /// One event read from an input channel, in that channel's FIFO order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +116,29 @@ pub enum Action<T> {
     /// Every channel has ended. Emitted exactly once, after any pending
     /// `Checkpoint` action (and the batches it released).
     Finished,
+    /// Checkpoint `id` is overtaken (unaligned): snapshot state now and
+    /// forward barrier `id` downstream, without acknowledging it yet. Until
+    /// `Complete { id }` (or `Abort`), `Record` actions give its in-flight
+    /// data.
+    Snapshot {
+        /// The checkpoint to snapshot.
+        id: u64,
+    },
+    /// Store a copy of this batch with the overtaken checkpoint as
+    /// in-flight data (it is also processed, by a `Process` action now or
+    /// after the drain).
+    Record {
+        /// Input channel the batch arrived on.
+        channel: usize,
+        /// A copy of the batch.
+        batch: T,
+    },
+    /// Every channel delivered barrier `id` of the overtaken checkpoint (or
+    /// ended): its in-flight data is complete; acknowledge it.
+    Complete {
+        /// The completed checkpoint.
+        id: u64,
+    },
 }
 
 /// Alignment state of one input channel, as of the events acted on so far
@@ -103,6 +152,12 @@ enum Channel {
     Blocked,
     /// Its End has been acted on: counts as aligned for ever.
     Closed,
+    /// Owes the barrier of the overtaken checkpoint: its events are acted
+    /// on, and its batches recorded first (in-flight data).
+    Owing,
+    /// Owes it, and its sender announced it: its batches are recorded and
+    /// held until the drain ends.
+    Draining,
 }
 
 /// An event held inside the aligner (buffered, or queued for replay).
@@ -123,6 +178,20 @@ pub struct Aligner<T> {
     blocked: usize,
     /// Channels `Closed`.
     closed: usize,
+    /// Channels `Owing` or `Draining`. Nonzero only while `overtaken`.
+    owing: usize,
+    /// Channels `Draining`.
+    draining: usize,
+    /// Every checkpoint is overtaken at its first barrier or announcement.
+    unaligned: bool,
+    /// The checkpoint `aligning` is overtaken (its `Snapshot` was emitted).
+    /// Invariant: `overtaken` implies `aligning.is_some()`; while set, no
+    /// channel is blocked by the alignment itself: `Blocked` channels
+    /// delivered the barrier and wait for the drain (or hold a newer
+    /// barrier).
+    overtaken: bool,
+    /// Per channel, the newest barrier announced on it (0: none).
+    announced: Vec<u64>,
     /// End was fed on the channel (it may still wait in the buffer): the
     /// host's view, and the guard against events after End.
     ended: Vec<bool>,
@@ -136,8 +205,9 @@ pub struct Aligner<T> {
     max_seen: Option<u64>,
     /// Last id that produced `Checkpoint`.
     last_checkpoint: Option<u64>,
-    /// Events fed on (or replayed to) blocked channels during the current
-    /// alignment, in arrival order. Invariant: empty unless aligning.
+    /// Events fed on (or replayed to) blocked or draining channels during
+    /// the current alignment, in arrival order. Invariant: empty unless
+    /// aligning.
     buffer: VecDeque<Held<T>>,
     /// Sum of the `bytes` of the events in `buffer`.
     buffered_bytes: usize,
@@ -150,9 +220,10 @@ pub struct Aligner<T> {
     finished: bool,
 }
 
-impl<T> Aligner<T> {
+impl<T: Clone> Aligner<T> {
     /// Creates an aligner for `channels` input channels, numbered
-    /// `0..channels`, none blocked or closed.
+    /// `0..channels`, none blocked or closed, that aligns every checkpoint
+    /// (unless told to [`overtake`](Self::overtake) one).
     ///
     /// # Panics
     /// If `channels` is 0 (a host bug: every operator has an input).
@@ -166,6 +237,11 @@ impl<T> Aligner<T> {
             channels: vec![Channel::Open; channels],
             blocked: 0,
             closed: 0,
+            owing: 0,
+            draining: 0,
+            unaligned: false,
+            overtaken: false,
+            announced: vec![0; channels],
             ended: vec![false; channels],
             open: channels,
             aligning: None,
@@ -216,6 +292,12 @@ impl<T> Aligner<T> {
             event,
             bytes,
         });
+        self.run(out);
+    }
+
+    /// Acts on `replay` until it is empty, then emits `Finished` once every
+    /// channel is closed.
+    fn run(&mut self, out: &mut Vec<Action<T>>) {
         // Ending an alignment puts the buffer in front of `replay`, so this
         // loop acts on released events, in arrival order, until none is left
         // (each is either acted on or buffered again).
@@ -253,7 +335,8 @@ impl<T> Aligner<T> {
         self.ended[channel]
     }
 
-    /// The checkpoint id currently being aligned, if any.
+    /// The checkpoint id currently being aligned (or overtaken and not yet
+    /// complete), if any.
     pub fn aligning(&self) -> Option<u64> {
         self.aligning
     }
@@ -291,12 +374,13 @@ impl<T> Aligner<T> {
     /// Acts on one event, fed or replayed.
     fn step(&mut self, held: Held<T>, out: &mut Vec<Action<T>>) {
         let channel = held.channel;
-        match held.event {
+        match (self.channels[channel], &held.event) {
             // A blocked channel's stream waits, in order, for the alignment
-            // to end. It already delivered the current barrier, so a barrier
-            // not newer than that one is a host bug: drop it.
-            Input::Barrier(id) if self.channels[channel] == Channel::Blocked => {
-                let misordered = self.aligning.is_some_and(|current| id <= current);
+            // (or the drain) to end. It already delivered the current
+            // barrier, so a barrier not newer than that one is a host bug:
+            // drop it.
+            (Channel::Blocked, Input::Barrier(id)) => {
+                let misordered = self.aligning.is_some_and(|current| *id <= current);
                 debug_assert!(
                     !misordered,
                     "Aligner: second barrier {id} on blocked channel {channel} (ids must increase)"
@@ -305,26 +389,48 @@ impl<T> Aligner<T> {
                     self.hold(held);
                 }
             }
-            _ if self.channels[channel] == Channel::Blocked => self.hold(held),
-            // From here on the channel is Open: `on_event` rejects events
-            // after End, and a blocked channel's End is replayed after all of
-            // its batches.
-            Input::Batch(batch) => out.push(Action::Process { channel, batch }),
-            Input::Barrier(id) => self.on_barrier(held, id, out),
-            Input::End => {
-                self.channels[channel] = Channel::Closed;
-                self.closed += 1;
-                self.try_complete(out);
+            (Channel::Blocked, _) => self.hold(held),
+            (Channel::Owing | Channel::Draining, Input::Batch(_)) => self.record(held, out),
+            (Channel::Owing | Channel::Draining, &Input::Barrier(id)) => {
+                self.owed_barrier(held, id, out)
             }
+            (Channel::Owing | Channel::Draining, Input::End) => self.owed_end(channel, out),
+            // From here on the channel is Open or Closed (only its held
+            // batches are replayed after its End): `on_event` rejects events
+            // after End, and a blocked channel's End is replayed after all
+            // of its batches.
+            _ => match held.event {
+                Input::Batch(batch) => out.push(Action::Process { channel, batch }),
+                Input::Barrier(id) => self.on_barrier(held.channel, held.bytes, id, out),
+                Input::End => {
+                    self.channels[channel] = Channel::Closed;
+                    self.closed += 1;
+                    self.progress(out);
+                }
+            },
         }
     }
 
-    /// Barrier `id` (in `held`) on an open channel.
-    fn on_barrier(&mut self, held: Held<T>, id: u64, out: &mut Vec<Action<T>>) {
+    /// Barrier `id` (of `bytes`) on open channel `channel`.
+    fn on_barrier(&mut self, channel: usize, bytes: usize, id: u64, out: &mut Vec<Action<T>>) {
+        let held = Held {
+            channel,
+            event: Input::Barrier(id),
+            bytes,
+        };
         match self.aligning {
+            // The channel delivered the overtaken barrier: a newer one waits
+            // until that checkpoint completes (ids on a channel increase, so
+            // an older one is a host bug, ignored).
+            Some(current) if self.overtaken => {
+                if id > current {
+                    self.block(channel);
+                    self.hold(held);
+                }
+            }
             Some(current) if id == current => {
-                self.block(held.channel);
-                self.try_complete(out);
+                self.block(channel);
+                self.progress(out);
             }
             // Stale: older than the current alignment, or not newer than a
             // completed or aborted one.
@@ -341,11 +447,12 @@ impl<T> Aligner<T> {
                 self.hold(held);
                 self.end_alignment();
             }
+            None if self.unaligned => self.start_overtaken(id, Some(channel), out),
             None => {
                 self.aligning = Some(id);
                 self.max_seen = Some(id);
-                self.block(held.channel);
-                self.try_complete(out);
+                self.block(channel);
+                self.progress(out);
             }
         }
     }
@@ -363,11 +470,21 @@ impl<T> Aligner<T> {
         self.buffer.push_back(held);
     }
 
-    /// Completes the alignment if every channel is blocked or closed.
-    fn try_complete(&mut self, out: &mut Vec<Action<T>>) {
-        if let Some(id) = self.aligning
-            && self.blocked + self.closed == self.channels.len()
-        {
+    /// Completes the checkpoint when nothing more is owed: an alignment
+    /// when every channel is blocked or closed; an overtaken checkpoint
+    /// when no channel owes it (and, short of that, ends the drain when no
+    /// channel drains any more).
+    fn progress(&mut self, out: &mut Vec<Action<T>>) {
+        let Some(id) = self.aligning else { return };
+        if self.overtaken {
+            if self.owing == 0 {
+                out.push(Action::Complete { id });
+                self.last_checkpoint = Some(id);
+                self.end_alignment();
+            } else if self.draining == 0 && (self.blocked > 0 || !self.buffer.is_empty()) {
+                self.release();
+            }
+        } else if self.blocked + self.closed == self.channels.len() {
             out.push(Action::Checkpoint { id });
             self.last_checkpoint = Some(id);
             self.end_alignment();
@@ -375,16 +492,28 @@ impl<T> Aligner<T> {
     }
 
     /// Ends the current alignment (completed or aborted): unblocks every
-    /// channel and queues the buffer for replay ahead of what `replay`
-    /// already holds (the buffer arrived earlier).
+    /// channel and queues the buffer for replay.
     fn end_alignment(&mut self) {
+        for state in &mut self.channels {
+            if matches!(*state, Channel::Owing | Channel::Draining) {
+                *state = Channel::Open;
+            }
+        }
+        (self.owing, self.draining) = (0, 0);
+        self.overtaken = false;
+        self.aligning = None;
+        self.release();
+    }
+
+    /// Unblocks every blocked channel and queues the buffer for replay
+    /// ahead of what `replay` already holds (the buffer arrived earlier).
+    fn release(&mut self) {
         for state in &mut self.channels {
             if *state == Channel::Blocked {
                 *state = Channel::Open;
             }
         }
         self.blocked = 0;
-        self.aligning = None;
         self.buffered_bytes = 0;
         self.buffered_batches = 0;
         self.buffer.append(&mut self.replay);
@@ -888,6 +1017,7 @@ mod tests {
                         assert_eq!(i + 1, count, "Finished is last");
                         finished = true;
                     }
+                    other => panic!("an aligned aligner never overtakes: {other:?}"),
                 }
             }
             assert_eq!(a.buffered_batches(), fed_batches - done_batches);

@@ -9,9 +9,17 @@
 //! - A batch goes, per edge, either whole to the only downstream instance or
 //!   split by key group (`Partitioner`) into one batch per instance; the
 //!   records of one key always reach the same instance.
-//! - [`Output::broadcast`] sends a barrier or `End` on every outgoing channel,
-//!   after everything sent before it: with FIFO channels, this is the
-//!   "barriers in order" invariant of [`crate::dataflow::protocol`].
+//! - [`Output::broadcast`] sends `End` (or a watermark, `Idle`) on every
+//!   outgoing channel, and [`Output::broadcast_barrier`] a barrier, after
+//!   everything sent before it: with FIFO channels, this is the "barriers
+//!   in order" invariant of [`crate::dataflow::protocol`].
+//! - **Priority barriers.** `broadcast_barrier(n)` first announces `n` on
+//!   every outgoing channel ([`Announce`]), then sends `Barrier(n)` on each
+//!   as soon as it has room, in whatever order they get room: one full
+//!   channel never holds the barrier back from the others, so a receiver
+//!   that drains an announced channel gets its barrier however slow the
+//!   sender's other receivers are (the deadlock freedom of unaligned
+//!   checkpoints, ARCHITECTURE.md).
 //! - A full channel blocks the sender (backpressure); while blocked it checks
 //!   the cancel flag every [`POLL`].
 
@@ -19,11 +27,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{Select, SendTimeoutError, Sender, TrySendError};
 
 use crate::dataflow::batch::Batch;
 use crate::dataflow::cancel::{Cancelled, POLL};
 use crate::dataflow::partition::Partitioner;
+use crate::dataflow::priority::Announce;
 use crate::dataflow::protocol::Msg;
 
 /// What an [`Output`] counts (the node's live metrics).
@@ -39,6 +48,8 @@ pub(crate) trait OutputCounters: Send + Sync {
 pub(crate) struct Edge {
     /// One channel per downstream instance, by instance index.
     pub senders: Vec<Sender<Msg>>,
+    /// Each channel's announced barrier, by instance index.
+    pub announces: Vec<Announce>,
     /// Routes keys to downstream instances.
     pub partitioner: Partitioner,
 }
@@ -90,7 +101,47 @@ impl Output {
         Ok(())
     }
 
-    /// Sends `make()` (a barrier or `End`) on every outgoing channel.
+    /// Announces barrier `id` on every outgoing channel, then sends it on
+    /// each as soon as it has room (see the module's invariants).
+    pub(crate) fn broadcast_barrier(&self, cancel: &AtomicBool, id: u64) -> Result<(), Cancelled> {
+        let edges = || self.ports.iter().flatten();
+        edges()
+            .flat_map(|e| &e.announces)
+            .for_each(|a| a.announce(id));
+        let mut waiting = Vec::new();
+        for tx in edges().flat_map(|e| &e.senders) {
+            match tx.try_send(Msg::Barrier(id)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => waiting.push(tx),
+                Err(TrySendError::Disconnected(_)) => return Err(Cancelled),
+            }
+        }
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let blocked = Instant::now();
+        let _account = Defer(|| self.counters.blocked(blocked.elapsed()));
+        while !waiting.is_empty() {
+            let mut sel = Select::new();
+            waiting.iter().for_each(|tx| {
+                sel.send(tx);
+            });
+            match sel.select_timeout(POLL) {
+                Ok(op) => {
+                    let i = op.index();
+                    op.send(waiting[i], Msg::Barrier(id))
+                        .map_err(|_| Cancelled)?;
+                    waiting.swap_remove(i);
+                }
+                Err(_) if cancel.load(Ordering::Relaxed) => return Err(Cancelled),
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `make()` (`End`, a watermark or `Idle`) on every outgoing
+    /// channel.
     pub(crate) fn broadcast(
         &self,
         cancel: &AtomicBool,
@@ -168,6 +219,7 @@ mod tests {
         let (tx, rx) = unbounded();
         let edge = Edge {
             senders: vec![tx],
+            announces: vec![Announce::default()],
             partitioner: Partitioner::new(1),
         };
         (edge, rx)
@@ -209,10 +261,43 @@ mod tests {
         assert_eq!(values(&rx_c), [["y", "z"]]);
         // Dropped records are not counted as sent.
         assert_eq!(*counters.0.lock().unwrap(), 3);
-        // A barrier goes on every port's edges.
-        out.broadcast(&cancel, || Msg::Barrier(7)).unwrap();
-        for rx in [&rx_a, &rx_b, &rx_c] {
+        // A barrier is announced, and goes, on every port's edges.
+        out.broadcast_barrier(&cancel, 7).unwrap();
+        for (rx, edge) in [&rx_a, &rx_b, &rx_c]
+            .into_iter()
+            .zip(out.ports.iter().flatten())
+        {
             assert_eq!(values(rx), [["Barrier(7)"]]);
+            assert_eq!(edge.announces[0].get(), 7);
         }
+    }
+
+    /// A full channel does not hold the barrier back from the others: it is
+    /// announced on both at once, sent on the free one, and on the full one
+    /// once its receiver reads.
+    #[test]
+    fn a_full_channel_does_not_hold_the_barrier_back_from_the_others() {
+        let (full_tx, full_rx) = crossbeam_channel::bounded(1);
+        let (free_tx, free_rx) = crossbeam_channel::bounded(1);
+        full_tx.send(Msg::Idle).unwrap();
+        let edge = Edge {
+            senders: vec![full_tx, free_tx],
+            announces: vec![Announce::default(), Announce::default()],
+            partitioner: Partitioner::new(2),
+        };
+        let announced = edge.announces.clone();
+        let out = Output {
+            ports: vec![vec![edge]],
+            counters: Arc::new(Sent::default()),
+        };
+        let sender = std::thread::spawn(move || {
+            out.broadcast_barrier(&AtomicBool::new(false), 3).unwrap();
+        });
+        let got = free_rx.recv().unwrap();
+        assert!(matches!(got, Msg::Barrier(3)), "{got:?}");
+        assert_eq!((announced[0].get(), announced[1].get()), (3, 3));
+        assert!(matches!(full_rx.recv().unwrap(), Msg::Idle));
+        assert!(matches!(full_rx.recv().unwrap(), Msg::Barrier(3)));
+        sender.join().unwrap();
     }
 }

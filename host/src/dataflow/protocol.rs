@@ -15,7 +15,10 @@
 //! - `End(F)` is the last message on its channel; `F` is the id of the final
 //!   checkpoint, the same on every channel of a job.
 //! - A source or instance acknowledges checkpoint `n` ([`Ack`]) before it
-//!   sends `Barrier(n)` (or `End(n)`) downstream.
+//!   sends `Barrier(n)` (or `End(n)`) downstream, except an instance that
+//!   overtook `n` (an unaligned checkpoint): it forwards `Barrier(n)` at its
+//!   snapshot and acknowledges once every input channel delivered it, with
+//!   the in-flight data in its [`InstanceDelta`].
 //! - **Watermarks in band.** `Watermark(t)` promises that no record with a
 //!   timestamp at or below `t` follows on its channel (records that do are
 //!   *late*); the values a sender sends on one channel strictly increase.
@@ -132,4 +135,9 @@ pub struct InstanceDelta {
     /// Changed timer entries (and the instance's watermark), encoded by
     /// [`crate::checkpoint::timers`]: `Some` = put, `None` = deleted.
     pub timers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// `Some` when the checkpoint was taken unaligned at this instance: its
+    /// in-flight data, encoded by [`crate::dataflow::inflight`] (possibly
+    /// empty). It belongs to the checkpoint acknowledged, never to a later
+    /// one: a delta kept for the next checkpoint loses it.
+    pub inflight: Option<Vec<u8>>,
 }

@@ -199,6 +199,9 @@ impl<'a> Driver<'a> {
 
     /// Stores the completed checkpoint, then tells the sinks to commit it.
     fn persist(&mut self, done: Completed) -> Result<(), RunError> {
+        let inflight = done.deltas.iter().filter_map(|d| d.inflight.as_ref());
+        let unaligned = inflight.clone().next().is_some();
+        let inflight_bytes: u64 = inflight.map(|b| b.len() as u64).sum();
         let meta = CheckpointMeta {
             id: done.id,
             job: self.job.name.clone(),
@@ -214,13 +217,19 @@ impl<'a> Driver<'a> {
             operators: self.operators_meta.clone(),
             sinks: done.sinks,
             final_checkpoint: done.is_final,
+            unaligned,
+            inflight_bytes,
             derived: None,
         };
         let stats = self
             .store
             .commit(&meta, &done.deltas, self.job.checkpoint.retain)?;
+        let mode = match unaligned {
+            true => format!(", unaligned, {inflight_bytes} bytes in flight"),
+            false => String::new(),
+        };
         tracing::info!(
-            "checkpoint {} complete in {} ms ({} bytes written, alignment {} ms, pause {} ms)",
+            "checkpoint {} complete in {} ms ({} bytes written, alignment {} ms, pause {} ms{mode})",
             done.id,
             meta.duration_ms,
             stats.bytes_written,
@@ -241,6 +250,9 @@ impl<'a> Driver<'a> {
             .store(done.buffered_bytes, Ordering::Relaxed);
         c.last_pause_ms
             .store(done.pause.as_millis() as u64, Ordering::Relaxed);
+        c.unaligned.fetch_add(unaligned as u64, Ordering::Relaxed);
+        c.inflight_bytes
+            .fetch_add(inflight_bytes, Ordering::Relaxed);
         c.duration.observe(done.started.elapsed());
         c.alignment.observe(done.alignment);
         c.pause.observe(done.pause);

@@ -266,6 +266,8 @@ mod tests {
             operators: BTreeMap::from([("count".to_string(), op)]),
             sinks: BTreeMap::new(),
             final_checkpoint: false,
+            unaligned: false,
+            inflight_bytes: 0,
             derived: None,
         }
     }

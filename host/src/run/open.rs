@@ -7,11 +7,13 @@
 //! - A restored instance starts with the checkpoint's state (the newest
 //!   version `<= id` of each key) with nothing dirty, and with the
 //!   checkpoint's state version and snapshot bytes, and with its timers
-//!   and watermark.
+//!   and watermark; the checkpoint's in-flight data for it (an unaligned
+//!   checkpoint) is handed to its thread, to be processed before any input.
 //! - Sinks and sources are opened at the checkpoint's commit infos and
 //!   offsets, so the output ends exactly at the checkpoint and the sources
 //!   replay exactly the records after it.
 
+use crate::Batch;
 use crate::checkpoint::state::KeyedState;
 use crate::checkpoint::timers::Timers;
 use crate::config::Job;
@@ -32,6 +34,9 @@ pub(crate) struct OpenInstance {
     pub instance: OperatorInstance,
     /// Hash of the restored snapshot bytes.
     pub last_snapshot: Option<u64>,
+    /// The restored checkpoint's in-flight data for the instance: `(input
+    /// port, batch)` in the order it received them.
+    pub replay: Vec<(u32, Batch)>,
 }
 
 /// An opened source.
@@ -58,8 +63,10 @@ pub(crate) fn instantiate_operators(
             let mut instance = OperatorInstance::for_operator(plugin, op, i)
                 .map_err(|e| RunError::Task(e.into()))?;
             let mut last_snapshot = None;
+            let mut replay = Vec::new();
             if let Some(meta) = &at.checkpoint {
                 let r = at.store.load_instance(meta.id, &op.id, i)?;
+                replay = r.inflight;
                 let version = meta
                     .operators
                     .get(&op.id)
@@ -83,6 +90,7 @@ pub(crate) fn instantiate_operators(
             instances.push(OpenInstance {
                 instance,
                 last_snapshot,
+                replay,
             });
         }
         operators.push(instances);

@@ -192,6 +192,8 @@ pub(crate) fn import(
             .map(|(id, v)| (id.clone(), v.clone()))
             .collect(),
         final_checkpoint: old.final_checkpoint,
+        unaligned: old.unaligned,
+        inflight_bytes: 0,
         derived: Some(derivation),
     };
     store

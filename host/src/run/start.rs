@@ -79,6 +79,8 @@ pub(crate) fn start_threads(
                     counters: node(&op.id),
                 },
                 last_snapshot: open.last_snapshot,
+                replay: open.replay,
+                overtaken: None,
             };
             threads.spawn(
                 format!("{}[{i}]", op.id),

@@ -13,6 +13,10 @@
 //!   port of a node.
 //! - Each edge leaves the output port its consumer names (port 0 for a bare
 //!   id; a source has only port 0).
+//! - Every data channel has its [`Announce`] (the barriers' priority path),
+//!   shared by the edge that sends on it and the input that reads it.
+//! - Operator instances take checkpoints as the job's `[checkpoint] mode`
+//!   and `alignment_timeout` say; sinks always align.
 //! - Control channels (source commands, sink commits, events) are unbounded:
 //!   they carry a few messages per checkpoint.
 
@@ -22,19 +26,29 @@ use std::sync::atomic::AtomicBool;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
-use crate::config::{Job, Upstream};
-use crate::dataflow::input::InputChannels;
+use crate::config::{CheckpointConfig, CheckpointMode, Job, Upstream};
+use crate::dataflow::input::{Alignment, InputChannel, InputChannels};
 use crate::dataflow::output::Edge;
 use crate::dataflow::partition::Partitioner;
-use crate::dataflow::protocol::{Event, Msg, SourceCtl};
+use crate::dataflow::priority::Announce;
+use crate::dataflow::protocol::{Event, SourceCtl};
 use crate::run::plugins::LoadedOperator;
 use crate::tasks::{Shared, TaskError};
 
 /// Messages a channel holds before its sender blocks (backpressure).
 const CHANNEL_CAPACITY: usize = 16;
 
-/// The receivers of one instance: `(input port, channel)` per upstream instance.
-type ChannelInputs = Vec<(u32, Receiver<Msg>)>;
+/// The input channels of one instance, one per upstream instance.
+type ChannelInputs = Vec<InputChannel>;
+
+/// How operator instances of a job with `checkpoint` take checkpoints.
+fn alignment(checkpoint: &CheckpointConfig) -> Alignment {
+    match (checkpoint.mode, checkpoint.alignment_timeout) {
+        (CheckpointMode::Unaligned, _) => Alignment::Unaligned,
+        (CheckpointMode::Aligned, Some(timeout)) => Alignment::Timeout(timeout),
+        (CheckpointMode::Aligned, None) => Alignment::Aligned,
+    }
+}
 
 /// Every channel of one attempt, split into the ends the threads take and
 /// the ends the driver keeps.
@@ -132,6 +146,7 @@ impl Wiring {
                     .map(|channels| InputChannels {
                         channels,
                         commits: None,
+                        alignment: alignment(&job.checkpoint),
                     })
                     .collect(),
             );
@@ -150,6 +165,7 @@ impl Wiring {
             sink_inputs.push(InputChannels {
                 channels,
                 commits: Some(rx),
+                alignment: Alignment::Aligned,
             });
         }
 
@@ -195,13 +211,21 @@ fn connect(
     let instances = edges.get_mut(&upstream.node).expect("validated upstream");
     for instance in instances.iter_mut() {
         let mut senders = Vec::with_capacity(consumers as usize);
+        let mut announces = Vec::with_capacity(consumers as usize);
         for rxs in per_consumer.iter_mut() {
             let (tx, rx) = bounded(CHANNEL_CAPACITY);
+            let announced = Announce::default();
             senders.push(tx);
-            rxs.push((port, rx));
+            announces.push(announced.clone());
+            rxs.push(InputChannel {
+                port,
+                rx,
+                announced,
+            });
         }
         instance[out_port].push(Edge {
             senders,
+            announces,
             partitioner: Partitioner::new(consumers),
         });
     }

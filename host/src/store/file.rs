@@ -14,7 +14,7 @@ use redb::{
 
 use super::error::{Fail, StoreError, classify, invalid};
 use super::layout::{
-    CHECKPOINTS, CHUNKS, FILE_NAME, FORMAT_VERSION, GC, META, SEGMENTS, SNAPSHOTS, TABLES,
+    CHECKPOINTS, CHUNKS, FILE_NAME, FORMAT_VERSION, GC, INFLIGHT, META, SEGMENTS, SNAPSHOTS, TABLES,
 };
 use super::tuning::{TUNING, Tuning};
 
@@ -25,7 +25,7 @@ use super::tuning::{TUNING, Tuning};
 const PAGE_CACHE_BYTES: usize = 64 << 20;
 
 /// The redb settings of every open.
-fn builder() -> Builder {
+pub(super) fn builder() -> Builder {
     let mut b = Builder::new();
     // Corruption is reported at open instead of panicking later; the
     // single-writer mode lets `weir checkpoints` read while a job runs.
@@ -103,9 +103,20 @@ impl CheckpointStore {
             txn.open_table(CHUNKS)?;
             txn.open_table(SNAPSHOTS)?;
             txn.open_table(GC)?;
+            txn.open_table(INFLIGHT)?;
             Ok(txn.commit()?)
         })?;
         store.check_layout()?;
+        // A format-2 store written before unaligned checkpoints gets the
+        // `inflight` table now, after its layout was checked.
+        store.in_context("adding the inflight table", || {
+            let txn = store.rw()?.begin_write()?;
+            if txn.list_tables()?.any(|t| t.name() == INFLIGHT.name()) {
+                return Ok(txn.abort()?);
+            }
+            txn.open_table(INFLIGHT)?;
+            Ok(txn.commit()?)
+        })?;
         let found = store.job()?;
         if found != job {
             let (dir, expected) = (store.dir.clone(), job.to_string());
@@ -157,7 +168,8 @@ impl CheckpointStore {
     }
 
     /// Refuses another layout version first (its tables differ), then a
-    /// file lacking one of this version's tables.
+    /// file lacking one of this version's tables (`inflight` excepted: it
+    /// reads as empty when missing).
     fn check_layout(&self) -> Result<(), StoreError> {
         let (tables, format) = self.in_context("checking the layout", || {
             let txn = self.read()?;

@@ -7,7 +7,9 @@
 //! a full segment no newer than the oldest retained checkpoint hides it, and
 //! a snapshot only when a snapshot no newer than that checkpoint hides it;
 //! the `gc` journal names every instance that wrote such a full segment or
-//! snapshot, so only those instances are visited.
+//! snapshot, so only those instances are visited. In-flight data is read
+//! only at its own checkpoint, so the rows of checkpoints no longer
+//! retained go (`inflight.rs`).
 
 use std::collections::BTreeSet;
 
@@ -61,7 +63,7 @@ impl CheckpointStore {
                 snapshots.retain_in((op, inst, 0)..(op, inst, base), |_, _| false)?;
             }
         }
-        Ok(())
+        self.collect_inflight(txn, horizon)
     }
 
     /// Deletes every checkpoint newer than `id` (an existing checkpoint, or 0
@@ -100,6 +102,7 @@ impl CheckpointStore {
                 txn.open_table(SNAPSHOTS)?.retain(|k, _| k.2 <= id)?;
                 txn.open_table(GC)?
                     .retain_in((after, "", 0).., |_, _| false)?;
+                self.truncate_inflight(&txn, id)?;
             }
             Ok(txn.commit()?)
         })

@@ -24,6 +24,13 @@ pub(super) const SNAPSHOTS: TableDefinition<(&str, u32, u64), &[u8]> =
 /// snapshot at `version` that hides older ones; collected once `version` is
 /// no newer than the oldest retained checkpoint.
 pub(super) const GC: TableDefinition<(u64, &str, u32), ()> = TableDefinition::new("gc");
+/// (operator, instance, version) -> the instance's in-flight data of the
+/// unaligned checkpoint `version` (`dataflow/inflight.rs` encoding). Added
+/// within format 2: a store written before it lacks the table, which then
+/// reads as empty (and is created when the store is opened read-write).
+pub(super) const INFLIGHT: TableDefinition<(&str, u32, u64), &[u8]> =
+    TableDefinition::new("inflight");
+/// The tables every format-2 store has (`inflight` may be missing).
 pub(super) const TABLES: [&str; 6] = [
     "meta",
     "checkpoints",

@@ -40,12 +40,26 @@ pub struct CheckpointMeta {
     pub sinks: BTreeMap<String, serde_json::Value>,
     /// Taken at end of input.
     pub final_checkpoint: bool,
+    /// Some operator instance took the checkpoint unaligned (its first
+    /// barrier overtook the records queued ahead of the others); absent,
+    /// i.e. false, in aligned checkpoints and in those written before Weir
+    /// had unaligned checkpoints.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unaligned: bool,
+    /// Bytes of in-flight data stored with the checkpoint (the `inflight`
+    /// table); absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inflight_bytes: u64,
     /// Set when the checkpoint was derived from another one instead of
     /// taken from the running job: at a restore that changed operators'
     /// parallelism, or from a savepoint. Absent otherwise (and in
     /// checkpoints written before Weir derived any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derived: Option<Derivation>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Where a derived checkpoint's state came from.
@@ -121,6 +135,31 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<CheckpointMeta>(&json).unwrap(),
             paused
+        );
+    }
+
+    /// A checkpoint written before unaligned checkpoints reads as aligned
+    /// with no in-flight data; both fields round-trip and are written only
+    /// when set.
+    #[test]
+    fn checkpoint_meta_reads_old_checkpoints_as_aligned() {
+        let old = r#"{"id":3,"job":"j","started_at_ms":1,"duration_ms":2,"alignment_ms":0,"bytes_written":4,"state_keys":5,"key_groups":128,"sources":{},"operators":{},"sinks":{},"final_checkpoint":false}"#;
+        let m: CheckpointMeta = serde_json::from_str(old).unwrap();
+        assert_eq!((m.unaligned, m.inflight_bytes), (false, 0));
+        assert_eq!(serde_json::to_string(&m).unwrap(), old, "no new field");
+        let unaligned = CheckpointMeta {
+            unaligned: true,
+            inflight_bytes: 42,
+            ..m
+        };
+        let json = serde_json::to_string(&unaligned).unwrap();
+        assert!(
+            json.ends_with(r#""final_checkpoint":false,"unaligned":true,"inflight_bytes":42}"#),
+            "{json}"
+        );
+        assert_eq!(
+            serde_json::from_str::<CheckpointMeta>(&json).unwrap(),
+            unaligned
         );
     }
 

@@ -35,9 +35,12 @@ use redb::{ReadTransaction, ReadableTable};
 
 use super::chain::Tables;
 use super::error::{Fail, StoreError, invalid};
+use super::inflight::Rows;
+use super::layout::INFLIGHT;
 use super::layout::{CHECKPOINTS, CHUNKS, GC, SEGMENTS, SNAPSHOTS};
 use super::{CheckpointMeta, CheckpointStore, CommitStats, timer_space};
 use crate::checkpoint::timers::{Entry, decode};
+use crate::dataflow::inflight::InFlight;
 use crate::dataflow::partition::{KEY_GROUPS, instance_for, key_group};
 
 /// One operator's state in a derived checkpoint: the source checkpoint's
@@ -68,6 +71,8 @@ struct Gathered {
     /// `Some(None)` once one of them had none.
     watermark: Option<Option<WatermarkEntry>>,
     snapshot: Vec<u8>,
+    /// In-flight records of an unaligned source checkpoint it now owns.
+    inflight: InFlight,
 }
 
 impl CheckpointStore {
@@ -132,11 +137,17 @@ impl CheckpointStore {
                 snapshots: txn.open_table(SNAPSHOTS)?,
                 gc: txn.open_table(GC)?,
             };
-            let (mut bytes, mut moved) = (0, 0);
+            let mut inflight: Rows = txn.open_table(INFLIGHT)?;
+            let (mut bytes, mut moved, mut inflight_bytes) = (0, 0, 0);
             for m in moves {
-                let (b, keys) = self.move_operator(&mut t, n, from, &read, id, m)?;
+                let out = (&mut t, &mut inflight);
+                let (b, keys, f) = self.move_operator(out, n, from, &read, id, m)?;
                 bytes += b;
                 moved += keys;
+                inflight_bytes += f;
+            }
+            if source.is_none() {
+                inflight_bytes += copy_unmoved_inflight(&mut inflight, id, n, moves)?;
             }
             // Every key of a moved operator lands in one new instance.
             let unmoved = match source {
@@ -144,6 +155,7 @@ impl CheckpointStore {
                 Some(_) => 0,
             };
             let stored = CheckpointMeta {
+                inflight_bytes,
                 // A derivation records its own time; a copy (a savepoint)
                 // keeps the checkpoint's.
                 duration_ms: match meta.derived {
@@ -157,7 +169,7 @@ impl CheckpointStore {
             let json = serde_json::to_vec(&stored)
                 .map_err(|e| invalid(format!("checkpoint {n} metadata cannot be encoded: {e}")))?;
             checkpoints.insert(n, json.as_slice())?;
-            drop((checkpoints, t));
+            drop((checkpoints, t, inflight));
             self.collect_garbage(&txn, retain)?;
             txn.commit()?;
             Ok(bytes)
@@ -169,16 +181,17 @@ impl CheckpointStore {
     }
 
     /// Writes operator `m.operator` at version `n` from `from`'s checkpoint
-    /// `id`; returns the bytes and keys written.
+    /// `id`; returns the bytes and keys written, and the bytes of in-flight
+    /// data (each record to the new instance its key routes to).
     fn move_operator(
         &self,
-        t: &mut Tables<'_>,
+        (t, inflight): (&mut Tables<'_>, &mut Rows<'_>),
         n: u64,
         from: &CheckpointStore,
         read: &ReadTransaction,
         id: u64,
         m: &Move,
-    ) -> Result<(u64, u64), Fail> {
+    ) -> Result<(u64, u64, u64), Fail> {
         let op = m.operator.as_str();
         let refuse = |message: String| StoreError::Rescale {
             operator: op.to_owned(),
@@ -192,7 +205,7 @@ impl CheckpointStore {
             last_source[new] = last_source[new].max(instance_for(g, m.from));
         }
         let mut gathered: BTreeMap<u32, Gathered> = BTreeMap::new();
-        let (mut next_new, mut bytes, mut keys) = (0u32, 0u64, 0u64);
+        let (mut next_new, mut bytes, mut keys, mut inflight_bytes) = (0u32, 0u64, 0u64, 0u64);
         for j in 0..m.from {
             let state = from.load(read, id, op, j)?;
             let timers = from.load(read, id, &timer_space(op), j)?;
@@ -249,6 +262,21 @@ impl CheckpointStore {
                 .filter(|&g| owned(g))
                 .map(|g| instance_for(g, m.to))
                 .collect();
+            // Records in flight go where the key routes them now; a record
+            // without a key (spread round-robin) to the first of `fed`.
+            let first_fed = fed.first().copied().unwrap_or(0);
+            for (port, batch) in from.load_inflight(read, id, op, j)? {
+                let parts = batch.partition(m.to as usize, |key| match key {
+                    Some(k) => instance_for(key_group(k), m.to) as usize,
+                    None => first_fed as usize,
+                });
+                for (new, part) in parts.into_iter().enumerate() {
+                    if !part.is_empty() {
+                        let g = gathered.entry(new as u32).or_default();
+                        g.inflight.push(port, part);
+                    }
+                }
+            }
             for new in fed {
                 let g = gathered.entry(new).or_default();
                 g.state.extend(state_split.remove(&new).unwrap_or_default());
@@ -266,6 +294,11 @@ impl CheckpointStore {
             while next_new < m.to && last_source[next_new as usize] == j {
                 let g = gathered.remove(&next_new).unwrap_or_default();
                 keys += g.state.len() as u64;
+                if !g.inflight.is_empty() {
+                    let encoded = g.inflight.encode();
+                    inflight.insert((op, next_new, n), encoded.as_slice())?;
+                    inflight_bytes += encoded.len() as u64;
+                }
                 bytes += self.write_instance(t, n, op, next_new, g)?;
                 next_new += 1;
             }
@@ -290,7 +323,7 @@ impl CheckpointStore {
         for inst in beyond {
             self.write_instance(t, n, op, inst, Gathered::default())?;
         }
-        Ok((bytes, keys))
+        Ok((bytes, keys, inflight_bytes))
     }
 
     /// Writes one new instance's gathered state, timers and snapshot at
@@ -338,6 +371,31 @@ impl CheckpointStore {
             None => Vec::new(),
         })
     }
+}
+
+/// Copies the in-flight rows of checkpoint `id` of the operators `moves`
+/// does not name to the derived checkpoint `n` (in-flight data is read at
+/// exactly its checkpoint); returns their bytes.
+fn copy_unmoved_inflight(
+    inflight: &mut Rows<'_>,
+    id: u64,
+    n: u64,
+    moves: &[Move],
+) -> Result<u64, Fail> {
+    let mut rows = Vec::new();
+    for row in inflight.iter()? {
+        let (key, value) = row?;
+        let (op, inst, version) = key.value();
+        if version == id && !moves.iter().any(|m| m.operator == op) {
+            rows.push((op.to_owned(), inst, value.value().to_vec()));
+        }
+    }
+    let mut bytes = 0;
+    for (op, inst, value) in rows {
+        inflight.insert((op.as_str(), inst, n), value.as_slice())?;
+        bytes += value.len() as u64;
+    }
+    Ok(bytes)
 }
 
 /// A state key for a message: UTF-8 text quoted, else hex.

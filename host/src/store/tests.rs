@@ -32,6 +32,8 @@ fn meta(id: u64) -> CheckpointMeta {
         operators: [("a".into(), op(2)), ("b".into(), op(2))].into(),
         sinks: BTreeMap::new(),
         final_checkpoint: false,
+        unaligned: false,
+        inflight_bytes: 0,
         derived: None,
     }
 }
@@ -52,6 +54,7 @@ fn delta(op: &str, instance: u32, changes: &str, snap: Option<&str>) -> Instance
         changes,
         snapshot,
         timers: Vec::new(),
+        inflight: None,
     }
 }
 
@@ -297,6 +300,7 @@ fn model_run(mut rng: u64, retain: usize, rounds: usize, tuning: Tuning) -> usiz
                 changes,
                 snapshot,
                 timers: Vec::new(),
+                inflight: None,
             });
         }
         let had_state: BTreeSet<_> = segments(&s).into_iter().map(|x| (x.0, x.1)).collect();
@@ -858,4 +862,137 @@ fn timers_are_stored_beside_the_state_and_not_counted_as_state_keys() {
         1,
         "the operator's state holds no timer"
     );
+}
+
+/// In-flight data of `values` on port `port`, encoded.
+fn inflight(port: u32, values: &[&str]) -> Vec<u8> {
+    let mut batch = crate::Batch::new();
+    values
+        .iter()
+        .for_each(|v| batch.push(Some(v.as_bytes()), v.as_bytes(), None));
+    let mut f = crate::dataflow::inflight::InFlight::default();
+    f.push(port, batch);
+    f.encode()
+}
+
+/// The values of an instance's in-flight data, with their ports.
+fn replayed(r: &RestoredInstance) -> Vec<(u32, String)> {
+    let value = |b: &crate::Batch| -> Vec<String> {
+        b.iter()
+            .map(|r| String::from_utf8_lossy(r.value).into_owned())
+            .collect()
+    };
+    let frames = r.inflight.iter();
+    frames.map(|(p, b)| (*p, value(b).join(","))).collect()
+}
+
+fn with_inflight(mut d: InstanceDelta, bytes: Option<Vec<u8>>) -> InstanceDelta {
+    d.inflight = bytes;
+    d
+}
+
+#[test]
+fn inflight_data_is_read_back_only_at_its_own_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    let d1 = with_inflight(delta("a", 1, "k=1", None), Some(inflight(0, &["x", "y"])));
+    s.commit(&meta(1), &[d1], 5).unwrap();
+    // Two deltas of one instance (a stale one first): frames concatenate.
+    let d2 = with_inflight(delta("a", 0, "k=2", None), Some(inflight(1, &["p"])));
+    let d2b = with_inflight(delta("a", 0, "", None), Some(inflight(0, &["q"])));
+    let aligned = delta("b", 0, "k=3", None);
+    s.commit(&meta(2), &[d2, d2b, aligned], 5).unwrap();
+    s.commit(&meta(3), &[], 5).unwrap();
+    let at = |id, op, i| s.load_instance(id, op, i).unwrap();
+    assert_eq!(replayed(&at(1, "a", 1)), [(0, "x,y".to_string())]);
+    assert_eq!(replayed(&at(2, "a", 0)), [(1, "p".into()), (0, "q".into())]);
+    for (id, op, i) in [
+        (2, "a", 1),
+        (3, "a", 1),
+        (3, "a", 0),
+        (2, "b", 0),
+        (1, "a", 0),
+    ] {
+        assert!(at(id, op, i).inflight.is_empty(), "{op}[{i}] at {id}");
+    }
+    assert_eq!(show(&at(2, "a", 1)), "k=1", "the state is unchanged");
+    let by_instance = s.operator_inflight(2, "a").unwrap();
+    assert_eq!(by_instance.len(), 1);
+    assert_eq!(by_instance[0].0, 0);
+    assert_eq!(by_instance[0].1.len(), 2);
+    assert!(s.operator_inflight(3, "a").unwrap().is_empty());
+}
+
+#[test]
+fn gc_and_truncation_drop_inflight_rows_with_their_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    for id in 1..=4 {
+        let d = with_inflight(delta("a", 0, "k=v", None), Some(inflight(0, &["r"])));
+        s.commit(&meta(id), &[d], 2).unwrap();
+    }
+    assert_eq!(rows(&s, layout::INFLIGHT), 2, "retain 2: rows of 3 and 4");
+    assert!(!s.load_instance(3, "a", 0).unwrap().inflight.is_empty());
+    s.truncate_after(3).unwrap();
+    assert_eq!(rows(&s, layout::INFLIGHT), 1);
+    assert!(!s.load_instance(3, "a", 0).unwrap().inflight.is_empty());
+    // An empty in-flight buffer (unaligned, nothing in flight) writes no row.
+    s.commit(
+        &meta(4),
+        &[with_inflight(delta("a", 0, "", None), Some(Vec::new()))],
+        2,
+    )
+    .unwrap();
+    assert_eq!(rows(&s, layout::INFLIGHT), 1);
+    s.truncate_after(0).unwrap();
+    assert_eq!(rows(&s, layout::INFLIGHT), 0);
+}
+
+#[test]
+fn a_store_written_before_the_inflight_table_opens_and_gets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    s.commit(&meta(1), &[delta("a", 0, "k=v", None)], 3)
+        .unwrap();
+    drop(s);
+    {
+        let db = Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        assert!(txn.delete_table(layout::INFLIGHT).unwrap());
+        txn.commit().unwrap();
+    }
+    let tables = || -> Vec<String> {
+        let db = Database::open(&path).unwrap();
+        let txn = db.begin_read().unwrap();
+        txn.list_tables()
+            .unwrap()
+            .map(|t| t.name().to_string())
+            .collect()
+    };
+    assert!(!tables().iter().any(|t| t == "inflight"));
+    // Read-only (a job holds it): the missing table reads as empty.
+    // (with the store's settings, which let a reader share the file)
+    let holder = super::file::builder().open(&path).unwrap();
+    let ro = CheckpointStore::open_existing(dir.path()).unwrap();
+    assert!(ro.is_read_only());
+    let r = ro.load_instance(1, "a", 0).unwrap();
+    assert_eq!((show(&r), r.inflight.len()), ("k=v".to_string(), 0));
+    assert!(ro.operator_inflight(1, "a").unwrap().is_empty());
+    drop((ro, holder));
+    assert!(
+        !tables().iter().any(|t| t == "inflight"),
+        "read-only adds nothing"
+    );
+    // Read-write: the table is created, the format stays 2.
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    assert!(s.load_instance(1, "a", 0).unwrap().inflight.is_empty());
+    let d = with_inflight(delta("a", 0, "k=w", None), Some(inflight(0, &["z"])));
+    s.commit(&meta(2), &[d], 3).unwrap();
+    assert_eq!(
+        replayed(&s.load_instance(2, "a", 0).unwrap()),
+        [(0, "z".to_string())]
+    );
+    drop(s);
+    assert!(tables().iter().any(|t| t == "inflight"));
 }

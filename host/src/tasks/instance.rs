@@ -6,6 +6,14 @@
 //!   `on-checkpoint(n)`, sends what it emitted, takes its state changes and
 //!   snapshot, acknowledges `n`, and only then forwards `Barrier(n)`; the
 //!   batches the alignment released are processed after that.
+//! - **Unaligned** (an overtaken checkpoint `n`): at the snapshot the
+//!   instance calls `on-checkpoint(n)`, sends what it emitted, takes its
+//!   state changes and snapshot and forwards `Barrier(n)` (announced
+//!   first) at once; it acknowledges `n` only when every channel delivered
+//!   barrier `n`, with the in-flight data recorded meanwhile in its delta.
+//!   The pause is then the time of the snapshot alone.
+//! - **Replay first.** The in-flight data of the restored checkpoint is
+//!   processed, in its order, before anything is read from the inputs.
 //! - The pause of checkpoint `n` in its acknowledgement is the time from
 //!   the aligned barrier (the start of `on-checkpoint(n)`) to the
 //!   acknowledgement, measured on this thread.
@@ -33,6 +41,7 @@ use std::time::{Duration, Instant};
 use crate::Batch;
 use crate::checkpoint::timers::Domain;
 use crate::dataflow::cancel::Cancelled;
+use crate::dataflow::inflight::InFlight;
 use crate::dataflow::input::{self, InputChannels, InputHandler};
 use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, InstanceDelta, Msg};
@@ -65,6 +74,17 @@ pub(crate) struct InstanceTask {
     pub out: Output,
     /// Hash of the snapshot bytes in the last checkpoint (to skip unchanged).
     pub last_snapshot: Option<u64>,
+    /// The restored checkpoint's in-flight data, replayed first.
+    pub replay: Vec<(u32, Batch)>,
+    /// The overtaken checkpoint whose snapshot waits for its in-flight data.
+    pub overtaken: Option<Overtaken>,
+}
+
+/// A snapshot taken for an overtaken checkpoint, not yet acknowledged.
+pub(crate) struct Overtaken {
+    id: u64,
+    delta: InstanceDelta,
+    pause: Duration,
 }
 
 impl InstanceTask {
@@ -73,6 +93,9 @@ impl InstanceTask {
     pub(crate) fn process_inputs(mut self, inputs: InputChannels) -> Result<(), Cancelled> {
         let cancel = self.shared.cancel.clone();
         self.publish_event_time();
+        for (port, batch) in std::mem::take(&mut self.replay) {
+            self.on_batch(port, batch)?;
+        }
         input::drive(&inputs, &cancel, &mut self)
     }
 
@@ -100,10 +123,9 @@ impl InstanceTask {
         Ok(())
     }
 
-    /// Takes checkpoint `id` once its barrier aligned: calls
-    /// `on-checkpoint`, sends what it emitted, takes the state changes and
-    /// snapshot and acknowledges them with this thread's pause (from now to
-    /// the acknowledgement).
+    /// Takes checkpoint `id` once its barrier aligned: snapshots and
+    /// acknowledges it with this thread's pause (from now to the
+    /// acknowledgement).
     fn checkpoint(
         &mut self,
         id: u64,
@@ -111,6 +133,14 @@ impl InstanceTask {
         buffered_bytes: u64,
     ) -> Result<(), Cancelled> {
         let paused = Instant::now();
+        let delta = self.snapshot(id)?;
+        self.acknowledge(id, delta, alignment, buffered_bytes, paused.elapsed());
+        Ok(())
+    }
+
+    /// Calls `on-checkpoint(id)`, sends what it emitted, and takes the state
+    /// changes and snapshot (the bytes only when they changed).
+    fn snapshot(&mut self, id: u64) -> Result<InstanceDelta, Cancelled> {
         self.instance
             .on_checkpoint(id)
             .map_err(|e| self.shared.fail(e))?;
@@ -121,23 +151,33 @@ impl InstanceTask {
         let h = hash_bytes(&bytes);
         let snapshot = (self.last_snapshot != Some(h)).then_some(bytes);
         self.last_snapshot = Some(h);
-        let delta = InstanceDelta {
+        Ok(InstanceDelta {
             operator: self.operator.clone(),
             instance: self.index,
             changes,
             snapshot,
             timers,
-        };
+            inflight: None,
+        })
+    }
+
+    fn acknowledge(
+        &self,
+        id: u64,
+        delta: InstanceDelta,
+        alignment: Duration,
+        buffered_bytes: u64,
+        pause: Duration,
+    ) {
         self.shared.event(Event::Ack(
             id,
             Ack::Instance {
                 delta,
                 alignment,
                 buffered_bytes,
-                pause: paused.elapsed(),
+                pause,
             },
         ));
-        Ok(())
     }
 
     /// Fires the timers of `domain` due at `upto` and sends what they
@@ -209,11 +249,41 @@ impl InputHandler for InstanceTask {
         buffered_bytes: u64,
     ) -> Result<(), Cancelled> {
         self.checkpoint(id, alignment, buffered_bytes)?;
-        self.out.broadcast(&self.shared.cancel, || Msg::Barrier(id))
+        self.out.broadcast_barrier(&self.shared.cancel, id)
+    }
+
+    fn on_snapshot(&mut self, id: u64) -> Result<(), Cancelled> {
+        let paused = Instant::now();
+        let delta = self.snapshot(id)?;
+        let pause = paused.elapsed();
+        self.overtaken = Some(Overtaken { id, delta, pause });
+        self.out.broadcast_barrier(&self.shared.cancel, id)
+    }
+
+    fn on_complete(
+        &mut self,
+        id: u64,
+        alignment: Duration,
+        buffered_bytes: u64,
+        inflight: InFlight,
+    ) -> Result<(), Cancelled> {
+        let taken = self.overtaken.take().filter(|o| o.id == id);
+        let Overtaken {
+            mut delta, pause, ..
+        } = taken.expect("a snapshot before its completion");
+        delta.inflight = Some(inflight.encode());
+        self.acknowledge(id, delta, alignment, buffered_bytes, pause);
+        Ok(())
     }
 
     fn on_abort(&mut self, id: u64, newer: u64) {
         tracing::debug!(operator = %self.operator, "checkpoint {id} abandoned for {newer}");
+        // An overtaken checkpoint is skipped only by an upstream that
+        // abandoned it, so this acknowledgement is stale: the coordinator
+        // keeps its delta (and drops any in-flight data) for the next one.
+        if let Some(o) = self.overtaken.take() {
+            self.acknowledge(o.id, o.delta, Duration::ZERO, 0, o.pause);
+        }
     }
 
     fn on_finished(&mut self, final_id: u64) -> Result<(), Cancelled> {

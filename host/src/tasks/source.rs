@@ -4,7 +4,8 @@
 //!
 //! Invariants:
 //! - A source acknowledges checkpoint `n` with the offset right after the
-//!   last record it sent, then sends `Barrier(n)` (or `End(n)`) on every
+//!   last record it sent, then announces and sends `Barrier(n)` (or sends
+//!   `End(n)`) on every
 //!   outgoing channel, so the records before the barrier are exactly those
 //!   before the offset.
 //! - The offset also holds the highest timestamp sent (`max_timestamp`),
@@ -126,7 +127,7 @@ impl SourceTask {
             match cmd {
                 Some(SourceCtl::Trigger(n)) => {
                     ack(n);
-                    out.broadcast(&shared.cancel, || Msg::Barrier(n))?;
+                    out.broadcast_barrier(&shared.cancel, n)?;
                     continue;
                 }
                 Some(SourceCtl::Finish(n)) => {

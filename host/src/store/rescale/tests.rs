@@ -28,6 +28,8 @@ fn meta(id: u64, parallelism: u32) -> CheckpointMeta {
         operators: [("a".into(), op)].into(),
         sinks: BTreeMap::new(),
         final_checkpoint: false,
+        unaligned: false,
+        inflight_bytes: 0,
         derived: None,
     }
 }
@@ -53,6 +55,7 @@ fn two_checkpoints(store: &CheckpointStore, p: u32, n: u32) {
             changes: Default::default(),
             snapshot: None,
             timers: Vec::new(),
+            inflight: None,
         })
         .collect();
     let mut timers: Vec<Timers> = (0..p).map(|_| Timers::default()).collect();
@@ -237,6 +240,7 @@ fn a_misplaced_key_refuses_the_rescale() {
         changes: Default::default(),
         snapshot: None,
         timers: Vec::new(),
+        inflight: None,
     };
     d.changes.push(&stray, Some(b"1"));
     store.commit(&meta(1, 2), &[d], 3).unwrap();
@@ -255,6 +259,103 @@ fn a_misplaced_key_refuses_the_rescale() {
     assert!(store.get(2).unwrap().is_none(), "nothing written");
 }
 
+/// The in-flight records of an unaligned checkpoint move with their keys
+/// (a keyless record to one instance), per port and in order; another
+/// operator's in-flight data is carried to the derived checkpoint as is.
+#[test]
+fn in_flight_records_move_with_their_keys() {
+    use crate::dataflow::Batch;
+    use crate::dataflow::inflight::InFlight;
+    let (_dir, store) = temp_store();
+    let mut m = meta(1, 2);
+    m.operators.insert("b".into(), m.operators["a"].clone());
+    let frames = |i: u32| {
+        let mut f = InFlight::default();
+        for port in 0..2 {
+            let mut batch = Batch::new();
+            for k in (0..200).filter(|k| owner(&key(*k), 2) == i) {
+                batch.push(Some(&key(k)), format!("{port}:{k}").as_bytes(), None);
+            }
+            batch.push(None, format!("{port}:keyless{i}").as_bytes(), None);
+            f.push(port, batch);
+        }
+        f.encode()
+    };
+    let deltas: Vec<InstanceDelta> = ["a", "b"]
+        .iter()
+        .flat_map(|op| (0..2).map(move |i| (op, i)))
+        .map(|(op, i)| InstanceDelta {
+            operator: (*op).into(),
+            instance: i,
+            changes: Default::default(),
+            snapshot: None,
+            timers: Vec::new(),
+            inflight: Some(frames(i)),
+        })
+        .collect();
+    store.commit(&m, &deltas, 3).unwrap();
+    let mut derived = meta(2, 3);
+    derived
+        .operators
+        .insert("b".into(), m.operators["b"].clone());
+    let moves = [Move {
+        operator: "a".into(),
+        from: 2,
+        to: 3,
+    }];
+    store.derive(None, 1, &derived, &moves, 3).unwrap();
+    let mut seen = Vec::new();
+    for i in 0..3 {
+        let r = store.load_instance(2, "a", i).unwrap();
+        for (port, batch) in r.inflight {
+            let mut last = None;
+            for rec in batch.iter() {
+                let value = String::from_utf8(rec.value.to_vec()).unwrap();
+                assert!(
+                    value.starts_with(&format!("{port}:")),
+                    "{value} on port {port}"
+                );
+                if let Some(k) = rec.key {
+                    assert_eq!(owner(k, 3), i, "{value} in instance {i}");
+                    let n: u32 = value[2..].parse().unwrap();
+                    assert!(last < Some(n), "order kept");
+                    last = Some(n);
+                }
+                seen.push(value);
+            }
+        }
+    }
+    seen.sort();
+    let mut want: Vec<String> = (0..2)
+        .flat_map(|p| (0..200).map(move |k| format!("{p}:{k}")))
+        .chain((0..2).flat_map(|p| (0..2).map(move |i| format!("{p}:keyless{i}"))))
+        .collect();
+    want.sort();
+    assert_eq!(seen, want, "every in-flight record once");
+    for i in 0..2 {
+        let r = store.load_instance(2, "b", i).unwrap();
+        let mut again = InFlight::default();
+        for (port, batch) in r.inflight {
+            again.push(port, batch);
+        }
+        assert_eq!(again.encode(), frames(i), "operator b carried as is");
+    }
+    let stored = store.get(2).unwrap().unwrap();
+    let encoded = |op: &str, i: u32| {
+        let mut f = InFlight::default();
+        for (port, batch) in store.load_instance(2, op, i).unwrap().inflight {
+            f.push(port, batch);
+        }
+        f.encoded_len() as u64
+    };
+    let total: u64 =
+        (0..3).map(|i| encoded("a", i)).sum::<u64>() + encoded("b", 0) + encoded("b", 1);
+    assert_eq!(
+        stored.inflight_bytes, total,
+        "the derived checkpoint's in-flight bytes"
+    );
+}
+
 /// Snapshot bytes cannot be split: a rescale is refused, a copy at the
 /// same parallelism (a savepoint) keeps them.
 #[test]
@@ -266,6 +367,7 @@ fn snapshots_are_copied_but_never_split() {
         changes: Default::default(),
         snapshot: Some(format!("snap{i}").into_bytes()),
         timers: Vec::new(),
+        inflight: None,
     };
     store.commit(&meta(1, 2), &[d(0), d(1)], 3).unwrap();
     let moves = |to| {

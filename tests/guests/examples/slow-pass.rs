@@ -1,0 +1,40 @@
+//! Test fixture (unaligned checkpoints, backpressure): passes records
+//! through unchanged, sleeping `delay_ms` (config, default 5) per batch,
+//! so that a fast input fills its channels and a checkpoint barrier waits
+//! behind them. The sleep needs the `clocks` grant (without it a sleep
+//! returns at once). The number of records passed is kept in host state
+//! under `records`, checkpointed and restored.
+
+use weir_guests::{count, info, pass, set_count};
+use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+
+/// The fixture.
+pub struct SlowPass {
+    delay: std::time::Duration,
+}
+
+weir_guests::config! {
+    struct Config { delay_ms: u64 = 5 }
+}
+
+impl Operator for SlowPass {
+    fn describe() -> OperatorInfo {
+        info("slow-pass", "1.0.0")
+    }
+
+    fn open(ctx: &OpenContext) -> Result<Self> {
+        let c: Config = ctx.config_as()?;
+        Ok(SlowPass {
+            delay: std::time::Duration::from_millis(c.delay_ms),
+        })
+    }
+
+    fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
+        std::thread::sleep(self.delay);
+        let done = count(ctx, b"records");
+        set_count(ctx, b"records", done + batch.len() as u64);
+        pass(ctx, batch)
+    }
+}
+
+weir_sdk::export!(SlowPass);
