@@ -126,20 +126,7 @@ fn aligned_with_a_timeout_counts_exactly_once_through_sigkills() {
 #[test]
 fn restoring_an_unaligned_checkpoint_replays_its_inflight_data_once() {
     let (j, input) = job(Checkpoint::final_only().mode("unaligned"), 40_000, 1_500);
-    j.run_ok(&[]);
-    let list = checkpoints(&j);
-    let with_inflight = list
-        .iter()
-        .filter(|c| c["final_checkpoint"] == false && unaligned(c) && inflight(c) > 0);
-    // The last such checkpoint but one, so that the restore redoes a part
-    // of the run that later checkpoints covered.
-    let ids: Vec<u64> = with_inflight.map(|c| c["id"].as_u64().unwrap()).collect();
-    let id = *ids
-        .iter()
-        .rev()
-        .nth(1)
-        .or(ids.last())
-        .unwrap_or_else(|| panic!("no checkpoint with in-flight data: {list:?}"));
+    let id = ran_with_inflight(&j);
     let stderr = j.run_ok(&["--restore", &id.to_string()]);
     assert!(
         stderr.contains(&format!("resumed from checkpoint {id}")),
@@ -147,6 +134,71 @@ fn restoring_an_unaligned_checkpoint_replays_its_inflight_data_once() {
     );
     let want = true_counts(input.lines());
     assert_running_counts(&want, &j.read("out.jsonl"), "after the restore");
+}
+
+/// The same restore into a changed parallelism (`count`, which also
+/// records in-flight data from `delay`'s two instances, from 2 to 3): the
+/// in-flight records move with their keys and are replayed exactly once.
+/// (`delay` keeps a state key of no record, `records`, so it cannot be
+/// rescaled: that refusal is tested in `tests/rescale.rs`'s way.)
+#[test]
+fn an_unaligned_checkpoint_rescales_with_its_inflight_data() {
+    let (j, input) = job(Checkpoint::final_only().mode("unaligned"), 40_000, 1_500);
+    j.run_ok(&[]);
+    // In-flight records of `count` per checkpoint: (id, records).
+    let count_inflight = |j: &JobDir| -> Vec<(u64, usize)> {
+        let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
+        let list = store.list().unwrap();
+        list.iter()
+            .map(|m| {
+                let frames = store.operator_inflight(m.id, "count").unwrap();
+                let records = frames
+                    .iter()
+                    .flat_map(|(_, f)| f)
+                    .map(|(_, b)| b.len())
+                    .sum();
+                (m.id, records)
+            })
+            .collect()
+    };
+    let before = count_inflight(&j);
+    let &(id, records) = before
+        .iter()
+        .rev()
+        .filter(|(_, r)| *r > 0)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no checkpoint with in-flight data of `count`: {before:?}"));
+    j.write_job(
+        skewed(Checkpoint::final_only().mode("unaligned"))
+            .operator_with("count", |o| o.parallelism(3)),
+    );
+    let stderr = j.run_ok(&["--restore", &id.to_string()]);
+    assert!(stderr.contains("`count`: rescaled from 2 to 3"), "{stderr}");
+    let after = count_inflight(&j);
+    assert!(
+        after.contains(&(id + 1, records)),
+        "the derived checkpoint {} holds the {records} in-flight records of `count`: {after:?}",
+        id + 1
+    );
+    let want = true_counts(input.lines());
+    assert_running_counts(&want, &j.read("out.jsonl"), "after the rescale");
+}
+
+/// Runs the job in `j` to its end and returns a non-final checkpoint with
+/// in-flight data: the last such but one, so that a restore redoes a part
+/// of the run that later checkpoints covered.
+fn ran_with_inflight(j: &JobDir) -> u64 {
+    j.run_ok(&[]);
+    let list = checkpoints(j);
+    let with_inflight = list
+        .iter()
+        .filter(|c| c["final_checkpoint"] == false && unaligned(c) && inflight(c) > 0);
+    let ids: Vec<u64> = with_inflight.map(|c| c["id"].as_u64().unwrap()).collect();
+    *ids.iter()
+        .rev()
+        .nth(1)
+        .or(ids.last())
+        .unwrap_or_else(|| panic!("no checkpoint with in-flight data: {list:?}"))
 }
 
 /// In unaligned mode every periodic checkpoint is unaligned, with its
