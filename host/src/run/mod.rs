@@ -48,9 +48,8 @@ pub use control::{
 };
 pub use error::RunError;
 pub use kept::KEPT_DIR;
-pub use options::{RestoreMode, RunOptions, state_dir};
+pub use options::{FromSavepoint, RestoreMode, RunOptions, state_dir};
 pub use plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
-pub use savepoint::FromSavepoint;
 pub use summary::{RunSummary, format_summary, summary_json};
 pub use validate::validate;
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use crate::config::Job;
 use crate::metrics::JobMetrics;
-use crate::run::savepoint::FromSavepoint;
 use crate::store::{CheckpointStore, FILE_NAME};
 
 /// Which checkpoint to resume from.
@@ -33,6 +32,16 @@ impl std::str::FromStr for RestoreMode {
                 .map_err(|_| format!("`{n}` is not `latest`, `none` or a checkpoint id")),
         }
     }
+}
+
+/// `--from-savepoint`: the savepoint a run starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FromSavepoint {
+    /// The savepoint directory.
+    pub dir: PathBuf,
+    /// Start even if the savepoint holds state of operators, sources or
+    /// sinks the job no longer has (that state is dropped).
+    pub allow_non_restored_state: bool,
 }
 
 /// How to run a job.

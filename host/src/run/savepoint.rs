@@ -20,7 +20,7 @@ use crossbeam_channel::Sender;
 use crate::config::Job;
 use crate::dataflow::partition::KEY_GROUPS;
 use crate::run::error::RunError;
-use crate::run::options::RunOptions;
+use crate::run::options::{FromSavepoint, RunOptions};
 use crate::run::plugins::LoadedOperator;
 use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, Savepoint};
 use crate::time::unix_ms;
@@ -41,16 +41,6 @@ impl SavepointRequest {
     pub(crate) fn answer(self, result: Result<String, String>) {
         let _ = self.reply.send(result);
     }
-}
-
-/// `--from-savepoint`: the savepoint a run starts from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FromSavepoint {
-    /// The savepoint directory.
-    pub dir: PathBuf,
-    /// Start even if the savepoint holds state of operators, sources or
-    /// sinks the job no longer has (that state is dropped).
-    pub allow_non_restored_state: bool,
 }
 
 /// Writes the savepoint `from` names into the job's (empty) state directory
