@@ -875,18 +875,19 @@ mod tests {
 
     // ---- Randomized property test -------------------------------------
 
-    /// xorshift64: tiny, deterministic, good enough for test interleavings.
-    struct Rng(u64);
+    /// xorshift64: tiny, deterministic, good enough for test interleavings
+    /// (also those of `overtake`'s tests).
+    pub(super) struct Rng(pub(super) u64);
 
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(super) fn next(&mut self) -> u64 {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             self.0
         }
 
-        fn below(&mut self, n: usize) -> usize {
+        pub(super) fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
 

@@ -179,21 +179,7 @@ fn a_skipped_overtaken_barrier_aborts() {
 
 // ---- Randomized property test -------------------------------------
 
-/// xorshift64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use crate::dataflow::align::tests::Rng;
 
 /// A batch is (channel, sequence number on that channel).
 type Tag = (usize, usize);
