@@ -13,9 +13,10 @@
 //!   checkpoint is.
 //! - At most one stop, swap or savepoint is pending at a time; a swap is
 //!   refused while an earlier one is on probation.
-//! - A savepoint is written from a checkpoint taken after its request, once
-//!   every sink committed it, and no checkpoint is triggered meanwhile (so
-//!   garbage collection cannot drop it first).
+//! - A savepoint is written from a checkpoint triggered after its request
+//!   (with `--stop`: the checkpoint the job stops at), once every sink
+//!   committed it, and no checkpoint is triggered meanwhile (so garbage
+//!   collection cannot drop it first).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -308,7 +309,7 @@ impl<'a> Driver<'a> {
             "savepoint requested{}: taking a checkpoint",
             if req.stop { " (then stopping)" } else { "" }
         );
-        let after = self.coordinator.next_id();
+        let after = savepoint_from(&self.coordinator, req.stop);
         let cmd = if req.stop {
             self.coordinator.request_stop(now)
         } else {
@@ -385,6 +386,17 @@ impl<'a> Driver<'a> {
     }
 }
 
+/// The first checkpoint id a savepoint requested now may be written from:
+/// with `stop`, the checkpoint the job stops at, which is the one in
+/// flight if there is one (the stop waits for it and takes no other);
+/// otherwise the next one triggered, which starts after the request.
+fn savepoint_from(coordinator: &Coordinator, stop: bool) -> u64 {
+    match coordinator.in_flight() {
+        Some(id) if stop => id,
+        _ => coordinator.next_id(),
+    }
+}
+
 /// A savepoint request and its progress.
 struct PendingSavepoint {
     request: SavepointRequest,
@@ -433,4 +445,23 @@ fn operators_meta(
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::coordinator::Participant;
+
+    /// A stop-with-savepoint requested while a checkpoint is in flight is
+    /// written from that checkpoint, the one the job stops at; a savepoint
+    /// that goes on waits for the next one.
+    #[test]
+    fn a_stop_savepoint_uses_the_checkpoint_in_flight() {
+        let parts = [Participant::Source("s".into())];
+        let mut c = Coordinator::new(parts, Some(std::time::Duration::ZERO), 5);
+        assert_eq!(savepoint_from(&c, true), 5, "nothing in flight");
+        assert_eq!(c.tick(Instant::now()), Some(Command::Trigger(5)));
+        assert_eq!(savepoint_from(&c, true), 5);
+        assert_eq!(savepoint_from(&c, false), 6);
+    }
 }
