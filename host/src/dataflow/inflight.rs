@@ -52,6 +52,11 @@ impl InFlight {
         &self.frames
     }
 
+    /// The recorded batches, in arrival order, taken.
+    pub fn into_frames(self) -> Vec<(u32, Batch)> {
+        self.frames
+    }
+
     /// The encoding described in the [module documentation](self).
     ///
     /// ```

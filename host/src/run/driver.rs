@@ -32,7 +32,7 @@ use crate::dataflow::protocol::{Command, Event, SourceCtl};
 use crate::metrics::JobMetrics;
 use crate::run::control::ControlRequest;
 use crate::run::error::RunError;
-use crate::run::kept::Kept;
+use crate::run::kept::{Kept, operators_meta};
 use crate::run::plugins::LoadedOperator;
 use crate::run::restore::RestorePoint;
 use crate::run::savepoint::SavepointRequest;
@@ -420,31 +420,6 @@ fn participants(job: &Job) -> impl Iterator<Item = Participant> + '_ {
                 .flat_map(|o| (0..o.parallelism).map(|i| Participant::Instance(o.id.clone(), i))),
         )
         .chain(job.sinks.iter().map(|s| Participant::Sink(s.id.clone())))
-}
-
-/// What each checkpoint records of the operators' plugins.
-fn operators_meta(
-    job: &Job,
-    plugins: &[LoadedOperator],
-    kept: &Kept,
-) -> BTreeMap<String, OperatorMeta> {
-    job.operators
-        .iter()
-        .zip(plugins)
-        .map(|(op, (p, _))| {
-            (
-                op.id.clone(),
-                OperatorMeta {
-                    plugin_name: p.info().name.clone(),
-                    plugin_version: p.info().version.clone(),
-                    state_version: p.info().state_version,
-                    sha256: p.sha256().to_string(),
-                    parallelism: op.parallelism,
-                    swapped: kept.get(&op.id).cloned(),
-                },
-            )
-        })
-        .collect()
 }
 
 #[cfg(test)]

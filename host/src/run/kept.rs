@@ -24,7 +24,7 @@ use crate::config::Job;
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::LoadedOperator;
-use crate::store::{CheckpointMeta, CheckpointStore, SwappedPlugin};
+use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta, SwappedPlugin};
 use crate::wasm::{Plugin, sha256_hex};
 
 /// Folder of the kept plugins in the state dir.
@@ -230,6 +230,32 @@ fn is_sha256(s: &str) -> bool {
 /// The first 12 hex digits of a sha256, as messages show it.
 fn short(sha: &str) -> &str {
     &sha[..12.min(sha.len())]
+}
+
+/// What each checkpoint records of the operators' plugins (those in `kept`
+/// with their swap record).
+pub(crate) fn operators_meta(
+    job: &Job,
+    plugins: &[LoadedOperator],
+    kept: &Kept,
+) -> BTreeMap<String, OperatorMeta> {
+    job.operators
+        .iter()
+        .zip(plugins)
+        .map(|(op, (p, _))| {
+            (
+                op.id.clone(),
+                OperatorMeta {
+                    plugin_name: p.info().name.clone(),
+                    plugin_version: p.info().version.clone(),
+                    state_version: p.info().state_version,
+                    sha256: p.sha256().to_string(),
+                    parallelism: op.parallelism,
+                    swapped: kept.get(&op.id).cloned(),
+                },
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use crate::dataflow::partition::KEY_GROUPS;
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::LoadedOperator;
-use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, StoreError};
+use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, StoreError};
 use crate::time::unix_ms;
 
 /// Where an attempt starts.
@@ -224,6 +224,29 @@ fn rescale(
     Ok(derived)
 }
 
+/// Refuses state of operator `op` recorded as `m` that `plugin` cannot
+/// read: a state version newer than it knows.
+pub(crate) fn check_state_version(
+    op: &str,
+    m: &OperatorMeta,
+    plugin: &crate::wasm::Plugin,
+) -> Result<(), String> {
+    let info = plugin.info();
+    if m.state_version <= info.state_version {
+        return Ok(());
+    }
+    Err(format!(
+        "operator `{op}` was checkpointed by {} {} with state version {}, but {} {} reads state versions up to {}: downgrading would lose or misread its state. Restore with a plugin that reads state version {}",
+        m.plugin_name,
+        m.plugin_version,
+        m.state_version,
+        info.name,
+        info.version,
+        info.state_version,
+        m.state_version
+    ))
+}
+
 /// Refuses a checkpoint whose operators do not match the job's.
 fn check_restorable(
     job: &Job,
@@ -254,19 +277,7 @@ fn check_restorable(
                     .join(", ")
             )));
         };
-        if m.state_version > plugin.info().state_version {
-            return Err(err(format!(
-                "operator `{}` was checkpointed by {} {} with state version {}, but {} {} reads state versions up to {}: downgrading would lose or misread its state. Restore with a plugin that reads state version {}",
-                op.id,
-                m.plugin_name,
-                m.plugin_version,
-                m.state_version,
-                plugin.info().name,
-                plugin.info().version,
-                plugin.info().state_version,
-                m.state_version
-            )));
-        }
+        check_state_version(&op.id, m, plugin).map_err(err)?;
         if m.sha256 != plugin.sha256() && !swapped.contains(&op.id) {
             return Err(err(format!(
                 "operator `{}` ran plugin {} {} (sha256 {}) but {} is now {} {} (sha256 {}); refusing to change code silently. To upgrade it and keep its state, run with `--swap {}={}`; else restore with the plugin the checkpoint ran, or use `--restore none`",

@@ -20,9 +20,11 @@ use crossbeam_channel::Sender;
 use crate::config::Job;
 use crate::dataflow::partition::KEY_GROUPS;
 use crate::run::error::RunError;
+use crate::run::kept::{Kept, operators_meta};
 use crate::run::options::{FromSavepoint, RunOptions};
 use crate::run::plugins::LoadedOperator;
-use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, Savepoint};
+use crate::run::restore::check_state_version;
+use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, Savepoint};
 use crate::time::unix_ms;
 
 /// A `weir savepoint` request from the control socket.
@@ -79,66 +81,44 @@ pub(crate) fn import(
         savepoint: Some(from.dir.display().to_string()),
         ..Derivation::default()
     };
-    let (mut operators, mut moves) = (std::collections::BTreeMap::new(), Vec::new());
+    // The job's plugins, each with the state version its state was saved in.
+    let mut operators = operators_meta(job, plugins, &Kept::new());
+    let mut moves = Vec::new();
     for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
-        let info = plugin.info();
-        let state_version = match old.operators.get(&op.id) {
-            None => {
-                tracing::info!(
-                    target: crate::NOTICE,
-                    "operator `{}` is not in the savepoint: it starts with empty state",
-                    op.id
-                );
-                info.state_version
-            }
-            Some(m) => {
-                if m.state_version > info.state_version {
-                    return Err(refuse(format!(
-                        "operator `{}` was saved by {} {} with state version {}, but {} {} reads state versions up to {}: use a plugin that reads state version {}",
-                        op.id,
-                        m.plugin_name,
-                        m.plugin_version,
-                        m.state_version,
-                        info.name,
-                        info.version,
-                        info.state_version,
-                        m.state_version
-                    )));
-                }
-                if m.sha256 != plugin.sha256() {
-                    tracing::info!(
-                        target: crate::NOTICE,
-                        "operator `{}`: the savepoint's state of {} {} (state version {}) is restored into {} {}, which migrates it as with --swap",
-                        op.id,
-                        m.plugin_name,
-                        m.plugin_version,
-                        m.state_version,
-                        info.name,
-                        info.version
-                    );
-                }
-                if m.parallelism != op.parallelism {
-                    derivation
-                        .rescaled
-                        .insert(op.id.clone(), [m.parallelism, op.parallelism]);
-                }
-                moves.push(Move {
-                    operator: op.id.clone(),
-                    from: m.parallelism,
-                    to: op.parallelism,
-                });
-                m.state_version
-            }
+        let Some(m) = old.operators.get(&op.id) else {
+            tracing::info!(
+                target: crate::NOTICE,
+                "operator `{}` is not in the savepoint: it starts with empty state",
+                op.id
+            );
+            continue;
         };
-        let meta = OperatorMeta {
-            plugin_name: info.name.clone(),
-            plugin_version: info.version.clone(),
-            state_version,
-            sha256: plugin.sha256().to_string(),
-            parallelism: op.parallelism,
-            swapped: None,
-        };
-        operators.insert(op.id.clone(), meta);
+        check_state_version(&op.id, m, plugin).map_err(refuse)?;
+        if m.sha256 != plugin.sha256() {
+            tracing::info!(
+                target: crate::NOTICE,
+                "operator `{}`: the savepoint's state of {} {} (state version {}) is restored into {} {}, which migrates it as with --swap",
+                op.id,
+                m.plugin_name,
+                m.plugin_version,
+                m.state_version,
+                plugin.info().name,
+                plugin.info().version
+            );
+        }
+        if m.parallelism != op.parallelism {
+            derivation
+                .rescaled
+                .insert(op.id.clone(), [m.parallelism, op.parallelism]);
+        }
+        moves.push(Move {
+            operator: op.id.clone(),
+            from: m.parallelism,
+            to: op.parallelism,
+        });
+        if let Some(meta) = operators.get_mut(&op.id) {
+            meta.state_version = m.state_version;
+        }
     }
     let mut dropped = missing("operator", old.operators.keys(), |id| {
         job.operators.iter().any(|o| o.id == id)

@@ -55,10 +55,6 @@ pub struct Move {
     pub to: u32,
 }
 
-/// The entries of one source instance, split by the new instance that owns
-/// each.
-type Split = BTreeMap<u32, Vec<(Vec<u8>, Vec<u8>)>>;
-
 /// An instance's watermark entry: the time, and the entry's key and value.
 type WatermarkEntry = (i64, Vec<u8>, Vec<u8>);
 
@@ -73,6 +69,39 @@ struct Gathered {
     snapshot: Vec<u8>,
     /// In-flight records of an unaligned source checkpoint it now owns.
     inflight: InFlight,
+}
+
+impl Gathered {
+    /// Adds what one source instance gives this new instance: `part`, that
+    /// instance's watermark entry (the lowest one wins; none wins over any)
+    /// and its snapshot (only ever non-empty at an unchanged parallelism,
+    /// where each new instance has one source instance).
+    fn absorb(&mut self, part: Gathered, watermark: &Option<WatermarkEntry>, snapshot: &[u8]) {
+        self.state.extend(part.state);
+        self.timers.extend(part.timers);
+        for (port, batch) in part.inflight.into_frames() {
+            self.inflight.push(port, batch);
+        }
+        self.watermark = Some(match (self.watermark.take(), watermark) {
+            (None, w) => w.clone(),
+            (Some(None), _) | (_, None) => None,
+            (Some(Some(a)), Some(b)) => Some(if b.0 < a.0 { b.clone() } else { a }),
+        });
+        if !snapshot.is_empty() {
+            self.snapshot = snapshot.to_vec();
+        }
+    }
+}
+
+/// One source instance, split by the new instance that owns each part.
+struct SourceInstance {
+    /// New instance -> its part (every new instance overlapping the source
+    /// instance has one).
+    parts: BTreeMap<u32, Gathered>,
+    /// The source instance's watermark entry.
+    watermark: Option<WatermarkEntry>,
+    /// Its snapshot, when the parallelism is unchanged.
+    snapshot: Vec<u8>,
 }
 
 impl CheckpointStore {
@@ -182,7 +211,7 @@ impl CheckpointStore {
 
     /// Writes operator `m.operator` at version `n` from `from`'s checkpoint
     /// `id`; returns the bytes and keys written, and the bytes of in-flight
-    /// data (each record to the new instance its key routes to).
+    /// data.
     fn move_operator(
         &self,
         (t, inflight): (&mut Tables<'_>, &mut Rows<'_>),
@@ -193,113 +222,24 @@ impl CheckpointStore {
         m: &Move,
     ) -> Result<(u64, u64, u64), Fail> {
         let op = m.operator.as_str();
-        let refuse = |message: String| StoreError::Rescale {
-            operator: op.to_owned(),
-            message,
-        };
-        // The new instances each source instance feeds, and the last source
-        // instance each new instance draws from.
+        // The last source instance each new instance draws from.
         let mut last_source = vec![0u32; m.to as usize];
         for g in 0..KEY_GROUPS {
             let new = instance_for(g, m.to) as usize;
             last_source[new] = last_source[new].max(instance_for(g, m.from));
         }
         let mut gathered: BTreeMap<u32, Gathered> = BTreeMap::new();
-        let (mut next_new, mut bytes, mut keys, mut inflight_bytes) = (0u32, 0u64, 0u64, 0u64);
+        let (mut next_new, mut written) = (0u32, (0u64, 0u64, 0u64));
         for j in 0..m.from {
-            let state = from.load(read, id, op, j)?;
-            let timers = from.load(read, id, &timer_space(op), j)?;
-            let snapshot = from.snapshot_at(read, id, op, j)?;
-            if !snapshot.is_empty() && m.from != m.to {
-                return Err(refuse(format!(
-                    "instance {j} keeps {} bytes of state in plugin memory (its snapshot), which cannot be split by key group. \
-                     Keep parallelism {}, or move that state to the host's keyed state (the `state` interface)",
-                    snapshot.len(),
-                    m.from
-                ))
-                .into());
-            }
-            let owned = |g: u32| instance_for(g, m.from) == j;
-            let mut state_split = Split::new();
-            for (key, value) in state {
-                let g = key_group(&key);
-                if !owned(g) {
-                    return Err(refuse(format!(
-                        "instance {j} holds the state key {} of key group {g}, which instance {} owns at parallelism {}; \
-                         a state key must start with the record key it belongs to (see the `state` interface) for its state to move. \
-                         Keep parallelism {}",
-                        shown(&key),
-                        instance_for(g, m.from),
-                        m.from,
-                        m.from
-                    ))
-                    .into());
-                }
-                state_split
-                    .entry(instance_for(g, m.to))
-                    .or_default()
-                    .push((key, value));
-            }
-            let mut timer_split = Split::new();
-            let mut watermark = None;
-            for (key, value) in timers {
-                match decode(&key, &value) {
-                    Ok(Entry::Timer(timer)) => {
-                        let new = instance_for(key_group(&timer.key), m.to);
-                        timer_split.entry(new).or_default().push((key, value));
-                    }
-                    Ok(Entry::Watermark(w)) => watermark = Some((w, key, value)),
-                    Err(e) => {
-                        let message = format!(
-                            "a timer of instance {j} of operator `{op}` in checkpoint {id} is unreadable: {e}"
-                        );
-                        return Err(from.corrupt(message).into());
-                    }
-                }
-            }
-            // The new instances whose key groups overlap source instance j.
-            let fed: BTreeSet<u32> = (0..KEY_GROUPS)
-                .filter(|&g| owned(g))
-                .map(|g| instance_for(g, m.to))
-                .collect();
-            // Records in flight go where the key routes them now; a record
-            // without a key (spread round-robin) to the first of `fed`.
-            let first_fed = fed.first().copied().unwrap_or(0);
-            for (port, batch) in from.load_inflight(read, id, op, j)? {
-                let parts = batch.partition(m.to as usize, |key| match key {
-                    Some(k) => instance_for(key_group(k), m.to) as usize,
-                    None => first_fed as usize,
-                });
-                for (new, part) in parts.into_iter().enumerate() {
-                    if !part.is_empty() {
-                        let g = gathered.entry(new as u32).or_default();
-                        g.inflight.push(port, part);
-                    }
-                }
-            }
-            for new in fed {
+            let source = from.split_source(read, id, m, j)?;
+            for (new, part) in source.parts {
                 let g = gathered.entry(new).or_default();
-                g.state.extend(state_split.remove(&new).unwrap_or_default());
-                g.timers
-                    .extend(timer_split.remove(&new).unwrap_or_default());
-                g.watermark = Some(match (g.watermark.take(), &watermark) {
-                    (None, w) => w.clone(),
-                    (Some(None), _) | (_, None) => None,
-                    (Some(Some(a)), Some(b)) => Some(if b.0 < a.0 { b.clone() } else { a }),
-                });
-                if m.from == m.to {
-                    g.snapshot.clone_from(&snapshot);
-                }
+                g.absorb(part, &source.watermark, &source.snapshot);
             }
             while next_new < m.to && last_source[next_new as usize] == j {
                 let g = gathered.remove(&next_new).unwrap_or_default();
-                keys += g.state.len() as u64;
-                if !g.inflight.is_empty() {
-                    let encoded = g.inflight.encode();
-                    inflight.insert((op, next_new, n), encoded.as_slice())?;
-                    inflight_bytes += encoded.len() as u64;
-                }
-                bytes += self.write_instance(t, n, op, next_new, g)?;
+                let (bytes, keys, f) = self.write_instance((t, inflight), n, op, next_new, g)?;
+                written = (written.0 + bytes, written.1 + keys, written.2 + f);
                 next_new += 1;
             }
         }
@@ -307,10 +247,10 @@ impl CheckpointStore {
         let mut beyond = BTreeSet::new();
         for space in [op.to_owned(), timer_space(op)] {
             let space = space.as_str();
-            for row in t
+            let rows = t
                 .segments
-                .range((space, m.to, 0)..=(space, u32::MAX, u64::MAX))?
-            {
+                .range((space, m.to, 0)..=(space, u32::MAX, u64::MAX))?;
+            for row in rows {
                 beyond.insert(row?.0.value().1);
             }
         }
@@ -321,21 +261,110 @@ impl CheckpointStore {
             beyond.insert(row?.0.value().1);
         }
         for inst in beyond {
-            self.write_instance(t, n, op, inst, Gathered::default())?;
+            self.write_instance((t, inflight), n, op, inst, Gathered::default())?;
         }
-        Ok((bytes, keys, inflight_bytes))
+        Ok(written)
     }
 
-    /// Writes one new instance's gathered state, timers and snapshot at
-    /// version `n`.
+    /// Source instance `j` of `m` at checkpoint `id`, split by the new
+    /// instance that owns each key, timer and in-flight record; refused
+    /// when it holds a snapshot that would have to be split, or a key of a
+    /// key group it does not own.
+    fn split_source(
+        &self,
+        read: &ReadTransaction,
+        id: u64,
+        m: &Move,
+        j: u32,
+    ) -> Result<SourceInstance, Fail> {
+        let op = m.operator.as_str();
+        let refuse = |message: String| StoreError::Rescale {
+            operator: op.to_owned(),
+            message,
+        };
+        let snapshot = self.snapshot_at(read, id, op, j)?;
+        if !snapshot.is_empty() && m.from != m.to {
+            return Err(refuse(format!(
+                "instance {j} keeps {} bytes of state in plugin memory (its snapshot), which cannot be split by key group. \
+                 Keep parallelism {}, or move that state to the host's keyed state (the `state` interface)",
+                snapshot.len(),
+                m.from
+            ))
+            .into());
+        }
+        let owned = |g: u32| instance_for(g, m.from) == j;
+        let new_owner = |key: &[u8]| instance_for(key_group(key), m.to);
+        // Every new instance overlapping `j` gets a part, possibly empty, so
+        // that it takes `j`'s watermark into account.
+        let mut parts: BTreeMap<u32, Gathered> = (0..KEY_GROUPS)
+            .filter(|&g| owned(g))
+            .map(|g| (instance_for(g, m.to), Gathered::default()))
+            .collect();
+        let first_part = parts.keys().next().copied().unwrap_or(0);
+        for (key, value) in self.load(read, id, op, j)? {
+            let g = key_group(&key);
+            if !owned(g) {
+                return Err(refuse(format!(
+                    "instance {j} holds the state key {} of key group {g}, which instance {} owns at parallelism {}; \
+                     a state key must start with the record key it belongs to (see the `state` interface) for its state to move. \
+                     Keep parallelism {}",
+                    shown(&key),
+                    instance_for(g, m.from),
+                    m.from,
+                    m.from
+                ))
+                .into());
+            }
+            let part = parts.entry(instance_for(g, m.to)).or_default();
+            part.state.push((key, value));
+        }
+        let mut watermark = None;
+        for (key, value) in self.load(read, id, &timer_space(op), j)? {
+            match decode(&key, &value) {
+                Ok(Entry::Timer(timer)) => {
+                    let part = parts.entry(new_owner(&timer.key)).or_default();
+                    part.timers.push((key, value));
+                }
+                Ok(Entry::Watermark(w)) => watermark = Some((w, key, value)),
+                Err(e) => {
+                    let message = format!(
+                        "a timer of instance {j} of operator `{op}` in checkpoint {id} is unreadable: {e}"
+                    );
+                    return Err(self.corrupt(message).into());
+                }
+            }
+        }
+        // In-flight records go where their key routes them now; one without
+        // a key (spread round-robin when sent) to the first new instance.
+        for (port, batch) in self.load_inflight(read, id, op, j)? {
+            let routed = batch.partition(m.to as usize, |key| {
+                key.map_or(first_part, new_owner) as usize
+            });
+            for (new, part) in routed.into_iter().enumerate() {
+                if !part.is_empty() {
+                    let g = parts.entry(new as u32).or_default();
+                    g.inflight.push(port, part);
+                }
+            }
+        }
+        Ok(SourceInstance {
+            parts,
+            watermark,
+            snapshot: if m.from == m.to { snapshot } else { Vec::new() },
+        })
+    }
+
+    /// Writes one new instance's gathered state, timers, snapshot and
+    /// in-flight data at version `n`; returns the bytes and keys written and
+    /// the in-flight bytes.
     fn write_instance(
         &self,
-        t: &mut Tables<'_>,
+        (t, inflight): (&mut Tables<'_>, &mut Rows<'_>),
         n: u64,
         op: &str,
         inst: u32,
         mut g: Gathered,
-    ) -> Result<u64, Fail> {
+    ) -> Result<(u64, u64, u64), Fail> {
         // Each source instance's run is sorted and the runs hold distinct
         // keys (every key had one owner).
         g.state.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -353,7 +382,13 @@ impl CheckpointStore {
             bytes += g.snapshot.len() as u64;
             t.gc.insert((n, op, inst), ())?;
         }
-        Ok(bytes)
+        let mut inflight_bytes = 0;
+        if !g.inflight.is_empty() {
+            let encoded = g.inflight.encode();
+            inflight.insert((op, inst, n), encoded.as_slice())?;
+            inflight_bytes = encoded.len() as u64;
+        }
+        Ok((bytes, g.state.len() as u64, inflight_bytes))
     }
 
     /// The snapshot of one instance at checkpoint `id` (empty if none).

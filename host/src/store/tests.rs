@@ -9,7 +9,9 @@ use redb::{
 
 type Model = BTreeMap<(String, u32), RestoredInstance>;
 
-fn meta(id: u64) -> CheckpointMeta {
+/// Checkpoint `id` of job `job` with operators `a` and `b` at parallelism
+/// 2 (also the base of `rescale`'s tests).
+pub(super) fn meta(id: u64) -> CheckpointMeta {
     let op = |parallelism| OperatorMeta {
         plugin_name: "p".into(),
         plugin_version: "1".into(),

@@ -3,35 +3,16 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::checkpoint::timers::{Domain, Timers};
 use crate::dataflow::protocol::InstanceDelta;
-use crate::store::{MANIFEST, OperatorMeta, RestoredInstance, SAVEPOINT_FORMAT, Savepoint};
+use crate::store::{MANIFEST, RestoredInstance, SAVEPOINT_FORMAT, Savepoint};
 
+/// Checkpoint `id` with operator `a` only, at `parallelism`.
 fn meta(id: u64, parallelism: u32) -> CheckpointMeta {
-    let op = OperatorMeta {
-        plugin_name: "p".into(),
-        plugin_version: "1".into(),
-        state_version: 1,
-        sha256: "00".into(),
-        parallelism,
-        swapped: None,
-    };
-    CheckpointMeta {
-        id,
-        job: "job".into(),
-        started_at_ms: 1,
-        duration_ms: 0,
-        alignment_ms: 0,
-        pause_ms: None,
-        bytes_written: 0,
-        state_keys: 0,
-        key_groups: KEY_GROUPS,
-        sources: [("src".into(), serde_json::json!({"offset": id}))].into(),
-        operators: [("a".into(), op)].into(),
-        sinks: BTreeMap::new(),
-        final_checkpoint: false,
-        unaligned: false,
-        inflight_bytes: 0,
-        derived: None,
+    let mut m = crate::store::tests::meta(id);
+    m.operators.remove("b");
+    if let Some(a) = m.operators.get_mut("a") {
+        a.parallelism = parallelism;
     }
+    m
 }
 
 fn key(i: u32) -> Vec<u8> {
