@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The servers the connectors' integration tests start (tests/support/servers/):
-# NATS with JetStream and PostgreSQL. Tests start private instances themselves
-# (a temporary folder, a free loopback port); this script only installs the
-# binaries, and starts a private instance for manual use. It never starts or
-# leaves running a system-wide service.
+# NATS with JetStream and PostgreSQL, and the headless Chromium of the web
+# dashboard's tests (tests/support/browser.rs). Tests start private instances
+# themselves (a temporary folder, a free loopback port); this script only
+# installs the binaries, and starts a private instance for manual use. It
+# never starts or leaves running a system-wide service.
 #
 # Usage:
-#   scripts/services.sh install         installs the Debian packages nats-server
-#                                       and postgresql when missing
+#   scripts/services.sh install         installs the Debian packages nats-server,
+#                                       postgresql and chromium when missing
 #   scripts/services.sh nats DIR [PORT]      starts a private nats-server
 #                                       (JetStream store in DIR/js) in the
 #                                       background, on PORT or a free port
@@ -21,7 +22,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '8,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '9,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -73,8 +74,9 @@ install() {
     local packages=()
     [ -n "$(nats_bin)" ] || packages+=(nats-server)
     [ -n "$(pg_bindir)" ] || packages+=(postgresql)
+    command -v chromium >/dev/null 2>&1 || packages+=(chromium)
     if [ "${#packages[@]}" -eq 0 ]; then
-        echo "services: nats-server and postgresql are installed" >&2
+        echo "services: nats-server, postgresql and chromium are installed" >&2
         return 0
     fi
 
@@ -116,7 +118,10 @@ install() {
 
     [ -n "$(nats_bin)" ] || die "nats-server is still missing after installing it"
     [ -n "$(pg_bindir)" ] || die "no /usr/lib/postgresql/*/bin/postgres after installing postgresql"
-    echo "services: installed $("$(nats_bin)" --version), PostgreSQL $("$(pg_bindir)/postgres" --version | awk '{ print $3 }')" >&2
+    command -v chromium >/dev/null 2>&1 || die "chromium is still missing after installing it"
+    # Debian's chromium wrapper script prints a harmless shell warning on
+    # stderr.
+    echo "services: installed $("$(nats_bin)" --version), PostgreSQL $("$(pg_bindir)/postgres" --version | awk '{ print $3 }'), $(chromium --version 2>/dev/null)" >&2
 }
 
 # A loopback port nothing listens on, below Linux's ephemeral range (32768-)

@@ -7,7 +7,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 scripts/ensure-wasm-target.sh
 # nats-server and PostgreSQL for the connectors' integration tests (they
-# start private instances); installs the Debian packages when missing.
+# start private instances) and Chromium for the web dashboard's tests;
+# installs the Debian packages when missing.
 scripts/services.sh install
 for component in rustfmt clippy; do
     if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then

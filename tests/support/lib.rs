@@ -1,7 +1,8 @@
 //! Support for the integration tests in `tests/` and the benchmarks: the
 //! plugin components, built by this crate's build script (feature
 //! `plugins`), job files built in code, the `weir` command (also on a
-//! pseudo-terminal), and jobs run in temporary folders.
+//! pseudo-terminal), jobs run in temporary folders, and a headless Chromium
+//! for the web dashboard's tests.
 
 /// Paths of the plugin components under `plugins/target/`.
 #[cfg(feature = "plugins")]
@@ -17,6 +18,7 @@ pub fn repo_root() -> std::path::PathBuf {
         .to_path_buf()
 }
 
+pub mod browser;
 pub mod cli;
 pub mod counts;
 pub mod job_dir;
