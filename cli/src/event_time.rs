@@ -115,6 +115,7 @@ pub fn now_ms() -> i64 {
 ///     job: "j".into(),
 ///     nodes: vec![("op".into(), NodeKind::Operator, op.clone())],
 ///     checkpoints: CheckpointMetrics::default(),
+///     journal: Default::default(),
 /// };
 /// assert_eq!(weir_cli::event_time::summary(&metrics), None);
 /// op.set_event_time(0, Some(i64::MAX), 0, 3);

@@ -4,6 +4,7 @@
 //! these modules.
 #![warn(missing_docs)]
 
+pub mod dashboard;
 pub mod event_time;
 pub mod inspect;
 pub mod output;

@@ -43,8 +43,17 @@ enum Command {
         state_dir: Option<PathBuf>,
         /// Serve Prometheus metrics on this address: a port (9400, on
         /// 127.0.0.1) or HOST:PORT (0.0.0.0:9400).
-        #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr)]
+        #[arg(long, value_name = "ADDR", value_parser = parse_listen_addr)]
         metrics: Option<SocketAddr>,
+        /// Serve the web dashboard on this address while the job runs: a
+        /// port (8080, on 127.0.0.1) or HOST:PORT. Read-only unless
+        /// --ui-actions.
+        #[arg(long, value_name = "ADDR", value_parser = parse_listen_addr)]
+        ui: Option<SocketAddr>,
+        /// Let the dashboard take savepoints and swap plugins (the checks of
+        /// `weir savepoint` and `weir swap` apply; see SECURITY.md).
+        #[arg(long, requires = "ui")]
+        ui_actions: bool,
         /// Time between progress lines when stderr is not a terminal: a
         /// duration (500ms, 2s) or a number of seconds (0: none).
         #[arg(long, value_name = "DURATION", default_value = "10", value_parser = parse_every)]
@@ -215,8 +224,8 @@ fn parse_every(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// `--metrics`: a bare port listens on the loopback interface.
-fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
+/// `--metrics` and `--ui`: a bare port listens on the loopback interface.
+fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)));
     }
@@ -239,13 +248,13 @@ fn state_dir_arg(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(weir::run::state_dir(&job, None))
 }
 
-/// Why `--metrics ADDR` could not listen.
-fn metrics_error(addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
+/// Why `--{flag} ADDR` could not listen.
+fn listen_error(flag: &str, addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
     match e.kind() {
         std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
-            "--metrics {addr}: the port is in use by another process; pick another port, or 0 for a free one"
+            "--{flag} {addr}: the port is in use by another process; pick another port, or 0 for a free one"
         ),
-        _ => anyhow::anyhow!("--metrics {addr}: cannot listen there ({e}); pick another address"),
+        _ => anyhow::anyhow!("--{flag} {addr}: cannot listen there ({e}); pick another address"),
     }
 }
 
@@ -286,6 +295,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             restore,
             state_dir,
             metrics,
+            ui,
+            ui_actions,
             progress_every,
             swap,
             json,
@@ -308,8 +319,21 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let live = weir::metrics::JobMetrics::for_job(&job);
             if let Some(addr) = metrics {
                 let bound = weir_cli::prometheus::serve(addr, live.clone())
-                    .map_err(|e| metrics_error(addr, e))?;
+                    .map_err(|e| listen_error("metrics", addr, e))?;
                 weir_cli::output::message(format_args!("metrics: http://{bound}/metrics"));
+            }
+            if let Some(addr) = ui {
+                let dir = weir::run::state_dir(&job, state_dir.as_deref());
+                let bound = weir_cli::dashboard::serve(addr, &job, dir, live.clone(), ui_actions)
+                    .map_err(|e| listen_error("ui", addr, e))?;
+                let mode = match (ui_actions, bound.ip().is_loopback()) {
+                    (false, _) => "read-only",
+                    (true, true) => "actions on",
+                    (true, false) => {
+                        "actions on, and reachable from other machines: anyone who reaches this port can swap plugins and take savepoints"
+                    }
+                };
+                weir_cli::output::message(format_args!("dashboard: http://{bound}/ ({mode})"));
             }
             let progress = (!progress_every.is_zero())
                 .then(|| weir_cli::progress::Progress::start(live.clone(), progress_every));

@@ -328,6 +328,7 @@ mod tests {
             job: "j\"1\\\nx".into(),
             nodes: vec![("op\"\\".into(), NodeKind::Operator, node)],
             checkpoints: CheckpointMetrics::default(),
+            journal: Default::default(),
         };
         let text = render(&metrics);
         assert!(
@@ -350,6 +351,7 @@ mod tests {
             job: "j".into(),
             nodes: Vec::new(),
             checkpoints: CheckpointMetrics::default(),
+            journal: Default::default(),
         };
         metrics.checkpoints.unaligned.store(2, Relaxed);
         metrics.checkpoints.inflight_bytes.store(4096, Relaxed);
@@ -388,6 +390,7 @@ mod tests {
                 ("out".into(), NodeKind::Sink, sink),
             ],
             checkpoints: CheckpointMetrics::default(),
+            journal: Default::default(),
         };
         let text = render(&metrics);
         for name in ["weir_watermark_milliseconds", "weir_pending_timers"] {
@@ -434,6 +437,7 @@ mod tests {
                 ("op".into(), NodeKind::Operator, op),
             ],
             checkpoints: CheckpointMetrics::default(),
+            journal: Default::default(),
         };
         let text = render(&metrics);
         let name = "weir_source_records_skipped_total";

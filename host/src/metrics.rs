@@ -18,6 +18,12 @@ use std::time::Duration;
 
 use crate::config::Job;
 
+mod journal;
+
+pub use journal::{
+    CHECKPOINTS_KEPT, CheckpointRecord, EVENTS_KEPT, Event, EventKind, Journal, PluginRecord,
+};
+
 /// Upper bounds (seconds) of the latency histogram buckets.
 const BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.0,
@@ -252,6 +258,9 @@ pub struct CheckpointMetrics {
     pub last_alignment_buffered_bytes: AtomicU64,
     /// Longest pause of an operator instance for the last checkpoint, ms.
     pub last_pause_ms: AtomicU64,
+    /// Checkpoints that failed (an attempt ended while they were in flight,
+    /// or the store could not write them).
+    pub failed: AtomicU64,
     /// Completed checkpoints that some instance took unaligned.
     pub unaligned: AtomicU64,
     /// Bytes of in-flight data stored with completed checkpoints, in all.
@@ -275,6 +284,8 @@ pub struct JobMetrics {
     pub nodes: Vec<(String, NodeKind, Arc<NodeMetrics>)>,
     /// Checkpoints and restarts.
     pub checkpoints: CheckpointMetrics,
+    /// Recent checkpoints, events and plugins, for the dashboard.
+    pub journal: Journal,
 }
 
 impl JobMetrics {
@@ -306,6 +317,7 @@ impl JobMetrics {
             job: job.name.clone(),
             nodes,
             checkpoints: CheckpointMetrics::default(),
+            journal: Journal::default(),
         })
     }
 

@@ -21,6 +21,7 @@ pub fn repo_root() -> std::path::PathBuf {
 pub mod browser;
 pub mod cli;
 pub mod counts;
+pub mod http;
 pub mod job_dir;
 pub mod job_file;
 #[cfg(feature = "plugins")]

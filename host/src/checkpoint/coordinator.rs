@@ -289,6 +289,12 @@ impl Coordinator {
     pub fn in_flight(&self) -> Option<u64> {
         self.in_flight.as_ref().map(|f| f.id)
     }
+
+    /// The checkpoint in flight, if any: its id, when it was triggered and
+    /// whether it is the final one.
+    pub fn in_flight_since(&self) -> Option<(u64, Instant, bool)> {
+        (self.in_flight.as_ref()).map(|f| (f.id, f.started, f.is_final))
+    }
 }
 
 #[cfg(test)]

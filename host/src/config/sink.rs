@@ -21,6 +21,8 @@ use super::upstream::{Upstream, read_upstreams};
 pub struct SinkConfig {
     /// The sink's id.
     pub id: String,
+    /// Its `type` (`"file"`, `"nats"`, ...).
+    pub kind: &'static str,
     /// Where the sink writes: the settings of its `type`.
     pub connector: Arc<dyn SinkConnector>,
     /// The upstreams (sources or operators' output ports), never empty and
@@ -33,10 +35,14 @@ impl PartialEq for SinkConfig {
     fn eq(&self, other: &Self) -> bool {
         let SinkConfig {
             id,
+            kind,
             connector,
             input,
         } = self;
-        *id == other.id && **connector == *other.connector && *input == other.input
+        *id == other.id
+            && *kind == other.kind
+            && **connector == *other.connector
+            && *input == other.input
     }
 }
 
@@ -73,8 +79,10 @@ struct RawSink {
 /// `id`, then the connector's settings, then `input`.
 pub(super) fn build_sink(dir: &Path, table: Table) -> Result<SinkConfig, String> {
     let types: Vec<(&str, &[&str])> = SINK_TYPES.iter().map(|t| (t.name, t.keys)).collect();
-    let (raw, build): (RawSink, _) =
-        super::split_entry(table, &types, &OPTIONS, |i, t| (SINK_TYPES[i].read)(t))?;
+    let (raw, (kind, build)): (RawSink, _) =
+        super::split_entry(table, &types, &OPTIONS, |i, t| {
+            (SINK_TYPES[i].read)(t).map(|build| (SINK_TYPES[i].name, build))
+        })?;
     let id = check_id(raw.id)?;
     let connector = build(dir)?;
     const HINT: &str = "write input = \"<source or operator id>\", \"<operator id>.<output port>\" \
@@ -89,6 +97,7 @@ pub(super) fn build_sink(dir: &Path, table: Table) -> Result<SinkConfig, String>
     };
     Ok(SinkConfig {
         id,
+        kind,
         connector,
         input,
     })

@@ -27,6 +27,8 @@ pub const MAX_BATCH_SIZE: usize = 65536;
 pub struct SourceConfig {
     /// The source's id.
     pub id: String,
+    /// Its `type` (`"file"`, `"nats"`, ...).
+    pub kind: &'static str,
     /// What the source reads: the settings of its `type`.
     pub connector: Arc<dyn SourceConnector>,
     /// Records per batch (`batch_size`), 1..=[`MAX_BATCH_SIZE`].
@@ -43,12 +45,14 @@ impl PartialEq for SourceConfig {
     fn eq(&self, other: &Self) -> bool {
         let SourceConfig {
             id,
+            kind,
             connector,
             batch_size,
             rate,
             watermark,
         } = self;
         *id == other.id
+            && *kind == other.kind
             && **connector == *other.connector
             && *batch_size == other.batch_size
             && *rate == other.rate
@@ -112,8 +116,10 @@ fn build_watermark(raw: RawWatermark) -> Result<WatermarkConfig, String> {
 /// `id` and `batch_size`, then the connector's settings, then `rate`.
 pub(super) fn build_source(dir: &Path, table: Table) -> Result<SourceConfig, String> {
     let types: Vec<(&str, &[&str])> = SOURCE_TYPES.iter().map(|t| (t.name, t.keys)).collect();
-    let (raw, build): (RawSource, _) =
-        super::split_entry(table, &types, &OPTIONS, |i, t| (SOURCE_TYPES[i].read)(t))?;
+    let (raw, (kind, build)): (RawSource, _) =
+        super::split_entry(table, &types, &OPTIONS, |i, t| {
+            (SOURCE_TYPES[i].read)(t).map(|build| (SOURCE_TYPES[i].name, build))
+        })?;
     let id = check_id(raw.id)?;
     let max = MAX_BATCH_SIZE as i64;
     let batch_size = int_in(
@@ -131,6 +137,7 @@ pub(super) fn build_source(dir: &Path, table: Table) -> Result<SourceConfig, Str
     let watermark = raw.watermark.map(build_watermark).transpose()?;
     Ok(SourceConfig {
         id,
+        kind,
         connector,
         batch_size,
         rate,

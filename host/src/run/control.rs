@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, bounded};
 
+use crate::metrics::{EventKind, JobMetrics, Journal};
 use crate::run::error::RunError;
 use crate::run::savepoint::SavepointRequest;
 use crate::run::swap::SwapRequest;
@@ -71,9 +72,11 @@ impl ControlSocket {
     /// Listens on `<state_dir>/weir.sock` and hands every request to
     /// `requests`, answering each connection with the request's reply.
     /// Refused when another job answers on that socket.
+    /// Every outcome is recorded in `metrics`' journal.
     pub(crate) fn start(
         state_dir: &Path,
         requests: Sender<ControlRequest>,
+        metrics: Arc<JobMetrics>,
     ) -> Result<Self, RunError> {
         let path = state_dir.join(CONTROL_SOCKET);
         let io = |e: std::io::Error| {
@@ -109,10 +112,12 @@ impl ControlSocket {
                         continue;
                     }
                     let (requests, slots) = (requests.clone(), active.clone());
+                    let metrics = metrics.clone();
                     let served = std::thread::Builder::new()
                         .name("control-conn".into())
                         .spawn(move || {
-                            let result = serve(&conn, owner, &requests);
+                            let (kind, what, result) = serve(&conn, owner, &requests);
+                            record(&metrics.journal, kind, &what, &result);
                             // A client holding its answer holds no slot.
                             slots.fetch_sub(1, Ordering::AcqRel);
                             answer(&conn, result);
@@ -200,42 +205,63 @@ fn peer_uid(conn: &UnixStream) -> std::io::Result<u32> {
 }
 
 /// Serves one connection: checks that its peer is `owner` or root, reads
-/// its request, hands it to `requests` and waits for the outcome.
+/// its request, hands it to `requests` and waits for the outcome. Returns
+/// what the request was about, for the journal, with the outcome.
 fn serve(
     conn: &UnixStream,
     owner: u32,
     requests: &Sender<ControlRequest>,
-) -> Result<String, String> {
-    let peer = peer_uid(conn).map_err(|e| format!("cannot check the client's credentials: {e}"))?;
-    if !peer_allowed(peer, owner) {
-        tracing::warn!(
-            "control socket: refused a request from uid {peer} (the job runs as uid {owner})"
-        );
-        return Err(format!(
-            "permission denied: only uid {owner} (the job's user) or root may control this job, not uid {peer}"
-        ));
-    }
+) -> (EventKind, String, Result<String, String>) {
+    let parsed = (|| {
+        let peer =
+            peer_uid(conn).map_err(|e| format!("cannot check the client's credentials: {e}"))?;
+        if !peer_allowed(peer, owner) {
+            tracing::warn!(
+                "control socket: refused a request from uid {peer} (the job runs as uid {owner})"
+            );
+            return Err(format!(
+                "permission denied: only uid {owner} (the job's user) or root may control this job, not uid {peer}"
+            ));
+        }
+        parse(&read_request(conn)?)
+    })();
+    let parsed = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) => return (EventKind::Control, "control request".into(), Err(e)),
+    };
     let (reply, result) = bounded(1);
-    let (request, what) = match parse(&read_request(conn)?)? {
+    let (request, kind, what) = match parsed {
         Parsed::Swap { operator, plugin } => {
+            let what = format!("swap of `{operator}` to {}", plugin.display());
             let r = SwapRequest {
                 operator,
                 plugin,
                 reply,
             };
-            (ControlRequest::Swap(r), "swap")
+            (ControlRequest::Swap(r), EventKind::Swap, what)
         }
         Parsed::Savepoint { out, stop } => {
             let r = SavepointRequest { out, stop, reply };
-            (ControlRequest::Savepoint(r), "savepoint")
+            let what = "savepoint".to_string();
+            (ControlRequest::Savepoint(r), EventKind::Savepoint, what)
         }
     };
-    if requests.send(request).is_err() {
-        return Err("the job is shutting down".to_string());
+    let outcome = if requests.send(request).is_err() {
+        Err("the job is shutting down".to_string())
+    } else {
+        result
+            .recv()
+            .unwrap_or_else(|_| Err(format!("the job ended before the {what} completed")))
+    };
+    (kind, what, outcome)
+}
+
+/// Records the outcome of request `what` in `journal`.
+fn record(journal: &Journal, kind: EventKind, what: &str, result: &Result<String, String>) {
+    match result {
+        Ok(message) => journal.event(kind, false, message.clone()),
+        Err(error) => journal.event(kind, true, format!("{what} failed: {error}")),
     }
-    result
-        .recv()
-        .unwrap_or_else(|_| Err(format!("the job ended before the {what} completed")))
 }
 
 /// Writes the answer line of a connection.

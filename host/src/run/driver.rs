@@ -29,7 +29,7 @@ use crate::config::Job;
 use crate::dataflow::cancel::POLL;
 use crate::dataflow::partition::KEY_GROUPS;
 use crate::dataflow::protocol::{Command, Event, SourceCtl};
-use crate::metrics::JobMetrics;
+use crate::metrics::{CheckpointRecord, JobMetrics};
 use crate::run::control::ControlRequest;
 use crate::run::error::RunError;
 use crate::run::kept::{Kept, operators_meta};
@@ -159,15 +159,49 @@ impl<'a> Driver<'a> {
                         }
                     }
                 }
-                Ok(Event::Failed(e)) => return Err(e.into()),
+                Ok(Event::Failed(e)) => {
+                    let e = RunError::from(e);
+                    self.in_flight_failed(&e);
+                    return Err(e);
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(RunError::Panicked(
-                        "every job thread exited unexpectedly".into(),
-                    ));
+                    let e = RunError::Panicked("every job thread exited unexpectedly".into());
+                    self.in_flight_failed(&e);
+                    return Err(e);
                 }
             }
         }
+    }
+
+    /// Records the checkpoint in flight, if any, as failed with `error`.
+    fn in_flight_failed(&self, error: &RunError) {
+        let Some((id, started, is_final)) = self.coordinator.in_flight_since() else {
+            return;
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        self.checkpoint_failed(CheckpointRecord {
+            id,
+            started_at_ms: unix_ms(SystemTime::now()).saturating_sub(duration_ms),
+            duration_ms,
+            alignment_ms: 0,
+            pause_ms: 0,
+            bytes_written: 0,
+            unaligned: false,
+            inflight_bytes: 0,
+            is_final,
+            error: Some(format!(
+                "the attempt failed while it was in flight: {error}"
+            )),
+        });
+    }
+
+    fn checkpoint_failed(&self, record: CheckpointRecord) {
+        self.metrics
+            .checkpoints
+            .failed
+            .fetch_add(1, Ordering::Relaxed);
+        self.metrics.journal.checkpoint(record);
     }
 
     /// What the drive did (taking the pending swap).
@@ -222,9 +256,35 @@ impl<'a> Driver<'a> {
             inflight_bytes,
             derived: None,
         };
-        let stats = self
+        let record = CheckpointRecord {
+            id: done.id,
+            started_at_ms: meta.started_at_ms,
+            duration_ms: meta.duration_ms,
+            alignment_ms: meta.alignment_ms,
+            pause_ms: done.pause.as_millis() as u64,
+            bytes_written: 0,
+            unaligned,
+            inflight_bytes,
+            is_final: done.is_final,
+            error: None,
+        };
+        let stats = match self
             .store
-            .commit(&meta, &done.deltas, self.job.checkpoint.retain)?;
+            .commit(&meta, &done.deltas, self.job.checkpoint.retain)
+        {
+            Ok(stats) => stats,
+            Err(e) => {
+                self.checkpoint_failed(CheckpointRecord {
+                    error: Some(format!("writing it failed: {e}")),
+                    ..record
+                });
+                return Err(e.into());
+            }
+        };
+        self.metrics.journal.checkpoint(CheckpointRecord {
+            bytes_written: stats.bytes_written,
+            ..record
+        });
         let mode = match unaligned {
             true => format!(", unaligned, {inflight_bytes} bytes in flight"),
             false => String::new(),

@@ -22,7 +22,7 @@ use std::time::Instant;
 use crossbeam_channel::bounded;
 
 use crate::config::Job;
-use crate::metrics::JobMetrics;
+use crate::metrics::{EventKind, JobMetrics, Journal, PluginRecord};
 use crate::run::attempt::{Attempt, AttemptEnd, run_attempt};
 use crate::run::control::ControlSocket;
 use crate::run::error::RunError;
@@ -60,10 +60,19 @@ pub(crate) fn supervise(
             "--swap replaces a plugin in a restored checkpoint; with --restore none there is nothing to swap: change the plugin in the job file instead".into(),
         ));
     }
+    let metrics = options
+        .metrics
+        .clone()
+        .unwrap_or_else(|| JobMetrics::for_job(job));
     // Opened first, so that `weir swap` reaches a job that is still loading.
     let (control_tx, control_rx) = bounded(4);
     let _control = if options.control_socket {
-        Some(ControlSocket::start(&options.state_dir(job), control_tx)?)
+        let state_dir = options.state_dir(job);
+        Some(ControlSocket::start(
+            &state_dir,
+            control_tx,
+            metrics.clone(),
+        )?)
     } else {
         None
     };
@@ -78,6 +87,7 @@ pub(crate) fn supervise(
         .collect();
     let mut plugins = load_plugins(job, runtime, &swaps)?;
     warn_unconsumed_outputs(job, &plugins);
+    record_plugins(&metrics.journal, job, &plugins);
     let mut kept: Kept = restored
         .into_iter()
         .map(|(op, _, record)| (op, record))
@@ -88,10 +98,6 @@ pub(crate) fn supervise(
             kept.insert(op.clone(), r);
         }
     }
-    let metrics = options
-        .metrics
-        .clone()
-        .unwrap_or_else(|| JobMetrics::for_job(job));
     if let Some(from) = &options.from_savepoint {
         if options.restore != RestoreMode::Latest {
             return Err(RunError::Savepoint {
@@ -132,6 +138,7 @@ pub(crate) fn supervise(
             let (operator, from) = (p.operator.clone(), p.from);
             p.rolled_back(e);
             plugins[index] = old;
+            record_plugins(&metrics.journal, job, &plugins);
             match old_record {
                 Some(r) => kept.insert(operator.clone(), r),
                 None => kept.remove(&operator),
@@ -145,25 +152,39 @@ pub(crate) fn supervise(
             Err(e) if restartable(&e) => {
                 restarts += 1;
                 let Some(wait) = job.restart.delay(restarts) else {
-                    return Err(if restarts > 1 {
+                    let e = if restarts > 1 {
                         RunError::GaveUp {
                             restarts: restarts - 1,
                             error: Box::new(e),
                         }
                     } else {
                         e
-                    });
+                    };
+                    metrics
+                        .journal
+                        .event(EventKind::Failure, true, format!("the job failed: {e}"));
+                    return Err(e);
                 };
-                tracing::warn!(
-                    "attempt failed: {e}; restarting from the last complete checkpoint in {} ms (restart {restarts} of {})",
+                metrics
+                    .journal
+                    .event(EventKind::Failure, true, format!("attempt failed: {e}"));
+                let restart = format!(
+                    "restarting from the last complete checkpoint in {} ms (restart {restarts} of {})",
                     wait.as_millis(),
                     job.restart.attempts()
                 );
+                tracing::warn!("attempt failed: {e}; {restart}");
+                metrics.journal.event(EventKind::Restart, false, restart);
                 std::thread::sleep(wait);
                 restore = RestoreMode::Latest;
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                metrics
+                    .journal
+                    .event(EventKind::Failure, true, format!("the job failed: {e}"));
+                return Err(e);
+            }
         };
         first_restore.get_or_insert(summary.restored_from);
         total_checkpoints += summary.checkpoints;
@@ -193,6 +214,7 @@ pub(crate) fn supervise(
                 if let Some(on) = swap.swap_in(job, runtime, checkpoint, request) {
                     swapped.insert(on.0.operator.clone());
                     probation = Some(on);
+                    record_plugins(&metrics.journal, job, &plugins);
                 }
             }
         }
@@ -247,6 +269,23 @@ impl SwapIn<'_> {
                 Some((p, index, old, old_record))
             }
         }
+    }
+}
+
+/// Records the plugin each operator of `job` runs in `journal`.
+fn record_plugins(journal: &Journal, job: &Job, plugins: &[LoadedOperator]) {
+    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
+        let info = plugin.info();
+        let record = PluginRecord {
+            name: info.name.clone(),
+            version: info.version.clone(),
+            sha256: plugin.sha256().to_string(),
+            path: plugin.path().display().to_string(),
+            size: plugin.size(),
+            flat: plugin.flat(),
+            state_version: info.state_version,
+        };
+        journal.plugin(&op.id, record);
     }
 }
 
