@@ -12,28 +12,20 @@ use weir_tests::cli::Weir;
 use weir_tests::http::{self, Events};
 use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Restart, Sink, Source};
+use weir_tests::jobs::count_words;
 use weir_tests::plugins;
 use weir_tests::running::Running;
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
-/// Source `words` (a generator, 2,000 words a second for hours) into
-/// `count` (word-count, 2 instances) into the sinks `out` and `copy`.
+/// [`count_words`] over a generator (2,000 words a second for hours), with
+/// `count` feeding a second sink, `copy`.
 fn job(name: &str) -> JobFile {
-    JobFile::new(name)
-        .checkpoint(Checkpoint::every("300ms"))
-        .source(Source::generator("words", 100_000_000).rate(2000))
-        .operator(
-            Operator::new("count", plugins::WORD_COUNT)
-                .inputs(&["words"])
-                .parallelism(2),
-        )
-        .sink(
-            Sink::file("out", "out.jsonl")
-                .format("jsonl")
-                .input("count"),
-        )
+    count_words(name, Checkpoint::every("300ms"), 2000, 2)
+        .source_with("words", |_| {
+            Source::generator("words", 100_000_000).rate(2000)
+        })
         .sink(
             Sink::file("copy", "copy.jsonl")
                 .format("jsonl")
@@ -186,23 +178,13 @@ fn api_job_is_the_graph_with_every_node_its_plugin_and_live_counters() {
     assert!(refused.body.contains("--ui-actions"), "{}", refused.body);
     assert!(!d.j.state_dir().join("savepoints").exists());
     // Another host name (DNS rebinding), an unknown API, another method.
-    let port = d.addr.port().to_string();
-    let rebound = http::request(
-        d.addr,
-        "GET",
-        "/api/job",
-        &[("host", &format!("evil.example:{port}"))],
-        "",
-    );
+    let as_host = |name: &str| {
+        let host = format!("{name}:{}", d.addr.port());
+        http::request(d.addr, "GET", "/api/job", &[("host", &host)], "")
+    };
+    let rebound = as_host("evil.example");
     assert_eq!(rebound.status, 421, "{}", rebound.body);
-    let localhost = http::request(
-        d.addr,
-        "GET",
-        "/api/job",
-        &[("host", &format!("localhost:{port}"))],
-        "",
-    );
-    assert_eq!(localhost.status, 200);
+    assert_eq!(as_host("localhost").status, 200);
     assert_eq!(http::get(d.addr, "/api/nope").status, 404);
     assert_eq!(
         http::request(d.addr, "DELETE", "/api/job", &[], "").status,

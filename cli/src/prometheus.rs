@@ -91,12 +91,18 @@ pub fn render(metrics: &JobMetrics) -> String {
         );
     }
     let c = &metrics.checkpoints;
-    let gauges: [(&str, &str, &str, u64); 10] = [
+    let gauges: [(&str, &str, &str, u64); 11] = [
         (
             "weir_checkpoints_total",
             "counter",
             "Completed checkpoints.",
             c.completed.load(Relaxed),
+        ),
+        (
+            "weir_checkpoints_failed_total",
+            "counter",
+            "Checkpoints that failed: the attempt ended while they were in flight, or the store could not write them.",
+            c.failed.load(Relaxed),
         ),
         (
             "weir_checkpoints_unaligned_total",
@@ -354,12 +360,17 @@ mod tests {
             journal: Default::default(),
         };
         metrics.checkpoints.unaligned.store(2, Relaxed);
+        metrics.checkpoints.failed.store(1, Relaxed);
         metrics.checkpoints.inflight_bytes.store(4096, Relaxed);
         let text = render(&metrics);
         assert!(text.contains("# TYPE weir_checkpoints_unaligned_total counter"));
         assert_eq!(
             samples(&text, "weir_checkpoints_unaligned_total"),
             [r#"weir_checkpoints_unaligned_total{job="j"} 2"#]
+        );
+        assert_eq!(
+            samples(&text, "weir_checkpoints_failed_total"),
+            [r#"weir_checkpoints_failed_total{job="j"} 1"#]
         );
         assert_eq!(
             samples(&text, "weir_checkpoint_inflight_bytes_total"),

@@ -17,11 +17,13 @@ use weir::metrics::{JobMetrics, NodeKind, NodeMetrics};
 /// Shortest time between two samples that rates are computed over.
 pub const MIN_SAMPLE_GAP: Duration = Duration::from_millis(900);
 
-/// What the dashboard knows of its job besides the live metrics.
+/// What the dashboard knows of its job besides the live metrics (which
+/// name the nodes, in job order, with their instances).
 #[derive(Debug)]
 pub struct JobView {
-    /// The graph: `{"nodes": [...], "edges": [...]}` without counters.
-    graph: Vec<GraphNode>,
+    /// Each node's `type` in job order (`None` for an operator).
+    connectors: Vec<Option<&'static str>>,
+    operators: Vec<String>,
     edges: Value,
     job: String,
     state_dir: String,
@@ -31,39 +33,16 @@ pub struct JobView {
     pub actions: bool,
 }
 
-#[derive(Debug)]
-struct GraphNode {
-    id: String,
-    kind: NodeKind,
-    /// A source's or sink's `type`.
-    connector: Option<&'static str>,
-    instances: u32,
-}
-
 impl JobView {
     /// The view of `job`, running on `state_dir`.
     pub fn new(job: &Job, state_dir: &std::path::Path, actions: bool) -> JobView {
-        let sources = job.sources.iter().map(|s| GraphNode {
-            id: s.id.clone(),
-            kind: NodeKind::Source,
-            connector: Some(s.kind),
-            instances: 1,
-        });
-        let operators = job.operators.iter().map(|o| GraphNode {
-            id: o.id.clone(),
-            kind: NodeKind::Operator,
-            connector: None,
-            instances: o.parallelism,
-        });
-        let sinks = job.sinks.iter().map(|s| GraphNode {
-            id: s.id.clone(),
-            kind: NodeKind::Sink,
-            connector: Some(s.kind),
-            instances: 1,
-        });
+        let sources = job.sources.iter().map(|s| Some(s.kind));
+        let operators = job.operators.iter().map(|_| None);
+        let sinks = job.sinks.iter().map(|s| Some(s.kind));
         let c = &job.checkpoint;
         JobView {
-            graph: sources.chain(operators).chain(sinks).collect(),
+            connectors: sources.chain(operators).chain(sinks).collect(),
+            operators: job.operators.iter().map(|o| o.id.clone()).collect(),
             edges: edges(job),
             job: job.name.clone(),
             state_dir: state_dir.display().to_string(),
@@ -78,10 +57,8 @@ impl JobView {
     }
 
     /// The operators' ids, in job order.
-    pub fn operators(&self) -> impl Iterator<Item = &str> {
-        (self.graph.iter())
-            .filter(|n| n.kind == NodeKind::Operator)
-            .map(|n| n.id.as_str())
+    pub fn operators(&self) -> &[String] {
+        &self.operators
     }
 }
 
@@ -159,7 +136,7 @@ impl Sampler {
     /// Samples when the newest sample is older than [`MIN_SAMPLE_GAP`] and
     /// returns each node's rates over the last two samples (`None` until
     /// there are two).
-    fn rates(&self, metrics: &JobMetrics, instances: &[u32]) -> Vec<Option<Rates>> {
+    fn rates(&self, metrics: &JobMetrics) -> Vec<Option<Rates>> {
         let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
         if s.1
             .as_ref()
@@ -172,13 +149,14 @@ impl Sampler {
             return vec![None; metrics.nodes.len()];
         };
         let secs = new.at.duration_since(old.at).as_secs_f64().max(1e-9);
+        let instances = metrics.nodes.iter().map(|(_, _, m)| m.instances().len());
         (old.nodes.iter().zip(&new.nodes).zip(instances))
             .map(|((a, b), n)| {
                 let d = |i: usize| b[i].saturating_sub(a[i]) as f64;
                 Some(Rates {
                     in_per_s: d(0) / secs,
                     out_per_s: d(1) / secs,
-                    backpressure: (d(2) / 1e9 / secs / f64::from((*n).max(1))).clamp(0.0, 1.0),
+                    backpressure: (d(2) / 1e9 / secs / n.max(1) as f64).clamp(0.0, 1.0),
                 })
             })
             .collect()
@@ -187,21 +165,20 @@ impl Sampler {
 
 /// `/api/job`: the job, its graph and every node's counters and rates.
 pub fn job(view: &JobView, metrics: &JobMetrics, sampler: &Sampler) -> Value {
-    let instances: Vec<u32> = view.graph.iter().map(|n| n.instances).collect();
-    let rates = sampler.rates(metrics, &instances);
+    let rates = sampler.rates(metrics);
     let plugins = metrics.journal.plugins();
-    let nodes: Vec<Value> = (view.graph.iter().zip(&metrics.nodes).zip(rates))
-        .map(|((node, (_, _, m)), rates)| {
-            let mut v = counters(m, node.kind);
-            v["id"] = json!(node.id);
-            v["kind"] = json!(node.kind.name());
-            v["type"] = json!(node.connector);
-            v["instances"] = json!(node.instances);
+    let nodes: Vec<Value> = (view.connectors.iter().zip(&metrics.nodes).zip(rates))
+        .map(|((connector, (id, kind, m)), rates)| {
+            let mut v = counters(m, *kind);
+            v["id"] = json!(id);
+            v["kind"] = json!(kind.name());
+            v["type"] = json!(connector);
+            v["instances"] = json!(m.instances().len());
             v["rates"] = rates.map_or(Value::Null, |r| {
                 json!({"in_per_s": r.in_per_s, "out_per_s": r.out_per_s, "backpressure": r.backpressure})
             });
-            if node.kind == NodeKind::Operator {
-                v["plugin"] = json!(plugins.get(&node.id));
+            if *kind == NodeKind::Operator {
+                v["plugin"] = json!(plugins.get(id));
             }
             v
         })
@@ -291,8 +268,12 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// `text` parsed as a job file in a folder holding its plugin file
+    /// (empty: parsing only checks that it exists).
     fn job_file(text: &str) -> Job {
-        Job::parse(std::path::Path::new("/tmp/job.toml"), text).unwrap()
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("wc.wasm"), b"").unwrap();
+        Job::parse(&dir.path().join("job.toml"), text).unwrap()
     }
 
     const JOB: &str = r#"
@@ -340,7 +321,7 @@ input = "count"
             ])
         );
         assert_eq!(v["checkpoint"]["mode"], "aligned");
-        assert_eq!(view.operators().collect::<Vec<_>>(), ["count"]);
+        assert_eq!(view.operators(), ["count"]);
     }
 
     #[test]
@@ -348,20 +329,19 @@ input = "count"
         let job = job_file(JOB);
         let metrics: Arc<JobMetrics> = JobMetrics::for_job(&job);
         let sampler = Sampler::default();
-        let instances = [1, 2, 1];
-        assert_eq!(sampler.rates(&metrics, &instances), vec![None; 3]);
+        assert_eq!(sampler.rates(&metrics), vec![None; 3]);
         let op = &metrics.nodes[1].2;
         op.records_in.store(1000, Relaxed);
         // Both instances blocked the whole time: more than the wall time.
         op.blocked_ns.store(10_000_000_000, Relaxed);
         // Too soon: the same single sample.
-        assert_eq!(sampler.rates(&metrics, &instances), vec![None; 3]);
+        assert_eq!(sampler.rates(&metrics), vec![None; 3]);
         {
             let mut s = sampler.samples.lock().unwrap();
             let first = s.1.as_mut().unwrap();
             first.at -= Duration::from_secs(1);
         }
-        let rates = sampler.rates(&metrics, &instances);
+        let rates = sampler.rates(&metrics);
         let r = rates[1].unwrap();
         assert!((900.0..=1000.0).contains(&r.in_per_s), "{r:?}");
         assert_eq!(r.backpressure, 1.0, "clamped");

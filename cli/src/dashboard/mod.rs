@@ -54,7 +54,6 @@ struct Shared {
     metrics: Arc<JobMetrics>,
     sampler: Sampler,
     state_dir: PathBuf,
-    operators: Vec<String>,
     guard: Guard,
 }
 
@@ -73,7 +72,6 @@ pub fn serve(
     let bound = std_listener.local_addr()?;
     let view = JobView::new(job, &state_dir, actions);
     let shared = Arc::new(Shared {
-        operators: view.operators().map(str::to_string).collect(),
         view,
         metrics,
         sampler: Sampler::default(),
@@ -162,7 +160,7 @@ async fn route(req: &Request, shared: &Arc<Shared>) -> Response {
             };
             let (shared, path) = (shared.clone(), req.path.clone());
             let done = tokio::task::spawn_blocking(move || match path.as_str() {
-                "/api/swap" => actions::swap(&shared.state_dir, &shared.operators, &body),
+                "/api/swap" => actions::swap(&shared.state_dir, shared.view.operators(), &body),
                 _ => actions::savepoint(&shared.state_dir, &body),
             });
             done.await
