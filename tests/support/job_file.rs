@@ -195,6 +195,14 @@ impl Source {
             .string("stream", stream)
     }
 
+    /// Source `id` reading `topic` (`a,b` for several) from the Kafka
+    /// cluster at `brokers`.
+    pub fn kafka(id: &str, brokers: &str, topic: &str) -> Self {
+        Source::of(id, "kafka")
+            .string("brokers", brokers)
+            .string("topic", topic)
+    }
+
     /// `format`: `lines`, `jsonl` or `csv`.
     pub fn format(self, format: &str) -> Self {
         self.string("format", format)
@@ -325,6 +333,15 @@ impl Sink {
             .string("type", "nats")
             .string("url", url)
             .string("subject", subject)
+    }
+
+    /// Sink `id` writing to `topic` of the Kafka cluster at `brokers`.
+    pub fn kafka(id: &str, brokers: &str, topic: &str) -> Self {
+        Sink::default()
+            .string("id", id)
+            .string("type", "kafka")
+            .string("brokers", brokers)
+            .string("topic", topic)
     }
 
     /// Sink `id` writing rows into `table` of the PostgreSQL database at

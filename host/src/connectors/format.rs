@@ -204,6 +204,20 @@ impl LineParser {
         number: u64,
         time: Option<i64>,
     ) -> Result<(), SourceError> {
+        self.add_keyed(batch, line, number, time, None)
+    }
+
+    /// [`add`](Self::add) for a message that comes with a key of its own
+    /// (Kafka's): without a `key` field, `key` is the record's key (and a
+    /// `lines` record is keyed by its value only when `key` is `None`).
+    pub(crate) fn add_keyed(
+        &mut self,
+        batch: &mut Batch,
+        line: &[u8],
+        number: u64,
+        time: Option<i64>,
+        key: Option<&[u8]>,
+    ) -> Result<(), SourceError> {
         let mut line = line;
         while let [rest @ .., b'\r'] = line {
             line = rest;
@@ -211,7 +225,7 @@ impl LineParser {
         match self.format {
             Format::Jsonl if line.iter().all(u8::is_ascii_whitespace) => {}
             Format::Jsonl if self.key.is_none() && self.timestamp.is_none() => {
-                batch.push(None, line, time)
+                batch.push(key, line, time)
             }
             Format::Jsonl => {
                 let malformed = |message: String| SourceError::Malformed {
@@ -240,17 +254,20 @@ impl LineParser {
                         return Ok(());
                     }
                 };
-                let key = match &self.key {
+                let field = match &self.key {
                     None => None,
                     Some(k) => {
                         let key = fields.key;
                         Some(key.ok_or_else(|| malformed(format!("no key field `{k}`")))?)
                     }
                 };
-                batch.push(key.as_deref(), line, timestamp);
+                batch.push(field.as_deref().or(key), line, timestamp);
             }
-            // `lines`: the key is the line itself.
-            _ => batch.push_keyed_by_value(line, time),
+            // `lines`: the key is the message's, or the line itself.
+            _ => match key {
+                Some(key) => batch.push(Some(key), line, time),
+                None => batch.push_keyed_by_value(line, time),
+            },
         }
         Ok(())
     }

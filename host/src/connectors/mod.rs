@@ -17,6 +17,7 @@ pub mod file;
 pub mod format;
 pub mod generator;
 mod jsonl;
+pub mod kafka;
 pub mod nats;
 pub mod postgres;
 pub mod sink;
@@ -38,11 +39,22 @@ use sink::{Sink, SinkError};
 use source::{SourceError, SourceReader};
 
 /// The source types, in the order the unknown-type message lists them.
-pub const SOURCE_TYPES: &[SourceType] =
-    &[file::SOURCE, generator::SOURCE, stdin::SOURCE, nats::SOURCE];
+pub const SOURCE_TYPES: &[SourceType] = &[
+    file::SOURCE,
+    generator::SOURCE,
+    stdin::SOURCE,
+    nats::SOURCE,
+    kafka::SOURCE,
+];
 
 /// The sink types, in the order the unknown-type message lists them.
-pub const SINK_TYPES: &[SinkType] = &[file::SINK, stdout::SINK, nats::SINK, postgres::SINK];
+pub const SINK_TYPES: &[SinkType] = &[
+    file::SINK,
+    stdout::SINK,
+    nats::SINK,
+    postgres::SINK,
+    kafka::SINK,
+];
 
 /// Reads a source's settings from its table, which holds only keys of its
 /// type. A value of the wrong type is an error here; everything else is

@@ -1,12 +1,15 @@
 //! The source contract: a [`SourceReader`] reads records in batches, with
 //! an offset that a checkpoint records and a restore seeks back to; the
-//! connectors ([`super::file`], [`super::stdin`], [`super::generator`])
+//! connectors ([`super::file`], [`super::stdin`], [`super::generator`],
+//! [`super::nats`], [`super::kafka`])
 //! implement it.
 //!
 //! Invariant of every reader: [`SourceReader::offset`] is the position
 //! right after the last record returned, so reopening at that offset
 //! ([`super::SourceConnector::open`]) yields exactly the records not yet
 //! returned (for a replayable source; stdin cannot seek).
+
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -83,5 +86,15 @@ pub trait SourceReader: Send {
     /// read all the same: [`offset`](Self::offset) is past it.
     fn skipped(&self) -> u64 {
         0
+    }
+    /// The timestamp the source's watermark may follow once `batch` was
+    /// read (it never goes back: the source keeps the highest so far). By
+    /// default the batch's highest. A reader of several partitions, each in
+    /// timestamp order but not with one another (Kafka), returns the least
+    /// of its partitions' highest timestamps, leaving out those without
+    /// records for `idle_after`.
+    fn watermark_timestamp(&self, batch: &Batch, idle_after: Option<Duration>) -> Option<i64> {
+        let _ = idle_after;
+        batch.max_timestamp()
     }
 }

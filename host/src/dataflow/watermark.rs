@@ -72,6 +72,11 @@ impl SourceWatermark {
         }
     }
 
+    /// After how long without records the source is idle, if ever.
+    pub(crate) fn idle_timeout(&self) -> Option<Duration> {
+        self.config.and_then(|c| c.idle_timeout)
+    }
+
     /// The highest timestamp read so far.
     pub(crate) fn max_timestamp(&self) -> Option<i64> {
         self.max_timestamp

@@ -161,7 +161,11 @@ impl SourceTask {
                 Ok(Some(batch)) if batch.is_empty() => idle = true,
                 Ok(Some(batch)) => {
                     sent += batch.len() as u64;
-                    watermark.on_records(|| batch.max_timestamp(), Instant::now());
+                    let idle_after = watermark.idle_timeout();
+                    watermark.on_records(
+                        || reader.watermark_timestamp(&batch, idle_after),
+                        Instant::now(),
+                    );
                     out.send(&shared.cancel, 0, batch)?;
                 }
                 Ok(None) => {

@@ -1,7 +1,9 @@
 //! Real servers for the connectors' integration tests, each a private
-//! instance: [`Nats`] (nats-server with JetStream) and [`Postgres`]
-//! (PostgreSQL). Each runs in a temporary folder of its own (its data and
-//! its logs), on a free loopback port, and is stopped when dropped. A
+//! instance: [`Nats`] (nats-server with JetStream), [`Postgres`]
+//! (PostgreSQL) and [`Kafka`] (librdkafka's mock cluster, hosted in the
+//! test process). Each server process runs in a temporary folder of its
+//! own (its data and its logs), on a free loopback port, and is stopped
+//! when dropped. A
 //! watchdog process also stops it and removes the folder when the test
 //! process ends without dropping it (a `static` shared server, a killed
 //! test binary).
@@ -11,7 +13,10 @@
 //! runs). A missing binary fails the test with a message saying how to
 //! install it: tests never skip silently.
 
+pub mod kafka;
 pub mod nats_client;
+
+pub use kafka::{Kafka, KafkaMessage};
 
 use std::fs::{self, File};
 use std::io::{Read, Write};

@@ -1,0 +1,19 @@
+//! The Kafka connectors: a replayable source that reads every partition of
+//! its topics at offsets kept in Weir's checkpoints ([`source`]), and a
+//! sink that writes each checkpoint's output in one Kafka transaction
+//! (or, at-least-once, as it arrives) ([`sink`]), over one client module
+//! ([`client`]: brokers, pass-through properties, librdkafka's log).
+//!
+//! Delivery guarantees:
+//! - Source: the checkpoint records the next offset of every partition,
+//!   so a restore reads exactly the messages after those the checkpoint
+//!   saw; only committed transactions are read (`read_committed`).
+//! - Sink: exactly-once for `read_committed` readers; see [`sink`].
+
+mod client;
+pub mod sink;
+pub mod source;
+
+pub use client::ClientSettings;
+pub use sink::SINK;
+pub use source::SOURCE;

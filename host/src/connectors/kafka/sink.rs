@@ -1,0 +1,493 @@
+//! The Kafka sink (`type = "kafka"` in `[[sink]]`): each record's value
+//! written to `topic`, keyed by the record's key (partitioned as the Java
+//! client does, murmur2), with the record's event time as the message
+//! timestamp and the configured `headers`.
+//!
+//! `delivery = "exactly-once"` (the default): an epoch is staged durably
+//! before its checkpoint completes ([`StagedSink`]), then written in one
+//! Kafka transaction by a transactional producer whose `transactional.id`
+//! is the sink's (`weir-<job>-<sink>` unless `transactional_id` is set).
+//! The same transaction commits, as offsets of the consumer group named
+//! after that id, the checkpoint it delivers (offset = checkpoint id on
+//! the topic's partition 0), so the records and the record of their
+//! delivery become visible together. Invariants:
+//! - Opening the sink fences every earlier producer of the same id
+//!   (`init_transactions`): a transaction such a producer left open is
+//!   aborted, one it was committing is finished, and a zombie of a killed
+//!   run can no longer write.
+//! - Restoring checkpoint *n* delivers, each in its own transaction, the
+//!   staged epochs after the checkpoint the group's offset names, up to
+//!   *n*; what later checkpoints staged is dropped. A `read_committed`
+//!   reader therefore sees every epoch once, in checkpoint order.
+//!
+//! `delivery = "at-least-once"`: records are produced as they arrive by an
+//! idempotent producer, and a checkpoint completes only once everything
+//! before its barrier is acknowledged (a flush at precommit); after a
+//! crash the records since the restored checkpoint are written again.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toml::Table;
+
+use super::client::{ClientSettings, Context, TIMEOUT, partitions};
+use super::source::check_topic;
+use crate::connectors::sink::{Done, Sink, SinkError};
+use crate::connectors::staged::{Destination, EpochReader, StagedSink};
+use crate::connectors::{BuildSink, SinkConnector, SinkType};
+use crate::dataflow::Batch;
+use crate::fields::from_table;
+
+/// The registry entry of `type = "kafka"` sinks.
+pub const SINK: SinkType = SinkType {
+    name: "kafka",
+    keys: &[
+        "brokers",
+        "topic",
+        "delivery",
+        "key",
+        "headers",
+        "transactional_id",
+        "properties",
+    ],
+    read: KafkaSinkConfig::read,
+};
+
+/// How long committing one epoch's transaction may take: it waits for
+/// every message of the epoch to be acknowledged.
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The sink's guarantee (`delivery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Delivery {
+    /// One transaction per checkpoint, committed once it completes.
+    ExactlyOnce,
+    /// Written as records arrive; repeated after a crash.
+    AtLeastOnce,
+}
+
+/// What a message's key is (`key`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyFrom {
+    /// The record's key (the default).
+    Record,
+    /// No key: messages spread over the partitions.
+    None,
+}
+
+/// The settings of a Kafka sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaSinkConfig {
+    /// The cluster and client properties.
+    pub client: ClientSettings,
+    /// The topic written (`topic`).
+    pub topic: String,
+    /// The guarantee (`delivery`).
+    pub delivery: Delivery,
+    /// The message key (`key`).
+    pub key: KeyFrom,
+    /// Headers every message carries (`[sink.headers]`).
+    pub headers: Vec<(String, String)>,
+    /// The producer's `transactional.id`, if not the derived one
+    /// (`transactional_id`).
+    pub transactional_id: Option<String>,
+}
+
+impl KafkaSinkConfig {
+    fn read(table: Table) -> Result<BuildSink, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            brokers: Option<String>,
+            topic: Option<String>,
+            delivery: Option<Delivery>,
+            key: Option<KeyFrom>,
+            headers: Option<Table>,
+            transactional_id: Option<String>,
+            properties: Option<Table>,
+        }
+        let raw: Raw = from_table(table)?;
+        Ok(Box::new(move |_: &Path| {
+            let client = ClientSettings::read(raw.brokers, raw.properties)?;
+            let Some(topic) = raw.topic else {
+                return Err("`topic` is missing; name the topic to write".into());
+            };
+            check_topic(&topic).map_err(|m| format!("`topic`: {m}"))?;
+            let mut headers = Vec::new();
+            for (name, value) in raw.headers.unwrap_or_default() {
+                match value {
+                    toml::Value::String(s) => headers.push((name, s)),
+                    other => {
+                        return Err(format!(
+                            "`headers.{name}` must be a string, not {}",
+                            other.type_str()
+                        ));
+                    }
+                }
+            }
+            let delivery = raw.delivery.unwrap_or(Delivery::ExactlyOnce);
+            if raw.transactional_id.is_some() && delivery == Delivery::AtLeastOnce {
+                return Err(
+                    "`transactional_id` is for delivery = \"exactly-once\"; an at-least-once sink uses no transactions"
+                        .into(),
+                );
+            }
+            if raw.transactional_id.as_deref() == Some("") {
+                return Err(
+                    "`transactional_id` is empty; remove it to use weir-<job>-<sink>".into(),
+                );
+            }
+            Ok(Arc::new(KafkaSinkConfig {
+                client,
+                topic,
+                delivery,
+                key: raw.key.unwrap_or(KeyFrom::Record),
+                headers,
+                transactional_id: raw.transactional_id,
+            }))
+        }))
+    }
+
+    fn producer(
+        &self,
+        id: &str,
+        own: &[(&str, &str)],
+        fail: &impl Fn(String) -> SinkError,
+    ) -> Result<BaseProducer<Context>, SinkError> {
+        let mut settings = vec![("partitioner", "murmur2_random"), ("linger.ms", "5")];
+        settings.extend_from_slice(own);
+        self.client
+            .config(id, &settings)
+            .create_with_context(Context::new(format!("sink `{id}`")))
+            .map_err(|e| fail(format!("cannot create the Kafka producer: {e}")))
+    }
+}
+
+impl SinkConnector for KafkaSinkConfig {
+    fn open(
+        &self,
+        job: &str,
+        id: &str,
+        staging: &Path,
+        restore: Option<&Value>,
+    ) -> Result<Box<dyn Sink>, SinkError> {
+        let target = format!("topic `{}` at {}", self.topic, self.client.brokers);
+        let fail = |message: String| SinkError::Remote {
+            sink: id.to_owned(),
+            target: target.clone(),
+            message,
+        };
+        let writer = Writer {
+            topic: self.topic.clone(),
+            key: self.key,
+            headers: self.headers.clone(),
+        };
+        if self.delivery == Delivery::AtLeastOnce {
+            let producer = self.producer(id, &[("enable.idempotence", "true")], &fail)?;
+            let probe: BaseConsumer<Context> = self
+                .client
+                .config(id, &[])
+                .create_with_context(Context::new(format!("sink `{id}`")))
+                .map_err(|e| fail(format!("cannot create the Kafka client: {e}")))?;
+            partitions(&probe, &self.client.brokers, &self.topic).map_err(&fail)?;
+            producer.context().opened();
+            return Ok(Box::new(DirectSink {
+                sink: id.to_owned(),
+                target,
+                producer,
+                writer,
+            }));
+        }
+        let transactional_id = self
+            .transactional_id
+            .clone()
+            .unwrap_or_else(|| format!("weir-{job}-{id}"));
+        let marker: BaseConsumer<Context> = self
+            .client
+            .config(
+                id,
+                &[
+                    ("group.id", &transactional_id),
+                    ("enable.auto.commit", "false"),
+                    ("isolation.level", "read_committed"),
+                ],
+            )
+            .create_with_context(Context::new(format!("sink `{id}`")))
+            .map_err(|e| fail(format!("cannot create the Kafka client: {e}")))?;
+        partitions(&marker, &self.client.brokers, &self.topic).map_err(&fail)?;
+        let producer = self.producer(id, &[("transactional.id", &transactional_id)], &fail)?;
+        producer.init_transactions(TIMEOUT).map_err(|e| {
+            fail(format!(
+                "cannot start transactions as `{transactional_id}` ({e}); the cluster must support transactions (Kafka 0.11+, a transaction state log with enough replicas)"
+            ))
+        })?;
+        producer.context().opened();
+        marker.context().opened();
+        let destination = KafkaDestination {
+            sink: id.to_owned(),
+            target,
+            producer,
+            marker,
+            writer,
+        };
+        Ok(Box::new(StagedSink::open(
+            id,
+            staging,
+            restore,
+            Box::new(destination),
+        )?))
+    }
+}
+
+/// Turns records into messages of the sink's topic.
+struct Writer {
+    topic: String,
+    key: KeyFrom,
+    headers: Vec<(String, String)>,
+}
+
+impl Writer {
+    /// Queues every record of `batch` on `producer`, waiting for room when
+    /// its queue is full.
+    fn produce(&self, producer: &BaseProducer<Context>, batch: &Batch) -> Result<(), KafkaError> {
+        for r in batch.iter() {
+            let mut message = BaseRecord::<[u8], [u8]>::to(&self.topic).payload(r.value);
+            if let (KeyFrom::Record, Some(key)) = (self.key, r.key) {
+                message = message.key(key);
+            }
+            if let Some(t) = r.timestamp {
+                message = message.timestamp(t);
+            }
+            if !self.headers.is_empty() {
+                let mut headers = OwnedHeaders::new_with_capacity(self.headers.len());
+                for (name, value) in &self.headers {
+                    headers = headers.insert(Header {
+                        key: name,
+                        value: Some(value),
+                    });
+                }
+                message = message.headers(headers);
+            }
+            loop {
+                match producer.send(message) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                        message = back;
+                        producer.poll(Duration::from_millis(10));
+                    }
+                    Err((e, _)) => return Err(e),
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+        Ok(())
+    }
+}
+
+/// Delivers staged epochs, each in one transaction.
+struct KafkaDestination {
+    sink: String,
+    target: String,
+    producer: BaseProducer<Context>,
+    /// A client of the consumer group that records the last delivered
+    /// checkpoint.
+    marker: BaseConsumer<Context>,
+    writer: Writer,
+}
+
+impl KafkaDestination {
+    fn error(&self, message: String) -> SinkError {
+        SinkError::Remote {
+            sink: self.sink.clone(),
+            target: self.target.clone(),
+            message,
+        }
+    }
+
+    /// The marker: partition 0 of the topic, at offset `checkpoint`.
+    fn marker_at(&self, checkpoint: u64) -> Result<TopicPartitionList, SinkError> {
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(&self.writer.topic, 0, Offset::Offset(checkpoint as i64))
+            .map_err(|e| self.error(format!("cannot name the delivery marker: {e}")))?;
+        Ok(list)
+    }
+
+    /// Writes epoch `id` and its marker in the open transaction and commits it.
+    fn transact(&mut self, id: u64, epoch: &mut EpochReader) -> Result<u64, SinkError> {
+        let failed = |what: &str, e: KafkaError| format!("{what}: {e}");
+        let mut records = 0;
+        while let Some(batch) = epoch.next_batch()? {
+            self.writer
+                .produce(&self.producer, &batch)
+                .map_err(|e| self.error(failed("producing failed", e)))?;
+            records += batch.len() as u64;
+        }
+        let group = self
+            .marker
+            .group_metadata()
+            .ok_or_else(|| self.error("the marker client has no group".into()))?;
+        let marker = self.marker_at(id)?;
+        self.producer
+            .send_offsets_to_transaction(&marker, &group, TIMEOUT)
+            .map_err(|e| {
+                self.error(failed(
+                    "recording the checkpoint in the transaction failed",
+                    e,
+                ))
+            })?;
+        self.producer
+            .commit_transaction(COMMIT_TIMEOUT)
+            .map_err(|e| self.error(failed("committing the transaction failed", e)))?;
+        Ok(records)
+    }
+}
+
+impl Destination for KafkaDestination {
+    fn delivered(&mut self) -> Result<Option<u64>, SinkError> {
+        let asked = self.marker_at(0)?;
+        let committed = self
+            .marker
+            .committed_offsets(asked, TIMEOUT)
+            .map_err(|e| self.error(format!("cannot read the last delivered checkpoint: {e}")))?;
+        let at = committed
+            .find_partition(&self.writer.topic, 0)
+            .map(|e| e.offset());
+        Ok(Some(match at {
+            Some(Offset::Offset(n)) if n > 0 => n as u64,
+            _ => 0,
+        }))
+    }
+
+    fn start_over(&mut self) -> Result<(), SinkError> {
+        let marker = self.marker_at(0)?;
+        self.marker
+            .commit(&marker, CommitMode::Sync)
+            .map_err(|e| self.error(format!("cannot reset the delivery marker: {e}")))
+    }
+
+    fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError> {
+        self.producer
+            .begin_transaction()
+            .map_err(|e| self.error(format!("cannot begin a transaction: {e}")))?;
+        match self.transact(id, epoch) {
+            Ok(records) => {
+                tracing::debug!(
+                    "sink `{}`: committed {records} records of checkpoint {id}",
+                    self.sink
+                );
+                Ok(())
+            }
+            Err(e) => {
+                // Best effort: a fenced or fatal producer cannot abort, and
+                // the next producer of the id aborts what is left open.
+                let _ = self.producer.abort_transaction(TIMEOUT);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// An at-least-once sink: produces as it writes, flushes at precommit.
+struct DirectSink {
+    sink: String,
+    target: String,
+    producer: BaseProducer<Context>,
+    writer: Writer,
+}
+
+impl DirectSink {
+    fn check(&self, result: Result<(), KafkaError>) -> Result<(), SinkError> {
+        let failure = result
+            .err()
+            .map(|e| e.to_string())
+            .or_else(|| self.producer.context().take_failure());
+        match failure {
+            None => Ok(()),
+            Some(message) => Err(SinkError::Remote {
+                sink: self.sink.clone(),
+                target: self.target.clone(),
+                message: format!("delivery failed: {message}"),
+            }),
+        }
+    }
+}
+
+impl Sink for DirectSink {
+    fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
+        let produced = self.writer.produce(&self.producer, batch);
+        self.check(produced)
+    }
+
+    fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
+        let flushed = self.producer.flush(COMMIT_TIMEOUT);
+        self.check(flushed)?;
+        done(Ok(json!({ "checkpoint": id })));
+        Ok(())
+    }
+
+    fn commit(&mut self, _: u64, done: Done) -> Result<(), SinkError> {
+        done(Ok(Value::Null));
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        let flushed = self.producer.flush(COMMIT_TIMEOUT);
+        self.check(flushed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<KafkaSinkConfig, String> {
+        let config = KafkaSinkConfig::read(text.parse().unwrap())?(Path::new("."))?;
+        let any: &dyn std::any::Any = config.as_ref() as &dyn SinkConnector as &dyn std::any::Any;
+        Ok(any.downcast_ref::<KafkaSinkConfig>().unwrap().clone())
+    }
+
+    #[test]
+    fn settings_have_defaults_and_are_checked() {
+        let c = parse("brokers = \"h:1\"\ntopic = \"out\"").unwrap();
+        assert_eq!(
+            (c.delivery, c.key, c.headers.len(), c.transactional_id),
+            (Delivery::ExactlyOnce, KeyFrom::Record, 0, None)
+        );
+        let c = parse(
+            "brokers = \"h:1\"\ntopic = \"out\"\ndelivery = \"at-least-once\"\nkey = \"none\"\nheaders = { origin = \"weir\" }",
+        )
+        .unwrap();
+        assert_eq!((c.delivery, c.key), (Delivery::AtLeastOnce, KeyFrom::None));
+        assert_eq!(c.headers, [("origin".to_owned(), "weir".to_owned())]);
+        for (text, expected) in [
+            ("topic = \"out\"", "`brokers` is missing"),
+            ("brokers = \"h:1\"", "`topic` is missing"),
+            ("brokers = \"h:1\"\ntopic = \"o/t\"", "holds '/'"),
+            (
+                "brokers = \"h:1\"\ntopic = \"o\"\ndelivery = \"twice\"",
+                "unknown variant",
+            ),
+            (
+                "brokers = \"h:1\"\ntopic = \"o\"\nheaders = { n = 1 }",
+                "must be a string",
+            ),
+            (
+                "brokers = \"h:1\"\ntopic = \"o\"\ndelivery = \"at-least-once\"\ntransactional_id = \"x\"",
+                "exactly-once",
+            ),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,752 @@
+//! The Kafka source (`type = "kafka"` in `[[source]]`): the messages of
+//! one or more topics, all their partitions, each message's value one
+//! record in the format `lines` or `jsonl`.
+//!
+//! The source assigns itself every partition (no consumer-group
+//! rebalancing: Weir's checkpoints own the offsets, as in Flink) and reads
+//! them with `isolation.level = read_committed`, so records of aborted or
+//! open transactions never enter the job. A record's key is the message's
+//! key (or a `key` field of a jsonl value), its event time the message's
+//! timestamp (or a `timestamp` field).
+//!
+//! Invariants:
+//! - The offset lists every partition with the next offset to read
+//!   (`{"partitions": [{"topic", "partition", "next", ...}]}`), set past
+//!   each message as the reader returns it; reopening at it reads exactly
+//!   the messages after those returned, partition by partition.
+//! - A bounded source stops at each partition's high-water mark as of the
+//!   job's first start (`end`, kept in the offset, so a restored run ends
+//!   at the same messages).
+//! - The watermark follows the least, over the partitions that are neither
+//!   finished nor idle, of each partition's highest timestamp
+//!   ([`SourceReader::watermark_timestamp`]): a partition behind in event
+//!   time holds it back, one without messages for `idle_timeout` does not.
+//! - With a `group`, the offsets of each checkpoint taken are committed to
+//!   that consumer group for monitoring (lag); they are never read back.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toml::Table;
+
+use super::client::{ClientSettings, Context, TIMEOUT, partitions};
+use crate::connectors::format::{
+    Format, LineParser, OnBadTimestamp, TimestampField, timestamp_setting,
+};
+use crate::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
+use crate::connectors::{BuildSource, SourceConnector, SourceType};
+use crate::dataflow::Batch;
+use crate::fields::from_table;
+use crate::time::parse_rfc3339;
+
+/// The registry entry of `type = "kafka"` sources.
+pub const SOURCE: SourceType = SourceType {
+    name: "kafka",
+    keys: &[
+        "brokers",
+        "topic",
+        "group",
+        "start",
+        "bounded",
+        "format",
+        "key",
+        "timestamp",
+        "on_bad_timestamp",
+        "properties",
+    ],
+    read: KafkaSourceConfig::read,
+};
+
+/// Where a fresh job starts reading each partition (`start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// The oldest message kept (`"earliest"`, the default).
+    Earliest,
+    /// Only messages written after the job started (`"latest"`).
+    Latest,
+    /// The first message whose timestamp is at or after this time,
+    /// milliseconds since the Unix epoch (`{ timestamp = "RFC 3339" }` or
+    /// `{ timestamp = MILLIS }`).
+    Timestamp(i64),
+}
+
+/// The settings of a Kafka source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaSourceConfig {
+    /// The cluster and client properties.
+    pub client: ClientSettings,
+    /// The topics read (`topic`, comma-separated for several).
+    pub topics: Vec<String>,
+    /// The consumer group the checkpointed offsets are committed to for
+    /// monitoring (`group`).
+    pub group: Option<String>,
+    /// Where a fresh job starts (`start`).
+    pub start: Start,
+    /// Whether the source ends at the high-water marks as of the job's
+    /// start (`bounded`, default false).
+    pub bounded: bool,
+    /// How a message's value is read (`lines`, the default, or `jsonl`).
+    pub format: Format,
+    /// Field used as record key instead of the message key (`key`, jsonl).
+    pub key: Option<String>,
+    /// Field holding the event time instead of the message timestamp
+    /// (`timestamp`, jsonl).
+    pub timestamp: Option<TimestampField>,
+}
+
+impl KafkaSourceConfig {
+    fn read(table: Table) -> Result<BuildSource, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            brokers: Option<String>,
+            topic: Option<String>,
+            group: Option<String>,
+            start: Option<toml::Value>,
+            bounded: Option<bool>,
+            format: Option<Format>,
+            key: Option<String>,
+            timestamp: Option<String>,
+            on_bad_timestamp: Option<OnBadTimestamp>,
+            properties: Option<Table>,
+        }
+        let raw: Raw = from_table(table)?;
+        let start = start_setting(raw.start)?;
+        Ok(Box::new(move |_: &Path| {
+            let client = ClientSettings::read(raw.brokers, raw.properties)?;
+            let Some(topic) = raw.topic else {
+                return Err("`topic` is missing; name the topic to read (several: \"a,b\")".into());
+            };
+            let topics: Vec<String> = topic.split(',').map(|t| t.trim().to_owned()).collect();
+            for t in &topics {
+                check_topic(t).map_err(|m| format!("`topic` = {topic:?}: {m}"))?;
+            }
+            let format = raw.format.unwrap_or(Format::Lines);
+            if format == Format::Csv {
+                return Err(
+                    "format = \"csv\" is not supported by a kafka source; use lines or jsonl"
+                        .into(),
+                );
+            }
+            if raw.key.is_some() && format != Format::Jsonl {
+                return Err(
+                    "`key` names a field of a jsonl value; set format = \"jsonl\" or remove `key` (the message key is the record key)".into(),
+                );
+            }
+            Ok(Arc::new(KafkaSourceConfig {
+                client,
+                topics,
+                group: raw.group.filter(|g| !g.is_empty()),
+                start,
+                bounded: raw.bounded.unwrap_or(false),
+                format,
+                key: raw.key,
+                timestamp: timestamp_setting(format, raw.timestamp, raw.on_bad_timestamp)?,
+            }))
+        }))
+    }
+}
+
+/// Checks a topic name as Kafka does: 1 to 249 of `[a-zA-Z0-9._-]`.
+pub(super) fn check_topic(topic: &str) -> Result<(), String> {
+    if topic.is_empty() || topic.len() > 249 || topic == "." || topic == ".." {
+        return Err(format!(
+            "{topic:?} is not a topic name (1 to 249 characters)"
+        ));
+    }
+    match topic
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        Some(c) => Err(format!(
+            "{topic:?} holds {c:?}; a topic name has only letters, digits, `.`, `_` and `-`"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The `start` setting: `"earliest"`, `"latest"` or `{ timestamp = … }`.
+fn start_setting(value: Option<toml::Value>) -> Result<Start, String> {
+    let hint = "use start = \"earliest\" | \"latest\" | { timestamp = \"2026-12-01T15:30:00Z\" }";
+    let Some(value) = value else {
+        return Ok(Start::Earliest);
+    };
+    match value {
+        toml::Value::String(s) => match s.as_str() {
+            "earliest" => Ok(Start::Earliest),
+            "latest" => Ok(Start::Latest),
+            _ => Err(format!("`start` = {s:?} is not a start position; {hint}")),
+        },
+        toml::Value::Table(t) if t.len() == 1 && t.contains_key("timestamp") => {
+            match &t["timestamp"] {
+                toml::Value::Integer(ms) => Ok(Start::Timestamp(*ms)),
+                v => {
+                    let text = match v {
+                        toml::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    parse_rfc3339(&text).map(Start::Timestamp).ok_or_else(|| {
+                        format!("`start.timestamp` = {text:?} is not an RFC 3339 time or milliseconds; {hint}")
+                    })
+                }
+            }
+        }
+        toml::Value::Table(t) => Err(format!("`start` = {t} is not a start position; {hint}")),
+        other => Err(format!(
+            "invalid type: {}, expected a start position; {hint}",
+            other.type_str()
+        )),
+    }
+}
+
+/// One partition the reader reads.
+#[derive(Debug)]
+struct Partition {
+    topic: String,
+    id: i32,
+    /// The next offset to read.
+    next: i64,
+    /// A bounded source reads up to this offset (exclusive).
+    end: Option<i64>,
+    /// Highest timestamp read from the partition.
+    max_timestamp: Option<i64>,
+    /// When the partition last gave a message (or was opened).
+    last_message_at: Instant,
+    /// A bounded partition read to its end.
+    done: bool,
+    /// A fresh start at a timestamp: messages older than this are skipped
+    /// until the first that is not (then `None`).
+    skip_before: Option<i64>,
+}
+
+impl Partition {
+    fn to_json(&self) -> Value {
+        let mut p = json!({ "topic": self.topic, "partition": self.id, "next": self.next });
+        if let Some(end) = self.end {
+            p["end"] = end.into();
+        }
+        if let Some(t) = self.max_timestamp {
+            p["max_timestamp"] = t.into();
+        }
+        if let Some(t) = self.skip_before {
+            p["skip_before"] = t.into();
+        }
+        p
+    }
+}
+
+/// A partition as an offset lists it: where to resume and what the
+/// partition's [`Partition`] keeps across a restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Saved {
+    topic: String,
+    partition: i32,
+    next: i64,
+    end: Option<i64>,
+    max_timestamp: Option<i64>,
+    skip_before: Option<i64>,
+}
+
+impl Saved {
+    fn fresh(
+        topic: &str,
+        partition: i32,
+        next: i64,
+        end: Option<i64>,
+        skip_before: Option<i64>,
+    ) -> Saved {
+        Saved {
+            topic: topic.to_owned(),
+            partition,
+            next,
+            end,
+            max_timestamp: None,
+            skip_before,
+        }
+    }
+}
+
+fn from_offset(offset: &Value) -> Option<Vec<Saved>> {
+    offset
+        .get("partitions")?
+        .as_array()?
+        .iter()
+        .map(|p| {
+            Some(Saved {
+                topic: p.get("topic")?.as_str()?.to_owned(),
+                partition: i32::try_from(p.get("partition")?.as_i64()?).ok()?,
+                next: p.get("next")?.as_i64()?,
+                end: p.get("end").and_then(Value::as_i64),
+                max_timestamp: p.get("max_timestamp").and_then(Value::as_i64),
+                skip_before: p.get("skip_before").and_then(Value::as_i64),
+            })
+        })
+        .collect()
+}
+
+impl SourceConnector for KafkaSourceConfig {
+    fn open(&self, id: &str, offset: Option<&Value>) -> Result<Box<dyn SourceReader>, SourceError> {
+        let brokers = &self.client.brokers;
+        let remote = |message: String| SourceError::Remote {
+            source_id: id.to_owned(),
+            target: format!("topic `{}` at {brokers}", self.topics.join(",")),
+            message,
+        };
+        let mut own = vec![
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("enable.partition.eof", "true"),
+            ("isolation.level", "read_committed"),
+            ("auto.offset.reset", "error"),
+        ];
+        // librdkafka wants a group even to assign partitions by hand; one
+        // of the source's own is never joined, and nothing is committed to it.
+        let private = format!("weir-source-{id}");
+        own.push(("group.id", self.group.as_deref().unwrap_or(&private)));
+        let consumer: BaseConsumer<Context> = self
+            .client
+            .config(id, &own)
+            .create_with_context(Context::new(format!("source `{id}`")))
+            .map_err(|e| remote(format!("cannot create the Kafka client: {e}")))?;
+        let checkpointed = match offset {
+            None => None,
+            Some(offset) => Some(from_offset(offset).ok_or_else(|| SourceError::BadOffset {
+                source_id: id.to_owned(),
+                offset: offset.to_string(),
+                message: "it lists no partitions with their next offsets".into(),
+            })?),
+        };
+        let now = Instant::now();
+        let mut read = Vec::new();
+        for topic in &self.topics {
+            for pid in partitions(&consumer, brokers, topic).map_err(&remote)? {
+                let saved = checkpointed.as_ref().map(|c| {
+                    c.iter()
+                        .find(|s| s.topic == *topic && s.partition == pid)
+                        .cloned()
+                });
+                let saved = match saved {
+                    Some(Some(saved)) => saved,
+                    // A partition added since the job started: all of it
+                    // is new (a bounded source reads none of it).
+                    Some(None) => {
+                        let (low, _) = self.watermarks(&consumer, topic, pid).map_err(&remote)?;
+                        Saved::fresh(topic, pid, low, self.bounded.then_some(low), None)
+                    }
+                    None => {
+                        let (low, high) =
+                            self.watermarks(&consumer, topic, pid).map_err(&remote)?;
+                        let end = self.bounded.then_some(high);
+                        match self.start {
+                            Start::Earliest => Saved::fresh(topic, pid, low, end, None),
+                            Start::Latest => Saved::fresh(topic, pid, high, end, None),
+                            Start::Timestamp(ms) => {
+                                match self.offset_at(&consumer, topic, pid, ms).map_err(&remote)? {
+                                    Some(next) => Saved::fresh(topic, pid, next, end, None),
+                                    None => Saved::fresh(topic, pid, low, end, Some(ms)),
+                                }
+                            }
+                        }
+                    }
+                };
+                read.push(Partition {
+                    topic: topic.clone(),
+                    id: pid,
+                    next: saved.next,
+                    end: saved.end,
+                    max_timestamp: saved.max_timestamp,
+                    last_message_at: now,
+                    done: saved.end.is_some_and(|end| saved.next >= end),
+                    skip_before: saved.skip_before,
+                });
+            }
+        }
+        if let Some(c) = &checkpointed
+            && let Some(gone) = c.iter().find(|s| {
+                !read
+                    .iter()
+                    .any(|r| r.topic == s.topic && r.id == s.partition)
+            })
+        {
+            return Err(SourceError::BadOffset {
+                source_id: id.to_owned(),
+                offset: format!("partition {} of topic `{}`", gone.partition, gone.topic),
+                message: "the topic no longer has that partition".into(),
+            });
+        }
+        let mut assignment = TopicPartitionList::new();
+        for p in read.iter().filter(|p| !p.done) {
+            assignment
+                .add_partition_offset(&p.topic, p.id, Offset::Offset(p.next))
+                .map_err(|e| remote(format!("cannot assign partition {}: {e}", p.id)))?;
+        }
+        consumer
+            .assign(&assignment)
+            .map_err(|e| remote(format!("cannot assign the partitions: {e}")))?;
+        consumer.context().opened();
+        Ok(Box::new(KafkaReader {
+            parser: LineParser::new(
+                id.to_owned(),
+                format!("topic {}", self.topics.join(",")),
+                self.format,
+                self.key.clone(),
+                self.timestamp.clone(),
+            ),
+            consumer,
+            partitions: read,
+            group: self.group.is_some(),
+            brokers: brokers.clone(),
+            batch_bytes: 0,
+        }))
+    }
+}
+
+impl KafkaSourceConfig {
+    /// The low and high offsets of a partition.
+    fn watermarks(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(i64, i64), String> {
+        consumer
+            .fetch_watermarks(topic, partition, TIMEOUT)
+            .map_err(|e| format!("cannot read the offsets of partition {partition}: {e}"))
+    }
+
+    /// The first offset of a partition whose timestamp is at least `ms`,
+    /// as the broker finds it; `None` when it finds none (no such message
+    /// yet, or a broker that cannot look timestamps up, such as
+    /// librdkafka's mock): the reader then starts at the partition's
+    /// beginning and skips the older messages itself, which picks the
+    /// same first message.
+    fn offset_at(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        topic: &str,
+        partition: i32,
+        ms: i64,
+    ) -> Result<Option<i64>, String> {
+        let mut query = TopicPartitionList::new();
+        query
+            .add_partition_offset(topic, partition, Offset::Offset(ms))
+            .map_err(|e| e.to_string())?;
+        let found = consumer
+            .offsets_for_times(query, TIMEOUT)
+            .map_err(|e| format!("cannot look up the offset at time {ms} ms: {e}"))?;
+        Ok(
+            match found.find_partition(topic, partition).map(|e| e.offset()) {
+                Some(Offset::Offset(n)) if n >= 0 => Some(n),
+                _ => None,
+            },
+        )
+    }
+}
+
+/// A reader of a Kafka topic's partitions.
+struct KafkaReader {
+    parser: LineParser,
+    consumer: BaseConsumer<Context>,
+    partitions: Vec<Partition>,
+    group: bool,
+    brokers: String,
+    /// Starting capacity of the next batch's data.
+    batch_bytes: usize,
+}
+
+impl KafkaReader {
+    fn error(&self, message: String) -> SourceError {
+        SourceError::Remote {
+            source_id: self.parser.id.clone(),
+            target: format!("{} at {}", self.parser.path, self.brokers),
+            message,
+        }
+    }
+
+    /// Marks the bounded partitions whose fetch position reached their end
+    /// as done (after an end-of-partition event: the position is past any
+    /// transaction markers there, which no message reports).
+    fn check_ends(&mut self) -> Result<(), SourceError> {
+        let position = self
+            .consumer
+            .position()
+            .map_err(|e| self.error(format!("cannot read the positions: {e}")))?;
+        let mut finished = TopicPartitionList::new();
+        for p in self.partitions.iter_mut().filter(|p| !p.done) {
+            let (Some(end), Some(Offset::Offset(at))) = (
+                p.end,
+                position.find_partition(&p.topic, p.id).map(|e| e.offset()),
+            ) else {
+                continue;
+            };
+            if at >= end {
+                p.done = true;
+                finished.add_partition(&p.topic, p.id);
+            }
+        }
+        if finished.count() > 0 {
+            // Fetching stops; nothing past the end is read.
+            let _ = self.consumer.pause(&finished);
+        }
+        Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        self.partitions.iter().all(|p| p.done)
+    }
+}
+
+impl SourceReader for KafkaReader {
+    /// Returns what has arrived, up to `max` records (an empty batch when
+    /// nothing has: the source thread asks again shortly).
+    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
+        let mut batch = Batch::with_capacity(max.min(4096), self.batch_bytes);
+        while !self.finished() && batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
+            let message = match self.consumer.poll(Duration::ZERO) {
+                None => break,
+                Some(Ok(message)) => message,
+                Some(Err(KafkaError::PartitionEOF(_))) => {
+                    self.check_ends()?;
+                    continue;
+                }
+                Some(Err(e)) if matches!(e.rdkafka_error_code(), Some(c) if is_transient(c)) => {
+                    tracing::warn!("source `{}`: kafka: {e}; retrying", self.parser.id);
+                    break;
+                }
+                Some(Err(e)) => return Err(self.error(format!("reading failed: {e}"))),
+            };
+            let (offset, now) = (message.offset(), Instant::now());
+            let (topic, id) = (message.topic(), message.partition());
+            let found = self
+                .partitions
+                .iter_mut()
+                .find(|p| p.id == id && p.topic == topic);
+            let Some(partition) = found else {
+                continue;
+            };
+            if partition.done || partition.end.is_some_and(|end| offset >= end) {
+                continue;
+            }
+            partition.next = offset + 1;
+            partition.last_message_at = now;
+            let time = message.timestamp().to_millis();
+            if let Some(before) = partition.skip_before {
+                if time.is_some_and(|t| t < before) {
+                    continue;
+                }
+                partition.skip_before = None;
+            }
+            if let Some(t) = time {
+                partition.max_timestamp = Some(partition.max_timestamp.map_or(t, |m| m.max(t)));
+            }
+            let done = partition.end.is_some_and(|end| partition.next >= end);
+            partition.done = done;
+            let value = message.payload().unwrap_or_default();
+            self.parser
+                .add_keyed(&mut batch, value, offset as u64, time, message.key())?;
+            if done {
+                let mut finished = TopicPartitionList::new();
+                finished.add_partition(message.topic(), message.partition());
+                let _ = self.consumer.pause(&finished);
+            }
+        }
+        self.batch_bytes = batch.data_bytes() + batch.data_bytes() / 8;
+        Ok(if batch.is_empty() && self.finished() {
+            None
+        } else {
+            Some(batch)
+        })
+    }
+
+    fn offset(&self) -> Value {
+        if self.group {
+            let mut committed = TopicPartitionList::new();
+            for p in &self.partitions {
+                let _ = committed.add_partition_offset(&p.topic, p.id, Offset::Offset(p.next));
+            }
+            if let Err(e) = self.consumer.commit(&committed, CommitMode::Async) {
+                tracing::debug!("source `{}`: committing to the group: {e}", self.parser.id);
+            }
+        }
+        json!({ "partitions": self.partitions.iter().map(Partition::to_json).collect::<Vec<_>>() })
+    }
+
+    fn skipped(&self) -> u64 {
+        self.parser.skipped
+    }
+
+    /// The least highest timestamp over the partitions still read and not
+    /// idle; the batch's own when every partition is finished.
+    fn watermark_timestamp(&self, batch: &Batch, idle_after: Option<Duration>) -> Option<i64> {
+        least_active(&self.partitions, Instant::now(), idle_after)
+            .unwrap_or_else(|| batch.max_timestamp())
+    }
+}
+
+/// The least highest timestamp of the partitions neither done nor idle at
+/// `now` (one without any timestamp yet makes it `Some(None)`: it holds
+/// the watermark back); `None` when no partition is active.
+fn least_active(
+    partitions: &[Partition],
+    now: Instant,
+    idle_after: Option<Duration>,
+) -> Option<Option<i64>> {
+    let mut active = partitions
+        .iter()
+        .filter(|p| !p.done && idle_after.is_none_or(|d| now - p.last_message_at < d))
+        .peekable();
+    active.peek()?;
+    Some(active.map(|p| p.max_timestamp).min().flatten())
+}
+
+/// Errors a consumer reports while librdkafka retries on its own.
+fn is_transient(code: rdkafka::types::RDKafkaErrorCode) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::BrokerTransportFailure
+            | C::AllBrokersDown
+            | C::NotLeaderForPartition
+            | C::LeaderNotAvailable
+            | C::RequestTimedOut
+            | C::NetworkException
+            | C::OperationTimedOut
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<KafkaSourceConfig, String> {
+        let build = KafkaSourceConfig::read(text.parse().unwrap())?;
+        let config = build(Path::new("."))?;
+        let any: &dyn std::any::Any = config.as_ref() as &dyn SourceConnector as &dyn std::any::Any;
+        Ok(any.downcast_ref::<KafkaSourceConfig>().unwrap().clone())
+    }
+
+    #[test]
+    fn settings_have_defaults_and_start_positions() {
+        let c = parse("brokers = \"h:9092\"\ntopic = \"a, b\"").unwrap();
+        assert_eq!(c.topics, ["a", "b"]);
+        assert_eq!(
+            (c.start, c.bounded, c.format, c.group),
+            (Start::Earliest, false, Format::Lines, None)
+        );
+        let start = |s: &str| {
+            parse(&format!("brokers = \"h:1\"\ntopic = \"t\"\nstart = {s}")).map(|c| c.start)
+        };
+        assert_eq!(start("\"latest\""), Ok(Start::Latest));
+        assert_eq!(start("{ timestamp = 1500 }"), Ok(Start::Timestamp(1500)));
+        assert_eq!(
+            start("{ timestamp = \"1970-01-01T00:00:02Z\" }"),
+            Ok(Start::Timestamp(2000))
+        );
+        assert_eq!(
+            start("{ timestamp = 1970-01-01T00:00:03Z }"),
+            Ok(Start::Timestamp(3000))
+        );
+        for bad in ["\"first\"", "{ time = 5 }", "{ timestamp = \"soon\" }", "3"] {
+            let err = start(bad).unwrap_err();
+            assert!(err.contains("start"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn bad_settings_say_what_to_fix() {
+        let cases = [
+            ("topic = \"t\"", "`brokers` is missing"),
+            ("brokers = \"h:1\"", "`topic` is missing"),
+            ("brokers = \"h:1\"\ntopic = \"a b\"", "holds ' '"),
+            ("brokers = \"h:1\"\ntopic = \"a,\"", "not a topic name"),
+            ("brokers = \"h:1\"\ntopic = \"t\"\nformat = \"csv\"", "csv"),
+            ("brokers = \"h:1\"\ntopic = \"t\"\nkey = \"k\"", "jsonl"),
+            (
+                "brokers = \"h:1\"\ntopic = \"t\"\ntimestamp = \"t\"",
+                "needs format",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    fn partition(max_timestamp: Option<i64>, idle_for: Duration, done: bool) -> Partition {
+        Partition {
+            topic: "t".into(),
+            id: 0,
+            next: 0,
+            end: None,
+            max_timestamp,
+            last_message_at: Instant::now() - idle_for,
+            done,
+            skip_before: None,
+        }
+    }
+
+    #[test]
+    fn the_watermark_follows_the_slowest_active_partition() {
+        let (now, busy, quiet) = (Instant::now(), Duration::ZERO, Duration::from_secs(5));
+        let idle = Some(Duration::from_secs(1));
+        let parts = [
+            partition(Some(100), busy, false),
+            partition(Some(40), busy, false),
+        ];
+        assert_eq!(least_active(&parts, now, idle), Some(Some(40)));
+        // A partition without messages for `idle_timeout` is left out...
+        let parts = [
+            partition(Some(100), busy, false),
+            partition(Some(40), quiet, false),
+        ];
+        assert_eq!(least_active(&parts, now, idle), Some(Some(100)));
+        // ...but only with an `idle_timeout`.
+        assert_eq!(least_active(&parts, now, None), Some(Some(40)));
+        // One that has given no timestamp yet holds the watermark back.
+        let parts = [
+            partition(Some(100), busy, false),
+            partition(None, busy, false),
+        ];
+        assert_eq!(least_active(&parts, now, idle), Some(None));
+        // A finished partition does not; with none active, the caller
+        // uses the batch.
+        let parts = [
+            partition(Some(100), busy, false),
+            partition(None, busy, true),
+        ];
+        assert_eq!(least_active(&parts, now, idle), Some(Some(100)));
+        assert_eq!(least_active(&parts[1..], now, idle), None);
+    }
+
+    #[test]
+    fn offsets_round_trip() {
+        let p = Partition {
+            topic: "t".into(),
+            id: 3,
+            next: 17,
+            end: Some(20),
+            max_timestamp: Some(-4),
+            last_message_at: Instant::now(),
+            done: false,
+            skip_before: Some(9),
+        };
+        let offset = json!({ "partitions": [p.to_json()] });
+        let saved = Saved {
+            max_timestamp: Some(-4),
+            ..Saved::fresh("t", 3, 17, Some(20), Some(9))
+        };
+        assert_eq!(from_offset(&offset), Some(vec![saved]));
+        assert_eq!(from_offset(&json!({ "next": 3 })), None);
+        assert_eq!(
+            from_offset(&json!({ "partitions": [{ "topic": "t" }] })),
+            None
+        );
+    }
+}

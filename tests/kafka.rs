@@ -1,0 +1,421 @@
+//! The Kafka source and sink against librdkafka's mock cluster (hosted in
+//! this test process by `weir_tests::servers::Kafka`, reached by the
+//! `weir` child over loopback like any cluster): the golden pipeline
+//! Kafka → word count → Kafka exactly-once through SIGKILLs and through a
+//! broker failure, checked by a `read_committed` consumer; at-least-once
+//! through SIGKILLs; start positions, bounded mode, offsets of several
+//! partitions across a restore, an aborted transaction, keys, timestamps
+//! and headers; one-line errors for an unreachable cluster and missing
+//! topics.
+
+use std::time::{Duration, Instant};
+
+use weir_tests::cli::Weir;
+use weir_tests::counts::{assert_running_counts, true_counts};
+use weir_tests::job_dir::JobDir;
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
+use weir_tests::pipeline::XorShift;
+use weir_tests::plugins;
+use weir_tests::servers::{Kafka, KafkaMessage};
+use weir_tests::wait::{PATIENCE, wait_until};
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
+
+/// `n` words of 37 distinct ones.
+fn words(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("w{}", i * 7 % 37)).collect()
+}
+
+/// A cluster of `brokers` with topic `words` (3 partitions) holding
+/// `words` round-robin, and an empty topic `counts` (3 partitions).
+fn cluster_with(brokers: i32, words: &[String]) -> Kafka {
+    let kafka = Kafka::start(brokers);
+    kafka.create_topic("words", 3);
+    kafka.create_topic("counts", 3);
+    let values: Vec<&str> = words.iter().map(String::as_str).collect();
+    kafka.produce_values("words", 3, &values);
+    kafka
+}
+
+/// Word count from topic `words` (bounded, at `rate` records/s) by two
+/// instances, each count written to topic `counts` keyed by its word.
+fn counting(kafka: &Kafka, rate: u64, sink: Sink) -> JobFile {
+    JobFile::new("kafka-count")
+        .checkpoint(Checkpoint::every("100ms"))
+        .restart(Restart::fixed_delay(20, "200ms"))
+        .source(
+            Source::kafka("words", &kafka.brokers(), &kafka.topic("words"))
+                .value("bounded", true)
+                .rate(rate),
+        )
+        .operator(
+            Operator::new("count", plugins::WORD_COUNT)
+                .inputs(&["words"])
+                .parallelism(2),
+        )
+        .sink(sink.input("count"))
+}
+
+fn lines(messages: &[KafkaMessage]) -> String {
+    let lines: Vec<String> = messages.iter().map(KafkaMessage::text).collect();
+    lines.join("\n")
+}
+
+/// Runs the job, SIGKILLing it `kills` times, each a random moment after a
+/// checkpoint of that run completed, then to its end.
+fn run_through_kills(job: &JobDir, kills: usize, seed: u64) {
+    let mut rng = XorShift(seed);
+    for _ in 0..kills {
+        let mut run = job.spawn(&["-v"]);
+        run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+        let until = Instant::now() + Duration::from_millis(rng.range(0, 400));
+        while Instant::now() < until && run.child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if run.child.try_wait().unwrap().is_some() {
+            break;
+        }
+        run.kill();
+    }
+    let stderr = job.run_ok(&[]);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("resumed from checkpoint"),
+        "the last run did not restore: {stderr}"
+    );
+}
+
+/// The golden pipeline's source half: every word of a 3-partition topic
+/// counted exactly once through SIGKILLs (the offsets of every partition
+/// come back from each restored checkpoint), into the file sink.
+#[test]
+fn word_count_from_kafka_through_kills_is_exactly_once() {
+    let input = words(6000);
+    let kafka = cluster_with(1, &input);
+    let job = JobDir::new(
+        WEIR,
+        counting(&kafka, 3000, Sink::file("out", "out.txt")),
+        &[],
+    );
+    run_through_kills(&job, 3, 17);
+    let want = true_counts(input.iter().map(String::as_str));
+    assert_running_counts(&want, &job.read("out.txt"), "out.txt");
+}
+
+/// Kafka → word count → Kafka: each checkpoint's output in one
+/// transaction, every count once, keyed by its word.
+#[test]
+fn word_count_from_kafka_to_kafka_is_exactly_once() {
+    let input = words(3000);
+    let kafka = cluster_with(1, &input);
+    let job = JobDir::new(
+        WEIR,
+        counting(
+            &kafka,
+            6000,
+            Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts")),
+        ),
+        &[],
+    );
+    job.run_ok(&[]);
+    let want = true_counts(input.iter().map(String::as_str));
+    let committed = kafka.read_committed("counts");
+    assert_running_counts(&want, &lines(&committed), "the `counts` topic");
+    for m in &committed {
+        let word = m.text();
+        let word = word.split('"').nth(3).unwrap_or_default().to_owned();
+        assert_eq!(m.key.as_deref(), Some(word.as_bytes()), "{m:?}");
+    }
+}
+
+/// The exactly-once sink SIGKILLed repeatedly. On a real cluster
+/// (`WEIR_KAFKA_BROKERS`): every count exactly once for a `read_committed`
+/// reader, and the sink's group records the last delivered checkpoint.
+/// librdkafka's mock cluster keeps the messages of aborted transactions
+/// visible to `read_committed` readers and does not store offsets
+/// committed in a transaction, so on it the check is "nothing lost".
+#[test]
+fn the_transactional_sink_through_kills_loses_nothing() {
+    let input = words(4000);
+    let kafka = cluster_with(1, &input);
+    let sink = Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts"));
+    let job = JobDir::new(WEIR, counting(&kafka, 2500, sink), &[]);
+    run_through_kills(&job, 3, 23);
+    let want = true_counts(input.iter().map(String::as_str));
+    let committed = kafka.read_committed("counts");
+    if kafka.is_mock() {
+        assert_distinct_counts(&want, &committed);
+    } else {
+        assert_running_counts(&want, &lines(&committed), "the committed `counts` topic");
+        let marker = kafka.committed("weir-kafka-count-out", "counts", 0);
+        assert!(marker.is_some_and(|n| n > 0), "delivery marker {marker:?}");
+    }
+}
+
+/// Every running count of `want` is among `messages`, and nothing else
+/// (duplicates allowed).
+fn assert_distinct_counts(
+    want: &std::collections::BTreeMap<String, u64>,
+    messages: &[KafkaMessage],
+) {
+    let seen: std::collections::BTreeSet<String> =
+        messages.iter().map(KafkaMessage::text).collect();
+    let unique: Vec<String> = seen.into_iter().collect();
+    assert_running_counts(want, &unique.join("\n"), "the distinct counts");
+}
+
+/// A broker of three goes down mid-job and comes back: the job retries or
+/// restores, and the committed output is still every count exactly once.
+#[test]
+fn a_broker_failure_loses_and_repeats_nothing() {
+    let input = words(5000);
+    let kafka = cluster_with(3, &input);
+    let job = JobDir::new(
+        WEIR,
+        counting(
+            &kafka,
+            2500,
+            Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts")),
+        ),
+        &[],
+    );
+    let mut run = job.spawn(&["-v"]);
+    run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+    kafka.broker_down(2);
+    std::thread::sleep(Duration::from_millis(1500));
+    kafka.broker_up(2);
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
+    let want = true_counts(input.iter().map(String::as_str));
+    let committed = kafka.read_committed("counts");
+    if stderr.contains("resumed from checkpoint") {
+        // An attempt failed and its transaction was aborted, which the
+        // mock cluster does not hide from readers (see above).
+        assert_distinct_counts(&want, &committed);
+    } else {
+        assert_running_counts(&want, &lines(&committed), "the `counts` topic");
+    }
+}
+
+/// At-least-once through kills: every count is there (duplicates allowed),
+/// and written without transactions.
+#[test]
+fn at_least_once_through_kills_loses_nothing() {
+    let input = words(4000);
+    let kafka = cluster_with(1, &input);
+    let sink = Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts"))
+        .value("delivery", "\"at-least-once\"");
+    let job = JobDir::new(WEIR, counting(&kafka, 2500, sink), &[]);
+    run_through_kills(&job, 2, 5);
+    let want = true_counts(input.iter().map(String::as_str));
+    assert_distinct_counts(&want, &kafka.read_committed("counts"));
+}
+
+/// Topic `in` (2 partitions): m0..m9, m<i> on partition i % 2 at time
+/// 1000 * (i + 1) (a timestamp of 0 would mean "now" to the producer).
+fn timed_topic() -> Kafka {
+    let kafka = Kafka::start(1);
+    kafka.create_topic("in", 2);
+    let values: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    let messages: Vec<_> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            (
+                Some(i as i32 % 2),
+                None,
+                v.as_bytes(),
+                Some(1000 * (i as i64 + 1)),
+            )
+        })
+        .collect();
+    kafka.produce("in", &messages);
+    kafka
+}
+
+fn copying(kafka: &Kafka, extra: &[(&str, &str)]) -> JobFile {
+    let mut source =
+        Source::kafka("in", &kafka.brokers(), &kafka.topic("in")).value("bounded", true);
+    for (key, value) in extra {
+        source = source.value(key, value);
+    }
+    JobFile::new("kafka-copy")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(source)
+        .sink(Sink::file("out", "out.txt").input("in"))
+}
+
+/// Lines of the job's `out.txt` so far (none before its first commit).
+fn output_lines(job: &JobDir) -> usize {
+    let text = std::fs::read_to_string(job.path().join("out.txt")).unwrap_or_default();
+    text.lines().count()
+}
+
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    lines.sort_by_key(|l| l[1..].parse::<u32>().unwrap_or(u32::MAX));
+    lines
+}
+
+#[test]
+fn start_positions_and_bounded_mode_pick_the_messages() {
+    let kafka = timed_topic();
+    let all: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    let cases: [(&str, &[String]); 4] = [
+        ("\"earliest\"", &all),
+        ("\"latest\"", &[]),
+        ("{ timestamp = 6000 }", &all[5..]),
+        ("{ timestamp = \"1970-01-01T00:00:08Z\" }", &all[7..]),
+    ];
+    for (start, want) in cases {
+        let job = JobDir::new(WEIR, copying(&kafka, &[("start", start)]), &[]);
+        job.run_ok(&["--restore", "none"]);
+        assert_eq!(sorted_lines(&job.read("out.txt")), want, "start = {start}");
+    }
+    // Bounded at the high-water marks of the first start: what is written
+    // later is not read by that job, even after a restore.
+    let job = JobDir::new(WEIR, copying(&kafka, &[]), &[]);
+    job.run_ok(&[]);
+    kafka.produce_values("in", 2, &["m10", "m11"]);
+    job.run_ok(&[]);
+    assert_eq!(sorted_lines(&job.read("out.txt")), all);
+}
+
+/// An unbounded source over two partitions, killed after a checkpoint and
+/// restarted while more messages arrive: each message is in the output
+/// once (the offsets of both partitions came back from the checkpoint).
+#[test]
+fn offsets_of_every_partition_survive_a_restore() {
+    let kafka = timed_topic();
+    let file = JobFile::new("kafka-unbounded")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::kafka("in", &kafka.brokers(), &kafka.topic("in")))
+        .sink(Sink::file("out", "out.txt").input("in"));
+    let job = JobDir::new(WEIR, file, &[]);
+    let mut run = job.spawn(&["-v"]);
+    run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+    wait_until("the first messages in the output", PATIENCE, || {
+        (output_lines(&job) == 10).then_some(())
+    });
+    run.kill();
+    let more: Vec<String> = (10..20).map(|i| format!("m{i}")).collect();
+    let more: Vec<&str> = more.iter().map(String::as_str).collect();
+    kafka.produce_values("in", 2, &more);
+    let mut run = job.spawn(&["-v"]);
+    wait_until("every message in the output", PATIENCE, || {
+        (output_lines(&job) >= 20).then_some(())
+    });
+    run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+    std::thread::sleep(Duration::from_millis(300));
+    run.kill();
+    let want: Vec<String> = (0..20).map(|i| format!("m{i}")).collect();
+    assert_eq!(sorted_lines(&job.read("out.txt")), want);
+}
+
+/// jsonl values give keys and event times from fields; the sink writes
+/// the record's key, its timestamp and the configured headers.
+#[test]
+fn keys_timestamps_and_headers() {
+    let kafka = Kafka::start(1);
+    kafka.create_topic("in", 1);
+    kafka.create_topic("out", 2);
+    let ann = br#"{"user":"ann","ts":5000}"#;
+    let bob = br#"{"user":"bob","ts":7000}"#;
+    kafka.produce("in", &[(None, None, ann, None), (None, None, bob, None)]);
+    let file = JobFile::new("kafka-fields")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(
+            Source::kafka("in", &kafka.brokers(), &kafka.topic("in"))
+                .value("bounded", true)
+                .format("jsonl")
+                .key("user")
+                .timestamp("ts"),
+        )
+        .sink(
+            Sink::kafka("out", &kafka.brokers(), &kafka.topic("out"))
+                .value("headers", "{ origin = \"weir\" }")
+                .input("in"),
+        );
+    let job = JobDir::new(WEIR, file, &[]);
+    job.run_ok(&[]);
+    let mut out = kafka.read_committed("out");
+    out.sort_by_key(|m| m.timestamp);
+    let got: Vec<String> = out
+        .iter()
+        .map(|m| {
+            let key = String::from_utf8_lossy(m.key.as_deref().unwrap_or(b"-"));
+            format!("{key} {:?} {}", m.timestamp, m.headers["origin"])
+        })
+        .collect();
+    assert_eq!(got, ["ann Some(5000) weir", "bob Some(7000) weir"]);
+}
+
+/// A transaction whose messages the cluster refuses is aborted: the
+/// attempt fails, the job restores its last checkpoint and delivers the
+/// epoch again in a new transaction, and every count arrives.
+#[test]
+fn a_failed_transaction_is_aborted_and_delivered_again() {
+    let input = words(3000);
+    let kafka = cluster_with(1, &input);
+    let job = JobDir::new(
+        WEIR,
+        counting(
+            &kafka,
+            3000,
+            Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts")),
+        ),
+        &[],
+    );
+    let mut run = job.spawn(&["-v"]);
+    run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+    kafka.fail_next_produces(3);
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("sink `out`"), "no failed attempt: {stderr}");
+    assert!(stderr.contains("resumed from checkpoint"), "{stderr}");
+    let want = true_counts(input.iter().map(String::as_str));
+    assert_distinct_counts(&want, &kafka.read_committed("counts"));
+}
+
+#[test]
+fn an_unreachable_cluster_and_missing_topics_are_one_line_errors() {
+    let kafka = Kafka::start(1);
+    kafka.create_topic("in", 1);
+    kafka.produce_values("in", 1, &["a"]);
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let job = |source: Source, sink: Sink| {
+        JobFile::new("kafka-errors")
+            .source(source.value("bounded", true))
+            .sink(sink.input("in"))
+    };
+    let file = || Sink::file("out", "out.txt");
+    let (nope, missing) = (kafka.topic("nope"), kafka.topic("missing"));
+    let (nope_error, missing_error) = (
+        format!("topic `{nope}` does not exist"),
+        format!("topic `{missing}` does not exist"),
+    );
+    let cases = [
+        (
+            job(Source::kafka("in", &dead, "in"), file()),
+            vec!["source `in`", "no broker", &dead],
+        ),
+        (
+            job(Source::kafka("in", &kafka.brokers(), &nope), file()),
+            vec!["source `in`", &nope_error],
+        ),
+        (
+            job(
+                Source::kafka("in", &kafka.brokers(), &kafka.topic("in")),
+                Sink::kafka("out", &kafka.brokers(), &missing),
+            ),
+            vec!["sink `out`", &missing_error],
+        ),
+    ];
+    for (file, needles) in cases {
+        let job = JobDir::new(WEIR, file, &[]);
+        job.run(&[]).assert_one_line_error(&needles);
+    }
+}
