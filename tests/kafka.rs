@@ -283,13 +283,20 @@ fn start_positions_and_bounded_mode_pick_the_messages() {
 
 /// An unbounded source over two partitions, killed after a checkpoint and
 /// restarted while more messages arrive: each message is in the output
-/// once (the offsets of both partitions came back from the checkpoint).
+/// once (the offsets of both partitions came back from the checkpoint),
+/// and the monitoring `group` has the offsets of the checkpoints taken;
+/// client `properties` reach librdkafka.
 #[test]
 fn offsets_of_every_partition_survive_a_restore() {
     let kafka = timed_topic();
+    let group = kafka.topic("monitor");
     let file = JobFile::new("kafka-unbounded")
         .checkpoint(Checkpoint::every("100ms"))
-        .source(Source::kafka("in", &kafka.brokers(), &kafka.topic("in")))
+        .source(
+            Source::kafka("in", &kafka.brokers(), &kafka.topic("in"))
+                .value("group", format!("{group:?}"))
+                .value("properties", "{ \"fetch.wait.max.ms\" = 20 }"),
+        )
         .sink(Sink::file("out", "out.txt").input("in"));
     let job = JobDir::new(WEIR, file, &[]);
     let mut run = job.spawn(&["-v"]);
@@ -305,8 +312,11 @@ fn offsets_of_every_partition_survive_a_restore() {
     wait_until("every message in the output", PATIENCE, || {
         (output_lines(&job) >= 20).then_some(())
     });
-    run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
-    std::thread::sleep(Duration::from_millis(300));
+    // The group follows the checkpoints: both partitions at their end.
+    wait_until("the monitoring group at the end", PATIENCE, || {
+        let at = |p| kafka.committed(&group, "in", p);
+        (at(0) == Some(10) && at(1) == Some(10)).then_some(())
+    });
     run.kill();
     let want: Vec<String> = (0..20).map(|i| format!("m{i}")).collect();
     assert_eq!(sorted_lines(&job.read("out.txt")), want);
@@ -378,7 +388,7 @@ fn a_failed_transaction_is_aborted_and_delivered_again() {
 }
 
 #[test]
-fn an_unreachable_cluster_and_missing_topics_are_one_line_errors() {
+fn an_unreachable_cluster_missing_topics_and_bad_properties_are_one_line_errors() {
     let kafka = Kafka::start(1);
     kafka.create_topic("in", 1);
     kafka.produce_values("in", 1, &["a"]);
@@ -412,6 +422,14 @@ fn an_unreachable_cluster_and_missing_topics_are_one_line_errors() {
                 Sink::kafka("out", &kafka.brokers(), &missing),
             ),
             vec!["sink `out`", &missing_error],
+        ),
+        (
+            job(
+                Source::kafka("in", &kafka.brokers(), &kafka.topic("in"))
+                    .value("properties", "{ \"no.such.property\" = 1 }"),
+                file(),
+            ),
+            vec!["source `in`", "no.such.property"],
         ),
     ];
     for (file, needles) in cases {

@@ -414,7 +414,7 @@ fn entries_need_their_required_keys() {
     assert_rejects!(
         doc(&[&GEN.replace("count = 10\n", ""), OUT]) => "source \"src\": `count` is missing",
         doc(&[&FILE.replace("path = \"a.csv\"\n", ""), OUT]) => "`path` is missing",
-        doc(&[&GEN.replace("generator", "kafka"), OUT]) => "unknown type \"kafka\"; use type =",
+        doc(&[&GEN.replace("generator", "pulsar"), OUT]) => "unknown type \"pulsar\"; use type =",
         doc(&[&GEN.replace("type = \"generator\"\n", ""), OUT]) => "`type` is missing",
         doc(&[&xml, OUT]) => "source \"src\": unknown variant `xml`, expected one of",
         doc(&[GEN, &OUT.replace("input = \"src\"\n", "")]) => "sink \"out\": `input` is",
