@@ -117,6 +117,20 @@ fn metrics_are_served_while_the_job_runs() {
             "weir_records_in_total{job=\"metered\",node=\"count\",kind=\"operator\"}"
         ) >= counted
     );
+    // What the endpoint does not serve: another method, an endless head.
+    let ask = |request: &[u8]| {
+        let mut conn = std::net::TcpStream::connect(addr).unwrap();
+        let _ = conn.write_all(request);
+        let mut text = String::new();
+        let _ = conn.read_to_string(&mut text);
+        text
+    };
+    let post = ask(b"POST /metrics HTTP/1.1\r\nHost: x\r\ncontent-length: 0\r\n\r\n");
+    assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+    let mut huge = b"GET /metrics HTTP/1.1\r\nx: ".to_vec();
+    huge.resize(64 * 1024, b'a');
+    let refused = ask(&huge);
+    assert!(refused.starts_with("HTTP/1.1 431"), "{refused}");
     let status = child.wait().unwrap();
     assert!(status.success());
 }

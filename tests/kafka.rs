@@ -8,13 +8,12 @@
 //! and headers; one-line errors for an unreachable cluster and missing
 //! topics.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
-use weir_tests::pipeline::XorShift;
 use weir_tests::plugins;
 use weir_tests::servers::{Kafka, KafkaMessage};
 use weir_tests::wait::{PATIENCE, wait_until};
@@ -56,33 +55,16 @@ fn counting(kafka: &Kafka, rate: u64, sink: Sink) -> JobFile {
         .sink(sink.input("count"))
 }
 
+/// [`counting`] into topic `counts` through `delivery`, in a job folder.
+fn counting_to_kafka(kafka: &Kafka, rate: u64, delivery: &str) -> JobDir {
+    let sink = Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts"))
+        .value("delivery", format!("{delivery:?}"));
+    JobDir::new(WEIR, counting(kafka, rate, sink), &[])
+}
+
 fn lines(messages: &[KafkaMessage]) -> String {
     let lines: Vec<String> = messages.iter().map(KafkaMessage::text).collect();
     lines.join("\n")
-}
-
-/// Runs the job, SIGKILLing it `kills` times, each a random moment after a
-/// checkpoint of that run completed, then to its end.
-fn run_through_kills(job: &JobDir, kills: usize, seed: u64) {
-    let mut rng = XorShift(seed);
-    for _ in 0..kills {
-        let mut run = job.spawn(&["-v"]);
-        run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
-        let until = Instant::now() + Duration::from_millis(rng.range(0, 400));
-        while Instant::now() < until && run.child.try_wait().unwrap().is_none() {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if run.child.try_wait().unwrap().is_some() {
-            break;
-        }
-        run.kill();
-    }
-    let stderr = job.run_ok(&[]);
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(
-        stderr.contains("resumed from checkpoint"),
-        "the last run did not restore: {stderr}"
-    );
 }
 
 /// The golden pipeline's source half: every word of a 3-partition topic
@@ -97,7 +79,7 @@ fn word_count_from_kafka_through_kills_is_exactly_once() {
         counting(&kafka, 3000, Sink::file("out", "out.txt")),
         &[],
     );
-    run_through_kills(&job, 3, 17);
+    job.run_through_kills_after_checkpoints(3, 17);
     let want = true_counts(input.iter().map(String::as_str));
     assert_running_counts(&want, &job.read("out.txt"), "out.txt");
 }
@@ -108,15 +90,7 @@ fn word_count_from_kafka_through_kills_is_exactly_once() {
 fn word_count_from_kafka_to_kafka_is_exactly_once() {
     let input = words(3000);
     let kafka = cluster_with(1, &input);
-    let job = JobDir::new(
-        WEIR,
-        counting(
-            &kafka,
-            6000,
-            Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts")),
-        ),
-        &[],
-    );
+    let job = counting_to_kafka(&kafka, 6000, "exactly-once");
     job.run_ok(&[]);
     let want = true_counts(input.iter().map(String::as_str));
     let committed = kafka.read_committed("counts");
@@ -138,9 +112,8 @@ fn word_count_from_kafka_to_kafka_is_exactly_once() {
 fn the_transactional_sink_through_kills_loses_nothing() {
     let input = words(4000);
     let kafka = cluster_with(1, &input);
-    let sink = Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts"));
-    let job = JobDir::new(WEIR, counting(&kafka, 2500, sink), &[]);
-    run_through_kills(&job, 3, 23);
+    let job = counting_to_kafka(&kafka, 2500, "exactly-once");
+    job.run_through_kills_after_checkpoints(3, 23);
     let want = true_counts(input.iter().map(String::as_str));
     let committed = kafka.read_committed("counts");
     if kafka.is_mock() {
@@ -170,15 +143,7 @@ fn assert_distinct_counts(
 fn a_broker_failure_loses_and_repeats_nothing() {
     let input = words(5000);
     let kafka = cluster_with(3, &input);
-    let job = JobDir::new(
-        WEIR,
-        counting(
-            &kafka,
-            2500,
-            Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts")),
-        ),
-        &[],
-    );
+    let job = counting_to_kafka(&kafka, 2500, "exactly-once");
     let mut run = job.spawn(&["-v"]);
     run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
     kafka.broker_down(2);
@@ -203,10 +168,8 @@ fn a_broker_failure_loses_and_repeats_nothing() {
 fn at_least_once_through_kills_loses_nothing() {
     let input = words(4000);
     let kafka = cluster_with(1, &input);
-    let sink = Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts"))
-        .value("delivery", "\"at-least-once\"");
-    let job = JobDir::new(WEIR, counting(&kafka, 2500, sink), &[]);
-    run_through_kills(&job, 2, 5);
+    let job = counting_to_kafka(&kafka, 2500, "at-least-once");
+    job.run_through_kills_after_checkpoints(2, 5);
     let want = true_counts(input.iter().map(String::as_str));
     assert_distinct_counts(&want, &kafka.read_committed("counts"));
 }
@@ -308,7 +271,7 @@ fn offsets_of_every_partition_survive_a_restore() {
     let more: Vec<String> = (10..20).map(|i| format!("m{i}")).collect();
     let more: Vec<&str> = more.iter().map(String::as_str).collect();
     kafka.produce_values("in", 2, &more);
-    let mut run = job.spawn(&["-v"]);
+    let run = job.spawn(&["-v"]);
     wait_until("every message in the output", PATIENCE, || {
         (output_lines(&job) >= 20).then_some(())
     });
@@ -367,15 +330,7 @@ fn keys_timestamps_and_headers() {
 fn a_failed_transaction_is_aborted_and_delivered_again() {
     let input = words(3000);
     let kafka = cluster_with(1, &input);
-    let job = JobDir::new(
-        WEIR,
-        counting(
-            &kafka,
-            3000,
-            Sink::kafka("out", &kafka.brokers(), &kafka.topic("counts")),
-        ),
-        &[],
-    );
+    let job = counting_to_kafka(&kafka, 3000, "exactly-once");
     let mut run = job.spawn(&["-v"]);
     run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
     kafka.fail_next_produces(3);
@@ -392,10 +347,7 @@ fn an_unreachable_cluster_missing_topics_and_bad_properties_are_one_line_errors(
     let kafka = Kafka::start(1);
     kafka.create_topic("in", 1);
     kafka.produce_values("in", 1, &["a"]);
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
-    };
+    let dead = format!("127.0.0.1:{}", weir_tests::servers::free_port());
     let job = |source: Source, sink: Sink| {
         JobFile::new("kafka-errors")
             .source(source.value("bounded", true))

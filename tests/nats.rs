@@ -5,13 +5,12 @@
 //! start positions, formats, and one-line errors for a bad URL, a missing
 //! stream and a subject no stream captures.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
-use weir_tests::pipeline::XorShift;
 use weir_tests::plugins;
 use weir_tests::servers::{Nats, Postgres};
 use weir_tests::wait::{PATIENCE, wait_until};
@@ -63,31 +62,6 @@ fn stream_text(nats: &Nats, stream: &str) -> String {
     lines.join("\n")
 }
 
-/// Runs the job, SIGKILLing it `kills` times, each a random moment after a
-/// checkpoint of that run completed, then to its end.
-fn run_through_kills(job: &JobDir, kills: usize, seed: u64) {
-    let mut rng = XorShift(seed);
-    for _ in 0..kills {
-        let mut run = job.spawn(&["-v"]);
-        run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
-        let pause = Duration::from_millis(rng.range(0, 400));
-        let until = Instant::now() + pause;
-        while Instant::now() < until && run.child.try_wait().unwrap().is_none() {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if run.child.try_wait().unwrap().is_some() {
-            break;
-        }
-        run.kill();
-    }
-    let stderr = job.run_ok(&[]);
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(
-        stderr.contains("resumed from checkpoint"),
-        "the last run did not restore: {stderr}"
-    );
-}
-
 /// Every word counted exactly once in the output stream, however the runs
 /// were killed; and the same message ids never stored twice.
 #[test]
@@ -95,7 +69,7 @@ fn a_bounded_stream_counted_through_kills_is_published_exactly_once() {
     let input = words(6000);
     let nats = server_with(&input);
     let job = JobDir::new(WEIR, counting(&nats, 3000), &[]);
-    run_through_kills(&job, 3, 17);
+    job.run_through_kills_after_checkpoints(3, 17);
     let want = true_counts(input.iter().map(String::as_str));
     assert_running_counts(&want, &stream_text(&nats, "COUNTS"), "the COUNTS stream");
     let messages = nats.read_stream("COUNTS");
@@ -246,10 +220,7 @@ fn message_times_are_event_times_for_windows() {
 #[test]
 fn a_bad_url_a_missing_stream_and_an_uncaptured_subject_are_one_line_errors() {
     let nats = server_with(&[]);
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("nats://127.0.0.1:{}", l.local_addr().unwrap().port())
-    };
+    let dead = format!("nats://127.0.0.1:{}", weir_tests::servers::free_port());
     let job = |source: Source, sink: Sink| {
         JobFile::new("nats-errors")
             .source(source.value("bounded", true))
@@ -313,7 +284,7 @@ fn nats_to_postgres_through_kills_is_exactly_once() {
         )
         .sink(Sink::postgres("events", &pg.url(), "events").input("count"));
     let job = JobDir::new(WEIR, file, &[]);
-    run_through_kills(&job, 4, 29);
+    job.run_through_kills_after_checkpoints(4, 29);
 
     let want = true_counts(input.iter().map(String::as_str));
     let totals = pg.psql("SELECT word || ' ' || count FROM totals ORDER BY word");

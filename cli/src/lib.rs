@@ -6,6 +6,7 @@
 
 pub mod dashboard;
 pub mod event_time;
+pub mod http;
 pub mod inspect;
 pub mod output;
 pub mod progress;

@@ -12,6 +12,11 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use weir::metrics::{Histogram, JobMetrics, NodeKind, NodeMetrics};
 
+use crate::http::{self, Response};
+
+/// Scrapes served at once.
+const MAX_CONNECTIONS: usize = 8;
+
 /// `metrics` in the Prometheus text exposition format.
 pub fn render(metrics: &JobMetrics) -> String {
     let mut out = String::new();
@@ -275,40 +280,35 @@ fn escape(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Serves `metrics` as Prometheus text on `addr` (any path) from a
-/// background thread. Returns the bound address (useful with port 0).
+/// Serves `metrics` as Prometheus text on `addr` (a GET of any path) from a
+/// background thread, with the request limits of [`crate::http`]. Returns
+/// the bound address (useful with port 0).
 pub fn serve(
     addr: std::net::SocketAddr,
     metrics: Arc<JobMetrics>,
 ) -> std::io::Result<std::net::SocketAddr> {
-    let std_listener = std::net::TcpListener::bind(addr)?;
-    std_listener.set_nonblocking(true)?;
-    let bound = std_listener.local_addr()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?;
-    std::thread::Builder::new().name("metrics".into()).spawn(move || {
-        rt.block_on(async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) else { return };
-            loop {
-                let Ok((mut conn, _)) = listener.accept().await else { continue };
-                let metrics = metrics.clone();
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 4096];
-                    // Read the request head; its content does not matter.
-                    let _ = conn.read(&mut buf).await;
-                    let body = render(&metrics);
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = conn.write_all(head.as_bytes()).await;
-                    let _ = conn.write_all(body.as_bytes()).await;
-                    let _ = conn.shutdown().await;
-                });
-            }
-        });
+    let listener = std::net::TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
+    http::spawn(listener, "metrics", MAX_CONNECTIONS, move |mut conn| {
+        let metrics = metrics.clone();
+        async move {
+            let response = match http::read_request(&mut conn).await {
+                Ok(req) if req.method == "GET" => Response {
+                    status: 200,
+                    content_type: "text/plain; version=0.0.4",
+                    body: render(&metrics).into_bytes(),
+                },
+                Ok(req) => Response::error(
+                    405,
+                    format!(
+                        "{} {}: the metrics endpoint takes GET",
+                        req.method, req.path
+                    ),
+                ),
+                Err(refused) => refused,
+            };
+            http::respond(&mut conn, &response).await;
+        }
     })?;
     Ok(bound)
 }

@@ -222,6 +222,32 @@ impl JobDir {
         killed
     }
 
+    /// Runs the job SIGKILLed `kills` times, each at a random moment (0 to
+    /// 400 ms, from `seed`) after a checkpoint of that run completed, for
+    /// jobs whose output is outside the folder (a server); then runs it to
+    /// its end and asserts that the last run restored a checkpoint.
+    pub fn run_through_kills_after_checkpoints(&self, kills: usize, seed: u64) {
+        let mut rng = XorShift(seed);
+        for _ in 0..kills {
+            let mut run = self.spawn(&["-v"]);
+            run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+            let until = Instant::now() + Duration::from_millis(rng.range(0, 400));
+            while Instant::now() < until && run.child.try_wait().unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if run.child.try_wait().unwrap().is_some() {
+                break;
+            }
+            run.kill();
+        }
+        let stderr = self.run_ok(&[]);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            stderr.contains("resumed from checkpoint"),
+            "the last run did not restore: {stderr}"
+        );
+    }
+
     /// The lines of an output file as a multiset.
     pub fn lines(&self, file: &str) -> BTreeMap<String, usize> {
         multiset(&std::fs::read_to_string(self.path().join(file)).unwrap_or_default())

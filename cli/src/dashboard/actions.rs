@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::http::{Request, Response};
+use crate::http::{Request, Response};
 
 /// Time an action waits for the job's answer (as `weir swap` by default).
 pub const ACTION_TIMEOUT: Duration = Duration::from_secs(120);

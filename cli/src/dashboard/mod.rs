@@ -17,12 +17,11 @@
 //! - The dashboard only reads the job's metrics (relaxed atomic loads and
 //!   the journal's locks), and only while a request is served: with nobody
 //!   watching it costs the job nothing.
-//! - At most [`MAX_CONNECTIONS`] connections are served at once; one more is
-//!   answered 503 and closed.
+//! - At most [`MAX_CONNECTIONS`] connections are served at once
+//!   ([`crate::http::spawn`]).
 
 mod actions;
 pub mod api;
-mod http;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,12 +30,11 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::Semaphore;
 use weir::metrics::JobMetrics;
 
+use crate::http::{self, Request, Response};
 use actions::Guard;
 use api::{JobView, Sampler};
-use http::{Request, Response};
 
 pub use actions::ACTION_TIMEOUT;
 
@@ -67,51 +65,19 @@ pub fn serve(
     metrics: Arc<JobMetrics>,
     actions: bool,
 ) -> std::io::Result<SocketAddr> {
-    let std_listener = std::net::TcpListener::bind(addr)?;
-    std_listener.set_nonblocking(true)?;
-    let bound = std_listener.local_addr()?;
-    let view = JobView::new(job, &state_dir, actions);
+    let listener = std::net::TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
     let shared = Arc::new(Shared {
-        view,
+        view: JobView::new(job, &state_dir, actions),
         metrics,
         sampler: Sampler::default(),
         state_dir,
         guard: Guard::new(bound, actions),
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .enable_time()
-        .build()?;
-    std::thread::Builder::new()
-        .name("dashboard".into())
-        .spawn(move || {
-            rt.block_on(async move {
-                let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) else {
-                    return;
-                };
-                let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-                loop {
-                    let Ok((mut conn, _)) = listener.accept().await else {
-                        // Out of file descriptors, say: let it pass.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    };
-                    let Ok(slot) = slots.clone().try_acquire_owned() else {
-                        let busy = Response::error(
-                            503,
-                            format!("the dashboard serves {MAX_CONNECTIONS} connections at once; close a tab or retry"),
-                        );
-                        tokio::spawn(async move { http::respond(&mut conn, &busy).await });
-                        continue;
-                    };
-                    let shared = shared.clone();
-                    tokio::spawn(async move {
-                        connection(conn, &shared).await;
-                        drop(slot);
-                    });
-                }
-            });
-        })?;
+    http::spawn(listener, "dashboard", MAX_CONNECTIONS, move |conn| {
+        let shared = shared.clone();
+        async move { connection(conn, &shared).await }
+    })?;
     Ok(bound)
 }
 

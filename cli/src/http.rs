@@ -1,8 +1,11 @@
-//! The little HTTP/1.1 the dashboard needs: one request per connection
-//! ([`read_request`]), answered by one [`Response`] or a server-sent event
-//! stream, then closed.
+//! The little HTTP/1.1 server of the dashboard and the Prometheus
+//! endpoint: a thread with its own runtime accepting connections
+//! ([`spawn`]), one request per connection ([`read_request`]), answered by
+//! one [`Response`] or a server-sent event stream, then closed.
 //!
 //! Invariants:
+//! - At most the server's `max_connections` connections are served at
+//!   once; one more is answered 503 and closed.
 //! - A connection costs at most [`MAX_HEAD`] bytes of request head and
 //!   [`MAX_BODY`] bytes of body, read within [`READ_TIMEOUT`]; anything
 //!   larger, slower or malformed is answered with a 4xx status and closed.
@@ -10,9 +13,13 @@
 //!   and `x-content-type-options: nosniff`; HTML also a content security
 //!   policy that allows only the dashboard's own scripts, styles and API.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
 
 /// Longest request head (request line and headers), in bytes.
 pub const MAX_HEAD: usize = 16 * 1024;
@@ -233,6 +240,56 @@ fn parse_head(head: &str) -> Result<Request, Response> {
         headers,
         body: Vec::new(),
     })
+}
+
+/// Serves each connection `listener` accepts with `serve`, on a thread
+/// named `name`, at most `max_connections` at once (the 503 of one more
+/// names the server).
+pub fn spawn<F, Fut>(
+    listener: std::net::TcpListener,
+    name: &str,
+    max_connections: usize,
+    serve: F,
+) -> std::io::Result<()>
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let std_listener = listener;
+    std_listener.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    let busy = format!("the {name} serves {max_connections} connections at once; retry later");
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) else {
+                    return;
+                };
+                let slots = Arc::new(Semaphore::new(max_connections));
+                loop {
+                    let Ok((mut conn, _)) = listener.accept().await else {
+                        // Out of file descriptors, say: let it pass.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    };
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        let busy = Response::error(503, busy.clone());
+                        tokio::spawn(async move { respond(&mut conn, &busy).await });
+                        continue;
+                    };
+                    let served = serve(conn);
+                    tokio::spawn(async move {
+                        served.await;
+                        drop(slot);
+                    });
+                }
+            });
+        })?;
+    Ok(())
 }
 
 /// Writes `response` and closes the connection.
