@@ -207,17 +207,28 @@ fn a_closed_stderr_stops_the_log_not_the_job() {
 
 #[test]
 fn a_closed_stdout_is_an_error_with_exit_status_1_not_a_panic() {
-    // A stdout sink: the job fails at the first commit, after the checkpoint.
-    let job = JobFile::new("printing")
-        .source(Source::file("words", "words.txt"))
-        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["words"]))
-        .sink(Sink::stdout("out").input("count"));
-    let j = JobDir::new(WEIR, job, &[("words.txt", "a\nb\n")]);
+    let job = |delivery: &str| {
+        JobFile::new("printing")
+            .source(Source::file("words", "words.txt"))
+            .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["words"]))
+            .sink(
+                Sink::stdout("out")
+                    .value("delivery", format!("{delivery:?}"))
+                    .input("count"),
+            )
+    };
     let closed = || {
         let (reader, writer) = pipe().unwrap();
         drop(reader);
         writer
     };
+    // At least once: the job fails at its first write.
+    let j = JobDir::new(WEIR, job("at-least-once"), &[("words.txt", "a\nb\n")]);
+    let out = Outcome::of(j.command("run", &[]).stdout(closed()));
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    out.assert_one_line_error(&["error: ", "sink `out`", "stdout", "Broken pipe"]);
+    // Exactly once: at the first commit, after the checkpoint.
+    let j = JobDir::new(WEIR, job("exactly-once"), &[("words.txt", "a\nb\n")]);
     let out = Outcome::of(j.command("run", &[]).stdout(closed()));
     assert_eq!(out.code(), Some(1), "{}", out.stderr);
     out.assert_one_line_error(&["error: ", "sink `out`", "stdout", "Broken pipe"]);

@@ -7,7 +7,7 @@ use super::*;
 use crate::connectors::file::{FileSinkConfig, FileSourceConfig};
 use crate::connectors::format::Format;
 use crate::connectors::generator::GeneratorConfig;
-use crate::connectors::sink::SinkFormat;
+use crate::connectors::sink::{Delivery, SinkFormat};
 use crate::connectors::stdin::StdinConfig;
 use crate::connectors::stdout::StdoutConfig;
 use crate::connectors::{SinkConnector, SourceConnector};
@@ -177,6 +177,7 @@ fn full_job_parses_with_both_input_syntaxes() {
     assert_eq!(&*job.sinks[0].connector, &out as &dyn SinkConnector);
     let stdout = StdoutConfig {
         format: SinkFormat::Lines,
+        delivery: Delivery::AtLeastOnce,
     };
     assert_eq!(&*job.sinks[1].connector, &stdout as &dyn SinkConnector);
     assert_eq!(job.consumers("reconcile"), ["out"]);

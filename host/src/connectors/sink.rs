@@ -131,6 +131,17 @@ pub fn commit_blocking(sink: &mut dyn Sink, id: u64) -> Result<(), SinkError> {
     blocking(|done| sink.commit(id, done)).map(drop)
 }
 
+/// A sink's guarantee (`delivery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Delivery {
+    /// Output of checkpoint *n* becomes visible once *n* is complete, once.
+    ExactlyOnce,
+    /// Records are written as they arrive; after a crash those since the
+    /// restored checkpoint may be written again.
+    AtLeastOnce,
+}
+
 /// How a sink writes record values: one value per line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

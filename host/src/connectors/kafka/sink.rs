@@ -40,7 +40,7 @@ use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
 use super::source::check_topic;
-use crate::connectors::sink::{Done, Sink, SinkError};
+use crate::connectors::sink::{Delivery, Done, Sink, SinkError};
 use crate::connectors::staged::{Destination, EpochReader, StagedSink};
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
 use crate::dataflow::Batch;
@@ -64,16 +64,6 @@ pub const SINK: SinkType = SinkType {
 /// How long committing one epoch's transaction may take: it waits for
 /// every message of the epoch to be acknowledged.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The sink's guarantee (`delivery`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Delivery {
-    /// One transaction per checkpoint, committed once it completes.
-    ExactlyOnce,
-    /// Written as records arrive; repeated after a crash.
-    AtLeastOnce,
-}
 
 /// What a message's key is (`key`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -1,0 +1,90 @@
+//! When a sink's output becomes visible (`delivery`): a stdout sink prints
+//! records as they arrive by default (at-least-once), long before any
+//! checkpoint completes, and only at commit with
+//! `delivery = "exactly-once"`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+
+use weir_tests::cli::Weir;
+use weir_tests::job_dir::JobDir;
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use weir_tests::plugins;
+use weir_tests::wait::PATIENCE;
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
+
+/// stdin → word-count → stdout, with checkpoints an hour apart (none
+/// completes while the test runs) and the sink's `delivery`.
+fn printing(delivery: Option<&str>) -> JobDir {
+    let mut sink = Sink::stdout("out").input("count");
+    if let Some(d) = delivery {
+        sink = sink.value("delivery", format!("{d:?}"));
+    }
+    let job = JobFile::new("printing")
+        .checkpoint(Checkpoint::every("1h"))
+        .source(Source::stdin("in"))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
+        .sink(sink);
+    JobDir::new(WEIR, job, &[])
+}
+
+/// Spawns the job with piped stdin and stdout; stdout's lines arrive on the
+/// returned channel as they are printed.
+fn spawn(j: &JobDir) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut cmd: Command = j.command("run", &["--progress-every", "0"]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (child, rx)
+}
+
+#[test]
+fn at_least_once_stdout_prints_each_record_before_any_checkpoint() {
+    let j = printing(None);
+    let (mut child, lines) = spawn(&j);
+    let mut stdin = child.stdin.take().unwrap();
+    for word in ["apple", "pear", "apple"] {
+        stdin.write_all(format!("{word}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        // Each count is printed while stdin stays open and no checkpoint
+        // has completed (the first is an hour away).
+        let line = lines.recv_timeout(PATIENCE).unwrap_or_else(|e| {
+            panic!("no output for {word} with stdin open: {e}");
+        });
+        assert!(line.contains(word), "{line}");
+    }
+    drop(stdin);
+    let rest: Vec<String> = lines.iter().collect();
+    assert!(child.wait().unwrap().success());
+    assert!(rest.is_empty(), "printed again at the end: {rest:?}");
+}
+
+#[test]
+fn exactly_once_stdout_prints_at_commit_only() {
+    let j = printing(Some("exactly-once"));
+    let (mut child, lines) = spawn(&j);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"apple\npear\n").unwrap();
+    stdin.flush().unwrap();
+    // Nothing is printed while the epoch is open (a window in which the
+    // at-least-once test above sees each record printed).
+    let early = lines.recv_timeout(std::time::Duration::from_millis(500));
+    assert!(early.is_err(), "printed before a commit: {early:?}");
+    drop(stdin);
+    let printed: Vec<String> = lines.iter().collect();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(printed.len(), 2, "{printed:?}");
+}
