@@ -1,17 +1,20 @@
 //! When a sink's output becomes visible (`delivery`): a stdout sink prints
 //! records as they arrive by default (at-least-once), long before any
 //! checkpoint completes, and only at commit with
-//! `delivery = "exactly-once"`.
+//! `delivery = "exactly-once"`; a file sink with
+//! `delivery = "at-least-once"` appends as records arrive and, SIGKILLed
+//! repeatedly, loses nothing.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 
 use weir_tests::cli::Weir;
+use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::plugins;
-use weir_tests::wait::PATIENCE;
+use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -87,4 +90,70 @@ fn exactly_once_stdout_prints_at_commit_only() {
     let printed: Vec<String> = lines.iter().collect();
     assert!(child.wait().unwrap().success());
     assert_eq!(printed.len(), 2, "{printed:?}");
+}
+
+#[test]
+fn an_at_least_once_file_sink_appends_before_any_checkpoint() {
+    let job = JobFile::new("appending")
+        .checkpoint(Checkpoint::every("1h"))
+        .source(Source::stdin("in"))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
+        .sink(
+            Sink::file("out", "out.txt")
+                .value("delivery", "\"at-least-once\"")
+                .input("count"),
+        );
+    let j = JobDir::new(WEIR, job, &[]);
+    let mut cmd = j.command("run", &["--progress-every", "0"]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for word in ["apple", "pear"] {
+        stdin.write_all(format!("{word}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        wait_until(
+            &format!("{word} in out.txt with stdin open"),
+            PATIENCE,
+            || {
+                let text = std::fs::read_to_string(j.path().join("out.txt")).unwrap_or_default();
+                text.contains(word).then_some(())
+            },
+        );
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(j.read("out.txt").lines().count(), 2);
+}
+
+/// Word count into an at-least-once file, SIGKILLed repeatedly: every
+/// count is in the file; the repeats are counted (and allowed).
+#[test]
+fn an_at_least_once_file_sink_through_kills_loses_nothing() {
+    let words: Vec<String> = (0..6000).map(|i| format!("w{}", i * 7 % 37)).collect();
+    let input: String = words.iter().map(|w| format!("{w}\n")).collect();
+    let job = JobFile::new("appending-kills")
+        .checkpoint(Checkpoint::every("100ms"))
+        .restart(Restart::fixed_delay(20, "200ms"))
+        .source(Source::file("words", "words.txt").rate(3000))
+        .operator(
+            Operator::new("count", plugins::WORD_COUNT)
+                .inputs(&["words"])
+                .parallelism(2),
+        )
+        .sink(
+            Sink::file("out", "out.txt")
+                .value("delivery", "\"at-least-once\"")
+                .input("count"),
+        );
+    let j = JobDir::new(WEIR, job, &[("words.txt", &input)]);
+    j.run_through_kills_after_checkpoints(3, 41);
+    let text = j.read("out.txt");
+    let all = text.lines().count();
+    let distinct: std::collections::BTreeSet<&str> = text.lines().collect();
+    let unique: Vec<&str> = distinct.into_iter().collect();
+    let want = true_counts(words.iter().map(String::as_str));
+    assert_running_counts(&want, &unique.join("\n"), "the distinct lines of out.txt");
+    eprintln!("{} lines, {} repeated", all, all - unique.len());
 }

@@ -173,6 +173,7 @@ fn full_job_parses_with_both_input_syntaxes() {
     let out = FileSinkConfig {
         path: at("out/reconcile.jsonl"),
         format: SinkFormat::Jsonl,
+        delivery: Delivery::ExactlyOnce,
     };
     assert_eq!(&*job.sinks[0].connector, &out as &dyn SinkConnector);
     let stdout = StdoutConfig {

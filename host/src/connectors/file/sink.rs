@@ -28,8 +28,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toml::Table;
 
+use super::append::AppendSink;
 use super::io::{IoRequest, append_epochs, perform};
-use crate::connectors::sink::{Done, SealEpoch, Sink, SinkError, SinkFormat, encode};
+use crate::connectors::sink::{Delivery, Done, SealEpoch, Sink, SinkError, SinkFormat, encode};
 use crate::connectors::worker::Worker;
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
 use crate::dataflow::Batch;
@@ -38,7 +39,7 @@ use crate::fields::{from_table, resolve};
 /// The registry entry of `type = "file"` sinks.
 pub const SINK: SinkType = SinkType {
     name: "file",
-    keys: &["path", "format"],
+    keys: &["path", "format", "delivery"],
     read: FileSinkConfig::read,
 };
 
@@ -50,6 +51,9 @@ pub struct FileSinkConfig {
     pub path: PathBuf,
     /// How record values are written (`format`, default `lines`).
     pub format: SinkFormat,
+    /// When they become visible (`delivery`, default exactly-once: at
+    /// commit; at-least-once: as they arrive, [`super::append`]).
+    pub delivery: Delivery,
 }
 
 impl FileSinkConfig {
@@ -59,12 +63,14 @@ impl FileSinkConfig {
         struct Raw {
             path: Option<String>,
             format: Option<SinkFormat>,
+            delivery: Option<Delivery>,
         }
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |dir: &Path| {
             Ok(Arc::new(FileSinkConfig {
                 path: resolve(dir, "path", raw.path)?,
                 format: raw.format.unwrap_or(SinkFormat::Lines),
+                delivery: raw.delivery.unwrap_or(Delivery::ExactlyOnce),
             }))
         }))
     }
@@ -79,7 +85,10 @@ impl SinkConnector for FileSinkConfig {
         staging: &Path,
         restore: Option<&Value>,
     ) -> Result<Box<dyn Sink>, SinkError> {
-        Ok(Box::new(FileSink::open(id, &self.path, staging, restore)?))
+        Ok(match self.delivery {
+            Delivery::ExactlyOnce => Box::new(FileSink::open(id, &self.path, staging, restore)?),
+            Delivery::AtLeastOnce => Box::new(AppendSink::open(id, &self.path, restore)?),
+        })
     }
 
     fn file(&self) -> Option<&Path> {
