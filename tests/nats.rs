@@ -36,6 +36,11 @@ fn server_with(words: &[String]) -> Nats {
 /// Word count from stream `WORDS` (bounded, at `rate` records/s) by two
 /// instances, each count published to `counts.<word>`.
 fn counting(nats: &Nats, rate: u64) -> JobFile {
+    counting_into(nats, rate, Sink::nats("out", &nats.url(), "counts.{key}"))
+}
+
+/// [`counting`] into `sink`.
+fn counting_into(nats: &Nats, rate: u64, sink: Sink) -> JobFile {
     JobFile::new("nats-count")
         .checkpoint(Checkpoint::every("100ms"))
         .restart(Restart::fixed_delay(20, "200ms"))
@@ -49,7 +54,7 @@ fn counting(nats: &Nats, rate: u64) -> JobFile {
                 .inputs(&["words"])
                 .parallelism(2),
         )
-        .sink(Sink::nats("out", &nats.url(), "counts.{key}").input("count"))
+        .sink(sink.input("count"))
 }
 
 /// The payloads of stream `stream`, one per line, in stream order.
@@ -80,6 +85,29 @@ fn a_bounded_stream_counted_through_kills_is_published_exactly_once() {
     assert_eq!(ids.len(), messages.len(), "no id stored twice");
     let subject = &messages[0].1;
     assert!(subject.starts_with("counts.w"), "{subject}");
+}
+
+/// `delivery = "at-least-once"` through kills: every count is in the
+/// stream (repeats allowed), published without message ids.
+#[test]
+fn an_at_least_once_sink_through_kills_loses_nothing() {
+    let input = words(5000);
+    let nats = server_with(&input);
+    let sink =
+        Sink::nats("out", &nats.url(), "counts.{key}").value("delivery", "\"at-least-once\"");
+    let file = counting_into(&nats, 2500, sink);
+    let job = JobDir::new(WEIR, file, &[]);
+    job.run_through_kills_after_checkpoints(3, 31);
+    let want = true_counts(input.iter().map(String::as_str));
+    let text = stream_text(&nats, "COUNTS");
+    let distinct: std::collections::BTreeSet<&str> = text.lines().collect();
+    let unique: Vec<&str> = distinct.into_iter().collect();
+    assert_running_counts(&want, &unique.join("\n"), "the distinct counts in COUNTS");
+    let messages = nats.read_stream("COUNTS");
+    assert!(
+        messages.iter().all(|m| m.3.is_none()),
+        "a message id was set"
+    );
 }
 
 /// The server goes away mid-job and comes back on the same port: the job

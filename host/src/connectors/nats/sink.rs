@@ -3,6 +3,11 @@
 //! key), into whichever stream captures it, once the checkpoint that
 //! covers the record is complete.
 //!
+//! With `delivery = "at-least-once"` records are published as they arrive,
+//! without message ids, and a checkpoint completes only once every publish
+//! before its barrier is acknowledged; after a crash those since the
+//! restored checkpoint are published again.
+//!
 //! Invariant (exactly-once within the stream's duplicate window): record
 //! *i* of checkpoint *n*'s epoch is always published with the message id
 //! `<job>/<sink>/<n>/<i>`. An epoch is staged durably before its checkpoint
@@ -10,6 +15,7 @@
 //! to the restored checkpoint that was not fully acknowledged, with the
 //! same ids, and JetStream drops the ones it already stored.
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -21,15 +27,16 @@ use serde_json::Value;
 use toml::Table;
 
 use super::connection::{Connection, check_url};
-use crate::connectors::sink::{Sink, SinkError};
+use crate::connectors::sink::{Delivery, Done, Sink, SinkError};
 use crate::connectors::staged::{Destination, EpochReader, StagedSink};
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
+use crate::dataflow::Batch;
 use crate::fields::from_table;
 
 /// The registry entry of `type = "nats"` sinks.
 pub const SINK: SinkType = SinkType {
     name: "nats",
-    keys: &["url", "subject"],
+    keys: &["url", "subject", "delivery"],
     read: NatsSinkConfig::read,
 };
 
@@ -47,6 +54,8 @@ pub struct NatsSinkConfig {
     /// The subject each record is published to (`subject`); `{key}` in it
     /// stands for the record's key.
     pub subject: String,
+    /// When records are published (`delivery`, default exactly-once).
+    pub delivery: Delivery,
 }
 
 impl NatsSinkConfig {
@@ -56,6 +65,7 @@ impl NatsSinkConfig {
         struct Raw {
             url: Option<String>,
             subject: Option<String>,
+            delivery: Option<Delivery>,
         }
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |_: &Path| {
@@ -68,7 +78,11 @@ impl NatsSinkConfig {
             };
             check_subject(&subject.replace(KEY, "k"))
                 .map_err(|m| format!("`subject` = {subject:?} {m}"))?;
-            Ok(Arc::new(NatsSinkConfig { url, subject }))
+            Ok(Arc::new(NatsSinkConfig {
+                url,
+                subject,
+                delivery: raw.delivery.unwrap_or(Delivery::ExactlyOnce),
+            }))
         }))
     }
 }
@@ -122,6 +136,12 @@ impl SinkConnector for NatsSinkConfig {
             target,
             connection,
         };
+        if self.delivery == Delivery::AtLeastOnce {
+            return Ok(Box::new(PublishingSink {
+                destination,
+                pending: VecDeque::new(),
+            }));
+        }
         Ok(Box::new(StagedSink::open(
             id,
             staging,
@@ -183,7 +203,7 @@ impl Destination for NatsDestination {
     fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError> {
         let jetstream = self.connection.jetstream.clone();
         let published = self.connection.block_on(async {
-            let mut pending: std::collections::VecDeque<PublishAckFuture> = Default::default();
+            let mut pending: VecDeque<PublishAckFuture> = Default::default();
             let mut position = 0u64;
             while let Some(batch) = epoch.next_batch()? {
                 for r in batch.iter() {
@@ -215,6 +235,77 @@ impl Destination for NatsDestination {
             self.sink
         );
         Ok(())
+    }
+}
+
+/// Publishes records as they arrive (at-least-once), without message ids:
+/// the records of an epoch cut short by a crash are not the restored run's
+/// records at the same positions, so ids could drop the wrong ones.
+struct PublishingSink {
+    destination: NatsDestination,
+    /// Publishes awaiting their acknowledgement, oldest first.
+    pending: VecDeque<PublishAckFuture>,
+}
+
+impl PublishingSink {
+    /// Waits for acknowledgements until at most `left` are pending.
+    fn settle(&mut self, left: usize) -> Result<(), SinkError> {
+        let PublishingSink {
+            destination,
+            pending,
+        } = self;
+        destination.connection.block_on(async {
+            while pending.len() > left {
+                let ack = pending.pop_front().expect("not empty");
+                ack.await
+                    .map_err(|e| destination.error(format!("no acknowledgement: {e}")))?;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Sink for PublishingSink {
+    fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
+        let PublishingSink {
+            destination,
+            pending,
+        } = self;
+        let jetstream = destination.connection.jetstream.clone();
+        destination.connection.block_on(async {
+            for r in batch.iter() {
+                let subject = destination.subject_for(r.key);
+                let subject = subject.map_err(|m| destination.error(m))?;
+                let message = PublishMessage::build().payload(Bytes::copy_from_slice(r.value));
+                let ack = jetstream
+                    .send_publish(subject, message)
+                    .await
+                    .map_err(|e| destination.error(format!("publishing failed: {e}")))?;
+                pending.push_back(ack);
+                if pending.len() >= IN_FLIGHT {
+                    let ack = pending.pop_front().expect("not empty");
+                    ack.await
+                        .map_err(|e| destination.error(format!("no acknowledgement: {e}")))?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Every record before the barrier is stored once this reports.
+    fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
+        self.settle(0)?;
+        done(Ok(serde_json::json!({ "checkpoint": id })));
+        Ok(())
+    }
+
+    fn commit(&mut self, _: u64, done: Done) -> Result<(), SinkError> {
+        done(Ok(Value::Null));
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        self.settle(0)
     }
 }
 
