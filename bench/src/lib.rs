@@ -13,6 +13,8 @@
 //!   duration and alignment as parallelism grows.
 //! - [`connectors`]: records per second into PostgreSQL and JetStream and
 //!   out of JetStream, against each server's own client.
+//! - [`latency`]: milliseconds from a record's write to stdin to its count
+//!   on stdout, by sink delivery mode and checkpoint interval.
 //! - [`recovery`]: time to the first processed record when restoring state.
 //! - [`skew`]: alignment when one input of a two-input operator is slower.
 //! - [`state`]: jobs with a million keys of state (reconcile, word count),
@@ -29,6 +31,7 @@ pub mod connectors;
 pub mod data;
 pub mod end_to_end;
 pub mod jobs;
+pub mod latency;
 pub mod modes;
 pub mod native;
 pub mod recovery;
@@ -207,11 +210,12 @@ pub fn default_plugins() -> PathBuf {
 }
 
 /// The benchmarks, by name.
-pub const BENCHMARKS: [&str; 10] = [
+pub const BENCHMARKS: [&str; 11] = [
     "boundary",
     "connectors",
     "end-to-end",
     "checkpoint",
+    "latency",
     "modes",
     "recovery",
     "skew",
@@ -228,6 +232,7 @@ pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
         "connectors" => connectors::run(settings),
         "end-to-end" => end_to_end::run(settings),
         "checkpoint" => checkpoint::run(settings),
+        "latency" => latency::run(settings),
         "modes" => modes::run(settings),
         "recovery" => recovery::run(settings),
         "skew" => skew::run(settings),

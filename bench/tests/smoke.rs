@@ -154,6 +154,30 @@ fn recovery_restores_and_reports_time_to_first_record() {
 }
 
 #[test]
+fn latency_reports_every_delivery_mode_at_both_rates() {
+    let mut s = settings();
+    s.weir = Some(weir_binary());
+    let r = run_with("latency", &s);
+    let mut cases = Vec::new();
+    for rate in [100, 10_000] {
+        for case in [
+            "at-least-once, 1s checkpoints",
+            "exactly-once, 100ms checkpoints",
+            "exactly-once, 1s checkpoints",
+        ] {
+            cases.push(format!("{case} @ {rate}/s: p99"));
+        }
+    }
+    has(&r, &cases.iter().map(String::as_str).collect::<Vec<_>>());
+    for case in &cases {
+        let row = r.get(case).unwrap();
+        assert!(row.extra["records"] > 0.0, "{case}: no records");
+        assert!(row.extra["p50_ms"] <= row.value && row.value <= row.extra["max_ms"]);
+    }
+    assert_eq!(r.targets.len(), 2);
+}
+
+#[test]
 fn state_runs_weir_and_the_native_programs_as_child_processes() {
     let mut s = settings();
     s.weir = Some(weir_binary());
