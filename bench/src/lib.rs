@@ -13,6 +13,8 @@
 //!   duration and alignment as parallelism grows.
 //! - [`connectors`]: records per second into PostgreSQL and JetStream and
 //!   out of JetStream, against each server's own client.
+//! - [`intervals`]: word count and reconcile with 100 ms checkpoints
+//!   against the same jobs with 1 s checkpoints.
 //! - [`latency`]: milliseconds from a record's write to stdin to its count
 //!   on stdout, by sink delivery mode and checkpoint interval.
 //! - [`recovery`]: time to the first processed record when restoring state.
@@ -30,6 +32,7 @@ pub mod checkpoint;
 pub mod connectors;
 pub mod data;
 pub mod end_to_end;
+pub mod intervals;
 pub mod jobs;
 pub mod latency;
 pub mod modes;
@@ -210,11 +213,12 @@ pub fn default_plugins() -> PathBuf {
 }
 
 /// The benchmarks, by name.
-pub const BENCHMARKS: [&str; 11] = [
+pub const BENCHMARKS: [&str; 12] = [
     "boundary",
     "connectors",
     "end-to-end",
     "checkpoint",
+    "intervals",
     "latency",
     "modes",
     "recovery",
@@ -232,6 +236,7 @@ pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
         "connectors" => connectors::run(settings),
         "end-to-end" => end_to_end::run(settings),
         "checkpoint" => checkpoint::run(settings),
+        "intervals" => intervals::run(settings),
         "latency" => latency::run(settings),
         "modes" => modes::run(settings),
         "recovery" => recovery::run(settings),

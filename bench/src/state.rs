@@ -319,7 +319,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             name: "reconcile",
             records: written.payments + written.bank,
             native: vec!["reconcile".into(), path("payments.csv"), path("bank.csv")],
-            job: Box::new(move |parallelism| reconcile_job(&reconcile, parallelism)),
+            job: Box::new(move |parallelism| reconcile_job(&reconcile, parallelism, "1s")),
         },
         Workload {
             name: "word-count uniform",
@@ -512,11 +512,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
 }
 
 /// The reconcile example's job at `parallelism`: `../payments.csv` (a) and
-/// `../bank.csv` (b), keyed by `order_no`, a checkpoint every second, and a
-/// call timeout of 60 s.
-fn reconcile_job(plugin: &Path, parallelism: u32) -> JobFile {
+/// `../bank.csv` (b), keyed by `order_no`, a checkpoint every `interval`,
+/// and a call timeout of 60 s.
+pub(crate) fn reconcile_job(plugin: &Path, parallelism: u32, interval: &str) -> JobFile {
     JobFile::new("bench-state-reconcile")
-        .checkpoint(checkpoint_table(Some("1s"), 3))
+        .checkpoint(checkpoint_table(Some(interval), 3))
         .source(
             Source::file("payments", "../payments.csv")
                 .format("csv")

@@ -154,6 +154,23 @@ fn recovery_restores_and_reports_time_to_first_record() {
 }
 
 #[test]
+fn intervals_report_100ms_checkpoints_against_1s() {
+    let mut s = settings();
+    s.weir = Some(weir_binary());
+    let r = run_with("intervals", &s);
+    has(
+        &r,
+        &[
+            "word-count p1 ckpt=1s",
+            "word-count p1 ckpt=100ms",
+            "reconcile p1 ckpt=1s",
+            "reconcile p1 ckpt=100ms",
+        ],
+    );
+    assert_eq!(r.targets.len(), 2);
+}
+
+#[test]
 fn latency_reports_every_delivery_mode_at_both_rates() {
     let mut s = settings();
     s.weir = Some(weir_binary());
