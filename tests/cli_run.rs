@@ -165,7 +165,14 @@ fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
     wait_until("all 50 counts in the output", PATIENCE, || {
         (j.lines("out.jsonl").values().sum::<usize>() == 50).then_some(())
     });
-    let text = scrape(&addr);
+    // Every record the sink committed has its latency observed (once the
+    // commit's completion is reported, just after the output is visible).
+    let latency_count =
+        r#"weir_sink_record_latency_seconds_count{job="we\"ir\\job\nx",node="out"} "#;
+    let text = wait_until("the sink's record latencies", PATIENCE, || {
+        let text = try_scrape(&addr)?;
+        (sample(&text, latency_count) == Some(50.0)).then_some(text)
+    });
     let body = text.split_once("\r\n\r\n").unwrap().1;
     drop(stdin);
     let (status, stderr) = run.wait();
@@ -216,6 +223,15 @@ fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
         ),
     );
     assert_eq!(all_calls, calls);
+    let sink_only = format!("{{{job},node=\"out\"}}");
+    let latencies = value("weir_sink_record_latency_seconds_count", &sink_only);
+    assert_eq!(latencies, 50.0, "{body}");
+    assert!(value("weir_sink_record_latency_seconds_sum", &sink_only) > 0.0);
+    let all_latencies = metric(
+        body,
+        &format!("weir_sink_record_latency_seconds_bucket{{{job},node=\"out\",le=\"+Inf\"}} "),
+    );
+    assert_eq!(all_latencies, 50.0);
     for (name, kind) in [
         ("weir_records_in_total", "counter"),
         ("weir_records_out_total", "counter"),
@@ -223,6 +239,7 @@ fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
         ("weir_bytes_out_total", "counter"),
         ("weir_backpressure_seconds_total", "counter"),
         ("weir_batch_latency_seconds", "histogram"),
+        ("weir_sink_record_latency_seconds", "histogram"),
         ("weir_checkpoints_total", "counter"),
         ("weir_checkpoints_unaligned_total", "counter"),
         ("weir_checkpoint_inflight_bytes_total", "counter"),

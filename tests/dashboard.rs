@@ -149,6 +149,18 @@ fn api_job_is_the_graph_with_every_node_its_plugin_and_live_counters() {
     let bp = rates["backpressure"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&bp), "{rates}");
 
+    // A sink's record latency: exactly-once `out` observes its records at
+    // each commit, with checkpoints every 300 ms.
+    let out = d.wait_api("the sink's record latency", "/api/job", |v| {
+        node(v, "out")["record_latency"]["count"].as_u64() > Some(0)
+    });
+    let latency = &node(&out, "out")["record_latency"];
+    let buckets = latency["buckets"].as_array().unwrap();
+    let in_buckets: u64 = buckets.iter().map(|b| b[1].as_u64().unwrap()).sum();
+    assert!(in_buckets > 0 && in_buckets <= latency["count"].as_u64().unwrap(), "{latency}");
+    assert!(latency["sum_seconds"].as_f64().unwrap() > 0.0, "{latency}");
+    assert!(node(&out, "count")["record_latency"].is_null(), "only sinks");
+
     // The checkpoint history, newest first.
     let cps = d.wait_api("two completed checkpoints", "/api/checkpoints", |v| {
         v["history"].as_array().unwrap().len() >= 2
@@ -260,6 +272,27 @@ fn the_page_draws_every_node_with_moving_counters_and_the_checkpoints() {
         .eval("document.querySelector('#checkpoints tbody tr.completed').textContent")
         .unwrap();
     assert!(row.as_str().unwrap().contains("completed"), "{row}");
+    // A newer checkpoint is added above it; the row already shown stays
+    // the same element (the table is not rebuilt on every update).
+    let first_id = page
+        .eval(
+            "(() => { const r = document.querySelector('#checkpoints tbody tr.completed'); \
+             r.dataset.seen = 'yes'; return r.dataset.checkpoint; })()",
+        )
+        .unwrap();
+    wait_page(
+        &page,
+        "a newer checkpoint row",
+        &format!(
+            "document.querySelector('#checkpoints tbody tr').dataset.checkpoint !== {first_id}"
+        ),
+    );
+    let kept = page
+        .eval(&format!(
+            "document.querySelector('#checkpoints tbody tr[data-checkpoint=\"' + {first_id} + '\"]').dataset.seen"
+        ))
+        .unwrap();
+    assert_eq!(kept, "yes", "checkpoint {first_id}'s row was rebuilt");
 
     // From the keyboard: Tab to the operator, Enter shows its instances
     // and the plugin's sha256.
@@ -278,10 +311,18 @@ fn the_page_draws_every_node_with_moving_counters_and_the_checkpoints() {
         .eval("document.querySelectorAll('#node-details table.instances tbody tr').length")
         .unwrap();
     assert_eq!(instances, 2);
-    // Arrow keys move between nodes: right of the operator, a sink.
+    // Arrow keys move between nodes: right of the operator, a sink; its
+    // details show the record latency as a histogram.
     page.press("ArrowRight").unwrap();
     let focused = page.eval("document.activeElement.dataset.kind").unwrap();
     assert_eq!(focused, "sink");
+    page.press("Enter").unwrap();
+    wait_page(
+        &page,
+        "the sink's latency histogram",
+        "document.getElementById('node-details').textContent.includes('p99') && \
+         document.querySelectorAll('#node-details table.histogram tr').length > 0",
+    );
     assert_eq!(
         page.eval("window.__loaded").unwrap(),
         true,

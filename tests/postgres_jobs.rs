@@ -88,6 +88,45 @@ fn a_crash_between_the_checkpoint_and_the_database_commit_repeats_nothing() {
     assert_exactly_once(&pg, n);
 }
 
+/// `delivery = "at-least-once"` through kills: every row is in the table
+/// (repeats allowed), and no bookkeeping row is written.
+#[test]
+fn an_at_least_once_sink_through_kills_loses_nothing() {
+    let n = 4000;
+    let pg = server();
+    let file = appending(&pg, 2500).sink_with("out", |s| s.string("delivery", "at-least-once"));
+    let job = JobDir::new(WEIR, file, &[("rows.jsonl", &rows(n))]);
+    job.run_through_kills_after_checkpoints(3, 41);
+    let distinct = pg.psql("SELECT count(DISTINCT count) FROM events");
+    assert_eq!(distinct, n.to_string(), "distinct rows");
+    let total: usize = pg.psql("SELECT count(*) FROM events").parse().unwrap();
+    assert!(total >= n, "{total} rows");
+    let wrong = pg.psql("SELECT count(*) FROM events WHERE word <> 'w' || (count % 13)");
+    assert_eq!(wrong, "0");
+    assert_eq!(pg.psql("SELECT count(*) FROM weir_sink_commits"), "0");
+}
+
+/// At-least-once rows reach the table while the job runs, long before its
+/// first checkpoint (an hour away).
+#[test]
+fn at_least_once_rows_arrive_without_a_checkpoint() {
+    let pg = server();
+    let file = appending(&pg, 200)
+        .checkpoint(Checkpoint::every("1h"))
+        .sink_with("out", |s| s.string("delivery", "at-least-once"));
+    let job = JobDir::new(WEIR, file, &[("rows.jsonl", &rows(100_000))]);
+    let run = job.spawn(&[]);
+    wait_until("rows in the table", PATIENCE, || {
+        let rows: u64 = pg
+            .try_psql("SELECT count(*) FROM events")
+            .ok()?
+            .parse()
+            .ok()?;
+        (rows >= 10).then_some(())
+    });
+    run.kill();
+}
+
 /// PostgreSQL goes away mid-job and comes back: the attempt that lost it
 /// fails, the restart restores, and the table ends with every row once.
 #[test]

@@ -25,7 +25,7 @@ use futures_util::StreamExt;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
 use weir_tests::servers::{Nats, Postgres};
 
-use crate::state::run_child;
+use crate::child::run_child;
 use crate::{Report, Settings};
 
 /// Distinct words of the upsert case.
@@ -155,13 +155,13 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-fn per_second(n: u64, wall: Duration) -> f64 {
+pub(crate) fn per_second(n: u64, wall: Duration) -> f64 {
     n as f64 / wall.as_secs_f64()
 }
 
 /// Runs `job` with the `weir` binary in `dir/<name>` (inputs are read from
 /// `dir`); returns its wall time.
-fn run_weir(
+pub(crate) fn run_weir(
     settings: &Settings,
     dir: &Path,
     name: &str,

@@ -9,8 +9,9 @@ use std::process::Command;
 
 use weir_tests::job_file::{JobFile, Source};
 
+use crate::child::run_child;
 use crate::jobs::{LinearJob, checkpoint_table};
-use crate::state::{reconcile_job, run_child};
+use crate::state::reconcile_job;
 use crate::{Report, Settings, Target, data, median};
 
 /// A job with a checkpoint every given interval.

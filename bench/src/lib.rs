@@ -15,6 +15,8 @@
 //!   out of JetStream, against each server's own client.
 //! - [`intervals`]: word count and reconcile with 100 ms checkpoints
 //!   against the same jobs with 1 s checkpoints.
+//! - [`kafka`]: records per second into and out of Kafka, against
+//!   librdkafka's own producer and consumer.
 //! - [`latency`]: milliseconds from a record's write to stdin to its count
 //!   on stdout, by sink delivery mode and checkpoint interval.
 //! - [`recovery`]: time to the first processed record when restoring state.
@@ -22,6 +24,8 @@
 //! - [`state`]: jobs with a million keys of state (reconcile, word count),
 //!   through the `weir` binary, against native programs, with peak RSS;
 //!   restore and checkpoint at a million keys.
+//! - [`ui`]: the web dashboard's cost, nobody watching and with the page
+//!   open in headless Chromium.
 //! - [`threads`]: the host's thread per stage against tokio tasks, on the
 //!   same pipeline.
 
@@ -29,11 +33,13 @@ use std::path::{Path, PathBuf};
 
 pub mod boundary;
 pub mod checkpoint;
+pub mod child;
 pub mod connectors;
 pub mod data;
 pub mod end_to_end;
 pub mod intervals;
 pub mod jobs;
+pub mod kafka;
 pub mod latency;
 pub mod modes;
 pub mod native;
@@ -42,6 +48,7 @@ pub mod report;
 pub mod skew;
 pub mod state;
 pub mod threads;
+pub mod ui;
 pub mod windows;
 
 pub use report::{Report, Row, Target};
@@ -213,18 +220,20 @@ pub fn default_plugins() -> PathBuf {
 }
 
 /// The benchmarks, by name.
-pub const BENCHMARKS: [&str; 12] = [
+pub const BENCHMARKS: [&str; 14] = [
     "boundary",
     "connectors",
     "end-to-end",
     "checkpoint",
     "intervals",
+    "kafka",
     "latency",
     "modes",
     "recovery",
     "skew",
     "state",
     "threads",
+    "ui",
     "windows",
 ];
 
@@ -237,12 +246,14 @@ pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
         "end-to-end" => end_to_end::run(settings),
         "checkpoint" => checkpoint::run(settings),
         "intervals" => intervals::run(settings),
+        "kafka" => kafka::run(settings),
         "latency" => latency::run(settings),
         "modes" => modes::run(settings),
         "recovery" => recovery::run(settings),
         "skew" => skew::run(settings),
         "state" => state::run(settings),
         "threads" => threads::run(settings),
+        "ui" => ui::run(settings),
         "windows" => windows::run(settings),
         other => anyhow::bail!(
             "unknown benchmark `{other}` (known: {}, all)",

@@ -12,9 +12,9 @@ use weir_bench::{BENCHMARKS, Mode, Settings};
 #[command(name = "weir-bench", version)]
 struct Cli {
     /// Benchmarks to run: boundary, connectors, end-to-end, checkpoint,
-    /// intervals, latency, modes, recovery, skew, state, threads, windows,
+    /// intervals, kafka, latency, modes, recovery, skew, state, threads, ui, windows,
     /// or all (the default).
-    #[arg(value_parser = clap::builder::PossibleValuesParser::new(["all", "boundary", "connectors", "end-to-end", "checkpoint", "intervals", "latency", "modes", "recovery", "skew", "state", "threads", "windows"]))]
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(["all", "boundary", "connectors", "end-to-end", "checkpoint", "intervals", "kafka", "latency", "modes", "recovery", "skew", "state", "threads", "ui", "windows"]))]
     benchmarks: Vec<String>,
     /// Small sizes (about 200k records) for CI smoke runs.
     #[arg(long, conflicts_with = "tiny")]

@@ -28,73 +28,15 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use anyhow::Context as _;
 use weir_tests::job_file::{JobFile, Operator, Sink, Source};
 
+use crate::child::{ChildRun, run_child};
 use crate::data::{self, mix64};
 use crate::jobs::{LinearJob, checkpoint_table};
 use crate::{Report, Settings, Target, native};
-
-/// One run of a child process, seen from outside.
-#[derive(Debug, Clone)]
-pub struct ChildRun {
-    /// From spawning it until it was reaped.
-    pub wall: Duration,
-    /// Its peak resident set size, bytes (`ru_maxrss`).
-    pub peak_rss: u64,
-    /// What it wrote on stderr.
-    pub stderr: String,
-}
-
-/// Runs `cmd` to its end with stdin closed and stdout and stderr in files
-/// `<log>.stdout` and `<log>.stderr`; fails when it does not exit with 0.
-pub fn run_child(mut cmd: Command, log: &Path) -> anyhow::Result<ChildRun> {
-    let stdout = log.with_extension("stdout");
-    let stderr = log.with_extension("stderr");
-    cmd.stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout)?)
-        .stderr(std::fs::File::create(&stderr)?);
-    let started = Instant::now();
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
-    let pid = libc::pid_t::try_from(child.id()).context("a pid out of range")?;
-    let mut status: libc::c_int = 0;
-    // SAFETY: `rusage` is plain data, for which all zeroes is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: valid pointers to locals; `pid` is our own child, which
-        // `Child` never waits for unless asked (it is not).
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            break;
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e).context("waiting for a child process");
-        }
-    }
-    let wall = started.elapsed();
-    drop(child);
-    let stderr_text = std::fs::read_to_string(&stderr).unwrap_or_default();
-    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        let tail: Vec<&str> = stderr_text.lines().rev().take(5).collect();
-        anyhow::bail!(
-            "{:?} failed (wait status {status}): {}",
-            cmd,
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        );
-    }
-    Ok(ChildRun {
-        wall,
-        // Linux reports kilobytes.
-        peak_rss: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
-        stderr: stderr_text,
-    })
-}
 
 /// The numbers of one `checkpoint N complete in D ms (B bytes written,
 /// alignment A ms[, pause P ms])` log line.

@@ -95,6 +95,23 @@ pub fn render(metrics: &JobMetrics) -> String {
             ),
         );
     }
+    let name = "weir_sink_record_latency_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Per record, from its source handing it over to the sink's output being out: written (at-least-once) or committed (exactly-once).\n# TYPE {name} histogram"
+    );
+    for (id, _, m) in metrics
+        .nodes
+        .iter()
+        .filter(|(_, k, _)| *k == NodeKind::Sink)
+    {
+        histogram(
+            &m.record_latency,
+            &mut out,
+            name,
+            &format!("job=\"{job}\",node=\"{}\"", escape(id)),
+        );
+    }
     let c = &metrics.checkpoints;
     let gauges: [(&str, &str, &str, u64); 11] = [
         (

@@ -29,15 +29,53 @@ const BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.0,
 ];
 
+/// Upper bounds (seconds) of the record latency buckets: from a
+/// millisecond to a minute, since exactly-once output waits for its
+/// checkpoint.
+const RECORD_LATENCY_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
+];
+
 /// A fixed-bucket histogram of durations, Prometheus style.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Histogram {
-    buckets: [AtomicU64; BUCKETS.len()],
+    /// Upper bounds, seconds, increasing.
+    bounds: &'static [f64],
+    /// Observations per bound (not cumulative).
+    buckets: Box<[AtomicU64]>,
     count: AtomicU64,
     sum_ns: AtomicU64,
 }
 
+/// A histogram of call times: 100 µs to 2 s.
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram::with_bounds(&BUCKETS)
+    }
+}
+
 impl Histogram {
+    fn with_bounds(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// A histogram of record latencies: 1 ms to 60 s.
+    ///
+    /// ```
+    /// let h = weir::metrics::Histogram::record_latency();
+    /// h.observe_n(std::time::Duration::from_millis(7), 3);
+    /// assert_eq!(h.count(), 3);
+    /// assert_eq!(h.buckets().find(|(_, n)| *n > 0), Some((0.01, 3)));
+    /// ```
+    pub fn record_latency() -> Self {
+        Histogram::with_bounds(&RECORD_LATENCY_BUCKETS)
+    }
+
     /// Records one observation.
     ///
     /// ```
@@ -46,12 +84,18 @@ impl Histogram {
     /// assert_eq!(h.count(), 1);
     /// ```
     pub fn observe(&self, d: Duration) {
+        self.observe_n(d, 1);
+    }
+
+    /// Records `n` observations of `d` (the records of one batch).
+    pub fn observe_n(&self, d: Duration, n: u64) {
         let s = d.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|b| s <= *b) {
-            self.buckets[i].fetch_add(1, Relaxed);
+        if let Some(i) = self.bounds.iter().position(|b| s <= *b) {
+            self.buckets[i].fetch_add(n, Relaxed);
         }
-        self.count.fetch_add(1, Relaxed);
-        self.sum_ns.fetch_add(d.as_nanos() as u64, Relaxed);
+        self.count.fetch_add(n, Relaxed);
+        self.sum_ns
+            .fetch_add((d.as_nanos() as u64).saturating_mul(n), Relaxed);
     }
 
     /// Observations so far.
@@ -63,7 +107,7 @@ impl Histogram {
     /// increasing order; observations above the last bound are only in
     /// [`count`](Self::count).
     pub fn buckets(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
-        BUCKETS
+        self.bounds
             .iter()
             .zip(&self.buckets)
             .map(|(b, n)| (*b, n.load(Relaxed)))
@@ -120,7 +164,7 @@ impl EventTime {
 }
 
 /// Counters of one node (a source, an operator over all its instances, a sink).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NodeMetrics {
     /// Records received.
     pub records_in: AtomicU64,
@@ -137,10 +181,21 @@ pub struct NodeMetrics {
     pub blocked_ns: AtomicU64,
     /// Time per `process` call (operators) or write (sinks).
     pub batch_latency: Histogram,
+    /// Sinks: per record, the time from its source handing it over
+    /// ([`crate::Batch::origin`]) to its output being visible: written
+    /// (at-least-once) or committed (exactly-once).
+    pub record_latency: Histogram,
     /// Watermark and pending timers per instance (see [`NodeMetrics::new`]).
     instances: Box<[EventTime]>,
     /// Whether the node ever had event time (see the module docs).
     event_time: AtomicBool,
+}
+
+/// A node with one instance.
+impl Default for NodeMetrics {
+    fn default() -> Self {
+        NodeMetrics::new(1)
+    }
 }
 
 impl NodeMetrics {
@@ -157,8 +212,16 @@ impl NodeMetrics {
     /// ```
     pub fn new(instances: u32) -> Self {
         NodeMetrics {
+            records_in: AtomicU64::new(0),
+            records_out: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            records_skipped: AtomicU64::new(0),
+            blocked_ns: AtomicU64::new(0),
+            batch_latency: Histogram::default(),
+            record_latency: Histogram::record_latency(),
             instances: (0..instances).map(|_| EventTime::default()).collect(),
-            ..NodeMetrics::default()
+            event_time: AtomicBool::new(false),
         }
     }
 

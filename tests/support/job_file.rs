@@ -72,6 +72,12 @@ impl JobFile {
         self
     }
 
+    /// Changes the sink `id` with `change`.
+    pub fn sink_with(mut self, id: &str, change: impl FnOnce(Sink) -> Sink) -> Self {
+        change_entry(&mut self.sinks, id, change);
+        self
+    }
+
     /// Changes the operator `id` with `change`.
     pub fn operator_with(mut self, id: &str, change: impl FnOnce(Operator) -> Operator) -> Self {
         change_entry(&mut self.operators, id, change);

@@ -220,6 +220,15 @@ fn counters(m: &NodeMetrics, kind: NodeKind) -> Value {
     if kind == NodeKind::Source {
         v["records_skipped"] = json!(m.records_skipped.load(Relaxed));
     }
+    if kind == NodeKind::Sink {
+        let h = &m.record_latency;
+        let buckets: Vec<Value> = h.buckets().map(|(le, n)| json!([le, n])).collect();
+        v["record_latency"] = json!({
+            "count": h.count(),
+            "sum_seconds": h.sum_seconds(),
+            "buckets": buckets,
+        });
+    }
     let watermark = |w: Option<i64>| match w {
         Some(i64::MAX) => json!("end"),
         w => json!(w),

@@ -73,6 +73,12 @@ pub trait Sink: Send {
     fn close(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
+    /// Whether a batch is out once `write` returns (at-least-once sinks),
+    /// rather than once its checkpoint is committed: where the sink's
+    /// record latency is measured.
+    fn out_on_write(&self) -> bool {
+        false
+    }
 }
 
 /// An epoch written to `open`, to be made durable as `staged`: the first

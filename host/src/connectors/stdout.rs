@@ -108,6 +108,10 @@ impl PrintingSink {
 }
 
 impl Sink for PrintingSink {
+    fn out_on_write(&self) -> bool {
+        true
+    }
+
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         // One write per batch, not one per line (stdout is line-buffered).
         let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());

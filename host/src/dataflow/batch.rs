@@ -8,6 +8,12 @@
 //! Invariant: `spans` is a whole number of valid packed spans whose ranges
 //! lie inside `data`. [`Batch::from_parts`] checks it for data coming from a
 //! plugin; every other constructor maintains it.
+//!
+//! A batch also carries its *origin* ([`Batch::origin`]): when its oldest
+//! record entered the job, for the sinks' latency histogram. It is not
+//! part of the batch's value (equality ignores it) and is not persisted.
+
+use std::time::Instant;
 
 use crate::Record;
 
@@ -70,12 +76,24 @@ impl RecordRef<'_> {
 /// assert_eq!(b.get(1).key, Some(&b"world"[..]));
 /// assert_eq!(b.iter().map(|r| r.value.len()).sum::<usize>(), 10);
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Batch {
     data: Vec<u8>,
     /// Packed spans, [`SPAN_BYTES`] per record.
     spans: Vec<u8>,
+    /// When the oldest record entered the job, if known.
+    origin: Option<Instant>,
 }
+
+/// The records only: two batches holding the same records are equal
+/// whatever their origins.
+impl PartialEq for Batch {
+    fn eq(&self, other: &Batch) -> bool {
+        self.data == other.data && self.spans == other.spans
+    }
+}
+
+impl Eq for Batch {}
 
 fn offset_of(at: usize) -> u32 {
     u32::try_from(at).expect("a batch holds less than 4 GiB (sources and emits cut batches)")
@@ -101,6 +119,7 @@ impl Batch {
         Batch {
             data: Vec::with_capacity(bytes),
             spans: Vec::with_capacity(records * SPAN_BYTES),
+            origin: None,
         }
     }
 
@@ -115,7 +134,32 @@ impl Batch {
     /// ```
     pub fn from_parts(data: Vec<u8>, spans: Vec<u8>) -> Result<Self, BadSpans> {
         weir_flat::check(&spans, data.len())?;
-        Ok(Batch { data, spans })
+        Ok(Batch {
+            data,
+            spans,
+            origin: None,
+        })
+    }
+
+    /// When the oldest record of the batch entered the job (its source
+    /// handed it over), if known: batches a source sends have one, the
+    /// output of an operator call has its input's.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// assert_eq!(b.origin(), None);
+    /// let (early, late) = (std::time::Instant::now(), std::time::Instant::now());
+    /// b.set_origin(late);
+    /// b.set_origin(early);
+    /// assert_eq!(b.origin(), Some(early));
+    /// ```
+    pub fn origin(&self) -> Option<Instant> {
+        self.origin
+    }
+
+    /// Sets the origin to `at`, unless it already has an earlier one.
+    pub fn set_origin(&mut self, at: Instant) {
+        self.origin = Some(self.origin.map_or(at, |o| o.min(at)));
     }
 
     /// Number of records.
@@ -250,6 +294,9 @@ impl Batch {
     /// assert_eq!(a.get(1).key, Some(&b"k"[..]));
     /// ```
     pub fn append(&mut self, other: &Batch) {
+        if let Some(o) = other.origin {
+            self.set_origin(o);
+        }
         let base = offset_of(self.data.len());
         // Every shifted range must stay addressable: panics like `offset_of`
         // past 4 GiB.
@@ -324,6 +371,7 @@ impl Batch {
     pub fn clear(&mut self) {
         self.data.clear();
         self.spans.clear();
+        self.origin = None;
     }
 
     /// The largest timestamp of its records, if any has one.
@@ -385,6 +433,9 @@ impl Batch {
             .collect();
         for (to, r) in routed {
             parts[to].push_ref(r);
+        }
+        for part in &mut parts {
+            part.origin = self.origin;
         }
         parts
     }

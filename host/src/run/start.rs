@@ -92,12 +92,7 @@ pub(crate) fn start_threads(
 
     let sink_inputs = std::mem::take(&mut wiring.sink_inputs);
     for ((s, sink), inputs) in job.sinks.iter().zip(sinks).zip(sink_inputs) {
-        let task = SinkTask {
-            shared: shared.clone(),
-            id: s.id.clone(),
-            sink,
-            metrics: node(&s.id),
-        };
+        let task = SinkTask::new(shared.clone(), s.id.clone(), sink, node(&s.id));
         threads.spawn(s.id.clone(), &format!("sink-{}", s.id), move || {
             task.stage_and_commit(inputs)
         });

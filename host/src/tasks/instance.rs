@@ -114,10 +114,17 @@ impl InstanceTask {
     /// call into the plugin (and every watermark advance, which fires
     /// timers) ends here, so this is where the event-time gauges are
     /// published too.
-    fn emit(&mut self) -> Result<(), Cancelled> {
+    ///
+    /// What a call emits has the origin of its input batch (`origin`), or,
+    /// emitted by a timer or a checkpoint hook, the time of the call.
+    fn emit(&mut self, origin: Option<Instant>) -> Result<(), Cancelled> {
         self.publish_event_time();
+        let origin = origin.unwrap_or_else(Instant::now);
         for port in 0..self.instance.output_ports() as u32 {
-            let records = self.instance.take_output_batch(port);
+            let mut records = self.instance.take_output_batch(port);
+            if !records.is_empty() {
+                records.set_origin(origin);
+            }
             self.out.send(&self.shared.cancel, port, records)?;
         }
         Ok(())
@@ -144,7 +151,7 @@ impl InstanceTask {
         self.instance
             .on_checkpoint(id)
             .map_err(|e| self.shared.fail(e))?;
-        self.emit()?;
+        self.emit(None)?;
         let changes = self.instance.state_mut().take_changes();
         let timers = self.instance.timers_mut().take_changes();
         let bytes = self.instance.snapshot().map_err(|e| self.shared.fail(e))?;
@@ -186,7 +193,7 @@ impl InstanceTask {
         self.instance
             .fire_timers(domain, upto)
             .map_err(|e| self.shared.fail(e))?;
-        self.emit()
+        self.emit(None)
     }
 
     /// The instance's watermark is `w`: fires the event-time timers it
@@ -223,6 +230,7 @@ impl InputHandler for InstanceTask {
     }
 
     fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
+        let origin = batch.origin();
         let (instance, shared) = (&mut self.instance, &self.shared);
         receive_batch(&self.metrics, &batch, |batch| {
             instance.process_batch(port, batch).map_err(|error| {
@@ -239,7 +247,7 @@ impl InputHandler for InstanceTask {
                 })
             })
         })?;
-        self.emit()
+        self.emit(origin)
     }
 
     fn on_checkpoint(
@@ -291,7 +299,7 @@ impl InputHandler for InstanceTask {
             self.advance(END_OF_TIME)?;
         }
         self.instance.finish().map_err(|e| self.shared.fail(e))?;
-        self.emit()?;
+        self.emit(None)?;
         // The final checkpoint is a checkpoint like any other.
         self.checkpoint(final_id, Duration::ZERO, 0)?;
         self.out

@@ -10,9 +10,15 @@
 //! - A checkpoint is committed only after the driver stored it; after the
 //!   end of input the sink waits for the final checkpoint's commit, then
 //!   closes.
+//! - Record latency ([`NodeMetrics::record_latency`]) is observed once a
+//!   batch is out: after `write` for a sink that is out on write, else
+//!   when the commit of the batch's checkpoint is done. Until then an
+//!   exactly-once sink keeps one origin per millisecond of arrival (at
+//!   most [`ORIGINS_KEPT`] per epoch), so the bookkeeping stays small
+//!   however long an epoch runs.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -24,19 +30,67 @@ use crate::dataflow::protocol::{Ack, Event};
 use crate::metrics::NodeMetrics;
 use crate::tasks::{Shared, TaskError, receive_batch};
 
+/// Origins an exactly-once sink keeps per epoch; later batches count with
+/// the last one kept.
+const ORIGINS_KEPT: usize = 16_384;
+
+/// Batches of one epoch by origin: (origin, records), oldest first.
+type Origins = Vec<(Instant, u64)>;
+
 /// A sink thread.
 pub(crate) struct SinkTask {
     /// The attempt's cancel flag and events.
-    pub shared: Shared,
+    shared: Shared,
     /// Sink id.
-    pub id: String,
+    id: String,
     /// The opened sink.
-    pub sink: Box<dyn Sink>,
-    /// The sink's counters (records in, batch latency).
-    pub metrics: Arc<NodeMetrics>,
+    sink: Box<dyn Sink>,
+    /// The sink's counters (records in, batch and record latency).
+    metrics: Arc<NodeMetrics>,
+    /// Whether the sink is out on write ([`Sink::out_on_write`]).
+    out_on_write: bool,
+    /// The origins of the epoch being written.
+    writing: Origins,
+    /// The origins of precommitted epochs, by checkpoint id, oldest first.
+    precommitted: Vec<(u64, Origins)>,
 }
 
 impl SinkTask {
+    /// The thread of sink `id`.
+    pub(crate) fn new(
+        shared: Shared,
+        id: String,
+        sink: Box<dyn Sink>,
+        metrics: Arc<NodeMetrics>,
+    ) -> Self {
+        SinkTask {
+            out_on_write: sink.out_on_write(),
+            shared,
+            id,
+            sink,
+            metrics,
+            writing: Vec::new(),
+            precommitted: Vec::new(),
+        }
+    }
+
+    /// Remembers the origin of `batch` until its checkpoint commits.
+    fn keep_origin(&mut self, batch: &Batch) {
+        let Some(origin) = batch.origin() else {
+            return;
+        };
+        let n = batch.len() as u64;
+        let full = self.writing.len() >= ORIGINS_KEPT;
+        match self.writing.last_mut() {
+            Some((last, records))
+                if full || origin.saturating_duration_since(*last) < Duration::from_millis(1) =>
+            {
+                *records += n;
+            }
+            _ => self.writing.push((origin, n)),
+        }
+    }
+
     /// The thread body: writes `inputs` until they end and the final
     /// checkpoint is committed, or the job is cancelled. `inputs` carries the
     /// commit channel.
@@ -56,6 +110,10 @@ impl SinkTask {
     }
 
     fn precommit(&mut self, id: u64) -> Result<(), Cancelled> {
+        if !self.writing.is_empty() {
+            self.precommitted
+                .push((id, std::mem::take(&mut self.writing)));
+        }
         let sink = self.id.clone();
         let done = self.report(move |info| Event::Ack(id, Ack::Sink { sink, info }));
         self.sink
@@ -69,7 +127,18 @@ impl InputHandler for SinkTask {
         let (sink, shared) = (&mut self.sink, &self.shared);
         receive_batch(&self.metrics, &batch, |batch| {
             sink.write(batch).map_err(|e| shared.fail(e))
-        })
+        })?;
+        if self.out_on_write {
+            if let Some(origin) = batch.origin() {
+                let latency = origin.elapsed();
+                self.metrics
+                    .record_latency
+                    .observe_n(latency, batch.len() as u64);
+            }
+        } else {
+            self.keep_origin(&batch);
+        }
+        Ok(())
     }
 
     fn on_checkpoint(&mut self, id: u64, _: Duration, _: u64) -> Result<(), Cancelled> {
@@ -82,7 +151,21 @@ impl InputHandler for SinkTask {
 
     fn on_commit(&mut self, id: u64, last: bool) -> Result<(), Cancelled> {
         let sink = self.id.clone();
-        let done = self.report(move |_| Event::SinkCommitted(sink, id));
+        let report = self.report(move |_| Event::SinkCommitted(sink, id));
+        let upto = self.precommitted.partition_point(|(e, _)| *e <= id);
+        let out: Vec<(u64, Origins)> = self.precommitted.drain(..upto).collect();
+        let metrics = Arc::clone(&self.metrics);
+        let done: Done = Box::new(move |result| {
+            if result.is_ok() {
+                let now = Instant::now();
+                for (origin, n) in out.iter().flat_map(|(_, o)| o) {
+                    metrics
+                        .record_latency
+                        .observe_n(now.saturating_duration_since(*origin), *n);
+                }
+            }
+            report(result)
+        });
         self.sink
             .commit(id, done)
             .map_err(|e| self.shared.fail(e))?;

@@ -159,13 +159,12 @@ impl SourceTask {
             skipped = now_skipped;
             match read {
                 Ok(Some(batch)) if batch.is_empty() => idle = true,
-                Ok(Some(batch)) => {
+                Ok(Some(mut batch)) => {
                     sent += batch.len() as u64;
                     let idle_after = watermark.idle_timeout();
-                    watermark.on_records(
-                        || reader.watermark_timestamp(&batch, idle_after),
-                        Instant::now(),
-                    );
+                    let now = Instant::now();
+                    batch.set_origin(now);
+                    watermark.on_records(|| reader.watermark_timestamp(&batch, idle_after), now);
                     out.send(&shared.cancel, 0, batch)?;
                 }
                 Ok(None) => {

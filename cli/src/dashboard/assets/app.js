@@ -70,8 +70,52 @@ function duration(ms) {
   return `${s} s`;
 }
 
+// One formatter for every time of day: building one per call costs more
+// than the rest of a render.
+const timeOfDay = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+
 function clock(ms) {
-  return new Date(ms).toLocaleTimeString("en-GB", { hour12: false });
+  return timeOfDay.format(ms);
+}
+
+function seconds(s) {
+  return s < 1 ? `${(s * 1000).toFixed(s < 0.01 ? 1 : 0)} ms` : `${s.toFixed(s < 10 ? 1 : 0)} s`;
+}
+
+// The upper bound of the bucket holding quantile `q` of a histogram
+// `{count, buckets: [[le, n], ...]}` (buckets not cumulative).
+function quantile(h, q) {
+  const want = q * h.count;
+  let seen = 0;
+  for (const [le, n] of h.buckets) {
+    seen += n;
+    if (seen >= want) return `≤ ${seconds(le)}`;
+  }
+  return `> ${seconds(h.buckets[h.buckets.length - 1][0])}`;
+}
+
+// One bar per bucket, as a share of the records.
+function latencyHistogram(h) {
+  const t = el("table", { class: "histogram" });
+  const last = h.buckets[h.buckets.length - 1][0];
+  const over = h.count - h.buckets.reduce((a, [, n]) => a + n, 0);
+  const rows = h.buckets.map(([le, n]) => [`≤ ${seconds(le)}`, n]).concat([[`> ${seconds(last)}`, over]]);
+  const body = el("tbody");
+  for (const [label, n] of rows) {
+    if (n === 0) continue;
+    const share = n / h.count;
+    const tr = el("tr");
+    tr.append(el("th", { scope: "row" }, label));
+    const cell = el("td", { class: "share" });
+    const bar = el("span");
+    // Through the CSSOM: the page's policy refuses inline style attributes.
+    bar.style.width = `${Math.max(1, Math.round(share * 100))}%`;
+    cell.append(bar);
+    tr.append(cell, el("td", {}, `${(share * 100).toFixed(1)}%`));
+    body.append(tr);
+  }
+  t.append(body);
+  return t;
 }
 
 // A watermark: milliseconds since the epoch (UTC), "end", or none.
@@ -297,8 +341,11 @@ function renderDetails() {
   const job = state.job;
   const n = job && state.selected ? job.nodes.find((x) => x.id === state.selected) : null;
   if (!n) {
-    box.replaceChildren(el("p", { class: "muted" }, "Select a node in the graph."));
-    $("node-title").textContent = "Node";
+    // Left as it is when it already says so: nothing to lay out again.
+    if (!box.querySelector(".placeholder")) {
+      box.replaceChildren(el("p", { class: "muted placeholder" }, "Select a node in the graph."));
+      $("node-title").textContent = "Node";
+    }
     return;
   }
   $("node-title").textContent = `${n.kind[0].toUpperCase()}${n.kind.slice(1)} ${n.id}`;
@@ -315,6 +362,13 @@ function renderDetails() {
     row(facts, [n.kind === "sink" ? "Write time" : "Process call", `${((lat.sum_seconds / lat.count) * 1000).toFixed(3)} ms mean over ${whole.format(lat.count)}`], true);
   }
   if (n.kind === "source") row(facts, ["Skipped (bad timestamp)", whole.format(n.records_skipped)], true);
+  const rl = n.record_latency;
+  if (rl) {
+    const text = rl.count > 0
+      ? `p50 ${quantile(rl, 0.5)}, p99 ${quantile(rl, 0.99)}, mean ${seconds(rl.sum_seconds / rl.count)} over ${whole.format(rl.count)} records`
+      : "no record out yet";
+    row(facts, ["Record latency", text], true);
+  }
   if (n.kind !== "sink") row(facts, ["Watermark", watermark(n.watermark_ms)], true);
   const parts = [facts];
   if (n.kind === "operator") {
@@ -331,6 +385,7 @@ function renderDetails() {
     }
     parts.push(el("h3", {}, "Plugin"), plugin);
   }
+  if (rl && rl.count > 0) parts.push(el("h3", {}, "Record latency"), latencyHistogram(rl));
   if (n.per_instance && n.kind === "operator") {
     const t = el("table", { class: "instances" });
     const head = el("tr");
@@ -345,30 +400,48 @@ function renderDetails() {
   box.replaceChildren(...parts);
 }
 
+// A checkpoint's row never changes once written (the journal records a
+// checkpoint when it completed or failed), so a render adds the new rows,
+// drops the old ones and leaves the others where they are. A row is known
+// by id, start and outcome: a restart may take an id again.
 function renderCheckpoints(doc) {
   const body = $("checkpoints").tBodies[0];
+  const shown = new Map();
+  for (const tr of body.rows) shown.set(tr.dataset.key, tr);
   const rows = doc.history.slice(0, CHECKPOINT_ROWS).map((c) => {
-    const tr = el("tr", { "data-checkpoint": String(c.id), class: c.error ? "failed" : "completed" });
-    const outcome = c.error ? `failed: ${c.error}` : c.is_final ? "completed (final)" : c.unaligned ? "completed (unaligned)" : "completed";
-    const cells = [
-      String(c.id),
-      outcome,
-      clock(c.started_at_ms),
-      `${c.duration_ms} ms`,
-      `${c.alignment_ms} ms`,
-      `${c.pause_ms} ms`,
-      c.error ? "–" : bytes(c.bytes_written),
-      c.unaligned ? bytes(c.inflight_bytes) : "–",
-    ];
-    cells.forEach((text, i) => tr.append(el(i === 0 ? "th" : "td", i === 0 ? { scope: "row" } : {}, text)));
-    return tr;
+    const key = `${c.id} ${c.started_at_ms} ${c.error ? "failed" : "completed"}`;
+    return shown.get(key) || checkpointRow(c, key);
   });
   if (rows.length === 0) {
-    const tr = el("tr", { class: "empty" });
-    tr.append(el("td", { colspan: "8" }, "No checkpoint yet."));
+    let tr = shown.get("empty");
+    if (!tr) {
+      tr = el("tr", { class: "empty", "data-key": "empty" });
+      tr.append(el("td", { colspan: "8" }, "No checkpoint yet."));
+    }
     rows.push(tr);
   }
-  body.replaceChildren(...rows);
+  const keep = new Set(rows);
+  for (const tr of [...body.rows]) if (!keep.has(tr)) tr.remove();
+  rows.forEach((tr, i) => {
+    if (body.rows[i] !== tr) body.insertBefore(tr, body.rows[i] || null);
+  });
+}
+
+function checkpointRow(c, key) {
+  const tr = el("tr", { "data-checkpoint": String(c.id), "data-key": key, class: c.error ? "failed" : "completed" });
+  const outcome = c.error ? `failed: ${c.error}` : c.is_final ? "completed (final)" : c.unaligned ? "completed (unaligned)" : "completed";
+  const cells = [
+    String(c.id),
+    outcome,
+    clock(c.started_at_ms),
+    `${c.duration_ms} ms`,
+    `${c.alignment_ms} ms`,
+    `${c.pause_ms} ms`,
+    c.error ? "–" : bytes(c.bytes_written),
+    c.unaligned ? bytes(c.inflight_bytes) : "–",
+  ];
+  cells.forEach((text, i) => tr.append(el(i === 0 ? "th" : "td", i === 0 ? { scope: "row" } : {}, text)));
+  return tr;
 }
 
 function renderEvents(doc) {

@@ -67,6 +67,10 @@ impl AppendSink {
 }
 
 impl Sink for AppendSink {
+    fn out_on_write(&self) -> bool {
+        true
+    }
+
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         self.buffer.clear();
         encode(batch, &mut self.buffer).expect("writing to memory");

@@ -305,6 +305,10 @@ impl SourceConnector for KafkaSourceConfig {
             ("enable.partition.eof", "true"),
             ("isolation.level", "read_committed"),
             ("auto.offset.reset", "error"),
+            // librdkafka waits this long (1 s by default) before fetching
+            // again once its queue is full; the source drains the queue
+            // every few milliseconds, so a short wait keeps fetches going.
+            ("fetch.queue.backoff.ms", "10"),
         ];
         // librdkafka wants a group even to assign partitions by hand; one
         // of the source's own is never joined, and nothing is committed to it.
@@ -508,6 +512,8 @@ impl SourceReader for KafkaReader {
     /// nothing has: the source thread asks again shortly).
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
         let mut batch = Batch::with_capacity(max.min(4096), self.batch_bytes);
+        // One clock reading per batch: a batch is read in microseconds.
+        let now = Instant::now();
         while !self.finished() && batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
             let message = match self.consumer.poll(Duration::ZERO) {
                 None => break,
@@ -522,7 +528,7 @@ impl SourceReader for KafkaReader {
                 }
                 Some(Err(e)) => return Err(self.error(format!("reading failed: {e}"))),
             };
-            let (offset, now) = (message.offset(), Instant::now());
+            let offset = message.offset();
             let (topic, id) = (message.topic(), message.partition());
             let found = self
                 .partitions

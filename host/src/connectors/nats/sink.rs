@@ -266,6 +266,10 @@ impl PublishingSink {
 }
 
 impl Sink for PublishingSink {
+    fn out_on_write(&self) -> bool {
+        true
+    }
+
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         let PublishingSink {
             destination,

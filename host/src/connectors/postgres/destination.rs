@@ -1,6 +1,7 @@
 //! The PostgreSQL [`Destination`]: one transaction per epoch that writes
 //! its rows by `COPY` and moves the bookkeeping row of the job's sink to
-//! the epoch's checkpoint.
+//! the epoch's checkpoint. At-least-once, [`WritingSink`]: one transaction
+//! per written batch, without the bookkeeping row.
 
 use std::io::Write;
 use std::time::Duration;
@@ -10,8 +11,9 @@ use postgres::{Client, NoTls, Transaction};
 use super::copy::{Groups, Merged, Row, show_line};
 use super::table::{COMMITS, Table, connection_lost, copy_context, create_commits, describe};
 use super::{Mode, PostgresSinkConfig};
-use crate::connectors::sink::SinkError;
+use crate::connectors::sink::{Done, Sink, SinkError};
 use crate::connectors::staged::{Destination, EpochReader};
+use crate::dataflow::Batch;
 
 /// Bytes of COPY text sent at a time: an append group is sent as one
 /// `COPY` once it holds this much, an upsert group in writes of this size.
@@ -144,6 +146,17 @@ impl Destination for PgDestination {
     }
 
     fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError> {
+        self.with_epoch(|work, client, job, sink| work.deliver(client, job, sink, id, epoch))
+    }
+}
+
+impl PgDestination {
+    /// Runs `step` with the connection and the destination's buffers, and
+    /// turns its failure into the sink's error.
+    fn with_epoch(
+        &mut self,
+        step: impl FnOnce(&mut Epoch<'_>, &mut Client, &str, &str) -> Result<(), Failure>,
+    ) -> Result<(), SinkError> {
         self.client()?;
         let PgDestination {
             client,
@@ -166,7 +179,7 @@ impl Destination for PgDestination {
             groups,
             merged,
         };
-        let result = work.deliver(client, job, sink, id, epoch);
+        let result = step(&mut work, client, job, sink);
         work.groups.clear();
         match result {
             Ok(()) => Ok(()),
@@ -174,6 +187,35 @@ impl Destination for PgDestination {
             Err(Failure::Message(m)) => Err(self.remote(m)),
             Err(Failure::Pg(doing, e)) => Err(self.failed(&doing, &e)),
         }
+    }
+}
+
+/// The at-least-once PostgreSQL sink: each batch is committed before
+/// `write` returns, so a checkpoint's precommit has nothing left to wait
+/// for.
+pub(super) struct WritingSink(pub(super) PgDestination);
+
+impl Sink for WritingSink {
+    fn out_on_write(&self) -> bool {
+        true
+    }
+
+    fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.0
+            .with_epoch(|work, client, _, _| work.write(client, batch))
+    }
+
+    fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
+        done(Ok(serde_json::json!({ "checkpoint": id })));
+        Ok(())
+    }
+
+    fn commit(&mut self, _: u64, done: Done) -> Result<(), SinkError> {
+        done(Ok(serde_json::Value::Null));
+        Ok(())
     }
 }
 
@@ -240,32 +282,9 @@ impl Epoch<'_> {
         self.groups.clear();
         self.merged.clear();
         while let Some(batch) = epoch.next_batch()? {
-            for record in batch.iter() {
-                self.row
-                    .read(&self.table.columns, self.ignore_unknown, record.value)
-                    .map_err(Failure::Message)?;
-                match self.mode {
-                    Mode::Append => {
-                        let g = self.groups.push(self.row);
-                        if self.groups.groups_mut()[g].copy.len() >= CHUNK {
-                            self.send_append(&mut tx, g)?;
-                        }
-                    }
-                    Mode::Upsert => self
-                        .merged
-                        .push(self.row, &self.table.key, &self.table.columns, record.value)
-                        .map_err(Failure::Message)?,
-                }
-            }
+            self.add(&mut tx, &batch)?;
         }
-        match self.mode {
-            Mode::Append => {
-                for g in 0..self.groups.groups_mut().len() {
-                    self.send_append(&mut tx, g)?;
-                }
-            }
-            Mode::Upsert => self.send_upsert(&mut tx)?,
-        }
+        self.finish(&mut tx)?;
         tx.execute(
             &format!(
                 "INSERT INTO {COMMITS} (job, sink, checkpoint) VALUES ($1, $2, $3) \
@@ -275,6 +294,56 @@ impl Epoch<'_> {
         )
         .map_err(pg("writing the bookkeeping row"))?;
         tx.commit().map_err(pg("committing the epoch"))
+    }
+
+    /// Writes `batch` in a transaction of its own (at-least-once: no
+    /// bookkeeping row).
+    fn write(&mut self, client: &mut Client, batch: &Batch) -> Result<(), Failure> {
+        let mut tx = client
+            .transaction()
+            .map_err(|e| Failure::Pg("starting a transaction".into(), e))?;
+        self.groups.clear();
+        self.merged.clear();
+        self.add(&mut tx, batch)?;
+        self.finish(&mut tx)?;
+        tx.commit()
+            .map_err(|e| Failure::Pg("committing the rows".into(), e))
+    }
+
+    /// Reads the records of `batch` into rows; sends an append group once
+    /// it holds [`CHUNK`] bytes.
+    fn add(&mut self, tx: &mut Transaction<'_>, batch: &Batch) -> Result<(), Failure> {
+        for record in batch.iter() {
+            self.row
+                .read(&self.table.columns, self.ignore_unknown, record.value)
+                .map_err(Failure::Message)?;
+            match self.mode {
+                Mode::Append => {
+                    let g = self.groups.push(self.row);
+                    if self.groups.groups_mut()[g].copy.len() >= CHUNK {
+                        self.send_append(tx, g)?;
+                    }
+                }
+                Mode::Upsert => self
+                    .merged
+                    .push(self.row, &self.table.key, &self.table.columns, record.value)
+                    .map_err(Failure::Message)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends what [`add`](Self::add) left unsent.
+    fn finish(&mut self, tx: &mut Transaction<'_>) -> Result<(), Failure> {
+        match self.mode {
+            Mode::Append => {
+                for g in 0..self.groups.groups_mut().len() {
+                    self.send_append(tx, g)?;
+                }
+                Ok(())
+            }
+            Mode::Upsert => self.send_upsert(tx),
+        }
     }
 
     /// Sends the lines of append group `g` into the table by one `COPY`.

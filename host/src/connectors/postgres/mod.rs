@@ -30,6 +30,12 @@
 //! an epoch are merged first (later fields win, as if applied in order),
 //! copied into a temporary table and moved by `INSERT ... ON CONFLICT
 //! (key) DO UPDATE` of the fields they name.
+//!
+//! With `delivery = "at-least-once"` nothing is staged: each written batch
+//! goes into the table in a transaction of its own as it arrives, and a
+//! checkpoint completes only once every batch before its barrier is
+//! committed; after a crash the batches since the restored checkpoint are
+//! written again (an upsert writes the same values again).
 
 mod copy;
 mod destination;
@@ -45,16 +51,16 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
-use super::sink::{Sink, SinkError};
+use super::sink::{Delivery, Sink, SinkError};
 use super::staged::StagedSink;
 use super::{BuildSink, SinkConnector, SinkType};
 use crate::fields::from_table;
-use destination::PgDestination;
+use destination::{PgDestination, WritingSink};
 
 /// The registry entry of `type = "postgres"` sinks.
 pub const SINK: SinkType = SinkType {
     name: "postgres",
-    keys: &["url", "table", "mode", "key", "ignore_unknown"],
+    keys: &["url", "table", "mode", "key", "ignore_unknown", "delivery"],
     read: PostgresSinkConfig::read,
 };
 
@@ -87,6 +93,8 @@ pub struct PostgresSinkConfig {
     /// Whether record fields without a column are skipped rather than an
     /// error (`ignore_unknown`, default false).
     pub ignore_unknown: bool,
+    /// When rows are written (`delivery`, default exactly-once).
+    pub delivery: Delivery,
 }
 
 // By hand: the URL may hold a password.
@@ -98,6 +106,7 @@ impl std::fmt::Debug for PostgresSinkConfig {
             .field("mode", &self.mode)
             .field("key", &self.key)
             .field("ignore_unknown", &self.ignore_unknown)
+            .field("delivery", &self.delivery)
             .finish_non_exhaustive()
     }
 }
@@ -146,6 +155,7 @@ impl PostgresSinkConfig {
             mode: Option<Mode>,
             key: Option<KeyColumns>,
             ignore_unknown: Option<bool>,
+            delivery: Option<Delivery>,
         }
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |_dir: &Path| {
@@ -193,6 +203,7 @@ impl PostgresSinkConfig {
                 mode,
                 key,
                 ignore_unknown: raw.ignore_unknown.unwrap_or(false),
+                delivery: raw.delivery.unwrap_or(Delivery::ExactlyOnce),
             }))
         }))
     }
@@ -309,7 +320,8 @@ fn check_table(table: &str) -> Result<(), String> {
 impl SinkConnector for PostgresSinkConfig {
     /// Connects, checks the table (and the key's unique index for an
     /// upsert), creates the bookkeeping table when missing, then opens the
-    /// staged sink, which recovers to `restore`.
+    /// staged sink, which recovers to `restore`; at-least-once, a sink that
+    /// writes each batch as it comes.
     fn open(
         &self,
         job: &str,
@@ -318,6 +330,9 @@ impl SinkConnector for PostgresSinkConfig {
         restore: Option<&Value>,
     ) -> Result<Box<dyn Sink>, SinkError> {
         let destination = PgDestination::connect(self, job, id)?;
+        if self.delivery == Delivery::AtLeastOnce {
+            return Ok(Box::new(WritingSink(destination)));
+        }
         Ok(Box::new(StagedSink::open(
             id,
             staging,
@@ -374,14 +389,17 @@ mod tests {
             ),
             ("db.example:5433/stats", "totals", Mode::Append, 0, false)
         );
+        assert_eq!(s.delivery, Delivery::ExactlyOnce);
         let s = settings(
             r#"url = "host=/run/postgresql user=weir"
                table = 'public."Totals"'
                mode = "upsert"
                key = ["word", "day"]
-               ignore_unknown = true"#,
+               ignore_unknown = true
+               delivery = "at-least-once""#,
         )
         .unwrap();
+        assert_eq!(s.delivery, Delivery::AtLeastOnce);
         assert_eq!(s.server, "/run/postgresql:5432/weir");
         assert_eq!(
             (s.mode, s.key.clone(), s.ignore_unknown),

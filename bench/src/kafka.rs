@@ -1,0 +1,207 @@
+//! `kafka`: records per second into and out of a Kafka cluster through the
+//! Kafka connectors, against librdkafka's own producer and consumer on the
+//! same data and the same cluster.
+//!
+//! The cluster is librdkafka's mock cluster, hosted in this process
+//! (`weir_tests::servers::Kafka`), or a real one with `WEIR_KAFKA_BROKERS`.
+//! The mock keeps messages in memory, so what is measured is the clients
+//! and the connectors, not a broker's disk.
+//!
+//! - sink: a file → `kafka` sink job, exactly-once (one transaction per
+//!   checkpoint) and at-least-once (an idempotent producer), against an
+//!   idempotent librdkafka producer writing the same values, flushed at the
+//!   end;
+//! - source: a bounded `kafka` source → file sink job, against a librdkafka
+//!   consumer reading every partition to its end.
+//!
+//! The Weir cases run the `weir` binary (`--restore none`, checkpoints
+//! every second) and include its start-up.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
+use weir_tests::servers::Kafka;
+
+use crate::connectors::{per_second, run_weir};
+use crate::{Report, Settings};
+
+/// Partitions of every topic.
+const PARTITIONS: i32 = 8;
+
+/// Distinct values (words) of the data.
+const WORDS: u64 = 10_000;
+
+/// How long a baseline client waits for the cluster before giving up.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs the benchmark.
+pub fn run(settings: &Settings) -> anyhow::Result<Report> {
+    let n = settings
+        .records
+        .unwrap_or(settings.pick(2_000_000, 200_000, 5_000));
+    let mut report = Report::new("kafka");
+    report.param("records", n);
+    report.param("partitions", PARTITIONS);
+    report.param(
+        "unit",
+        "records/s over the wall time of the whole run (for Weir: `weir run` from start to exit)",
+    );
+    let scratch = settings.scratch("kafka")?;
+    let dir = scratch.path();
+    let words = dir.join("words.txt");
+    crate::data::write_lines(&words, n, |i| format!("w{}", i % WORDS))?;
+    let values: Vec<String> = (0..n).map(|i| format!("w{}", i % WORDS)).collect();
+
+    settings.say("kafka: starting librdkafka's mock cluster");
+    let kafka = Kafka::start(1);
+    report.param(
+        "cluster",
+        if kafka.is_mock() {
+            "librdkafka mock cluster, 1 broker, in the benchmark process".to_owned()
+        } else {
+            format!("{} (WEIR_KAFKA_BROKERS)", kafka.brokers())
+        },
+    );
+    report.param("librdkafka", rdkafka::util::get_rdkafka_version().1);
+    for topic in ["in", "exactly-once", "at-least-once"] {
+        kafka.create_topic(topic, PARTITIONS);
+    }
+
+    settings.say("kafka: librdkafka producer (baseline)");
+    let produced = produce_all(&kafka.brokers(), &kafka.topic("in"), &values)?;
+    report.row(
+        "librdkafka produce",
+        per_second(n, produced),
+        "records/s",
+        None,
+    );
+
+    for delivery in ["exactly-once", "at-least-once"] {
+        let case = format!("weir → kafka {delivery}");
+        settings.say(&format!("kafka: {case}"));
+        let topic = kafka.topic(delivery);
+        let job = JobFile::new(&format!("bench-kafka-{delivery}"))
+            .checkpoint(Checkpoint::every("1s"))
+            .source(Source::file("in", "words.txt"))
+            .sink(
+                Sink::kafka("out", &kafka.brokers(), &topic)
+                    .input("in")
+                    .string("delivery", delivery),
+            );
+        let wall = run_weir(settings, dir, delivery, &job)?;
+        let (stored, _) = read_all(&kafka.brokers(), &topic)?;
+        anyhow::ensure!(
+            stored == n,
+            "topic {topic} holds {stored} messages, expected {n}"
+        );
+        report.row(
+            &case,
+            per_second(n, wall),
+            "records/s",
+            Some("librdkafka produce"),
+        );
+    }
+
+    settings.say("kafka: librdkafka consumer (baseline)");
+    let (read, took) = read_all(&kafka.brokers(), &kafka.topic("in"))?;
+    anyhow::ensure!(read == n, "the consumer read {read} messages, expected {n}");
+    report.row("librdkafka consume", per_second(n, took), "records/s", None);
+
+    settings.say("kafka: kafka → weir");
+    let job = JobFile::new("bench-kafka-source")
+        .checkpoint(Checkpoint::every("1s"))
+        .source(Source::kafka("in", &kafka.brokers(), &kafka.topic("in")).value("bounded", true))
+        .sink(Sink::file("out", "out.txt").input("in"));
+    let wall = run_weir(settings, dir, "source", &job)?;
+    let lines = std::fs::read_to_string(dir.join("source/out.txt"))?
+        .lines()
+        .count() as u64;
+    anyhow::ensure!(
+        lines == n,
+        "the kafka source wrote {lines} records, expected {n}"
+    );
+    report.row(
+        "kafka → weir",
+        per_second(n, wall),
+        "records/s",
+        Some("librdkafka consume"),
+    );
+    Ok(report)
+}
+
+/// Writes every value to `topic` with an idempotent producer configured as
+/// the at-least-once sink is (`linger.ms = 5`, the murmur2 partitioner) and
+/// waits until all are acknowledged; returns the time taken.
+fn produce_all(brokers: &str, topic: &str, values: &[String]) -> anyhow::Result<Duration> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("partitioner", "murmur2_random")
+        .create()?;
+    let started = Instant::now();
+    for value in values {
+        let mut record = BaseRecord::<(), _>::to(topic).payload(value.as_bytes());
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(1));
+                }
+                Err((e, _)) => anyhow::bail!("producing to {topic}: {e}"),
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(TIMEOUT)?;
+    Ok(started.elapsed())
+}
+
+/// Reads every partition of `topic` from its start to its end with a
+/// `read_committed` consumer; returns the messages read and the time taken.
+fn read_all(brokers: &str, topic: &str) -> anyhow::Result<(u64, Duration)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        // Never joined: librdkafka wants a group to assign by hand.
+        .set("group.id", "weir-bench-reader")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .set("isolation.level", "read_committed")
+        // As the Kafka source sets it.
+        .set("fetch.queue.backoff.ms", "10")
+        .create()?;
+    let started = Instant::now();
+    let mut list = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        list.add_partition_offset(topic, p, Offset::Beginning)?;
+    }
+    consumer.assign(&list)?;
+    let mut at_end = std::collections::BTreeSet::new();
+    let mut read = 0;
+    let mut last_progress = Instant::now();
+    while at_end.len() < PARTITIONS as usize {
+        match consumer.poll(Duration::from_millis(100)) {
+            None => anyhow::ensure!(
+                last_progress.elapsed() < TIMEOUT,
+                "reading {topic}: nothing arrived for {TIMEOUT:?}"
+            ),
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) => anyhow::bail!("reading {topic}: {e}"),
+            Some(Ok(m)) => {
+                use rdkafka::Message as _;
+                at_end.remove(&m.partition());
+                read += 1;
+                last_progress = Instant::now();
+            }
+        }
+    }
+    Ok((read, started.elapsed()))
+}

@@ -1,0 +1,207 @@
+//! `ui`: what the web dashboard costs the data path. Word count (p1, 100K
+//! distinct words, a checkpoint every second) through the `weir` binary,
+//! in four cases run round-robin:
+//!
+//! - `baseline`: no dashboard;
+//! - `baseline again`: the same, to show the run-to-run noise (A/A);
+//! - `--ui, nobody watching`: the dashboard listens, nobody asks;
+//! - `--ui, page open`: headless Chromium shows the page from the moment
+//!   the dashboard listens to the end of the job (live updates every
+//!   second, a checkpoint row a second).
+//!
+//! Each case reports records per second over the `weir` process's wall
+//! time and the process's CPU time per million records (`wait4`), both
+//! against the baseline. The browser runs on the same two cores, so its
+//! rendering takes CPU the job could have used: the end-to-end ratio of
+//! `page open` includes that, the CPU ratio is what serving the page
+//! costs `weir` itself.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use weir_tests::browser::Browser;
+use weir_tests::job_file::Source;
+
+use crate::child::{ChildRun, run_child_with};
+use crate::jobs::{LinearJob, checkpoint_table};
+use crate::{Report, Settings, Target, data, median};
+
+/// The cases, baseline first.
+const CASES: [&str; 4] = [
+    "baseline",
+    "baseline again",
+    "--ui, nobody watching",
+    "--ui, page open",
+];
+
+/// How long the dashboard may take to listen.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs the benchmark.
+pub fn run(settings: &Settings) -> anyhow::Result<Report> {
+    let words = settings.pick(30_000_000, 3_000_000, 50_000);
+    let distinct = settings.pick(100_000, 100_000, 1_000);
+    let reps = settings.pick(5, 1, 1);
+    let mut report = Report::new("ui");
+    report.param("words", words);
+    report.param("distinct_words", distinct);
+    report.param("repetitions", reps);
+    report.param(
+        "unit",
+        "records/s: input records over the weir process's wall time (median of the repetitions, cases round-robin); cpu: the weir process's user + system seconds per million records",
+    );
+    let scratch = settings.scratch("ui")?;
+    let dir = scratch.path();
+    settings.say(&format!("ui: writing {words} words"));
+    data::write_lines(&dir.join("words.txt"), words, |i| data::word(i, distinct))?;
+    let plugin = settings.plugin("word-count")?;
+    let job = LinearJob {
+        name: "bench-ui",
+        checkpoint: checkpoint_table(Some("1s"), 3),
+        source: Source::file("in", "../words.txt").format("lines"),
+        plugin: &plugin,
+        parallelism: 1,
+        config: "{}",
+    }
+    .job();
+    settings.say("ui: starting headless Chromium");
+    let browser = Browser::launch().map_err(anyhow::Error::msg)?;
+
+    let mut runs: Vec<Vec<ChildRun>> = vec![Vec::new(); CASES.len()];
+    let mut pages = 0;
+    for rep in 0..reps {
+        for i in 0..CASES.len() {
+            let at = (i + rep) % CASES.len();
+            settings.say(&format!("ui: {} (run {})", CASES[at], rep + 1));
+            let case = dir.join("case");
+            if case.exists() {
+                std::fs::remove_dir_all(&case)?;
+            }
+            std::fs::create_dir_all(&case)?;
+            let file = case.join("job.toml");
+            std::fs::write(&file, job.to_string())?;
+            let mut cmd = Command::new(settings.weir_binary()?);
+            cmd.arg("run")
+                .arg(&file)
+                .args(["--restore", "none", "--progress-every", "0"])
+                .env_remove("RUST_LOG");
+            let log = case.join("run");
+            let run = match CASES[at] {
+                "--ui, nobody watching" => {
+                    let addr = free_address()?;
+                    cmd.args(["--ui", &addr.to_string()]);
+                    run_child_with(cmd, &log, |pid| listening(addr, pid).map(|_| ()))?
+                }
+                "--ui, page open" => {
+                    let addr = free_address()?;
+                    cmd.args(["--ui", &addr.to_string()]);
+                    run_child_with(cmd, &log, |pid| {
+                        if !listening(addr, pid)? {
+                            return Ok(None);
+                        }
+                        match browser.open(&format!("http://{addr}/")) {
+                            Ok(page) => {
+                                pages += 1;
+                                Ok(Some(page))
+                            }
+                            // The job ended first (the smallest sizes).
+                            Err(_) if exited(pid) => Ok(None),
+                            Err(e) => Err(anyhow::Error::msg(e)),
+                        }
+                    })?
+                }
+                _ => run_child_with(cmd, &log, |_| Ok(()))?,
+            };
+            runs[at].push(run);
+        }
+    }
+    report.param("page_open_runs", pages);
+    anyhow::ensure!(
+        settings.mode == crate::Mode::Tiny || pages == reps,
+        "the page was open in {pages} of {reps} runs: the job ended before Chromium loaded it; run with more words"
+    );
+    let per_million = |r: &ChildRun| r.cpu.as_secs_f64() * 1e6 / words as f64;
+    for (i, case) in CASES.iter().enumerate() {
+        let rates: Vec<f64> = runs[i]
+            .iter()
+            .map(|r| words as f64 / r.wall.as_secs_f64().max(1e-9))
+            .collect();
+        let base = (i > 0).then_some(CASES[0]);
+        let row = report.row(case, median(&rates), "records/s", base);
+        for (r, rate) in rates.iter().enumerate() {
+            row.extra.insert(format!("rates_{}", r + 1), *rate);
+        }
+        let cpu: Vec<f64> = runs[i].iter().map(per_million).collect();
+        let cpu_case = format!("{case}: cpu");
+        let cpu_base = format!("{}: cpu", CASES[0]);
+        report.row(
+            &cpu_case,
+            median(&cpu),
+            "cpu s per 1M records",
+            (i > 0).then_some(cpu_base.as_str()),
+        );
+    }
+    let ratio = |case: &str| report.get(case).and_then(|r| r.ratio).unwrap_or(f64::NAN);
+    let targets = [
+        Target::at_least(
+            "nobody watching: records/s vs baseline (ratio)",
+            ratio("--ui, nobody watching"),
+            0.98,
+        ),
+        Target::at_most(
+            "nobody watching: weir's cpu vs baseline (ratio)",
+            ratio("--ui, nobody watching: cpu"),
+            1.02,
+        ),
+        Target::at_least(
+            "page open: records/s vs baseline, browser on the same cores (ratio)",
+            ratio("--ui, page open"),
+            0.98,
+        ),
+        Target::at_most(
+            "page open: weir's cpu vs baseline (ratio)",
+            ratio("--ui, page open: cpu"),
+            1.02,
+        ),
+    ];
+    let note = format!(
+        "A/A noise: `baseline again` is {:.3}× `baseline` (records/s) and {:.3}× (cpu)",
+        ratio("baseline again"),
+        ratio("baseline again: cpu")
+    );
+    report.targets.extend(targets);
+    report.notes.push(note);
+    Ok(report)
+}
+
+/// A loopback address no one listens on now.
+fn free_address() -> anyhow::Result<SocketAddr> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+/// Waits until the dashboard of process `pid` accepts connections at
+/// `addr`; `false` when the process ended first.
+fn listening(addr: SocketAddr, pid: u32) -> anyhow::Result<bool> {
+    let started = Instant::now();
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+        if exited(pid) {
+            return Ok(false);
+        }
+        anyhow::ensure!(
+            started.elapsed() < LISTEN_TIMEOUT,
+            "the dashboard did not listen on {addr} within {LISTEN_TIMEOUT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(true)
+}
+
+/// Whether our child `pid` has exited (a zombie, not reaped yet).
+fn exited(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name in parentheses, which may hold
+    // spaces.
+    let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+    matches!(state, None | Some(Some('Z')) | Some(Some('X')))
+}
