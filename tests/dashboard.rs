@@ -157,9 +157,15 @@ fn api_job_is_the_graph_with_every_node_its_plugin_and_live_counters() {
     let latency = &node(&out, "out")["record_latency"];
     let buckets = latency["buckets"].as_array().unwrap();
     let in_buckets: u64 = buckets.iter().map(|b| b[1].as_u64().unwrap()).sum();
-    assert!(in_buckets > 0 && in_buckets <= latency["count"].as_u64().unwrap(), "{latency}");
+    assert!(
+        in_buckets > 0 && in_buckets <= latency["count"].as_u64().unwrap(),
+        "{latency}"
+    );
     assert!(latency["sum_seconds"].as_f64().unwrap() > 0.0, "{latency}");
-    assert!(node(&out, "count")["record_latency"].is_null(), "only sinks");
+    assert!(
+        node(&out, "count")["record_latency"].is_null(),
+        "only sinks"
+    );
 
     // The checkpoint history, newest first.
     let cps = d.wait_api("two completed checkpoints", "/api/checkpoints", |v| {

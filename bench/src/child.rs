@@ -1,7 +1,7 @@
 //! Child processes timed from outside: wall time from spawn to reap, and
 //! the peak RSS and CPU time `wait4` reports for the child.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -89,4 +89,28 @@ pub fn run_child_with<G>(
         cpu: time(usage.ru_utime) + time(usage.ru_stime),
         stderr: stderr_text,
     })
+}
+
+/// A fresh folder `dir/case` holding `job` as `job.toml`, and the command
+/// that runs it with the `weir` binary (`--restore none`, no progress
+/// lines, no `RUST_LOG`); returns the command and the log path for
+/// [`run_child`].
+pub fn weir_case(
+    settings: &crate::Settings,
+    dir: &Path,
+    job: &weir_tests::job_file::JobFile,
+) -> anyhow::Result<(Command, PathBuf)> {
+    let case = dir.join("case");
+    if case.exists() {
+        std::fs::remove_dir_all(&case)?;
+    }
+    std::fs::create_dir_all(&case)?;
+    let file = case.join("job.toml");
+    std::fs::write(&file, job.to_string())?;
+    let mut cmd = Command::new(settings.weir_binary()?);
+    cmd.arg("run")
+        .arg(&file)
+        .args(["--restore", "none", "--progress-every", "0"])
+        .env_remove("RUST_LOG");
+    Ok((cmd, case.join("run")))
 }

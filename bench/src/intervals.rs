@@ -5,11 +5,10 @@
 //! exactly-once latency of about 100 ms to cost under 10% of throughput.
 
 use std::path::Path;
-use std::process::Command;
 
 use weir_tests::job_file::{JobFile, Source};
 
-use crate::child::run_child;
+use crate::child::{run_child, weir_case};
 use crate::jobs::{LinearJob, checkpoint_table};
 use crate::state::reconcile_job;
 use crate::{Report, Settings, Target, data, median};
@@ -104,18 +103,6 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
 
 /// Runs `job` in a fresh folder under `dir`; returns its wall time in seconds.
 fn run_job(settings: &Settings, dir: &Path, job: &JobFile) -> anyhow::Result<f64> {
-    let case = dir.join("case");
-    if case.exists() {
-        std::fs::remove_dir_all(&case)?;
-    }
-    std::fs::create_dir_all(&case)?;
-    let file = case.join("job.toml");
-    std::fs::write(&file, job.to_string())?;
-    let mut cmd = Command::new(settings.weir_binary()?);
-    cmd.arg("run")
-        .arg(&file)
-        .args(["--restore", "none", "--progress-every", "0"])
-        .env_remove("RUST_LOG");
-    let run = run_child(cmd, &case.join("run"))?;
-    Ok(run.wall.as_secs_f64())
+    let (cmd, log) = weir_case(settings, dir, job)?;
+    Ok(run_child(cmd, &log)?.wall.as_secs_f64())
 }

@@ -6,8 +6,9 @@
 //! is print time − write time, measured on one clock, outside the job.
 //!
 //! Cases: stdout at-least-once (the default: printed as it arrives) and
-//! exactly-once (printed at commit) with 1 s and 100 ms checkpoints, at 100
-//! and 10,000 records/s. Reported: p50, p99 and max in milliseconds.
+//! exactly-once (printed at commit) with 1 s and 100 ms checkpoints, at 100,
+//! 10,000 and (full size only) 100,000 records/s. Reported: p50, p99 and
+//! max in milliseconds.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -47,7 +48,7 @@ const CASES: [Case; 3] = [
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let seconds = settings.pick(10, 3, 1);
-    let rates: [u64; 2] = [100, 10_000];
+    let rates: &[u64] = settings.pick(&[100, 10_000, 100_000], &[100, 10_000], &[100, 10_000]);
     let mut report = Report::new("latency");
     report.param("seconds_per_case", seconds);
     report.param(
@@ -61,7 +62,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let scratch = settings.scratch("latency")?;
     let plugin = settings.plugin("word-count")?;
     let weir = settings.weir_binary()?;
-    for rate in rates {
+    for &rate in rates {
         for case in &CASES {
             settings.say(&format!("latency: {}, {rate} records/s", case.name));
             let job = JobFile::new("latency")

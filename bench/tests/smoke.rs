@@ -401,10 +401,12 @@ fn ui_runs_every_case_with_and_without_the_page() {
             "baseline",
             "baseline again",
             "--ui, nobody watching",
+            "--ui, stream read",
             "--ui, page open",
             "baseline: cpu",
+            "--ui, stream read: cpu",
             "--ui, page open: cpu",
         ],
     );
-    assert_eq!(r.targets.len(), 4, "{}", r.table());
+    assert_eq!(r.targets.len(), 5, "{}", r.table());
 }

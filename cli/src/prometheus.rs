@@ -74,43 +74,39 @@ pub fn render(metrics: &JobMetrics) -> String {
         }
     }
     event_time(metrics, &job, &mut out);
-    let name = "weir_batch_latency_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Time per process call (operators) or write (sinks).\n# TYPE {name} histogram"
+    // (name, help, the nodes it covers, the histogram, with the kind label)
+    type NodeHistogram = (
+        &'static str,
+        &'static str,
+        fn(NodeKind) -> bool,
+        fn(&NodeMetrics) -> &Histogram,
+        bool,
     );
-    for (id, kind, m) in metrics
-        .nodes
-        .iter()
-        .filter(|(_, k, _)| *k != NodeKind::Source)
-    {
-        histogram(
-            &m.batch_latency,
-            &mut out,
-            name,
-            &format!(
-                "job=\"{job}\",node=\"{}\",kind=\"{}\"",
-                escape(id),
-                kind.name()
-            ),
-        );
-    }
-    let name = "weir_sink_record_latency_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Per record, from its source handing it over to the sink's output being out: written (at-least-once) or committed (exactly-once).\n# TYPE {name} histogram"
-    );
-    for (id, _, m) in metrics
-        .nodes
-        .iter()
-        .filter(|(_, k, _)| *k == NodeKind::Sink)
-    {
-        histogram(
-            &m.record_latency,
-            &mut out,
-            name,
-            &format!("job=\"{job}\",node=\"{}\"", escape(id)),
-        );
+    let histograms: [NodeHistogram; 2] = [
+        (
+            "weir_batch_latency_seconds",
+            "Time per process call (operators) or write (sinks).",
+            |k| k != NodeKind::Source,
+            |m| &m.batch_latency,
+            true,
+        ),
+        (
+            "weir_sink_record_latency_seconds",
+            "Per record, from its source handing it over to the sink's output being out: written (at-least-once) or committed (exactly-once).",
+            |k| k == NodeKind::Sink,
+            |m| &m.record_latency,
+            false,
+        ),
+    ];
+    for (name, help, covers, get, with_kind) in histograms {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (id, kind, m) in metrics.nodes.iter().filter(|(_, k, _)| covers(*k)) {
+            let mut labels = format!("job=\"{job}\",node=\"{}\"", escape(id));
+            if with_kind {
+                labels.push_str(&format!(",kind=\"{}\"", kind.name()));
+            }
+            histogram(get(m), &mut out, name, &labels);
+        }
     }
     let c = &metrics.checkpoints;
     let gauges: [(&str, &str, &str, u64); 11] = [
