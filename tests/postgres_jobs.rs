@@ -101,6 +101,10 @@ fn an_at_least_once_sink_through_kills_loses_nothing() {
     assert_eq!(distinct, n.to_string(), "distinct rows");
     let total: usize = pg.psql("SELECT count(*) FROM events").parse().unwrap();
     assert!(total >= n, "{total} rows");
+    eprintln!(
+        "at-least-once through kills: {} rows written again",
+        total - n
+    );
     let wrong = pg.psql("SELECT count(*) FROM events WHERE word <> 'w' || (count % 13)");
     assert_eq!(wrong, "0");
     assert_eq!(pg.psql("SELECT count(*) FROM weir_sink_commits"), "0");

@@ -107,10 +107,16 @@ pub fn weir_case(
     std::fs::create_dir_all(&case)?;
     let file = case.join("job.toml");
     std::fs::write(&file, job.to_string())?;
+    Ok((weir_run(settings, &file)?, case.join("run")))
+}
+
+/// `weir run FILE --restore none --progress-every 0` with the benchmarks'
+/// `weir` binary, without `RUST_LOG`.
+pub fn weir_run(settings: &crate::Settings, file: &Path) -> anyhow::Result<Command> {
     let mut cmd = Command::new(settings.weir_binary()?);
     cmd.arg("run")
-        .arg(&file)
+        .arg(file)
         .args(["--restore", "none", "--progress-every", "0"])
         .env_remove("RUST_LOG");
-    Ok((cmd, case.join("run")))
+    Ok(cmd)
 }

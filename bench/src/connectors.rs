@@ -16,7 +16,6 @@
 //! `fsync=off` (PostgreSQL) as the tests start them.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -25,7 +24,7 @@ use futures_util::StreamExt;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
 use weir_tests::servers::{Nats, Postgres};
 
-use crate::child::run_child;
+use crate::child::{run_child, weir_run};
 use crate::{Report, Settings};
 
 /// Distinct words of the upsert case.
@@ -177,12 +176,7 @@ pub(crate) fn run_weir(
     }
     let path = case.join("job.toml");
     std::fs::write(&path, job.to_string())?;
-    let mut cmd = Command::new(settings.weir_binary()?);
-    cmd.arg("run")
-        .arg(&path)
-        .args(["--restore", "none", "--progress-every", "0"])
-        .env_remove("RUST_LOG");
-    Ok(run_child(cmd, &case.join("run"))?.wall)
+    Ok(run_child(weir_run(settings, &path)?, &case.join("run"))?.wall)
 }
 
 fn check_rows(pg: &Postgres, table: &str, want: u64) -> anyhow::Result<()> {

@@ -33,7 +33,7 @@ use std::process::Command;
 use anyhow::Context as _;
 use weir_tests::job_file::{JobFile, Operator, Sink, Source};
 
-use crate::child::{ChildRun, run_child};
+use crate::child::{ChildRun, run_child, weir_run};
 use crate::data::{self, mix64};
 use crate::jobs::{LinearJob, checkpoint_table};
 use crate::{Report, Settings, Target, native};
@@ -188,12 +188,8 @@ fn run_case(settings: &Settings, w: &Workload, case: Case, dir: &Path) -> anyhow
         Case::Weir { parallelism } => {
             let job = case_dir.join("job.toml");
             std::fs::write(&job, (w.job)(parallelism).to_string())?;
-            let mut cmd = Command::new(settings.weir_binary()?);
-            cmd.arg("-v")
-                .arg("run")
-                .arg(&job)
-                .args(["--restore", "none", "--progress-every", "0"])
-                .env_remove("RUST_LOG");
+            let mut cmd = weir_run(settings, &job)?;
+            cmd.arg("-v");
             cmd
         }
     };
