@@ -8,10 +8,11 @@
 #
 # Usage: scripts/build-polyglot.sh [python|c|js|zig ...]   (default: all four)
 #
-# A Python operator is built against world `operator` (wit/world.wit) unless a
-# one-line file `world` next to its app.py names another, e.g.
-# `operator-timers` for event time and timers (plugins/python/reconcile/world).
-# The C, JavaScript and Zig operators are built against world `operator`.
+# A Python operator is built by scripts/python-sdk.sh, with weir_sdk
+# (sdk/python), against world `operator-timers` unless a one-line file
+# `world` next to its app.py names another (plugins/python/word-count-raw,
+# on the raw bindings, names `operator`). The C, JavaScript and Zig
+# operators are built against world `operator`.
 #
 # Toolchains are installed from the package registries only when missing, into
 # ~/.cache/weir-polyglot (or $WEIR_POLYGLOT_CACHE): a Python venv (venv/),
@@ -42,8 +43,8 @@ logs="$tools/logs"
 cache="${WEIR_POLYGLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weir-polyglot}"
 mkdir -p "$tools" "$out" "$status_dir" "$logs" "$cache"
 
-# Pinned toolchain versions (see docs/polyglot.md).
-COMPONENTIZE_PY_VERSION=0.25.1
+# Pinned toolchain versions (see docs/polyglot.md; componentize-py's and
+# pytest's are in scripts/python-sdk.sh).
 COMPONENTIZE_JS_VERSION=0.23.0
 ZIGLANG_VERSION=0.17.0
 
@@ -95,46 +96,42 @@ install_output() {
 
 py_venv="$cache/venv"
 
-ensure_venv() {
-    if [ ! -x "$py_venv/bin/python" ]; then
-        command -v python3 >/dev/null || cannot "python3 is not installed" || return 1
-        python3 -m venv "$py_venv" >"$logs/venv.log" 2>&1 ||
-            cannot "python3 -m venv failed (see $logs/venv.log; on Debian: apt-get install python3-venv)" || return 1
-    fi
-}
-
-# pip_package NAME VERSION: installs NAME==VERSION into the venv when missing.
-pip_package() {
-    local have
-    have="$("$py_venv/bin/python" -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p')"
-    if [ "$have" != "$2" ]; then
-        say "installing $1 $2 from PyPI into $py_venv (one-time)"
-        "$py_venv/bin/python" -m pip install --quiet --disable-pip-version-check "$1==$2" \
-            >"$logs/pip-$1.log" 2>&1 ||
-            cannot "pip install $1==$2 failed (see $logs/pip-$1.log)" || return 1
+# python_sdk ARGS...: scripts/python-sdk.sh ARGS (the venv with
+# componentize-py and pytest, `pip NAME VERSION` for more); its exit status
+# 2 means the toolchain cannot be installed here.
+python_sdk() {
+    local status=0 log="$logs/python-sdk-$1.log"
+    WEIR_POLYGLOT_LOCKED=1 "$root/scripts/python-sdk.sh" "$@" 2>"$log" || status=$?
+    if [ "$status" -ne 0 ]; then
+        cat "$log" >&2
+        [ "$status" -eq 2 ] && cannot "$(tail -n 1 "$log")"
+        return 1
     fi
 }
 
 ensure_python() {
-    ensure_venv && pip_package componentize-py "$COMPONENTIZE_PY_VERSION"
+    python_sdk setup
 }
 
+# Operators on weir_sdk build against world `operator-timers`; a one-line
+# file `world` next to app.py names another (the raw-bindings baseline).
 build_python() {
-    local name="$1" src="$2" dst="$out/$1-py.wasm" hash files world=operator
-    mapfile -t files < <(find "$src" \( -name '*.py' -o -name world \) -not -path '*/__pycache__/*' | sort)
+    local name="$1" src="$2" dst="$out/$1-py.wasm" hash files world=operator-timers
+    mapfile -t files < <(find "$src" "$root/sdk/python/weir_sdk" "$root/scripts/python-sdk.sh" \
+        \( -name '*.py' -o -name world -o -name '*.sh' \) -not -path '*/__pycache__/*' -not -path '*/tests/*' | sort)
     if [ -f "$src/world" ]; then
         world="$(tr -d '[:space:]' <"$src/world")"
     fi
-    hash="$(inputs_hash "componentize-py $COMPONENTIZE_PY_VERSION" "${files[@]}")"
+    hash="$(inputs_hash "scripts/python-sdk.sh" "${files[@]}")"
     up_to_date "$dst" "$hash" && return 0
-    say "python: $name (componentize-py, world $world, about a minute)"
-    (cd "$src" && "$py_venv/bin/componentize-py" -d "$root/wit" -w "$world" \
-        componentize -p "$src" app -o "$dst.tmp") >"$logs/$name-py.log" 2>&1 || {
+    say "python: $name (componentize-py, world $world, about half a minute)"
+    WEIR_POLYGLOT_LOCKED=1 "$root/scripts/python-sdk.sh" build "$src" "$dst.tmp.wasm" "$world" \
+        >"$logs/$name-py.log" 2>&1 || {
         say "python: building $name failed:"
         tail -n 30 "$logs/$name-py.log" >&2
         return 1
     }
-    install_output "$dst" "$hash" "$dst.tmp"
+    install_output "$dst" "$hash" "$dst.tmp.wasm"
 }
 
 # ------------------------------------------------------------------ tools
@@ -267,7 +264,7 @@ zig() {
 }
 
 ensure_zig() {
-    ensure_venv && pip_package ziglang "$ZIGLANG_VERSION" && ensure_tool && c_bindings || return 1
+    python_sdk pip ziglang "$ZIGLANG_VERSION" && ensure_tool && c_bindings || return 1
     # Zig 0.16+ has no @cImport: translate the C declarations the operators
     # use (plugins/zig/lib/c.h) to c.zig, once for all of them.
     local hash

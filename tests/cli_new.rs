@@ -1,6 +1,7 @@
-//! `weir new`: the scaffolded crate passes its own tests, builds to a
-//! component that `weir inspect` describes, and runs its sample job; bad names
-//! and occupied directories fail cleanly.
+//! `weir new`: the scaffolded crate (Rust) or package (`--lang python`)
+//! passes its own tests, builds to a component that `weir inspect`
+//! describes, and runs its sample job; bad names and occupied directories
+//! fail cleanly.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -53,31 +54,23 @@ fn check(cmd: &mut Command, what: &str) -> Output {
 #[test]
 fn a_new_plugin_tests_builds_inspects_and_runs() {
     let start = Instant::now();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().to_str().unwrap();
-    let (code, stdout, stderr) = weir(&["new", "event-tally", "--dir", dir]);
-    assert_eq!(code, 0, "{stderr}");
-    let root = tmp.path().join("event-tally");
-    for file in [
-        "Cargo.toml",
-        "src/lib.rs",
-        "README.md",
-        ".gitignore",
-        "job.toml",
-        "input.jsonl",
-    ] {
-        assert!(root.join(file).is_file(), "{file} missing");
-        assert!(stdout.contains(&format!("  {file}\n")), "{file}: {stdout}");
-    }
-    for step in [
-        &format!("cd {}", root.display()),
-        "cargo test",
-        "cargo build --release --target wasm32-wasip2",
-        "weir inspect target/wasm32-wasip2/release/event_tally.wasm",
-        "weir run job.toml",
-    ] {
-        assert!(stdout.contains(step), "{step:?} not in {stdout}");
-    }
+    let (_tmp, root) = scaffolded(
+        &["event-tally"],
+        &[
+            "Cargo.toml",
+            "src/lib.rs",
+            "README.md",
+            ".gitignore",
+            "job.toml",
+            "input.jsonl",
+        ],
+        &[
+            "cargo test",
+            "cargo build --release --target wasm32-wasip2",
+            "weir inspect target/wasm32-wasip2/release/event_tally.wasm",
+            "weir run job.toml",
+        ],
+    );
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
     let sdk = repo_root().join("sdk").canonicalize().unwrap();
     assert!(
@@ -122,16 +115,95 @@ fn a_new_plugin_tests_builds_inspects_and_runs() {
     std::fs::create_dir_all(wasm.parent().unwrap()).unwrap();
     std::fs::copy(&built, &wasm).unwrap();
 
-    // `weir inspect` shows the template's name and ports.
+    assert_inspects_and_runs(&wasm, &root, "event-tally");
+    eprintln!("weir new end to end: {:.1}s", start.elapsed().as_secs_f64());
+}
+
+/// `weir new --lang python`: the package's pytest tests pass, `./build.sh`
+/// builds a component `weir inspect` describes, and the sample job gives
+/// the same lines as the Rust template's.
+#[test]
+fn a_new_python_plugin_tests_builds_inspects_and_runs() {
+    let start = Instant::now();
+    let (_tmp, root) = scaffolded(
+        &["py-tally", "--lang", "python"],
+        &[
+            "app.py",
+            "tests/test_app.py",
+            "conftest.py",
+            "test.sh",
+            "build.sh",
+            "README.md",
+            ".gitignore",
+            "job.toml",
+            "input.jsonl",
+        ],
+        &[
+            "./test.sh",
+            "./build.sh",
+            "weir inspect target/py-tally.wasm",
+            "weir run job.toml",
+        ],
+    );
+    let app = std::fs::read_to_string(root.join("app.py")).unwrap();
+    assert!(app.contains("class PyTally(Operator):"), "{app}");
+    assert!(app.contains("weir_sdk.export(PyTally, globals())"), "{app}");
+
+    // Its own tests pass under pytest, with no component build.
+    let out = check(
+        Command::new(root.join("test.sh"))
+            .arg("-q")
+            .current_dir(&root),
+        "./test.sh",
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("4 passed"), "{report}");
+
+    // It builds to a component with one command.
+    check(&mut Command::new(root.join("build.sh")), "./build.sh");
+    let wasm = root.join("target/py-tally.wasm");
+    assert_inspects_and_runs(&wasm, &root, "py-tally");
+    eprintln!(
+        "weir new --lang python end to end: {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+/// Runs `weir new ARGS --dir <a temporary folder>` (`args[0]` the name):
+/// it writes every one of `files` and lists it, and its next steps include
+/// `cd` into the new folder and every one of `steps`.
+fn scaffolded(args: &[&str], files: &[&str], steps: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let mut full = vec!["new"];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["--dir", dir]);
+    let (code, stdout, stderr) = weir(&full);
+    assert_eq!(code, 0, "{stderr}");
+    let root = tmp.path().join(args[0]);
+    for file in files {
+        assert!(root.join(file).is_file(), "{file} missing");
+        assert!(stdout.contains(&format!("  {file}\n")), "{file}: {stdout}");
+    }
+    let cd = format!("cd {}", root.display());
+    for step in std::iter::once(cd.as_str()).chain(steps.iter().copied()) {
+        assert!(stdout.contains(step), "{step:?} not in {stdout}");
+    }
+    (tmp, root)
+}
+
+/// `weir inspect` shows the template's name `name` and ports for the
+/// component `wasm`, and the sample job in `root` validates and runs,
+/// counting the sample input's events per user.
+fn assert_inspects_and_runs(wasm: &std::path::Path, root: &std::path::Path, name: &str) {
     let (code, stdout, stderr) = weir(&["inspect", "--json", wasm.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(v["name"], "event-tally");
+    assert_eq!(v["name"], name);
     assert_eq!(v["version"], "0.1.0");
     assert_eq!(v["inputs"], serde_json::json!(["in"]));
     assert_eq!(v["outputs"], serde_json::json!(["out"]));
 
-    // The sample job validates and runs.
     let job = root.join("job.toml");
     let (code, _, stderr) = weir(&["validate", job.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
@@ -148,7 +220,6 @@ fn a_new_plugin_tests_builds_inspects_and_runs() {
             r#"{"action":"logout","count":2,"user":"grace"}"#,
         ]
     );
-    eprintln!("weir new end to end: {:.1}s", start.elapsed().as_secs_f64());
 }
 
 fn assert_one_line_error(args: &[&str], needles: &[&str]) {

@@ -1,6 +1,8 @@
 //! `weir-polyglot-bench`: component size, compile time, load time from the
 //! compile cache, instantiate time and throughput of `word-count` built in
-//! every language, as a Markdown table (the one in docs/polyglot.md).
+//! every language, as a Markdown table (the one in docs/polyglot.md), and
+//! of the Python word count on the raw componentize-py bindings
+//! (`plugins/python/word-count-raw`), the baseline of `weir_sdk`'s cost.
 //!
 //! ```sh
 //! cargo run --release -p weir-cli --example weir-polyglot-bench
@@ -29,6 +31,11 @@ fn main() {
             Ok(p) => builds.push((lang.name.to_string(), p)),
             Err(why) => eprintln!("left out: {why}"),
         }
+    }
+    // The Python word count on the raw bindings, without weir_sdk: the
+    // baseline of the SDK's cost per record.
+    if let Ok(p) = polyglot::component(polyglot::lang("python"), "word-count-raw") {
+        builds.push(("python (raw bindings)".to_string(), p));
     }
     let rt = Runtime::new().expect("wasmtime starts");
     let batches: Vec<Vec<Record>> = (0..16)

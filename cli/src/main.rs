@@ -183,10 +183,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Create a Rust plugin crate that builds to a component and passes its
-    /// own tests out of the box.
+    /// Create a plugin (a Rust crate, or a Python package with --lang python)
+    /// that builds to a component and passes its own tests out of the box.
     #[command(
-        after_help = "Examples:\n  weir new my-counter                 # creates ./my-counter\n  weir new enrich --dir ~/src         # creates ~/src/enrich\n  weir new my-op --sdk ../weir/sdk    # depend on another weir-sdk checkout"
+        after_help = "Examples:\n  weir new my-counter                 # creates ./my-counter (Rust)\n  weir new tally --lang python        # creates ./tally (Python, weir_sdk)\n  weir new enrich --dir ~/src         # creates ~/src/enrich\n  weir new my-op --sdk ../weir/sdk    # depend on another weir-sdk checkout"
     )]
     New {
         /// The crate name: lowercase letters, digits, `-` and `_`, starting with a letter.
@@ -195,9 +195,13 @@ enum Command {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
         /// The weir-sdk crate to depend on [default: the sdk/ folder of the
-        /// Weir checkout this binary was built from].
+        /// Weir checkout this binary was built from]; a Python plugin uses
+        /// its python/ folder and the checkout's scripts/python-sdk.sh.
         #[arg(long)]
         sdk: Option<PathBuf>,
+        /// The plugin's language.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: weir_cli::scaffold::Lang,
     },
 }
 
@@ -459,10 +463,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             weir_cli::output::stdout(&text)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::New { name, dir, sdk } => {
+        Command::New {
+            name,
+            dir,
+            sdk,
+            lang,
+        } => {
             let sdk = sdk.unwrap_or_else(weir_cli::scaffold::default_sdk_dir);
-            let files = weir_cli::scaffold::scaffold(&name, &dir, &sdk)?;
-            weir_cli::output::stdout(&weir_cli::scaffold::summary(&name, &dir, &files))?;
+            let files = weir_cli::scaffold::scaffold(&name, &dir, &sdk, lang)?;
+            let summary = weir_cli::scaffold::summary(&name, &dir, &files, lang);
+            weir_cli::output::stdout(&summary)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -1,9 +1,11 @@
-//! `weir new`: scaffolds a Rust plugin crate that builds to a component and
-//! passes its own tests out of the box.
+//! `weir new`: scaffolds a plugin, in Rust or Python ([`Lang`]), that builds
+//! to a component and passes its own tests out of the box.
 //!
-//! The templates are the files under `cli/templates/plugin/`, embedded in the
-//! binary. [`scaffold`] fills their placeholders (`{{name}}`, `{{crate_name}}`,
-//! `{{struct_name}}`, `{{sdk_path}}`, `{{sdk_path_toml}}`) and writes:
+//! The templates are the files under `cli/templates/plugin/` (Rust) and
+//! `cli/templates/python/`, embedded in the binary. [`scaffold`] fills their
+//! placeholders (`{{name}}`, `{{crate_name}}`, `{{struct_name}}`,
+//! `{{class_name}}`, `{{sdk_path}}`, `{{sdk_path_toml}}`, `{{sdk_python}}`,
+//! `{{sdk_python_py}}`, `{{python_sdk_sh}}`) and writes, for Rust:
 //!
 //! | file | what |
 //! | --- | --- |
@@ -14,11 +16,23 @@
 //! | `job.toml` | a sample job: file source → the plugin → file sink |
 //! | `input.jsonl` | the sample job's input |
 //!
+//! and for Python, a package on `weir_sdk` (`sdk/python`) built with the
+//! checkout's `scripts/python-sdk.sh`:
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `app.py` | the same keyed event counter on `weir_sdk.MapState`, exported with `weir_sdk.export` |
+//! | `tests/test_app.py` | its pytest tests on `weir_sdk.testing.Harness` |
+//! | `conftest.py` | puts the checkout's `weir_sdk` on a plain `pytest`'s path |
+//! | `test.sh`, `build.sh` | run the tests, build `target/<name>.wasm` |
+//! | `README.md`, `.gitignore`, `job.toml`, `input.jsonl` | as for Rust |
+//!
 //! ```no_run
 //! use std::path::Path;
 //! let sdk = weir_cli::scaffold::default_sdk_dir();
-//! let files = weir_cli::scaffold::scaffold("my-counter", Path::new("."), &sdk).unwrap();
-//! print!("{}", weir_cli::scaffold::summary("my-counter", Path::new("."), &files));
+//! let lang = weir_cli::scaffold::Lang::Rust;
+//! let files = weir_cli::scaffold::scaffold("my-counter", Path::new("."), &sdk, lang).unwrap();
+//! print!("{}", weir_cli::scaffold::summary("my-counter", Path::new("."), &files, lang));
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -39,7 +53,26 @@ struct Template {
     text: &'static str,
 }
 
-/// Every file of the new crate, in the order they are written and listed.
+/// The language of a new plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// A Rust crate on `weir-sdk`, built with cargo.
+    Rust,
+    /// A Python package on `weir_sdk`, built with componentize-py.
+    Python,
+}
+
+impl Lang {
+    /// Every file of a new plugin, in the order they are written and listed.
+    fn templates(self) -> &'static [Template] {
+        match self {
+            Lang::Rust => TEMPLATES,
+            Lang::Python => PYTHON_TEMPLATES,
+        }
+    }
+}
+
+/// Every file of a new Rust crate, in the order they are written and listed.
 const TEMPLATES: &[Template] = &[
     Template {
         path: "Cargo.toml",
@@ -60,6 +93,47 @@ const TEMPLATES: &[Template] = &[
     Template {
         path: "job.toml",
         text: include_str!("../templates/plugin/job.toml.tmpl"),
+    },
+    Template {
+        path: "input.jsonl",
+        text: include_str!("../templates/plugin/input.jsonl.tmpl"),
+    },
+];
+
+/// Every file of a new Python package, in the order they are written and
+/// listed.
+const PYTHON_TEMPLATES: &[Template] = &[
+    Template {
+        path: "app.py",
+        text: include_str!("../templates/python/app.py.tmpl"),
+    },
+    Template {
+        path: "tests/test_app.py",
+        text: include_str!("../templates/python/tests/test_app.py.tmpl"),
+    },
+    Template {
+        path: "conftest.py",
+        text: include_str!("../templates/python/conftest.py.tmpl"),
+    },
+    Template {
+        path: "test.sh",
+        text: include_str!("../templates/python/test.sh.tmpl"),
+    },
+    Template {
+        path: "build.sh",
+        text: include_str!("../templates/python/build.sh.tmpl"),
+    },
+    Template {
+        path: "README.md",
+        text: include_str!("../templates/python/README.md.tmpl"),
+    },
+    Template {
+        path: ".gitignore",
+        text: include_str!("../templates/python/gitignore.tmpl"),
+    },
+    Template {
+        path: "job.toml",
+        text: include_str!("../templates/python/job.toml.tmpl"),
     },
     Template {
         path: "input.jsonl",
@@ -96,6 +170,8 @@ const TAKEN_TYPE_NAMES: &[&str] = &[
     "Err",
     "Error",
     "Harness",
+    "InvalidConfig",
+    "InvalidInput",
     "Map",
     "MapState",
     "None",
@@ -298,18 +374,36 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// Fills the placeholders of `template`.
+/// `s` quoted for a POSIX shell.
+fn sh_string(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Fills the placeholders of `template`; `sdk` is the `sdk` folder of a
+/// Weir checkout (the Rust crate; the Python package is `sdk/python`, the
+/// build script `scripts/python-sdk.sh` beside it).
 fn render(template: &str, name: &str, sdk: &str) -> String {
+    let python = format!("{sdk}/python");
+    let script = format!("{sdk}/../scripts/python-sdk.sh");
     template
         .replace("{{name}}", name)
         .replace("{{crate_name}}", &crate_name(name))
         .replace("{{struct_name}}", &struct_name(name))
+        .replace("{{class_name}}", &struct_name(name))
         .replace("{{sdk_path_toml}}", &toml_string(sdk))
         .replace("{{sdk_path}}", sdk)
+        // A JSON string is a Python string literal.
+        .replace(
+            "{{sdk_python_py}}",
+            &serde_json::to_string(&python).expect("a string serializes"),
+        )
+        .replace("{{sdk_python}}", &python)
+        .replace("{{python_sdk_sh}}", &sh_string(&script))
 }
 
-/// Canonicalizes `sdk` and checks that it holds the `weir-sdk` crate.
-fn resolve_sdk(sdk: &Path) -> Result<PathBuf, ScaffoldError> {
+/// Canonicalizes `sdk` and checks that it holds the `weir-sdk` crate and,
+/// for Python, `python/weir_sdk` and `../scripts/python-sdk.sh`.
+fn resolve_sdk(sdk: &Path, lang: Lang) -> Result<PathBuf, ScaffoldError> {
     let not_found = |problem: String| ScaffoldError::SdkNotFound {
         path: sdk.to_path_buf(),
         problem,
@@ -333,6 +427,15 @@ fn resolve_sdk(sdk: &Path) -> Result<PathBuf, ScaffoldError> {
             package.map_or("missing".to_string(), |p| format!("`{p}`"))
         )));
     }
+    if lang == Lang::Python {
+        for needed in ["python/weir_sdk/__init__.py", "../scripts/python-sdk.sh"] {
+            if !dir.join(needed).is_file() {
+                return Err(not_found(format!(
+                    "it has no {needed}, which a Python plugin needs"
+                )));
+            }
+        }
+    }
     Ok(dir)
 }
 
@@ -347,16 +450,19 @@ fn resolve_sdk(sdk: &Path) -> Result<PathBuf, ScaffoldError> {
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
-/// let files = weir_cli::scaffold::scaffold(
-///     "my-counter",
-///     dir.path(),
-///     &weir_cli::scaffold::default_sdk_dir(),
-/// )
-/// .unwrap();
+/// use weir_cli::scaffold::{default_sdk_dir, scaffold, Lang};
+/// let files = scaffold("my-counter", dir.path(), &default_sdk_dir(), Lang::Rust).unwrap();
 /// assert!(files.contains(&dir.path().join("my-counter/src/lib.rs")));
-/// assert!(weir_cli::scaffold::scaffold("my-counter", dir.path(), &weir_cli::scaffold::default_sdk_dir()).is_err());
+/// assert!(scaffold("my-counter", dir.path(), &default_sdk_dir(), Lang::Rust).is_err());
+/// let files = scaffold("py-counter", dir.path(), &default_sdk_dir(), Lang::Python).unwrap();
+/// assert!(files.contains(&dir.path().join("py-counter/app.py")));
 /// ```
-pub fn scaffold(name: &str, dir: &Path, sdk: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
+pub fn scaffold(
+    name: &str,
+    dir: &Path,
+    sdk: &Path,
+    lang: Lang,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
     validate_name(name)?;
     let root = dir.join(name);
     let existed = match std::fs::metadata(&root) {
@@ -381,19 +487,20 @@ pub fn scaffold(name: &str, dir: &Path, sdk: &Path) -> Result<Vec<PathBuf>, Scaf
             });
         }
     };
-    let sdk = resolve_sdk(sdk)?;
+    let sdk = resolve_sdk(sdk, lang)?;
     let sdk = sdk
         .to_str()
         .ok_or_else(|| ScaffoldError::NonUtf8Path { path: sdk.clone() })?;
 
-    let written = write_all(&root, name, sdk);
+    let written = write_all(&root, name, sdk, lang);
     if written.is_err() {
         // Best effort: leave things as they were.
         if existed {
-            for t in TEMPLATES {
+            for t in lang.templates() {
                 let _ = std::fs::remove_file(root.join(t.path));
             }
             let _ = std::fs::remove_dir(root.join("src"));
+            let _ = std::fs::remove_dir(root.join("tests"));
         } else {
             let _ = std::fs::remove_dir_all(&root);
         }
@@ -402,9 +509,15 @@ pub fn scaffold(name: &str, dir: &Path, sdk: &Path) -> Result<Vec<PathBuf>, Scaf
 }
 
 /// Writes every template into `root`.
-fn write_all(root: &Path, name: &str, sdk: &str) -> Result<Vec<PathBuf>, ScaffoldError> {
-    let mut files = Vec::with_capacity(TEMPLATES.len());
-    for t in TEMPLATES {
+fn write_all(
+    root: &Path,
+    name: &str,
+    sdk: &str,
+    lang: Lang,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
+    let templates = lang.templates();
+    let mut files = Vec::with_capacity(templates.len());
+    for t in templates {
         let path = root.join(t.path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|error| ScaffoldError::Io {
@@ -418,9 +531,29 @@ fn write_all(root: &Path, name: &str, sdk: &str) -> Result<Vec<PathBuf>, Scaffol
             action: "write the file",
             error,
         })?;
+        if t.path.ends_with(".sh") {
+            make_executable(&path)?;
+        }
         files.push(path);
     }
     Ok(files)
+}
+
+/// Sets the executable bits of a script written by [`write_all`].
+fn make_executable(path: &Path) -> Result<(), ScaffoldError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(
+            |error| ScaffoldError::Io {
+                path: path.to_path_buf(),
+                action: "make the script executable",
+                error,
+            },
+        )?;
+    }
+    let _ = path;
+    Ok(())
 }
 
 /// What `weir new` prints after [`scaffold`]: the files it created (`files`,
@@ -428,29 +561,48 @@ fn write_all(root: &Path, name: &str, sdk: &str) -> Result<Vec<PathBuf>, Scaffol
 ///
 /// ```
 /// use std::path::Path;
-/// let s = weir_cli::scaffold::summary("demo", Path::new("."), &[Path::new("./demo/Cargo.toml").into()]);
+/// use weir_cli::scaffold::{summary, Lang};
+/// let s = summary("demo", Path::new("."), &[Path::new("./demo/Cargo.toml").into()], Lang::Rust);
 /// assert!(s.contains("cargo build --release --target wasm32-wasip2"));
 /// assert!(s.contains("weir inspect target/wasm32-wasip2/release/demo.wasm"));
+/// let s = summary("demo", Path::new("."), &[Path::new("./demo/app.py").into()], Lang::Python);
+/// assert!(s.contains("./build.sh") && s.contains("weir inspect target/demo.wasm"));
 /// ```
-pub fn summary(name: &str, dir: &Path, files: &[PathBuf]) -> String {
+pub fn summary(name: &str, dir: &Path, files: &[PathBuf], lang: Lang) -> String {
     let root = dir.join(name);
     let mut s = format!("Created plugin `{name}` in {}:\n", root.display());
     for f in files {
         let shown = f.strip_prefix(&root).unwrap_or(f);
         s.push_str(&format!("  {}\n", shown.display()));
     }
-    let inspect = format!("weir inspect {}", component_path(name).display());
     let cd = format!("cd {}", root.display());
-    let build = format!("cargo build --release --target {WASM_TARGET}");
-    let target = format!("rustup target add {WASM_TARGET}");
-    let steps: [(&str, &str); 6] = [
-        (&cd, ""),
-        ("cargo test", "unit tests, run natively"),
-        (&target, "once, if the target is missing"),
-        (&build, "builds the component"),
-        (&inspect, ""),
-        ("weir run job.toml", "input.jsonl -> out/counts.jsonl"),
-    ];
+    let run = ("weir run job.toml", "input.jsonl -> out/counts.jsonl");
+    let (inspect, build, target);
+    let steps: Vec<(&str, &str)> = match lang {
+        Lang::Rust => {
+            inspect = format!("weir inspect {}", component_path(name).display());
+            build = format!("cargo build --release --target {WASM_TARGET}");
+            target = format!("rustup target add {WASM_TARGET}");
+            vec![
+                (&cd, ""),
+                ("cargo test", "unit tests, run natively"),
+                (&target, "once, if the target is missing"),
+                (&build, "builds the component"),
+                (&inspect, ""),
+                run,
+            ]
+        }
+        Lang::Python => {
+            inspect = format!("weir inspect target/{name}.wasm");
+            vec![
+                (&cd, ""),
+                ("./test.sh", "pytest on weir_sdk.testing, natively"),
+                ("./build.sh", "builds the component (componentize-py)"),
+                (&inspect, ""),
+                run,
+            ]
+        }
+    };
     s.push_str("\nNext steps:\n");
     for (cmd, comment) in steps {
         if comment.is_empty() {
@@ -510,7 +662,7 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled() {
-        for t in TEMPLATES {
+        for t in TEMPLATES.iter().chain(PYTHON_TEMPLATES) {
             let out = render(t.text, "my-counter", "/opt/weir/sdk");
             assert!(!out.contains("{{"), "{}: {out}", t.path);
             assert!(!out.contains("}}"), "{}: {out}", t.path);
@@ -532,21 +684,68 @@ mod tests {
 
     #[test]
     fn the_default_sdk_is_found() {
-        let dir = resolve_sdk(&default_sdk_dir()).unwrap();
+        let dir = resolve_sdk(&default_sdk_dir(), Lang::Rust).unwrap();
         assert!(dir.is_absolute());
-        let e = resolve_sdk(Path::new("/nonexistent/sdk"))
+        assert_eq!(resolve_sdk(&default_sdk_dir(), Lang::Python).unwrap(), dir);
+        let e = resolve_sdk(Path::new("/nonexistent/sdk"), Lang::Rust)
             .unwrap_err()
             .to_string();
         assert!(e.contains("--sdk"), "{e}");
-        let e = resolve_sdk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
-            .unwrap_err()
-            .to_string();
+        let e = resolve_sdk(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            Lang::Rust,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("cannot read Cargo.toml"), "{e}");
         // The runtime crate, beside the CLI: a crate, but not the SDK.
-        let e = resolve_sdk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../host"))
-            .unwrap_err()
-            .to_string();
+        let e = resolve_sdk(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../host"),
+            Lang::Rust,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("package `weir`"), "{e}");
+    }
+
+    #[test]
+    fn python_placeholders_quote_paths_for_their_language() {
+        let sdk = "/it's \"here\"/sdk";
+        let build = render(PYTHON_TEMPLATES[4].text, "x", sdk);
+        assert!(
+            build.contains(
+                r#"exec '/it'\''s "here"/sdk/../scripts/python-sdk.sh' build . target/x.wasm"#
+            ),
+            "{build}"
+        );
+        let conftest = render(PYTHON_TEMPLATES[2].text, "x", sdk);
+        assert!(
+            conftest.contains(r#"sys.path.insert(0, "/it's \"here\"/sdk/python")"#),
+            "{conftest}"
+        );
+        let app = render(PYTHON_TEMPLATES[0].text, "my-op", sdk);
+        assert!(app.contains("class MyOp(Operator):") && app.contains("name = \"my-op\""));
+        let job: toml::Table = render(PYTHON_TEMPLATES[7].text, "x-y", sdk)
+            .parse()
+            .unwrap();
+        assert_eq!(
+            job["operator"][0]["plugin"].as_str(),
+            Some("target/x-y.wasm")
+        );
+    }
+
+    #[test]
+    fn python_scripts_are_executable() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        scaffold("op", tmp.path(), &default_sdk_dir(), Lang::Python).unwrap();
+        for script in ["build.sh", "test.sh"] {
+            let mode = std::fs::metadata(tmp.path().join("op").join(script))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o111, 0o111, "{script}");
+        }
     }
 
     #[test]
@@ -554,15 +753,15 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("op");
         std::fs::create_dir(&root).unwrap();
-        let files = scaffold("op", tmp.path(), &default_sdk_dir()).unwrap();
+        let files = scaffold("op", tmp.path(), &default_sdk_dir(), Lang::Rust).unwrap();
         assert_eq!(files.len(), TEMPLATES.len());
         assert!(root.join(".gitignore").is_file());
-        let e = scaffold("op", tmp.path(), &default_sdk_dir()).unwrap_err();
+        let e = scaffold("op", tmp.path(), &default_sdk_dir(), Lang::Python).unwrap_err();
         assert!(matches!(e, ScaffoldError::TargetNotEmpty { .. }), "{e}");
         std::fs::write(tmp.path().join("file"), "").unwrap();
-        let e = scaffold("file", tmp.path(), &default_sdk_dir()).unwrap_err();
+        let e = scaffold("file", tmp.path(), &default_sdk_dir(), Lang::Rust).unwrap_err();
         assert!(matches!(e, ScaffoldError::TargetNotDir { .. }), "{e}");
-        let e = scaffold("other", tmp.path(), Path::new("/nonexistent")).unwrap_err();
+        let e = scaffold("other", tmp.path(), Path::new("/nonexistent"), Lang::Python).unwrap_err();
         assert!(matches!(e, ScaffoldError::SdkNotFound { .. }), "{e}");
         assert!(!tmp.path().join("other").exists());
     }

@@ -1,0 +1,164 @@
+"""What a hook can do besides state: emit, timers, time, the current
+record's timestamp."""
+
+from .flat import FlatWriter
+from .record import TimeDomain
+
+#: A port's buffered records go to the host once they reach this many
+#: records or bytes, else when the hook returns.
+EMIT_FLUSH_RECORDS = 4096
+EMIT_FLUSH_BYTES = 1 << 20
+
+
+#: The default `timestamp` of `Context.emit`: the current one.
+CURRENT = object()
+
+
+def _bytes(x):
+    return x.encode() if isinstance(x, str) else x
+
+
+class OpenContext:
+    """Where an instance runs, passed to `Operator.open`: `operator_id`,
+    `instance` (0-based), `parallelism`, `config` (a dict, or an instance of
+    the operator's `Config` dataclass) and `config_text` (the JSON)."""
+
+    def __init__(self, operator_id, instance, parallelism, config, config_text):
+        self.operator_id = operator_id
+        self.instance = instance
+        self.parallelism = parallelism
+        self.config = config
+        self.config_text = config_text
+
+
+class Context:
+    """Passed to every hook: emit records, read time, register timers.
+
+    Emitted records are buffered per port and handed to the host with one
+    `flat.emit` call per port when the hook returns (or when a port holds
+    4,096 records or 1 MiB), in the order they were emitted.
+    """
+
+    def __init__(self, host, outputs):
+        self._host = host
+        self._outputs = {name: i for i, name in enumerate(outputs)}
+        self._nports = len(outputs)
+        self._out = [FlatWriter() for _ in outputs]
+        #: The timestamp of the record being processed (set while a batch
+        #: is iterated) or of the timer firing; None when there is none.
+        self.timestamp = None
+
+    def _port(self, port):
+        if isinstance(port, str):
+            try:
+                return self._outputs[port]
+            except KeyError:
+                raise ValueError(
+                    f"no output port `{port}`; the operator's outputs are {list(self._outputs)}"
+                ) from None
+        if not 0 <= port < self._nports:
+            raise ValueError(f"no output port {port}; the operator has {self._nports} outputs")
+        return port
+
+    def emit(self, value, key=None, *, port=0, timestamp=CURRENT):
+        """Emits a record with `value` and `key` (str or bytes) on output
+        `port` (an index or a name), with `timestamp` (ms, or None for
+        none). By default it gets the current timestamp: the input record's
+        while a batch is iterated, the timer's in `on_timer`, none in
+        `finish` and `on_checkpoint`."""
+        if port.__class__ is not int or not 0 <= port < self._nports:
+            port = self._port(port)
+        if value.__class__ is str:
+            value = value.encode()
+        if key is not None and key.__class__ is str:
+            key = key.encode()
+        w = self._out[port]
+        w.push(key, value, self.timestamp if timestamp is CURRENT else timestamp)
+        if w.count >= EMIT_FLUSH_RECORDS or len(w.data) >= EMIT_FLUSH_BYTES:
+            self._flush_port(port)
+
+    def emit_record(self, record, port=0):
+        """Emits `record` unchanged (key, value, timestamp) on output
+        `port`."""
+        self.emit(record.value, record.key, port=port, timestamp=record.timestamp)
+
+    def emit_json(self, obj, key=None, *, port=0, timestamp=CURRENT):
+        """Emits `obj` as compact JSON (`weir_sdk.json_text`)."""
+        from .jsontext import json_text
+
+        self.emit(json_text(obj), key, port=port, timestamp=timestamp)
+
+    def flush(self):
+        """Hands every buffered record to the host now (the SDK does it when
+        a hook returns)."""
+        for port in range(self._nports):
+            if self._out[port].count:
+                self._flush_port(port)
+
+    def _flush_port(self, port):
+        data, spans = self._out[port].take()
+        self._host.emit(port, data, spans)
+
+    @property
+    def watermark(self):
+        """The instance's current watermark (ms), None before the first;
+        the largest int64 after the end of input."""
+        return self._host.watermark()
+
+    def processing_time(self):
+        """The host's wall clock, ms since the Unix epoch."""
+        return self._host.processing_time()
+
+    def register_timer(self, key, domain, time):
+        """Registers a timer for `key` (str or bytes; use the record key)
+        at `time` in `domain`, once: it fires through `Operator.on_timer`."""
+        self._host.register_timer(_bytes(key), domain, time)
+
+    def delete_timer(self, key, domain, time):
+        """Deletes the timer for `key` at `time` in `domain`, if any."""
+        self._host.delete_timer(_bytes(key), domain, time)
+
+    def register_event_timer(self, key, time):
+        """A timer that fires once the watermark reaches `time`."""
+        self._host.register_timer(_bytes(key), TimeDomain.EVENT_TIME, time)
+
+    def register_processing_timer(self, key, time):
+        """A timer that fires once the host's clock reaches `time`."""
+        self._host.register_timer(_bytes(key), TimeDomain.PROCESSING_TIME, time)
+
+
+class Batch:
+    """The records of one call, in arrival order. Iterating sets the
+    context's current timestamp to each record's, so that what is emitted
+    for a record keeps its timestamp; `records` is the plain list."""
+
+    __slots__ = ("records", "_ctx")
+
+    def __init__(self, records, ctx):
+        self.records = records
+        self._ctx = ctx
+
+    def __iter__(self):
+        ctx = self._ctx
+        for r in self.records:
+            ctx.timestamp = r.timestamp
+            yield r
+
+    def __len__(self):
+        return len(self.records)
+
+    def __getitem__(self, i):
+        return self.records[i]
+
+
+class Timers(Batch):
+    """The timers of one `on_timers` call, in firing order; iterating sets
+    the current timestamp to each timer's time."""
+
+    __slots__ = ()
+
+    def __iter__(self):
+        ctx = self._ctx
+        for t in self.records:
+            ctx.timestamp = t.time
+            yield t
