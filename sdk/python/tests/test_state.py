@@ -187,3 +187,23 @@ def test_records_emitted_while_a_batch_is_iterated_keep_their_timestamps():
     out = h.process("in", [Record("c", timestamp=3)])
     assert out[1] == Record("last", timestamp=3)
     assert h.finish() == [Record("end")]
+
+
+def test_a_cache_without_budget_still_reads_and_writes_correctly():
+    # Every new entry overflows the budget: each read is evicted at once
+    # and each write is written back at once; nothing is lost.
+    h = Harness(Counter)
+    h.instance.store.set_budget(0)
+    out = h.process("in", ["a", "b", "a", "-b", "b"])
+    assert [r.value for r in out] == [b"1", b"1", b"2", b"1"]
+    assert h.instance.store.entries == 0
+    h.checkpoint()
+    assert h.state_of("count") == {"a": b"2", "b": b"1"}
+
+    class Many(Counter):
+        def finish(self, ctx):
+            ctx.emit(repr(self.counts.get_many(["a", "b", "c"], 0)))
+
+    h.restart(Many)
+    h.instance.store.set_budget(0)
+    assert h.finish()[0].value == b"[2, 1, 0]"

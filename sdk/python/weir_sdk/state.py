@@ -202,7 +202,10 @@ class _Cache:
         self.store.register(self)
 
     def load(self, keys):
-        """Reads `keys` (none cached, no repeats) from the host."""
+        """Reads `keys` (none cached, no repeats) from the host, caches them
+        and returns their values (`_MISSING` for none). Bounding the caches
+        may evict some of them again at once (they are clean): read what a
+        caller needs from the returned list, not from the cache."""
         values, decode = self.values, self.codec.decode
         skeys = [self.encode_key(k) for k in keys]
         reply = self.store.host.get_many(flat.pack_keys(skeys))
@@ -221,13 +224,14 @@ class _Cache:
                 nbytes += len(v)
             nbytes += len(sk)
         self.store.measure(nbytes, len(keys))
+        loaded = [values[k] for k in keys]
         self.store.added(len(keys))
+        return loaded
 
     def lookup(self, key):
         v = self.values.get(key, _UNCACHED)
         if v is _UNCACHED:
-            self.load([key])
-            v = self.values[key]
+            (v,) = self.load([key])
         return v
 
     def store_value(self, key, value):
@@ -272,8 +276,7 @@ class MapState(_Cache):
         """The value under `key`, or `default`."""
         v = self.values.get(key, _UNCACHED)
         if v is _UNCACHED:
-            self.load([key])
-            v = self.values[key]
+            (v,) = self.load([key])
         return default if v is _MISSING else v
 
     def __getitem__(self, key):
@@ -317,8 +320,8 @@ class MapState(_Cache):
     def get_many(self, keys, default=None):
         """The values under `keys`, in order (one host call for the misses)."""
         self.prefetch(keys)
-        values = self.values
-        return [default if values[k] is _MISSING else values[k] for k in keys]
+        lookup = self.lookup  # a prefetched key may have been evicted since
+        return [default if (v := lookup(k)) is _MISSING else v for k in keys]
 
     def items(self):
         """Every (key, value) of the map in host state, in the order of the
