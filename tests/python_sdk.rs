@@ -1,11 +1,16 @@
 //! The Python SDK's own tests and the harness tests of the Python plugins
 //! (`sdk/python/tests`, `plugins/python/*/tests`), run with pytest in plain
 //! CPython through `scripts/python-sdk.sh test`, which installs pytest and
-//! componentize-py when missing. A toolchain that cannot be installed fails
+//! componentize-py when missing; and what only a component shows: logging
+//! through the host and `weir_sdk` errors as WIT errors. A toolchain that cannot be installed fails
 //! this test, as it fails `scripts/build-polyglot.sh`: the suite never
 //! passes by skipping.
 
 use std::process::Command;
+
+use weir_tests::cli::Weir;
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
 #[test]
 fn python_sdk_and_plugin_harness_tests_pass_under_pytest() {
@@ -28,5 +33,100 @@ fn python_sdk_and_plugin_harness_tests_pass_under_pytest() {
     assert!(
         summary.contains(" passed") && !summary.contains("skipped"),
         "unexpected pytest summary: {summary}\n{stdout}"
+    );
+}
+
+/// A Python operator on `weir_sdk`, built to a component with
+/// `scripts/python-sdk.sh build` and run by `weir run`: its log lines
+/// (`weir_sdk.log` and the `logging` logger `weir`) reach the host's log
+/// tagged with the operator, what it emits keeps the input's timestamp, and
+/// an `InvalidInput` it raises is the job's one error line, as a plugin
+/// error of kind invalid input, not a trap.
+#[test]
+fn a_python_operator_logs_through_the_host_and_its_errors_are_wit_errors() {
+    let root = weir_tests::repo_root();
+    let pkg = tempfile::tempdir().unwrap();
+    std::fs::write(
+        pkg.path().join("app.py"),
+        r#"
+import logging
+
+import weir_sdk
+from weir_sdk import InvalidInput, Operator
+
+
+class Shout(Operator):
+    name = "shout"
+
+    def open(self, ctx):
+        weir_sdk.log.warn(f"shout opened as {ctx.operator_id}[{ctx.instance}]")
+
+    def process(self, ctx, port, batch):
+        for rec in batch:
+            text = rec.value_str()
+            if "boom" in text:
+                raise InvalidInput("the record `boom` cannot be shouted")
+            logging.getLogger("weir.shout").warning("shouting %s", text)
+            ctx.emit(text.upper() + "@" + str(rec.timestamp))
+
+
+weir_sdk.export(Shout, globals())
+"#,
+    )
+    .unwrap();
+    let wasm = pkg.path().join("shout.wasm");
+    let out = Command::new("bash")
+        .arg(root.join("scripts/python-sdk.sh"))
+        .arg("build")
+        .arg(pkg.path())
+        .arg(&wasm)
+        .output()
+        .expect("running scripts/python-sdk.sh build");
+    assert!(
+        out.status.success(),
+        "build failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let job = |input: &str| {
+        let file = weir_tests::job_file::JobFile::new("shout")
+            .checkpoint(weir_tests::job_file::Checkpoint::final_only())
+            .source(
+                weir_tests::job_file::Source::file("in", "in.jsonl")
+                    .format("jsonl")
+                    .timestamp("t"),
+            )
+            .operator(weir_tests::job_file::Operator::new("up", &wasm).inputs(&["in"]))
+            .sink(weir_tests::job_file::Sink::file("out", "out.txt").input("up"));
+        weir_tests::job_dir::JobDir::new(WEIR, file, &[("in.jsonl", input)])
+    };
+    let ok = job("{\"t\": 5, \"w\": \"hi\"}\n");
+    let out = ok.run(&[]);
+    assert!(out.success(), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("shout opened as up[0]") && out.stderr.contains("shouting {"),
+        "{}",
+        out.stderr
+    );
+    let line = out.stderr.lines().find(|l| l.contains("shouting")).unwrap();
+    assert!(line.contains("up"), "{line}");
+    let written = ok.read("out.txt");
+    assert!(written.ends_with("}@5\n"), "{written}");
+
+    let bad = job("{\"t\": 1}\n{\"t\": 2, \"w\": \"boom\"}\n");
+    let out = bad.run(&[]);
+    assert!(!out.success());
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(
+        errors[0].contains("invalid input: the record `boom` cannot be shouted")
+            && errors[0].contains("operator `up[0]`")
+            && !errors[0].contains("Traceback"),
+        "{}",
+        errors[0]
     );
 }
