@@ -90,7 +90,8 @@ build)
     setup
     mkdir -p "$(dirname "$out")"
     out="$(cd "$(dirname "$out")" && pwd)/$(basename "$out")"
-    (cd "$src" && "$venv/bin/componentize-py" -d "$root/wit" -w "$world" \
+    # No Rust backtrace of componentize-py itself: the Python traceback says why.
+    (cd "$src" && RUST_BACKTRACE=0 "$venv/bin/componentize-py" -d "$root/wit" -w "$world" \
         componentize -p "$src" -p "$root/sdk/python" app -o "$out.tmp") || {
         rm -f "$out.tmp"
         say "building $src failed (the lines above say why)"

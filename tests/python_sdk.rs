@@ -130,3 +130,44 @@ weir_sdk.export(Shout, globals())
         errors[0]
     );
 }
+
+/// A package that is not an operator fails its build with the SDK's own
+/// words at the end, not a componentize-py backtrace; a folder without
+/// `app.py` says so.
+#[test]
+fn a_bad_python_package_fails_to_build_with_an_error_a_person_can_act_on() {
+    let root = weir_tests::repo_root();
+    let build = |dir: &std::path::Path| {
+        Command::new("bash")
+            .arg(root.join("scripts/python-sdk.sh"))
+            .arg("build")
+            .arg(dir)
+            .arg(dir.join("x.wasm"))
+            .output()
+            .expect("running scripts/python-sdk.sh build")
+    };
+    let pkg = tempfile::tempdir().unwrap();
+    let out = build(pkg.path());
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no app.py"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(
+        pkg.path().join("app.py"),
+        "import weir_sdk\n\nclass Nameless(weir_sdk.Operator):\n    pass\n\nweir_sdk.export(Nameless, globals())\n",
+    )
+    .unwrap();
+    let out = build(pkg.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
+    assert!(
+        tail.iter()
+            .any(|l| l.contains("Nameless.name must be the plugin's name")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Stack backtrace"), "{stderr}");
+    assert!(!pkg.path().join("x.wasm").exists());
+}
