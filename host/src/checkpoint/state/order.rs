@@ -278,7 +278,9 @@ impl<'a> Iterator for Scan<'a> {
                 }
             }
             let (r, key) = best?;
-            if !key.starts_with(self.prefix) {
+            // Every key starts with the empty prefix (a scan of all state,
+            // as at `finish`): no comparison per entry.
+            if !self.prefix.is_empty() && !key.starts_with(self.prefix) {
                 self.left = 0;
                 return None;
             }
