@@ -942,18 +942,11 @@ fn python_an_uncaught_exception_is_in_the_final_error_line() {
     let line = format!("{{\"key\":\"K1\",\"amount\":1{}}}\n", "0".repeat(400));
     let j = JobDir::new(WEIR, job, &[("a.jsonl", &line), ("b.jsonl", "")]);
     let out = j.run(&[]);
-    assert!(!out.success(), "{}", out.stderr);
-    let errors: Vec<&str> = out
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("error:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    let error = out.error_line();
     assert!(
-        errors[0].contains("operator `rec[0]`")
-            && errors[0].contains("OverflowError: int too large to convert to float"),
-        "{}",
-        errors[0]
+        error.contains("operator `rec[0]`")
+            && error.contains("OverflowError: int too large to convert to float"),
+        "{error}"
     );
     assert!(!out.stderr.contains("RUST_BACKTRACE"), "{}", out.stderr);
 }

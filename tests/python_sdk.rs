@@ -115,19 +115,12 @@ weir_sdk.export(Shout, globals())
 
     let bad = job("{\"t\": 1}\n{\"t\": 2, \"w\": \"boom\"}\n");
     let out = bad.run(&[]);
-    assert!(!out.success());
-    let errors: Vec<&str> = out
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("error:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    let error = out.error_line();
     assert!(
-        errors[0].contains("invalid input: the record `boom` cannot be shouted")
-            && errors[0].contains("operator `up[0]`")
-            && !errors[0].contains("Traceback"),
-        "{}",
-        errors[0]
+        error.contains("invalid input: the record `boom` cannot be shouted")
+            && error.contains("operator `up[0]`")
+            && !error.contains("Traceback"),
+        "{error}"
     );
 }
 

@@ -76,6 +76,19 @@ impl Outcome {
         self
     }
 
+    /// Asserts that it failed with exactly one `error:` line on stderr (log
+    /// lines may come before it) and returns that line.
+    pub fn error_line(&self) -> &str {
+        assert!(!self.success(), "it succeeded: {}", self.stderr);
+        let errors: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("error:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "one error line: {}", self.stderr);
+        errors[0]
+    }
+
     /// Asserts that it failed with nothing on stdout and one line on stderr
     /// that contains every needle and is no panic.
     pub fn assert_one_line_error(&self, needles: &[&str]) {
