@@ -1,6 +1,7 @@
 """MapState and ValueState: the Rust SDK's layout and encoding, the cache
 and its write-back rules."""
 
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -207,3 +208,60 @@ def test_a_cache_without_budget_still_reads_and_writes_correctly():
     h.restart(Many)
     h.instance.store.set_budget(0)
     assert h.finish()[0].value == b"[2, 1, 0]"
+
+
+def test_raw_state_sees_typed_writes_and_typed_state_sees_raw_writes():
+    class Raw(Counter):
+        def finish(self, ctx):
+            # A typed write not yet written back is seen by a raw read.
+            self.counts["a"] = 10
+            assert ctx.get(b"a\x00count") == b"10"
+            # A raw write is seen by the typed read of a cached key.
+            ctx.put(b"a\x00count", b"11")
+            assert self.counts.get("a") == 11
+            ctx.delete("b\x00count")
+            assert self.counts.get("b") is None
+            assert [k for k, _ in ctx.scan(prefix=b"a")] == [b"a\x00count", b"a\x00point"]
+            assert len(list(ctx.scan_all())) == 5
+
+    h = Harness(Raw)
+    h.process("in", ["a", "b"])
+    h.finish()
+    assert h.state_of("count") == {"a": b"11"}
+
+
+def test_restore_can_migrate_host_state_through_raw_access():
+    class V1(Operator):
+        name = "m"
+        state_version = 1
+
+        def open(self, ctx):
+            self.names = MapState("name")
+
+        def process(self, ctx, port, batch):
+            for r in batch.records:
+                self.names[r.value.decode()] = r.value.decode()  # JSON strings
+
+    class V2(V1):
+        state_version = 2
+
+        def open(self, ctx):
+            self.names = MapState("name", value=UpperCodec)
+
+        def restore(self, ctx, state_version, data):
+            if state_version < 2:
+                old = [(k, v) for k, v in ctx.scan_all() if k.endswith(b"\x00name")]
+                for k, v in old:
+                    ctx.put(k, json.loads(v).upper())
+
+    class UpperCodec:
+        encode = staticmethod(str.encode)
+        decode = staticmethod(lambda b: b.decode())
+
+    h = Harness(V1)
+    h.process("in", ["ada", "grace"])
+    h.checkpoint()
+    h.restart(V2)
+    assert h.operator.names.get("ada") == "ADA"
+    h.checkpoint()
+    assert h.state_of("name") == {"ada": b"ADA", "grace": b"GRACE"}

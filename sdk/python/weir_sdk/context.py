@@ -1,8 +1,12 @@
 """What a hook can do besides state: emit, timers, time, the current
 record's timestamp."""
 
+from . import flat
 from .flat import FlatWriter
 from .record import TimeDomain
+
+#: Entries per host call of `Context.scan_all`.
+SCAN_PAGE = 1000
 
 #: A port's buffered records go to the host once they reach this many
 #: records or bytes, else when the hook returns.
@@ -39,8 +43,9 @@ class Context:
     4,096 records or 1 MiB), in the order they were emitted.
     """
 
-    def __init__(self, host, outputs):
+    def __init__(self, host, outputs, store):
         self._host = host
+        self._store = store
         self._outputs = {name: i for i, name in enumerate(outputs)}
         self._nports = len(outputs)
         self._out = [FlatWriter() for _ in outputs]
@@ -98,6 +103,50 @@ class Context:
     def _flush_port(self, port):
         data, spans = self._out[port].take()
         self._host.emit(port, data, spans)
+
+    # Raw host state, bytes to bytes (e.g. to migrate the layout in
+    # `restore`). Rule: a raw read first writes the `MapState` and
+    # `ValueState` caches back, so it sees every typed write; a raw write
+    # also empties them, so typed reads see it.
+
+    def get(self, key):
+        """The value (bytes) stored under the state key `key`, or None."""
+        self._store.write_back()
+        (value,) = flat.unpack_values(self._host.get_many(flat.pack_keys([_bytes(key)])), 1)
+        return None if value is None else bytes(value)
+
+    def put(self, key, value):
+        """Stores `value` under the state key `key` (both bytes or str)."""
+        self._raw_write([(_bytes(key), _bytes(value))])
+
+    def delete(self, key):
+        """Removes the state key `key` (a missing key does nothing)."""
+        self._raw_write([(_bytes(key), None)])
+
+    def _raw_write(self, entries):
+        self._store.write_back()
+        self._store.clear()
+        self._host.put_many(flat.pack_entries(entries))
+
+    def scan(self, prefix=b"", after=None, limit=SCAN_PAGE):
+        """Up to `limit` (key, value) entries whose key starts with `prefix`,
+        in ascending key order, after the key `after` when given."""
+        self._store.write_back()
+        after = None if after is None else _bytes(after)
+        return flat.unpack_entries(self._host.scan(_bytes(prefix), after, limit))
+
+    def scan_all(self, prefix=b""):
+        """Every (key, value) entry whose key starts with `prefix`, in
+        ascending key order, a page at a time (collect them before writing
+        what you read: a raw write between pages is fine, the next page
+        starts after the last key seen)."""
+        after = None
+        while True:
+            page = self.scan(prefix, after, SCAN_PAGE)
+            yield from page
+            if len(page) < SCAN_PAGE:
+                return
+            after = page[-1][0]
 
     @property
     def watermark(self):

@@ -93,7 +93,7 @@ class Instance:
         cls = self.cls
         config = config_mod.parse(config_text, cls.Config)
         self.store = Store(self.host)
-        self.ctx = Context(self.host, cls.outputs)
+        self.ctx = Context(self.host, cls.outputs, self.store)
         self.op = cls()
         self._enter()
         ok = False

@@ -167,6 +167,13 @@ class Store:
             self.host.put_many(bytes(buf))
         self.measure(nbytes, written)
 
+    def clear(self):
+        """Drops every cached entry (write back first: dirty ones are lost)."""
+        for c in self.caches:
+            c.values.clear()
+            c.dirty = set()
+        self.entries = 0
+
     def evict(self, target):
         """Drops the oldest clean entries until the caches hold about
         `target` bytes."""
