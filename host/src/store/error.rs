@@ -44,7 +44,7 @@ pub enum StoreError {
         error: std::io::Error,
     },
     /// Another process has the store open for writing.
-    #[error("checkpoint store {} is in use by another process: stop the other `weir run` using this --state-dir, or use another one", path.display())]
+    #[error("checkpoint store {} is in use by another process (another `weir run` using this --state-dir, or a long `weir state` reading it): stop it, or use another --state-dir", path.display())]
     InUse {
         /// Store file.
         path: PathBuf,

@@ -6,6 +6,7 @@
 //! `chain.rs`, garbage collection and truncation in `gc.rs`.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use redb::{
     Builder, ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase,
@@ -23,6 +24,12 @@ use super::tuning::{TUNING, Tuning};
 /// larger cache (redb's default is 1 GiB) holds written pages nobody reads
 /// and adds them to the job's memory.
 const PAGE_CACHE_BYTES: usize = 64 << 20;
+/// How long [`CheckpointStore::open`] waits for another process to close
+/// the file before it reports [`StoreError::InUse`]; an inspection (`weir
+/// checkpoints`, `weir state`) holds it for milliseconds to seconds.
+const OPEN_WAIT: Duration = Duration::from_secs(5);
+/// How often the open is tried again meanwhile.
+const OPEN_RETRY: Duration = Duration::from_millis(20);
 
 /// The redb settings of every open.
 pub(super) fn builder() -> Builder {
@@ -63,7 +70,9 @@ impl std::fmt::Debug for CheckpointStore {
 impl CheckpointStore {
     /// Opens (creating the dir and file when missing) the store in `dir` for
     /// job `job`. A store of another job is refused ([`StoreError::OtherJob`]),
-    /// a damaged file, an empty one included, is [`StoreError::Corrupt`].
+    /// a damaged file, an empty one included, is [`StoreError::Corrupt`]; a
+    /// file another process keeps open for longer than `OPEN_WAIT` (5 s) is
+    /// [`StoreError::InUse`].
     pub fn open(dir: &Path, job: &str) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(|error| StoreError::Io {
             path: dir.to_path_buf(),
@@ -77,10 +86,23 @@ impl CheckpointStore {
             path: path.clone(),
             error,
         })?;
-        let opened = if exists {
-            builder().open(&path)
-        } else {
-            builder().create(&path)
+        // Another process may have the file open: `weir checkpoints` or
+        // `weir state` for as long as they read it (redb then refuses a
+        // writer), or another `weir run`. Wait for the first kind; report
+        // the second once the wait is over.
+        let started = Instant::now();
+        let opened = loop {
+            let opened = if exists {
+                builder().open(&path)
+            } else {
+                builder().create(&path)
+            };
+            match opened {
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < OPEN_WAIT => {
+                    std::thread::sleep(OPEN_RETRY);
+                }
+                opened => break opened,
+            }
         };
         let db = opened.map_err(|e| classify(&path, "opening", Fail::Redb(e.into())))?;
         let store = CheckpointStore {

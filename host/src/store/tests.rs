@@ -998,3 +998,23 @@ fn a_store_written_before_the_inflight_table_opens_and_gets_it() {
     drop(s);
     assert!(tables().iter().any(|t| t == "inflight"));
 }
+
+/// `weir checkpoints` and `weir state` open a store read-write when no job
+/// has it open, for a few milliseconds: a job starting (or restarting)
+/// then must wait for them, not fail as if another job used the store.
+#[test]
+fn a_job_opening_the_store_waits_for_a_brief_inspector() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(CheckpointStore::open(dir.path(), "job").unwrap());
+    let inspector = CheckpointStore::open_existing(dir.path()).unwrap();
+    let (held, release) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        held.send(()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(inspector);
+    });
+    release.recv().unwrap();
+    let job = CheckpointStore::open(dir.path(), "job");
+    holder.join().unwrap();
+    assert!(job.is_ok(), "{:?}", job.err());
+}
