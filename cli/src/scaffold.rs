@@ -541,19 +541,14 @@ fn write_all(
 
 /// Sets the executable bits of a script written by [`write_all`].
 fn make_executable(path: &Path) -> Result<(), ScaffoldError> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(
-            |error| ScaffoldError::Io {
-                path: path.to_path_buf(),
-                action: "make the script executable",
-                error,
-            },
-        )?;
-    }
-    let _ = path;
-    Ok(())
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(|error| {
+        ScaffoldError::Io {
+            path: path.to_path_buf(),
+            action: "make the script executable",
+            error,
+        }
+    })
 }
 
 /// What `weir new` prints after [`scaffold`]: the files it created (`files`,

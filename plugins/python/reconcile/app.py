@@ -50,6 +50,7 @@ from weir_sdk import (
     fmt_f64,
     json_str,
     json_text,
+    trim,
 )
 
 PORT_A, PORT_B = 0, 1
@@ -58,10 +59,6 @@ I64_MAX = 2**63 - 1
 # What Rust's `str::parse::<f64>` accepts (after `trim`).
 FLOAT_RE = re.compile(
     r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)\Z", re.IGNORECASE
-)
-WHITESPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
-    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
 
 
@@ -94,8 +91,8 @@ def _amount_of(v):
         result = None
     elif isinstance(amount, (int, float)):
         result = float(amount)
-    elif isinstance(amount, str) and FLOAT_RE.match(amount.strip(WHITESPACE)):
-        result = float(amount.strip(WHITESPACE))
+    elif isinstance(amount, str) and FLOAT_RE.match(trim(amount)):
+        result = float(trim(amount))
     else:
         result = None
     if result is None:
@@ -112,9 +109,9 @@ def parse_duration_ms(text):
     """Milliseconds of "250ms", "10s", "1.5s", "5m", "2h", "1d", as
     weir_sdk::window::parse_duration_ms reads them; None when it is no
     duration."""
-    t = text.strip(WHITESPACE)
+    t = trim(text)
     split = next((i for i, c in enumerate(t) if not (c in "0123456789.")), len(t))
-    number, unit = t[:split], t[split:].strip(WHITESPACE)
+    number, unit = t[:split], trim(t[split:])
     units = {"ms": 1.0, "s": 1e3, "m": 60e3, "min": 60e3, "h": 3600e3, "d": 86_400e3}
     try:
         number = float(number)

@@ -19,14 +19,7 @@ Build: scripts/build-polyglot.sh python. Test: pytest plugins/python.
 from dataclasses import dataclass
 
 import weir_sdk
-from weir_sdk import InvalidInput, MapState, Operator, json_str
-
-# Rust's `str::trim` (Unicode White_Space), which differs from Python's
-# `str.strip()` (that also strips U+001C..U+001F).
-WHITESPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
-    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
+from weir_sdk import MapState, Operator, json_str, trim
 
 
 @dataclass
@@ -47,19 +40,10 @@ class WordCount(Operator):
         self.counts = MapState("count")
 
     def word(self, rec):
-        if rec.key is not None:
-            try:
-                raw = rec.key.decode("utf-8")
-            except UnicodeDecodeError:
-                raw = None
-            if raw is not None:
-                w = raw.strip(WHITESPACE)
-                return w.lower() if self.lowercase else w
-        try:
-            raw = rec.value.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InvalidInput(f"record value is not UTF-8: {e}") from None
-        w = raw.strip(WHITESPACE)
+        """The record's word: its key when it is UTF-8, else its value
+        (`InvalidInput` when that is not UTF-8), trimmed as Rust trims."""
+        raw = rec.key_str()
+        w = trim(rec.value_str() if raw is None else raw)
         return w.lower() if self.lowercase else w
 
     def process(self, ctx, port, batch):

@@ -18,6 +18,7 @@ from .jsontext import fmt_f64, json_str, json_text
 from .operator import Operator
 from .record import Record, TimeDomain, Timer
 from .state import Json, MapState, ValueState
+from .text import trim
 
 #: The SDK's version.
 __version__ = "0.1.0"
@@ -49,4 +50,5 @@ __all__ = [
     "json_text",
     "log",
     "parse_config",
+    "trim",
 ]

@@ -3,6 +3,7 @@ record's timestamp."""
 
 from . import flat
 from .flat import FlatWriter
+from .jsontext import json_text
 from .record import TimeDomain
 
 #: Entries per host call of `Context.scan_all`.
@@ -89,8 +90,6 @@ class Context:
 
     def emit_json(self, obj, key=None, *, port=0, timestamp=CURRENT):
         """Emits `obj` as compact JSON (`weir_sdk.json_text`)."""
-        from .jsontext import json_text
-
         self.emit(json_text(obj), key, port=port, timestamp=timestamp)
 
     def flush(self):

@@ -41,9 +41,9 @@ def fmt_f64(x):
     return sign + m + ("e+" if e >= 0 else "e-") + str(abs(e))
 
 
-def json_str(s):
-    """A string as a JSON string literal."""
-    return _string(s)
+#: A string as a JSON string literal (the C encoder itself: it runs per
+#: record in many operators).
+json_str = _string
 
 
 def json_text(value, sort_keys=False):

@@ -4,6 +4,7 @@ import enum
 import json
 
 from .errors import InvalidInput
+from .jsontext import json_text
 
 
 class Record:
@@ -27,8 +28,6 @@ class Record:
     @classmethod
     def json(cls, obj, key=None, timestamp=None):
         """A record whose value is `obj` as compact JSON (see `weir_sdk.json_text`)."""
-        from .jsontext import json_text
-
         return cls(json_text(obj).encode(), key, timestamp)
 
     def value_str(self):

@@ -65,29 +65,22 @@ class Instance:
         self.store = None
         self.ctx = None
 
-    def _enter(self):
+    def _hook(self, call, write_back=False):
+        """Runs `call()` as a hook of this instance and returns its result:
+        active while it runs, its emits handed to the host and the caches
+        bounded when it returns, every state write handed over too with
+        `write_back`. Nothing of that when it raises: the attempt fails."""
         _active.append(self)
-
-    def _leave(self, ok):
-        try:
-            if ok:
-                self.ctx.flush()
-                self.store.after_hook()
-        finally:
-            _active.pop()
-
-    def _call(self, hook, *args, write_back=False):
-        self._enter()
-        ok = False
         self.ctx.timestamp = None
         try:
-            hook(self.ctx, *args)
+            result = call()
+            self.ctx.flush()
             if write_back:
-                self.ctx.flush()
                 self.store.write_back()
-            ok = True
+            self.store.after_hook()
+            return result
         finally:
-            self._leave(ok)
+            _active.pop()
 
     def open(self, operator_id, instance, parallelism, config_text):
         cls = self.cls
@@ -95,13 +88,8 @@ class Instance:
         self.store = Store(self.host)
         self.ctx = Context(self.host, cls.outputs, self.store)
         self.op = cls()
-        self._enter()
-        ok = False
-        try:
-            self.op.open(OpenContext(operator_id, instance, parallelism, config, config_text))
-            ok = True
-        finally:
-            self._leave(ok)
+        ctx = OpenContext(operator_id, instance, parallelism, config, config_text)
+        self._hook(lambda: self.op.open(ctx))
 
     def _check_port(self, port):
         if not 0 <= port < len(self.cls.inputs):
@@ -109,33 +97,30 @@ class Instance:
 
     def process_flat(self, port, data, spans):
         self._check_port(port)
-        self._call(self.op.process, port, Batch(flat.records(data, spans), self.ctx))
+        batch = Batch(flat.records(data, spans), self.ctx)
+        self._hook(lambda: self.op.process(self.ctx, port, batch))
 
     def process_records(self, port, records):
         """The list form: `records` of objects with key, value, timestamp."""
         self._check_port(port)
-        batch = [Record(r.value, r.key, r.timestamp) for r in records]
-        self._call(self.op.process, port, Batch(batch, self.ctx))
+        batch = Batch([Record(r.value, r.key, r.timestamp) for r in records], self.ctx)
+        self._hook(lambda: self.op.process(self.ctx, port, batch))
 
     def on_timers(self, domain, data, spans):
         timers = [Timer(r.key or b"", r.timestamp, domain) for r in flat.records(data, spans)]
-        self._call(self.op.on_timers, Timers(timers, self.ctx))
+        self._hook(lambda: self.op.on_timers(self.ctx, Timers(timers, self.ctx)))
 
     def on_checkpoint(self, checkpoint_id):
-        self._call(self.op.on_checkpoint, checkpoint_id, write_back=True)
+        self._hook(lambda: self.op.on_checkpoint(self.ctx, checkpoint_id), write_back=True)
 
     def finish(self):
-        self._call(self.op.finish, write_back=True)
+        self._hook(lambda: self.op.finish(self.ctx), write_back=True)
 
     def snapshot(self):
-        self._enter()
-        try:
-            data = self.op.snapshot()
-        finally:
-            _active.pop()
+        data = self._hook(self.op.snapshot)
         if not isinstance(data, (bytes, bytearray)):
             raise TypeError(f"{self.cls.__name__}.snapshot must return bytes")
         return bytes(data)
 
     def restore(self, state_version, data):
-        self._call(self.op.restore, state_version, data)
+        self._hook(lambda: self.op.restore(self.ctx, state_version, data))

@@ -103,6 +103,7 @@ class Store:
         quarter of it, at most 8 MiB)."""
         self.budget = max(0, int(budget))
         self.dirty_limit = min(self.budget // 4, MAX_DIRTY_LIMIT)
+        self._set_cap()
 
     def entry_bytes(self):
         return self.mean_bytes + ENTRY_OVERHEAD
@@ -110,6 +111,12 @@ class Store:
     def measure(self, nbytes, count):
         if count:
             self.mean_bytes = 0.9 * self.mean_bytes + 0.1 * (nbytes / count)
+            self._set_cap()
+
+    def _set_cap(self):
+        # The most entries a hook may cache before `added` bounds them: a
+        # count, so that caching a new key costs no arithmetic.
+        self.cap = 2 * self.budget / self.entry_bytes()
 
     def register(self, cache):
         if cache.name in self.names:
@@ -120,7 +127,7 @@ class Store:
     def added(self, n):
         """`n` new entries were cached; bounds the caches inside a hook."""
         self.entries += n
-        if self.entries * self.entry_bytes() > 2 * self.budget:
+        if self.entries > self.cap:
             self.write_back()
             self.evict(self.budget)
 
@@ -295,19 +302,15 @@ class MapState(_Cache):
     def __contains__(self, key):
         return self.lookup(key) is not _MISSING
 
-    #: `m[key] = value` stores `value` under `key`.
-    __setitem__ = _Cache.store_value
-
-    def put(self, key, value):
-        """Stores `value` under `key`."""
-        self.store_value(key, value)
-
-    def __delitem__(self, key):
-        self.store_value(key, _MISSING)
+    #: `m.put(key, value)` or `m[key] = value`: stores `value` under `key`.
+    put = __setitem__ = _Cache.store_value
 
     def delete(self, key):
-        """Removes `key` (removing a missing key does nothing)."""
+        """Removes `key` (removing a missing key does nothing); also
+        `del m[key]`."""
         self.store_value(key, _MISSING)
+
+    __delitem__ = delete
 
     def update(self, key, f, default=None):
         """Replaces the value with `f(old)` (`old` is `default` when there
@@ -350,9 +353,6 @@ class MapState(_Cache):
             if len(page) < SCAN_PAGE:
                 return
             after = page[-1][0]
-
-    def __len__(self):
-        raise TypeError("a MapState has no cheap length; count `items()` if you need it")
 
 
 class ValueState(_Cache):

@@ -18,9 +18,11 @@ here behaves the same under `weir run`.
 
 import bisect
 import collections
+import itertools
 import time
 
 from . import END_OF_TIME, flat
+from .jsontext import json_text
 from .record import Record, TimeDomain
 from .runtime import Instance, describe
 
@@ -30,6 +32,37 @@ class LimitExceeded(RuntimeError):
     traps the call."""
 
 
+class State(dict):
+    """Host state: state key to value, both bytes. A dict that keeps its
+    keys sorted for `scan` until it changes."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._sorted = None
+
+    def sorted_keys(self):
+        if self._sorted is None:
+            self._sorted = sorted(self)
+        return self._sorted
+
+    def _changed(name):
+        def method(self, *args, **kwargs):
+            self._sorted = None
+            return getattr(dict, name)(self, *args, **kwargs)
+
+        method.__name__ = name
+        return method
+
+    __setitem__ = _changed("__setitem__")
+    __delitem__ = _changed("__delitem__")
+    pop = _changed("pop")
+    popitem = _changed("popitem")
+    clear = _changed("clear")
+    update = _changed("update")
+    setdefault = _changed("setdefault")
+    del _changed
+
+
 class MemoryHost:
     """The host's imports, in memory. `state` maps state keys to values
     (bytes); `timers` holds (domain, time, key); `outputs` collects
@@ -37,8 +70,7 @@ class MemoryHost:
 
     def __init__(self, memory=256 << 20, max_key_bytes=64 << 10, max_value_bytes=16 << 20,
                  max_state_bytes=1 << 30):
-        self.state = {}
-        self._sorted = None  # the keys of `state`, sorted, until it changes
+        self.state = State()
         self.timers = set()
         self.outputs = []
         self.logs = []
@@ -73,7 +105,6 @@ class MemoryHost:
                 self.state.pop(k, None)
             else:
                 self.state[k] = v
-        self._sorted = None
         total = sum(map(len, self.state)) + sum(map(len, self.state.values()))
         if total > self.max_state_bytes:
             raise LimitExceeded(f"state holds {total} bytes, over max_state_bytes = {self.max_state_bytes}")
@@ -86,22 +117,17 @@ class MemoryHost:
 
     def scan(self, prefix, after, limit):
         self.calls["scan"] += 1
-        if self._sorted is None or len(self._sorted) != len(self.state):
-            # Tests may also change `state` directly (a dict): any change of
-            # its size is noticed; other direct changes need `state_changed`.
-            self._sorted = sorted(self.state)
-        keys = self._sorted
-        start = bisect.bisect_left(keys, prefix) if after is None or after < prefix else bisect.bisect_right(keys, after)
+        keys = self.state.sorted_keys()
+        if after is None or after < prefix:
+            start = bisect.bisect_left(keys, prefix)
+        else:
+            start = bisect.bisect_right(keys, after)
         out = []
-        for k in keys[start:]:
-            if len(out) == limit or not k.startswith(prefix):
+        for k in itertools.islice(keys, start, start + limit):
+            if not k.startswith(prefix):
                 break
             out.append((k, self.state[k]))
         return flat.pack_entries(out)
-
-    def state_changed(self):
-        """Call after changing `state` in place (the scan order is cached)."""
-        self._sorted = None
 
     def emit(self, port, data, spans):
         self.calls["emit"] += 1
@@ -163,8 +189,6 @@ class Harness:
 
     def __init__(self, cls, config=None, *, operator_id="op", instance=0, parallelism=1,
                  host=None):
-        from .jsontext import json_text
-
         describe(cls)
         self.cls = cls
         self.config_text = config if isinstance(config, str) else json_text(config or {})
@@ -331,7 +355,7 @@ class Harness:
         host = MemoryHost(self.host.memory, self.host.max_key_bytes, self.host.max_value_bytes,
                           self.host.max_state_bytes)
         if last is not None:
-            host.state = dict(last.state)
+            host.state = State(last.state)
             host.timers = set(last.timers)
         self.host = host
         self._open()
