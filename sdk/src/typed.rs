@@ -23,9 +23,10 @@ use std::hash::Hash;
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::cache::{Layout, Shared, decode_value};
+use crate::cache::{self, Layout, Shared, decode_value};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::host;
 
 /// A single value per operator instance (not per key), e.g. a running total.
 /// Cached like [`MapState`].
@@ -474,19 +475,26 @@ where
         mut f: impl FnMut(&mut Context, K, V) -> Result<()>,
     ) -> Result<()> {
         let mut after: Option<Vec<u8>> = None;
+        let mut last = Vec::new();
         loop {
-            let page = ctx.scan(b"", after.as_deref(), SCAN_PAGE);
-            let last_page = page.len() < SCAN_PAGE as usize;
-            after = page.last().map(|(k, _)| k.clone());
-            for (k, v) in page {
-                if let Some(entry) = self.decode_entry(&k, &v) {
-                    let (key, value) = entry?;
-                    f(ctx, key, value)?;
+            // As a raw read: the page holds every write so far. Entries are
+            // borrowed from the page's reply, none copied.
+            cache::write_back_all();
+            let n = host::scan_with(b"", after.as_deref(), SCAN_PAGE, |k, v| {
+                last.clear();
+                last.extend_from_slice(k);
+                match self.decode_entry(k, v) {
+                    Some(entry) => {
+                        let (key, value) = entry?;
+                        f(ctx, key, value)
+                    }
+                    None => Ok(()),
                 }
-            }
-            if last_page {
+            })?;
+            if n < SCAN_PAGE as usize {
                 return Ok(());
             }
+            after = Some(std::mem::take(&mut last));
         }
     }
 }

@@ -41,7 +41,9 @@
 //!   `presorted` to its id.
 //! - `live` counts live slots; `bytes` sums their key and value lengths.
 
+mod keysort;
 mod order;
+mod prefetch;
 
 use std::cell::{Ref, RefCell};
 use std::fmt;
@@ -52,7 +54,9 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
 pub use crate::dataflow::changes::{Iter as ChangesIter, StateChanges};
+pub(crate) use keysort::sort_stable_by_bytes;
 use order::{Order, Scan};
+pub use prefetch::PREFETCH_GROUP;
 
 /// `Slot::val_len` of a tombstone.
 const TOMBSTONE: u32 = u32::MAX;
@@ -621,13 +625,19 @@ impl KeyedState {
     /// O(changes), whatever the size of the state.
     pub fn take_changes(&mut self) -> StateChanges {
         let view = self.view();
-        let bytes = self.dirty.iter().map(|&id| {
+        let bytes = self.dirty.iter().enumerate().map(|(i, &id)| {
+            if let Some(&next) = self.dirty.get(i + prefetch::AHEAD) {
+                view.prefetch_slot(next);
+            }
             let s = &view.slots[id as usize];
             (s.key_len + s.value_len()) as usize
         });
         let mut out = StateChanges::with_capacity(self.dirty.len(), bytes.sum());
         let mut tombstones = 0;
-        for &id in &self.dirty {
+        for (i, &id) in self.dirty.iter().enumerate() {
+            if let Some(&next) = self.dirty.get(i + prefetch::AHEAD / 2) {
+                view.prefetch_entry(next);
+            }
             let value = view.value(id);
             out.push(view.key(id), value);
             tombstones += usize::from(value.is_none());

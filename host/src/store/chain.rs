@@ -8,6 +8,7 @@ use super::file::CheckpointStore;
 use super::layout::{CHUNKS, SEGMENTS};
 use super::segment;
 use super::segment::{Damage, Decoder, Encoder, Header, Kind, Overrides};
+use crate::checkpoint::state::sort_stable_by_bytes;
 
 type SegmentKey = (&'static str, u32, u64);
 type ChunkKey = (&'static str, u32, u64, u32);
@@ -60,7 +61,7 @@ impl CheckpointStore {
         mut changes: Vec<(&[u8], Option<&[u8]>)>,
     ) -> Result<Written, Fail> {
         // Stable: repeated keys keep their order, so the last change wins.
-        changes.sort_by(|a, b| a.0.cmp(b.0));
+        sort_stable_by_bytes(&mut changes, |c| c.0);
         let mut keys: Vec<&[u8]> = changes.iter().map(|c| c.0).collect();
         keys.dedup();
         let chain = self.chain(&t.segments, op, inst, n)?;

@@ -29,7 +29,8 @@
 //!   emitted.
 //!
 //! Records are read in place from flat batches: only `amount` and, for a
-//! record without a key, the key field are decoded (a key field that is
+//! record without a key, the key field are decoded (a flat object in one
+//! pass without serde, [`quick`]; any other JSON with serde) (a key field that is
 //! not a string is the key as its JSON text, e.g. `42`); the other fields
 //! are skipped, checked only to be well-formed JSON. A batch with a record
 //! that is not JSON, has no `amount`, an `amount` that is no number, or no
@@ -56,6 +57,8 @@ use weir_sdk::{
     Batch, BatchBuf, Context, Error, MapState, OpenContext, Operator, OperatorInfo, Record,
     RecordRef, Result, TimeDomain, Timer,
 };
+
+mod quick;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -228,7 +231,7 @@ impl<'de> Visitor<'de> for FieldVisitor {
 
 /// The two fields of an input record that reconcile reads: `amount` and the
 /// key field. A record that is not a JSON object has neither.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 struct Fields<'a> {
     amount: Option<Field<'a>>,
     key: Option<Field<'a>>,
@@ -361,7 +364,10 @@ impl Reconcile {
             Some(_) => None,
             None => Some(self.key_field.as_str()),
         };
-        let fields = rec.parse_json_seed(FieldsSeed { key_field })?;
+        let fields = match quick::read(rec.value, key_field) {
+            Some(fields) => fields,
+            None => rec.parse_json_seed(FieldsSeed { key_field })?,
+        };
         let timestamp = self.timestamp_of(rec, port)?;
         let key = match (own_key, fields.key) {
             (Some(k), _) => Cow::Borrowed(k),

@@ -24,6 +24,7 @@ use std::cell::Ref;
 use std::cmp::Ordering;
 
 use super::View;
+use super::prefetch::AHEAD;
 
 /// Slot ids in key order, as runs.
 #[derive(Debug, Clone, Default)]
@@ -195,30 +196,9 @@ impl Order {
     }
 }
 
-/// Sorts slot ids by key: by their first 8 key bytes first, then by whole
-/// key among equal prefixes (fewer random reads of the arena than comparing
-/// whole keys throughout).
+/// Sorts slot ids by key ([`keysort`](super::keysort)).
 pub(super) fn sort_by_key(ids: &mut [u32], view: View<'_>) {
-    if ids.len() < 2 {
-        return;
-    }
-    let prefix = |id: u32| {
-        let key = view.key(id);
-        let mut b = [0u8; 8];
-        let n = key.len().min(8);
-        b[..n].copy_from_slice(&key[..n]);
-        u64::from_be_bytes(b)
-    };
-    let mut keyed: Vec<(u64, u32)> = ids.iter().map(|&id| (prefix(id), id)).collect();
-    keyed.sort_unstable_by_key(|&(p, _)| p);
-    for group in keyed.chunk_by_mut(|a, b| a.0 == b.0) {
-        if group.len() > 1 {
-            group.sort_unstable_by(|a, b| view.key(a.1).cmp(view.key(b.1)));
-        }
-    }
-    for (slot, (_, id)) in ids.iter_mut().zip(keyed) {
-        *slot = id;
-    }
+    super::keysort::sort_stable_by_bytes(ids, |&id| view.key(id));
 }
 
 /// The entries of a scan: the runs merged, from the start bound on, while
@@ -284,8 +264,17 @@ impl<'a> Iterator for Scan<'a> {
                 self.left = 0;
                 return None;
             }
-            let id = self.order.runs[r][self.heads[r]];
+            let run = &self.order.runs[r];
+            let id = run[self.heads[r]];
             self.heads[r] += 1;
+            // The run's next keys, ahead of their turn (a run is in key
+            // order, not in arena order).
+            if let Some(&next) = run.get(self.heads[r] + AHEAD) {
+                view.prefetch_slot(next);
+            }
+            if let Some(&next) = run.get(self.heads[r] + AHEAD / 2) {
+                view.prefetch_entry(next);
+            }
             if let Some(value) = view.value(id) {
                 self.left -= 1;
                 return Some((key, value));

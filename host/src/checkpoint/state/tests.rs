@@ -129,6 +129,9 @@ fn behaves_like_a_map_with_a_change_log() {
 
 fn random_operations(seed: u64, take_one_in: u64) -> Seen {
     let mut next = rng(seed);
+    // The keys of prefetch hints, apart so that the operations stay those
+    // of `seed`.
+    let mut hint = rng(seed ^ 0x5bd1_e995);
     let mut seen = Seen::default();
     let mut state = KeyedState::default();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
@@ -149,6 +152,17 @@ fn random_operations(seed: u64, take_one_in: u64) -> Seen {
         } else {
             next() % 12
         };
+        if step % 3 == 0 {
+            // A hint that must change nothing: live, deleted, removed and
+            // never seen keys, more than one group of them.
+            let others: Vec<Vec<u8>> = (0..hint() % 40)
+                .map(|_| format!("k{}", hint() % 2048).into_bytes())
+                .collect();
+            let group: Vec<&[u8]> = std::iter::once(&key[..])
+                .chain(others.iter().map(Vec::as_slice))
+                .collect();
+            state.prefetch(&group);
+        }
         let arena_before = state.arena.bytes.len();
         match op {
             0..=4 => {

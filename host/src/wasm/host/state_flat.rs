@@ -11,9 +11,12 @@
 //!   `flat-state`, the function, the buffer and the item.
 //! - Buffers are read in place: keys and values are slices of the list the
 //!   plugin passed, and each reply is built in one `Vec`.
+//! - Keys are taken in groups of [`PREFETCH_GROUP`], each group's cache
+//!   misses overlapped first ([`KeyedState::prefetch`](crate::checkpoint::state::KeyedState::prefetch)).
 
 use weir_flat::state::{BadPacking, Entries, Keys, push_entry, push_value};
 
+use crate::checkpoint::state::PREFETCH_GROUP;
 use crate::wasm::instance_state::InstanceState;
 use crate::wit::flat_state;
 
@@ -32,14 +35,18 @@ impl flat_state::Host for InstanceState {
         let keys = Keys::parse(&keys).map_err(|e| malformed("get-many", "keys", e))?;
         let mut total = 0;
         let mut out = Vec::with_capacity(keys.len() * VALUE_HEADER);
-        for key in keys {
-            let value = self.state.get(key);
-            Self::check_read(
-                &mut total,
-                VALUE_HEADER + value.map_or(0, <[u8]>::len),
-                self.limits.memory,
-            )?;
-            push_value(&mut out, value);
+        let keys: Vec<&[u8]> = keys.collect();
+        for group in keys.chunks(PREFETCH_GROUP) {
+            self.state.prefetch(group);
+            for &key in group {
+                let value = self.state.get(key);
+                Self::check_read(
+                    &mut total,
+                    VALUE_HEADER + value.map_or(0, <[u8]>::len),
+                    self.limits.memory,
+                )?;
+                push_value(&mut out, value);
+            }
         }
         Ok(out)
     }
@@ -50,10 +57,18 @@ impl flat_state::Host for InstanceState {
             return Ok(());
         }
         self.check_write()?;
-        for (key, value) in entries {
-            match value {
-                Some(value) => self.put_checked(key, value)?,
-                None => self.state.delete(key),
+        let entries: Vec<(&[u8], Option<&[u8]>)> = entries.collect();
+        let mut keys = [&[][..]; PREFETCH_GROUP];
+        for group in entries.chunks(PREFETCH_GROUP) {
+            for (k, (key, _)) in keys.iter_mut().zip(group) {
+                *k = key;
+            }
+            self.state.prefetch(&keys[..group.len()]);
+            for &(key, value) in group {
+                match value {
+                    Some(value) => self.put_checked(key, value)?,
+                    None => self.state.delete(key),
+                }
             }
         }
         Ok(())
