@@ -228,41 +228,11 @@ impl Context {
     /// ```
     pub fn scan_all(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();
-        let Ok(()) = self.scan_each(prefix, |key, value| {
+        let Ok(()) = scan_pages(prefix, |key, value| {
             out.push((key.to_vec(), value.to_vec()));
             Ok::<_, Infallible>(())
         });
         out
-    }
-
-    /// Calls `each` with every entry whose key starts with `prefix`, in key
-    /// order, read page by page and borrowed from each page; stops at the
-    /// first error. Writes the typed-state caches back first.
-    pub(crate) fn scan_each<E>(
-        &self,
-        prefix: &[u8],
-        mut each: impl FnMut(&[u8], &[u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        const PAGE: u32 = 1000;
-        cache::write_back_all();
-        // The last key of the page before (`None` before the first page;
-        // the empty key is a key), and of this page.
-        let mut after: Option<Vec<u8>> = None;
-        let mut last = Vec::new();
-        loop {
-            let n = host::scan_with(prefix, after.as_deref(), PAGE, |key, value| {
-                each(key, value)?;
-                last.clear();
-                last.extend_from_slice(key);
-                Ok(())
-            })?;
-            if n < PAGE as usize {
-                return Ok(());
-            }
-            let mut page_last = after.take().unwrap_or_default();
-            std::mem::swap(&mut page_last, &mut last);
-            after = Some(page_last);
-        }
     }
 
     /// The buffer of `port`, with its records not yet handed to the host.
@@ -534,6 +504,39 @@ fn flush_port(port: u32, buf: &mut BatchBuf) {
         let (data, spans) = buf.parts();
         host::emit_flat(port, data, spans);
         buf.clear();
+    }
+}
+
+/// Entries of host state one page of [`scan_pages`] reads: the most it
+/// holds at once.
+const SCAN_PAGE: u32 = 1000;
+
+/// Calls `each` with every entry whose key starts with `prefix`, in key
+/// order, a page at a time, borrowed from the page's reply; stops at the
+/// first error. Every typed-state cache is written back before each page
+/// (as before any raw read), so a page holds every write made so far,
+/// `each`'s included.
+pub(crate) fn scan_pages<E>(
+    prefix: &[u8],
+    mut each: impl FnMut(&[u8], &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    // The last key of the page before (`None` before the first page; the
+    // empty key is a key), and of this page.
+    let mut after: Option<Vec<u8>> = None;
+    let mut last = Vec::new();
+    loop {
+        cache::write_back_all();
+        let n = host::scan_with(prefix, after.as_deref(), SCAN_PAGE, |key, value| {
+            last.clear();
+            last.extend_from_slice(key);
+            each(key, value)
+        })?;
+        if n < SCAN_PAGE as usize {
+            return Ok(());
+        }
+        let mut page_last = after.take().unwrap_or_default();
+        std::mem::swap(&mut page_last, &mut last);
+        after = Some(page_last);
     }
 }
 

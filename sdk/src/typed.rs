@@ -23,10 +23,9 @@ use std::hash::Hash;
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::cache::{self, Layout, Shared, decode_value};
-use crate::context::Context;
+use crate::cache::{Layout, Shared, decode_value};
+use crate::context::{Context, scan_pages};
 use crate::error::{Error, Result};
-use crate::host;
 
 /// A single value per operator instance (not per key), e.g. a running total.
 /// Cached like [`MapState`].
@@ -412,9 +411,9 @@ where
     ///     assert_eq!(a.entries(&ctx).unwrap(), vec![("x".to_string(), 1)]);
     /// });
     /// ```
-    pub fn entries(&self, ctx: &Context) -> Result<Vec<(K, V)>> {
+    pub fn entries(&self, _ctx: &Context) -> Result<Vec<(K, V)>> {
         let mut out = Vec::new();
-        ctx.scan_each(b"", |k, v| {
+        scan_pages(b"", |k, v| {
             if let Some(entry) = self.decode_entry(k, v) {
                 out.push(entry?);
             }
@@ -474,28 +473,13 @@ where
         ctx: &mut Context,
         mut f: impl FnMut(&mut Context, K, V) -> Result<()>,
     ) -> Result<()> {
-        let mut after: Option<Vec<u8>> = None;
-        let mut last = Vec::new();
-        loop {
-            // As a raw read: the page holds every write so far. Entries are
-            // borrowed from the page's reply, none copied.
-            cache::write_back_all();
-            let n = host::scan_with(b"", after.as_deref(), SCAN_PAGE, |k, v| {
-                last.clear();
-                last.extend_from_slice(k);
-                match self.decode_entry(k, v) {
-                    Some(entry) => {
-                        let (key, value) = entry?;
-                        f(ctx, key, value)
-                    }
-                    None => Ok(()),
-                }
-            })?;
-            if n < SCAN_PAGE as usize {
-                return Ok(());
+        scan_pages(b"", |k, v| match self.decode_entry(k, v) {
+            Some(entry) => {
+                let (key, value) = entry?;
+                f(ctx, key, value)
             }
-            after = Some(std::mem::take(&mut last));
-        }
+            None => Ok(()),
+        })
     }
 }
 
@@ -510,10 +494,6 @@ fn may_be_json(raw: &[u8]) -> bool {
         )
     )
 }
-
-/// Entries of host state [`MapState::for_each`] reads per host call: the
-/// most it holds at once.
-const SCAN_PAGE: u32 = 1000;
 
 #[cfg(test)]
 mod tests {

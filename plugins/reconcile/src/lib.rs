@@ -29,10 +29,11 @@
 //!   emitted.
 //!
 //! Records are read in place from flat batches: only `amount` and, for a
-//! record without a key, the key field are decoded (a flat object in one
-//! pass without serde, [`quick`]; any other JSON with serde) (a key field that is
+//! record without a key, the key field are decoded (a key field that is
 //! not a string is the key as its JSON text, e.g. `42`); the other fields
-//! are skipped, checked only to be well-formed JSON. A batch with a record
+//! are skipped, checked only to be well-formed JSON. A flat object (scalar
+//! values, strings without escapes) is read in one pass without serde
+//! ([`quick`]), any other JSON with serde, to the same result. A batch with a record
 //! that is not JSON, has no `amount`, an `amount` that is no number, or no
 //! key fails as a whole, with the record in the error.
 //!

@@ -33,10 +33,10 @@ impl KeyedState {
     /// ```
     /// let mut s = weir::checkpoint::state::KeyedState::default();
     /// s.put(b"a", b"1");
-    /// s.prefetch(&[b"a", b"absent"]);
+    /// s.prefetch([&b"a"[..], b"absent"]);
     /// assert_eq!(s.get(b"a"), Some(&b"1"[..]));
     /// ```
-    pub fn prefetch(&self, keys: &[&[u8]]) {
+    pub fn prefetch<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
         let mut ids = [u32::MAX; PREFETCH_GROUP];
         // Stage 1: the probes, each independent of the others. A bucket of
         // the same tag is the key's slot but for a 2^-32 chance; the
@@ -50,7 +50,7 @@ impl KeyedState {
             }
         }
         // Stage 2: the arena bytes of the slots found.
-        for &id in ids.iter().take(keys.len()).filter(|&&id| id != u32::MAX) {
+        for &id in ids.iter().filter(|&&id| id != u32::MAX) {
             view.prefetch_entry(id);
         }
     }

@@ -158,10 +158,7 @@ fn random_operations(seed: u64, take_one_in: u64) -> Seen {
             let others: Vec<Vec<u8>> = (0..hint() % 40)
                 .map(|_| format!("k{}", hint() % 2048).into_bytes())
                 .collect();
-            let group: Vec<&[u8]> = std::iter::once(&key[..])
-                .chain(others.iter().map(Vec::as_slice))
-                .collect();
-            state.prefetch(&group);
+            state.prefetch(std::iter::once(&key[..]).chain(others.iter().map(Vec::as_slice)));
         }
         let arena_before = state.arena.bytes.len();
         match op {

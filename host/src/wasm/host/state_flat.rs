@@ -37,7 +37,7 @@ impl flat_state::Host for InstanceState {
         let mut out = Vec::with_capacity(keys.len() * VALUE_HEADER);
         let keys: Vec<&[u8]> = keys.collect();
         for group in keys.chunks(PREFETCH_GROUP) {
-            self.state.prefetch(group);
+            self.state.prefetch(group.iter().copied());
             for &key in group {
                 let value = self.state.get(key);
                 Self::check_read(
@@ -58,12 +58,8 @@ impl flat_state::Host for InstanceState {
         }
         self.check_write()?;
         let entries: Vec<(&[u8], Option<&[u8]>)> = entries.collect();
-        let mut keys = [&[][..]; PREFETCH_GROUP];
         for group in entries.chunks(PREFETCH_GROUP) {
-            for (k, (key, _)) in keys.iter_mut().zip(group) {
-                *k = key;
-            }
-            self.state.prefetch(&keys[..group.len()]);
+            self.state.prefetch(group.iter().map(|&(key, _)| key));
             for &(key, value) in group {
                 match value {
                     Some(value) => self.put_checked(key, value)?,
