@@ -582,7 +582,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let meter = &mut self.meter;
-        let hash = match self.table.find(key) {
+        let hash = match self.table.find_next(key) {
             Ok(i) => return Ok(self.table.with(i, |slot| f(slot, meter))),
             Err(hash) => hash,
         };
@@ -607,7 +607,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let hash = match self.table.find(key) {
+        let hash = match self.table.find_next(key) {
             Ok(i) => {
                 let meter = &mut self.meter;
                 self.table.with(i, |slot| {
@@ -1106,20 +1106,28 @@ where
         {
             let store = &mut *guard;
             if store.misses_since_prefetch == Some(0) {
+                store.table.expect([]);
                 return Ok(());
             }
-            // Each miss once, however often the batch repeats it.
-            let mut misses: Vec<(KeyHash, K)> = Vec::new();
+            // Each miss once, however often the batch repeats it, with the
+            // index in `positions` of its first occurrence.
+            let mut misses: Vec<(usize, KeyHash, K)> = Vec::new();
+            let mut positions: Vec<u32> = Vec::new();
             let mut seen = HashSet::with_hasher(store.table.hasher().clone());
             for key in keys {
-                if let Err(hash) = store.table.find(key)
-                    && seen.insert(key)
-                {
-                    misses.push((hash, key.to_owned()));
+                match store.table.find(key) {
+                    Ok(at) => positions.push(table::position(at)),
+                    Err(hash) => {
+                        if seen.insert(key) {
+                            misses.push((positions.len(), hash, key.to_owned()));
+                        }
+                        positions.push(table::UNKNOWN);
+                    }
                 }
             }
             store.misses_since_prefetch = Some(misses.len());
             if misses.is_empty() {
+                store.table.expect(positions);
                 return Ok(());
             }
             let (name, layout) = (store.name, &store.layout);
@@ -1128,7 +1136,7 @@ where
             let mut values = Vec::with_capacity(misses.len());
             host::get_many_with(
                 |buf| {
-                    for (_, key) in &misses {
+                    for (_, _, key) in &misses {
                         push_key_with(buf, |out| layout.write_state_key(key, out));
                     }
                 },
@@ -1138,9 +1146,17 @@ where
                     Ok::<_, Error>(())
                 },
             )?;
-            for (key, (value, sizes)) in misses.into_iter().zip(values) {
-                insert_read(&mut store.table, &mut store.meter, key, value, sizes);
+            for ((first, hash, key), (value, sizes)) in misses.into_iter().zip(values) {
+                let at = insert_read(
+                    &mut store.table,
+                    &mut store.meter,
+                    (hash, key),
+                    value,
+                    sizes,
+                );
+                positions[first] = table::position(at);
             }
+            store.table.expect(positions);
         }
         self.enforce_bounds(guard);
         Ok(())

@@ -336,6 +336,28 @@ fn a_prefetch_after_one_that_found_everything_cached_skips_its_lookups() {
     assert_eq!(h.host_calls().flat_get_many, get_manys + 1);
 }
 
+/// Updates after a prefetch take the positions it found (misses, hits and
+/// repeated keys alike) and stay right when they come in another order.
+#[test]
+fn updates_after_a_prefetch_count_the_right_keys_in_any_order() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    h.state_mut().insert(b"c\0count".to_vec(), b"10".to_vec());
+    h.process("in", batch(&["+a"])).unwrap();
+    // `a` is cached, `c` stored, `b` and `d` new; `b` twice.
+    let out = h
+        .process("in", batch(&["pa,b,c,b,d", "+a", "+b", "+c", "+b", "+d"]))
+        .unwrap();
+    assert_eq!(values(&out), ["2", "1", "11", "2", "1"]);
+    let out = h
+        .process("in", batch(&["pd,c,b,a", "+a", "+b", "+c", "+d", "+d"]))
+        .unwrap();
+    assert_eq!(values(&out), ["3", "3", "12", "2", "3"]);
+    h.checkpoint(1).unwrap();
+    for (key, n) in [("a", "3"), ("b", "3"), ("c", "12"), ("d", "3")] {
+        assert_eq!(stored(&h, &format!("{key}\0count")), Some(n), "{key}");
+    }
+}
+
 /// Regression: a prefetch whose batch holds a value that does not decode
 /// failed after caching "nothing stored" for the keys after it.
 #[test]

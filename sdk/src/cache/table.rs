@@ -10,6 +10,9 @@
 //! - `dirty` holds the position of every entry whose slot is dirty, once,
 //!   in the order they became dirty, and no other position. Slots change
 //!   from dirty to clean only in [`Table::retain_dirty`].
+//! - Every position in `ahead` from `next` on is a position of `entries`
+//!   (or [`UNKNOWN`]): positions only change in [`Table::retain`] and
+//!   [`Table::clear`], which empty it.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
@@ -40,10 +43,17 @@ pub(super) struct Table<K, V> {
     index: HashTable<u32>,
     hasher: SeededState,
     dirty: Vec<u32>,
+    /// The positions a batch's lookups are expected to ask for, in order
+    /// ([`expect`](Table::expect)), and the next one's index.
+    ahead: Vec<u32>,
+    next: usize,
 }
 
+/// A key expected by [`Table::expect`] whose position is not known.
+pub(super) const UNKNOWN: u32 = u32::MAX;
+
 /// A position as the index keeps it.
-fn pos(i: usize) -> u32 {
+pub(super) fn position(i: usize) -> u32 {
     u32::try_from(i).expect("a cache holds fewer than 2^32 entries")
 }
 
@@ -74,6 +84,8 @@ impl<K: Hash + Eq, V> Table<K, V> {
             index: HashTable::new(),
             hasher: SeededState::default(),
             dirty: Vec::new(),
+            ahead: Vec::new(),
+            next: 0,
         }
     }
 
@@ -96,6 +108,37 @@ impl<K: Hash + Eq, V> Table<K, V> {
             .ok_or(KeyHash(hash))
     }
 
+    /// Expects the next lookups by [`find_next`](Self::find_next) to ask
+    /// for the keys at `positions`, in this order ([`UNKNOWN`]: any key).
+    /// A prefetch has just found them: the lookups then compare one key
+    /// each instead of hashing and probing again.
+    pub(super) fn expect(&mut self, positions: impl IntoIterator<Item = u32>) {
+        self.ahead.clear();
+        self.next = 0;
+        self.ahead.extend(positions);
+    }
+
+    /// Like [`find`](Self::find), trying the next expected position first.
+    /// A key other than the expected one ends the expectation (the caller
+    /// looks keys up in another order), so a lookup costs at most one
+    /// wasted compare per [`expect`](Self::expect).
+    pub(super) fn find_next<Q>(&mut self, key: &Q) -> Result<usize, KeyHash>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if let Some(&at) = self.ahead.get(self.next) {
+            self.next += 1;
+            if at != UNKNOWN {
+                if self.entries[at as usize].key.borrow() == key {
+                    return Ok(at as usize);
+                }
+                self.expect([]);
+            }
+        }
+        self.find(key)
+    }
+
     /// The slot at position `i`.
     pub(super) fn slot(&self, i: usize) -> &Slot<V> {
         &self.entries[i].slot
@@ -110,7 +153,7 @@ impl<K: Hash + Eq, V> Table<K, V> {
         let r = f(slot);
         debug_assert!(!was_dirty || slot.dirty, "cleaned outside a write-back");
         if !was_dirty && slot.dirty {
-            self.dirty.push(pos(i));
+            self.dirty.push(position(i));
         }
         r
     }
@@ -128,9 +171,9 @@ impl<K: Hash + Eq, V> Table<K, V> {
             "inserting a cached key"
         );
         self.index
-            .insert_unique(hash, pos(i), |&j| entries[j as usize].hash);
+            .insert_unique(hash, position(i), |&j| entries[j as usize].hash);
         if slot.dirty {
-            self.dirty.push(pos(i));
+            self.dirty.push(position(i));
         }
         self.entries.push(Entry { key, hash, slot });
         i
@@ -154,10 +197,10 @@ impl<K: Hash + Eq, V> Table<K, V> {
         ) {
             IndexEntry::Occupied(o) => *o.get() as usize,
             IndexEntry::Vacant(v) => {
-                v.insert(pos(next));
+                v.insert(position(next));
                 let slot = make();
                 if slot.dirty {
-                    self.dirty.push(pos(next));
+                    self.dirty.push(position(next));
                 }
                 self.entries.push(Entry { key, hash, slot });
                 next
@@ -198,6 +241,7 @@ impl<K: Hash + Eq, V> Table<K, V> {
         self.entries.retain_mut(|e| keep(e.hash, &mut e.slot));
         let dropped = before - self.entries.len();
         if dropped > 0 {
+            self.expect([]);
             self.rebuild();
         }
         dropped
@@ -217,11 +261,11 @@ impl<K: Hash + Eq, V> Table<K, V> {
         let entries = &self.entries;
         for (i, e) in entries.iter().enumerate() {
             self.index
-                .insert_unique(e.hash, pos(i), |&j| entries[j as usize].hash);
+                .insert_unique(e.hash, position(i), |&j| entries[j as usize].hash);
         }
         self.dirty.clear();
         self.dirty
-            .extend((0..n).filter(|&i| entries[i].slot.dirty).map(pos));
+            .extend((0..n).filter(|&i| entries[i].slot.dirty).map(position));
     }
 
     /// Drops every entry and gives back their storage.
@@ -265,7 +309,7 @@ mod tests {
         assert_eq!(listed.len(), t.dirty.len(), "a position listed twice");
         let dirty: Vec<u32> = (0..t.len())
             .filter(|&i| t.entries[i].slot.dirty)
-            .map(pos)
+            .map(position)
             .collect();
         assert_eq!(listed, dirty);
     }
@@ -294,7 +338,18 @@ mod tests {
                     assert!(i < t.len());
                 }
                 5..=7 => {
-                    if let Ok(i) = t.find(key.as_str()) {
+                    if (x >> 40).is_multiple_of(16) {
+                        // The positions of this key and a few others.
+                        let ahead: Vec<u32> = std::iter::once(key.clone())
+                            .chain((1..4).map(|j| format!("k{}", (x >> (j * 8)) % 500)))
+                            .map(|k| t.find(k.as_str()).map_or(UNKNOWN, position))
+                            .collect();
+                        t.expect(ahead);
+                    }
+                    let found = t.find_next(key.as_str());
+                    assert_eq!(found.is_ok(), model.contains_key(&key));
+                    if let Ok(i) = found {
+                        assert_eq!(t.entries[i].key, key);
                         t.with(i, |s| {
                             s.value = Some(step);
                             s.dirty = true;
@@ -325,6 +380,40 @@ mod tests {
         }
         t.clear();
         assert!(t.is_empty() && t.find("k1").is_err() && t.dirty.is_empty());
+    }
+
+    fn insert(t: &mut Table<String, u32>, key: &str) -> u32 {
+        let hash = t.find(key).unwrap_err();
+        position(t.find_or_insert(hash, key.to_string(), || slot(0, false)))
+    }
+
+    /// Expected positions answer lookups in order; a key out of order, or
+    /// an eviction, ends the expectation, and every lookup still finds its
+    /// key.
+    #[test]
+    fn expected_positions_answer_lookups_until_one_differs() {
+        let mut t: Table<String, u32> = Table::new();
+        let [a, b, c] = ["a", "b", "c"].map(|k| insert(&mut t, k));
+        t.expect([b, UNKNOWN, a, c]);
+        assert_eq!(t.find_next("b").ok(), Some(b as usize));
+        // An unknown position is a lookup of its own.
+        assert_eq!(t.find_next("c").ok(), Some(c as usize));
+        assert_eq!((t.ahead.len(), t.next), (4, 2));
+        assert_eq!(t.find_next("a").ok(), Some(a as usize));
+        // Out of order: found all the same, and the rest is dropped.
+        assert_eq!(t.find_next("b").ok(), Some(b as usize));
+        assert!(t.ahead.is_empty());
+        assert_eq!(t.find_next("c").ok(), Some(c as usize));
+        assert!(t.find_next("d").is_err());
+
+        t.expect([c, a]);
+        let dropped = t.retain(|_, s| s.value != Some(0) || s.dirty);
+        assert_eq!(dropped, 3);
+        assert!(t.ahead.is_empty(), "positions of an evicted table");
+        let d = insert(&mut t, "d");
+        t.expect([d]);
+        t.clear();
+        assert!(t.ahead.is_empty() && t.find_next("d").is_err());
     }
 
     /// A write-back's pass sees the dirty entries only, however many clean
