@@ -1105,14 +1105,15 @@ where
         let mut guard = self.store.borrow_mut();
         {
             let store = &mut *guard;
+            let mut positions = store.table.take_expected();
             if store.misses_since_prefetch == Some(0) {
-                store.table.expect([]);
+                // No expectation: the buffer only goes back for reuse.
+                store.table.expect(positions);
                 return Ok(());
             }
             // Each miss once, however often the batch repeats it, with the
             // index in `positions` of its first occurrence.
             let mut misses: Vec<(usize, KeyHash, K)> = Vec::new();
-            let mut positions: Vec<u32> = Vec::new();
             let mut seen = HashSet::with_hasher(store.table.hasher().clone());
             for key in keys {
                 match store.table.find(key) {

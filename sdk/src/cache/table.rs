@@ -111,11 +111,26 @@ impl<K: Hash + Eq, V> Table<K, V> {
     /// Expects the next lookups by [`find_next`](Self::find_next) to ask
     /// for the keys at `positions`, in this order ([`UNKNOWN`]: any key).
     /// A prefetch has just found them: the lookups then compare one key
-    /// each instead of hashing and probing again.
-    pub(super) fn expect(&mut self, positions: impl IntoIterator<Item = u32>) {
+    /// each instead of hashing and probing again. `positions` comes from
+    /// [`take_expected`](Self::take_expected), so no batch allocates it.
+    pub(super) fn expect(&mut self, positions: Vec<u32>) {
+        self.ahead = positions;
+        self.next = 0;
+    }
+
+    /// Ends the expectation and returns its buffer, empty, to fill for the
+    /// next [`expect`](Self::expect).
+    pub(super) fn take_expected(&mut self) -> Vec<u32> {
+        self.next = 0;
+        let mut positions = std::mem::take(&mut self.ahead);
+        positions.clear();
+        positions
+    }
+
+    /// Ends the expectation: lookups hash and probe again.
+    fn forget_expected(&mut self) {
         self.ahead.clear();
         self.next = 0;
-        self.ahead.extend(positions);
     }
 
     /// Like [`find`](Self::find), trying the next expected position first.
@@ -133,7 +148,7 @@ impl<K: Hash + Eq, V> Table<K, V> {
                 if self.entries[at as usize].key.borrow() == key {
                     return Ok(at as usize);
                 }
-                self.expect([]);
+                self.forget_expected();
             }
         }
         self.find(key)
@@ -241,7 +256,7 @@ impl<K: Hash + Eq, V> Table<K, V> {
         self.entries.retain_mut(|e| keep(e.hash, &mut e.slot));
         let dropped = before - self.entries.len();
         if dropped > 0 {
-            self.expect([]);
+            self.forget_expected();
             self.rebuild();
         }
         dropped
@@ -394,7 +409,7 @@ mod tests {
     fn expected_positions_answer_lookups_until_one_differs() {
         let mut t: Table<String, u32> = Table::new();
         let [a, b, c] = ["a", "b", "c"].map(|k| insert(&mut t, k));
-        t.expect([b, UNKNOWN, a, c]);
+        t.expect(vec![b, UNKNOWN, a, c]);
         assert_eq!(t.find_next("b").ok(), Some(b as usize));
         // An unknown position is a lookup of its own.
         assert_eq!(t.find_next("c").ok(), Some(c as usize));
@@ -406,12 +421,12 @@ mod tests {
         assert_eq!(t.find_next("c").ok(), Some(c as usize));
         assert!(t.find_next("d").is_err());
 
-        t.expect([c, a]);
+        t.expect(vec![c, a]);
         let dropped = t.retain(|_, s| s.value != Some(0) || s.dirty);
         assert_eq!(dropped, 3);
         assert!(t.ahead.is_empty(), "positions of an evicted table");
         let d = insert(&mut t, "d");
-        t.expect([d]);
+        t.expect(vec![d]);
         t.clear();
         assert!(t.ahead.is_empty() && t.find_next("d").is_err());
     }
