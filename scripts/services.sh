@@ -1,30 +1,43 @@
 #!/usr/bin/env bash
 # The servers the connectors' integration tests start (tests/support/servers/):
-# NATS with JetStream and PostgreSQL, and the headless Chromium of the web
-# dashboard's tests (tests/support/browser.rs). Tests start private instances
-# themselves (a temporary folder, a free loopback port); this script only
+# NATS with JetStream, PostgreSQL and Apache Kafka, and the headless Chromium
+# of the web dashboard's tests (tests/support/browser.rs). Tests start private
+# instances themselves (a temporary folder, free loopback ports); this script
 # installs the binaries, and starts a private instance for manual use. It
 # never starts or leaves running a system-wide service.
 #
 # Usage:
 #   scripts/services.sh install         installs the Debian packages nats-server,
-#                                       postgresql and chromium when missing
+#                                       postgresql, chromium, a Java runtime
+#                                       and Maven when missing, and fetches
+#                                       the Kafka broker's jars
 #   scripts/services.sh nats DIR [PORT]      starts a private nats-server
 #                                       (JetStream store in DIR/js) in the
 #                                       background, on PORT or a free port
 #   scripts/services.sh postgres DIR [PORT]  starts a private PostgreSQL (data
 #                                       in DIR/pg) in the background
+#   scripts/services.sh kafka DIR [PORT]     starts a private one-node Kafka
+#                                       (KRaft, log in DIR/run) in the
+#                                       background; again on the same DIR, it
+#                                       restarts on the same data and ports
+#   scripts/services.sh kafka-run DIR [PORT] the same in the foreground (the
+#                                       process becomes the broker's JVM)
+#   scripts/services.sh kafka-lib       fetches the broker's jars (once) and
+#                                       prints their folder
 #   scripts/services.sh stop DIR        stops the instance started in DIR
 #   scripts/services.sh stream URL NAME SUBJECT...  creates the JetStream
 #                                       stream NAME (file storage) capturing
 #                                       SUBJECTs on the server at URL
-# The first two print the server's URL and the command that stops it.
+# nats, postgres and kafka print the server's address and the command that
+# stops it.
 set -euo pipefail
 
 usage() {
-    sed -n '9,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '9,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 die() {
     echo "error: $*" >&2
@@ -71,12 +84,25 @@ online_clusters() {
 }
 
 install() {
+    install_packages
+    kafka_lib >/dev/null
+}
+
+# The major version of the `java` on PATH, or nothing.
+java_major() {
+    command -v java >/dev/null 2>&1 || return 0
+    java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1
+}
+
+install_packages() {
     local packages=()
     [ -n "$(nats_bin)" ] || packages+=(nats-server)
     [ -n "$(pg_bindir)" ] || packages+=(postgresql)
     command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+    [ "$(java_major)" -ge 17 ] 2>/dev/null || packages+=(openjdk-17-jre-headless)
+    command -v mvn >/dev/null 2>&1 || packages+=(maven)
     if [ "${#packages[@]}" -eq 0 ]; then
-        echo "services: nats-server, postgresql and chromium are installed" >&2
+        echo "services: nats-server, postgresql, chromium, java and maven are installed" >&2
         return 0
     fi
 
@@ -119,6 +145,8 @@ install() {
     [ -n "$(nats_bin)" ] || die "nats-server is still missing after installing it"
     [ -n "$(pg_bindir)" ] || die "no /usr/lib/postgresql/*/bin/postgres after installing postgresql"
     command -v chromium >/dev/null 2>&1 || die "chromium is still missing after installing it"
+    [ "$(java_major)" -ge 17 ] 2>/dev/null || die "no Java 17 or newer on PATH after installing openjdk-17-jre-headless"
+    command -v mvn >/dev/null 2>&1 || die "mvn is still missing after installing maven"
     # Debian's chromium wrapper script prints a harmless shell warning on
     # stderr.
     echo "services: installed $("$(nats_bin)" --version), PostgreSQL $("$(pg_bindir)/postgres" --version | awk '{ print $3 }'), $(chromium --version 2>/dev/null)" >&2
@@ -138,10 +166,11 @@ free_port() {
     die "found no free loopback port"
 }
 
-# Waits up to 10 s for 127.0.0.1:PORT to accept a connection while PID lives.
+# Waits up to SECONDS (10) for 127.0.0.1:PORT to accept a connection while
+# PID lives.
 wait_for_port() {
-    local port="$1" pid="$2" log="$3"
-    for _ in $(seq 1 200); do
+    local port="$1" pid="$2" log="$3" seconds="${4:-10}"
+    for _ in $(seq 1 $((seconds * 20))); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             return 0
         fi
@@ -152,7 +181,129 @@ wait_for_port() {
         sleep 0.05
     done
     cat "$log" >&2
-    die "the server did not accept connections on port $port within 10 s (log above, in $log)"
+    die "the server did not accept connections on port $port within $seconds s (log above, in $log)"
+}
+
+# The folder of the Kafka broker's jars (scripts/kafka/pom.xml), fetched from
+# Maven Central into ~/.cache/weir-kafka/<hash of the pom> the first time.
+kafka_lib() {
+    local pom="$ROOT/scripts/kafka/pom.xml" cache hash lib
+    cache="${XDG_CACHE_HOME:-$HOME/.cache}/weir-kafka"
+    hash="$(sha256sum "$pom" | cut -c1-16)"
+    lib="$cache/lib-$hash"
+    if [ ! -e "$lib/.complete" ]; then
+        command -v mvn >/dev/null 2>&1 || die "mvn is not installed; run 'scripts/services.sh install'"
+        echo "services: fetching the Kafka broker's jars into $lib (mvn, once)..." >&2
+        rm -rf "$lib.partial"
+        mkdir -p "$cache"
+        mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies -DincludeScope=runtime \
+            -DoutputDirectory="$lib.partial" >&2 ||
+            die "could not fetch the Kafka broker's jars with mvn (see above)"
+        ls "$lib.partial"/kafka_2.13-*.jar >/dev/null 2>&1 ||
+            die "mvn fetched no kafka_2.13 jar into $lib.partial"
+        touch "$lib.partial/.complete"
+        rm -rf "$lib"
+        mv "$lib.partial" "$lib"
+    fi
+    echo "$lib"
+}
+
+# Prepares a one-node KRaft Kafka in DIR: DIR/server.properties (written the
+# first time, on PORT or a free port and a free controller port), the log
+# dir DIR/run (formatted the first time), DIR/log4j2.properties. Sets
+# KAFKA_DIR, KAFKA_PORT and KAFKA_CMD (the broker's command line).
+prepare_kafka() {
+    local dir="$1" port="${2:-}" lib major
+    major="$(java_major)"
+    [ "${major:-0}" -ge 17 ] 2>/dev/null ||
+        die "Kafka needs Java 17 or newer (found '${major:-none}'); run 'scripts/services.sh install'"
+    lib="$(kafka_lib)"
+    mkdir -p "$dir"
+    dir="$(cd "$dir" && pwd)"
+    local config="$dir/server.properties"
+    if [ -f "$config" ]; then
+        local had
+        had="$(sed -n 's/^weir.port=//p' "$config")"
+        [ -z "$port" ] || [ "$port" = "$had" ] ||
+            die "$dir holds a broker on port $had, not $port; use another folder"
+        port="$had"
+    else
+        [ -n "$port" ] || port="$(free_port)"
+        local cport
+        cport="$(free_port)"
+        while [ "$cport" = "$port" ]; do cport="$(free_port)"; done
+        # One node, loopback only, internal topics of one replica (else
+        # transactions time out on one node) and one partition (fast to
+        # create), no automatic topics (a missing topic is an error), and
+        # timed-out transactions aborted within a second or two.
+        cat >"$config" <<PROPERTIES
+weir.port=$port
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/run
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+group.consumer.min.session.timeout.ms=1000
+group.consumer.min.heartbeat.interval.ms=100
+PROPERTIES
+    fi
+    cat >"$dir/log4j2.properties" <<'LOG'
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = out
+logger.started.name = kafka.server.KafkaRaftServer
+logger.started.level = info
+LOG
+    local java=(java -Xms128m -Xmx512m -XX:+UseSerialGC
+        "-Dlog4j2.configurationFile=$dir/log4j2.properties" -cp "$lib/*")
+    if [ ! -e "$dir/run/meta.properties" ]; then
+        local uuid
+        uuid="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+        "${java[@]}" kafka.tools.StorageTool format --standalone -t "$uuid" \
+            -c "$config" >"$dir/format.log" 2>&1 || {
+            cat "$dir/format.log" >&2
+            die "formatting the Kafka log dir failed (log above, in $dir/format.log)"
+        }
+    fi
+    KAFKA_DIR="$dir"
+    KAFKA_PORT="$port"
+    KAFKA_CMD=("${java[@]}" kafka.Kafka "$config")
+}
+
+start_kafka() {
+    prepare_kafka "$@"
+    setsid "${KAFKA_CMD[@]}" </dev/null >>"$KAFKA_DIR/kafka.log" 2>&1 &
+    local pid=$!
+    echo "$pid" >"$KAFKA_DIR/kafka.pid"
+    wait_for_port "$KAFKA_PORT" "$pid" "$KAFKA_DIR/kafka.log" 60
+    echo "127.0.0.1:$KAFKA_PORT"
+    echo "Kafka (log dir $KAFKA_DIR/run, log $KAFKA_DIR/kafka.log) runs as pid $pid; stop it with:" >&2
+    echo "    kill \$(cat $KAFKA_DIR/kafka.pid)" >&2
+}
+
+run_kafka() {
+    prepare_kafka "$@"
+    echo "$$" >"$KAFKA_DIR/kafka.pid"
+    exec "${KAFKA_CMD[@]}"
 }
 
 start_nats() {
@@ -210,11 +361,14 @@ start_postgres() {
 # Stops the private instance(s) started in DIR by this script.
 stop_in() {
     local dir="$1" stopped=""
-    if [ -f "$dir/nats.pid" ]; then
-        kill "$(cat "$dir/nats.pid")" 2>/dev/null || true
-        rm -f "$dir/nats.pid"
-        stopped=1
-    fi
+    local server
+    for server in nats kafka; do
+        if [ -f "$dir/$server.pid" ]; then
+            kill "$(cat "$dir/$server.pid")" 2>/dev/null || true
+            rm -f "$dir/$server.pid"
+            stopped=1
+        fi
+    done
     if [ -f "$dir/pg/postmaster.pid" ]; then
         local bin as=()
         bin="$(pg_bindir)"
@@ -272,6 +426,18 @@ nats)
 postgres)
     [ $# -eq 2 ] || [ $# -eq 3 ] || usage
     start_postgres "$2" "${3:-}"
+    ;;
+kafka)
+    [ $# -eq 2 ] || [ $# -eq 3 ] || usage
+    start_kafka "$2" "${3:-}"
+    ;;
+kafka-run)
+    [ $# -eq 2 ] || [ $# -eq 3 ] || usage
+    run_kafka "$2" "${3:-}"
+    ;;
+kafka-lib)
+    [ $# -eq 1 ] || usage
+    kafka_lib
     ;;
 stop)
     [ $# -eq 2 ] || usage

@@ -2,10 +2,11 @@
 //! Kafka connectors, against librdkafka's own producer and consumer on the
 //! same data and the same cluster.
 //!
-//! The cluster is librdkafka's mock cluster, hosted in this process
-//! (`weir_tests::servers::Kafka`), or a real one with `WEIR_KAFKA_BROKERS`.
-//! The mock keeps messages in memory, so what is measured is the clients
-//! and the connectors, not a broker's disk.
+//! The cluster is a private one-node Apache Kafka broker
+//! (`weir_tests::servers::Kafka`, started by `scripts/services.sh`) on
+//! loopback, on the same two cores as the clients: what is measured is the
+//! clients and the connectors against a real broker's protocol, disk and
+//! transaction coordinator, with the broker's own CPU in every case.
 //!
 //! - sink: a file → `kafka` sink job, exactly-once (one transaction per
 //!   checkpoint) and at-least-once (an idempotent producer), against an
@@ -57,15 +58,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     crate::data::write_lines(&words, n, |i| format!("w{}", i % WORDS))?;
     let values: Vec<String> = (0..n).map(|i| format!("w{}", i % WORDS)).collect();
 
-    settings.say("kafka: starting librdkafka's mock cluster");
-    let kafka = Kafka::start(1);
+    settings.say("kafka: starting a private Kafka broker");
+    let kafka = Kafka::start();
     report.param(
         "cluster",
-        if kafka.is_mock() {
-            "librdkafka mock cluster, 1 broker, in the benchmark process".to_owned()
-        } else {
-            format!("{} (WEIR_KAFKA_BROKERS)", kafka.brokers())
-        },
+        "Apache Kafka 4.1.1, one node (KRaft), on loopback on the same machine",
     );
     report.param("librdkafka", rdkafka::util::get_rdkafka_version().1);
     for topic in ["in", "exactly-once", "at-least-once"] {
@@ -73,7 +70,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     }
 
     settings.say("kafka: librdkafka producer (baseline)");
-    let produced = produce_all(&kafka.brokers(), &kafka.topic("in"), &values)?;
+    let produced = produce_all(&kafka.brokers(), "in", &values)?;
     report.row(
         "librdkafka produce",
         per_second(n, produced),
@@ -84,17 +81,17 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     for delivery in ["exactly-once", "at-least-once"] {
         let case = format!("weir → kafka {delivery}");
         settings.say(&format!("kafka: {case}"));
-        let topic = kafka.topic(delivery);
+        let topic = delivery;
         let job = JobFile::new(&format!("bench-kafka-{delivery}"))
             .checkpoint(Checkpoint::every("1s"))
             .source(Source::file("in", "words.txt"))
             .sink(
-                Sink::kafka("out", &kafka.brokers(), &topic)
+                Sink::kafka("out", &kafka.brokers(), topic)
                     .input("in")
                     .string("delivery", delivery),
             );
         let wall = run_weir(settings, dir, delivery, &job)?;
-        let (stored, _) = read_all(&kafka.brokers(), &topic)?;
+        let (stored, _) = read_all(&kafka.brokers(), topic)?;
         anyhow::ensure!(
             stored == n,
             "topic {topic} holds {stored} messages, expected {n}"
@@ -108,14 +105,14 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     }
 
     settings.say("kafka: librdkafka consumer (baseline)");
-    let (read, took) = read_all(&kafka.brokers(), &kafka.topic("in"))?;
+    let (read, took) = read_all(&kafka.brokers(), "in")?;
     anyhow::ensure!(read == n, "the consumer read {read} messages, expected {n}");
     report.row("librdkafka consume", per_second(n, took), "records/s", None);
 
     settings.say("kafka: kafka → weir");
     let job = JobFile::new("bench-kafka-source")
         .checkpoint(Checkpoint::every("1s"))
-        .source(Source::kafka("in", &kafka.brokers(), &kafka.topic("in")).value("bounded", true))
+        .source(Source::kafka("in", &kafka.brokers(), "in").value("bounded", true))
         .sink(Sink::file("out", "out.txt").input("in"));
     let wall = run_weir(settings, dir, "source", &job)?;
     let lines = std::fs::read_to_string(dir.join("source/out.txt"))?

@@ -225,9 +225,12 @@ impl JobDir {
     /// Runs the job SIGKILLed `kills` times, each at a random moment (0 to
     /// 400 ms, from `seed`) after a checkpoint of that run completed, for
     /// jobs whose output is outside the folder (a server); then runs it to
-    /// its end and asserts that the last run restored a checkpoint.
-    pub fn run_through_kills_after_checkpoints(&self, kills: usize, seed: u64) {
+    /// its end and asserts that the last run restored a checkpoint;
+    /// returns how many runs were killed (fewer than `kills` when a run
+    /// finished first).
+    pub fn run_through_kills_after_checkpoints(&self, kills: usize, seed: u64) -> usize {
         let mut rng = XorShift(seed);
+        let mut killed = 0;
         for _ in 0..kills {
             let mut run = self.spawn(&["-v"]);
             run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
@@ -239,6 +242,7 @@ impl JobDir {
                 break;
             }
             run.kill();
+            killed += 1;
         }
         let stderr = self.run_ok(&[]);
         assert!(!stderr.contains("panicked"), "{stderr}");
@@ -246,6 +250,7 @@ impl JobDir {
             stderr.contains("resumed from checkpoint"),
             "the last run did not restore: {stderr}"
         );
+        killed
     }
 
     /// The lines of an output file as a multiset.

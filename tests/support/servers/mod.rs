@@ -1,22 +1,22 @@
 //! Real servers for the connectors' integration tests, each a private
 //! instance: [`Nats`] (nats-server with JetStream), [`Postgres`]
-//! (PostgreSQL) and [`Kafka`] (librdkafka's mock cluster, hosted in the
-//! test process). Each server process runs in a temporary folder of its
-//! own (its data and its logs), on a free loopback port, and is stopped
-//! when dropped. A
-//! watchdog process also stops it and removes the folder when the test
-//! process ends without dropping it (a `static` shared server, a killed
-//! test binary).
+//! (PostgreSQL) and [`Kafka`] (an Apache Kafka broker; [`MockKafka`] is
+//! librdkafka's mock cluster for fault injection). Each server process runs
+//! in a temporary folder of its own (its data and its logs), on a free
+//! loopback port, and is stopped when dropped. A watchdog process also
+//! stops it and removes the folder when the test process ends without
+//! dropping it (a `static` shared server, a killed test binary).
 //!
-//! The binaries come from the Debian packages `nats-server` and
-//! `postgresql` (`scripts/services.sh install`, which `scripts/test.sh`
-//! runs). A missing binary fails the test with a message saying how to
-//! install it: tests never skip silently.
+//! The binaries come from the Debian packages `nats-server`, `postgresql`
+//! and a Java runtime, and the Kafka broker's jars from Maven Central
+//! (`scripts/services.sh install`, which `scripts/test.sh` runs). A missing
+//! binary fails the test with a message saying how to install it: tests
+//! never skip silently.
 
 pub mod kafka;
 pub mod nats_client;
 
-pub use kafka::{Kafka, KafkaMessage};
+pub use kafka::{Clients, Kafka, KafkaMessage, MockKafka, Outgoing};
 
 use std::fs::{self, File};
 use std::io::{Read, Write};

@@ -338,14 +338,6 @@ impl KafkaDestination {
         self.producer
             .commit_transaction(COMMIT_TIMEOUT)
             .map_err(|e| self.error(failed("committing the transaction failed", e)))?;
-        // The same offset again, outside the transaction, for clusters that
-        // do not keep offsets committed in one (librdkafka's mock). It
-        // names the checkpoint just committed, so the marker never goes
-        // back; a crash before it leaves the marker one epoch behind on
-        // such a cluster, and that epoch, still staged, is delivered again.
-        self.marker
-            .commit(&marker, CommitMode::Sync)
-            .map_err(|e| self.error(failed("recording the delivered checkpoint failed", e)))?;
         Ok(records)
     }
 }

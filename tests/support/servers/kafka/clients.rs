@@ -1,13 +1,11 @@
-//! A Kafka cluster for tests: librdkafka's mock cluster, hosted in the
-//! test process (no broker package exists on these machines). It speaks
-//! the real Kafka protocol on loopback ports, so a `weir` child process
-//! connects to it as to any cluster, with consumer groups, idempotent and
-//! transactional producers. It lives as long as the [`Kafka`] value.
-//!
-//! With `WEIR_KAFKA_BROKERS=host:port` the tests run against that real
-//! cluster instead (`docs/connectors.md`, "Testing against a real Kafka").
+//! What the tests do with a Kafka cluster as a client: create topics,
+//! produce (plainly or in a transaction), read every message back as a
+//! `read_committed` or `read_uncommitted` consumer, and look up a group's
+//! committed offsets; and [`MockKafka`], librdkafka's mock cluster with
+//! its fault injection.
 
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
@@ -19,8 +17,9 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Produc
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use rdkafka::{Offset, TopicPartitionList};
 
-/// How long a test client waits on the cluster.
-const TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a test client waits on the cluster (a broker just restarted
+/// loads its transaction and group state first).
+const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A message to write: its partition (or where its key hashes to), key,
 /// value and timestamp (or the time it is sent).
@@ -50,48 +49,14 @@ impl KafkaMessage {
     }
 }
 
-/// A Kafka cluster for one test: librdkafka's mock cluster of one or more
-/// brokers on loopback ports or, with `WEIR_KAFKA_BROKERS` set, a real
-/// cluster at those brokers (topics then get a name of their own per test,
-/// [`Kafka::topic`]).
-pub struct Kafka {
-    cluster: Option<MockCluster<'static, DefaultProducerContext>>,
+/// The test's clients of one cluster, at its bootstrap servers.
+pub struct Clients {
     brokers: String,
-    /// Put before every topic name on a real cluster.
-    prefix: String,
 }
 
-/// The variable naming a real cluster to test against instead of the mock.
-pub const REAL_CLUSTER: &str = "WEIR_KAFKA_BROKERS";
-
-impl Kafka {
-    /// Starts a mock cluster of `brokers` brokers, or connects to the real
-    /// cluster [`REAL_CLUSTER`] names.
-    pub fn start(brokers: i32) -> Kafka {
-        if let Ok(real) = std::env::var(REAL_CLUSTER) {
-            static TESTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-            let n = TESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let since = std::time::UNIX_EPOCH.elapsed().unwrap().as_millis();
-            return Kafka {
-                cluster: None,
-                brokers: real,
-                prefix: format!("weir-test-{since}-{}-{n}-", std::process::id()),
-            };
-        }
-        let cluster = MockCluster::new(brokers).expect("starting librdkafka's mock cluster");
-        let brokers = cluster.bootstrap_servers();
-        Kafka {
-            cluster: Some(cluster),
-            brokers,
-            prefix: String::new(),
-        }
-    }
-
-    /// Whether this is librdkafka's mock cluster, which keeps the messages
-    /// of aborted transactions visible to `read_committed` readers and
-    /// does not store offsets committed in a transaction.
-    pub fn is_mock(&self) -> bool {
-        self.cluster.is_some()
+impl Clients {
+    pub(super) fn new(brokers: String) -> Clients {
+        Clients { brokers }
     }
 
     /// The bootstrap servers (`host:port,...`).
@@ -99,63 +64,28 @@ impl Kafka {
         self.brokers.clone()
     }
 
-    /// The name topic `name` of the test has on the cluster.
-    pub fn topic(&self, name: &str) -> String {
-        format!("{}{name}", self.prefix)
+    /// Creates topic `topic` with `partitions` partitions of one replica.
+    pub fn create_topic(&self, topic: &str, partitions: i32) {
+        self.create_topic_with(topic, partitions, &[]);
     }
 
-    fn mock(&self, what: &str) -> &MockCluster<'static, DefaultProducerContext> {
-        self.cluster.as_ref().unwrap_or_else(|| {
-            panic!("{what} needs librdkafka's mock cluster; run without {REAL_CLUSTER}")
-        })
-    }
-
-    /// Creates topic `name` ([`Kafka::topic`]) with `partitions` partitions.
-    pub fn create_topic(&self, name: &str, partitions: i32) {
-        let topic = self.topic(name);
-        match &self.cluster {
-            Some(cluster) => cluster
-                .create_topic(&topic, partitions, 1)
-                .unwrap_or_else(|e| panic!("creating topic {topic}: {e}")),
-            None => self.create_real_topic(&topic, partitions),
-        }
-    }
-
-    fn create_real_topic(&self, topic: &str, partitions: i32) {
+    /// Creates topic `topic` with `partitions` partitions and the topic
+    /// configuration `config` (`("max.message.bytes", "1000")`, ...).
+    pub fn create_topic_with(&self, topic: &str, partitions: i32, config: &[(&str, &str)]) {
         use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
         let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
             .set("bootstrap.servers", &self.brokers)
             .create()
             .expect("an admin client");
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-        let created = futures_executor(admin.create_topics(&[new], &AdminOptions::new()));
+        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        for (key, value) in config {
+            new = new.set(key, value);
+        }
+        let options = AdminOptions::new().operation_timeout(Some(TIMEOUT));
+        let created = futures_executor(admin.create_topics(&[new], &options));
         for result in created.expect("creating topics") {
             result.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
         }
-    }
-
-    /// Takes broker `id` (1-based) down: its connections are closed and
-    /// new ones refused until [`Kafka::broker_up`].
-    pub fn broker_down(&self, id: i32) {
-        self.mock("taking a broker down")
-            .broker_down(id)
-            .expect("taking a broker down");
-    }
-
-    /// Brings broker `id` back.
-    pub fn broker_up(&self, id: i32) {
-        self.mock("bringing a broker up")
-            .broker_up(id)
-            .expect("bringing a broker up");
-    }
-
-    /// Fails the next `count` produce requests of any client with
-    /// MESSAGE_TOO_LARGE, a permanent error: a transaction that hits it can
-    /// only be aborted.
-    pub fn fail_next_produces(&self, count: usize) {
-        let errors = vec![RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE; count];
-        self.mock("injecting errors")
-            .request_errors(RDKafkaApiKey::Produce, &errors);
     }
 
     fn producer(&self, extra: &[(&str, &str)]) -> BaseProducer {
@@ -174,7 +104,7 @@ impl Kafka {
     /// partition goes where its key hashes to.
     pub fn produce(&self, topic: &str, messages: &[Outgoing<'_>]) {
         let producer = self.producer(&[("enable.idempotence", "true")]);
-        send_all(&producer, &self.topic(topic), messages);
+        send_all(&producer, topic, messages);
         producer.flush(TIMEOUT).expect("flushing the test producer");
     }
 
@@ -203,7 +133,7 @@ impl Kafka {
             .init_transactions(TIMEOUT)
             .expect("init_transactions");
         producer.begin_transaction().expect("begin_transaction");
-        send_all(&producer, &self.topic(topic), messages);
+        send_all(&producer, topic, messages);
         if commit {
             producer
                 .commit_transaction(TIMEOUT)
@@ -227,8 +157,7 @@ impl Kafka {
         self.read(topic, "read_uncommitted")
     }
 
-    fn read(&self, name: &str, isolation: &str) -> Vec<KafkaMessage> {
-        let topic = &self.topic(name);
+    fn read(&self, topic: &str, isolation: &str) -> Vec<KafkaMessage> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.brokers)
             .set("enable.partition.eof", "true")
@@ -293,8 +222,7 @@ impl Kafka {
 
     /// The offset consumer group `group` committed for partition
     /// `partition` of `topic`, if any.
-    pub fn committed(&self, group: &str, name: &str, partition: i32) -> Option<i64> {
-        let topic = &self.topic(name);
+    pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<i64> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.brokers)
             .set("group.id", group)
@@ -309,6 +237,59 @@ impl Kafka {
             Offset::Offset(n) => Some(n),
             _ => None,
         }
+    }
+}
+
+/// librdkafka's mock cluster of one or more brokers on loopback ports,
+/// hosted in the test process, for the faults it injects. It is no place
+/// for exactly-once checks: it shows the messages of aborted transactions
+/// to `read_committed` readers and does not keep offsets committed in a
+/// transaction.
+pub struct MockKafka {
+    cluster: MockCluster<'static, DefaultProducerContext>,
+    clients: Clients,
+}
+
+impl MockKafka {
+    /// Starts a mock cluster of `brokers` brokers.
+    pub fn start(brokers: i32) -> MockKafka {
+        let cluster = MockCluster::new(brokers).expect("starting librdkafka's mock cluster");
+        let clients = Clients::new(cluster.bootstrap_servers());
+        MockKafka { cluster, clients }
+    }
+
+    /// Creates topic `topic` with `partitions` partitions.
+    pub fn create_topic(&self, topic: &str, partitions: i32) {
+        self.cluster
+            .create_topic(topic, partitions, 1)
+            .unwrap_or_else(|e| panic!("creating topic {topic}: {e}"));
+    }
+
+    /// Takes broker `id` (1-based) down: its connections are closed and
+    /// new ones refused until [`MockKafka::broker_up`].
+    pub fn broker_down(&self, id: i32) {
+        self.cluster.broker_down(id).expect("taking a broker down");
+    }
+
+    /// Brings broker `id` back.
+    pub fn broker_up(&self, id: i32) {
+        self.cluster.broker_up(id).expect("bringing a broker up");
+    }
+
+    /// Fails the next `count` produce requests of any client with
+    /// MESSAGE_TOO_LARGE, a permanent error: a transaction that hits it can
+    /// only be aborted.
+    pub fn fail_next_produces(&self, count: usize) {
+        let errors = vec![RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE; count];
+        self.cluster.request_errors(RDKafkaApiKey::Produce, &errors);
+    }
+}
+
+impl Deref for MockKafka {
+    type Target = Clients;
+
+    fn deref(&self) -> &Clients {
+        &self.clients
     }
 }
 
