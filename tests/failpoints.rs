@@ -30,26 +30,33 @@ const DISTINCT: usize = 37;
 /// Records per second the source reads: the input lasts 1.5 s, so a run
 /// takes about 15 checkpoints (one every 100 ms) whatever the machine.
 const RATE: u64 = 2000;
-/// Records per source batch: an epoch holds several batches (about 4 per
-/// checkpoint interval and operator instance), so a delivery has a middle.
+/// The rate of the live-swap tests: their input lasts 3 s, so that `weir
+/// swap`, sent once output is committed, reaches the job long before the
+/// end of its input even on a loaded machine.
+const SWAP_RATE: u64 = 1000;
+/// Records per source batch: the source sends about 8 batches per
+/// checkpoint interval, each giving the sink one batch per operator
+/// instance, so an epoch holds about 16 batches and its delivery a middle.
 const BATCH: u64 = 25;
 /// The signal a failpoint kills the process with.
 const SIGKILL: i32 = 9;
 
+/// The input: `WORDS` words, one per line.
 fn input() -> String {
     (0..WORDS)
         .map(|i| format!("w{}\n", i * 7 % DISTINCT))
         .collect()
 }
 
-/// Word count: source `words` reads `words.txt`, operator `count`
-/// (word-count, `parallelism` instances), into `sink`.
-fn counting(sink: Sink, parallelism: u32) -> JobFile {
+/// Word count: source `words` reads `words.txt` at `rate` records per
+/// second, operator `count` (word-count, `parallelism` instances), into
+/// `sink`.
+fn counting(sink: Sink, parallelism: u32, rate: u64) -> JobFile {
     JobFile::new("failpoints")
         .checkpoint(Checkpoint::every("100ms"))
         .source(
             Source::file("words", "words.txt")
-                .rate(RATE)
+                .rate(rate)
                 .batch_size(BATCH),
         )
         .operator(
@@ -60,9 +67,9 @@ fn counting(sink: Sink, parallelism: u32) -> JobFile {
         .sink(sink.input("count"))
 }
 
-/// The job counting the input into `target`, in a new folder.
-fn job_into(target: &dyn Target, parallelism: u32) -> JobDir {
-    let job = counting(target.sink(), parallelism);
+/// The job counting the input into `target` at `rate`, in a new folder.
+fn job_into(target: &dyn Target, parallelism: u32, rate: u64) -> JobDir {
+    let job = counting(target.sink(), parallelism, rate);
     JobDir::new(WEIR, job, &[("words.txt", &input())])
 }
 
@@ -182,7 +189,7 @@ impl Target for Jetstream {
 /// then runs the job to its end: the target holds every word's counts
 /// exactly once and in order.
 fn crash_and_resume(target: &dyn Target, point: Failpoint, at: u32) {
-    let j = job_into(target, 2);
+    let j = job_into(target, 2, RATE);
     crash(&j, point, at);
     resume(&j);
     let what = format!("after a crash at {}", armed(point, at));
@@ -193,7 +200,7 @@ fn crash_and_resume(target: &dyn Target, point: Failpoint, at: u32) {
 /// comes after earlier checkpoints were delivered: a precommit or store
 /// commit per checkpoint, a mid-delivery per appended epoch of the file
 /// sink, and per batch after an epoch's first of a staged one (about 15
-/// per epoch).
+/// per epoch: `@40` comes in the third epoch or so).
 macro_rules! crash_tests {
     ($($name:ident: $target:expr, $point:ident @ $at:expr;)*) => {
         $(
@@ -225,7 +232,7 @@ crash_tests! {
 /// was killed at `point` before the swap was confirmed; then runs the job
 /// to its end. Returns the job and the last run's stderr.
 fn crash_during_swap(point: Failpoint) -> (JobDir, String) {
-    let j = job_into(&FileOut, 2);
+    let j = job_into(&FileOut, 2, SWAP_RATE);
     let mut run = j.command("run", &[]);
     run.env(ENV, point.name()).stdout(Stdio::null());
     let mut run = Running::spawn(run);
@@ -292,9 +299,9 @@ fn swap_after_record() {
 /// checkpoint, restores it at 3 instances with `point` armed, which kills
 /// the rescale; then runs the job to its end. Returns that run's stderr.
 fn crash_during_rescale(point: Failpoint) -> String {
-    let j = job_into(&FileOut, 2);
+    let j = job_into(&FileOut, 2, RATE);
     crash(&j, Failpoint::CheckpointAfterStoreCommit, 3);
-    j.write_job(counting(FileOut.sink(), 3));
+    j.write_job(counting(FileOut.sink(), 3, RATE));
     crash(&j, point, 1);
     let stderr = resume(&j);
     let delivered = j.read("out.jsonl");
@@ -332,7 +339,7 @@ fn rescale_after_derive() {
 /// known ones: a misspelt failpoint can never let a test pass untested.
 #[test]
 fn an_unknown_failpoint_is_refused_naming_the_known_ones() {
-    let j = job_into(&FileOut, 2);
+    let j = job_into(&FileOut, 2, RATE);
     let out = Outcome::of(j.command("run", &[]).env(ENV, "sink.after-deliveryy"));
     let line = out.error_line();
     assert!(
