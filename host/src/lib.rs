@@ -15,13 +15,15 @@
 //! [`store`] (the redb checkpoint file), [`wasm`] (plugins and their
 //! sandbox), `tasks` (the thread bodies) and [`run`] (a job: attempts and
 //! their phases, the driver, the supervisor). Below them all, `wit` (the
-//! generated WIT bindings) and `fields` (reading TOML fields).
+//! generated WIT bindings), `fields` (reading TOML fields) and
+//! [`failpoint`] (test-only crashes at named protocol steps).
 #![warn(missing_docs)]
 
 pub mod checkpoint;
 pub mod config;
 pub mod connectors;
 pub mod dataflow;
+pub mod failpoint;
 mod fields;
 pub mod metrics;
 pub mod run;

@@ -3,7 +3,9 @@
 //! "v": 2}`) has one line per input word, and a word seen k times in the
 //! input has exactly the lines n = 1, 2, ..., k (in either format). A lost
 //! record leaves a word short of its true count, a duplicated one pushes
-//! another past it, even when the total number of lines is right.
+//! another past it, even when the total number of lines is right. The
+//! in-order check also asks for those lines in the order n = 1, 2, ...
+//! (each word is counted by one instance, in input order).
 
 use std::collections::BTreeMap;
 
@@ -76,6 +78,42 @@ pub fn assert_running_counts(want: &BTreeMap<String, u64>, output: &str, what: &
     }
 }
 
+/// Checks [`check_running_counts`] and, beyond it, the order: every
+/// word's counts come in `output` (in delivery order) as 1, 2, ..., k. A
+/// word goes to one operator instance, which counts it in input order, so
+/// an epoch delivered out of order, or a part of one delivered again after
+/// later output, shows here even where the set of counts is right.
+pub fn check_running_counts_in_order(
+    want: &BTreeMap<String, u64>,
+    output: &str,
+) -> Result<(), String> {
+    check_running_counts(want, output)?;
+    let wrong: Vec<String> = parse_counts(output)
+        .into_iter()
+        .filter(|(_, seen)| !seen.iter().map(|(n, _)| *n).eq(1..=seen.len() as u64))
+        .map(|(w, seen)| {
+            let ns: Vec<u64> = seen.iter().map(|(n, _)| *n).collect();
+            format!("{w}: counts in delivery order {ns:?}")
+        })
+        .collect();
+    if wrong.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} word(s) counted out of order: {}",
+        wrong.len(),
+        wrong.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+    ))
+}
+
+/// Asserts [`check_running_counts_in_order`], prefixing its error with
+/// `what`.
+pub fn assert_running_counts_in_order(want: &BTreeMap<String, u64>, output: &str, what: &str) {
+    if let Err(e) = check_running_counts_in_order(want, output) {
+        panic!("{what}: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +143,25 @@ mod tests {
         let err = check_running_counts(&want, &out).unwrap_err();
         assert!(err.contains("a: counts [1], expected 1..=2"), "{err}");
         assert!(err.contains("b: counts [1, 2, 3], expected 1..=2"), "{err}");
+    }
+
+    /// The same lines in another order: exactly once, but out of order.
+    #[test]
+    fn counts_out_of_delivery_order_are_reported() {
+        let want = true_counts(["a", "b", "a", "a"]);
+        let ordered = [line("a", 1), line("b", 1), line("a", 2), line("a", 3)].concat();
+        check_running_counts_in_order(&want, &ordered).unwrap();
+        let swapped = [line("a", 2), line("b", 1), line("a", 1), line("a", 3)].concat();
+        check_running_counts(&want, &swapped).unwrap();
+        let err = check_running_counts_in_order(&want, &swapped).unwrap_err();
+        assert!(
+            err.contains("a: counts in delivery order [2, 1, 3]"),
+            "{err}"
+        );
+        // A loss is reported as such, not as an order.
+        let lost = [line("a", 1), line("b", 1), line("a", 3)].concat();
+        let err = check_running_counts_in_order(&want, &lost).unwrap_err();
+        assert!(err.contains("a: counts [1, 3], expected 1..=3"), "{err}");
     }
 
     #[test]

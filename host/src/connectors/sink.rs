@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::dataflow::Batch;
+use crate::failpoint::{self, Failpoint};
 
 /// Why a sink failed. Messages name the sink and the file, table or
 /// subject.
@@ -99,7 +100,8 @@ pub(crate) struct SealEpoch {
 impl SealEpoch {
     /// Syncs the epoch's data, renames it to `staged` and syncs the folder,
     /// so that the rename too survives a power loss; then reports to `done`
-    /// for sink `sink`.
+    /// for sink `sink`. Failpoint `sink.after-precommit` sits between the
+    /// two: the epoch is durable, its checkpoint not yet stored.
     pub(crate) fn run(self, sink: &str) {
         let io = |path: &std::path::Path| {
             let (sink, path) = (sink.to_owned(), path.display().to_string());
@@ -116,6 +118,9 @@ impl SealEpoch {
                     .and_then(|d| d.sync_all())
                     .map_err(io(dir))
             });
+        if sealed.is_ok() {
+            failpoint::hit(Failpoint::SinkAfterPrecommit);
+        }
         (self.done)(sealed.map(|()| self.info))
     }
 }

@@ -32,6 +32,7 @@ use crate::connectors::sink::{Done, SealEpoch, Sink, SinkError};
 use crate::connectors::worker::Worker;
 use crate::dataflow::Batch;
 use crate::dataflow::frame::{self, FrameError};
+use crate::failpoint::{self, Failpoint};
 
 /// Where a staged sink delivers its epochs.
 pub(crate) trait Destination: Send + 'static {
@@ -47,7 +48,10 @@ pub(crate) trait Destination: Send + 'static {
     fn start_over(&mut self) -> Result<(), SinkError>;
 
     /// Delivers epoch `id`: every record of `epoch`, in order, atomically
-    /// where the destination can.
+    /// where the destination can. Once the destination holds the epoch,
+    /// and before any bookkeeping of the implementation's own, it hits
+    /// failpoint `sink.after-delivery` (the staged file is deleted after
+    /// this returns).
     fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError>;
 }
 
@@ -212,6 +216,7 @@ fn deliver(
         sink: sink.to_owned(),
         path: path.to_path_buf(),
         input: BufReader::with_capacity(1 << 20, file),
+        returned: 0,
     };
     destination.deliver(id, &mut epoch)?;
     fs::remove_file(path).map_err(io_error(sink, path))
@@ -294,19 +299,32 @@ pub(crate) struct EpochReader {
     sink: String,
     path: PathBuf,
     input: BufReader<File>,
+    /// Batches returned so far.
+    returned: u64,
 }
 
 impl EpochReader {
     /// The next batch, or `None` at the end of the epoch.
+    ///
+    /// Failpoint `sink.mid-delivery` is hit before every batch but the
+    /// first: the destination has the batches before it (in its open
+    /// transaction, or published) and not this one.
     pub(crate) fn next_batch(&mut self) -> Result<Option<Batch>, SinkError> {
-        frame::read(&mut self.input).map_err(|e| match e {
+        let batch = frame::read(&mut self.input).map_err(|e| match e {
             FrameError::Io(error) => io_error(&self.sink, &self.path)(error),
             FrameError::Spans(e) => SinkError::Inconsistent {
                 sink: self.sink.clone(),
                 path: self.path.display().to_string(),
                 message: format!("a staged epoch is damaged ({e}); rerun with `--restore none`"),
             },
-        })
+        })?;
+        if batch.is_some() {
+            if self.returned > 0 {
+                failpoint::hit(Failpoint::SinkMidDelivery);
+            }
+            self.returned += 1;
+        }
+        Ok(batch)
     }
 }
 
@@ -482,6 +500,7 @@ mod tests {
             sink: "s".into(),
             path: path.clone(),
             input: BufReader::new(File::open(&path).unwrap()),
+            returned: 0,
         };
         let back = r.next_batch().unwrap().unwrap();
         assert_eq!(back.to_records(), b.to_records());

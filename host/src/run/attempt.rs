@@ -22,6 +22,7 @@ use std::time::Instant;
 use crossbeam_channel::Receiver;
 
 use crate::config::Job;
+use crate::failpoint::{self, Failpoint};
 use crate::metrics::JobMetrics;
 use crate::run::control::ControlRequest;
 use crate::run::driver::Driver;
@@ -106,6 +107,10 @@ pub(crate) fn run_attempt(
         metrics.checkpoints.restarts.fetch_add(1, Ordering::Relaxed);
     }
     let operators = instantiate_operators(job, plugins, &at)?;
+    if attempt.probation.as_ref().is_some_and(|p| p.pending()) {
+        // A live swap's new plugin restored its state; nothing records it.
+        failpoint::hit(Failpoint::SwapAfterMigrate);
+    }
     let sinks = open_sinks(job, &at)?;
     let sources = open_sources(job, &at)?;
     let cancel = wiring.tasks.shared.cancel.clone();

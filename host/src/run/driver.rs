@@ -29,6 +29,7 @@ use crate::config::Job;
 use crate::dataflow::cancel::POLL;
 use crate::dataflow::partition::KEY_GROUPS;
 use crate::dataflow::protocol::{Command, Event, SourceCtl};
+use crate::failpoint::{self, Failpoint};
 use crate::metrics::{CheckpointRecord, JobMetrics};
 use crate::run::control::ControlRequest;
 use crate::run::error::RunError;
@@ -281,6 +282,12 @@ impl<'a> Driver<'a> {
                 return Err(e.into());
             }
         };
+        failpoint::hit(Failpoint::CheckpointAfterStoreCommit);
+        if self.probation.as_ref().is_some_and(|p| p.ends_at(done.id)) {
+            // The checkpoint records the swapped plugin; the swap is not
+            // confirmed yet.
+            failpoint::hit(Failpoint::SwapAfterRecord);
+        }
         self.metrics.journal.checkpoint(CheckpointRecord {
             bytes_written: stats.bytes_written,
             ..record

@@ -1,6 +1,7 @@
 //! Why a run failed: [`RunError`].
 
 use crate::config::JobError;
+use crate::failpoint::FailpointError;
 use crate::store::StoreError;
 use crate::tasks::TaskError;
 use crate::wasm::PluginError;
@@ -53,6 +54,9 @@ pub enum RunError {
     /// A plugin swap is not possible.
     #[error("{0}")]
     Swap(String),
+    /// `WEIR_FAILPOINTS` (test-only) names no failpoint or is malformed.
+    #[error(transparent)]
+    Failpoints(#[from] FailpointError),
     /// A thread of the job panicked (a host bug).
     #[error("internal error: a job thread panicked ({0}); please report this")]
     Panicked(String),

@@ -55,12 +55,14 @@ pub use validate::validate;
 
 /// Runs `job` until its input ends, `shutdown` becomes true (then it takes a
 /// checkpoint and stops), or something fails; through live swaps and the
-/// job's restart strategy.
+/// job's restart strategy. Arms the failpoints `WEIR_FAILPOINTS` names
+/// (test-only, [`crate::failpoint`]) first.
 pub fn run(
     job: &Job,
     runtime: &Runtime,
     options: &RunOptions,
     shutdown: &AtomicBool,
 ) -> Result<RunSummary, RunError> {
+    crate::failpoint::arm_from_env()?;
     supervisor::supervise(job, runtime, options, shutdown)
 }

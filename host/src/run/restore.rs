@@ -24,6 +24,7 @@ use std::path::PathBuf;
 
 use crate::config::Job;
 use crate::dataflow::partition::KEY_GROUPS;
+use crate::failpoint::{self, Failpoint};
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::LoadedOperator;
@@ -203,6 +204,7 @@ fn rescale(
     let stats = store
         .derive(None, meta.id, &derived, &moves, job.checkpoint.retain)
         .map_err(refused)?;
+    failpoint::hit(Failpoint::RescaleAfterDerive);
     for m in &moves {
         tracing::info!(
             target: crate::NOTICE,

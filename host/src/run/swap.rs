@@ -47,10 +47,16 @@ impl Probation {
         self.reply.is_some()
     }
 
+    /// Whether checkpoint `id` completing ends the probation: it is the
+    /// first after the swap to complete.
+    pub(crate) fn ends_at(&self, id: u64) -> bool {
+        self.pending() && id > self.from
+    }
+
     /// Checkpoint `id` completed: ends the probation if `id` came after the
     /// swap.
     pub(crate) fn checkpoint_completed(&mut self, id: u64) {
-        if id > self.from
+        if self.ends_at(id)
             && let Some(reply) = self.reply.take()
         {
             let _ = reply.send(Ok(format!(

@@ -42,6 +42,7 @@ use super::{CheckpointMeta, CheckpointStore, CommitStats, timer_space};
 use crate::checkpoint::timers::{Entry, decode};
 use crate::dataflow::inflight::InFlight;
 use crate::dataflow::partition::{KEY_GROUPS, instance_for, key_group};
+use crate::failpoint::{self, Failpoint};
 
 /// One operator's state in a derived checkpoint: the source checkpoint's
 /// `from` instances, redistributed over `to`.
@@ -241,6 +242,9 @@ impl CheckpointStore {
                 let (bytes, keys, f) = self.write_instance((t, inflight), n, op, next_new, g)?;
                 written = (written.0 + bytes, written.1 + keys, written.2 + f);
                 next_new += 1;
+                if m.from != m.to {
+                    failpoint::hit(Failpoint::RescaleMidDerive);
+                }
             }
         }
         // Instances beyond the new parallelism that this store still has.

@@ -8,9 +8,11 @@
 
 use serde_json::Value;
 use std::fs::{self, File, OpenOptions};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::connectors::sink::{Done, SealEpoch, SinkError};
+use crate::failpoint::{self, Failpoint};
 
 /// Disk work of the file sink, done in order on its I/O thread.
 pub(super) enum IoRequest {
@@ -46,15 +48,17 @@ pub(super) fn perform(sink: &str, visible: &Path, request: IoRequest) {
             let append = || -> Result<(), SinkError> {
                 let renamed = renamed_into_empty(visible, &staged).map_err(io(visible))?;
                 let rest = &staged[usize::from(renamed)..];
-                if rest.is_empty() {
-                    return Ok(());
+                if !rest.is_empty() {
+                    let out = OpenOptions::new()
+                        .append(true)
+                        .open(visible)
+                        .map_err(io(visible))?;
+                    append_epochs(&out, rest.iter().map(PathBuf::as_path))
+                        .map_err(|(path, e)| io(path.unwrap_or(visible))(e))?;
                 }
-                let out = OpenOptions::new()
-                    .append(true)
-                    .open(visible)
-                    .map_err(io(visible))?;
-                append_epochs(&out, rest.iter().map(PathBuf::as_path))
-                    .map_err(|(path, e)| io(path.unwrap_or(visible))(e))?;
+                // Every epoch is visible and durable; the staged files are
+                // still there.
+                failpoint::hit(Failpoint::SinkAfterDelivery);
                 for path in rest {
                     fs::remove_file(path).map_err(io(path))?;
                 }
@@ -67,12 +71,21 @@ pub(super) fn perform(sink: &str, visible: &Path, request: IoRequest) {
 
 /// Appends the files `epochs`, in order, to `out` and makes it durable. An
 /// error comes with the epoch file it concerns, or `None` for `out`.
+///
+/// Each epoch is copied in two halves with failpoint `sink.mid-delivery`
+/// between them: a crash there leaves part of an epoch (a torn line,
+/// unsynced) at the end of the visible file, which recovery cuts off.
 pub(super) fn append_epochs<'a>(
     mut out: &File,
     epochs: impl IntoIterator<Item = &'a Path>,
 ) -> Result<(), (Option<&'a Path>, std::io::Error)> {
     for path in epochs {
         let mut from = File::open(path).map_err(|e| (Some(path), e))?;
+        let half = from.metadata().map_err(|e| (Some(path), e))?.len() / 2;
+        if half > 0 {
+            std::io::copy(&mut (&mut from).take(half), &mut out).map_err(|e| (None, e))?;
+            failpoint::hit(Failpoint::SinkMidDelivery);
+        }
         std::io::copy(&mut from, &mut out).map_err(|e| (None, e))?;
     }
     out.sync_all().map_err(|e| (None, e))

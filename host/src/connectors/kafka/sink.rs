@@ -20,6 +20,12 @@
 //!   *n*; what later checkpoints staged is dropped. A `read_committed`
 //!   reader therefore sees every epoch once, in checkpoint order.
 //!
+//! Failpoints (test-only, `crate::failpoint`): `sink.mid-delivery` before
+//! each batch of an epoch after the first is produced into the open
+//! transaction (`EpochReader::next_batch`), `sink.after-delivery` once the
+//! transaction is committed, before the marker is committed again outside
+//! it.
+//!
 //! `delivery = "at-least-once"`: records are produced as they arrive by an
 //! idempotent producer, and a checkpoint completes only once everything
 //! before its barrier is acknowledged (a flush at precommit); after a
@@ -44,6 +50,7 @@ use crate::connectors::sink::{Delivery, Done, Sink, SinkError};
 use crate::connectors::staged::{Destination, EpochReader, StagedSink};
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
 use crate::dataflow::Batch;
+use crate::failpoint::{self, Failpoint};
 use crate::fields::from_table;
 
 /// The registry entry of `type = "kafka"` sinks.
@@ -338,6 +345,7 @@ impl KafkaDestination {
         self.producer
             .commit_transaction(COMMIT_TIMEOUT)
             .map_err(|e| self.error(failed("committing the transaction failed", e)))?;
+        failpoint::hit(Failpoint::SinkAfterDelivery);
         Ok(records)
     }
 }

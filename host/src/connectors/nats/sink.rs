@@ -31,6 +31,7 @@ use crate::connectors::sink::{Delivery, Done, Sink, SinkError};
 use crate::connectors::staged::{Destination, EpochReader, StagedSink};
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
 use crate::dataflow::Batch;
+use crate::failpoint::{self, Failpoint};
 use crate::fields::from_table;
 
 /// The registry entry of `type = "nats"` sinks.
@@ -234,6 +235,8 @@ impl Destination for NatsDestination {
             "sink `{}`: published {published} records of checkpoint {id}",
             self.sink
         );
+        // Every message of the epoch is acknowledged (stored).
+        failpoint::hit(Failpoint::SinkAfterDelivery);
         Ok(())
     }
 }

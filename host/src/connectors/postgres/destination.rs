@@ -14,6 +14,7 @@ use super::{Mode, PostgresSinkConfig};
 use crate::connectors::sink::{Done, Sink, SinkError};
 use crate::connectors::staged::{Destination, EpochReader};
 use crate::dataflow::Batch;
+use crate::failpoint::{self, Failpoint};
 
 /// Bytes of COPY text sent at a time: an append group is sent as one
 /// `COPY` once it holds this much, an upsert group in writes of this size.
@@ -146,7 +147,10 @@ impl Destination for PgDestination {
     }
 
     fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError> {
-        self.with_epoch(|work, client, job, sink| work.deliver(client, job, sink, id, epoch))
+        self.with_epoch(|work, client, job, sink| work.deliver(client, job, sink, id, epoch))?;
+        // The epoch and its bookkeeping row are committed.
+        failpoint::hit(Failpoint::SinkAfterDelivery);
+        Ok(())
     }
 }
 
