@@ -1,6 +1,6 @@
 //! Crashes at named steps of the checkpoint protocol (failpoints, armed by
 //! `WEIR_FAILPOINTS`; `weir::failpoint`): for every exactly-once sink
-//! (file, PostgreSQL, NATS) and every step of a sink's epoch, a word count
+//! (file, PostgreSQL, NATS, Kafka) and every step of a sink's epoch, a word count
 //! killed by SIGKILL at that step, then run again, has delivered every
 //! word's counts exactly once and in order. Likewise a crash during a live
 //! swap and during a rescale restore.
@@ -19,7 +19,7 @@ use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::plugins;
 use weir_tests::running::Running;
-use weir_tests::servers::{Nats, Postgres};
+use weir_tests::servers::{Kafka, KafkaMessage, Nats, Postgres};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -185,6 +185,31 @@ impl Target for Jetstream {
     }
 }
 
+/// The transactional Kafka sink, into topic `counts` (3 partitions) of a
+/// private broker, read back by a `read_committed` consumer partition by
+/// partition (each word is a key, so its counts are in one partition, in
+/// the order they were committed).
+struct KafkaOut(Kafka);
+
+impl KafkaOut {
+    fn start() -> KafkaOut {
+        let kafka = Kafka::start();
+        kafka.create_topic("counts", 3);
+        KafkaOut(kafka)
+    }
+}
+
+impl Target for KafkaOut {
+    fn sink(&self) -> Sink {
+        Sink::kafka("out", &self.0.brokers(), "counts")
+    }
+    fn delivered(&self, _: &JobDir) -> String {
+        let messages = self.0.read_committed("counts");
+        let lines: Vec<String> = messages.iter().map(KafkaMessage::text).collect();
+        lines.join("\n")
+    }
+}
+
 /// Counts the input into `target`, crashing at the `at`th hit of `point`,
 /// then runs the job to its end: the target holds every word's counts
 /// exactly once and in order.
@@ -225,6 +250,10 @@ crash_tests! {
     nats_after_store_commit: Jetstream::start(), CheckpointAfterStoreCommit @ 3;
     nats_mid_delivery: Jetstream::start(), SinkMidDelivery @ 40;
     nats_after_delivery: Jetstream::start(), SinkAfterDelivery @ 2;
+    kafka_after_precommit: KafkaOut::start(), SinkAfterPrecommit @ 3;
+    kafka_after_store_commit: KafkaOut::start(), CheckpointAfterStoreCommit @ 3;
+    kafka_mid_delivery: KafkaOut::start(), SinkMidDelivery @ 40;
+    kafka_after_delivery: KafkaOut::start(), SinkAfterDelivery @ 2;
 }
 
 /// Runs the file-sink word count with `point` armed, swaps `count` to
