@@ -19,7 +19,7 @@ use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::plugins;
 use weir_tests::running::Running;
-use weir_tests::servers::{Kafka, KafkaMessage, Nats, Postgres};
+use weir_tests::targets::{FileOut, Jetstream, KafkaOut, Pg, Target};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -113,101 +113,6 @@ fn assert_delivered_once_in_order(j: &JobDir, delivered: &str, what: &str) {
     let want = true_counts(input.lines());
     assert_eq!(want.len(), DISTINCT);
     assert_running_counts_in_order(&want, delivered, what);
-}
-
-/// An exactly-once sink under test: the job's sink, and what it delivered.
-trait Target {
-    /// The sink (its `input` is set by the job).
-    fn sink(&self) -> Sink;
-    /// The delivered word-count lines, in delivery order.
-    fn delivered(&self, j: &JobDir) -> String;
-}
-
-/// The file sink, into `out.jsonl`.
-struct FileOut;
-
-impl Target for FileOut {
-    fn sink(&self) -> Sink {
-        Sink::file("out", "out.jsonl").format("jsonl")
-    }
-    fn delivered(&self, j: &JobDir) -> String {
-        j.read("out.jsonl")
-    }
-}
-
-/// The PostgreSQL sink, appending to table `counts`, whose `seq` column
-/// numbers the rows in the order they were inserted.
-struct Pg(Postgres);
-
-impl Pg {
-    fn start() -> Pg {
-        let pg = Postgres::start();
-        pg.psql(
-            "CREATE TABLE counts (seq bigserial PRIMARY KEY, word text NOT NULL, count bigint NOT NULL)",
-        );
-        Pg(pg)
-    }
-}
-
-impl Target for Pg {
-    fn sink(&self) -> Sink {
-        Sink::postgres("out", &self.0.url(), "counts")
-    }
-    fn delivered(&self, _: &JobDir) -> String {
-        self.0
-            .psql("SELECT json_build_object('word', word, 'count', count) FROM counts ORDER BY seq")
-    }
-}
-
-/// The NATS sink, publishing each count to `counts.<word>`, captured by
-/// stream `COUNTS`.
-struct Jetstream(Nats);
-
-impl Jetstream {
-    fn start() -> Jetstream {
-        let nats = Nats::start();
-        nats.create_stream("COUNTS", &["counts.>"]);
-        Jetstream(nats)
-    }
-}
-
-impl Target for Jetstream {
-    fn sink(&self) -> Sink {
-        Sink::nats("out", &self.0.url(), "counts.{key}")
-    }
-    fn delivered(&self, _: &JobDir) -> String {
-        let messages = self.0.read_stream("COUNTS");
-        let lines: Vec<String> = messages
-            .into_iter()
-            .map(|m| String::from_utf8(m.2).unwrap())
-            .collect();
-        lines.join("\n")
-    }
-}
-
-/// The transactional Kafka sink, into topic `counts` (3 partitions) of a
-/// private broker, read back by a `read_committed` consumer partition by
-/// partition (each word is a key, so its counts are in one partition, in
-/// the order they were committed).
-struct KafkaOut(Kafka);
-
-impl KafkaOut {
-    fn start() -> KafkaOut {
-        let kafka = Kafka::start();
-        kafka.create_topic("counts", 3);
-        KafkaOut(kafka)
-    }
-}
-
-impl Target for KafkaOut {
-    fn sink(&self) -> Sink {
-        Sink::kafka("out", &self.0.brokers(), "counts")
-    }
-    fn delivered(&self, _: &JobDir) -> String {
-        let messages = self.0.read_committed("counts");
-        let lines: Vec<String> = messages.iter().map(KafkaMessage::text).collect();
-        lines.join("\n")
-    }
 }
 
 /// Counts the input into `target`, crashing at the `at`th hit of `point`,

@@ -114,6 +114,64 @@ pub fn assert_running_counts_in_order(want: &BTreeMap<String, u64>, output: &str
     }
 }
 
+/// What a soak run's output holds against the input: each word's running
+/// counts 1..=k, in output order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Output lines expected: the input's words.
+    pub records: u64,
+    /// Counts of the input that are not in the output.
+    pub lost: u64,
+    /// Output lines that repeat a count seen before for their word, or
+    /// count past the word's true count, or name a word not in the input.
+    pub duplicated: u64,
+    /// Output lines, not duplicates, whose count is below one seen
+    /// before for their word.
+    pub out_of_order: u64,
+}
+
+impl Tally {
+    /// Nothing lost, duplicated or out of order.
+    pub fn is_exact(&self) -> bool {
+        self.lost == 0 && self.duplicated == 0 && self.out_of_order == 0
+    }
+}
+
+/// Tallies `output` (word-count lines in delivery order) against `want`
+/// (each word's true count).
+pub fn tally(want: &BTreeMap<String, u64>, output: &str) -> Tally {
+    let got = parse_counts(output);
+    let mut t = Tally {
+        records: want.values().sum(),
+        ..Tally::default()
+    };
+    for (word, seen) in &got {
+        let k = want.get(word).copied().unwrap_or(0);
+        let mut present = std::collections::BTreeSet::new();
+        let mut highest = 0;
+        for &(n, _) in seen {
+            if n == 0 || n > k || !present.insert(n) {
+                t.duplicated += 1;
+            } else if n < highest {
+                t.out_of_order += 1;
+            }
+            highest = highest.max(n);
+        }
+    }
+    for (word, &k) in want {
+        let present = got.get(word).map_or(0, |seen| {
+            let distinct: std::collections::BTreeSet<u64> = seen
+                .iter()
+                .map(|(n, _)| *n)
+                .filter(|n| (1..=k).contains(n))
+                .collect();
+            distinct.len() as u64
+        });
+        t.lost += k - present;
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +234,47 @@ mod tests {
         );
         let err = check_running_counts(&want, "").unwrap_err();
         assert!(err.contains("a: counts [], expected 1..=2"), "{err}");
+    }
+
+    #[test]
+    fn a_tally_counts_losses_duplicates_and_reorders() {
+        let want = true_counts(["a", "a", "a", "b", "b"]);
+        let exact = [
+            line("a", 1),
+            line("b", 1),
+            line("a", 2),
+            line("b", 2),
+            line("a", 3),
+        ]
+        .concat();
+        assert_eq!(
+            tally(&want, &exact),
+            Tally {
+                records: 5,
+                ..Tally::default()
+            }
+        );
+        assert!(tally(&want, &exact).is_exact());
+        // a: 2 before 1 (one out of order) and 2 again (a duplicate), 3
+        // lost; b: 3 is past its count (a duplicate); z is no input word.
+        let wrong = [
+            line("a", 2),
+            line("a", 1),
+            line("a", 2),
+            line("b", 1),
+            line("b", 2),
+            line("b", 3),
+            line("z", 1),
+        ]
+        .concat();
+        assert_eq!(
+            tally(&want, &wrong),
+            Tally {
+                records: 5,
+                lost: 1,
+                duplicated: 3,
+                out_of_order: 1
+            }
+        );
     }
 }

@@ -34,6 +34,7 @@ pub mod running;
 pub mod servers;
 #[cfg(feature = "plugins")]
 pub mod streaming;
+pub mod targets;
 pub mod wait;
 #[cfg(feature = "plugins")]
 pub mod windows;
