@@ -3,14 +3,14 @@
 //! checkpoint completes, and only at commit with
 //! `delivery = "exactly-once"`; a file sink with
 //! `delivery = "at-least-once"` appends as records arrive and, SIGKILLed
-//! repeatedly, loses nothing.
+//! repeatedly, loses nothing and only ever repeats from a checkpoint on.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 
 use weir_tests::cli::Weir;
-use weir_tests::counts::{assert_running_counts, true_counts};
+use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::plugins;
@@ -90,6 +90,12 @@ fn exactly_once_stdout_prints_at_commit_only() {
     let printed: Vec<String> = lines.iter().collect();
     assert!(child.wait().unwrap().success());
     assert_eq!(printed.len(), 2, "{printed:?}");
+    let want = true_counts(["apple", "pear"]);
+    assert_running_counts(&want, &printed.join("\n"), "the printed counts");
+    assert!(
+        printed[0].contains("apple"),
+        "in stdin's order: {printed:?}"
+    );
 }
 
 #[test]
@@ -124,11 +130,19 @@ fn an_at_least_once_file_sink_appends_before_any_checkpoint() {
     }
     drop(stdin);
     assert!(child.wait().unwrap().success());
-    assert_eq!(j.read("out.txt").lines().count(), 2);
+    let out = j.read("out.txt");
+    let want = true_counts(["apple", "pear"]);
+    assert_running_counts(&want, &out, "out.txt");
+    assert!(
+        out.starts_with(r#"{"word":"apple""#),
+        "in stdin's order: {out}"
+    );
 }
 
 /// Word count into an at-least-once file, SIGKILLed repeatedly: every
-/// count is in the file; the repeats are counted (and allowed).
+/// count is in the file, each word's in order except that a restart
+/// repeats counts from its checkpoint on; the repeats are counted (and
+/// allowed).
 #[test]
 fn an_at_least_once_file_sink_through_kills_loses_nothing() {
     let words: Vec<String> = (0..6000).map(|i| format!("w{}", i * 7 % 37)).collect();
@@ -151,9 +165,7 @@ fn an_at_least_once_file_sink_through_kills_loses_nothing() {
     j.run_through_kills_after_checkpoints(3, 41);
     let text = j.read("out.txt");
     let all = text.lines().count();
-    let distinct: std::collections::BTreeSet<&str> = text.lines().collect();
-    let unique: Vec<&str> = distinct.into_iter().collect();
-    let want = true_counts(words.iter().map(String::as_str));
-    assert_running_counts(&want, &unique.join("\n"), "the distinct lines of out.txt");
-    eprintln!("{} lines, {} repeated", all, all - unique.len());
+    let want = true_counts(&words);
+    assert_replayed_counts(&want, &text, "out.txt");
+    eprintln!("{} lines, {} repeated", all, all - words.len());
 }

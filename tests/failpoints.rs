@@ -14,7 +14,7 @@ use std::process::{ExitStatus, Stdio};
 
 use weir::failpoint::{ENV, Failpoint};
 use weir_tests::cli::{Outcome, Weir};
-use weir_tests::counts::{assert_running_counts_in_order, parse_counts, true_counts};
+use weir_tests::counts::{assert_running_counts, parse_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::plugins;
@@ -112,7 +112,7 @@ fn assert_delivered_once_in_order(j: &JobDir, delivered: &str, what: &str) {
     let input = j.read("words.txt");
     let want = true_counts(input.lines());
     assert_eq!(want.len(), DISTINCT);
-    assert_running_counts_in_order(&want, delivered, what);
+    assert_running_counts(&want, delivered, what);
 }
 
 /// Counts the input into `target`, crashing at the `at`th hit of `point`,

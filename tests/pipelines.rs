@@ -3,16 +3,22 @@
 //! with `weir` killed by SIGKILL again and again, each time after the run
 //! committed output (at a random moment of the checkpoints that follow), and
 //! restarted, the visible output must be the same multiset of lines:
-//! nothing lost, nothing duplicated.
+//! nothing lost, nothing duplicated. Where the input defines an order, the
+//! output keeps it: each word's running counts in order, each dedupe
+//! instance's first occurrences in input order. (Reconcile's output has
+//! none: when a key is classified depends on how its two inputs
+//! interleave.)
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Value, json};
 use weir_tests::cli::Weir;
+use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::jobs;
-use weir_tests::pipeline::{XorShift, assert_same_lines, multiset, seed};
+use weir_tests::order::{assert_in_order_per_instance, jsonl_key};
+use weir_tests::pipeline::{XorShift, assert_same_lines, multiset, seed, wordcount_words};
 use weir_tests::plugins;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -57,16 +63,20 @@ fn check_crash_run(
 fn wordcount_reference(text: &str) -> BTreeMap<String, usize> {
     let mut counts: HashMap<String, u64> = HashMap::new();
     let mut out = String::new();
-    for word in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        let w = word.to_lowercase();
+    for w in wordcount_words(text) {
         let c = counts.entry(w.clone()).or_insert(0);
         *c += 1;
         out.push_str(&format!("{}\n", json!({"word": w, "count": *c})));
     }
     multiset(&out)
+}
+
+/// Asserts that the wordcount job in `job` wrote each word's running
+/// counts over `input` in order (the reference's lines, in order per word).
+fn assert_counts_in_order(job: &JobDir, input: &str, what: &str) {
+    let want = true_counts(wordcount_words(input));
+    let what = format!("{what} (seed {})", seed());
+    assert_running_counts(&want, &job.read("out/counts.jsonl"), &what);
 }
 
 #[test]
@@ -82,6 +92,7 @@ fn wordcount_straight_through_matches_the_reference() {
         &wordcount_reference(&input),
         "wordcount output",
     );
+    assert_counts_in_order(&job, &input, "wordcount output");
 }
 
 /// Twelve kills, every one after the run committed output: kills land in
@@ -100,6 +111,7 @@ fn wordcount_survives_a_dozen_sigkills_exactly_once() {
         &mut rng,
     );
     assert!(killed >= 10, "only {killed} of 12 kills landed mid-job");
+    assert_counts_in_order(&job, &input, &format!("output after {killed} crashes"));
 }
 
 // ---------------------------------------------------------------- reconcile
@@ -340,7 +352,9 @@ fn dedupe_job(rate: Option<u64>) -> JobFile {
         )
 }
 
-fn dedupe_input(rng: &mut XorShift, n: usize) -> (String, BTreeMap<String, usize>) {
+/// `n` events with ids drawn from `n / 4`: the input, and the first
+/// event of each id in input order.
+fn dedupe_input(rng: &mut XorShift, n: usize) -> (String, String) {
     let (mut text, mut first, mut seen) = (String::new(), String::new(), HashSet::new());
     for i in 0..n {
         let id = rng.range(0, n as u64 / 4);
@@ -352,21 +366,33 @@ fn dedupe_input(rng: &mut XorShift, n: usize) -> (String, BTreeMap<String, usize
         text.push_str(&line);
         text.push('\n');
     }
-    (text, multiset(&first))
+    (text, first)
+}
+
+/// Asserts that the dedupe job in `job` (2 instances) forwarded the first
+/// events `first` in input order per instance: each instance gets the
+/// events of its ids in input order and forwards each first one at once.
+fn assert_first_events_in_order(job: &JobDir, first: &str, what: &str) {
+    let what = format!("{what} (seed {})", seed());
+    let out = job.read("out/unique.jsonl");
+    assert_in_order_per_instance(&out, &[first], 2, jsonl_key("id"), &what);
 }
 
 #[test]
 fn dedupe_straight_through_matches_the_reference() {
-    let (input, expected) = dedupe_input(&mut XorShift(seed() ^ 5), 4000);
+    let (input, first) = dedupe_input(&mut XorShift(seed() ^ 5), 4000);
     let job = JobDir::new(WEIR, dedupe_job(None), &[("events.jsonl", &input)]);
     job.run_ok(&[]);
-    assert_same_json_lines(&job.lines("out/unique.jsonl"), &expected, "dedupe output");
+    let out = job.lines("out/unique.jsonl");
+    assert_same_json_lines(&out, &multiset(&first), "dedupe output");
+    assert_first_events_in_order(&job, &first, "dedupe output");
 }
 
 #[test]
 fn dedupe_survives_sigkill_exactly_once() {
     let mut rng = XorShift(seed() ^ 6);
-    let (input, expected) = dedupe_input(&mut rng, 60_000);
+    let (input, first) = dedupe_input(&mut rng, 60_000);
     let job = JobDir::new(WEIR, dedupe_job(Some(10000)), &[("events.jsonl", &input)]);
-    check_crash_run(&job, "out/unique.jsonl", &expected, KILLS, &mut rng);
+    let killed = check_crash_run(&job, "out/unique.jsonl", &multiset(&first), KILLS, &mut rng);
+    assert_first_events_in_order(&job, &first, &format!("output after {killed} crashes"));
 }

@@ -1,7 +1,9 @@
 //! Side outputs and unions through `weir run`: every output port of an
 //! operator can be wired (`op.port`), and one input port or sink can take
 //! several upstreams (a union). Each wired port's output reaches its
-//! consumers exactly once, across SIGKILLs too.
+//! consumers exactly once and in order (each input's records through one
+//! instance in input order, each word's counts in order), across SIGKILLs
+//! too.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +11,7 @@ use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::order::{assert_in_order_per_instance, check_interleaving, line_key};
 use weir_tests::pipeline::{XorShift, assert_same_lines, multiset, seed};
 use weir_tests::plugins;
 
@@ -46,8 +49,13 @@ fn a_side_output_reaches_its_own_sink() {
     let stderr = j.run_ok(&[]);
     assert!(!stderr.contains("nothing consumes"), "{stderr}");
     let expected = multiset(&input);
-    assert_same_lines(&j.lines("passed.txt"), &expected, "port `out`");
-    assert_same_lines(&j.lines("rejected.txt"), &expected, "port `rejected`");
+    for (file, port) in [
+        ("passed.txt", "port `out`"),
+        ("rejected.txt", "port `rejected`"),
+    ] {
+        assert_same_lines(&j.lines(file), &expected, port);
+        assert_in_order_per_instance(&j.read(file), &[&input], 2, line_key, port);
+    }
 }
 
 /// Two sources into the one input port of `word-count`: it counts the
@@ -86,7 +94,12 @@ fn a_union_at_a_sink_writes_every_upstream() {
     let j = JobDir::new(WEIR, job, &[("a.txt", a), ("b.txt", b)]);
     j.run_ok(&[]);
     assert_same_lines(&j.lines("all.txt"), &lines_of(&[a, b]), "the sink's union");
-    assert_same_lines(&j.lines("passed.txt"), &multiset(b), "port `out`");
+    let all = j.read("all.txt");
+    let all: Vec<&str> = all.lines().collect();
+    let inputs: [Vec<&str>; 2] = [a.lines().collect(), b.lines().collect()];
+    check_interleaving(&all, &[&inputs[0], &inputs[1]])
+        .unwrap_or_else(|e| panic!("the sink's union, each upstream in order: {e}"));
+    assert_eq!(j.read("passed.txt"), b, "port `out`, in order");
 }
 
 /// Two throttled sources unioned into `route` (2 instances), whose `out`
@@ -116,7 +129,9 @@ fn a_union_and_a_side_output_survive_sigkills_exactly_once() {
     let killed = j.run_through_kills(4, "passed.txt", (0, 300), &mut rng);
     let what = format!("after {killed} crashes (seed {})", seed());
     let passed = j.lines("passed.txt");
-    assert_same_lines(&passed, &lines_of(&[&a, &b]), &format!("port `out` {what}"));
+    let port = format!("port `out` {what}");
+    assert_same_lines(&passed, &lines_of(&[&a, &b]), &port);
+    assert_in_order_per_instance(&j.read("passed.txt"), &[&a, &b], 2, line_key, &port);
     let want = true_counts(a.lines().chain(b.lines()));
     assert_running_counts(&want, &j.read("counts.jsonl"), &format!("counts {what}"));
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
+use weir_tests::order::{check_replayed, check_run};
 use weir_tests::servers::Postgres;
 use weir_tests::wait::{PATIENCE, wait_until};
 
@@ -33,18 +34,33 @@ fn appending(pg: &Postgres, rate: u64) -> JobFile {
         .sink(Sink::postgres("out", &pg.url(), "events").input("in"))
 }
 
+/// A server with table `events`, whose `id` (a sequence, which COPY takes
+/// in row order) gives the order the sink inserted its rows in: the rows
+/// of `rows` all name the same columns, so the sink copies them in record
+/// order.
 fn server() -> Postgres {
     let pg = Postgres::start();
-    pg.psql("CREATE TABLE events (word text NOT NULL, count bigint NOT NULL)");
+    pg.psql(
+        "CREATE TABLE events (id bigserial PRIMARY KEY, word text NOT NULL, count bigint NOT NULL)",
+    );
     pg
 }
 
-/// The table holds every row of the input exactly once.
+/// The `count` of every row of `events`, in insertion order.
+fn inserted_counts(pg: &Postgres) -> Vec<u64> {
+    let text = pg.psql("SELECT count FROM events ORDER BY id");
+    text.lines().map(|l| l.parse().unwrap()).collect()
+}
+
+/// The table holds every row of the input exactly once, inserted in input
+/// order (one source, one sink).
 fn assert_exactly_once(pg: &Postgres, n: usize) {
     let total = pg.psql("SELECT count(*), count(DISTINCT count) FROM events");
     assert_eq!(total, format!("{n}|{n}"), "rows, distinct rows");
     let wrong = pg.psql("SELECT count(*) FROM events WHERE word <> 'w' || (count % 13)");
     assert_eq!(wrong, "0");
+    check_run(&inserted_counts(pg), 0, n as u64 - 1)
+        .unwrap_or_else(|e| panic!("the rows in insertion order: {e}"));
 }
 
 /// The crash comes after checkpoints completed but while their rows wait
@@ -88,8 +104,9 @@ fn a_crash_between_the_checkpoint_and_the_database_commit_repeats_nothing() {
     assert_exactly_once(&pg, n);
 }
 
-/// `delivery = "at-least-once"` through kills: every row is in the table
-/// (repeats allowed), and no bookkeeping row is written.
+/// `delivery = "at-least-once"` through kills: every row is in the table,
+/// inserted in input order except that a restart repeats rows from its
+/// checkpoint on, and no bookkeeping row is written.
 #[test]
 fn an_at_least_once_sink_through_kills_loses_nothing() {
     let n = 4000;
@@ -107,6 +124,8 @@ fn an_at_least_once_sink_through_kills_loses_nothing() {
     );
     let wrong = pg.psql("SELECT count(*) FROM events WHERE word <> 'w' || (count % 13)");
     assert_eq!(wrong, "0");
+    check_replayed(&inserted_counts(&pg), 0, n as u64 - 1)
+        .unwrap_or_else(|e| panic!("the rows in insertion order: {e}"));
     assert_eq!(pg.psql("SELECT count(*) FROM weir_sink_commits"), "0");
 }
 

@@ -4,6 +4,10 @@
 //! every point of a delivery, a server restart between epochs, and the
 //! one-line messages of what a table or a record gets wrong.
 //!
+//! Tables with an `id bigserial` column show the order rows were inserted
+//! in (COPY takes the sequence in row order): epochs in checkpoint order,
+//! each epoch's rows of one shape in record order.
+//!
 //! The sink is opened from a parsed job file's `[[sink]]` and driven with
 //! `write`, [`precommit_blocking`] and [`commit_blocking`], as the sink
 //! task and the coordinator drive it. A crash is `std::mem::forget` of the
@@ -249,7 +253,7 @@ fn a_large_epoch_arrives_whole() {
 #[test]
 fn a_crash_before_delivery_is_recovered_exactly_once() {
     let pg = server();
-    pg.psql("CREATE TABLE cr_rows (v int)");
+    pg.psql("CREATE TABLE cr_rows (id bigserial, v int)");
     let h = Harness::new(pg, "cr", "table = \"cr_rows\"");
     let mut sink = h.open(None);
     epoch(sink.as_mut(), 1, &[json!({"v": 1})]);
@@ -259,16 +263,16 @@ fn a_crash_before_delivery_is_recovered_exactly_once() {
     sink.write(&batch(&[json!({"v": 3})])).unwrap();
     precommit_blocking(sink.as_mut(), 3).unwrap();
     std::mem::forget(sink);
-    assert_eq!(rows(pg, "SELECT v FROM cr_rows ORDER BY v"), "1");
+    assert_eq!(rows(pg, "SELECT v FROM cr_rows ORDER BY id"), "1");
 
     drop(h.open(Some(2)));
-    assert_eq!(rows(pg, "SELECT v FROM cr_rows ORDER BY v"), "1\n2\n22");
+    assert_eq!(rows(pg, "SELECT v FROM cr_rows ORDER BY id"), "1\n2\n22");
     assert_eq!(bookkept(pg, "cr"), "2");
     let mut sink = h.open(Some(2));
-    assert_eq!(rows(pg, "SELECT v FROM cr_rows ORDER BY v"), "1\n2\n22");
+    assert_eq!(rows(pg, "SELECT v FROM cr_rows ORDER BY id"), "1\n2\n22");
     epoch(sink.as_mut(), 3, &[json!({"v": 4})]);
     drop(sink);
-    assert_eq!(rows(pg, "SELECT v FROM cr_rows ORDER BY v"), "1\n2\n4\n22");
+    assert_eq!(rows(pg, "SELECT v FROM cr_rows ORDER BY id"), "1\n2\n22\n4");
 }
 
 /// The crash came after the epoch's transaction committed but before its
@@ -277,7 +281,7 @@ fn a_crash_before_delivery_is_recovered_exactly_once() {
 #[test]
 fn a_crash_after_the_database_commit_delivers_nothing_twice() {
     let pg = server();
-    pg.psql("CREATE TABLE cc_rows (v int)");
+    pg.psql("CREATE TABLE cc_rows (id bigserial, v int)");
     let h = Harness::new(pg, "cc", "table = \"cc_rows\"");
     let mut sink = h.open(None);
     epoch(sink.as_mut(), 1, &[json!({"v": 1})]);
@@ -291,7 +295,7 @@ fn a_crash_after_the_database_commit_delivers_nothing_twice() {
     std::fs::write(&staged, kept).unwrap(); // as if the crash came before the deletion
 
     drop(h.open(Some(2)));
-    assert_eq!(rows(pg, "SELECT v FROM cc_rows ORDER BY v"), "1\n2");
+    assert_eq!(rows(pg, "SELECT v FROM cc_rows ORDER BY id"), "1\n2");
     assert!(!staged.exists(), "the delivered epoch's file is gone");
     // A database ahead of the restored checkpoint is refused.
     let err = h.try_open(Some(1)).err().unwrap();
@@ -306,7 +310,7 @@ fn a_crash_after_the_database_commit_delivers_nothing_twice() {
 #[test]
 fn starting_over_forgets_the_bookkeeping_row() {
     let pg = server();
-    pg.psql("CREATE TABLE so_rows (v int)");
+    pg.psql("CREATE TABLE so_rows (id bigserial, v int)");
     let h = Harness::new(pg, "so", "table = \"so_rows\"");
     let mut sink = h.open(None);
     epoch(sink.as_mut(), 5, &[json!({"v": 1})]);
@@ -316,7 +320,7 @@ fn starting_over_forgets_the_bookkeeping_row() {
     assert_eq!(bookkept(pg, "so"), "");
     epoch(sink.as_mut(), 1, &[json!({"v": 2})]);
     drop(sink);
-    assert_eq!(rows(pg, "SELECT v FROM so_rows ORDER BY v"), "1\n2");
+    assert_eq!(rows(pg, "SELECT v FROM so_rows ORDER BY id"), "1\n2");
     assert_eq!(bookkept(pg, "so"), "1");
 }
 
@@ -445,13 +449,13 @@ fn records_that_do_not_fit_the_table_fail_the_epoch_with_the_column() {
 #[test]
 fn a_server_restart_between_epochs() {
     let mut pg = Postgres::start();
-    pg.psql("CREATE TABLE rs_rows (v int)");
+    pg.psql("CREATE TABLE rs_rows (id bigserial, v int)");
     let h = Harness::new(&pg, "rs", "table = \"rs_rows\"");
     let mut sink = h.open(None);
     epoch(sink.as_mut(), 1, &[json!({"v": 1})]);
     pg.restart();
     epoch(sink.as_mut(), 2, &[json!({"v": 2})]);
-    assert_eq!(rows(&pg, "SELECT v FROM rs_rows ORDER BY v"), "1\n2");
+    assert_eq!(rows(&pg, "SELECT v FROM rs_rows ORDER BY id"), "1\n2");
 
     sink.write(&batch(&[json!({"v": 3})])).unwrap();
     precommit_blocking(sink.as_mut(), 3).unwrap();
@@ -464,5 +468,5 @@ fn a_server_restart_between_epochs() {
     drop(sink);
     pg.restart();
     drop(h.open(Some(3)));
-    assert_eq!(rows(&pg, "SELECT v FROM rs_rows ORDER BY v"), "1\n2\n3");
+    assert_eq!(rows(&pg, "SELECT v FROM rs_rows ORDER BY id"), "1\n2\n3");
 }

@@ -3,7 +3,6 @@
 //! savepoints carry a running job's state into a new state directory, into
 //! a changed job, or refuse clearly.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 
@@ -13,6 +12,7 @@ use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink};
 use weir_tests::jobs::count_words;
+use weir_tests::order::{assert_in_order_per_instance, jsonl_key};
 use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::plugins;
 use weir_tests::windows::{assert_windows, clicks, windows_job};
@@ -34,11 +34,11 @@ fn counting(parallelism: u32, rate: u64) -> JobFile {
     )
 }
 
-/// The output of the word count over `n` words run straight through.
-fn straight_counts(n: usize) -> BTreeMap<String, usize> {
-    let j = JobDir::new(WEIR, counting(1, 10_000_000), &[("words.txt", &words(n))]);
-    j.run_ok(&[]);
-    j.lines("out.jsonl")
+/// Asserts that the word count in `j` counted every word of its input
+/// exactly once, each word's counts in order.
+fn assert_counted(j: &JobDir, what: &str) {
+    let want = true_counts(j.read("words.txt").lines());
+    assert_running_counts(&want, &j.read("out.jsonl"), what);
 }
 
 /// `weir checkpoints --json` of `dir`.
@@ -84,7 +84,10 @@ fn a_word_count_rescaled_p2_p3_p1_through_kills_counts_exactly_once() {
         stderr.contains("operator `count`: rescaled from 3 to 1 instances by key group"),
         "{stderr}"
     );
-    assert_eq!(j.lines("out.jsonl"), straight_counts(n));
+    assert_counted(
+        &j,
+        &format!("through kills at p2, p3 and p1 (seed {})", seed()),
+    );
     let text = j.checkpoints(&[]);
     assert!(text.contains("rescaled count: 3 -> 1 instances"), "{text}");
     assert_eq!(
@@ -132,7 +135,8 @@ fn windowed_counts_with_pending_timers_survive_rescales_exactly_once() {
 
 /// An operator whose plugin keeps its state in a snapshot (dedupe) cannot
 /// be rescaled: the run is refused with what to do, and the state is
-/// untouched (the old parallelism still restores).
+/// untouched (the old parallelism still restores: each id once, each
+/// instance's ids in input order).
 #[test]
 fn an_operator_with_snapshot_state_refuses_to_rescale() {
     let events: String = (0..20_000)
@@ -169,6 +173,14 @@ fn an_operator_with_snapshot_state_refuses_to_rescale() {
     let lines = j.lines("out.jsonl");
     assert_eq!(lines.len(), 3000, "each id once");
     assert!(lines.values().all(|&n| n == 1));
+    let first: String = events
+        .lines()
+        .take(3000)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let out = j.read("out.jsonl");
+    let id = jsonl_key("id");
+    assert_in_order_per_instance(&out, &[&first], 2, id, "after the refused rescale");
 }
 
 // ---------------------------------------------------------------- savepoints
@@ -231,7 +243,7 @@ fn a_savepoint_restores_into_a_new_state_dir_exactly_once() {
     let fresh = j.path().join("fresh-state");
     let stderr = from_savepoint(&j, &fresh, &sp, &[]).assert_ok().stderr;
     assert!(stderr.contains("starts from savepoint"), "{stderr}");
-    assert_eq!(j.lines("out.jsonl"), straight_counts(n));
+    assert_counted(&j, "from the savepoint");
     assert!(sp.join("savepoint.json").is_file(), "the savepoint stays");
     let derived = &checkpoints(&j, &fresh)[0]["derived"];
     assert_eq!(derived["savepoint"].as_str(), sp.to_str());
@@ -264,10 +276,10 @@ fn a_savepoint_restores_into_a_changed_job() {
         stderr.contains("operator `again` is not in the savepoint"),
         "{stderr}"
     );
-    assert_eq!(j.lines("out.jsonl"), straight_counts(n));
+    assert_counted(&j, "from the savepoint into the changed job");
     // The added operator counted the words after the savepoint only.
-    let after: usize = j.lines("again.jsonl").values().sum();
-    assert_eq!(after, n - read);
+    let after = true_counts(j.read("words.txt").lines().skip(read));
+    assert_running_counts(&after, &j.read("again.jsonl"), "the added operator");
     assert_eq!(rescales(&j, &fresh), [("count".to_string(), 2, 3)]);
 }
 
@@ -290,11 +302,7 @@ fn a_savepoint_restores_into_a_changed_plugin_which_migrates_its_state() {
     );
     let text = j.read("out.jsonl");
     assert!(text.contains(r#""v":2"#), "no output of the new plugin");
-    assert_running_counts(
-        &true_counts(j.read("words.txt").lines()),
-        &text,
-        "across the plugins",
-    );
+    assert_counted(&j, "across the plugins");
 }
 
 /// State the job has no place for is refused, unless allowed; a savepoint
@@ -323,7 +331,7 @@ fn non_restored_state_and_other_formats_are_refused_clearly() {
     let allowed = from_savepoint(&j, &fresh, &sp, &["--allow-non-restored-state"]);
     let stderr = allowed.assert_ok().stderr;
     assert!(stderr.contains("is not restored"), "{stderr}");
-    assert_eq!(j.lines("out.jsonl"), straight_counts(n));
+    assert_counted(&j, "without the state of `again`");
 
     let manifest = sp.join("savepoint.json");
     let text = std::fs::read_to_string(&manifest).unwrap();

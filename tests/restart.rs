@@ -1,7 +1,7 @@
 //! Restart strategies: a failing attempt restarts from the last complete
 //! checkpoint, after the delay the strategy gives; output stays
-//! exactly-once through the restarts and through a SIGKILL while the job
-//! restarts; after the last attempt the job stops with a clear error and a
+//! exactly-once and in input order (one source, one instance) through the
+//! restarts and through a SIGKILL while the job restarts; after the last attempt the job stops with a clear error and a
 //! state dir that a fixed job restores and finishes exactly once.
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Restart, Sink, Source};
-use weir_tests::pipeline::multiset;
+use weir_tests::order::assert_same_order;
 use weir_tests::plugins;
 use weir_tests::running::log_time;
 
@@ -57,10 +57,10 @@ fn a_plugin_that_traps_every_nth_batch_still_completes_exactly_once() {
         .parse()
         .unwrap();
     assert!(restarts >= 3, "{err}");
-    assert_eq!(
-        j.lines("out.txt"),
-        multiset(&input),
-        "exactly once through {restarts} restarts"
+    assert_same_order(
+        &j.read("out.txt"),
+        &input,
+        &format!("exactly once through {restarts} restarts"),
     );
 }
 
@@ -91,10 +91,10 @@ fn after_the_last_attempt_the_job_stops_with_the_reason_and_a_restorable_state()
     j.write_job(flaky(1_000_000, None));
     let err = j.run_ok(&[]);
     assert!(err.contains("resumed from checkpoint"), "{err}");
-    assert_eq!(
-        j.lines("out.txt"),
-        multiset(&input),
-        "exactly once after restoring the state the failed job left"
+    assert_same_order(
+        &j.read("out.txt"),
+        &input,
+        "exactly once after restoring the state the failed job left",
     );
 }
 
@@ -172,9 +172,9 @@ fn a_job_killed_while_restarting_after_a_failure_resumes_exactly_once() {
     j.write_job(flaky(40, Some(Restart::fixed_delay(1000, "10ms"))));
     let err = j.run_ok(&[]);
     assert!(err.contains("resumed from checkpoint"), "{err}");
-    assert_eq!(
-        j.lines("out.txt"),
-        multiset(&input),
-        "exactly once through three kills while restarting"
+    assert_same_order(
+        &j.read("out.txt"),
+        &input,
+        "exactly once through three kills while restarting",
     );
 }

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::process::Stdio;
 
 use weir_tests::cli::{Outcome, Weir};
+use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::{self, count_words};
@@ -44,10 +45,11 @@ fn assert_fails(out: &Outcome, needles: &[&str]) {
     }
 }
 
-fn straight_output(n: usize) -> std::collections::BTreeMap<String, usize> {
-    let j = job(1_000_000, n);
-    j.run_ok(&[]);
-    j.lines("out.jsonl")
+/// Asserts that the job in `j` counted its words exactly once, each
+/// word's counts in order.
+fn assert_counted(j: &JobDir, what: &str) {
+    let want = true_counts(j.read("words.txt").lines());
+    assert_running_counts(&want, &j.read("out.jsonl"), what);
 }
 
 #[test]
@@ -64,6 +66,7 @@ fn rerunning_a_finished_job_does_nothing_and_restore_none_starts_over() {
         first,
         "a fresh run rebuilds the same output, not appended"
     );
+    assert_counted(&j, "the fresh run");
 }
 
 #[test]
@@ -82,11 +85,7 @@ fn restoring_an_older_checkpoint_rewinds_state_and_output() {
         err.contains(&format!("resumed from checkpoint {}", middle.id)),
         "{err}"
     );
-    assert_eq!(
-        j.lines("out.jsonl"),
-        straight_output(n),
-        "exactly once relative to the older checkpoint"
-    );
+    assert_counted(&j, "exactly once relative to the older checkpoint");
 }
 
 #[test]
@@ -204,6 +203,7 @@ fn an_empty_state_file_is_refused_not_taken_for_a_new_job() {
         multiset(&output),
         "the same input, the same output"
     );
+    assert_counted(&j, "the run after --restore none");
     assert!(j.checkpoints(&[]).contains("complete checkpoint"));
 }
 
@@ -230,7 +230,7 @@ fn sigint_checkpoints_and_the_next_run_finishes_exactly_once() {
     assert!(!partial.is_empty(), "the stop checkpoint committed output");
     let err = j.run_ok(&[]);
     assert!(err.contains("resumed from checkpoint"), "{err}");
-    assert_eq!(j.lines("out.jsonl"), straight_output(n));
+    assert_counted(&j, "after the stop and the resumed run");
 }
 
 /// stdin cannot be replayed (README, `[[source]]`): after a crash, the next
@@ -260,7 +260,7 @@ fn a_job_reading_stdin_restores_its_state_and_reads_on_from_the_new_stdin() {
     first.kill().unwrap(); // SIGKILL
     first.wait().unwrap();
     drop(stdin);
-    assert_eq!(j.lines("out.jsonl"), multiset(committed));
+    assert_eq!(j.read("out.jsonl"), committed);
 
     let mut second = j
         .command("run", &[])
@@ -278,11 +278,12 @@ fn a_job_reading_stdin_restores_its_state_and_reads_on_from_the_new_stdin() {
         err.contains("source `in` reads stdin, which cannot be replayed"),
         "{err}"
     );
+    // One source and one instance: the output is in stdin's order.
     let want =
         format!("{committed}{{\"word\":\"a\",\"count\":2}}\n{{\"word\":\"c\",\"count\":1}}\n");
     assert_eq!(
-        j.lines("out.jsonl"),
-        multiset(&want),
+        j.read("out.jsonl"),
+        want,
         "the restored count of `a` goes on; the new stdin is read from its start"
     );
 }
@@ -333,8 +334,9 @@ fn two_jobs_in_one_folder_keep_their_own_checkpoints() {
                 .is_file()
         );
     }
-    assert_eq!(j.lines("out.jsonl").values().sum::<usize>(), 200);
-    assert_eq!(j.lines("spin.jsonl").values().sum::<usize>(), 200);
+    let want = true_counts(words(200).lines());
+    assert_running_counts(&want, &j.read("out.jsonl"), "job `k`");
+    assert_running_counts(&want, &j.read("spin.jsonl"), "job `spin`");
 }
 
 /// A job whose checkpoints are in `state`, the default of older versions,

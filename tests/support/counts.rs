@@ -1,15 +1,25 @@
-//! Exactly-once checks of running word counts: the output of `word-count`
-//! (`{"word": w, "count": n}`) and of `word-count-v2` (`{"w": w, "n": n,
-//! "v": 2}`) has one line per input word, and a word seen k times in the
-//! input has exactly the lines n = 1, 2, ..., k (in either format). A lost
-//! record leaves a word short of its true count, a duplicated one pushes
-//! another past it, even when the total number of lines is right. The
-//! in-order check also asks for those lines in the order n = 1, 2, ...
-//! (each word is counted by one instance, in input order).
+//! Checks of running word counts against the input: the output of
+//! `word-count` (`{"word": w, "count": n}`) and of `word-count-v2`
+//! (`{"w": w, "n": n, "v": 2}`) has one line per input word, and a word
+//! seen k times in the input has the lines n = 1, 2, ..., k, in this order
+//! (in either format). A lost record leaves a word short of its true count,
+//! a duplicated one pushes another past it, even when the total number of
+//! lines is right; an epoch delivered after a later one, or skipped and
+//! made up for later, leaves a word's counts out of order. At-least-once
+//! output ([`check_replayed_counts`]) may repeat counts from a checkpoint
+//! on, but still never skips ahead.
+//!
+//! Each word is counted by one instance (`word-count` is keyed by the word)
+//! and sinks deliver epochs in checkpoint order, so a word's counts are in
+//! order in the visible output however the instances interleave. Plugins
+//! are only ever swapped from `word-count` to `word-count-v2`, so a word's
+//! lines never go back from format 2 to format 1.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+
+use crate::order::{check_replayed, check_run};
 
 /// Output lines per word: (count, format version 1 or 2), in file order.
 pub type Counts = BTreeMap<String, Vec<(u64, u8)>>;
@@ -33,28 +43,64 @@ pub fn parse_counts(text: &str) -> Counts {
 }
 
 /// How often each word occurs in `words`.
-pub fn true_counts<'a>(words: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, u64> {
+pub fn true_counts<S: AsRef<str>>(words: impl IntoIterator<Item = S>) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for w in words {
-        *m.entry(w.to_string()).or_insert(0) += 1;
+        *m.entry(w.as_ref().to_string()).or_insert(0) += 1;
     }
     m
 }
 
 /// Checks that `output` holds, for every word of `want` (its true count),
-/// exactly the counts 1..=true count, and no word that is not in `want`;
-/// the error lists up to five words that differ.
+/// exactly the counts 1, 2, ..., true count in file order, never a format-1
+/// line after a format-2 line, and no word that is not in `want`; the
+/// error lists up to five words that differ.
 pub fn check_running_counts(want: &BTreeMap<String, u64>, output: &str) -> Result<(), String> {
+    check_words(want, output, "exactly once in order", |w, seen, k| {
+        let ns: Vec<u64> = seen.iter().map(|(n, _)| *n).collect();
+        let mut wrong = Vec::new();
+        if let Err(e) = check_run(&ns, 1, k) {
+            wrong.push(format!("{w}: counts {e}"));
+        }
+        if let Some(at) = seen.windows(2).position(|p| p[0].1 > p[1].1) {
+            wrong.push(format!(
+                "{w}: a format-1 line (count {}) after a format-2 line (count {})",
+                seen[at + 1].0,
+                seen[at].0
+            ));
+        }
+        wrong
+    })
+}
+
+/// Checks that `output` holds what at-least-once delivery through restarts
+/// writes: for every word of `want`, its counts in file order start at 1,
+/// each is at most one more than the one before it (a restart goes back to
+/// a checkpoint and repeats from there, but never skips ahead), and the
+/// largest is its true count; no word that is not in `want`.
+pub fn check_replayed_counts(want: &BTreeMap<String, u64>, output: &str) -> Result<(), String> {
+    check_words(want, output, "at least once in order", |w, seen, k| {
+        let ns: Vec<u64> = seen.iter().map(|(n, _)| *n).collect();
+        match check_replayed(&ns, 1, k) {
+            Ok(()) => vec![],
+            Err(e) => vec![format!("{w}: counts {e}")],
+        }
+    })
+}
+
+/// Runs `check` (word, its lines, its true count; what is wrong) over
+/// every word of `want`, and reports words of `output` not in `want`.
+fn check_words(
+    want: &BTreeMap<String, u64>,
+    output: &str,
+    how: &str,
+    check: impl Fn(&str, &[(u64, u8)], u64) -> Vec<String>,
+) -> Result<(), String> {
     let got = parse_counts(output);
     let mut wrong = Vec::new();
     for (w, &k) in want {
-        let mut ns: Vec<u64> = got
-            .get(w)
-            .map_or_else(Vec::new, |seen| seen.iter().map(|(n, _)| *n).collect());
-        ns.sort_unstable();
-        if !ns.iter().copied().eq(1..=k) {
-            wrong.push(format!("{w}: counts {ns:?}, expected 1..={k}"));
-        }
+        let seen = got.get(w).map_or(&[][..], Vec::as_slice);
+        wrong.extend(check(w, seen, k));
     }
     for w in got.keys().filter(|w| !want.contains_key(*w)) {
         wrong.push(format!("{w}: in the output but not in the input"));
@@ -65,7 +111,7 @@ pub fn check_running_counts(want: &BTreeMap<String, u64>, output: &str) -> Resul
     let lines: usize = got.values().map(Vec::len).sum();
     let expected: u64 = want.values().sum();
     Err(format!(
-        "{} word(s) not counted exactly once ({lines} output lines, {expected} input words): {}",
+        "{} problem(s) with words not counted {how} ({lines} output lines, {expected} input words): {}",
         wrong.len(),
         wrong.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
     ))
@@ -78,38 +124,9 @@ pub fn assert_running_counts(want: &BTreeMap<String, u64>, output: &str, what: &
     }
 }
 
-/// Checks [`check_running_counts`] and, beyond it, the order: every
-/// word's counts come in `output` (in delivery order) as 1, 2, ..., k. A
-/// word goes to one operator instance, which counts it in input order, so
-/// an epoch delivered out of order, or a part of one delivered again after
-/// later output, shows here even where the set of counts is right.
-pub fn check_running_counts_in_order(
-    want: &BTreeMap<String, u64>,
-    output: &str,
-) -> Result<(), String> {
-    check_running_counts(want, output)?;
-    let wrong: Vec<String> = parse_counts(output)
-        .into_iter()
-        .filter(|(_, seen)| !seen.iter().map(|(n, _)| *n).eq(1..=seen.len() as u64))
-        .map(|(w, seen)| {
-            let ns: Vec<u64> = seen.iter().map(|(n, _)| *n).collect();
-            format!("{w}: counts in delivery order {ns:?}")
-        })
-        .collect();
-    if wrong.is_empty() {
-        return Ok(());
-    }
-    Err(format!(
-        "{} word(s) counted out of order: {}",
-        wrong.len(),
-        wrong.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
-    ))
-}
-
-/// Asserts [`check_running_counts_in_order`], prefixing its error with
-/// `what`.
-pub fn assert_running_counts_in_order(want: &BTreeMap<String, u64>, output: &str, what: &str) {
-    if let Err(e) = check_running_counts_in_order(want, output) {
+/// Asserts [`check_replayed_counts`], prefixing its error with `what`.
+pub fn assert_replayed_counts(want: &BTreeMap<String, u64>, output: &str, what: &str) {
+    if let Err(e) = check_replayed_counts(want, output) {
         panic!("{what}: {e}");
     }
 }
@@ -203,25 +220,6 @@ mod tests {
         assert!(err.contains("b: counts [1, 2, 3], expected 1..=2"), "{err}");
     }
 
-    /// The same lines in another order: exactly once, but out of order.
-    #[test]
-    fn counts_out_of_delivery_order_are_reported() {
-        let want = true_counts(["a", "b", "a", "a"]);
-        let ordered = [line("a", 1), line("b", 1), line("a", 2), line("a", 3)].concat();
-        check_running_counts_in_order(&want, &ordered).unwrap();
-        let swapped = [line("a", 2), line("b", 1), line("a", 1), line("a", 3)].concat();
-        check_running_counts(&want, &swapped).unwrap();
-        let err = check_running_counts_in_order(&want, &swapped).unwrap_err();
-        assert!(
-            err.contains("a: counts in delivery order [2, 1, 3]"),
-            "{err}"
-        );
-        // A loss is reported as such, not as an order.
-        let lost = [line("a", 1), line("b", 1), line("a", 3)].concat();
-        let err = check_running_counts_in_order(&want, &lost).unwrap_err();
-        assert!(err.contains("a: counts [1, 3], expected 1..=3"), "{err}");
-    }
-
     #[test]
     fn a_repeated_count_and_an_unknown_word_are_reported() {
         let want = true_counts(["a", "a"]);
@@ -236,6 +234,113 @@ mod tests {
         assert!(err.contains("a: counts [], expected 1..=2"), "{err}");
     }
 
+    fn v2(w: &str, n: u64) -> String {
+        format!("{{\"w\":\"{w}\",\"n\":{n},\"v\":2}}\n")
+    }
+
+    /// The counts of `a` in `out`, sorted, are exactly 1..=k: a check that
+    /// sorts them first (and so ignores order) would pass `out`.
+    fn sorted_counts_are_complete(out: &str, k: u64) {
+        let mut ns: Vec<u64> = parse_counts(out)["a"].iter().map(|(n, _)| *n).collect();
+        ns.sort_unstable();
+        assert!(ns.into_iter().eq(1..=k));
+    }
+
+    #[test]
+    fn a_swapped_pair_is_out_of_order() {
+        let want = true_counts(["a", "a", "b"]);
+        let out = [line("a", 2), line("b", 1), line("a", 1)].concat();
+        sorted_counts_are_complete(&out, 2);
+        let err = check_running_counts(&want, &out).unwrap_err();
+        assert!(
+            err.contains("a: counts [2, 1] out of order (its item 1 is 2, expected 1)"),
+            "{err}"
+        );
+        assert!(!err.contains("b:"), "{err}");
+    }
+
+    /// A replay that skips a count and delivers it later (an epoch
+    /// delivered after the one that follows it) keeps the set of counts.
+    #[test]
+    fn a_skipped_count_delivered_later_is_out_of_order() {
+        let want = true_counts(["a"; 3]);
+        let out = [line("a", 1), line("a", 3), line("a", 2)].concat();
+        sorted_counts_are_complete(&out, 3);
+        let err = check_running_counts(&want, &out).unwrap_err();
+        assert!(err.contains("a: counts [1, 3, 2] out of order"), "{err}");
+
+        let want = true_counts(["a"; 7]);
+        let counts = [1, 2, 5, 6, 3, 4, 7];
+        let out: String = counts.iter().map(|&n| line("a", n)).collect();
+        sorted_counts_are_complete(&out, 7);
+        let err = check_running_counts(&want, &out).unwrap_err();
+        assert!(
+            err.contains(
+                "a: counts [1, 2, 5, 6, 3, 4, 7] out of order (its item 3 is 5, expected 3)"
+            ),
+            "{err}"
+        );
+    }
+
+    /// A replay that repeats counts already delivered has too many lines,
+    /// in order or not.
+    #[test]
+    fn a_repeated_run_is_a_duplicate() {
+        let want = true_counts(["a"; 3]);
+        let counts = [1, 2, 1, 2, 3];
+        let out: String = counts.iter().map(|&n| line("a", n)).collect();
+        let err = check_running_counts(&want, &out).unwrap_err();
+        assert!(
+            err.contains("a: counts [1, 2, 1, 2, 3], expected 1..=3"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn counts_continue_across_formats_but_never_go_back_to_format_1() {
+        let want = true_counts(["a"; 3]);
+        check_running_counts(&want, &[line("a", 1), v2("a", 2), v2("a", 3)].concat()).unwrap();
+        let out = [line("a", 1), v2("a", 2), line("a", 3)].concat();
+        let err = check_running_counts(&want, &out).unwrap_err();
+        assert!(
+            err.contains("a: a format-1 line (count 3) after a format-2 line (count 2)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn replayed_counts_may_repeat_but_not_skip_or_fall_short() {
+        let want = true_counts(["a", "a", "a", "b"]);
+        let counts = [
+            ("a", 1),
+            ("a", 2),
+            ("b", 1),
+            ("a", 1),
+            ("a", 2),
+            ("a", 3),
+            ("b", 1),
+        ];
+        let out: String = counts.iter().map(|&(w, n)| line(w, n)).collect();
+        check_replayed_counts(&want, &out).unwrap();
+        let out = [line("a", 1), line("a", 3), line("a", 2), line("b", 1)].concat();
+        let err = check_replayed_counts(&want, &out).unwrap_err();
+        assert!(
+            err.contains("a: counts [1, 3, 2] skips ahead from 1 to 3"),
+            "{err}"
+        );
+        let out = [line("a", 1), line("a", 2), line("a", 1), line("z", 1)].concat();
+        let err = check_replayed_counts(&want, &out).unwrap_err();
+        assert!(
+            err.contains("a: counts [1, 2, 1] ends at 2, expected to reach 3"),
+            "{err}"
+        );
+        assert!(err.contains("b: counts nothing, expected 1..=1"), "{err}");
+        assert!(
+            err.contains("z: in the output but not in the input"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn a_tally_counts_losses_duplicates_and_reorders() {
         let want = true_counts(["a", "a", "a", "b", "b"]);
@@ -247,14 +352,15 @@ mod tests {
             line("a", 3),
         ]
         .concat();
+        let t = tally(&want, &exact);
         assert_eq!(
-            tally(&want, &exact),
+            t,
             Tally {
                 records: 5,
                 ..Tally::default()
             }
         );
-        assert!(tally(&want, &exact).is_exact());
+        assert!(t.is_exact());
         // a: 2 before 1 (one out of order) and 2 again (a duplicate), 3
         // lost; b: 3 is past its count (a duplicate); z is no input word.
         let wrong = [
@@ -267,8 +373,9 @@ mod tests {
             line("z", 1),
         ]
         .concat();
+        let t = tally(&want, &wrong);
         assert_eq!(
-            tally(&want, &wrong),
+            t,
             Tally {
                 records: 5,
                 lost: 1,
@@ -276,5 +383,6 @@ mod tests {
                 out_of_order: 1
             }
         );
+        assert!(!t.is_exact());
     }
 }

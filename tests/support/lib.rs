@@ -1,8 +1,9 @@
 //! Support for the integration tests in `tests/` and the benchmarks: the
 //! plugin components, built by this crate's build script (feature
 //! `plugins`), job files built in code, the `weir` command (also on a
-//! pseudo-terminal), jobs run in temporary folders, and a headless Chromium
-//! for the web dashboard's tests.
+//! pseudo-terminal), jobs run in temporary folders, the oracles their
+//! output is checked with (counts, order), and a headless Chromium for the
+//! web dashboard's tests.
 
 /// Paths of the plugin components under `plugins/target/`.
 #[cfg(feature = "plugins")]
@@ -27,6 +28,7 @@ pub mod job_file;
 #[cfg(feature = "plugins")]
 pub mod jobs;
 pub mod nested_build;
+pub mod order;
 pub mod pipeline;
 pub mod polyglot;
 pub mod pty;

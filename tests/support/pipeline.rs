@@ -1,5 +1,6 @@
 //! Inputs and outputs of the golden pipelines: a deterministic generator
-//! and its seed, word-count input, and output lines as multisets.
+//! and its seed, word-count input and its words, and output lines as
+//! multisets.
 
 use std::collections::BTreeMap;
 
@@ -79,4 +80,13 @@ pub fn wordcount_input(rng: &mut XorShift, vocabulary: u64, lines: usize) -> Str
         text.push_str(", done.\n");
     }
     text
+}
+
+/// The words `split` makes of `text` (with its default config: runs of
+/// alphanumeric characters, lowercased), for text without apostrophes,
+/// such as [`wordcount_input`]'s.
+pub fn wordcount_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
 }

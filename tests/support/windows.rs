@@ -1,11 +1,17 @@
 //! The windowed-count job of the event-time and rescale tests: clicks out
 //! of order ([`clicks`]), `window-count` over them ([`windows_job`]) and
 //! checking its output against a batch computation ([`assert_windows`]).
+//!
+//! Each user's clicks go to one instance (the source is keyed by user),
+//! whose timers fire in time order, so a user's windows reach the sink in
+//! time order and its late clicks in input order, through restores and
+//! rescales too.
 
 use std::collections::BTreeMap;
 
 use crate::job_dir::JobDir;
 use crate::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use crate::order::check_grouped;
 use crate::pipeline::{XorShift, multiset};
 use crate::plugins;
 
@@ -47,9 +53,11 @@ pub fn clicks(rng: &mut XorShift, n: i64) -> (String, BTreeMap<(String, i64), u6
     (text, counts, late)
 }
 
-/// The counts in `window-count`'s output, each window once.
+/// The counts in `window-count`'s output; asserts that each window is
+/// there once and each key's windows are in time order.
 pub fn windows_of(output: &str) -> BTreeMap<(String, i64), u64> {
     let mut out = BTreeMap::new();
+    let mut last: BTreeMap<String, i64> = BTreeMap::new();
     for line in output.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(
@@ -65,6 +73,12 @@ pub fn windows_of(output: &str) -> BTreeMap<(String, i64), u64> {
                 .is_none(),
             "window {k:?} emitted twice"
         );
+        if let Some(before) = last.insert(k.0.clone(), k.1) {
+            assert!(
+                before < k.1,
+                "window {k:?} after the later window starting at {before}"
+            );
+        }
     }
     out
 }
@@ -96,8 +110,18 @@ pub fn windows_job(checkpoint: Checkpoint) -> JobFile {
 }
 
 /// Asserts that the job in `j` wrote exactly the windows `counts` to
-/// `counts.jsonl` and the `late` lines to `late.jsonl`.
+/// `counts.jsonl`, each user's in time order, and the `late` lines to
+/// `late.jsonl`, each user's in input order.
 pub fn assert_windows(j: &JobDir, counts: &BTreeMap<(String, i64), u64>, late: &[String]) {
     assert_eq!(&windows_of(&j.read("counts.jsonl")), counts);
     assert_eq!(j.lines("late.jsonl"), multiset(&(late.join("\n") + "\n")));
+    let out = j.read("late.jsonl");
+    let out: Vec<&str> = out.lines().collect();
+    let late: Vec<&str> = late.iter().map(String::as_str).collect();
+    let user = |line: &str| {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["user"].as_str().unwrap().to_string()
+    };
+    check_grouped(&out, &[&late], user)
+        .unwrap_or_else(|e| panic!("late clicks not in input order per user: {e}"));
 }
