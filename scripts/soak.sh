@@ -22,6 +22,7 @@ status=0
 WEIR_SOAK_KILLS="$kills" WEIR_SOAK_SEED="$seed" \
     cargo test -p weir-cli --test soak -- --ignored --nocapture --test-threads 1 \
     >"$log" 2>&1 || status=$?
-grep -v '^soak: ' "$log" | tail -n 40 >&2
-grep '^soak: ' "$log" || echo "soak: no pipeline finished (log: $log)"
+# The harness prints each test's line after its name (`test soak_file ... `).
+grep -v 'soak: [a-z]*: kills' "$log" | tail -n 40 >&2
+grep -o 'soak: [a-z]*: kills.*' "$log" || echo "soak: no pipeline finished (log: $log)"
 exit "$status"

@@ -70,7 +70,11 @@ fn input() -> String {
 /// duplicated or reordered.
 fn soak(name: &str, target: &dyn Target) {
     let kills = kills();
-    let mut rng = XorShift(seed());
+    // Each pipeline its own sequence of crashes from the one seed.
+    let salt = name
+        .bytes()
+        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    let mut rng = XorShift(seed() ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let job = JobFile::new("soak")
         .checkpoint(Checkpoint::every("100ms"))
         .restart(Restart::fixed_delay(20, "200ms"))
