@@ -14,7 +14,6 @@
 //! `cargo test` leaves them out.
 
 use std::os::unix::process::ExitStatusExt;
-use std::time::{Duration, Instant};
 
 use weir::failpoint::{ENV, Failpoint};
 use weir_tests::cli::{Outcome, Weir};
@@ -23,7 +22,6 @@ use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Restart, Source};
 use weir_tests::pipeline::XorShift;
 use weir_tests::plugins;
-use weir_tests::running::Running;
 use weir_tests::targets::{FileOut, Jetstream, KafkaOut, Pg, Target};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -102,18 +100,10 @@ fn soak(name: &str, target: &dyn Target) {
                 out.stderr
             );
             failpoints += 1;
-        } else {
-            let mut run = Running::spawn(j.command("run", &["-v"]));
-            run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
-            let until = Instant::now() + Duration::from_millis(rng.range(0, 400));
-            while Instant::now() < until && run.child.try_wait().unwrap().is_none() {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if run.child.try_wait().unwrap().is_some() {
-                break;
-            }
-            run.kill();
+        } else if j.kill_after_a_checkpoint(&mut rng) {
             random += 1;
+        } else {
+            break;
         }
     }
     j.run_ok(&[]);

@@ -222,6 +222,23 @@ impl JobDir {
         killed
     }
 
+    /// Runs the job and SIGKILLs it at a random moment (0 to 400 ms, from
+    /// `rng`) after a checkpoint of the run completed; false when the run
+    /// finished first.
+    pub fn kill_after_a_checkpoint(&self, rng: &mut XorShift) -> bool {
+        let mut run = self.spawn(&["-v"]);
+        run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+        let until = Instant::now() + Duration::from_millis(rng.range(0, 400));
+        while Instant::now() < until && run.child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if run.child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        run.kill();
+        true
+    }
+
     /// Runs the job SIGKILLed `kills` times, each at a random moment (0 to
     /// 400 ms, from `seed`) after a checkpoint of that run completed, for
     /// jobs whose output is outside the folder (a server); then runs it to
@@ -231,17 +248,7 @@ impl JobDir {
     pub fn run_through_kills_after_checkpoints(&self, kills: usize, seed: u64) -> usize {
         let mut rng = XorShift(seed);
         let mut killed = 0;
-        for _ in 0..kills {
-            let mut run = self.spawn(&["-v"]);
-            run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
-            let until = Instant::now() + Duration::from_millis(rng.range(0, 400));
-            while Instant::now() < until && run.child.try_wait().unwrap().is_none() {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if run.child.try_wait().unwrap().is_some() {
-                break;
-            }
-            run.kill();
+        while killed < kills && self.kill_after_a_checkpoint(&mut rng) {
             killed += 1;
         }
         let stderr = self.run_ok(&[]);
