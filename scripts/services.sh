@@ -276,9 +276,13 @@ LOG
     local java=(java -Xms128m -Xmx512m -XX:+UseSerialGC
         "-Dlog4j2.configurationFile=$dir/log4j2.properties" -cp "$lib/*")
     if [ ! -e "$dir/run/meta.properties" ]; then
-        local uuid
-        uuid="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
-        "${java[@]}" kafka.tools.StorageTool format --standalone -t "$uuid" \
+        # A random cluster id (16 bytes, URL-safe base64); one that starts
+        # with '-' would read as an option, so draw again.
+        local uuid="-"
+        while [[ "$uuid" == -* ]]; do
+            uuid="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+        done
+        "${java[@]}" kafka.tools.StorageTool format --standalone --cluster-id="$uuid" \
             -c "$config" >"$dir/format.log" 2>&1 || {
             cat "$dir/format.log" >&2
             die "formatting the Kafka log dir failed (log above, in $dir/format.log)"
