@@ -15,15 +15,15 @@
 
 pub mod kafka;
 pub mod nats_client;
+mod process;
 
 pub use kafka::{Clients, Kafka, KafkaMessage, MockKafka, Outgoing};
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -32,6 +32,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use nats_client::{Client, Headers};
+use process::ServerProcess;
 
 /// How long a server may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -182,10 +183,7 @@ pub type StreamMsg = (u64, String, Vec<u8>, Option<String>);
 pub struct Nats {
     port: u16,
     bin: PathBuf,
-    child: Mutex<Option<Child>>,
-    // Dropped in this order, after `Drop::drop` stopped the server.
-    _watchdog: Watchdog,
-    dir: TempDir,
+    process: ServerProcess,
 }
 
 impl Nats {
@@ -197,18 +195,10 @@ impl Nats {
                 "no nats-server on PATH or in /usr/sbin",
             )
         });
-        let dir = server_dir("weir-nats-");
-        let watchdog = Watchdog::spawn(
-            dir.path(),
-            "if [ -e \"$1/nats.pid\" ]; then kill -9 \"$(cat \"$1/nats.pid\")\"; fi",
-            &[],
-        );
         let mut nats = Nats {
             port: 0,
             bin,
-            child: Mutex::new(None),
-            _watchdog: watchdog,
-            dir,
+            process: ServerProcess::new("nats"),
         };
         // Another process may take the free port before the server binds it.
         for attempt in 1.. {
@@ -216,27 +206,18 @@ impl Nats {
             match nats.spawn() {
                 Ok(()) => break,
                 Err(_) if attempt < 3 && nats.log().contains("address already in use") => {}
-                Err(e) => failed_to_start("NATS (nats-server)", &e, &nats.log_path()),
+                Err(e) => failed_to_start("NATS (nats-server)", &e, &nats.process.log_path()),
             }
         }
         nats
     }
 
     fn spawn(&mut self) -> Result<(), String> {
-        let js = self.dir.path().join("js");
-        let mut log = File::options()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .unwrap();
-        writeln!(
-            log,
-            "--- weir-tests: {} -p {} ---",
-            self.bin.display(),
-            self.port
-        )
-        .unwrap();
-        let mut child = Command::new(&self.bin)
+        let js = self.process.dir().join("js");
+        let log = self
+            .process
+            .open_log(&format!("{} -p {}", self.bin.display(), self.port));
+        let child = Command::new(&self.bin)
             .args([
                 "-a",
                 "127.0.0.1",
@@ -251,17 +232,12 @@ impl Nats {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("spawning {}: {e}", self.bin.display()))?;
-        fs::write(self.dir.path().join("nats.pid"), child.id().to_string()).unwrap();
-        let ready = wait_for_nats(self.port, || match child.try_wait() {
-            Ok(Some(status)) => Some(status.to_string()),
-            _ => None,
-        });
-        *self.child.get_mut().unwrap() = Some(child);
-        if let Err(e) = ready {
+        self.process.set_child(child, false);
+        let ready = wait_for_nats(self.port, || self.process.exited());
+        if ready.is_err() {
             self.stop();
-            return Err(e);
         }
-        Ok(())
+        ready
     }
 
     /// `nats://127.0.0.1:PORT`.
@@ -275,38 +251,22 @@ impl Nats {
 
     /// The server's folder: `js/` (the JetStream store), `nats.log`.
     pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join("nats.log")
+        self.process.dir()
     }
 
     /// The server's output so far (every start of it).
     pub fn log(&self) -> String {
-        fs::read_to_string(self.log_path()).unwrap_or_default()
+        self.process.log()
     }
 
     /// Whether the server process is alive.
     pub fn is_running(&self) -> bool {
-        let mut child = self.child.lock().unwrap();
-        match child.as_mut().map(|c| c.try_wait()) {
-            Some(Ok(None)) => true,
-            Some(_) => {
-                *child = None;
-                false
-            }
-            None => false,
-        }
+        self.process.is_running()
     }
 
     /// Kills the server (SIGKILL, as a crash) and waits for it to end.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.get_mut().unwrap().take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = fs::remove_file(self.dir.path().join("nats.pid"));
+        self.process.kill();
     }
 
     /// Stops the server (when running) and starts it again on the same
@@ -317,7 +277,7 @@ impl Nats {
             failed_to_start(
                 "NATS (nats-server)",
                 &format!("restarting on port {}: {e}", self.port),
-                &self.log_path(),
+                &self.process.log_path(),
             );
         }
     }
@@ -466,12 +426,6 @@ impl Nats {
             messages.push((got, subject.to_owned(), payload, id));
         }
         messages
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

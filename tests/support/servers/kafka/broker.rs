@@ -4,20 +4,18 @@
 //! crash of the broker). The folder keeps the data and the ports, so a
 //! restart on it brings back every topic, transaction and group offset.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::ops::Deref;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use tempfile::TempDir;
 
 use super::clients::Clients;
-use crate::servers::{Watchdog, failed_to_start, free_port, server_dir};
+use crate::servers::process::ServerProcess;
+use crate::servers::{failed_to_start, free_port};
 
 /// How long the broker may take to answer a metadata request after its
 /// start: a JVM on a busy two-core machine.
@@ -30,28 +28,17 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 pub struct Kafka {
     clients: Clients,
     port: u16,
-    child: Mutex<Option<Child>>,
-    // Dropped in this order, after `Drop::drop` killed the broker.
-    _watchdog: Watchdog,
-    dir: TempDir,
+    process: ServerProcess,
 }
 
 impl Kafka {
     /// Starts a broker on a free port and waits until it answers a
     /// metadata request; panics with the end of its log when it cannot.
     pub fn start() -> Kafka {
-        let dir = server_dir("weir-kafka-");
-        let watchdog = Watchdog::spawn(
-            dir.path(),
-            "if [ -e \"$1/kafka.pid\" ]; then kill -9 \"$(cat \"$1/kafka.pid\")\"; fi",
-            &[],
-        );
         let mut kafka = Kafka {
             clients: Clients::new(String::new()),
             port: 0,
-            child: Mutex::new(None),
-            _watchdog: watchdog,
-            dir,
+            process: ServerProcess::new("kafka"),
         };
         // Another process may take the free port before the broker binds
         // it; a broker that never bound its port leaves a folder that a
@@ -64,11 +51,11 @@ impl Kafka {
                 Err(_) if attempt < 3 && kafka.log().contains("Address already in use") => {
                     kafka.kill();
                     for stale in ["server.properties", "run"] {
-                        let path = kafka.dir.path().join(stale);
+                        let path = kafka.dir().join(stale);
                         let _ = fs::remove_file(&path).or_else(|_| fs::remove_dir_all(&path));
                     }
                 }
-                Err(e) => failed_to_start("Kafka", &e, &kafka.log_path()),
+                Err(e) => failed_to_start("Kafka", &e, &kafka.process.log_path()),
             }
         }
         kafka
@@ -76,23 +63,21 @@ impl Kafka {
 
     fn spawn(&mut self) -> Result<(), String> {
         let script = crate::repo_root().join("scripts/services.sh");
-        let mut log = File::options()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .unwrap();
-        writeln!(log, "--- weir-tests: kafka-run on port {} ---", self.port).unwrap();
+        let log = self
+            .process
+            .open_log(&format!("kafka-run on port {}", self.port));
         let child = Command::new("bash")
             .arg(&script)
             .arg("kafka-run")
-            .arg(self.dir.path())
+            .arg(self.process.dir())
             .arg(self.port.to_string())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .map_err(|e| format!("running {}: {e}", script.display()))?;
-        *self.child.get_mut().unwrap() = Some(child);
+        // The script writes kafka.pid before it becomes the broker's JVM.
+        self.process.set_child(child, true);
         let ready = self.wait_until_ready();
         if ready.is_err() {
             self.kill();
@@ -115,13 +100,7 @@ impl Kafka {
             {
                 return Ok(());
             }
-            if let Some(status) = self
-                .child
-                .get_mut()
-                .unwrap()
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+            if let Some(status) = self.process.exited() {
                 return Err(format!(
                     "it exited ({status}) before answering on port {}",
                     self.port
@@ -144,38 +123,22 @@ impl Kafka {
     /// The broker's folder: `run/` (the log dir), `server.properties`,
     /// `kafka.log`.
     pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join("kafka.log")
+        self.process.dir()
     }
 
     /// The broker's output so far (every start of it).
     pub fn log(&self) -> String {
-        fs::read_to_string(self.log_path()).unwrap_or_default()
+        self.process.log()
     }
 
     /// Whether the broker process is alive.
     pub fn is_running(&self) -> bool {
-        let mut child = self.child.lock().unwrap();
-        match child.as_mut().map(|c| c.try_wait()) {
-            Some(Ok(None)) => true,
-            Some(_) => {
-                *child = None;
-                false
-            }
-            None => false,
-        }
+        self.process.is_running()
     }
 
     /// Kills the broker (SIGKILL, as a crash) and waits for it to end.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.get_mut().unwrap().take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = fs::remove_file(self.dir.path().join("kafka.pid"));
+        self.process.kill();
     }
 
     /// Kills the broker (when running) and starts it again on the same
@@ -187,7 +150,7 @@ impl Kafka {
             failed_to_start(
                 "Kafka",
                 &format!("restarting on port {}: {e}", self.port),
-                &self.log_path(),
+                &self.process.log_path(),
             );
         }
     }
@@ -198,11 +161,5 @@ impl Deref for Kafka {
 
     fn deref(&self) -> &Clients {
         &self.clients
-    }
-}
-
-impl Drop for Kafka {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
