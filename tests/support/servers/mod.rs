@@ -341,6 +341,27 @@ impl Nats {
         self.publish_one(&mut self.client(), subject, &[("Nats-Msg-Id", id)], payload)
     }
 
+    /// Publishes message `i` = `message(i)` (an optional message id and a
+    /// payload) to `subject` for `i` = 0, 1, ..., each once the previous one
+    /// is acknowledged, until `stop` is set; returns how many it published.
+    pub fn publish_until(
+        &self,
+        subject: &str,
+        stop: &std::sync::atomic::AtomicBool,
+        message: impl Fn(u64) -> (Option<String>, Vec<u8>),
+    ) -> u64 {
+        let mut client = self.client();
+        let mut i = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let (id, payload) = message(i);
+            let headers: Vec<(&str, &str)> =
+                id.iter().map(|id| ("Nats-Msg-Id", id.as_str())).collect();
+            self.publish_one(&mut client, subject, &headers, &payload);
+            i += 1;
+        }
+        i
+    }
+
     fn publish_one(
         &self,
         client: &mut Client,

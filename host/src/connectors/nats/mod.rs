@@ -11,9 +11,12 @@
 //!   `<job>/<sink>/<checkpoint>/<position>`; a crash between the checkpoint
 //!   and the server's acknowledgements republishes the same ids, which the
 //!   stream drops as duplicates while they are within its duplicate window
-//!   (`duplicate_window`, two minutes by default).
+//!   (`duplicate_window`, two minutes by default). Each message names its
+//!   predecessor in the epoch ([`ordered`]), so a dropped connection never
+//!   leaves the stream holding an epoch's messages out of order.
 
 mod connection;
+mod ordered;
 pub mod sink;
 pub mod source;
 

@@ -13,7 +13,10 @@
 //! `<job>/<sink>/<n>/<i>`. An epoch is staged durably before its checkpoint
 //! completes ([`StagedSink`]); a restore republishes every staged epoch up
 //! to the restored checkpoint that was not fully acknowledged, with the
-//! same ids, and JetStream drops the ones it already stored.
+//! same ids, and JetStream drops the ones it already stored. What the
+//! stream stores of an epoch is always a prefix of it, in order
+//! ([`OrderedEpoch`]), so a republished epoch continues where the stream
+//! stopped.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -27,6 +30,7 @@ use serde_json::Value;
 use toml::Table;
 
 use super::connection::{Connection, check_url};
+use super::ordered::{IN_FLIGHT, OrderedEpoch};
 use crate::connectors::sink::{Delivery, Done, Sink, SinkError};
 use crate::connectors::staged::{Destination, EpochReader, StagedSink};
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
@@ -43,9 +47,6 @@ pub const SINK: SinkType = SinkType {
 
 /// The placeholder of `subject` that each record's key replaces.
 const KEY: &str = "{key}";
-
-/// Publishes awaiting their acknowledgement, at most.
-const IN_FLIGHT: usize = 4096;
 
 /// The settings of a NATS JetStream sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,34 +203,24 @@ impl Destination for NatsDestination {
     }
 
     fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError> {
-        let jetstream = self.connection.jetstream.clone();
+        let mut ordered = OrderedEpoch::new(
+            self.connection.jetstream.clone(),
+            &self.sink,
+            &self.prefix,
+            id,
+        );
         let published = self.connection.block_on(async {
-            let mut pending: VecDeque<PublishAckFuture> = Default::default();
-            let mut position = 0u64;
             while let Some(batch) = epoch.next_batch()? {
                 for r in batch.iter() {
                     let subject = self.subject_for(r.key).map_err(|m| self.error(m))?;
-                    let message = PublishMessage::build()
-                        .payload(Bytes::copy_from_slice(r.value))
-                        .message_id(format!("{}/{id}/{position}", self.prefix));
-                    position += 1;
-                    let ack = jetstream
-                        .send_publish(subject, message)
+                    let payload = Bytes::copy_from_slice(r.value);
+                    ordered
+                        .publish(subject, payload)
                         .await
-                        .map_err(|e| self.error(format!("publishing failed: {e}")))?;
-                    pending.push_back(ack);
-                    if pending.len() >= IN_FLIGHT {
-                        let ack = pending.pop_front().expect("not empty");
-                        ack.await
-                            .map_err(|e| self.error(format!("no acknowledgement: {e}")))?;
-                    }
+                        .map_err(|m| self.error(m))?;
                 }
             }
-            for ack in pending {
-                ack.await
-                    .map_err(|e| self.error(format!("no acknowledgement: {e}")))?;
-            }
-            Ok::<u64, SinkError>(position)
+            ordered.finish().await.map_err(|m| self.error(m))
         })?;
         tracing::debug!(
             "sink `{}`: published {published} records of checkpoint {id}",
