@@ -12,6 +12,9 @@ use clap::{Parser, Subcommand};
 use weir::run::{RestoreMode, RunOptions};
 use weir_cli::inspect::ValueFormat;
 
+#[cfg(test)]
+mod reference_docs;
+
 /// Exit status of `weir state` when there is nothing to print.
 const NO_STATE: u8 = 3;
 
