@@ -542,7 +542,7 @@ fn ui_flags_fail_with_a_message_a_person_can_act_on() {
 
 /// The example job `examples/dashboard` (event-time windows over the
 /// generator): the page shows each operator's watermark and pending timers.
-/// With `WEIR_DASHBOARD_SCREENSHOT=FILE` it writes the README's screenshot.
+/// With `WEIR_DASHBOARD_SCREENSHOT=FILE` it writes the screenshot in docs/tour.md.
 #[test]
 fn the_example_job_shows_watermarks_and_pending_timers() {
     let example = weir_tests::repo_root().join("examples/dashboard/job.toml");

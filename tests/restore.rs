@@ -233,7 +233,7 @@ fn sigint_checkpoints_and_the_next_run_finishes_exactly_once() {
     assert_counted(&j, "after the stop and the resumed run");
 }
 
-/// stdin cannot be replayed (README, `[[source]]`): after a crash, the next
+/// stdin cannot be replayed (docs/reference/connectors.md, stdin source): after a crash, the next
 /// run warns, restores the operators' state and the committed output, and
 /// reads on from wherever stdin is.
 #[test]

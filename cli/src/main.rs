@@ -12,6 +12,9 @@ use clap::{Parser, Subcommand};
 use weir::run::{RestoreMode, RunOptions};
 use weir_cli::inspect::ValueFormat;
 
+#[cfg(test)]
+mod reference_docs;
+
 /// Exit status of `weir state` when there is nothing to print.
 const NO_STATE: u8 = 3;
 
@@ -63,7 +66,7 @@ enum Command {
         #[arg(long, value_name = "OPERATOR=NEW.wasm", value_parser = parse_swap)]
         swap: Vec<(String, PathBuf)>,
         /// Print the run summary as one JSON object on stdout (stable shape,
-        /// see README); refused for a job with a stdout sink.
+        /// see docs/reference/cli.md); refused for a job with a stdout sink.
         #[arg(long)]
         json: bool,
         /// Start from a savepoint (written by `weir savepoint`), in a state
@@ -132,7 +135,7 @@ enum Command {
         /// The state directory (the job's checkpoint.dir), or the job file
         /// or job folder, for its state directory.
         state_dir: PathBuf,
-        /// Print a JSON array (stable shape, see README) instead of text.
+        /// Print a JSON array (stable shape, see docs/reference/cli.md) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -179,7 +182,7 @@ enum Command {
     Inspect {
         /// The plugin component (.wasm).
         plugin: PathBuf,
-        /// Print JSON (stable shape, see README) instead of text.
+        /// Print JSON (stable shape, see docs/reference/cli.md) instead of text.
         #[arg(long)]
         json: bool,
     },

@@ -1,8 +1,8 @@
 //! Job files built in code: [`JobFile`] and its tables ([`Checkpoint`],
 //! [`Restart`], [`Source`], [`Operator`], [`Sink`]), rendered as the TOML
 //! that `weir run` reads (its `Display`); values are written by the `toml`
-//! crate. What a key means is the job format's (README, "Job file
-//! reference").
+//! crate. What a key means is the job format's (docs/reference/job-file.md
+//! and docs/reference/connectors.md).
 //!
 //! A table's keys are rendered in the order they were first set; setting a
 //! key again replaces its value in place, so a job can be varied after it

@@ -91,7 +91,7 @@ fn node_kind(job: &Job, id: &str) -> &'static str {
 }
 
 /// The summary as one JSON object, the shape `weir run --json` prints
-/// (documented in the README; fields are only ever added):
+/// (documented in docs/reference/cli.md; fields are only ever added):
 ///
 /// ```json
 /// {"job": "wordcount", "finished": true, "duration_secs": 1.25,
