@@ -36,7 +36,8 @@ fn sink_config(job: &str, url: &str, settings: &str) -> SinkConfig {
          [[source]]\nid = \"in\"\ntype = \"generator\"\ncount = 1\n\
          [[sink]]\nid = \"out\"\ntype = \"postgres\"\ninput = \"in\"\nurl = \"{url}\"\n{settings}\n"
     );
-    let mut parsed = Job::parse(Path::new("job.toml"), &text).unwrap();
+    let mut parsed =
+        Job::parse(Path::new("job.toml"), &text, &weir_connectors::registry()).unwrap();
     parsed.sinks.remove(0)
 }
 

@@ -285,7 +285,7 @@ fn run_case(
         Case::NativeHost => {
             let job_path = case_dir.join("job.toml");
             std::fs::write(&job_path, job.to_string())?;
-            let job = Job::load(&job_path)?;
+            let job = Job::load(&job_path, &weir_connectors::registry())?;
             let staging = case_dir.join("state/sinks/out");
             let (records, elapsed) = match w.name {
                 "filter" => {

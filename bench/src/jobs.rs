@@ -121,7 +121,8 @@ pub fn run_job(
 ) -> anyhow::Result<JobRun> {
     let path = dir.join("job.toml");
     std::fs::write(&path, job.to_string())?;
-    let job = Job::load(&path).with_context(|| format!("loading {}", path.display()))?;
+    let job = Job::load(&path, &weir_connectors::registry())
+        .with_context(|| format!("loading {}", path.display()))?;
     let runtime = weir::Runtime::new().map_err(|e| anyhow::anyhow!("{e:#}"))?;
     let metrics = JobMetrics::for_job(&job);
     let node = |id: &str| {

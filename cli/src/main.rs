@@ -251,7 +251,7 @@ fn state_dir_arg(path: &Path) -> anyhow::Result<PathBuf> {
     if !path.is_file() && !job_folder {
         return Ok(path.to_path_buf());
     }
-    let job = weir::config::Job::load(path)?;
+    let job = weir::config::Job::load(path, &weir_connectors::registry())?;
     Ok(weir::run::state_dir(&job, None))
 }
 
@@ -310,7 +310,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             from_savepoint,
             allow_non_restored_state,
         } => {
-            let job = weir::config::Job::load(&job)?;
+            let job = weir::config::Job::load(&job, &weir_connectors::registry())?;
             if json && let Some(sink) = job.sinks.iter().find(|s| s.connector.writes_stdout()) {
                 anyhow::bail!(
                     "--json prints the run summary on stdout, where sink `{}` (type = \"stdout\") writes its output; drop --json or give the sink type = \"file\"",
@@ -396,7 +396,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             control_answer(answer, "savepoint")
         }
         Command::Validate { job } => {
-            let job = weir::config::Job::load(&job)?;
+            let job = weir::config::Job::load(&job, &weir_connectors::registry())?;
             let rt = runtime()?;
             let report = weir::run::validate(&job, &rt)?;
             weir_cli::output::stdout(&report)?;

@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 const PROBE: &str = "zz_probe";
 
 /// The one call into the parser: the probe job `text`'s error message.
-/// (When `Job::parse` takes more arguments, only this changes.)
 fn parse_error(text: &str) -> String {
-    match weir::config::Job::parse(Path::new("probe/job.toml"), text) {
+    let registry = weir_connectors::registry();
+    match weir::config::Job::parse(Path::new("probe/job.toml"), text, &registry) {
         Ok(_) => panic!("the probe job parsed, so it names no keys:\n{text}"),
         Err(error) => error.to_string(),
     }

@@ -34,7 +34,7 @@ pub(crate) fn one_line(message: &impl std::fmt::Display) -> String {
 /// Integers are best read as `i64` (TOML's own) so that range errors come
 /// from [`int_in`], and fields as `Option`s so that a missing one gets a
 /// message of the caller's.
-pub(crate) fn from_table<T: for<'de> Deserialize<'de>>(table: Table) -> Result<T, String> {
+pub fn from_table<T: for<'de> Deserialize<'de>>(table: Table) -> Result<T, String> {
     table.try_into().map_err(|e| one_line(&e))
 }
 

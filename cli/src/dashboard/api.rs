@@ -282,7 +282,12 @@ mod tests {
     fn job_file(text: &str) -> Job {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("wc.wasm"), b"").unwrap();
-        Job::parse(&dir.path().join("job.toml"), text).unwrap()
+        Job::parse(
+            &dir.path().join("job.toml"),
+            text,
+            &weir_connectors::registry(),
+        )
+        .unwrap()
     }
 
     const JOB: &str = r#"

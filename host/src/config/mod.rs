@@ -27,6 +27,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use toml::{Table, Value};
 
+use crate::connectors::Registry;
 use crate::fields::{entry_type, from_table, one_line, relative_to};
 
 mod checkpoint;
@@ -95,17 +96,19 @@ struct RawJob {
 
 impl Job {
     /// Reads, parses and validates the job file at `path`, or the
-    /// [`JOB_FILE`] of the folder at `path`.
-    pub fn load(path: &Path) -> Result<Job, JobError> {
+    /// [`JOB_FILE`] of the folder at `path`, whose sources and sinks are of
+    /// the types in `registry`.
+    pub fn load(path: &Path, registry: &Registry) -> Result<Job, JobError> {
         let path = job_file(path)?;
         match std::fs::read_to_string(&path) {
-            Ok(text) => Job::parse(&path, &text),
+            Ok(text) => Job::parse(&path, &text, registry),
             Err(error) => Err(JobError::Read { path, error }),
         }
     }
 
-    /// Parses and validates job text as if it were at `path` (for tests and tools).
-    pub fn parse(path: &Path, text: &str) -> Result<Job, JobError> {
+    /// Parses and validates job text as if it were at `path` (for tests and
+    /// tools), as [`Job::load`] does.
+    pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Job, JobError> {
         let invalid = |entry: &str, message: String| JobError::invalid(path, entry, message);
         let table: Table = text.parse().map_err(|e| JobError::syntax(path, text, &e))?;
         let raw: RawJob = table.try_into().map_err(|e| {
@@ -134,9 +137,11 @@ impl Job {
             Some(table) => build_restart(table).map_err(|m| invalid("restart", m))?,
         };
         let job = Job {
-            sources: build_all(path, raw.source, "source", |t| build_source(&dir, t))?,
+            sources: build_all(path, raw.source, "source", |t| {
+                build_source(registry, &dir, t)
+            })?,
             operators: build_all(path, raw.operator, "operator", |t| build_operator(&dir, t))?,
-            sinks: build_all(path, raw.sink, "sink", |t| build_sink(&dir, t))?,
+            sinks: build_all(path, raw.sink, "sink", |t| build_sink(registry, &dir, t))?,
             name,
             path: path.to_path_buf(),
             dir,

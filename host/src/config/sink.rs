@@ -1,7 +1,7 @@
 //! `[[sink]]` entries: [`SinkConfig`] holds the options every sink has
 //! (`id`, `input`: one [`Upstream`] or a union of several) and the settings
 //! of its connector, parsed by the connector its `type` names in
-//! [`connectors::SINK_TYPES`](crate::connectors::SINK_TYPES).
+//! the job's [`Registry`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use serde_json::Value;
 use toml::Table;
 
 use crate::connectors::sink::{Sink, SinkError};
-use crate::connectors::{SINK_TYPES, SinkConnector};
+use crate::connectors::{Registry, SinkConnector};
 use crate::fields::check_id;
 
 use super::upstream::{Upstream, read_upstreams};
@@ -73,15 +73,20 @@ struct RawSink {
     input: Option<toml::Value>,
 }
 
-/// One `[[sink]]` table; `dir` is the job folder.
+/// One `[[sink]]` table of a type in `registry`; `dir` is the job folder.
 ///
 /// Values of the wrong type are reported first (in the table's order), then
 /// `id`, then the connector's settings, then `input`.
-pub(super) fn build_sink(dir: &Path, table: Table) -> Result<SinkConfig, String> {
-    let types: Vec<(&str, &[&str])> = SINK_TYPES.iter().map(|t| (t.name, t.keys)).collect();
+pub(super) fn build_sink(
+    registry: &Registry,
+    dir: &Path,
+    table: Table,
+) -> Result<SinkConfig, String> {
+    let sinks = registry.sinks();
+    let types: Vec<(&str, &[&str])> = sinks.iter().map(|t| (t.name, t.keys)).collect();
     let (raw, (kind, build)): (RawSink, _) =
         super::split_entry(table, &types, &OPTIONS, |i, t| {
-            (SINK_TYPES[i].read)(t).map(|build| (SINK_TYPES[i].name, build))
+            (sinks[i].read)(t).map(|build| (sinks[i].name, build))
         })?;
     let id = check_id(raw.id)?;
     let connector = build(dir)?;

@@ -1,7 +1,7 @@
 //! `[[source]]` entries: [`SourceConfig`] holds the options every source
 //! has (`id`, `batch_size`, `rate`, `watermark`) and the settings of its connector,
 //! parsed by the connector its `type` names in
-//! [`connectors::SOURCE_TYPES`](crate::connectors::SOURCE_TYPES).
+//! the job's [`Registry`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use toml::Table;
 
 use crate::config::parse_duration;
 use crate::connectors::source::{SourceError, SourceReader};
-use crate::connectors::{SOURCE_TYPES, SourceConnector};
+use crate::connectors::{Registry, SourceConnector};
 use crate::dataflow::watermark::{DEFAULT_INTERVAL, WatermarkConfig};
 use crate::fields::{check_id, int_in};
 
@@ -110,15 +110,20 @@ fn build_watermark(raw: RawWatermark) -> Result<WatermarkConfig, String> {
     })
 }
 
-/// One `[[source]]` table; `dir` is the job folder.
+/// One `[[source]]` table of a type in `registry`; `dir` is the job folder.
 ///
 /// Values of the wrong type are reported first (in the table's order), then
 /// `id` and `batch_size`, then the connector's settings, then `rate`.
-pub(super) fn build_source(dir: &Path, table: Table) -> Result<SourceConfig, String> {
-    let types: Vec<(&str, &[&str])> = SOURCE_TYPES.iter().map(|t| (t.name, t.keys)).collect();
+pub(super) fn build_source(
+    registry: &Registry,
+    dir: &Path,
+    table: Table,
+) -> Result<SourceConfig, String> {
+    let sources = registry.sources();
+    let types: Vec<(&str, &[&str])> = sources.iter().map(|t| (t.name, t.keys)).collect();
     let (raw, (kind, build)): (RawSource, _) =
         super::split_entry(table, &types, &OPTIONS, |i, t| {
-            (SOURCE_TYPES[i].read)(t).map(|build| (SOURCE_TYPES[i].name, build))
+            (sources[i].read)(t).map(|build| (sources[i].name, build))
         })?;
     let id = check_id(raw.id)?;
     let max = MAX_BATCH_SIZE as i64;

@@ -22,7 +22,7 @@ fn fixture() -> tempfile::TempDir {
 }
 
 fn parse_in(dir: &Path, text: &str) -> Result<Job, String> {
-    Job::parse(&dir.join("job.toml"), text).map_err(|e| e.to_string())
+    Job::parse(&dir.join("job.toml"), text, &Registry::builtin()).map_err(|e| e.to_string())
 }
 
 fn parse(text: &str) -> Result<Job, String> {
@@ -221,7 +221,12 @@ fn paths_resolve_against_the_job_folder() {
     assert_eq!(job.operators[0].plugin, dir.join("../p.wasm"));
     let path = job.sinks[0].connector.file();
     assert_eq!(path, Some(Path::new("/abs/out.txt")));
-    let bare = Job::parse(Path::new("job.toml"), &doc(&[GEN, OUT])).unwrap();
+    let bare = Job::parse(
+        Path::new("job.toml"),
+        &doc(&[GEN, OUT]),
+        &Registry::builtin(),
+    )
+    .unwrap();
     assert_eq!(bare.dir, Path::new("."));
 }
 
@@ -229,13 +234,15 @@ fn paths_resolve_against_the_job_folder() {
 fn load_reads_the_file_or_names_it() {
     let dir = fixture();
     let path = dir.path().join("job.toml");
-    let message = Job::load(&path).unwrap_err().to_string();
+    let message = Job::load(&path, &Registry::builtin())
+        .unwrap_err()
+        .to_string();
     assert!(
         message.contains("job.toml: cannot read job file"),
         "{message}"
     );
     std::fs::write(&path, doc(&[GEN, OUT])).unwrap();
-    assert_eq!(Job::load(&path).unwrap().name, "t");
+    assert_eq!(Job::load(&path, &Registry::builtin()).unwrap().name, "t");
 }
 
 #[test]
@@ -311,7 +318,7 @@ fn bad_limits_and_grants_are_rejected_by_name() {
 fn syntax_errors_give_line_and_column_on_one_line() {
     let text = "name = \"t\"\n\n[[source]]\nid \"x\"\n".to_owned();
     assert_rejects!(text => "job.toml:4:4: TOML syntax error: key with no value");
-    let err = Job::parse(Path::new("j.toml"), "name = \"é\" x").unwrap_err();
+    let err = Job::parse(Path::new("j.toml"), "name = \"é\" x", &Registry::builtin()).unwrap_err();
     assert!(
         matches!(
             err,
@@ -806,10 +813,12 @@ fn the_default_checkpoint_dir_is_per_job_and_an_explicit_one_is_kept() {
 #[test]
 fn a_folder_stands_for_its_job_toml() {
     let dir = fixture();
-    let err = Job::load(dir.path()).unwrap_err().to_string();
+    let err = Job::load(dir.path(), &Registry::builtin())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("is a folder without a job.toml"), "{err}");
     std::fs::write(dir.path().join("job.toml"), doc(&[GEN, OUT])).unwrap();
-    let job = Job::load(dir.path()).unwrap();
+    let job = Job::load(dir.path(), &Registry::builtin()).unwrap();
     assert_eq!(job.path, dir.path().join("job.toml"));
 }
 

@@ -62,7 +62,7 @@ pub struct TimestampField {
 /// The settings `timestamp` and `on_bad_timestamp` of a source of `format`,
 /// checked: both need a format with fields, and `on_bad_timestamp` needs
 /// `timestamp`.
-pub(crate) fn timestamp_setting(
+pub fn timestamp_setting(
     format: Format,
     field: Option<String>,
     on_bad: Option<OnBadTimestamp>,
@@ -160,24 +160,24 @@ impl LineReader {
 }
 
 /// What a [`LineReader`] makes of one line.
-pub(crate) struct LineParser {
+pub struct LineParser {
     /// The source's id (for messages).
-    pub(crate) id: String,
+    pub id: String,
     /// What is read, a path or `stdin` (for messages).
-    pub(crate) path: String,
+    pub path: String,
     /// `lines` or `jsonl` (`csv` has a reader of its own).
-    pub(crate) format: Format,
+    pub format: Format,
     /// The key field of `jsonl` records.
-    pub(crate) key: Option<String>,
+    pub key: Option<String>,
     /// The event-time field of `jsonl` records.
-    pub(crate) timestamp: Option<TimestampField>,
+    pub timestamp: Option<TimestampField>,
     /// Records dropped for a bad timestamp so far.
-    pub(crate) skipped: u64,
+    pub skipped: u64,
 }
 
 impl LineParser {
     /// A parser of source `id` reading `path`, with nothing skipped yet.
-    pub(crate) fn new(
+    pub fn new(
         id: String,
         path: String,
         format: Format,
@@ -197,7 +197,7 @@ impl LineParser {
     /// Adds line number `number` (without its line break) to `batch`, or
     /// counts it as skipped. Without a `timestamp` field the record's
     /// timestamp is `time`.
-    pub(crate) fn add(
+    pub fn add(
         &mut self,
         batch: &mut Batch,
         line: &[u8],
@@ -210,7 +210,7 @@ impl LineParser {
     /// [`add`](Self::add) for a message that comes with a key of its own
     /// (Kafka's): without a `key` field, `key` is the record's key (and a
     /// `lines` record is keyed by its value only when `key` is `None`).
-    pub(crate) fn add_keyed(
+    pub fn add_keyed(
         &mut self,
         batch: &mut Batch,
         line: &[u8],

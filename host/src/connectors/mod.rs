@@ -1,14 +1,19 @@
-//! Sources and sinks: what a job reads and where it writes, and the
-//! registry of connector types by the job file's `type`.
+//! Sources and sinks: the contracts a connector implements, the
+//! [`Registry`] of connector types by the job file's `type`, and the
+//! built-in connectors (files, standard input and output, the generator).
+//! The connectors to servers (NATS, PostgreSQL, Kafka) live in the crate
+//! `weir-connectors`, which builds on what this module makes public: the
+//! contracts ([`source`], [`sink`]), staged delivery ([`staged`]), record
+//! formats ([`format`]) and [`from_table`].
 //!
 //! A connector is one module that owns its settings (a struct read from its
 //! `[[source]]` or `[[sink]]` table: accepted keys, defaults, messages),
 //! their checks, and how they open a [`SourceReader`] or a [`Sink`]. The
-//! job file ([`crate::config`]) looks the `type` up in [`SOURCE_TYPES`] or
-//! [`SINK_TYPES`] and keeps the options every entry has (`id`, a source's
+//! job file ([`crate::config`]) looks the `type` up in the [`Registry`] it
+//! is parsed with and keeps the options every entry has (`id`, a source's
 //! `batch_size` and `rate`, a sink's `input`); the connector gets the rest
-//! of the table. Adding a connector is one new module plus one line in a
-//! registry list.
+//! of the table. Adding a connector is one new module plus one line where
+//! its registry is built.
 //!
 //! Connectors know nothing of the job file: they import the data path
 //! ([`crate::dataflow`]) and the TOML field helpers, never `config`.
@@ -17,15 +22,14 @@ pub mod file;
 pub mod format;
 pub mod generator;
 mod jsonl;
-pub mod kafka;
-pub mod nats;
-pub mod postgres;
 pub mod sink;
 pub mod source;
-mod staged;
+pub mod staged;
 pub mod stdin;
 pub mod stdout;
 mod worker;
+
+pub use crate::fields::from_table;
 
 use std::any::Any;
 use std::fmt::Debug;
@@ -38,23 +42,109 @@ use toml::Table;
 use sink::{Sink, SinkError};
 use source::{SourceError, SourceReader};
 
-/// The source types, in the order the unknown-type message lists them.
-pub const SOURCE_TYPES: &[SourceType] = &[
-    file::SOURCE,
-    generator::SOURCE,
-    stdin::SOURCE,
-    nats::SOURCE,
-    kafka::SOURCE,
-];
+/// The source and sink types a job file may name, in the order the
+/// unknown-type messages list them. The runtime knows only the built-in
+/// ones ([`Registry::builtin`]); a program adds the others (the CLI:
+/// every type of `weir-connectors`).
+#[derive(Debug, Clone)]
+pub struct Registry {
+    sources: Vec<&'static SourceType>,
+    sinks: Vec<&'static SinkType>,
+}
 
-/// The sink types, in the order the unknown-type message lists them.
-pub const SINK_TYPES: &[SinkType] = &[
-    file::SINK,
-    stdout::SINK,
-    nats::SINK,
-    postgres::SINK,
-    kafka::SINK,
-];
+impl Registry {
+    /// The built-in types: `file`, `generator` and `stdin` sources, `file`
+    /// and `stdout` sinks.
+    pub fn builtin() -> Registry {
+        Registry {
+            sources: vec![&file::SOURCE, &generator::SOURCE, &stdin::SOURCE],
+            sinks: vec![&file::SINK, &stdout::SINK],
+        }
+    }
+
+    /// The registry with source type `t` added last.
+    ///
+    /// # Panics
+    /// When a source type of the same name is registered: a program's bug.
+    pub fn with_source(mut self, t: &'static SourceType) -> Registry {
+        assert!(
+            self.source(t.name).is_none(),
+            "source type `{}` registered twice",
+            t.name
+        );
+        self.sources.push(t);
+        self
+    }
+
+    /// The registry with sink type `t` added last.
+    ///
+    /// # Panics
+    /// When a sink type of the same name is registered: a program's bug.
+    pub fn with_sink(mut self, t: &'static SinkType) -> Registry {
+        assert!(
+            self.sink(t.name).is_none(),
+            "sink type `{}` registered twice",
+            t.name
+        );
+        self.sinks.push(t);
+        self
+    }
+
+    /// The source types.
+    pub fn sources(&self) -> &[&'static SourceType] {
+        &self.sources
+    }
+
+    /// The sink types.
+    pub fn sinks(&self) -> &[&'static SinkType] {
+        &self.sinks
+    }
+
+    /// The source type named `name`.
+    pub fn source(&self, name: &str) -> Option<&'static SourceType> {
+        self.sources.iter().copied().find(|t| t.name == name)
+    }
+
+    /// The sink type named `name`.
+    pub fn sink(&self, name: &str) -> Option<&'static SinkType> {
+        self.sinks.iter().copied().find(|t| t.name == name)
+    }
+
+    /// Checks that every key each type declares is one its settings reader
+    /// reads (a value of the wrong type for it is a type error, not an
+    /// unknown key), for the tests of a program that builds a registry.
+    /// The error names the type and the key.
+    pub fn check_keys(&self) -> Result<(), String> {
+        let one = |key: &str| {
+            let mut table = Table::new();
+            table.insert(key.to_owned(), toml::Value::Array(Vec::new()));
+            table
+        };
+        let sources = self.sources.iter().flat_map(|t| {
+            t.keys
+                .iter()
+                .map(move |k| ("source", t.name, *k, (t.read)(one(k)).err()))
+        });
+        let sinks = self.sinks.iter().flat_map(|t| {
+            t.keys
+                .iter()
+                .map(move |k| ("sink", t.name, *k, (t.read)(one(k)).err()))
+        });
+        for (kind, name, key, err) in sources.chain(sinks) {
+            let err = err.unwrap_or_default();
+            if !err.contains("invalid type") {
+                return Err(format!("{kind} type `{name}`: declared key `{key}`: {err}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Registry {
+        Registry::builtin()
+    }
+}
 
 /// Reads a source's settings from its table, which holds only keys of its
 /// type. A value of the wrong type is an error here; everything else is
@@ -178,27 +268,9 @@ impl Eq for dyn SinkConnector {}
 mod tests {
     use super::*;
 
-    /// Every key a type declares is one it reads: a value of the wrong type
-    /// for it is a type error, not an unknown field.
     #[test]
     fn declared_keys_are_the_parsed_ones() {
-        let one = |key: &str| {
-            let mut table = Table::new();
-            table.insert(key.to_owned(), toml::Value::Array(Vec::new()));
-            table
-        };
-        for t in SOURCE_TYPES {
-            for key in t.keys {
-                let err = (t.read)(one(key)).err().unwrap_or_default();
-                assert!(err.contains("invalid type"), "{} {key}: {err}", t.name);
-            }
-        }
-        for t in SINK_TYPES {
-            for key in t.keys {
-                let err = (t.read)(one(key)).err().unwrap_or_default();
-                assert!(err.contains("invalid type"), "{} {key}: {err}", t.name);
-            }
-        }
+        Registry::builtin().check_keys().unwrap();
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::dataflow::frame::{self, FrameError};
 use crate::failpoint::{self, Failpoint};
 
 /// Where a staged sink delivers its epochs.
-pub(crate) trait Destination: Send + 'static {
+pub trait Destination: Send + 'static {
     /// The last checkpoint whose epoch the destination holds, when it
     /// records that atomically with the epoch (PostgreSQL); `None` when it
     /// cannot tell, and then every staged epoch up to the restored
@@ -57,7 +57,7 @@ pub(crate) trait Destination: Send + 'static {
 
 /// A sink whose epochs are staged on disk and delivered to a
 /// [`Destination`] at commit.
-pub(crate) struct StagedSink {
+pub struct StagedSink {
     id: String,
     staging: PathBuf,
     /// The epoch being written, `staging/<opened>.open`.
@@ -84,7 +84,7 @@ impl StagedSink {
     /// Opens sink `id` staging under `staging`, recovering to the
     /// checkpoint whose commit info is `restore` (delivering what it
     /// completed and the destination lacks), or starting over.
-    pub(crate) fn open(
+    pub fn open(
         id: &str,
         staging: &Path,
         restore: Option<&Value>,
@@ -295,7 +295,7 @@ fn io_error(sink: &str, path: &Path) -> impl Fn(std::io::Error) -> SinkError + u
 
 /// The batches of one staged epoch, read back in the order they were
 /// written.
-pub(crate) struct EpochReader {
+pub struct EpochReader {
     sink: String,
     path: PathBuf,
     input: BufReader<File>,
@@ -309,7 +309,7 @@ impl EpochReader {
     /// Failpoint `sink.mid-delivery` is hit before every batch but the
     /// first: the destination has the batches before it (in its open
     /// transaction, or published) and not this one.
-    pub(crate) fn next_batch(&mut self) -> Result<Option<Batch>, SinkError> {
+    pub fn next_batch(&mut self) -> Result<Option<Batch>, SinkError> {
         let batch = frame::read(&mut self.input).map_err(|e| match e {
             FrameError::Io(error) => io_error(&self.sink, &self.path)(error),
             FrameError::Spans(e) => SinkError::Inconsistent {

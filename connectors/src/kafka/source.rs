@@ -37,14 +37,14 @@ use serde_json::{Value, json};
 use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
-use crate::connectors::format::{
+use weir::connectors::format::{
     Format, LineParser, OnBadTimestamp, TimestampField, timestamp_setting,
 };
-use crate::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
-use crate::connectors::{BuildSource, SourceConnector, SourceType};
-use crate::dataflow::Batch;
-use crate::fields::from_table;
-use crate::time::parse_rfc3339;
+use weir::connectors::from_table;
+use weir::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
+use weir::connectors::{BuildSource, SourceConnector, SourceType};
+use weir::dataflow::Batch;
+use weir::time::parse_rfc3339;
 
 /// The registry entry of `type = "kafka"` sources.
 pub const SOURCE: SourceType = SourceType {

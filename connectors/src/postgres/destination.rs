@@ -11,10 +11,10 @@ use postgres::{Client, NoTls, Transaction};
 use super::copy::{Groups, Merged, Row, show_line};
 use super::table::{COMMITS, Table, connection_lost, copy_context, create_commits, describe};
 use super::{Mode, PostgresSinkConfig};
-use crate::connectors::sink::{Done, Sink, SinkError};
-use crate::connectors::staged::{Destination, EpochReader};
-use crate::dataflow::Batch;
-use crate::failpoint::{self, Failpoint};
+use weir::connectors::sink::{Done, Sink, SinkError};
+use weir::connectors::staged::{Destination, EpochReader};
+use weir::dataflow::Batch;
+use weir::failpoint::{self, Failpoint};
 
 /// Bytes of COPY text sent at a time: an append group is sent as one
 /// `COPY` once it holds this much, an upsert group in writes of this size.

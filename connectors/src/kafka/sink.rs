@@ -20,7 +20,7 @@
 //!   *n*; what later checkpoints staged is dropped. A `read_committed`
 //!   reader therefore sees every epoch once, in checkpoint order.
 //!
-//! Failpoints (test-only, `crate::failpoint`): `sink.mid-delivery` before
+//! Failpoints (test-only, `weir::failpoint`): `sink.mid-delivery` before
 //! each batch of an epoch after the first is produced into the open
 //! transaction (`EpochReader::next_batch`), `sink.after-delivery` once the
 //! transaction is committed, before the marker is committed again outside
@@ -46,12 +46,12 @@ use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
 use super::source::check_topic;
-use crate::connectors::sink::{Delivery, Done, Sink, SinkError};
-use crate::connectors::staged::{Destination, EpochReader, StagedSink};
-use crate::connectors::{BuildSink, SinkConnector, SinkType};
-use crate::dataflow::Batch;
-use crate::failpoint::{self, Failpoint};
-use crate::fields::from_table;
+use weir::connectors::from_table;
+use weir::connectors::sink::{Delivery, Done, Sink, SinkError};
+use weir::connectors::staged::{Destination, EpochReader, StagedSink};
+use weir::connectors::{BuildSink, SinkConnector, SinkType};
+use weir::dataflow::Batch;
+use weir::failpoint::{self, Failpoint};
 
 /// The registry entry of `type = "kafka"` sinks.
 pub const SINK: SinkType = SinkType {

@@ -51,11 +51,11 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
-use super::sink::{Delivery, Sink, SinkError};
-use super::staged::StagedSink;
-use super::{BuildSink, SinkConnector, SinkType};
-use crate::fields::from_table;
 use destination::{PgDestination, WritingSink};
+use weir::connectors::from_table;
+use weir::connectors::sink::{Delivery, Sink, SinkError};
+use weir::connectors::staged::StagedSink;
+use weir::connectors::{BuildSink, SinkConnector, SinkType};
 
 /// The registry entry of `type = "postgres"` sinks.
 pub const SINK: SinkType = SinkType {

@@ -31,12 +31,12 @@ use toml::Table;
 
 use super::connection::{Connection, check_url};
 use super::ordered::{IN_FLIGHT, OrderedEpoch};
-use crate::connectors::sink::{Delivery, Done, Sink, SinkError};
-use crate::connectors::staged::{Destination, EpochReader, StagedSink};
-use crate::connectors::{BuildSink, SinkConnector, SinkType};
-use crate::dataflow::Batch;
-use crate::failpoint::{self, Failpoint};
-use crate::fields::from_table;
+use weir::connectors::from_table;
+use weir::connectors::sink::{Delivery, Done, Sink, SinkError};
+use weir::connectors::staged::{Destination, EpochReader, StagedSink};
+use weir::connectors::{BuildSink, SinkConnector, SinkType};
+use weir::dataflow::Batch;
+use weir::failpoint::{self, Failpoint};
 
 /// The registry entry of `type = "nats"` sinks.
 pub const SINK: SinkType = SinkType {
