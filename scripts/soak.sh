@@ -20,7 +20,7 @@ echo "soak: $kills crashes per pipeline, seed $seed" >&2
 log="$(mktemp -t weir-soak.XXXXXX)"
 status=0
 WEIR_SOAK_KILLS="$kills" WEIR_SOAK_SEED="$seed" \
-    cargo test -p weir-cli --test soak -- --ignored --nocapture --test-threads 1 \
+    cargo test -p weir-cli --test integration soak:: -- --ignored --nocapture --test-threads 1 \
     >"$log" 2>&1 || status=$?
 # The harness prints each test's line after its name (`test soak_file ... `).
 grep -v 'soak: [a-z]*: kills' "$log" | tail -n 40 >&2

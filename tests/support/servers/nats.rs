@@ -1,0 +1,347 @@
+//! A private nats-server with JetStream ([`Nats`]): streams, publishes
+//! and reads over the test client of `nats_client`.
+
+use super::*;
+
+/// Polls until a NATS server on 127.0.0.1:`port` accepts a connection
+/// and greets it with `INFO` (a connection alone could be another
+/// process's that holds the port); an error when `exited` reports that the
+/// server ended, or after [`START_TIMEOUT`].
+fn wait_for_nats(port: u16, mut exited: impl FnMut() -> Option<String>) -> Result<(), String> {
+    let start = Instant::now();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let greets = |stream: TcpStream| {
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+        let mut first = [0; 5];
+        stream.take(5).read_exact(&mut first).is_ok() && &first == b"INFO "
+    };
+    loop {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok_and(greets) {
+            return Ok(());
+        }
+        if let Some(why) = exited() {
+            return Err(format!(
+                "it exited ({why}) before accepting connections on port {port}"
+            ));
+        }
+        if start.elapsed() > START_TIMEOUT {
+            return Err(format!(
+                "it did not accept connections on port {port} within {START_TIMEOUT:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What a JetStream publish acknowledgement says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PubAck {
+    pub stream: String,
+    pub seq: u64,
+    /// The message id was seen within the stream's duplicate window: the
+    /// message was not stored again (`seq` is the first one's).
+    pub duplicate: bool,
+}
+
+/// A message read back from a stream: sequence, subject, payload, and its
+/// `Nats-Msg-Id` header.
+pub type StreamMsg = (u64, String, Vec<u8>, Option<String>);
+
+/// A private nats-server with JetStream (store in `DIR/js`), its output in
+/// `DIR/nats.log`.
+pub struct Nats {
+    port: u16,
+    bin: PathBuf,
+    process: ServerProcess,
+}
+
+impl Nats {
+    /// Starts a server on a free port; panics (with its log) when it cannot.
+    pub fn start() -> Nats {
+        let bin = nats_bin().unwrap_or_else(|| {
+            not_installed(
+                "NATS (nats-server)",
+                "no nats-server on PATH or in /usr/sbin",
+            )
+        });
+        let mut nats = Nats {
+            port: 0,
+            bin,
+            process: ServerProcess::new("nats"),
+        };
+        // Another process may take the free port before the server binds it.
+        for attempt in 1.. {
+            nats.port = free_port();
+            match nats.spawn() {
+                Ok(()) => break,
+                Err(_) if attempt < 3 && nats.log().contains("address already in use") => {}
+                Err(e) => failed_to_start("NATS (nats-server)", &e, &nats.process.log_path()),
+            }
+        }
+        nats
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let js = self.process.dir().join("js");
+        let log = self
+            .process
+            .open_log(&format!("{} -p {}", self.bin.display(), self.port));
+        let child = Command::new(&self.bin)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(&js)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("spawning {}: {e}", self.bin.display()))?;
+        self.process.set_child(child, false);
+        let ready = wait_for_nats(self.port, || self.process.exited());
+        if ready.is_err() {
+            self.stop();
+        }
+        ready
+    }
+
+    /// `nats://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's folder: `js/` (the JetStream store), `nats.log`.
+    pub fn dir(&self) -> &Path {
+        self.process.dir()
+    }
+
+    /// The server's output so far (every start of it).
+    pub fn log(&self) -> String {
+        self.process.log()
+    }
+
+    /// Whether the server process is alive.
+    pub fn is_running(&self) -> bool {
+        self.process.is_running()
+    }
+
+    /// Kills the server (SIGKILL, as a crash) and waits for it to end.
+    pub fn stop(&mut self) {
+        self.process.kill();
+    }
+
+    /// Stops the server (when running) and starts it again on the same
+    /// port with the same store: streams and their messages survive.
+    pub fn restart(&mut self) {
+        self.stop();
+        if let Err(e) = self.spawn() {
+            failed_to_start(
+                "NATS (nats-server)",
+                &format!("restarting on port {}: {e}", self.port),
+                &self.process.log_path(),
+            );
+        }
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(self.port)
+            .unwrap_or_else(|e| panic!("connecting to NATS at {}: {e}", self.url()))
+    }
+
+    /// Sends a JetStream API request (`$JS.API.<api>`, `body` as JSON, none
+    /// when null) and returns the reply, errors included (`{"error":
+    /// {"code":404,"err_code":10059,"description":"stream not found"},..}`).
+    pub fn js_api(&self, api: &str, body: &Value) -> Value {
+        js_request(&mut self.client(), api, body)
+    }
+
+    /// Creates a file-backed stream `name` on `subjects` with a two-minute
+    /// duplicate window (creating the same stream again is no error).
+    pub fn create_stream(&self, name: &str, subjects: &[&str]) {
+        let body = json!({
+            "name": name,
+            "subjects": subjects,
+            "storage": "file",
+            "duplicate_window": 120_000_000_000u64,
+        });
+        let reply = self.js_api(&format!("STREAM.CREATE.{name}"), &body);
+        assert!(
+            reply.get("error").is_none(),
+            "creating stream {name} on {}: {reply}",
+            self.url()
+        );
+    }
+
+    /// The `STREAM.INFO` reply of stream `name` (its `config` and `state`),
+    /// `None` when there is no such stream.
+    pub fn stream_info(&self, name: &str) -> Option<Value> {
+        let reply = self.js_api(&format!("STREAM.INFO.{name}"), &Value::Null);
+        if reply["error"]["err_code"] == 10059 {
+            return None;
+        }
+        assert!(
+            reply.get("error").is_none(),
+            "STREAM.INFO.{name} on {}: {reply}",
+            self.url()
+        );
+        Some(reply)
+    }
+
+    /// Publishes each payload to `subject` and waits for its JetStream ack.
+    pub fn publish(&self, subject: &str, payloads: &[&[u8]]) -> Vec<PubAck> {
+        let mut client = self.client();
+        payloads
+            .iter()
+            .map(|p| self.publish_one(&mut client, subject, &[], p))
+            .collect()
+    }
+
+    /// Publishes `payload` to `subject` with header `Nats-Msg-Id: id` and
+    /// waits for its ack (`duplicate` when `id` was published before).
+    pub fn publish_with_id(&self, subject: &str, id: &str, payload: &[u8]) -> PubAck {
+        self.publish_one(&mut self.client(), subject, &[("Nats-Msg-Id", id)], payload)
+    }
+
+    /// Publishes message `i` = `message(i)` (an optional message id and a
+    /// payload) to `subject` for `i` = 0, 1, ..., each once the previous one
+    /// is acknowledged, until `stop` is set; returns how many it published.
+    pub fn publish_until(
+        &self,
+        subject: &str,
+        stop: &std::sync::atomic::AtomicBool,
+        message: impl Fn(u64) -> (Option<String>, Vec<u8>),
+    ) -> u64 {
+        let mut client = self.client();
+        let mut i = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let (id, payload) = message(i);
+            let headers: Vec<(&str, &str)> =
+                id.iter().map(|id| ("Nats-Msg-Id", id.as_str())).collect();
+            self.publish_one(&mut client, subject, &headers, &payload);
+            i += 1;
+        }
+        i
+    }
+
+    fn publish_one(
+        &self,
+        client: &mut Client,
+        subject: &str,
+        headers: &[(&str, &str)],
+        payload: &[u8],
+    ) -> PubAck {
+        let reply = client
+            .request(subject, headers, payload)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "publishing to {subject} on {} (is a stream bound to it?): {e}",
+                    self.url()
+                )
+            });
+        let ack: Value = serde_json::from_slice(&reply.payload).unwrap_or_else(|e| {
+            panic!(
+                "the ack of a publish to {subject} is not JSON ({e}): {:?}",
+                reply.payload
+            )
+        });
+        match (ack["stream"].as_str(), ack["seq"].as_u64()) {
+            (Some(stream), Some(seq)) if ack.get("error").is_none() => PubAck {
+                stream: stream.to_owned(),
+                seq,
+                duplicate: ack["duplicate"] == true,
+            },
+            _ => panic!("publishing to {subject} on {}: {ack}", self.url()),
+        }
+    }
+
+    /// Every message of `stream`, in order (first to last sequence, deleted
+    /// ones left out).
+    pub fn read_stream(&self, stream: &str) -> Vec<StreamMsg> {
+        let mut client = self.client();
+        let info = js_request(&mut client, &format!("STREAM.INFO.{stream}"), &Value::Null);
+        let state = &info["state"];
+        let (Some(first), Some(last), Some(count)) = (
+            state["first_seq"].as_u64(),
+            state["last_seq"].as_u64(),
+            state["messages"].as_u64(),
+        ) else {
+            panic!("STREAM.INFO.{stream} on {}: {info}", self.url());
+        };
+        let mut messages = Vec::new();
+        for seq in first..=last {
+            if count == 0 {
+                break;
+            }
+            let reply = js_request(
+                &mut client,
+                &format!("STREAM.MSG.GET.{stream}"),
+                &json!({ "seq": seq }),
+            );
+            if reply["error"]["err_code"] == 10037 {
+                continue; // no message found: deleted
+            }
+            let message = &reply["message"];
+            let (Some(subject), Some(got)) = (message["subject"].as_str(), message["seq"].as_u64())
+            else {
+                panic!(
+                    "STREAM.MSG.GET.{stream} seq {seq} on {}: {reply}",
+                    self.url()
+                );
+            };
+            // An empty payload and a message without headers leave out
+            // `data` and `hdrs`.
+            let decode = |field: &str| match message[field].as_str() {
+                Some(b64) => BASE64
+                    .decode(b64)
+                    .unwrap_or_else(|e| panic!("{field} of {reply}: {e}")),
+                None => Vec::new(),
+            };
+            let payload = decode("data");
+            let hdrs = decode("hdrs");
+            let id = if hdrs.is_empty() {
+                None
+            } else {
+                let headers =
+                    Headers::parse(&hdrs).unwrap_or_else(|e| panic!("hdrs of {reply}: {e}"));
+                headers.get("Nats-Msg-Id").map(str::to_owned)
+            };
+            messages.push((got, subject.to_owned(), payload, id));
+        }
+        messages
+    }
+}
+
+fn js_request(client: &mut Client, api: &str, body: &Value) -> Value {
+    let payload = if body.is_null() {
+        Vec::new()
+    } else {
+        body.to_string().into_bytes()
+    };
+    let reply = client
+        .request(&format!("$JS.API.{api}"), &[], &payload)
+        .unwrap_or_else(|e| panic!("$JS.API.{api}: {e}"));
+    serde_json::from_slice(&reply.payload).unwrap_or_else(|e| {
+        panic!(
+            "the reply to $JS.API.{api} is not JSON ({e}): {:?}",
+            String::from_utf8_lossy(&reply.payload)
+        )
+    })
+}
+
+/// nats-server on PATH, else where Debian puts it (`/usr/sbin`, not on a
+/// normal user's PATH).
+fn nats_bin() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join("nats-server"))
+        .find(|bin| is_executable(bin))
+}
