@@ -62,7 +62,13 @@ fn filter_reports_bad_config_as_a_returned_error() {
     let p = rt.load(plugins::FILTER).unwrap();
     let err = OperatorInstance::new(&p, "f", 0, 1, r#"{"field":"a"}"#).unwrap_err();
     assert!(
-        matches!(err, InstanceError::Returned { hook: "open", .. }),
+        matches!(
+            err,
+            InstanceError::Returned {
+                hook: weir::wasm::Hook::Open,
+                ..
+            }
+        ),
         "{err}"
     );
     let msg = err.to_string();

@@ -56,7 +56,7 @@ fn assert_limit(e: &InstanceError, hook: &str, key: &str, value: LimitValue) -> 
             hook: h,
             limit,
         } => {
-            assert_eq!((operator.as_str(), *h), ("op[0]", hook), "{message}");
+            assert_eq!((operator.as_str(), h.name()), ("op[0]", hook), "{message}");
             assert_eq!((limit.key, limit.limit), (key, value), "{message}");
         }
         other => panic!("expected a limit error, got {other:?}"),

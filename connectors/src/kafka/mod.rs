@@ -11,6 +11,7 @@
 //! - Sink: exactly-once for `read_committed` readers; see [`sink`].
 
 mod client;
+mod reader;
 pub mod sink;
 pub mod source;
 

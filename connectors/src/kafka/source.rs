@@ -26,24 +26,22 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
+use super::reader::{KafkaReader, Partition};
 use weir::connectors::format::{
     Format, LineParser, OnBadTimestamp, TimestampField, timestamp_setting,
 };
 use weir::connectors::from_table;
-use weir::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
+use weir::connectors::source::{SourceError, SourceReader};
 use weir::connectors::{BuildSource, SourceConnector, SourceType};
-use weir::dataflow::Batch;
 use weir::time::parse_rfc3339;
 
 /// The registry entry of `type = "kafka"` sources.
@@ -206,42 +204,6 @@ fn start_setting(value: Option<toml::Value>) -> Result<Start, String> {
     }
 }
 
-/// One partition the reader reads.
-#[derive(Debug)]
-struct Partition {
-    topic: String,
-    id: i32,
-    /// The next offset to read.
-    next: i64,
-    /// A bounded source reads up to this offset (exclusive).
-    end: Option<i64>,
-    /// Highest timestamp read from the partition.
-    max_timestamp: Option<i64>,
-    /// When the partition last gave a message (or was opened).
-    last_message_at: Instant,
-    /// A bounded partition read to its end.
-    done: bool,
-    /// A fresh start at a timestamp: messages older than this are skipped
-    /// until the first that is not (then `None`).
-    skip_before: Option<i64>,
-}
-
-impl Partition {
-    fn to_json(&self) -> Value {
-        let mut p = json!({ "topic": self.topic, "partition": self.id, "next": self.next });
-        if let Some(end) = self.end {
-            p["end"] = end.into();
-        }
-        if let Some(t) = self.max_timestamp {
-            p["max_timestamp"] = t.into();
-        }
-        if let Some(t) = self.skip_before {
-            p["skip_before"] = t.into();
-        }
-        p
-    }
-}
-
 /// A partition as an offset lists it: where to resume and what the
 /// partition's [`Partition`] keeps across a restore.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,12 +255,77 @@ fn from_offset(offset: &Value) -> Option<Vec<Saved>> {
 
 impl SourceConnector for KafkaSourceConfig {
     fn open(&self, id: &str, offset: Option<&Value>) -> Result<Box<dyn SourceReader>, SourceError> {
-        let brokers = &self.client.brokers;
         let remote = |message: String| SourceError::Remote {
             source_id: id.to_owned(),
-            target: format!("topic `{}` at {brokers}", self.topics.join(",")),
+            target: format!(
+                "topic `{}` at {}",
+                self.topics.join(","),
+                self.client.brokers
+            ),
             message,
         };
+        let consumer = self.consumer(id).map_err(remote)?;
+        let checkpointed = match offset {
+            None => None,
+            Some(offset) => Some(from_offset(offset).ok_or_else(|| SourceError::BadOffset {
+                source_id: id.to_owned(),
+                offset: offset.to_string(),
+                message: "it lists no partitions with their next offsets".into(),
+            })?),
+        };
+        let read = self
+            .positions(&consumer, checkpointed.as_deref())
+            .map_err(remote)?;
+        if let Some(c) = &checkpointed
+            && let Some(gone) = c.iter().find(|s| {
+                !read
+                    .iter()
+                    .any(|r| r.topic == s.topic && r.id == s.partition)
+            })
+        {
+            return Err(SourceError::BadOffset {
+                source_id: id.to_owned(),
+                offset: format!("partition {} of topic `{}`", gone.partition, gone.topic),
+                message: "the topic no longer has that partition".into(),
+            });
+        }
+        assign(&consumer, &read).map_err(remote)?;
+        consumer.context().opened();
+        Ok(Box::new(KafkaReader {
+            parser: LineParser::new(
+                id.to_owned(),
+                format!("topic {}", self.topics.join(",")),
+                self.format,
+                self.key.clone(),
+                self.timestamp.clone(),
+            ),
+            consumer,
+            partitions: read,
+            group: self.group.is_some(),
+            brokers: self.client.brokers.clone(),
+            batch_bytes: 0,
+        }))
+    }
+}
+
+/// Assigns the consumer the partitions of `read` it has left to read, each
+/// at its next offset.
+fn assign(consumer: &BaseConsumer<Context>, read: &[Partition]) -> Result<(), String> {
+    let mut assignment = TopicPartitionList::new();
+    for p in read.iter().filter(|p| !p.done) {
+        assignment
+            .add_partition_offset(&p.topic, p.id, Offset::Offset(p.next))
+            .map_err(|e| format!("cannot assign partition {}: {e}", p.id))?;
+    }
+    consumer
+        .assign(&assignment)
+        .map_err(|e| format!("cannot assign the partitions: {e}"))
+}
+
+impl KafkaSourceConfig {
+    /// The consumer of source `id`: offsets are the checkpoints' to keep,
+    /// never committed by the client, and only committed transactions read.
+    fn consumer(&self, id: &str) -> Result<BaseConsumer<Context>, String> {
         let mut own = vec![
             ("enable.auto.commit", "false"),
             ("enable.auto.offset.store", "false"),
@@ -314,24 +341,25 @@ impl SourceConnector for KafkaSourceConfig {
         // of the source's own is never joined, and nothing is committed to it.
         let private = format!("weir-source-{id}");
         own.push(("group.id", self.group.as_deref().unwrap_or(&private)));
-        let consumer: BaseConsumer<Context> = self
-            .client
+        self.client
             .config(id, &own)
             .create_with_context(Context::new(format!("source `{id}`")))
-            .map_err(|e| remote(format!("cannot create the Kafka client: {e}")))?;
-        let checkpointed = match offset {
-            None => None,
-            Some(offset) => Some(from_offset(offset).ok_or_else(|| SourceError::BadOffset {
-                source_id: id.to_owned(),
-                offset: offset.to_string(),
-                message: "it lists no partitions with their next offsets".into(),
-            })?),
-        };
+            .map_err(|e| format!("cannot create the Kafka client: {e}"))
+    }
+
+    /// Where to read every partition of the topics: where `checkpointed`
+    /// left it, or (a fresh start, or a partition added since) where
+    /// `start` says.
+    fn positions(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        checkpointed: Option<&[Saved]>,
+    ) -> Result<Vec<Partition>, String> {
         let now = Instant::now();
         let mut read = Vec::new();
         for topic in &self.topics {
-            for pid in partitions(&consumer, brokers, topic).map_err(&remote)? {
-                let saved = checkpointed.as_ref().map(|c| {
+            for pid in partitions(consumer, &self.client.brokers, topic)? {
+                let saved = checkpointed.map(|c| {
                     c.iter()
                         .find(|s| s.topic == *topic && s.partition == pid)
                         .cloned()
@@ -341,24 +369,10 @@ impl SourceConnector for KafkaSourceConfig {
                     // A partition added since the job started: all of it
                     // is new (a bounded source reads none of it).
                     Some(None) => {
-                        let (low, _) = self.watermarks(&consumer, topic, pid).map_err(&remote)?;
+                        let (low, _) = self.watermarks(consumer, topic, pid)?;
                         Saved::fresh(topic, pid, low, self.bounded.then_some(low), None)
                     }
-                    None => {
-                        let (low, high) =
-                            self.watermarks(&consumer, topic, pid).map_err(&remote)?;
-                        let end = self.bounded.then_some(high);
-                        match self.start {
-                            Start::Earliest => Saved::fresh(topic, pid, low, end, None),
-                            Start::Latest => Saved::fresh(topic, pid, high, end, None),
-                            Start::Timestamp(ms) => {
-                                match self.offset_at(&consumer, topic, pid, ms).map_err(&remote)? {
-                                    Some(next) => Saved::fresh(topic, pid, next, end, None),
-                                    None => Saved::fresh(topic, pid, low, end, Some(ms)),
-                                }
-                            }
-                        }
-                    }
+                    None => self.start_of(consumer, topic, pid)?,
                 };
                 read.push(Partition {
                     topic: topic.clone(),
@@ -372,47 +386,29 @@ impl SourceConnector for KafkaSourceConfig {
                 });
             }
         }
-        if let Some(c) = &checkpointed
-            && let Some(gone) = c.iter().find(|s| {
-                !read
-                    .iter()
-                    .any(|r| r.topic == s.topic && r.id == s.partition)
-            })
-        {
-            return Err(SourceError::BadOffset {
-                source_id: id.to_owned(),
-                offset: format!("partition {} of topic `{}`", gone.partition, gone.topic),
-                message: "the topic no longer has that partition".into(),
-            });
-        }
-        let mut assignment = TopicPartitionList::new();
-        for p in read.iter().filter(|p| !p.done) {
-            assignment
-                .add_partition_offset(&p.topic, p.id, Offset::Offset(p.next))
-                .map_err(|e| remote(format!("cannot assign partition {}: {e}", p.id)))?;
-        }
-        consumer
-            .assign(&assignment)
-            .map_err(|e| remote(format!("cannot assign the partitions: {e}")))?;
-        consumer.context().opened();
-        Ok(Box::new(KafkaReader {
-            parser: LineParser::new(
-                id.to_owned(),
-                format!("topic {}", self.topics.join(",")),
-                self.format,
-                self.key.clone(),
-                self.timestamp.clone(),
-            ),
-            consumer,
-            partitions: read,
-            group: self.group.is_some(),
-            brokers: brokers.clone(),
-            batch_bytes: 0,
-        }))
+        Ok(read)
     }
-}
 
-impl KafkaSourceConfig {
+    /// Where a fresh start reads partition `pid` of `topic`: as `start`
+    /// says, up to the high-water mark of now for a bounded source.
+    fn start_of(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        topic: &str,
+        pid: i32,
+    ) -> Result<Saved, String> {
+        let (low, high) = self.watermarks(consumer, topic, pid)?;
+        let end = self.bounded.then_some(high);
+        Ok(match self.start {
+            Start::Earliest => Saved::fresh(topic, pid, low, end, None),
+            Start::Latest => Saved::fresh(topic, pid, high, end, None),
+            Start::Timestamp(ms) => match self.offset_at(consumer, topic, pid, ms)? {
+                Some(next) => Saved::fresh(topic, pid, next, end, None),
+                None => Saved::fresh(topic, pid, low, end, Some(ms)),
+            },
+        })
+    }
+
     /// The low and high offsets of a partition.
     fn watermarks(
         &self,
@@ -454,182 +450,12 @@ impl KafkaSourceConfig {
     }
 }
 
-/// A reader of a Kafka topic's partitions.
-struct KafkaReader {
-    parser: LineParser,
-    consumer: BaseConsumer<Context>,
-    partitions: Vec<Partition>,
-    group: bool,
-    brokers: String,
-    /// Starting capacity of the next batch's data.
-    batch_bytes: usize,
-}
-
-impl KafkaReader {
-    fn error(&self, message: String) -> SourceError {
-        SourceError::Remote {
-            source_id: self.parser.id.clone(),
-            target: format!("{} at {}", self.parser.path, self.brokers),
-            message,
-        }
-    }
-
-    /// Marks the bounded partitions whose fetch position reached their end
-    /// as done (after an end-of-partition event: the position is past any
-    /// transaction markers there, which no message reports).
-    fn check_ends(&mut self) -> Result<(), SourceError> {
-        let position = self
-            .consumer
-            .position()
-            .map_err(|e| self.error(format!("cannot read the positions: {e}")))?;
-        let mut finished = TopicPartitionList::new();
-        for p in self.partitions.iter_mut().filter(|p| !p.done) {
-            let (Some(end), Some(Offset::Offset(at))) = (
-                p.end,
-                position.find_partition(&p.topic, p.id).map(|e| e.offset()),
-            ) else {
-                continue;
-            };
-            if at >= end {
-                p.done = true;
-                finished.add_partition(&p.topic, p.id);
-            }
-        }
-        if finished.count() > 0 {
-            // Fetching stops; nothing past the end is read.
-            let _ = self.consumer.pause(&finished);
-        }
-        Ok(())
-    }
-
-    fn finished(&self) -> bool {
-        self.partitions.iter().all(|p| p.done)
-    }
-}
-
-impl SourceReader for KafkaReader {
-    /// Returns what has arrived, up to `max` records (an empty batch when
-    /// nothing has: the source thread asks again shortly).
-    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
-        let mut batch = Batch::with_capacity(max.min(4096), self.batch_bytes);
-        // One clock reading per batch: a batch is read in microseconds.
-        let now = Instant::now();
-        while !self.finished() && batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
-            let message = match self.consumer.poll(Duration::ZERO) {
-                None => break,
-                Some(Ok(message)) => message,
-                Some(Err(KafkaError::PartitionEOF(_))) => {
-                    self.check_ends()?;
-                    continue;
-                }
-                Some(Err(e)) if matches!(e.rdkafka_error_code(), Some(c) if is_transient(c)) => {
-                    tracing::warn!("source `{}`: kafka: {e}; retrying", self.parser.id);
-                    break;
-                }
-                Some(Err(e)) => return Err(self.error(format!("reading failed: {e}"))),
-            };
-            let offset = message.offset();
-            let (topic, id) = (message.topic(), message.partition());
-            let found = self
-                .partitions
-                .iter_mut()
-                .find(|p| p.id == id && p.topic == topic);
-            let Some(partition) = found else {
-                continue;
-            };
-            if partition.done || partition.end.is_some_and(|end| offset >= end) {
-                continue;
-            }
-            partition.next = offset + 1;
-            partition.last_message_at = now;
-            let time = message.timestamp().to_millis();
-            if let Some(before) = partition.skip_before {
-                if time.is_some_and(|t| t < before) {
-                    continue;
-                }
-                partition.skip_before = None;
-            }
-            if let Some(t) = time {
-                partition.max_timestamp = Some(partition.max_timestamp.map_or(t, |m| m.max(t)));
-            }
-            let done = partition.end.is_some_and(|end| partition.next >= end);
-            partition.done = done;
-            let value = message.payload().unwrap_or_default();
-            self.parser
-                .add_keyed(&mut batch, value, offset as u64, time, message.key())?;
-            if done {
-                let mut finished = TopicPartitionList::new();
-                finished.add_partition(message.topic(), message.partition());
-                let _ = self.consumer.pause(&finished);
-            }
-        }
-        self.batch_bytes = batch.data_bytes() + batch.data_bytes() / 8;
-        Ok(if batch.is_empty() && self.finished() {
-            None
-        } else {
-            Some(batch)
-        })
-    }
-
-    fn offset(&self) -> Value {
-        if self.group {
-            let mut committed = TopicPartitionList::new();
-            for p in &self.partitions {
-                let _ = committed.add_partition_offset(&p.topic, p.id, Offset::Offset(p.next));
-            }
-            if let Err(e) = self.consumer.commit(&committed, CommitMode::Async) {
-                tracing::debug!("source `{}`: committing to the group: {e}", self.parser.id);
-            }
-        }
-        json!({ "partitions": self.partitions.iter().map(Partition::to_json).collect::<Vec<_>>() })
-    }
-
-    fn skipped(&self) -> u64 {
-        self.parser.skipped
-    }
-
-    /// The least highest timestamp over the partitions still read and not
-    /// idle; the batch's own when every partition is finished.
-    fn watermark_timestamp(&self, batch: &Batch, idle_after: Option<Duration>) -> Option<i64> {
-        least_active(&self.partitions, Instant::now(), idle_after)
-            .unwrap_or_else(|| batch.max_timestamp())
-    }
-}
-
-/// The least highest timestamp of the partitions neither done nor idle at
-/// `now` (one without any timestamp yet makes it `Some(None)`: it holds
-/// the watermark back); `None` when no partition is active.
-fn least_active(
-    partitions: &[Partition],
-    now: Instant,
-    idle_after: Option<Duration>,
-) -> Option<Option<i64>> {
-    let mut active = partitions
-        .iter()
-        .filter(|p| !p.done && idle_after.is_none_or(|d| now - p.last_message_at < d))
-        .peekable();
-    active.peek()?;
-    Some(active.map(|p| p.max_timestamp).min().flatten())
-}
-
-/// Errors a consumer reports while librdkafka retries on its own.
-fn is_transient(code: rdkafka::types::RDKafkaErrorCode) -> bool {
-    use rdkafka::types::RDKafkaErrorCode as C;
-    matches!(
-        code,
-        C::BrokerTransportFailure
-            | C::AllBrokersDown
-            | C::NotLeaderForPartition
-            | C::LeaderNotAvailable
-            | C::RequestTimedOut
-            | C::NetworkException
-            | C::OperationTimedOut
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka::reader::least_active;
+    use serde_json::json;
+    use std::time::Duration;
 
     fn parse(text: &str) -> Result<KafkaSourceConfig, String> {
         let build = KafkaSourceConfig::read(text.parse().unwrap())?;

@@ -306,7 +306,7 @@ fn restartable(e: &RunError) -> bool {
             InstanceError::Trap { hook, .. }
             | InstanceError::Limit { hook, .. }
             | InstanceError::Returned { hook, .. },
-        )) => !matches!(*hook, "open" | "instantiate" | "restore"),
+        )) => !hook.sets_up(),
         RunError::Task(_) => true,
         _ => false,
     }

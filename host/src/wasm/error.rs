@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use wasmtime::{Trap, WasmBacktrace};
 
 use super::guest_output::{MAX_MESSAGE, sanitize};
+use super::hook::Hook;
 use super::instance_state::InstanceState;
 use super::limiter::{LimitExceeded, WASM_STACK, count_limit};
 use crate::config::LimitValue;
@@ -85,7 +86,7 @@ pub enum InstanceError {
         /// `id[instance]`.
         operator: String,
         /// The hook that was called.
-        hook: &'static str,
+        hook: Hook,
         /// What went wrong, on one line: the trap, and what the call's
         /// stderr says when it says something (a Rust guest's panic
         /// message, a Python exception, else its last line).
@@ -108,7 +109,7 @@ pub enum InstanceError {
         /// `id[instance]`.
         operator: String,
         /// The hook that was called.
-        hook: &'static str,
+        hook: Hook,
         /// The limit (boxed: it is large and errors are passed around a lot).
         limit: Box<LimitExceeded>,
     },
@@ -118,7 +119,7 @@ pub enum InstanceError {
         /// `id[instance]`.
         operator: String,
         /// The hook that was called.
-        hook: &'static str,
+        hook: Hook,
         /// The plugin's error.
         error: PluginReturned,
     },
@@ -164,11 +165,7 @@ const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exh
 /// memory and table limiter, the deadline, fuel, the wasm stack, wasmtime's
 /// instance counts) become [`InstanceError::Limit`], anything else a one-line
 /// [`InstanceError::Trap`].
-pub(super) fn trap_error(
-    data: &InstanceState,
-    hook: &'static str,
-    e: wasmtime::Error,
-) -> InstanceError {
+pub(super) fn trap_error(data: &InstanceState, hook: Hook, e: wasmtime::Error) -> InstanceError {
     let operator = data.label.clone();
     let stderr = data.output.end_call();
     let limit = |limit| InstanceError::Limit {
@@ -210,7 +207,7 @@ pub(super) fn trap_error(
     }
     let backtrace = e.downcast_ref::<WasmBacktrace>().map(|b| b.to_string());
     if let Some(b) = &backtrace {
-        tracing::debug!(operator = %operator, hook, "plugin trapped; {b}");
+        tracing::debug!(operator = %operator, hook = %hook, "plugin trapped; {b}");
     }
     // The root cause is the trap or the host's refusal; the outer layers are
     // the backtrace and wasmtime's context.
@@ -276,7 +273,7 @@ mod tests {
             .unwrap();
         match f.call(&mut store, ()) {
             Ok((lists,)) => Ok(lists.iter().map(Vec::len).sum()),
-            Err(e) => Err(trap_error(store.data(), "snapshot", e)),
+            Err(e) => Err(trap_error(store.data(), Hook::Snapshot, e)),
         }
     }
 

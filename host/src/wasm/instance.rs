@@ -19,6 +19,7 @@
 use wasmtime::Store;
 
 use super::error::{InstanceError, trap_error};
+use super::hook::Hook;
 use super::instance_state::{InstanceState, begin_call};
 use super::plugin::{OperatorInfo, Plugin};
 use crate::Record;
@@ -132,7 +133,7 @@ impl OperatorInstance {
         let mut store = data.into_store(plugin.pre().engine());
         let bindings = match plugin.pre().instantiate(&mut store) {
             Ok(b) => b,
-            Err(e) => return Err(trap_error(store.data(), "instantiate", e)),
+            Err(e) => return Err(trap_error(store.data(), Hook::Instantiate, e)),
         };
         let mut inst = OperatorInstance {
             store,
@@ -145,7 +146,7 @@ impl OperatorInstance {
             parallelism,
             config: config.to_string(),
         };
-        inst.call("open", |b, s| {
+        inst.call(Hook::Open, |b, s| {
             b.weir_operator_lifecycle().call_open(s, &ctx)
         })?;
         Ok(inst)
@@ -163,7 +164,7 @@ impl OperatorInstance {
 
     fn call<T>(
         &mut self,
-        hook: &'static str,
+        hook: Hook,
         f: impl FnOnce(
             &Operator,
             &mut Store<InstanceState>,
@@ -190,7 +191,7 @@ impl OperatorInstance {
     /// A record emitted without a timestamp gets the batch's largest.
     pub fn process_batch(&mut self, port: u32, batch: &Batch) -> Result<(), InstanceError> {
         let latest = batch.max_timestamp();
-        self.call("process", |b, s| {
+        self.call(Hook::Process, |b, s| {
             s.data_mut().default_timestamp = latest;
             match b.weir_operator_flat_lifecycle() {
                 Some(flat) => {
@@ -238,7 +239,7 @@ impl OperatorInstance {
                     message: "the plugin registered timers but does not export `timer-lifecycle` (world `operator-timers`); rebuild it against that world".into(),
                 });
             }
-            self.call("on-timers", |b, s| {
+            self.call(Hook::OnTimers, |b, s| {
                 s.data_mut().default_timestamp = Some(last);
                 let timers = b.weir_operator_timer_lifecycle().expect("checked above");
                 timers.call_on_timers(s, domain.into(), data, spans)
@@ -281,7 +282,7 @@ impl OperatorInstance {
 
     /// Calls `on-checkpoint`.
     pub fn on_checkpoint(&mut self, checkpoint_id: u64) -> Result<(), InstanceError> {
-        self.call("on-checkpoint", |b, s| {
+        self.call(Hook::OnCheckpoint, |b, s| {
             b.weir_operator_lifecycle()
                 .call_on_checkpoint(s, checkpoint_id)
         })
@@ -289,12 +290,14 @@ impl OperatorInstance {
 
     /// Calls `finish`.
     pub fn finish(&mut self) -> Result<(), InstanceError> {
-        self.call("finish", |b, s| b.weir_operator_lifecycle().call_finish(s))
+        self.call(Hook::Finish, |b, s| {
+            b.weir_operator_lifecycle().call_finish(s)
+        })
     }
 
     /// The plugin's in-memory state as bytes (`snapshot.snapshot`).
     pub fn snapshot(&mut self) -> Result<Vec<u8>, InstanceError> {
-        self.call("snapshot", |b, s| {
+        self.call(Hook::Snapshot, |b, s| {
             b.weir_operator_snapshot().call_snapshot(s).map(Ok)
         })
     }
@@ -314,7 +317,7 @@ impl OperatorInstance {
         snapshot: &[u8],
     ) -> Result<(), InstanceError> {
         self.store.data_mut().state = state;
-        self.call("restore", |b, s| {
+        self.call(Hook::Restore, |b, s| {
             b.weir_operator_snapshot()
                 .call_restore(s, state_version, snapshot)
         })

@@ -16,6 +16,7 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::guest_output::GuestOutput;
+use super::hook::Hook;
 use super::limiter::{LimitExceeded, Limiter};
 use super::wasi::{SleepBounds, wasi_ctx};
 use crate::checkpoint::state::KeyedState;
@@ -46,7 +47,7 @@ pub(super) struct InstanceState {
     pub(super) limiter: Limiter,
     pub(super) output: GuestOutput,
     /// The hook being called (`describe`, `open`, `process`, ...).
-    pub(super) hook: &'static str,
+    pub(super) hook: Hook,
     /// When the current call must have returned.
     pub(super) deadline: Option<Instant>,
 }
@@ -72,7 +73,7 @@ impl InstanceState {
             limits,
             grants,
             output,
-            hook: "instantiate",
+            hook: Hook::Instantiate,
             deadline: None,
         }
     }
@@ -94,14 +95,14 @@ impl InstanceState {
             }
         });
         // Instantiation runs start functions: bound it like a call.
-        begin_call(&mut store, "instantiate");
+        begin_call(&mut store, Hook::Instantiate);
         store
     }
 }
 
 /// Prepares `store` for a call into the plugin: sets the hook, resets the
 /// per-call counters, arms the deadline and refills the fuel.
-pub(super) fn begin_call(store: &mut Store<InstanceState>, hook: &'static str) {
+pub(super) fn begin_call(store: &mut Store<InstanceState>, hook: Hook) {
     let data = store.data_mut();
     data.hook = hook;
     data.default_timestamp = None;

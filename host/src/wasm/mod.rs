@@ -12,6 +12,7 @@
 //! | `wasi` | the WASI context (empty sandbox, fixed clocks, deterministic randomness) and sleeps cut at the call deadline |
 //! | `instance_state` | the store data `InstanceState` and the preparation of each call (deadline, fuel) |
 //! | `host/` | one `impl Host` per WIT interface: `state`, `emit` and `flat`, `log` |
+//! | `hook` | [`Hook`], the calls of the operator contract and what each may do |
 //! | `error` | [`PluginError`], [`InstanceError`], [`PluginReturned`]; traps sorted into limits and plain traps |
 //! | `runtime` | [`Runtime`]: the engine (epoch ticker, fuel, profiler) and the linker |
 //! | `plugin` | [`Plugin`]: loading, the world check, `describe` |
@@ -26,6 +27,7 @@
 pub mod compile_cache;
 mod error;
 mod guest_output;
+mod hook;
 pub(crate) mod host;
 mod instance;
 mod instance_state;
@@ -35,6 +37,7 @@ mod runtime;
 mod wasi;
 
 pub use error::{InstanceError, PluginError, PluginReturned};
+pub use hook::Hook;
 pub use instance::OperatorInstance;
 pub use limiter::{LimitExceeded, WASM_STACK, copy_budget};
 pub use plugin::{MAX_NAME, MAX_PORTS, OperatorInfo, Plugin, sha256_hex};

@@ -13,6 +13,7 @@ use wasmtime::component::Component;
 use super::compile_cache::hex;
 use super::error::{InstanceError, PluginError, trap_error};
 use super::guest_output::sanitize;
+use super::hook::Hook;
 use super::instance_state::{InstanceState, begin_call};
 use super::runtime::Runtime;
 use crate::config::{Grants, Limits};
@@ -237,7 +238,7 @@ impl Plugin {
                 describe_error(&store, e)
             ))
         })?;
-        begin_call(&mut store, "describe");
+        begin_call(&mut store, Hook::Describe);
         let info = bindings
             .weir_operator_lifecycle()
             .call_describe(&mut store)
@@ -297,7 +298,7 @@ fn check_name(what: &str, name: &str) -> Result<(), String> {
 
 /// One line for a failed `describe` or instantiation.
 fn describe_error(store: &wasmtime::Store<InstanceState>, e: wasmtime::Error) -> String {
-    match trap_error(store.data(), "describe", e) {
+    match trap_error(store.data(), Hook::Describe, e) {
         InstanceError::Trap { message, .. } => message,
         InstanceError::Limit { limit, .. } => limit.to_string(),
         other => other.to_string(),

@@ -28,10 +28,7 @@ use crate::wit::{emit, flat};
 impl InstanceState {
     /// The output buffer of `port`, if the current hook may emit to it.
     fn output(&mut self, port: u32) -> wasmtime::Result<&mut Batch> {
-        if !matches!(
-            self.hook,
-            "process" | "on-timers" | "on-checkpoint" | "finish"
-        ) {
+        if !self.hook.may_emit() {
             wasmtime::bail!(
                 "the plugin emitted records during `{}`; records may only be emitted in `process`, `on-timers`, `on-checkpoint` and `finish` (records emitted while opening or restoring would be repeated on every restart)",
                 self.hook

@@ -39,7 +39,7 @@ impl InstanceState {
     /// Traps unless the current hook may write state. `snapshot` runs after
     /// the state was cut for the checkpoint; `describe` has no state.
     pub(super) fn check_write(&self) -> wasmtime::Result<()> {
-        if matches!(self.hook, "describe" | "snapshot" | "instantiate") {
+        if !self.hook.may_write_state() {
             wasmtime::bail!(
                 "the plugin wrote state during `{}`; state may be written in `open`, `restore`, `process`, `on-timers`, `on-checkpoint` and `finish`",
                 self.hook

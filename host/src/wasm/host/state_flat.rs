@@ -99,6 +99,7 @@ impl flat_state::Host for InstanceState {
 
 #[cfg(test)]
 mod tests {
+    use crate::wasm::Hook;
     use weir_flat::state::{Values, push_key};
 
     use super::*;
@@ -107,7 +108,7 @@ mod tests {
 
     fn instance(limits: Limits) -> InstanceState {
         let mut s = InstanceState::new("op[0]", limits, Grants::default());
-        s.hook = "process";
+        s.hook = Hook::Process;
         s
     }
 
@@ -223,7 +224,7 @@ mod tests {
 
         // Writes only where `state` allows them; an empty put-many is no
         // write.
-        s.hook = "snapshot";
+        s.hook = Hook::Snapshot;
         flat_state::Host::put_many(&mut s, Vec::new()).unwrap();
         let err = flat_state::Host::put_many(&mut s, entries(&[(b"k", None)])).unwrap_err();
         assert!(

@@ -1,0 +1,225 @@
+//! Reading a Kafka source's partitions ([`KafkaReader`]): batches of
+//! messages from each assigned partition, the offset that lists where each
+//! one stands, and the watermark of the slowest active partition.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::{Value, json};
+use weir::connectors::format::LineParser;
+use weir::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
+use weir::dataflow::Batch;
+
+use super::client::Context;
+
+/// One partition the reader reads.
+#[derive(Debug)]
+pub(super) struct Partition {
+    pub(super) topic: String,
+    pub(super) id: i32,
+    /// The next offset to read.
+    pub(super) next: i64,
+    /// A bounded source reads up to this offset (exclusive).
+    pub(super) end: Option<i64>,
+    /// Highest timestamp read from the partition.
+    pub(super) max_timestamp: Option<i64>,
+    /// When the partition last gave a message (or was opened).
+    pub(super) last_message_at: Instant,
+    /// A bounded partition read to its end.
+    pub(super) done: bool,
+    /// A fresh start at a timestamp: messages older than this are skipped
+    /// until the first that is not (then `None`).
+    pub(super) skip_before: Option<i64>,
+}
+
+impl Partition {
+    pub(super) fn to_json(&self) -> Value {
+        let mut p = json!({ "topic": self.topic, "partition": self.id, "next": self.next });
+        if let Some(end) = self.end {
+            p["end"] = end.into();
+        }
+        if let Some(t) = self.max_timestamp {
+            p["max_timestamp"] = t.into();
+        }
+        if let Some(t) = self.skip_before {
+            p["skip_before"] = t.into();
+        }
+        p
+    }
+}
+
+/// A reader of a Kafka topic's partitions.
+pub(super) struct KafkaReader {
+    pub(super) parser: LineParser,
+    pub(super) consumer: BaseConsumer<Context>,
+    pub(super) partitions: Vec<Partition>,
+    pub(super) group: bool,
+    pub(super) brokers: String,
+    /// Starting capacity of the next batch's data.
+    pub(super) batch_bytes: usize,
+}
+
+impl KafkaReader {
+    pub(super) fn error(&self, message: String) -> SourceError {
+        SourceError::Remote {
+            source_id: self.parser.id.clone(),
+            target: format!("{} at {}", self.parser.path, self.brokers),
+            message,
+        }
+    }
+
+    /// Marks the bounded partitions whose fetch position reached their end
+    /// as done (after an end-of-partition event: the position is past any
+    /// transaction markers there, which no message reports).
+    pub(super) fn check_ends(&mut self) -> Result<(), SourceError> {
+        let position = self
+            .consumer
+            .position()
+            .map_err(|e| self.error(format!("cannot read the positions: {e}")))?;
+        let mut finished = TopicPartitionList::new();
+        for p in self.partitions.iter_mut().filter(|p| !p.done) {
+            let (Some(end), Some(Offset::Offset(at))) = (
+                p.end,
+                position.find_partition(&p.topic, p.id).map(|e| e.offset()),
+            ) else {
+                continue;
+            };
+            if at >= end {
+                p.done = true;
+                finished.add_partition(&p.topic, p.id);
+            }
+        }
+        if finished.count() > 0 {
+            // Fetching stops; nothing past the end is read.
+            let _ = self.consumer.pause(&finished);
+        }
+        Ok(())
+    }
+
+    pub(super) fn finished(&self) -> bool {
+        self.partitions.iter().all(|p| p.done)
+    }
+}
+
+impl SourceReader for KafkaReader {
+    /// Returns what has arrived, up to `max` records (an empty batch when
+    /// nothing has: the source thread asks again shortly).
+    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
+        let mut batch = Batch::with_capacity(max.min(4096), self.batch_bytes);
+        // One clock reading per batch: a batch is read in microseconds.
+        let now = Instant::now();
+        while !self.finished() && batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
+            let message = match self.consumer.poll(Duration::ZERO) {
+                None => break,
+                Some(Ok(message)) => message,
+                Some(Err(KafkaError::PartitionEOF(_))) => {
+                    self.check_ends()?;
+                    continue;
+                }
+                Some(Err(e)) if matches!(e.rdkafka_error_code(), Some(c) if is_transient(c)) => {
+                    tracing::warn!("source `{}`: kafka: {e}; retrying", self.parser.id);
+                    break;
+                }
+                Some(Err(e)) => return Err(self.error(format!("reading failed: {e}"))),
+            };
+            let offset = message.offset();
+            let (topic, id) = (message.topic(), message.partition());
+            let found = self
+                .partitions
+                .iter_mut()
+                .find(|p| p.id == id && p.topic == topic);
+            let Some(partition) = found else {
+                continue;
+            };
+            if partition.done || partition.end.is_some_and(|end| offset >= end) {
+                continue;
+            }
+            partition.next = offset + 1;
+            partition.last_message_at = now;
+            let time = message.timestamp().to_millis();
+            if let Some(before) = partition.skip_before {
+                if time.is_some_and(|t| t < before) {
+                    continue;
+                }
+                partition.skip_before = None;
+            }
+            if let Some(t) = time {
+                partition.max_timestamp = Some(partition.max_timestamp.map_or(t, |m| m.max(t)));
+            }
+            let done = partition.end.is_some_and(|end| partition.next >= end);
+            partition.done = done;
+            let value = message.payload().unwrap_or_default();
+            self.parser
+                .add_keyed(&mut batch, value, offset as u64, time, message.key())?;
+            if done {
+                let mut finished = TopicPartitionList::new();
+                finished.add_partition(message.topic(), message.partition());
+                let _ = self.consumer.pause(&finished);
+            }
+        }
+        self.batch_bytes = batch.data_bytes() + batch.data_bytes() / 8;
+        Ok(if batch.is_empty() && self.finished() {
+            None
+        } else {
+            Some(batch)
+        })
+    }
+
+    fn offset(&self) -> Value {
+        if self.group {
+            let mut committed = TopicPartitionList::new();
+            for p in &self.partitions {
+                let _ = committed.add_partition_offset(&p.topic, p.id, Offset::Offset(p.next));
+            }
+            if let Err(e) = self.consumer.commit(&committed, CommitMode::Async) {
+                tracing::debug!("source `{}`: committing to the group: {e}", self.parser.id);
+            }
+        }
+        json!({ "partitions": self.partitions.iter().map(Partition::to_json).collect::<Vec<_>>() })
+    }
+
+    fn skipped(&self) -> u64 {
+        self.parser.skipped
+    }
+
+    /// The least highest timestamp over the partitions still read and not
+    /// idle; the batch's own when every partition is finished.
+    fn watermark_timestamp(&self, batch: &Batch, idle_after: Option<Duration>) -> Option<i64> {
+        least_active(&self.partitions, Instant::now(), idle_after)
+            .unwrap_or_else(|| batch.max_timestamp())
+    }
+}
+
+/// The least highest timestamp of the partitions neither done nor idle at
+/// `now` (one without any timestamp yet makes it `Some(None)`: it holds
+/// the watermark back); `None` when no partition is active.
+pub(super) fn least_active(
+    partitions: &[Partition],
+    now: Instant,
+    idle_after: Option<Duration>,
+) -> Option<Option<i64>> {
+    let mut active = partitions
+        .iter()
+        .filter(|p| !p.done && idle_after.is_none_or(|d| now - p.last_message_at < d))
+        .peekable();
+    active.peek()?;
+    Some(active.map(|p| p.max_timestamp).min().flatten())
+}
+
+/// Errors a consumer reports while librdkafka retries on its own.
+pub(super) fn is_transient(code: rdkafka::types::RDKafkaErrorCode) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::BrokerTransportFailure
+            | C::AllBrokersDown
+            | C::NotLeaderForPartition
+            | C::LeaderNotAvailable
+            | C::RequestTimedOut
+            | C::NetworkException
+            | C::OperationTimedOut
+    )
+}
