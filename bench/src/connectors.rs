@@ -35,16 +35,12 @@ const IN_FLIGHT: usize = 4096;
 
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
-    let n = settings
-        .records
-        .unwrap_or(settings.pick(1_000_000, 200_000, 5_000));
-    let mut report = Report::new("connectors");
-    report.param("records", n);
-    report.param(
-        "unit",
+    let n = settings.records_or(1_000_000, 200_000, 5_000);
+    let (mut report, scratch) = settings.start(
+        "connectors",
         "records/s over the wall time of the whole run (for Weir: `weir run` from start to exit)",
-    );
-    let scratch = settings.scratch("connectors")?;
+    )?;
+    report.param("records", n);
     let dir = scratch.path();
     let jsonl = dir.join("rows.jsonl");
     crate::data::write_lines(&jsonl, n, |i| {

@@ -37,17 +37,13 @@ struct Workload {
 
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
-    let n = settings
-        .records
-        .unwrap_or(settings.pick(10_000_000, 200_000, 20_000));
-    let mut report = Report::new("end-to-end");
+    let n = settings.records_or(10_000_000, 200_000, 20_000);
+    let (mut report, scratch) = settings.start(
+        "end-to-end",
+        "records/s from the first record read to the end of the run; ratio = value / baseline",
+    )?;
     report.param("records", n);
     report.param("distinct_words", data::WORDS);
-    report.param(
-        "unit",
-        "records/s from the first record read to the end of the run; ratio = value / baseline",
-    );
-    let scratch = settings.scratch("end-to-end")?;
     let dir = scratch.path();
 
     let workloads = [

@@ -25,16 +25,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let orders = settings.pick(1_000_000, 100_000, 2_000);
     let distinct = settings.pick(100_000, 10_000, 500);
     let reps = settings.pick(3, 1, 1);
-    let mut report = Report::new("intervals");
+    let (mut report, scratch) = settings.start("intervals", "records/s: input records over the weir process's wall time (median of the repetitions, cases round-robin); ratio = value / the same job with 1 s checkpoints")?;
     report.param("words", words);
     report.param("distinct_words", distinct);
     report.param("orders", orders);
     report.param("repetitions", reps);
-    report.param(
-        "unit",
-        "records/s: input records over the weir process's wall time (median of the repetitions, cases round-robin); ratio = value / the same job with 1 s checkpoints",
-    );
-    let scratch = settings.scratch("intervals")?;
     let dir = scratch.path();
     settings.say(&format!(
         "intervals: writing {words} words and {orders} orders"

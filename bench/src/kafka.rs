@@ -43,17 +43,13 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
-    let n = settings
-        .records
-        .unwrap_or(settings.pick(2_000_000, 200_000, 5_000));
-    let mut report = Report::new("kafka");
+    let n = settings.records_or(2_000_000, 200_000, 5_000);
+    let (mut report, scratch) = settings.start(
+        "kafka",
+        "records/s over the wall time of the whole run (for Weir: `weir run` from start to exit)",
+    )?;
     report.param("records", n);
     report.param("partitions", PARTITIONS);
-    report.param(
-        "unit",
-        "records/s over the wall time of the whole run (for Weir: `weir run` from start to exit)",
-    );
-    let scratch = settings.scratch("kafka")?;
     let dir = scratch.path();
     let words = dir.join("words.txt");
     crate::data::write_lines(&words, n, |i| format!("w{}", i % WORDS))?;

@@ -49,17 +49,15 @@ const CASES: [Case; 3] = [
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let seconds = settings.pick(10, 3, 1);
     let rates: &[u64] = settings.pick(&[100, 10_000, 100_000], &[100, 10_000], &[100, 10_000]);
-    let mut report = Report::new("latency");
-    report.param("seconds_per_case", seconds);
-    report.param(
-        "unit",
+    let (mut report, scratch) = settings.start(
+        "latency",
         "milliseconds from writing a record to stdin to reading its count on stdout",
-    );
+    )?;
+    report.param("seconds_per_case", seconds);
     report.param(
         "job",
         "stdin -> word-count (p1) -> stdout, one unique word per record",
     );
-    let scratch = settings.scratch("latency")?;
     let plugin = settings.plugin("word-count")?;
     let weir = settings.weir_binary()?;
     for &rate in rates {

@@ -5,29 +5,7 @@
 //! less). The `weir-bench` binary runs them; `docs/performance.md` has the
 //! numbers and how to reproduce them.
 //!
-//! - [`boundary`]: ns per record through `process`, Wasm against the same
-//!   logic compiled natively and called directly.
-//! - [`end_to_end`]: records per second of a filter job and a keyed word
-//!   count, against native programs doing the same job.
-//! - [`checkpoint`]: full against incremental checkpoints, and checkpoint
-//!   duration and alignment as parallelism grows.
-//! - [`connectors`]: records per second into PostgreSQL and JetStream and
-//!   out of JetStream, against each server's own client.
-//! - [`intervals`]: word count and reconcile with 100 ms checkpoints
-//!   against the same jobs with 1 s checkpoints.
-//! - [`kafka`]: records per second into and out of Kafka, against
-//!   librdkafka's own producer and consumer.
-//! - [`latency`]: milliseconds from a record's write to stdin to its count
-//!   on stdout, by sink delivery mode and checkpoint interval.
-//! - [`recovery`]: time to the first processed record when restoring state.
-//! - [`skew`]: alignment when one input of a two-input operator is slower.
-//! - [`state`]: jobs with a million keys of state (reconcile, word count),
-//!   through the `weir` binary, against native programs, with peak RSS;
-//!   restore and checkpoint at a million keys.
-//! - [`ui`]: the web dashboard's cost, nobody watching and with the page
-//!   open in headless Chromium.
-//! - [`threads`]: the host's thread per stage against tokio tasks, on the
-//!   same pipeline.
+//! The benchmarks and what each measures are listed in [`BENCHMARKS`].
 
 use std::path::{Path, PathBuf};
 
@@ -189,6 +167,19 @@ impl Settings {
         }
     }
 
+    /// The start of benchmark `name`'s run: its report, saying the `unit`
+    /// its values are in, and a fresh scratch folder.
+    pub fn start(&self, name: &str, unit: &str) -> anyhow::Result<(Report, Scratch)> {
+        let mut report = Report::new(name);
+        report.param("unit", unit);
+        Ok((report, self.scratch(name)?))
+    }
+
+    /// A record count `--records` overrides: that, or one of three by mode.
+    pub fn records_or(&self, full: u64, quick: u64, tiny: u64) -> u64 {
+        self.records.unwrap_or(self.pick(full, quick, tiny))
+    }
+
     /// Progress on stderr when verbose.
     pub fn say(&self, msg: &str) {
         if self.verbose {
@@ -219,47 +210,108 @@ pub fn default_plugins() -> PathBuf {
         .join("target")
 }
 
-/// The benchmarks, by name.
-pub const BENCHMARKS: [&str; 14] = [
-    "boundary",
-    "connectors",
-    "end-to-end",
-    "checkpoint",
-    "intervals",
-    "kafka",
-    "latency",
-    "modes",
-    "recovery",
-    "skew",
-    "state",
-    "threads",
-    "ui",
-    "windows",
+/// One benchmark: its name and what it measures, and the function that
+/// runs it and returns its report.
+#[derive(Debug, Clone, Copy)]
+pub struct Benchmark {
+    /// Its name on the command line and in its report.
+    pub name: &'static str,
+    /// What it measures, against what baseline (one line, for `--help`).
+    pub about: &'static str,
+    /// Runs it.
+    pub run: fn(&Settings) -> anyhow::Result<Report>,
+}
+
+/// Every benchmark, in the order `all` runs them.
+pub const BENCHMARKS: &[Benchmark] = &[
+    Benchmark {
+        name: "boundary",
+        about: "ns per record through `process`, Wasm against the same logic called natively",
+        run: boundary::run,
+    },
+    Benchmark {
+        name: "connectors",
+        about: "records/s into PostgreSQL and JetStream and out of JetStream, against each server's own client",
+        run: connectors::run,
+    },
+    Benchmark {
+        name: "end-to-end",
+        about: "records/s of a filter job and a keyed word count, against native programs",
+        run: end_to_end::run,
+    },
+    Benchmark {
+        name: "checkpoint",
+        about: "full against incremental checkpoints; duration and alignment as parallelism grows",
+        run: checkpoint::run,
+    },
+    Benchmark {
+        name: "intervals",
+        about: "word count and reconcile with 100 ms checkpoints, against 1 s checkpoints",
+        run: intervals::run,
+    },
+    Benchmark {
+        name: "kafka",
+        about: "records/s into and out of Kafka, against librdkafka's own producer and consumer",
+        run: kafka::run,
+    },
+    Benchmark {
+        name: "latency",
+        about: "ms from a record's write to stdin to its count on stdout, by delivery mode and interval",
+        run: latency::run,
+    },
+    Benchmark {
+        name: "modes",
+        about: "aligned, unaligned and timed-out alignment under backpressure",
+        run: modes::run,
+    },
+    Benchmark {
+        name: "recovery",
+        about: "time to the first processed record when restoring state",
+        run: recovery::run,
+    },
+    Benchmark {
+        name: "skew",
+        about: "alignment when one input of a two-input operator is slower",
+        run: skew::run,
+    },
+    Benchmark {
+        name: "state",
+        about: "jobs with a million keys of state through `weir`, against native programs, with peak RSS",
+        run: state::run,
+    },
+    Benchmark {
+        name: "threads",
+        about: "the host's thread per stage against tokio tasks on the same pipeline",
+        run: threads::run,
+    },
+    Benchmark {
+        name: "ui",
+        about: "the web dashboard's cost, nobody watching and with the page open in Chromium",
+        run: ui::run,
+    },
+    Benchmark {
+        name: "windows",
+        about: "event-time windows with out-of-order input, against a native program",
+        run: windows::run,
+    },
 ];
+
+/// The benchmark named `name`.
+pub fn benchmark(name: &str) -> Option<&'static Benchmark> {
+    BENCHMARKS.iter().find(|b| b.name == name)
+}
 
 /// Runs the benchmark `name` (one of [`BENCHMARKS`]).
 pub fn run(name: &str, settings: &Settings) -> anyhow::Result<Report> {
+    let Some(benchmark) = benchmark(name) else {
+        let known: Vec<&str> = BENCHMARKS.iter().map(|b| b.name).collect();
+        anyhow::bail!(
+            "unknown benchmark `{name}` (known: {}, all)",
+            known.join(", ")
+        );
+    };
     let before = load_average();
-    let mut report = match name {
-        "boundary" => boundary::run(settings),
-        "connectors" => connectors::run(settings),
-        "end-to-end" => end_to_end::run(settings),
-        "checkpoint" => checkpoint::run(settings),
-        "intervals" => intervals::run(settings),
-        "kafka" => kafka::run(settings),
-        "latency" => latency::run(settings),
-        "modes" => modes::run(settings),
-        "recovery" => recovery::run(settings),
-        "skew" => skew::run(settings),
-        "state" => state::run(settings),
-        "threads" => threads::run(settings),
-        "ui" => ui::run(settings),
-        "windows" => windows::run(settings),
-        other => anyhow::bail!(
-            "unknown benchmark `{other}` (known: {}, all)",
-            BENCHMARKS.join(", ")
-        ),
-    }?;
+    let mut report = (benchmark.run)(settings)?;
     // Other processes on the machine skew absolute numbers: say how busy it was.
     report.param("loadavg_before", before);
     report.param("loadavg_after", load_average());

@@ -11,10 +11,8 @@ use weir_bench::{BENCHMARKS, Mode, Settings};
 #[derive(Parser, Debug)]
 #[command(name = "weir-bench", version)]
 struct Cli {
-    /// Benchmarks to run: boundary, connectors, end-to-end, checkpoint,
-    /// intervals, kafka, latency, modes, recovery, skew, state, threads, ui, windows,
-    /// or all (the default).
-    #[arg(value_parser = clap::builder::PossibleValuesParser::new(["all", "boundary", "connectors", "end-to-end", "checkpoint", "intervals", "kafka", "latency", "modes", "recovery", "skew", "state", "threads", "ui", "windows"]))]
+    /// Benchmarks to run, or all (the default).
+    #[arg(value_parser = benchmark_names())]
     benchmarks: Vec<String>,
     /// Small sizes (about 200k records) for CI smoke runs.
     #[arg(long, conflicts_with = "tiny")]
@@ -50,6 +48,15 @@ struct Cli {
     quiet: bool,
 }
 
+/// `all` and every benchmark's name, each with what it measures.
+fn benchmark_names() -> clap::builder::PossibleValuesParser {
+    let all = clap::builder::PossibleValue::new("all").help("every benchmark, in this order");
+    let each = BENCHMARKS
+        .iter()
+        .map(|b| clap::builder::PossibleValue::new(b.name).help(b.about));
+    clap::builder::PossibleValuesParser::new(std::iter::once(all).chain(each))
+}
+
 fn main() -> ExitCode {
     // `weir-bench native PROGRAM ARGS...` (hidden): a native baseline as a
     // child process of the `state` benchmark.
@@ -82,7 +89,7 @@ fn main() -> ExitCode {
     }
     let mut names: Vec<&str> = cli.benchmarks.iter().map(String::as_str).collect();
     if names.is_empty() || names.contains(&"all") {
-        names = BENCHMARKS.to_vec();
+        names = BENCHMARKS.iter().map(|b| b.name).collect();
     }
     let mut reports = Vec::new();
     for name in names {

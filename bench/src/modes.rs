@@ -27,16 +27,14 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let interval = settings.pick("200ms", "200ms", "100ms");
     let delays: &[u64] = settings.pick(&[2, 8], &[2, 8], &[4]);
     let timeout = "20ms";
-    let mut report = Report::new("modes");
+    let (mut report, scratch) = settings.start(
+        "modes",
+        "mean duration of a periodic checkpoint (ms); ratio = value / aligned at the same delay",
+    )?;
     report.param("seconds_per_case", seconds);
     report.param("checkpoint_interval", interval);
     report.param("alignment_timeout", timeout);
     report.param("fast_batch_size", BATCH);
-    report.param(
-        "unit",
-        "mean duration of a periodic checkpoint (ms); ratio = value / aligned at the same delay",
-    );
-    let scratch = settings.scratch("modes")?;
     let dir = scratch.path();
     let plugin = settings.plugin("slow-pass")?;
     for &delay in delays {

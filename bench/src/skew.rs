@@ -25,15 +25,13 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let rate = settings.pick(20_000u64, 20_000, 10_000);
     let millis = settings.pick(10_000u64, 2_000, 600);
     let interval = settings.pick("1s", "200ms", "100ms");
-    let mut report = Report::new("skew");
+    let (mut report, scratch) = settings.start(
+        "skew",
+        "longest alignment of a periodic checkpoint (ms); ratio = value / balanced",
+    )?;
     report.param("fast_rate", rate);
     report.param("seconds", millis as f64 / 1e3);
     report.param("checkpoint_interval", interval);
-    report.param(
-        "unit",
-        "longest alignment of a periodic checkpoint (ms); ratio = value / balanced",
-    );
-    let scratch = settings.scratch("skew")?;
     let dir = scratch.path();
     let plugin = settings.plugin("reconcile")?;
 

@@ -212,16 +212,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let words = settings.pick(5_000_000, 500_000, 20_000);
     let (distinct, zipf_distinct) =
         settings.pick((1_000_000, 100_000), (100_000, 10_000), (5_000, 500));
-    let mut report = Report::new("state");
+    let (mut report, scratch) = settings.start("state", "records/s: input records over the child process's wall time; ratio = value / the native program's")?;
     report.param("orders", orders);
     report.param("words", words);
     report.param("distinct_words", distinct);
     report.param("zipf_distinct_words", zipf_distinct);
-    report.param(
-        "unit",
-        "records/s: input records over the child process's wall time; ratio = value / the native program's",
-    );
-    let scratch = settings.scratch("state")?;
     let dir = scratch.path();
 
     settings.say(&format!(

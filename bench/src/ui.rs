@@ -48,15 +48,10 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let words = settings.pick(10_000_000, 3_000_000, 50_000);
     let distinct = settings.pick(100_000, 100_000, 1_000);
     let reps = settings.pick(5, 1, 1);
-    let mut report = Report::new("ui");
+    let (mut report, scratch) = settings.start("ui", "records/s: input records over the weir process's wall time (median of the repetitions, cases round-robin); cpu: the weir process's user + system seconds per million records")?;
     report.param("words", words);
     report.param("distinct_words", distinct);
     report.param("repetitions", reps);
-    report.param(
-        "unit",
-        "records/s: input records over the weir process's wall time (median of the repetitions, cases round-robin); cpu: the weir process's user + system seconds per million records",
-    );
-    let scratch = settings.scratch("ui")?;
     let dir = scratch.path();
     settings.say(&format!("ui: writing {words} words"));
     data::write_lines(&dir.join("words.txt"), words, |i| data::word(i, distinct))?;

@@ -181,23 +181,19 @@ pub fn native_program(input: &Path, output: &Path, window: i64) -> anyhow::Resul
 
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
-    let n = settings
-        .records
-        .unwrap_or(settings.pick(5_000_000, 200_000, 20_000));
-    let mut report = Report::new("windows");
+    let n = settings.records_or(5_000_000, 200_000, 20_000);
+    let (mut report, scratch) = settings.start(
+        "windows",
+        "records/s from the first record read to the end of the run; ratio = value / baseline",
+    )?;
     report.param("records", n);
     report.param("disorder_ms", DISORDER);
-    report.param(
-        "unit",
-        "records/s from the first record read to the end of the run; ratio = value / baseline",
-    );
     let reps = settings.pick(3, 1, 1);
     report.param("repetitions", reps);
     report.param(
         "statistic",
         "median of the repetitions, cases run round-robin",
     );
-    let scratch = settings.scratch("windows")?;
     let dir = scratch.path();
     let plugin = settings.plugin("window-count")?;
     for w in WORKLOADS {
