@@ -47,7 +47,7 @@ use toml::Table;
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
 use super::source::check_topic;
 use weir::connectors::from_table;
-use weir::connectors::sink::{Delivery, Done, Sink, SinkError};
+use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader, StagedSink};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
@@ -59,12 +59,12 @@ pub const SINK: SinkType = SinkType {
     keys: &[
         "brokers",
         "topic",
-        "delivery",
         "key",
         "headers",
         "transactional_id",
         "properties",
     ],
+    delivery: Delivery::ExactlyOnce,
     read: KafkaSinkConfig::read,
 };
 
@@ -89,8 +89,6 @@ pub struct KafkaSinkConfig {
     pub client: ClientSettings,
     /// The topic written (`topic`).
     pub topic: String,
-    /// The guarantee (`delivery`).
-    pub delivery: Delivery,
     /// The message key (`key`).
     pub key: KeyFrom,
     /// Headers every message carries (`[sink.headers]`).
@@ -107,14 +105,13 @@ impl KafkaSinkConfig {
         struct Raw {
             brokers: Option<String>,
             topic: Option<String>,
-            delivery: Option<Delivery>,
             key: Option<KeyFrom>,
             headers: Option<Table>,
             transactional_id: Option<String>,
             properties: Option<Table>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Box::new(move |_: &Path| {
+        Ok(Box::new(move |_: &Path, delivery| {
             let client = ClientSettings::read(raw.brokers, raw.properties)?;
             let Some(topic) = raw.topic else {
                 return Err("`topic` is missing; name the topic to write".into());
@@ -132,7 +129,6 @@ impl KafkaSinkConfig {
                     }
                 }
             }
-            let delivery = raw.delivery.unwrap_or(Delivery::ExactlyOnce);
             if raw.transactional_id.is_some() && delivery == Delivery::AtLeastOnce {
                 return Err(
                     "`transactional_id` is for delivery = \"exactly-once\"; an at-least-once sink uses no transactions"
@@ -147,7 +143,6 @@ impl KafkaSinkConfig {
             Ok(Arc::new(KafkaSinkConfig {
                 client,
                 topic,
-                delivery,
                 key: raw.key.unwrap_or(KeyFrom::Record),
                 headers,
                 transactional_id: raw.transactional_id,
@@ -171,13 +166,8 @@ impl KafkaSinkConfig {
 }
 
 impl SinkConnector for KafkaSinkConfig {
-    fn open(
-        &self,
-        job: &str,
-        id: &str,
-        staging: &Path,
-        restore: Option<&Value>,
-    ) -> Result<Box<dyn Sink>, SinkError> {
+    fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
+        let (job, id, staging, restore) = (at.job, at.id, at.staging, at.restore);
         let target = format!("topic `{}` at {}", self.topic, self.client.brokers);
         let fail = |message: String| SinkError::Remote {
             sink: id.to_owned(),
@@ -189,7 +179,7 @@ impl SinkConnector for KafkaSinkConfig {
             key: self.key,
             headers: self.headers.clone(),
         };
-        if self.delivery == Delivery::AtLeastOnce {
+        if at.delivery == Delivery::AtLeastOnce {
             let producer = self.producer(id, &[("enable.idempotence", "true")], &fail)?;
             let probe: BaseConsumer<Context> = self
                 .client
@@ -452,43 +442,43 @@ impl Sink for DirectSink {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<KafkaSinkConfig, String> {
-        let config = KafkaSinkConfig::read(text.parse().unwrap())?(Path::new("."))?;
+    fn parse(text: &str, delivery: Delivery) -> Result<KafkaSinkConfig, String> {
+        let config = KafkaSinkConfig::read(text.parse().unwrap())?(Path::new("."), delivery)?;
         let any: &dyn std::any::Any = config.as_ref() as &dyn SinkConnector as &dyn std::any::Any;
         Ok(any.downcast_ref::<KafkaSinkConfig>().unwrap().clone())
     }
 
     #[test]
     fn settings_have_defaults_and_are_checked() {
-        let c = parse("brokers = \"h:1\"\ntopic = \"out\"").unwrap();
+        let exactly = Delivery::ExactlyOnce;
+        let c = parse("brokers = \"h:1\"\ntopic = \"out\"", exactly).unwrap();
         assert_eq!(
-            (c.delivery, c.key, c.headers.len(), c.transactional_id),
-            (Delivery::ExactlyOnce, KeyFrom::Record, 0, None)
+            (c.key, c.headers.len(), c.transactional_id),
+            (KeyFrom::Record, 0, None)
         );
         let c = parse(
-            "brokers = \"h:1\"\ntopic = \"out\"\ndelivery = \"at-least-once\"\nkey = \"none\"\nheaders = { origin = \"weir\" }",
+            "brokers = \"h:1\"\ntopic = \"out\"\nkey = \"none\"\nheaders = { origin = \"weir\" }",
+            Delivery::AtLeastOnce,
         )
         .unwrap();
-        assert_eq!((c.delivery, c.key), (Delivery::AtLeastOnce, KeyFrom::None));
+        assert_eq!(c.key, KeyFrom::None);
         assert_eq!(c.headers, [("origin".to_owned(), "weir".to_owned())]);
-        for (text, expected) in [
-            ("topic = \"out\"", "`brokers` is missing"),
-            ("brokers = \"h:1\"", "`topic` is missing"),
-            ("brokers = \"h:1\"\ntopic = \"o/t\"", "holds '/'"),
-            (
-                "brokers = \"h:1\"\ntopic = \"o\"\ndelivery = \"twice\"",
-                "unknown variant",
-            ),
+        for (text, delivery, expected) in [
+            ("topic = \"out\"", exactly, "`brokers` is missing"),
+            ("brokers = \"h:1\"", exactly, "`topic` is missing"),
+            ("brokers = \"h:1\"\ntopic = \"o/t\"", exactly, "holds '/'"),
             (
                 "brokers = \"h:1\"\ntopic = \"o\"\nheaders = { n = 1 }",
+                exactly,
                 "must be a string",
             ),
             (
-                "brokers = \"h:1\"\ntopic = \"o\"\ndelivery = \"at-least-once\"\ntransactional_id = \"x\"",
+                "brokers = \"h:1\"\ntopic = \"o\"\ntransactional_id = \"x\"",
+                Delivery::AtLeastOnce,
                 "exactly-once",
             ),
         ] {
-            let err = parse(text).unwrap_err();
+            let err = parse(text, delivery).unwrap_err();
             assert!(err.contains(expected), "{text}: {err}");
         }
     }

@@ -32,7 +32,7 @@ use toml::Table;
 use super::connection::{Connection, check_url};
 use super::ordered::{IN_FLIGHT, OrderedEpoch};
 use weir::connectors::from_table;
-use weir::connectors::sink::{Delivery, Done, Sink, SinkError};
+use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader, StagedSink};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
@@ -41,7 +41,8 @@ use weir::failpoint::{self, Failpoint};
 /// The registry entry of `type = "nats"` sinks.
 pub const SINK: SinkType = SinkType {
     name: "nats",
-    keys: &["url", "subject", "delivery"],
+    keys: &["url", "subject"],
+    delivery: Delivery::ExactlyOnce,
     read: NatsSinkConfig::read,
 };
 
@@ -56,8 +57,6 @@ pub struct NatsSinkConfig {
     /// The subject each record is published to (`subject`); `{key}` in it
     /// stands for the record's key.
     pub subject: String,
-    /// When records are published (`delivery`, default exactly-once).
-    pub delivery: Delivery,
 }
 
 impl NatsSinkConfig {
@@ -67,10 +66,9 @@ impl NatsSinkConfig {
         struct Raw {
             url: Option<String>,
             subject: Option<String>,
-            delivery: Option<Delivery>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Box::new(move |_: &Path| {
+        Ok(Box::new(move |_: &Path, _| {
             let Some(url) = raw.url else {
                 return Err("`url` is missing; add url = \"nats://127.0.0.1:4222\"".into());
             };
@@ -80,11 +78,7 @@ impl NatsSinkConfig {
             };
             check_subject(&subject.replace(KEY, "k"))
                 .map_err(|m| format!("`subject` = {subject:?} {m}"))?;
-            Ok(Arc::new(NatsSinkConfig {
-                url,
-                subject,
-                delivery: raw.delivery.unwrap_or(Delivery::ExactlyOnce),
-            }))
+            Ok(Arc::new(NatsSinkConfig { url, subject }))
         }))
     }
 }
@@ -106,13 +100,8 @@ fn check_subject(subject: &str) -> Result<(), String> {
 }
 
 impl SinkConnector for NatsSinkConfig {
-    fn open(
-        &self,
-        job: &str,
-        id: &str,
-        staging: &Path,
-        restore: Option<&Value>,
-    ) -> Result<Box<dyn Sink>, SinkError> {
+    fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
+        let (job, id) = (at.job, at.id);
         let remote = |target: String| {
             let sink = id.to_owned();
             move |message: String| SinkError::Remote {
@@ -138,7 +127,7 @@ impl SinkConnector for NatsSinkConfig {
             target,
             connection,
         };
-        if self.delivery == Delivery::AtLeastOnce {
+        if at.delivery == Delivery::AtLeastOnce {
             return Ok(Box::new(PublishingSink {
                 destination,
                 pending: VecDeque::new(),
@@ -146,8 +135,8 @@ impl SinkConnector for NatsSinkConfig {
         }
         Ok(Box::new(StagedSink::open(
             id,
-            staging,
-            restore,
+            at.staging,
+            at.restore,
             Box::new(destination),
         )?))
     }
@@ -312,7 +301,8 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<(), String> {
-        NatsSinkConfig::read(text.parse().unwrap())?(Path::new(".")).map(drop)
+        NatsSinkConfig::read(text.parse().unwrap())?(Path::new("."), Delivery::ExactlyOnce)
+            .map(drop)
     }
 
     #[test]

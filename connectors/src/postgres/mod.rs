@@ -48,19 +48,19 @@ use std::time::Duration;
 
 use postgres::config::{Host, SslMode};
 use serde::Deserialize;
-use serde_json::Value;
 use toml::Table;
 
 use destination::{PgDestination, WritingSink};
 use weir::connectors::from_table;
-use weir::connectors::sink::{Delivery, Sink, SinkError};
+use weir::connectors::sink::{Delivery, Sink, SinkContext, SinkError};
 use weir::connectors::staged::StagedSink;
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 
 /// The registry entry of `type = "postgres"` sinks.
 pub const SINK: SinkType = SinkType {
     name: "postgres",
-    keys: &["url", "table", "mode", "key", "ignore_unknown", "delivery"],
+    keys: &["url", "table", "mode", "key", "ignore_unknown"],
+    delivery: Delivery::ExactlyOnce,
     read: PostgresSinkConfig::read,
 };
 
@@ -93,8 +93,6 @@ pub struct PostgresSinkConfig {
     /// Whether record fields without a column are skipped rather than an
     /// error (`ignore_unknown`, default false).
     pub ignore_unknown: bool,
-    /// When rows are written (`delivery`, default exactly-once).
-    pub delivery: Delivery,
 }
 
 // By hand: the URL may hold a password.
@@ -106,7 +104,6 @@ impl std::fmt::Debug for PostgresSinkConfig {
             .field("mode", &self.mode)
             .field("key", &self.key)
             .field("ignore_unknown", &self.ignore_unknown)
-            .field("delivery", &self.delivery)
             .finish_non_exhaustive()
     }
 }
@@ -155,10 +152,9 @@ impl PostgresSinkConfig {
             mode: Option<Mode>,
             key: Option<KeyColumns>,
             ignore_unknown: Option<bool>,
-            delivery: Option<Delivery>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Box::new(move |_dir: &Path| {
+        Ok(Box::new(move |_dir: &Path, _| {
             let Some(url) = raw.url else {
                 return Err(
                     "`url` is missing; add url = \"postgresql://user@host:5432/dbname\"".into(),
@@ -203,7 +199,6 @@ impl PostgresSinkConfig {
                 mode,
                 key,
                 ignore_unknown: raw.ignore_unknown.unwrap_or(false),
-                delivery: raw.delivery.unwrap_or(Delivery::ExactlyOnce),
             }))
         }))
     }
@@ -322,21 +317,16 @@ impl SinkConnector for PostgresSinkConfig {
     /// upsert), creates the bookkeeping table when missing, then opens the
     /// staged sink, which recovers to `restore`; at-least-once, a sink that
     /// writes each batch as it comes.
-    fn open(
-        &self,
-        job: &str,
-        id: &str,
-        staging: &Path,
-        restore: Option<&Value>,
-    ) -> Result<Box<dyn Sink>, SinkError> {
+    fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
+        let (job, id) = (at.job, at.id);
         let destination = PgDestination::connect(self, job, id)?;
-        if self.delivery == Delivery::AtLeastOnce {
+        if at.delivery == Delivery::AtLeastOnce {
             return Ok(Box::new(WritingSink(destination)));
         }
         Ok(Box::new(StagedSink::open(
             id,
-            staging,
-            restore,
+            at.staging,
+            at.restore,
             Box::new(destination),
         )?))
     }
@@ -349,7 +339,7 @@ mod tests {
     fn settings(text: &str) -> Result<PostgresSinkConfig, String> {
         let table: Table = text.parse().unwrap();
         let build = (SINK.read)(table)?;
-        let connector = build(Path::new("."))?;
+        let connector = build(Path::new("."), Delivery::ExactlyOnce)?;
         let any: &dyn std::any::Any = connector.as_ref();
         Ok(any.downcast_ref::<PostgresSinkConfig>().unwrap().clone())
     }
@@ -389,17 +379,14 @@ mod tests {
             ),
             ("db.example:5433/stats", "totals", Mode::Append, 0, false)
         );
-        assert_eq!(s.delivery, Delivery::ExactlyOnce);
         let s = settings(
             r#"url = "host=/run/postgresql user=weir"
                table = 'public."Totals"'
                mode = "upsert"
                key = ["word", "day"]
-               ignore_unknown = true
-               delivery = "at-least-once""#,
+               ignore_unknown = true"#,
         )
         .unwrap();
-        assert_eq!(s.delivery, Delivery::AtLeastOnce);
         assert_eq!(s.server, "/run/postgresql:5432/weir");
         assert_eq!(
             (s.mode, s.key.clone(), s.ignore_unknown),

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
-use crate::connectors::sink::{Sink, SinkError};
+use crate::connectors::sink::{Delivery, Sink, SinkContext, SinkError};
 use crate::connectors::{Registry, SinkConnector};
 use crate::fields::check_id;
 
@@ -28,6 +28,8 @@ pub struct SinkConfig {
     /// The upstreams (sources or operators' output ports), never empty and
     /// without duplicates; several are a union.
     pub input: Vec<Upstream>,
+    /// Its guarantee (`delivery`; when absent, its type's default).
+    pub delivery: Delivery,
 }
 
 // By hand: a derived `==` cannot compare the connectors behind their `Arc`s.
@@ -38,11 +40,13 @@ impl PartialEq for SinkConfig {
             kind,
             connector,
             input,
+            delivery,
         } = self;
         *id == other.id
             && *kind == other.kind
             && **connector == *other.connector
             && *input == other.input
+            && *delivery == other.delivery
     }
 }
 
@@ -58,19 +62,26 @@ impl SinkConfig {
         staging: &Path,
         restore: Option<&Value>,
     ) -> Result<Box<dyn Sink>, SinkError> {
-        self.connector.open(job, &self.id, staging, restore)
+        self.connector.open(&SinkContext {
+            job,
+            id: &self.id,
+            delivery: self.delivery,
+            staging,
+            restore,
+        })
     }
 }
 
 /// The options every sink has, besides `type`: the keys of a `[[sink]]`
 /// table that are not its connector's.
-const OPTIONS: [&str; 2] = ["id", "input"];
+const OPTIONS: [&str; 3] = ["id", "input", "delivery"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSink {
     id: Option<String>,
     input: Option<toml::Value>,
+    delivery: Option<Delivery>,
 }
 
 /// One `[[sink]]` table of a type in `registry`; `dir` is the job folder.
@@ -84,12 +95,13 @@ pub(super) fn build_sink(
 ) -> Result<SinkConfig, String> {
     let sinks = registry.sinks();
     let types: Vec<(&str, &[&str])> = sinks.iter().map(|t| (t.name, t.keys)).collect();
-    let (raw, (kind, build)): (RawSink, _) =
+    let (raw, (sink_type, build)): (RawSink, _) =
         super::split_entry(table, &types, &OPTIONS, |i, t| {
-            (sinks[i].read)(t).map(|build| (sinks[i].name, build))
+            (sinks[i].read)(t).map(|build| (sinks[i], build))
         })?;
     let id = check_id(raw.id)?;
-    let connector = build(dir)?;
+    let delivery = raw.delivery.unwrap_or(sink_type.delivery);
+    let connector = build(dir, delivery)?;
     const HINT: &str = "write input = \"<source or operator id>\", \"<operator id>.<output port>\" \
                         or a list of them";
     let input = match raw.input {
@@ -102,8 +114,9 @@ pub(super) fn build_sink(
     };
     Ok(SinkConfig {
         id,
-        kind,
+        kind: sink_type.name,
         connector,
         input,
+        delivery,
     })
 }

@@ -173,14 +173,15 @@ fn full_job_parses_with_both_input_syntaxes() {
     let out = FileSinkConfig {
         path: at("out/reconcile.jsonl"),
         format: SinkFormat::Jsonl,
-        delivery: Delivery::ExactlyOnce,
     };
     assert_eq!(&*job.sinks[0].connector, &out as &dyn SinkConnector);
     let stdout = StdoutConfig {
         format: SinkFormat::Lines,
-        delivery: Delivery::AtLeastOnce,
     };
     assert_eq!(&*job.sinks[1].connector, &stdout as &dyn SinkConnector);
+    // `delivery` is common to every sink; each type has its default.
+    let deliveries = [job.sinks[0].delivery, job.sinks[1].delivery];
+    assert_eq!(deliveries, [Delivery::ExactlyOnce, Delivery::AtLeastOnce]);
     assert_eq!(job.consumers("reconcile"), ["out"]);
 }
 
@@ -829,4 +830,25 @@ fn a_csv_source_needs_its_key_column_in_the_header() {
         "a.csv:1: the header row has no column `id` (columns: order_no, amount); fix `key`";
     assert_rejected(&csv("id"), message);
     assert!(parse(&csv("order_no")).is_ok());
+}
+
+/// `delivery` is read once for every sink type, with each type's default,
+/// and a connector's own checks see it.
+#[test]
+fn delivery_is_an_option_of_every_sink_with_a_default_per_type() {
+    let job = parse(&doc(&[GEN, OUT, &file_sink("f", "o.txt")])).unwrap();
+    let deliveries: Vec<Delivery> = job.sinks.iter().map(|s| s.delivery).collect();
+    assert_eq!(deliveries, [Delivery::AtLeastOnce, Delivery::ExactlyOnce]);
+    let set = |sink: &str, value: &str| format!("{sink}delivery = \"{value}\"\n");
+    let job = parse(&doc(&[
+        GEN,
+        &set(OUT, "exactly-once"),
+        &set(&file_sink("f", "o.txt"), "at-least-once"),
+    ]))
+    .unwrap();
+    let deliveries: Vec<Delivery> = job.sinks.iter().map(|s| s.delivery).collect();
+    assert_eq!(deliveries, [Delivery::ExactlyOnce, Delivery::AtLeastOnce]);
+    assert_rejects!(
+        doc(&[GEN, &set(OUT, "twice")]) => "unknown variant `twice`, expected `exactly-once` or `at-least-once`",
+    );
 }

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toml::Table;
 
-use sink::{Sink, SinkError};
+use sink::{Delivery, Sink, SinkContext, SinkError};
 use source::{SourceError, SourceReader};
 
 /// The source and sink types a job file may name, in the order the
@@ -159,8 +159,9 @@ pub type BuildSource = Box<dyn FnOnce(&Path) -> Result<Arc<dyn SourceConnector>,
 /// Reads a sink's settings, as [`ReadSource`] does a source's.
 pub type ReadSink = fn(Table) -> Result<BuildSink, String>;
 
-/// Checks the settings a [`ReadSink`] read, as [`BuildSource`] does.
-pub type BuildSink = Box<dyn FnOnce(&Path) -> Result<Arc<dyn SinkConnector>, String>>;
+/// Checks the settings a [`ReadSink`] read, as [`BuildSource`] does, for a
+/// sink with the given guarantee (the common option `delivery`).
+pub type BuildSink = Box<dyn FnOnce(&Path, Delivery) -> Result<Arc<dyn SinkConnector>, String>>;
 
 /// One source type of the job file (`type = "<name>"`).
 #[derive(Debug)]
@@ -180,6 +181,8 @@ pub struct SinkType {
     pub name: &'static str,
     /// The keys of the type's own settings, in the order messages list them.
     pub keys: &'static [&'static str],
+    /// The guarantee of a sink of this type whose table sets no `delivery`.
+    pub delivery: Delivery,
     /// Reads the settings.
     pub read: ReadSink,
 }
@@ -205,17 +208,9 @@ pub trait SourceConnector: DynEq + Debug + Send + Sync {
 
 /// The settings of one sink, as its type read and checked them.
 pub trait SinkConnector: DynEq + Debug + Send + Sync {
-    /// Opens sink `id` of job `job` (its name). `staging` is a folder the
-    /// sink owns (under the state dir); `restore` is the commit info of the
-    /// checkpoint being restored (what its precommit reported), or `None`
-    /// to start fresh.
-    fn open(
-        &self,
-        job: &str,
-        id: &str,
-        staging: &Path,
-        restore: Option<&Value>,
-    ) -> Result<Box<dyn Sink>, SinkError>;
+    /// Opens the sink `at` says, with the guarantee it names, recovering to
+    /// the checkpoint it restores (or starting fresh).
+    fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError>;
 
     /// The file the sink writes, if any (no other source or sink may use it).
     fn file(&self) -> Option<&Path> {

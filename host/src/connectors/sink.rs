@@ -54,6 +54,22 @@ pub enum SinkError {
     },
 }
 
+/// What a sink is opened with besides its type's own settings.
+#[derive(Debug, Clone, Copy)]
+pub struct SinkContext<'a> {
+    /// The job's name.
+    pub job: &'a str,
+    /// The sink's id.
+    pub id: &'a str,
+    /// Its guarantee (`delivery`, or its type's default).
+    pub delivery: Delivery,
+    /// A folder the sink owns, under the state dir.
+    pub staging: &'a std::path::Path,
+    /// The commit info of the checkpoint being restored (what its
+    /// precommit reported), or `None` to start fresh.
+    pub restore: Option<&'a Value>,
+}
+
 /// Receives the outcome of a sink step that may finish on another thread:
 /// the commit info once a precommitted epoch is durable, `Value::Null` once
 /// a commit is visible, or the error.

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toml::Table;
 
-use super::sink::{Delivery, Done, Sink, SinkError, SinkFormat, encode};
+use super::sink::{Delivery, Done, Sink, SinkContext, SinkError, SinkFormat, encode};
 use super::{BuildSink, SinkConnector, SinkType};
 use crate::dataflow::Batch;
 use crate::fields::from_table;
@@ -26,7 +26,8 @@ use crate::fields::from_table;
 /// The registry entry of `type = "stdout"`.
 pub const SINK: SinkType = SinkType {
     name: "stdout",
-    keys: &["format", "delivery"],
+    keys: &["format"],
+    delivery: Delivery::AtLeastOnce,
     read: StdoutConfig::read,
 };
 
@@ -35,8 +36,6 @@ pub const SINK: SinkType = SinkType {
 pub struct StdoutConfig {
     /// How record values are written (`format`, default `lines`).
     pub format: SinkFormat,
-    /// When they are written (`delivery`, default at-least-once).
-    pub delivery: Delivery,
 }
 
 impl StdoutConfig {
@@ -45,13 +44,11 @@ impl StdoutConfig {
         #[serde(deny_unknown_fields)]
         struct Raw {
             format: Option<SinkFormat>,
-            delivery: Option<Delivery>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Box::new(move |_: &Path| {
+        Ok(Box::new(move |_: &Path, _| {
             Ok(Arc::new(StdoutConfig {
                 format: raw.format.unwrap_or(SinkFormat::Lines),
-                delivery: raw.delivery.unwrap_or(Delivery::AtLeastOnce),
             }))
         }))
     }
@@ -60,14 +57,9 @@ impl StdoutConfig {
 impl SinkConnector for StdoutConfig {
     /// The commit info of a restored checkpoint is ignored: what was printed
     /// stays printed.
-    fn open(
-        &self,
-        _job: &str,
-        id: &str,
-        _staging: &Path,
-        _restore: Option<&Value>,
-    ) -> Result<Box<dyn Sink>, SinkError> {
-        Ok(match self.delivery {
+    fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
+        let id = at.id;
+        Ok(match at.delivery {
             Delivery::AtLeastOnce => Box::new(PrintingSink { id: id.to_string() }),
             Delivery::ExactlyOnce => Box::new(StdoutSink {
                 id: id.to_string(),

@@ -30,7 +30,9 @@ use toml::Table;
 
 use super::append::AppendSink;
 use super::io::{IoRequest, append_epochs, perform};
-use crate::connectors::sink::{Delivery, Done, SealEpoch, Sink, SinkError, SinkFormat, encode};
+use crate::connectors::sink::{
+    Delivery, Done, SealEpoch, Sink, SinkContext, SinkError, SinkFormat, encode,
+};
 use crate::connectors::worker::Worker;
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
 use crate::dataflow::Batch;
@@ -39,7 +41,8 @@ use crate::fields::{from_table, resolve};
 /// The registry entry of `type = "file"` sinks.
 pub const SINK: SinkType = SinkType {
     name: "file",
-    keys: &["path", "format", "delivery"],
+    keys: &["path", "format"],
+    delivery: Delivery::ExactlyOnce,
     read: FileSinkConfig::read,
 };
 
@@ -51,9 +54,6 @@ pub struct FileSinkConfig {
     pub path: PathBuf,
     /// How record values are written (`format`, default `lines`).
     pub format: SinkFormat,
-    /// When they become visible (`delivery`, default exactly-once: at
-    /// commit; at-least-once: as they arrive, [`super::append`]).
-    pub delivery: Delivery,
 }
 
 impl FileSinkConfig {
@@ -63,31 +63,25 @@ impl FileSinkConfig {
         struct Raw {
             path: Option<String>,
             format: Option<SinkFormat>,
-            delivery: Option<Delivery>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Box::new(move |dir: &Path| {
+        Ok(Box::new(move |dir: &Path, _| {
             Ok(Arc::new(FileSinkConfig {
                 path: resolve(dir, "path", raw.path)?,
                 format: raw.format.unwrap_or(SinkFormat::Lines),
-                delivery: raw.delivery.unwrap_or(Delivery::ExactlyOnce),
             }))
         }))
     }
 }
 
 impl SinkConnector for FileSinkConfig {
-    /// Both formats write one record value per line.
-    fn open(
-        &self,
-        _job: &str,
-        id: &str,
-        staging: &Path,
-        restore: Option<&Value>,
-    ) -> Result<Box<dyn Sink>, SinkError> {
-        Ok(match self.delivery {
-            Delivery::ExactlyOnce => Box::new(FileSink::open(id, &self.path, staging, restore)?),
-            Delivery::AtLeastOnce => Box::new(AppendSink::open(id, &self.path, restore)?),
+    /// Both formats write one record value per line: exactly-once at
+    /// commit, at-least-once as records arrive ([`super::append`]).
+    fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
+        let (id, path) = (at.id, &self.path);
+        Ok(match at.delivery {
+            Delivery::ExactlyOnce => Box::new(FileSink::open(id, path, at.staging, at.restore)?),
+            Delivery::AtLeastOnce => Box::new(AppendSink::open(id, path, at.restore)?),
         })
     }
 
