@@ -30,8 +30,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use weir::checkpoint::state::KeyedState;
-use weir::checkpoint::timers::{Domain, Timers};
+use weir::keyed::state::KeyedState;
+use weir::keyed::timers::{Domain, Timers};
 use weir::wasm::PluginReturned;
 use weir::{InstanceError, OperatorInfo, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::cli::Weir;

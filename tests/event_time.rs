@@ -4,8 +4,8 @@
 //! timers emit, and timers and the watermark carried through a checkpoint
 //! into a fresh instance, as a restore does.
 
-use weir::checkpoint::state::KeyedState;
-use weir::checkpoint::timers::{Domain, Timers};
+use weir::keyed::state::KeyedState;
+use weir::keyed::timers::{Domain, Timers};
 use weir::{OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::{plugins, polyglot};
 

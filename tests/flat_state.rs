@@ -5,8 +5,8 @@
 //! restore, and a malformed buffer traps naming the function, the buffer and
 //! the item, storing nothing.
 
-use weir::checkpoint::state::KeyedState;
 use weir::config::{Grants, Limits};
+use weir::keyed::state::KeyedState;
 use weir::wasm::InstanceError;
 use weir::{OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::plugins;

@@ -4,7 +4,7 @@
 //!   checkpoint of N keys (1 million by default) against incremental ones
 //!   with 1% of the keys changed (duration and bytes written), against
 //!   writing the same bytes to a plain file with one fsync; and the cost of
-//!   collecting the changes from [`weir::checkpoint::state::KeyedState`].
+//!   collecting the changes from [`weir::keyed::state::KeyedState`].
 //! - Job level: two keyed word-count stages (generator source, 100,000
 //!   distinct words) at parallelism 1, 2 and 4 with periodic checkpoints, so
 //!   that the second stage aligns barriers over `p` input channels;
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Instant;
 
-use weir::checkpoint::state::KeyedState;
+use weir::keyed::state::KeyedState;
 use weir::run::RestoreMode;
 use weir::store::{CheckpointMeta, CheckpointStore, InstanceDelta, OperatorMeta};
 

@@ -22,7 +22,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use weir::checkpoint::state::KeyedState;
+use weir::keyed::state::KeyedState;
 use weir::run::RestoreMode;
 use weir::store::CheckpointStore;
 use weir::{OperatorInstance, Record, Runtime};

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use weir::Plugin;
-use weir::checkpoint::timers::{Entry, Timer, decode};
+use weir::keyed::timers::{Entry, Timer, decode};
 
 /// A plugin's self-description plus what the component imports and exports.
 /// Its JSON form is the stable output of `weir inspect --json`.
@@ -315,7 +315,7 @@ pub struct InstanceTimers {
 /// whose key matches `key` ([`key_matches`]).
 ///
 /// ```
-/// use weir::checkpoint::timers::{Domain, Timers};
+/// use weir::keyed::timers::{Domain, Timers};
 /// let mut t = Timers::default();
 /// t.register(Domain::EventTime, 10, b"a");
 /// t.set_watermark(3);

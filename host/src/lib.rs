@@ -25,10 +25,11 @@ pub mod connectors;
 pub mod dataflow;
 pub mod failpoint;
 mod fields;
+pub mod keyed;
 pub mod metrics;
 pub mod run;
 pub mod store;
-mod tasks;
+mod threads;
 pub mod time;
 pub mod wasm;
 mod wit;
@@ -40,5 +41,5 @@ pub use dataflow::{Batch, Record};
 /// large plugin being compiled. The CLI shows them at its default
 /// verbosity.
 pub const NOTICE: &str = "weir::notice";
-pub use tasks::TaskError;
+pub use threads::TaskError;
 pub use wasm::{InstanceError, OperatorInfo, OperatorInstance, Plugin, PluginError, Runtime};

@@ -66,7 +66,7 @@ pub struct RestoredInstance {
     pub entries: Vec<(Vec<u8>, Vec<u8>)>,
     /// Snapshot bytes; empty if never written.
     pub snapshot: Vec<u8>,
-    /// Timer entries (see [`crate::checkpoint::timers`]), sorted by key.
+    /// Timer entries (see [`crate::keyed::timers`]), sorted by key.
     pub timers: Vec<(Vec<u8>, Vec<u8>)>,
     /// In-flight data of the checkpoint, if it took it unaligned: replayed
     /// to the instance before any new input.

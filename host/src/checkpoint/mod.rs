@@ -1,8 +1,7 @@
-//! Checkpoint decisions and the state they capture: the [`coordinator`]
-//! (when to trigger, when a checkpoint is complete) and an instance's
-//! host-owned [`state`] (`KeyedState`) and [`timers`]. The durable side is in
-//! [`crate::store`].
+//! Checkpoint coordination: the [`coordinator`] decides when to trigger a
+//! checkpoint and when one is complete. What a checkpoint captures of an
+//! instance is its live keyed state and timers ([`crate::keyed`]) and its
+//! in-flight data ([`crate::dataflow::inflight`]); the durable side is the
+//! checkpoint store ([`crate::store`]).
 
 pub mod coordinator;
-pub mod state;
-pub mod timers;

@@ -1,16 +1,16 @@
-//! The data path: flat [`Batch`]es of [`Record`]s, the flat
-//! [`StateChanges`] instances hand to checkpoints, key-group
+//! The data path: flat [`Batch`]es of [`Record`]s, key-group
 //! [`partition`]ing, every message of a running job ([`protocol`]), barrier
 //! [`align`]ment (and overtaking: unaligned checkpoints, their
 //! [`inflight`] data and the barriers' `priority` path), the aligned-input loop shared by operator instances and
 //! sinks (`input`), event-time progress ([`watermark`]), partitioned sends
-//! (`output`) and cancellation (`cancel`). This folder imports only the WIT bindings; the thread bodies
-//! that drive it are in `tasks`.
+//! (`output`) and cancellation (`cancel`). This folder imports only the WIT
+//! bindings and the state changes an acknowledgement carries
+//! ([`crate::keyed::changes`]); the thread bodies that drive it are in
+//! `threads`.
 
 pub mod align;
 pub mod batch;
 pub(crate) mod cancel;
-pub mod changes;
 pub(crate) mod frame;
 pub mod inflight;
 pub(crate) mod input;
@@ -22,5 +22,4 @@ pub mod record;
 pub mod watermark;
 
 pub use batch::Batch;
-pub use changes::StateChanges;
 pub use record::Record;

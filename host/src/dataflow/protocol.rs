@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::dataflow::batch::Batch;
-use crate::dataflow::changes::StateChanges;
+use crate::keyed::changes::StateChanges;
 
 /// What travels on a data edge, from one instance (or source) to one
 /// instance (or sink) downstream.
@@ -133,7 +133,7 @@ pub struct InstanceDelta {
     /// Plugin snapshot bytes; `None` = unchanged since the previous checkpoint.
     pub snapshot: Option<Vec<u8>>,
     /// Changed timer entries (and the instance's watermark), encoded by
-    /// [`crate::checkpoint::timers`]: `Some` = put, `None` = deleted.
+    /// [`crate::keyed::timers`]: `Some` = put, `None` = deleted.
     pub timers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// `Some` when the checkpoint was taken unaligned at this instance: its
     /// in-flight data, encoded by [`crate::dataflow::inflight`] (possibly

@@ -3,7 +3,7 @@
 use crate::config::JobError;
 use crate::failpoint::FailpointError;
 use crate::store::StoreError;
-use crate::tasks::TaskError;
+use crate::threads::TaskError;
 use crate::wasm::PluginError;
 
 /// Why a run failed.

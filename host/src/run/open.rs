@@ -14,18 +14,18 @@
 //!   replay exactly the records after it.
 
 use crate::Batch;
-use crate::checkpoint::state::KeyedState;
-use crate::checkpoint::timers::Timers;
 use crate::config::Job;
 use crate::connectors::sink::Sink;
 use crate::connectors::source::SourceReader;
 use crate::dataflow::watermark::SourceWatermark;
+use crate::keyed::state::KeyedState;
+use crate::keyed::timers::Timers;
 use crate::run::error::RunError;
 use crate::run::plugins::LoadedOperator;
 use crate::run::restore::RestorePoint;
 use crate::store::StoreError;
-use crate::tasks::instance::hash_bytes;
-use crate::tasks::source::restored_max_timestamp;
+use crate::threads::instance::hash_bytes;
+use crate::threads::source::restored_max_timestamp;
 use crate::wasm::{InstanceError, OperatorInstance};
 
 /// An instantiated operator instance, restored when resuming.

@@ -17,9 +17,9 @@ use crate::dataflow::output::Output;
 use crate::metrics::{JobMetrics, NodeMetrics};
 use crate::run::open::{OpenInstance, OpenSource};
 use crate::run::wiring::TaskEnds;
-use crate::tasks::instance::InstanceTask;
-use crate::tasks::sink::SinkTask;
-use crate::tasks::source::SourceTask;
+use crate::threads::instance::InstanceTask;
+use crate::threads::sink::SinkTask;
+use crate::threads::source::SourceTask;
 
 /// The running threads of an attempt, each with the name failures report.
 pub(crate) struct Threads(Vec<(String, JoinHandle<Result<(), Cancelled>>)>);
@@ -52,7 +52,7 @@ impl Threads {
 /// [`Shared`] is dropped here, so the driver sees the events channel
 /// disconnect once every thread has exited.
 ///
-/// [`Shared`]: crate::tasks::Shared
+/// [`Shared`]: crate::threads::Shared
 pub(crate) fn start_threads(
     job: &Job,
     mut wiring: TaskEnds,

@@ -33,7 +33,7 @@ use crate::run::savepoint;
 use crate::run::summary::RunSummary;
 use crate::run::swap::{Probation, SwapRequest};
 use crate::store::SwappedPlugin;
-use crate::tasks::TaskError;
+use crate::threads::TaskError;
 use crate::wasm::InstanceError;
 use crate::wasm::Runtime;
 

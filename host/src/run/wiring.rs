@@ -33,7 +33,7 @@ use crate::dataflow::partition::Partitioner;
 use crate::dataflow::priority::Announce;
 use crate::dataflow::protocol::{Event, SourceCtl};
 use crate::run::plugins::LoadedOperator;
-use crate::tasks::{Shared, TaskError};
+use crate::threads::{Shared, TaskError};
 
 /// Messages a channel holds before its sender blocks (backpressure).
 const CHANNEL_CAPACITY: usize = 16;

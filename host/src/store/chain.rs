@@ -8,7 +8,7 @@ use super::file::CheckpointStore;
 use super::layout::{CHUNKS, SEGMENTS};
 use super::segment;
 use super::segment::{Damage, Decoder, Encoder, Header, Kind, Overrides};
-use crate::checkpoint::state::sort_stable_by_bytes;
+use crate::keyed::state::sort_stable_by_bytes;
 
 type SegmentKey = (&'static str, u32, u64);
 type ChunkKey = (&'static str, u32, u64, u32);

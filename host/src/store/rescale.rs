@@ -39,10 +39,10 @@ use super::inflight::Rows;
 use super::layout::INFLIGHT;
 use super::layout::{CHECKPOINTS, CHUNKS, GC, SEGMENTS, SNAPSHOTS};
 use super::{CheckpointMeta, CheckpointStore, CommitStats, timer_space};
-use crate::checkpoint::timers::{Entry, decode};
 use crate::dataflow::inflight::InFlight;
 use crate::dataflow::partition::{KEY_GROUPS, instance_for, key_group};
 use crate::failpoint::{self, Failpoint};
+use crate::keyed::timers::{Entry, decode};
 
 /// One operator's state in a derived checkpoint: the source checkpoint's
 /// `from` instances, redistributed over `to`.

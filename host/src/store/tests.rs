@@ -2,7 +2,7 @@ use super::layout::META;
 use super::segment::{Header, Kind};
 use super::tuning::{TUNING, Tuning};
 use super::*;
-use crate::dataflow::StateChanges;
+use crate::keyed::changes::StateChanges;
 use redb::{
     Database, Key, ReadableDatabase, ReadableTableMetadata, TableDefinition, TableHandle, Value,
 };

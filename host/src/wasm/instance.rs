@@ -23,10 +23,10 @@ use super::hook::Hook;
 use super::instance_state::{InstanceState, begin_call};
 use super::plugin::{OperatorInfo, Plugin};
 use crate::Record;
-use crate::checkpoint::state::KeyedState;
-use crate::checkpoint::timers::{Domain, Timers};
 use crate::config::{Grants, Limits, OperatorConfig};
 use crate::dataflow::batch::Batch;
+use crate::keyed::state::KeyedState;
+use crate::keyed::timers::{Domain, Timers};
 use crate::wit::{Operator, types};
 
 /// Most timers passed to one `on-timers` call.

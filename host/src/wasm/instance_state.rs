@@ -19,10 +19,10 @@ use super::guest_output::GuestOutput;
 use super::hook::Hook;
 use super::limiter::{LimitExceeded, Limiter};
 use super::wasi::{SleepBounds, wasi_ctx};
-use crate::checkpoint::state::KeyedState;
-use crate::checkpoint::timers::Timers;
 use crate::config::{Grants, Limits};
 use crate::dataflow::batch::Batch;
+use crate::keyed::state::KeyedState;
+use crate::keyed::timers::Timers;
 
 /// The data of an instance's `Store`.
 pub(super) struct InstanceState {

@@ -1,8 +1,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::checkpoint::timers::{Domain, Timers};
 use crate::dataflow::protocol::InstanceDelta;
+use crate::keyed::timers::{Domain, Timers};
 use crate::store::{MANIFEST, RestoredInstance, SAVEPOINT_FORMAT, Savepoint};
 
 /// Checkpoint `id` with operator `a` only, at `parallelism`.

@@ -1,5 +1,5 @@
 //! The `state` interface: the plugin's host-owned keyed state
-//! ([`KeyedState`](crate::checkpoint::state::KeyedState) in the store data),
+//! ([`KeyedState`](crate::keyed::state::KeyedState) in the store data),
 //! with its size limits, whose checks `flat-state` (`state_flat.rs`) shares.
 //!
 //! Invariants:

@@ -12,11 +12,11 @@
 //! - Buffers are read in place: keys and values are slices of the list the
 //!   plugin passed, and each reply is built in one `Vec`.
 //! - Keys are taken in groups of [`PREFETCH_GROUP`], each group's cache
-//!   misses overlapped first ([`KeyedState::prefetch`](crate::checkpoint::state::KeyedState::prefetch)).
+//!   misses overlapped first ([`KeyedState::prefetch`](crate::keyed::state::KeyedState::prefetch)).
 
 use weir_flat::state::{BadPacking, Entries, Keys, push_entry, push_value};
 
-use crate::checkpoint::state::PREFETCH_GROUP;
+use crate::keyed::state::PREFETCH_GROUP;
 use crate::wasm::instance_state::InstanceState;
 use crate::wit::flat_state;
 

@@ -1,5 +1,5 @@
 //! The `timers` interface: the instance's watermark, the host's clock, and
-//! its host-owned [`Timers`](crate::checkpoint::timers::Timers) in the
+//! its host-owned [`Timers`](crate::keyed::timers::Timers) in the
 //! store data.
 //!
 //! Invariants:
@@ -11,7 +11,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::checkpoint::timers::{Domain, Timers};
+use crate::keyed::timers::{Domain, Timers};
 use crate::wasm::instance_state::InstanceState;
 use crate::wasm::limiter::LimitExceeded;
 use crate::wit::timers::{self, TimeDomain};

@@ -1,7 +1,7 @@
 //! [`StateChanges`]: what one instance's keyed state changed since its
 //! previous checkpoint, in flat form: one buffer of entries packed as
 //! `flat-state.put-many` packs them ([`weir_flat::state`]), as
-//! [`KeyedState::take_changes`](crate::checkpoint::state::KeyedState::take_changes)
+//! [`KeyedState::take_changes`](crate::keyed::state::KeyedState::take_changes)
 //! hands it to the checkpoint store.
 //!
 //! Invariants:
@@ -17,13 +17,13 @@ use weir_flat::state::{Entries, push_entry};
 /// Changed keys with their new value (`None`: deleted), in no particular
 /// order. The checkpoint store sorts them when it writes them; a key
 /// appears at most once in the changes of one
-/// [`take_changes`](crate::checkpoint::state::KeyedState::take_changes).
+/// [`take_changes`](crate::keyed::state::KeyedState::take_changes).
 ///
 /// Keys and values are under 4 GiB each (they come from a 32-bit Wasm
 /// memory).
 ///
 /// ```
-/// use weir::dataflow::StateChanges;
+/// use weir::keyed::changes::StateChanges;
 /// let mut c = StateChanges::default();
 /// c.push(b"a", Some(b"1"));
 /// c.push(b"b", None);

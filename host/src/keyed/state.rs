@@ -53,7 +53,7 @@ use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
-pub use crate::dataflow::changes::{Iter as ChangesIter, StateChanges};
+pub use super::changes::{Iter as ChangesIter, StateChanges};
 pub(crate) use keysort::sort_stable_by_bytes;
 use order::{Order, Scan};
 pub use prefetch::PREFETCH_GROUP;
@@ -188,7 +188,7 @@ fn stored_len(len: usize) -> u32 {
 /// memory).
 ///
 /// ```
-/// let mut s = weir::checkpoint::state::KeyedState::default();
+/// let mut s = weir::keyed::state::KeyedState::default();
 /// s.put(b"a", b"1");
 /// assert_eq!(s.get(b"a"), Some(&b"1"[..]));
 /// let changes = s.take_changes();
@@ -312,7 +312,7 @@ impl KeyedState {
     /// cheap.
     ///
     /// ```
-    /// let s = weir::checkpoint::state::KeyedState::from_entries([(b"k".to_vec(), b"v".to_vec())]);
+    /// let s = weir::keyed::state::KeyedState::from_entries([(b"k".to_vec(), b"v".to_vec())]);
     /// assert_eq!(s.len(), 1);
     /// assert_eq!(s.dirty_len(), 0);
     /// ```
@@ -425,7 +425,7 @@ impl KeyedState {
     /// state grows.
     ///
     /// ```
-    /// let mut s = weir::checkpoint::state::KeyedState::default();
+    /// let mut s = weir::keyed::state::KeyedState::default();
     /// assert!(s.put_within(b"k", &[0; 9], 10).is_ok());
     /// assert_eq!(s.put_within(b"k", &[0; 10], 10), Err(11));
     /// assert_eq!(s.bytes(), 10);
@@ -539,7 +539,7 @@ impl KeyedState {
     /// after a restore); later ones only sort in the keys added since.
     ///
     /// ```
-    /// let mut s = weir::checkpoint::state::KeyedState::from_entries(
+    /// let mut s = weir::keyed::state::KeyedState::from_entries(
     ///     ["a1", "a2", "a3", "b1"].map(|k| (k, "")));
     /// s.delete(b"a2");
     /// let keys: Vec<_> = s.scan(b"a", Some(b"a1"), 10).map(|(k, _)| k.to_vec()).collect();
@@ -593,7 +593,7 @@ impl KeyedState {
     /// of slot ids and key order (once built), by capacity.
     ///
     /// ```
-    /// let mut s = weir::checkpoint::state::KeyedState::default();
+    /// let mut s = weir::keyed::state::KeyedState::default();
     /// s.put(b"key", b"value");
     /// assert!(s.memory_bytes() >= s.bytes());
     /// ```

@@ -28,7 +28,7 @@ use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::input::{self, InputChannels, InputHandler};
 use crate::dataflow::protocol::{Ack, Event};
 use crate::metrics::NodeMetrics;
-use crate::tasks::{Shared, TaskError, receive_batch};
+use crate::threads::{Shared, TaskError, receive_batch};
 
 /// Origins an exactly-once sink keeps per epoch; later batches count with
 /// the last one kept.

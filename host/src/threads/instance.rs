@@ -39,15 +39,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::Batch;
-use crate::checkpoint::timers::Domain;
 use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::inflight::InFlight;
 use crate::dataflow::input::{self, InputChannels, InputHandler};
 use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, InstanceDelta, Msg};
 use crate::dataflow::watermark::END_OF_TIME;
+use crate::keyed::timers::Domain;
 use crate::metrics::NodeMetrics;
-use crate::tasks::{Shared, TaskError, receive_batch};
+use crate::threads::{Shared, TaskError, receive_batch};
 use crate::wasm::OperatorInstance;
 use crate::wasm::host::timers::now_millis;
 

@@ -67,7 +67,7 @@ enum Change {
 /// Timers of one instance, ordered by time per domain.
 ///
 /// ```
-/// use weir::checkpoint::timers::{Domain, Timers};
+/// use weir::keyed::timers::{Domain, Timers};
 /// let mut t = Timers::default();
 /// assert!(t.register(Domain::EventTime, 20, b"b"));
 /// assert!(t.register(Domain::EventTime, 10, b"a"));
@@ -108,7 +108,7 @@ pub enum Entry {
 /// Decodes one checkpoint entry written by [`Timers::take_changes`].
 ///
 /// ```
-/// use weir::checkpoint::timers::{decode, Domain, Entry, Timers};
+/// use weir::keyed::timers::{decode, Domain, Entry, Timers};
 /// let mut t = Timers::default();
 /// t.register(Domain::ProcessingTime, -5, b"k");
 /// let (key, value) = t.take_changes().pop().unwrap();

@@ -31,7 +31,7 @@ impl KeyedState {
     /// only: it changes nothing.
     ///
     /// ```
-    /// let mut s = weir::checkpoint::state::KeyedState::default();
+    /// let mut s = weir::keyed::state::KeyedState::default();
     /// s.put(b"a", b"1");
     /// s.prefetch([&b"a"[..], b"absent"]);
     /// assert_eq!(s.get(b"a"), Some(&b"1"[..]));

@@ -30,7 +30,7 @@ use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, Msg, SourceCtl};
 use crate::dataflow::watermark::SourceWatermark;
 use crate::metrics::NodeMetrics;
-use crate::tasks::Shared;
+use crate::threads::Shared;
 
 /// The offset field holding the highest timestamp a source sent.
 const MAX_TIMESTAMP: &str = "max_timestamp";
