@@ -13,7 +13,8 @@
 //! and sinks, and the registry of their types), [`config`] (the job file),
 //! [`metrics`], [`checkpoint`] (the coordinator and keyed state),
 //! [`store`] (the redb checkpoint file), [`wasm`] (plugins and their
-//! sandbox), `tasks` (the thread bodies) and [`run`] (a job: attempts and
+//! sandbox), [`plan`] (the job compiled into a graph of typed ids),
+//! `tasks` (the thread bodies) and [`run`] (a job: attempts and
 //! their phases, the driver, the supervisor). Below them all, `wit` (the
 //! generated WIT bindings), `fields` (reading TOML fields) and
 //! [`failpoint`] (test-only crashes at named protocol steps).
@@ -27,6 +28,7 @@ pub mod failpoint;
 mod fields;
 pub mod keyed;
 pub mod metrics;
+pub mod plan;
 pub mod run;
 pub mod store;
 mod threads;

@@ -21,16 +21,15 @@ use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 
-use crate::config::Job;
 use crate::failpoint::{self, Failpoint};
 use crate::metrics::JobMetrics;
+use crate::plan::Plan;
 use crate::run::control::ControlRequest;
 use crate::run::driver::Driver;
 use crate::run::error::RunError;
 use crate::run::kept::{self, Kept};
-use crate::run::open::{instantiate_operators, open_sinks, open_sources};
+use crate::run::open::{Opened, instantiate_operators, open_sinks, open_sources};
 use crate::run::options::{RestoreMode, RunOptions};
-use crate::run::plugins::LoadedOperator;
 use crate::run::restore::{self, Prepared};
 use crate::run::start::start_threads;
 use crate::run::summary::{RunSummary, node_counts};
@@ -41,8 +40,8 @@ use crate::run::wiring::Wiring;
 pub(crate) struct Attempt<'a> {
     /// The checkpoint to start from.
     pub restore: RestoreMode,
-    /// Per operator (job order): its plugin and resolved ports.
-    pub plugins: &'a [LoadedOperator],
+    /// The job compiled with the plugin each operator runs.
+    pub plan: &'a Plan<'a>,
     /// Operators whose plugin may differ from the checkpoint's (swapped).
     pub swapped: &'a BTreeSet<String>,
     /// Operators that do not run their job file's plugin, with the record
@@ -72,16 +71,16 @@ pub(crate) enum AttemptEnd {
     },
 }
 
-/// Runs the dataflow once, from the checkpoint `attempt.restore` names.
+/// Runs the dataflow of `attempt.plan` once, from the checkpoint
+/// `attempt.restore` names.
 pub(crate) fn run_attempt(
-    job: &Job,
     options: &RunOptions,
     attempt: Attempt<'_>,
     shutdown: &AtomicBool,
 ) -> Result<(RunSummary, AttemptEnd), RunError> {
     let started = Instant::now();
-    let plugins = attempt.plugins;
-    let at = match restore::prepare(job, options, attempt.restore, plugins, attempt.swapped)? {
+    let plan = attempt.plan;
+    let at = match restore::prepare(plan, options, attempt.restore, attempt.swapped)? {
         Prepared::AlreadyFinished(id) => {
             let summary = RunSummary {
                 restored_from: Some(id),
@@ -98,27 +97,29 @@ pub(crate) fn run_attempt(
     };
 
     // Every copy the attempt's checkpoints will record is durable first.
-    kept::keep(&at.state_dir, job, plugins, attempt.kept)?;
+    kept::keep(&at.state_dir, plan, attempt.kept)?;
     kept::collect(&at.state_dir, &at.store, attempt.kept);
 
-    let wiring = Wiring::new(job, plugins);
+    let wiring = Wiring::new(plan);
     let metrics = attempt.metrics;
     if at.checkpoint.is_some() {
         metrics.checkpoints.restarts.fetch_add(1, Ordering::Relaxed);
     }
-    let operators = instantiate_operators(job, plugins, &at)?;
+    let instances = instantiate_operators(plan, &at)?;
     if attempt.probation.as_ref().is_some_and(|p| p.pending()) {
         // A live swap's new plugin restored its state; nothing records it.
         failpoint::hit(Failpoint::SwapAfterMigrate);
     }
-    let sinks = open_sinks(job, &at)?;
-    let sources = open_sources(job, &at)?;
+    let opened = Opened {
+        instances,
+        sinks: open_sinks(plan, &at)?,
+        sources: open_sources(plan, &at)?,
+    };
     let cancel = wiring.tasks.shared.cancel.clone();
-    let threads = start_threads(job, wiring.tasks, operators, sinks, sources, &metrics);
+    let threads = start_threads(plan, wiring.tasks, opened, &metrics);
 
     let mut driver = Driver::new(
-        job,
-        (plugins, attempt.kept),
+        (plan, attempt.kept),
         &at,
         wiring.driver,
         &metrics,

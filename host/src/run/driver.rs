@@ -31,15 +31,15 @@ use crate::dataflow::partition::KEY_GROUPS;
 use crate::dataflow::protocol::{Command, Event, SourceCtl};
 use crate::failpoint::{self, Failpoint};
 use crate::metrics::{CheckpointRecord, JobMetrics};
+use crate::plan::{NodeKind, Plan};
 use crate::run::control::ControlRequest;
 use crate::run::error::RunError;
 use crate::run::kept::{Kept, operators_meta};
-use crate::run::plugins::LoadedOperator;
 use crate::run::restore::RestorePoint;
 use crate::run::savepoint::SavepointRequest;
 use crate::run::swap::{Probation, SwapRequest};
 use crate::run::wiring::DriverEnds;
-use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta};
+use crate::store::{CheckpointMeta, CheckpointStore, CommitStats, OperatorMeta};
 use crate::time::unix_ms;
 
 /// What the driver did, once it returned.
@@ -56,6 +56,7 @@ pub(crate) struct Driven {
 
 /// The coordinator loop's I/O.
 pub(crate) struct Driver<'a> {
+    plan: &'a Plan<'a>,
     job: &'a Job,
     store: &'a CheckpointStore,
     coordinator: Coordinator,
@@ -78,24 +79,25 @@ pub(crate) struct Driver<'a> {
 }
 
 impl<'a> Driver<'a> {
-    /// A driver of `job` (whose operators run `plugins`, those in `kept`
-    /// swapped in) over `channels`, storing into `at`'s store with
-    /// checkpoint ids from `at.first_id` on.
+    /// A driver of `plan` (its operators in `kept` swapped in) over
+    /// `channels`, storing into `at`'s store with checkpoint ids from
+    /// `at.first_id` on.
     pub(crate) fn new(
-        job: &'a Job,
-        (plugins, kept): (&[LoadedOperator], &Kept),
+        (plan, kept): (&'a Plan<'a>, &Kept),
         at: &'a RestorePoint,
         channels: DriverEnds,
         metrics: &'a JobMetrics,
         control: Option<&'a Receiver<ControlRequest>>,
         probation: Option<&'a mut Probation>,
     ) -> Self {
+        let job = plan.job();
         Driver {
+            plan,
             job,
             store: &at.store,
-            coordinator: Coordinator::new(participants(job), job.checkpoint.interval, at.first_id),
+            coordinator: Coordinator::new(participants(plan), job.checkpoint.interval, at.first_id),
             channels,
-            operators_meta: operators_meta(job, plugins, kept),
+            operators_meta: operators_meta(plan, kept),
             metrics,
             control,
             pending_swap: None,
@@ -219,13 +221,13 @@ impl<'a> Driver<'a> {
         match cmd {
             Some(Command::Trigger(n)) => {
                 tracing::debug!("triggering checkpoint {n}");
-                for tx in &self.channels.source_ctls {
+                for tx in self.channels.source_ctls.values() {
                     let _ = tx.send(SourceCtl::Trigger(n));
                 }
             }
             Some(Command::Finish(n)) => {
                 tracing::debug!("end of input: final checkpoint {n}");
-                for tx in &self.channels.source_ctls {
+                for tx in self.channels.source_ctls.values() {
                     let _ = tx.send(SourceCtl::Finish(n));
                 }
             }
@@ -234,11 +236,31 @@ impl<'a> Driver<'a> {
     }
 
     /// Stores the completed checkpoint, then tells the sinks to commit it.
-    fn persist(&mut self, done: Completed) -> Result<(), RunError> {
+    fn persist(&mut self, mut done: Completed) -> Result<(), RunError> {
+        let meta = self.checkpoint_meta(&mut done);
+        let stats = self.store_checkpoint(&meta, &done)?;
+        self.completed(&meta, &done, &stats);
+        for tx in self.channels.commits.values() {
+            let _ = tx.send(done.id);
+        }
+        if let Some(p) = self.probation.as_mut() {
+            p.checkpoint_completed(done.id);
+        }
+        if done.is_final || self.coordinator.stop_requested() {
+            self.finished = done.is_final;
+            self.awaiting_commit = Some(done.id);
+        }
+        self.savepoint_checkpoint(&done);
+        Ok(())
+    }
+
+    /// What the store records of the completed checkpoint `done` (taking
+    /// its source offsets and sink commit infos).
+    fn checkpoint_meta(&self, done: &mut Completed) -> CheckpointMeta {
         let inflight = done.deltas.iter().filter_map(|d| d.inflight.as_ref());
         let unaligned = inflight.clone().next().is_some();
         let inflight_bytes: u64 = inflight.map(|b| b.len() as u64).sum();
-        let meta = CheckpointMeta {
+        CheckpointMeta {
             id: done.id,
             job: self.job.name.clone(),
             started_at_ms: unix_ms(SystemTime::now())
@@ -249,35 +271,29 @@ impl<'a> Driver<'a> {
             bytes_written: 0,
             state_keys: 0,
             key_groups: KEY_GROUPS,
-            sources: done.sources,
+            sources: std::mem::take(&mut done.sources),
             operators: self.operators_meta.clone(),
-            sinks: done.sinks,
+            sinks: std::mem::take(&mut done.sinks),
             final_checkpoint: done.is_final,
             unaligned,
             inflight_bytes,
             derived: None,
-        };
-        let record = CheckpointRecord {
-            id: done.id,
-            started_at_ms: meta.started_at_ms,
-            duration_ms: meta.duration_ms,
-            alignment_ms: meta.alignment_ms,
-            pause_ms: done.pause.as_millis() as u64,
-            bytes_written: 0,
-            unaligned,
-            inflight_bytes,
-            is_final: done.is_final,
-            error: None,
-        };
-        let stats = match self
-            .store
-            .commit(&meta, &done.deltas, self.job.checkpoint.retain)
-        {
+        }
+    }
+
+    /// Commits checkpoint `meta` with the deltas of `done` to the store,
+    /// recording it as failed in the journal if that fails.
+    fn store_checkpoint(
+        &self,
+        meta: &CheckpointMeta,
+        done: &Completed,
+    ) -> Result<CommitStats, RunError> {
+        let stats = match (self.store).commit(meta, &done.deltas, self.job.checkpoint.retain) {
             Ok(stats) => stats,
             Err(e) => {
                 self.checkpoint_failed(CheckpointRecord {
                     error: Some(format!("writing it failed: {e}")),
-                    ..record
+                    ..record(meta, done)
                 });
                 return Err(e.into());
             }
@@ -288,10 +304,17 @@ impl<'a> Driver<'a> {
             // confirmed yet.
             failpoint::hit(Failpoint::SwapAfterRecord);
         }
+        Ok(stats)
+    }
+
+    /// Records the stored checkpoint `meta`: the journal, the log, the
+    /// metrics, and the driver's count.
+    fn completed(&mut self, meta: &CheckpointMeta, done: &Completed, stats: &CommitStats) {
         self.metrics.journal.checkpoint(CheckpointRecord {
             bytes_written: stats.bytes_written,
-            ..record
+            ..record(meta, done)
         });
+        let (unaligned, inflight_bytes) = (meta.unaligned, meta.inflight_bytes);
         let mode = match unaligned {
             true => format!(", unaligned, {inflight_bytes} bytes in flight"),
             false => String::new(),
@@ -324,16 +347,11 @@ impl<'a> Driver<'a> {
         c.duration.observe(done.started.elapsed());
         c.alignment.observe(done.alignment);
         c.pause.observe(done.pause);
-        for tx in &self.channels.commits {
-            let _ = tx.send(done.id);
-        }
-        if let Some(p) = self.probation.as_mut() {
-            p.checkpoint_completed(done.id);
-        }
-        if done.is_final || self.coordinator.stop_requested() {
-            self.finished = done.is_final;
-            self.awaiting_commit = Some(done.id);
-        }
+    }
+
+    /// Makes the stored checkpoint `done` the pending savepoint's, if it is
+    /// the first after the request (or answers that the job finished first).
+    fn savepoint_checkpoint(&mut self, done: &Completed) {
         if let Some(p) = self.pending_savepoint.as_mut()
             && p.checkpoint.is_none()
             && done.id >= p.after
@@ -349,7 +367,6 @@ impl<'a> Driver<'a> {
                 self.write_savepoint_when_committed();
             }
         }
-        Ok(())
     }
 
     /// Whether a savepoint's checkpoint completed and waits for its sink
@@ -425,8 +442,12 @@ impl<'a> Driver<'a> {
     /// A live swap: checkpoint now, then end the attempt so that the
     /// supervisor restarts from that checkpoint with the new plugin.
     fn swap_requested(&mut self, req: SwapRequest, now: Instant) {
-        if !self.job.operators.iter().any(|o| o.id == req.operator) {
-            let ids: Vec<&str> = self.job.operators.iter().map(|o| o.id.as_str()).collect();
+        let found = self
+            .plan
+            .find(&req.operator)
+            .map(|id| self.plan.node(id).kind());
+        if found != Some(NodeKind::Operator) {
+            let ids: Vec<&str> = self.plan.operators().map(|o| o.name()).collect();
             let why = format!(
                 "job `{}` has no operator `{}` (it has: {})",
                 self.job.name,
@@ -453,6 +474,23 @@ impl<'a> Driver<'a> {
     }
 }
 
+/// The journal's record of checkpoint `meta`, completed as `done`, before
+/// it is written.
+fn record(meta: &CheckpointMeta, done: &Completed) -> CheckpointRecord {
+    CheckpointRecord {
+        id: done.id,
+        started_at_ms: meta.started_at_ms,
+        duration_ms: meta.duration_ms,
+        alignment_ms: meta.alignment_ms,
+        pause_ms: done.pause.as_millis() as u64,
+        bytes_written: 0,
+        unaligned: meta.unaligned,
+        inflight_bytes: meta.inflight_bytes,
+        is_final: done.is_final,
+        error: None,
+    }
+}
+
 /// The first checkpoint id a savepoint requested now may be written from:
 /// with `stop`, the checkpoint the job stops at, which is the one in
 /// flight if there is one (the stop waits for it and takes no other);
@@ -475,18 +513,17 @@ struct PendingSavepoint {
     committed: std::collections::BTreeSet<String>,
 }
 
-/// Every participant of a checkpoint of `job`: each source, each operator
-/// instance, each sink.
-fn participants(job: &Job) -> impl Iterator<Item = Participant> + '_ {
-    job.sources
-        .iter()
-        .map(|s| Participant::Source(s.id.clone()))
-        .chain(
-            job.operators
-                .iter()
-                .flat_map(|o| (0..o.parallelism).map(|i| Participant::Instance(o.id.clone(), i))),
-        )
-        .chain(job.sinks.iter().map(|s| Participant::Sink(s.id.clone())))
+/// Every participant of a checkpoint of `plan`, by id: each source, each
+/// operator instance, each sink.
+fn participants<'p>(plan: &'p Plan<'_>) -> impl Iterator<Item = Participant> + 'p {
+    plan.instances().map(|i| {
+        let name = plan.node(i.node).name().to_string();
+        match plan.node(i.node).kind() {
+            NodeKind::Source => Participant::Source(name),
+            NodeKind::Operator => Participant::Instance(name, i.index),
+            NodeKind::Sink => Participant::Sink(name),
+        }
+    })
 }
 
 #[cfg(test)]

@@ -21,9 +21,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::config::Job;
+use crate::plan::Plan;
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
-use crate::run::plugins::LoadedOperator;
 use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta, SwappedPlugin};
 use crate::wasm::{Plugin, sha256_hex};
 
@@ -34,12 +34,18 @@ pub const KEPT_DIR: &str = "plugins";
 /// operators that do not run their job file's plugin).
 pub(crate) type Kept = BTreeMap<String, SwappedPlugin>;
 
-/// The sha256 of each operator's job-file plugin (job order); `None` when
-/// the file cannot be read.
-pub(crate) fn job_file_shas(job: &Job) -> Vec<Option<String>> {
+/// Per operator id, the sha256 of its job-file plugin when the run
+/// started; `None` when the file cannot be read.
+pub(crate) type JobShas = BTreeMap<String, Option<String>>;
+
+/// The sha256 of each operator's job-file plugin, by operator id.
+pub(crate) fn job_file_shas(job: &Job) -> JobShas {
     job.operators
         .iter()
-        .map(|op| std::fs::read(&op.plugin).ok().map(|b| sha256_hex(&b)))
+        .map(|op| {
+            let sha = std::fs::read(&op.plugin).ok().map(|b| sha256_hex(&b));
+            (op.id.clone(), sha)
+        })
         .collect()
 }
 
@@ -66,14 +72,15 @@ pub(crate) fn record(plugin: &Plugin, from: &Path, job_sha: Option<&str>) -> Opt
 pub(crate) fn restored_swaps(
     job: &Job,
     options: &RunOptions,
-    job_shas: &[Option<String>],
+    job_shas: &JobShas,
 ) -> Result<Vec<(String, PathBuf, SwappedPlugin)>, RunError> {
     let state_dir = options.state_dir(job);
     let Some(meta) = checkpoint_to_restore(job, &state_dir, options.restore)? else {
         return Ok(Vec::new());
     };
     let mut restored = Vec::new();
-    for (op, job_sha) in job.operators.iter().zip(job_shas) {
+    for op in &job.operators {
+        let job_sha = job_shas.get(&op.id).cloned().flatten();
         let Some((m, swap)) = meta
             .operators
             .get(&op.id)
@@ -144,15 +151,10 @@ fn checkpoint_to_restore(
     Ok(meta.filter(|m| !m.final_checkpoint))
 }
 
-/// Writes the copy of every plugin in `kept` (operators of `job`, running
-/// `plugins`) that the state dir does not hold yet, durably.
-pub(crate) fn keep(
-    state_dir: &Path,
-    job: &Job,
-    plugins: &[LoadedOperator],
-    kept: &Kept,
-) -> Result<(), RunError> {
-    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
+/// Writes the copy of every plugin in `kept` (operators of `plan`) that the
+/// state dir does not hold yet, durably.
+pub(crate) fn keep(state_dir: &Path, plan: &Plan<'_>, kept: &Kept) -> Result<(), RunError> {
+    for (_, op, plugin) in plan.operator_plugins() {
         if !kept.contains_key(&op.id) {
             continue;
         }
@@ -232,17 +234,11 @@ fn short(sha: &str) -> &str {
     &sha[..12.min(sha.len())]
 }
 
-/// What each checkpoint records of the operators' plugins (those in `kept`
-/// with their swap record).
-pub(crate) fn operators_meta(
-    job: &Job,
-    plugins: &[LoadedOperator],
-    kept: &Kept,
-) -> BTreeMap<String, OperatorMeta> {
-    job.operators
-        .iter()
-        .zip(plugins)
-        .map(|(op, (p, _))| {
+/// What each checkpoint records of the plugins the operators of `plan` run
+/// (those in `kept` with their swap record).
+pub(crate) fn operators_meta(plan: &Plan<'_>, kept: &Kept) -> BTreeMap<String, OperatorMeta> {
+    plan.operator_plugins()
+        .map(|(_, op, p)| {
             (
                 op.id.clone(),
                 OperatorMeta {

@@ -5,7 +5,9 @@
 //!
 //! The modules, in the order a run goes through them:
 //! - [`options`](RunOptions): how to run; `plugins`: loading the job's
-//!   plugins ([`load_plugins`]);
+//!   plugins and compiling the job with them into its [`Plan`](crate::plan::Plan)
+//!   ([`load_plugins`]), which every later phase looks nodes, instances and
+//!   edges up in by id;
 //! - `supervisor`: attempts, the restart strategy, live swaps with
 //!   probation and rollback; `swap`: a swap request and its probation;
 //!   `control`: the control socket `weir.sock` ([`request_swap`],

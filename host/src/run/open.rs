@@ -13,15 +13,16 @@
 //!   offsets, so the output ends exactly at the checkpoint and the sources
 //!   replay exactly the records after it.
 
+use std::collections::BTreeMap;
+
 use crate::Batch;
-use crate::config::Job;
 use crate::connectors::sink::Sink;
 use crate::connectors::source::SourceReader;
 use crate::dataflow::watermark::SourceWatermark;
 use crate::keyed::state::KeyedState;
 use crate::keyed::timers::Timers;
+use crate::plan::{InstanceId, NodeId, Plan};
 use crate::run::error::RunError;
-use crate::run::plugins::LoadedOperator;
 use crate::run::restore::RestorePoint;
 use crate::store::StoreError;
 use crate::threads::instance::hash_bytes;
@@ -49,22 +50,32 @@ pub(crate) struct OpenSource {
     pub watermark: SourceWatermark,
 }
 
-/// Instantiates every instance of every operator (job order, then instance
-/// index) and restores it from the checkpoint, if any.
+/// What the opening phases made, by the id of the instance or node that
+/// runs it.
+pub(crate) struct Opened {
+    /// Every operator instance.
+    pub instances: BTreeMap<InstanceId, OpenInstance>,
+    /// Every sink.
+    pub sinks: BTreeMap<NodeId, Box<dyn Sink>>,
+    /// Every source.
+    pub sources: BTreeMap<NodeId, OpenSource>,
+}
+
+/// Instantiates every instance of every operator of `plan` (by node id,
+/// then instance index) and restores it from the checkpoint, if any.
 pub(crate) fn instantiate_operators(
-    job: &Job,
-    plugins: &[LoadedOperator],
+    plan: &Plan<'_>,
     at: &RestorePoint,
-) -> Result<Vec<Vec<OpenInstance>>, RunError> {
-    let mut operators = Vec::new();
-    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
-        let mut instances = Vec::new();
-        for i in 0..op.parallelism {
-            let mut instance = OperatorInstance::for_operator(plugin, op, i)
+) -> Result<BTreeMap<InstanceId, OpenInstance>, RunError> {
+    let mut instances = BTreeMap::new();
+    for (node, op, plugin) in plan.operator_plugins() {
+        for id in node.instances() {
+            let mut instance = OperatorInstance::for_operator(plugin, op, id.index)
                 .map_err(|e| RunError::Task(e.into()))?;
             let mut last_snapshot = None;
             let mut replay = Vec::new();
             if let Some(meta) = &at.checkpoint {
+                let i = id.index;
                 let r = at.store.load_instance(meta.id, &op.id, i)?;
                 replay = r.inflight;
                 let version = meta
@@ -87,34 +98,43 @@ pub(crate) fn instantiate_operators(
                     .restore(KeyedState::from_entries(r.entries), version, &r.snapshot)
                     .map_err(|e: InstanceError| RunError::Task(e.into()))?;
             }
-            instances.push(OpenInstance {
+            let open = OpenInstance {
                 instance,
                 last_snapshot,
                 replay,
-            });
+            };
+            instances.insert(id, open);
         }
-        operators.push(instances);
     }
-    Ok(operators)
+    Ok(instances)
 }
 
-/// Opens every sink (job order) with the checkpoint's commit info.
-pub(crate) fn open_sinks(job: &Job, at: &RestorePoint) -> Result<Vec<Box<dyn Sink>>, RunError> {
-    job.sinks
-        .iter()
-        .map(|s| {
-            let staging = at.state_dir.join("sinks").join(&s.id);
-            let info = at.checkpoint.as_ref().and_then(|m| m.sinks.get(&s.id));
-            s.open(&job.name, &staging, info)
-                .map_err(|e| RunError::Task(e.into()))
-        })
-        .collect()
+/// Opens every sink of `plan` (by node id) with the checkpoint's commit
+/// info.
+pub(crate) fn open_sinks(
+    plan: &Plan<'_>,
+    at: &RestorePoint,
+) -> Result<BTreeMap<NodeId, Box<dyn Sink>>, RunError> {
+    let job = plan.job();
+    let mut sinks = BTreeMap::new();
+    for node in plan.sinks() {
+        let s = node.sink().expect("a sink");
+        let staging = at.state_dir.join("sinks").join(&s.id);
+        let info = at.checkpoint.as_ref().and_then(|m| m.sinks.get(&s.id));
+        let sink = (s.open(&job.name, &staging, info)).map_err(|e| RunError::Task(e.into()))?;
+        sinks.insert(node.id(), sink);
+    }
+    Ok(sinks)
 }
 
-/// Opens every source (job order) at the checkpoint's offset.
-pub(crate) fn open_sources(job: &Job, at: &RestorePoint) -> Result<Vec<OpenSource>, RunError> {
-    let mut sources = Vec::new();
-    for s in &job.sources {
+/// Opens every source of `plan` (by node id) at the checkpoint's offset.
+pub(crate) fn open_sources(
+    plan: &Plan<'_>,
+    at: &RestorePoint,
+) -> Result<BTreeMap<NodeId, OpenSource>, RunError> {
+    let mut sources = BTreeMap::new();
+    for node in plan.sources() {
+        let s = node.source().expect("a source");
         let offset = at.checkpoint.as_ref().and_then(|m| m.sources.get(&s.id));
         let reader = s.open(offset).map_err(|e| RunError::Task(e.into()))?;
         if at.checkpoint.is_some() && !reader.replayable() {
@@ -124,11 +144,12 @@ pub(crate) fn open_sources(job: &Job, at: &RestorePoint) -> Result<Vec<OpenSourc
             );
         }
         let max_timestamp = restored_max_timestamp(offset);
-        sources.push(OpenSource {
+        let open = OpenSource {
             reader,
             batch_size: s.batch_size,
             watermark: SourceWatermark::new(s.watermark, max_timestamp),
-        });
+        };
+        sources.insert(node.id(), open);
     }
     Ok(sources)
 }

@@ -1,26 +1,27 @@
-//! Loading the job's plugins ([`load_plugins`], with `--swap` replacements),
-//! checking each one's ports against the job ([`load_operator`]), and
-//! warning about output ports nothing reads ([`warn_unconsumed_outputs`]).
+//! Loading the job's plugins and compiling the job with them into its
+//! [`Plan`] ([`load_plugins`], with `--swap` replacements), checking each
+//! plugin's ports against the job ([`load_operator`]), and warning about
+//! output ports nothing reads ([`warn_unconsumed_outputs`]).
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{Job, OperatorConfig, Upstream};
+use crate::config::{Job, OperatorConfig};
+use crate::plan::{Plan, Resolved};
 use crate::run::error::RunError;
 use crate::wasm::{Plugin, Runtime};
 
 /// A loaded plugin with its input ports resolved against the job:
 /// `(input port, upstream)` pairs, several per port for a union.
-pub type LoadedOperator = (Plugin, Vec<(u32, Upstream)>);
+pub type LoadedOperator = Resolved<Plugin>;
 
 /// Loads every operator's plugin, with `swaps` (`--swap OP=NEW.wasm`)
-/// replacing the job's plugin for the operators they name, and checks each
-/// plugin's ports against the job. Returns (plugin, resolved input ports) per
-/// operator, in job order.
-pub fn load_plugins(
-    job: &Job,
+/// replacing the job's plugin for the operators they name, checks each
+/// plugin's ports against the job, and compiles the job's plan with them.
+pub fn load_plugins<'j>(
+    job: &'j Job,
     runtime: &Runtime,
     swaps: &[(String, PathBuf)],
-) -> Result<Vec<LoadedOperator>, RunError> {
+) -> Result<Plan<'j>, RunError> {
     if let Some((op, _)) = swaps
         .iter()
         .find(|(op, _)| !job.operators.iter().any(|o| &o.id == op))
@@ -32,17 +33,14 @@ pub fn load_plugins(
             ids.join(", ")
         )));
     }
-    job.operators
-        .iter()
-        .map(|op| {
-            let path = swaps
-                .iter()
-                .rev()
-                .find(|(id, _)| id == &op.id)
-                .map_or(&op.plugin, |(_, p)| p);
-            load_operator(job, runtime, op, path)
-        })
-        .collect()
+    Plan::compile(job, |op| {
+        let path = swaps
+            .iter()
+            .rev()
+            .find(|(id, _)| id == &op.id)
+            .map_or(&op.plugin, |(_, p)| p);
+        load_operator(job, runtime, op, path)
+    })
 }
 
 /// Loads the plugin at `path` for operator `op` and checks its ports against
@@ -71,18 +69,13 @@ pub fn load_operator(
     Ok((plugin, ports))
 }
 
-/// Warns about every output port of a loaded plugin that no input of the
-/// job names, naming the operator and the port: what a plugin emits on such
-/// a port is dropped.
-pub fn warn_unconsumed_outputs(job: &Job, plugins: &[LoadedOperator]) {
-    let lists = job.port_lists();
-    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
-        let outputs = &plugin.info().outputs;
-        let read = |index: u32| {
-            let mut ups = lists.iter().flat_map(|(_, ups)| ups.iter());
-            ups.any(|up| up.node == op.id && up.port_index(outputs) == Some(index))
-        };
-        for (_, port) in (0u32..).zip(outputs).filter(|(i, _)| !read(*i)) {
+/// Warns about every output port of an operator's plugin that no input of
+/// the job reads (no edge of the plan leaves it), naming the operator and
+/// the port: what a plugin emits on such a port is dropped.
+pub fn warn_unconsumed_outputs(plan: &Plan<'_>) {
+    for (node, op, plugin) in plan.operator_plugins() {
+        let ports = node.output_ports().iter().enumerate();
+        for (_, port) in ports.filter(|(i, _)| node.outputs(*i as u32).is_empty()) {
             tracing::warn!(
                 "operator `{id}`: nothing consumes output port `{port}` of plugin {}, so records emitted on it are dropped; to read it, write \"{id}.{port}\" in an operator's `inputs` or a sink's `input`",
                 plugin.path().display(),

@@ -25,9 +25,9 @@ use std::path::PathBuf;
 use crate::config::Job;
 use crate::dataflow::partition::KEY_GROUPS;
 use crate::failpoint::{self, Failpoint};
+use crate::plan::Plan;
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
-use crate::run::plugins::LoadedOperator;
 use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, StoreError};
 use crate::time::unix_ms;
 
@@ -51,15 +51,16 @@ pub(crate) struct RestorePoint {
     pub first_id: u64,
 }
 
-/// Opens the store and prepares it to resume from the checkpoint `mode`
-/// names. `swapped` operators may run another plugin than the checkpoint's.
+/// Opens the store of `plan`'s job and prepares it to resume from the
+/// checkpoint `mode` names. `swapped` operators may run another plugin than
+/// the checkpoint's.
 pub(crate) fn prepare(
-    job: &Job,
+    plan: &Plan<'_>,
     options: &RunOptions,
     mode: RestoreMode,
-    plugins: &[LoadedOperator],
     swapped: &BTreeSet<String>,
 ) -> Result<Prepared, RunError> {
+    let job = plan.job();
     let state_dir = options.state_dir(job);
     let store = match CheckpointStore::open(&state_dir, &job.name) {
         Err(StoreError::Corrupt { path, message }) if mode == RestoreMode::None => {
@@ -78,7 +79,7 @@ pub(crate) fn prepare(
         return Ok(Prepared::AlreadyFinished(meta.id));
     }
     if let Some(meta) = &checkpoint {
-        check_restorable(job, plugins, meta, swapped)?;
+        check_restorable(plan, meta, swapped)?;
         store.truncate_after(meta.id)?;
     }
     let checkpoint = match checkpoint {
@@ -249,13 +250,13 @@ pub(crate) fn check_state_version(
     ))
 }
 
-/// Refuses a checkpoint whose operators do not match the job's.
+/// Refuses a checkpoint whose operators do not match those of `plan`.
 fn check_restorable(
-    job: &Job,
-    plugins: &[LoadedOperator],
+    plan: &Plan<'_>,
     meta: &CheckpointMeta,
     swapped: &BTreeSet<String>,
 ) -> Result<(), RunError> {
+    let job = plan.job();
     let err = |message: String| RunError::Restore {
         job: job.name.clone(),
         id: meta.id,
@@ -267,7 +268,7 @@ fn check_restorable(
             meta.key_groups
         )));
     }
-    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
+    for (_, op, plugin) in plan.operator_plugins() {
         let Some(m) = meta.operators.get(&op.id) else {
             return Err(err(format!(
                 "operator `{}` is not in the checkpoint (it has: {}); operators cannot be added to a checkpointed job yet. Use `--restore none` to start over",
@@ -296,11 +297,11 @@ fn check_restorable(
             )));
         }
     }
-    if let Some(extra) = meta
-        .operators
-        .keys()
-        .find(|k| !job.operators.iter().any(|o| &o.id == *k))
-    {
+    if let Some(extra) = meta.operators.keys().find(|k| {
+        plan.find(k)
+            .and_then(|id| plan.node(id).operator())
+            .is_none()
+    }) {
         return Err(err(format!(
             "the checkpoint has operator `{extra}`, which the job no longer has; use `--restore none` to start over"
         )));

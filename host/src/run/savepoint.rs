@@ -13,18 +13,19 @@
 //!   for is refused unless `--allow-non-restored-state`, and then recorded
 //!   as dropped in the derived checkpoint.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crossbeam_channel::Sender;
 
 use crate::config::Job;
 use crate::dataflow::partition::KEY_GROUPS;
+use crate::plan::Plan;
 use crate::run::error::RunError;
 use crate::run::kept::{Kept, operators_meta};
 use crate::run::options::{FromSavepoint, RunOptions};
-use crate::run::plugins::LoadedOperator;
 use crate::run::restore::check_state_version;
-use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, Savepoint};
+use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, Savepoint};
 use crate::time::unix_ms;
 
 /// A `weir savepoint` request from the control socket.
@@ -46,14 +47,14 @@ impl SavepointRequest {
 }
 
 /// Writes the savepoint `from` names into the job's (empty) state directory
-/// as its first checkpoint, shaped to `job` (whose operators run
-/// `plugins`), for the first attempt to restore.
+/// as its first checkpoint, shaped to `plan` (the job with its operators'
+/// plugins), for the first attempt to restore.
 pub(crate) fn import(
-    job: &Job,
+    plan: &Plan<'_>,
     options: &RunOptions,
-    plugins: &[LoadedOperator],
     from: &FromSavepoint,
 ) -> Result<(), RunError> {
+    let job = plan.job();
     let refuse = |message: String| RunError::Savepoint {
         job: job.name.clone(),
         dir: from.dir.clone(),
@@ -76,15 +77,49 @@ pub(crate) fn import(
             old.key_groups
         )));
     }
-    let mut derivation = Derivation {
+    let shaped = shape_operators(plan, old).map_err(refuse)?;
+    let derivation = Derivation {
         checkpoint: old.id,
         savepoint: Some(from.dir.display().to_string()),
-        ..Derivation::default()
+        rescaled: shaped.rescaled,
+        dropped: dropped_state(job, old, from.allow_non_restored_state).map_err(refuse)?,
     };
-    // The job's plugins, each with the state version its state was saved in.
-    let mut operators = operators_meta(job, plugins, &Kept::new());
-    let mut moves = Vec::new();
-    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
+    let meta = derived_meta(job, old, shaped.operators, derivation);
+    let retain = job.checkpoint.retain;
+    (store.derive(Some(&sp.store), old.id, &meta, &shaped.moves, retain))
+        .map_err(|e| refuse(e.to_string()))?;
+    tracing::info!(
+        target: crate::NOTICE,
+        "job `{}` starts from savepoint {} (checkpoint {} of job `{}`)",
+        job.name,
+        from.dir.display(),
+        old.id,
+        old.job
+    );
+    Ok(())
+}
+
+/// The savepoint's operators shaped to the job's.
+struct Shaped {
+    /// What the derived checkpoint records of the job's operators.
+    operators: BTreeMap<String, OperatorMeta>,
+    /// How each operator's state moves to the job's parallelism.
+    moves: Vec<Move>,
+    /// The operators whose parallelism changed: id -> `[from, to]`.
+    rescaled: BTreeMap<String, [u32; 2]>,
+}
+
+/// Matches the operators of `plan` to the savepoint `old` by id: each
+/// keeps the state version its state was saved in and moves to the job's
+/// parallelism; one the savepoint lacks starts empty. Refuses state a
+/// plugin cannot read.
+fn shape_operators(plan: &Plan<'_>, old: &CheckpointMeta) -> Result<Shaped, String> {
+    let mut shaped = Shaped {
+        operators: operators_meta(plan, &Kept::new()),
+        moves: Vec::new(),
+        rescaled: BTreeMap::new(),
+    };
+    for (_, op, plugin) in plan.operator_plugins() {
         let Some(m) = old.operators.get(&op.id) else {
             tracing::info!(
                 target: crate::NOTICE,
@@ -93,7 +128,7 @@ pub(crate) fn import(
             );
             continue;
         };
-        check_state_version(&op.id, m, plugin).map_err(refuse)?;
+        check_state_version(&op.id, m, plugin)?;
         if m.sha256 != plugin.sha256() {
             tracing::info!(
                 target: crate::NOTICE,
@@ -107,19 +142,23 @@ pub(crate) fn import(
             );
         }
         if m.parallelism != op.parallelism {
-            derivation
-                .rescaled
-                .insert(op.id.clone(), [m.parallelism, op.parallelism]);
+            (shaped.rescaled).insert(op.id.clone(), [m.parallelism, op.parallelism]);
         }
-        moves.push(Move {
+        shaped.moves.push(Move {
             operator: op.id.clone(),
             from: m.parallelism,
             to: op.parallelism,
         });
-        if let Some(meta) = operators.get_mut(&op.id) {
+        if let Some(meta) = shaped.operators.get_mut(&op.id) {
             meta.state_version = m.state_version;
         }
     }
+    Ok(shaped)
+}
+
+/// The savepoint's state `job` has no place for (`operator `x``, ...):
+/// refused unless `allow` (`--allow-non-restored-state`), else logged.
+fn dropped_state(job: &Job, old: &CheckpointMeta, allow: bool) -> Result<Vec<String>, String> {
     let mut dropped = missing("operator", old.operators.keys(), |id| {
         job.operators.iter().any(|o| o.id == id)
     });
@@ -129,20 +168,31 @@ pub(crate) fn import(
     dropped.extend(missing("sink", old.sinks.keys(), |id| {
         job.sinks.iter().any(|s| s.id == id)
     }));
-    if !dropped.is_empty() && !from.allow_non_restored_state {
-        return Err(refuse(format!(
+    if !dropped.is_empty() && !allow {
+        return Err(format!(
             "it holds state of {}, which job `{}` does not have; pass --allow-non-restored-state to start without that state",
             dropped.join(", "),
             job.name
-        )));
+        ));
     }
     for what in &dropped {
         tracing::warn!(
             "--allow-non-restored-state: the savepoint's state of {what} is not restored"
         );
     }
-    derivation.dropped = dropped;
-    let meta = CheckpointMeta {
+    Ok(dropped)
+}
+
+/// The first checkpoint of `job` derived from the savepoint's `old`: its
+/// id, source offsets and sink commit infos (of the job's sources and
+/// sinks), with `operators` and `derivation`.
+fn derived_meta(
+    job: &Job,
+    old: &CheckpointMeta,
+    operators: BTreeMap<String, OperatorMeta>,
+    derivation: Derivation,
+) -> CheckpointMeta {
+    CheckpointMeta {
         id: old.id,
         job: job.name.clone(),
         started_at_ms: unix_ms(std::time::SystemTime::now()),
@@ -165,25 +215,7 @@ pub(crate) fn import(
         unaligned: old.unaligned,
         inflight_bytes: 0,
         derived: Some(derivation),
-    };
-    store
-        .derive(
-            Some(&sp.store),
-            old.id,
-            &meta,
-            &moves,
-            job.checkpoint.retain,
-        )
-        .map_err(|e| refuse(e.to_string()))?;
-    tracing::info!(
-        target: crate::NOTICE,
-        "job `{}` starts from savepoint {} (checkpoint {} of job `{}`)",
-        job.name,
-        from.dir.display(),
-        old.id,
-        old.job
-    );
-    Ok(())
+    }
 }
 
 /// `kind `id`` for each of `ids` the job does not have.

@@ -10,16 +10,16 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::config::Job;
-use crate::connectors::sink::Sink;
 use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::output::Output;
 use crate::metrics::{JobMetrics, NodeMetrics};
-use crate::run::open::{OpenInstance, OpenSource};
+use crate::plan::{InstanceId, Node, Plan};
+use crate::run::open::Opened;
 use crate::run::wiring::TaskEnds;
 use crate::threads::instance::InstanceTask;
 use crate::threads::sink::SinkTask;
 use crate::threads::source::SourceTask;
+use crate::wasm::Plugin;
 
 /// The running threads of an attempt, each with the name failures report.
 pub(crate) struct Threads(Vec<(String, JoinHandle<Result<(), Cancelled>>)>);
@@ -48,75 +48,106 @@ impl Threads {
     }
 }
 
-/// Starts every thread of `job` on the channel ends `wiring`. Its own
-/// [`Shared`] is dropped here, so the driver sees the events channel
-/// disconnect once every thread has exited.
+/// Starts every thread of `plan` on the channel ends `wiring`, each
+/// instance with what the open phase made for its id. Its own [`Shared`]
+/// is dropped here, so the driver sees the events channel disconnect once
+/// every thread has exited.
 ///
 /// [`Shared`]: crate::threads::Shared
 pub(crate) fn start_threads(
-    job: &Job,
-    mut wiring: TaskEnds,
-    operators: Vec<Vec<OpenInstance>>,
-    sinks: Vec<Box<dyn Sink>>,
-    sources: Vec<OpenSource>,
+    plan: &Plan<'_>,
+    wiring: TaskEnds,
+    opened: Opened,
     metrics: &JobMetrics,
 ) -> Threads {
-    let node = |id: &str| -> Arc<NodeMetrics> { metrics.node(id).expect("node").clone() };
-    let shared = wiring.shared.clone();
-    let mut threads = Threads(Vec::new());
+    let mut start = Start {
+        wiring,
+        opened,
+        metrics,
+        threads: Threads(Vec::new()),
+    };
+    for node in plan.operators() {
+        node.instances().for_each(|id| start.instance(node, id));
+    }
+    plan.sinks().for_each(|node| start.sink(node));
+    plan.sources().for_each(|node| start.source(node));
+    start.threads
+}
 
-    let operator_inputs = std::mem::take(&mut wiring.operator_inputs);
-    for ((op, instances), inputs) in job.operators.iter().zip(operators).zip(operator_inputs) {
-        for (i, (open, inputs)) in instances.into_iter().zip(inputs).enumerate() {
-            let task = InstanceTask {
-                shared: shared.clone(),
-                operator: op.id.clone(),
-                index: i as u32,
-                instance: open.instance,
-                metrics: node(&op.id),
-                out: Output {
-                    ports: wiring.outgoing(&op.id, i),
-                    counters: node(&op.id),
-                },
-                last_snapshot: open.last_snapshot,
-                replay: open.replay,
-                overtaken: None,
-            };
-            threads.spawn(
-                format!("{}[{i}]", op.id),
-                &format!("op-{}-{i}", op.id),
-                move || task.process_inputs(inputs),
-            );
-        }
+/// What the start phase takes each thread's ends from.
+struct Start<'m> {
+    wiring: TaskEnds,
+    opened: Opened,
+    metrics: &'m JobMetrics,
+    threads: Threads,
+}
+
+impl Start<'_> {
+    /// The metrics of node `id`.
+    fn node(&self, id: &str) -> Arc<NodeMetrics> {
+        self.metrics.node(id).expect("node").clone()
     }
 
-    let sink_inputs = std::mem::take(&mut wiring.sink_inputs);
-    for ((s, sink), inputs) in job.sinks.iter().zip(sinks).zip(sink_inputs) {
-        let task = SinkTask::new(shared.clone(), s.id.clone(), sink, node(&s.id));
-        threads.spawn(s.id.clone(), &format!("sink-{}", s.id), move || {
-            task.stage_and_commit(inputs)
-        });
+    /// Starts the thread of instance `id` of operator `node`.
+    fn instance(&mut self, node: &Node<'_, Plugin>, id: InstanceId) {
+        let (name, i) = (node.name(), id.index);
+        let open = (self.opened.instances.remove(&id)).expect("an opened instance");
+        let inputs = self.wiring.inputs(id);
+        let task = InstanceTask {
+            shared: self.wiring.shared.clone(),
+            operator: name.to_string(),
+            index: i,
+            instance: open.instance,
+            metrics: self.node(name),
+            out: Output {
+                ports: self.wiring.outgoing(id),
+                counters: self.node(name),
+            },
+            last_snapshot: open.last_snapshot,
+            replay: open.replay,
+            overtaken: None,
+        };
+        let thread = format!("op-{name}-{i}");
+        self.threads
+            .spawn(format!("{name}[{i}]"), &thread, move || {
+                task.process_inputs(inputs)
+            });
     }
 
-    let ctls = std::mem::take(&mut wiring.source_ctls);
-    for ((s, open), ctl) in job.sources.iter().zip(sources).zip(ctls) {
+    /// Starts the thread of sink `node`.
+    fn sink(&mut self, node: &Node<'_, Plugin>) {
+        let name = node.name();
+        let sink = (self.opened.sinks.remove(&node.id())).expect("an opened sink");
+        let inputs = self.wiring.inputs(node.id().instance(0));
+        let shared = self.wiring.shared.clone();
+        let task = SinkTask::new(shared, name.to_string(), sink, self.node(name));
+        self.threads
+            .spawn(name.to_string(), &format!("sink-{name}"), move || {
+                task.stage_and_commit(inputs)
+            });
+    }
+
+    /// Starts the thread of source `node`.
+    fn source(&mut self, node: &Node<'_, Plugin>) {
+        let (name, s) = (node.name(), node.source().expect("a source"));
+        let open = (self.opened.sources.remove(&node.id())).expect("an opened source");
         let task = SourceTask {
-            shared: shared.clone(),
-            id: s.id.clone(),
+            shared: self.wiring.shared.clone(),
+            id: name.to_string(),
             reader: open.reader,
             batch_size: open.batch_size,
             rate: s.rate,
-            ctl,
+            ctl: self.wiring.source_ctl(node.id()),
             out: Output {
-                ports: wiring.outgoing(&s.id, 0),
-                counters: node(&s.id),
+                ports: self.wiring.outgoing(node.id().instance(0)),
+                counters: self.node(name),
             },
             watermark: open.watermark,
-            metrics: node(&s.id),
+            metrics: self.node(name),
         };
-        threads.spawn(s.id.clone(), &format!("src-{}", s.id), move || {
-            task.stream_batches()
-        });
+        self.threads
+            .spawn(name.to_string(), &format!("src-{name}"), move || {
+                task.stream_batches()
+            });
     }
-    threads
 }

@@ -23,13 +23,13 @@ pub struct RunSummary {
     pub duration: Duration,
     /// Restarts after failures (see the job's `[restart]` strategy).
     pub restarts: u32,
-    /// Per node (sources, operators, sinks in job order): id, records in,
+    /// Per node (sources, operators, sinks, as the job file lists them): id, records in,
     /// records out, records skipped (by a source, for a bad timestamp).
     pub nodes: Vec<(String, u64, u64, u64)>,
 }
 
-/// Per node of `metrics`, in job order: id, records in, records out,
-/// records skipped.
+/// Per node of `metrics` (sources, operators, sinks, as the job file lists
+/// them): id, records in, records out, records skipped.
 pub(crate) fn node_counts(metrics: &JobMetrics) -> Vec<(String, u64, u64, u64)> {
     metrics
         .nodes

@@ -16,17 +16,19 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use crossbeam_channel::bounded;
+use crossbeam_channel::{Receiver, bounded};
 
 use crate::config::Job;
 use crate::metrics::{EventKind, JobMetrics, Journal, PluginRecord};
+use crate::plan::{NodeId, Plan};
 use crate::run::attempt::{Attempt, AttemptEnd, run_attempt};
-use crate::run::control::ControlSocket;
+use crate::run::control::{ControlRequest, ControlSocket};
 use crate::run::error::RunError;
-use crate::run::kept::{self, Kept};
+use crate::run::kept::{self, JobShas, Kept};
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
 use crate::run::savepoint;
@@ -37,9 +39,9 @@ use crate::threads::TaskError;
 use crate::wasm::InstanceError;
 use crate::wasm::Runtime;
 
-/// A swap on probation: its probation, the swapped operator's index, and
-/// the plugin it replaced with that plugin's swap record (to roll back to).
-type OnProbation = (Probation, usize, LoadedOperator, Option<SwappedPlugin>);
+/// A swap on probation: its probation, the swapped operator, and the
+/// plugin it replaced with that plugin's swap record (to roll back to).
+type OnProbation = (Probation, NodeId, LoadedOperator, Option<SwappedPlugin>);
 
 /// Runs `job` to its end (or a stop), through swaps and restarts.
 pub(crate) fn supervise(
@@ -54,8 +56,7 @@ pub(crate) fn supervise(
         state_dir: Some(options.state_dir(job)),
         ..options.clone()
     };
-    let mut swapped: BTreeSet<String> = options.swaps.iter().map(|(op, _)| op.clone()).collect();
-    if !swapped.is_empty() && options.restore == RestoreMode::None {
+    if !options.swaps.is_empty() && options.restore == RestoreMode::None {
         return Err(RunError::Swap(
             "--swap replaces a plugin in a restored checkpoint; with --restore none there is nothing to swap: change the plugin in the job file instead".into(),
         ));
@@ -76,186 +77,264 @@ pub(crate) fn supervise(
     } else {
         None
     };
-    let job_shas = kept::job_file_shas(job);
-    let restored = kept::restored_swaps(job, options, &job_shas)?;
-    let swaps: Vec<(String, PathBuf)> = (options.swaps.iter().cloned())
-        .chain(
-            restored
-                .iter()
-                .map(|(op, copy, _)| (op.clone(), copy.clone())),
-        )
-        .collect();
-    let mut plugins = load_plugins(job, runtime, &swaps)?;
-    warn_unconsumed_outputs(job, &plugins);
-    record_plugins(&metrics.journal, job, &plugins);
-    let mut kept: Kept = restored
-        .into_iter()
-        .map(|(op, _, record)| (op, record))
-        .collect();
-    for (op, from) in &options.swaps {
-        let index = operator_index(job, op);
-        if let Some(r) = kept::record(&plugins[index].0, from, job_shas[index].as_deref()) {
-            kept.insert(op.clone(), r);
-        }
-    }
-    if let Some(from) = &options.from_savepoint {
-        if options.restore != RestoreMode::Latest {
-            return Err(RunError::Savepoint {
-                job: job.name.clone(),
-                dir: from.dir.clone(),
-                message: "--from-savepoint is where the job starts; drop --restore".into(),
-            });
-        }
-        savepoint::import(job, options, &plugins, from)?;
-    }
+    let mut supervisor = Supervisor::load(job, (runtime, options), metrics, started)?;
+    supervisor.run(&control_rx, shutdown)
+}
 
-    let mut restore = options.restore;
-    let mut probation: Option<OnProbation> = None;
-    // The checkpoint the first attempt resumed from, for the summary.
-    let mut first_restore: Option<Option<u64>> = None;
-    let mut total_checkpoints = 0;
-    let mut restarts = 0;
-    loop {
-        let attempt = Attempt {
-            restore,
-            plugins: &plugins,
-            swapped: &swapped,
-            kept: &kept,
-            control: Some(&control_rx),
-            probation: probation.as_mut().map(|(p, _, _, _)| p),
-            metrics: metrics.clone(),
-        };
-        let result = run_attempt(job, options, attempt, shutdown);
-        // A swap on probation whose attempt failed: roll back.
-        if let Err(e) = &result
-            && probation.as_ref().is_some_and(|(p, _, _, _)| p.pending())
-        {
-            let (p, index, old, old_record) = probation.take().expect("checked above");
-            tracing::warn!(
-                "swap of `{}` failed, rolling back to the previous plugin: {e}",
-                p.operator
-            );
-            let (operator, from) = (p.operator.clone(), p.from);
-            p.rolled_back(e);
-            plugins[index] = old;
-            record_plugins(&metrics.journal, job, &plugins);
-            match old_record {
-                Some(r) => kept.insert(operator.clone(), r),
-                None => kept.remove(&operator),
-            };
-            swapped.remove(&operator);
-            restore = RestoreMode::Id(from);
-            continue;
+/// A run between its attempts: the plan with the plugins it runs, the swap
+/// records, and what the attempts so far did.
+struct Supervisor<'a> {
+    runtime: &'a Runtime,
+    options: &'a RunOptions,
+    metrics: Arc<JobMetrics>,
+    /// The job with the plugin each operator runs now.
+    plan: Plan<'a>,
+    /// Operators whose plugin may differ from the checkpoint's.
+    swapped: BTreeSet<String>,
+    kept: Kept,
+    job_shas: JobShas,
+    /// The checkpoint the next attempt starts from.
+    restore: RestoreMode,
+    probation: Option<OnProbation>,
+    started: Instant,
+    /// The checkpoint the first attempt resumed from, for the summary.
+    first_restore: Option<Option<u64>>,
+    checkpoints: u64,
+    restarts: u32,
+}
+
+impl<'a> Supervisor<'a> {
+    /// Loads the plugins of `job` (with `--swap` and the swaps its
+    /// checkpoint recorded), records them, and imports the savepoint to
+    /// start from, if any.
+    fn load(
+        job: &'a Job,
+        (runtime, options): (&'a Runtime, &'a RunOptions),
+        metrics: Arc<JobMetrics>,
+        started: Instant,
+    ) -> Result<Self, RunError> {
+        let job_shas = kept::job_file_shas(job);
+        let restored = kept::restored_swaps(job, options, &job_shas)?;
+        let swaps: Vec<(String, PathBuf)> = (options.swaps.iter().cloned())
+            .chain(
+                restored
+                    .iter()
+                    .map(|(op, copy, _)| (op.clone(), copy.clone())),
+            )
+            .collect();
+        let plan = load_plugins(job, runtime, &swaps)?;
+        warn_unconsumed_outputs(&plan);
+        record_plugins(&metrics.journal, &plan);
+        let mut kept: Kept = (restored.into_iter())
+            .map(|(op, _, record)| (op, record))
+            .collect();
+        for (op, from) in &options.swaps {
+            let plugin = plan.find(op).and_then(|id| plan.plugin(id));
+            let plugin = plugin.expect("an operator of the job: checked by load_plugins");
+            if let Some(r) = kept::record(plugin, from, job_sha(&job_shas, op)) {
+                kept.insert(op.clone(), r);
+            }
         }
-        let (summary, end) = match result {
-            Ok(done) => done,
-            Err(e) if restartable(&e) => {
-                restarts += 1;
-                let Some(wait) = job.restart.delay(restarts) else {
-                    let e = if restarts > 1 {
-                        RunError::GaveUp {
-                            restarts: restarts - 1,
-                            error: Box::new(e),
-                        }
-                    } else {
-                        e
-                    };
-                    metrics
-                        .journal
-                        .event(EventKind::Failure, true, format!("the job failed: {e}"));
-                    return Err(e);
-                };
-                metrics
-                    .journal
-                    .event(EventKind::Failure, true, format!("attempt failed: {e}"));
-                let restart = format!(
-                    "restarting from the last complete checkpoint in {} ms (restart {restarts} of {})",
-                    wait.as_millis(),
-                    job.restart.attempts()
-                );
-                tracing::warn!("attempt failed: {e}; {restart}");
-                metrics.journal.event(EventKind::Restart, false, restart);
-                std::thread::sleep(wait);
-                restore = RestoreMode::Latest;
-                continue;
-            }
-            Err(e) => {
-                metrics
-                    .journal
-                    .event(EventKind::Failure, true, format!("the job failed: {e}"));
-                return Err(e);
-            }
-        };
-        first_restore.get_or_insert(summary.restored_from);
-        total_checkpoints += summary.checkpoints;
-        match end {
-            AttemptEnd::Finished | AttemptEnd::Stopped => {
-                if let Some((p, _, _, _)) = probation.take() {
-                    p.job_ended();
-                }
-                return Ok(RunSummary {
-                    restored_from: first_restore.flatten(),
-                    checkpoints: total_checkpoints,
-                    duration: started.elapsed(),
-                    restarts,
-                    ..summary
+        if let Some(from) = &options.from_savepoint {
+            if options.restore != RestoreMode::Latest {
+                return Err(RunError::Savepoint {
+                    job: job.name.clone(),
+                    dir: from.dir.clone(),
+                    message: "--from-savepoint is where the job starts; drop --restore".into(),
                 });
             }
-            AttemptEnd::SwapAt {
-                checkpoint,
-                request,
-            } => {
-                restore = RestoreMode::Id(checkpoint);
-                let swap = SwapIn {
-                    plugins: &mut plugins,
-                    kept: &mut kept,
-                    job_shas: &job_shas,
-                };
-                if let Some(on) = swap.swap_in(job, runtime, checkpoint, request) {
-                    swapped.insert(on.0.operator.clone());
-                    probation = Some(on);
-                    record_plugins(&metrics.journal, job, &plugins);
-                }
+            savepoint::import(&plan, options, from)?;
+        }
+        Ok(Supervisor {
+            runtime,
+            options,
+            metrics,
+            plan,
+            swapped: options.swaps.iter().map(|(op, _)| op.clone()).collect(),
+            kept,
+            job_shas,
+            restore: options.restore,
+            probation: None,
+            started,
+            first_restore: None,
+            checkpoints: 0,
+            restarts: 0,
+        })
+    }
+
+    /// Runs attempts until one finishes or stops the job, or the job fails.
+    fn run(
+        &mut self,
+        control: &Receiver<ControlRequest>,
+        shutdown: &AtomicBool,
+    ) -> Result<RunSummary, RunError> {
+        loop {
+            let attempt = Attempt {
+                restore: self.restore,
+                plan: &self.plan,
+                swapped: &self.swapped,
+                kept: &self.kept,
+                control: Some(control),
+                probation: self.probation.as_mut().map(|(p, _, _, _)| p),
+                metrics: self.metrics.clone(),
+            };
+            let result = run_attempt(self.options, attempt, shutdown);
+            // A swap on probation whose attempt failed: roll back.
+            if let Err(e) = &result
+                && self
+                    .probation
+                    .as_ref()
+                    .is_some_and(|(p, _, _, _)| p.pending())
+            {
+                self.roll_back(e);
+                continue;
             }
+            let (summary, end) = match result {
+                Ok(done) => done,
+                Err(e) if restartable(&e) => {
+                    self.wait_to_restart(e)?;
+                    continue;
+                }
+                Err(e) => return Err(self.failed(e)),
+            };
+            self.first_restore.get_or_insert(summary.restored_from);
+            self.checkpoints += summary.checkpoints;
+            match end {
+                AttemptEnd::Finished | AttemptEnd::Stopped => return Ok(self.ended(summary)),
+                AttemptEnd::SwapAt {
+                    checkpoint,
+                    request,
+                } => self.swap_at(checkpoint, request),
+            }
+        }
+    }
+
+    /// After the attempt of a swap on probation failed with `e`: puts the
+    /// previous plugin back, to restart from the checkpoint of the swap.
+    fn roll_back(&mut self, e: &RunError) {
+        let (p, node, (plugin, wired), old_record) = self.probation.take().expect("on probation");
+        tracing::warn!(
+            "swap of `{}` failed, rolling back to the previous plugin: {e}",
+            p.operator
+        );
+        let (operator, from) = (p.operator.clone(), p.from);
+        p.rolled_back(e);
+        self.plan.replace_operator(node, plugin, wired);
+        record_plugins(&self.metrics.journal, &self.plan);
+        match old_record {
+            Some(r) => self.kept.insert(operator.clone(), r),
+            None => self.kept.remove(&operator),
+        };
+        self.swapped.remove(&operator);
+        self.restore = RestoreMode::Id(from);
+    }
+
+    /// After an attempt failed with `e`, which a restart may cure: waits as
+    /// the job's restart strategy says, to restart from the last complete
+    /// checkpoint; or gives up when the strategy says no more.
+    fn wait_to_restart(&mut self, e: RunError) -> Result<(), RunError> {
+        self.restarts += 1;
+        let restart = &self.plan.job().restart;
+        let Some(wait) = restart.delay(self.restarts) else {
+            let e = if self.restarts > 1 {
+                RunError::GaveUp {
+                    restarts: self.restarts - 1,
+                    error: Box::new(e),
+                }
+            } else {
+                e
+            };
+            return Err(self.failed(e));
+        };
+        let journal = &self.metrics.journal;
+        journal.event(EventKind::Failure, true, format!("attempt failed: {e}"));
+        let message = format!(
+            "restarting from the last complete checkpoint in {} ms (restart {} of {})",
+            wait.as_millis(),
+            self.restarts,
+            restart.attempts()
+        );
+        tracing::warn!("attempt failed: {e}; {message}");
+        journal.event(EventKind::Restart, false, message);
+        std::thread::sleep(wait);
+        self.restore = RestoreMode::Latest;
+        Ok(())
+    }
+
+    /// Records that the job failed with `e`, and returns `e`.
+    fn failed(&self, e: RunError) -> RunError {
+        let journal = &self.metrics.journal;
+        journal.event(EventKind::Failure, true, format!("the job failed: {e}"));
+        e
+    }
+
+    /// The summary of the run, whose last attempt ended the job with
+    /// `summary`; confirms a swap still on probation.
+    fn ended(&mut self, summary: RunSummary) -> RunSummary {
+        if let Some((p, _, _, _)) = self.probation.take() {
+            p.job_ended();
+        }
+        RunSummary {
+            restored_from: self.first_restore.flatten(),
+            checkpoints: self.checkpoints,
+            duration: self.started.elapsed(),
+            restarts: self.restarts,
+            ..summary
+        }
+    }
+
+    /// After an attempt stopped at `checkpoint` for the swap `request`:
+    /// swaps the plugin in, on probation, to restart from that checkpoint.
+    fn swap_at(&mut self, checkpoint: u64, request: SwapRequest) {
+        self.restore = RestoreMode::Id(checkpoint);
+        let swap = SwapIn {
+            plan: &mut self.plan,
+            kept: &mut self.kept,
+            job_shas: &self.job_shas,
+        };
+        if let Some(on) = swap.swap_in(self.runtime, checkpoint, request) {
+            self.swapped.insert(on.0.operator.clone());
+            self.probation = Some(on);
+            record_plugins(&self.metrics.journal, &self.plan);
         }
     }
 }
 
-/// What a live swap changes: the plugins, with the swap records.
-struct SwapIn<'a> {
-    plugins: &'a mut [LoadedOperator],
-    kept: &'a mut Kept,
-    job_shas: &'a [Option<String>],
+/// What a live swap changes: the plan's plugins, with the swap records.
+struct SwapIn<'s, 'a> {
+    plan: &'s mut Plan<'a>,
+    kept: &'s mut Kept,
+    job_shas: &'s JobShas,
 }
 
-impl SwapIn<'_> {
-    /// Loads the plugin `request` names and puts it in `plugins` (with its
+impl SwapIn<'_, '_> {
+    /// Loads the plugin `request` names and puts it in the plan (with its
     /// record in `kept`), to run from `checkpoint` on probation. A plugin
     /// that fails to load is refused, and the job continues with the
     /// previous one.
     fn swap_in(
         self,
-        job: &Job,
         runtime: &Runtime,
         checkpoint: u64,
         request: SwapRequest,
     ) -> Option<OnProbation> {
-        let index = operator_index(job, &request.operator);
-        let op = &job.operators[index];
-        match load_operator(job, runtime, op, &request.plugin) {
+        let node = self.plan.find(&request.operator);
+        let node = node.expect("an operator of the job: checked by the driver");
+        let op = self.plan.node(node).operator().expect("an operator");
+        match load_operator(self.plan.job(), runtime, op, &request.plugin) {
             Err(e) => {
                 request.refuse(format!(
                     "swap refused, the job continues with the previous plugin: {e}"
                 ));
                 None
             }
-            Ok(new) => {
-                let record = kept::record(&new.0, &request.plugin, self.job_shas[index].as_deref());
+            Ok((plugin, wired)) => {
+                let record = kept::record(&plugin, &request.plugin, job_sha(self.job_shas, &op.id));
                 let old_record = match record {
                     Some(r) => self.kept.insert(op.id.clone(), r),
                     None => self.kept.remove(&op.id),
                 };
-                let old = std::mem::replace(&mut self.plugins[index], new);
+                let old = self.plan.replace_operator(node, plugin, wired);
                 tracing::info!(
                     "swapping `{}` to {} at checkpoint {checkpoint}",
                     request.operator,
@@ -266,15 +345,20 @@ impl SwapIn<'_> {
                     operator: request.operator,
                     reply: Some(request.reply),
                 };
-                Some((p, index, old, old_record))
+                Some((p, node, old, old_record))
             }
         }
     }
 }
 
-/// Records the plugin each operator of `job` runs in `journal`.
-fn record_plugins(journal: &Journal, job: &Job, plugins: &[LoadedOperator]) {
-    for (op, (plugin, _)) in job.operators.iter().zip(plugins) {
+/// The sha256 of operator `op`'s job-file plugin when the run started.
+fn job_sha<'s>(job_shas: &'s JobShas, op: &str) -> Option<&'s str> {
+    job_shas.get(op).and_then(|sha| sha.as_deref())
+}
+
+/// Records the plugin each operator of `plan` runs in `journal`.
+fn record_plugins(journal: &Journal, plan: &Plan<'_>) {
+    for (_, op, plugin) in plan.operator_plugins() {
         let info = plugin.info();
         let record = PluginRecord {
             name: info.name.clone(),
@@ -287,15 +371,6 @@ fn record_plugins(journal: &Journal, job: &Job, plugins: &[LoadedOperator]) {
         };
         journal.plugin(&op.id, record);
     }
-}
-
-/// The index of operator `id` (one the job has: checked by `load_plugins`
-/// and the driver).
-fn operator_index(job: &Job, id: &str) -> usize {
-    job.operators
-        .iter()
-        .position(|o| o.id == id)
-        .expect("an operator of the job")
 }
 
 /// Whether restarting from a checkpoint can help: failures while running

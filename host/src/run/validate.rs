@@ -11,8 +11,8 @@ use crate::wasm::Runtime;
 /// config. Returns a short human-readable report; warns (as `run` does)
 /// about output ports nothing consumes.
 pub fn validate(job: &Job, runtime: &Runtime) -> Result<String, RunError> {
-    let plugins = load_plugins(job, runtime, &[])?;
-    warn_unconsumed_outputs(job, &plugins);
+    let plan = load_plugins(job, runtime, &[])?;
+    warn_unconsumed_outputs(&plan);
     let mut report = format!(
         "job `{}` ({}) is valid: {} source(s), {} operator(s), {} sink(s)\n",
         job.name,
@@ -21,10 +21,9 @@ pub fn validate(job: &Job, runtime: &Runtime) -> Result<String, RunError> {
         job.operators.len(),
         job.sinks.len()
     );
-    for (op, (plugin, ports)) in job.operators.iter().zip(&plugins) {
+    for (node, op, plugin) in plan.operator_plugins() {
         OperatorInstance::for_operator(plugin, op, 0).map_err(|e| RunError::Task(e.into()))?;
-        let wiring: Vec<String> = ports
-            .iter()
+        let wiring: Vec<String> = (node.wired().iter())
             .map(|(p, up)| format!("{} <- {up}", plugin.info().inputs[*p as usize]))
             .collect();
         report.push_str(&format!(

@@ -7,12 +7,12 @@
 //!   upstream instance: no edge queue is unbounded, and a full channel
 //!   blocks its sender. A union port has the channels of all its upstreams,
 //!   so one aligner aligns them all.
-//! - An instance's input channels are numbered in job order: by input port
-//!   (as the job resolves them), then by upstream in the port's list, then
-//!   by upstream instance. The same order gives the edges out of each output
-//!   port of a node.
-//! - Each edge leaves the output port its consumer names (port 0 for a bare
-//!   id; a source has only port 0).
+//! - Channels are built by walking the plan's edges by id: an instance's
+//!   input channels are numbered by its node's input edges (by input port,
+//!   then by upstream in the port's list), then by upstream instance; each
+//!   output port of an instance sends on its edges in id order.
+//! - Every channel end is handed out by the id of the instance (or, for a
+//!   control channel, the node) that owns it, never by position.
 //! - Every data channel has its [`Announce`] (the barriers' priority path),
 //!   shared by the edge that sends on it and the input that reads it.
 //! - Operator instances take checkpoints as the job's `[checkpoint] mode`
@@ -20,26 +20,23 @@
 //! - Control channels (source commands, sink commits, events) are unbounded:
 //!   they carry a few messages per checkpoint.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
-use crate::config::{CheckpointConfig, CheckpointMode, Job, Upstream};
+use crate::config::{CheckpointConfig, CheckpointMode};
 use crate::dataflow::input::{Alignment, InputChannel, InputChannels};
 use crate::dataflow::output::Edge;
 use crate::dataflow::partition::Partitioner;
 use crate::dataflow::priority::Announce;
 use crate::dataflow::protocol::{Event, SourceCtl};
-use crate::run::plugins::LoadedOperator;
+use crate::plan::{self, InstanceId, NodeId, NodeKind, Partitioning, Plan};
 use crate::threads::{Shared, TaskError};
 
 /// Messages a channel holds before its sender blocks (backpressure).
 const CHANNEL_CAPACITY: usize = 16;
-
-/// The input channels of one instance, one per upstream instance.
-type ChannelInputs = Vec<InputChannel>;
 
 /// How operator instances of a job with `checkpoint` take checkpoints.
 fn alignment(checkpoint: &CheckpointConfig) -> Alignment {
@@ -59,124 +56,86 @@ pub(crate) struct Wiring {
     pub driver: DriverEnds,
 }
 
-/// The threads' ends of every channel.
+/// The threads' ends of every channel, each taken once by its owner's id.
 pub(crate) struct TaskEnds {
     /// The cancel flag and the events' sender.
     pub shared: Shared,
-    /// Per operator (job order), per instance: its inputs.
-    pub operator_inputs: Vec<Vec<InputChannels>>,
-    /// Per sink (job order): its inputs, with its commit channel.
-    pub sink_inputs: Vec<InputChannels>,
-    /// Per source (job order): where it reads commands.
-    pub source_ctls: Vec<Receiver<SourceCtl>>,
-    /// Per node id, per instance: its outgoing edges per output port.
-    edges: HashMap<String, Vec<PortEdges>>,
+    /// Per operator instance and sink: its inputs (a sink's with its commit
+    /// channel).
+    inputs: BTreeMap<InstanceId, InputChannels>,
+    /// Per source: where it reads commands.
+    source_ctls: BTreeMap<NodeId, Receiver<SourceCtl>>,
+    /// Per source and operator instance: its outgoing edges per output port.
+    outputs: BTreeMap<InstanceId, PortEdges>,
 }
 
 /// The outgoing edges of one instance, per output port.
 type PortEdges = Vec<Vec<Edge>>;
 
-/// The ports of every node: parallelism and, per operator, its output port
-/// names (a source has one unnamed port).
-struct Nodes<'a> {
-    parallelism: HashMap<&'a str, u32>,
-    outputs: HashMap<&'a str, &'a [String]>,
-}
-
-impl Nodes<'_> {
-    /// The index of the output port `up` names (validated by the job).
-    fn port(&self, up: &Upstream) -> usize {
-        match self.outputs.get(up.node.as_str()) {
-            Some(outputs) => up.port_index(outputs).expect("resolved output port") as usize,
-            None => 0,
-        }
-    }
-}
-
 /// The driver's ends of the control channels.
 pub(crate) struct DriverEnds {
     /// What the threads report.
     pub events: Receiver<Event<TaskError>>,
-    /// Per source (job order): where commands go.
-    pub source_ctls: Vec<Sender<SourceCtl>>,
-    /// Per sink (job order): where commits go.
-    pub commits: Vec<Sender<u64>>,
+    /// Per source: where commands go.
+    pub source_ctls: BTreeMap<NodeId, Sender<SourceCtl>>,
+    /// Per sink: where commits go.
+    pub commits: BTreeMap<NodeId, Sender<u64>>,
 }
 
 impl Wiring {
-    /// Builds every channel of `job`, whose operators run `plugins`.
-    pub(crate) fn new(job: &Job, plugins: &[LoadedOperator]) -> Wiring {
+    /// Builds every channel of `plan`.
+    pub(crate) fn new(plan: &Plan<'_>) -> Wiring {
         let (events_tx, events) = unbounded();
         let shared = Shared {
             cancel: Arc::new(AtomicBool::new(false)),
             events: events_tx,
         };
-        let parallelism = job.sources.iter().map(|s| (s.id.as_str(), 1));
-        let parallelism =
-            parallelism.chain(job.operators.iter().map(|o| (o.id.as_str(), o.parallelism)));
-        let outputs = job.operators.iter().zip(plugins);
-        let outputs = outputs.map(|(op, (plugin, _))| (op.id.as_str(), &plugin.info().outputs[..]));
-        let nodes = Nodes {
-            parallelism: parallelism.collect(),
-            outputs: outputs.collect(),
-        };
-        let mut edges: HashMap<String, Vec<PortEdges>> = nodes
-            .parallelism
-            .iter()
-            .map(|(&id, &p)| {
-                let ports = nodes.outputs.get(id).map_or(1, |outputs| outputs.len());
-                let instance = || (0..ports).map(|_| Vec::new()).collect();
-                (id.to_owned(), (0..p).map(|_| instance()).collect())
-            })
-            .collect();
+        let mut channels: BTreeMap<InstanceId, Vec<InputChannel>> = BTreeMap::new();
+        let mut outputs: BTreeMap<InstanceId, PortEdges> = BTreeMap::new();
+        for node in plan.nodes() {
+            let ports =
+                || -> PortEdges { node.output_ports().iter().map(|_| Vec::new()).collect() };
+            outputs.extend(node.instances().map(|i| (i, ports())));
+        }
+        for edge in plan.edges() {
+            connect(plan, edge, &mut channels, &mut outputs);
+        }
 
-        let mut operator_inputs = Vec::new();
-        for (op, (_, ports)) in job.operators.iter().zip(plugins) {
-            let mut per_instance: Vec<ChannelInputs> =
-                (0..op.parallelism).map(|_| Vec::new()).collect();
-            for (port, upstream) in ports {
-                let from_upstream = connect(&mut edges, &nodes, upstream, *port, op.parallelism);
-                for (i, rxs) in from_upstream.into_iter().enumerate() {
-                    per_instance[i].extend(rxs);
+        let operator_alignment = alignment(&plan.job().checkpoint);
+        let mut inputs = BTreeMap::new();
+        let mut commits = BTreeMap::new();
+        let mut source_ctls = BTreeMap::new();
+        let mut source_ctl_rxs = BTreeMap::new();
+        for node in plan.nodes() {
+            let (alignment, commit) = match node.kind() {
+                NodeKind::Source => {
+                    let (tx, rx) = unbounded();
+                    source_ctls.insert(node.id(), tx);
+                    source_ctl_rxs.insert(node.id(), rx);
+                    continue;
                 }
+                NodeKind::Operator => (operator_alignment, None),
+                NodeKind::Sink => {
+                    let (tx, rx) = unbounded();
+                    commits.insert(node.id(), tx);
+                    (Alignment::Aligned, Some(rx))
+                }
+            };
+            for instance in node.instances() {
+                let input = InputChannels {
+                    channels: channels.remove(&instance).unwrap_or_default(),
+                    commits: commit.clone(),
+                    alignment,
+                };
+                inputs.insert(instance, input);
             }
-            operator_inputs.push(
-                per_instance
-                    .into_iter()
-                    .map(|channels| InputChannels {
-                        channels,
-                        commits: None,
-                        alignment: alignment(&job.checkpoint),
-                    })
-                    .collect(),
-            );
         }
-
-        let mut sink_inputs = Vec::new();
-        let mut commits = Vec::new();
-        for s in &job.sinks {
-            let mut channels = Vec::new();
-            for upstream in &s.input {
-                let from_upstream = connect(&mut edges, &nodes, upstream, 0, 1).pop();
-                channels.extend(from_upstream.expect("one sink instance"));
-            }
-            let (tx, rx) = unbounded();
-            commits.push(tx);
-            sink_inputs.push(InputChannels {
-                channels,
-                commits: Some(rx),
-                alignment: Alignment::Aligned,
-            });
-        }
-
-        let (source_ctls, source_ctl_rxs) = job.sources.iter().map(|_| unbounded()).unzip();
         Wiring {
             tasks: TaskEnds {
                 shared,
-                operator_inputs,
-                sink_inputs,
+                inputs,
                 source_ctls: source_ctl_rxs,
-                edges,
+                outputs,
             },
             driver: DriverEnds {
                 events,
@@ -188,46 +147,61 @@ impl Wiring {
 }
 
 impl TaskEnds {
-    /// Takes the outgoing edges, per output port, of instance `instance` of
-    /// node `id`.
-    pub(crate) fn outgoing(&mut self, id: &str, instance: usize) -> PortEdges {
-        std::mem::take(&mut self.edges.get_mut(id).expect("node")[instance])
+    /// Takes the inputs of operator instance or sink `instance`.
+    pub(crate) fn inputs(&mut self, instance: InstanceId) -> InputChannels {
+        self.inputs
+            .remove(&instance)
+            .expect("an instance with inputs")
+    }
+
+    /// Takes the outgoing edges, per output port, of `instance`.
+    pub(crate) fn outgoing(&mut self, instance: InstanceId) -> PortEdges {
+        self.outputs
+            .remove(&instance)
+            .expect("an instance of the plan")
+    }
+
+    /// Takes the command channel of source `source`.
+    pub(crate) fn source_ctl(&mut self, source: NodeId) -> Receiver<SourceCtl> {
+        self.source_ctls.remove(&source).expect("a source")
     }
 }
 
-/// Connects every instance of `upstream` (on the output port it names) to
-/// `consumers` instances on input `port`: adds one edge per upstream
-/// instance to `edges` and returns, per consumer instance, its receivers
-/// from `upstream`.
+/// Builds the channels of `edge`: for every producer instance, one channel
+/// to every consumer instance its partitioning connects it to; the
+/// receivers go to the consumers' `channels`, the senders, as one
+/// [`Edge`], to the producer's output port in `outputs`.
 fn connect(
-    edges: &mut HashMap<String, Vec<PortEdges>>,
-    nodes: &Nodes,
-    upstream: &Upstream,
-    port: u32,
-    consumers: u32,
-) -> Vec<ChannelInputs> {
-    let out_port = nodes.port(upstream);
-    let mut per_consumer: Vec<ChannelInputs> = (0..consumers).map(|_| Vec::new()).collect();
-    let instances = edges.get_mut(&upstream.node).expect("validated upstream");
-    for instance in instances.iter_mut() {
+    plan: &Plan<'_>,
+    edge: &plan::Edge,
+    channels: &mut BTreeMap<InstanceId, Vec<InputChannel>>,
+    outputs: &mut BTreeMap<InstanceId, PortEdges>,
+) {
+    let (from, to) = (plan.node(edge.from().node), plan.node(edge.to().node));
+    let consumers = to.parallelism();
+    for producer in from.instances() {
         let mut senders = Vec::with_capacity(consumers as usize);
         let mut announces = Vec::with_capacity(consumers as usize);
-        for rxs in per_consumer.iter_mut() {
+        let connected = |c: &InstanceId| edge.partitioning().connects(producer.index, c.index);
+        for consumer in to.instances().filter(connected) {
             let (tx, rx) = bounded(CHANNEL_CAPACITY);
             let announced = Announce::default();
             senders.push(tx);
             announces.push(announced.clone());
-            rxs.push(InputChannel {
-                port,
+            channels.entry(consumer).or_default().push(InputChannel {
+                port: edge.to().port,
                 rx,
                 announced,
             });
         }
-        instance[out_port].push(Edge {
+        let partitioner = match edge.partitioning() {
+            Partitioning::Hash => Partitioner::new(consumers),
+        };
+        let ports = outputs.get_mut(&producer).expect("an instance of the plan");
+        ports[edge.from().port as usize].push(Edge {
             senders,
             announces,
-            partitioner: Partitioner::new(consumers),
+            partitioner,
         });
     }
-    per_consumer
 }
