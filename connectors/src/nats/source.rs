@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use toml::Table;
 
-use super::connection::{Connection, check_url};
+use super::connection::{Connection, TESTED_VERSION, check_url, slow_filtered_start};
 use weir::connectors::format::{
     Format, LineParser, OnBadTimestamp, TimestampField, timestamp_setting,
 };
@@ -273,6 +273,17 @@ impl SourceConnector for NatsSourceConfig {
             }
         };
         let connection = Connection::open(&self.url, id).map_err(remote(self.url.clone()))?;
+        if let Some(subject) = &self.subject
+            && slow_filtered_start(&connection.version)
+        {
+            tracing::warn!(
+                "source `{id}`: nats-server {} at {} reads a stream filtered by a subject (`subject` = {subject:?}) \
+                 from a given sequence at a few hundred messages per second, so a restore of this source will crawl; \
+                 use nats-server 2.10 or newer (Weir is tested with {TESTED_VERSION})",
+                connection.version,
+                connection.server,
+            );
+        }
         let target = format!("stream `{}` at {}", self.stream, connection.server);
         let fail = remote(target.clone());
         let mut stream = connection

