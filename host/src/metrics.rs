@@ -282,19 +282,19 @@ impl NodeMetrics {
     }
 }
 
-/// What kind of node.
+/// What a node of a job is (of the plan's graph, and of its metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeKind {
-    /// A source.
+    /// A `[[source]]`: reads records, has no input.
     Source,
-    /// An operator.
+    /// An `[[operator]]`: a plugin run as `parallelism` instances.
     Operator,
-    /// A sink.
+    /// A `[[sink]]`: writes records, has no output.
     Sink,
 }
 
 impl NodeKind {
-    /// Lower-case name.
+    /// `source`, `operator` or `sink`, as messages and reports say it.
     pub fn name(self) -> &'static str {
         match self {
             NodeKind::Source => "source",

@@ -17,27 +17,7 @@ use crate::wasm::Plugin;
 
 use super::ids::{EdgeId, InstanceId, NodeId};
 
-/// What a node is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeKind {
-    /// A `[[source]]`: reads records, has no input.
-    Source,
-    /// An `[[operator]]`: a plugin run as `parallelism` instances.
-    Operator,
-    /// A `[[sink]]`: writes records, has no output.
-    Sink,
-}
-
-impl NodeKind {
-    /// `source`, `operator` or `sink`, as messages and reports say it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeKind::Source => "source",
-            NodeKind::Operator => "operator",
-            NodeKind::Sink => "sink",
-        }
-    }
-}
+pub use crate::metrics::NodeKind;
 
 /// The port names an operator's plugin declares, which the plan numbers
 /// its ports by.
