@@ -9,7 +9,12 @@
 //!   payloads with `async-nats` (acknowledged, as many in flight as the
 //!   sink allows);
 //! - JetStream source: a bounded `nats` source → file sink job, against
-//!   reading the stream with an `async-nats` ordered consumer.
+//!   reading the stream with an `async-nats` ordered consumer;
+//! - a restored JetStream source with a subject filter (`words.>` over four
+//!   subjects): the same job killed (SIGKILL) after a second and run again,
+//!   the records/s of the restored run against those of a fresh run of the
+//!   job. This is the case a nats-server 2.9 serves at a few hundred
+//!   messages a second.
 //!
 //! The Weir cases run the `weir` binary (`--restore none`, checkpoints
 //! every second) and include its start-up; the servers run with
@@ -25,7 +30,7 @@ use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
 use weir_tests::servers::{Nats, Postgres};
 
 use crate::child::{run_child, weir_run};
-use crate::{Report, Settings};
+use crate::{Report, Settings, Target};
 
 /// Distinct words of the upsert case.
 const WORDS: u64 = 10_000;
@@ -147,7 +152,105 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         "records/s",
         Some("async-nats read"),
     );
+    filtered_restore(settings, dir, &nats, &runtime, &payloads, &mut report)?;
     Ok(report)
+}
+
+/// The restored-read case: stream `WORDS` holds the payloads on four
+/// subjects; a job reads it through the filter `words.>` fresh, then again
+/// killed after a second (its source throttled so that it is mid-way) and
+/// restored; the restored run's records/s is reported against the fresh
+/// run's.
+fn filtered_restore(
+    settings: &Settings,
+    dir: &Path,
+    nats: &Nats,
+    runtime: &tokio::runtime::Runtime,
+    payloads: &[Vec<u8>],
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let n = payloads.len() as u64;
+    nats.create_stream("WORDS", &["words.>"]);
+    for (i, subject) in ["words.a", "words.b", "words.c", "words.d"]
+        .iter()
+        .enumerate()
+    {
+        let part: Vec<Vec<u8>> = payloads.iter().skip(i).step_by(4).cloned().collect();
+        runtime.block_on(publish_all(&nats.url(), subject, &part))?;
+    }
+    let job = |rate: Option<u64>| {
+        let mut source = Source::nats("in", &nats.url(), "WORDS")
+            .value("bounded", true)
+            .string("subject", "words.>");
+        if let Some(rate) = rate {
+            source = source.rate(rate);
+        }
+        JobFile::new("bench-nats-filtered")
+            .checkpoint(Checkpoint::every("200ms"))
+            .source(source)
+            .sink(Sink::file("out", "out.txt").input("in"))
+    };
+    settings.say("connectors: nats (subject filter) → weir, fresh");
+    let fresh = run_weir(settings, dir, "nats-filtered-fresh", &job(None))?;
+    report.row(
+        "nats filtered → weir, fresh",
+        per_second(n, fresh),
+        "records/s",
+        None,
+    );
+
+    settings.say("connectors: nats (subject filter) → weir, killed and restored");
+    let case = dir.join("nats-filtered-restored");
+    std::fs::create_dir_all(&case)?;
+    let path = case.join("job.toml");
+    std::fs::write(&path, job(Some((n / 4).max(1))).to_string())?;
+    let mut first = weir_run(settings, &path)?
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("starting weir")?;
+    std::thread::sleep(Duration::from_secs(1));
+    first.kill()?;
+    first.wait()?;
+    let out = case.join("out.txt");
+    let before = std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .lines()
+        .count() as u64;
+    anyhow::ensure!(
+        before < n,
+        "the killed run had written all {n} records; nothing is left to restore"
+    );
+    std::fs::write(&path, job(None).to_string())?;
+    let mut restore = std::process::Command::new(settings.weir_binary()?);
+    restore
+        .arg("run")
+        .arg(&path)
+        .args(["--progress-every", "0"])
+        .env_remove("RUST_LOG");
+    let restored = run_child(restore, &case.join("run"))?.wall;
+    let after = std::fs::read_to_string(&out)?.lines().count() as u64;
+    anyhow::ensure!(
+        after == n,
+        "the restored run left {after} records, expected {n}"
+    );
+    report.param("restored_records", n - before);
+    report.row(
+        "nats filtered → weir, restored",
+        per_second(n - before, restored),
+        "records/s",
+        Some("nats filtered → weir, fresh"),
+    );
+    let ratio = report
+        .get("nats filtered → weir, restored")
+        .and_then(|r| r.ratio)
+        .unwrap_or(f64::NAN);
+    report.targets.push(Target::at_least(
+        "a restored filtered NATS source vs a fresh read (ratio)",
+        ratio,
+        0.8,
+    ));
+    Ok(())
 }
 
 pub(crate) fn per_second(n: u64, wall: Duration) -> f64 {

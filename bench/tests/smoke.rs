@@ -363,6 +363,8 @@ fn connectors_run_against_private_servers() {
             "weir → nats",
             "async-nats read",
             "nats → weir",
+            "nats filtered → weir, fresh",
+            "nats filtered → weir, restored",
         ],
     );
 }
