@@ -18,14 +18,18 @@
 //!   uid and root are served ([`peer_allowed`]).
 //! - A connection costs the job at most [`MAX_REQUEST`] bytes and
 //!   [`REQUEST_TIMEOUT`] of reading, and at most [`MAX_CONNECTIONS`] are
-//!   served at once; others are answered with an error and closed.
+//!   served at once ([`Slots`]). A new connection when all are taken sheds
+//!   the oldest that has not sent its request yet (answered with an error
+//!   and closed), so idle or half-open clients never keep a real request
+//!   out; only when every slot holds a request being carried out is the new
+//!   one answered with an error and closed.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::Shutdown;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, bounded};
@@ -98,32 +102,33 @@ impl ControlSocket {
         let listener = bind_owner_only(&path).map_err(io)?;
         let owner = std::fs::metadata(&path).map_err(io)?;
         let owner = std::os::unix::fs::MetadataExt::uid(&owner);
-        let active = Arc::new(AtomicUsize::new(0));
+        let slots = Arc::new(Slots::default());
         std::thread::Builder::new()
             .name("control".into())
             .spawn(move || {
                 for conn in listener.incoming().flatten() {
                     let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
-                    if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                        active.fetch_sub(1, Ordering::AcqRel);
-                        answer(&conn, Err(format!(
-                            "the job serves {MAX_CONNECTIONS} control connections at once; retry in a moment"
-                        )));
-                        continue;
-                    }
-                    let (requests, slots) = (requests.clone(), active.clone());
-                    let metrics = metrics.clone();
+                    let id = match slots.admit(&conn) {
+                        Ok(id) => id,
+                        Err(refusal) => {
+                            answer(&conn, Err(refusal));
+                            continue;
+                        }
+                    };
+                    let (requests, metrics, mine) =
+                        (requests.clone(), metrics.clone(), slots.clone());
                     let served = std::thread::Builder::new()
                         .name("control-conn".into())
                         .spawn(move || {
-                            let (kind, what, result) = serve(&conn, owner, &requests);
+                            let (kind, what, result) =
+                                serve(&conn, owner, &requests, || mine.requested(id));
                             record(&metrics.journal, kind, &what, &result);
                             // A client holding its answer holds no slot.
-                            slots.fetch_sub(1, Ordering::AcqRel);
+                            mine.release(id);
                             answer(&conn, result);
                         });
                     if served.is_err() {
-                        active.fetch_sub(1, Ordering::AcqRel);
+                        slots.release(id);
                         tracing::warn!("control socket: cannot start a thread for a connection");
                     }
                 }
@@ -136,6 +141,80 @@ impl ControlSocket {
 impl Drop for ControlSocket {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The connections being served, at most [`MAX_CONNECTIONS`].
+#[derive(Default)]
+struct Slots(Mutex<SlotList>);
+
+#[derive(Default)]
+struct SlotList {
+    /// Ids handed out so far.
+    next: u64,
+    /// The connections served, oldest first.
+    taken: Vec<Slot>,
+}
+
+/// One connection being served.
+struct Slot {
+    id: u64,
+    /// Its request was read whole and is being carried out.
+    requested: bool,
+    /// A handle on the connection, to shed it.
+    conn: UnixStream,
+}
+
+impl Slots {
+    /// Takes a slot for `conn`, shedding the oldest connection that has not
+    /// sent its request when all are taken; `Err` is the refusal to answer
+    /// when every slot holds a request being carried out.
+    fn admit(&self, conn: &UnixStream) -> Result<u64, String> {
+        let handle = conn
+            .try_clone()
+            .map_err(|e| format!("cannot serve the connection: {e}"))?;
+        let mut list = self.0.lock().expect("slots lock");
+        if list.taken.len() >= MAX_CONNECTIONS {
+            let Some(idle) = list.taken.iter().position(|s| !s.requested) else {
+                return Err(format!(
+                    "the job is carrying out {MAX_CONNECTIONS} control requests; retry in a moment"
+                ));
+            };
+            let shed = list.taken.remove(idle);
+            answer(
+                &shed.conn,
+                Err(format!(
+                    "closed without a request: the oldest of {MAX_CONNECTIONS} idle control connections, to serve a newer one"
+                )),
+            );
+            // Its thread's read returns, and it ends.
+            let _ = shed.conn.shutdown(Shutdown::Both);
+        }
+        list.next += 1;
+        let id = list.next;
+        list.taken.push(Slot {
+            id,
+            requested: false,
+            conn: handle,
+        });
+        Ok(id)
+    }
+
+    /// Connection `id` sent its request: it is no longer shed.
+    fn requested(&self, id: u64) {
+        let mut list = self.0.lock().expect("slots lock");
+        if let Some(slot) = list.taken.iter_mut().find(|s| s.id == id) {
+            slot.requested = true;
+        }
+    }
+
+    /// Frees connection `id`'s slot (if it was not shed).
+    fn release(&self, id: u64) {
+        self.0
+            .lock()
+            .expect("slots lock")
+            .taken
+            .retain(|s| s.id != id);
     }
 }
 
@@ -211,6 +290,7 @@ fn serve(
     conn: &UnixStream,
     owner: u32,
     requests: &Sender<ControlRequest>,
+    requested: impl FnOnce(),
 ) -> (EventKind, String, Result<String, String>) {
     let parsed = (|| {
         let peer =
@@ -223,7 +303,9 @@ fn serve(
                 "permission denied: only uid {owner} (the job's user) or root may control this job, not uid {peer}"
             ));
         }
-        parse(&read_request(conn)?)
+        let line = read_request(conn)?;
+        requested();
+        parse(&line)
     })();
     let parsed = match parsed {
         Ok(parsed) => parsed,
@@ -423,13 +505,16 @@ fn request(
     };
     conn.set_read_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
-    (&conn)
-        .write_all(format!("{req}\n").as_bytes())
-        .map_err(|e| e.to_string())?;
+    // A job that refused the connection answered and closed it: its answer
+    // says why, better than the write's broken pipe.
+    let sent = (&conn).write_all(format!("{req}\n").as_bytes());
     let mut line = String::new();
-    BufReader::new(&conn)
-        .read_line(&mut line)
-        .map_err(|e| format!("no answer from the job within {} s: {e}", timeout.as_secs()))?;
+    let read = BufReader::new(&conn).read_line(&mut line);
+    if line.is_empty() {
+        sent.map_err(|e| format!("cannot send the request to the job: {e}"))?;
+        read.map_err(|e| format!("no answer from the job within {} s: {e}", timeout.as_secs()))?;
+        return Err("the job closed the connection without answering".into());
+    }
     let v: serde_json::Value = serde_json::from_str(&line)
         .map_err(|e| format!("bad answer from the job ({e}): {line}"))?;
     match (
@@ -478,6 +563,41 @@ mod tests {
         );
         drop(server);
         assert!(writer.join().unwrap() < 1 << 20, "read far past the cap");
+    }
+
+    /// Idle connections are shed oldest first to admit new ones; only a
+    /// full house of requests being carried out refuses one.
+    #[test]
+    fn the_oldest_idle_connection_is_shed_and_requests_are_never_shed() {
+        let slots = Slots::default();
+        let pairs: Vec<(UnixStream, UnixStream)> = (0..MAX_CONNECTIONS + 2)
+            .map(|_| UnixStream::pair().unwrap())
+            .collect();
+        let ids: Vec<u64> = pairs[..MAX_CONNECTIONS]
+            .iter()
+            .map(|(_, server)| slots.admit(server).unwrap())
+            .collect();
+        // Full: the next one sheds the oldest idle connection, the first.
+        slots.requested(ids[1]);
+        let newer = slots.admit(&pairs[MAX_CONNECTIONS].1).unwrap();
+        let mut shed = String::new();
+        BufReader::new(&pairs[0].0).read_line(&mut shed).unwrap();
+        assert!(shed.contains("closed without a request"), "{shed}");
+        // The second sent its request: the third goes next, not the second.
+        let newest = slots.admit(&pairs[MAX_CONNECTIONS + 1].1).unwrap();
+        let mut shed = String::new();
+        BufReader::new(&pairs[2].0).read_line(&mut shed).unwrap();
+        assert!(shed.contains("closed without a request"), "{shed}");
+        // Every slot holding a request: a new connection is refused.
+        for id in [ids[3], newer, newest] {
+            slots.requested(id);
+        }
+        let (_, extra) = UnixStream::pair().unwrap();
+        let err = slots.admit(&extra).unwrap_err();
+        assert!(err.contains("carrying out"), "{err}");
+        // A released slot admits again.
+        slots.release(newer);
+        slots.admit(&extra).unwrap();
     }
 
     #[test]
