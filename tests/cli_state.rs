@@ -111,17 +111,17 @@ fn state_prints_json_lines_and_filters_by_key_and_checkpoint() {
         .collect();
     assert_eq!(lines.len(), 4, "{text}");
     assert!(
-        lines.contains(&serde_json::json!({"key": "w0\u{0}count", "value": 500})),
+        lines.contains(&serde_json::json!({"key": "w0", "state": "count", "value": 500})),
         "{text}"
     );
     assert!(
-        lines.contains(&serde_json::json!({"key": "caf\u{e9}\u{0}count", "value": 1})),
+        lines.contains(&serde_json::json!({"key": "caf\u{e9}", "state": "count", "value": 1})),
         "{text}"
     );
 
     let (ok, text, _) = weir(&j, "state", &["--operator", "count", "--key", "w1"]);
     assert!(ok);
-    assert_eq!(text.trim(), r#"{"key":"w1\u0000count","value":500}"#);
+    assert_eq!(text.trim(), r#"{"key":"w1","state":"count","value":500}"#);
 
     // An earlier checkpoint holds the counts of the records before its
     // source offset.
@@ -191,7 +191,10 @@ fn checkpoints_and_state_take_the_job_file_or_its_folder() {
         assert!(out.stdout.starts_with("job `counted`: "), "{}", out.stdout);
         let args = ["--operator", "count", "--key", "w1"].map(OsStr::new);
         let out = WEIR.ok([OsStr::new("state"), arg].into_iter().chain(args));
-        assert_eq!(out.stdout.trim(), r#"{"key":"w1\u0000count","value":500}"#);
+        assert_eq!(
+            out.stdout.trim(),
+            r#"{"key":"w1","state":"count","value":500}"#
+        );
     }
     // `weir swap` looks for the running job in the job's state directory.
     let swap = format!("count={}", plugins::WORD_COUNT_V2);

@@ -540,6 +540,32 @@ fn ui_flags_fail_with_a_message_a_person_can_act_on() {
     drop(taken);
 }
 
+/// A dashboard on every interface says, in the line that gives its
+/// address, that other machines can reach it; one on the loopback does not.
+#[test]
+fn a_dashboard_on_every_interface_says_other_machines_reach_it() {
+    let words = count_words("exposed", Checkpoint::every("100ms"), 1_000_000, 1);
+    let j = JobDir::new(WEIR, words, &[("words.txt", "a b a\n")]);
+    let open = j.run(&["--ui", "0.0.0.0:0", "--restore", "none"]);
+    assert!(open.success(), "{}", open.stderr);
+    let line = open
+        .stderr
+        .lines()
+        .find(|l| l.contains("dashboard: http://"));
+    let line = line.unwrap_or_else(|| panic!("no dashboard line: {}", open.stderr));
+    assert!(
+        line.contains("read-only, and reachable from other machines"),
+        "{line}"
+    );
+    let local = j.run(&["--ui", "0", "--restore", "none"]);
+    assert!(local.success(), "{}", local.stderr);
+    assert!(
+        !local.stderr.contains("reachable from other machines"),
+        "{}",
+        local.stderr
+    );
+}
+
 /// The example job `examples/dashboard` (event-time windows over the
 /// generator): the page shows each operator's watermark and pending timers.
 /// With `WEIR_DASHBOARD_SCREENSHOT=FILE` it writes the screenshot in docs/tour.md.

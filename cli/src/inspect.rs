@@ -283,6 +283,45 @@ pub fn show_key(b: &[u8]) -> serde_json::Value {
     }
 }
 
+/// The fields that show a keyed-state entry's key in `weir state`: the key,
+/// and for the SDK's `MapState` layout `<key> 0x00 <name>` (both UTF-8)
+/// the key and the state's name apart, `{"key": "u1", "state": "s"}`
+/// rather than `"u1\u0000s"`; `key_encoding` too when `encoding`.
+///
+/// ```
+/// use weir_cli::inspect::key_fields;
+/// let f = key_fields(b"u1\0s", false);
+/// assert_eq!(serde_json::Value::Object(f), serde_json::json!({"key": "u1", "state": "s"}));
+/// let f = key_fields(b"plain", true);
+/// assert_eq!(serde_json::Value::Object(f), serde_json::json!({"key": "plain", "key_encoding": "utf8"}));
+/// ```
+pub fn key_fields(k: &[u8], encoding: bool) -> serde_json::Map<String, serde_json::Value> {
+    let mut fields = serde_json::Map::new();
+    let split = k
+        .iter()
+        .position(|&b| b == 0)
+        .map(|at| (&k[..at], &k[at + 1..]));
+    match split {
+        Some((key, name))
+            if !name.contains(&0)
+                && std::str::from_utf8(key).is_ok()
+                && std::str::from_utf8(name).is_ok() =>
+        {
+            fields.insert("key".into(), show_key(key));
+            fields.insert("state".into(), show_key(name));
+        }
+        _ => {
+            fields.insert("key".into(), show_key(k));
+        }
+    }
+    if encoding {
+        let utf8 = std::str::from_utf8(k).is_ok();
+        let name = if utf8 { "utf8" } else { "base64" };
+        fields.insert("key_encoding".into(), name.into());
+    }
+    fields
+}
+
 /// Whether state key `key` matches `--key wanted`: equal, or `wanted`
 /// followed by 0x00 (the SDK's `MapState` layout `<key> 0x00 <name>`).
 ///

@@ -334,7 +334,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 let bound = weir_cli::dashboard::serve(addr, &job, dir, live.clone(), ui_actions)
                     .map_err(|e| listen_error("ui", addr, e))?;
                 let mode = match (ui_actions, bound.ip().is_loopback()) {
-                    (false, _) => "read-only",
+                    (false, true) => "read-only",
+                    (false, false) => {
+                        "read-only, and reachable from other machines: anyone who reaches this port sees the job's graph, rates and errors"
+                    }
                     (true, true) => "actions on",
                     (true, false) => {
                         "actions on, and reachable from other machines: anyone who reaches this port can swap plugins and take savepoints"
@@ -616,7 +619,7 @@ fn state(
     json: bool,
 ) -> anyhow::Result<bool> {
     use std::io::Write as _;
-    use weir_cli::inspect::{key_matches, show_key};
+    use weir_cli::inspect::{key_fields, key_matches};
     let (store, meta) = open_checkpoint(state_dir, checkpoint)?;
     let op = operator_meta(&meta, operator)?;
     let entries = store.operator_state(meta.id, operator)?;
@@ -665,11 +668,11 @@ fn state(
             .iter()
             .map(|(i, k, v)| {
                 let (value, encoding) = format.show(v);
-                serde_json::json!({
-                    "instance": i,
-                    "key": show_key(k), "key_encoding": if std::str::from_utf8(k).is_ok() { "utf8" } else { "base64" },
-                    "value": value, "value_encoding": encoding,
-                })
+                let mut entry = key_fields(k, true);
+                entry.insert("instance".into(), (*i).into());
+                entry.insert("value".into(), value);
+                entry.insert("value_encoding".into(), encoding.into());
+                serde_json::Value::Object(entry)
             })
             .collect();
         let doc = serde_json::json!({"checkpoint": meta.id, "operator": operator, "entries": list});
@@ -677,13 +680,10 @@ fn state(
             .map_err(weir_cli::output::stdout_error)?;
     } else {
         for (_, k, v) in selected {
-            let value = format.show(v).0;
-            writeln!(
-                out,
-                "{}",
-                serde_json::json!({"key": show_key(k), "value": value})
-            )
-            .map_err(weir_cli::output::stdout_error)?;
+            let mut entry = key_fields(k, false);
+            entry.insert("value".into(), format.show(v).0);
+            writeln!(out, "{}", serde_json::Value::Object(entry))
+                .map_err(weir_cli::output::stdout_error)?;
         }
     }
     out.flush().map_err(weir_cli::output::stdout_error)?;
