@@ -8,13 +8,14 @@
 //! checkpoint barriers and exactly-once restore.
 //!
 //! The folders, from the bottom up (each imports only those before it):
-//! [`dataflow`] (batches, every message of a running job, partitioning,
+//! [`keyed`] (an instance's live keyed state, timers and the changes a
+//! checkpoint takes), [`dataflow`] (batches, every message of a running job, partitioning,
 //! barrier alignment and the aligned-input loop), [`connectors`] (sources
 //! and sinks, and the registry of their types), [`config`] (the job file),
-//! [`metrics`], [`checkpoint`] (the coordinator and keyed state),
+//! [`metrics`], [`checkpoint`] (the coordinator),
 //! [`store`] (the redb checkpoint file), [`wasm`] (plugins and their
 //! sandbox), [`plan`] (the job compiled into a graph of typed ids),
-//! `tasks` (the thread bodies) and [`run`] (a job: attempts and
+//! `threads` (the thread bodies) and [`run`] (a job: attempts and
 //! their phases, the driver, the supervisor). Below them all, `wit` (the
 //! generated WIT bindings), `fields` (reading TOML fields) and
 //! [`failpoint`] (test-only crashes at named protocol steps).
