@@ -1,7 +1,7 @@
 //! The source contract: a [`SourceReader`] reads records in batches, with
 //! an offset that a checkpoint records and a restore seeks back to; the
 //! connectors ([`super::file`], [`super::stdin`], [`super::generator`],
-//! [`super::nats`], [`super::kafka`])
+//! and the NATS and Kafka sources of the crate `weir-connectors`)
 //! implement it.
 //!
 //! Invariant of every reader: [`SourceReader::offset`] is the position
