@@ -178,3 +178,37 @@ fn a_job_killed_while_restarting_after_a_failure_resumes_exactly_once() {
         "exactly once through three kills while restarting",
     );
 }
+
+/// A plugin that calls a record invalid (`dedupe` on a record without its
+/// id field) would do so again on every replay: the job fails on the first
+/// attempt and says why, however many restarts its strategy allows.
+#[test]
+fn a_record_a_plugin_calls_invalid_is_not_retried() {
+    let input = "{\"id\":1}\n{\"other\":2}\n";
+    let file = JobFile::new("invalid")
+        .checkpoint(Checkpoint::every("100ms"))
+        .restart(Restart::fixed_delay(5, "10ms"))
+        .source(Source::file("in", "in.jsonl").format("jsonl"))
+        .operator(
+            Operator::new("dedupe", plugins::DEDUPE)
+                .inputs(&["in"])
+                .config("{ field = \"id\" }"),
+        )
+        .sink(Sink::file("out", "out.jsonl").input("dedupe"));
+    let j = JobDir::new(WEIR, file, &[("in.jsonl", input)]);
+    let out = j.run(&[]);
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    assert!(!out.stderr.contains(RESTARTING), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("not restarting: a plugin that calls a record invalid"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.error_line()
+            .contains("invalid input: record has no field `id`"),
+        "{}",
+        out.stderr
+    );
+}

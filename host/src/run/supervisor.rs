@@ -8,7 +8,8 @@
 //!   from the checkpoint's offsets and sinks only expose committed output.
 //! - a failed attempt is retried from the last complete checkpoint when the
 //!   job's restart strategy allows it; failures to load, open or restore
-//!   are not retried.
+//!   are not retried, nor a record a plugin called invalid (the replay
+//!   would hand it the same record again).
 //! - an operator keeps the plugin it was swapped to across restarts and
 //!   crashes: its checkpoints record the swap and the state dir keeps a copy
 //!   (`kept`), which the next `weir run` restores with unless `--swap` or an
@@ -36,8 +37,8 @@ use crate::run::summary::RunSummary;
 use crate::run::swap::{Probation, SwapRequest};
 use crate::store::SwappedPlugin;
 use crate::threads::TaskError;
-use crate::wasm::InstanceError;
 use crate::wasm::Runtime;
+use crate::wasm::{InstanceError, PluginReturned};
 
 /// A swap on probation: its probation, the swapped operator, and the
 /// plugin it replaced with that plugin's swap record (to roll back to).
@@ -195,7 +196,14 @@ impl<'a> Supervisor<'a> {
                     self.wait_to_restart(e)?;
                     continue;
                 }
-                Err(e) => return Err(self.failed(e)),
+                Err(e) => {
+                    if recurs_on_replay(&e) && self.plan.job().restart.delay(1).is_some() {
+                        tracing::warn!(
+                            "not restarting: a plugin that calls a record invalid does so again when a restart replays it"
+                        );
+                    }
+                    return Err(self.failed(e));
+                }
             };
             self.first_restore.get_or_insert(summary.restored_from);
             self.checkpoints += summary.checkpoints;
@@ -374,15 +382,39 @@ fn record_plugins(journal: &Journal, plan: &Plan<'_>) {
 }
 
 /// Whether restarting from a checkpoint can help: failures while running
-/// can; failures to load, validate, open or restore cannot.
+/// can; failures to load, validate, open or restore cannot, nor a record a
+/// plugin called invalid ([`recurs_on_replay`]).
 fn restartable(e: &RunError) -> bool {
-    match e {
-        RunError::Task(TaskError::Instance(
+    match instance_error(e) {
+        Some(
             InstanceError::Trap { hook, .. }
             | InstanceError::Limit { hook, .. }
             | InstanceError::Returned { hook, .. },
-        )) => !hook.sets_up(),
-        RunError::Task(_) => true,
-        _ => false,
+        ) if hook.sets_up() => false,
+        _ if recurs_on_replay(e) => false,
+        _ => matches!(e, RunError::Task(_)),
+    }
+}
+
+/// Whether `e` is a plugin's `invalid-input` for a record: plugins are
+/// deterministic, and a restart replays the same records into the same
+/// state, so the plugin refuses the same record again.
+fn recurs_on_replay(e: &RunError) -> bool {
+    matches!(
+        instance_error(e),
+        Some(InstanceError::Returned {
+            error: PluginReturned::InvalidInput(_),
+            ..
+        })
+    )
+}
+
+/// The failed plugin call behind `e`, if a plugin call failed.
+fn instance_error(e: &RunError) -> Option<&InstanceError> {
+    match e {
+        RunError::Task(TaskError::Instance(error) | TaskError::Process { error, .. }) => {
+            Some(error)
+        }
+        _ => None,
     }
 }
