@@ -21,6 +21,7 @@
 
 use std::collections::VecDeque;
 
+use async_nats::Subject;
 use async_nats::jetstream::Context;
 use async_nats::jetstream::context::{PublishAckFuture, PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
@@ -29,13 +30,12 @@ use bytes::Bytes;
 /// Publishes awaiting their acknowledgement, at most.
 pub(super) const IN_FLIGHT: usize = 4096;
 
-/// A publish awaiting its acknowledgement, with what it published, to
-/// publish it again.
-struct InFlight {
+/// One message of the epoch, kept while unacknowledged to publish it again.
+/// Both parts are reference-counted: keeping them copies nothing.
+struct Message {
     position: u64,
-    subject: String,
+    subject: Subject,
     payload: Bytes,
-    ack: PublishAckFuture,
 }
 
 /// The publishing of one epoch, message by message in order.
@@ -47,8 +47,11 @@ pub(super) struct OrderedEpoch {
     ids: String,
     /// The position of the next message.
     next: u64,
+    /// The id of the last message published chained: the next one's
+    /// expected last id.
+    last_id: Option<String>,
     /// Publishes not yet acknowledged, oldest first.
-    pending: VecDeque<InFlight>,
+    pending: VecDeque<(Message, PublishAckFuture)>,
     /// Whether messages name their predecessor; false once a refusal
     /// showed another publisher's message between two of ours.
     chained: bool,
@@ -63,6 +66,7 @@ impl OrderedEpoch {
             sink: sink.to_owned(),
             ids: format!("{prefix}/{epoch}/"),
             next: 0,
+            last_id: None,
             pending: VecDeque::new(),
             chained: true,
         }
@@ -74,18 +78,24 @@ impl OrderedEpoch {
 
     /// Publishes the epoch's next message. The error says what failed.
     pub(super) async fn publish(&mut self, subject: String, payload: Bytes) -> Result<(), String> {
-        let position = self.next;
+        let message = Message {
+            position: self.next,
+            subject: Subject::from(subject),
+            payload,
+        };
         self.next += 1;
         if !self.chained {
-            return self.publish_and_wait(position, subject, payload).await;
+            return self.publish_and_wait(message).await;
         }
-        let ack = self.send(position, &subject, payload.clone()).await?;
-        self.pending.push_back(InFlight {
-            position,
-            subject,
-            payload,
-            ack,
-        });
+        let id = self.id(message.position);
+        let mut build = PublishMessage::build()
+            .payload(message.payload.clone())
+            .message_id(&id);
+        if let Some(last) = self.last_id.replace(id) {
+            build = build.expected_last_message_id(last);
+        }
+        let ack = self.send(&message, build).await?;
+        self.pending.push_back((message, ack));
         if self.pending.len() >= IN_FLIGHT {
             self.settle_oldest().await?;
         }
@@ -102,29 +112,22 @@ impl OrderedEpoch {
 
     async fn send(
         &self,
-        position: u64,
-        subject: &str,
-        payload: Bytes,
+        message: &Message,
+        build: PublishMessage,
     ) -> Result<PublishAckFuture, String> {
-        let mut message = PublishMessage::build()
-            .payload(payload)
-            .message_id(self.id(position));
-        if self.chained && position > 0 {
-            message = message.expected_last_message_id(self.id(position - 1));
-        }
         self.jetstream
-            .send_publish(subject.to_owned(), message)
+            .send_publish(message.subject.clone(), build)
             .await
             .map_err(|e| format!("publishing failed: {e}"))
     }
 
-    async fn publish_and_wait(
-        &self,
-        position: u64,
-        subject: String,
-        payload: Bytes,
-    ) -> Result<(), String> {
-        let ack = self.send(position, &subject, payload).await?;
+    /// Publishes `message` without naming its predecessor and waits until it
+    /// is stored.
+    async fn publish_and_wait(&self, message: Message) -> Result<(), String> {
+        let build = PublishMessage::build()
+            .payload(message.payload.clone())
+            .message_id(self.id(message.position));
+        let ack = self.send(&message, build).await?;
         ack.await.map(drop).map_err(no_ack)
     }
 
@@ -132,49 +135,41 @@ impl OrderedEpoch {
     /// acknowledged: a refusal for a wrong last id is another publisher's
     /// doing, and the rest of the epoch goes one message at a time.
     async fn settle_oldest(&mut self) -> Result<(), String> {
-        let Some(InFlight {
-            position,
-            subject,
-            payload,
-            ack,
-        }) = self.pending.pop_front()
-        else {
+        let Some((message, ack)) = self.pending.pop_front() else {
             return Ok(());
         };
         match ack.await {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == PublishErrorKind::WrongLastMessageId => {
-                self.unchain((position, subject, payload)).await
+                self.unchain(message).await
             }
             Err(e) => Err(no_ack(e)),
         }
     }
 
     /// Publishes `refused` and every pending message again, one at a time.
-    async fn unchain(&mut self, refused: (u64, String, Bytes)) -> Result<(), String> {
+    async fn unchain(&mut self, refused: Message) -> Result<(), String> {
         tracing::warn!(
             "sink `{}`: the stream refused message {} as not following {}, which it stored: \
              another publisher writes to the stream; publishing the rest of the epoch one message at a time",
             self.sink,
-            self.id(refused.0),
-            self.id(refused.0.saturating_sub(1)),
+            self.id(refused.position),
+            self.id(refused.position.saturating_sub(1)),
         );
         self.chained = false;
-        let rest: Vec<InFlight> = self.pending.drain(..).collect();
-        let mut again = Vec::with_capacity(rest.len() + 1);
-        again.push(refused);
+        let mut again = vec![refused];
         // Each of them named a refused predecessor, so is refused too; a
         // failure of another kind fails the epoch as it would have.
-        for f in rest {
-            match f.ack.await {
+        for (message, ack) in std::mem::take(&mut self.pending) {
+            match ack.await {
                 Err(e) if e.kind() != PublishErrorKind::WrongLastMessageId => {
                     return Err(no_ack(e));
                 }
-                _ => again.push((f.position, f.subject, f.payload)),
+                _ => again.push(message),
             }
         }
-        for (position, subject, payload) in again {
-            self.publish_and_wait(position, subject, payload).await?;
+        for message in again {
+            self.publish_and_wait(message).await?;
         }
         Ok(())
     }

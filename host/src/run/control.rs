@@ -173,14 +173,28 @@ impl Slots {
         let handle = conn
             .try_clone()
             .map_err(|e| format!("cannot serve the connection: {e}"))?;
-        let mut list = self.0.lock().expect("slots lock");
-        if list.taken.len() >= MAX_CONNECTIONS {
-            let Some(idle) = list.taken.iter().position(|s| !s.requested) else {
-                return Err(format!(
-                    "the job is carrying out {MAX_CONNECTIONS} control requests; retry in a moment"
-                ));
-            };
-            let shed = list.taken.remove(idle);
+        let (id, shed) = {
+            let mut list = self.0.lock().expect("slots lock");
+            let mut shed = None;
+            if list.taken.len() >= MAX_CONNECTIONS {
+                let Some(idle) = list.taken.iter().position(|s| !s.requested) else {
+                    return Err(format!(
+                        "the job is carrying out {MAX_CONNECTIONS} control requests; retry in a moment"
+                    ));
+                };
+                shed = Some(list.taken.remove(idle));
+            }
+            list.next += 1;
+            let id = list.next;
+            list.taken.push(Slot {
+                id,
+                requested: false,
+                conn: handle,
+            });
+            (id, shed)
+        };
+        // Answered outside the lock: the write may wait for a slow client.
+        if let Some(shed) = shed {
             answer(
                 &shed.conn,
                 Err(format!(
@@ -190,13 +204,6 @@ impl Slots {
             // Its thread's read returns, and it ends.
             let _ = shed.conn.shutdown(Shutdown::Both);
         }
-        list.next += 1;
-        let id = list.next;
-        list.taken.push(Slot {
-            id,
-            requested: false,
-            conn: handle,
-        });
         Ok(id)
     }
 
