@@ -32,7 +32,6 @@ use std::sync::{Mutex, OnceLock};
 
 use weir::keyed::state::KeyedState;
 use weir::keyed::timers::{Domain, Timers};
-use weir::wasm::PluginReturned;
 use weir::{InstanceError, OperatorInfo, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
@@ -166,13 +165,7 @@ struct Trace {
 
 fn error_kind(e: &InstanceError) -> String {
     match e {
-        InstanceError::Returned { error, .. } => match error {
-            PluginReturned::InvalidConfig(_) => "invalid-config",
-            PluginReturned::InvalidInput(_) => "invalid-input",
-            PluginReturned::IncompatibleState(_) => "incompatible-state",
-            PluginReturned::Other(_) => "other",
-        }
-        .to_string(),
+        InstanceError::Returned { error, .. } => error.kind.name().to_string(),
         other => format!("not a returned error: {other}"),
     }
 }

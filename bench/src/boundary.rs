@@ -4,6 +4,7 @@
 //! against the same logic compiled natively and called directly. The ratio
 //! is Wasm time over native time (how many times slower).
 
+use serde_json::json;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -73,8 +74,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let n = settings.pick(131_072u64, 32_768, 4_096);
     let reps = settings.pick(5, 3, 1);
     let mut report = Report::new("boundary");
-    report.param("records_per_pass", n);
-    report.param("passes", reps);
+    report.params(json!({"records_per_pass": n, "passes": reps}));
     report.param(
         "statistic",
         "fastest pass (median in details); native and wasm passes alternate",

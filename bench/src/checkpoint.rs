@@ -10,6 +10,7 @@
 //!   that the second stage aligns barriers over `p` input channels;
 //!   checkpoint duration and alignment time from the checkpoints' metadata.
 
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Instant;
@@ -27,16 +28,6 @@ const JOB: &str = "bench-checkpoint";
 
 fn meta(id: u64) -> CheckpointMeta {
     CheckpointMeta {
-        id,
-        job: JOB.into(),
-        started_at_ms: 0,
-        duration_ms: 0,
-        alignment_ms: 0,
-        pause_ms: None,
-        bytes_written: 0,
-        state_keys: 0,
-        key_groups: 128,
-        sources: BTreeMap::new(),
         operators: BTreeMap::from([(
             "count".to_string(),
             OperatorMeta {
@@ -48,11 +39,7 @@ fn meta(id: u64) -> CheckpointMeta {
                 swapped: None,
             },
         )]),
-        sinks: BTreeMap::new(),
-        final_checkpoint: false,
-        unaligned: false,
-        inflight_bytes: 0,
-        derived: None,
+        ..CheckpointMeta::new(id, JOB)
     }
 }
 
@@ -65,8 +52,7 @@ pub fn state_key(i: u64) -> Vec<u8> {
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let keys = settings.state_keys();
     let mut report = Report::new("checkpoint");
-    report.param("keys", keys);
-    report.param("changed_per_incremental", "1% of the keys");
+    report.params(json!({"keys": keys, "changed_per_incremental": "1% of the keys"}));
     let scratch = settings.scratch("checkpoint")?;
     let dir = scratch.path();
 
@@ -234,8 +220,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     // records per second.
     let records = settings.pick(15_000_000u64, 200_000, 20_000);
     let interval = settings.pick("1s", "200ms", "100ms");
-    report.param("job_records", records);
-    report.param("job_checkpoint_interval", interval);
+    report.params(json!({"job_records": records, "job_checkpoint_interval": interval}));
     report.param(
         "job",
         "generator (100,000 words) -> word-count (p) -> word-count (p) -> file sink",

@@ -41,10 +41,7 @@ const IN_FLIGHT: usize = 4096;
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let n = settings.records_or(1_000_000, 200_000, 5_000);
-    let (mut report, scratch) = settings.start(
-        "connectors",
-        "records/s over the wall time of the whole run (for Weir: `weir run` from start to exit)",
-    )?;
+    let (mut report, scratch) = settings.start("connectors", crate::WHOLE_RUN_RATE)?;
     report.param("records", n);
     let dir = scratch.path();
     let jsonl = dir.join("rows.jsonl");
@@ -134,18 +131,8 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     report.row("async-nats read", per_second(n, read), "records/s", None);
 
     settings.say("connectors: nats → weir");
-    let job = JobFile::new("bench-nats-source")
-        .checkpoint(Checkpoint::every("1s"))
-        .source(Source::nats("in", &nats.url(), "IN").value("bounded", true))
-        .sink(Sink::file("out", "out.txt").input("in"));
-    let wall = run_weir(settings, dir, "nats-source", &job)?;
-    let lines = std::fs::read_to_string(dir.join("nats-source/out.txt"))?
-        .lines()
-        .count() as u64;
-    anyhow::ensure!(
-        lines == n,
-        "the nats source wrote {lines} records, expected {n}"
-    );
+    let source = Source::nats("in", &nats.url(), "IN");
+    let wall = read_through_weir(settings, dir, "nats-source", source, n)?;
     report.row(
         "nats → weir",
         per_second(n, wall),
@@ -276,6 +263,30 @@ pub(crate) fn run_weir(
     let path = case.join("job.toml");
     std::fs::write(&path, job.to_string())?;
     Ok(run_child(weir_run(settings, &path)?, &case.join("run"))?.wall)
+}
+
+/// Runs a job that copies the bounded `source` (id `in`) into a file, in
+/// case folder `name`; checks it wrote `n` records and returns the run's
+/// wall time.
+pub(crate) fn read_through_weir(
+    settings: &Settings,
+    dir: &Path,
+    name: &str,
+    source: Source,
+    n: u64,
+) -> anyhow::Result<Duration> {
+    let job = JobFile::new(&format!("bench-{name}"))
+        .checkpoint(Checkpoint::every("1s"))
+        .source(source.value("bounded", true))
+        .sink(Sink::file("out", "out.txt").input("in"));
+    let wall = run_weir(settings, dir, name, &job)?;
+    let out = dir.join(name).join("out.txt");
+    let lines = std::fs::read_to_string(out)?.lines().count() as u64;
+    anyhow::ensure!(
+        lines == n,
+        "{name}: the job wrote {lines} records, expected {n}"
+    );
+    Ok(wall)
 }
 
 fn check_rows(pg: &Postgres, table: &str, want: u64) -> anyhow::Result<()> {

@@ -14,6 +14,7 @@
 //! end of the run, so plugin compilation is not counted; `wall_s` includes
 //! it.
 
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -38,12 +39,8 @@ struct Workload {
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let n = settings.records_or(10_000_000, 200_000, 20_000);
-    let (mut report, scratch) = settings.start(
-        "end-to-end",
-        "records/s from the first record read to the end of the run; ratio = value / baseline",
-    )?;
-    report.param("records", n);
-    report.param("distinct_words", data::WORDS);
+    let (mut report, scratch) = settings.start("end-to-end", crate::RECORDS_RATE)?;
+    report.params(json!({"records": n, "distinct_words": data::WORDS}));
     let dir = scratch.path();
 
     let workloads = [
@@ -67,13 +64,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     settings.say(&format!("end-to-end: writing {n} events and {n} words"));
     let events_bytes = data::write_lines(&dir.join("events.jsonl"), n, data::event)?;
     let words_bytes = data::write_lines(&dir.join("words.txt"), n, |i| data::word(i, data::WORDS))?;
-    report.param("events_file_bytes", events_bytes);
-    report.param("words_file_bytes", words_bytes);
+    report.params(json!({"events_file_bytes": events_bytes, "words_file_bytes": words_bytes}));
 
     let reps = settings.pick(5, 1, 1);
-    report.param("repetitions", reps);
-    report.param(
-        "statistic",
+    report.repetitions(
+        reps,
         "median of the repetitions (cases run round-robin, so load from other processes hits every case alike, each round starting one case later, so no case always follows the same one); all rates in rates_*",
     );
     for w in &workloads {

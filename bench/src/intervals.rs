@@ -4,6 +4,7 @@
 //! case's records per second as a ratio of the 1 s case's. Issue 21 wants
 //! exactly-once latency of about 100 ms to cost under 10% of throughput.
 
+use serde_json::json;
 use std::path::Path;
 
 use weir_tests::job_file::{JobFile, Source};
@@ -26,10 +27,8 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let distinct = settings.pick(100_000, 10_000, 500);
     let reps = settings.pick(3, 1, 1);
     let (mut report, scratch) = settings.start("intervals", "records/s: input records over the weir process's wall time (median of the repetitions, cases round-robin); ratio = value / the same job with 1 s checkpoints")?;
-    report.param("words", words);
-    report.param("distinct_words", distinct);
-    report.param("orders", orders);
-    report.param("repetitions", reps);
+    report.params(json!({"words": words, "distinct_words": distinct,
+        "orders": orders, "repetitions": reps}));
     let dir = scratch.path();
     settings.say(&format!(
         "intervals: writing {words} words and {orders} orders"

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::report::Row;
 use anyhow::Context as _;
 use weir::config::Job;
 use weir::metrics::JobMetrics;
@@ -108,6 +109,13 @@ impl JobRun {
         } else {
             periodic
         }
+    }
+
+    /// Adds the run's periodic checkpoint count and wall time to `row`.
+    pub fn note_checkpoints_and_wall(&self, row: &mut Row) {
+        let checkpoints = self.periodic_checkpoints().len() as f64;
+        row.extra.insert("checkpoints".into(), checkpoints);
+        row.extra.insert("wall_s".into(), self.wall.as_secs_f64());
     }
 }
 

@@ -19,6 +19,7 @@
 //! topic of its own). The Weir cases run the `weir` binary (`--restore none`, checkpoints
 //! every second) and include its start-up.
 
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
@@ -29,7 +30,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
 use weir_tests::servers::Kafka;
 
-use crate::connectors::{per_second, run_weir};
+use crate::connectors::{per_second, read_through_weir, run_weir};
 use crate::{Report, Settings};
 
 /// Partitions of every topic.
@@ -44,12 +45,8 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let n = settings.records_or(2_000_000, 200_000, 5_000);
-    let (mut report, scratch) = settings.start(
-        "kafka",
-        "records/s over the wall time of the whole run (for Weir: `weir run` from start to exit)",
-    )?;
-    report.param("records", n);
-    report.param("partitions", PARTITIONS);
+    let (mut report, scratch) = settings.start("kafka", crate::WHOLE_RUN_RATE)?;
+    report.params(json!({"records": n, "partitions": PARTITIONS}));
     let dir = scratch.path();
     let words = dir.join("words.txt");
     crate::data::write_lines(&words, n, |i| format!("w{}", i % WORDS))?;
@@ -114,18 +111,8 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     report.row("librdkafka consume", per_second(n, took), "records/s", None);
 
     settings.say("kafka: kafka → weir");
-    let job = JobFile::new("bench-kafka-source")
-        .checkpoint(Checkpoint::every("1s"))
-        .source(Source::kafka("in", &kafka.brokers(), "in").value("bounded", true))
-        .sink(Sink::file("out", "out.txt").input("in"));
-    let wall = run_weir(settings, dir, "source", &job)?;
-    let lines = std::fs::read_to_string(dir.join("source/out.txt"))?
-        .lines()
-        .count() as u64;
-    anyhow::ensure!(
-        lines == n,
-        "the kafka source wrote {lines} records, expected {n}"
-    );
+    let source = Source::kafka("in", &kafka.brokers(), "in");
+    let wall = read_through_weir(settings, dir, "kafka-source", source, n)?;
     report.row(
         "kafka → weir",
         per_second(n, wall),

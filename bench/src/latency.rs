@@ -45,14 +45,14 @@ const CASES: [Case; 3] = [
     },
 ];
 
+/// What the rows measure.
+const UNIT: &str = "milliseconds from writing a record to stdin to reading its count on stdout";
+
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let seconds = settings.pick(10, 3, 1);
     let rates: &[u64] = settings.pick(&[100, 10_000, 100_000], &[100, 10_000], &[100, 10_000]);
-    let (mut report, scratch) = settings.start(
-        "latency",
-        "milliseconds from writing a record to stdin to reading its count on stdout",
-    )?;
+    let (mut report, scratch) = settings.start("latency", UNIT)?;
     report.param("seconds_per_case", seconds);
     report.param(
         "job",

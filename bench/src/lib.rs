@@ -42,6 +42,14 @@ pub enum Mode {
     Tiny,
 }
 
+/// The unit of benchmarks that time whole runs.
+pub const WHOLE_RUN_RATE: &str =
+    "records/s over the wall time of the whole run (for Weir: `weir run` from start to exit)";
+/// The unit of benchmarks that time from the first record read, against a
+/// baseline.
+pub const RECORDS_RATE: &str =
+    "records/s from the first record read to the end of the run; ratio = value / baseline";
+
 /// What every benchmark runs with.
 #[derive(Debug, Clone)]
 pub struct Settings {

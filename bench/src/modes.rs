@@ -11,6 +11,7 @@
 //! is the baseline. Durations and in-flight bytes come from the
 //! checkpoints' metadata.
 
+use serde_json::json;
 use weir::run::RestoreMode;
 
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
@@ -21,20 +22,21 @@ use crate::{Report, Settings, median};
 /// Records per batch of the fast source.
 const BATCH: u64 = 20;
 
+/// What the rows measure.
+const UNIT: &str =
+    "mean duration of a periodic checkpoint (ms); ratio = value / aligned at the same delay";
+
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let seconds = settings.pick(4.0, 1.5, 0.4);
     let interval = settings.pick("200ms", "200ms", "100ms");
     let delays: &[u64] = settings.pick(&[2, 8], &[2, 8], &[4]);
     let timeout = "20ms";
-    let (mut report, scratch) = settings.start(
-        "modes",
-        "mean duration of a periodic checkpoint (ms); ratio = value / aligned at the same delay",
-    )?;
-    report.param("seconds_per_case", seconds);
-    report.param("checkpoint_interval", interval);
-    report.param("alignment_timeout", timeout);
-    report.param("fast_batch_size", BATCH);
+    let (mut report, scratch) = settings.start("modes", UNIT)?;
+    report.params(
+        json!({"seconds_per_case": seconds, "checkpoint_interval": interval,
+        "alignment_timeout": timeout, "fast_batch_size": BATCH}),
+    );
     let dir = scratch.path();
     let plugin = settings.plugin("slow-pass")?;
     for &delay in delays {
@@ -99,8 +101,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             );
             row.extra
                 .insert("unaligned_checkpoints".into(), unaligned as f64);
-            row.extra.insert("checkpoints".into(), cps.len() as f64);
-            row.extra.insert("wall_s".into(), run.wall.as_secs_f64());
+            run.note_checkpoints_and_wall(row);
             std::fs::remove_dir_all(&case_dir)?;
         }
     }

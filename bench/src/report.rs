@@ -104,6 +104,21 @@ impl Report {
         self.params.insert(name.to_string(), value.into());
     }
 
+    /// Records how many times each case ran and which statistic of the
+    /// runs the rows show.
+    pub fn repetitions(&mut self, reps: usize, statistic: &str) {
+        self.param("repetitions", reps);
+        self.param("statistic", statistic);
+    }
+
+    /// Records every field of the JSON object `values` as a parameter.
+    pub fn params(&mut self, values: serde_json::Value) {
+        let serde_json::Value::Object(fields) = values else {
+            panic!("report parameters are a JSON object, got {values}");
+        };
+        self.params.extend(fields);
+    }
+
     /// Adds a row compared with the row `baseline` (added before), and
     /// returns it for more `extra` fields.
     pub fn row(&mut self, case: &str, value: f64, unit: &str, baseline: Option<&str>) -> &mut Row {

@@ -6,6 +6,7 @@
 //! metadata (`alignment_ms`); buffered bytes from the
 //! `weir_alignment_buffered_bytes` gauge, sampled every millisecond.
 
+use serde_json::json;
 use weir::run::RestoreMode;
 
 use weir_tests::job_file::{JobFile, Operator, Sink, Source};
@@ -17,6 +18,9 @@ fn order(i: u64) -> String {
     format!(r#"{{"key":"K{i:09}","amount":{}.{:02}}}"#, i % 997, i % 100)
 }
 
+/// What the rows measure.
+const UNIT: &str = "longest alignment of a periodic checkpoint (ms); ratio = value / balanced";
+
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     // The fast input's rate: low enough that the operator keeps up with
@@ -25,13 +29,9 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let rate = settings.pick(20_000u64, 20_000, 10_000);
     let millis = settings.pick(10_000u64, 2_000, 600);
     let interval = settings.pick("1s", "200ms", "100ms");
-    let (mut report, scratch) = settings.start(
-        "skew",
-        "longest alignment of a periodic checkpoint (ms); ratio = value / balanced",
-    )?;
-    report.param("fast_rate", rate);
-    report.param("seconds", millis as f64 / 1e3);
-    report.param("checkpoint_interval", interval);
+    let (mut report, scratch) = settings.start("skew", UNIT)?;
+    report.params(json!({"fast_rate": rate, "seconds": millis as f64 / 1e3,
+        "checkpoint_interval": interval}));
     let dir = scratch.path();
     let plugin = settings.plugin("reconcile")?;
 
@@ -85,8 +85,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         row.extra
             .insert("max_buffered_bytes".into(), run.max_buffered_bytes as f64);
         row.extra.insert("checkpoint_median_ms".into(), median(&d));
-        row.extra.insert("checkpoints".into(), cps.len() as f64);
-        row.extra.insert("wall_s".into(), run.wall.as_secs_f64());
+        run.note_checkpoints_and_wall(row);
         std::fs::remove_dir_all(&case_dir)?;
     }
     report.notes.push(

@@ -25,6 +25,7 @@
 //! lines `weir -v run` logs: duration, alignment and, when the host
 //! reports it, the operator thread's pause.
 
+use serde_json::json;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -213,18 +214,15 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let (distinct, zipf_distinct) =
         settings.pick((1_000_000, 100_000), (100_000, 10_000), (5_000, 500));
     let (mut report, scratch) = settings.start("state", "records/s: input records over the child process's wall time; ratio = value / the native program's")?;
-    report.param("orders", orders);
-    report.param("words", words);
-    report.param("distinct_words", distinct);
-    report.param("zipf_distinct_words", zipf_distinct);
+    report.params(json!({"orders": orders, "words": words,
+        "distinct_words": distinct, "zipf_distinct_words": zipf_distinct}));
     let dir = scratch.path();
 
     settings.say(&format!(
         "state: writing {orders} orders and 2 x {words} words"
     ));
     let written = data::write_orders(dir, orders)?;
-    report.param("payments_rows", written.payments);
-    report.param("bank_rows", written.bank);
+    report.params(json!({"payments_rows": written.payments, "bank_rows": written.bank}));
     data::write_lines(&dir.join("words-uniform.txt"), words, |i| {
         data::word(i, distinct)
     })?;
@@ -269,9 +267,8 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     ];
 
     let reps = settings.pick(3, 1, 1);
-    report.param("repetitions", reps);
-    report.param(
-        "statistic",
+    report.repetitions(
+        reps,
         "the run with the median wall time (cases run round-robin, each round starting one case later); all rates in rates_*",
     );
     let cases = [

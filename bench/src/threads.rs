@@ -29,6 +29,7 @@
 //! runs from the source's first send (once every operator stage is ready) to
 //! the sink's last receipt.
 
+use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,6 +89,18 @@ struct Msg {
     sent: Option<Instant>,
     /// Time the operator's call on the batch took (zero from the source).
     call: Duration,
+}
+
+impl Msg {
+    /// A batch as the source sends it, stamped with the send time when
+    /// latency is measured.
+    fn from_source(records: Batch, stamp: bool) -> Msg {
+        Msg {
+            records,
+            sent: stamp.then(Instant::now),
+            call: Duration::ZERO,
+        }
+    }
 }
 
 /// What the operator stages do; cloned into each stage.
@@ -334,15 +347,7 @@ fn on_threads(
             ready.wait();
             let start = Instant::now();
             for (i, records) in input {
-                let sent = stamp.then(Instant::now);
-                if txs[i]
-                    .send(Msg {
-                        records,
-                        sent,
-                        call: Duration::ZERO,
-                    })
-                    .is_err()
-                {
+                if txs[i].send(Msg::from_source(records, stamp)).is_err() {
                     break;
                 }
             }
@@ -413,16 +418,7 @@ async fn on_tokio(
         ready.wait().await;
         let start = Instant::now();
         for (i, records) in input {
-            let sent = stamp.then(Instant::now);
-            if txs[i]
-                .send(Msg {
-                    records,
-                    sent,
-                    call: Duration::ZERO,
-                })
-                .await
-                .is_err()
-            {
+            if txs[i].send(Msg::from_source(records, stamp)).await.is_err() {
                 break;
             }
         }
@@ -441,12 +437,10 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let words_n = settings.pick(500_000u64, 100_000, 4_096);
     let runs = settings.pick(5usize, 1, 1);
     let mut report = Report::new("threads");
-    report.param("hop_messages", hop_n);
-    report.param("word_count_records", words_n);
-    report.param("batch", BATCH as u64);
-    report.param("channel_capacity", CAPACITY as u64);
-    report.param("tokio_workers", WORKERS as u64);
-    report.param("runs", runs as u64);
+    report.params(
+        json!({"hop_messages": hop_n, "word_count_records": words_n, "batch": BATCH as u64,
+        "channel_capacity": CAPACITY as u64, "tokio_workers": WORKERS as u64, "runs": runs as u64}),
+    );
     report.param(
         "statistic",
         "median of the runs; the executors alternate, starting with a different one each run",

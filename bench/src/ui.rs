@@ -19,6 +19,7 @@
 //! `page open` includes that; `stream read` is what serving the page costs
 //! `weir` itself.
 
+use serde_json::json;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -49,9 +50,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let distinct = settings.pick(100_000, 100_000, 1_000);
     let reps = settings.pick(5, 1, 1);
     let (mut report, scratch) = settings.start("ui", "records/s: input records over the weir process's wall time (median of the repetitions, cases round-robin); cpu: the weir process's user + system seconds per million records")?;
-    report.param("words", words);
-    report.param("distinct_words", distinct);
-    report.param("repetitions", reps);
+    report.params(json!({"words": words, "distinct_words": distinct, "repetitions": reps}));
     let dir = scratch.path();
     settings.say(&format!("ui: writing {words} words"));
     data::write_lines(&dir.join("words.txt"), words, |i| data::word(i, distinct))?;

@@ -18,6 +18,7 @@
 //! event opens a window, registers a timer, and is emitted again when the
 //! timer fires; reported, not a target).
 
+use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -182,18 +183,10 @@ pub fn native_program(input: &Path, output: &Path, window: i64) -> anyhow::Resul
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let n = settings.records_or(5_000_000, 200_000, 20_000);
-    let (mut report, scratch) = settings.start(
-        "windows",
-        "records/s from the first record read to the end of the run; ratio = value / baseline",
-    )?;
-    report.param("records", n);
-    report.param("disorder_ms", DISORDER);
+    let (mut report, scratch) = settings.start("windows", crate::RECORDS_RATE)?;
+    report.params(json!({"records": n, "disorder_ms": DISORDER}));
     let reps = settings.pick(3, 1, 1);
-    report.param("repetitions", reps);
-    report.param(
-        "statistic",
-        "median of the repetitions, cases run round-robin",
-    );
+    report.repetitions(reps, "median of the repetitions, cases run round-robin");
     let dir = scratch.path();
     let plugin = settings.plugin("window-count")?;
     for w in WORKLOADS {

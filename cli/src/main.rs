@@ -85,8 +85,8 @@ enum Command {
         after_help = "Examples:\n  weir savepoint examples/wordcount                       # into <state dir>/savepoints/savepoint-<id>\n  weir savepoint examples/wordcount --out /backups/wc-v1\n  weir savepoint examples/wordcount --out /backups/wc-v1 --stop   # then stop the job\n  weir run examples/wordcount --state-dir /tmp/wc2 --from-savepoint /backups/wc-v1"
     )]
     Savepoint {
-        /// The running job's state directory, or its job file or job folder.
-        state_dir: PathBuf,
+        #[command(flatten)]
+        job: RunningJob,
         /// The savepoint directory to write (must not exist); default
         /// `<state dir>/savepoints/savepoint-<checkpoint id>`.
         #[arg(long, value_name = "DIR")]
@@ -94,13 +94,6 @@ enum Command {
         /// Stop the job once the savepoint is written.
         #[arg(long)]
         stop: bool,
-        /// Seconds to wait for the outcome.
-        #[arg(long, default_value_t = 120)]
-        timeout: u64,
-        /// Seconds to wait for a job that is starting to open its control
-        /// socket.
-        #[arg(long, default_value_t = 10)]
-        wait: u64,
     },
     /// Replace an operator's plugin in a running job, at a checkpoint,
     /// keeping its state; rolls back if the new plugin fails.
@@ -108,18 +101,11 @@ enum Command {
         after_help = "Examples:\n  weir swap examples/hot-swap/state count=plugins/target/word-count-v2.wasm"
     )]
     Swap {
-        /// The running job's state directory, or its job file or job folder.
-        state_dir: PathBuf,
+        #[command(flatten)]
+        job: RunningJob,
         /// The operator and its new plugin.
         #[arg(value_name = "OPERATOR=NEW.wasm", value_parser = parse_swap)]
         swap: (String, PathBuf),
-        /// Seconds to wait for the outcome.
-        #[arg(long, default_value_t = 120)]
-        timeout: u64,
-        /// Seconds to wait for a job that is starting to open its control
-        /// socket.
-        #[arg(long, default_value_t = 10)]
-        wait: u64,
     },
     /// Check a job file and load every plugin (world, ports, config via `open`) without running it.
     #[command(after_help = "Examples:\n  weir validate examples/reconcile/job.toml")]
@@ -267,13 +253,40 @@ fn listen_error(flag: &str, addr: SocketAddr, e: std::io::Error) -> anyhow::Erro
 
 /// The outcome of a control-socket request (`weir swap`, `weir
 /// savepoint`): its message on stdout, or the error naming `what` failed.
-fn control_answer(answer: Result<String, String>, what: &str) -> anyhow::Result<ExitCode> {
-    match answer {
-        Ok(message) => {
-            weir_cli::output::stdout(&format!("{message}\n"))?;
-            Ok(ExitCode::SUCCESS)
+/// A running job, reached through its control socket.
+#[derive(clap::Args)]
+struct RunningJob {
+    /// The running job's state directory, or its job file or job folder.
+    state_dir: PathBuf,
+    /// Seconds to wait for the outcome.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+    /// Seconds to wait for a job that is starting to open its control
+    /// socket.
+    #[arg(long, default_value_t = 10)]
+    wait: u64,
+}
+
+impl RunningJob {
+    /// Sends the job a request with `send(state dir, wait, timeout)` and
+    /// prints its answer; a refusal fails with "`what` failed: …".
+    fn ask(
+        &self,
+        what: &str,
+        send: impl FnOnce(&Path, Duration, Duration) -> Result<String, String>,
+    ) -> anyhow::Result<ExitCode> {
+        let state_dir = state_dir_arg(&self.state_dir)?;
+        let (wait, timeout) = (
+            Duration::from_secs(self.wait),
+            Duration::from_secs(self.timeout),
+        );
+        match send(&state_dir, wait, timeout) {
+            Ok(message) => {
+                weir_cli::output::stdout(&format!("{message}\n"))?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => anyhow::bail!("{what} failed: {e}"),
         }
-        Err(e) => anyhow::bail!("{what} failed: {e}"),
     }
 }
 
@@ -373,31 +386,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Swap {
-            state_dir,
+            job,
             swap: (operator, plugin),
-            timeout,
-            wait,
-        } => {
-            let secs = std::time::Duration::from_secs;
-            let (wait, timeout) = (secs(wait), secs(timeout));
-            let state_dir = state_dir_arg(&state_dir)?;
-            let answer = weir::run::request_swap(&state_dir, &operator, &plugin, wait, timeout);
-            control_answer(answer, &format!("swap of `{operator}`"))
-        }
-        Command::Savepoint {
-            state_dir,
-            out,
-            stop,
-            timeout,
-            wait,
-        } => {
-            let secs = std::time::Duration::from_secs;
-            let (wait, timeout) = (secs(wait), secs(timeout));
-            let state_dir = state_dir_arg(&state_dir)?;
-            let answer =
-                weir::run::request_savepoint(&state_dir, out.as_deref(), stop, wait, timeout);
-            control_answer(answer, "savepoint")
-        }
+        } => job.ask(&format!("swap of `{operator}`"), |dir, wait, timeout| {
+            weir::run::request_swap(dir, &operator, &plugin, wait, timeout)
+        }),
+        Command::Savepoint { job, out, stop } => job.ask("savepoint", |dir, wait, timeout| {
+            weir::run::request_savepoint(dir, out.as_deref(), stop, wait, timeout)
+        }),
         Command::Validate { job } => {
             let job = weir::config::Job::load(&job, &weir_connectors::registry())?;
             let rt = runtime()?;

@@ -105,14 +105,7 @@ impl CheckpointStore {
         retain: usize,
     ) -> Result<CommitStats, StoreError> {
         let start = Instant::now();
-        let (n, job) = (meta.id, self.job()?);
-        if retain == 0 || n == 0 || n == u64::MAX || meta.job != job {
-            return Err(invalid(format!(
-                "refusing checkpoint {n} of job `{}` with retain {retain} in {} (job `{job}`): ids are 1..u64::MAX, retain is at least 1, the job must match",
-                meta.job,
-                self.path.display()
-            )));
-        }
+        let n = self.check_new(meta, retain)?;
         for d in deltas {
             if meta
                 .operators
@@ -212,6 +205,21 @@ impl CheckpointStore {
             .map_err(|e| invalid(format!("checkpoint {n} metadata cannot be encoded: {e}")))?;
         checkpoints.insert(n, json.as_slice())?;
         Ok(bytes)
+    }
+
+    /// Checks that checkpoint `meta` may be written with `retain`: its id is
+    /// in 1..u64::MAX, retain is at least 1 and the job is this store's.
+    /// Returns the id.
+    fn check_new(&self, meta: &CheckpointMeta, retain: usize) -> Result<u64, StoreError> {
+        let (n, job) = (meta.id, self.job()?);
+        if retain == 0 || n == 0 || n == u64::MAX || meta.job != job {
+            return Err(invalid(format!(
+                "refusing checkpoint {n} of job `{}` with retain {retain} in {} (job `{job}`): ids are 1..u64::MAX, retain is at least 1, the job must match",
+                meta.job,
+                self.path.display()
+            )));
+        }
+        Ok(n)
     }
 
     /// All complete checkpoints, ascending by id.

@@ -48,7 +48,7 @@ use super::client::{ClientSettings, Context, TIMEOUT, partitions};
 use super::source::check_topic;
 use weir::connectors::from_table;
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
-use weir::connectors::staged::{Destination, EpochReader, StagedSink};
+use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
 use weir::failpoint::{self, Failpoint};
@@ -167,7 +167,7 @@ impl KafkaSinkConfig {
 
 impl SinkConnector for KafkaSinkConfig {
     fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
-        let (job, id, staging, restore) = (at.job, at.id, at.staging, at.restore);
+        let (job, id) = (at.job, at.id);
         let target = format!("topic `{}` at {}", self.topic, self.client.brokers);
         let fail = |message: String| SinkError::Remote {
             sink: id.to_owned(),
@@ -227,12 +227,7 @@ impl SinkConnector for KafkaSinkConfig {
             marker,
             writer,
         };
-        Ok(Box::new(StagedSink::open(
-            id,
-            staging,
-            restore,
-            Box::new(destination),
-        )?))
+        at.staged(destination)
     }
 }
 

@@ -36,9 +36,7 @@ use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
 use super::reader::{KafkaReader, Partition};
-use weir::connectors::format::{
-    Format, LineParser, OnBadTimestamp, TimestampField, timestamp_setting,
-};
+use weir::connectors::format::{Format, LineParser, Parsing};
 use weir::connectors::from_table;
 use weir::connectors::source::{SourceError, SourceReader};
 use weir::connectors::{BuildSource, SourceConnector, SourceType};
@@ -90,17 +88,14 @@ pub struct KafkaSourceConfig {
     /// Whether the source ends at the high-water marks as of the job's
     /// start (`bounded`, default false).
     pub bounded: bool,
-    /// How a message's value is read (`lines`, the default, or `jsonl`).
-    pub format: Format,
-    /// Field used as record key instead of the message key (`key`, jsonl).
-    pub key: Option<String>,
-    /// Field holding the event time instead of the message timestamp
-    /// (`timestamp`, jsonl).
-    pub timestamp: Option<TimestampField>,
+    /// How a message's value is read (`lines` or `jsonl`); with `jsonl`,
+    /// `key` and `timestamp` name fields that replace the message's key and
+    /// timestamp.
+    pub parsing: Parsing,
 }
 
 impl KafkaSourceConfig {
-    fn read(table: Table) -> Result<BuildSource, String> {
+    fn read(mut table: Table) -> Result<BuildSource, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
@@ -109,11 +104,14 @@ impl KafkaSourceConfig {
             group: Option<String>,
             start: Option<toml::Value>,
             bounded: Option<bool>,
-            format: Option<Format>,
-            key: Option<String>,
-            timestamp: Option<String>,
-            on_bad_timestamp: Option<OnBadTimestamp>,
             properties: Option<Table>,
+        }
+        let parsing = Parsing::take(&mut table)?;
+        parsing.refuse_csv("kafka")?;
+        if parsing.key.is_some() && parsing.format != Format::Jsonl {
+            return Err(
+                "`key` names a field of a jsonl value; set format = \"jsonl\" or remove `key` (the message key is the record key)".into(),
+            );
         }
         let raw: Raw = from_table(table)?;
         let start = start_setting(raw.start)?;
@@ -126,27 +124,13 @@ impl KafkaSourceConfig {
             for t in &topics {
                 check_topic(t).map_err(|m| format!("`topic` = {topic:?}: {m}"))?;
             }
-            let format = raw.format.unwrap_or(Format::Lines);
-            if format == Format::Csv {
-                return Err(
-                    "format = \"csv\" is not supported by a kafka source; use lines or jsonl"
-                        .into(),
-                );
-            }
-            if raw.key.is_some() && format != Format::Jsonl {
-                return Err(
-                    "`key` names a field of a jsonl value; set format = \"jsonl\" or remove `key` (the message key is the record key)".into(),
-                );
-            }
             Ok(Arc::new(KafkaSourceConfig {
                 client,
                 topics,
                 group: raw.group.filter(|g| !g.is_empty()),
                 start,
                 bounded: raw.bounded.unwrap_or(false),
-                format,
-                key: raw.key,
-                timestamp: timestamp_setting(format, raw.timestamp, raw.on_bad_timestamp)?,
+                parsing,
             }))
         }))
     }
@@ -295,9 +279,7 @@ impl SourceConnector for KafkaSourceConfig {
             parser: LineParser::new(
                 id.to_owned(),
                 format!("topic {}", self.topics.join(",")),
-                self.format,
-                self.key.clone(),
-                self.timestamp.clone(),
+                &self.parsing,
             ),
             consumer,
             partitions: read,
@@ -469,7 +451,7 @@ mod tests {
         let c = parse("brokers = \"h:9092\"\ntopic = \"a, b\"").unwrap();
         assert_eq!(c.topics, ["a", "b"]);
         assert_eq!(
-            (c.start, c.bounded, c.format, c.group),
+            (c.start, c.bounded, c.parsing.format, c.group),
             (Start::Earliest, false, Format::Lines, None)
         );
         let start = |s: &str| {

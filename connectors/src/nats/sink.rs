@@ -33,7 +33,7 @@ use super::connection::{Connection, check_url};
 use super::ordered::{IN_FLIGHT, OrderedEpoch};
 use weir::connectors::from_table;
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
-use weir::connectors::staged::{Destination, EpochReader, StagedSink};
+use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
 use weir::failpoint::{self, Failpoint};
@@ -133,12 +133,7 @@ impl SinkConnector for NatsSinkConfig {
                 pending: VecDeque::new(),
             }));
         }
-        Ok(Box::new(StagedSink::open(
-            id,
-            at.staging,
-            at.restore,
-            Box::new(destination),
-        )?))
+        at.staged(destination)
     }
 }
 

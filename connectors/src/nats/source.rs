@@ -32,9 +32,7 @@ use tokio::sync::mpsc;
 use toml::Table;
 
 use super::connection::{Connection, TESTED_VERSION, check_url, slow_filtered_start};
-use weir::connectors::format::{
-    Format, LineParser, OnBadTimestamp, TimestampField, timestamp_setting,
-};
+use weir::connectors::format::{LineParser, Parsing};
 use weir::connectors::from_table;
 use weir::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
 use weir::connectors::{BuildSource, SourceConnector, SourceType};
@@ -85,13 +83,9 @@ pub struct NatsSourceConfig {
     pub stream: String,
     /// Only messages on subjects matching this filter (`subject`).
     pub subject: Option<String>,
-    /// How a message's payload is read (`format`: `lines`, the default, or
-    /// `jsonl`).
-    pub format: Format,
-    /// Field used as record key (`key`, jsonl).
-    pub key: Option<String>,
-    /// Field holding each record's event time (`timestamp`, jsonl).
-    pub timestamp: Option<TimestampField>,
+    /// How a message's payload is read (`lines` or `jsonl`, with its `key`
+    /// and `timestamp` fields).
+    pub parsing: Parsing,
     /// Each record's event time is the time the stream stored its message
     /// (`message_time = true`).
     pub message_time: bool,
@@ -103,21 +97,19 @@ pub struct NatsSourceConfig {
 }
 
 impl NatsSourceConfig {
-    fn read(table: Table) -> Result<BuildSource, String> {
+    fn read(mut table: Table) -> Result<BuildSource, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
             url: Option<String>,
             stream: Option<String>,
             subject: Option<String>,
-            format: Option<Format>,
-            key: Option<String>,
-            timestamp: Option<String>,
-            on_bad_timestamp: Option<OnBadTimestamp>,
             message_time: Option<bool>,
             start: Option<toml::Value>,
             bounded: Option<bool>,
         }
+        let parsing = Parsing::take(&mut table)?;
+        parsing.refuse_csv("nats")?;
         let raw: Raw = from_table(table)?;
         let start = start_setting(raw.start)?;
         Ok(Box::new(move |_: &Path| {
@@ -134,14 +126,8 @@ impl NatsSourceConfig {
                 }
                 None => return Err("`stream` is missing; name the JetStream stream to read".into()),
             };
-            let format = raw.format.unwrap_or(Format::Lines);
-            if format == Format::Csv {
-                return Err(
-                    "format = \"csv\" is not supported by a nats source; use lines or jsonl".into(),
-                );
-            }
             let message_time = raw.message_time.unwrap_or(false);
-            if message_time && raw.timestamp.is_some() {
+            if message_time && parsing.timestamp.is_some() {
                 return Err(
                     "`timestamp` and `message_time = true` both set the event time; keep one"
                         .into(),
@@ -151,9 +137,7 @@ impl NatsSourceConfig {
                 url,
                 stream,
                 subject: raw.subject.filter(|s| !s.is_empty()),
-                format,
-                key: raw.key,
-                timestamp: timestamp_setting(format, raw.timestamp, raw.on_bad_timestamp)?,
+                parsing,
                 message_time,
                 start,
                 bounded: raw.bounded.unwrap_or(false),
@@ -325,9 +309,7 @@ impl SourceConnector for NatsSourceConfig {
             parser: LineParser::new(
                 id.to_owned(),
                 format!("stream {}", self.stream),
-                self.format,
-                self.key.clone(),
-                self.timestamp.clone(),
+                &self.parsing,
             ),
             message_time: self.message_time,
             position,
@@ -491,6 +473,7 @@ impl Drop for NatsReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weir::connectors::format::Format;
 
     fn parse(text: &str) -> Result<NatsSourceConfig, String> {
         let build = NatsSourceConfig::read(text.parse().unwrap())?;
@@ -503,7 +486,7 @@ mod tests {
     fn settings_have_defaults_and_start_positions() {
         let c = parse("url = \"nats://127.0.0.1:4222\"\nstream = \"W\"").unwrap();
         assert_eq!(
-            (c.start, c.bounded, c.format),
+            (c.start, c.bounded, c.parsing.format),
             (Start::First, false, Format::Lines)
         );
         let start = |s: &str| {

@@ -53,7 +53,6 @@ use toml::Table;
 use destination::{PgDestination, WritingSink};
 use weir::connectors::from_table;
 use weir::connectors::sink::{Delivery, Sink, SinkContext, SinkError};
-use weir::connectors::staged::StagedSink;
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 
 /// The registry entry of `type = "postgres"` sinks.
@@ -323,12 +322,7 @@ impl SinkConnector for PostgresSinkConfig {
         if at.delivery == Delivery::AtLeastOnce {
             return Ok(Box::new(WritingSink(destination)));
         }
-        Ok(Box::new(StagedSink::open(
-            id,
-            at.staging,
-            at.restore,
-            Box::new(destination),
-        )?))
+        at.staged(destination)
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::dataflow::protocol::{Ack, Command, InstanceDelta};
+use crate::dataflow::protocol::{Ack, AlignStats, Command, InstanceDelta};
 
 /// Who takes part in a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -58,10 +58,9 @@ pub struct Completed {
     pub sinks: BTreeMap<String, Value>,
     /// State deltas, oldest first.
     pub deltas: Vec<InstanceDelta>,
-    /// Longest alignment among instances.
-    pub alignment: Duration,
-    /// Most bytes buffered by one instance during alignment.
-    pub buffered_bytes: u64,
+    /// The longest alignment among instances, and the most bytes one
+    /// instance buffered during its alignment.
+    pub align: AlignStats,
     /// Longest pause of an instance's thread for the checkpoint (see
     /// [`Ack::Instance`]).
     pub pause: Duration,
@@ -75,8 +74,7 @@ struct InFlight {
     waiting: BTreeSet<Participant>,
     sources: BTreeMap<String, Value>,
     sinks: BTreeMap<String, Value>,
-    alignment: Duration,
-    buffered_bytes: u64,
+    align: AlignStats,
     pause: Duration,
 }
 
@@ -141,8 +139,7 @@ impl Coordinator {
             waiting: self.participants.clone(),
             sources: BTreeMap::new(),
             sinks: BTreeMap::new(),
-            alignment: Duration::ZERO,
-            buffered_bytes: 0,
+            align: AlignStats::default(),
             pause: Duration::ZERO,
         });
         id
@@ -249,12 +246,10 @@ impl Coordinator {
             }
             Ack::Instance {
                 delta,
-                alignment,
-                buffered_bytes,
+                align,
                 pause,
             } => {
-                f.alignment = f.alignment.max(alignment);
-                f.buffered_bytes = f.buffered_bytes.max(buffered_bytes);
+                f.align = f.align.worst(align);
                 f.pause = f.pause.max(pause);
                 self.deltas.push(delta);
             }
@@ -273,8 +268,7 @@ impl Coordinator {
             sources: f.sources,
             sinks: f.sinks,
             deltas: std::mem::take(&mut self.deltas),
-            alignment: f.alignment,
-            buffered_bytes: f.buffered_bytes,
+            align: f.align,
             pause: f.pause,
         };
         let next = if self.stop_requested {
@@ -338,8 +332,10 @@ mod tests {
         for i in 0..2 {
             let ack = Ack::Instance {
                 delta: delta("op", i, &format!("k{id}")),
-                alignment: Duration::from_millis(i as u64),
-                buffered_bytes: 0,
+                align: AlignStats {
+                    duration: Duration::from_millis(i as u64),
+                    peak_bytes: 0,
+                },
                 pause: Duration::from_millis(10 - i as u64),
             };
             assert!(c.on_ack(id, ack, now).0.is_none());
@@ -364,7 +360,7 @@ mod tests {
         let (done, next) = ack_all(&mut c, 1, t1);
         let done = done.unwrap();
         assert_eq!((done.id, done.deltas.len()), (1, 2));
-        assert_eq!(done.alignment, Duration::from_millis(1));
+        assert_eq!(done.align.duration, Duration::from_millis(1));
         assert_eq!(done.pause, Duration::from_millis(10), "the longest pause");
         assert_eq!(next, None);
         let early = c.tick(t1 + Duration::from_millis(500));
@@ -440,8 +436,7 @@ mod tests {
                 7,
                 Ack::Instance {
                     delta: delta("op", 0, "old"),
-                    alignment: Duration::ZERO,
-                    buffered_bytes: 0,
+                    align: AlignStats::default(),
                     pause: Duration::ZERO,
                 },
                 t0
@@ -473,8 +468,7 @@ mod tests {
                 inflight: Some(vec![1, 2, 3]),
                 ..delta("op", 0, "old")
             },
-            alignment: Duration::ZERO,
-            buffered_bytes: 0,
+            align: AlignStats::default(),
             pause: Duration::ZERO,
         };
         assert!(c.on_ack(7, ack, t0).0.is_none());

@@ -135,17 +135,13 @@ pub(super) fn build_source(
         max,
     )?;
     let connector = build(dir)?;
-    let rate = match raw.rate {
-        None => None,
-        Some(r) => Some(int_in("rate", Some(r), 1, 1, i64::MAX)?),
-    };
-    let watermark = raw.watermark.map(build_watermark).transpose()?;
+    let rate = (raw.rate.map(|r| int_in("rate", Some(r), 1, 1, i64::MAX))).transpose()?;
     Ok(SourceConfig {
         id,
         kind,
         connector,
         batch_size,
         rate,
-        watermark,
+        watermark: raw.watermark.map(build_watermark).transpose()?,
     })
 }

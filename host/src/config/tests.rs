@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::connectors::file::{FileSinkConfig, FileSourceConfig};
-use crate::connectors::format::Format;
+use crate::connectors::format::{Format, Parsing};
 use crate::connectors::generator::GeneratorConfig;
 use crate::connectors::sink::{Delivery, SinkFormat};
 use crate::connectors::stdin::StdinConfig;
@@ -135,14 +135,17 @@ fn full_job_parses_with_both_input_syntaxes() {
     let (path, key) = (at("a.csv"), Some("order_no".to_owned()));
     let file = FileSourceConfig {
         path,
-        format: Format::Csv,
-        key,
-        timestamp: None,
+        parsing: Parsing {
+            format: Format::Csv,
+            key,
+            timestamp: None,
+        },
     };
     let stdin = StdinConfig {
-        format: Format::Jsonl,
-        key: None,
-        timestamp: None,
+        parsing: Parsing {
+            format: Format::Jsonl,
+            ..Parsing::default()
+        },
     };
     let generator = GeneratorConfig {
         count: 100,

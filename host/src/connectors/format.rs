@@ -16,82 +16,13 @@ use std::fs::File;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::jsonl::{Time, read_fields, shown};
+pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
 use super::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
 use crate::dataflow::Batch;
 use crate::time::parse_cell;
-
-/// Record format of a source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// One record per line; the line is both key and value.
-    Lines,
-    /// One JSON value per line.
-    Jsonl,
-    /// Comma-separated values with a header row.
-    Csv,
-}
-
-/// What a source does with a record whose timestamp is missing or invalid
-/// (`on_bad_timestamp`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnBadTimestamp {
-    /// The source fails, naming the file and line (the default).
-    #[default]
-    Fail,
-    /// The record is dropped and counted ([`SourceReader::skipped`]).
-    Skip,
-}
-
-/// Where a `jsonl` or `csv` source finds each record's event time
-/// (`timestamp = "<field>"`): a field or column holding integer
-/// milliseconds since the Unix epoch or an RFC 3339 date-time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TimestampField {
-    /// The field (jsonl) or column (csv).
-    pub field: String,
-    /// What to do with a record without a valid timestamp.
-    pub on_bad: OnBadTimestamp,
-}
-
-/// The settings `timestamp` and `on_bad_timestamp` of a source of `format`,
-/// checked: both need a format with fields, and `on_bad_timestamp` needs
-/// `timestamp`.
-pub fn timestamp_setting(
-    format: Format,
-    field: Option<String>,
-    on_bad: Option<OnBadTimestamp>,
-) -> Result<Option<TimestampField>, String> {
-    let Some(field) = field else {
-        return match on_bad {
-            Some(_) => Err(
-                "`on_bad_timestamp` needs `timestamp`; add timestamp = \"<field>\" \
-                 or remove on_bad_timestamp"
-                    .into(),
-            ),
-            None => Ok(None),
-        };
-    };
-    if format == Format::Lines {
-        return Err(
-            "`timestamp` needs format = \"jsonl\" or \"csv\": a line has no fields; \
-             set the format or remove timestamp"
-                .into(),
-        );
-    }
-    if field.is_empty() {
-        return Err("`timestamp` is empty; name the field that holds the event time".into());
-    }
-    Ok(Some(TimestampField {
-        field,
-        on_bad: on_bad.unwrap_or_default(),
-    }))
-}
 
 impl TimestampField {
     /// The message of a record whose `what` (`field` or `column`) holds
@@ -177,13 +108,12 @@ pub struct LineParser {
 
 impl LineParser {
     /// A parser of source `id` reading `path`, with nothing skipped yet.
-    pub fn new(
-        id: String,
-        path: String,
-        format: Format,
-        key: Option<String>,
-        timestamp: Option<TimestampField>,
-    ) -> Self {
+    pub fn new(id: String, path: String, parsing: &Parsing) -> Self {
+        let Parsing {
+            format,
+            key,
+            timestamp,
+        } = parsing.clone();
         LineParser {
             id,
             path,
@@ -409,23 +339,19 @@ impl CsvReader {
         id: String,
         path: &Path,
         file: File,
-        key: Option<String>,
-        timestamp: Option<TimestampField>,
+        parsing: &Parsing,
         byte: Option<u64>,
         records: u64,
     ) -> Result<Self, SourceError> {
         let mut reader = csv_reader(file);
-        let columns = [
-            ("key", key.as_deref()),
-            ("timestamp", timestamp.as_ref().map(|t| &*t.field)),
-        ];
-        let headers =
-            csv_header(&mut reader, &columns).map_err(|message| SourceError::Malformed {
+        let headers = csv_header(&mut reader, &parsing.columns()).map_err(|message| {
+            SourceError::Malformed {
                 source_id: id.clone(),
                 path: path.display().to_string(),
                 line: 1,
                 message,
-            })?;
+            }
+        })?;
         if let Some(b) = byte {
             let mut pos = csv::Position::new();
             pos.set_byte(b).set_record(records + 1);
@@ -440,8 +366,8 @@ impl CsvReader {
             path: path.to_path_buf(),
             reader,
             headers,
-            key,
-            timestamp,
+            key: parsing.key.clone(),
+            timestamp: parsing.timestamp.clone(),
             records,
             skipped: 0,
         })
@@ -523,13 +449,12 @@ pub(crate) mod tests {
 
     /// The parser of a test input `test` of source `in`.
     pub(crate) fn test_parser(format: Format, key: Option<&str>) -> LineParser {
-        LineParser::new(
-            "in".into(),
-            "test".into(),
+        let parsing = Parsing {
             format,
-            key.map(str::to_string),
-            None,
-        )
+            key: key.map(str::to_string),
+            timestamp: None,
+        };
+        LineParser::new("in".into(), "test".into(), &parsing)
     }
 
     /// Every record's value, reading batches of at most `max`.
@@ -731,34 +656,6 @@ pub(crate) mod tests {
         assert_eq!(r.skipped(), 1);
     }
 
-    #[test]
-    fn timestamp_settings_need_a_format_with_fields() {
-        let ts = Some("ts".to_owned());
-        let err = timestamp_setting(Format::Lines, ts.clone(), None).unwrap_err();
-        assert!(
-            err.starts_with(
-                "`timestamp` needs format = \"jsonl\" or \"csv\": a line has no fields"
-            )
-        );
-        let err = timestamp_setting(Format::Jsonl, None, Some(OnBadTimestamp::Skip)).unwrap_err();
-        assert!(
-            err.starts_with("`on_bad_timestamp` needs `timestamp`"),
-            "{err}"
-        );
-        let err = timestamp_setting(Format::Lines, None, Some(OnBadTimestamp::Fail)).unwrap_err();
-        assert!(
-            err.starts_with("`on_bad_timestamp` needs `timestamp`"),
-            "{err}"
-        );
-        assert!(timestamp_setting(Format::Csv, Some(String::new()), None).is_err());
-        assert_eq!(timestamp_setting(Format::Lines, None, None), Ok(None));
-        let want = TimestampField {
-            field: "ts".into(),
-            on_bad: OnBadTimestamp::Fail,
-        };
-        assert_eq!(timestamp_setting(Format::Csv, ts, None), Ok(Some(want)));
-    }
-
     /// A CSV reader of `text` (written to a file in `dir`), timestamps in
     /// column `ts`.
     fn csv(dir: &Path, text: &str, on_bad: OnBadTimestamp) -> Result<CsvReader, SourceError> {
@@ -769,15 +666,12 @@ pub(crate) mod tests {
             on_bad,
         };
         let file = File::open(&path).unwrap();
-        CsvReader::open(
-            "in".into(),
-            &path,
-            file,
-            Some("k".into()),
-            Some(ts),
-            None,
-            0,
-        )
+        let parsing = Parsing {
+            format: Format::Csv,
+            key: Some("k".into()),
+            timestamp: Some(ts),
+        };
+        CsvReader::open("in".into(), &path, file, &parsing, None, 0)
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod file;
 pub mod format;
 pub mod generator;
 mod jsonl;
+pub mod parsing;
 pub mod sink;
 pub mod source;
 pub mod staged;

@@ -28,7 +28,7 @@ use std::fs::{self, File};
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
-use crate::connectors::sink::{Done, SealEpoch, Sink, SinkError};
+use crate::connectors::sink::{Done, SealEpoch, Sink, SinkContext, SinkError};
 use crate::connectors::worker::Worker;
 use crate::dataflow::Batch;
 use crate::dataflow::frame::{self, FrameError};
@@ -78,6 +78,19 @@ enum Request {
         epochs: Vec<(u64, PathBuf)>,
         done: Done,
     },
+}
+
+impl SinkContext<'_> {
+    /// The exactly-once sink over `destination`: epochs staged in
+    /// [`staging`](Self::staging) and delivered once their checkpoint
+    /// completes, recovered to [`restore`](Self::restore).
+    pub fn staged(
+        &self,
+        destination: impl Destination + 'static,
+    ) -> Result<Box<dyn Sink>, SinkError> {
+        let sink = StagedSink::open(self.id, self.staging, self.restore, Box::new(destination))?;
+        Ok(Box::new(sink))
+    }
 }
 
 impl StagedSink {

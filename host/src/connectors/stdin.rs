@@ -10,16 +10,12 @@ use std::io::BufRead;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
-use super::format::{
-    Format, LineParser, LineReader, OnBadTimestamp, TimestampField, timestamp_setting,
-};
+use super::format::{LineParser, LineReader, Parsing};
 use super::source::{SourceError, SourceReader};
 use super::{BuildSource, SourceConnector, SourceType};
-use crate::fields::from_table;
 
 /// The registry entry of `type = "stdin"`.
 pub const SOURCE: SourceType = SourceType {
@@ -31,55 +27,24 @@ pub const SOURCE: SourceType = SourceType {
 /// The settings of a stdin source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StdinConfig {
-    /// How the input is split into records (`format`, default `lines`;
-    /// `csv` is refused when the source opens).
-    pub format: Format,
-    /// Field used as record key (`key`, jsonl); ignored for `lines`.
-    pub key: Option<String>,
-    /// Field holding each record's event time (`timestamp` and
-    /// `on_bad_timestamp`, jsonl); without it records have no timestamp.
-    pub timestamp: Option<TimestampField>,
+    /// How the input is split into records (`lines` or `jsonl`; `csv` is
+    /// refused).
+    pub parsing: Parsing,
 }
 
 impl StdinConfig {
-    fn read(table: Table) -> Result<BuildSource, String> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Raw {
-            format: Option<Format>,
-            key: Option<String>,
-            timestamp: Option<String>,
-            on_bad_timestamp: Option<OnBadTimestamp>,
-        }
-        let raw: Raw = from_table(table)?;
+    fn read(mut table: Table) -> Result<BuildSource, String> {
+        let parsing = Parsing::take(&mut table)?;
+        parsing.refuse_csv("stdin")?;
         Ok(Box::new(move |_: &Path| {
-            let format = raw.format.unwrap_or(Format::Lines);
-            Ok(Arc::new(StdinConfig {
-                format,
-                key: raw.key,
-                timestamp: timestamp_setting(format, raw.timestamp, raw.on_bad_timestamp)?,
-            }))
+            Ok(Arc::new(StdinConfig { parsing }))
         }))
     }
 }
 
 impl SourceConnector for StdinConfig {
     fn open(&self, id: &str, offset: Option<&Value>) -> Result<Box<dyn SourceReader>, SourceError> {
-        if self.format == Format::Csv {
-            return Err(SourceError::Malformed {
-                source_id: id.to_owned(),
-                path: "stdin".into(),
-                line: 0,
-                message: "csv is not supported on stdin; use lines or jsonl".into(),
-            });
-        }
-        let parser = LineParser::new(
-            id.to_owned(),
-            "stdin".into(),
-            self.format,
-            self.key.clone(),
-            self.timestamp.clone(),
-        );
+        let parser = LineParser::new(id.to_owned(), "stdin".into(), &self.parsing);
         let records = offset
             .and_then(|o| o.get("records"))
             .and_then(Value::as_u64)
@@ -199,6 +164,7 @@ impl BufRead for LiveInput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connectors::format::Format;
     use crate::connectors::format::tests::test_parser;
 
     /// Reads batches until one is not empty (a live source returns empty

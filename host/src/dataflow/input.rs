@@ -50,7 +50,7 @@ use crate::dataflow::batch::Batch;
 use crate::dataflow::cancel::{Cancelled, POLL};
 use crate::dataflow::inflight::InFlight;
 use crate::dataflow::priority::Announce;
-use crate::dataflow::protocol::Msg;
+use crate::dataflow::protocol::{AlignStats, Msg};
 use crate::dataflow::watermark::InputWatermarks;
 
 /// Bytes an instance may buffer during an alignment before it stops reading
@@ -136,14 +136,8 @@ pub(crate) trait InputHandler {
     }
 
     /// Every channel delivered barrier `id` or ended: take checkpoint `id`
-    /// now. `alignment` is the time since the first barrier `id`,
-    /// `buffered_bytes` the most bytes buffered meanwhile.
-    fn on_checkpoint(
-        &mut self,
-        id: u64,
-        alignment: Duration,
-        buffered_bytes: u64,
-    ) -> Result<(), Cancelled>;
+    /// now; `align` says how its alignment went.
+    fn on_checkpoint(&mut self, id: u64, align: AlignStats) -> Result<(), Cancelled>;
 
     /// Checkpoint `id` is overtaken (unaligned): snapshot now and forward
     /// barrier `id`; acknowledge it only in
@@ -155,17 +149,15 @@ pub(crate) trait InputHandler {
 
     /// Every channel delivered barrier `id` of the overtaken checkpoint:
     /// acknowledge it with `inflight`, the batches received after the
-    /// snapshot and before each channel's barrier. `alignment` is the time
-    /// from the first barrier (or announcement) to the last barrier,
-    /// `buffered_bytes` the most bytes held meanwhile.
+    /// snapshot and before each channel's barrier; `align` says how the
+    /// alignment went.
     fn on_complete(
         &mut self,
         id: u64,
-        alignment: Duration,
-        buffered_bytes: u64,
+        align: AlignStats,
         inflight: InFlight,
     ) -> Result<(), Cancelled> {
-        let _ = (alignment, buffered_bytes, inflight);
+        let _ = (align, inflight);
         unreachable!("checkpoint {id} completed overtaken by an input loop that only aligns")
     }
 
@@ -354,18 +346,17 @@ impl<H: InputHandler> Reader<'_, H> {
                     }
                 }
                 Action::Checkpoint { id } => {
-                    let (alignment, buffered) = self.clock.finish();
-                    self.handler.on_checkpoint(id, alignment, buffered)?;
+                    let align = self.clock.finish();
+                    self.handler.on_checkpoint(id, align)?;
                 }
                 Action::Snapshot { id } => {
                     self.inflight = InFlight::default();
                     self.handler.on_snapshot(id)?;
                 }
                 Action::Complete { id } => {
-                    let (alignment, buffered) = self.clock.finish();
+                    let align = self.clock.finish();
                     let inflight = std::mem::take(&mut self.inflight);
-                    self.handler
-                        .on_complete(id, alignment, buffered, inflight)?;
+                    self.handler.on_complete(id, align, inflight)?;
                 }
                 Action::Abort { id, newer } => {
                     self.inflight = InFlight::default();
@@ -498,9 +489,11 @@ impl AlignmentClock {
         self.id
     }
 
-    fn finish(&mut self) -> (Duration, u64) {
-        let d = self.started.take().map_or(Duration::ZERO, |s| s.elapsed());
-        (d, std::mem::take(&mut self.peak_bytes) as u64)
+    fn finish(&mut self) -> AlignStats {
+        AlignStats {
+            duration: self.started.take().map_or(Duration::ZERO, |s| s.elapsed()),
+            peak_bytes: std::mem::take(&mut self.peak_bytes) as u64,
+        }
     }
 }
 
@@ -528,7 +521,7 @@ mod tests {
             Ok(())
         }
 
-        fn on_checkpoint(&mut self, id: u64, _: Duration, _: u64) -> Result<(), Cancelled> {
+        fn on_checkpoint(&mut self, id: u64, _: AlignStats) -> Result<(), Cancelled> {
             self.0.push(format!("checkpoint {id}"));
             Ok(())
         }
@@ -541,8 +534,7 @@ mod tests {
         fn on_complete(
             &mut self,
             id: u64,
-            _: Duration,
-            _: u64,
+            _: AlignStats,
             inflight: InFlight,
         ) -> Result<(), Cancelled> {
             let frames: Vec<String> = inflight

@@ -91,10 +91,8 @@ pub enum Ack {
     Instance {
         /// Its state changes and snapshot bytes.
         delta: InstanceDelta,
-        /// Time from the first barrier to alignment.
-        alignment: Duration,
-        /// Bytes buffered during the alignment.
-        buffered_bytes: u64,
+        /// How the barrier's alignment went.
+        align: AlignStats,
         /// Time the instance's thread spent on the checkpoint once aligned
         /// (`on-checkpoint`, taking the state changes, timers and snapshot),
         /// until this acknowledgement: its pause in processing records.
@@ -107,6 +105,25 @@ pub enum Ack {
         /// Commit info to record.
         info: Value,
     },
+}
+
+/// How one input loop's alignment of a barrier went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AlignStats {
+    /// Time from the first barrier (or announcement) to the last.
+    pub duration: Duration,
+    /// The most bytes buffered meanwhile.
+    pub peak_bytes: u64,
+}
+
+impl AlignStats {
+    /// The longer duration and the larger peak of the two.
+    pub fn worst(self, other: AlignStats) -> AlignStats {
+        AlignStats {
+            duration: self.duration.max(other.duration),
+            peak_bytes: self.peak_bytes.max(other.peak_bytes),
+        }
+    }
 }
 
 /// What the coordinator tells the driver to do.

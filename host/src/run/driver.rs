@@ -27,7 +27,6 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use crate::checkpoint::coordinator::{Completed, Coordinator, Participant};
 use crate::config::Job;
 use crate::dataflow::cancel::POLL;
-use crate::dataflow::partition::KEY_GROUPS;
 use crate::dataflow::protocol::{Command, Event, SourceCtl};
 use crate::failpoint::{self, Failpoint};
 use crate::metrics::{CheckpointRecord, JobMetrics};
@@ -261,23 +260,18 @@ impl<'a> Driver<'a> {
         let unaligned = inflight.clone().next().is_some();
         let inflight_bytes: u64 = inflight.map(|b| b.len() as u64).sum();
         CheckpointMeta {
-            id: done.id,
-            job: self.job.name.clone(),
             started_at_ms: unix_ms(SystemTime::now())
                 .saturating_sub(done.started.elapsed().as_millis() as u64),
             duration_ms: done.started.elapsed().as_millis() as u64,
-            alignment_ms: done.alignment.as_millis() as u64,
+            alignment_ms: done.align.duration.as_millis() as u64,
             pause_ms: Some(done.pause.as_millis() as u64),
-            bytes_written: 0,
-            state_keys: 0,
-            key_groups: KEY_GROUPS,
             sources: std::mem::take(&mut done.sources),
             operators: self.operators_meta.clone(),
             sinks: std::mem::take(&mut done.sinks),
             final_checkpoint: done.is_final,
             unaligned,
             inflight_bytes,
-            derived: None,
+            ..CheckpointMeta::new(done.id, &self.job.name)
         }
     }
 
@@ -338,14 +332,14 @@ impl<'a> Driver<'a> {
         c.last_alignment_ms
             .store(meta.alignment_ms, Ordering::Relaxed);
         c.last_alignment_buffered_bytes
-            .store(done.buffered_bytes, Ordering::Relaxed);
+            .store(done.align.peak_bytes, Ordering::Relaxed);
         c.last_pause_ms
             .store(done.pause.as_millis() as u64, Ordering::Relaxed);
         c.unaligned.fetch_add(unaligned as u64, Ordering::Relaxed);
         c.inflight_bytes
             .fetch_add(inflight_bytes, Ordering::Relaxed);
         c.duration.observe(done.started.elapsed());
-        c.alignment.observe(done.alignment);
+        c.alignment.observe(done.align.duration);
         c.pause.observe(done.pause);
     }
 

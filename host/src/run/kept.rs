@@ -275,22 +275,8 @@ mod tests {
             }),
         };
         CheckpointMeta {
-            id,
-            job: "job".into(),
-            started_at_ms: 0,
-            duration_ms: 0,
-            alignment_ms: 0,
-            pause_ms: None,
-            bytes_written: 0,
-            state_keys: 0,
-            key_groups: crate::dataflow::partition::KEY_GROUPS,
-            sources: BTreeMap::new(),
             operators: BTreeMap::from([("count".to_string(), op)]),
-            sinks: BTreeMap::new(),
-            final_checkpoint: false,
-            unaligned: false,
-            inflight_bytes: 0,
-            derived: None,
+            ..CheckpointMeta::new(id, "job")
         }
     }
 

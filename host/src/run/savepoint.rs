@@ -26,7 +26,6 @@ use crate::run::kept::{Kept, operators_meta};
 use crate::run::options::{FromSavepoint, RunOptions};
 use crate::run::restore::check_state_version;
 use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, Savepoint};
-use crate::time::unix_ms;
 
 /// A `weir savepoint` request from the control socket.
 #[derive(Debug)]
@@ -193,15 +192,6 @@ fn derived_meta(
     derivation: Derivation,
 ) -> CheckpointMeta {
     CheckpointMeta {
-        id: old.id,
-        job: job.name.clone(),
-        started_at_ms: unix_ms(std::time::SystemTime::now()),
-        duration_ms: 0,
-        alignment_ms: 0,
-        pause_ms: None,
-        bytes_written: 0,
-        state_keys: 0,
-        key_groups: KEY_GROUPS,
         sources: (old.sources.iter())
             .filter(|(id, _)| job.sources.iter().any(|s| &s.id == *id))
             .map(|(id, v)| (id.clone(), v.clone()))
@@ -213,8 +203,8 @@ fn derived_meta(
             .collect(),
         final_checkpoint: old.final_checkpoint,
         unaligned: old.unaligned,
-        inflight_bytes: 0,
         derived: Some(derivation),
+        ..CheckpointMeta::new(old.id, &job.name)
     }
 }
 

@@ -38,7 +38,7 @@ use crate::run::swap::{Probation, SwapRequest};
 use crate::store::SwappedPlugin;
 use crate::threads::TaskError;
 use crate::wasm::Runtime;
-use crate::wasm::{InstanceError, PluginReturned};
+use crate::wasm::{InstanceError, PluginReturned, ReturnedKind};
 
 /// A swap on probation: its probation, the swapped operator, and the
 /// plugin it replaced with that plugin's swap record (to roll back to).
@@ -403,7 +403,10 @@ fn recurs_on_replay(e: &RunError) -> bool {
     matches!(
         instance_error(e),
         Some(InstanceError::Returned {
-            error: PluginReturned::InvalidInput(_),
+            error: PluginReturned {
+                kind: ReturnedKind::InvalidInput,
+                ..
+            },
             ..
         })
     )

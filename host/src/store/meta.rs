@@ -6,7 +6,12 @@
 
 use std::collections::BTreeMap;
 
+use std::time::SystemTime;
+
 use serde::{Deserialize, Serialize};
+
+use crate::dataflow::partition::KEY_GROUPS;
+use crate::time::unix_ms;
 
 /// Metadata of one complete checkpoint (stored as JSON).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -56,6 +61,32 @@ pub struct CheckpointMeta {
     /// checkpoints written before Weir derived any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derived: Option<Derivation>,
+}
+
+impl CheckpointMeta {
+    /// Checkpoint `id` of `job`, started now, over the whole key space
+    /// ([`KEY_GROUPS`]), with no offsets, operators or sinks and nothing
+    /// measured yet: the base the other fields are set on.
+    pub fn new(id: u64, job: impl Into<String>) -> CheckpointMeta {
+        CheckpointMeta {
+            id,
+            job: job.into(),
+            started_at_ms: unix_ms(SystemTime::now()),
+            duration_ms: 0,
+            alignment_ms: 0,
+            pause_ms: None,
+            bytes_written: 0,
+            state_keys: 0,
+            key_groups: KEY_GROUPS,
+            sources: BTreeMap::new(),
+            operators: BTreeMap::new(),
+            sinks: BTreeMap::new(),
+            final_checkpoint: false,
+            unaligned: false,
+            inflight_bytes: 0,
+            derived: None,
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

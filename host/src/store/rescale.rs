@@ -125,14 +125,7 @@ impl CheckpointStore {
     ) -> Result<CommitStats, StoreError> {
         let start = Instant::now();
         let from = source.unwrap_or(self);
-        let (n, job) = (meta.id, self.job()?);
-        if retain == 0 || n == 0 || n == u64::MAX || meta.job != job {
-            return Err(invalid(format!(
-                "refusing derived checkpoint {n} of job `{}` in {} (job `{job}`)",
-                meta.job,
-                self.path.display()
-            )));
-        }
+        let n = self.check_new(meta, retain)?;
         for m in moves {
             let to = meta.operators.get(&m.operator).map(|o| o.parallelism);
             if to != Some(m.to) || m.from == 0 || m.to == 0 || m.to > KEY_GROUPS {

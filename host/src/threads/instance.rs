@@ -43,7 +43,7 @@ use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::inflight::InFlight;
 use crate::dataflow::input::{self, InputChannels, InputHandler};
 use crate::dataflow::output::Output;
-use crate::dataflow::protocol::{Ack, Event, InstanceDelta, Msg};
+use crate::dataflow::protocol::{Ack, AlignStats, Event, InstanceDelta, Msg};
 use crate::dataflow::watermark::END_OF_TIME;
 use crate::keyed::timers::Domain;
 use crate::metrics::NodeMetrics;
@@ -133,15 +133,10 @@ impl InstanceTask {
     /// Takes checkpoint `id` once its barrier aligned: snapshots and
     /// acknowledges it with this thread's pause (from now to the
     /// acknowledgement).
-    fn checkpoint(
-        &mut self,
-        id: u64,
-        alignment: Duration,
-        buffered_bytes: u64,
-    ) -> Result<(), Cancelled> {
+    fn checkpoint(&mut self, id: u64, align: AlignStats) -> Result<(), Cancelled> {
         let paused = Instant::now();
         let delta = self.snapshot(id)?;
-        self.acknowledge(id, delta, alignment, buffered_bytes, paused.elapsed());
+        self.acknowledge(id, delta, align, paused.elapsed());
         Ok(())
     }
 
@@ -168,20 +163,12 @@ impl InstanceTask {
         })
     }
 
-    fn acknowledge(
-        &self,
-        id: u64,
-        delta: InstanceDelta,
-        alignment: Duration,
-        buffered_bytes: u64,
-        pause: Duration,
-    ) {
+    fn acknowledge(&self, id: u64, delta: InstanceDelta, align: AlignStats, pause: Duration) {
         self.shared.event(Event::Ack(
             id,
             Ack::Instance {
                 delta,
-                alignment,
-                buffered_bytes,
+                align,
                 pause,
             },
         ));
@@ -250,13 +237,8 @@ impl InputHandler for InstanceTask {
         self.emit(origin)
     }
 
-    fn on_checkpoint(
-        &mut self,
-        id: u64,
-        alignment: Duration,
-        buffered_bytes: u64,
-    ) -> Result<(), Cancelled> {
-        self.checkpoint(id, alignment, buffered_bytes)?;
+    fn on_checkpoint(&mut self, id: u64, align: AlignStats) -> Result<(), Cancelled> {
+        self.checkpoint(id, align)?;
         self.out.broadcast_barrier(&self.shared.cancel, id)
     }
 
@@ -271,8 +253,7 @@ impl InputHandler for InstanceTask {
     fn on_complete(
         &mut self,
         id: u64,
-        alignment: Duration,
-        buffered_bytes: u64,
+        align: AlignStats,
         inflight: InFlight,
     ) -> Result<(), Cancelled> {
         let taken = self.overtaken.take().filter(|o| o.id == id);
@@ -280,7 +261,7 @@ impl InputHandler for InstanceTask {
             mut delta, pause, ..
         } = taken.expect("a snapshot before its completion");
         delta.inflight = Some(inflight.encode());
-        self.acknowledge(id, delta, alignment, buffered_bytes, pause);
+        self.acknowledge(id, delta, align, pause);
         Ok(())
     }
 
@@ -290,7 +271,7 @@ impl InputHandler for InstanceTask {
         // abandoned it, so this acknowledgement is stale: the coordinator
         // keeps its delta (and drops any in-flight data) for the next one.
         if let Some(o) = self.overtaken.take() {
-            self.acknowledge(o.id, o.delta, Duration::ZERO, 0, o.pause);
+            self.acknowledge(o.id, o.delta, AlignStats::default(), o.pause);
         }
     }
 
@@ -301,7 +282,7 @@ impl InputHandler for InstanceTask {
         self.instance.finish().map_err(|e| self.shared.fail(e))?;
         self.emit(None)?;
         // The final checkpoint is a checkpoint like any other.
-        self.checkpoint(final_id, Duration::ZERO, 0)?;
+        self.checkpoint(final_id, AlignStats::default())?;
         self.out
             .broadcast(&self.shared.cancel, || Msg::End(final_id))
     }

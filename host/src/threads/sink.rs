@@ -26,7 +26,7 @@ use crate::Batch;
 use crate::connectors::sink::{Done, Sink};
 use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::input::{self, InputChannels, InputHandler};
-use crate::dataflow::protocol::{Ack, Event};
+use crate::dataflow::protocol::{Ack, AlignStats, Event};
 use crate::metrics::NodeMetrics;
 use crate::threads::{Shared, TaskError, receive_batch};
 
@@ -141,7 +141,7 @@ impl InputHandler for SinkTask {
         Ok(())
     }
 
-    fn on_checkpoint(&mut self, id: u64, _: Duration, _: u64) -> Result<(), Cancelled> {
+    fn on_checkpoint(&mut self, id: u64, _: AlignStats) -> Result<(), Cancelled> {
         self.precommit(id)
     }
 

@@ -125,33 +125,63 @@ pub enum InstanceError {
     },
 }
 
-/// An error a plugin returned (the WIT `error` variant).
+/// An error a plugin returned (the WIT `error` variant): its kind and its
+/// message, kept on one line and at most a few KiB.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PluginReturned {
+#[error("{}{message}", kind.prefix())]
+pub struct PluginReturned {
+    /// Which WIT case the plugin returned.
+    pub kind: ReturnedKind,
+    /// The plugin's message.
+    pub message: String,
+}
+
+/// The case of the WIT `error` variant a plugin returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReturnedKind {
     /// Bad configuration.
-    #[error("invalid config: {0}")]
-    InvalidConfig(String),
+    InvalidConfig,
     /// A record could not be processed.
-    #[error("invalid input: {0}")]
-    InvalidInput(String),
+    InvalidInput,
     /// Snapshot bytes could not be restored.
-    #[error("incompatible state: {0}")]
-    IncompatibleState(String),
+    IncompatibleState,
     /// Anything else.
-    #[error("{0}")]
-    Other(String),
+    Other,
+}
+
+impl ReturnedKind {
+    /// The WIT case's name, as plugins and `weir` messages spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReturnedKind::InvalidConfig => "invalid-config",
+            ReturnedKind::InvalidInput => "invalid-input",
+            ReturnedKind::IncompatibleState => "incompatible-state",
+            ReturnedKind::Other => "other",
+        }
+    }
+
+    /// What the message is shown after ("invalid config: …").
+    fn prefix(self) -> &'static str {
+        match self {
+            ReturnedKind::InvalidConfig => "invalid config: ",
+            ReturnedKind::InvalidInput => "invalid input: ",
+            ReturnedKind::IncompatibleState => "incompatible state: ",
+            ReturnedKind::Other => "",
+        }
+    }
 }
 
 impl From<types::Error> for PluginReturned {
-    /// Keeps the plugin's message on one line (control characters escaped)
-    /// and at most a few KiB.
     fn from(e: types::Error) -> Self {
-        let clean = |m: String| sanitize(&m, MAX_MESSAGE);
-        match e {
-            types::Error::InvalidConfig(m) => PluginReturned::InvalidConfig(clean(m)),
-            types::Error::InvalidInput(m) => PluginReturned::InvalidInput(clean(m)),
-            types::Error::IncompatibleState(m) => PluginReturned::IncompatibleState(clean(m)),
-            types::Error::Other(m) => PluginReturned::Other(clean(m)),
+        let (kind, message) = match e {
+            types::Error::InvalidConfig(m) => (ReturnedKind::InvalidConfig, m),
+            types::Error::InvalidInput(m) => (ReturnedKind::InvalidInput, m),
+            types::Error::IncompatibleState(m) => (ReturnedKind::IncompatibleState, m),
+            types::Error::Other(m) => (ReturnedKind::Other, m),
+        };
+        PluginReturned {
+            kind,
+            message: sanitize(&message, MAX_MESSAGE),
         }
     }
 }

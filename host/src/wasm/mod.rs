@@ -36,7 +36,7 @@ mod plugin;
 mod runtime;
 mod wasi;
 
-pub use error::{InstanceError, PluginError, PluginReturned};
+pub use error::{InstanceError, PluginError, PluginReturned, ReturnedKind};
 pub use hook::Hook;
 pub use instance::OperatorInstance;
 pub use limiter::{LimitExceeded, WASM_STACK, copy_budget};

@@ -96,60 +96,81 @@ fn window_key<'a>(buf: &'a mut String, key: &str, start: i64) -> &'a str {
     buf
 }
 
+/// A record as windows see it: its key and event time, and the watermark
+/// when it arrived.
+#[derive(Clone, Copy)]
+struct Arrival<'a> {
+    rec: RecordRef<'a>,
+    key: &'a str,
+    ts: i64,
+    watermark: Option<i64>,
+}
+
+impl<'a> Arrival<'a> {
+    /// `rec`, refused when it has no UTF-8 key or no timestamp.
+    fn of(rec: RecordRef<'a>, watermark: Option<i64>) -> Result<Arrival<'a>> {
+        let key = rec.key_str().ok_or_else(|| {
+            Error::InvalidInput(
+                "a record has no UTF-8 key: window-count counts per key; set the source's `key`"
+                    .into(),
+            )
+        })?;
+        let ts = rec.timestamp.ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "record with key {key:?} has no timestamp: window-count needs event time; set the source's `timestamp`"
+            ))
+        })?;
+        Ok(Arrival {
+            rec,
+            key,
+            ts,
+            watermark,
+        })
+    }
+}
+
 impl WindowCount {
-    /// Counts `rec` (key `key`, time `ts`) in its open windows; sends it to
-    /// `late` when none is open.
-    fn count(
-        &mut self,
-        ctx: &mut Context,
-        rec: RecordRef<'_>,
-        key: &str,
-        ts: i64,
-        watermark: Option<i64>,
-    ) -> Result<()> {
+    /// Counts a record in its open windows; sends it to `late` when none is
+    /// open.
+    fn count(&mut self, ctx: &mut Context, at: Arrival<'_>) -> Result<()> {
         let spec = self.spec;
         if let Windows::Session { .. } = spec.windows {
-            return self.count_session(ctx, rec, key, ts, watermark);
+            return self.count_session(ctx, at);
         }
         let mut counted = false;
-        for window in spec.assign(ts) {
-            if spec.is_fired(window, watermark) {
+        for window in spec.assign(at.ts) {
+            if spec.is_fired(window, at.watermark) {
                 continue;
             }
             counted = true;
-            let state_key = window_key(&mut self.key_buf, key, window.start);
+            let state_key = window_key(&mut self.key_buf, at.key, window.start);
             let n = self.counts.update(ctx, state_key, |n| n.unwrap_or(0) + 1)?;
             if n == 1 {
-                ctx.register_event_timer(key.as_bytes(), spec.fire_time(window));
+                ctx.register_event_timer(at.key.as_bytes(), spec.fire_time(window));
             }
         }
         if !counted {
-            ctx.emit_ref(LATE, rec);
+            ctx.emit_ref(LATE, at.rec);
         }
         Ok(())
     }
 
-    fn count_session(
-        &mut self,
-        ctx: &mut Context,
-        rec: RecordRef<'_>,
-        key: &str,
-        ts: i64,
-        watermark: Option<i64>,
-    ) -> Result<()> {
+    fn count_session(&mut self, ctx: &mut Context, at: Arrival<'_>) -> Result<()> {
         let spec = self.spec;
         let own = spec
-            .assign(ts)
+            .assign(at.ts)
             .next()
             .expect("a session record has one window of its own");
-        let mut sessions = self.sessions.get(ctx, key)?.unwrap_or_default();
+        let mut sessions = self.sessions.get(ctx, at.key)?.unwrap_or_default();
         let mut windows: Vec<Window> = sessions.iter().map(Session::window).collect();
         let (merged, absorbed) = merge_session(&mut windows, own);
         // Behind the watermark, a record may belong to a session that has
         // fired already (and left no state): late, as in Flink.
-        let behind = watermark.is_some_and(|w| ts.saturating_add(spec.allowed_lateness) <= w);
-        if behind || spec.is_fired(merged, watermark) {
-            ctx.emit_ref(LATE, rec);
+        let behind = at
+            .watermark
+            .is_some_and(|w| at.ts.saturating_add(spec.allowed_lateness) <= w);
+        if behind || spec.is_fired(merged, at.watermark) {
+            ctx.emit_ref(LATE, at.rec);
             return Ok(());
         }
         let mut count = 1;
@@ -163,19 +184,19 @@ impl WindowCount {
         for old in &absorbed {
             if spec.fire_time(*old) != spec.fire_time(merged) {
                 ctx.delete_timer(
-                    key.as_bytes(),
+                    at.key.as_bytes(),
                     weir_sdk::TimeDomain::EventTime,
                     spec.fire_time(*old),
                 );
             }
         }
-        ctx.register_event_timer(key.as_bytes(), spec.fire_time(merged));
+        ctx.register_event_timer(at.key.as_bytes(), spec.fire_time(merged));
         sessions.push(Session {
             start: merged.start,
             end: merged.end,
             count,
         });
-        self.sessions.put(ctx, &key.to_string(), &sessions);
+        self.sessions.put(ctx, &at.key.to_string(), &sessions);
         Ok(())
     }
 }
@@ -205,18 +226,7 @@ impl Operator for WindowCount {
     fn process_batch(&mut self, ctx: &mut Context, _port: u32, batch: &Batch<'_>) -> Result<()> {
         let watermark = ctx.watermark();
         for rec in batch {
-            let key = rec.key_str().ok_or_else(|| {
-                Error::InvalidInput(
-                    "a record has no UTF-8 key: window-count counts per key; set the source's `key`"
-                        .into(),
-                )
-            })?;
-            let ts = rec.timestamp.ok_or_else(|| {
-                Error::InvalidInput(format!(
-                    "record with key {key:?} has no timestamp: window-count needs event time; set the source's `timestamp`"
-                ))
-            })?;
-            self.count(ctx, rec, key, ts, watermark)?;
+            self.count(ctx, Arrival::of(rec, watermark)?)?;
         }
         Ok(())
     }

@@ -17,8 +17,7 @@ use serde_json::Value;
 use toml::Table;
 
 use crate::connectors::format::{
-    CsvReader, Format, LineParser, LineReader, OnBadTimestamp, TimestampField, csv_header,
-    csv_reader, timestamp_setting,
+    CsvReader, Format, LineParser, LineReader, Parsing, csv_header, csv_reader,
 };
 use crate::connectors::source::{SourceError, SourceReader};
 use crate::connectors::{BuildSource, SourceConnector, SourceType};
@@ -36,14 +35,9 @@ pub const SOURCE: SourceType = SourceType {
 pub struct FileSourceConfig {
     /// The file (`path`, resolved onto the job folder).
     pub path: PathBuf,
-    /// How the file is split into records (`format`, default `lines`).
-    pub format: Format,
-    /// Field or column used as record key (`key`, jsonl/csv); ignored for
-    /// `lines`.
-    pub key: Option<String>,
-    /// Field or column holding each record's event time (`timestamp` and
-    /// `on_bad_timestamp`, jsonl/csv); without it records have no timestamp.
-    pub timestamp: Option<TimestampField>,
+    /// How the file is split into records (any format; `key` is ignored
+    /// for `lines`).
+    pub parsing: Parsing,
 }
 
 impl FileSourceConfig {
@@ -52,19 +46,14 @@ impl FileSourceConfig {
         #[serde(deny_unknown_fields)]
         struct Raw {
             path: Option<String>,
-            format: Option<Format>,
-            key: Option<String>,
-            timestamp: Option<String>,
-            on_bad_timestamp: Option<OnBadTimestamp>,
         }
+        let mut table = table;
+        let parsing = Parsing::take(&mut table)?;
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |dir: &Path| {
-            let format = raw.format.unwrap_or(Format::Lines);
             Ok(Arc::new(FileSourceConfig {
                 path: resolve(dir, "path", raw.path)?,
-                format,
-                key: raw.key,
-                timestamp: timestamp_setting(format, raw.timestamp, raw.on_bad_timestamp)?,
+                parsing,
             }))
         }))
     }
@@ -103,11 +92,9 @@ impl SourceConnector for FileSourceConfig {
                 ),
             });
         }
-        if self.format == Format::Csv {
-            let (key, timestamp) = (self.key.clone(), self.timestamp.clone());
-            return Ok(Box::new(CsvReader::open(
-                id, path, file, key, timestamp, byte, records,
-            )?));
+        if self.parsing.format == Format::Csv {
+            let reader = CsvReader::open(id, path, file, &self.parsing, byte, records)?;
+            return Ok(Box::new(reader));
         }
         let mut reader = BufReader::with_capacity(256 << 10, file);
         let pos = byte.unwrap_or(0);
@@ -118,13 +105,7 @@ impl SourceConnector for FileSourceConfig {
                 path: path.display().to_string(),
                 error,
             })?;
-        let parser = LineParser::new(
-            id,
-            path.display().to_string(),
-            self.format,
-            self.key.clone(),
-            self.timestamp.clone(),
-        );
+        let parser = LineParser::new(id, path.display().to_string(), &self.parsing);
         let reader = LineReader::new(Box::new(reader), parser, pos, records, true);
         Ok(Box::new(reader))
     }
@@ -143,7 +124,7 @@ impl SourceConnector for FileSourceConfig {
                 relative_to(dir)
             ));
         }
-        if self.format != Format::Csv {
+        if self.parsing.format != Format::Csv {
             return Ok(());
         }
         let file = match File::open(&self.path) {
@@ -153,11 +134,7 @@ impl SourceConnector for FileSourceConfig {
                 return Ok(());
             }
         };
-        let columns = [
-            ("key", self.key.as_deref()),
-            ("timestamp", self.timestamp.as_ref().map(|t| &*t.field)),
-        ];
-        let header = csv_header(&mut csv_reader(file), &columns);
+        let header = csv_header(&mut csv_reader(file), &self.parsing.columns());
         header
             .map(drop)
             .map_err(|message| format!("{path}:1: {message}"))
@@ -167,6 +144,7 @@ impl SourceConnector for FileSourceConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connectors::format::{OnBadTimestamp, TimestampField};
 
     fn values(reader: &mut dyn SourceReader) -> Vec<String> {
         let mut out = Vec::new();
@@ -193,9 +171,11 @@ mod tests {
             let key = (format != Format::Lines).then(|| "k".to_owned());
             let source = FileSourceConfig {
                 path: path.clone(),
-                format,
-                key,
-                timestamp: None,
+                parsing: Parsing {
+                    format,
+                    key,
+                    timestamp: None,
+                },
             };
             let all = values(source.open("s", None).unwrap().as_mut());
             let mut first = source.open("s", None).unwrap();
@@ -207,9 +187,7 @@ mod tests {
         let past = serde_json::json!({"byte": 1000, "records": 0});
         let source = FileSourceConfig {
             path,
-            format: Format::Lines,
-            key: None,
-            timestamp: None,
+            parsing: Parsing::default(),
         };
         let err = source.open("s", Some(&past)).err().unwrap().to_string();
         assert!(err.contains("is only"), "{err}");
@@ -234,12 +212,14 @@ mod tests {
             std::fs::write(&path, text).unwrap();
             let source = FileSourceConfig {
                 path: path.clone(),
-                format,
-                key: None,
-                timestamp: Some(TimestampField {
-                    field: "ts".into(),
-                    on_bad: OnBadTimestamp::Skip,
-                }),
+                parsing: Parsing {
+                    format,
+                    key: None,
+                    timestamp: Some(TimestampField {
+                        field: "ts".into(),
+                        on_bad: OnBadTimestamp::Skip,
+                    }),
+                },
             };
             let mut whole = source.open("s", None).unwrap();
             let all = values(whole.as_mut());
@@ -283,12 +263,14 @@ mod tests {
             read("path = \"x\"\nformat = \"csv\"\ntimestamp = \"t\"\non_bad_timestamp = \"skip\"");
         let want: Arc<dyn SourceConnector> = Arc::new(FileSourceConfig {
             path: PathBuf::from("./x"),
-            format: Format::Csv,
-            key: None,
-            timestamp: Some(TimestampField {
-                field: "t".into(),
-                on_bad: OnBadTimestamp::Skip,
-            }),
+            parsing: Parsing {
+                format: Format::Csv,
+                key: None,
+                timestamp: Some(TimestampField {
+                    field: "t".into(),
+                    on_bad: OnBadTimestamp::Skip,
+                }),
+            },
         });
         assert!(ok.unwrap() == want);
     }

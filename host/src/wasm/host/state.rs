@@ -105,6 +105,26 @@ impl state::Host for InstanceState {
         Ok(out)
     }
 
+    fn scan(
+        &mut self,
+        prefix: Vec<u8>,
+        after: Option<Vec<u8>>,
+        limit: u32,
+    ) -> wasmtime::Result<Vec<state::Entry>> {
+        let entry = |k: &[u8], v: &[u8]| state::Entry {
+            key: k.to_vec(),
+            value: v.to_vec(),
+        };
+        let mut entries = Vec::new();
+        let scan = (&prefix[..], after.as_deref(), limit);
+        self.scan_each(
+            scan,
+            |k, v| k.len() + v.len(),
+            |k, v| entries.push(entry(k, v)),
+        )?;
+        Ok(entries)
+    }
+
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
         self.check_write()?;
         self.put_checked(&key, &value)
@@ -125,26 +145,5 @@ impl state::Host for InstanceState {
         self.check_write()?;
         self.state.delete(&key);
         Ok(())
-    }
-
-    fn scan(
-        &mut self,
-        prefix: Vec<u8>,
-        after: Option<Vec<u8>>,
-        limit: u32,
-    ) -> wasmtime::Result<Vec<state::Entry>> {
-        let mut out = Vec::new();
-        let scan = (&prefix[..], after.as_deref(), limit);
-        self.scan_each(
-            scan,
-            |k, v| k.len() + v.len(),
-            |k, v| {
-                out.push(state::Entry {
-                    key: k.to_vec(),
-                    value: v.to_vec(),
-                })
-            },
-        )?;
-        Ok(out)
     }
 }

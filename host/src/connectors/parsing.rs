@@ -1,0 +1,200 @@
+//! How a source that reads text makes records of it: the settings
+//! `format`, `key`, `timestamp` and `on_bad_timestamp`, which the file,
+//! stdin, Kafka and NATS sources share ([`Parsing`]), read and checked in
+//! one place.
+
+use serde::Deserialize;
+use toml::Table;
+
+use crate::fields::from_table;
+
+/// How a source's text becomes records (its `format`, `key`, `timestamp`
+/// and `on_bad_timestamp`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parsing {
+    /// How the input is cut into records (`format`, default `lines`).
+    pub format: Format,
+    /// The field (jsonl) or column (csv) used as record key (`key`).
+    pub key: Option<String>,
+    /// Where each record's event time is read from (`timestamp` and
+    /// `on_bad_timestamp`); without it records have no timestamp (or the
+    /// source's own, such as a message's).
+    pub timestamp: Option<TimestampField>,
+}
+
+impl Parsing {
+    /// The keys [`take`](Self::take) reads.
+    pub const KEYS: [&str; 4] = ["format", "key", "timestamp", "on_bad_timestamp"];
+
+    /// Takes the parsing settings out of a source's `table` (leaving its
+    /// other keys) and checks them: `timestamp` and `on_bad_timestamp` need
+    /// a format with fields, `on_bad_timestamp` needs `timestamp`.
+    pub fn take(table: &mut Table) -> Result<Parsing, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            format: Option<Format>,
+            key: Option<String>,
+            timestamp: Option<String>,
+            on_bad_timestamp: Option<OnBadTimestamp>,
+        }
+        let ours: Table = Self::KEYS
+            .iter()
+            .filter_map(|&k| table.remove(k).map(|v| (k.to_owned(), v)))
+            .collect();
+        let raw: Raw = from_table(ours)?;
+        let format = raw.format.unwrap_or_default();
+        Ok(Parsing {
+            format,
+            key: raw.key,
+            timestamp: timestamp_setting(format, raw.timestamp, raw.on_bad_timestamp)?,
+        })
+    }
+
+    /// The columns a `csv` header must have: `key` and `timestamp`, each
+    /// with the column it names, if any.
+    pub fn columns(&self) -> [(&'static str, Option<&str>); 2] {
+        [
+            ("key", self.key.as_deref()),
+            ("timestamp", self.timestamp.as_ref().map(|t| &*t.field)),
+        ]
+    }
+
+    /// Refuses `csv`, which needs a file with a header row: "format =
+    /// "csv" is not supported by a `kind` source".
+    pub fn refuse_csv(&self, kind: &str) -> Result<(), String> {
+        if self.format == Format::Csv {
+            return Err(format!(
+                "format = \"csv\" is not supported by a {kind} source; use lines or jsonl"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Record format of a source.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// One record per line; the line is both key and value (the default).
+    #[default]
+    Lines,
+    /// One JSON value per line.
+    Jsonl,
+    /// Comma-separated values with a header row.
+    Csv,
+}
+
+/// What a source does with a record whose timestamp is missing or invalid
+/// (`on_bad_timestamp`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnBadTimestamp {
+    /// The source fails, naming the file and line (the default).
+    #[default]
+    Fail,
+    /// The record is dropped and counted ([`SourceReader::skipped`]).
+    Skip,
+}
+
+/// Where a `jsonl` or `csv` source finds each record's event time
+/// (`timestamp = "<field>"`): a field or column holding integer
+/// milliseconds since the Unix epoch or an RFC 3339 date-time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimestampField {
+    /// The field (jsonl) or column (csv).
+    pub field: String,
+    /// What to do with a record without a valid timestamp.
+    pub on_bad: OnBadTimestamp,
+}
+
+/// The settings `timestamp` and `on_bad_timestamp` of a source of `format`,
+/// checked: both need a format with fields, and `on_bad_timestamp` needs
+/// `timestamp`.
+fn timestamp_setting(
+    format: Format,
+    field: Option<String>,
+    on_bad: Option<OnBadTimestamp>,
+) -> Result<Option<TimestampField>, String> {
+    let Some(field) = field else {
+        return match on_bad {
+            Some(_) => Err(
+                "`on_bad_timestamp` needs `timestamp`; add timestamp = \"<field>\" \
+                 or remove on_bad_timestamp"
+                    .into(),
+            ),
+            None => Ok(None),
+        };
+    };
+    if format == Format::Lines {
+        return Err(
+            "`timestamp` needs format = \"jsonl\" or \"csv\": a line has no fields; \
+             set the format or remove timestamp"
+                .into(),
+        );
+    }
+    if field.is_empty() {
+        return Err("`timestamp` is empty; name the field that holds the event time".into());
+    }
+    Ok(Some(TimestampField {
+        field,
+        on_bad: on_bad.unwrap_or_default(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_settings_need_a_format_with_fields() {
+        let ts = Some("ts".to_owned());
+        let err = timestamp_setting(Format::Lines, ts.clone(), None).unwrap_err();
+        assert!(
+            err.starts_with(
+                "`timestamp` needs format = \"jsonl\" or \"csv\": a line has no fields"
+            )
+        );
+        let err = timestamp_setting(Format::Jsonl, None, Some(OnBadTimestamp::Skip)).unwrap_err();
+        assert!(
+            err.starts_with("`on_bad_timestamp` needs `timestamp`"),
+            "{err}"
+        );
+        let err = timestamp_setting(Format::Lines, None, Some(OnBadTimestamp::Fail)).unwrap_err();
+        assert!(
+            err.starts_with("`on_bad_timestamp` needs `timestamp`"),
+            "{err}"
+        );
+        assert!(timestamp_setting(Format::Csv, Some(String::new()), None).is_err());
+        assert_eq!(timestamp_setting(Format::Lines, None, None), Ok(None));
+        let want = TimestampField {
+            field: "ts".into(),
+            on_bad: OnBadTimestamp::Fail,
+        };
+        assert_eq!(timestamp_setting(Format::Csv, ts, None), Ok(Some(want)));
+    }
+
+    #[test]
+    fn take_leaves_the_other_keys_and_checks_its_own() {
+        let mut t: Table = "path = \"a\"\nformat = \"jsonl\"\nkey = \"k\""
+            .parse()
+            .unwrap();
+        let p = Parsing::take(&mut t).unwrap();
+        assert_eq!(
+            (p.format, p.key.as_deref(), p.timestamp),
+            (Format::Jsonl, Some("k"), None)
+        );
+        assert_eq!(t.keys().collect::<Vec<_>>(), ["path"]);
+        let mut t: Table = "timestamp = \"ts\"".parse().unwrap();
+        let err = Parsing::take(&mut t).unwrap_err();
+        assert!(err.starts_with("`timestamp` needs format"), "{err}");
+        let mut t: Table = "format = \"xml\"".parse().unwrap();
+        assert!(Parsing::take(&mut t).is_err());
+        let csv = Parsing::take(&mut "format = \"csv\"".parse().unwrap()).unwrap();
+        let err = csv.refuse_csv("kafka").unwrap_err();
+        assert_eq!(
+            err,
+            "format = \"csv\" is not supported by a kafka source; use lines or jsonl"
+        );
+    }
+}
