@@ -43,18 +43,10 @@ fn job(top: &str, sources: &str, operators: &str, sinks: &str) -> String {
     format!("name = \"probe\"\n{top}\n{sources}\n{operators}\n{sinks}")
 }
 
-/// The backticked words of `text` (`` `a`, `b` `` gives `a`, `b`).
-fn backticked(text: &str) -> Vec<String> {
-    text.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The double-quoted words of `text`.
-fn quoted(text: &str) -> Vec<String> {
-    text.split('"')
+/// The words of `text` between pairs of `mark` (`` ` `` or `"`): `` `a`, `b` ``
+/// gives `a`, `b`.
+fn marked(text: &str, mark: char) -> Vec<String> {
+    text.split(mark)
         .skip(1)
         .step_by(2)
         .map(str::to_owned)
@@ -70,10 +62,10 @@ fn accepted(error: &str) -> Vec<String> {
     } else if let Some(rest) = after("the limits are: ") {
         rest.split(", ").map(|k| k.trim().to_owned()).collect()
     } else if let Some(rest) = after("the grants are ") {
-        quoted(rest.split_once(" (").map_or(rest, |(list, _)| list))
+        marked(rest.split_once(" (").map_or(rest, |(list, _)| list), '"')
     } else if let Some(rest) = after(", expected ") {
         // A nested table's message ends with `in `table``.
-        backticked(rest.split(" in `").next().unwrap_or(rest))
+        marked(rest.split(" in `").next().unwrap_or(rest), '`')
     } else {
         Vec::new()
     };
@@ -93,7 +85,7 @@ fn types(kind: &str) -> Vec<String> {
         _ => parse_error(&job("", "", "", &probe)),
     };
     let list = error.split_once("use type = ").map(|(_, rest)| rest);
-    let names = list.map(quoted).unwrap_or_default();
+    let names = list.map(|l| marked(l, '"')).unwrap_or_default();
     assert!(
         !names.is_empty(),
         "the parser's message for an unknown {kind} type lists no types: {error}"
@@ -157,7 +149,7 @@ impl Section {
                 found |= inside;
             } else if inside && line.starts_with('|') {
                 let first = line.trim_start_matches('|').split('|').next();
-                let words = backticked(first.unwrap_or_default());
+                let words = marked(first.unwrap_or_default(), '`');
                 keys.extend(
                     words
                         .into_iter()

@@ -682,25 +682,17 @@ mod tests {
         let dir = resolve_sdk(&default_sdk_dir(), Lang::Rust).unwrap();
         assert!(dir.is_absolute());
         assert_eq!(resolve_sdk(&default_sdk_dir(), Lang::Python).unwrap(), dir);
-        let e = resolve_sdk(Path::new("/nonexistent/sdk"), Lang::Rust)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--sdk"), "{e}");
-        let e = resolve_sdk(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-            Lang::Rust,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("cannot read Cargo.toml"), "{e}");
-        // The runtime crate, beside the CLI: a crate, but not the SDK.
-        let e = resolve_sdk(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../host"),
-            Lang::Rust,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("package `weir`"), "{e}");
+        let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let refused = [
+            (Path::new("/nonexistent/sdk").to_path_buf(), "--sdk"),
+            (cli.join("src"), "cannot read Cargo.toml"),
+            // The runtime crate, beside the CLI: a crate, but not the SDK.
+            (cli.join("../host"), "package `weir`"),
+        ];
+        for (dir, says) in refused {
+            let e = resolve_sdk(&dir, Lang::Rust).unwrap_err().to_string();
+            assert!(e.contains(says), "{}: {e}", dir.display());
+        }
     }
 
     #[test]

@@ -52,6 +52,20 @@ fn install<R>(host: &mut MemoryHost, registry: &mut Registry, f: impl FnOnce() -
     out
 }
 
+/// Each record's value as text, for comparing a hook's output.
+///
+/// # Panics
+/// When a value is not UTF-8: a test failure.
+///
+/// ```
+/// use weir_sdk::{Record, testing::values};
+/// assert_eq!(values(&[Record::new("a"), Record::new("b")]), ["a", "b"]);
+/// ```
+pub fn values(records: &[Record]) -> Vec<String> {
+    let text = |r: &Record| r.value_str().unwrap_or_else(|e| panic!("{e}")).to_owned();
+    records.iter().map(text).collect()
+}
+
 /// Runs `f` with a fresh in-memory host installed on this thread, so that a
 /// [`Context`](crate::Context) built inside it works.
 ///

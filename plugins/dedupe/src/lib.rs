@@ -119,9 +119,7 @@ mod tests {
     use weir_sdk::testing::Harness;
 
     fn vals(out: Vec<Record>) -> Vec<String> {
-        out.iter()
-            .map(|r| r.value_str().unwrap().to_string())
-            .collect()
+        weir_sdk::testing::values(&out)
     }
 
     #[test]

@@ -37,6 +37,24 @@ pub enum Op {
     Exists,
 }
 
+impl Op {
+    /// Whether a comparison of the field with the value that came out
+    /// `ord` (`None`: not comparable) passes this op; false for `contains`
+    /// and `exists`, which do not compare.
+    fn orders(self, ord: Option<std::cmp::Ordering>) -> bool {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        match self {
+            Op::Eq => ord == Some(Equal),
+            Op::Ne => ord != Some(Equal),
+            Op::Gt => ord == Some(Greater),
+            Op::Ge => matches!(ord, Some(Greater | Equal)),
+            Op::Lt => ord == Some(Less),
+            Op::Le => matches!(ord, Some(Less | Equal)),
+            Op::Contains | Op::Exists => false,
+        }
+    }
+}
+
 /// The operator's configuration.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -114,12 +132,7 @@ impl Filter {
             Op::Contains => {
                 matches!((field, &self.value), (Field::Str(a), Value::String(b)) if a.contains(b.as_str()))
             }
-            Op::Eq => ord == Some(Equal),
-            Op::Ne => ord != Some(Equal),
-            Op::Gt => ord == Some(Greater),
-            Op::Ge => matches!(ord, Some(Greater | Equal)),
-            Op::Lt => ord == Some(Less),
-            Op::Le => matches!(ord, Some(Less | Equal)),
+            op => op.orders(ord),
         }
     }
 }
@@ -174,9 +187,7 @@ mod tests {
         let out = h
             .process("in", values.iter().map(|v| Record::new(*v)).collect())
             .unwrap();
-        out.iter()
-            .map(|r| r.value_str().unwrap().to_string())
-            .collect()
+        weir_sdk::testing::values(&out)
     }
 
     #[test]
@@ -264,12 +275,7 @@ mod tests {
             Op::Contains => {
                 matches!((field, &value), (Value::String(a), Value::String(b)) if a.contains(b.as_str()))
             }
-            Op::Eq => ord == Some(Equal),
-            Op::Ne => ord != Some(Equal),
-            Op::Gt => ord == Some(Greater),
-            Op::Ge => matches!(ord, Some(Greater | Equal)),
-            Op::Lt => ord == Some(Less),
-            Op::Le => matches!(ord, Some(Less | Equal)),
+            op => op.orders(ord),
         })
     }
 

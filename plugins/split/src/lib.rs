@@ -78,7 +78,7 @@ weir_sdk::export!(Split);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weir_sdk::testing::Harness;
+    use weir_sdk::testing::{Harness, values};
 
     #[test]
     fn splits_lines_into_keyed_words() {
@@ -86,10 +86,7 @@ mod tests {
         let out = h
             .process("in", vec![Record::new("The cat, the HAT -- don't 42!")])
             .unwrap();
-        let words: Vec<_> = out
-            .iter()
-            .map(|r| r.value_str().unwrap().to_string())
-            .collect();
+        let words = values(&out);
         assert_eq!(words, ["the", "cat", "the", "hat", "don't", "42"]);
         assert!(
             out.iter()
@@ -103,10 +100,7 @@ mod tests {
         let out = h
             .process("in", vec![Record::new("a Bb Ccc 'quoted'")])
             .unwrap();
-        let words: Vec<_> = out
-            .iter()
-            .map(|r| r.value_str().unwrap().to_string())
-            .collect();
+        let words = values(&out);
         assert_eq!(words, ["Ccc", "quoted"]);
     }
 }

@@ -149,7 +149,7 @@ weir_sdk::export!(WordCountV2);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weir_sdk::testing::Harness;
+    use weir_sdk::testing::{Harness, values};
 
     #[test]
     fn counts_in_the_v2_format() {
@@ -157,10 +157,7 @@ mod tests {
         let out = h
             .process("in", ["a", "b", "a"].map(Record::new).to_vec())
             .unwrap();
-        let text: Vec<_> = out
-            .iter()
-            .map(|r| r.value_str().unwrap().to_string())
-            .collect();
+        let text = values(&out);
         assert_eq!(
             text,
             [

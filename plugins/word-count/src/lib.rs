@@ -113,13 +113,7 @@ weir_sdk::export!(WordCount);
 mod tests {
     use super::*;
     use weir_sdk::Error;
-    use weir_sdk::testing::Harness;
-
-    fn values(out: &[Record]) -> Vec<String> {
-        out.iter()
-            .map(|r| r.value_str().unwrap().to_string())
-            .collect()
-    }
+    use weir_sdk::testing::{Harness, values};
 
     #[test]
     fn counts_each_word_and_emits_one_record_per_input() {
