@@ -28,6 +28,7 @@ mod layout;
 mod meta;
 mod rescale;
 mod savepoint;
+mod seal;
 mod segment;
 mod tuning;
 
@@ -85,6 +86,9 @@ pub type OperatorEntry = (u32, Vec<u8>, Vec<u8>);
 
 impl CheckpointStore {
     fn decode_meta(&self, id: u64, raw: &[u8]) -> Result<CheckpointMeta, StoreError> {
+        let raw = self
+            .unseal(raw)
+            .map_err(|d| self.corrupt(format!("metadata of checkpoint {id} is unreadable: {d}")))?;
         let meta: CheckpointMeta = serde_json::from_slice(raw)
             .map_err(|e| self.corrupt(format!("metadata of checkpoint {id} is unreadable: {e}")))?;
         if meta.id != id {
@@ -188,7 +192,7 @@ impl CheckpointStore {
                     .range((op, inst, 0)..(op, inst, n))?
                     .next_back()
                     .is_some();
-                t.snapshots.insert((op, inst, n), snapshot)?;
+                t.snapshots.insert((op, inst, n), &*self.seal(snapshot))?;
                 bytes += snapshot.len() as u64;
                 if older {
                     t.gc.insert((n, op, inst), ())?;
@@ -201,9 +205,7 @@ impl CheckpointStore {
             state_keys: live,
             ..meta.clone()
         };
-        let json = serde_json::to_vec(&stored)
-            .map_err(|e| invalid(format!("checkpoint {n} metadata cannot be encoded: {e}")))?;
-        checkpoints.insert(n, json.as_slice())?;
+        checkpoints.insert(n, &*self.encode_meta(&stored)?)?;
         Ok(bytes)
     }
 
@@ -280,14 +282,7 @@ impl CheckpointStore {
             self.check_exists(&txn, id)?;
             let entries = self.load(&txn, id, operator, instance)?;
             let timers = self.load(&txn, id, &timer_space(operator), instance)?;
-            let snapshots = txn.open_table(SNAPSHOTS)?;
-            let snapshot = match snapshots
-                .range((operator, instance, 0)..=(operator, instance, id))?
-                .next_back()
-            {
-                Some(row) => row?.1.value().to_vec(),
-                None => Vec::new(),
-            };
+            let snapshot = self.snapshot_at(&txn, id, operator, instance)?;
             let inflight = self.load_inflight(&txn, id, operator, instance)?;
             Ok(RestoredInstance {
                 entries,

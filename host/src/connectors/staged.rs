@@ -18,14 +18,17 @@
 //!   order it was requested, so the sink thread writes the next epoch
 //!   meanwhile.
 //!
-//! An epoch file is a sequence of frames (`dataflow/frame.rs`), one per
-//! written batch: the lengths of the batch's data and spans (two
-//! little-endian `u32`s), then both ([`Batch::parts`]).
+//! An epoch file is [`MAGIC`], then a sequence of checked frames
+//! (`dataflow/frame.rs`), one per written batch: the lengths of the batch's
+//! data and spans (two little-endian `u32`s), both ([`Batch::parts`]), and
+//! the CRC-32 of all that, so a changed byte is an error, never a record
+//! delivered differently. A file without [`MAGIC`] was staged by a Weir
+//! before checksums: plain frames, read as they are.
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{BufReader, BufWriter};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::connectors::sink::{Done, SealEpoch, Sink, SinkContext, SinkError};
@@ -33,6 +36,10 @@ use crate::connectors::worker::Worker;
 use crate::dataflow::Batch;
 use crate::dataflow::frame::{self, FrameError};
 use crate::failpoint::{self, Failpoint};
+
+/// The first bytes of an epoch file of checked frames; as the start of a
+/// plain frame it would announce a batch of 4 GiB, which no batch is.
+const MAGIC: [u8; 8] = [0xff, 0xff, 0xff, 0xff, b'w', b'e', b'p', b'1'];
 
 /// Where a staged sink delivers its epochs.
 pub trait Destination: Send + 'static {
@@ -150,7 +157,9 @@ impl StagedSink {
             self.opened += 1;
             let path = self.open_path();
             let file = File::create(&path).map_err(io_error(&self.id, &path))?;
-            self.epoch = Some(BufWriter::with_capacity(1 << 20, file));
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            out.write_all(&MAGIC).map_err(io_error(&self.id, &path))?;
+            self.epoch = Some(out);
         }
         Ok(self.epoch.as_mut().expect("opened above"))
     }
@@ -166,7 +175,7 @@ impl Sink for StagedSink {
             return Ok(());
         }
         let path = self.open_path();
-        frame::write(self.epoch()?, batch).map_err(io_error(&self.id, &path))
+        frame::write_checked(self.epoch()?, batch).map_err(io_error(&self.id, &path))
     }
 
     fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
@@ -224,13 +233,7 @@ fn deliver(
     path: &Path,
     destination: &mut dyn Destination,
 ) -> Result<(), SinkError> {
-    let file = File::open(path).map_err(io_error(sink, path))?;
-    let mut epoch = EpochReader {
-        sink: sink.to_owned(),
-        path: path.to_path_buf(),
-        input: BufReader::with_capacity(1 << 20, file),
-        returned: 0,
-    };
+    let mut epoch = EpochReader::open(sink, path)?;
     destination.deliver(id, &mut epoch)?;
     fs::remove_file(path).map_err(io_error(sink, path))
 }
@@ -312,23 +315,48 @@ pub struct EpochReader {
     sink: String,
     path: PathBuf,
     input: BufReader<File>,
+    /// Whether the frames are checked (the file starts with [`MAGIC`]).
+    checked: bool,
     /// Batches returned so far.
     returned: u64,
 }
 
 impl EpochReader {
+    /// The reader of the epoch file `path` of sink `sink`.
+    fn open(sink: &str, path: &Path) -> Result<EpochReader, SinkError> {
+        let io = io_error(sink, path);
+        let mut input = BufReader::with_capacity(1 << 20, File::open(path).map_err(&io)?);
+        let checked = input.fill_buf().map_err(&io)?.starts_with(&MAGIC);
+        if checked {
+            input.consume(MAGIC.len());
+        }
+        Ok(EpochReader {
+            sink: sink.to_owned(),
+            path: path.to_path_buf(),
+            input,
+            checked,
+            returned: 0,
+        })
+    }
+
     /// The next batch, or `None` at the end of the epoch.
     ///
     /// Failpoint `sink.mid-delivery` is hit before every batch but the
     /// first: the destination has the batches before it (in its open
     /// transaction, or published) and not this one.
     pub fn next_batch(&mut self) -> Result<Option<Batch>, SinkError> {
-        let batch = frame::read(&mut self.input).map_err(|e| match e {
+        let read = match self.checked {
+            true => frame::read_checked(&mut self.input),
+            false => frame::read(&mut self.input),
+        };
+        let batch = read.map_err(|e| match e {
             FrameError::Io(error) => io_error(&self.sink, &self.path)(error),
-            FrameError::Spans(e) => SinkError::Inconsistent {
+            damage @ (FrameError::Spans(_) | FrameError::Checksum) => SinkError::Inconsistent {
                 sink: self.sink.clone(),
                 path: self.path.display().to_string(),
-                message: format!("a staged epoch is damaged ({e}); rerun with `--restore none`"),
+                message: format!(
+                    "a staged epoch is damaged ({damage}): its records cannot be delivered as they were staged; restore the file from a backup, or rerun with `--restore none`"
+                ),
             },
         })?;
         if batch.is_some() {
@@ -504,23 +532,56 @@ mod tests {
     fn records_come_back_with_their_keys_and_timestamps() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("1.open");
-        let mut out = BufWriter::new(File::create(&path).unwrap());
         let b = batch(&["x", "yy"]);
-        frame::write(&mut out, &b).unwrap();
-        frame::write(&mut out, &b).unwrap();
-        drop(out);
-        let mut r = EpochReader {
-            sink: "s".into(),
-            path: path.clone(),
-            input: BufReader::new(File::open(&path).unwrap()),
-            returned: 0,
+        // As this Weir stages (checked frames), and as one before checksums.
+        let staged = |checked: bool| {
+            let mut out = BufWriter::new(File::create(&path).unwrap());
+            if checked {
+                out.write_all(&MAGIC).unwrap();
+                frame::write_checked(&mut out, &b).unwrap();
+                frame::write_checked(&mut out, &b).unwrap();
+            } else {
+                frame::write(&mut out, &b).unwrap();
+                frame::write(&mut out, &b).unwrap();
+            }
         };
-        let back = r.next_batch().unwrap().unwrap();
-        assert_eq!(back.to_records(), b.to_records());
-        assert_eq!(
-            r.next_batch().unwrap().unwrap().to_records(),
-            b.to_records()
-        );
-        assert!(r.next_batch().unwrap().is_none());
+        for checked in [true, false] {
+            staged(checked);
+            let mut r = EpochReader::open("s", &path).unwrap();
+            assert_eq!(r.checked, checked);
+            for _ in 0..2 {
+                let back = r.next_batch().unwrap().unwrap();
+                assert_eq!(back.to_records(), b.to_records());
+            }
+            assert!(r.next_batch().unwrap().is_none());
+        }
+    }
+
+    /// A changed bit anywhere in a staged epoch is an error naming the
+    /// file, never a record delivered differently.
+    #[test]
+    fn a_changed_bit_in_a_staged_epoch_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Memory::default();
+        let mut s = StagedSink::open("s", dir.path(), None, Box::new(m.clone())).unwrap();
+        s.write(&batch(&["a", "bb"])).unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        std::mem::forget(s); // a crash before the commit: the epoch stays
+        let path = dir.path().join("1.epoch");
+        let good = std::fs::read(&path).unwrap();
+        for at in MAGIC.len()..good.len() {
+            for bit in 0..8 {
+                let mut bad = good.clone();
+                bad[at] ^= 1 << bit;
+                std::fs::write(&path, &bad).unwrap();
+                let mut r = EpochReader::open("s", &path).unwrap();
+                let mut read = || -> Result<(), SinkError> {
+                    while r.next_batch()?.is_some() {}
+                    Ok(())
+                };
+                let e = read().expect_err("a changed bit must not deliver");
+                assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            }
+        }
     }
 }

@@ -1,12 +1,15 @@
 //! A [`Batch`] framed for a byte stream: the lengths of its data and of its
-//! packed spans (two little-endian `u32`s), then both ([`Batch::parts`]).
-//! A staged sink's epoch file (`connectors/staged.rs`) and the in-flight
-//! data of an unaligned checkpoint ([`crate::dataflow::inflight`]) are
-//! sequences of frames.
+//! packed spans (two little-endian `u32`s), then both ([`Batch::parts`]);
+//! a *checked* frame is followed by the CRC-32 (little-endian) of all of
+//! that. A staged sink's epoch file (`connectors/staged.rs`) is a sequence
+//! of checked frames; the in-flight data of an unaligned checkpoint
+//! ([`crate::dataflow::inflight`]) of plain ones (the checkpoint store
+//! checks the whole row).
 //!
 //! Invariant: [`read`] gives back exactly the batch [`write`] framed, and
 //! refuses a frame whose spans point outside its data (the batch invariant
-//! of [`crate::dataflow::batch`]).
+//! of [`crate::dataflow::batch`]); [`read_checked`] also refuses a frame
+//! whose checksum does not match.
 
 use std::io::{self, Read, Write};
 
@@ -21,6 +24,9 @@ pub enum FrameError {
     /// The frame's spans do not fit its data.
     #[error("{0}")]
     Spans(BadSpans),
+    /// A checked frame's bytes do not match its checksum.
+    #[error("a frame's checksum does not match its bytes (changed on disk)")]
+    Checksum,
 }
 
 /// Appends `batch` to `out` as one frame.
@@ -30,15 +36,70 @@ pub enum FrameError {
 /// few MiB).
 pub(crate) fn write(out: &mut impl Write, batch: &Batch) -> io::Result<()> {
     let (data, spans) = batch.parts();
+    for part in [&lengths(batch)[..], data, spans] {
+        out.write_all(part)?;
+    }
+    Ok(())
+}
+
+/// A frame's first 8 bytes: the lengths of the batch's data and spans.
+fn lengths(batch: &Batch) -> [u8; 8] {
+    let (data, spans) = batch.parts();
     let len = |part: &[u8]| u32::try_from(part.len()).expect("a batch part under 4 GiB");
-    out.write_all(&len(data).to_le_bytes())?;
-    out.write_all(&len(spans).to_le_bytes())?;
-    out.write_all(data)?;
-    out.write_all(spans)
+    let mut lengths = [0u8; 8];
+    lengths[..4].copy_from_slice(&len(data).to_le_bytes());
+    lengths[4..].copy_from_slice(&len(spans).to_le_bytes());
+    lengths
+}
+
+/// Appends `batch` to `out` as one checked frame.
+///
+/// # Panics
+/// As [`write`].
+pub(crate) fn write_checked(out: &mut impl Write, batch: &Batch) -> io::Result<()> {
+    let (data, spans) = batch.parts();
+    let mut crc = crc32fast::Hasher::new();
+    for part in [&lengths(batch)[..], data, spans] {
+        out.write_all(part)?;
+        crc.update(part);
+    }
+    out.write_all(&crc.finalize().to_le_bytes())
 }
 
 /// The next frame of `input`, or `None` at its end (between frames).
 pub(crate) fn read(input: &mut impl Read) -> Result<Option<Batch>, FrameError> {
+    let Some((_, data, spans)) = read_parts(input)? else {
+        return Ok(None);
+    };
+    Batch::from_parts(data, spans)
+        .map(Some)
+        .map_err(FrameError::Spans)
+}
+
+/// The next checked frame of `input`, or `None` at its end.
+pub(crate) fn read_checked(input: &mut impl Read) -> Result<Option<Batch>, FrameError> {
+    let Some((lengths, data, spans)) = read_parts(input)? else {
+        return Ok(None);
+    };
+    let mut sum = [0u8; 4];
+    input.read_exact(&mut sum)?;
+    let mut crc = crc32fast::Hasher::new();
+    for part in [&lengths[..], &data, &spans] {
+        crc.update(part);
+    }
+    if crc.finalize() != u32::from_le_bytes(sum) {
+        return Err(FrameError::Checksum);
+    }
+    Batch::from_parts(data, spans)
+        .map(Some)
+        .map_err(FrameError::Spans)
+}
+
+/// A frame as read: its lengths, data and spans.
+type Parts = ([u8; 8], Vec<u8>, Vec<u8>);
+
+/// The next frame's parts, or `None` at the end.
+fn read_parts(input: &mut impl Read) -> Result<Option<Parts>, FrameError> {
     let mut lengths = [0u8; 8];
     if input.read(&mut lengths[..1])? == 0 {
         return Ok(None);
@@ -50,9 +111,7 @@ pub(crate) fn read(input: &mut impl Read) -> Result<Option<Batch>, FrameError> {
     let mut spans = vec![0; spans_len];
     input.read_exact(&mut data)?;
     input.read_exact(&mut spans)?;
-    Batch::from_parts(data, spans)
-        .map(Some)
-        .map_err(FrameError::Spans)
+    Ok(Some((lengths, data, spans)))
 }
 
 #[cfg(test)]
@@ -79,5 +138,24 @@ mod tests {
             read(&mut bad.as_slice()),
             Err(FrameError::Spans(_))
         ));
+    }
+
+    #[test]
+    fn a_checked_frame_refuses_every_changed_bit() {
+        let mut b = Batch::new();
+        b.push(Some(b"k"), b"value", Some(7));
+        let mut out = Vec::new();
+        write_checked(&mut out, &b).unwrap();
+        assert_eq!(read_checked(&mut out.as_slice()).unwrap(), Some(b));
+        for at in 0..out.len() {
+            for bit in 0..8 {
+                let mut bad = out.clone();
+                bad[at] ^= 1 << bit;
+                assert!(
+                    read_checked(&mut bad.as_slice()).is_err(),
+                    "bit {bit} of {at}"
+                );
+            }
+        }
     }
 }

@@ -97,7 +97,9 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<(u32, Batch)>, BadInFlight> {
             Ok(Some(batch)) => batch,
             Ok(None) => return Err(BadInFlight("a frame has a port and no batch".into())),
             Err(FrameError::Io(_)) => return Err(BadInFlight("a frame is cut".into())),
-            Err(FrameError::Spans(e)) => return Err(BadInFlight(e.to_string())),
+            Err(e @ (FrameError::Spans(_) | FrameError::Checksum)) => {
+                return Err(BadInFlight(e.to_string()));
+            }
         };
         out.push((u32::from_le_bytes(port), batch));
     }

@@ -110,12 +110,26 @@ impl CheckpointStore {
                 merged.finish(Kind::Full)
             }
         };
-        t.segments
-            .insert((op, inst, n), header.encode().as_slice())?;
-        for (j, chunk) in chunks.iter().enumerate() {
-            t.chunks.insert((op, inst, n, j as u32), chunk.as_slice())?;
-        }
+        self.put_segment(t, (op, inst, n), header, &chunks)?;
         Ok(out)
+    }
+
+    /// Stores the segment `header`, `chunks` of instance `inst` of `op` at
+    /// version `n`, sealed.
+    fn put_segment(
+        &self,
+        t: &mut Tables<'_>,
+        (op, inst, n): (&str, u32, u64),
+        header: Header,
+        chunks: &[Vec<u8>],
+    ) -> Result<(), Fail> {
+        t.segments
+            .insert((op, inst, n), &*self.seal(&header.encode()))?;
+        for (j, chunk) in chunks.iter().enumerate() {
+            t.chunks
+                .insert((op, inst, n, j as u32), &*self.seal(chunk))?;
+        }
+        Ok(())
     }
 
     /// Writes `entries` (sorted by key, unique) as the whole state of one
@@ -142,11 +156,7 @@ impl CheckpointStore {
             bytes += (key.len() + value.len()) as u64;
         }
         let (header, chunks) = full.finish(Kind::Full);
-        t.segments
-            .insert((op, inst, n), header.encode().as_slice())?;
-        for (j, chunk) in chunks.iter().enumerate() {
-            t.chunks.insert((op, inst, n, j as u32), chunk.as_slice())?;
-        }
+        self.put_segment(t, (op, inst, n), header, &chunks)?;
         if older {
             t.gc.insert((n, op, inst), ())?;
         }
@@ -174,8 +184,10 @@ impl CheckpointStore {
         for row in segments.range((op, inst, 0)..=(op, inst, id))?.rev() {
             let (key, raw) = row?;
             let version = key.value().2;
-            let header =
-                Header::decode(raw.value()).map_err(|d| self.damaged(op, inst, version, d))?;
+            let header = self
+                .unseal(raw.value())
+                .and_then(Header::decode)
+                .map_err(|d| self.damaged(op, inst, version, d))?;
             match header.kind {
                 Kind::Full => {
                     chain.full = Some((version, header));
@@ -212,6 +224,20 @@ impl CheckpointStore {
         Ok(out)
     }
 
+    /// The values of the chunk rows `guards` of one segment, their
+    /// checksums checked.
+    fn unsealed<'g>(
+        &self,
+        guards: &'g [AccessGuard<'_, &'static [u8]>],
+        op: &str,
+        inst: u32,
+        version: u64,
+    ) -> Result<Vec<&'g [u8]>, StoreError> {
+        let unseal = |g: &'g AccessGuard<'_, &'static [u8]>| self.unseal(g.value());
+        let slices: Result<Vec<&[u8]>, Damage> = guards.iter().map(unseal).collect();
+        slices.map_err(|d| self.damaged(op, inst, version, d))
+    }
+
     /// Whether each of `keys` (sorted, unique) is live at the end of `chain`:
     /// looked up in the newest delta first, then in older ones, then in the
     /// full segment, each decoding only the chunks that may hold a key.
@@ -230,7 +256,7 @@ impl CheckpointStore {
                 break;
             }
             let guards = self.chunks(chunks, op, inst, version)?;
-            let slices: Vec<&[u8]> = guards.iter().map(|g| g.value()).collect();
+            let slices = self.unsealed(&guards, op, inst, version)?;
             let wanted: Vec<&[u8]> = pending.iter().map(|&i| keys[i]).collect();
             let found = segment::find(header, &slices, &wanted)
                 .map_err(|d| self.damaged(op, inst, version, d))?;
@@ -260,7 +286,7 @@ impl CheckpointStore {
         let mut overrides = Overrides::default();
         for &(version, header) in &chain.deltas {
             let guards = self.chunks(chunks, op, inst, version)?;
-            let slices: Vec<&[u8]> = guards.iter().map(|g| g.value()).collect();
+            let slices = self.unsealed(&guards, op, inst, version)?;
             let pushed = Decoder::new(header, &slices).and_then(|d| overrides.push_segment(d));
             pushed.map_err(|d| self.damaged(op, inst, version, d))?;
         }
@@ -272,7 +298,7 @@ impl CheckpointStore {
             return Ok(f(None, &overrides).map_err(|d| self.corrupt(d.0))?);
         };
         let guards = self.chunks(chunks, op, inst, version)?;
-        let slices: Vec<&[u8]> = guards.iter().map(|g| g.value()).collect();
+        let slices = self.unsealed(&guards, op, inst, version)?;
         let full = Decoder::new(header, &slices).and_then(|full| f(Some(full), &overrides));
         Ok(full.map_err(|d| self.damaged(op, inst, version, d))?)
     }

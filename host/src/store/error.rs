@@ -28,7 +28,7 @@ pub enum StoreError {
         expected: String,
     },
     /// The file is damaged or not a checkpoint store.
-    #[error("checkpoint store {} is damaged ({message}): restore it from a backup, or start from scratch with `weir run --restore none` (which keeps the damaged file beside it)", path.display())]
+    #[error("checkpoint store {} is damaged ({message}): resume from an older checkpoint that does not read the damaged part with `weir run --restore <id>` (`weir checkpoints` lists them), restore the store from a backup, or start from scratch with `weir run --restore none` (which keeps the damaged file beside it)", path.display())]
     Corrupt {
         /// Store file.
         path: PathBuf,
@@ -58,7 +58,7 @@ pub enum StoreError {
         id: u64,
     },
     /// The store was written with a layout this build does not read.
-    #[error("checkpoint store {} has format {found:?}, this weir reads format {FORMAT_VERSION}: use the weir version that wrote it, or delete {} to start from scratch", path.display(), path.parent().map_or_else(|| path.display().to_string(), |d| d.display().to_string()))]
+    #[error("checkpoint store {} has format {found:?}, this weir reads formats 2 and {FORMAT_VERSION}: use the weir version that wrote it, or delete {} to start from scratch", path.display(), path.parent().map_or_else(|| path.display().to_string(), |d| d.display().to_string()))]
     UnsupportedFormat {
         /// Store file.
         path: PathBuf,

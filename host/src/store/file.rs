@@ -15,7 +15,8 @@ use redb::{
 
 use super::error::{Fail, StoreError, classify, invalid};
 use super::layout::{
-    CHECKPOINTS, CHUNKS, FILE_NAME, FORMAT_VERSION, GC, INFLIGHT, META, SEGMENTS, SNAPSHOTS, TABLES,
+    CHECKPOINTS, CHUNKS, FILE_NAME, FORMAT_VERSION, GC, INFLIGHT, META, READS, SEALED_FROM,
+    SEGMENTS, SNAPSHOTS, TABLES,
 };
 use super::tuning::{TUNING, Tuning};
 
@@ -56,6 +57,8 @@ pub struct CheckpointStore {
     pub(super) path: PathBuf,
     /// How segments are chunked and chains compacted.
     pub(super) tuning: Tuning,
+    /// Whether values carry checksums (format 3; see `seal.rs`).
+    pub(super) sealed: bool,
 }
 
 impl std::fmt::Debug for CheckpointStore {
@@ -105,11 +108,12 @@ impl CheckpointStore {
             }
         };
         let db = opened.map_err(|e| classify(&path, "opening", Fail::Redb(e.into())))?;
-        let store = CheckpointStore {
+        let mut store = CheckpointStore {
             db: Handle::ReadWrite(db),
             dir: dir.to_path_buf(),
             path,
             tuning: TUNING,
+            sealed: true,
         };
         store.in_context("creating the tables", || {
             let txn = store.rw()?.begin_write()?;
@@ -128,7 +132,7 @@ impl CheckpointStore {
             txn.open_table(INFLIGHT)?;
             Ok(txn.commit()?)
         })?;
-        store.check_layout()?;
+        store.sealed = store.check_layout()? >= SEALED_FROM;
         // A format-2 store written before unaligned checkpoints gets the
         // `inflight` table now, after its layout was checked.
         store.in_context("adding the inflight table", || {
@@ -179,20 +183,22 @@ impl CheckpointStore {
             }
             Err(e) => return Err(e),
         };
-        let store = CheckpointStore {
+        let mut store = CheckpointStore {
             db,
             dir: dir.to_path_buf(),
             path,
             tuning: TUNING,
+            sealed: true,
         };
-        store.check_layout()?;
+        store.sealed = store.check_layout()? >= SEALED_FROM;
         Ok(store)
     }
 
-    /// Refuses another layout version first (its tables differ), then a
-    /// file lacking one of this version's tables (`inflight` excepted: it
-    /// reads as empty when missing).
-    fn check_layout(&self) -> Result<(), StoreError> {
+    /// Refuses a layout version this Weir does not read first (its tables
+    /// differ), then a file lacking one of the tables (`inflight` excepted:
+    /// it reads as empty when missing); returns the format. A file without
+    /// a `meta` table is a new store: this Weir's format.
+    fn check_layout(&self) -> Result<u32, StoreError> {
         let (tables, format) = self.in_context("checking the layout", || {
             let txn = self.read()?;
             let tables: Vec<String> = txn.list_tables()?.map(|t| t.name().to_string()).collect();
@@ -206,19 +212,24 @@ impl CheckpointStore {
             };
             Ok((tables, format))
         })?;
-        if let Some(format) = format
-            && format.as_deref() != Some(FORMAT_VERSION.to_string().as_bytes())
-        {
-            return Err(StoreError::UnsupportedFormat {
-                path: self.path.clone(),
-                found: String::from_utf8_lossy(&format.unwrap_or_default()).into_owned(),
-            });
-        }
+        let format = match format {
+            None => FORMAT_VERSION,
+            Some(found) => {
+                let text = String::from_utf8_lossy(&found.unwrap_or_default()).into_owned();
+                match text.parse() {
+                    Ok(n) if READS.contains(&n) => n,
+                    _ => {
+                        let path = self.path.clone();
+                        return Err(StoreError::UnsupportedFormat { path, found: text });
+                    }
+                }
+            }
+        };
         if let Some(missing) = TABLES.iter().find(|t| !tables.iter().any(|n| n == *t)) {
             let message = format!("not a Weir checkpoint store: it has no `{missing}` table");
             return Err(self.corrupt(message));
         }
-        Ok(())
+        Ok(format)
     }
 
     /// Runs `f`, giving a failure the context of operation `what`.

@@ -41,12 +41,13 @@ impl CheckpointStore {
                 continue;
             };
             let key = (d.operator.as_str(), d.instance, n);
-            let mut row = table
-                .get(key)?
-                .map(|v| v.value().to_vec())
-                .unwrap_or_default();
+            // Several deltas of one instance: their frames in slice order.
+            let mut row = match table.get(key)? {
+                Some(v) => self.unsealed_inflight(v.value(), &key)?.to_vec(),
+                None => Vec::new(),
+            };
             row.extend_from_slice(data);
-            table.insert(key, row.as_slice())?;
+            table.insert(key, &*self.seal(&row))?;
             bytes += data.len() as u64;
         }
         Ok(bytes)
@@ -69,11 +70,25 @@ impl CheckpointStore {
         let Some(raw) = table.get((operator, instance, id))? else {
             return Ok(Vec::new());
         };
-        decode(raw.value()).map_err(|e| {
-            let message =
-                format!("instance {instance} of operator `{operator}` in checkpoint {id}: {e}");
-            self.corrupt(message).into()
-        })
+        let key = (operator, instance, id);
+        decode(self.unsealed_inflight(raw.value(), &key)?)
+            .map_err(|e| self.damaged_inflight(&key, &e.to_string()).into())
+    }
+
+    /// The in-flight row `raw` of `key`, its checksum checked.
+    pub(super) fn unsealed_inflight<'r>(
+        &self,
+        raw: &'r [u8],
+        key: &(&str, u32, u64),
+    ) -> Result<&'r [u8], StoreError> {
+        self.unseal(raw)
+            .map_err(|d| self.damaged_inflight(key, &d.to_string()))
+    }
+
+    fn damaged_inflight(&self, &(op, inst, id): &(&str, u32, u64), what: &str) -> StoreError {
+        self.corrupt(format!(
+            "the in-flight data of instance {inst} of operator `{op}` in checkpoint {id} is unreadable: {what}"
+        ))
     }
 
     /// The in-flight data of every instance of `operator` in checkpoint

@@ -6,8 +6,14 @@ use redb::TableDefinition;
 
 /// Name of the store file inside the state directory.
 pub const FILE_NAME: &str = "checkpoints.redb";
-/// Version of the table layout, stored under `format` in the `meta` table.
-pub const FORMAT_VERSION: u32 = 2;
+/// Version of the table layout this Weir writes, stored under `format` in
+/// the `meta` table. Format 3 is format 2 with a checksum at the end of
+/// every value but the `meta` and `gc` tables' (`seal.rs`).
+pub const FORMAT_VERSION: u32 = 3;
+/// The first format whose values carry checksums.
+pub(super) const SEALED_FROM: u32 = 3;
+/// The formats this Weir reads and writes: a format-2 store stays format 2.
+pub(super) const READS: [u32; 2] = [2, 3];
 
 pub(super) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub(super) const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");

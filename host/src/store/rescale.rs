@@ -170,7 +170,7 @@ impl CheckpointStore {
                 inflight_bytes += f;
             }
             if source.is_none() {
-                inflight_bytes += copy_unmoved_inflight(&mut inflight, id, n, moves)?;
+                inflight_bytes += self.copy_unmoved_inflight(&mut inflight, id, n, moves)?;
             }
             // Every key of a moved operator lands in one new instance.
             let unmoved = match source {
@@ -189,9 +189,7 @@ impl CheckpointStore {
                 state_keys: moved + unmoved,
                 ..meta.clone()
             };
-            let json = serde_json::to_vec(&stored)
-                .map_err(|e| invalid(format!("checkpoint {n} metadata cannot be encoded: {e}")))?;
-            checkpoints.insert(n, json.as_slice())?;
+            checkpoints.insert(n, &*self.encode_meta(&stored)?)?;
             drop((checkpoints, t, inflight));
             self.collect_garbage(&txn, retain)?;
             txn.commit()?;
@@ -375,14 +373,15 @@ impl CheckpointStore {
             .transpose()?
             .is_some();
         if !g.snapshot.is_empty() || older {
-            t.snapshots.insert((op, inst, n), g.snapshot.as_slice())?;
+            t.snapshots
+                .insert((op, inst, n), &*self.seal(&g.snapshot))?;
             bytes += g.snapshot.len() as u64;
             t.gc.insert((n, op, inst), ())?;
         }
         let mut inflight_bytes = 0;
         if !g.inflight.is_empty() {
             let encoded = g.inflight.encode();
-            inflight.insert((op, inst, n), encoded.as_slice())?;
+            inflight.insert((op, inst, n), &*self.seal(&encoded))?;
             inflight_bytes = encoded.len() as u64;
         }
         Ok((bytes, g.state.len() as u64, inflight_bytes))
@@ -398,36 +397,45 @@ impl CheckpointStore {
     ) -> Result<Vec<u8>, Fail> {
         let snapshots = txn.open_table(SNAPSHOTS)?;
         let newest = snapshots.range((op, inst, 0)..=(op, inst, id))?.next_back();
-        Ok(match newest {
-            Some(row) => row?.1.value().to_vec(),
-            None => Vec::new(),
-        })
+        let Some(row) = newest else {
+            return Ok(Vec::new());
+        };
+        let (key, raw) = row?;
+        let version = key.value().2;
+        let snapshot = self.unseal(raw.value()).map_err(|d| {
+            self.corrupt(format!(
+                "the snapshot of instance {inst} of operator `{op}` written by checkpoint {version} is unreadable: {d}"
+            ))
+        })?;
+        Ok(snapshot.to_vec())
     }
-}
 
-/// Copies the in-flight rows of checkpoint `id` of the operators `moves`
-/// does not name to the derived checkpoint `n` (in-flight data is read at
-/// exactly its checkpoint); returns their bytes.
-fn copy_unmoved_inflight(
-    inflight: &mut Rows<'_>,
-    id: u64,
-    n: u64,
-    moves: &[Move],
-) -> Result<u64, Fail> {
-    let mut rows = Vec::new();
-    for row in inflight.iter()? {
-        let (key, value) = row?;
-        let (op, inst, version) = key.value();
-        if version == id && !moves.iter().any(|m| m.operator == op) {
-            rows.push((op.to_owned(), inst, value.value().to_vec()));
+    /// Copies the in-flight rows of checkpoint `id` of the operators
+    /// `moves` does not name to the derived checkpoint `n` (in-flight data
+    /// is read at exactly its checkpoint), checksums checked; returns their
+    /// bytes.
+    fn copy_unmoved_inflight(
+        &self,
+        inflight: &mut Rows<'_>,
+        id: u64,
+        n: u64,
+        moves: &[Move],
+    ) -> Result<u64, Fail> {
+        let mut rows = Vec::new();
+        for row in inflight.iter()? {
+            let (key, value) = row?;
+            let (op, inst, version) = key.value();
+            if version == id && !moves.iter().any(|m| m.operator == op) {
+                rows.push((op.to_owned(), inst, value.value().to_vec()));
+            }
         }
+        let mut bytes = 0;
+        for (op, inst, value) in rows {
+            bytes += self.unsealed_inflight(&value, &(&op, inst, id))?.len() as u64;
+            inflight.insert((op.as_str(), inst, n), value.as_slice())?;
+        }
+        Ok(bytes)
     }
-    let mut bytes = 0;
-    for (op, inst, value) in rows {
-        inflight.insert((op.as_str(), inst, n), value.as_slice())?;
-        bytes += value.len() as u64;
-    }
-    Ok(bytes)
 }
 
 /// A state key for a message: UTF-8 text quoted, else hex.
