@@ -17,6 +17,9 @@
 //!   A precommit reports done only after its epoch is durable, and a commit
 //!   is requested only after the coordinator saw that, so every operation
 //!   on disk happens in the same order as if it ran inline.
+//! - A staged epoch is named `<id>.<crc>.staged`, `<crc>` the CRC-32 of its
+//!   bytes in hex: a recovery that appends it checks them first, so a
+//!   changed byte is an error, never a record written differently.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -106,8 +109,8 @@ impl SinkConnector for FileSinkConfig {
 /// writeback throttling would stall the sink thread.
 const WRITEBACK_EVERY: u64 = 32 << 20;
 
-/// A file sink: epochs are staged in `staging/<id>.staged` and appended to the
-/// visible file at commit.
+/// A file sink: epochs are staged in `staging/<id>.<crc>.staged` and
+/// appended to the visible file at commit.
 pub(crate) struct FileSink {
     id: String,
     path: PathBuf,
@@ -115,7 +118,7 @@ pub(crate) struct FileSink {
     /// The epoch being written (records since the last precommit), streamed
     /// to `staging/current.open` so that memory stays flat however long the
     /// epoch is.
-    epoch: Option<BufWriter<File>>,
+    epoch: Option<Summed>,
     /// Bytes in the current epoch.
     epoch_len: u64,
     /// `epoch_len` at the last early writeback request.
@@ -222,12 +225,7 @@ impl FileSink {
         let mut staged: Vec<(u64, PathBuf, u64)> = Vec::new();
         for entry in fs::read_dir(&self.staging).map_err(self.io(&self.staging))? {
             let path = entry.map_err(self.io(&self.staging))?.path();
-            let epoch = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".staged"))
-                .and_then(|n| n.parse::<u64>().ok());
-            if let Some(k) = epoch.filter(|k| *k <= id) {
+            if let Some(k) = staged_epoch(&path).map(|(k, _)| k).filter(|k| *k <= id) {
                 let size = fs::metadata(&path).map_err(self.io(&path))?.len();
                 staged.push((k, path, size));
             }
@@ -236,7 +234,7 @@ impl FileSink {
         if staged.first().map(|(k, _, size)| (*k, *size)) != Some((id, staged_len)) {
             return Err(inconsistent(format!(
                 "the output file is {current} bytes, checkpoint {id} expects {len}, and its staged output ({}) is missing or damaged. Move the output away and rerun with `--restore none` to rebuild it from scratch",
-                self.staging.join(format!("{id}.staged")).display()
+                self.staging.join(format!("{id}.*.staged")).display()
             )));
         }
         let mut end = len;
@@ -254,6 +252,9 @@ impl FileSink {
                 "the output file is {current} bytes but checkpoint {id} expects {len}; it was modified or replaced outside Weir. Move it away and rerun with `--restore none` to rebuild it from scratch"
             )));
         };
+        for (_, path, _) in &staged[..=first] {
+            self.check_staged(path)?;
+        }
         visible.set_len(start).map_err(self.io(&self.path))?;
         let epochs = staged[..=first]
             .iter()
@@ -265,17 +266,74 @@ impl FileSink {
     }
 }
 
+/// The epoch id and checksum in the name of a staged epoch file
+/// (`<id>.<crc>.staged`; `<id>.staged`, without a checksum, as a Weir
+/// before checksums staged it), or `None` for another file.
+fn staged_epoch(path: &Path) -> Option<(u64, Option<u32>)> {
+    let name = path.file_name()?.to_str()?.strip_suffix(".staged")?;
+    match name.split_once('.') {
+        None => Some((name.parse().ok()?, None)),
+        Some((id, crc)) => Some((id.parse().ok()?, Some(u32::from_str_radix(crc, 16).ok()?))),
+    }
+}
+
+/// An epoch being written: the buffered file and the CRC-32 of what was
+/// written to it.
+struct Summed {
+    out: BufWriter<File>,
+    crc: crc32fast::Hasher,
+}
+
+impl Write for Summed {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 impl FileSink {
     /// The current epoch's writer, opening `staging/<n>.open` for a new
     /// epoch.
-    fn epoch(&mut self) -> Result<&mut BufWriter<File>, SinkError> {
+    fn epoch(&mut self) -> Result<&mut Summed, SinkError> {
         if self.epoch.is_none() {
             self.opened += 1;
             self.open = self.staging.join(format!("{}.open", self.opened));
             let f = File::create(&self.open).map_err(self.io(&self.open))?;
-            self.epoch = Some(BufWriter::with_capacity(1 << 20, f));
+            self.epoch = Some(Summed {
+                out: BufWriter::with_capacity(1 << 20, f),
+                crc: crc32fast::Hasher::new(),
+            });
         }
         Ok(self.epoch.as_mut().expect("opened above"))
+    }
+
+    /// Checks a staged epoch's bytes against the checksum in its name.
+    fn check_staged(&self, path: &Path) -> Result<(), SinkError> {
+        let Some((_, Some(want))) = staged_epoch(path) else {
+            return Ok(());
+        };
+        let mut crc = crc32fast::Hasher::new();
+        let mut file = File::open(path).map_err(self.io(path))?;
+        let mut buf = vec![0; 1 << 20];
+        loop {
+            match std::io::Read::read(&mut file, &mut buf).map_err(self.io(path))? {
+                0 => break,
+                n => crc.update(&buf[..n]),
+            }
+        }
+        if crc.finalize() != want {
+            return Err(SinkError::Inconsistent {
+                sink: self.id.clone(),
+                path: path.display().to_string(),
+                message: "the staged output of a completed checkpoint does not match its checksum (changed on disk), so it cannot be appended as it was written: restore it from a backup, or move the output away and rerun with `--restore none` to rebuild it from scratch".into(),
+            });
+        }
+        Ok(())
     }
 
     fn send(&self, request: IoRequest) -> Result<(), SinkError> {
@@ -287,7 +345,7 @@ impl Sink for FileSink {
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         let written = encode(batch, self.epoch()?);
         self.epoch_len += written.map_err(self.io(&self.open))?;
-        let epoch = self.epoch.as_mut().expect("opened above");
+        let epoch = &mut self.epoch.as_mut().expect("opened above").out;
         if self.epoch_len - self.written_back >= WRITEBACK_EVERY {
             self.written_back = self.epoch_len;
             let file = epoch.flush().and_then(|()| epoch.get_ref().try_clone());
@@ -298,10 +356,10 @@ impl Sink for FileSink {
     }
 
     fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
-        let staged = self.staging.join(format!("{id}.staged"));
         self.epoch()?;
-        let epoch = self.epoch.take().expect("opened above");
-        let file = epoch
+        let Summed { out, crc } = self.epoch.take().expect("opened above");
+        let staged = (self.staging).join(format!("{id}.{:08x}.staged", crc.finalize()));
+        let file = out
             .into_inner()
             .map_err(|e| self.io(&self.open)(e.into_error()))?;
         let staged_len = std::mem::take(&mut self.epoch_len);
@@ -354,6 +412,52 @@ mod tests {
 
     fn visible(dir: &Path) -> String {
         fs::read_to_string(dir.join("out.txt")).unwrap()
+    }
+
+    /// The staged file of epoch `id`.
+    fn staged(dir: &Path, id: u64) -> PathBuf {
+        let files = fs::read_dir(dir.join("staging")).unwrap();
+        let mut paths = files.map(|e| e.unwrap().path());
+        paths
+            .find(|p| staged_epoch(p).is_some_and(|(k, _)| k == id))
+            .unwrap_or_else(|| panic!("no staged epoch {id}"))
+    }
+
+    /// A crash after checkpoint 1 completed and before its append: a
+    /// changed bit in its staged epoch stops the restore with the file's
+    /// name, where it would have appended a changed record; unchanged (and
+    /// as a Weir before checksums named it), the epoch is appended.
+    #[test]
+    fn a_changed_bit_in_a_staged_epoch_stops_the_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), None);
+        s.write(&recs(&["alpha", "beta"])).unwrap();
+        let info = precommit_blocking(&mut s, 1).unwrap();
+        drop(s);
+        let path = staged(dir.path(), 1);
+        let good = fs::read(&path).unwrap();
+        for at in 0..good.len() {
+            let mut bad = good.clone();
+            bad[at] ^= 0x20; // "alpha" -> "Alpha": still a well-formed line
+            fs::write(&path, &bad).unwrap();
+            let e = FileSink::open(
+                "out",
+                &dir.path().join("out.txt"),
+                &dir.path().join("staging"),
+                Some(&info),
+            );
+            let e = e
+                .err()
+                .expect("a changed epoch must not be appended")
+                .to_string();
+            assert!(e.contains(&path.display().to_string()), "{e}");
+            assert!(e.contains("checksum"), "{e}");
+            assert_eq!(visible(dir.path()), "", "nothing appended");
+        }
+        fs::write(&path, &good).unwrap();
+        fs::rename(&path, dir.path().join("staging/1.staged")).unwrap();
+        open(dir.path(), Some(&info));
+        assert_eq!(visible(dir.path()), "alpha\nbeta\n");
     }
 
     #[test]
@@ -410,7 +514,7 @@ mod tests {
         precommit_blocking(&mut s, 1).unwrap();
         s.write(&recs(&["c"])).unwrap();
         precommit_blocking(&mut s, 2).unwrap();
-        let staged1 = fs::metadata(dir.path().join("staging/1.staged")).unwrap();
+        let staged1 = fs::metadata(staged(dir.path(), 1)).unwrap();
         commit_blocking(&mut s, 2).unwrap();
         let out = fs::metadata(dir.path().join("out.txt")).unwrap();
         assert_eq!(out.ino(), staged1.ino(), "epoch 1 was renamed, not copied");
@@ -434,11 +538,7 @@ mod tests {
         s.write(&recs(&["b", "c"])).unwrap();
         let info2 = precommit_blocking(&mut s, 2).unwrap();
         drop(s);
-        fs::rename(
-            dir.path().join("staging/1.staged"),
-            dir.path().join("out.txt"),
-        )
-        .unwrap();
+        fs::rename(staged(dir.path(), 1), dir.path().join("out.txt")).unwrap();
         open(dir.path(), Some(&info2));
         assert_eq!(visible(dir.path()), "a\nb\nc\n");
     }
