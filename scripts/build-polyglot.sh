@@ -8,6 +8,12 @@
 #
 # Usage: scripts/build-polyglot.sh [python|c|js|zig ...]   (default: all four)
 #
+# plugins/c/lib, plugins/js/lib and plugins/zig/lib (not operators) hold
+# what the operators of a language share, and are among the inputs of each
+# of them: C links lib/*.c into every operator; a JavaScript operator
+# imports ../lib/weir.js; a Zig operator imports weir.zig and c.zig (made
+# from lib/c.h) by name, and links plugins/c/lib/weir_util.c.
+#
 # A Python operator is built by scripts/python-sdk.sh, with weir_sdk
 # (sdk/python), against world `operator-timers` unless a one-line file
 # `world` next to its app.py names another (plugins/python/word-count-raw,
@@ -67,7 +73,8 @@ cannot() {
 }
 
 # sha256 of the files given, of the WIT world, of the recipe (the text of
-# the calling build_<lang> function) and of "$extra" (toolchain versions).
+# the calling build_<lang> function and of the steps all of them share) and
+# of "$extra" (toolchain versions).
 inputs_hash() {
     local extra="$1"
     shift
@@ -76,7 +83,7 @@ inputs_hash() {
             printf '%s\n' "${f#"$root"/}"
             sha256sum <"$f"
         done
-        declare -f "${FUNCNAME[1]}"
+        declare -f "${FUNCNAME[1]}" build_step component_of in_dir
         printf '%s\n' "$extra"
     } | sha256sum | cut -d' ' -f1
 }
@@ -86,10 +93,33 @@ up_to_date() {
     [ -f "$1" ] && [ -f "$1.inputs" ] && [ "$(cat "$1.inputs")" = "$2" ]
 }
 
-# install OUT HASH TMP: moves the freshly built TMP into place with its hash.
-install_output() {
-    mv "$3" "$1"
-    printf '%s\n' "$2" >"$1.inputs"
+# build_step LANG NAME OUT HASH CMD...: runs CMD, which writes OUT.tmp, with
+# its output in $logs/NAME-LANG.log, then moves OUT.tmp to OUT and keeps HASH
+# (the inputs) in OUT.inputs. When CMD fails, shows the end of its log and
+# returns 1.
+build_step() {
+    local lang="$1" name="$2" dst="$3" hash="$4" log="$logs/$2-$1.log"
+    shift 4
+    "$@" >"$log" 2>&1 || {
+        say "$lang: building $name failed:"
+        tail -n 30 "$log" >&2
+        return 1
+    }
+    mv "$dst.tmp" "$dst"
+    printf '%s\n' "$hash" >"$dst.inputs"
+}
+
+# component_of WORK OUT CMD...: runs CMD in the folder WORK, where it compiles
+# a core module to core.wasm, and encodes that as the component OUT.
+component_of() {
+    local work="$1" out="$2"
+    shift 2
+    (cd "$work" && "$@") && "$polyglot_tool" component "$work/core.wasm" "$out"
+}
+
+# in_dir DIR CMD...: runs CMD in the folder DIR.
+in_dir() {
+    (cd "$1" && "${@:2}")
 }
 
 # ------------------------------------------------------------------ python
@@ -125,13 +155,8 @@ build_python() {
     hash="$(inputs_hash "scripts/python-sdk.sh" "${files[@]}")"
     up_to_date "$dst" "$hash" && return 0
     say "python: $name (componentize-py, world $world, about half a minute)"
-    WEIR_POLYGLOT_LOCKED=1 "$root/scripts/python-sdk.sh" build "$src" "$dst.tmp.wasm" "$world" \
-        >"$logs/$name-py.log" 2>&1 || {
-        say "python: building $name failed:"
-        tail -n 30 "$logs/$name-py.log" >&2
-        return 1
-    }
-    install_output "$dst" "$hash" "$dst.tmp.wasm"
+    build_step python "$name" "$dst" "$hash" \
+        env WEIR_POLYGLOT_LOCKED=1 "$root/scripts/python-sdk.sh" build "$src" "$dst.tmp" "$world"
 }
 
 # ------------------------------------------------------------------ tools
@@ -179,7 +204,7 @@ c_smoke_test() {
     clang --target=wasm32-wasi -O2 -mexec-model=reactor "$dir/t.c" -o "$dir/t.wasm" >/dev/null 2>&1
     local rc=$?
     rm -rf "$dir"
-    return $rc
+    return "$rc"
 }
 
 ensure_c() {
@@ -206,19 +231,12 @@ build_c() {
     say "c: $name"
     work="$tools/build/$name-c"
     mkdir -p "$work"
-    {
+    build_step c "$name" "$dst" "$hash" component_of "$work" "$dst.tmp" \
         clang --target=wasm32-wasi -O2 -mexec-model=reactor -Wall -Wl,--strip-debug \
-            -I"$tools/c-gen" -I"$root/plugins/c/lib" \
-            "$src"/*.c "$root"/plugins/c/lib/*.c \
-            "$tools/c-gen/operator.c" "$tools/c-gen/operator_component_type.o" \
-            -o "$work/core.wasm" &&
-            "$polyglot_tool" component "$work/core.wasm" "$dst.tmp"
-    } >"$logs/$name-c.log" 2>&1 || {
-        say "c: building $name failed:"
-        tail -n 30 "$logs/$name-c.log" >&2
-        return 1
-    }
-    install_output "$dst" "$hash" "$dst.tmp"
+        -I"$tools/c-gen" -I"$root/plugins/c/lib" \
+        "$src"/*.c "$root"/plugins/c/lib/*.c \
+        "$tools/c-gen/operator.c" "$tools/c-gen/operator_component_type.o" \
+        -o core.wasm
 }
 
 # ------------------------------------------------------------------ js
@@ -242,19 +260,17 @@ ensure_js() {
 
 build_js() {
     local name="$1" src="$2" dst="$out/$1-js.wasm" hash files
-    mapfile -t files < <(find "$src" -name '*.js' | sort)
+    mapfile -t files < <(find "$src" "$root/plugins/js/lib" -name '*.js' | sort)
     hash="$(inputs_hash "componentize-js $COMPONENTIZE_JS_VERSION" "${files[@]}")"
     up_to_date "$dst" "$hash" && return 0
     say "js: $name (componentize-js, StarlingMonkey)"
+    # componentize-js resolves the operator's relative imports itself, within
+    # the folder it runs in: from plugins/js, `../lib/weir.js` is in reach.
     # Without -d, the component would import wasi:http, which hosts without
     # HTTP (Weir) cannot link.
-    "$js_dir/node_modules/.bin/componentize-js" "$src/$name.js" --wit "$root/wit" -n operator \
-        -d stdio random clocks http fetch-event -o "$dst.tmp" >"$logs/$name-js.log" 2>&1 || {
-        say "js: building $name failed:"
-        tail -n 30 "$logs/$name-js.log" >&2
-        return 1
-    }
-    install_output "$dst" "$hash" "$dst.tmp"
+    build_step js "$name" "$dst" "$hash" in_dir "$root/plugins/js" \
+        "$js_dir/node_modules/.bin/componentize-js" "$src/$name.js" --wit "$root/wit" -n operator \
+        -d stdio random clocks http fetch-event -o "$dst.tmp"
 }
 
 # ------------------------------------------------------------------ zig
@@ -289,20 +305,17 @@ build_zig() {
     work="$tools/build/$name-zig"
     rm -rf "$work"
     mkdir -p "$work"
-    cp "$src"/*.zig "$work/"
+    # One folder holds the operator's files, the shared plugins/zig/lib/*.zig
+    # (which an operator's own file must not be named like) and c.zig, so
+    # main.zig imports them by name. Of plugins/c/lib, Zig links the helpers
+    # (weir_util.c), not the C operators' default hooks (weir_glue.c).
+    cp "$src"/*.zig "$root"/plugins/zig/lib/*.zig "$work/"
     cp "$tools/zig-c/c.zig" "$work/c.zig"
-    {
-        (cd "$work" && zig build-exe main.zig "$root"/plugins/c/lib/*.c \
-                "$tools/c-gen/operator.c" "$tools/c-gen/operator_component_type.o" \
-                -target wasm32-wasi -mexec-model=reactor -fno-entry -O ReleaseSmall -lc \
-                -I"$tools/c-gen" -I"$root/plugins/c/lib" -femit-bin="$work/core.wasm") &&
-            "$polyglot_tool" component "$work/core.wasm" "$dst.tmp"
-    } >"$logs/$name-zig.log" 2>&1 || {
-        say "zig: building $name failed:"
-        tail -n 30 "$logs/$name-zig.log" >&2
-        return 1
-    }
-    install_output "$dst" "$hash" "$dst.tmp"
+    build_step zig "$name" "$dst" "$hash" component_of "$work" "$dst.tmp" \
+        zig build-exe main.zig "$root/plugins/c/lib/weir_util.c" \
+        "$tools/c-gen/operator.c" "$tools/c-gen/operator_component_type.o" \
+        -target wasm32-wasi -mexec-model=reactor -fno-entry -O ReleaseSmall -lc \
+        -I"$tools/c-gen" -I"$root/plugins/c/lib" -femit-bin=core.wasm
 }
 
 

@@ -29,6 +29,11 @@ void buf_puts(buf_t *b, const char *s) { buf_push(b, s, strlen(s)); }
 
 void buf_putc(buf_t *b, char c) { buf_push(b, &c, 1); }
 
+int bytes_cmp(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len) {
+    int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
+    return c ? c : (a_len > b_len) - (a_len < b_len);
+}
+
 char *buf_cstr(buf_t *b) {
     char *s = malloc(b->len + 1);
     if (!s) abort();
@@ -524,80 +529,55 @@ static bool parse_number(parser_t *p, jval_t *v) {
 
 static bool parse_value(parser_t *p, jval_t *v);
 
-static bool parse_array(parser_t *p, jval_t *v) {
+/* Parses the items of an array or object, from its opening bracket to its
+ * `close`: each with `item` into an array of `size`-byte items in the arena,
+ * comma-separated. Returns the array, with *count items, or NULL. */
+static void *parse_items(parser_t *p, char close, size_t size,
+                         bool (*item)(parser_t *p, void *out), size_t *count) {
     p->i++;
     size_t cap = 4, n = 0;
-    jval_t *elems = arena_alloc(p->a, cap * sizeof(jval_t));
+    char *items = arena_alloc(p->a, cap * size);
     skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == ']') {
+    if (p->i < p->n && p->s[p->i] == close) {
         p->i++;
     } else {
         while (true) {
             if (n == cap) {
-                jval_t *bigger = arena_alloc(p->a, 2 * cap * sizeof(jval_t));
-                memcpy(bigger, elems, n * sizeof(jval_t));
-                elems = bigger;
+                char *bigger = arena_alloc(p->a, 2 * cap * size);
+                memcpy(bigger, items, n * size);
+                items = bigger;
                 cap *= 2;
             }
-            if (!parse_value(p, &elems[n])) return false;
+            if (!item(p, items + n * size)) return NULL;
             n++;
             skip_ws(p);
             if (p->i < p->n && p->s[p->i] == ',') {
                 p->i++;
                 continue;
             }
-            if (p->i < p->n && p->s[p->i] == ']') {
+            if (p->i < p->n && p->s[p->i] == close) {
                 p->i++;
                 break;
             }
-            return fail(p, "expected `,` or `]`");
+            fail(p, close == ']' ? "expected `,` or `]`" : "expected `,` or `}`");
+            return NULL;
         }
     }
-    v->type = J_ARR;
-    v->n = n;
-    v->elems = elems;
-    return true;
+    *count = n;
+    return items;
 }
 
-static bool parse_object(parser_t *p, jval_t *v) {
-    p->i++;
-    size_t cap = 4, n = 0;
-    jmember_t *members = arena_alloc(p->a, cap * sizeof(jmember_t));
+static bool parse_element(parser_t *p, void *out) { return parse_value(p, out); }
+
+static bool parse_member(parser_t *p, void *out) {
+    jmember_t *m = out;
     skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == '}') {
-        p->i++;
-    } else {
-        while (true) {
-            if (n == cap) {
-                jmember_t *bigger = arena_alloc(p->a, 2 * cap * sizeof(jmember_t));
-                memcpy(bigger, members, n * sizeof(jmember_t));
-                members = bigger;
-                cap *= 2;
-            }
-            skip_ws(p);
-            if (p->i >= p->n || p->s[p->i] != '"') return fail(p, "key must be a string");
-            if (!parse_string(p, &members[n].key, &members[n].key_len)) return false;
-            skip_ws(p);
-            if (p->i >= p->n || p->s[p->i] != ':') return fail(p, "expected `:`");
-            p->i++;
-            if (!parse_value(p, &members[n].value)) return false;
-            n++;
-            skip_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') {
-                p->i++;
-                continue;
-            }
-            if (p->i < p->n && p->s[p->i] == '}') {
-                p->i++;
-                break;
-            }
-            return fail(p, "expected `,` or `}`");
-        }
-    }
-    v->type = J_OBJ;
-    v->n = n;
-    v->members = members;
-    return true;
+    if (p->i >= p->n || p->s[p->i] != '"') return fail(p, "key must be a string");
+    if (!parse_string(p, &m->key, &m->key_len)) return false;
+    skip_ws(p);
+    if (p->i >= p->n || p->s[p->i] != ':') return fail(p, "expected `:`");
+    p->i++;
+    return parse_value(p, &m->value);
 }
 
 static bool parse_value(parser_t *p, jval_t *v) {
@@ -611,8 +591,14 @@ static bool parse_value(parser_t *p, jval_t *v) {
     case 't': ok = literal(p, "true"); v->type = J_BOOL; v->boolean = true; break;
     case 'f': ok = literal(p, "false"); v->type = J_BOOL; break;
     case '"': v->type = J_STR; ok = parse_string(p, &v->text, &v->text_len); break;
-    case '[': ok = parse_array(p, v); break;
-    case '{': ok = parse_object(p, v); break;
+    case '[':
+        v->type = J_ARR;
+        ok = (v->elems = parse_items(p, ']', sizeof(jval_t), parse_element, &v->n)) != NULL;
+        break;
+    case '{':
+        v->type = J_OBJ;
+        ok = (v->members = parse_items(p, '}', sizeof(jmember_t), parse_member, &v->n)) != NULL;
+        break;
     default:
         ok = (p->s[p->i] == '-' || is_digit(p->s[p->i])) ? parse_number(p, v) : fail(p, "expected value");
     }
@@ -640,21 +626,22 @@ jval_t *json_parse(arena_t *a, const uint8_t *s, size_t n, const char **err) {
 }
 
 const jval_t *json_get(const jval_t *obj, const char *key) {
+    return json_get_n(obj, (const uint8_t *)key, strlen(key));
+}
+
+const jval_t *json_get_n(const jval_t *obj, const uint8_t *key, size_t len) {
     if (!obj || obj->type != J_OBJ) return NULL;
-    size_t m = strlen(key);
     const jval_t *found = NULL;
     for (size_t i = 0; i < obj->n; i++)
-        if (obj->members[i].key_len == m && memcmp(obj->members[i].key, key, m) == 0)
+        if (obj->members[i].key_len == len && memcmp(obj->members[i].key, key, len) == 0)
             found = &obj->members[i].value;
     return found;
 }
 
 static int member_cmp(const void *x, const void *y) {
     const jmember_t *a = *(const jmember_t *const *)x, *b = *(const jmember_t *const *)y;
-    size_t m = a->key_len < b->key_len ? a->key_len : b->key_len;
-    int c = memcmp(a->key, b->key, m);
+    int c = bytes_cmp(a->key, a->key_len, b->key, b->key_len);
     if (c) return c;
-    if (a->key_len != b->key_len) return a->key_len < b->key_len ? -1 : 1;
     /* Equal keys: source order, so the last one can win. */
     return a < b ? -1 : a > b;
 }

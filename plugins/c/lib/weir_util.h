@@ -30,6 +30,10 @@ void buf_f64(buf_t *b, double x);
 /* NUL-terminated copy of the buffer's bytes (malloc'd). */
 char *buf_cstr(buf_t *b);
 
+/* Orders byte strings as Rust's `[u8]` does (the order of state keys):
+ * negative, zero or positive like memcmp. */
+int bytes_cmp(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len);
+
 /* ---- arena */
 typedef struct arena_chunk arena_chunk_t;
 typedef struct {
@@ -72,6 +76,8 @@ struct jmember {
 jval_t *json_parse(arena_t *a, const uint8_t *s, size_t n, const char **err);
 /* The member `key` of an object (the last one when repeated), or NULL. */
 const jval_t *json_get(const jval_t *obj, const char *key);
+/* The same for a key of `len` bytes. */
+const jval_t *json_get_n(const jval_t *obj, const uint8_t *key, size_t len);
 /* `v` as serde_json's `Value::to_string` writes it (compact, object keys
  * sorted). */
 void buf_json_value(buf_t *b, const jval_t *v);

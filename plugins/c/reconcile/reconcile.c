@@ -19,15 +19,16 @@
  *
  * Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
  *
- * Build: scripts/build-polyglot.sh c.
+ * Build: scripts/build-polyglot.sh c. The hooks not defined here
+ * (on-checkpoint, snapshot, restore) are the defaults of
+ * plugins/c/lib/weir_glue.c: the pending sides live in host state.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "operator.h"
-#include "weir_util.h"
+#include "weir_glue.h"
 
 static const char SUFFIX[] = "\0rc";
 #define SUFFIX_LEN 3
@@ -42,88 +43,47 @@ typedef struct {
     double a, b;
 } pending_t;
 
-/* ---- errors */
-
-static bool error(weir_operator_types_error_t *err, uint8_t tag, buf_t *msg) {
-    err->tag = tag;
-    operator_string_dup_n(&err->val.other, (const char *)msg->ptr, msg->len);
-    free(msg->ptr);
-    return false;
-}
-
-static bool error_str(weir_operator_types_error_t *err, uint8_t tag, const char *msg) {
-    buf_t b = {0};
-    buf_puts(&b, msg);
-    return error(err, tag, &b);
-}
-
-static void dup_list(operator_list_string_t *l, const char *const *names, size_t n) {
-    l->ptr = malloc(n * sizeof(operator_string_t));
-    l->len = n;
-    for (size_t i = 0; i < n; i++) operator_string_dup(&l->ptr[i], names[i]);
-}
-
 void exports_weir_operator_lifecycle_describe(weir_operator_types_operator_info_t *ret) {
-    static const char *const inputs[] = {"a", "b"}, *const outputs[] = {"out"};
-    operator_string_dup(&ret->name, "reconcile");
-    operator_string_dup(&ret->version, "0.1.0");
-    dup_list(&ret->inputs, inputs, 2);
-    dup_list(&ret->outputs, outputs, 1);
-    ret->state_version = 1;
+    static const char *const inputs[] = {"a", "b", NULL}, *const outputs[] = {"out", NULL};
+    describe_operator(ret, "reconcile", "0.1.0", inputs, outputs, 1);
 }
 
 bool exports_weir_operator_lifecycle_open(weir_operator_types_open_context_t *ctx,
                                           weir_operator_types_error_t *err) {
+    static const char *const fields[] = {"tolerance", "key_field", NULL};
     arena_t a = {0};
-    const uint8_t *text = ctx->config.ptr;
-    size_t len = ctx->config.len;
-    utf8_trim(&text, &len);
-    bool ok = true;
+    const jval_t *config;
     double tol = 0.0;
     const uint8_t *field = (const uint8_t *)"key";
     size_t field_len = 3;
-    if (len > 0) {
-        const char *why;
-        jval_t *config = json_parse(&a, text, len, &why);
-        buf_t msg = {0};
-        if (!config) {
-            buf_puts(&msg, "config is not JSON: ");
-            buf_puts(&msg, why);
-            ok = error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG, &msg);
-        } else if (config->type != J_OBJ) {
-            ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
-                           "config must be a JSON object");
-        } else {
-            for (size_t i = 0; ok && i < config->n; i++) {
-                jmember_t *m = &config->members[i];
-                if (m->key_len == 9 && memcmp(m->key, "tolerance", 9) == 0) {
-                    if (m->value.type != J_NUM)
-                        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
-                                       "`tolerance`: expected a number");
-                    else
-                        tol = m->value.num;
-                } else if (m->key_len == 9 && memcmp(m->key, "key_field", 9) == 0) {
-                    if (m->value.type != J_STR) {
-                        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
-                                       "`key_field`: expected a string");
-                    } else {
-                        field = m->value.text;
-                        field_len = m->value.text_len;
-                    }
-                } else {
-                    buf_puts(&msg, "unknown field `");
-                    buf_push(&msg, m->key, m->key_len);
-                    buf_puts(&msg, "`, expected `tolerance` or `key_field`");
-                    ok = error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG, &msg);
-                }
+    bool ok = config_object(&a, ctx, &config, err);
+    for (size_t i = 0; ok && config && i < config->n; i++) {
+        const jmember_t *m = &config->members[i];
+        switch (config_field(m, fields, err)) {
+        case 0:
+            if (m->value.type != J_NUM)
+                ok = set_error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
+                                   "`tolerance`: expected a number");
+            else
+                tol = m->value.num;
+            break;
+        case 1:
+            if (m->value.type != J_STR) {
+                ok = set_error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
+                                   "`key_field`: expected a string");
+            } else {
+                field = m->value.text;
+                field_len = m->value.text_len;
             }
+            break;
+        default: ok = false;
         }
     }
     if (ok && (isnan(tol) || tol < 0.0)) {
         buf_t msg = {0};
         buf_puts(&msg, "`tolerance` must be >= 0, got ");
         buf_f64(&msg, tol);
-        ok = error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG, &msg);
+        ok = set_error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG, &msg);
     }
     if (ok) {
         tolerance = tol;
@@ -156,19 +116,13 @@ static bool parse_record(arena_t *a, weir_operator_types_record_t *rec, buf_t *k
             msg.len = 0;
             buf_puts(&msg, "record value is not the expected JSON (invalid UTF-8)");
         }
-        return error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
+        return set_error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
     }
     /* The key: the record key when UTF-8, else the configured field. */
     if (rec->key.is_some && utf8_valid(rec->key.val.ptr, rec->key.val.len)) {
         buf_push(key, rec->key.val.ptr, rec->key.val.len);
     } else {
-        const jval_t *f = NULL;
-        if (v->type == J_OBJ) {
-            for (size_t i = 0; i < v->n; i++)
-                if (v->members[i].key_len == key_field_len &&
-                    memcmp(v->members[i].key, key_field, key_field_len) == 0)
-                    f = &v->members[i].value;
-        }
+        const jval_t *f = json_get_n(v, (const uint8_t *)key_field, key_field_len);
         if (f && f->type == J_STR) {
             buf_push(key, f->text, f->text_len);
         } else if (f && f->type != J_NULL) {
@@ -179,7 +133,7 @@ static bool parse_record(arena_t *a, weir_operator_types_record_t *rec, buf_t *k
             buf_puts(&msg, key_field);
             buf_puts(&msg, "` field (set the source's `key` or the operator's `key_field`): ");
             buf_json_value(&msg, v);
-            return error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
+            return set_error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
         }
     }
     const jval_t *am = json_get(v, "amount");
@@ -187,7 +141,7 @@ static bool parse_record(arena_t *a, weir_operator_types_record_t *rec, buf_t *k
         buf_t msg = {0};
         buf_puts(&msg, "record has no `amount`: ");
         buf_json_value(&msg, v);
-        return error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
+        return set_error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
     }
     bool ok = false;
     if (am->type == J_NUM) {
@@ -203,7 +157,7 @@ static bool parse_record(arena_t *a, weir_operator_types_record_t *rec, buf_t *k
         buf_t msg = {0};
         buf_puts(&msg, "`amount` is not a number: ");
         buf_json_value(&msg, am);
-        return error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
+        return set_error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT, &msg);
     }
     return true;
 }
@@ -249,8 +203,8 @@ static bool decode_pending(const uint8_t *s, size_t n, pending_t *p,
     }
     arena_free(&a);
     if (!ok)
-        error_str(err, WEIR_OPERATOR_TYPES_ERROR_INCOMPATIBLE_STATE,
-                  "state `rc` holds a value that does not decode");
+        set_error_str(err, WEIR_OPERATOR_TYPES_ERROR_INCOMPATIBLE_STATE,
+                      "state `rc` holds a value that does not decode");
     return ok;
 }
 
@@ -289,8 +243,9 @@ static bool classified(const uint8_t *key, size_t key_len, const pending_t *p,
     return true;
 }
 
-static void emit_and_free(weir_operator_emit_list_record_t *out) {
-    if (out->len) weir_operator_emit_emit_batch(0, out);
+/* Emits `out` when `send`, then frees it with its records. */
+static void emit_and_free(weir_operator_emit_list_record_t *out, bool send) {
+    if (send) emit(out);
     for (size_t i = 0; i < out->len; i++) {
         free(out->ptr[i].key.val.ptr);
         free(out->ptr[i].value.ptr);
@@ -304,19 +259,10 @@ typedef struct {
 } parsed_t;
 
 typedef struct {
-    const uint8_t *key;
-    size_t len;
+    bytes_t key; /* first, for sort_keys and find_key */
     pending_t p;
     bool changed;
 } slot_t;
-
-static int slot_cmp(const void *x, const void *y) {
-    const slot_t *a = x, *b = y;
-    size_t m = a->len < b->len ? a->len : b->len;
-    int c = memcmp(a->key, b->key, m);
-    if (c) return c;
-    return (a->len > b->len) - (a->len < b->len);
-}
 
 bool exports_weir_operator_lifecycle_process(uint32_t port,
                                              exports_weir_operator_lifecycle_list_record_t *batch,
@@ -328,7 +274,7 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
     if (port != 0 && port != 1) {
         char msg[80];
         snprintf(msg, sizeof msg, "reconcile has inputs 0 (a) and 1 (b), got port %u", port);
-        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_OTHER, msg);
+        ok = set_error_str(err, WEIR_OPERATOR_TYPES_ERROR_OTHER, msg);
     }
     for (size_t i = 0; ok && i < n; i++)
         ok = parse_record(&a, &batch->ptr[i], &parsed[i].key, &parsed[i].amount, err);
@@ -337,21 +283,14 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
         /* Distinct keys, sorted: one state read and one write per batch. */
         slot_t *slots = calloc(n + 1, sizeof(slot_t));
         for (size_t i = 0; i < n; i++) {
-            slots[i].key = parsed[i].key.ptr;
-            slots[i].len = parsed[i].key.len;
+            slots[i].key.ptr = parsed[i].key.ptr;
+            slots[i].key.len = parsed[i].key.len;
         }
-        qsort(slots, n, sizeof(slot_t), slot_cmp);
-        size_t nd = 0;
-        for (size_t i = 0; i < n; i++)
-            if (nd == 0 || slot_cmp(&slots[nd - 1], &slots[i]) != 0) slots[nd++] = slots[i];
+        size_t nd = sort_keys(slots, n, sizeof(slot_t));
 
         operator_list_list_u8_t keys = {malloc((nd + 1) * sizeof(operator_list_u8_t)), nd};
-        for (size_t i = 0; i < nd; i++) {
-            keys.ptr[i].len = slots[i].len + SUFFIX_LEN;
-            keys.ptr[i].ptr = malloc(keys.ptr[i].len);
-            memcpy(keys.ptr[i].ptr, slots[i].key, slots[i].len);
-            memcpy(keys.ptr[i].ptr + slots[i].len, SUFFIX, SUFFIX_LEN);
-        }
+        for (size_t i = 0; i < nd; i++)
+            keys.ptr[i] = state_key(slots[i].key.ptr, slots[i].key.len, SUFFIX, SUFFIX_LEN);
         operator_list_option_list_u8_t stored;
         weir_operator_state_get_many(&keys, &stored);
         for (size_t i = 0; ok && i < nd; i++)
@@ -361,8 +300,8 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
 
         weir_operator_emit_list_record_t out = {malloc((n + 1) * sizeof(weir_operator_types_record_t)), 0};
         for (size_t i = 0; ok && i < n; i++) {
-            slot_t probe = {parsed[i].key.ptr, parsed[i].key.len};
-            slot_t *s = bsearch(&probe, slots, nd, sizeof(slot_t), slot_cmp);
+            bytes_t probe = {parsed[i].key.ptr, parsed[i].key.len};
+            slot_t *s = find_key(slots, nd, sizeof(slot_t), &probe);
             pending_t *p = &s->p;
             bool *side = port == 0 ? &p->has_a : &p->has_b;
             if (p->done || *side) continue;
@@ -371,12 +310,11 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
             else p->b = parsed[i].amount;
             s->changed = true;
             if (p->has_a && p->has_b) {
-                classified(s->key, s->len, p, &out);
+                classified(s->key.ptr, s->key.len, p, &out);
                 p->done = true;
             }
         }
-        if (ok) emit_and_free(&out);
-        else free(out.ptr);
+        emit_and_free(&out, ok);
 
         weir_operator_state_list_entry_t entries = {malloc((nd + 1) * sizeof(weir_operator_state_entry_t)), 0};
         for (size_t i = 0; ok && i < nd; i++) {
@@ -388,7 +326,7 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
             e->value.ptr = v.ptr;
             e->value.len = v.len;
         }
-        if (entries.len) weir_operator_state_put_many(&entries);
+        put_many(&entries);
         for (size_t i = 0; i < entries.len; i++) free(entries.ptr[i].value.ptr);
         free(entries.ptr);
         operator_list_list_u8_free(&keys);
@@ -398,13 +336,6 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
     free(parsed);
     exports_weir_operator_lifecycle_list_record_free(batch);
     return ok;
-}
-
-bool exports_weir_operator_lifecycle_on_checkpoint(uint64_t checkpoint_id,
-                                                   weir_operator_types_error_t *err) {
-    (void)checkpoint_id;
-    (void)err;
-    return true;
 }
 
 bool exports_weir_operator_lifecycle_finish(weir_operator_types_error_t *err) {
@@ -434,16 +365,8 @@ bool exports_weir_operator_lifecycle_finish(weir_operator_types_error_t *err) {
             u->value.ptr = v.ptr;
             u->value.len = v.len;
         }
-        if (ok) {
-            emit_and_free(&out);
-            if (updates.len) weir_operator_state_put_many(&updates);
-        } else {
-            for (size_t i = 0; i < out.len; i++) {
-                free(out.ptr[i].key.val.ptr);
-                free(out.ptr[i].value.ptr);
-            }
-            free(out.ptr);
-        }
+        emit_and_free(&out, ok);
+        if (ok) put_many(&updates);
         for (size_t i = 0; i < updates.len; i++) free(updates.ptr[i].value.ptr);
         free(updates.ptr);
         bool more = page.len == SCAN_PAGE;
@@ -458,24 +381,5 @@ bool exports_weir_operator_lifecycle_finish(weir_operator_types_error_t *err) {
         if (!more) break;
     }
     free(after.ptr);
-    return ok;
-}
-
-void exports_weir_operator_snapshot_snapshot(operator_list_u8_t *ret) {
-    ret->ptr = NULL;
-    ret->len = 0;
-}
-
-bool exports_weir_operator_snapshot_restore(uint32_t state_version, operator_list_u8_t *bytes,
-                                            weir_operator_types_error_t *err) {
-    bool ok = true;
-    if (bytes->len) {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "this operator keeps no in-memory state but got %zu snapshot bytes (state version %u)",
-                 bytes->len, state_version);
-        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INCOMPATIBLE_STATE, msg);
-    }
-    operator_list_u8_free(bytes);
     return ok;
 }

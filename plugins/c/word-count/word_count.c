@@ -13,111 +13,48 @@
  *
  * Build: scripts/build-polyglot.sh c. Bindings (operator.h) are generated
  * from wit/ by the build; exports own their arguments (free them), imports
- * borrow theirs, and what an export returns is freed by the bindings.
+ * borrow theirs, and what an export returns is freed by the bindings. The
+ * hooks not defined here (on-checkpoint, finish, snapshot, restore) are the
+ * defaults of plugins/c/lib/weir_glue.c: this operator keeps no in-memory
+ * state.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "operator.h"
-#include "weir_util.h"
+#include "weir_glue.h"
 
 static const char SUFFIX[] = "\0count";
 #define SUFFIX_LEN 6
 
 static bool lowercase;
 
-/* ---- helpers for results */
-
-static bool error(weir_operator_types_error_t *err, uint8_t tag, buf_t *msg) {
-    err->tag = tag;
-    operator_string_dup_n(&err->val.other, (const char *)msg->ptr, msg->len);
-    free(msg->ptr);
-    return false;
-}
-
-static bool error_str(weir_operator_types_error_t *err, uint8_t tag, const char *msg) {
-    buf_t b = {0};
-    buf_puts(&b, msg);
-    return error(err, tag, &b);
-}
-
-static void dup_list(operator_list_string_t *l, const char *name) {
-    l->ptr = malloc(sizeof(operator_string_t));
-    l->len = 1;
-    operator_string_dup(&l->ptr[0], name);
-}
-
 void exports_weir_operator_lifecycle_describe(weir_operator_types_operator_info_t *ret) {
-    operator_string_dup(&ret->name, "word-count");
-    operator_string_dup(&ret->version, "0.1.0");
-    dup_list(&ret->inputs, "in");
-    dup_list(&ret->outputs, "out");
-    ret->state_version = 1;
+    static const char *const inputs[] = {"in", NULL}, *const outputs[] = {"out", NULL};
+    describe_operator(ret, "word-count", "0.1.0", inputs, outputs, 1);
 }
 
 bool exports_weir_operator_lifecycle_open(weir_operator_types_open_context_t *ctx,
                                           weir_operator_types_error_t *err) {
+    static const char *const fields[] = {"lowercase", NULL};
     arena_t a = {0};
-    const uint8_t *text = ctx->config.ptr;
-    size_t len = ctx->config.len;
-    utf8_trim(&text, &len);
-    bool ok = true;
+    const jval_t *config;
     lowercase = false;
-    if (len > 0) {
-        const char *why;
-        jval_t *config = json_parse(&a, text, len, &why);
-        buf_t msg = {0};
-        if (!config) {
-            buf_puts(&msg, "config is not JSON: ");
-            buf_puts(&msg, why);
-            ok = error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG, &msg);
-        } else if (config->type != J_OBJ) {
-            ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
-                           "config must be a JSON object");
-        } else {
-            for (size_t i = 0; ok && i < config->n; i++) {
-                jmember_t *m = &config->members[i];
-                if (m->key_len == 9 && memcmp(m->key, "lowercase", 9) == 0) {
-                    if (m->value.type != J_BOOL) {
-                        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
-                                       "`lowercase`: expected a boolean");
-                    } else {
-                        lowercase = m->value.boolean;
-                    }
-                } else {
-                    buf_puts(&msg, "unknown field `");
-                    buf_push(&msg, m->key, m->key_len);
-                    buf_puts(&msg, "`, expected `lowercase`");
-                    ok = error(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG, &msg);
-                }
-            }
-        }
+    bool ok = config_object(&a, ctx, &config, err);
+    for (size_t i = 0; ok && config && i < config->n; i++) {
+        const jmember_t *m = &config->members[i];
+        if (config_field(m, fields, err) < 0)
+            ok = false;
+        else if (m->value.type != J_BOOL)
+            ok = set_error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG,
+                               "`lowercase`: expected a boolean");
+        else
+            lowercase = m->value.boolean;
     }
     arena_free(&a);
     weir_operator_types_open_context_free(ctx);
     return ok;
-}
-
-typedef struct {
-    uint8_t *ptr;
-    size_t len;
-} word_t;
-
-static int word_cmp(const void *x, const void *y) {
-    const word_t *a = x, *b = y;
-    size_t m = a->len < b->len ? a->len : b->len;
-    int c = memcmp(a->ptr, b->ptr, m);
-    if (c) return c;
-    return (a->len > b->len) - (a->len < b->len);
-}
-
-static operator_list_u8_t state_key(const word_t *w) {
-    operator_list_u8_t k = {malloc(w->len + SUFFIX_LEN), w->len + SUFFIX_LEN};
-    memcpy(k.ptr, w->ptr, w->len);
-    memcpy(k.ptr + w->len, SUFFIX, SUFFIX_LEN);
-    return k;
 }
 
 bool exports_weir_operator_lifecycle_process(uint32_t port,
@@ -125,7 +62,7 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
                                              weir_operator_types_error_t *err) {
     (void)port;
     size_t n = batch->len;
-    word_t *words = calloc(n + 1, sizeof(word_t));
+    bytes_t *words = calloc(n + 1, sizeof(bytes_t)); /* owned */
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
         weir_operator_types_record_t *rec = &batch->ptr[i];
@@ -138,8 +75,8 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
             raw = rec->value.ptr;
             len = rec->value.len;
         } else {
-            ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT,
-                           "record value is not UTF-8");
+            ok = set_error_str(err, WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT,
+                               "record value is not UTF-8");
             break;
         }
         utf8_trim(&raw, &len);
@@ -153,18 +90,15 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
     }
     if (ok) {
         /* Distinct non-empty words, sorted: one state read and one write per batch. */
-        word_t *distinct = malloc((n + 1) * sizeof(word_t));
+        bytes_t *distinct = malloc((n + 1) * sizeof(bytes_t));
         size_t nd = 0;
         for (size_t i = 0; i < n; i++)
             if (words[i].len) distinct[nd++] = words[i];
-        qsort(distinct, nd, sizeof(word_t), word_cmp);
-        size_t u = 0;
-        for (size_t i = 0; i < nd; i++)
-            if (u == 0 || word_cmp(&distinct[u - 1], &distinct[i]) != 0) distinct[u++] = distinct[i];
-        nd = u;
+        nd = sort_keys(distinct, nd, sizeof(bytes_t));
 
         operator_list_list_u8_t keys = {malloc((nd + 1) * sizeof(operator_list_u8_t)), nd};
-        for (size_t i = 0; i < nd; i++) keys.ptr[i] = state_key(&distinct[i]);
+        for (size_t i = 0; i < nd; i++)
+            keys.ptr[i] = state_key(distinct[i].ptr, distinct[i].len, SUFFIX, SUFFIX_LEN);
         operator_list_option_list_u8_t stored;
         weir_operator_state_get_many(&keys, &stored);
         uint64_t *counts = calloc(nd + 1, sizeof(uint64_t));
@@ -182,7 +116,7 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
         weir_operator_emit_list_record_t out = {malloc((n + 1) * sizeof(weir_operator_types_record_t)), 0};
         for (size_t i = 0; i < n; i++) {
             if (!words[i].len) continue;
-            word_t *d = bsearch(&words[i], distinct, nd, sizeof(word_t), word_cmp);
+            bytes_t *d = find_key(distinct, nd, sizeof(bytes_t), &words[i]);
             uint64_t c = ++counts[d - distinct];
             buf_t v = {0};
             buf_puts(&v, "{\"word\":");
@@ -198,7 +132,7 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
             r->value.len = v.len;
             r->timestamp.is_some = false;
         }
-        if (out.len) weir_operator_emit_emit_batch(0, &out);
+        emit(&out);
         for (size_t i = 0; i < out.len; i++) free(out.ptr[i].value.ptr);
         free(out.ptr);
 
@@ -211,7 +145,7 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
             entries.ptr[i].value.len = l;
             memcpy(entries.ptr[i].value.ptr, tmp, l);
         }
-        if (nd) weir_operator_state_put_many(&entries);
+        put_many(&entries);
         for (size_t i = 0; i < nd; i++) free(entries.ptr[i].value.ptr);
         free(entries.ptr);
         operator_list_list_u8_free(&keys);
@@ -221,36 +155,5 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
     for (size_t i = 0; i < n; i++) free(words[i].ptr);
     free(words);
     exports_weir_operator_lifecycle_list_record_free(batch);
-    return ok;
-}
-
-bool exports_weir_operator_lifecycle_on_checkpoint(uint64_t checkpoint_id,
-                                                   weir_operator_types_error_t *err) {
-    (void)checkpoint_id;
-    (void)err;
-    return true;
-}
-
-bool exports_weir_operator_lifecycle_finish(weir_operator_types_error_t *err) {
-    (void)err;
-    return true;
-}
-
-void exports_weir_operator_snapshot_snapshot(operator_list_u8_t *ret) {
-    ret->ptr = NULL;
-    ret->len = 0;
-}
-
-bool exports_weir_operator_snapshot_restore(uint32_t state_version, operator_list_u8_t *bytes,
-                                            weir_operator_types_error_t *err) {
-    bool ok = true;
-    if (bytes->len) {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "this operator keeps no in-memory state but got %zu snapshot bytes (state version %u)",
-                 bytes->len, state_version);
-        ok = error_str(err, WEIR_OPERATOR_TYPES_ERROR_INCOMPATIBLE_STATE, msg);
-    }
-    operator_list_u8_free(bytes);
     return ok;
 }

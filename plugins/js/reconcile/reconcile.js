@@ -22,38 +22,18 @@
 
 import { getMany, putMany, scan } from 'weir:operator/state@0.1.0';
 import { emitBatch } from 'weir:operator/emit@0.1.0';
+import { TRIM, compareBytes, concat, configObject, encoder, fail, isObject, utf8 } from '../lib/weir.js';
 
-const encoder = new TextEncoder();
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+export { snapshot } from '../lib/weir.js';
+
 const SUFFIX = new Uint8Array([0, ...encoder.encode('rc')]);
 const SCAN_PAGE = 1000;
-const WS = '[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
-const TRIM = new RegExp(`^${WS}+|${WS}+$`, 'g');
 // What Rust's `str::parse::<f64>` accepts (after `trim`).
 const RUST_FLOAT = /^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)$/;
 const RUST_SPECIAL = /^([+-]?)(inf|infinity|nan)$/i;
 
 let tolerance = 0;
 let keyField = 'key';
-
-function fail(tag, message) {
-  return { tag, val: message };
-}
-
-function concat(a, b) {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-}
-
-function compareBytes(a, b) {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    if (a[i] !== b[i]) return a[i] - b[i];
-  }
-  return a.length - b.length;
-}
 
 function endsWith(bytes, suffix) {
   if (bytes.length < suffix.length) return false;
@@ -98,10 +78,6 @@ function jsonValue(v) {
 
 function parseJson(bytes) {
   return JSON.parse(utf8.decode(bytes));
-}
-
-function isObject(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 function amountOf(v) {
@@ -177,19 +153,7 @@ export const lifecycle = {
   },
 
   open(ctx) {
-    const text = ctx.config.trim() === '' ? '{}' : ctx.config;
-    let config;
-    try {
-      config = JSON.parse(text);
-    } catch (e) {
-      throw fail('invalid-config', `config is not JSON: ${e.message}`);
-    }
-    if (!isObject(config)) throw fail('invalid-config', 'config must be a JSON object');
-    for (const field of Object.keys(config)) {
-      if (field !== 'tolerance' && field !== 'key_field') {
-        throw fail('invalid-config', `unknown field \`${field}\`, expected \`tolerance\` or \`key_field\``);
-      }
-    }
+    const config = configObject(ctx, ['tolerance', 'key_field']);
     const tol = config.tolerance ?? 0;
     if (typeof tol !== 'number') throw fail('invalid-config', '`tolerance`: expected a number');
     const field = config.key_field ?? 'key';
@@ -262,20 +226,5 @@ export const lifecycle = {
     }
     if (out.length > 0) emitBatch(0, out);
     if (updates.length > 0) putMany(updates);
-  },
-};
-
-export const snapshot = {
-  snapshot() {
-    return new Uint8Array(0);
-  },
-
-  restore(stateVersion, bytes) {
-    if (bytes.length > 0) {
-      throw fail(
-        'incompatible-state',
-        `this operator keeps no in-memory state but got ${bytes.length} snapshot bytes (state version ${stateVersion})`,
-      );
-    }
   },
 };

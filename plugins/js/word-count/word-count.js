@@ -17,19 +17,13 @@
 
 import { getMany, putMany } from 'weir:operator/state@0.1.0';
 import { emitBatch } from 'weir:operator/emit@0.1.0';
+import { TRIM, concat, compareBytes, configObject, encoder, fail, utf8 } from '../lib/weir.js';
 
-const SUFFIX = new Uint8Array([0, ...new TextEncoder().encode('count')]);
-// Rust's `str::trim` (Unicode White_Space); JS `trim` differs (U+FEFF, U+0085).
-const TRIM = /^[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+|[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/g;
+export { snapshot } from '../lib/weir.js';
 
-const encoder = new TextEncoder();
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+const SUFFIX = new Uint8Array([0, ...encoder.encode('count')]);
 
 let lowercase = false;
-
-function fail(tag, message) {
-  return { tag, val: message };
-}
 
 function decode(bytes) {
   try {
@@ -37,21 +31,6 @@ function decode(bytes) {
   } catch {
     return null;
   }
-}
-
-function concat(a, b) {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-}
-
-function compareBytes(a, b) {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    if (a[i] !== b[i]) return a[i] - b[i];
-  }
-  return a.length - b.length;
 }
 
 // Unicode's Case_Ignorable (approximated) and Cased, for the final sigma.
@@ -91,19 +70,7 @@ export const lifecycle = {
   },
 
   open(ctx) {
-    const text = ctx.config.trim() === '' ? '{}' : ctx.config;
-    let config;
-    try {
-      config = JSON.parse(text);
-    } catch (e) {
-      throw fail('invalid-config', `config is not JSON: ${e.message}`);
-    }
-    if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-      throw fail('invalid-config', 'config must be a JSON object');
-    }
-    for (const field of Object.keys(config)) {
-      if (field !== 'lowercase') throw fail('invalid-config', `unknown field \`${field}\`, expected \`lowercase\``);
-    }
+    const config = configObject(ctx, ['lowercase']);
     const lc = config.lowercase ?? false;
     if (typeof lc !== 'boolean') throw fail('invalid-config', '`lowercase`: expected a boolean');
     lowercase = lc;
@@ -141,19 +108,4 @@ export const lifecycle = {
   onCheckpoint(checkpointId) {},
 
   finish() {},
-};
-
-export const snapshot = {
-  snapshot() {
-    return new Uint8Array(0);
-  },
-
-  restore(stateVersion, bytes) {
-    if (bytes.length > 0) {
-      throw fail(
-        'incompatible-state',
-        `this operator keeps no in-memory state but got ${bytes.length} snapshot bytes (state version ${stateVersion})`,
-      );
-    }
-  },
 };

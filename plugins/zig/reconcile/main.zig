@@ -24,15 +24,12 @@ const std = @import("std");
 // The C declarations of the bindings and helpers, made by the build with
 // `zig translate-c` (Zig 0.16+ has no @cImport) from plugins/zig/lib/c.h.
 const c = @import("c.zig");
+// plugins/zig/lib/weir.zig, which also exports the on-checkpoint, snapshot
+// and restore hooks.
+const weir = @import("weir.zig");
 
 const SUFFIX = "\x00rc";
 const SCAN_PAGE = 1000;
-const INVALID_CONFIG = c.WEIR_OPERATOR_TYPES_ERROR_INVALID_CONFIG;
-const INVALID_INPUT = c.WEIR_OPERATOR_TYPES_ERROR_INVALID_INPUT;
-const INCOMPATIBLE_STATE = c.WEIR_OPERATOR_TYPES_ERROR_INCOMPATIBLE_STATE;
-const OTHER = c.WEIR_OPERATOR_TYPES_ERROR_OTHER;
-
-const alloc = std.heap.c_allocator;
 
 var tolerance: f64 = 0;
 var key_field: []u8 = &.{};
@@ -43,73 +40,32 @@ const Pending = struct {
     done: bool = false,
 };
 
-fn fail(err: *c.weir_operator_types_error_t, tag: u8, msg: []const u8) bool {
-    err.tag = tag;
-    c.operator_string_dup_n(&err.val.other, msg.ptr, msg.len);
-    return false;
-}
-
-/// Like `fail`, with the message in a C buffer (freed here).
-fn failBuf(err: *c.weir_operator_types_error_t, tag: u8, msg: *c.buf_t) bool {
-    _ = fail(err, tag, bytes(msg.ptr, msg.len));
-    c.free(msg.ptr);
-    return false;
-}
-
-fn stringList(comptime names: []const [*:0]const u8) c.operator_list_string_t {
-    const p: [*c]c.operator_string_t = @ptrCast(@alignCast(c.malloc(names.len * @sizeOf(c.operator_string_t))));
-    inline for (names, 0..) |n, i| c.operator_string_dup(&p[i], n);
-    return .{ .ptr = p, .len = names.len };
-}
-
-fn bytes(ptr: [*c]const u8, len: usize) []const u8 {
-    return if (len == 0) "" else ptr[0..len];
-}
-
-fn newBuf() c.buf_t {
-    return .{ .ptr = null, .len = 0, .cap = 0 };
-}
-
 export fn exports_weir_operator_lifecycle_describe(ret: *c.weir_operator_types_operator_info_t) void {
-    c.operator_string_dup(&ret.name, "reconcile");
-    c.operator_string_dup(&ret.version, "0.1.0");
-    ret.inputs = stringList(&.{ "a", "b" });
-    ret.outputs = stringList(&.{"out"});
-    ret.state_version = 1;
+    weir.describe(ret, "reconcile", "0.1.0", &.{ "a", "b" }, &.{"out"}, 1);
 }
 
 export fn exports_weir_operator_lifecycle_open(ctx: *c.weir_operator_types_open_context_t, err: *c.weir_operator_types_error_t) bool {
     defer c.weir_operator_types_open_context_free(ctx);
-    var arena: c.arena_t = .{ .head = null };
-    defer c.arena_free(&arena);
-    var text: [*c]const u8 = ctx.config.ptr;
-    var len: usize = ctx.config.len;
-    c.utf8_trim(&text, &len);
     var tol: f64 = 0;
     var field: []const u8 = "key";
-    if (len > 0) {
-        var why: [*c]const u8 = null;
-        const config = c.json_parse(&arena, text, len, &why);
-        if (config == null) return fail(err, INVALID_CONFIG, "config is not JSON");
-        if (config.*.type != c.J_OBJ) return fail(err, INVALID_CONFIG, "config must be a JSON object");
-        for (0..config.*.n) |i| {
-            const m = &config.*.members[i];
-            const name = bytes(m.key, m.key_len);
-            if (std.mem.eql(u8, name, "tolerance")) {
-                if (m.value.type != c.J_NUM) return fail(err, INVALID_CONFIG, "`tolerance`: expected a number");
-                tol = m.value.num;
-            } else if (std.mem.eql(u8, name, "key_field")) {
-                if (m.value.type != c.J_STR) return fail(err, INVALID_CONFIG, "`key_field`: expected a string");
-                field = bytes(m.value.text, m.value.text_len);
-            } else {
-                return fail(err, INVALID_CONFIG, "unknown field, expected `tolerance` or `key_field`");
-            }
+    var config = weir.parseConfig(ctx, err) catch return false;
+    defer config.deinit();
+    for (config.members) |*m| {
+        const name = weir.bytes(m.key, m.key_len);
+        if (std.mem.eql(u8, name, "tolerance")) {
+            if (m.value.type != c.J_NUM) return weir.fail(err, weir.INVALID_CONFIG, "`tolerance`: expected a number");
+            tol = m.value.num;
+        } else if (std.mem.eql(u8, name, "key_field")) {
+            if (m.value.type != c.J_STR) return weir.fail(err, weir.INVALID_CONFIG, "`key_field`: expected a string");
+            field = weir.bytes(m.value.text, m.value.text_len);
+        } else {
+            return weir.fail(err, weir.INVALID_CONFIG, "unknown field, expected `tolerance` or `key_field`");
         }
     }
-    if (std.math.isNan(tol) or tol < 0) return fail(err, INVALID_CONFIG, "`tolerance` must be >= 0");
+    if (std.math.isNan(tol) or tol < 0) return weir.fail(err, weir.INVALID_CONFIG, "`tolerance` must be >= 0");
     tolerance = tol;
-    alloc.free(key_field);
-    key_field = alloc.dupe(u8, field) catch @panic("out of memory");
+    weir.alloc.free(key_field);
+    key_field = weir.alloc.dupe(u8, field) catch @panic("out of memory");
     return true;
 }
 
@@ -117,7 +73,7 @@ export fn exports_weir_operator_lifecycle_open(ctx: *c.weir_operator_types_open_
 fn parseRecord(arena: *c.arena_t, rec: *c.weir_operator_types_record_t, key: *c.buf_t, amount: *f64, err: *c.weir_operator_types_error_t) bool {
     var why: [*c]const u8 = null;
     const v = c.json_parse(arena, rec.value.ptr, rec.value.len, &why);
-    if (v == null) return fail(err, INVALID_INPUT, "record value is not the expected JSON");
+    if (v == null) return weir.fail(err, weir.INVALID_INPUT, "record value is not the expected JSON");
     if (rec.key.is_some and c.utf8_valid(rec.key.val.ptr, rec.key.val.len)) {
         c.buf_push(key, rec.key.val.ptr, rec.key.val.len);
     } else {
@@ -125,7 +81,7 @@ fn parseRecord(arena: *c.arena_t, rec: *c.weir_operator_types_record_t, key: *c.
         if (v.*.type == c.J_OBJ) {
             for (0..v.*.n) |i| {
                 const m = &v.*.members[i];
-                if (std.mem.eql(u8, bytes(m.key, m.key_len), key_field)) f = &m.value;
+                if (std.mem.eql(u8, weir.bytes(m.key, m.key_len), key_field)) f = &m.value;
             }
         }
         if (f != null and f.?.type == c.J_STR) {
@@ -133,20 +89,20 @@ fn parseRecord(arena: *c.arena_t, rec: *c.weir_operator_types_record_t, key: *c.
         } else if (f != null and f.?.type != c.J_NULL) {
             c.buf_json_value(key, f.?);
         } else {
-            var msg = newBuf();
+            var msg = weir.newBuf();
             c.buf_puts(&msg, "record has no key and no `");
             c.buf_push(&msg, key_field.ptr, key_field.len);
             c.buf_puts(&msg, "` field (set the source's `key` or the operator's `key_field`): ");
             c.buf_json_value(&msg, v);
-            return failBuf(err, INVALID_INPUT, &msg);
+            return weir.failBuf(err, weir.INVALID_INPUT, &msg);
         }
     }
     const am = c.json_get(v, "amount");
     if (am == null) {
-        var msg = newBuf();
+        var msg = weir.newBuf();
         c.buf_puts(&msg, "record has no `amount`: ");
         c.buf_json_value(&msg, v);
-        return failBuf(err, INVALID_INPUT, &msg);
+        return weir.failBuf(err, weir.INVALID_INPUT, &msg);
     }
     var ok = false;
     if (am.*.type == c.J_NUM) {
@@ -159,10 +115,10 @@ fn parseRecord(arena: *c.arena_t, rec: *c.weir_operator_types_record_t, key: *c.
         ok = c.parse_rust_f64(s, n, amount);
     }
     if (!ok) {
-        var msg = newBuf();
+        var msg = weir.newBuf();
         c.buf_puts(&msg, "`amount` is not a number: ");
         c.buf_json_value(&msg, am);
-        return failBuf(err, INVALID_INPUT, &msg);
+        return weir.failBuf(err, weir.INVALID_INPUT, &msg);
     }
     return true;
 }
@@ -194,7 +150,7 @@ fn decodePending(data: []const u8, err: *c.weir_operator_types_error_t) ?Pending
     var why: [*c]const u8 = null;
     const v = c.json_parse(&arena, data.ptr, data.len, &why);
     if (v == null or v.*.type != c.J_OBJ) {
-        _ = fail(err, INCOMPATIBLE_STATE, "state `rc` holds a value that does not decode");
+        _ = weir.fail(err, weir.INCOMPATIBLE_STATE, "state `rc` holds a value that does not decode");
         return null;
     }
     var p = Pending{};
@@ -208,12 +164,12 @@ fn decodePending(data: []const u8, err: *c.weir_operator_types_error_t) ?Pending
 }
 
 /// The output record for `key`, or null when neither side is known. The
-/// record owns copies of its bytes (free with freeRecord).
+/// record owns copies of its bytes (emitAll frees them).
 fn classified(key: []const u8, p: Pending) ?c.weir_operator_types_record_t {
     const status = if (p.a != null and p.b != null)
         (if (@abs(p.a.? - p.b.?) <= tolerance + 1e-9) "MATCH" else "AMOUNT_MISMATCH")
     else if (p.a != null) "ONLY_A" else if (p.b != null) "ONLY_B" else return null;
-    var v = newBuf();
+    var v = weir.newBuf();
     c.buf_puts(&v, "{\"key\":");
     c.buf_json_string(&v, key.ptr, key.len);
     c.buf_puts(&v, ",\"status\":\"");
@@ -223,7 +179,7 @@ fn classified(key: []const u8, p: Pending) ?c.weir_operator_types_record_t {
     c.buf_puts(&v, ",\"b\":");
     if (p.b) |b| c.buf_f64(&v, b) else c.buf_puts(&v, "null");
     c.buf_putc(&v, '}');
-    var k = newBuf();
+    var k = weir.newBuf();
     c.buf_push(&k, key.ptr, key.len);
     return .{
         .key = .{ .is_some = true, .val = .{ .ptr = k.ptr, .len = k.len } },
@@ -232,9 +188,9 @@ fn classified(key: []const u8, p: Pending) ?c.weir_operator_types_record_t {
     };
 }
 
+/// Emits `out` and frees its records.
 fn emitAll(out: []c.weir_operator_types_record_t) void {
-    var list: c.weir_operator_emit_list_record_t = .{ .ptr = out.ptr, .len = out.len };
-    if (out.len > 0) c.weir_operator_emit_emit_batch(0, &list);
+    weir.emit(out);
     for (out) |r| {
         c.free(r.key.val.ptr);
         c.free(r.value.ptr);
@@ -247,32 +203,21 @@ const Slot = struct {
     changed: bool = false,
 };
 
-fn slotLess(_: void, a: Slot, b: Slot) bool {
-    return std.mem.order(u8, a.key, b.key) == .lt;
-}
-
-fn slotOrder(key: []const u8, s: Slot) std.math.Order {
-    return std.mem.order(u8, key, s.key);
-}
-
-fn stateKey(key: []const u8) c.operator_list_u8_t {
-    const k: [*c]u8 = @ptrCast(c.malloc(key.len + SUFFIX.len));
-    if (key.len > 0) @memcpy(k[0..key.len], key);
-    @memcpy(k[key.len .. key.len + SUFFIX.len], SUFFIX);
-    return .{ .ptr = k, .len = key.len + SUFFIX.len };
+fn slotKey(s: Slot) []const u8 {
+    return s.key;
 }
 
 export fn exports_weir_operator_lifecycle_process(port: u32, batch: *c.exports_weir_operator_lifecycle_list_record_t, err: *c.weir_operator_types_error_t) bool {
     defer c.exports_weir_operator_lifecycle_list_record_free(batch);
-    if (port != 0 and port != 1) return fail(err, OTHER, "reconcile has inputs 0 (a) and 1 (b)");
+    if (port != 0 and port != 1) return weir.fail(err, weir.OTHER, "reconcile has inputs 0 (a) and 1 (b)");
     const recs = batch.ptr[0..batch.len];
-    const keys = alloc.alloc(c.buf_t, recs.len) catch @panic("out of memory");
-    const amounts = alloc.alloc(f64, recs.len) catch @panic("out of memory");
-    for (keys) |*k| k.* = newBuf();
+    const keys = weir.alloc.alloc(c.buf_t, recs.len) catch @panic("out of memory");
+    const amounts = weir.alloc.alloc(f64, recs.len) catch @panic("out of memory");
+    for (keys) |*k| k.* = weir.newBuf();
     defer {
         for (keys) |k| c.free(k.ptr);
-        alloc.free(keys);
-        alloc.free(amounts);
+        weir.alloc.free(keys);
+        weir.alloc.free(amounts);
     }
     var arena: c.arena_t = .{ .head = null };
     defer c.arena_free(&arena);
@@ -281,41 +226,30 @@ export fn exports_weir_operator_lifecycle_process(port: u32, batch: *c.exports_w
     }
 
     // Distinct keys, sorted: one state read and one write per batch.
-    var slots = alloc.alloc(Slot, recs.len) catch @panic("out of memory");
-    defer alloc.free(slots);
-    for (keys, slots) |k, *s| s.* = .{ .key = bytes(k.ptr, k.len) };
-    std.mem.sort(Slot, slots, {}, slotLess);
-    var nd: usize = 0;
-    for (slots) |s| {
-        if (nd == 0 or !std.mem.eql(u8, slots[nd - 1].key, s.key)) {
-            slots[nd] = s;
-            nd += 1;
-        }
-    }
-    const uniq = slots[0..nd];
+    const slots = weir.alloc.alloc(Slot, recs.len) catch @panic("out of memory");
+    defer weir.alloc.free(slots);
+    for (keys, slots) |k, *s| s.* = .{ .key = weir.bytes(k.ptr, k.len) };
+    const uniq = weir.sortUnique(Slot, slots, slotKey);
+    const nd = uniq.len;
 
-    const state_keys = alloc.alloc(c.operator_list_u8_t, nd) catch @panic("out of memory");
+    const state_keys = weir.alloc.alloc(c.operator_list_u8_t, nd) catch @panic("out of memory");
     defer {
         for (state_keys) |k| c.free(k.ptr);
-        alloc.free(state_keys);
+        weir.alloc.free(state_keys);
     }
-    for (uniq, state_keys) |s, *k| k.* = stateKey(s.key);
-    var key_list: c.operator_list_list_u8_t = .{ .ptr = state_keys.ptr, .len = nd };
-    // Zig gives zero-length allocations an address outside linear memory,
-    // which the host refuses even for an empty list: call only with keys.
-    var stored: c.operator_list_option_list_u8_t = .{ .ptr = null, .len = 0 };
-    if (nd > 0) c.weir_operator_state_get_many(&key_list, &stored);
+    for (uniq, state_keys) |s, *k| k.* = weir.stateKey(s.key, SUFFIX);
+    var stored = weir.getMany(state_keys);
     defer c.operator_list_option_list_u8_free(&stored);
     for (uniq, 0..) |*s, i| {
         const v = stored.ptr[i];
-        if (v.is_some) s.p = decodePending(bytes(v.val.ptr, v.val.len), err) orelse return false;
+        if (v.is_some) s.p = decodePending(weir.bytes(v.val.ptr, v.val.len), err) orelse return false;
     }
 
-    var out = alloc.alloc(c.weir_operator_types_record_t, recs.len) catch @panic("out of memory");
-    defer alloc.free(out);
+    var out = weir.alloc.alloc(c.weir_operator_types_record_t, recs.len) catch @panic("out of memory");
+    defer weir.alloc.free(out);
     var n_out: usize = 0;
     for (keys, amounts) |k, amount| {
-        const i = std.sort.binarySearch(Slot, uniq, bytes(k.ptr, k.len), slotOrder).?;
+        const i = weir.indexOf(Slot, uniq, weir.bytes(k.ptr, k.len), slotKey).?;
         const s = &uniq[i];
         const side = if (port == 0) &s.p.a else &s.p.b;
         if (s.p.done or side.* != null) continue;
@@ -329,32 +263,25 @@ export fn exports_weir_operator_lifecycle_process(port: u32, batch: *c.exports_w
     }
     emitAll(out[0..n_out]);
 
-    var entries = alloc.alloc(c.weir_operator_state_entry_t, nd) catch @panic("out of memory");
-    defer alloc.free(entries);
+    var entries = weir.alloc.alloc(c.weir_operator_state_entry_t, nd) catch @panic("out of memory");
+    defer weir.alloc.free(entries);
     var n_entries: usize = 0;
     for (uniq, state_keys) |s, k| {
         if (!s.changed) continue;
-        var v = newBuf();
+        var v = weir.newBuf();
         encodePending(&v, s.p);
         entries[n_entries] = .{ .key = k, .value = .{ .ptr = v.ptr, .len = v.len } };
         n_entries += 1;
     }
-    var entry_list: c.weir_operator_state_list_entry_t = .{ .ptr = entries.ptr, .len = n_entries };
-    if (n_entries > 0) c.weir_operator_state_put_many(&entry_list);
+    weir.putMany(entries[0..n_entries]);
     for (entries[0..n_entries]) |e| c.free(e.value.ptr);
-    return true;
-}
-
-export fn exports_weir_operator_lifecycle_on_checkpoint(checkpoint_id: u64, err: *c.weir_operator_types_error_t) bool {
-    _ = checkpoint_id;
-    _ = err;
     return true;
 }
 
 export fn exports_weir_operator_lifecycle_finish(err: *c.weir_operator_types_error_t) bool {
     // Every key not classified yet, in byte-key order, a page at a time.
     var prefix: c.operator_list_u8_t = .{ .ptr = null, .len = 0 };
-    var after = newBuf();
+    var after = weir.newBuf();
     defer c.free(after.ptr);
     var has_after = false;
     while (true) {
@@ -363,30 +290,29 @@ export fn exports_weir_operator_lifecycle_finish(err: *c.weir_operator_types_err
         c.weir_operator_state_scan(&prefix, if (has_after) &after_list else null, SCAN_PAGE, &page);
         defer c.weir_operator_state_list_entry_free(&page);
         const entries = page.ptr[0..page.len];
-        var out = alloc.alloc(c.weir_operator_types_record_t, entries.len) catch @panic("out of memory");
-        defer alloc.free(out);
-        var updates = alloc.alloc(c.weir_operator_state_entry_t, entries.len) catch @panic("out of memory");
-        defer alloc.free(updates);
+        var out = weir.alloc.alloc(c.weir_operator_types_record_t, entries.len) catch @panic("out of memory");
+        defer weir.alloc.free(out);
+        var updates = weir.alloc.alloc(c.weir_operator_state_entry_t, entries.len) catch @panic("out of memory");
+        defer weir.alloc.free(updates);
         var n_out: usize = 0;
         var n_up: usize = 0;
         for (entries) |e| {
-            const key = bytes(e.key.ptr, e.key.len);
+            const key = weir.bytes(e.key.ptr, e.key.len);
             if (!std.mem.endsWith(u8, key, SUFFIX)) continue;
-            var p = decodePending(bytes(e.value.ptr, e.value.len), err) orelse return false;
+            var p = decodePending(weir.bytes(e.value.ptr, e.value.len), err) orelse return false;
             if (p.done) continue;
             if (classified(key[0 .. key.len - SUFFIX.len], p)) |r| {
                 out[n_out] = r;
                 n_out += 1;
             }
             p.done = true;
-            var v = newBuf();
+            var v = weir.newBuf();
             encodePending(&v, p);
             updates[n_up] = .{ .key = e.key, .value = .{ .ptr = v.ptr, .len = v.len } };
             n_up += 1;
         }
         emitAll(out[0..n_out]);
-        var up_list: c.weir_operator_state_list_entry_t = .{ .ptr = updates.ptr, .len = n_up };
-        if (n_up > 0) c.weir_operator_state_put_many(&up_list);
+        weir.putMany(updates[0..n_up]);
         for (updates[0..n_up]) |u| c.free(u.value.ptr);
         if (entries.len < SCAN_PAGE) break;
         const last = entries[entries.len - 1];
@@ -394,16 +320,5 @@ export fn exports_weir_operator_lifecycle_finish(err: *c.weir_operator_types_err
         c.buf_push(&after, last.key.ptr, last.key.len);
         has_after = true;
     }
-    return true;
-}
-
-export fn exports_weir_operator_snapshot_snapshot(ret: *c.operator_list_u8_t) void {
-    ret.* = .{ .ptr = null, .len = 0 };
-}
-
-export fn exports_weir_operator_snapshot_restore(state_version: u32, data: *c.operator_list_u8_t, err: *c.weir_operator_types_error_t) bool {
-    _ = state_version;
-    defer c.operator_list_u8_free(data);
-    if (data.len > 0) return fail(err, INCOMPATIBLE_STATE, "this operator keeps no in-memory state but got snapshot bytes");
     return true;
 }
