@@ -250,6 +250,17 @@ fn a_savepoint_restores_into_a_new_state_dir_exactly_once() {
     // The new state dir resumes its own checkpoints, not the savepoint.
     let again = from_savepoint(&j, &fresh, &sp, &[]);
     again.assert_one_line_error(&["fresh state directory", "without --from-savepoint"]);
+    // The job moved: a run without --state-dir does not resume the
+    // checkpoints left in the default state directory.
+    let state_dir = format!("--state-dir {}", fresh.display());
+    let default = j.run(&[]);
+    default.assert_one_line_error(&["was started from savepoint", &state_dir, "moved.json"]);
+    j.run(&["--state-dir", fresh.to_str().unwrap()]).assert_ok();
+    assert_counted(&j, "resumed in the new state dir");
+    // --restore none starts over in the default directory and forgets the move.
+    j.run(&["--restore", "none"]).assert_ok();
+    assert_counted(&j, "started over");
+    j.run(&[]).assert_ok();
 }
 
 /// A savepoint taken while the job goes on restores into a changed job: a
@@ -284,10 +295,12 @@ fn a_savepoint_restores_into_a_changed_job() {
 }
 
 /// A savepoint restores into a job whose plugin changed (word-count 0.1 to
-/// 2.0, state version 1 to 2): the new plugin migrates the state, as with
-/// `--swap`, and every word's counts continue exactly once.
+/// 2.0, state version 1 to 2) only with `--swap`, as a restore does: the
+/// refusal names the plugin the savepoint ran (its path too); with it the
+/// new plugin migrates the state and every word's counts continue exactly
+/// once.
 #[test]
-fn a_savepoint_restores_into_a_changed_plugin_which_migrates_its_state() {
+fn a_savepoint_restores_into_a_changed_plugin_only_with_swap() {
     let n = 40_000;
     let j = JobDir::new(WEIR, counting(2, 10_000), &[("words.txt", &words(n))]);
     let sp = savepoint_of_running_job(&j, true);
@@ -295,11 +308,18 @@ fn a_savepoint_restores_into_a_changed_plugin_which_migrates_its_state() {
         counting(2, 1_000_000).operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2)),
     );
     let fresh = j.path().join("fresh-state");
-    let stderr = from_savepoint(&j, &fresh, &sp, &[]).assert_ok().stderr;
-    assert!(
-        stderr.contains("which migrates it as with --swap"),
-        "{stderr}"
-    );
+    let v1 = Path::new(plugins::WORD_COUNT).display().to_string();
+    from_savepoint(&j, &fresh, &sp, &[]).assert_one_line_error(&[
+        "operator `count`: the savepoint ran plugin word-count 0.1",
+        &v1,
+        "refusing to change code silently",
+        "--swap count=",
+    ]);
+    let swap = format!("count={}", plugins::WORD_COUNT_V2);
+    let stderr = from_savepoint(&j, &fresh, &sp, &["--swap", &swap])
+        .assert_ok()
+        .stderr;
+    assert!(stderr.contains("which migrates it (--swap)"), "{stderr}");
     let text = j.read("out.jsonl");
     assert!(text.contains(r#""v":2"#), "no output of the new plugin");
     assert_counted(&j, "across the plugins");
@@ -332,6 +352,36 @@ fn non_restored_state_and_other_formats_are_refused_clearly() {
     let stderr = allowed.assert_ok().stderr;
     assert!(stderr.contains("is not restored"), "{stderr}");
     assert_counted(&j, "without the state of `again`");
+
+    // A sink of another type under the same id cannot continue the old
+    // one's output: refused naming --allow-non-restored-state, then started
+    // empty with it, the state kept.
+    j.write_job(
+        with_again(1_000_000).sink_with("again_out", |_| Sink::stdout("again_out").input("again")),
+    );
+    let forked = j.path().join("forked-state");
+    from_savepoint(&j, &forked, &sp, &[]).assert_one_line_error(&[
+        "sink `again_out` (a file sink in the savepoint, a stdout sink now)",
+        "--allow-non-restored-state",
+    ]);
+    let allowed = from_savepoint(&j, &forked, &sp, &["--allow-non-restored-state"]);
+    allowed.assert_ok();
+    assert_counted(&j, "with the changed sink");
+    // Restoring one of its own checkpoints with the sink changed back is
+    // refused by type too, not by the file sink's reading of another
+    // sink's record.
+    j.write_job(with_again(1_000_000));
+    let taken = checkpoints(&j, &forked);
+    let running = taken
+        .iter()
+        .find(|c| c["final_checkpoint"] == false && c["sink_types"]["again_out"] == "stdout");
+    let id = running.expect("a checkpoint of the running fork")["id"].to_string();
+    let state_dir = forked.to_str().unwrap();
+    j.run(&["--state-dir", state_dir, "--restore", &id])
+        .assert_one_line_error(&[
+            "sink `again_out` was a stdout sink and is a file sink now",
+            "--allow-non-restored-state",
+        ]);
 
     let manifest = sp.join("savepoint.json");
     let text = std::fs::read_to_string(&manifest).unwrap();

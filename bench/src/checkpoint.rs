@@ -35,6 +35,7 @@ fn meta(id: u64) -> CheckpointMeta {
                 plugin_version: "0.1.0".into(),
                 state_version: 1,
                 sha256: "0".repeat(64),
+                plugin_path: None,
                 parallelism: 1,
                 swapped: None,
             },

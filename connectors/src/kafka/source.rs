@@ -108,14 +108,15 @@ impl KafkaSourceConfig {
         }
         let parsing = Parsing::take(&mut table)?;
         parsing.refuse_csv("kafka")?;
-        if parsing.key.is_some() && parsing.format != Format::Jsonl {
-            return Err(
-                "`key` names a field of a jsonl value; set format = \"jsonl\" or remove `key` (the message key is the record key)".into(),
-            );
-        }
         let raw: Raw = from_table(table)?;
         let start = start_setting(raw.start)?;
         Ok(Box::new(move |_: &Path| {
+            let parsing = parsing.check()?;
+            if parsing.key.is_some() && parsing.format != Format::Jsonl {
+                return Err(
+                    "`key` names a field of a jsonl value; set format = \"jsonl\" or remove `key` (the message key is the record key)".into(),
+                );
+            }
             let client = ClientSettings::read(raw.brokers, raw.properties)?;
             let Some(topic) = raw.topic else {
                 return Err("`topic` is missing; name the topic to read (several: \"a,b\")".into());

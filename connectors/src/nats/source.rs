@@ -126,6 +126,7 @@ impl NatsSourceConfig {
                 }
                 None => return Err("`stream` is missing; name the JetStream stream to read".into()),
             };
+            let parsing = parsing.check()?;
             let message_time = raw.message_time.unwrap_or(false);
             if message_time && parsing.timestamp.is_some() {
                 return Err(

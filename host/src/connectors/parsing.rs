@@ -27,28 +27,14 @@ impl Parsing {
     pub const KEYS: [&str; 4] = ["format", "key", "timestamp", "on_bad_timestamp"];
 
     /// Takes the parsing settings out of a source's `table` (leaving its
-    /// other keys) and checks them: `timestamp` and `on_bad_timestamp` need
-    /// a format with fields, `on_bad_timestamp` needs `timestamp`.
-    pub fn take(table: &mut Table) -> Result<Parsing, String> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Raw {
-            format: Option<Format>,
-            key: Option<String>,
-            timestamp: Option<String>,
-            on_bad_timestamp: Option<OnBadTimestamp>,
-        }
+    /// other keys), each read on its own; [`ParsingKeys::check`] checks
+    /// them together once the whole entry is read.
+    pub fn take(table: &mut Table) -> Result<ParsingKeys, String> {
         let ours: Table = Self::KEYS
             .iter()
             .filter_map(|&k| table.remove(k).map(|v| (k.to_owned(), v)))
             .collect();
-        let raw: Raw = from_table(ours)?;
-        let format = raw.format.unwrap_or_default();
-        Ok(Parsing {
-            format,
-            key: raw.key,
-            timestamp: timestamp_setting(format, raw.timestamp, raw.on_bad_timestamp)?,
-        })
+        from_table(ours)
     }
 
     /// The columns a `csv` header must have: `key` and `timestamp`, each
@@ -59,16 +45,39 @@ impl Parsing {
             ("timestamp", self.timestamp.as_ref().map(|t| &*t.field)),
         ]
     }
+}
 
+/// The parsing keys of a source as read, not yet checked together.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParsingKeys {
+    format: Option<Format>,
+    key: Option<String>,
+    timestamp: Option<String>,
+    on_bad_timestamp: Option<OnBadTimestamp>,
+}
+
+impl ParsingKeys {
     /// Refuses `csv`, which needs a file with a header row: "format =
     /// "csv" is not supported by a `kind` source".
     pub fn refuse_csv(&self, kind: &str) -> Result<(), String> {
-        if self.format == Format::Csv {
+        if self.format == Some(Format::Csv) {
             return Err(format!(
                 "format = \"csv\" is not supported by a {kind} source; use lines or jsonl"
             ));
         }
         Ok(())
+    }
+
+    /// The settings, checked together: `timestamp` and `on_bad_timestamp`
+    /// need a format with fields, `on_bad_timestamp` needs `timestamp`.
+    pub fn check(self) -> Result<Parsing, String> {
+        let format = self.format.unwrap_or_default();
+        Ok(Parsing {
+            format,
+            key: self.key,
+            timestamp: timestamp_setting(format, self.timestamp, self.on_bad_timestamp)?,
+        })
     }
 }
 
@@ -175,18 +184,20 @@ mod tests {
     }
 
     #[test]
-    fn take_leaves_the_other_keys_and_checks_its_own() {
+    fn take_leaves_the_other_keys_and_checks_them_together() {
         let mut t: Table = "path = \"a\"\nformat = \"jsonl\"\nkey = \"k\""
             .parse()
             .unwrap();
-        let p = Parsing::take(&mut t).unwrap();
+        let p = Parsing::take(&mut t).unwrap().check().unwrap();
         assert_eq!(
             (p.format, p.key.as_deref(), p.timestamp),
             (Format::Jsonl, Some("k"), None)
         );
         assert_eq!(t.keys().collect::<Vec<_>>(), ["path"]);
+        // Read alone (as an entry's keys are, one by one, for their types),
+        // `timestamp` is a string; checked, it needs a format with fields.
         let mut t: Table = "timestamp = \"ts\"".parse().unwrap();
-        let err = Parsing::take(&mut t).unwrap_err();
+        let err = Parsing::take(&mut t).unwrap().check().unwrap_err();
         assert!(err.starts_with("`timestamp` needs format"), "{err}");
         let mut t: Table = "format = \"xml\"".parse().unwrap();
         assert!(Parsing::take(&mut t).is_err());

@@ -37,6 +37,7 @@ impl StdinConfig {
         let parsing = Parsing::take(&mut table)?;
         parsing.refuse_csv("stdin")?;
         Ok(Box::new(move |_: &Path| {
+            let parsing = parsing.check()?;
             Ok(Arc::new(StdinConfig { parsing }))
         }))
     }

@@ -268,6 +268,9 @@ impl<'a> Driver<'a> {
             sources: std::mem::take(&mut done.sources),
             operators: self.operators_meta.clone(),
             sinks: std::mem::take(&mut done.sinks),
+            sink_types: (self.job.sinks.iter())
+                .map(|s| (s.id.clone(), s.kind.to_owned()))
+                .collect(),
             final_checkpoint: done.is_final,
             unaligned,
             inflight_bytes,

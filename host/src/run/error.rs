@@ -31,6 +31,19 @@ pub enum RunError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// The job's state moved to another state directory (`--from-savepoint`
+    /// with `--state-dir`) and this run names none.
+    #[error("job `{job}` was started from savepoint {savepoint} into state directory {to}: resume it with `--state-dir {to}`, or delete {marker} to resume the checkpoints in {default}", marker = default.join(super::moved::MARKER).display(), to = to.display(), default = default.display())]
+    Moved {
+        /// The job.
+        job: String,
+        /// Its default state directory, which holds the marker.
+        default: std::path::PathBuf,
+        /// Where it moved.
+        to: std::path::PathBuf,
+        /// The savepoint it started from.
+        savepoint: String,
+    },
     /// Starting from a savepoint is not possible.
     #[error("cannot start job `{job}` from savepoint {}: {message}", dir.display())]
     Savepoint {

@@ -246,6 +246,10 @@ pub(crate) fn operators_meta(plan: &Plan<'_>, kept: &Kept) -> BTreeMap<String, O
                     plugin_version: p.info().version.clone(),
                     state_version: p.info().state_version,
                     sha256: p.sha256().to_string(),
+                    plugin_path: Some(match kept.get(&op.id) {
+                        Some(swapped) => swapped.from.clone(),
+                        None => op.plugin.display().to_string(),
+                    }),
                     parallelism: op.parallelism,
                     swapped: kept.get(&op.id).cloned(),
                 },
@@ -267,6 +271,7 @@ mod tests {
             plugin_version: "1".into(),
             state_version: 1,
             sha256: sha.into(),
+            plugin_path: None,
             parallelism: 1,
             swapped: swapped.then(|| SwappedPlugin {
                 from: "/p.wasm".into(),

@@ -28,6 +28,7 @@ mod control;
 mod driver;
 mod error;
 mod kept;
+mod moved;
 mod open;
 mod options;
 mod plugins;

@@ -22,7 +22,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use crate::config::Job;
+use crate::config::{Job, OperatorConfig};
 use crate::dataflow::partition::KEY_GROUPS;
 use crate::failpoint::{self, Failpoint};
 use crate::plan::Plan;
@@ -250,6 +250,39 @@ pub(crate) fn check_state_version(
     ))
 }
 
+/// Refuses to restore state of operator `op` recorded as `m` (by `what`,
+/// "the checkpoint" or "the savepoint") into another plugin than the one
+/// that wrote it, unless `--swap` names it; `otherwise` says what else to
+/// do.
+pub(crate) fn check_same_plugin(
+    op: &OperatorConfig,
+    m: &OperatorMeta,
+    plugin: &crate::wasm::Plugin,
+    what: &str,
+    otherwise: &str,
+) -> Result<(), String> {
+    if m.sha256 == plugin.sha256() {
+        return Ok(());
+    }
+    let ran = match &m.plugin_path {
+        Some(path) => format!(", {path}"),
+        None => String::new(),
+    };
+    Err(format!(
+        "operator `{}`: {what} ran plugin {} {} (sha256 {}{ran}) but {} is now {} {} (sha256 {}); refusing to change code silently. To upgrade it and keep its state, run with `--swap {}={}`; else {otherwise}",
+        op.id,
+        m.plugin_name,
+        m.plugin_version,
+        &m.sha256[..12.min(m.sha256.len())],
+        op.plugin.display(),
+        plugin.info().name,
+        plugin.info().version,
+        &plugin.sha256()[..12],
+        op.id,
+        op.plugin.display(),
+    ))
+}
+
 /// Refuses a checkpoint whose operators do not match those of `plan`.
 fn check_restorable(
     plan: &Plan<'_>,
@@ -281,20 +314,9 @@ fn check_restorable(
             )));
         };
         check_state_version(&op.id, m, plugin).map_err(err)?;
-        if m.sha256 != plugin.sha256() && !swapped.contains(&op.id) {
-            return Err(err(format!(
-                "operator `{}` ran plugin {} {} (sha256 {}) but {} is now {} {} (sha256 {}); refusing to change code silently. To upgrade it and keep its state, run with `--swap {}={}`; else restore with the plugin the checkpoint ran, or use `--restore none`",
-                op.id,
-                m.plugin_name,
-                m.plugin_version,
-                &m.sha256[..12.min(m.sha256.len())],
-                op.plugin.display(),
-                plugin.info().name,
-                plugin.info().version,
-                &plugin.sha256()[..12],
-                op.id,
-                op.plugin.display(),
-            )));
+        if !swapped.contains(&op.id) {
+            let otherwise = "restore with the plugin the checkpoint ran, or use `--restore none`";
+            check_same_plugin(op, m, plugin, "the checkpoint", otherwise).map_err(err)?;
         }
     }
     if let Some(extra) = meta.operators.keys().find(|k| {
@@ -305,6 +327,16 @@ fn check_restorable(
         return Err(err(format!(
             "the checkpoint has operator `{extra}`, which the job no longer has; use `--restore none` to start over"
         )));
+    }
+    for sink in &job.sinks {
+        let was = meta.sink_types.get(&sink.id);
+        if let Some(was) = was.filter(|was| *was != sink.kind && meta.sinks.contains_key(&sink.id))
+        {
+            return Err(err(format!(
+                "sink `{}` was a {was} sink and is a {} sink now: its output cannot continue where the {was} sink's stopped. To keep the state and start the new sink empty, take a savepoint and start from it with --allow-non-restored-state; else use `--restore none`",
+                sink.id, sink.kind
+            )));
+        }
     }
     Ok(())
 }

@@ -13,7 +13,7 @@
 //!   for is refused unless `--allow-non-restored-state`, and then recorded
 //!   as dropped in the derived checkpoint.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crossbeam_channel::Sender;
@@ -24,7 +24,7 @@ use crate::plan::Plan;
 use crate::run::error::RunError;
 use crate::run::kept::{Kept, operators_meta};
 use crate::run::options::{FromSavepoint, RunOptions};
-use crate::run::restore::check_state_version;
+use crate::run::restore::{check_same_plugin, check_state_version};
 use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, Savepoint};
 
 /// A `weir savepoint` request from the control socket.
@@ -76,7 +76,8 @@ pub(crate) fn import(
             old.key_groups
         )));
     }
-    let shaped = shape_operators(plan, old).map_err(refuse)?;
+    let swapped: BTreeSet<&str> = options.swaps.iter().map(|(op, _)| op.as_str()).collect();
+    let shaped = shape_operators(plan, old, &swapped).map_err(refuse)?;
     let derivation = Derivation {
         checkpoint: old.id,
         savepoint: Some(from.dir.display().to_string()),
@@ -111,8 +112,13 @@ struct Shaped {
 /// Matches the operators of `plan` to the savepoint `old` by id: each
 /// keeps the state version its state was saved in and moves to the job's
 /// parallelism; one the savepoint lacks starts empty. Refuses state a
-/// plugin cannot read.
-fn shape_operators(plan: &Plan<'_>, old: &CheckpointMeta) -> Result<Shaped, String> {
+/// plugin cannot read, and another plugin than the savepoint's unless
+/// `swapped` (`--swap`) names the operator.
+fn shape_operators(
+    plan: &Plan<'_>,
+    old: &CheckpointMeta,
+    swapped: &BTreeSet<&str>,
+) -> Result<Shaped, String> {
     let mut shaped = Shaped {
         operators: operators_meta(plan, &Kept::new()),
         moves: Vec::new(),
@@ -128,10 +134,13 @@ fn shape_operators(plan: &Plan<'_>, old: &CheckpointMeta) -> Result<Shaped, Stri
             continue;
         };
         check_state_version(&op.id, m, plugin)?;
-        if m.sha256 != plugin.sha256() {
+        if !swapped.contains(op.id.as_str()) {
+            let otherwise = "point the job file's plugin at the one the savepoint ran";
+            check_same_plugin(op, m, plugin, "the savepoint", otherwise)?;
+        } else if m.sha256 != plugin.sha256() {
             tracing::info!(
                 target: crate::NOTICE,
-                "operator `{}`: the savepoint's state of {} {} (state version {}) is restored into {} {}, which migrates it as with --swap",
+                "operator `{}`: the savepoint's state of {} {} (state version {}) is restored into {} {}, which migrates it (--swap)",
                 op.id,
                 m.plugin_name,
                 m.plugin_version,
@@ -167,6 +176,9 @@ fn dropped_state(job: &Job, old: &CheckpointMeta, allow: bool) -> Result<Vec<Str
     dropped.extend(missing("sink", old.sinks.keys(), |id| {
         job.sinks.iter().any(|s| s.id == id)
     }));
+    dropped.extend(changed_sinks(job, old).map(|(id, was, now)| {
+        format!("sink `{id}` (a {was} sink in the savepoint, a {now} sink now)")
+    }));
     if !dropped.is_empty() && !allow {
         return Err(format!(
             "it holds state of {}, which job `{}` does not have; pass --allow-non-restored-state to start without that state",
@@ -199,6 +211,7 @@ fn derived_meta(
         operators,
         sinks: (old.sinks.iter())
             .filter(|(id, _)| job.sinks.iter().any(|s| &s.id == *id))
+            .filter(|(id, _)| !changed_sinks(job, old).any(|(changed, ..)| changed == *id))
             .map(|(id, v)| (id.clone(), v.clone()))
             .collect(),
         final_checkpoint: old.final_checkpoint,
@@ -206,6 +219,20 @@ fn derived_meta(
         derived: Some(derivation),
         ..CheckpointMeta::new(old.id, &job.name)
     }
+}
+
+/// The sinks of `job` whose `type` differs from the one that wrote their
+/// commit information in `old`: (id, old type, new type). Their output
+/// cannot continue; they start fresh.
+fn changed_sinks<'a>(
+    job: &'a Job,
+    old: &'a CheckpointMeta,
+) -> impl Iterator<Item = (&'a str, &'a str, &'a str)> {
+    job.sinks.iter().filter_map(|s| {
+        let was = old.sink_types.get(&s.id)?;
+        let changed = was != s.kind && old.sinks.contains_key(&s.id);
+        changed.then_some((s.id.as_str(), was.as_str(), s.kind))
+    })
 }
 
 /// `kind `id`` for each of `ids` the job does not have.

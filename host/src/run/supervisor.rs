@@ -32,9 +32,9 @@ use crate::run::error::RunError;
 use crate::run::kept::{self, JobShas, Kept};
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
-use crate::run::savepoint;
 use crate::run::summary::RunSummary;
 use crate::run::swap::{Probation, SwapRequest};
+use crate::run::{moved, savepoint};
 use crate::store::SwappedPlugin;
 use crate::threads::TaskError;
 use crate::wasm::Runtime;
@@ -52,6 +52,7 @@ pub(crate) fn supervise(
     shutdown: &AtomicBool,
 ) -> Result<RunSummary, RunError> {
     let started = Instant::now();
+    moved::check(job, options)?;
     // Resolved once: every attempt and the control socket use one folder.
     let options = &RunOptions {
         state_dir: Some(options.state_dir(job)),
@@ -145,6 +146,7 @@ impl<'a> Supervisor<'a> {
                 });
             }
             savepoint::import(&plan, options, from)?;
+            moved::record(job, &options.state_dir(job), &from.dir)?;
         }
         Ok(Supervisor {
             runtime,

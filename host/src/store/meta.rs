@@ -43,6 +43,10 @@ pub struct CheckpointMeta {
     pub operators: BTreeMap<String, OperatorMeta>,
     /// Sink id -> commit information (opaque to the store).
     pub sinks: BTreeMap<String, serde_json::Value>,
+    /// Sink id -> its `type`, whose connector wrote the commit information;
+    /// absent in checkpoints written before Weir recorded it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sink_types: BTreeMap<String, String>,
     /// Taken at end of input.
     pub final_checkpoint: bool,
     /// Some operator instance took the checkpoint unaligned (its first
@@ -81,6 +85,7 @@ impl CheckpointMeta {
             sources: BTreeMap::new(),
             operators: BTreeMap::new(),
             sinks: BTreeMap::new(),
+            sink_types: BTreeMap::new(),
             final_checkpoint: false,
             unaligned: false,
             inflight_bytes: 0,
@@ -122,6 +127,10 @@ pub struct OperatorMeta {
     pub state_version: u32,
     /// SHA-256 of the plugin's `.wasm`, hex.
     pub sha256: String,
+    /// The plugin file it ran, as the job file or `--swap` named it;
+    /// absent in checkpoints written before Weir recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_path: Option<String>,
     /// Number of instances.
     pub parallelism: u32,
     /// Set when the operator ran another plugin than its job file's (a swap

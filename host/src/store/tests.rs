@@ -17,6 +17,7 @@ pub(super) fn meta(id: u64) -> CheckpointMeta {
         plugin_version: "1".into(),
         state_version: 1,
         sha256: "00".into(),
+        plugin_path: None,
         parallelism,
         swapped: None,
     };
@@ -33,6 +34,7 @@ pub(super) fn meta(id: u64) -> CheckpointMeta {
         sources: [("src".into(), serde_json::json!({"offset": id, "f": 0.1}))].into(),
         operators: [("a".into(), op(2)), ("b".into(), op(2))].into(),
         sinks: BTreeMap::new(),
+        sink_types: BTreeMap::new(),
         final_checkpoint: false,
         unaligned: false,
         inflight_bytes: 0,

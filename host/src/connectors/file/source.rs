@@ -53,7 +53,7 @@ impl FileSourceConfig {
         Ok(Box::new(move |dir: &Path| {
             Ok(Arc::new(FileSourceConfig {
                 path: resolve(dir, "path", raw.path)?,
-                parsing,
+                parsing: parsing.check()?,
             }))
         }))
     }
