@@ -184,6 +184,9 @@ fn live_swap_keeps_every_count_exactly_once() {
     let (ok, text) = live_swap(&j, plugins::WORD_COUNT_V2);
     assert!(ok, "{text}");
     assert!(text.contains("now runs the new plugin"), "{text}");
+    let warned = "warning: its state version changed from 1 to 2";
+    assert!(text.contains(warned), "{text}");
+    assert!(!text.contains("the new plugin is `"), "same name: {text}");
     assert_exactly_once(&j, "after a live swap");
     let (v1, v2) = formats(&counts(&j));
     assert!(v1 > 0 && v2 > 0, "both formats: {v1} {v2}");

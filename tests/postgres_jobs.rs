@@ -10,9 +10,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use weir_tests::cli::Weir;
+use weir_tests::counts::true_counts;
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::order::{check_replayed, check_run};
+use weir_tests::plugins;
 use weir_tests::servers::Postgres;
 use weir_tests::wait::{PATIENCE, wait_until};
 
@@ -218,4 +220,57 @@ fn a_bad_url_and_a_missing_table_are_one_line_errors() {
     );
     job.run(&[])
         .assert_one_line_error(&["sink `out`", "count", "integer"]);
+}
+
+/// A live swap is validated through the sinks: the new plugin (word-count
+/// v2, whose records have other fields than the table's columns) passes
+/// its first checkpoint, then the PostgreSQL sink refuses its output at
+/// delivery. The swap is still revertible then: it is rolled back, `weir
+/// swap` says why, and the job finishes with the previous plugin, every
+/// word's counts in the table exactly once and in order.
+#[test]
+fn a_swap_whose_output_a_sink_refuses_is_rolled_back() {
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE counts (id bigserial PRIMARY KEY, word text NOT NULL, count bigint NOT NULL)",
+    );
+    let words: String = (0..9000).map(|i| format!("w{}\n", (i * 7) % 40)).collect();
+    let job = JobFile::new("pg-swap")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("words", "words.txt").rate(3000))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["words"]))
+        .sink(Sink::postgres("out", &pg.url(), "counts").input("count"));
+    let j = JobDir::new(WEIR, job, &[("words.txt", &words)]);
+    let mut child = j
+        .command("run", &["--progress-every", "0"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the first rows", PATIENCE, || {
+        (pg.psql("SELECT count(*) FROM counts") != "0").then_some(())
+    });
+    let swap = j.on_state("swap", &[&format!("count={}", plugins::WORD_COUNT_V2)]);
+    let said = format!("{}{}", swap.stdout, swap.stderr);
+    assert!(!swap.success(), "{said}");
+    assert!(
+        said.contains("rolled back to the previous plugin"),
+        "{said}"
+    );
+    assert!(said.contains("has no column"), "{said}");
+    assert!(child.wait().unwrap().success(), "the job finishes with v1");
+    let rows = pg.psql("SELECT word, count FROM counts ORDER BY id");
+    let mut seen: std::collections::BTreeMap<&str, u64> = Default::default();
+    for row in rows.lines() {
+        let (word, count) = row.split_once('|').unwrap();
+        let n = seen.entry(word).or_default();
+        *n += 1;
+        assert_eq!(
+            count.parse::<u64>().unwrap(),
+            *n,
+            "{word}'s counts in order"
+        );
+    }
+    let got: std::collections::BTreeMap<String, u64> =
+        seen.into_iter().map(|(w, n)| (w.to_owned(), n)).collect();
+    assert_eq!(got, true_counts(words.lines()), "every word counted once");
 }

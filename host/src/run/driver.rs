@@ -148,6 +148,9 @@ impl<'a> Driver<'a> {
                 }
                 Ok(Event::SinkCommitted(sink, id)) => {
                     tracing::debug!("sink `{sink}` committed checkpoint {id}");
+                    if let Some(p) = self.probation.as_mut() {
+                        p.sink_committed(&sink, id, self.channels.commits.len());
+                    }
                     if let Some(p) = self.pending_savepoint.as_mut()
                         && p.checkpoint.is_some_and(|c| id >= c)
                     {
@@ -243,7 +246,7 @@ impl<'a> Driver<'a> {
             let _ = tx.send(done.id);
         }
         if let Some(p) = self.probation.as_mut() {
-            p.checkpoint_completed(done.id);
+            p.checkpoint_completed(done.id, self.channels.commits.len());
         }
         if done.is_final || self.coordinator.stop_requested() {
             self.finished = done.is_final;
@@ -461,7 +464,7 @@ impl<'a> Driver<'a> {
         }
         if self.probation.as_ref().is_some_and(|p| p.pending()) {
             return req.refuse(
-                "the previous swap is still on probation; retry after its first checkpoint".into(),
+                "the previous swap is still on probation; retry once every sink delivered its first checkpoint".into(),
             );
         }
         tracing::info!("swap of `{}` requested: taking a checkpoint", req.operator);

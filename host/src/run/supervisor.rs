@@ -33,7 +33,7 @@ use crate::run::kept::{self, JobShas, Kept};
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
 use crate::run::summary::RunSummary;
-use crate::run::swap::{Probation, SwapRequest};
+use crate::run::swap::{self, Probation, SwapRequest};
 use crate::run::{moved, savepoint};
 use crate::store::SwappedPlugin;
 use crate::threads::TaskError;
@@ -344,17 +344,18 @@ impl SwapIn<'_, '_> {
                     Some(r) => self.kept.insert(op.id.clone(), r),
                     None => self.kept.remove(&op.id),
                 };
+                let was = self.plan.plugin(node).expect("an operator's plugin").info();
+                let warnings = swap::differences(was, plugin.info());
                 let old = self.plan.replace_operator(node, plugin, wired);
                 tracing::info!(
                     "swapping `{}` to {} at checkpoint {checkpoint}",
                     request.operator,
                     request.plugin.display()
                 );
-                let p = Probation {
-                    from: checkpoint,
-                    operator: request.operator,
-                    reply: Some(request.reply),
-                };
+                for w in &warnings {
+                    tracing::warn!("swap of `{}`: {w}", request.operator);
+                }
+                let p = Probation::new(checkpoint, request, warnings);
                 Some((p, node, old, old_record))
             }
         }

@@ -2,13 +2,18 @@
 //! ([`SwapRequest`]) and the swapped plugin's probation ([`Probation`]).
 //!
 //! Invariant: a request is answered at most once: refused, rolled back, or
-//! confirmed once a checkpoint after the swap completed with the new plugin
-//! (or the job ended first). A request dropped unanswered reads, on the
-//! socket, as "the job ended before the swap completed".
+//! confirmed once the first checkpoint after the swap completed with the
+//! new plugin and every sink delivered it (or the job ended first). Until
+//! then a failure of the attempt, a sink's delivery included, rolls the
+//! swap back. A request dropped unanswered reads, on the socket, as "the
+//! job ended before the swap completed".
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crossbeam_channel::Sender;
+
+use crate::wasm::OperatorInfo;
 
 /// A `weir swap` request from the control socket.
 #[derive(Debug)]
@@ -28,8 +33,9 @@ impl SwapRequest {
     }
 }
 
-/// A swapped plugin on probation: the swap is reported successful once a
-/// checkpoint after `from` completes with it.
+/// A swapped plugin on probation: the swap is reported successful once the
+/// first checkpoint after `from` completed with it and every sink
+/// delivered that checkpoint.
 #[derive(Debug)]
 pub(crate) struct Probation {
     /// The checkpoint the swap restarted from.
@@ -38,31 +44,70 @@ pub(crate) struct Probation {
     pub operator: String,
     /// The request's answer channel, until answered.
     pub reply: Option<Sender<Result<String, String>>>,
+    /// What changed with the plugin ([`differences`]), said in the answer.
+    pub warnings: Vec<String>,
+    /// The first checkpoint after the swap to complete, and the sinks that
+    /// delivered it (or a later one) so far.
+    pub delivering: Option<(u64, BTreeSet<String>)>,
 }
 
 impl Probation {
+    /// A probation of the swap of `operator` at checkpoint `from`.
+    pub(crate) fn new(from: u64, request: SwapRequest, warnings: Vec<String>) -> Probation {
+        Probation {
+            from,
+            operator: request.operator,
+            reply: Some(request.reply),
+            warnings,
+            delivering: None,
+        }
+    }
+
     /// Whether the swap is still unanswered (its first checkpoint not yet
-    /// taken).
+    /// delivered by every sink).
     pub(crate) fn pending(&self) -> bool {
         self.reply.is_some()
     }
 
-    /// Whether checkpoint `id` completing ends the probation: it is the
-    /// first after the swap to complete.
+    /// Whether checkpoint `id` is the first after the swap to complete.
     pub(crate) fn ends_at(&self, id: u64) -> bool {
-        self.pending() && id > self.from
+        self.pending() && id > self.from && self.delivering.is_none()
     }
 
-    /// Checkpoint `id` completed: ends the probation if `id` came after the
-    /// swap.
-    pub(crate) fn checkpoint_completed(&mut self, id: u64) {
-        if self.ends_at(id)
-            && let Some(reply) = self.reply.take()
+    /// Checkpoint `id` completed; the job has `sinks` sinks.
+    pub(crate) fn checkpoint_completed(&mut self, id: u64, sinks: usize) {
+        if self.ends_at(id) {
+            self.delivering = Some((id, BTreeSet::new()));
+            self.confirm_if_delivered(sinks);
+        }
+    }
+
+    /// Sink `sink` (of `sinks`) delivered checkpoint `id`.
+    pub(crate) fn sink_committed(&mut self, sink: &str, id: u64, sinks: usize) {
+        if let Some((first, delivered)) = self.delivering.as_mut()
+            && id >= *first
         {
-            let _ = reply.send(Ok(format!(
-                "operator `{}` now runs the new plugin: swapped at checkpoint {}, checkpoint {} completed with it",
-                self.operator, self.from, id
-            )));
+            delivered.insert(sink.to_owned());
+            self.confirm_if_delivered(sinks);
+        }
+    }
+
+    fn confirm_if_delivered(&mut self, sinks: usize) {
+        let Some((id, delivered)) = &self.delivering else {
+            return;
+        };
+        if delivered.len() < sinks {
+            return;
+        }
+        if let Some(reply) = self.reply.take() {
+            let mut answer = format!(
+                "operator `{}` now runs the new plugin: swapped at checkpoint {}, checkpoint {id} completed with it and every sink delivered it",
+                self.operator, self.from
+            );
+            for w in &self.warnings {
+                answer.push_str(&format!("\nwarning: {w}"));
+            }
+            let _ = reply.send(Ok(answer));
         }
     }
 
@@ -84,5 +129,120 @@ impl Probation {
                 self.operator, self.from
             )));
         }
+    }
+}
+
+/// What a swap from the plugin described by `old` to `new` changes besides
+/// the code: its name, its ports, its state version. Each is a warning:
+/// accepted, but said, since a plugin of another name or other ports is
+/// rarely the intended upgrade.
+pub(crate) fn differences(old: &OperatorInfo, new: &OperatorInfo) -> Vec<String> {
+    let mut out = Vec::new();
+    if old.name != new.name {
+        out.push(format!(
+            "the new plugin is `{}`, not `{}`: another operator, not a new version of it",
+            new.name, old.name
+        ));
+    }
+    let ports = |p: &[String]| p.join(", ");
+    if old.inputs != new.inputs {
+        out.push(format!(
+            "its input ports changed from [{}] to [{}]",
+            ports(&old.inputs),
+            ports(&new.inputs)
+        ));
+    }
+    if old.outputs != new.outputs {
+        out.push(format!(
+            "its output ports changed from [{}] to [{}]",
+            ports(&old.outputs),
+            ports(&new.outputs)
+        ));
+    }
+    if old.state_version != new.state_version {
+        out.push(format!(
+            "its state version changed from {} to {}: its `restore` migrated the state",
+            old.state_version, new.state_version
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> (
+        SwapRequest,
+        crossbeam_channel::Receiver<Result<String, String>>,
+    ) {
+        let (reply, answers) = crossbeam_channel::bounded(1);
+        let request = SwapRequest {
+            operator: "count".into(),
+            plugin: "v2.wasm".into(),
+            reply,
+        };
+        (request, answers)
+    }
+
+    /// The swap is confirmed only once every sink delivered the first
+    /// checkpoint after it; a checkpoint before the swap counts for
+    /// nothing.
+    #[test]
+    fn a_swap_is_confirmed_once_every_sink_delivered_its_first_checkpoint() {
+        let (request, answers) = request();
+        let mut p = Probation::new(4, request, vec!["its state version changed".into()]);
+        p.checkpoint_completed(4, 2);
+        p.sink_committed("a", 4, 2);
+        assert!(p.delivering.is_none() && p.pending());
+        p.checkpoint_completed(5, 2);
+        p.checkpoint_completed(6, 2);
+        p.sink_committed("a", 5, 2);
+        p.sink_committed("a", 6, 2);
+        assert!(p.pending(), "one sink of two delivered");
+        assert!(answers.try_recv().is_err());
+        p.sink_committed("b", 6, 2);
+        assert!(!p.pending());
+        let answer = answers.try_recv().unwrap().unwrap();
+        assert!(
+            answer.contains("checkpoint 5 completed with it and every sink delivered it"),
+            "{answer}"
+        );
+        assert!(
+            answer.contains("\nwarning: its state version changed"),
+            "{answer}"
+        );
+    }
+
+    #[test]
+    fn a_job_without_sinks_confirms_at_completion() {
+        let (request, answers) = request();
+        let mut p = Probation::new(1, request, Vec::new());
+        p.checkpoint_completed(2, 0);
+        assert!(!p.pending());
+        assert!(answers.try_recv().unwrap().is_ok());
+    }
+
+    #[test]
+    fn another_name_other_ports_and_state_version_are_warned_of() {
+        let info = |name: &str, outputs: &[&str], state_version| OperatorInfo {
+            name: name.into(),
+            version: "1".into(),
+            inputs: vec!["in".into()],
+            outputs: outputs.iter().map(|o| o.to_string()).collect(),
+            state_version,
+        };
+        let old = info("word-count", &["out"], 1);
+        assert!(differences(&old, &info("word-count", &["out"], 1)).is_empty());
+        let said = differences(&old, &info("split", &["out", "late"], 2)).join("; ");
+        assert!(
+            said.contains("the new plugin is `split`, not `word-count`"),
+            "{said}"
+        );
+        assert!(
+            said.contains("output ports changed from [out] to [out, late]"),
+            "{said}"
+        );
+        assert!(said.contains("state version changed from 1 to 2"), "{said}");
     }
 }
