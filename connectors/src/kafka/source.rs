@@ -239,6 +239,10 @@ fn from_offset(offset: &Value) -> Option<Vec<Saved>> {
 }
 
 impl SourceConnector for KafkaSourceConfig {
+    fn ends(&self) -> bool {
+        self.bounded
+    }
+
     fn open(&self, id: &str, offset: Option<&Value>) -> Result<Box<dyn SourceReader>, SourceError> {
         let remote = |message: String| SourceError::Remote {
             source_id: id.to_owned(),

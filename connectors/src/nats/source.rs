@@ -248,6 +248,10 @@ enum Item {
 const CHANNEL_MESSAGES: usize = 8192;
 
 impl SourceConnector for NatsSourceConfig {
+    fn ends(&self) -> bool {
+        self.bounded
+    }
+
     fn open(&self, id: &str, offset: Option<&Value>) -> Result<Box<dyn SourceReader>, SourceError> {
         let remote = |target: String| {
             let source_id = id.to_owned();

@@ -199,6 +199,12 @@ pub trait SourceConnector: DynEq + Debug + Send + Sync {
         None
     }
 
+    /// Whether the input ends by itself (a file, a bounded stream), so
+    /// that a job without periodic checkpoints still delivers its output.
+    fn ends(&self) -> bool {
+        true
+    }
+
     /// Checks the files the settings name; `dir` is the job folder. Runs
     /// after the job's wiring checks.
     fn check_files(&self, dir: &Path) -> Result<(), String> {

@@ -44,6 +44,11 @@ impl StdinConfig {
 }
 
 impl SourceConnector for StdinConfig {
+    /// Stdin ends when its writer closes it, which a live feed never does.
+    fn ends(&self) -> bool {
+        false
+    }
+
     fn open(&self, id: &str, offset: Option<&Value>) -> Result<Box<dyn SourceReader>, SourceError> {
         let parser = LineParser::new(id.to_owned(), "stdin".into(), &self.parsing);
         let records = offset

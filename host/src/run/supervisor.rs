@@ -126,6 +126,7 @@ impl<'a> Supervisor<'a> {
             .collect();
         let plan = load_plugins(job, runtime, &swaps)?;
         warn_unconsumed_outputs(&plan);
+        crate::run::validate::warn_held_until_the_end(job);
         record_plugins(&metrics.journal, &plan);
         let mut kept: Kept = (restored.into_iter())
             .map(|(op, _, record)| (op, record))
