@@ -32,6 +32,8 @@ mkdir -p "$cache" "$logs"
 # Pinned versions (see docs/polyglot.md).
 COMPONENTIZE_PY_VERSION=0.25.1
 PYTEST_VERSION=8.3.5
+# The SDK's build backend (sdk/python/pyproject.toml), for its packaging test.
+FLIT_CORE_VERSION=3.12.0
 
 say() { echo "python-sdk: $*" >&2; }
 cannot() {
@@ -65,6 +67,7 @@ setup() {
     fi
     pip_package componentize-py "$COMPONENTIZE_PY_VERSION"
     pip_package pytest "$PYTEST_VERSION"
+    pip_package flit_core "$FLIT_CORE_VERSION"
 }
 
 usage() {
