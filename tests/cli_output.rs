@@ -273,6 +273,7 @@ fn run_json_prints_the_summary_as_one_json_object_on_stdout() {
     assert_eq!(node("count"), ("operator".into(), 500, 500));
     assert_eq!(node("out").0, "sink");
     assert_eq!(node("out").1, 500);
+    assert_eq!(node("out").2, 500, "a sink's out: the records it delivered");
     assert_eq!(j.read("out.jsonl").lines().count(), 500);
     // The person's summary stays on stderr.
     assert!(out.stderr.contains("job `json` finished"), "{}", out.stderr);

@@ -31,7 +31,7 @@ pub fn render(metrics: &JobMetrics) -> String {
         ),
         (
             "weir_records_out_total",
-            "Records sent downstream by a node.",
+            "Records sent downstream by a node; by a sink, records delivered.",
             None,
             |m| m.records_out.load(Relaxed) as f64,
         ),

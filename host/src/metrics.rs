@@ -168,7 +168,8 @@ impl EventTime {
 pub struct NodeMetrics {
     /// Records received.
     pub records_in: AtomicU64,
-    /// Records sent downstream.
+    /// Records sent downstream; a sink's: records delivered (an exactly-once
+    /// sink's once their checkpoint is committed).
     pub records_out: AtomicU64,
     /// Bytes (keys and values) received.
     pub bytes_in: AtomicU64,

@@ -18,6 +18,7 @@
 //!   however long an epoch runs.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -37,6 +38,14 @@ const ORIGINS_KEPT: usize = 16_384;
 /// Batches of one epoch by origin: (origin, records), oldest first.
 type Origins = Vec<(Instant, u64)>;
 
+/// What an exactly-once sink wrote in one epoch: its records, counted as
+/// the sink's output once the epoch is delivered, and their origins.
+#[derive(Default)]
+struct Written {
+    records: u64,
+    origins: Origins,
+}
+
 /// A sink thread.
 pub(crate) struct SinkTask {
     /// The attempt's cancel flag and events.
@@ -49,10 +58,10 @@ pub(crate) struct SinkTask {
     metrics: Arc<NodeMetrics>,
     /// Whether the sink is out on write ([`Sink::out_on_write`]).
     out_on_write: bool,
-    /// The origins of the epoch being written.
-    writing: Origins,
-    /// The origins of precommitted epochs, by checkpoint id, oldest first.
-    precommitted: Vec<(u64, Origins)>,
+    /// The epoch being written.
+    writing: Written,
+    /// Precommitted epochs, by checkpoint id, oldest first.
+    precommitted: Vec<(u64, Written)>,
 }
 
 impl SinkTask {
@@ -69,25 +78,28 @@ impl SinkTask {
             id,
             sink,
             metrics,
-            writing: Vec::new(),
+            writing: Written::default(),
             precommitted: Vec::new(),
         }
     }
 
-    /// Remembers the origin of `batch` until its checkpoint commits.
-    fn keep_origin(&mut self, batch: &Batch) {
+    /// Counts `batch` in the epoch being written and remembers its origin,
+    /// until its checkpoint commits.
+    fn keep(&mut self, batch: &Batch) {
+        let n = batch.len() as u64;
+        self.writing.records += n;
         let Some(origin) = batch.origin() else {
             return;
         };
-        let n = batch.len() as u64;
-        let full = self.writing.len() >= ORIGINS_KEPT;
-        match self.writing.last_mut() {
+        let origins = &mut self.writing.origins;
+        let full = origins.len() >= ORIGINS_KEPT;
+        match origins.last_mut() {
             Some((last, records))
                 if full || origin.saturating_duration_since(*last) < Duration::from_millis(1) =>
             {
                 *records += n;
             }
-            _ => self.writing.push((origin, n)),
+            _ => origins.push((origin, n)),
         }
     }
 
@@ -110,7 +122,7 @@ impl SinkTask {
     }
 
     fn precommit(&mut self, id: u64) -> Result<(), Cancelled> {
-        if !self.writing.is_empty() {
+        if self.writing.records > 0 {
             self.precommitted
                 .push((id, std::mem::take(&mut self.writing)));
         }
@@ -129,14 +141,13 @@ impl InputHandler for SinkTask {
             sink.write(batch).map_err(|e| shared.fail(e))
         })?;
         if self.out_on_write {
+            let n = batch.len() as u64;
+            self.metrics.records_out.fetch_add(n, Ordering::Relaxed);
             if let Some(origin) = batch.origin() {
-                let latency = origin.elapsed();
-                self.metrics
-                    .record_latency
-                    .observe_n(latency, batch.len() as u64);
+                self.metrics.record_latency.observe_n(origin.elapsed(), n);
             }
         } else {
-            self.keep_origin(&batch);
+            self.keep(&batch);
         }
         Ok(())
     }
@@ -153,15 +164,19 @@ impl InputHandler for SinkTask {
         let sink = self.id.clone();
         let report = self.report(move |_| Event::SinkCommitted(sink, id));
         let upto = self.precommitted.partition_point(|(e, _)| *e <= id);
-        let out: Vec<(u64, Origins)> = self.precommitted.drain(..upto).collect();
+        let out: Vec<(u64, Written)> = self.precommitted.drain(..upto).collect();
         let metrics = Arc::clone(&self.metrics);
         let done: Done = Box::new(move |result| {
             if result.is_ok() {
                 let now = Instant::now();
-                for (origin, n) in out.iter().flat_map(|(_, o)| o) {
+                for (_, written) in &out {
                     metrics
-                        .record_latency
-                        .observe_n(now.saturating_duration_since(*origin), *n);
+                        .records_out
+                        .fetch_add(written.records, Ordering::Relaxed);
+                    for (origin, n) in &written.origins {
+                        let latency = now.saturating_duration_since(*origin);
+                        metrics.record_latency.observe_n(latency, *n);
+                    }
                 }
             }
             report(result)
