@@ -212,3 +212,28 @@ fn a_record_a_plugin_calls_invalid_is_not_retried() {
         out.stderr
     );
 }
+
+/// A plugin that fails the same way on the same records (a stack overflow
+/// on every batch) fails every attempt alike, with no checkpoint completed
+/// in between: the job stops after the first repeat, not after all the
+/// restarts its strategy allows, and says why.
+#[test]
+fn a_plugin_failure_that_recurs_on_the_same_records_is_not_retried_again() {
+    let file = JobFile::new("recurs")
+        .checkpoint(Checkpoint::every("100ms"))
+        .restart(Restart::fixed_delay(5, "10ms"))
+        .source(Source::file("lines", "in.txt"))
+        .operator(Operator::new("deep", plugins::GUEST_DEEP_RECURSION).inputs(&["lines"]))
+        .sink(Sink::file("out", "out.txt").input("deep"));
+    let j = JobDir::new(WEIR, file, &[("in.txt", "a\nb\n")]);
+    let out = j.run(&[]);
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    let restarts = out.stderr.matches(RESTARTING).count();
+    assert_eq!(
+        restarts, 1,
+        "one restart, then the repeat stops it: {}",
+        out.stderr
+    );
+    let said = "not restarting: the attempt failed as the one before";
+    assert!(out.stderr.contains(said), "{}", out.stderr);
+}

@@ -103,6 +103,10 @@ struct Supervisor<'a> {
     first_restore: Option<Option<u64>>,
     checkpoints: u64,
     restarts: u32,
+    /// The last failed attempt's error and the checkpoints completed by
+    /// then: the same plugin error again, with none completed since, is the
+    /// same records failing the same plugin.
+    last_failure: Option<(String, u64)>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -163,6 +167,7 @@ impl<'a> Supervisor<'a> {
             first_restore: None,
             checkpoints: 0,
             restarts: 0,
+            last_failure: None,
         })
     }
 
@@ -196,6 +201,12 @@ impl<'a> Supervisor<'a> {
             let (summary, end) = match result {
                 Ok(done) => done,
                 Err(e) if restartable(&e) => {
+                    if self.recurs(&e) {
+                        tracing::warn!(
+                            "not restarting: the attempt failed as the one before, in the same plugin, with no checkpoint completed since; a restart replays the same records into it"
+                        );
+                        return Err(self.failed(e));
+                    }
                     self.wait_to_restart(e)?;
                     continue;
                 }
@@ -238,6 +249,22 @@ impl<'a> Supervisor<'a> {
         };
         self.swapped.remove(&operator);
         self.restore = RestoreMode::Id(from);
+    }
+
+    /// Whether `e`, a plugin's failure, repeats the last attempt's with no
+    /// checkpoint completed since (the same records into the same state);
+    /// remembers it for the next attempt. A call that ran out of time is
+    /// not taken to recur: the machine may have been slow.
+    fn recurs(&mut self, e: &RunError) -> bool {
+        let seen = (e.to_string(), self.checkpoints);
+        let plugin = match instance_error(e) {
+            Some(InstanceError::Trap { .. } | InstanceError::Returned { .. }) => true,
+            Some(InstanceError::Limit { limit, .. }) => limit.key != "call_timeout",
+            _ => false,
+        };
+        let again = plugin && self.last_failure.as_ref() == Some(&seen);
+        self.last_failure = Some(seen);
+        again
     }
 
     /// After an attempt failed with `e`, which a restart may cure: waits as

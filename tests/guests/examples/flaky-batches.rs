@@ -7,7 +7,8 @@
 //! A job with restarts therefore completes as long as every attempt
 //! completes a checkpoint within its first `every - 1` batches: each attempt
 //! then resumes past the previous one's progress. Output stays exactly-once
-//! because a failed attempt's output is never committed.
+//! because a failed attempt's output is never committed. Each panic's
+//! message has the time in it, so no two failures read alike.
 
 use weir_guests::{count, info, pass, set_count};
 use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
@@ -39,9 +40,13 @@ impl Operator for FlakyBatches {
         self.since_open += 1;
         let done = count(ctx, b"batches");
         if self.since_open.is_multiple_of(self.every) {
+            // The time makes every failure's message its own, as a flaky
+            // fault's is: the host does not take it for one that recurs.
             panic!(
-                "flaky-batches: deliberate panic on batch {} of this attempt ({} batches done before it)",
-                self.since_open, done
+                "flaky-batches: deliberate panic on batch {} of this attempt ({} batches done before it) at {} ms",
+                self.since_open,
+                done,
+                ctx.processing_time()
             );
         }
         set_count(ctx, b"batches", done + 1);
