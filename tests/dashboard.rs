@@ -591,7 +591,7 @@ fn the_example_job_shows_watermarks_and_pending_timers() {
     let timers = wait_page(
         &page,
         "the windows' watermark and timers",
-        "(() => { const t = document.querySelector('[data-node-id=\"windows\"] .node-time').textContent; return /^watermark 00:00:[0-9:.]+ · [1-9][0-9.K]* timers$/.test(t) && t; })()",
+        "(() => { const t = document.querySelector('[data-node-id=\"windows\"] .node-time').textContent; return /^watermark 1970-01-01 00:00:[0-9]{2} · [1-9][0-9.K]* timers$/.test(t) && t; })()",
     );
     assert!(timers.as_str().unwrap().contains("timers"), "{timers}");
     // Per instance, in the operator's details.
@@ -618,4 +618,30 @@ fn the_example_job_shows_watermarks_and_pending_timers() {
     signal(&run.child, "-TERM");
     let (status, stderr) = run.wait();
     assert!(status.success(), "{stderr}");
+}
+
+/// With `--ui-linger` the dashboard outlives the job: a job that finished
+/// (or failed) is still shown, with how it ended, until Ctrl-C ends the
+/// process, which then prints the summary and exits as the job did.
+#[test]
+fn with_ui_linger_the_dashboard_stays_up_after_the_job_ends() {
+    let job = count_words("lingering", Checkpoint::every("100ms"), 100_000, 1)
+        .source_with("words", |_| Source::generator("words", 500));
+    let mut d = Dashboard::start(job, &["--ui-linger"]);
+    let said = d
+        .run
+        .wait_for_line("the job's end", |l| l.contains("--ui-linger"));
+    assert!(said.contains("the job finished"), "{said}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let job = d.get("/api/job");
+    let sink = job["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == "out");
+    assert_eq!(sink.unwrap()["records_in"], 500, "{job}");
+    weir_tests::job_dir::signal(&d.run.child, "-INT");
+    let (status, stderr) = d.run.wait();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("job `lingering` finished"), "{stderr}");
 }

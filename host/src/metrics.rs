@@ -335,7 +335,8 @@ pub struct CheckpointMetrics {
     pub alignment: Histogram,
     /// Longest pause of an operator instance per checkpoint.
     pub pause: Histogram,
-    /// Times the job was restored from a checkpoint.
+    /// Restarts after a failed attempt (not the restores of a resumed run or
+    /// of a swap, which are no failure).
     pub restarts: AtomicU64,
 }
 

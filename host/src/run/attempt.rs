@@ -102,9 +102,6 @@ pub(crate) fn run_attempt(
 
     let wiring = Wiring::new(plan);
     let metrics = attempt.metrics;
-    if at.checkpoint.is_some() {
-        metrics.checkpoints.restarts.fetch_add(1, Ordering::Relaxed);
-    }
     let instances = instantiate_operators(plan, &at)?;
     if attempt.probation.as_ref().is_some_and(|p| p.pending()) {
         // A live swap's new plugin restored its state; nothing records it.

@@ -285,6 +285,7 @@ impl<'a> Supervisor<'a> {
             return Err(self.failed(e));
         };
         let journal = &self.metrics.journal;
+        (self.metrics.checkpoints.restarts).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         journal.event(EventKind::Failure, true, format!("attempt failed: {e}"));
         let message = format!(
             "restarting from the last complete checkpoint in {} ms (restart {} of {})",

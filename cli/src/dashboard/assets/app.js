@@ -324,7 +324,8 @@ function shortWatermark(w) {
   if (w == null) return "none";
   if (w === "end") return "end";
   const d = new Date(w);
-  return Number.isNaN(d.getTime()) ? String(w) : d.toISOString().slice(11, 23);
+  // With its date: event time is rarely today's.
+  return Number.isNaN(d.getTime()) ? String(w) : d.toISOString().slice(0, 19).replace("T", " ");
 }
 
 // ---- details, checkpoints, events -----------------------------------------
