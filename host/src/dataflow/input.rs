@@ -148,16 +148,11 @@ pub(crate) trait InputHandler {
     }
 
     /// Every channel delivered barrier `id` of the overtaken checkpoint:
-    /// acknowledge it with `inflight`, the batches received after the
-    /// snapshot and before each channel's barrier; `align` says how the
-    /// alignment went.
-    fn on_complete(
-        &mut self,
-        id: u64,
-        align: AlignStats,
-        inflight: InFlight,
-    ) -> Result<(), Cancelled> {
-        let _ = (align, inflight);
+    /// acknowledge it with `held`, the batches received after the snapshot
+    /// and before each channel's barrier; `align` says how the alignment
+    /// went.
+    fn on_complete(&mut self, id: u64, align: AlignStats, held: InFlight) -> Result<(), Cancelled> {
+        let _ = (align, held);
         unreachable!("checkpoint {id} completed overtaken by an input loop that only aligns")
     }
 

@@ -22,23 +22,13 @@ pub(super) fn meta(id: u64) -> CheckpointMeta {
         swapped: None,
     };
     CheckpointMeta {
-        id,
-        job: "job".into(),
         started_at_ms: 1_700_000_000_000 + id,
         duration_ms: 5,
         alignment_ms: 1,
         pause_ms: Some(2),
-        bytes_written: 0,
-        state_keys: 0,
-        key_groups: 128,
         sources: [("src".into(), serde_json::json!({"offset": id, "f": 0.1}))].into(),
         operators: [("a".into(), op(2)), ("b".into(), op(2))].into(),
-        sinks: BTreeMap::new(),
-        sink_types: BTreeMap::new(),
-        final_checkpoint: false,
-        unaligned: false,
-        inflight_bytes: 0,
-        derived: None,
+        ..CheckpointMeta::new(id, "job")
     }
 }
 

@@ -250,17 +250,12 @@ impl InputHandler for InstanceTask {
         self.out.broadcast_barrier(&self.shared.cancel, id)
     }
 
-    fn on_complete(
-        &mut self,
-        id: u64,
-        align: AlignStats,
-        inflight: InFlight,
-    ) -> Result<(), Cancelled> {
+    fn on_complete(&mut self, id: u64, align: AlignStats, held: InFlight) -> Result<(), Cancelled> {
         let taken = self.overtaken.take().filter(|o| o.id == id);
         let Overtaken {
             mut delta, pause, ..
         } = taken.expect("a snapshot before its completion");
-        delta.inflight = Some(inflight.encode());
+        delta.inflight = Some(held.encode());
         self.acknowledge(id, delta, align, pause);
         Ok(())
     }
