@@ -438,9 +438,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str, delivery: Delivery) -> Result<KafkaSinkConfig, String> {
-        let config = KafkaSinkConfig::read(text.parse().unwrap())?(Path::new("."), delivery)?;
-        let any: &dyn std::any::Any = config.as_ref() as &dyn SinkConnector as &dyn std::any::Any;
-        Ok(any.downcast_ref::<KafkaSinkConfig>().unwrap().clone())
+        SINK.settings(text, delivery)
     }
 
     #[test]

@@ -445,10 +445,7 @@ mod tests {
     use std::time::Duration;
 
     fn parse(text: &str) -> Result<KafkaSourceConfig, String> {
-        let build = KafkaSourceConfig::read(text.parse().unwrap())?;
-        let config = build(Path::new("."))?;
-        let any: &dyn std::any::Any = config.as_ref() as &dyn SourceConnector as &dyn std::any::Any;
-        Ok(any.downcast_ref::<KafkaSourceConfig>().unwrap().clone())
+        SOURCE.settings(text)
     }
 
     #[test]

@@ -481,10 +481,7 @@ mod tests {
     use weir::connectors::format::Format;
 
     fn parse(text: &str) -> Result<NatsSourceConfig, String> {
-        let build = NatsSourceConfig::read(text.parse().unwrap())?;
-        let config = build(Path::new("."))?;
-        let any: &dyn std::any::Any = config.as_ref() as &dyn SourceConnector as &dyn std::any::Any;
-        Ok(any.downcast_ref::<NatsSourceConfig>().unwrap().clone())
+        SOURCE.settings(text)
     }
 
     #[test]

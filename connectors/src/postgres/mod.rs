@@ -331,11 +331,7 @@ mod tests {
     use super::*;
 
     fn settings(text: &str) -> Result<PostgresSinkConfig, String> {
-        let table: Table = text.parse().unwrap();
-        let build = (SINK.read)(table)?;
-        let connector = build(Path::new("."), Delivery::ExactlyOnce)?;
-        let any: &dyn std::any::Any = connector.as_ref();
-        Ok(any.downcast_ref::<PostgresSinkConfig>().unwrap().clone())
+        SINK.settings(text, Delivery::ExactlyOnce)
     }
 
     fn error(text: &str) -> String {

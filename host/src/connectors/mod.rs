@@ -175,6 +175,21 @@ pub struct SourceType {
     pub read: ReadSource,
 }
 
+impl SourceType {
+    /// The settings this type makes of `text` (a source table without `id`
+    /// and `type`, in a job folder `.`), as `T`: for tests of a type's
+    /// settings.
+    ///
+    /// # Panics
+    /// When `text` is not TOML or the type's settings are not a `T`.
+    pub fn settings<T: SourceConnector + Clone + 'static>(&self, text: &str) -> Result<T, String> {
+        let build = (self.read)(text.parse().expect("a TOML table"))?;
+        let config = build(Path::new("."))?;
+        let any: &dyn Any = config.as_ref() as &dyn Any;
+        Ok(any.downcast_ref::<T>().expect("the type's settings").clone())
+    }
+}
+
 /// One sink type of the job file (`type = "<name>"`).
 #[derive(Debug)]
 pub struct SinkType {
@@ -188,6 +203,25 @@ pub struct SinkType {
     pub read: ReadSink,
 }
 
+impl SinkType {
+    /// The settings this type makes of `text` (a sink table without `id`,
+    /// `type`, `input` and `delivery`, in a job folder `.`) with `delivery`,
+    /// as `T`: for tests of a type's settings.
+    ///
+    /// # Panics
+    /// When `text` is not TOML or the type's settings are not a `T`.
+    pub fn settings<T: SinkConnector + Clone + 'static>(
+        &self,
+        text: &str,
+        delivery: Delivery,
+    ) -> Result<T, String> {
+        let build = (self.read)(text.parse().expect("a TOML table"))?;
+        let config = build(Path::new("."), delivery)?;
+        let any: &dyn Any = config.as_ref() as &dyn Any;
+        Ok(any.downcast_ref::<T>().expect("the type's settings").clone())
+    }
+}
+
 /// The settings of one source, as its type read and checked them.
 pub trait SourceConnector: DynEq + Debug + Send + Sync {
     /// Opens source `id` positioned at `offset` (a [`SourceReader::offset`]
@@ -199,17 +233,17 @@ pub trait SourceConnector: DynEq + Debug + Send + Sync {
         None
     }
 
-    /// Whether the input ends by itself (a file, a bounded stream), so
-    /// that a job without periodic checkpoints still delivers its output.
-    fn ends(&self) -> bool {
-        true
-    }
-
     /// Checks the files the settings name; `dir` is the job folder. Runs
     /// after the job's wiring checks.
     fn check_files(&self, dir: &Path) -> Result<(), String> {
         let _ = dir;
         Ok(())
+    }
+
+    /// Whether the input ends by itself (a file, a bounded stream), so
+    /// that a job without periodic checkpoints still delivers its output.
+    fn ends(&self) -> bool {
+        true
     }
 }
 
