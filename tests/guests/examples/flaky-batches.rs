@@ -9,8 +9,8 @@
 //! then resumes past the previous one's progress. Output stays exactly-once
 //! because a failed attempt's output is never committed.
 
-use weir_guests::{count, info, pass, set_count};
-use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_guests::{count, pass, set_count};
+use weir_sdk::{Context, Record, Result};
 
 /// The fixture.
 pub struct FlakyBatches {
@@ -18,22 +18,13 @@ pub struct FlakyBatches {
     since_open: u64,
 }
 
-weir_guests::config! {
-    struct Config { every: u64 = 10 }
-}
-
-impl Operator for FlakyBatches {
-    fn describe() -> OperatorInfo {
-        info("flaky-batches", "1.0.0")
-    }
-
-    fn open(ctx: &OpenContext) -> Result<Self> {
-        let c: Config = ctx.config_as()?;
-        Ok(FlakyBatches {
-            every: c.every.max(1),
-            since_open: 0,
-        })
-    }
+weir_guests::configured_guest! {
+    FlakyBatches "flaky-batches",
+    config Config { every: u64 = 10 },
+    open |c| FlakyBatches {
+        every: c.every.max(1),
+        since_open: 0,
+    };
 
     fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
         self.since_open += 1;
@@ -48,5 +39,3 @@ impl Operator for FlakyBatches {
         pass(ctx, batch)
     }
 }
-
-weir_sdk::export!(FlakyBatches);
