@@ -4,6 +4,7 @@
 
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
+use weir_tests::text::assert_has_all;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -61,17 +62,23 @@ fn toml_syntax_error_has_line_and_column() {
     );
 }
 
-/// `validate` refuses what `run` would: one check, one message.
+/// [`both`] on the good job with its source read as csv, its `setting`
+/// naming the column `column`, which the header row (`a`) does not have:
+/// `validate` refuses what `run` would, one check, one message.
+fn csv_source_without(setting: &str, column: &str) {
+    let csv = format!("path = \"words.txt\"\nformat = \"csv\"\n{setting} = \"{column}\"");
+    let why = format!(
+        "words.txt:1: the header row has no column `{column}` (columns: a); fix `{setting}`"
+    );
+    both(
+        &GOOD.replacen("path = \"words.txt\"", &csv, 1),
+        &["source \"words\"", &why],
+    );
+}
+
 #[test]
 fn csv_source_without_its_key_column() {
-    let csv = "path = \"words.txt\"\nformat = \"csv\"\nkey = \"order_no\"";
-    both(
-        &GOOD.replacen("path = \"words.txt\"", csv, 1),
-        &[
-            "source \"words\"",
-            "words.txt:1: the header row has no column `order_no` (columns: a); fix `key`",
-        ],
-    );
+    csv_source_without("key", "order_no");
 }
 
 #[test]
@@ -119,7 +126,7 @@ fn refuses_component(cmd: &str, file: &str, bytes: &str, why: &str) {
     let out = j.weir(cmd, &[]);
     let err = &out.stderr;
     assert_eq!(out.code(), Some(1));
-    assert!(err.contains(file) && err.contains(why), "{err}");
+    assert_has_all(err, &[file, why]);
 }
 
 #[test]
@@ -226,10 +233,7 @@ fn malformed_input_record_names_the_file_and_line() {
     let out = j.run(&[]);
     let err = &out.stderr;
     assert_eq!(out.code(), Some(1), "{err}");
-    assert!(
-        err.contains("source `words`") && err.contains("words.txt:2") && err.contains("not JSON"),
-        "{err}"
-    );
+    assert_has_all(err, &["source `words`", "words.txt:2", "not JSON"]);
 }
 
 #[test]
@@ -249,14 +253,7 @@ fn timestamp_on_a_source_without_fields() {
 
 #[test]
 fn csv_source_without_its_timestamp_column() {
-    let csv = "path = \"words.txt\"\nformat = \"csv\"\ntimestamp = \"ts\"";
-    both(
-        &GOOD.replacen("path = \"words.txt\"", csv, 1),
-        &[
-            "source \"words\"",
-            "words.txt:1: the header row has no column `ts` (columns: a); fix `timestamp`",
-        ],
-    );
+    csv_source_without("timestamp", "ts");
 }
 
 /// A record without a valid timestamp stops the run with one line naming

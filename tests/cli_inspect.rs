@@ -2,6 +2,7 @@
 
 use weir_tests::cli::Weir;
 use weir_tests::plugins;
+use weir_tests::text::assert_has;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -15,22 +16,19 @@ fn inspect_describes_every_plugin() {
     for (name, path) in plugins::ALL {
         let (code, stdout, stderr) = weir(&["inspect", path]);
         assert_eq!(code, 0, "{name}: {stderr}");
-        assert!(
-            stdout.contains(&match *name {
+        assert_has(
+            &stdout,
+            &match *name {
                 "word-count-v2" => "plugin:        word-count 2.0.0".to_string(),
                 other => format!("plugin:        {other} 0.1.0"),
-            }),
-            "{stdout}"
+            },
         );
-        assert!(stdout.contains("weir:operator/lifecycle@0.1.0"), "{stdout}");
-        assert!(stdout.contains("weir:operator/flat@0.1.0"), "{stdout}");
-        assert!(stdout.contains("batches:       flat"), "{stdout}");
+        assert_has(&stdout, "weir:operator/lifecycle@0.1.0");
+        assert_has(&stdout, "weir:operator/flat@0.1.0");
+        assert_has(&stdout, "batches:       flat");
         // Rust SDK plugins are of world `operator-timers`.
-        assert!(stdout.contains("weir:operator/timers@0.1.0"), "{stdout}");
-        assert!(
-            stdout.contains("weir:operator/timer-lifecycle@0.1.0"),
-            "{stdout}"
-        );
+        assert_has(&stdout, "weir:operator/timers@0.1.0");
+        assert_has(&stdout, "weir:operator/timer-lifecycle@0.1.0");
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Instant;
 use weir_tests::cli::Weir;
 use weir_tests::nested_build::nested;
 use weir_tests::repo_root;
+use weir_tests::text::assert_has;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -73,16 +74,13 @@ fn a_new_plugin_tests_builds_inspects_and_runs() {
     );
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
     let sdk = repo_root().join("sdk").canonicalize().unwrap();
-    assert!(
-        manifest.contains(&format!(
-            "weir-sdk = {{ path = {:?} }}",
-            sdk.to_str().unwrap()
-        )),
-        "{manifest}"
+    assert_has(
+        &manifest,
+        &format!("weir-sdk = {{ path = {:?} }}", sdk.to_str().unwrap()),
     );
     let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
-    assert!(lib.contains("pub struct EventTally"), "{lib}");
-    assert!(lib.contains("weir_sdk::export!(EventTally);"), "{lib}");
+    assert_has(&lib, "pub struct EventTally");
+    assert_has(&lib, "weir_sdk::export!(EventTally);");
 
     // The generated code is rustfmt-clean.
     check(
@@ -95,7 +93,7 @@ fn a_new_plugin_tests_builds_inspects_and_runs() {
     // Its own unit tests pass.
     let out = check(cargo().arg("test").current_dir(&root), "cargo test");
     let report = String::from_utf8_lossy(&out.stdout);
-    assert!(report.contains("test result: ok. 3 passed"), "{report}");
+    assert_has(&report, "test result: ok. 3 passed");
 
     // It builds to a component.
     check(
@@ -146,8 +144,8 @@ fn a_new_python_plugin_tests_builds_inspects_and_runs() {
         ],
     );
     let app = std::fs::read_to_string(root.join("app.py")).unwrap();
-    assert!(app.contains("class PyTally(Operator):"), "{app}");
-    assert!(app.contains("weir_sdk.export(PyTally, globals())"), "{app}");
+    assert_has(&app, "class PyTally(Operator):");
+    assert_has(&app, "weir_sdk.export(PyTally, globals())");
 
     // Its own tests pass under pytest, with no component build.
     let out = check(
@@ -157,7 +155,7 @@ fn a_new_python_plugin_tests_builds_inspects_and_runs() {
         "./test.sh",
     );
     let report = String::from_utf8_lossy(&out.stdout);
-    assert!(report.contains("4 passed"), "{report}");
+    assert_has(&report, "4 passed");
 
     // It builds to a component with one command.
     check(&mut Command::new(root.join("build.sh")), "./build.sh");

@@ -13,9 +13,10 @@ use serde_json::Value;
 use weir_tests::cli::{Outcome, Weir};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
-use weir_tests::jobs::count_words;
+use weir_tests::jobs::{count_words, word_count};
 use weir_tests::plugins;
 use weir_tests::pty::on_pty;
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -182,11 +183,8 @@ fn logs_in_a_pipe_have_no_colour_codes() {
     let out = Outcome::of(j.command("run", &["-v"]).env_remove("NO_COLOR"));
     let err = &out.stderr;
     assert!(out.success(), "{err}");
-    assert!(
-        err.contains(" WARN ") && err.contains("probe stderr: hello"),
-        "{err}"
-    );
-    assert!(err.contains("checkpoint 1 complete"), "{err}");
+    assert_has_all(err, &[" WARN ", "probe stderr: hello"]);
+    assert_has(err, "checkpoint 1 complete");
     assert!(!err.contains('\u{1b}'), "escape codes in a pipe: {err:?}");
 }
 
@@ -208,14 +206,8 @@ fn a_closed_stderr_stops_the_log_not_the_job() {
 #[test]
 fn a_closed_stdout_is_an_error_with_exit_status_1_not_a_panic() {
     let job = |delivery: &str| {
-        JobFile::new("printing")
-            .source(Source::file("words", "words.txt"))
-            .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["words"]))
-            .sink(
-                Sink::stdout("out")
-                    .value("delivery", format!("{delivery:?}"))
-                    .input("count"),
-            )
+        let sink = Sink::stdout("out").value("delivery", format!("{delivery:?}"));
+        word_count("printing", Source::file("words", "words.txt"), 1, sink)
     };
     let closed = || {
         let (reader, writer) = pipe().unwrap();
@@ -276,15 +268,17 @@ fn run_json_prints_the_summary_as_one_json_object_on_stdout() {
     assert_eq!(node("out").2, 500, "a sink's out: the records it delivered");
     assert_eq!(j.read("out.jsonl").lines().count(), 500);
     // The person's summary stays on stderr.
-    assert!(out.stderr.contains("job `json` finished"), "{}", out.stderr);
+    assert_has(&out.stderr, "job `json` finished");
 }
 
 #[test]
 fn run_json_is_refused_for_a_job_that_prints_to_stdout() {
-    let job = JobFile::new("printing")
-        .source(Source::file("words", "words.txt"))
-        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["words"]))
-        .sink(Sink::stdout("shown").input("count"));
+    let job = word_count(
+        "printing",
+        Source::file("words", "words.txt"),
+        1,
+        Sink::stdout("shown"),
+    );
     let j = JobDir::new(WEIR, job, &[("words.txt", "a\n")]);
     let out = j.run(&["--json"]);
     assert_eq!(out.code(), Some(1), "{}", out.stderr);
@@ -348,5 +342,5 @@ fn the_first_compile_of_a_large_plugin_is_announced_once() {
         assert!(notices[0].contains(needle), "{needle:?} not in {first}");
     }
     let second = run();
-    assert!(!second.contains("compiling plugin"), "{second}");
+    assert_lacks(&second, "compiling plugin");
 }

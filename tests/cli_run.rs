@@ -11,7 +11,7 @@ use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::{self, count_words};
 use weir_tests::plugins;
-use weir_tests::running::Running;
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -80,10 +80,7 @@ fn metrics_are_served_while_the_job_runs() {
         ready.then_some(text)
     });
     assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
-    assert!(
-        text.contains("content-type: text/plain; version=0.0.4"),
-        "{text}"
-    );
+    assert_has(&text, "content-type: text/plain; version=0.0.4");
     let counted = metric(&text, count_in);
     assert!(metric(&text, "weir_bytes_in_total{job=\"metered\",node=\"count\"") > 0.0);
     assert!(
@@ -144,12 +141,7 @@ fn metrics_are_served_while_the_job_runs() {
 fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
     let odd = jobs::count_stdin("we\"ir\\job\nx", Checkpoint::every("100ms").dir("state"));
     let j = JobDir::new(WEIR, odd, &[]);
-    let mut run = j.command(
-        "run",
-        &["--metrics", "127.0.0.1:0", "--progress-every", "0"],
-    );
-    run.stdin(Stdio::piped()).stdout(Stdio::null());
-    let mut run = Running::spawn(run);
+    let mut run = j.spawn_fed(&["--metrics", "127.0.0.1:0", "--progress-every", "0"]);
     let first = run.wait_for_line("the metrics address", |l| l.starts_with("metrics: "));
     let addr = first
         .strip_prefix("metrics: http://")
@@ -157,11 +149,7 @@ fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
         .unwrap_or_else(|| panic!("{first}"))
         .to_string();
     let words: Vec<String> = (0..50).map(|i| format!("w{}", i % 5)).collect();
-    let mut stdin = run.child.stdin.take().unwrap();
-    stdin
-        .write_all(format!("{}\n", words.join("\n")).as_bytes())
-        .unwrap();
-    stdin.flush().unwrap();
+    run.send(&format!("{}\n", words.join("\n")));
     wait_until("all 50 counts in the output", PATIENCE, || {
         (j.lines("out.jsonl").values().sum::<usize>() == 50).then_some(())
     });
@@ -174,7 +162,6 @@ fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
         (sample(&text, latency_count) == Some(50.0)).then_some(text)
     });
     let body = text.split_once("\r\n\r\n").unwrap().1;
-    drop(stdin);
     let (status, stderr) = run.wait();
     assert!(status.success(), "{stderr}");
 
@@ -289,7 +276,7 @@ fn plain_progress_lines_and_summary_when_not_a_terminal() {
             .any(|l| l.starts_with("progress:   operator count") && l.contains("/s")),
         "{err}"
     );
-    assert!(err.contains("job `metered` finished"), "{err}");
+    assert_has(err, "job `metered` finished");
     assert!(
         err.lines().any(
             |l| l.contains("operator count") && l.contains("in         8000  out         8000")
@@ -304,7 +291,7 @@ fn verbose_logs_checkpoints() {
     let out = j.run(&["-v"]);
     let err = &out.stderr;
     assert!(out.success(), "{err}");
-    assert!(err.contains("checkpoint 1 complete"), "{err}");
+    assert_has(err, "checkpoint 1 complete");
 }
 
 #[test]
@@ -313,14 +300,8 @@ fn validate_loads_every_plugin_and_calls_open() {
     let out = j.validate();
     let text = &out.stdout;
     assert!(out.success(), "{}", out.stderr);
-    assert!(
-        text.contains("job `metered`") && text.contains("is valid"),
-        "{text}"
-    );
-    assert!(
-        text.contains("operator count: word-count 0.1.0 x1 (in <- words)"),
-        "{text}"
-    );
+    assert_has_all(text, &["job `metered`", "is valid"]);
+    assert_has(text, "operator count: word-count 0.1.0 x1 (in <- words)");
     assert!(
         !j.state_dir().exists() && !j.path().join("state").exists(),
         "validate must not create state"
@@ -334,12 +315,7 @@ fn validate_loads_every_plugin_and_calls_open() {
     let out = bad.validate();
     let err = &out.stderr;
     assert!(!out.success());
-    assert!(
-        err.contains("operator `count[0]`")
-            && err.contains("invalid config")
-            && err.contains("lowercas"),
-        "{err}"
-    );
+    assert_has_all(err, &["operator `count[0]`", "invalid config", "lowercas"]);
 }
 
 #[test]
@@ -365,10 +341,9 @@ fn weir_profiler_perfmap_names_the_plugins_functions_for_perf() {
     let out = Outcome::of(&mut run("vtune"));
     assert!(!out.success());
     let stderr = &out.stderr;
-    assert!(
-        stderr
-            .contains(r#"WEIR_PROFILER="vtune" is not a profiling agent: use `perfmap` or `none`"#),
-        "{stderr}"
+    assert_has(
+        stderr,
+        r#"WEIR_PROFILER="vtune" is not a profiling agent: use `perfmap` or `none`"#,
     );
 }
 
@@ -376,45 +351,23 @@ fn weir_profiler_perfmap_names_the_plugins_functions_for_perf() {
 /// when a full batch has arrived or stdin closes.
 #[test]
 fn stdin_records_are_output_while_stdin_stays_open() {
-    let live = JobFile::new("live")
-        .checkpoint(Checkpoint::every("100ms"))
-        .source(Source::stdin("in"))
-        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
-        .sink(Sink::stdout("out").input("count"));
+    let live = jobs::word_count("live", Source::stdin("in"), 1, Sink::stdout("out"))
+        .checkpoint(Checkpoint::every("100ms"));
     let j = JobDir::new(WEIR, live, &[]);
-    let mut child = j
-        .command("run", &["--progress-every", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (lines, received) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines() {
-            let _ = lines.send(line.unwrap());
-        }
-    });
-    stdin.write_all(b"a\nb\n").unwrap();
-    stdin.flush().unwrap();
+    let mut run = j.spawn_printing(&["--progress-every", "0"]);
+    run.send("a\nb\n");
     let wait = std::time::Duration::from_secs(60);
-    let first = received
-        .recv_timeout(wait)
-        .expect("output while stdin is open");
-    let second = received.recv_timeout(wait).unwrap();
+    let first = run.next_printed(wait).expect("output while stdin is open");
+    let second = run.next_printed(wait).unwrap();
     assert_eq!(
         [first, second],
         [r#"{"word":"a","count":1}"#, r#"{"word":"b","count":1}"#]
     );
-    stdin.write_all(b"a\n").unwrap();
-    drop(stdin);
-    assert_eq!(
-        received.recv_timeout(wait).unwrap(),
-        r#"{"word":"a","count":2}"#
-    );
-    assert!(child.wait().unwrap().success());
+    run.send("a\n");
+    run.close_stdin();
+    assert_eq!(run.next_printed(wait).unwrap(), r#"{"word":"a","count":2}"#);
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
 }
 
 /// `weir run DIR` and `weir validate DIR` take the folder's job.toml; a
@@ -423,13 +376,9 @@ fn stdin_records_are_output_while_stdin_stays_open() {
 fn a_job_folder_stands_for_its_job_toml() {
     let j = job(1_000_000, 10);
     let out = WEIR.ok([OsStr::new("validate"), j.path().as_os_str()]);
-    assert!(out.stdout.contains("is valid"), "{}", out.stdout);
+    assert_has(&out.stdout, "is valid");
     let out = WEIR.ok([OsStr::new("run"), j.path().as_os_str()]);
-    assert!(
-        out.stderr.contains("job `metered` finished"),
-        "{}",
-        out.stderr
-    );
+    assert_has(&out.stderr, "job `metered` finished");
     let empty = tempfile::tempdir().unwrap();
     for verb in ["run", "validate", "checkpoints"] {
         let out = WEIR.output([OsStr::new(verb), empty.path().as_os_str()]);
@@ -461,11 +410,7 @@ fn progress_every_takes_a_duration() {
     }
     let out = j.run(&["--progress-every", "soon"]);
     assert_eq!(out.code(), Some(2), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("\"soon\" is not a duration"),
-        "{}",
-        out.stderr
-    );
+    assert_has(&out.stderr, "\"soon\" is not a duration");
 }
 
 /// `--metrics PORT` listens on the loopback interface; a bad address and a
@@ -484,7 +429,7 @@ fn metrics_takes_a_bare_port_and_explains_failures() {
     let out = j.run(&["--metrics", "nonsense"]);
     assert_eq!(out.code(), Some(2), "{}", out.stderr);
     let said = "`nonsense` is not a port (9400) or an address HOST:PORT (127.0.0.1:9400)";
-    assert!(out.stderr.contains(said), "{}", out.stderr);
+    assert_has(&out.stderr, said);
 
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
@@ -493,11 +438,7 @@ fn metrics_takes_a_bare_port_and_explains_failures() {
         &format!("--metrics 127.0.0.1:{port}: the port is in use by another process"),
         "pick another port, or 0 for a free one",
     ]);
-    assert!(
-        !out.stderr.contains("invalid socket address"),
-        "{}",
-        out.stderr
-    );
+    assert_lacks(&out.stderr, "invalid socket address");
 }
 
 /// An output port that nothing reads is warned about, naming the operator
@@ -505,10 +446,7 @@ fn metrics_takes_a_bare_port_and_explains_failures() {
 /// it is not.
 #[test]
 fn an_unconsumed_output_port_is_warned_about() {
-    let routed = JobFile::new("routed")
-        .source(Source::file("words", "words.txt"))
-        .operator(Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["words"]))
-        .sink(Sink::file("out", "out.txt").input("route"));
+    let routed = jobs::route_words("routed", 1).sink(Sink::file("out", "out.txt").input("route"));
     let j = JobDir::new(WEIR, routed.clone(), &[("words.txt", "a\nb\n")]);
     let warning = "operator `route`: nothing consumes output port `rejected` of plugin ";
     let dropped = "so records emitted on it are dropped; to read it, write \"route.rejected\" \
@@ -516,9 +454,9 @@ fn an_unconsumed_output_port_is_warned_about() {
     for out in [j.validate(), j.run(&[])] {
         let err = &out.stderr;
         assert!(out.success(), "{err}");
-        assert!(err.contains(warning) && err.contains(dropped), "{err}");
-        assert!(err.contains("WARN"), "{err}");
-        assert!(!err.contains("port `out`"), "{err}");
+        assert_has_all(err, &[warning, dropped]);
+        assert_has(err, "WARN");
+        assert_lacks(err, "port `out`");
     }
     assert_eq!(j.read("out.txt"), "a\nb\n");
 
@@ -528,23 +466,23 @@ fn an_unconsumed_output_port_is_warned_about() {
     for out in [j.validate(), j.run(&[])] {
         let err = &out.stderr;
         assert!(out.success(), "{err}");
-        assert!(!err.contains("nothing consumes"), "{err}");
+        assert_lacks(err, "nothing consumes");
     }
     assert_eq!(j.read("rejected.txt"), "a\nb\n");
 
     // Only `rejected` wired: `out` is the port nothing reads.
-    let side_only = JobFile::new("side")
-        .source(Source::file("words", "words.txt"))
-        .operator(Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["words"]))
+    let side_only = jobs::route_words("side", 1)
         .sink(Sink::file("rejected", "rejected.txt").input("route.rejected"));
     let j = JobDir::new(WEIR, side_only, &[("words.txt", "a\nb\n")]);
     let err = j.validate().assert_ok().stderr;
-    assert!(
-        err.contains("nothing consumes output port `out` of plugin ")
-            && err.contains("\"route.out\""),
-        "{err}"
+    assert_has_all(
+        &err,
+        &[
+            "nothing consumes output port `out` of plugin ",
+            "\"route.out\"",
+        ],
     );
-    assert!(!err.contains("port `rejected`"), "{err}");
+    assert_lacks(&err, "port `rejected`");
 }
 
 /// The event-time job: `clicks` (a jsonl file, timestamps in field `ts`)

@@ -9,6 +9,7 @@ use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::{count_words, wordcount};
 use weir_tests::plugins;
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -39,13 +40,10 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
     let (ok, text, err) = weir(&j, "checkpoints", &[]);
     assert!(ok, "{err}");
     assert!(text.starts_with("job `counted`: "), "{text}");
-    assert!(
-        text.contains("(final)") && text.contains("source   words: offset {\"byte\":"),
-        "{text}"
-    );
-    assert!(
-        text.contains("operator count: word-count 0.1.0 (state version 1, parallelism 2, sha256 "),
-        "{text}"
+    assert_has_all(&text, &["(final)", "source   words: offset {\"byte\":"]);
+    assert_has(
+        &text,
+        "operator count: word-count 0.1.0 (state version 1, parallelism 2, sha256 ",
     );
 
     let (ok, json, err) = weir(&j, "checkpoints", &["--json"]);
@@ -229,7 +227,7 @@ fn a_folder_without_checkpoints_says_what_to_pass() {
             "has no checkpoints.redb",
             "pass the state directory of a job that has run, or its job file",
         ]);
-        assert!(!out.stderr.contains("--state-dir"), "{}", out.stderr);
+        assert_lacks(&out.stderr, "--state-dir");
         on(&j.path().join("job.toml")).assert_ok();
     }
 }
@@ -247,22 +245,16 @@ fn state_of_an_operator_without_keyed_state_says_so() {
     assert_eq!(out.code(), Some(3), "{}", out.stderr);
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     let said = ": it has no keyed state and no snapshot";
-    assert!(
-        out.stderr
-            .contains("operator `split` is stateless at checkpoint ")
-            && out.stderr.contains(said),
-        "{}",
-        out.stderr
+    assert_has_all(
+        &out.stderr,
+        &["operator `split` is stateless at checkpoint ", said],
     );
     let out = split.on_state("state", &["--operator", "count", "--key", "zzz"]);
     assert_eq!(out.code(), Some(3), "{}", out.stderr);
     let said = " (3 entries); drop --key to list them";
-    assert!(
-        out.stderr
-            .contains("operator `count` has no key \"zzz\" at checkpoint ")
-            && out.stderr.contains(said),
-        "{}",
-        out.stderr
+    assert_has_all(
+        &out.stderr,
+        &["operator `count` has no key \"zzz\" at checkpoint ", said],
     );
 
     let dedupe = JobFile::new("dedupe")
@@ -279,14 +271,12 @@ fn state_of_an_operator_without_keyed_state_says_so() {
     dedupe.run_ok(&[]);
     let out = dedupe.on_state("state", &["--operator", "dedupe"]);
     assert_eq!(out.code(), Some(3), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("operator `dedupe` keeps only a snapshot (")
-            && out
-                .stderr
-                .contains(" bytes at checkpoint 1); it has no keyed state to print"),
-        "{}",
-        out.stderr
+    assert_has_all(
+        &out.stderr,
+        &[
+            "operator `dedupe` keeps only a snapshot (",
+            " bytes at checkpoint 1); it has no keyed state to print",
+        ],
     );
 }
 
@@ -395,15 +385,15 @@ fn state_timers_lists_the_pending_timers_of_a_finished_job() {
                 .ends_with(": 3 pending timer(s)"),
         "{text}"
     );
-    assert!(text.contains("  instance 0: watermark end, "), "{text}");
-    assert!(text.contains("  instance 1: watermark end, "), "{text}");
+    assert_has(&text, "  instance 0: watermark end, ");
+    assert_has(&text, "  instance 1: watermark end, ");
     for key in &fired {
         let line = format!(
             "    processing-time         4102444800000  2100-01-01T00:00:00.000Z  key \"{key}\""
         );
         assert!(text.contains(&line), "{line:?} missing:\n{text}");
     }
-    assert!(!text.contains("event-time"), "{text}");
+    assert_lacks(&text, "event-time");
 
     let out = j.on_state("state", &["--timers", "--operator", "probe", "--json"]);
     let doc: Value = serde_json::from_str(&out.assert_ok().stdout).unwrap();
@@ -433,11 +423,7 @@ fn state_timers_lists_the_pending_timers_of_a_finished_job() {
     assert_eq!(out.code(), Some(3), "{}", out.stderr);
     let said = "has no keyed state at checkpoint ";
     let hint = ", only 3 pending timer(s); add --timers to list them";
-    assert!(
-        out.stderr.contains(said) && out.stderr.contains(hint),
-        "{}",
-        out.stderr
-    );
+    assert_has_all(&out.stderr, &[said, hint]);
 }
 
 /// A job stopped mid-input (Ctrl-C) keeps its event-time timers pending in
@@ -448,11 +434,7 @@ fn state_timers_lists_pending_event_time_timers_of_a_stopped_job() {
     let j = timer_job("interrupted", 1_000_000, 300);
     let out = j.run_interrupted(&[], "out.txt");
     assert!(out.success(), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("job `interrupted` stopped in "),
-        "{}",
-        out.stderr
-    );
+    assert_has(&out.stderr, "job `interrupted` stopped in ");
     let mut seen: Vec<String> = j.lines("out.txt").into_keys().collect();
     seen.sort();
     assert!(!seen.is_empty());
@@ -480,7 +462,7 @@ fn state_timers_lists_pending_event_time_timers_of_a_stopped_job() {
         .assert_ok()
         .stdout
         .clone();
-    assert!(text.contains(": watermark none, "), "{text}");
+    assert_has(&text, ": watermark none, ");
     let line = "    event-time              1700003600000  2023-11-14T23:13:20.000Z  key \"";
     assert_eq!(text.matches(line).count(), seen.len(), "{text}");
 
@@ -502,7 +484,7 @@ fn timers_are_not_an_operator_and_timer_errors_are_clear() {
     let text = j.checkpoints(&[]);
     let json = j.checkpoints(&["--json"]);
     for listing in [&text, &json] {
-        assert!(!listing.contains("#timers"), "{listing}");
+        assert_lacks(listing, "#timers");
     }
     let list: Vec<Value> = serde_json::from_str(&json).unwrap();
     let ops: Vec<&String> = list[0]["operators"].as_object().unwrap().keys().collect();
@@ -519,11 +501,7 @@ fn timers_are_not_an_operator_and_timer_errors_are_clear() {
     let out = j.on_state("state", &["--timers", "--key", "zzz"]);
     assert_eq!(out.code(), Some(3), "{}", out.stderr);
     let said = "no operator has pending timers for key \"zzz\" at checkpoint ";
-    assert!(
-        out.stderr.contains(said) && out.stderr.contains("drop --key"),
-        "{}",
-        out.stderr
-    );
+    assert_has_all(&out.stderr, &[said, "drop --key"]);
     // An operator without timers (word-count) at a final checkpoint.
     let words = JobDir::new(
         WEIR,
@@ -533,11 +511,9 @@ fn timers_are_not_an_operator_and_timer_errors_are_clear() {
     words.run_ok(&[]);
     let out = words.on_state("state", &["--timers", "--operator", "count"]);
     assert_eq!(out.code(), Some(3), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("operator `count` has no pending timers at checkpoint 1"),
-        "{}",
-        out.stderr
+    assert_has(
+        &out.stderr,
+        "operator `count` has no pending timers at checkpoint 1",
     );
     let out = words.on_state("state", &["--timers", "--format", "hex"]);
     assert_eq!(

@@ -15,6 +15,7 @@ use weir::wasm::RuntimeOptions;
 use weir::wasm::compile_cache::{CompileCache, MAX_ENTRIES, Outcome};
 use weir_tests::cli::{self, Weir};
 use weir_tests::plugins;
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -29,16 +30,19 @@ fn empty_cache() -> (tempfile::TempDir, CompileCache) {
     (dir, cache)
 }
 
+/// What `cache` did to give the compiled `bytes` for `rt`'s engine.
+fn outcome_of(cache: &CompileCache, rt: &Runtime, bytes: &[u8]) -> Outcome {
+    cache.compile(rt.engine(), bytes).unwrap().1
+}
+
 #[test]
 fn a_second_compile_is_a_hit() {
     let dir = tempfile::tempdir().unwrap();
     let cache = CompileCache::new(dir.path().join("cache"));
     let rt = Runtime::new().unwrap();
-    let (_, first) = cache.compile(rt.engine(), &wasm()).unwrap();
-    assert_eq!(first, Outcome::Compiled);
+    assert_eq!(outcome_of(&cache, &rt, &wasm()), Outcome::Compiled);
     assert!(cache.entry_path(rt.engine(), &wasm()).exists());
-    let (_, second) = cache.compile(rt.engine(), &wasm()).unwrap();
-    assert_eq!(second, Outcome::Hit);
+    assert_eq!(outcome_of(&cache, &rt, &wasm()), Outcome::Hit);
 }
 
 #[test]
@@ -63,8 +67,11 @@ fn damaged_entries_are_compiled_again() {
             .compile(rt.engine(), &bytes)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(outcome, Outcome::Replaced, "{what}");
-        let (_, again) = cache.compile(rt.engine(), &bytes).unwrap();
-        assert_eq!(again, Outcome::Hit, "{what}: the entry was rewritten");
+        assert_eq!(
+            outcome_of(&cache, &rt, &bytes),
+            Outcome::Hit,
+            "{what}: the entry was rewritten"
+        );
     }
 }
 
@@ -81,10 +88,12 @@ fn a_well_formed_entry_of_another_plugin_is_compiled_again_not_run() {
         cache.entry_path(rt.engine(), &word_count),
     )
     .unwrap();
-    let (_, outcome) = cache.compile(rt.engine(), &word_count).unwrap();
-    assert_eq!(outcome, Outcome::Replaced);
-    let (_, again) = cache.compile(rt.engine(), &word_count).unwrap();
-    assert_eq!(again, Outcome::Hit, "word-count's own entry was written");
+    assert_eq!(outcome_of(&cache, &rt, &word_count), Outcome::Replaced);
+    assert_eq!(
+        outcome_of(&cache, &rt, &word_count),
+        Outcome::Hit,
+        "word-count's own entry was written"
+    );
 }
 
 #[test]
@@ -111,13 +120,9 @@ fn weir_inspect_never_runs_another_plugins_cache_entry() {
             .env("WEIR_CACHE_DIR", &cache),
     )
     .assert_ok();
-    assert!(out.stdout.contains("word-count"), "{}", out.stdout);
-    assert!(!out.stdout.contains("reconcile"), "{}", out.stdout);
-    assert!(
-        out.stderr.contains("was compiled from another component"),
-        "{}",
-        out.stderr
-    );
+    assert_has(&out.stdout, "word-count");
+    assert_lacks(&out.stdout, "reconcile");
+    assert_has(&out.stderr, "was compiled from another component");
 }
 
 #[test]
@@ -128,8 +133,7 @@ fn an_unwritable_cache_only_disables_caching() {
     std::fs::write(&not_a_dir, b"x").unwrap();
     let cache = CompileCache::new(&not_a_dir);
     let rt = Runtime::new().unwrap();
-    let (_, outcome) = cache.compile(rt.engine(), &wasm()).unwrap();
-    assert_eq!(outcome, Outcome::NotStored);
+    assert_eq!(outcome_of(&cache, &rt, &wasm()), Outcome::NotStored);
 }
 
 #[test]
@@ -142,18 +146,9 @@ fn the_engine_configuration_is_part_of_the_key() {
         cache.entry_path(plain.engine(), &bytes),
         cache.entry_path(fuel.engine(), &bytes)
     );
-    assert_eq!(
-        cache.compile(plain.engine(), &bytes).unwrap().1,
-        Outcome::Compiled
-    );
-    assert_eq!(
-        cache.compile(fuel.engine(), &bytes).unwrap().1,
-        Outcome::Compiled
-    );
-    assert_eq!(
-        cache.compile(fuel.engine(), &bytes).unwrap().1,
-        Outcome::Hit
-    );
+    assert_eq!(outcome_of(&cache, &plain, &bytes), Outcome::Compiled);
+    assert_eq!(outcome_of(&cache, &fuel, &bytes), Outcome::Compiled);
+    assert_eq!(outcome_of(&cache, &fuel, &bytes), Outcome::Hit);
 }
 
 #[test]
@@ -223,10 +218,7 @@ fn weir_uses_weir_cache_dir_and_off_disables_it() {
     // next run hits the rewritten entry.
     std::fs::write(&entry, b"corrupt").unwrap();
     let stderr = inspect(&cache, plugins::RECONCILE);
-    assert!(
-        stderr.contains("corrupt") && stderr.contains(entry.to_str().unwrap()),
-        "{stderr}"
-    );
+    assert_has_all(&stderr, &["corrupt", entry.to_str().unwrap()]);
     assert_eq!(entries(&cache), std::slice::from_ref(&entry));
     let rewritten = written(&entry);
     assert_ne!(
@@ -267,8 +259,7 @@ fn the_cache_is_trimmed_to_its_bound_oldest_first() {
             path
         })
         .collect();
-    let (_, outcome) = cache.compile(rt.engine(), &bytes).unwrap();
-    assert_eq!(outcome, Outcome::Compiled);
+    assert_eq!(outcome_of(&cache, &rt, &bytes), Outcome::Compiled);
     let left = entries(dir.path());
     assert_eq!(left.len(), MAX_ENTRIES, "{left:?}");
     let entry = cache.entry_path(rt.engine(), &bytes);
@@ -278,7 +269,6 @@ fn the_cache_is_trimmed_to_its_bound_oldest_first() {
     assert!(gone.iter().all(|p| !p.exists()), "{left:?}");
     assert!(kept.iter().all(|p| p.exists()), "{left:?}");
     // The new entry is a hit, and a hit trims nothing.
-    let (_, again) = cache.compile(rt.engine(), &bytes).unwrap();
-    assert_eq!(again, Outcome::Hit);
+    assert_eq!(outcome_of(&cache, &rt, &bytes), Outcome::Hit);
     assert_eq!(entries(dir.path()), left);
 }

@@ -42,6 +42,7 @@ use weir_tests::pipeline::{XorShift, assert_same_lines, seed, wordcount_words};
 use weir_tests::plugins;
 use weir_tests::polyglot::{self, Lang};
 use weir_tests::streaming::{self, Script};
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -387,23 +388,32 @@ fn order(key: &str, amount: &str) -> Record {
     keyed(key, format!(r#"{{"amount":{amount}}}"#))
 }
 
+/// A random amount from `rng`, 1 to `below` - 1 cents: the cents, and
+/// the amount as a JSON string of a decimal (`"12.34"`).
+fn random_amount(rng: &mut XorShift, below: u64) -> (u64, String) {
+    let cents = rng.range(1, below);
+    (cents, format!("\"{}.{:02}\"", cents / 100, cents % 100))
+}
+
+/// The other side's amount of an order of `cents`, as a JSON number: the
+/// same, or 0.5 more when `off`.
+fn other_amount(cents: u64, off: bool) -> String {
+    let off = if off { 0.5 } else { 0.0 };
+    format!("{}", cents as f64 / 100.0 + off)
+}
+
 fn reconcile_script() -> Vec<Step> {
     let mut rng = XorShift(seed() ^ 7);
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for i in 0..400 {
         let key = format!("ORD-{i:05}");
-        let cents = rng.range(1, 1_000_000);
-        let amount = format!("\"{}.{:02}\"", cents / 100, cents % 100);
+        let (cents, amount) = random_amount(&mut rng, 1_000_000);
         match rng.range(0, 10) {
             0 => a.push(order(&key, &amount)),
             1 => b.push(order(&key, &amount)),
-            2 => {
+            n => {
                 a.push(order(&key, &amount));
-                b.push(order(&key, &format!("{}", cents as f64 / 100.0 + 0.5)));
-            }
-            _ => {
-                a.push(order(&key, &amount));
-                b.push(order(&key, &format!("{}", cents as f64 / 100.0)));
+                b.push(order(&key, &other_amount(cents, n == 2)));
             }
         }
     }
@@ -491,28 +501,15 @@ fn timeout_script() -> Vec<Step> {
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for i in 0..300 {
         let key = format!("T-{i:04}");
-        let cents = rng.range(1, 100_000);
-        let amount = format!("\"{}.{:02}\"", cents / 100, cents % 100);
+        let (cents, amount) = random_amount(&mut rng, 100_000);
         let ts = 22_000 + rng.range(0, 40_000) as i64;
         let other_ts = ts + rng.range(0, 15_000) as i64 - 2_000;
         match rng.range(0, 6) {
             0 => a.push(order_at(&key, &amount, ts)),
             1 => b.push(order_at(&key, &amount, ts)),
-            2 => {
+            n => {
                 a.push(order_at(&key, &amount, ts));
-                b.push(order_at(
-                    &key,
-                    &format!("{}", cents as f64 / 100.0 + 0.5),
-                    other_ts,
-                ));
-            }
-            _ => {
-                a.push(order_at(&key, &amount, ts));
-                b.push(order_at(
-                    &key,
-                    &format!("{}", cents as f64 / 100.0),
-                    other_ts,
-                ));
+                b.push(order_at(&key, &other_amount(cents, n == 2), other_ts));
             }
         }
     }
@@ -815,7 +812,7 @@ fn swap_from_rust(lang: Lang, test: &str) {
         "the Rust run was stopped mid-way ({before} of {n})"
     );
     let stderr = j.run_ok(&["--swap", &format!("count={}", build.display())]);
-    assert!(stderr.contains("resumed from checkpoint"), "{stderr}");
+    assert_has(&stderr, "resumed from checkpoint");
     let want = true_counts(words.lines());
     assert_eq!(want.len(), SWAP_WORDS);
     assert_running_counts(
@@ -939,12 +936,14 @@ fn python_an_uncaught_exception_is_in_the_final_error_line() {
     let j = JobDir::new(WEIR, job, &[("a.jsonl", &line), ("b.jsonl", "")]);
     let out = j.run(&[]);
     let error = out.error_line();
-    assert!(
-        error.contains("operator `rec[0]`")
-            && error.contains("OverflowError: int too large to convert to float"),
-        "{error}"
+    assert_has_all(
+        error,
+        &[
+            "operator `rec[0]`",
+            "OverflowError: int too large to convert to float",
+        ],
     );
-    assert!(!out.stderr.contains("RUST_BACKTRACE"), "{}", out.stderr);
+    assert_lacks(&out.stderr, "RUST_BACKTRACE");
 }
 
 // ------------------------------------------------------------------ event time (Python)

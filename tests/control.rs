@@ -8,10 +8,11 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 
 use weir_tests::cli::Weir;
-use weir_tests::job_dir::{JobDir, signal};
+use weir_tests::job_dir::{JobDir, names_in, signal};
 use weir_tests::job_file::Checkpoint;
 use weir_tests::jobs::count_words;
 use weir_tests::plugins;
+use weir_tests::text::assert_has;
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_weir");
@@ -76,21 +77,13 @@ fn the_socket_is_owner_only_whatever_the_umask_and_kept_from_a_second_run() {
     );
     // Nothing but the socket was left beside it (the private folder it was
     // bound in is gone).
-    let hidden: Vec<_> = std::fs::read_dir(j.state_dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with('.'))
-        .collect();
+    let hidden = names_in(&j.state_dir(), |n| n.starts_with('.'));
     assert!(hidden.is_empty(), "{hidden:?}");
     // A second run on the same state dir is refused and leaves the
     // socket of the first in place.
     let second = j.run(&[]);
     assert!(!second.success());
-    assert!(
-        second.stderr.contains("another `weir run` is running on"),
-        "{}",
-        second.stderr
-    );
+    assert_has(&second.stderr, "another `weir run` is running on");
     // The socket renamed into place still reaches the job.
     swap_then_stop(&j, child);
 }
@@ -156,9 +149,9 @@ fn twenty_idle_clients_do_not_block_a_swap_and_floods_are_cut_off() {
     assert!(sent < 16 << 20, "the job read {sent} bytes of one request");
     assert!(grown < 1024, "the job grew by {grown} kB");
     let cut = answer(&flood);
-    assert!(
-        cut.contains(&format!("longer than {} bytes", weir::run::MAX_REQUEST)),
-        "{cut}"
+    assert_has(
+        &cut,
+        &format!("longer than {} bytes", weir::run::MAX_REQUEST),
     );
 
     signal(&child, "-INT");

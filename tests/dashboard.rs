@@ -15,6 +15,7 @@ use weir_tests::job_file::{Checkpoint, JobFile, Operator, Restart, Sink, Source}
 use weir_tests::jobs::count_words;
 use weir_tests::plugins;
 use weir_tests::running::Running;
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -26,11 +27,7 @@ fn job(name: &str) -> JobFile {
         .source_with("words", |_| {
             Source::generator("words", 100_000_000).rate(2000)
         })
-        .sink(
-            Sink::file("copy", "copy.jsonl")
-                .format("jsonl")
-                .input("count"),
-        )
+        .sink(Sink::jsonl("copy", "copy.jsonl").input("count"))
 }
 
 /// A job running with its dashboard.
@@ -82,9 +79,15 @@ impl Dashboard {
         stderr
     }
 
-    fn page<'b>(&self, browser: &'b Browser) -> Page<'b> {
+    /// The dashboard opened in `browser`, once each of `steps` held in
+    /// turn ([`wait_page`]).
+    fn page<'b>(&self, browser: &'b Browser, steps: &[(&str, &str)]) -> Page<'b> {
         let page = browser.open(&format!("http://{}/", self.addr));
-        page.unwrap_or_else(|e| panic!("opening the dashboard: {e}"))
+        let page = page.unwrap_or_else(|e| panic!("opening the dashboard: {e}"));
+        for (what, js) in steps {
+            wait_page(&page, what, js);
+        }
+        page
     }
 }
 
@@ -193,7 +196,7 @@ fn api_job_is_the_graph_with_every_node_its_plugin_and_live_counters() {
     let json = ("content-type", "application/json");
     let refused = http::request(d.addr, "POST", "/api/savepoint", &[json], "{}");
     assert_eq!(refused.status, 403, "{}", refused.body);
-    assert!(refused.body.contains("--ui-actions"), "{}", refused.body);
+    assert_has(&refused.body, "--ui-actions");
     assert!(!d.j.state_dir().join("savepoints").exists());
     // Another host name (DNS rebinding), an unknown API, another method.
     let as_host = |name: &str| {
@@ -223,7 +226,7 @@ fn api_job_is_the_graph_with_every_node_its_plugin_and_live_counters() {
 fn the_page_draws_every_node_with_moving_counters_and_the_checkpoints() {
     let d = Dashboard::start(job("page"), &[]);
     let b = browser();
-    let page = d.page(&b);
+    let page = d.page(&b, &[]);
     let ids = wait_page(
         &page,
         "the graph's nodes",
@@ -354,16 +357,18 @@ fn tab_to(page: &Page<'_>, js: &str) {
 fn from_the_keyboard_a_failed_swap_shows_its_error_and_a_savepoint_is_taken() {
     let d = Dashboard::start(job("actions"), &["--ui-actions"]);
     let b = browser();
-    let page = d.page(&b);
-    wait_page(
-        &page,
-        "the actions",
-        "!document.getElementById('actions-on').hidden && document.querySelectorAll('#swap-operator option').length === 1",
-    );
-    wait_page(
-        &page,
-        "a completed checkpoint",
-        "document.querySelector('#checkpoints tbody tr.completed')",
+    let page = d.page(
+        &b,
+        &[
+            (
+                "the actions",
+                "!document.getElementById('actions-on').hidden && document.querySelectorAll('#swap-operator option').length === 1",
+            ),
+            (
+                "a completed checkpoint",
+                "document.querySelector('#checkpoints tbody tr.completed')",
+            ),
+        ],
     );
     // A plugin that cannot load: the swap is refused, the job goes on.
     let missing = d.j.path().join("no-such-plugin.wasm");
@@ -376,10 +381,7 @@ fn from_the_keyboard_a_failed_swap_shows_its_error_and_a_savepoint_is_taken() {
         "(() => { const r = document.getElementById('action-result'); return r.className === 'error' && r.textContent; })()",
     );
     let error = error.as_str().unwrap();
-    assert!(
-        error.contains("swap refused") && error.contains("no-such-plugin.wasm"),
-        "{error}"
-    );
+    assert_has_all(error, &["swap refused", "no-such-plugin.wasm"]);
     wait_page(
         &page,
         "the swap in the events",
@@ -403,7 +405,7 @@ fn from_the_keyboard_a_failed_swap_shows_its_error_and_a_savepoint_is_taken() {
         "(() => { const r = document.getElementById('action-result'); return r.className === 'ok' && r.textContent; })()",
     );
     let ok = ok.as_str().unwrap().to_string();
-    assert!(ok.contains("savepoint of checkpoint"), "{ok}");
+    assert_has(&ok, "savepoint of checkpoint");
     let dir = ok.split(" written to ").nth(1).unwrap();
     assert!(Path::new(dir).join("savepoint.json").is_file(), "{ok}");
     assert!(
@@ -443,7 +445,7 @@ fn an_action_comes_from_the_own_page_as_json() {
         r#"{"operator": "nope", "plugin": "x.wasm"}"#,
     );
     assert_eq!(bad.status, 400);
-    assert!(bad.body.contains("(it has: count)"), "{}", bad.body);
+    assert_has(&bad.body, "(it has: count)");
     assert!(!d.j.state_dir().join("savepoints").exists());
     // The page's own origin (or a client without one) may.
     let own = format!("http://{}", d.addr);
@@ -478,7 +480,7 @@ fn failed_checkpoints_errors_and_restarts_are_shown() {
                 .inputs(&["words"])
                 .config("{ from_checkpoint = 2 }"),
         )
-        .sink(Sink::file("out", "out.jsonl").format("jsonl").input("trap"));
+        .sink(Sink::jsonl("out", "out.jsonl").input("trap"));
     let d = Dashboard::start(job, &[]);
     let cps = d.wait_api("a failed checkpoint", "/api/checkpoints", |v| {
         v["failed"].as_u64() > Some(0)
@@ -487,10 +489,7 @@ fn failed_checkpoints_errors_and_restarts_are_shown() {
         .find(|c| !c["error"].is_null())
         .unwrap();
     let error = failed["error"].as_str().unwrap();
-    assert!(
-        error.contains("in flight") && error.contains("snapshot"),
-        "{error}"
-    );
+    assert_has_all(error, &["in flight", "snapshot"]);
     let events = d.wait_api("a restart", "/api/events", |v| {
         v["restarts"].as_u64() > Some(0)
     });
@@ -503,21 +502,22 @@ fn failed_checkpoints_errors_and_restarts_are_shown() {
     assert!(list.iter().any(|e| e["kind"] == "restart"), "{events}");
 
     let b = browser();
-    let page = d.page(&b);
-    wait_page(
-        &page,
-        "a failed checkpoint row",
-        "(() => { const r = document.querySelector('#checkpoints tbody tr.failed'); return r && r.textContent.includes('failed:'); })()",
-    );
-    wait_page(
-        &page,
-        "the failure in the events",
-        "document.querySelector('#events li.error[data-kind=\"failure\"]')",
-    );
-    wait_page(
-        &page,
-        "restarts in the header",
-        "Number(document.getElementById('restarts').textContent) > 0",
+    let _page = d.page(
+        &b,
+        &[
+            (
+                "a failed checkpoint row",
+                "(() => { const r = document.querySelector('#checkpoints tbody tr.failed'); return r && r.textContent.includes('failed:'); })()",
+            ),
+            (
+                "the failure in the events",
+                "document.querySelector('#events li.error[data-kind=\"failure\"]')",
+            ),
+            (
+                "restarts in the header",
+                "Number(document.getElementById('restarts').textContent) > 0",
+            ),
+        ],
     );
     // The job never finishes: it is stopped here, mid-restarts.
     signal(&d.run.child, "-KILL");
@@ -529,14 +529,14 @@ fn ui_flags_fail_with_a_message_a_person_can_act_on() {
     let j = JobDir::new(WEIR, job("flags"), &[]);
     let alone = j.run(&["--ui-actions"]);
     assert!(!alone.success());
-    assert!(alone.stderr.contains("--ui <ADDR>"), "{}", alone.stderr);
+    assert_has(&alone.stderr, "--ui <ADDR>");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     let busy = j.run(&["--ui", &port]);
     busy.assert_one_line_error(&["--ui 127.0.0.1:", "in use", "pick another port"]);
     let bad = j.run(&["--ui", "nowhere"]);
     assert!(!bad.success());
-    assert!(bad.stderr.contains("is not a port"), "{}", bad.stderr);
+    assert_has(&bad.stderr, "is not a port");
     drop(taken);
 }
 
@@ -553,17 +553,10 @@ fn a_dashboard_on_every_interface_says_other_machines_reach_it() {
         .lines()
         .find(|l| l.contains("dashboard: http://"));
     let line = line.unwrap_or_else(|| panic!("no dashboard line: {}", open.stderr));
-    assert!(
-        line.contains("read-only, and reachable from other machines"),
-        "{line}"
-    );
+    assert_has(line, "read-only, and reachable from other machines");
     let local = j.run(&["--ui", "0", "--restore", "none"]);
     assert!(local.success(), "{}", local.stderr);
-    assert!(
-        !local.stderr.contains("reachable from other machines"),
-        "{}",
-        local.stderr
-    );
+    assert_lacks(&local.stderr, "reachable from other machines");
 }
 
 /// The example job `examples/dashboard` (event-time windows over the

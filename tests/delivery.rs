@@ -5,90 +5,67 @@
 //! `delivery = "at-least-once"` appends as records arrive and, SIGKILLed
 //! repeatedly, loses nothing and only ever repeats from a checkpoint on.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
-use weir_tests::plugins;
+use weir_tests::job_file::{Checkpoint, Entry, Sink, Source};
+use weir_tests::jobs::{count_restarting, word_count, words};
+use weir_tests::running::Running;
+use weir_tests::text::assert_has;
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
-/// stdin → word-count → stdout, with checkpoints an hour apart (none
-/// completes while the test runs) and the sink's `delivery`.
-fn printing(delivery: Option<&str>) -> JobDir {
-    let mut sink = Sink::stdout("out").input("count");
-    if let Some(d) = delivery {
-        sink = sink.value("delivery", format!("{d:?}"));
-    }
-    let job = JobFile::new("printing")
-        .checkpoint(Checkpoint::every("1h"))
-        .source(Source::stdin("in"))
-        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
-        .sink(sink);
+/// stdin → word-count → `sink`, with checkpoints an hour apart (none
+/// completes while the test runs).
+fn from_stdin(name: &str, sink: Sink) -> JobDir {
+    let job = word_count(name, Source::stdin("in"), 1, sink).checkpoint(Checkpoint::every("1h"));
     JobDir::new(WEIR, job, &[])
 }
 
-/// Spawns the job with piped stdin and stdout; stdout's lines arrive on the
-/// returned channel as they are printed.
-fn spawn(j: &JobDir) -> (std::process::Child, mpsc::Receiver<String>) {
-    let mut cmd: Command = j.command("run", &["--progress-every", "0"]);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    (child, rx)
+/// [`from_stdin`] into stdout with the sink's `delivery`, spawned with
+/// stdin and stdout piped.
+fn printing(delivery: Option<&str>) -> (JobDir, Running) {
+    let mut sink = Sink::stdout("out");
+    if let Some(d) = delivery {
+        sink = sink.value("delivery", format!("{d:?}"));
+    }
+    let j = from_stdin("printing", sink);
+    let run = j.spawn_printing(&["--progress-every", "0"]);
+    (j, run)
 }
 
 #[test]
 fn at_least_once_stdout_prints_each_record_before_any_checkpoint() {
-    let j = printing(None);
-    let (mut child, lines) = spawn(&j);
-    let mut stdin = child.stdin.take().unwrap();
+    let (_j, mut run) = printing(None);
     for word in ["apple", "pear", "apple"] {
-        stdin.write_all(format!("{word}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
+        run.send(&format!("{word}\n"));
         // Each count is printed while stdin stays open and no checkpoint
         // has completed (the first is an hour away).
-        let line = lines.recv_timeout(PATIENCE).unwrap_or_else(|e| {
+        let line = run.next_printed(PATIENCE).unwrap_or_else(|e| {
             panic!("no output for {word} with stdin open: {e}");
         });
-        assert!(line.contains(word), "{line}");
+        assert_has(&line, word);
     }
-    drop(stdin);
-    let rest: Vec<String> = lines.iter().collect();
-    assert!(child.wait().unwrap().success());
+    run.close_stdin();
+    let rest = run.rest_printed();
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
     assert!(rest.is_empty(), "printed again at the end: {rest:?}");
 }
 
 #[test]
 fn exactly_once_stdout_prints_at_commit_only() {
-    let j = printing(Some("exactly-once"));
-    let (mut child, lines) = spawn(&j);
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"apple\npear\n").unwrap();
-    stdin.flush().unwrap();
+    let (_j, mut run) = printing(Some("exactly-once"));
+    run.send("apple\npear\n");
     // Nothing is printed while the epoch is open (a window in which the
     // at-least-once test above sees each record printed).
-    let early = lines.recv_timeout(std::time::Duration::from_millis(500));
+    let early = run.next_printed(std::time::Duration::from_millis(500));
     assert!(early.is_err(), "printed before a commit: {early:?}");
-    drop(stdin);
-    let printed: Vec<String> = lines.iter().collect();
-    assert!(child.wait().unwrap().success());
+    run.close_stdin();
+    let printed = run.rest_printed();
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
     assert_eq!(printed.len(), 2, "{printed:?}");
     let want = true_counts(["apple", "pear"]);
     assert_running_counts(&want, &printed.join("\n"), "the printed counts");
@@ -100,36 +77,19 @@ fn exactly_once_stdout_prints_at_commit_only() {
 
 #[test]
 fn an_at_least_once_file_sink_appends_before_any_checkpoint() {
-    let job = JobFile::new("appending")
-        .checkpoint(Checkpoint::every("1h"))
-        .source(Source::stdin("in"))
-        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
-        .sink(
-            Sink::file("out", "out.txt")
-                .value("delivery", "\"at-least-once\"")
-                .input("count"),
-        );
-    let j = JobDir::new(WEIR, job, &[]);
-    let mut cmd = j.command("run", &["--progress-every", "0"]);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let sink = Sink::file("out", "out.txt").value("delivery", "\"at-least-once\"");
+    let j = from_stdin("appending", sink);
+    let mut run = j.spawn_fed(&["--progress-every", "0"]);
     for word in ["apple", "pear"] {
-        stdin.write_all(format!("{word}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
+        run.send(&format!("{word}\n"));
         wait_until(
             &format!("{word} in out.txt with stdin open"),
             PATIENCE,
-            || {
-                let text = std::fs::read_to_string(j.path().join("out.txt")).unwrap_or_default();
-                text.contains(word).then_some(())
-            },
+            || j.read_so_far("out.txt").contains(word).then_some(()),
         );
     }
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
     let out = j.read("out.txt");
     let want = true_counts(["apple", "pear"]);
     assert_running_counts(&want, &out, "out.txt");
@@ -145,22 +105,11 @@ fn an_at_least_once_file_sink_appends_before_any_checkpoint() {
 /// allowed).
 #[test]
 fn an_at_least_once_file_sink_through_kills_loses_nothing() {
-    let words: Vec<String> = (0..6000).map(|i| format!("w{}", i * 7 % 37)).collect();
+    let words = words(6000);
     let input: String = words.iter().map(|w| format!("{w}\n")).collect();
-    let job = JobFile::new("appending-kills")
-        .checkpoint(Checkpoint::every("100ms"))
-        .restart(Restart::fixed_delay(20, "200ms"))
-        .source(Source::file("words", "words.txt").rate(3000))
-        .operator(
-            Operator::new("count", plugins::WORD_COUNT)
-                .inputs(&["words"])
-                .parallelism(2),
-        )
-        .sink(
-            Sink::file("out", "out.txt")
-                .value("delivery", "\"at-least-once\"")
-                .input("count"),
-        );
+    let source = Source::file("words", "words.txt").rate(3000);
+    let sink = Sink::file("out", "out.txt").value("delivery", "\"at-least-once\"");
+    let job = count_restarting("appending-kills", source, sink);
     let j = JobDir::new(WEIR, job, &[("words.txt", &input)]);
     j.run_through_kills_after_checkpoints(3, 41);
     let text = j.read("out.txt");

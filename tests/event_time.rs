@@ -170,14 +170,11 @@ fn a_record_emitted_without_a_timestamp_gets_the_batch_latest() {
 
 // ------------------------------------------------------------ jobs
 
-use std::io::Write;
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
-use weir_tests::running::Running;
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -197,18 +194,6 @@ fn processing_timer_job(delay_ms: u64) -> JobDir {
     JobDir::new(WEIR, job, &[])
 }
 
-fn spawn_with_stdin(j: &JobDir) -> (Child, std::process::ChildStdin) {
-    let mut child = j
-        .command("run", &["--progress-every", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    (child, stdin)
-}
-
 fn wait_for_text(j: &JobDir, text: &str) {
     wait_until(&format!("`{text}` in out.txt"), PATIENCE, || {
         std::fs::read_to_string(j.path().join("out.txt"))
@@ -222,17 +207,15 @@ fn wait_for_text(j: &JobDir, text: &str) {
 #[test]
 fn processing_time_timers_fire_while_the_input_is_open_and_deleted_ones_never() {
     let j = processing_timer_job(200);
-    let (mut child, mut stdin) = spawn_with_stdin(&j);
-    stdin.write_all(b"a\nb\ncancel b\n").unwrap();
-    stdin.flush().unwrap();
+    let mut run = j.spawn_fed(&["--progress-every", "0"]);
+    run.send("a\nb\ncancel b\n");
     wait_for_text(&j, "fired a");
     // `c`'s timer is due after `b`'s would have been: once it has fired,
     // `b`'s would have too.
-    stdin.write_all(b"c\n").unwrap();
-    stdin.flush().unwrap();
+    run.send("c\n");
     wait_for_text(&j, "fired c");
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
     assert_eq!(j.read("out.txt"), "fired a\nfired c\n");
 }
 
@@ -241,25 +224,21 @@ fn processing_time_timers_fire_while_the_input_is_open_and_deleted_ones_never() 
 #[test]
 fn a_pending_processing_time_timer_fires_after_a_restore() {
     let j = processing_timer_job(3_000);
-    let mut cmd = j.command("run", &["-v", "--progress-every", "0"]);
-    cmd.stdin(Stdio::piped()).stdout(Stdio::null());
-    let mut run = Running::spawn(cmd);
-    let mut stdin = run.child.stdin.take().unwrap();
-    stdin.write_all(b"x\n").unwrap();
-    stdin.flush().unwrap();
+    let mut run = j.spawn_fed(&["-v", "--progress-every", "0"]);
+    run.send("x\n");
     // The first checkpoint that wrote anything holds the record's state
     // and its timer.
     run.wait_for_line("a checkpoint with the timer", |l| {
         l.contains("complete in") && !l.contains("(0 bytes written")
     });
     run.kill();
-    let before = std::fs::read_to_string(j.path().join("out.txt")).unwrap_or_default();
+    let before = j.read_so_far("out.txt");
     assert!(!before.contains("fired"), "killed before it fired");
     std::thread::sleep(Duration::from_millis(3_000)); // the timer comes due
-    let (mut child, stdin) = spawn_with_stdin(&j);
+    let run = j.spawn_fed(&["--progress-every", "0"]);
     wait_for_text(&j, "fired x");
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
     assert_eq!(j.read("out.txt"), "fired x\n");
 }
 
@@ -334,11 +313,10 @@ fn a_union_follows_its_slowest_input_and_not_an_idle_one() {
 
     // Without idleness: the union's watermark is stdin's.
     let j = JobDir::new(WEIR, union(None), &[("clicks.jsonl", &text)]);
-    let (mut child, mut stdin) = spawn_with_stdin(&j);
+    let mut run = j.spawn_fed(&["--progress-every", "0"]);
     // stdin at 5 s: its watermark passes 2.999 s, so the windows up to
     // [2 s, 3 s) fire, and none after.
-    writeln!(stdin, r#"{{"user":"live","ts":{}}}"#, EPOCH + 5_000).unwrap();
-    stdin.flush().unwrap();
+    run.send(&format!("{{\"user\":\"live\",\"ts\":{}}}\n", EPOCH + 5_000));
     let fired = wait_until("the windows before stdin's watermark", PATIENCE, || {
         let w = windows_of(&committed(&j, "counts.jsonl")?);
         w.keys()
@@ -349,8 +327,8 @@ fn a_union_follows_its_slowest_input_and_not_an_idle_one() {
         fired.keys().all(|(_, start)| *start < EPOCH + 3_000),
         "a window past the union's watermark fired: {fired:?}"
     );
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
     let mut expected = counts.clone();
     expected.insert(("live".into(), EPOCH + 5_000), 1);
     assert_eq!(
@@ -362,11 +340,11 @@ fn a_union_follows_its_slowest_input_and_not_an_idle_one() {
     // With `idle_timeout`: the silent stdin goes idle, and the file alone
     // (ended: the end of time) fires every window while stdin is open.
     let j = JobDir::new(WEIR, union(Some("300ms")), &[("clicks.jsonl", &text)]);
-    let (mut child, stdin) = spawn_with_stdin(&j);
+    let run = j.spawn_fed(&["--progress-every", "0"]);
     wait_until("every window of the file, stdin open", PATIENCE, || {
         let w = windows_of(&committed(&j, "counts.jsonl")?);
         (w == counts).then_some(())
     });
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
 }

@@ -16,10 +16,12 @@ use weir::failpoint::{ENV, Failpoint};
 use weir_tests::cli::{Outcome, Weir};
 use weir_tests::counts::{assert_running_counts, parse_counts, true_counts};
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::job_file::{Checkpoint, JobFile, Sink, Source};
+use weir_tests::jobs::word_count;
 use weir_tests::plugins;
 use weir_tests::running::Running;
 use weir_tests::targets::{FileOut, Jetstream, KafkaOut, Pg, Target};
+use weir_tests::text::{assert_has, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -52,19 +54,10 @@ fn input() -> String {
 /// second, operator `count` (word-count, `parallelism` instances), into
 /// `sink`.
 fn counting(sink: Sink, parallelism: u32, rate: u64) -> JobFile {
-    JobFile::new("failpoints")
-        .checkpoint(Checkpoint::every("100ms"))
-        .source(
-            Source::file("words", "words.txt")
-                .rate(rate)
-                .batch_size(BATCH),
-        )
-        .operator(
-            Operator::new("count", plugins::WORD_COUNT)
-                .inputs(&["words"])
-                .parallelism(parallelism),
-        )
-        .sink(sink.input("count"))
+    let words = Source::file("words", "words.txt")
+        .rate(rate)
+        .batch_size(BATCH);
+    word_count("failpoints", words, parallelism, sink).checkpoint(Checkpoint::every("100ms"))
 }
 
 /// The job counting the input into `target` at `rate`, in a new folder.
@@ -95,24 +88,18 @@ fn crash(j: &JobDir, point: Failpoint, at: u32) {
     assert_killed_at(out.status, &out.stderr, point);
 }
 
-/// Runs the job to its end without failpoints; asserts that it resumed
-/// from a checkpoint and returns its stderr.
-fn resume(j: &JobDir) -> String {
-    let stderr = j.run_ok(&[]);
-    assert!(
-        stderr.contains("resumed from checkpoint"),
-        "the run after the crash did not restore: {stderr}"
-    );
-    stderr
-}
-
-/// Asserts that `delivered` (word-count lines in delivery order) holds
-/// every word of the job's input exactly once and in order.
-fn assert_delivered_once_in_order(j: &JobDir, delivered: &str, what: &str) {
+/// Runs the job to its end after a crash at `failpoint` (its name, or
+/// `name@hit`): asserts that it resumed from a checkpoint and that
+/// `target` holds every word of the job's input exactly once and in order;
+/// returns the run's stderr.
+fn resume_once_in_order(j: &JobDir, target: &dyn Target, failpoint: &str) -> String {
+    let stderr = j.assert_resumes();
     let input = j.read("words.txt");
     let want = true_counts(input.lines());
     assert_eq!(want.len(), DISTINCT);
-    assert_running_counts(&want, delivered, what);
+    let what = format!("after a crash at {failpoint}");
+    assert_running_counts(&want, &target.delivered(j), &what);
+    stderr
 }
 
 /// Counts the input into `target`, crashing at the `at`th hit of `point`,
@@ -121,44 +108,46 @@ fn assert_delivered_once_in_order(j: &JobDir, delivered: &str, what: &str) {
 fn crash_and_resume(target: &dyn Target, point: Failpoint, at: u32) {
     let j = job_into(target, 2, RATE);
     crash(&j, point, at);
-    resume(&j);
-    let what = format!("after a crash at {}", armed(point, at));
-    assert_delivered_once_in_order(&j, &target.delivered(&j), &what);
+    resume_once_in_order(&j, target, &armed(point, at));
 }
 
-/// One test per (sink, step): `name: target, failpoint @ hit;`. Each hit
-/// comes after earlier checkpoints were delivered: a precommit or store
-/// commit per checkpoint, a mid-delivery per appended epoch of the file
-/// sink, and per batch after an epoch's first of a staged one (about 15
-/// per epoch: `@40` comes in the third epoch or so).
+/// One module per sink, `sink: target, mid-delivery @ hit;`, with a test
+/// per step of the sink's epoch. Each hit comes after earlier checkpoints
+/// were delivered: a precommit or store commit per checkpoint, a
+/// mid-delivery per appended epoch of the file sink, and per batch after
+/// an epoch's first of a staged one (about 15 per epoch: `@40` comes in
+/// the third epoch or so).
 macro_rules! crash_tests {
-    ($($name:ident: $target:expr, $point:ident @ $at:expr;)*) => {
-        $(
-            #[test]
-            fn $name() {
-                crash_and_resume(&$target, Failpoint::$point, $at);
+    ($($sink:ident: $target:expr, mid-delivery @ $mid:expr;)*) => {$(
+        mod $sink {
+            use super::*;
+
+            crash_test_steps! {
+                $target;
+                after_precommit: SinkAfterPrecommit @ 3;
+                after_store_commit: CheckpointAfterStoreCommit @ 3;
+                mid_delivery: SinkMidDelivery @ $mid;
+                after_delivery: SinkAfterDelivery @ 2;
             }
-        )*
-    };
+        }
+    )*};
+}
+
+/// The tests of [`crash_tests`] for one target: `name: failpoint @ hit;`.
+macro_rules! crash_test_steps {
+    ($target:expr; $($name:ident: $point:ident @ $at:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            crash_and_resume(&$target, Failpoint::$point, $at);
+        }
+    )*};
 }
 
 crash_tests! {
-    file_after_precommit: FileOut, SinkAfterPrecommit @ 3;
-    file_after_store_commit: FileOut, CheckpointAfterStoreCommit @ 3;
-    file_mid_delivery: FileOut, SinkMidDelivery @ 2;
-    file_after_delivery: FileOut, SinkAfterDelivery @ 2;
-    postgres_after_precommit: Pg::start(), SinkAfterPrecommit @ 3;
-    postgres_after_store_commit: Pg::start(), CheckpointAfterStoreCommit @ 3;
-    postgres_mid_delivery: Pg::start(), SinkMidDelivery @ 40;
-    postgres_after_delivery: Pg::start(), SinkAfterDelivery @ 2;
-    nats_after_precommit: Jetstream::start(), SinkAfterPrecommit @ 3;
-    nats_after_store_commit: Jetstream::start(), CheckpointAfterStoreCommit @ 3;
-    nats_mid_delivery: Jetstream::start(), SinkMidDelivery @ 40;
-    nats_after_delivery: Jetstream::start(), SinkAfterDelivery @ 2;
-    kafka_after_precommit: KafkaOut::start(), SinkAfterPrecommit @ 3;
-    kafka_after_store_commit: KafkaOut::start(), CheckpointAfterStoreCommit @ 3;
-    kafka_mid_delivery: KafkaOut::start(), SinkMidDelivery @ 40;
-    kafka_after_delivery: KafkaOut::start(), SinkAfterDelivery @ 2;
+    file: FileOut, mid-delivery @ 2;
+    postgres: Pg::start(), mid-delivery @ 40;
+    nats: Jetstream::start(), mid-delivery @ 40;
+    kafka: KafkaOut::start(), mid-delivery @ 40;
 }
 
 /// Runs the file-sink word count with `point` armed, swaps `count` to
@@ -178,13 +167,7 @@ fn crash_during_swap(point: Failpoint) -> (JobDir, String) {
     let (status, stderr) = run.wait();
     assert_killed_at(status, &stderr, point);
     assert!(!swap.success(), "the swap was confirmed: {}", swap.stdout);
-    let stderr = resume(&j);
-    let delivered = j.read("out.jsonl");
-    assert_delivered_once_in_order(
-        &j,
-        &delivered,
-        &format!("after a crash at {}", point.name()),
-    );
+    let stderr = resume_once_in_order(&j, &FileOut, point.name());
     (j, stderr)
 }
 
@@ -202,7 +185,7 @@ fn formats(j: &JobDir) -> (usize, usize) {
 #[test]
 fn swap_after_migrate() {
     let (j, stderr) = crash_during_swap(Failpoint::SwapAfterMigrate);
-    assert!(!stderr.contains("swapped to"), "{stderr}");
+    assert_lacks(&stderr, "swapped to");
     assert_eq!(formats(&j).1, 0, "no line of the new plugin's format");
     let kept = std::fs::read_dir(j.state_dir().join(weir::run::KEPT_DIR)).map_or(0, |d| d.count());
     assert_eq!(kept, 0, "the copy of the unrecorded plugin is collected");
@@ -214,10 +197,7 @@ fn swap_after_migrate() {
 #[test]
 fn swap_after_record() {
     let (j, stderr) = crash_during_swap(Failpoint::SwapAfterRecord);
-    assert!(
-        stderr.contains("restores with the plugin it was swapped to"),
-        "{stderr}"
-    );
+    assert_has(&stderr, "restores with the plugin it was swapped to");
     let (v1, v2) = formats(&j);
     assert!(v1 > 0 && v2 > 0, "both formats: {v1} {v2}");
     for (word, seen) in parse_counts(&j.read("out.jsonl")) {
@@ -237,14 +217,8 @@ fn crash_during_rescale(point: Failpoint) -> String {
     crash(&j, Failpoint::CheckpointAfterStoreCommit, 3);
     j.write_job(counting(FileOut.sink(), 3, RATE));
     crash(&j, point, 1);
-    let stderr = resume(&j);
-    let delivered = j.read("out.jsonl");
-    assert_delivered_once_in_order(
-        &j,
-        &delivered,
-        &format!("after a crash at {}", point.name()),
-    );
-    stderr
+
+    resume_once_in_order(&j, &FileOut, point.name())
 }
 
 /// A crash with part of the new instances written: the derived checkpoint
@@ -252,11 +226,9 @@ fn crash_during_rescale(point: Failpoint) -> String {
 #[test]
 fn rescale_mid_derive() {
     let stderr = crash_during_rescale(Failpoint::RescaleMidDerive);
-    assert!(
-        stderr.contains(
-            "rescaled from 2 to 3 instances by key group (checkpoint 3 restored as checkpoint 4"
-        ),
-        "{stderr}"
+    assert_has(
+        &stderr,
+        "rescaled from 2 to 3 instances by key group (checkpoint 3 restored as checkpoint 4",
     );
 }
 
@@ -265,8 +237,8 @@ fn rescale_mid_derive() {
 #[test]
 fn rescale_after_derive() {
     let stderr = crash_during_rescale(Failpoint::RescaleAfterDerive);
-    assert!(!stderr.contains("rescaled"), "{stderr}");
-    assert!(stderr.contains("resumed from checkpoint 4"), "{stderr}");
+    assert_lacks(&stderr, "rescaled");
+    assert_has(&stderr, "resumed from checkpoint 4");
 }
 
 /// A name that is no failpoint is refused before the job runs, naming the
@@ -276,12 +248,9 @@ fn an_unknown_failpoint_is_refused_naming_the_known_ones() {
     let j = job_into(&FileOut, 2, RATE);
     let out = Outcome::of(j.command("run", &[]).env(ENV, "sink.after-deliveryy"));
     let line = out.error_line();
-    assert!(
-        line.contains("unknown failpoint `sink.after-deliveryy`"),
-        "{line}"
-    );
+    assert_has(line, "unknown failpoint `sink.after-deliveryy`");
     for point in Failpoint::ALL {
-        assert!(line.contains(point.name()), "{line}");
+        assert_has(line, point.name());
     }
     assert!(!j.path().join("out.jsonl").exists(), "nothing ran");
 }

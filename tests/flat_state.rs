@@ -37,6 +37,14 @@ fn run(inst: &mut OperatorInstance, commands: &[&str]) -> Result<Vec<String>, In
         .collect())
 }
 
+/// A new instance of `p` under the default limits that ran `commands`
+/// ([`run`], which must succeed), and what its reads emitted.
+fn run_new(p: &Plugin, commands: &[&str]) -> (OperatorInstance, Vec<String>) {
+    let mut inst = open(p, &Limits::default());
+    let out = run(&mut inst, commands).unwrap();
+    (inst, out)
+}
+
 fn state_of(inst: &OperatorInstance) -> Vec<(String, String)> {
     let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
     let mut out: Vec<_> = inst
@@ -51,9 +59,8 @@ fn state_of(inst: &OperatorInstance) -> Vec<(String, String)> {
 #[test]
 fn flat_and_old_calls_read_and_write_one_state() {
     let p = probe();
-    let mut inst = open(&p, &Limits::default());
-    let out = run(
-        &mut inst,
+    let (inst, out) = run_new(
+        &p,
         &[
             "put a 1",
             "fput b=2,c=3,a=10",
@@ -68,8 +75,7 @@ fn flat_and_old_calls_read_and_write_one_state() {
             "fscan e",
             "fget ",
         ],
-    )
-    .unwrap();
+    );
     assert_eq!(
         out,
         [
@@ -92,8 +98,7 @@ fn flat_and_old_calls_read_and_write_one_state() {
 #[test]
 fn state_written_flat_is_restored_and_read_both_ways() {
     let p = probe();
-    let mut first = open(&p, &Limits::default());
-    run(&mut first, &["fput k1=v1,k2=v2", "put k3 v3"]).unwrap();
+    let (first, _) = run_new(&p, &["fput k1=v1,k2=v2", "put k3 v3"]);
     let state =
         KeyedState::from_entries(first.state().iter().map(|(k, v)| (k.to_vec(), v.to_vec())));
     let mut second = open(&p, &Limits::default());
@@ -164,16 +169,12 @@ fn a_malformed_buffer_traps_naming_the_call_and_the_item_and_stores_nothing() {
         assert!(inst.state().is_empty(), "{command}: nothing stored");
     }
     // The well-formed buffers of the same kinds work.
-    let mut inst = open(&p, &Limits::default());
-    let out = run(
-        &mut inst,
-        &[
-            "raw-put 01000000010000006b76",
-            "raw-get 010000006b",
-            "raw-get ",
-        ],
-    )
-    .unwrap();
+    let commands = [
+        "raw-put 01000000010000006b76",
+        "raw-get 010000006b",
+        "raw-get ",
+    ];
+    let (inst, out) = run_new(&p, &commands);
     assert_eq!(out, ["5 bytes", "0 bytes"]);
     assert_eq!(state_of(&inst), [("k".to_string(), "v".to_string())]);
 }

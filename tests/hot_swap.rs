@@ -11,6 +11,7 @@ use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile};
 use weir_tests::jobs::count_words;
 use weir_tests::plugins;
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -61,7 +62,7 @@ fn swap_on_restore_continues_counts_in_the_new_format() {
     let before = formats(&counts(&j));
     assert!(before.0 > 0 && before.1 == 0, "{before:?}");
     let err = j.run_ok(&["--swap", &format!("count={}", plugins::WORD_COUNT_V2)]);
-    assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_has(&err, "resumed from checkpoint");
     assert_exactly_once(&j, "after the swap on restore");
     let m = counts(&j);
     let (v1, v2) = formats(&m);
@@ -89,10 +90,7 @@ fn a_changed_plugin_without_swap_is_refused_with_a_hint() {
     let out = j.run(&[]);
     let err = &out.stderr;
     assert!(!out.success());
-    assert!(
-        err.contains("refusing to change code silently") && err.contains("--swap count="),
-        "{err}"
-    );
+    assert_has_all(err, &["refusing to change code silently", "--swap count="]);
 }
 
 /// Stops a job at a checkpoint and restores it with `--swap count=<plugin>`:
@@ -119,7 +117,7 @@ fn names_the_swapped_in_plugin(err: &str) {
         .nth(1)
         .unwrap_or_default();
     assert!(detail.contains(plugins::RECONCILE), "{err}");
-    assert!(!err.contains(plugins::WORD_COUNT), "{err}");
+    assert_lacks(err, plugins::WORD_COUNT);
 }
 
 #[test]
@@ -183,10 +181,9 @@ fn live_swap_keeps_every_count_exactly_once() {
     let j = job(3000, 9000);
     let (ok, text) = live_swap(&j, plugins::WORD_COUNT_V2);
     assert!(ok, "{text}");
-    assert!(text.contains("now runs the new plugin"), "{text}");
-    let warned = "warning: its state version changed from 1 to 2";
-    assert!(text.contains(warned), "{text}");
-    assert!(!text.contains("the new plugin is `"), "same name: {text}");
+    assert_has(&text, "now runs the new plugin");
+    assert_has(&text, "warning: its state version changed from 1 to 2");
+    assert_lacks(&text, "the new plugin is `");
     assert_exactly_once(&j, "after a live swap");
     let (v1, v2) = formats(&counts(&j));
     assert!(v1 > 0 && v2 > 0, "both formats: {v1} {v2}");
@@ -256,11 +253,7 @@ fn a_swap_right_after_the_run_starts_waits_for_the_job() {
     let mut child = spawned(&j);
     let out = j.on_state("swap", &[&format!("count={}", plugins::WORD_COUNT_V2)]);
     assert!(out.success(), "{}", out.stderr);
-    assert!(
-        out.stdout.contains("now runs the new plugin"),
-        "{}",
-        out.stdout
-    );
+    assert_has(&out.stdout, "now runs the new plugin");
     assert!(child.wait().unwrap().success());
     assert_exactly_once(&j, "after a swap right at the start");
     assert!(formats(&counts(&j)).1 > 0, "v2 output");
@@ -305,10 +298,12 @@ fn a_crash_after_a_live_swap_restarts_with_the_swapped_plugin() {
     let j = crashed_after_a_live_swap(n);
     let shown = j.checkpoints(&[]);
     let v2 = std::path::absolute(plugins::WORD_COUNT_V2).unwrap();
-    assert!(
-        shown.contains(&format!("swapped in from {}", v2.display()))
-            && shown.contains("kept as plugins/"),
-        "{shown}"
+    assert_has_all(
+        &shown,
+        &[
+            &format!("swapped in from {}", v2.display()),
+            "kept as plugins/",
+        ],
     );
     let err = j.run_ok(&[]);
     let said: Vec<&str> = err.lines().filter(|l| l.contains(SWAPPED_LINE)).collect();
@@ -317,7 +312,7 @@ fn a_crash_after_a_live_swap_restarts_with_the_swapped_plugin() {
         said[0].contains("operator `count`") && said[0].contains("2.0.0"),
         "{err}"
     );
-    assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_has(&err, "resumed from checkpoint");
     assert_exactly_once(&j, "after a crash after a live swap");
 }
 
@@ -335,7 +330,7 @@ fn after_a_crash_swap_and_an_edited_job_file_take_precedence_over_the_kept_plugi
         "{}",
         out.stderr
     );
-    assert!(!out.stderr.contains(SWAPPED_LINE), "{}", out.stderr);
+    assert_lacks(&out.stderr, SWAPPED_LINE);
     // Without its copy, the restore is refused, naming the copy.
     let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
     let last = store.latest().unwrap().unwrap();
@@ -346,17 +341,15 @@ fn after_a_crash_swap_and_an_edited_job_file_take_precedence_over_the_kept_plugi
     std::fs::remove_file(&copy).unwrap();
     let out = j.run(&[]);
     assert!(!out.success());
-    assert!(
-        out.stderr.contains("is missing or damaged")
-            && out.stderr.contains(&copy.display().to_string()),
-        "{}",
-        out.stderr
+    assert_has_all(
+        &out.stderr,
+        &["is missing or damaged", &copy.display().to_string()],
     );
     // A job file pointed at v2 (edited since the swap) is used as it is,
     // and the job no longer counts as swapped.
     j.write_job(swappable(1000).operator_with("count", |o| o.plugin(plugins::WORD_COUNT_V2)));
     let err = j.run_ok(&[]);
-    assert!(!err.contains(SWAPPED_LINE), "{err}");
+    assert_lacks(&err, SWAPPED_LINE);
     assert_exactly_once(&j, "with the edited job file");
     let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
     let last = store.latest().unwrap().unwrap();
@@ -391,7 +384,7 @@ fn a_job_killed_right_after_a_live_swap_resumes_exactly_once() {
     assert!(swap.success(), "{}", swap.stderr);
     assert_eq!(recorded_version(&j), "2.0.0");
     let err = j.run_ok(&["--swap", &format!("count={}", plugins::WORD_COUNT_V2)]);
-    assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_has(&err, "resumed from checkpoint");
     assert_exactly_once(&j, "after a SIGKILL right after a live swap");
     let (v1, v2) = formats(&counts(&j));
     assert!(v1 > 0 && v2 > 0, "both formats: {v1} {v2}");
@@ -429,7 +422,7 @@ fn a_job_killed_just_after_a_swap_was_requested_resumes_exactly_once() {
     let old_plugin_resumes = args.is_empty();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let err = j.run_ok(&args);
-    assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_has(&err, "resumed from checkpoint");
     assert_exactly_once(&j, "after a SIGKILL just after a swap request");
     let (v1, v2) = formats(&counts(&j));
     assert!(v1 > 0, "{v1} {v2}");

@@ -14,18 +14,14 @@ use std::time::Duration;
 
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_counts};
-use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
-use weir_tests::plugins;
-use weir_tests::servers::{Clients, Kafka, KafkaMessage, MockKafka};
+use weir_tests::job_dir::{JobDir, assert_one_line_errors};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
+use weir_tests::jobs::{copy_bounded, count_restarting, pipe, words};
+use weir_tests::servers::{Clients, Kafka, KafkaMessage, MockKafka, values_text};
+use weir_tests::text::assert_has;
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
-
-/// `n` words of 37 distinct ones.
-fn words(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("w{}", i * 7 % 37)).collect()
-}
 
 /// A broker with topic `words` (3 partitions) holding `words`
 /// round-robin ([`fill`]), and an empty topic `counts` (3 partitions).
@@ -44,22 +40,10 @@ fn fill(kafka: &Clients, words: &[String]) {
 }
 
 /// Word count from topic `words` (bounded, at `rate` records/s) by two
-/// instances, each count written to topic `counts` keyed by its word.
+/// instances, each count written to `sink` ([`count_restarting`]).
 fn counting(kafka: &Clients, rate: u64, sink: Sink) -> JobFile {
-    JobFile::new("kafka-count")
-        .checkpoint(Checkpoint::every("100ms"))
-        .restart(Restart::fixed_delay(20, "200ms"))
-        .source(
-            Source::kafka("words", &kafka.brokers(), "words")
-                .value("bounded", true)
-                .rate(rate),
-        )
-        .operator(
-            Operator::new("count", plugins::WORD_COUNT)
-                .inputs(&["words"])
-                .parallelism(2),
-        )
-        .sink(sink.input("count"))
+    let words = Source::kafka("words", &kafka.brokers(), "words");
+    count_restarting("kafka-count", words.value("bounded", true).rate(rate), sink)
 }
 
 /// [`counting`] into topic `counts` through `delivery`, in a job folder.
@@ -71,12 +55,12 @@ fn counting_to_kafka(kafka: &Clients, rate: u64, delivery: &str) -> JobDir {
 
 /// Checks `committed` (every message of topic `counts` a `read_committed`
 /// reader sees, partition by partition in offset order) against the true
-/// counts of the input: each word's running counts exactly once and in
+/// counts of `input`: each word's running counts exactly once and in
 /// increasing order (each word is a key, so all its counts are in one
 /// partition, in the order they were committed), each keyed by its word.
-fn assert_counts_in_order(want: &BTreeMap<String, u64>, committed: &[KafkaMessage]) {
-    let lines: Vec<String> = committed.iter().map(KafkaMessage::text).collect();
-    assert_running_counts(want, &lines.join("\n"), "the committed `counts` topic");
+fn assert_counts_in_order(input: &[String], committed: &[KafkaMessage]) {
+    let text = values_text(committed);
+    assert_running_counts(&true_counts(input), &text, "the committed `counts` topic");
     let mut partition_of = BTreeMap::new();
     for m in committed {
         let value: serde_json::Value = serde_json::from_slice(&m.value).unwrap();
@@ -87,12 +71,12 @@ fn assert_counts_in_order(want: &BTreeMap<String, u64>, committed: &[KafkaMessag
     }
 }
 
-/// Every running count of `want` is among `messages`, read partition by
+/// Every running count of `input` is among `messages`, read partition by
 /// partition: repeats allowed (an attempt's records written again after a
 /// restart), but each word's counts never skip ahead.
-fn assert_replayed(want: &BTreeMap<String, u64>, messages: &[KafkaMessage]) {
-    let lines: Vec<String> = messages.iter().map(KafkaMessage::text).collect();
-    assert_replayed_counts(want, &lines.join("\n"), "the counts, in read order");
+fn assert_replayed(input: &[String], messages: &[KafkaMessage]) {
+    let text = values_text(messages);
+    assert_replayed_counts(&true_counts(input), &text, "the counts, in read order");
 }
 
 /// The golden pipeline's source half: every word of a 3-partition topic
@@ -109,8 +93,7 @@ fn word_count_from_kafka_through_kills_is_exactly_once() {
         &[],
     );
     job.run_through_kills_after_checkpoints(3, 17);
-    let want = true_counts(input.iter().map(String::as_str));
-    assert_running_counts(&want, &job.read("out.txt"), "out.txt");
+    assert_running_counts(&true_counts(&input), &job.read("out.txt"), "out.txt");
 }
 
 /// Kafka → word count → Kafka without a crash: each checkpoint's output
@@ -122,9 +105,8 @@ fn word_count_from_kafka_to_kafka_is_exactly_once() {
     let kafka = broker_with(&input);
     let job = counting_to_kafka(&kafka, 6000, "exactly-once");
     job.run_ok(&[]);
-    let want = true_counts(input.iter().map(String::as_str));
     let committed = kafka.read_committed("counts");
-    assert_counts_in_order(&want, &committed);
+    assert_counts_in_order(&input, &committed);
     assert_eq!(kafka.read_uncommitted("counts").len(), committed.len());
 }
 
@@ -141,9 +123,8 @@ fn the_golden_pipeline_is_exactly_once_and_in_order_through_kills() {
     let job = counting_to_kafka(&kafka, 2000, "exactly-once");
     let killed = job.run_through_kills_after_checkpoints(24, 23);
     assert!(killed >= 20, "only {killed} runs were killed mid-job");
-    let want = true_counts(input.iter().map(String::as_str));
     let committed = kafka.read_committed("counts");
-    assert_counts_in_order(&want, &committed);
+    assert_counts_in_order(&input, &committed);
     let marker = kafka.committed("weir-kafka-count-out", "counts", 0);
     assert!(marker.is_some_and(|n| n > 0), "delivery marker {marker:?}");
     // Kills land inside open transactions (a transaction is open for
@@ -171,15 +152,8 @@ fn a_crash_of_the_broker_loses_and_repeats_nothing() {
     let sink = Sink::kafka("out", &kafka.brokers(), "counts");
     let file = counting(&kafka, 2000, sink).restart(Restart::fixed_delay(100, "300ms"));
     let job = JobDir::new(WEIR, file, &[]);
-    let mut run = job.spawn(&["-v"]);
-    run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
-    kafka.kill();
-    std::thread::sleep(Duration::from_millis(500));
-    kafka.restart();
-    let (status, stderr) = run.wait();
-    assert!(status.success(), "{stderr}");
-    let want = true_counts(input.iter().map(String::as_str));
-    assert_counts_in_order(&want, &kafka.read_committed("counts"));
+    job.run_through_an_outage(&mut kafka, Duration::from_millis(500));
+    assert_counts_in_order(&input, &kafka.read_committed("counts"));
 }
 
 /// At-least-once through kills: every count is there (duplicates allowed),
@@ -190,8 +164,7 @@ fn at_least_once_through_kills_loses_nothing() {
     let kafka = broker_with(&input);
     let job = counting_to_kafka(&kafka, 2500, "at-least-once");
     job.run_through_kills_after_checkpoints(2, 5);
-    let want = true_counts(input.iter().map(String::as_str));
-    assert_replayed(&want, &kafka.read_committed("counts"));
+    assert_replayed(&input, &kafka.read_committed("counts"));
 }
 
 /// Topic `in` (2 partitions): m0..m9, m<i> on partition i % 2 at time
@@ -217,20 +190,16 @@ fn timed_topic() -> Kafka {
 }
 
 fn copying(kafka: &Kafka, extra: &[(&str, &str)]) -> JobFile {
-    let mut source = Source::kafka("in", &kafka.brokers(), "in").value("bounded", true);
-    for (key, value) in extra {
-        source = source.value(key, value);
-    }
-    JobFile::new("kafka-copy")
-        .checkpoint(Checkpoint::every("100ms"))
-        .source(source)
-        .sink(Sink::file("out", "out.txt").input("in"))
+    copy_bounded(
+        "kafka-copy",
+        Source::kafka("in", &kafka.brokers(), "in"),
+        extra,
+    )
 }
 
 /// Lines of the job's `out.txt` so far (none before its first commit).
 fn output_lines(job: &JobDir) -> usize {
-    let text = std::fs::read_to_string(job.path().join("out.txt")).unwrap_or_default();
-    text.lines().count()
+    job.read_so_far("out.txt").lines().count()
 }
 
 fn sorted_lines(text: &str) -> Vec<String> {
@@ -272,14 +241,11 @@ fn start_positions_and_bounded_mode_pick_the_messages() {
 fn offsets_of_every_partition_survive_a_restore() {
     let kafka = timed_topic();
     let group = "monitor";
-    let file = JobFile::new("kafka-unbounded")
-        .checkpoint(Checkpoint::every("100ms"))
-        .source(
-            Source::kafka("in", &kafka.brokers(), "in")
-                .value("group", format!("{group:?}"))
-                .value("properties", "{ \"fetch.wait.max.ms\" = 20 }"),
-        )
-        .sink(Sink::file("out", "out.txt").input("in"));
+    let source = Source::kafka("in", &kafka.brokers(), "in")
+        .value("group", format!("{group:?}"))
+        .value("properties", "{ \"fetch.wait.max.ms\" = 20 }");
+    let file = pipe("kafka-unbounded", source, Sink::file("out", "out.txt"))
+        .checkpoint(Checkpoint::every("100ms"));
     let job = JobDir::new(WEIR, file, &[]);
     let mut run = job.spawn(&["-v"]);
     run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
@@ -314,20 +280,14 @@ fn keys_timestamps_and_headers() {
     let ann = br#"{"user":"ann","ts":5000}"#;
     let bob = br#"{"user":"bob","ts":7000}"#;
     kafka.produce("in", &[(None, None, ann, None), (None, None, bob, None)]);
-    let file = JobFile::new("kafka-fields")
-        .checkpoint(Checkpoint::every("100ms"))
-        .source(
-            Source::kafka("in", &kafka.brokers(), "in")
-                .value("bounded", true)
-                .format("jsonl")
-                .key("user")
-                .timestamp("ts"),
-        )
-        .sink(
-            Sink::kafka("out", &kafka.brokers(), "out")
-                .value("headers", "{ origin = \"weir\" }")
-                .input("in"),
-        );
+    let source = Source::kafka("in", &kafka.brokers(), "in")
+        .value("bounded", true)
+        .format("jsonl")
+        .key("user")
+        .timestamp("ts");
+    let sink =
+        Sink::kafka("out", &kafka.brokers(), "out").value("headers", "{ origin = \"weir\" }");
+    let file = pipe("kafka-fields", source, sink).checkpoint(Checkpoint::every("100ms"));
     let job = JobDir::new(WEIR, file, &[]);
     job.run_ok(&[]);
     let mut out = kafka.read_committed("out");
@@ -362,9 +322,8 @@ fn a_failed_transaction_is_aborted_and_delivered_again() {
     let (status, stderr) = run.wait();
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("sink `out`"), "no failed attempt: {stderr}");
-    assert!(stderr.contains("resumed from checkpoint"), "{stderr}");
-    let want = true_counts(input.iter().map(String::as_str));
-    assert_replayed(&want, &kafka.read_committed("counts"));
+    assert_has(&stderr, "resumed from checkpoint");
+    assert_replayed(&input, &kafka.read_committed("counts"));
 }
 
 #[test]
@@ -373,11 +332,8 @@ fn an_unreachable_cluster_missing_topics_and_bad_properties_are_one_line_errors(
     kafka.create_topic("in", 1);
     kafka.produce_values("in", 1, &["a"]);
     let dead = format!("127.0.0.1:{}", weir_tests::servers::free_port());
-    let job = |source: Source, sink: Sink| {
-        JobFile::new("kafka-errors")
-            .source(source.value("bounded", true))
-            .sink(sink.input("in"))
-    };
+    let job =
+        |source: Source, sink: Sink| pipe("kafka-errors", source.value("bounded", true), sink);
     let file = || Sink::file("out", "out.txt");
     let (nope, missing) = ("nope", "missing");
     let (nope_error, missing_error) = (
@@ -409,8 +365,5 @@ fn an_unreachable_cluster_missing_topics_and_bad_properties_are_one_line_errors(
             vec!["source `in`", "no.such.property"],
         ),
     ];
-    for (file, needles) in cases {
-        let job = JobDir::new(WEIR, file, &[]);
-        job.run(&[]).assert_one_line_error(&needles);
-    }
+    assert_one_line_errors(WEIR, &[], cases);
 }

@@ -14,6 +14,7 @@ use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::order::assert_same_order;
 use weir_tests::plugins;
+use weir_tests::text::assert_has;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 const MIB: usize = 1 << 20;
@@ -114,7 +115,7 @@ fn a_200_mib_snapshot_checkpoints_and_restores() {
     // The restore checks all 200 MiB byte for byte, and brings back the
     // count that `seen=` reports at the end.
     let stderr = j.run_ok(&[]);
-    assert!(stderr.contains("resumed from checkpoint"), "{stderr}");
+    assert_has(&stderr, "resumed from checkpoint");
     // One source and one instance: the input's lines in order, then `seen=`.
     assert_same_order(
         &j.read("out.txt"),

@@ -9,18 +9,15 @@ use std::time::Duration;
 
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_counts};
-use weir_tests::job_dir::{JobDir, signal};
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
+use weir_tests::job_dir::{JobDir, assert_one_line_errors, signal};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use weir_tests::jobs::{copy_bounded, count_restarting, pipe, word_count, words};
 use weir_tests::plugins;
-use weir_tests::servers::{Nats, Postgres};
+use weir_tests::servers::{Nats, Postgres, StreamMsg};
+use weir_tests::text::{assert_has, assert_has_all};
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
-
-/// `n` words of 37 distinct ones.
-fn words(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("w{}", i * 7 % 37)).collect()
-}
 
 /// A server with stream `WORDS` (subjects `words.>`) holding `words`, one
 /// message each on `words.in`, and stream `COUNTS` (`counts.>`).
@@ -28,9 +25,21 @@ fn server_with(words: &[String]) -> Nats {
     let nats = Nats::start();
     nats.create_stream("WORDS", &["words.>"]);
     nats.create_stream("COUNTS", &["counts.>"]);
-    let payloads: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-    nats.publish("words.in", &payloads);
+    publish(&nats, "words.in", words);
     nats
+}
+
+/// Publishes each of `words` to `subject`.
+fn publish(nats: &Nats, subject: &str, words: &[String]) {
+    let payloads: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+    nats.publish(subject, &payloads);
+}
+
+/// Source `words`: stream `WORDS`, bounded, at `rate` records/s.
+fn bounded_words(nats: &Nats, rate: u64) -> Source {
+    Source::nats("words", &nats.url(), "WORDS")
+        .value("bounded", true)
+        .rate(rate)
 }
 
 /// Word count from stream `WORDS` (bounded, at `rate` records/s) by two
@@ -39,32 +48,24 @@ fn counting(nats: &Nats, rate: u64) -> JobFile {
     counting_into(nats, rate, Sink::nats("out", &nats.url(), "counts.{key}"))
 }
 
-/// [`counting`] into `sink`.
+/// [`counting`] into `sink` ([`count_restarting`]).
 fn counting_into(nats: &Nats, rate: u64, sink: Sink) -> JobFile {
-    JobFile::new("nats-count")
-        .checkpoint(Checkpoint::every("100ms"))
-        .restart(Restart::fixed_delay(20, "200ms"))
-        .source(
-            Source::nats("words", &nats.url(), "WORDS")
-                .value("bounded", true)
-                .rate(rate),
-        )
-        .operator(
-            Operator::new("count", plugins::WORD_COUNT)
-                .inputs(&["words"])
-                .parallelism(2),
-        )
-        .sink(sink.input("count"))
+    count_restarting("nats-count", bounded_words(nats, rate), sink)
 }
 
-/// The payloads of stream `stream`, one per line, in stream order.
-fn stream_text(nats: &Nats, stream: &str) -> String {
-    let messages = nats.read_stream(stream);
-    let lines: Vec<String> = messages
-        .iter()
+/// Asserts that stream `COUNTS` holds every running count of `input`
+/// exactly once and in order.
+fn assert_counts_in_order(nats: &Nats, input: &[String]) {
+    let text = nats.read_stream_text("COUNTS");
+    assert_running_counts(&true_counts(input), &text, "the COUNTS stream");
+}
+
+/// The payloads of `messages`, as text.
+fn payloads<'a>(messages: impl IntoIterator<Item = &'a StreamMsg>) -> Vec<String> {
+    messages
+        .into_iter()
         .map(|m| String::from_utf8(m.2.clone()).unwrap())
-        .collect();
-    lines.join("\n")
+        .collect()
 }
 
 /// Every word counted exactly once in the output stream, each word's
@@ -76,8 +77,7 @@ fn a_bounded_stream_counted_through_kills_is_published_exactly_once() {
     let nats = server_with(&input);
     let job = JobDir::new(WEIR, counting(&nats, 3000), &[]);
     job.run_through_kills_after_checkpoints(3, 17);
-    let want = true_counts(input.iter().map(String::as_str));
-    assert_running_counts(&want, &stream_text(&nats, "COUNTS"), "the COUNTS stream");
+    assert_counts_in_order(&nats, &input);
     let messages = nats.read_stream("COUNTS");
     let mut ids: Vec<&str> = messages.iter().filter_map(|m| m.3.as_deref()).collect();
     assert_eq!(ids.len(), messages.len(), "every message has an id");
@@ -100,8 +100,8 @@ fn an_at_least_once_sink_through_kills_loses_nothing() {
     let file = counting_into(&nats, 2500, sink);
     let job = JobDir::new(WEIR, file, &[]);
     job.run_through_kills_after_checkpoints(3, 31);
-    let want = true_counts(input.iter().map(String::as_str));
-    assert_replayed_counts(&want, &stream_text(&nats, "COUNTS"), "the COUNTS stream");
+    let text = nats.read_stream_text("COUNTS");
+    assert_replayed_counts(&true_counts(&input), &text, "the COUNTS stream");
     let messages = nats.read_stream("COUNTS");
     assert!(
         messages.iter().all(|m| m.3.is_none()),
@@ -117,16 +117,9 @@ fn a_server_restart_during_the_job_loses_and_repeats_nothing() {
     let input = words(5000);
     let mut nats = server_with(&input);
     let job = JobDir::new(WEIR, counting(&nats, 2500), &[]);
-    let mut run = job.spawn(&["-v"]);
-    run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
-    nats.stop();
-    std::thread::sleep(Duration::from_millis(700));
-    nats.restart();
-    let (status, stderr) = run.wait();
-    assert!(status.success(), "{stderr}");
-    assert!(stderr.contains("lost the connection"), "{stderr}");
-    let want = true_counts(input.iter().map(String::as_str));
-    assert_running_counts(&want, &stream_text(&nats, "COUNTS"), "the COUNTS stream");
+    let stderr = job.run_through_an_outage(&mut nats, Duration::from_millis(700));
+    assert_has(&stderr, "lost the connection");
+    assert_counts_in_order(&nats, &input);
 }
 
 /// Another publisher writes to the job's output stream all along, with
@@ -155,31 +148,25 @@ fn another_publisher_on_the_output_stream_leaves_the_order_intact() {
     );
     let messages = nats.read_stream("COUNTS");
     let (theirs, ours): (Vec<_>, Vec<_>) = messages.iter().partition(|m| m.1 == "counts.other");
-    let theirs: Vec<String> = theirs
-        .iter()
-        .map(|m| String::from_utf8(m.2.clone()).unwrap())
-        .collect();
     let want: Vec<String> = (0..others).map(|i| i.to_string()).collect();
-    assert_eq!(theirs, want, "the other publisher's messages");
-    let ours: Vec<String> = ours
-        .iter()
-        .map(|m| String::from_utf8(m.2.clone()).unwrap())
-        .collect();
-    let want = true_counts(input.iter().map(String::as_str));
-    assert_running_counts(&want, &ours.join("\n"), "the job's messages in COUNTS");
+    assert_eq!(payloads(theirs), want, "the other publisher's messages");
+    let want = true_counts(&input);
+    let ours = payloads(ours).join("\n");
+    assert_running_counts(&want, &ours, "the job's messages in COUNTS");
 }
 
 /// A job that copies stream `WORDS` to the file `out.txt`, with `extra`
 /// settings on the source.
 fn copying(nats: &Nats, extra: &[(&str, &str)]) -> JobFile {
-    let mut source = Source::nats("in", &nats.url(), "WORDS").value("bounded", true);
-    for (key, value) in extra {
-        source = source.value(key, value);
-    }
-    JobFile::new("nats-copy")
-        .checkpoint(Checkpoint::every("100ms"))
-        .source(source)
-        .sink(Sink::file("out", "out.txt").input("in"))
+    copy_bounded("nats-copy", Source::nats("in", &nats.url(), "WORDS"), extra)
+}
+
+/// Source `in`: stream `WORDS` (bounded) of jsonl records keyed by `user`.
+fn users(nats: &Nats) -> Source {
+    Source::nats("in", &nats.url(), "WORDS")
+        .value("bounded", true)
+        .format("jsonl")
+        .key("user")
 }
 
 #[test]
@@ -217,23 +204,12 @@ fn jsonl_messages_give_keys_and_timestamps() {
         r#"{"user":"bob","ts":2000}"#.to_string(),
     ];
     let nats = server_with(&input);
-    let keyed = JobFile::new("nats-keys")
-        .source(
-            Source::nats("in", &nats.url(), "WORDS")
-                .value("bounded", true)
-                .format("jsonl")
-                .key("user")
-                .timestamp("ts"),
-        )
-        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
-        .sink(Sink::file("out", "out.txt").input("count"));
+    let sink = Sink::file("out", "out.txt");
+    let keyed = word_count("nats-keys", users(&nats).timestamp("ts"), 1, sink);
     let job = JobDir::new(WEIR, keyed, &[]);
     job.run_ok(&[]);
     let out = job.read("out.txt");
-    assert!(
-        out.contains(r#""word":"ann""#) && out.contains(r#""word":"bob""#),
-        "{out}"
-    );
+    assert_has_all(&out, &[r#""word":"ann""#, r#""word":"bob""#]);
 }
 
 /// With `message_time = true` each record's event time is the time the
@@ -255,10 +231,7 @@ fn message_times_are_event_times_for_windows() {
     let after = now();
     let windows = JobFile::new("nats-windows")
         .source(
-            Source::nats("in", &nats.url(), "WORDS")
-                .value("bounded", true)
-                .format("jsonl")
-                .key("user")
+            users(&nats)
                 .value("message_time", true)
                 .value("watermark", "{ max_out_of_orderness = \"1s\" }"),
         )
@@ -288,11 +261,7 @@ fn message_times_are_event_times_for_windows() {
 fn a_bad_url_a_missing_stream_and_an_uncaptured_subject_are_one_line_errors() {
     let nats = server_with(&[]);
     let dead = format!("nats://127.0.0.1:{}", weir_tests::servers::free_port());
-    let job = |source: Source, sink: Sink| {
-        JobFile::new("nats-errors")
-            .source(source.value("bounded", true))
-            .sink(sink.input("in"))
-    };
+    let job = |source: Source, sink: Sink| pipe("nats-errors", source.value("bounded", true), sink);
     let file = || Sink::file("out", "out.txt");
     let cases = [
         (
@@ -311,10 +280,7 @@ fn a_bad_url_a_missing_stream_and_an_uncaptured_subject_are_one_line_errors() {
             vec!["sink `out`", "nowhere", "no JetStream stream"],
         ),
     ];
-    for (file, needles) in cases {
-        let job = JobDir::new(WEIR, file, &[]);
-        job.run(&[]).assert_one_line_error(&needles);
-    }
+    assert_one_line_errors(WEIR, &[], cases);
 }
 
 /// The golden pipeline: a bounded stream → word count (2 instances) → an
@@ -333,30 +299,16 @@ fn nats_to_postgres_through_kills_is_exactly_once() {
         "CREATE TABLE totals (word text PRIMARY KEY, count bigint NOT NULL);\
          CREATE TABLE events (id bigserial PRIMARY KEY, word text NOT NULL, count bigint NOT NULL);",
     );
-    let file = JobFile::new("nats-to-postgres")
-        .checkpoint(Checkpoint::every("100ms"))
-        .restart(Restart::fixed_delay(20, "200ms"))
-        .source(
-            Source::nats("words", &nats.url(), "WORDS")
-                .value("bounded", true)
-                .rate(3000),
-        )
-        .operator(
-            Operator::new("count", plugins::WORD_COUNT)
-                .inputs(&["words"])
-                .parallelism(2),
-        )
-        .sink(
-            Sink::postgres("totals", &pg.url(), "totals")
-                .string("mode", "upsert")
-                .value("key", "[\"word\"]")
-                .input("count"),
-        )
-        .sink(Sink::postgres("events", &pg.url(), "events").input("count"));
+    let totals = Sink::postgres("totals", &pg.url(), "totals")
+        .string("mode", "upsert")
+        .value("key", "[\"word\"]");
+    let events = Sink::postgres("events", &pg.url(), "events").input("count");
+    let file =
+        count_restarting("nats-to-postgres", bounded_words(&nats, 3000), totals).sink(events);
     let job = JobDir::new(WEIR, file, &[]);
     job.run_through_kills_after_checkpoints(4, 29);
 
-    let want = true_counts(input.iter().map(String::as_str));
+    let want = true_counts(&input);
     let totals = pg.psql("SELECT word || ' ' || count FROM totals ORDER BY word");
     let want_totals: Vec<String> = want.iter().map(|(w, n)| format!("{w} {n}")).collect();
     assert_eq!(totals.lines().collect::<Vec<_>>(), want_totals);
@@ -375,21 +327,13 @@ fn an_unbounded_source_stopped_and_restarted_reads_every_message_once() {
     let nats = server_with(&[]);
     let first: Vec<String> = (0..300).map(|i| format!("a{i}")).collect();
     let second: Vec<String> = (0..200).map(|i| format!("b{i}")).collect();
-    let publish = |subject: &str, words: &[String]| {
-        let payloads: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-        nats.publish(subject, &payloads);
-    };
-    publish("words.in", &first);
-    publish("words.other", &first[..50]);
-    let job = JobDir::new(
-        WEIR,
-        JobFile::new("nats-unbounded")
-            .checkpoint(Checkpoint::every("100ms"))
-            .source(Source::nats("in", &nats.url(), "WORDS").string("subject", "words.in"))
-            .sink(Sink::file("out", "out.txt").input("in")),
-        &[],
-    );
-    let lines = || std::fs::read_to_string(job.path().join("out.txt")).unwrap_or_default();
+    publish(&nats, "words.in", &first);
+    publish(&nats, "words.other", &first[..50]);
+    let source = Source::nats("in", &nats.url(), "WORDS").string("subject", "words.in");
+    let file = pipe("nats-unbounded", source, Sink::file("out", "out.txt"))
+        .checkpoint(Checkpoint::every("100ms"));
+    let job = JobDir::new(WEIR, file, &[]);
+    let lines = || job.read_so_far("out.txt");
     let run_until = |n: usize| {
         let run = job.spawn(&[]);
         wait_until("the output", PATIENCE, || {
@@ -400,7 +344,7 @@ fn an_unbounded_source_stopped_and_restarted_reads_every_message_once() {
         assert!(status.success(), "{stderr}");
     };
     run_until(first.len());
-    publish("words.in", &second);
+    publish(&nats, "words.in", &second);
     run_until(first.len() + second.len());
     let want: Vec<&str> = first.iter().chain(&second).map(String::as_str).collect();
     assert_eq!(lines().lines().collect::<Vec<_>>(), want);

@@ -20,6 +20,7 @@ use weir_tests::jobs;
 use weir_tests::order::{assert_in_order_per_instance, jsonl_key};
 use weir_tests::pipeline::{XorShift, assert_same_lines, multiset, seed, wordcount_words};
 use weir_tests::plugins;
+use weir_tests::text::assert_has;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -86,7 +87,7 @@ fn wordcount_straight_through_matches_the_reference() {
     let wordcount = jobs::wordcount(plugins::WORD_COUNT, None);
     let job = JobDir::new(WEIR, wordcount, &[("input.txt", &input)]);
     let stderr = job.run_ok(&[]);
-    assert!(stderr.contains("job `wordcount` finished"), "{stderr}");
+    assert_has(&stderr, "job `wordcount` finished");
     assert_same_json_lines(
         &job.lines("out/counts.jsonl"),
         &wordcount_reference(&input),
@@ -258,17 +259,14 @@ fn reconcile_rescaled_mid_run_equals_the_batch_answer() {
     let orders = Orders::generate(&mut rng, 20_000);
     let job = orders.job(Some(3000), Some(3000));
     for p in [3, 1] {
-        let killed = job.run_killed(1, "out/reconcile.jsonl", (0, 100), &mut rng);
-        assert_eq!(killed, 1, "the run at the old parallelism finished first");
+        let killed = job.kill_after_output("out/reconcile.jsonl", (0, 100), &mut rng);
+        assert!(killed, "the run at the old parallelism finished first");
         let changed = Orders::job_file(Some(3000), Some(3000))
             .operator_with("reconcile", |o| o.parallelism(p));
         job.write_job(changed);
     }
     let stderr = job.run_ok(&[]);
-    assert!(
-        stderr.contains("rescaled from 3 to 1 instances"),
-        "{stderr}"
-    );
+    assert_has(&stderr, "rescaled from 3 to 1 instances");
     assert_same_json_lines(
         &job.lines("out/reconcile.jsonl"),
         &orders.reference(),
@@ -345,11 +343,7 @@ fn dedupe_job(rate: Option<u64>) -> JobFile {
                 .inputs(&["events"])
                 .parallelism(2),
         )
-        .sink(
-            Sink::file("out", "out/unique.jsonl")
-                .format("jsonl")
-                .input("dedupe"),
-        )
+        .sink(Sink::jsonl("out", "out/unique.jsonl").input("dedupe"))
 }
 
 /// `n` events with ids drawn from `n / 4`: the input, and the first

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use weir::{InstanceError, OperatorInstance, Record, Runtime};
 use weir_tests::pipeline::XorShift;
 use weir_tests::plugins;
+use weir_tests::text::assert_has_all;
 
 fn runtime() -> Runtime {
     Runtime::new().expect("wasmtime starts")
@@ -72,10 +73,7 @@ fn filter_reports_bad_config_as_a_returned_error() {
         "{err}"
     );
     let msg = err.to_string();
-    assert!(
-        msg.contains("operator `f[0]`") && msg.contains("op"),
-        "{msg}"
-    );
+    assert_has_all(&msg, &["operator `f[0]`", "op"]);
 }
 
 #[test]

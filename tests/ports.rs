@@ -11,9 +11,11 @@ use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::jobs::route_words;
 use weir_tests::order::{assert_in_order_per_instance, check_interleaving, line_key};
 use weir_tests::pipeline::{XorShift, assert_same_lines, multiset, seed};
 use weir_tests::plugins;
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -29,25 +31,31 @@ fn lines_of(texts: &[&str]) -> BTreeMap<String, usize> {
     multiset(&texts.concat())
 }
 
+/// `name` with sources `a` and `b` reading `a.txt` and `b.txt` (at `rate`
+/// records per second, or unthrottled).
+fn from_a_and_b(name: &str, rate: Option<u64>) -> JobFile {
+    JobFile::new(name)
+        .source(Source::file("a", "a.txt").throttle(rate))
+        .source(Source::file("b", "b.txt").throttle(rate))
+}
+
+/// [`route_words`] with port `out` into `passed.txt` and port `rejected`
+/// into `rejected.txt`.
+fn routed(name: &str, parallelism: u32) -> JobFile {
+    route_words(name, parallelism)
+        .sink(Sink::file("passed", "passed.txt").input("route"))
+        .sink(Sink::file("rejected", "rejected.txt").input("route.rejected"))
+}
+
 /// `two-outputs` emits every record on `out` and again on `rejected`: with
 /// both ports wired, each sink gets every record exactly once, and no
 /// warning is given.
 #[test]
 fn a_side_output_reaches_its_own_sink() {
-    let job = JobFile::new("side")
-        .checkpoint(Checkpoint::every("50ms"))
-        .source(Source::file("words", "words.txt"))
-        .operator(
-            Operator::new("route", plugins::GUEST_TWO_OUTPUTS)
-                .inputs(&["words"])
-                .parallelism(2),
-        )
-        .sink(Sink::file("passed", "passed.txt").input("route"))
-        .sink(Sink::file("rejected", "rejected.txt").input("route.rejected"));
+    let job = routed("side", 2).checkpoint(Checkpoint::every("50ms"));
     let input = words(&mut XorShift(seed()), 50, 2000);
     let j = JobDir::new(WEIR, job, &[("words.txt", &input)]);
-    let stderr = j.run_ok(&[]);
-    assert!(!stderr.contains("nothing consumes"), "{stderr}");
+    assert_lacks(&j.run_ok(&[]), "nothing consumes");
     let expected = multiset(&input);
     for (file, port) in [
         ("passed.txt", "port `out`"),
@@ -63,18 +71,11 @@ fn a_side_output_reaches_its_own_sink() {
 #[test]
 fn a_union_into_an_operator_port_counts_both_inputs() {
     let (a, b) = ("x\ny\nx\n", "y\nz\nx\n");
-    let job = JobFile::new("union-op")
-        .source(Source::file("a", "a.txt"))
-        .source(Source::file("b", "b.txt"))
+    let job = from_a_and_b("union-op", None)
         .operator(Operator::new("count", plugins::WORD_COUNT).union("in", &["a", "b"]))
         .sink(Sink::file("out", "out.jsonl").input("count"));
     let j = JobDir::new(WEIR, job, &[("a.txt", a), ("b.txt", b)]);
-    let report = j.validate().assert_ok();
-    assert!(
-        report.stdout.contains("in <- a, in <- b"),
-        "{}",
-        report.stdout
-    );
+    assert_has(&j.validate().assert_ok().stdout, "in <- a, in <- b");
     j.run_ok(&[]);
     let want = true_counts(a.lines().chain(b.lines()));
     assert_running_counts(&want, &j.read("out.jsonl"), "the union's counts");
@@ -85,9 +86,7 @@ fn a_union_into_an_operator_port_counts_both_inputs() {
 #[test]
 fn a_union_at_a_sink_writes_every_upstream() {
     let (a, b) = ("1\n2\n3\n", "4\n5\n");
-    let job = JobFile::new("union-sink")
-        .source(Source::file("a", "a.txt"))
-        .source(Source::file("b", "b.txt"))
+    let job = from_a_and_b("union-sink", None)
         .operator(Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["b"]))
         .sink(Sink::file("all", "all.txt").inputs(&["a", "route.rejected"]))
         .sink(Sink::file("passed", "passed.txt").input("route"));
@@ -109,10 +108,8 @@ fn a_union_at_a_sink_writes_every_upstream() {
 fn a_union_and_a_side_output_survive_sigkills_exactly_once() {
     let mut rng = XorShift(seed() ^ 15);
     let (a, b) = (words(&mut rng, 300, 12_000), words(&mut rng, 300, 12_000));
-    let job = JobFile::new("ports")
+    let job = from_a_and_b("ports", Some(4000))
         .checkpoint(Checkpoint::every("100ms"))
-        .source(Source::file("a", "a.txt").rate(4000))
-        .source(Source::file("b", "b.txt").rate(4000))
         .operator(
             Operator::new("route", plugins::GUEST_TWO_OUTPUTS)
                 .union("in", &["a", "b"])
@@ -139,21 +136,15 @@ fn a_union_and_a_side_output_survive_sigkills_exactly_once() {
 /// A plugin swapped in must declare the output ports the job reads.
 #[test]
 fn a_swap_to_a_plugin_without_a_read_port_is_refused() {
-    let job = JobFile::new("swap-ports")
-        .source(Source::file("words", "words.txt"))
-        .operator(Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["words"]))
-        .sink(Sink::file("passed", "passed.txt").input("route"))
-        .sink(Sink::file("rejected", "rejected.txt").input("route.rejected"));
-    let j = JobDir::new(WEIR, job, &[("words.txt", "a\n")]);
+    let j = JobDir::new(WEIR, routed("swap-ports", 1), &[("words.txt", "a\n")]);
     let swap = format!("route={}", plugins::WORD_COUNT);
     let out = j.run(&["--swap", &swap]);
     let err = &out.stderr;
     assert!(!out.success(), "{err}");
     let refused = "cannot swap operator `route` to ";
     let why = "sink \"rejected\": input \"route.rejected\": operator \"route\" has no output port \"rejected\"";
-    assert!(err.contains(refused) && err.contains(why), "{err}");
-    assert!(
-        err.contains("declares outputs: out); name one of those"),
-        "{err}"
+    assert_has_all(
+        err,
+        &[refused, why, "declares outputs: out); name one of those"],
     );
 }

@@ -15,7 +15,8 @@ use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::order::{check_replayed, check_run};
 use weir_tests::plugins;
-use weir_tests::servers::Postgres;
+use weir_tests::servers::{Postgres, PrivateServer};
+use weir_tests::text::assert_has;
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -102,7 +103,7 @@ fn a_crash_between_the_checkpoint_and_the_database_commit_repeats_nothing() {
     assert_eq!(pg.psql("SELECT count(*) FROM weir_sink_commits"), "0");
 
     let stderr = job.run_ok(&["-v"]);
-    assert!(stderr.contains("completed before the restart"), "{stderr}");
+    assert_has(&stderr, "completed before the restart");
     assert_exactly_once(&pg, n);
 }
 

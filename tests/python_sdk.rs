@@ -9,6 +9,7 @@
 use std::process::Command;
 
 use weir_tests::cli::Weir;
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -103,13 +104,9 @@ weir_sdk.export(Shout, globals())
     let ok = job("{\"t\": 5, \"w\": \"hi\"}\n");
     let out = ok.run(&[]);
     assert!(out.success(), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("shout opened as up[0]") && out.stderr.contains("shouting {"),
-        "{}",
-        out.stderr
-    );
+    assert_has_all(&out.stderr, &["shout opened as up[0]", "shouting {"]);
     let line = out.stderr.lines().find(|l| l.contains("shouting")).unwrap();
-    assert!(line.contains("up"), "{line}");
+    assert_has(line, "up");
     let written = ok.read("out.txt");
     assert!(written.ends_with("}@5\n"), "{written}");
 
@@ -161,6 +158,6 @@ fn a_bad_python_package_fails_to_build_with_an_error_a_person_can_act_on() {
             .any(|l| l.contains("Nameless.name must be the plugin's name")),
         "{stderr}"
     );
-    assert!(!stderr.contains("Stack backtrace"), "{stderr}");
+    assert_lacks(&stderr, "Stack backtrace");
     assert!(!pkg.path().join("x.wasm").exists());
 }

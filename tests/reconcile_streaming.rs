@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use weir_tests::cli::Weir;
 use weir_tests::plugins;
 use weir_tests::streaming::{self, Script};
+use weir_tests::text::assert_has;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -104,7 +105,7 @@ fn the_streaming_example_classifies_every_order_once() {
         std::fs::copy(example.join(f), dir.path().join(f)).unwrap();
     }
     let job = std::fs::read_to_string(dir.path().join("job.toml")).unwrap();
-    assert!(job.contains("../../plugins/target/reconcile.wasm"), "{job}");
+    assert_has(&job, "../../plugins/target/reconcile.wasm");
     let job = job.replace("../../plugins/target/reconcile.wasm", plugins::RECONCILE);
     std::fs::write(dir.path().join("job.toml"), job).unwrap();
     let job_file = dir.path().join("job.toml");

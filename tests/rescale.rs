@@ -4,7 +4,6 @@
 //! a changed job, or refuse clearly.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::Value;
 use weir_tests::cli::{Outcome, Weir};
@@ -15,6 +14,7 @@ use weir_tests::jobs::count_words;
 use weir_tests::order::{assert_in_order_per_instance, jsonl_key};
 use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::plugins;
+use weir_tests::text::assert_has;
 use weir_tests::windows::{assert_windows, clicks, windows_job};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -63,8 +63,8 @@ fn rescales(j: &JobDir, dir: &Path) -> Vec<(String, u64, u64)> {
 
 /// Kills one run of the job in `j` mid-job, asserting that it was.
 fn kill_once(j: &JobDir, rng: &mut XorShift) {
-    let killed = j.run_killed(1, "out.jsonl", (0, 100), rng);
-    assert_eq!(killed, 1, "the run finished before it could be killed");
+    let killed = j.kill_after_output("out.jsonl", (0, 100), rng);
+    assert!(killed, "the run finished before it could be killed");
 }
 
 /// The issue's test: a word count killed at p2, resumed at p3, killed
@@ -80,16 +80,16 @@ fn a_word_count_rescaled_p2_p3_p1_through_kills_counts_exactly_once() {
     kill_once(&j, &mut rng);
     j.write_job(counting(1, 15_000));
     let stderr = j.run_ok(&[]);
-    assert!(
-        stderr.contains("operator `count`: rescaled from 3 to 1 instances by key group"),
-        "{stderr}"
+    assert_has(
+        &stderr,
+        "operator `count`: rescaled from 3 to 1 instances by key group",
     );
     assert_counted(
         &j,
         &format!("through kills at p2, p3 and p1 (seed {})", seed()),
     );
     let text = j.checkpoints(&[]);
-    assert!(text.contains("rescaled count: 3 -> 1 instances"), "{text}");
+    assert_has(&text, "rescaled count: 3 -> 1 instances");
     assert_eq!(
         rescales(&j, &j.state_dir()),
         [("count".to_string(), 2, 3), ("count".to_string(), 3, 1)]
@@ -110,7 +110,7 @@ fn windowed_counts_with_pending_timers_survive_rescales_exactly_once() {
     };
     let j = JobDir::new(WEIR, job(2), &[("clicks.jsonl", &text)]);
     for p in [3, 1] {
-        assert_eq!(j.run_killed(1, "counts.jsonl", (0, 100), &mut rng), 1);
+        assert!(j.kill_after_output("counts.jsonl", (0, 100), &mut rng));
         j.write_job(job(p));
     }
     j.run_ok(&[]);
@@ -160,7 +160,7 @@ fn an_operator_with_snapshot_state_refuses_to_rescale() {
     };
     let j = JobDir::new(WEIR, job(2), &[("events.jsonl", &events)]);
     let mut rng = XorShift(seed());
-    assert_eq!(j.run_killed(1, "out.jsonl", (0, 100), &mut rng), 1);
+    assert!(j.kill_after_output("out.jsonl", (0, 100), &mut rng));
     j.write_job(job(3));
     let out = j.run(&[]);
     out.assert_one_line_error(&[
@@ -189,30 +189,26 @@ fn an_operator_with_snapshot_state_refuses_to_rescale() {
 /// has committed output (`--stop` when `stop`), and returns the savepoint
 /// directory; the job ends by the stop or is killed.
 fn savepoint_of_running_job(j: &JobDir, stop: bool) -> std::path::PathBuf {
-    let mut child = j
-        .command("run", &[])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(j.wait_for_output(&mut child, "out.jsonl", 0), "no output");
+    let mut run = j.spawn(&[]);
+    assert!(
+        j.wait_for_output(&mut run.child, "out.jsonl", 0),
+        "no output"
+    );
     let sp = j.path().join("sp");
     let mut args = vec!["--out", sp.to_str().unwrap()];
     if stop {
         args.push("--stop");
     }
     let out = j.weir("savepoint", &args).assert_ok();
-    assert!(
-        out.stdout.contains("savepoint of checkpoint"),
-        "{}",
-        out.stdout
-    );
+    assert_has(&out.stdout, "savepoint of checkpoint");
     if stop {
-        let status = child.wait().unwrap();
-        assert!(status.success(), "the stopped job failed: {status}");
+        let (status, stderr) = run.wait();
+        assert!(
+            status.success(),
+            "the stopped job failed: {status}: {stderr}"
+        );
     } else {
-        child.kill().unwrap();
-        child.wait().unwrap();
+        run.kill();
     }
     assert!(sp.join("savepoint.json").is_file());
     sp
@@ -242,7 +238,7 @@ fn a_savepoint_restores_into_a_new_state_dir_exactly_once() {
     assert_eq!(listed.len(), 1, "a savepoint holds one checkpoint");
     let fresh = j.path().join("fresh-state");
     let stderr = from_savepoint(&j, &fresh, &sp, &[]).assert_ok().stderr;
-    assert!(stderr.contains("starts from savepoint"), "{stderr}");
+    assert_has(&stderr, "starts from savepoint");
     assert_counted(&j, "from the savepoint");
     assert!(sp.join("savepoint.json").is_file(), "the savepoint stays");
     let derived = &checkpoints(&j, &fresh)[0]["derived"];
@@ -275,18 +271,11 @@ fn a_savepoint_restores_into_a_changed_job() {
     let read = saved["sources"]["words"]["records"].as_u64().unwrap() as usize;
     let changed = counting(3, 1_000_000)
         .operator(Operator::new("again", plugins::WORD_COUNT).inputs(&["words"]))
-        .sink(
-            Sink::file("again_out", "again.jsonl")
-                .format("jsonl")
-                .input("again"),
-        );
+        .sink(Sink::jsonl("again_out", "again.jsonl").input("again"));
     j.write_job(changed);
     let fresh = j.path().join("fresh-state");
     let stderr = from_savepoint(&j, &fresh, &sp, &[]).assert_ok().stderr;
-    assert!(
-        stderr.contains("operator `again` is not in the savepoint"),
-        "{stderr}"
-    );
+    assert_has(&stderr, "operator `again` is not in the savepoint");
     assert_counted(&j, "from the savepoint into the changed job");
     // The added operator counted the words after the savepoint only.
     let after = true_counts(j.read("words.txt").lines().skip(read));
@@ -319,7 +308,7 @@ fn a_savepoint_restores_into_a_changed_plugin_only_with_swap() {
     let stderr = from_savepoint(&j, &fresh, &sp, &["--swap", &swap])
         .assert_ok()
         .stderr;
-    assert!(stderr.contains("which migrates it (--swap)"), "{stderr}");
+    assert_has(&stderr, "which migrates it (--swap)");
     let text = j.read("out.jsonl");
     assert!(text.contains(r#""v":2"#), "no output of the new plugin");
     assert_counted(&j, "across the plugins");
@@ -333,11 +322,7 @@ fn non_restored_state_and_other_formats_are_refused_clearly() {
     let with_again = |rate| {
         counting(2, rate)
             .operator(Operator::new("again", plugins::WORD_COUNT).inputs(&["words"]))
-            .sink(
-                Sink::file("again_out", "again.jsonl")
-                    .format("jsonl")
-                    .input("again"),
-            )
+            .sink(Sink::jsonl("again_out", "again.jsonl").input("again"))
     };
     let j = JobDir::new(WEIR, with_again(10_000), &[("words.txt", &words(n))]);
     let sp = savepoint_of_running_job(&j, true);
@@ -350,7 +335,7 @@ fn non_restored_state_and_other_formats_are_refused_clearly() {
     ]);
     let allowed = from_savepoint(&j, &fresh, &sp, &["--allow-non-restored-state"]);
     let stderr = allowed.assert_ok().stderr;
-    assert!(stderr.contains("is not restored"), "{stderr}");
+    assert_has(&stderr, "is not restored");
     assert_counted(&j, "without the state of `again`");
 
     // A sink of another type under the same id cannot continue the old

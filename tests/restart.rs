@@ -12,6 +12,7 @@ use weir_tests::job_file::{Checkpoint, JobFile, Operator, Restart, Sink, Source}
 use weir_tests::order::assert_same_order;
 use weir_tests::plugins;
 use weir_tests::running::log_time;
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -41,6 +42,13 @@ fn job(every: u64, restart: Option<Restart>, n: usize) -> (JobDir, String) {
     let input: String = (0..n).map(|i| format!("record-{i}\n")).collect();
     let j = JobDir::new(WEIR, flaky(every, restart), &[("in.txt", &input)]);
     (j, input)
+}
+
+/// Runs the job in `j` to its end: it resumes from a checkpoint, and
+/// `out.txt` holds every line of `input` exactly once and in order (`how`).
+fn resumes_exactly_once(j: &JobDir, input: &str, how: &str) {
+    j.assert_resumes();
+    assert_same_order(&j.read("out.txt"), input, &format!("exactly once {how}"));
 }
 
 #[test]
@@ -74,28 +82,16 @@ fn after_the_last_attempt_the_job_stops_with_the_reason_and_a_restorable_state()
     let err = &out.stderr;
     assert_eq!(out.code(), Some(1), "{err}");
     let line = err.lines().find(|l| l.starts_with("error:")).unwrap();
-    assert!(
-        line.contains("operator `flaky[0]`") && line.contains("deliberate panic"),
-        "{line}"
-    );
-    assert!(
-        line.contains("input port `in`") && line.contains("batch of"),
-        "{line}"
-    );
-    assert!(line.contains("gave up after 2 restart(s)"), "{line}");
+    assert_has_all(line, &["operator `flaky[0]`", "deliberate panic"]);
+    assert_has_all(line, &["input port `in`", "batch of"]);
+    assert_has(line, "gave up after 2 restart(s)");
     assert_eq!(err.matches(RESTARTING).count(), 2, "{err}");
     let committed = j.lines("out.txt");
     assert!(!committed.is_empty(), "the attempts committed output");
     // Restorable: the same plugin, configured not to trap, resumes from the
     // last complete checkpoint and finishes exactly once.
     j.write_job(flaky(1_000_000, None));
-    let err = j.run_ok(&[]);
-    assert!(err.contains("resumed from checkpoint"), "{err}");
-    assert_same_order(
-        &j.read("out.txt"),
-        &input,
-        "exactly once after restoring the state the failed job left",
-    );
+    resumes_exactly_once(&j, &input, "after restoring the state the failed job left");
 }
 
 #[test]
@@ -170,13 +166,7 @@ fn a_job_killed_while_restarting_after_a_failure_resumes_exactly_once() {
         run.kill();
     }
     j.write_job(flaky(40, Some(Restart::fixed_delay(1000, "10ms"))));
-    let err = j.run_ok(&[]);
-    assert!(err.contains("resumed from checkpoint"), "{err}");
-    assert_same_order(
-        &j.read("out.txt"),
-        &input,
-        "exactly once through three kills while restarting",
-    );
+    resumes_exactly_once(&j, &input, "through three kills while restarting");
 }
 
 /// A plugin that calls a record invalid (`dedupe` on a record without its
@@ -198,19 +188,12 @@ fn a_record_a_plugin_calls_invalid_is_not_retried() {
     let j = JobDir::new(WEIR, file, &[("in.jsonl", input)]);
     let out = j.run(&[]);
     assert_eq!(out.code(), Some(1), "{}", out.stderr);
-    assert!(!out.stderr.contains(RESTARTING), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("not restarting: a plugin that calls a record invalid"),
-        "{}",
-        out.stderr
+    assert_lacks(&out.stderr, RESTARTING);
+    assert_has(
+        &out.stderr,
+        "not restarting: a plugin that calls a record invalid",
     );
-    assert!(
-        out.error_line()
-            .contains("invalid input: record has no field `id`"),
-        "{}",
-        out.stderr
-    );
+    assert_has(out.error_line(), "invalid input: record has no field `id`");
 }
 
 /// A plugin that fails the same way on the same records (a stack overflow

@@ -1,16 +1,14 @@
 //! Restoring: choosing a checkpoint, refusing checkpoints that do not fit
 //! the job, and damaged state files reported clearly (never a panic).
 
-use std::io::Write;
-use std::process::Stdio;
-
 use weir_tests::cli::{Outcome, Weir};
 use weir_tests::counts::{assert_running_counts, true_counts};
-use weir_tests::job_dir::JobDir;
+use weir_tests::job_dir::{JobDir, names_in};
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::{self, count_words};
 use weir_tests::pipeline::multiset;
 use weir_tests::plugins;
+use weir_tests::text::{assert_has, assert_lacks};
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -35,7 +33,7 @@ fn job(rate: u64, n: usize) -> JobDir {
 fn assert_fails(out: &Outcome, needles: &[&str]) {
     let err = &out.stderr;
     assert!(!out.success(), "expected failure, got success: {err}");
-    assert!(!err.contains("panicked"), "{err}");
+    assert_lacks(err, "panicked");
     let line = err
         .lines()
         .find(|l| l.starts_with("error:"))
@@ -58,7 +56,7 @@ fn rerunning_a_finished_job_does_nothing_and_restore_none_starts_over() {
     j.run_ok(&[]);
     let first = j.lines("out.jsonl");
     let err = j.run_ok(&[]);
-    assert!(err.contains("already finished"), "{err}");
+    assert_has(&err, "already finished");
     assert_eq!(j.lines("out.jsonl"), first);
     j.run_ok(&["--restore", "none"]);
     assert_eq!(
@@ -81,10 +79,7 @@ fn restoring_an_older_checkpoint_rewinds_state_and_output() {
     assert!(!middle.final_checkpoint);
     drop(store);
     let err = j.run_ok(&["--restore", &middle.id.to_string()]);
-    assert!(
-        err.contains(&format!("resumed from checkpoint {}", middle.id)),
-        "{err}"
-    );
+    assert_has(&err, &format!("resumed from checkpoint {}", middle.id));
     assert_counted(&j, "exactly once relative to the older checkpoint");
 }
 
@@ -116,8 +111,7 @@ fn a_state_dir_of_another_job_is_refused() {
 fn interrupted(n: usize) -> JobDir {
     let j = job(2000, n);
     let mut rng = weir_tests::pipeline::XorShift(7);
-    let killed = j.run_killed(1, "out.jsonl", (0, 100), &mut rng);
-    assert_eq!(killed, 1);
+    assert!(j.kill_after_output("out.jsonl", (0, 100), &mut rng));
     j
 }
 
@@ -174,7 +168,7 @@ fn an_empty_state_file_is_refused_not_taken_for_a_new_job() {
     assert_fails(&j.run(&[]), &["checkpoints.redb", "is damaged"]);
     let shown = j.on_state("checkpoints", &[]);
     assert!(!shown.success());
-    assert!(shown.stderr.contains("is damaged"), "{}", shown.stderr);
+    assert_has(&shown.stderr, "is damaged");
     assert_eq!(
         j.read("out.jsonl"),
         output,
@@ -184,12 +178,10 @@ fn an_empty_state_file_is_refused_not_taken_for_a_new_job() {
     // `--restore none` is the way to start over: it keeps the damaged file
     // beside the new store and says where.
     let err = j.run_ok(&["--restore", "none"]);
-    assert!(err.contains("kept the damaged file as"), "{err}");
-    let aside: Vec<_> = std::fs::read_dir(j.state_dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("checkpoints.redb.damaged-"))
-        .collect();
+    assert_has(&err, "kept the damaged file as");
+    let aside = names_in(&j.state_dir(), |n| {
+        n.starts_with("checkpoints.redb.damaged-")
+    });
     assert_eq!(aside.len(), 1, "{aside:?}");
     assert_eq!(
         std::fs::metadata(j.state_dir().join(&aside[0]))
@@ -225,11 +217,11 @@ fn sigint_checkpoints_and_the_next_run_finishes_exactly_once() {
     let out = j.run_interrupted(&[], "out.jsonl");
     let err = &out.stderr;
     assert!(out.success(), "{err}");
-    assert!(err.contains("job `counting` stopped"), "{err}");
+    assert_has(err, "job `counting` stopped");
     let partial = multiset(&j.read("out.jsonl"));
     assert!(!partial.is_empty(), "the stop checkpoint committed output");
     let err = j.run_ok(&[]);
-    assert!(err.contains("resumed from checkpoint"), "{err}");
+    assert_has(&err, "resumed from checkpoint");
     assert_counted(&j, "after the stop and the resumed run");
 }
 
@@ -240,16 +232,8 @@ fn sigint_checkpoints_and_the_next_run_finishes_exactly_once() {
 fn a_job_reading_stdin_restores_its_state_and_reads_on_from_the_new_stdin() {
     let live = jobs::count_stdin("live", Checkpoint::every("100ms"));
     let j = JobDir::new(WEIR, live, &[]);
-    let mut first = j
-        .command("run", &[])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = first.stdin.take().unwrap();
-    stdin.write_all(b"a\nb\n").unwrap();
-    stdin.flush().unwrap();
+    let mut first = j.spawn_fed(&[]);
+    first.send("a\nb\n");
     // Both counts are committed, and stdin stays open: the job is mid-way.
     let committed = r#"{"word":"a","count":1}
 {"word":"b","count":1}
@@ -257,27 +241,15 @@ fn a_job_reading_stdin_restores_its_state_and_reads_on_from_the_new_stdin() {
     wait_until("both records in the output", PATIENCE, || {
         (j.size("out.jsonl") == committed.len() as u64).then_some(())
     });
-    first.kill().unwrap(); // SIGKILL
-    first.wait().unwrap();
-    drop(stdin);
+    first.kill(); // SIGKILL
     assert_eq!(j.read("out.jsonl"), committed);
 
-    let mut second = j
-        .command("run", &[])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    second.stdin.take().unwrap().write_all(b"a\nc\n").unwrap();
-    let out: Outcome = second.wait_with_output().unwrap().into();
-    let err = &out.stderr;
-    assert!(out.success(), "{err}");
-    assert!(err.contains("resumed from checkpoint"), "{err}");
-    assert!(
-        err.contains("source `in` reads stdin, which cannot be replayed"),
-        "{err}"
-    );
+    let mut second = j.spawn_fed(&[]);
+    second.send("a\nc\n");
+    let (status, err) = second.wait();
+    assert!(status.success(), "{err}");
+    assert_has(&err, "resumed from checkpoint");
+    assert_has(&err, "source `in` reads stdin, which cannot be replayed");
     // One source and one instance: the output is in stdin's order.
     let want =
         format!("{committed}{{\"word\":\"a\",\"count\":2}}\n{{\"word\":\"c\",\"count\":1}}\n");
@@ -300,11 +272,7 @@ fn two_jobs_in_one_folder_keep_their_own_checkpoints() {
     let spin = JobFile::new("spin")
         .source(Source::file("words", "words.txt"))
         .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["words"]))
-        .sink(
-            Sink::file("out", "spin.jsonl")
-                .format("jsonl")
-                .input("count"),
-        );
+        .sink(Sink::jsonl("out", "spin.jsonl").input("count"));
     let spin_file = j.path().join("spin.toml");
     std::fs::write(&spin_file, spin.to_string()).unwrap();
     let run_spin = |args: &[&str]| {
@@ -316,9 +284,9 @@ fn two_jobs_in_one_folder_keep_their_own_checkpoints() {
     run_spin(&["--restore", "none"]);
     run_spin(&[]);
     let k = j.run_ok(&[]);
-    assert!(k.contains("job `k` already finished"), "{k}");
+    assert_has(&k, "job `k` already finished");
     let spin = run_spin(&[]);
-    assert!(spin.contains("job `spin` already finished"), "{spin}");
+    assert_has(&spin, "job `spin` already finished");
     for (job, name) in [
         (j.path().join("job.toml"), "k"),
         (spin_file.clone(), "spin"),
@@ -354,14 +322,11 @@ fn checkpoints_in_the_old_default_folder_are_used_and_can_be_moved() {
         .lines()
         .find(|l| l.contains("the default folder of older versions"))
         .unwrap_or_else(|| panic!("no warning: {err}"));
-    assert!(
-        warning.contains(&format!(
-            "job `counting` keeps its checkpoints in {}",
-            old.display()
-        )),
-        "{warning}"
+    assert_has(
+        warning,
+        &format!("job `counting` keeps its checkpoints in {}", old.display()),
     );
-    assert!(err.contains("job `counting` already finished"), "{err}");
+    assert_has(&err, "job `counting` already finished");
     assert!(!j.state_dir().exists());
     assert_eq!(j.read("out.jsonl"), output);
     // Follow the advice.
@@ -374,7 +339,7 @@ fn checkpoints_in_the_old_default_folder_are_used_and_can_be_moved() {
     assert!(moved.success(), "{commands}");
     assert!(j.state_dir().join("checkpoints.redb").is_file());
     let err = j.run_ok(&[]);
-    assert!(!err.contains("older versions"), "{err}");
-    assert!(err.contains("job `counting` already finished"), "{err}");
+    assert_lacks(&err, "older versions");
+    assert_has(&err, "job `counting` already finished");
     assert_eq!(j.read("out.jsonl"), output);
 }

@@ -19,6 +19,7 @@ use weir_tests::cli::Weir;
 use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::plugins;
+use weir_tests::text::{assert_has, assert_lacks};
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -46,6 +47,36 @@ fn open_default(p: &Plugin, config: &str) -> OperatorInstance {
     open(p, config, &Limits::default(), Grants::default())
 }
 
+/// The default limits with each `(key, value)` of `set` (a key of the job
+/// file's `limits` table, and its value) in place of the default.
+fn limits(set: &[(&str, LimitValue)]) -> Limits {
+    let mut l = Limits::default();
+    for &(key, value) in set {
+        let n = match value {
+            LimitValue::Bytes(n) | LimitValue::Count(n) => n,
+            LimitValue::Time(d) => {
+                assert_eq!(key, "call_timeout", "{key} is no time");
+                l.call_timeout = d;
+                continue;
+            }
+        };
+        let size = usize::try_from(n).unwrap();
+        match key {
+            "memory" => l.memory = size,
+            "fuel" => l.fuel = Some(n),
+            "instances" => l.instances = size,
+            "table_elements" => l.table_elements = size,
+            "max_key_bytes" => l.max_key_bytes = size,
+            "max_value_bytes" => l.max_value_bytes = size,
+            "max_state_bytes" => l.max_state_bytes = size,
+            "max_emit_records" => l.max_emit_records_per_call = size,
+            "max_emit_bytes" => l.max_emit_bytes_per_call = size,
+            other => panic!("no limit `{other}` here"),
+        }
+    }
+    l
+}
+
 /// Asserts `e` is a limit error with `key` = `value`, naming the operator,
 /// and returns its message.
 fn assert_limit(e: &InstanceError, hook: &str, key: &str, value: LimitValue) -> String {
@@ -62,7 +93,7 @@ fn assert_limit(e: &InstanceError, hook: &str, key: &str, value: LimitValue) -> 
         other => panic!("expected a limit error, got {other:?}"),
     }
     assert!(message.starts_with("operator `op[0]`: "), "{message}");
-    assert!(message.contains(&format!("{key} = {value}")), "{message}");
+    assert_has(&message, &format!("{key} = {value}"));
     assert!(!message.contains('\n'), "one line: {message}");
     message
 }
@@ -83,11 +114,12 @@ fn one_record_hits(
     (inst, message)
 }
 
-/// Asserts that instantiating `p` under `limits` fails at the limit `key` =
-/// `value`.
-fn instantiation_hits(p: &Plugin, limits: &Limits, key: &str, value: LimitValue) {
+/// Asserts that instantiating `p` under [`limits`] with `key` = `value`
+/// fails at that limit.
+fn instantiation_hits(p: &Plugin, key: &str, value: LimitValue) {
+    let limits = limits(&[(key, value)]);
     let err =
-        OperatorInstance::with_limits(p, "op", 0, 1, "{}", limits, Grants::default()).unwrap_err();
+        OperatorInstance::with_limits(p, "op", 0, 1, "{}", &limits, Grants::default()).unwrap_err();
     assert_limit(&err, "instantiate", key, value);
 }
 
@@ -121,16 +153,13 @@ fn an_infinite_loop_is_stopped_at_its_deadline() {
     let rt = rt();
     let p = load(&rt, plugins::GUEST_SPIN_LOOP);
     for (mode, timeout_ms) in [("loop", 300), ("clock", 250)] {
-        let limits = Limits {
-            call_timeout: Duration::from_millis(timeout_ms),
-            ..Limits::default()
-        };
+        let deadline = LimitValue::Time(Duration::from_millis(timeout_ms));
+        let limits = limits(&[("call_timeout", deadline)]);
         let config = format!(r#"{{"mode":"{mode}"}}"#);
         let mut inst = open(&p, &config, &limits, Grants::default());
         let (result, took) = timed(|| inst.process(0, &batch(3)));
-        let err = result.unwrap_err();
+        assert_limit(&result.unwrap_err(), "process", "call_timeout", deadline);
         let deadline = Duration::from_millis(timeout_ms);
-        assert_limit(&err, "process", "call_timeout", LimitValue::Time(deadline));
         // Never before the deadline; within a generous bound after it.
         assert!(
             took >= deadline && took < STOPPED_WITHIN,
@@ -144,10 +173,7 @@ fn a_sleep_passes_no_time_without_the_clocks_grant_and_ends_at_the_deadline_with
     let rt = rt();
     let p = load(&rt, plugins::GUEST_SPIN_LOOP);
     let deadline = Duration::from_millis(300);
-    let limits = Limits {
-        call_timeout: deadline,
-        ..Limits::default()
-    };
+    let limits = limits(&[("call_timeout", LimitValue::Time(deadline))]);
     // Without the grant, the hour-long sleep returns at once: the call
     // succeeds, so it ended before its deadline.
     let mut inst = open(&p, r#"{"mode":"sleep"}"#, &limits, Grants::default());
@@ -171,10 +197,8 @@ fn a_sleep_passes_no_time_without_the_clocks_grant_and_ends_at_the_deadline_with
 
 #[test]
 fn fuel_bounds_a_call_deterministically() {
-    let limits = Limits {
-        fuel: Some(5_000_000),
-        ..Limits::default()
-    };
+    let fuel = LimitValue::Count(5_000_000);
+    let limits = limits(&[("fuel", fuel)]);
     for metering in [false, true] {
         let rt = Runtime::with_options(RuntimeOptions { fuel: metering }).unwrap();
         let p = load(&rt, plugins::GUEST_SPIN_LOOP);
@@ -185,7 +209,7 @@ fn fuel_bounds_a_call_deterministically() {
         assert!(inst.plugin().fuel_metered());
         assert_eq!(inst.plugin().sha256(), p.sha256());
         let err = inst.process(0, &batch(1)).unwrap_err();
-        assert_limit(&err, "process", "fuel", LimitValue::Count(5_000_000));
+        assert_limit(&err, "process", "fuel", fuel);
     }
     // A well-behaved plugin runs on the same budget, call after call: fuel
     // is refilled for every call.
@@ -203,13 +227,10 @@ fn fuel_bounds_a_call_deterministically() {
 fn a_memory_bomb_hits_the_memory_limit() {
     let rt = rt();
     let p = load(&rt, plugins::GUEST_MEMORY_BOMB);
-    let limits = Limits {
-        memory: 32 << 20,
-        ..Limits::default()
-    };
     let memory = LimitValue::Bytes(32 << 20);
+    let limits = limits(&[("memory", memory)]);
     let (inst, message) = one_record_hits(&p, r#"{"chunk_kib":256}"#, &limits, "memory", memory);
-    assert!(message.contains("linear memory"), "{message}");
+    assert_has(&message, "linear memory");
     assert!(inst.memory_used() <= 32 << 20, "{}", inst.memory_used());
 
     // One huge allocation fails the same way.
@@ -219,26 +240,14 @@ fn a_memory_bomb_hits_the_memory_limit() {
 #[test]
 fn a_plugin_whose_initial_memory_is_over_the_limit_does_not_instantiate() {
     let p = load(&rt(), plugins::WORD_COUNT);
-    let limits = Limits {
-        memory: 64 << 10,
-        ..Limits::default()
-    };
-    instantiation_hits(&p, &limits, "memory", LimitValue::Bytes(64 << 10));
+    instantiation_hits(&p, "memory", LimitValue::Bytes(64 << 10));
 }
 
 #[test]
 fn instance_and_table_caps_are_enforced_at_instantiation() {
     let p = load(&rt(), plugins::WORD_COUNT);
-    let limits = Limits {
-        instances: 1,
-        ..Limits::default()
-    };
-    instantiation_hits(&p, &limits, "instances", LimitValue::Count(1));
-    let limits = Limits {
-        table_elements: 1,
-        ..Limits::default()
-    };
-    instantiation_hits(&p, &limits, "table_elements", LimitValue::Count(1));
+    instantiation_hits(&p, "instances", LimitValue::Count(1));
+    instantiation_hits(&p, "table_elements", LimitValue::Count(1));
     // The defaults fit real plugins: each one opens under them.
     for (name, path) in plugins::ALL {
         let p = load(&rt(), path);
@@ -264,7 +273,7 @@ fn deep_recursion_exhausts_the_wasm_stack_not_the_host() {
     match &err {
         InstanceError::Limit { limit, .. } => {
             assert_eq!(limit.limit, LimitValue::Bytes(512 << 10), "{message}");
-            assert!(message.contains("wasm call stack"), "{message}");
+            assert_has(&message, "wasm call stack");
         }
         // A deep shadow stack in linear memory runs out of bounds first.
         InstanceError::Trap { .. } => assert!(message.contains("out of bounds"), "{message}"),
@@ -275,17 +284,12 @@ fn deep_recursion_exhausts_the_wasm_stack_not_the_host() {
 #[test]
 fn oversized_state_keys_and_values_hit_their_limits() {
     let p = load(&rt(), plugins::GUEST_SANDBOX_PROBE);
-    let limits = Limits {
-        max_key_bytes: 1 << 10,
-        max_value_bytes: 512 << 10,
-        ..Limits::default()
-    };
+    let (key, value) = (LimitValue::Bytes(1 << 10), LimitValue::Bytes(512 << 10));
+    let limits = limits(&[("max_key_bytes", key), ("max_value_bytes", value)]);
     let config = r#"{"mode":"big-key","kib":2}"#;
-    let key = LimitValue::Bytes(1 << 10);
     let (_, message) = one_record_hits(&p, config, &limits, "max_key_bytes", key);
-    assert!(message.contains("state key size (2KiB)"), "{message}");
+    assert_has(&message, "state key size (2KiB)");
     let config = r#"{"mode":"big-read","kib":1024,"copies":1}"#;
-    let value = LimitValue::Bytes(512 << 10);
     let (inst, _) = one_record_hits(&p, config, &limits, "max_value_bytes", value);
     assert!(inst.state().is_empty());
 }
@@ -293,25 +297,19 @@ fn oversized_state_keys_and_values_hit_their_limits() {
 #[test]
 fn host_state_is_capped_in_size_and_in_what_one_read_returns() {
     let p = load(&rt(), plugins::GUEST_SANDBOX_PROBE);
-    let limits = Limits {
-        max_state_bytes: 4 << 20,
-        ..Limits::default()
-    };
-    let config = r#"{"mode":"state-bomb","kib":256}"#;
     let state = LimitValue::Bytes(4 << 20);
-    let (inst, _) = one_record_hits(&p, config, &limits, "max_state_bytes", state);
+    let config = r#"{"mode":"state-bomb","kib":256}"#;
+    let under = limits(&[("max_state_bytes", state)]);
+    let (inst, _) = one_record_hits(&p, config, &under, "max_state_bytes", state);
     assert!(inst.state().bytes() <= 4 << 20);
 
     // 100 copies of a 1 MiB value would make the host allocate 100 MiB for
     // a plugin that can hold 32.
-    let limits = Limits {
-        memory: 32 << 20,
-        ..Limits::default()
-    };
-    let config = r#"{"mode":"big-read","kib":1024,"copies":100}"#;
     let memory = LimitValue::Bytes(32 << 20);
+    let limits = limits(&[("memory", memory)]);
+    let config = r#"{"mode":"big-read","kib":1024,"copies":100}"#;
     let (_, message) = one_record_hits(&p, config, &limits, "memory", memory);
-    assert!(message.contains("state read"), "{message}");
+    assert_has(&message, "state read");
     // Within the limit the same read works.
     let config = r#"{"mode":"big-read","kib":1024,"copies":4}"#;
     let mut inst = open(&p, config, &limits, Grants::default());
@@ -324,22 +322,17 @@ fn host_state_is_capped_in_size_and_in_what_one_read_returns() {
 #[test]
 fn an_emit_flood_hits_the_per_call_caps() {
     let p = load(&rt(), plugins::GUEST_EMIT_FLOOD);
-    let limits = Limits {
-        max_emit_records_per_call: 1000,
-        ..Limits::default()
-    };
-    let mut inst = open(&p, "{}", &limits, Grants::default());
+    let records = LimitValue::Count(1000);
+    let under = limits(&[("max_emit_records", records)]);
+    let mut inst = open(&p, "{}", &under, Grants::default());
     let (result, took) = timed(|| inst.process(0, &batch(1)));
     let err = result.unwrap_err();
-    assert_limit(&err, "process", "max_emit_records", LimitValue::Count(1000));
+    assert_limit(&err, "process", "max_emit_records", records);
     assert!(took < STOPPED_WITHIN, "{took:?}");
 
-    let limits = Limits {
-        max_emit_bytes_per_call: 1 << 20,
-        ..Limits::default()
-    };
     let bytes = LimitValue::Bytes(1 << 20);
-    one_record_hits(&p, r#"{"size":65536}"#, &limits, "max_emit_bytes", bytes);
+    let under = limits(&[("max_emit_bytes", bytes)]);
+    one_record_hits(&p, r#"{"size":65536}"#, &under, "max_emit_bytes", bytes);
 }
 
 // ---------------------------------------------------------------- traps
@@ -481,16 +474,10 @@ fn describe_may_not_emit_or_return_odd_names() {
         other => panic!("{path}: expected a describe error, got {other:?}"),
     };
     let message = describe_err(plugins::GUEST_DESCRIBE_EMIT);
-    assert!(
-        message.contains("emitted records during `describe`"),
-        "{message}"
-    );
+    assert_has(&message, "emitted records during `describe`");
     let message = describe_err(plugins::GUEST_BAD_NAMES);
-    assert!(message.contains("control characters"), "{message}");
-    assert!(
-        message.contains("evil\\nERROR weir: fake line \\u{1b}[31m"),
-        "{message}"
-    );
+    assert_has(&message, "control characters");
+    assert_has(&message, "evil\\nERROR weir: fake line \\u{1b}[31m");
     assert!(!message.contains(['\n', '\u{1b}']), "{message}");
     let message = describe_err(plugins::GUEST_BAD_UTF8_NAME);
     assert!(message.to_lowercase().contains("utf-8"), "{message}");
@@ -519,11 +506,10 @@ fn malformed_components_are_errors_not_panics() {
     // with an error naming the file; what loads runs (or fails) under the
     // limits, with one-line errors naming the operator, never panicking the
     // host.
-    let limits = Limits {
-        call_timeout: Duration::from_millis(500),
-        memory: 64 << 20,
-        ..Limits::default()
-    };
+    let limits = limits(&[
+        ("call_timeout", LimitValue::Time(Duration::from_millis(500))),
+        ("memory", LimitValue::Bytes(64 << 20)),
+    ]);
     // A small plugin, so that compiling the mutants is quick.
     let good = std::fs::read(plugins::GUEST_RESTORE_TRAP).unwrap();
     let mut loaded = 0;
@@ -658,7 +644,7 @@ fn run_fails(j: &JobDir, needles: &[&str]) -> (String, Duration) {
         assert!(l.contains("panicked at tests/guests/"), "host panic? {l}");
     }
     // Rust's hint to set RUST_BACKTRACE means nothing inside the sandbox.
-    assert!(!err.contains("RUST_BACKTRACE"), "{err}");
+    assert_lacks(&err, "RUST_BACKTRACE");
     let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "one error line: {err}");
     for n in needles {
@@ -692,7 +678,7 @@ fn weir_run_stops_an_infinite_loop_at_its_call_timeout() {
         ],
     );
     assert_bounded(took, Duration::from_millis(300));
-    assert!(!line.contains("\\n"), "{line}");
+    assert_lacks(&line, "\\n");
     assert!(j.state_dir().is_dir());
     checkpoints(&j);
 }
@@ -769,7 +755,7 @@ fn weir_run_reports_a_trap_in_snapshot_and_keeps_the_complete_checkpoints() {
         ],
     );
     let listed = checkpoints(&j);
-    assert!(listed.contains("complete checkpoint"), "{listed}");
+    assert_has(&listed, "complete checkpoint");
 }
 
 #[test]
@@ -787,7 +773,7 @@ fn weir_run_reports_a_trap_in_restore_and_the_state_stays_restorable() {
     signal(&child, "-TERM");
     child.wait().unwrap();
     let before = checkpoints(&j);
-    assert!(before.contains("complete checkpoint"), "{before}");
+    assert_has(&before, "complete checkpoint");
     run_fails(
         &j,
         &[
@@ -864,11 +850,8 @@ fn weir_run_keeps_plugin_log_lines_from_forging_host_lines() {
     let out = j.run(&[]);
     let err = &out.stderr;
     assert!(out.success(), "{err}");
-    assert!(!err.contains("\u{1b}[31mred"), "{err}");
-    assert!(
-        err.contains("first line\\nsecond line \\u{1b}[31mred"),
-        "{err}"
-    );
+    assert_lacks(err, "\u{1b}[31mred");
+    assert_has(err, "first line\\nsecond line \\u{1b}[31mred");
     assert!(!err.lines().any(|l| l.starts_with("second line")), "{err}");
 }
 
@@ -892,6 +875,6 @@ fn bad_limits_and_grants_in_the_job_file_are_one_line_errors() {
         // Deliberately bad keys, as written.
         let j = job("o", plugins::WORD_COUNT, 1_000_000, |o| o.verbatim(extra));
         let (line, _) = run_fails(&j, &["operator \"o\"", needle]);
-        assert!(line.contains("job.toml"), "{line}");
+        assert_has(&line, "job.toml");
     }
 }

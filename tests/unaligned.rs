@@ -12,6 +12,7 @@ use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::plugins;
+use weir_tests::text::assert_has;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -37,11 +38,7 @@ fn skewed(checkpoint: Checkpoint) -> JobFile {
                 .inputs(&["delay"])
                 .parallelism(2),
         )
-        .sink(
-            Sink::file("out", "out.jsonl")
-                .format("jsonl")
-                .input("count"),
-        )
+        .sink(Sink::jsonl("out", "out.jsonl").input("count"))
 }
 
 /// The inputs: `fast` words `f0..f96`, `slow` words `s0..s12`.
@@ -128,10 +125,7 @@ fn restoring_an_unaligned_checkpoint_replays_its_inflight_data_once() {
     let (j, input) = job(Checkpoint::final_only().mode("unaligned"), 40_000, 1_500);
     let id = ran_with_inflight(&j);
     let stderr = j.run_ok(&["--restore", &id.to_string()]);
-    assert!(
-        stderr.contains(&format!("resumed from checkpoint {id}")),
-        "{stderr}"
-    );
+    assert_has(&stderr, &format!("resumed from checkpoint {id}"));
     let want = true_counts(input.lines());
     assert_running_counts(&want, &j.read("out.jsonl"), "after the restore");
 }
@@ -173,7 +167,7 @@ fn an_unaligned_checkpoint_rescales_with_its_inflight_data() {
             .operator_with("count", |o| o.parallelism(3)),
     );
     let stderr = j.run_ok(&["--restore", &id.to_string()]);
-    assert!(stderr.contains("`count`: rescaled from 2 to 3"), "{stderr}");
+    assert_has(&stderr, "`count`: rescaled from 2 to 3");
     let after = count_inflight(&j);
     assert!(
         after.contains(&(id + 1, records)),
@@ -216,7 +210,7 @@ fn weir_checkpoints_shows_which_checkpoints_were_unaligned() {
     );
     assert!(list.iter().any(|c| inflight(c) > 0), "{list:?}");
     let text = j.checkpoints(&[]);
-    assert!(text.contains("unaligned, in flight "), "{text}");
+    assert_has(&text, "unaligned, in flight ");
 
     let (j, _) = job(Checkpoint::final_only(), 20_000, 500);
     j.run_ok(&[]);

@@ -1,7 +1,11 @@
 //! Batches and emits in flat form: the component's exports (called natively
 //! here, against the in-memory host) and the emit buffers.
 
+mod common;
+
 use std::cell::RefCell;
+
+use common::flat_in_out;
 
 use weir_flat::{Range, Span};
 use weir_sdk::bindings::exports::weir::operator::{flat_lifecycle, lifecycle};
@@ -183,18 +187,10 @@ fn every_emit_form_builds_the_same_record() {
 struct Forms;
 
 impl Operator for Forms {
-    fn describe() -> OperatorInfo {
-        OperatorInfo::new("forms", "1.0.0")
-            .input("in")
-            .output("out")
-    }
+    flat_in_out!("forms");
 
     fn open(_: &OpenContext) -> Result<Self> {
         Ok(Forms)
-    }
-
-    fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> {
-        unreachable!()
     }
 
     fn process_batch(&mut self, ctx: &mut Context, _: u32, batch: &Batch<'_>) -> Result<()> {

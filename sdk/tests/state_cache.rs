@@ -2,6 +2,9 @@
 //! no write is lost, none is written back stale, and every write reaches
 //! host state by the time `on_checkpoint` or `finish` returns.
 
+mod common;
+
+use common::flat_in_out;
 use weir_sdk::testing::Harness;
 use weir_sdk::*;
 
@@ -17,11 +20,7 @@ struct Counter {
 }
 
 impl Operator for Counter {
-    fn describe() -> OperatorInfo {
-        OperatorInfo::new("counter", "1.0.0")
-            .input("in")
-            .output("out")
-    }
+    flat_in_out!("counter");
 
     fn open(ctx: &OpenContext) -> Result<Self> {
         let capacity: Option<usize> = ctx.config_as()?;
@@ -34,10 +33,6 @@ impl Operator for Counter {
             total: ValueState::new("total"),
             batches: 0,
         })
-    }
-
-    fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> {
-        unreachable!("the harness passes batches in flat form")
     }
 
     fn process_batch(&mut self, ctx: &mut Context, _: u32, batch: &Batch<'_>) -> Result<()> {
@@ -83,19 +78,28 @@ fn values(out: &[Record]) -> Vec<String> {
         .collect()
 }
 
+/// Processes one batch of `cmds` with `h`; returns the values it emitted.
+fn run<O: Operator>(h: &mut Harness<O>, cmds: &[&str]) -> Vec<String> {
+    values(&h.process("in", batch(cmds)).unwrap())
+}
+
 fn stored<'a>(h: &'a Harness<Counter>, key: &str) -> Option<&'a str> {
     h.state()
         .get(key.as_bytes())
         .map(|v| std::str::from_utf8(v).unwrap())
 }
 
+/// Takes checkpoint `id` and returns `word`'s count in host state then.
+fn count_at<'a>(h: &'a mut Harness<Counter>, id: u64, word: &str) -> Option<&'a str> {
+    h.checkpoint(id).unwrap();
+    stored(h, &format!("{word}\0count"))
+}
+
 #[test]
 fn hits_need_no_host_call_and_writes_wait_for_the_checkpoint() {
     let mut h = Harness::<Counter>::open("null").unwrap();
-    let out = h.process("in", batch(&["+a", "+a", "+b"])).unwrap();
-    assert_eq!(values(&out), ["1", "2", "1"]);
-    let out = h.process("in", batch(&["+a", "+b"])).unwrap();
-    assert_eq!(values(&out), ["3", "2"]);
+    assert_eq!(run(&mut h, &["+a", "+a", "+b"]), ["1", "2", "1"]);
+    assert_eq!(run(&mut h, &["+a", "+b"]), ["3", "2"]);
     let calls = h.host_calls().clone();
     // One read per key and the total on first sight, then none; no writes yet.
     assert_eq!((calls.get, calls.get_many, calls.flat_get_many), (3, 0, 0));
@@ -124,8 +128,8 @@ fn hits_need_no_host_call_and_writes_wait_for_the_checkpoint() {
 #[test]
 fn finish_writes_back_what_it_and_earlier_hooks_wrote() {
     let mut h = Harness::<Counter>::open("null").unwrap();
-    h.process("in", batch(&["+a"])).unwrap();
-    h.process("in", batch(&["+a"])).unwrap();
+    run(&mut h, &["+a"]);
+    run(&mut h, &["+a"]);
     assert!(h.state().is_empty());
     h.finish().unwrap();
     assert_eq!(stored(&h, "a\0count"), Some("2"));
@@ -135,59 +139,51 @@ fn finish_writes_back_what_it_and_earlier_hooks_wrote() {
 #[test]
 fn later_writes_win_across_checkpoints_and_removals() {
     let mut h = Harness::<Counter>::open("null").unwrap();
-    h.process("in", batch(&["+a"])).unwrap();
+    run(&mut h, &["+a"]);
     h.checkpoint(1).unwrap();
-    h.process("in", batch(&["+a"])).unwrap();
+    run(&mut h, &["+a"]);
     assert_eq!(
         stored(&h, "a\0count"),
         Some("1"),
         "not before the checkpoint"
     );
-    h.checkpoint(2).unwrap();
-    assert_eq!(stored(&h, "a\0count"), Some("2"));
+    assert_eq!(count_at(&mut h, 2, "a"), Some("2"));
 
-    h.process("in", batch(&["-a"])).unwrap();
+    run(&mut h, &["-a"]);
     assert_eq!(stored(&h, "a\0count"), Some("2"));
-    h.checkpoint(3).unwrap();
-    assert_eq!(stored(&h, "a\0count"), None);
+    assert_eq!(count_at(&mut h, 3, "a"), None);
     let gets = h.host_calls().get;
-    let out = h.process("in", batch(&["+a", "-a", "+a"])).unwrap();
-    assert_eq!(values(&out), ["1", "1"], "a removed key counts from zero");
+    assert_eq!(
+        run(&mut h, &["+a", "-a", "+a"]),
+        ["1", "1"],
+        "a removed key counts from zero"
+    );
     assert_eq!(h.host_calls().get, gets, "a removal is cached too");
-    h.checkpoint(4).unwrap();
-    assert_eq!(stored(&h, "a\0count"), Some("1"));
+    assert_eq!(count_at(&mut h, 4, "a"), Some("1"));
 }
 
 #[test]
 fn raw_access_sees_typed_writes_and_typed_reads_see_raw_writes() {
     let mut h = Harness::<Counter>::open("null").unwrap();
     // A raw read writes the cache back first.
-    let out = h.process("in", batch(&["+a", "+a", "?a"])).unwrap();
-    assert_eq!(values(&out), ["1", "2", "2"]);
+    assert_eq!(run(&mut h, &["+a", "+a", "?a"]), ["1", "2", "2"]);
     // A raw write is not overwritten by a stale cached value, and is read.
-    let out = h.process("in", batch(&["+a", "raw:a=10", "+a"])).unwrap();
-    assert_eq!(values(&out), ["3", "11"]);
-    h.checkpoint(1).unwrap();
-    assert_eq!(stored(&h, "a\0count"), Some("11"));
-    let out = h.process("in", batch(&["raw:a=20"])).unwrap();
-    assert!(out.is_empty());
-    h.checkpoint(2).unwrap();
-    assert_eq!(stored(&h, "a\0count"), Some("20"));
+    assert_eq!(run(&mut h, &["+a", "raw:a=10", "+a"]), ["3", "11"]);
+    assert_eq!(count_at(&mut h, 1, "a"), Some("11"));
+    assert!(run(&mut h, &["raw:a=20"]).is_empty());
+    assert_eq!(count_at(&mut h, 2, "a"), Some("20"));
 }
 
 #[test]
 fn a_full_cache_writes_back_before_it_empties() {
     let mut h = Harness::<Counter>::open("2").unwrap();
-    let out = h.process("in", batch(&["+a", "+b", "+c"])).unwrap();
-    assert_eq!(values(&out), ["1", "1", "1"]);
+    assert_eq!(run(&mut h, &["+a", "+b", "+c"]), ["1", "1", "1"]);
     // The third key overflowed the cache: a, b and c were written back.
     for key in ["a", "b", "c"] {
         assert_eq!(stored(&h, &format!("{key}\0count")), Some("1"), "{key}");
     }
-    let out = h.process("in", batch(&["+d", "+a"])).unwrap();
-    assert_eq!(values(&out), ["1", "2"]);
-    h.checkpoint(1).unwrap();
-    assert_eq!(stored(&h, "a\0count"), Some("2"));
+    assert_eq!(run(&mut h, &["+d", "+a"]), ["1", "2"]);
+    assert_eq!(count_at(&mut h, 1, "a"), Some("2"));
     assert_eq!(stored(&h, "d\0count"), Some("1"));
 }
 
@@ -196,7 +192,7 @@ fn an_overflow_keeps_half_the_cache_warm() {
     let mut h = Harness::<Counter>::open("100").unwrap();
     let keys: Vec<String> = (0..101).map(|i| format!("+k{i}")).collect();
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    h.process("in", batch(&keys)).unwrap();
+    run(&mut h, &keys);
     let gets = h.host_calls().get;
     assert!(gets >= 101, "every first read misses");
     // The 101st key overflowed: everything was written back, 50 entries stay.
@@ -216,7 +212,7 @@ fn an_overflow_keeps_half_the_cache_warm() {
 #[test]
 fn capacity_zero_writes_through() {
     let mut h = Harness::<Counter>::open("0").unwrap();
-    h.process("in", batch(&["+a", "+a"])).unwrap();
+    run(&mut h, &["+a", "+a"]);
     assert_eq!(stored(&h, "a\0count"), Some("2"));
     assert_eq!(
         h.host_calls().get,
@@ -228,11 +224,10 @@ fn capacity_zero_writes_through() {
 #[test]
 fn a_restart_keeps_what_the_checkpoint_wrote_back() {
     let mut h = Harness::<Counter>::open("null").unwrap();
-    h.process("in", batch(&["+a", "+a"])).unwrap();
+    run(&mut h, &["+a", "+a"]);
     h.restart().unwrap();
     let gets = h.host_calls().get;
-    let out = h.process("in", batch(&["+a"])).unwrap();
-    assert_eq!(values(&out), ["3"]);
+    assert_eq!(run(&mut h, &["+a"]), ["3"]);
     assert_eq!(
         h.host_calls().get,
         gets + 2,
@@ -291,14 +286,14 @@ fn a_value_that_does_not_decode_is_incompatible_state() {
 #[test]
 fn prefetch_reads_every_miss_in_one_call_and_the_hook_keeps_them() {
     let mut h = Harness::<Counter>::open("2").unwrap();
-    h.process("in", batch(&["+a", "+b", "+c", "+d"])).unwrap();
+    run(&mut h, &["+a", "+b", "+c", "+d"]);
     h.checkpoint(1).unwrap();
     // The hook returned over capacity: at most 2 entries stay cached.
     let (gets, get_manys) = (h.host_calls().get, h.host_calls().flat_get_many);
-    let out = h
-        .process("in", batch(&["pa,b,c,d,a", "+a", "+b", "+c", "+d"]))
-        .unwrap();
-    assert_eq!(values(&out), ["2", "2", "2", "2"]);
+    assert_eq!(
+        run(&mut h, &["pa,b,c,d,a", "+a", "+b", "+c", "+d"]),
+        ["2", "2", "2", "2"]
+    );
     assert_eq!(
         h.host_calls().flat_get_many,
         get_manys + 1,
@@ -318,16 +313,15 @@ fn prefetch_reads_every_miss_in_one_call_and_the_hook_keeps_them() {
 #[test]
 fn a_prefetch_after_one_that_found_everything_cached_skips_its_lookups() {
     let mut h = Harness::<Counter>::open("null").unwrap();
-    h.process("in", batch(&["pa,b", "+a", "+b"])).unwrap();
-    h.process("in", batch(&["pa,b", "+a"])).unwrap();
+    run(&mut h, &["pa,b", "+a", "+b"]);
+    run(&mut h, &["pa,b", "+a"]);
     let (gets, get_manys) = (h.host_calls().get, h.host_calls().flat_get_many);
     // Everything was cached last time: `c` is not prefetched, it is read
     // alone when counted, and then prefetching resumes.
-    let out = h.process("in", batch(&["pc", "+c"])).unwrap();
-    assert_eq!(values(&out), ["1"]);
+    assert_eq!(run(&mut h, &["pc", "+c"]), ["1"]);
     assert_eq!(h.host_calls().get, gets + 1);
     assert_eq!(h.host_calls().flat_get_many, get_manys);
-    h.process("in", batch(&["pd", "+d"])).unwrap();
+    run(&mut h, &["pd", "+d"]);
     assert_eq!(
         h.host_calls().get,
         gets + 1,
@@ -342,16 +336,16 @@ fn a_prefetch_after_one_that_found_everything_cached_skips_its_lookups() {
 fn updates_after_a_prefetch_count_the_right_keys_in_any_order() {
     let mut h = Harness::<Counter>::open("null").unwrap();
     h.state_mut().insert(b"c\0count".to_vec(), b"10".to_vec());
-    h.process("in", batch(&["+a"])).unwrap();
+    run(&mut h, &["+a"]);
     // `a` is cached, `c` stored, `b` and `d` new; `b` twice.
-    let out = h
-        .process("in", batch(&["pa,b,c,b,d", "+a", "+b", "+c", "+b", "+d"]))
-        .unwrap();
-    assert_eq!(values(&out), ["2", "1", "11", "2", "1"]);
-    let out = h
-        .process("in", batch(&["pd,c,b,a", "+a", "+b", "+c", "+d", "+d"]))
-        .unwrap();
-    assert_eq!(values(&out), ["3", "3", "12", "2", "3"]);
+    assert_eq!(
+        run(&mut h, &["pa,b,c,b,d", "+a", "+b", "+c", "+b", "+d"]),
+        ["2", "1", "11", "2", "1"]
+    );
+    assert_eq!(
+        run(&mut h, &["pd,c,b,a", "+a", "+b", "+c", "+d", "+d"]),
+        ["3", "3", "12", "2", "3"]
+    );
     h.checkpoint(1).unwrap();
     for (key, n) in [("a", "3"), ("b", "3"), ("c", "12"), ("d", "3")] {
         assert_eq!(stored(&h, &format!("{key}\0count")), Some(n), "{key}");
@@ -369,8 +363,7 @@ fn a_failed_prefetch_caches_nothing() {
     }
     let err = h.process("in", batch(&["pa,b,c"])).unwrap_err();
     assert!(matches!(err, Error::IncompatibleState(_)), "{err}");
-    let out = h.process("in", batch(&["+c", "+a"])).unwrap();
-    assert_eq!(values(&out), ["4", "2"]);
+    assert_eq!(run(&mut h, &["+c", "+a"]), ["4", "2"]);
 }
 
 /// A prefetch after an eviction looks the batch up again, even when the
@@ -378,18 +371,17 @@ fn a_failed_prefetch_caches_nothing() {
 #[test]
 fn a_prefetch_after_an_eviction_reads_the_evicted_keys_in_one_call() {
     let mut h = Harness::<Counter>::open("4").unwrap();
-    h.process("in", batch(&["pa,b,c,d", "+a", "+b", "+c", "+d"]))
-        .unwrap();
-    h.process("in", batch(&["pa,b,c,d"])).unwrap();
+    run(&mut h, &["pa,b,c,d", "+a", "+b", "+c", "+d"]);
+    run(&mut h, &["pa,b,c,d"]);
     // Two removals cache two more keys without reading them (no miss):
     // over the capacity of 4, so the hook's end writes back and evicts
     // down to half of it.
-    h.process("in", batch(&["-e", "-f"])).unwrap();
+    run(&mut h, &["-e", "-f"]);
     let (gets, get_manys) = (h.host_calls().get, h.host_calls().flat_get_many);
-    let out = h
-        .process("in", batch(&["pa,b,c,d", "+a", "+b", "+c", "+d"]))
-        .unwrap();
-    assert_eq!(values(&out), ["2", "2", "2", "2"]);
+    assert_eq!(
+        run(&mut h, &["pa,b,c,d", "+a", "+b", "+c", "+d"]),
+        ["2", "2", "2", "2"]
+    );
     assert_eq!(h.host_calls().flat_get_many, get_manys + 1);
     assert_eq!(h.host_calls().get, gets, "no key was read alone");
 }
@@ -412,11 +404,7 @@ struct BlobsConfig {
 }
 
 impl Operator for Blobs {
-    fn describe() -> OperatorInfo {
-        OperatorInfo::new("blobs", "1.0.0")
-            .input("in")
-            .output("out")
-    }
+    flat_in_out!("blobs");
 
     fn open(ctx: &OpenContext) -> Result<Self> {
         let c: BlobsConfig = ctx.config_as()?;
@@ -431,10 +419,6 @@ impl Operator for Blobs {
             b: MapState::new("b"),
             size: c.size,
         })
-    }
-
-    fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> {
-        unreachable!("the harness passes batches in flat form")
     }
 
     fn process_batch(&mut self, ctx: &mut Context, _: u32, batch: &Batch<'_>) -> Result<()> {
@@ -461,6 +445,15 @@ impl Operator for Blobs {
 
 fn blobs(config: &str) -> Harness<Blobs> {
     Harness::<Blobs>::open(config).unwrap()
+}
+
+/// [`blobs`] of 10 KiB values with a budget that holds them all (64 MiB)
+/// and a dirty limit of `limit` bytes.
+fn blobs_dirty_up_to(limit: usize) -> Harness<Blobs> {
+    let budget = 64 << 20;
+    blobs(&format!(
+        r#"{{"budget":{budget},"dirty_limit":{limit},"size":10240}}"#
+    ))
 }
 
 /// `n` commands `<map><op>k<i>` for i in `from..from + n`.
@@ -537,10 +530,7 @@ fn a_hook_never_returns_with_more_dirty_bytes_than_the_limit() {
     // A budget that holds everything, and a dirty limit of 64 KiB: some
     // six entries of 10 KiB.
     let limit = 64 << 10;
-    let mut h = blobs(&format!(
-        r#"{{"budget":{},"dirty_limit":{limit},"size":10240}}"#,
-        64 << 20
-    ));
+    let mut h = blobs_dirty_up_to(limit);
     let mut written_in_process = 0;
     for batch in 0..20 {
         let puts = h.host_calls().flat_put_many;
@@ -563,10 +553,7 @@ fn a_hook_never_returns_with_more_dirty_bytes_than_the_limit() {
 #[test]
 fn a_checkpoint_writes_back_at_most_the_dirty_limit() {
     let limit = 64 << 10;
-    let mut h = blobs(&format!(
-        r#"{{"budget":{},"dirty_limit":{limit},"size":10240}}"#,
-        64 << 20
-    ));
+    let mut h = blobs_dirty_up_to(limit);
     for batch in 0..25 {
         h.process("in", commands("a", "+", batch * 4, 4)).unwrap();
     }
@@ -594,8 +581,7 @@ fn a_checkpoint_writes_back_at_most_the_dirty_limit() {
 #[test]
 fn the_sdk_reads_and_writes_batches_through_flat_state() {
     let mut h = Harness::<Counter>::open("null").unwrap();
-    h.process("in", batch(&["pa,b,c", "+a", "+b", "-c"]))
-        .unwrap();
+    run(&mut h, &["pa,b,c", "+a", "+b", "-c"]);
     let calls = h.host_calls().clone();
     assert_eq!((calls.flat_get_many, calls.get_many), (1, 0));
     h.checkpoint(1).unwrap();

@@ -3,6 +3,7 @@
 //! [`Outcome`] is what one finished command left (exit status, stdout and
 //! stderr as text).
 
+use crate::text::assert_lacks;
 use std::ffi::OsStr;
 use std::process::{Command, ExitStatus, Output};
 
@@ -99,7 +100,7 @@ impl Outcome {
         for n in needles {
             assert!(stderr.contains(n), "{n:?} not in {stderr}");
         }
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_lacks(stderr, "panicked");
     }
 }
 

@@ -192,6 +192,7 @@ pub fn tally(want: &BTreeMap<String, u64>, output: &str) -> Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::{assert_has, assert_lacks};
 
     fn line(w: &str, n: u64) -> String {
         format!("{{\"word\":\"{w}\",\"count\":{n}}}\n")
@@ -216,8 +217,8 @@ mod tests {
         let want = true_counts(["a", "a", "b", "b"]);
         let out = [line("a", 1), line("b", 1), line("b", 2), line("b", 3)].concat();
         let err = check_running_counts(&want, &out).unwrap_err();
-        assert!(err.contains("a: counts [1], expected 1..=2"), "{err}");
-        assert!(err.contains("b: counts [1, 2, 3], expected 1..=2"), "{err}");
+        assert_has(&err, "a: counts [1], expected 1..=2");
+        assert_has(&err, "b: counts [1, 2, 3], expected 1..=2");
     }
 
     #[test]
@@ -225,13 +226,10 @@ mod tests {
         let want = true_counts(["a", "a"]);
         let out = [line("a", 1), line("a", 1), line("z", 1)].concat();
         let err = check_running_counts(&want, &out).unwrap_err();
-        assert!(err.contains("a: counts [1, 1], expected 1..=2"), "{err}");
-        assert!(
-            err.contains("z: in the output but not in the input"),
-            "{err}"
-        );
+        assert_has(&err, "a: counts [1, 1], expected 1..=2");
+        assert_has(&err, "z: in the output but not in the input");
         let err = check_running_counts(&want, "").unwrap_err();
-        assert!(err.contains("a: counts [], expected 1..=2"), "{err}");
+        assert_has(&err, "a: counts [], expected 1..=2");
     }
 
     fn v2(w: &str, n: u64) -> String {
@@ -252,11 +250,11 @@ mod tests {
         let out = [line("a", 2), line("b", 1), line("a", 1)].concat();
         sorted_counts_are_complete(&out, 2);
         let err = check_running_counts(&want, &out).unwrap_err();
-        assert!(
-            err.contains("a: counts [2, 1] out of order (its item 1 is 2, expected 1)"),
-            "{err}"
+        assert_has(
+            &err,
+            "a: counts [2, 1] out of order (its item 1 is 2, expected 1)",
         );
-        assert!(!err.contains("b:"), "{err}");
+        assert_lacks(&err, "b:");
     }
 
     /// A replay that skips a count and delivers it later (an epoch
@@ -267,18 +265,16 @@ mod tests {
         let out = [line("a", 1), line("a", 3), line("a", 2)].concat();
         sorted_counts_are_complete(&out, 3);
         let err = check_running_counts(&want, &out).unwrap_err();
-        assert!(err.contains("a: counts [1, 3, 2] out of order"), "{err}");
+        assert_has(&err, "a: counts [1, 3, 2] out of order");
 
         let want = true_counts(["a"; 7]);
         let counts = [1, 2, 5, 6, 3, 4, 7];
         let out: String = counts.iter().map(|&n| line("a", n)).collect();
         sorted_counts_are_complete(&out, 7);
         let err = check_running_counts(&want, &out).unwrap_err();
-        assert!(
-            err.contains(
-                "a: counts [1, 2, 5, 6, 3, 4, 7] out of order (its item 3 is 5, expected 3)"
-            ),
-            "{err}"
+        assert_has(
+            &err,
+            "a: counts [1, 2, 5, 6, 3, 4, 7] out of order (its item 3 is 5, expected 3)",
         );
     }
 
@@ -290,10 +286,7 @@ mod tests {
         let counts = [1, 2, 1, 2, 3];
         let out: String = counts.iter().map(|&n| line("a", n)).collect();
         let err = check_running_counts(&want, &out).unwrap_err();
-        assert!(
-            err.contains("a: counts [1, 2, 1, 2, 3], expected 1..=3"),
-            "{err}"
-        );
+        assert_has(&err, "a: counts [1, 2, 1, 2, 3], expected 1..=3");
     }
 
     #[test]
@@ -302,9 +295,9 @@ mod tests {
         check_running_counts(&want, &[line("a", 1), v2("a", 2), v2("a", 3)].concat()).unwrap();
         let out = [line("a", 1), v2("a", 2), line("a", 3)].concat();
         let err = check_running_counts(&want, &out).unwrap_err();
-        assert!(
-            err.contains("a: a format-1 line (count 3) after a format-2 line (count 2)"),
-            "{err}"
+        assert_has(
+            &err,
+            "a: a format-1 line (count 3) after a format-2 line (count 2)",
         );
     }
 
@@ -324,21 +317,12 @@ mod tests {
         check_replayed_counts(&want, &out).unwrap();
         let out = [line("a", 1), line("a", 3), line("a", 2), line("b", 1)].concat();
         let err = check_replayed_counts(&want, &out).unwrap_err();
-        assert!(
-            err.contains("a: counts [1, 3, 2] skips ahead from 1 to 3"),
-            "{err}"
-        );
+        assert_has(&err, "a: counts [1, 3, 2] skips ahead from 1 to 3");
         let out = [line("a", 1), line("a", 2), line("a", 1), line("z", 1)].concat();
         let err = check_replayed_counts(&want, &out).unwrap_err();
-        assert!(
-            err.contains("a: counts [1, 2, 1] ends at 2, expected to reach 3"),
-            "{err}"
-        );
-        assert!(err.contains("b: counts nothing, expected 1..=1"), "{err}");
-        assert!(
-            err.contains("z: in the output but not in the input"),
-            "{err}"
-        );
+        assert_has(&err, "a: counts [1, 2, 1] ends at 2, expected to reach 3");
+        assert_has(&err, "b: counts nothing, expected 1..=1");
+        assert_has(&err, "z: in the output but not in the input");
     }
 
     #[test]

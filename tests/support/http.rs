@@ -2,6 +2,7 @@
 //! request per connection ([`request`]), and reading server-sent events
 //! ([`Events`]).
 
+use crate::text::assert_has;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -106,7 +107,7 @@ impl Events {
             head.push_str(&line);
         }
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        assert!(head.contains("content-type: text/event-stream"), "{head}");
+        assert_has(&head, "content-type: text/event-stream");
         Events { reader }
     }
 

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use crate::cli::{Outcome, Weir};
 use crate::pipeline::{XorShift, multiset};
 use crate::running::Running;
+use crate::servers::PrivateServer;
+use crate::text::assert_lacks;
 use crate::wait::{PATIENCE, wait_until};
 
 /// A job file and its inputs in a temporary folder, and the `weir` commands
@@ -117,6 +119,39 @@ impl JobDir {
         Running::spawn(c)
     }
 
+    /// [`JobDir::spawn`] with stdin a pipe to feed ([`Running::send`]).
+    pub fn spawn_fed(&self, args: &[&str]) -> Running {
+        let mut c = self.command("run", args);
+        c.stdin(Stdio::piped()).stdout(Stdio::null());
+        Running::spawn(c)
+    }
+
+    /// [`JobDir::spawn_fed`] with stdout read line by line too
+    /// ([`Running::next_printed`]).
+    pub fn spawn_printing(&self, args: &[&str]) -> Running {
+        let mut c = self.command("run", args);
+        c.stdin(Stdio::piped()).stdout(Stdio::piped());
+        Running::spawn(c)
+    }
+
+    /// Runs the job (`-v`) and, once a checkpoint of it completed, stops
+    /// `server` as a crash for `outage` and starts it again; asserts that
+    /// the run succeeded and returns its stderr.
+    pub fn run_through_an_outage(
+        &self,
+        server: &mut impl PrivateServer,
+        outage: Duration,
+    ) -> String {
+        let mut run = self.spawn(&["-v"]);
+        run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+        server.stop();
+        std::thread::sleep(outage);
+        server.restart();
+        let (status, stderr) = run.wait();
+        assert!(status.success(), "{stderr}");
+        stderr
+    }
+
     /// The size in bytes of a file in the folder; 0 when it does not exist.
     pub fn size(&self, file: &str) -> u64 {
         std::fs::metadata(self.path().join(file)).map_or(0, |m| m.len())
@@ -155,48 +190,37 @@ impl JobDir {
         child.wait_with_output().unwrap().into()
     }
 
-    /// Starts the job and kills it with SIGKILL, `kills` times in a row,
-    /// each time at an observed point: once the run has committed new
-    /// output to the file `output` (a checkpoint of this run is complete),
-    /// plus a random `jitter` (ms) so that the kill lands anywhere in the
-    /// checkpoints that follow. Stops early when a run finishes on its own
-    /// (asserting that it succeeded); returns how many runs were killed.
-    pub fn run_killed(
-        &self,
-        kills: usize,
-        output: &str,
-        jitter: (u64, u64),
-        rng: &mut XorShift,
-    ) -> usize {
-        for killed in 0..kills {
-            let mut child = self
-                .command("run", &[])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let before = self.size(output);
-            let grew = self.wait_for_output(&mut child, output, before);
-            let kill_at = Instant::now() + Duration::from_millis(rng.range(jitter.0, jitter.1));
-            let finished = grew
-                && wait_until("the moment to kill", PATIENCE, || {
-                    match child.try_wait().unwrap() {
-                        Some(_) => Some(true),
-                        None => (Instant::now() >= kill_at).then_some(false),
-                    }
-                });
-            if !grew || finished {
-                let status = child.wait().unwrap();
-                assert!(status.success(), "a run between kills failed: {status}");
-                return killed;
-            }
-            child.kill().unwrap(); // SIGKILL
-            child.wait().unwrap();
+    /// Starts the job and kills it with SIGKILL at an observed point: once
+    /// the run has committed new output to the file `output` (a checkpoint
+    /// of this run is complete), plus a random `jitter` (ms) so that the
+    /// kill lands anywhere in the checkpoints that follow. Returns false,
+    /// asserting that the run succeeded, when it finishes on its own first.
+    pub fn kill_after_output(&self, output: &str, jitter: (u64, u64), rng: &mut XorShift) -> bool {
+        let mut run = self.spawn(&[]);
+        let before = self.size(output);
+        let grew = self.wait_for_output(&mut run.child, output, before);
+        let kill_at = Instant::now() + Duration::from_millis(rng.range(jitter.0, jitter.1));
+        let finished = grew
+            && wait_until("the moment to kill", PATIENCE, || {
+                match run.child.try_wait().unwrap() {
+                    Some(_) => Some(true),
+                    None => (Instant::now() >= kill_at).then_some(false),
+                }
+            });
+        if !grew || finished {
+            let (status, stderr) = run.wait();
+            assert!(
+                status.success(),
+                "a run between kills failed: {status}: {stderr}"
+            );
+            return false;
         }
-        kills
+        run.kill(); // SIGKILL
+        true
     }
 
-    /// Runs the job killed as [`JobDir::run_killed`] does, asserts that at
+    /// Runs the job killed as [`JobDir::kill_after_output`] does, `kills`
+    /// times in a row or until a run finishes on its own, asserts that at
     /// least two kills landed mid-job, then runs it to the end (when no run
     /// finished on its own) and asserts that it resumed from a checkpoint;
     /// returns how many runs were killed.
@@ -207,17 +231,16 @@ impl JobDir {
         jitter: (u64, u64),
         rng: &mut XorShift,
     ) -> usize {
-        let killed = self.run_killed(kills, output, jitter, rng);
+        let mut killed = 0;
+        while killed < kills && self.kill_after_output(output, jitter, rng) {
+            killed += 1;
+        }
         assert!(
             killed >= 2,
             "only {killed} runs were killed mid-job; the input is too small to test crashes"
         );
         if killed == kills {
-            let stderr = self.run_ok(&[]);
-            assert!(
-                stderr.contains("resumed from checkpoint"),
-                "the last run did not restore: {stderr}"
-            );
+            self.assert_resumes();
         }
         killed
     }
@@ -251,18 +274,31 @@ impl JobDir {
         while killed < kills && self.kill_after_a_checkpoint(&mut rng) {
             killed += 1;
         }
+        let stderr = self.assert_resumes();
+        assert_lacks(&stderr, "panicked");
+        killed
+    }
+
+    /// Runs the job to its end and asserts that it succeeded and resumed
+    /// from a checkpoint; returns its stderr.
+    pub fn assert_resumes(&self) -> String {
         let stderr = self.run_ok(&[]);
-        assert!(!stderr.contains("panicked"), "{stderr}");
         assert!(
             stderr.contains("resumed from checkpoint"),
             "the last run did not restore: {stderr}"
         );
-        killed
+        stderr
     }
 
     /// The lines of an output file as a multiset.
     pub fn lines(&self, file: &str) -> BTreeMap<String, usize> {
-        multiset(&std::fs::read_to_string(self.path().join(file)).unwrap_or_default())
+        multiset(&self.read_so_far(file))
+    }
+
+    /// The text of a file in the folder so far: empty while it does not
+    /// exist (an output before its first commit).
+    pub fn read_so_far(&self, file: &str) -> String {
+        std::fs::read_to_string(self.path().join(file)).unwrap_or_default()
     }
 
     /// The text of a file in the folder.
@@ -270,6 +306,32 @@ impl JobDir {
         let path = self.path().join(file);
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
+}
+
+/// Runs each job of `cases` in a new folder with `files` and asserts that
+/// it fails with one line on stderr holding each of the job's needles
+/// ([`Outcome::assert_one_line_error`]).
+pub fn assert_one_line_errors<'a, J: Display>(
+    weir: Weir,
+    files: &[(&str, &str)],
+    cases: impl IntoIterator<Item = (J, Vec<&'a str>)>,
+) {
+    for (job, needles) in cases {
+        let j = JobDir::new(weir, job, files);
+        j.run(&[]).assert_one_line_error(&needles);
+    }
+}
+
+/// The names of the entries of the folder `dir` that `keep` accepts,
+/// sorted.
+pub fn names_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut names: Vec<String> = entries
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| keep(n))
+        .collect();
+    names.sort();
+    names
 }
 
 /// Sends `signal` (`-INT`, `-TERM`) to `child` with `kill`.

@@ -103,6 +103,22 @@ impl fmt::Display for JobFile {
     }
 }
 
+/// Setters of one key each on a table type: `name(arg: Type) => string
+/// "key";` sets a TOML string ([`Entry::string`]), `=> value "key";` a
+/// TOML value ([`Entry::value`]).
+macro_rules! setters {
+    ($t:ident { $($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty) => $how:ident $key:literal;)* }) => {
+        impl $t {
+            $(
+                $(#[$doc])*
+                pub fn $name(self, $arg: $ty) -> Self {
+                    self.$how($key, $arg)
+                }
+            )*
+        }
+    };
+}
+
 /// The `[checkpoint]` table.
 #[derive(Debug, Clone, Default)]
 pub struct Checkpoint(Table);
@@ -117,30 +133,20 @@ impl Checkpoint {
     pub fn final_only() -> Self {
         Checkpoint::default()
     }
+}
 
-    /// `interval`: the time between two checkpoints.
-    pub fn interval(self, interval: &str) -> Self {
-        self.string("interval", interval)
-    }
-
-    /// `retain`: how many complete checkpoints are kept.
-    pub fn retain(self, n: u64) -> Self {
-        self.value("retain", n)
-    }
-
-    /// `dir`: the state folder, relative to the job file.
-    pub fn dir(self, dir: &str) -> Self {
-        self.string("dir", dir)
-    }
-
-    /// `mode`: `"aligned"` or `"unaligned"`.
-    pub fn mode(self, mode: &str) -> Self {
-        self.string("mode", mode)
-    }
-
-    /// `alignment_timeout`: after how long an alignment goes unaligned.
-    pub fn alignment_timeout(self, timeout: &str) -> Self {
-        self.string("alignment_timeout", timeout)
+setters! {
+    Checkpoint {
+        /// `interval`: the time between two checkpoints.
+        interval(interval: &str) => string "interval";
+        /// `retain`: how many complete checkpoints are kept.
+        retain(n: u64) => value "retain";
+        /// `dir`: the state folder, relative to the job file.
+        dir(dir: &str) => string "dir";
+        /// `mode`: `"aligned"` or `"unaligned"`.
+        mode(mode: &str) => string "mode";
+        /// `alignment_timeout`: after how long an alignment goes unaligned.
+        alignment_timeout(timeout: &str) => string "alignment_timeout";
     }
 }
 
@@ -149,20 +155,22 @@ impl Checkpoint {
 pub struct Restart(Table);
 
 impl Restart {
+    /// `strategy = "<strategy>"` with up to `attempts` restarts.
+    fn of(strategy: &str, attempts: u64) -> Self {
+        Restart::default()
+            .string("strategy", strategy)
+            .value("attempts", attempts)
+    }
+
     /// `fixed-delay`: up to `attempts` restarts, `delay` apart.
     pub fn fixed_delay(attempts: u64, delay: &str) -> Self {
-        Restart::default()
-            .string("strategy", "fixed-delay")
-            .value("attempts", attempts)
-            .string("delay", delay)
+        Restart::of("fixed-delay", attempts).string("delay", delay)
     }
 
     /// `exponential-backoff`: up to `attempts` restarts, the delay doubling
     /// from `initial` up to `max`.
     pub fn exponential_backoff(attempts: u64, initial: &str, max: &str) -> Self {
-        Restart::default()
-            .string("strategy", "exponential-backoff")
-            .value("attempts", attempts)
+        Restart::of("exponential-backoff", attempts)
             .string("initial", initial)
             .string("max", max)
     }
@@ -173,16 +181,6 @@ impl Restart {
 pub struct Source(Table);
 
 impl Source {
-    /// Source `id` of `type`.
-    fn of(id: &str, kind: &str) -> Self {
-        Source::default().string("id", id).string("type", kind)
-    }
-
-    /// Source `id` reading the file `path` (relative to the job file).
-    pub fn file(id: &str, path: &str) -> Self {
-        Source::of(id, "file").string("path", path)
-    }
-
     /// Source `id` generating `count` words.
     pub fn generator(id: &str, count: u64) -> Self {
         Source::of(id, "generator").value("count", count)
@@ -193,45 +191,9 @@ impl Source {
         Source::of(id, "stdin")
     }
 
-    /// Source `id` reading the JetStream stream `stream` of the NATS server
-    /// at `url`.
-    pub fn nats(id: &str, url: &str, stream: &str) -> Self {
-        Source::of(id, "nats")
-            .string("url", url)
-            .string("stream", stream)
-    }
-
-    /// Source `id` reading `topic` (`a,b` for several) from the Kafka
-    /// cluster at `brokers`.
-    pub fn kafka(id: &str, brokers: &str, topic: &str) -> Self {
-        Source::of(id, "kafka")
-            .string("brokers", brokers)
-            .string("topic", topic)
-    }
-
-    /// `format`: `lines`, `jsonl` or `csv`.
-    pub fn format(self, format: &str) -> Self {
-        self.string("format", format)
-    }
-
-    /// `key`: the field whose value is each record's key.
-    pub fn key(self, field: &str) -> Self {
-        self.string("key", field)
-    }
-
-    /// `timestamp`: the field (or column) holding each record's event time.
-    pub fn timestamp(self, field: &str) -> Self {
-        self.string("timestamp", field)
-    }
-
-    /// `on_bad_timestamp`: `fail` or `skip`.
-    pub fn on_bad_timestamp(self, what: &str) -> Self {
-        self.string("on_bad_timestamp", what)
-    }
-
-    /// `rate`: at most this many records per second.
-    pub fn rate(self, per_second: u64) -> Self {
-        self.value("rate", per_second)
+    /// The source's `id`.
+    pub fn id(&self) -> String {
+        self.0.string_of("id").expect("a source has an id")
     }
 
     /// [`Source::rate`] when `per_second` is some; unthrottled when none.
@@ -241,15 +203,24 @@ impl Source {
             None => self,
         }
     }
+}
 
-    /// `batch_size`: at most this many records per batch.
-    pub fn batch_size(self, records: u64) -> Self {
-        self.value("batch_size", records)
-    }
-
-    /// `words`: the generator's number of distinct words.
-    pub fn words(self, distinct: u64) -> Self {
-        self.value("words", distinct)
+setters! {
+    Source {
+        /// `format`: `lines`, `jsonl` or `csv`.
+        format(format: &str) => string "format";
+        /// `key`: the field whose value is each record's key.
+        key(field: &str) => string "key";
+        /// `timestamp`: the field (or column) holding each record's event time.
+        timestamp(field: &str) => string "timestamp";
+        /// `on_bad_timestamp`: `fail` or `skip`.
+        on_bad_timestamp(what: &str) => string "on_bad_timestamp";
+        /// `rate`: at most this many records per second.
+        rate(per_second: u64) => value "rate";
+        /// `batch_size`: at most this many records per batch.
+        batch_size(records: u64) => value "batch_size";
+        /// `words`: the generator's number of distinct words.
+        words(distinct: u64) => value "words";
     }
 }
 
@@ -292,25 +263,21 @@ impl Operator {
         self.value("inputs", toml::Value::Table(table))
     }
 
-    /// `parallelism`: the number of instances.
-    pub fn parallelism(self, instances: u32) -> Self {
-        self.value("parallelism", instances)
-    }
-
-    /// `config`: the plugin's configuration, an inline TOML table
-    /// (`{ lowercase = true }`).
-    pub fn config(self, inline_table: &str) -> Self {
-        self.value("config", inline_table)
-    }
-
-    /// `limits`: an inline TOML table (`{ call_timeout = "300ms" }`).
-    pub fn limits(self, inline_table: &str) -> Self {
-        self.value("limits", inline_table)
-    }
-
     /// `grants`: what the sandbox lets the plugin see (`clocks`, `random`).
     pub fn grants(self, grants: &[&str]) -> Self {
         self.value("grants", toml::Value::from(grants.to_vec()))
+    }
+}
+
+setters! {
+    Operator {
+        /// `parallelism`: the number of instances.
+        parallelism(instances: u32) => value "parallelism";
+        /// `config`: the plugin's configuration, an inline TOML table
+        /// (`{ lowercase = true }`).
+        config(inline_table: &str) => value "config";
+        /// `limits`: an inline TOML table (`{ call_timeout = "300ms" }`).
+        limits(inline_table: &str) => value "limits";
     }
 }
 
@@ -319,62 +286,77 @@ impl Operator {
 pub struct Sink(Table);
 
 impl Sink {
-    /// Sink `id` writing the file `path` (relative to the job file).
-    pub fn file(id: &str, path: &str) -> Self {
-        Sink::default()
-            .string("id", id)
-            .string("type", "file")
-            .string("path", path)
+    /// Sink `id` writing the file `path` in format `jsonl`.
+    pub fn jsonl(id: &str, path: &str) -> Self {
+        Sink::file(id, path).format("jsonl")
     }
 
     /// Sink `id` writing to standard output.
     pub fn stdout(id: &str) -> Self {
-        Sink::default().string("id", id).string("type", "stdout")
-    }
-
-    /// Sink `id` publishing to `subject` on the NATS server at `url`.
-    pub fn nats(id: &str, url: &str, subject: &str) -> Self {
-        Sink::default()
-            .string("id", id)
-            .string("type", "nats")
-            .string("url", url)
-            .string("subject", subject)
-    }
-
-    /// Sink `id` writing to `topic` of the Kafka cluster at `brokers`.
-    pub fn kafka(id: &str, brokers: &str, topic: &str) -> Self {
-        Sink::default()
-            .string("id", id)
-            .string("type", "kafka")
-            .string("brokers", brokers)
-            .string("topic", topic)
+        Sink::of(id, "stdout")
     }
 
     /// Sink `id` writing rows into `table` of the PostgreSQL database at
     /// `url`.
     pub fn postgres(id: &str, url: &str, table: &str) -> Self {
-        Sink::default()
-            .string("id", id)
-            .string("type", "postgres")
+        Sink::of(id, "postgres")
             .string("url", url)
             .string("table", table)
-    }
-
-    /// `input`: the upstream node (`id` or `id.port`).
-    pub fn input(self, upstream: &str) -> Self {
-        self.string("input", upstream)
     }
 
     /// `input = [...]`: a union of the upstream nodes.
     pub fn inputs(self, upstreams: &[&str]) -> Self {
         self.value("input", toml::Value::from(upstreams.to_vec()))
     }
+}
 
-    /// `format`: `lines` or `jsonl`.
-    pub fn format(self, format: &str) -> Self {
-        self.string("format", format)
+setters! {
+    Sink {
+        /// `input`: the upstream node (`id` or `id.port`).
+        input(upstream: &str) => string "input";
+        /// `format`: `lines` or `jsonl`.
+        format(format: &str) => string "format";
     }
 }
+
+/// What sources and sinks have alike: the table of an `id` and a `type`,
+/// and the types both are of (with the key that names a NATS source's
+/// stream or a NATS sink's subject).
+macro_rules! endpoints {
+    ($($t:ident: nats $nats_key:literal),*) => {$(
+        impl $t {
+            /// The source or sink `id` of `type`.
+            fn of(id: &str, kind: &str) -> Self {
+                $t::default().string("id", id).string("type", kind)
+            }
+
+            /// The source or sink `id` on the file `path` (relative to the
+            /// job file).
+            pub fn file(id: &str, path: &str) -> Self {
+                $t::of(id, "file").string("path", path)
+            }
+
+            /// The source or sink `id` on `topic` of the Kafka cluster at
+            /// `brokers` (a source reads `a,b` for several topics).
+            pub fn kafka(id: &str, brokers: &str, topic: &str) -> Self {
+                $t::of(id, "kafka")
+                    .string("brokers", brokers)
+                    .string("topic", topic)
+            }
+
+            /// The source or sink `id` on the NATS server at `url`: a source
+            /// reads the JetStream stream `target`, a sink publishes to the
+            /// subject `target`.
+            pub fn nats(id: &str, url: &str, target: &str) -> Self {
+                $t::of(id, "nats")
+                    .string("url", url)
+                    .string($nats_key, target)
+            }
+        }
+    )*};
+}
+
+endpoints!(Source: nats "stream", Sink: nats "subject");
 
 /// The keys every table can have, beyond its own setters.
 pub trait Entry: Sized {
@@ -434,6 +416,13 @@ impl Table {
             Some((_, v)) => *v = value,
             None => self.keys.push((key.to_string(), value)),
         }
+    }
+
+    /// The text of the string `key`, when it is set to one.
+    fn string_of(&self, key: &str) -> Option<String> {
+        let (_, value) = self.keys.iter().find(|(k, _)| k == key)?;
+        let doc: toml::Table = format!("v = {value}").parse().ok()?;
+        doc["v"].as_str().map(str::to_owned)
     }
 
     fn has_id(&self, id: &str) -> bool {

@@ -3,42 +3,78 @@
 
 use std::path::Path;
 
-use crate::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use crate::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
 use crate::pipeline::XorShift;
 use crate::plugins;
+
+/// `n` words of 37 distinct ones (`w<i * 7 % 37>`).
+pub fn words(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("w{}", i * 7 % 37)).collect()
+}
+
+/// `name`: operator `count` (word-count, `parallelism` instances) counts
+/// the words of `source` into `sink`; no `[checkpoint]` or `[restart]`.
+pub fn word_count(name: &str, source: Source, parallelism: u32, sink: Sink) -> JobFile {
+    let input = source.id();
+    JobFile::new(name)
+        .source(source)
+        .operator(
+            Operator::new("count", plugins::WORD_COUNT)
+                .inputs(&[&input])
+                .parallelism(parallelism),
+        )
+        .sink(sink.input("count"))
+}
+
+/// [`word_count`] by two instances, checkpointed every 100 ms and
+/// restarted up to 20 times, 200 ms apart: the job that connector tests
+/// kill and restart.
+pub fn count_restarting(name: &str, source: Source, sink: Sink) -> JobFile {
+    word_count(name, source, 2, sink)
+        .checkpoint(Checkpoint::every("100ms"))
+        .restart(Restart::fixed_delay(20, "200ms"))
+}
 
 /// `name`: source `words` reads `words.txt` at `rate` records per second,
 /// operator `count` (word-count, `parallelism` instances) counts them, and
 /// sink `out` writes the counts to `out.jsonl`.
 pub fn count_words(name: &str, checkpoint: Checkpoint, rate: u64, parallelism: u32) -> JobFile {
-    JobFile::new(name)
-        .checkpoint(checkpoint)
-        .source(Source::file("words", "words.txt").rate(rate))
-        .operator(
-            Operator::new("count", plugins::WORD_COUNT)
-                .inputs(&["words"])
-                .parallelism(parallelism),
-        )
-        .sink(
-            Sink::file("out", "out.jsonl")
-                .format("jsonl")
-                .input("count"),
-        )
+    let words = Source::file("words", "words.txt").rate(rate);
+    word_count(name, words, parallelism, Sink::jsonl("out", "out.jsonl")).checkpoint(checkpoint)
 }
 
 /// `name`: source `in` reads stdin, operator `count` (word-count, one
 /// instance) counts its lines as words, and sink `out` writes the counts to
 /// `out.jsonl`; under `checkpoint`.
 pub fn count_stdin(name: &str, checkpoint: Checkpoint) -> JobFile {
+    let sink = Sink::jsonl("out", "out.jsonl");
+    word_count(name, Source::stdin("in"), 1, sink).checkpoint(checkpoint)
+}
+
+/// `name`: source `words` reads `words.txt`, operator `route`
+/// (`two-outputs`, `parallelism` instances) emits each word on its port
+/// `out` and again on its port `rejected`; no sinks yet.
+pub fn route_words(name: &str, parallelism: u32) -> JobFile {
+    let route = Operator::new("route", plugins::GUEST_TWO_OUTPUTS).inputs(&["words"]);
     JobFile::new(name)
-        .checkpoint(checkpoint)
-        .source(Source::stdin("in"))
-        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["in"]))
-        .sink(
-            Sink::file("out", "out.jsonl")
-                .format("jsonl")
-                .input("count"),
-        )
+        .source(Source::file("words", "words.txt"))
+        .operator(route.parallelism(parallelism))
+}
+
+/// `name`: `source` straight into `sink`.
+pub fn pipe(name: &str, source: Source, sink: Sink) -> JobFile {
+    let sink = sink.input(&source.id());
+    JobFile::new(name).source(source).sink(sink)
+}
+
+/// `name`: copies `source` (bounded, with the `extra` keys set) to the
+/// file `out.txt`; checkpoints every 100 ms.
+pub fn copy_bounded(name: &str, source: Source, extra: &[(&str, &str)]) -> JobFile {
+    let mut source = source.value("bounded", true);
+    for (key, value) in extra {
+        source = source.value(key, value);
+    }
+    pipe(name, source, Sink::file("out", "out.txt")).checkpoint(Checkpoint::every("100ms"))
 }
 
 /// `wordcount`, the golden word count: source `text` reads `input.txt` (at
@@ -55,11 +91,7 @@ pub fn wordcount(count: impl AsRef<Path>, rate: Option<u64>) -> JobFile {
                 .inputs(&["split"])
                 .parallelism(2),
         )
-        .sink(
-            Sink::file("out", "out/counts.jsonl")
-                .format("jsonl")
-                .input("count"),
-        )
+        .sink(Sink::jsonl("out", "out/counts.jsonl").input("count"))
 }
 
 /// `reconcile`, the golden reconciliation: sources `payments` and `bank`
@@ -79,11 +111,7 @@ pub fn reconcile(plugin: impl AsRef<Path>) -> JobFile {
                 .parallelism(2)
                 .config("{ tolerance = 0.005 }"),
         )
-        .sink(
-            Sink::file("out", "out/reconcile.jsonl")
-                .format("jsonl")
-                .input("reconcile"),
-        )
+        .sink(Sink::jsonl("out", "out/reconcile.jsonl").input("reconcile"))
 }
 
 /// The watermark of the streaming reconcile's sources: at most 1 s out of
@@ -121,16 +149,8 @@ pub fn reconcile_streaming(plugin: impl AsRef<Path>, a: Source, timeout: Option<
                 .parallelism(2)
                 .config(&config),
         )
-        .sink(
-            Sink::file("out", "out/reconcile.jsonl")
-                .format("jsonl")
-                .input("reconcile"),
-        )
-        .sink(
-            Sink::file("late", "out/late.jsonl")
-                .format("jsonl")
-                .input("reconcile.late"),
-        )
+        .sink(Sink::jsonl("out", "out/reconcile.jsonl").input("reconcile"))
+        .sink(Sink::jsonl("late", "out/late.jsonl").input("reconcile.late"))
 }
 
 /// One order line of the streaming reconcile: `{"key", "amount", "ts"}`.

@@ -37,6 +37,7 @@ pub mod servers;
 #[cfg(feature = "plugins")]
 pub mod streaming;
 pub mod targets;
+pub mod text;
 pub mod wait;
 #[cfg(feature = "plugins")]
 pub mod windows;

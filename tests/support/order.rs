@@ -256,6 +256,7 @@ pub fn assert_in_order_per_instance(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::assert_has;
 
     #[test]
     fn a_run_in_order_passes_and_every_other_sequence_is_told_apart() {
@@ -290,13 +291,13 @@ mod tests {
         check_replayed(&[1, 2, 3], 1, 3).unwrap();
         check_replayed(&[1, 2, 3, 2, 3, 1, 2, 3], 1, 3).unwrap();
         let e = check_replayed(&[1, 3, 2], 1, 3).unwrap_err();
-        assert!(e.contains("skips ahead from 1 to 3 (item 2)"), "{e}");
+        assert_has(&e, "skips ahead from 1 to 3 (item 2)");
         let e = check_replayed(&[1, 2, 1, 2], 1, 3).unwrap_err();
-        assert!(e.contains("ends at 2, expected to reach 3"), "{e}");
+        assert_has(&e, "ends at 2, expected to reach 3");
         let e = check_replayed(&[2, 3], 1, 3).unwrap_err();
-        assert!(e.contains("starts at 2, expected 1"), "{e}");
+        assert_has(&e, "starts at 2, expected 1");
         let e = check_replayed(&[1, 2, 3, 4], 1, 3).unwrap_err();
-        assert!(e.contains("holds 4, outside 1..=3"), "{e}");
+        assert_has(&e, "holds 4, outside 1..=3");
         assert!(check_replayed(&[], 1, 3).is_err());
     }
 
@@ -306,14 +307,11 @@ mod tests {
         check_interleaving(&["y", "x", "y", "z", "x"], &[&a, &b]).unwrap();
         check_interleaving(&["x", "y", "y", "x", "z"], &[&a, &b]).unwrap();
         let e = check_interleaving(&["x", "z", "y", "y", "x"], &[&a, &b]).unwrap_err();
-        assert!(
-            e.contains("line 2 of 5 (\"z\") is no input's next line"),
-            "{e}"
-        );
+        assert_has(&e, "line 2 of 5 (\"z\") is no input's next line");
         let e = check_interleaving(&["x", "y", "y", "z"], &[&a, &b]).unwrap_err();
-        assert!(e.contains("4 lines, expected 5"), "{e}");
+        assert_has(&e, "4 lines, expected 5");
         let e = check_interleaving(&["x", "y", "x", "y"], &[&a]).unwrap_err();
-        assert!(e.contains("every input is done"), "{e}");
+        assert_has(&e, "every input is done");
     }
 
     #[test]

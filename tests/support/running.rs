@@ -1,10 +1,12 @@
 //! A `weir` process watched while it runs ([`Running`]): its stderr is read
 //! line by line on a thread, so that a test can act at the moment the
 //! process logs something (kill it, send it a request) instead of after a
-//! guessed time; and [`log_time`], the timestamp of a log line.
+//! guessed time; a piped stdin is fed while it runs, a piped stdout read
+//! line by line as it prints. And [`log_time`], the timestamp of a log
+//! line.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -12,34 +14,69 @@ use crate::wait::PATIENCE;
 
 /// A spawned `weir` command whose stderr lines are collected as they come.
 pub struct Running {
-    /// The process (its stderr is taken; stdin and stdout as the command set them).
+    /// The process (its stdio is taken by this).
     pub child: Child,
     lines: Receiver<String>,
     seen: Vec<String>,
+    stdin: Option<ChildStdin>,
+    printed: Option<Receiver<String>>,
+}
+
+/// The lines of `reader`, sent one by one from a thread as they come.
+fn lines_of(reader: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
 }
 
 impl Running {
-    /// Spawns `cmd` with stderr piped (stdin and stdout as `cmd` sets them).
+    /// Spawns `cmd` with stderr piped (stdin and stdout as `cmd` sets them:
+    /// a piped stdin is kept open for [`Running::send`], a piped stdout's
+    /// lines are read for [`Running::next_printed`]).
     pub fn spawn(mut cmd: Command) -> Self {
         let mut child = cmd
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stderr.lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(child.stderr.take().unwrap());
         Running {
+            stdin: child.stdin.take(),
+            printed: child.stdout.take().map(lines_of),
             child,
             lines,
             seen: Vec::new(),
         }
+    }
+
+    /// Writes `text` to the process's stdin and flushes it.
+    pub fn send(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().expect("a piped stdin, still open");
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Closes the process's stdin: the end of its input.
+    pub fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// The next line the process prints on stdout, waiting up to `timeout`.
+    pub fn next_printed(&self, timeout: Duration) -> Result<String, RecvTimeoutError> {
+        let printed = self.printed.as_ref().expect("a piped stdout");
+        printed.recv_timeout(timeout)
+    }
+
+    /// The lines the process prints on stdout until it closes it.
+    pub fn rest_printed(&self) -> Vec<String> {
+        let printed = self.printed.as_ref().expect("a piped stdout");
+        printed.iter().collect()
     }
 
     /// Waits for the next stderr line that satisfies `pred` (`what`
@@ -76,9 +113,10 @@ impl Running {
         self.child.wait().unwrap();
     }
 
-    /// Waits for the process to exit; returns its status and all of its
-    /// stderr.
+    /// Closes its stdin, waits for the process to exit; returns its status
+    /// and all of its stderr.
     pub fn wait(mut self) -> (ExitStatus, String) {
+        self.close_stdin();
         let status = self.child.wait().unwrap();
         self.seen.extend(self.lines.iter());
         (status, self.seen.join("\n"))

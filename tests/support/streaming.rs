@@ -4,16 +4,13 @@
 //! records are late does not depend on how fast anything runs.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
-use std::process::Stdio;
 
 use crate::cli::Weir;
 use crate::job_dir::JobDir;
 use crate::job_file::Source;
 use crate::jobs::{self, order_line, streaming_orders};
 use crate::pipeline::{XorShift, multiset, seed};
-use crate::running::Running;
 use crate::wait::{PATIENCE, wait_until};
 
 /// The `timeout` of the streaming reconcile's runs.
@@ -96,12 +93,8 @@ pub fn run_over_live_stdin(weir: Weir, plugin: &Path, script: &Script) -> JobDir
     let job = jobs::reconcile_streaming(plugin, Source::stdin("a"), Some(TIMEOUT));
     let b: String = script.b.concat();
     let j = JobDir::new(weir, job, &[("b.jsonl", &b)]);
-    let mut cmd = j.command("run", &[]);
-    cmd.stdin(Stdio::piped()).stdout(Stdio::null());
-    let mut run = Running::spawn(cmd);
-    let mut stdin = run.child.stdin.take().unwrap();
-    stdin.write_all(script.first.concat().as_bytes()).unwrap();
-    stdin.flush().unwrap();
+    let mut run = j.spawn_fed(&[]);
+    run.send(&script.first.concat());
     let rows: Vec<String> = script
         .only_a
         .iter()
@@ -114,8 +107,7 @@ pub fn run_over_live_stdin(weir: Weir, plugin: &Path, script: &Script) -> JobDir
             if run.child.try_wait().unwrap().is_some() {
                 return Some(false);
             }
-            let out =
-                std::fs::read_to_string(j.path().join("out/reconcile.jsonl")).unwrap_or_default();
+            let out = j.read_so_far("out/reconcile.jsonl");
             rows.iter()
                 .all(|r| out.contains(r.as_str()))
                 .then_some(true)
@@ -125,8 +117,7 @@ pub fn run_over_live_stdin(weir: Weir, plugin: &Path, script: &Script) -> JobDir
         let (status, stderr) = run.wait();
         panic!("the run ended with stdin open ({status}):\n{stderr}");
     }
-    stdin.write_all(script.then.concat().as_bytes()).unwrap();
-    drop(stdin);
+    run.send(&script.then.concat());
     let (status, stderr) = run.wait();
     assert!(status.success(), "{stderr}");
     j

@@ -6,7 +6,7 @@
 
 use crate::job_dir::JobDir;
 use crate::job_file::Sink;
-use crate::servers::{Kafka, KafkaMessage, Nats, Postgres};
+use crate::servers::{Kafka, Nats, Postgres, values_text};
 
 /// An exactly-once sink under test: the job's sink, and what it delivered.
 pub trait Target {
@@ -21,7 +21,7 @@ pub struct FileOut;
 
 impl Target for FileOut {
     fn sink(&self) -> Sink {
-        Sink::file("out", "out.jsonl").format("jsonl")
+        Sink::jsonl("out", "out.jsonl")
     }
     fn delivered(&self, j: &JobDir) -> String {
         j.read("out.jsonl")
@@ -71,12 +71,7 @@ impl Target for Jetstream {
         Sink::nats("out", &self.0.url(), "counts.{key}")
     }
     fn delivered(&self, _: &JobDir) -> String {
-        let messages = self.0.read_stream("COUNTS");
-        let lines: Vec<String> = messages
-            .into_iter()
-            .map(|m| String::from_utf8(m.2).unwrap())
-            .collect();
-        lines.join("\n")
+        self.0.read_stream_text("COUNTS")
     }
 }
 
@@ -100,8 +95,6 @@ impl Target for KafkaOut {
         Sink::kafka("out", &self.0.brokers(), "counts")
     }
     fn delivered(&self, _: &JobDir) -> String {
-        let messages = self.0.read_committed("counts");
-        let lines: Vec<String> = messages.iter().map(KafkaMessage::text).collect();
-        lines.join("\n")
+        values_text(&self.0.read_committed("counts"))
     }
 }

@@ -186,7 +186,10 @@ impl SourceType {
         let build = (self.read)(text.parse().expect("a TOML table"))?;
         let config = build(Path::new("."))?;
         let any: &dyn Any = config.as_ref() as &dyn Any;
-        Ok(any.downcast_ref::<T>().expect("the type's settings").clone())
+        Ok(any
+            .downcast_ref::<T>()
+            .expect("the type's settings")
+            .clone())
     }
 }
 
@@ -218,7 +221,10 @@ impl SinkType {
         let build = (self.read)(text.parse().expect("a TOML table"))?;
         let config = build(Path::new("."), delivery)?;
         let any: &dyn Any = config.as_ref() as &dyn Any;
-        Ok(any.downcast_ref::<T>().expect("the type's settings").clone())
+        Ok(any
+            .downcast_ref::<T>()
+            .expect("the type's settings")
+            .clone())
     }
 }
 

@@ -6,7 +6,7 @@
 //! input emits `seen=<n>`, which is the whole input only if every restore
 //! brought the count back.
 
-use weir_sdk::{Context, Error, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_sdk::{Context, Error, Record, Result};
 
 /// The fixture.
 pub struct BigState {
@@ -16,28 +16,19 @@ pub struct BigState {
     seen: u64,
 }
 
-weir_guests::config! {
-    struct Config { snapshot_mib: usize = 0, record_mib: usize = 0 }
-}
-
 /// `len` bytes of a pattern that a shifted or truncated copy does not match.
 fn fill(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()
 }
 
-impl Operator for BigState {
-    fn describe() -> OperatorInfo {
-        weir_guests::info("big-state", "1.0.0")
-    }
-
-    fn open(ctx: &OpenContext) -> Result<Self> {
-        let c: Config = ctx.config_as()?;
-        Ok(BigState {
-            state: fill(c.snapshot_mib << 20),
-            record_mib: c.record_mib,
-            seen: 0,
-        })
-    }
+weir_guests::configured_guest! {
+    BigState "big-state",
+    config Config { snapshot_mib: usize = 0, record_mib: usize = 0 },
+    open |c| BigState {
+        state: fill(c.snapshot_mib << 20),
+        record_mib: c.record_mib,
+        seen: 0,
+    };
 
     fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
         if self.record_mib > 0 && self.seen == 0 {
@@ -75,5 +66,3 @@ impl Operator for BigState {
         Ok(())
     }
 }
-
-weir_sdk::export!(BigState);

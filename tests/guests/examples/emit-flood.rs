@@ -1,26 +1,17 @@
 //! Test fixture (sandbox): emits records in `process` without end, each
 //! `size` bytes (default 16).
 
-use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_sdk::{Context, Record, Result};
 
 /// The fixture.
 pub struct EmitFlood {
     size: usize,
 }
 
-weir_guests::config! {
-    struct Config { size: usize = 16 }
-}
-
-impl Operator for EmitFlood {
-    fn describe() -> OperatorInfo {
-        weir_guests::info("emit-flood", "1.0.0")
-    }
-
-    fn open(ctx: &OpenContext) -> Result<Self> {
-        let c: Config = ctx.config_as()?;
-        Ok(EmitFlood { size: c.size })
-    }
+weir_guests::configured_guest! {
+    EmitFlood "emit-flood",
+    config Config { size: usize = 16 },
+    open |c| EmitFlood { size: c.size };
 
     fn process(&mut self, ctx: &mut Context, _port: u32, _batch: Vec<Record>) -> Result<()> {
         loop {
@@ -28,5 +19,3 @@ impl Operator for EmitFlood {
         }
     }
 }
-
-weir_sdk::export!(EmitFlood);

@@ -10,8 +10,8 @@
 //! because a failed attempt's output is never committed. Each panic's
 //! message has the time in it, so no two failures read alike.
 
-use weir_guests::{count, info, pass, set_count};
-use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_guests::{count, pass, set_count};
+use weir_sdk::{Context, Record, Result};
 
 /// The fixture.
 pub struct FlakyBatches {
@@ -19,22 +19,13 @@ pub struct FlakyBatches {
     since_open: u64,
 }
 
-weir_guests::config! {
-    struct Config { every: u64 = 10 }
-}
-
-impl Operator for FlakyBatches {
-    fn describe() -> OperatorInfo {
-        info("flaky-batches", "1.0.0")
-    }
-
-    fn open(ctx: &OpenContext) -> Result<Self> {
-        let c: Config = ctx.config_as()?;
-        Ok(FlakyBatches {
-            every: c.every.max(1),
-            since_open: 0,
-        })
-    }
+weir_guests::configured_guest! {
+    FlakyBatches "flaky-batches",
+    config Config { every: u64 = 10 },
+    open |c| FlakyBatches {
+        every: c.every.max(1),
+        since_open: 0,
+    };
 
     fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
         self.since_open += 1;
@@ -53,5 +44,3 @@ impl Operator for FlakyBatches {
         pass(ctx, batch)
     }
 }
-
-weir_sdk::export!(FlakyBatches);

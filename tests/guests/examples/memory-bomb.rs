@@ -1,8 +1,8 @@
 //! Test fixture (sandbox): allocates memory in `process` and never frees it,
 //! `chunk_kib` KiB at a time (default 1024), until the host stops it.
 
-use weir_guests::{info, pass};
-use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_guests::pass;
+use weir_sdk::{Context, Record, Result};
 
 /// The fixture.
 pub struct MemoryBomb {
@@ -10,22 +10,13 @@ pub struct MemoryBomb {
     hoard: Vec<Vec<u8>>,
 }
 
-weir_guests::config! {
-    struct Config { chunk_kib: usize = 1024 }
-}
-
-impl Operator for MemoryBomb {
-    fn describe() -> OperatorInfo {
-        info("memory-bomb", "1.0.0")
-    }
-
-    fn open(ctx: &OpenContext) -> Result<Self> {
-        let c: Config = ctx.config_as()?;
-        Ok(MemoryBomb {
-            chunk: c.chunk_kib << 10,
-            hoard: Vec::new(),
-        })
-    }
+weir_guests::configured_guest! {
+    MemoryBomb "memory-bomb",
+    config Config { chunk_kib: usize = 1024 },
+    open |c| MemoryBomb {
+        chunk: c.chunk_kib << 10,
+        hoard: Vec::new(),
+    };
 
     fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
         loop {
@@ -39,5 +30,3 @@ impl Operator for MemoryBomb {
         pass(ctx, batch)
     }
 }
-
-weir_sdk::export!(MemoryBomb);

@@ -23,9 +23,7 @@ pub fn slot(key: &[u8]) -> Vec<u8> {
 
 impl Operator for ProcessingTimer {
     fn describe() -> OperatorInfo {
-        OperatorInfo::new("processing-timer", "1.0.0")
-            .input("in")
-            .output("out")
+        weir_guests::info("processing-timer", "1.0.0")
     }
 
     fn open(ctx: &OpenContext) -> Result<Self> {

@@ -5,29 +5,20 @@
 //! returns at once). The number of records passed is kept in host state
 //! under `records`, checkpointed and restored.
 
-use weir_guests::{count, info, pass, set_count};
-use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_guests::{count, pass, set_count};
+use weir_sdk::{Context, Record, Result};
 
 /// The fixture.
 pub struct SlowPass {
     delay: std::time::Duration,
 }
 
-weir_guests::config! {
-    struct Config { delay_ms: u64 = 5 }
-}
-
-impl Operator for SlowPass {
-    fn describe() -> OperatorInfo {
-        info("slow-pass", "1.0.0")
-    }
-
-    fn open(ctx: &OpenContext) -> Result<Self> {
-        let c: Config = ctx.config_as()?;
-        Ok(SlowPass {
-            delay: std::time::Duration::from_millis(c.delay_ms),
-        })
-    }
+weir_guests::configured_guest! {
+    SlowPass "slow-pass",
+    config Config { delay_ms: u64 = 5 },
+    open |c| SlowPass {
+        delay: std::time::Duration::from_millis(c.delay_ms),
+    };
 
     fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
         std::thread::sleep(self.delay);
@@ -36,5 +27,3 @@ impl Operator for SlowPass {
         pass(ctx, batch)
     }
 }
-
-weir_sdk::export!(SlowPass);

@@ -2,8 +2,8 @@
 //! for every checkpoint from `from_checkpoint` (default 1) on, as seen in
 //! `on-checkpoint`.
 
-use weir_guests::{info, pass};
-use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_guests::pass;
+use weir_sdk::{Context, Record, Result};
 
 /// The fixture.
 pub struct SnapshotTrap {
@@ -11,22 +11,13 @@ pub struct SnapshotTrap {
     seen: u64,
 }
 
-weir_guests::config! {
-    struct Config { from_checkpoint: u64 = 1 }
-}
-
-impl Operator for SnapshotTrap {
-    fn describe() -> OperatorInfo {
-        info("snapshot-trap", "1.0.0")
-    }
-
-    fn open(ctx: &OpenContext) -> Result<Self> {
-        let c: Config = ctx.config_as()?;
-        Ok(SnapshotTrap {
-            from: c.from_checkpoint,
-            seen: 0,
-        })
-    }
+weir_guests::configured_guest! {
+    SnapshotTrap "snapshot-trap",
+    config Config { from_checkpoint: u64 = 1 },
+    open |c| SnapshotTrap {
+        from: c.from_checkpoint,
+        seen: 0,
+    };
 
     fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
         pass(ctx, batch)
@@ -47,5 +38,3 @@ impl Operator for SnapshotTrap {
         Vec::new()
     }
 }
-
-weir_sdk::export!(SnapshotTrap);

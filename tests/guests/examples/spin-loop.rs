@@ -6,27 +6,18 @@
 //! - `"clock"`: waits in a busy loop for the monotonic clock to advance by a
 //!   second (it never does in the sandbox without the clocks grant).
 
-use weir_guests::{info, pass};
-use weir_sdk::{Context, OpenContext, Operator, OperatorInfo, Record, Result};
+use weir_guests::pass;
+use weir_sdk::{Context, Record, Result};
 
 /// The fixture.
 pub struct SpinLoop {
     mode: String,
 }
 
-weir_guests::config! {
-    struct Config { mode: String = "loop".into() }
-}
-
-impl Operator for SpinLoop {
-    fn describe() -> OperatorInfo {
-        info("spin-loop", "1.0.0")
-    }
-
-    fn open(ctx: &OpenContext) -> Result<Self> {
-        let c: Config = ctx.config_as()?;
-        Ok(SpinLoop { mode: c.mode })
-    }
+weir_guests::configured_guest! {
+    SpinLoop "spin-loop",
+    config Config { mode: String = "loop".into() },
+    open |c| SpinLoop { mode: c.mode };
 
     fn process(&mut self, ctx: &mut Context, _port: u32, batch: Vec<Record>) -> Result<()> {
         match self.mode.as_str() {
@@ -47,5 +38,3 @@ impl Operator for SpinLoop {
         pass(ctx, batch)
     }
 }
-
-weir_sdk::export!(SpinLoop);

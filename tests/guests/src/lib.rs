@@ -53,6 +53,40 @@ macro_rules! config {
     };
 }
 
+/// Declares the configuration `$config` of the guest `$op` (its fields as
+/// in [`config!`]), implements `Operator` for `$op`: `describe` gives
+/// [`info`]`($name, "1.0.0")`, `open` reads the configuration as `$c` and
+/// returns `$open`, and the other methods are the ones written after that;
+/// and exports the guest.
+#[macro_export]
+macro_rules! configured_guest {
+    (
+        $op:ident $name:literal,
+        config $config:ident { $($field:ident: $ty:ty = $default:expr),* $(,)? },
+        open |$c:ident| $open:expr;
+        $($methods:tt)*
+    ) => {
+        $crate::config! {
+            struct $config { $($field: $ty = $default),* }
+        }
+
+        impl $crate::weir_sdk::Operator for $op {
+            fn describe() -> $crate::weir_sdk::OperatorInfo {
+                $crate::info($name, "1.0.0")
+            }
+
+            fn open(ctx: &$crate::weir_sdk::OpenContext) -> $crate::weir_sdk::Result<Self> {
+                let $c: $config = ctx.config_as()?;
+                Ok($open)
+            }
+
+            $($methods)*
+        }
+
+        $crate::weir_sdk::export!($op);
+    };
+}
+
 /// Declares and exports the guest `$op`, a unit struct (a guest that keeps
 /// nothing in its own memory): `describe` returns `$info`, `open` ignores
 /// the configuration, `process` calls the function `process` (by default

@@ -1,4 +1,5 @@
 use super::*;
+use crate::text::assert_has;
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
 
@@ -50,11 +51,11 @@ fn eval_wait_for_and_console_errors() {
     assert_eq!(page.eval(later).unwrap(), json!("t"));
     assert_eq!(page.eval("undefined").unwrap(), Value::Null);
     let error = page.eval("throw new Error('boom')").unwrap_err();
-    assert!(error.contains("Error: boom"), "{error}");
+    assert_has(&error, "Error: boom");
     let error = page
         .eval("Promise.reject(new TypeError('nope'))")
         .unwrap_err();
-    assert!(error.contains("TypeError: nope"), "{error}");
+    assert_has(&error, "TypeError: nope");
 
     let status = "document.getElementById('status').textContent";
     let js = format!("{status}.includes('ready') && {status}");
@@ -84,10 +85,7 @@ fn eval_wait_for_and_console_errors() {
     );
     let error = page.wait_for("a throw", "missing.thing", Duration::from_millis(200));
     let error = error.unwrap_err();
-    assert!(
-        error.contains("threw ReferenceError: missing is not defined"),
-        "{error}"
-    );
+    assert_has(&error, "threw ReferenceError: missing is not defined");
     assert!(browser.open(&url).unwrap().console_errors().is_empty());
     for (object, truth) in [
         (json!({"type": "undefined"}), false),
@@ -130,7 +128,7 @@ fn keys_move_focus_and_activate_buttons_and_text_fills_an_input() {
         page.press(key).unwrap();
     }
     let error = page.press("F13").unwrap_err();
-    assert!(error.contains("unknown key \"F13\""), "{error}");
+    assert_has(&error, "unknown key \"F13\"");
 }
 
 #[test]

@@ -20,7 +20,7 @@ pub mod nats_client;
 mod postgres;
 mod process;
 
-pub use kafka::{Clients, Kafka, KafkaMessage, MockKafka, Outgoing};
+pub use kafka::{Clients, Kafka, KafkaMessage, MockKafka, Outgoing, values_text};
 pub use nats::{Nats, PubAck, StreamMsg};
 pub use postgres::Postgres;
 
@@ -48,6 +48,110 @@ pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0 for a free port");
     listener.local_addr().unwrap().port()
 }
+
+/// What the private servers have in common ([`Nats`], [`Postgres`],
+/// [`Kafka`]): a process on a loopback port, in a temporary folder of its
+/// own with its data and its log, stopped as a crash and started again on
+/// the same port and data.
+pub trait PrivateServer {
+    /// The server's name in messages: `PostgreSQL`.
+    const NAME: &'static str;
+
+    /// The port it listens on.
+    fn port(&self) -> u16;
+
+    /// Sets the port the next [`PrivateServer::spawn`] listens on.
+    fn set_port(&mut self, port: u16);
+
+    /// Starts the process on its port and waits until it serves; an error
+    /// says why it does not (and the process is stopped).
+    fn spawn(&mut self) -> Result<(), String>;
+
+    /// Stops the server at once, as a crash (what it committed survives),
+    /// and waits for it to end; nothing when it is not running.
+    fn stop(&mut self);
+
+    /// Whether the server process is alive.
+    fn is_running(&self) -> bool;
+
+    /// The server's folder: its data and its log.
+    fn dir(&self) -> &Path;
+
+    /// The server's log file.
+    fn log_path(&self) -> PathBuf;
+
+    /// Clears what a start that found its port taken left behind, before
+    /// a start on another port (nothing, unless the folder names the port).
+    fn forget_port(&mut self) {}
+
+    /// The server's output so far (every start of it).
+    fn log(&self) -> String {
+        fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Starts the server on a free port, on another one when a different
+    /// process took the port first (three tries); fails the test, with the
+    /// end of its log, when it does not start.
+    fn start_on_a_free_port(&mut self) {
+        for attempt in 1.. {
+            self.set_port(free_port());
+            match self.spawn() {
+                Ok(()) => return,
+                Err(_) if attempt < 3 && port_taken(&self.log()) => self.forget_port(),
+                Err(e) => failed_to_start(Self::NAME, &e, &self.log_path()),
+            }
+        }
+    }
+
+    /// Stops the server (when running) and starts it again on the same
+    /// port with the same data.
+    fn restart(&mut self) {
+        self.stop();
+        if let Err(e) = self.spawn() {
+            let why = format!("restarting on port {}: {e}", self.port());
+            failed_to_start(Self::NAME, &why, &self.log_path());
+        }
+    }
+}
+
+/// Whether a server's `log` says another process had its port.
+fn port_taken(log: &str) -> bool {
+    log.to_lowercase().contains("address already in use")
+}
+
+/// The [`PrivateServer`] items but `spawn` of a server called `$name`
+/// whose process is the [`ServerProcess`] in its field `process`, its port
+/// in its field `port`.
+macro_rules! server_process_methods {
+    ($name:literal) => {
+        const NAME: &'static str = $name;
+
+        fn port(&self) -> u16 {
+            self.port
+        }
+
+        fn set_port(&mut self, port: u16) {
+            self.port = port;
+        }
+
+        fn stop(&mut self) {
+            self.process.kill();
+        }
+
+        fn is_running(&self) -> bool {
+            self.process.is_running()
+        }
+
+        fn dir(&self) -> &Path {
+            self.process.dir()
+        }
+
+        fn log_path(&self) -> PathBuf {
+            self.process.log_path()
+        }
+    };
+}
+use server_process_methods;
 
 fn on_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
@@ -145,6 +249,7 @@ fn is_executable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::assert_has;
 
     #[test]
     fn nats_streams_survive_a_restart_and_deduplicate_by_id() {
@@ -207,7 +312,7 @@ mod tests {
         );
         assert_eq!(pg.psql("SELECT id, v FROM t ORDER BY id"), "1|a\n2|ü");
         let err = pg.try_psql("SELECT * FROM missing").unwrap_err();
-        assert!(err.contains("relation \"missing\" does not exist"), "{err}");
+        assert_has(&err, "relation \"missing\" does not exist");
 
         let port = pg.port();
         pg.restart();

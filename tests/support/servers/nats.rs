@@ -58,92 +58,19 @@ pub struct Nats {
 impl Nats {
     /// Starts a server on a free port; panics (with its log) when it cannot.
     pub fn start() -> Nats {
-        let bin = nats_bin().unwrap_or_else(|e| not_installed("NATS (nats-server)", &e));
+        let bin = nats_bin().unwrap_or_else(|e| not_installed(Nats::NAME, &e));
         let mut nats = Nats {
             port: 0,
             bin,
             process: ServerProcess::new("nats"),
         };
-        // Another process may take the free port before the server binds it.
-        for attempt in 1.. {
-            nats.port = free_port();
-            match nats.spawn() {
-                Ok(()) => break,
-                Err(_) if attempt < 3 && nats.log().contains("address already in use") => {}
-                Err(e) => failed_to_start("NATS (nats-server)", &e, &nats.process.log_path()),
-            }
-        }
+        nats.start_on_a_free_port();
         nats
-    }
-
-    fn spawn(&mut self) -> Result<(), String> {
-        let js = self.process.dir().join("js");
-        let log = self
-            .process
-            .open_log(&format!("{} -p {}", self.bin.display(), self.port));
-        let child = Command::new(&self.bin)
-            .args([
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-js",
-                "-sd",
-            ])
-            .arg(&js)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("spawning {}: {e}", self.bin.display()))?;
-        self.process.set_child(child, false);
-        let ready = wait_for_nats(self.port, || self.process.exited());
-        if ready.is_err() {
-            self.stop();
-        }
-        ready
     }
 
     /// `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The server's folder: `js/` (the JetStream store), `nats.log`.
-    pub fn dir(&self) -> &Path {
-        self.process.dir()
-    }
-
-    /// The server's output so far (every start of it).
-    pub fn log(&self) -> String {
-        self.process.log()
-    }
-
-    /// Whether the server process is alive.
-    pub fn is_running(&self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Kills the server (SIGKILL, as a crash) and waits for it to end.
-    pub fn stop(&mut self) {
-        self.process.kill();
-    }
-
-    /// Stops the server (when running) and starts it again on the same
-    /// port with the same store: streams and their messages survive.
-    pub fn restart(&mut self) {
-        self.stop();
-        if let Err(e) = self.spawn() {
-            failed_to_start(
-                "NATS (nats-server)",
-                &format!("restarting on port {}: {e}", self.port),
-                &self.process.log_path(),
-            );
-        }
     }
 
     fn client(&self) -> Client {
@@ -257,6 +184,17 @@ impl Nats {
         }
     }
 
+    /// The payloads of every message of `stream` ([`Nats::read_stream`]),
+    /// as UTF-8, one a line.
+    pub fn read_stream_text(&self, stream: &str) -> String {
+        let messages = self.read_stream(stream);
+        let lines: Vec<String> = messages
+            .into_iter()
+            .map(|m| String::from_utf8(m.2).expect("a UTF-8 payload"))
+            .collect();
+        lines.join("\n")
+    }
+
     /// Every message of `stream`, in order (first to last sequence, deleted
     /// ones left out).
     pub fn read_stream(&self, stream: &str) -> Vec<StreamMsg> {
@@ -311,6 +249,40 @@ impl Nats {
             messages.push((got, subject.to_owned(), payload, id));
         }
         messages
+    }
+}
+
+/// Its folder holds `js/` (the JetStream store) and `nats.log`; a stop is
+/// a SIGKILL.
+impl PrivateServer for Nats {
+    server_process_methods!("NATS (nats-server)");
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let js = self.process.dir().join("js");
+        let log = self
+            .process
+            .open_log(&format!("{} -p {}", self.bin.display(), self.port));
+        let child = Command::new(&self.bin)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(&js)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("spawning {}: {e}", self.bin.display()))?;
+        self.process.set_child(child, false);
+        let ready = wait_for_nats(self.port, || self.process.exited());
+        if ready.is_err() {
+            self.stop();
+        }
+        ready
     }
 }
 

@@ -20,8 +20,9 @@ impl Postgres {
     /// Creates a cluster and starts it on a free port; panics (with its
     /// log) when it cannot.
     pub fn start() -> Postgres {
-        let bin = pg_bindir()
-            .unwrap_or_else(|| not_installed("PostgreSQL", "no /usr/lib/postgresql/*/bin/initdb"));
+        let bin = pg_bindir().unwrap_or_else(|| {
+            not_installed(Postgres::NAME, "no /usr/lib/postgresql/*/bin/initdb")
+        });
         let dir = server_dir("weir-pg-");
         fs::create_dir(dir.path().join("sock")).unwrap();
         let as_postgres = is_root();
@@ -86,14 +87,7 @@ impl Postgres {
             Ok(s) => failed_to_start("PostgreSQL", &format!("initdb: {s}"), &log),
             Err(e) => failed_to_start("PostgreSQL", &format!("running initdb: {e}"), &log),
         }
-        for attempt in 1.. {
-            pg.port = free_port();
-            match pg.spawn() {
-                Ok(()) => break,
-                Err(_) if attempt < 3 && pg.log().contains("Address already in use") => {}
-                Err(e) => failed_to_start("PostgreSQL", &e, &pg.log_path()),
-            }
-        }
+        pg.start_on_a_free_port();
         pg
     }
 
@@ -112,91 +106,9 @@ impl Postgres {
         cmd
     }
 
-    fn spawn(&mut self) -> Result<(), String> {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
-            self.port,
-            self.dir.path().join("sock").display()
-        );
-        let out = self
-            .command("pg_ctl")
-            .arg("-D")
-            .arg(self.dir.path().join("pg"))
-            .arg("-l")
-            .arg(self.log_path())
-            .args(["-w", "-t", "30", "start", "-o", &options])
-            .output()
-            .map_err(|e| format!("running pg_ctl: {e}"))?;
-        if !out.status.success() {
-            let said = String::from_utf8_lossy(&out.stderr);
-            return Err(format!("pg_ctl start: {}: {}", out.status, said.trim()));
-        }
-        self.running = true;
-        Ok(())
-    }
-
     /// `postgresql://postgres@127.0.0.1:PORT/postgres`.
     pub fn url(&self) -> String {
         format!("postgresql://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The server's folder: `pg/` (the data), `pg.log`, `sock/`.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join("pg.log")
-    }
-
-    /// The server's log so far.
-    pub fn log(&self) -> String {
-        fs::read_to_string(self.log_path()).unwrap_or_default()
-    }
-
-    /// Whether the server was started and not stopped since.
-    pub fn is_running(&self) -> bool {
-        self.running
-    }
-
-    /// Stops the server at once (`pg_ctl -m immediate stop`: as a crash;
-    /// committed transactions survive) and waits for it to end.
-    pub fn stop(&mut self) {
-        if !std::mem::replace(&mut self.running, false) {
-            return;
-        }
-        let out = self
-            .command("pg_ctl")
-            .arg("-D")
-            .arg(self.dir.path().join("pg"))
-            .args(["-m", "immediate", "-w", "stop"])
-            .output();
-        match out {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => eprintln!(
-                "pg_ctl stop: {}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-            Err(e) => eprintln!("running pg_ctl stop: {e}"),
-        }
-    }
-
-    /// Stops the server (when running) and starts it again on the same
-    /// port with the same data.
-    pub fn restart(&mut self) {
-        self.stop();
-        if let Err(e) = self.spawn() {
-            failed_to_start(
-                "PostgreSQL",
-                &format!("restarting on port {}: {e}", self.port),
-                &self.log_path(),
-            );
-        }
     }
 
     /// Runs `sql` with psql (one `-c`: several statements run in one
@@ -238,6 +150,77 @@ impl Postgres {
         } else {
             Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
         }
+    }
+}
+
+/// Its folder holds `pg/` (the data), `pg.log` and `sock/`; a stop is
+/// `pg_ctl -m immediate stop`, after which committed transactions survive.
+impl PrivateServer for Postgres {
+    const NAME: &'static str = "PostgreSQL";
+
+    fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn set_port(&mut self, port: u16) {
+        self.port = port;
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.path().join("sock").display()
+        );
+        let out = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("pg"))
+            .arg("-l")
+            .arg(self.log_path())
+            .args(["-w", "-t", "30", "start", "-o", &options])
+            .output()
+            .map_err(|e| format!("running pg_ctl: {e}"))?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            return Err(format!("pg_ctl start: {}: {}", out.status, said.trim()));
+        }
+        self.running = true;
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        if !std::mem::replace(&mut self.running, false) {
+            return;
+        }
+        let out = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("pg"))
+            .args(["-m", "immediate", "-w", "stop"])
+            .output();
+        match out {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "pg_ctl stop: {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(e) => eprintln!("running pg_ctl stop: {e}"),
+        }
+    }
+
+    /// Whether the server was started and not stopped since.
+    fn is_running(&self) -> bool {
+        self.running
+    }
+
+    fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("pg.log")
     }
 }
 

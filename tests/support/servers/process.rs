@@ -45,11 +45,6 @@ impl ServerProcess {
         self.dir.path().join(format!("{}.log", self.name))
     }
 
-    /// The server's output so far (every start of it).
-    pub(super) fn log(&self) -> String {
-        fs::read_to_string(self.log_path()).unwrap_or_default()
-    }
-
     /// The log file opened for appending, with a line `--- weir-tests:
     /// <start> ---` that marks where this start's output begins.
     pub(super) fn open_log(&self, start: &str) -> File {

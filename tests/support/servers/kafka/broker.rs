@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::ops::Deref;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use super::clients::Clients;
 use crate::servers::process::ServerProcess;
-use crate::servers::{failed_to_start, free_port};
+use crate::servers::{PrivateServer, server_process_methods};
 
 /// How long the broker may take to answer a metadata request after its
 /// start: a JVM on a busy two-core machine.
@@ -40,49 +40,8 @@ impl Kafka {
             port: 0,
             process: ServerProcess::new("kafka"),
         };
-        // Another process may take the free port before the broker binds
-        // it; a broker that never bound its port leaves a folder that a
-        // new port cannot reuse (its configuration names the old one).
-        for attempt in 1.. {
-            kafka.port = free_port();
-            kafka.clients = Clients::new(format!("127.0.0.1:{}", kafka.port));
-            match kafka.spawn() {
-                Ok(()) => break,
-                Err(_) if attempt < 3 && kafka.log().contains("Address already in use") => {
-                    kafka.kill();
-                    for stale in ["server.properties", "run"] {
-                        let path = kafka.dir().join(stale);
-                        let _ = fs::remove_file(&path).or_else(|_| fs::remove_dir_all(&path));
-                    }
-                }
-                Err(e) => failed_to_start("Kafka", &e, &kafka.process.log_path()),
-            }
-        }
+        kafka.start_on_a_free_port();
         kafka
-    }
-
-    fn spawn(&mut self) -> Result<(), String> {
-        let script = crate::repo_root().join("scripts/services.sh");
-        let log = self
-            .process
-            .open_log(&format!("kafka-run on port {}", self.port));
-        let child = Command::new("bash")
-            .arg(&script)
-            .arg("kafka-run")
-            .arg(self.process.dir())
-            .arg(self.port.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
-        // The script writes kafka.pid before it becomes the broker's JVM.
-        self.process.set_child(child, true);
-        let ready = self.wait_until_ready();
-        if ready.is_err() {
-            self.kill();
-        }
-        ready
     }
 
     /// Polls with metadata requests until the broker answers, or its
@@ -115,43 +74,47 @@ impl Kafka {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
 
-    pub fn port(&self) -> u16 {
-        self.port
+/// Its folder holds `run/` (the log dir), `server.properties` and
+/// `kafka.log`; a stop is a SIGKILL, and a restart keeps topics, committed
+/// transactions and group offsets (transactions left open are aborted once
+/// they time out).
+impl PrivateServer for Kafka {
+    server_process_methods!("Kafka");
+
+    fn spawn(&mut self) -> Result<(), String> {
+        self.clients = Clients::new(format!("127.0.0.1:{}", self.port));
+        let script = crate::repo_root().join("scripts/services.sh");
+        let log = self
+            .process
+            .open_log(&format!("kafka-run on port {}", self.port));
+        let child = Command::new("bash")
+            .arg(&script)
+            .arg("kafka-run")
+            .arg(self.process.dir())
+            .arg(self.port.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("running {}: {e}", script.display()))?;
+        // The script writes kafka.pid before it becomes the broker's JVM.
+        self.process.set_child(child, true);
+        let ready = self.wait_until_ready();
+        if ready.is_err() {
+            self.stop();
+        }
+        ready
     }
 
-    /// The broker's folder: `run/` (the log dir), `server.properties`,
-    /// `kafka.log`.
-    pub fn dir(&self) -> &Path {
-        self.process.dir()
-    }
-
-    /// The broker's output so far (every start of it).
-    pub fn log(&self) -> String {
-        self.process.log()
-    }
-
-    /// Whether the broker process is alive.
-    pub fn is_running(&self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Kills the broker (SIGKILL, as a crash) and waits for it to end.
-    pub fn kill(&mut self) {
-        self.process.kill();
-    }
-
-    /// Kills the broker (when running) and starts it again on the same
-    /// port and log dir: topics, committed transactions and group offsets
-    /// survive; transactions left open are aborted once they time out.
-    pub fn restart(&mut self) {
-        self.kill();
-        if let Err(e) = self.spawn() {
-            failed_to_start(
-                "Kafka",
-                &format!("restarting on port {}: {e}", self.port),
-                &self.process.log_path(),
-            );
+    /// A broker that never bound its port leaves a folder that a new port
+    /// cannot reuse (its configuration names the old one).
+    fn forget_port(&mut self) {
+        self.stop();
+        for stale in ["server.properties", "run"] {
+            let path = self.dir().join(stale);
+            let _ = fs::remove_file(&path).or_else(|_| fs::remove_dir_all(&path));
         }
     }
 }

@@ -49,6 +49,12 @@ impl KafkaMessage {
     }
 }
 
+/// The values of `messages` as UTF-8, one a line.
+pub fn values_text(messages: &[KafkaMessage]) -> String {
+    let lines: Vec<String> = messages.iter().map(KafkaMessage::text).collect();
+    lines.join("\n")
+}
+
 /// The test's clients of one cluster, at its bootstrap servers.
 pub struct Clients {
     brokers: String,
