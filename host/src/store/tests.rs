@@ -287,14 +287,10 @@ fn model_run(mut rng: u64, retain: usize, rounds: usize, tuning: Tuning) -> usiz
             model.snapshot = snapshot
                 .clone()
                 .unwrap_or(std::mem::take(&mut model.snapshot));
-            let (operator, instance) = (op.clone(), *inst);
             deltas.push(InstanceDelta {
-                operator,
-                instance,
                 changes,
                 snapshot,
-                timers: Vec::new(),
-                inflight: None,
+                ..delta(op, *inst, "", None)
             });
         }
         let had_state: BTreeSet<_> = segments(&s).into_iter().map(|x| (x.0, x.1)).collect();
@@ -470,6 +466,14 @@ fn gc_keeps_what_retained_checkpoints_read() {
     assert_eq!(rows(&s, GC), 1);
 }
 
+/// The changes of checkpoint `id` that replace ten keys `<prefix><id-1>.k`
+/// with ten keys `<prefix><id>.k` (`delta`'s notation).
+fn replaced(prefix: &str, id: u64) -> String {
+    let new = (0..10).map(|k| format!("{prefix}{id}.{k}=v"));
+    let old = (0..10).map(|k| format!("-{prefix}{}.{k}", id - 1));
+    new.chain(old).collect::<Vec<_>>().join(" ")
+}
+
 #[test]
 fn dead_keys_are_collected() {
     let dir = tempfile::tempdir().unwrap();
@@ -477,15 +481,9 @@ fn dead_keys_are_collected() {
     // Keys live for one checkpoint each (windows, sessions): nothing of
     // them may linger once no retained checkpoint sees them.
     for id in 1..=20u64 {
-        let new: Vec<_> = (0..10).map(|k| format!("{id}.{k}=v")).collect();
-        let old: Vec<_> = (0..10).map(|k| format!("-{}.{k}", id - 1)).collect();
-        let d = delta(
-            "a",
-            0,
-            &format!("{} {} t{id}=1 -t{id}", new.join(" "), old.join(" ")),
-            None,
-        );
-        s.commit(&meta(id), &[d], 2).unwrap();
+        let changes = format!("{} t{id}=1 -t{id}", replaced("", id));
+        s.commit(&meta(id), &[delta("a", 0, &changes, None)], 2)
+            .unwrap();
     }
     // Each change set replaces the whole state, so each commit writes a
     // full segment; retained 19 and 20 keep theirs, the older are gone.
@@ -510,14 +508,7 @@ fn churn_stays_bounded() {
     // in deltas until a compaction drops them.
     let mut most = 0;
     for id in 2..=600u64 {
-        let new: Vec<_> = (0..10).map(|k| format!("t{id}.{k}=v")).collect();
-        let old: Vec<_> = (0..10).map(|k| format!("-t{}.{k}", id - 1)).collect();
-        let d = delta(
-            "a",
-            0,
-            &format!("{} {}", new.join(" "), old.join(" ")),
-            None,
-        );
+        let d = delta("a", 0, &replaced("t", id), None);
         s.commit(&meta(id), &[d], 3).unwrap();
         let stored = segments(&s).iter().map(|x| x.3.entries).sum::<u64>();
         most = most.max(stored);

@@ -42,6 +42,23 @@ pub(crate) fn now_millis() -> i64 {
     i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
+impl InstanceState {
+    /// Checks that a timer of `key` may be registered: state may be
+    /// written, the key is within `max_key_bytes`, and the timer keeps the
+    /// state within `max_state_bytes`.
+    fn check_new_timer(&self, key: &[u8]) -> wasmtime::Result<()> {
+        self.check_write()?;
+        self.check_key(key)?;
+        let after = self.state.bytes() + self.timers.bytes() + Timers::cost(key);
+        LimitExceeded::check_bytes(
+            "host state size (keyed state and timers)",
+            "max_state_bytes",
+            self.limits.max_state_bytes,
+            after,
+        )
+    }
+}
+
 impl timers::Host for InstanceState {
     fn current_watermark(&mut self) -> wasmtime::Result<Option<i64>> {
         Ok(self.timers.watermark())
@@ -57,15 +74,7 @@ impl timers::Host for InstanceState {
         domain: TimeDomain,
         time: i64,
     ) -> wasmtime::Result<()> {
-        self.check_write()?;
-        self.check_key(&key)?;
-        let after = self.state.bytes() + self.timers.bytes() + Timers::cost(&key);
-        LimitExceeded::check_bytes(
-            "host state size (keyed state and timers)",
-            "max_state_bytes",
-            self.limits.max_state_bytes,
-            after,
-        )?;
+        self.check_new_timer(&key)?;
         self.timers.register(domain.into(), time, &key);
         Ok(())
     }
