@@ -76,6 +76,7 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
             "key_groups",
             "operators",
             "pause_ms",
+            "sink_types",
             "sinks",
             "sources",
             "started_at_ms",

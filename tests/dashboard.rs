@@ -469,8 +469,10 @@ fn an_action_comes_from_the_own_page_as_json() {
 
 #[test]
 fn failed_checkpoints_errors_and_restarts_are_shown() {
-    // The operator's snapshot traps at each attempt's second checkpoint:
-    // the first completes, the second fails, the job restarts.
+    // The operator's snapshot traps from checkpoint 2 on: the first
+    // attempt completes checkpoint 1 and fails at 2; the restart fails at 2
+    // again, with no checkpoint completed since, so the job stops there
+    // (a failure that recurs); --ui-linger keeps the page up to show it.
     let job = JobFile::new("failing")
         .checkpoint(Checkpoint::every("200ms"))
         .restart(Restart::fixed_delay(20, "500ms"))
@@ -481,7 +483,7 @@ fn failed_checkpoints_errors_and_restarts_are_shown() {
                 .config("{ from_checkpoint = 2 }"),
         )
         .sink(Sink::jsonl("out", "out.jsonl").input("trap"));
-    let d = Dashboard::start(job, &[]);
+    let d = Dashboard::start(job, &["--ui-linger"]);
     let cps = d.wait_api("a failed checkpoint", "/api/checkpoints", |v| {
         v["failed"].as_u64() > Some(0)
     });
@@ -519,9 +521,19 @@ fn failed_checkpoints_errors_and_restarts_are_shown() {
             ),
         ],
     );
-    // The job never finishes: it is stopped here, mid-restarts.
-    signal(&d.run.child, "-KILL");
-    let _ = d.run.wait();
+    let (mut d, _page) = (d, _page);
+    let ended = d
+        .run
+        .wait_for_line("the job's end", |l| l.contains("--ui-linger"));
+    assert_has(&ended, "the job failed");
+    assert_has(&ended, "snapshot-trap: deliberate panic at checkpoint 2");
+    signal(&d.run.child, "-INT");
+    let (status, stderr) = d.run.wait();
+    assert!(!status.success(), "the job failed: {stderr}");
+    assert_has(
+        &stderr,
+        "not restarting: the attempt failed as the one before",
+    );
 }
 
 #[test]
@@ -584,7 +596,7 @@ fn the_example_job_shows_watermarks_and_pending_timers() {
     let timers = wait_page(
         &page,
         "the windows' watermark and timers",
-        "(() => { const t = document.querySelector('[data-node-id=\"windows\"] .node-time').textContent; return /^watermark 1970-01-01 00:00:[0-9]{2} · [1-9][0-9.K]* timers$/.test(t) && t; })()",
+        "(() => { const t = document.querySelector('[data-node-id=\"windows\"] .node-time').textContent; return /^watermark [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} · [1-9][0-9.K]* timers$/.test(t) && t; })()",
     );
     assert!(timers.as_str().unwrap().contains("timers"), "{timers}");
     // Per instance, in the operator's details.

@@ -33,12 +33,14 @@ pub enum RunError {
     },
     /// The job's state moved to another state directory (`--from-savepoint`
     /// with `--state-dir`) and this run names none.
-    #[error("job `{job}` was started from savepoint {savepoint} into state directory {to}: resume it with `--state-dir {to}`, or delete {marker} to resume the checkpoints in {default}", marker = default.join(super::moved::MARKER).display(), to = to.display(), default = default.display())]
+    #[error("job `{job}` was started from savepoint {savepoint} into state directory {to}: resume it with `--state-dir {to}`, or delete {marker} to resume the checkpoints in {default}", marker = marker.display(), to = to.display(), default = default.display())]
     Moved {
         /// The job.
         job: String,
-        /// Its default state directory, which holds the marker.
+        /// Its default state directory.
         default: std::path::PathBuf,
+        /// The file there that records the move.
+        marker: std::path::PathBuf,
         /// Where it moved.
         to: std::path::PathBuf,
         /// The savepoint it started from.

@@ -50,6 +50,7 @@ pub(crate) fn check(job: &Job, options: &RunOptions) -> Result<(), RunError> {
     Err(RunError::Moved {
         job: job.name.clone(),
         default: default.clone(),
+        marker,
         to: moved.state_dir.into(),
         savepoint: moved.savepoint,
     })

@@ -256,7 +256,14 @@ impl<'a> Supervisor<'a> {
     /// remembers it for the next attempt. A call that ran out of time is
     /// not taken to recur: the machine may have been slow.
     fn recurs(&mut self, e: &RunError) -> bool {
-        let seen = (e.to_string(), self.checkpoints);
+        // Every attempt's, a failed one's too (`self.checkpoints` counts
+        // those of attempts that ended well).
+        let completed = self
+            .metrics
+            .checkpoints
+            .completed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let seen = (e.to_string(), completed);
         let plugin = match instance_error(e) {
             Some(InstanceError::Trap { .. } | InstanceError::Returned { .. }) => true,
             Some(InstanceError::Limit { limit, .. }) => limit.key != "call_timeout",
