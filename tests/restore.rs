@@ -77,10 +77,20 @@ fn restoring_an_older_checkpoint_rewinds_state_and_output() {
     assert!(list.len() >= 4, "only {} checkpoints", list.len());
     let middle = &list[list.len() / 2];
     assert!(!middle.final_checkpoint);
+    let dropped = list.last().unwrap().id;
     drop(store);
     let err = j.run_ok(&["--restore", &middle.id.to_string()]);
     assert_has(&err, &format!("resumed from checkpoint {}", middle.id));
     assert_counted(&j, "exactly once relative to the older checkpoint");
+    // The checkpoints after the older one are new ids, none of a dropped
+    // checkpoint's (whose epochs a sink may have seen).
+    let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
+    let ids: Vec<u64> = store.list().unwrap().iter().map(|m| m.id).collect();
+    let after: Vec<u64> = ids.iter().copied().filter(|&id| id > middle.id).collect();
+    assert!(
+        !after.is_empty() && after.iter().all(|&id| id > dropped),
+        "{ids:?} after dropping up to {dropped}"
+    );
 }
 
 #[test]

@@ -236,6 +236,32 @@ impl CheckpointStore {
         })
     }
 
+    /// The id the next checkpoint gets: after the newest complete one, and
+    /// after every one [`truncate_after`](Self::truncate_after) dropped, so
+    /// that an id names one checkpoint (and one epoch of each sink) ever.
+    pub fn next_id(&self) -> Result<u64, StoreError> {
+        let after_latest = self.latest()?.map_or(1, |m| m.id + 1);
+        let recorded = self.in_context("reading the next checkpoint id", || {
+            self.recorded_next_id(&self.read()?.open_table(layout::META)?)
+        })?;
+        Ok(after_latest.max(recorded))
+    }
+
+    /// The `next_id` the `meta` table records (0 when none).
+    fn recorded_next_id(
+        &self,
+        meta: &impl ReadableTable<&'static str, &'static [u8]>,
+    ) -> Result<u64, Fail> {
+        let Some(raw) = meta.get(layout::NEXT_ID)? else {
+            return Ok(0);
+        };
+        let text = String::from_utf8_lossy(raw.value()).into_owned();
+        text.parse().map_err(|_| {
+            self.corrupt(format!("its next checkpoint id {text:?} is not a number"))
+                .into()
+        })
+    }
+
     /// The newest complete checkpoint.
     pub fn latest(&self) -> Result<Option<CheckpointMeta>, StoreError> {
         self.in_context("reading the latest checkpoint", || {

@@ -86,7 +86,7 @@ pub(crate) fn prepare(
         Some(meta) => Some(rescale(job, &store, meta)?),
         None => None,
     };
-    let first_id = store.latest()?.map_or(1, |m| m.id + 1);
+    let first_id = store.next_id()?;
     if let Some(meta) = &checkpoint {
         tracing::info!(
             "restoring checkpoint {} from {}",
@@ -173,7 +173,7 @@ fn rescale(
         return Ok(meta);
     }
     let mut derived = CheckpointMeta {
-        id: meta.id + 1,
+        id: store.next_id()?,
         started_at_ms: unix_ms(std::time::SystemTime::now()),
         duration_ms: 0,
         alignment_ms: 0,

@@ -17,7 +17,7 @@ use redb::{ReadableTable, WriteTransaction};
 
 use super::error::{Fail, StoreError};
 use super::file::CheckpointStore;
-use super::layout::{CHECKPOINTS, CHUNKS, GC, SEGMENTS, SNAPSHOTS};
+use super::layout::{CHECKPOINTS, CHUNKS, GC, META, NEXT_ID, SEGMENTS, SNAPSHOTS};
 
 impl CheckpointStore {
     /// Drops checkpoints older than the newest `retain`, then, for every
@@ -83,6 +83,18 @@ impl CheckpointStore {
                     .into());
                 }
                 let after = id.saturating_add(1);
+                // Ids of dropped checkpoints are never given again: their
+                // epochs may have reached a sink (message ids, delivery
+                // marks) before they were dropped.
+                let dropped = checkpoints
+                    .last()?
+                    .map(|(k, _)| k.value())
+                    .filter(|&n| n > id);
+                if let Some(n) = dropped {
+                    let mut meta = txn.open_table(META)?;
+                    let next = self.recorded_next_id(&meta)?.max(n + 1);
+                    meta.insert(NEXT_ID, next.to_string().as_bytes())?;
+                }
                 checkpoints.retain_in(after.., |_, _| false)?;
                 let mut segments = txn.open_table(SEGMENTS)?;
                 let mut newer = Vec::new();

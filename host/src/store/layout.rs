@@ -16,6 +16,10 @@ pub(super) const SEALED_FROM: u32 = 3;
 pub(super) const READS: [u32; 2] = [2, 3];
 
 pub(super) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// The `meta` key of the least id a new checkpoint may have (ASCII
+/// decimal), set when newer checkpoints are dropped; absent: the newest
+/// checkpoint's id + 1.
+pub(super) const NEXT_ID: &str = "next_id";
 pub(super) const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
 /// (operator, instance, version) -> segment header.
 pub(super) const SEGMENTS: TableDefinition<(&str, u32, u64), &[u8]> =

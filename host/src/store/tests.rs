@@ -538,6 +538,12 @@ fn truncate_after_drops_newer() {
         (show(&r).as_str(), &r.snapshot[..]),
         ("1=x 2=x k=2", &b"2"[..])
     );
+    // The ids of the dropped 3 and 4 are never given again (their epochs
+    // may have reached a sink), across a reopen too.
+    assert_eq!(s.next_id().unwrap(), 5);
+    drop(s);
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    assert_eq!(s.next_id().unwrap(), 5);
     // The next checkpoint builds on 2, not on the truncated 3 and 4.
     s.commit(&meta(5), &[delta("a", 0, "5=x", None)], 10)
         .unwrap();
@@ -547,8 +553,10 @@ fn truncate_after_drops_newer() {
         ("1=x 2=x 5=x k=2", &b"2"[..])
     );
     assert_eq!(s.latest().unwrap().unwrap().state_keys, 4);
+    assert_eq!(s.next_id().unwrap(), 6);
     s.truncate_after(0).unwrap();
     assert!(s.list().unwrap().is_empty());
+    assert_eq!(s.next_id().unwrap(), 6, "none of 1..5 again");
     assert_eq!(
         rows(&s, SEGMENTS) + rows(&s, CHUNKS) + rows(&s, SNAPSHOTS) + rows(&s, GC),
         0
