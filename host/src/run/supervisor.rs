@@ -190,13 +190,16 @@ impl<'a> Supervisor<'a> {
             let result = run_attempt(self.options, attempt, shutdown);
             // A swap on probation whose attempt failed: roll back.
             if let Err(e) = &result
-                && self
-                    .probation
-                    .as_ref()
-                    .is_some_and(|(p, _, _, _)| p.pending())
+                && let Some((p, ..)) = self.probation.as_mut()
+                && p.pending()
             {
-                self.roll_back(e);
-                continue;
+                if p.revertible() {
+                    self.roll_back(e);
+                    continue;
+                }
+                // Some sink holds the new plugin's output: it stays.
+                let (p, ..) = self.probation.take().expect("on probation");
+                p.kept_after_delivery(e);
             }
             let (summary, end) = match result {
                 Ok(done) => done,

@@ -74,6 +74,31 @@ impl Probation {
         self.pending() && id > self.from && self.delivering.is_none()
     }
 
+    /// Whether rolling the swap back keeps every sink's output exactly once:
+    /// no sink delivered the new plugin's output yet.
+    pub(crate) fn revertible(&self) -> bool {
+        self.delivering
+            .as_ref()
+            .is_none_or(|(_, delivered)| delivered.is_empty())
+    }
+
+    /// The attempt failed with `error` after some sink delivered the new
+    /// plugin's output: the swap is kept (a rollback would repeat or lose
+    /// that output), and the job goes on as its restart strategy says.
+    pub(crate) fn kept_after_delivery(self, error: &dyn std::fmt::Display) {
+        let (id, delivered) = self.delivering.unwrap_or_default();
+        let sinks: Vec<String> = delivered.iter().map(|s| format!("`{s}`")).collect();
+        let message = format!(
+            "the new plugin of `{}` stays: sink(s) {} delivered its output of checkpoint {id} before the job failed ({error}), and a rollback would repeat or lose that output; the job restarts as its [restart] allows",
+            self.operator,
+            sinks.join(", ")
+        );
+        tracing::warn!("{message}");
+        if let Some(reply) = self.reply {
+            let _ = reply.send(Err(message));
+        }
+    }
+
     /// Checkpoint `id` completed; the job has `sinks` sinks.
     pub(crate) fn checkpoint_completed(&mut self, id: u64, sinks: usize) {
         if self.ends_at(id) {
@@ -212,6 +237,26 @@ mod tests {
             answer.contains("\nwarning: its state version changed"),
             "{answer}"
         );
+    }
+
+    /// A rollback keeps output exactly once only while no sink delivered
+    /// the new plugin's output; after that the swap stays, and says why.
+    #[test]
+    fn a_swap_is_revertible_until_a_sink_delivered_its_output() {
+        let (request, answers) = request();
+        let mut p = Probation::new(4, request, Vec::new());
+        assert!(p.revertible());
+        p.checkpoint_completed(5, 2);
+        assert!(p.revertible(), "completed, delivered by none");
+        p.sink_committed("pg", 5, 2);
+        assert!(p.pending() && !p.revertible());
+        p.kept_after_delivery(&"sink `nats` failed");
+        let said = answers.try_recv().unwrap().unwrap_err();
+        assert!(
+            said.contains("stays: sink(s) `pg` delivered its output of checkpoint 5"),
+            "{said}"
+        );
+        assert!(said.contains("sink `nats` failed"), "{said}");
     }
 
     #[test]
