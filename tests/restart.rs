@@ -194,6 +194,7 @@ fn a_record_a_plugin_calls_invalid_is_not_retried() {
         "not restarting: a plugin that calls a record invalid",
     );
     assert_has(out.error_line(), "invalid input: record has no field `id`");
+    assert_has(out.error_line(), "job.toml: operator `dedupe[0]`");
 }
 
 /// A plugin that fails the same way on the same records (a stack overflow

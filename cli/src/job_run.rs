@@ -135,7 +135,8 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if ui_linger {
         linger(&result, &shutdown);
     }
-    let summary = result?;
+    // A failure names the job file, as the job file's own errors do.
+    let summary = result.map_err(|e| anyhow::anyhow!("{}: {e}", job.path.display()))?;
     let mut text = weir::run::format_summary(&job, &summary);
     text.extend(weir_cli::event_time::summary(&live));
     weir_cli::output::stderr(text.as_bytes());
