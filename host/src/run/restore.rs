@@ -328,15 +328,24 @@ fn check_restorable(
             "the checkpoint has operator `{extra}`, which the job no longer has; use `--restore none` to start over"
         )));
     }
-    for sink in &job.sinks {
-        let was = meta.sink_types.get(&sink.id);
-        if let Some(was) = was.filter(|was| *was != sink.kind && meta.sinks.contains_key(&sink.id))
-        {
-            return Err(err(format!(
-                "sink `{}` was a {was} sink and is a {} sink now: its output cannot continue where the {was} sink's stopped. To keep the state and start the new sink empty, take a savepoint and start from it with --allow-non-restored-state; else use `--restore none`",
-                sink.id, sink.kind
-            )));
-        }
+    if let Some((id, was, now)) = changed_sinks(job, meta).next() {
+        return Err(err(format!(
+            "sink `{id}` was a {was} sink and is a {now} sink now: its output cannot continue where the {was} sink's stopped. To keep the state and start the new sink empty, take a savepoint and start from it with --allow-non-restored-state; else use `--restore none`"
+        )));
     }
     Ok(())
+}
+
+/// The sinks of `job` whose `type` differs from the one that wrote their
+/// commit information in `old`: (id, old type, new type). Their output
+/// cannot continue; they start fresh.
+pub(crate) fn changed_sinks<'a>(
+    job: &'a Job,
+    old: &'a CheckpointMeta,
+) -> impl Iterator<Item = (&'a str, &'a str, &'a str)> {
+    job.sinks.iter().filter_map(|s| {
+        let was = old.sink_types.get(&s.id)?;
+        let changed = was != s.kind && old.sinks.contains_key(&s.id);
+        changed.then_some((s.id.as_str(), was.as_str(), s.kind))
+    })
 }

@@ -24,7 +24,7 @@ use crate::plan::Plan;
 use crate::run::error::RunError;
 use crate::run::kept::{Kept, operators_meta};
 use crate::run::options::{FromSavepoint, RunOptions};
-use crate::run::restore::{check_same_plugin, check_state_version};
+use crate::run::restore::{changed_sinks, check_same_plugin, check_state_version};
 use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, Savepoint};
 
 /// A `weir savepoint` request from the control socket.
@@ -219,20 +219,6 @@ fn derived_meta(
         derived: Some(derivation),
         ..CheckpointMeta::new(old.id, &job.name)
     }
-}
-
-/// The sinks of `job` whose `type` differs from the one that wrote their
-/// commit information in `old`: (id, old type, new type). Their output
-/// cannot continue; they start fresh.
-fn changed_sinks<'a>(
-    job: &'a Job,
-    old: &'a CheckpointMeta,
-) -> impl Iterator<Item = (&'a str, &'a str, &'a str)> {
-    job.sinks.iter().filter_map(|s| {
-        let was = old.sink_types.get(&s.id)?;
-        let changed = was != s.kind && old.sinks.contains_key(&s.id);
-        changed.then_some((s.id.as_str(), was.as_str(), s.kind))
-    })
 }
 
 /// `kind `id`` for each of `ids` the job does not have.

@@ -85,8 +85,8 @@ impl Probation {
     /// The attempt failed with `error` after some sink delivered the new
     /// plugin's output: the swap is kept (a rollback would repeat or lose
     /// that output), and the job goes on as its restart strategy says.
-    pub(crate) fn kept_after_delivery(self, error: &dyn std::fmt::Display) {
-        let (id, delivered) = self.delivering.unwrap_or_default();
+    pub(crate) fn kept_after_delivery(mut self, error: &dyn std::fmt::Display) {
+        let (id, delivered) = self.delivering.take().unwrap_or_default();
         let sinks: Vec<String> = delivered.iter().map(|s| format!("`{s}`")).collect();
         let message = format!(
             "the new plugin of `{}` stays: sink(s) {} delivered its output of checkpoint {id} before the job failed ({error}), and a rollback would repeat or lose that output; the job restarts as its [restart] allows",
@@ -94,9 +94,7 @@ impl Probation {
             sinks.join(", ")
         );
         tracing::warn!("{message}");
-        if let Some(reply) = self.reply {
-            let _ = reply.send(Err(message));
-        }
+        self.answer(Err(message));
     }
 
     /// Checkpoint `id` completed; the job has `sinks` sinks.
@@ -124,36 +122,43 @@ impl Probation {
         if delivered.len() < sinks {
             return;
         }
-        if let Some(reply) = self.reply.take() {
-            let mut answer = format!(
-                "operator `{}` now runs the new plugin: swapped at checkpoint {}, checkpoint {id} completed with it and every sink delivered it",
-                self.operator, self.from
-            );
-            for w in &self.warnings {
-                answer.push_str(&format!("\nwarning: {w}"));
-            }
-            let _ = reply.send(Ok(answer));
-        }
+        let confirmed = format!(
+            "operator `{}` now runs the new plugin: swapped at checkpoint {}, checkpoint {id} completed with it and every sink delivered it",
+            self.operator, self.from
+        );
+        self.answer(Ok(confirmed));
     }
 
     /// The job ended before the swap's first checkpoint.
-    pub(crate) fn job_ended(self) {
-        if let Some(reply) = self.reply {
-            let _ = reply.send(Ok(format!(
-                "operator `{}` swapped; the job ended before its next checkpoint",
-                self.operator
-            )));
-        }
+    pub(crate) fn job_ended(mut self) {
+        let ended = format!(
+            "operator `{}` swapped; the job ended before its next checkpoint",
+            self.operator
+        );
+        self.answer(Ok(ended));
     }
 
     /// The new plugin failed with `error`: it was rolled back.
-    pub(crate) fn rolled_back(self, error: &dyn std::fmt::Display) {
-        if let Some(reply) = self.reply {
-            let _ = reply.send(Err(format!(
-                "the new plugin of `{}` failed, rolled back to the previous plugin from checkpoint {}: {error}",
-                self.operator, self.from
-            )));
+    pub(crate) fn rolled_back(mut self, error: &dyn std::fmt::Display) {
+        let why = format!(
+            "the new plugin of `{}` failed, rolled back to the previous plugin from checkpoint {}: {error}",
+            self.operator, self.from
+        );
+        self.answer(Err(why));
+    }
+
+    /// Answers the request, if not answered yet; a success with the
+    /// warnings of the swap.
+    fn answer(&mut self, mut result: Result<String, String>) {
+        let Some(reply) = self.reply.take() else {
+            return;
+        };
+        if let Ok(text) = &mut result {
+            for w in &self.warnings {
+                text.push_str(&format!("\nwarning: {w}"));
+            }
         }
+        let _ = reply.send(result);
     }
 }
 

@@ -118,7 +118,7 @@ pub(crate) struct FileSink {
     /// The epoch being written (records since the last precommit), streamed
     /// to `staging/current.open` so that memory stays flat however long the
     /// epoch is.
-    epoch: Option<Summed>,
+    epoch: Option<BufWriter<Summed<File>>>,
     /// Bytes in the current epoch.
     epoch_len: u64,
     /// `epoch_len` at the last early writeback request.
@@ -277,14 +277,23 @@ fn staged_epoch(path: &Path) -> Option<(u64, Option<u32>)> {
     }
 }
 
-/// An epoch being written: the buffered file and the CRC-32 of what was
-/// written to it.
-struct Summed {
-    out: BufWriter<File>,
+/// A writer that keeps the CRC-32 of what it wrote. Under a `BufWriter`
+/// it sums whole buffers, not records.
+struct Summed<W> {
+    out: W,
     crc: crc32fast::Hasher,
 }
 
-impl Write for Summed {
+impl<W: Write> Summed<W> {
+    fn new(out: W) -> Self {
+        Summed {
+            out,
+            crc: crc32fast::Hasher::new(),
+        }
+    }
+}
+
+impl<W: Write> Write for Summed<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.out.write(buf)?;
         self.crc.update(&buf[..n]);
@@ -299,15 +308,12 @@ impl Write for Summed {
 impl FileSink {
     /// The current epoch's writer, opening `staging/<n>.open` for a new
     /// epoch.
-    fn epoch(&mut self) -> Result<&mut Summed, SinkError> {
+    fn epoch(&mut self) -> Result<&mut BufWriter<Summed<File>>, SinkError> {
         if self.epoch.is_none() {
             self.opened += 1;
             self.open = self.staging.join(format!("{}.open", self.opened));
             let f = File::create(&self.open).map_err(self.io(&self.open))?;
-            self.epoch = Some(Summed {
-                out: BufWriter::with_capacity(1 << 20, f),
-                crc: crc32fast::Hasher::new(),
-            });
+            self.epoch = Some(BufWriter::with_capacity(1 << 20, Summed::new(f)));
         }
         Ok(self.epoch.as_mut().expect("opened above"))
     }
@@ -317,16 +323,10 @@ impl FileSink {
         let Some((_, Some(want))) = staged_epoch(path) else {
             return Ok(());
         };
-        let mut crc = crc32fast::Hasher::new();
+        let mut summed = Summed::new(std::io::sink());
         let mut file = File::open(path).map_err(self.io(path))?;
-        let mut buf = vec![0; 1 << 20];
-        loop {
-            match std::io::Read::read(&mut file, &mut buf).map_err(self.io(path))? {
-                0 => break,
-                n => crc.update(&buf[..n]),
-            }
-        }
-        if crc.finalize() != want {
+        std::io::copy(&mut file, &mut summed).map_err(self.io(path))?;
+        if summed.crc.finalize() != want {
             return Err(SinkError::Inconsistent {
                 sink: self.id.clone(),
                 path: path.display().to_string(),
@@ -345,10 +345,10 @@ impl Sink for FileSink {
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         let written = encode(batch, self.epoch()?);
         self.epoch_len += written.map_err(self.io(&self.open))?;
-        let epoch = &mut self.epoch.as_mut().expect("opened above").out;
+        let epoch = self.epoch.as_mut().expect("opened above");
         if self.epoch_len - self.written_back >= WRITEBACK_EVERY {
             self.written_back = self.epoch_len;
-            let file = epoch.flush().and_then(|()| epoch.get_ref().try_clone());
+            let file = epoch.flush().and_then(|()| epoch.get_ref().out.try_clone());
             let file = file.map_err(self.io(&self.open))?;
             self.send(IoRequest::Writeback { file })?;
         }
@@ -357,11 +357,11 @@ impl Sink for FileSink {
 
     fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
         self.epoch()?;
-        let Summed { out, crc } = self.epoch.take().expect("opened above");
-        let staged = (self.staging).join(format!("{id}.{:08x}.staged", crc.finalize()));
-        let file = out
+        let epoch = self.epoch.take().expect("opened above");
+        let Summed { out: file, crc } = epoch
             .into_inner()
             .map_err(|e| self.io(&self.open)(e.into_error()))?;
+        let staged = (self.staging).join(format!("{id}.{:08x}.staged", crc.finalize()));
         let staged_len = std::mem::take(&mut self.epoch_len);
         self.written_back = 0;
         self.planned_len += staged_len;
