@@ -15,10 +15,11 @@ use std::time::Duration;
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_counts};
 use weir_tests::job_dir::{JobDir, assert_one_line_errors};
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::jobs::{copy_bounded, count_restarting, pipe, words};
+use weir_tests::plugins;
 use weir_tests::servers::{Clients, Kafka, KafkaMessage, MockKafka, values_text};
-use weir_tests::text::assert_has;
+use weir_tests::text::{assert_has, assert_has_all};
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -35,8 +36,13 @@ fn broker_with(words: &[String]) -> Kafka {
 
 /// Writes `words` to topic `words` round-robin over its 3 partitions.
 fn fill(kafka: &Clients, words: &[String]) {
-    let values: Vec<&str> = words.iter().map(String::as_str).collect();
-    kafka.produce_values("words", 3, &values);
+    fill_topic(kafka, "words", words);
+}
+
+/// Writes `values` to `topic` round-robin over its 3 partitions.
+fn fill_topic(kafka: &Clients, topic: &str, values: &[String]) {
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    kafka.produce_values(topic, 3, &values);
 }
 
 /// Word count from topic `words` (bounded, at `rate` records/s) by two
@@ -366,4 +372,38 @@ fn an_unreachable_cluster_missing_topics_and_bad_properties_are_one_line_errors(
         ),
     ];
     assert_one_line_errors(WEIR, &[], cases);
+}
+
+/// A plugin trapping on one message of a topic read in batches of many
+/// names the partition and offset of that message, once a replay one
+/// record per batch found it: written round-robin over 3 partitions,
+/// message `i` is at offset `i / 3` of partition `i % 3`.
+#[test]
+fn a_trap_on_one_message_names_its_partition_and_offset() {
+    let kafka = Kafka::start();
+    kafka.create_topic("poisoned", 3);
+    let bad = 1234;
+    let values: Vec<String> = (0..3000)
+        .map(|i| {
+            if i == bad {
+                "poison".into()
+            } else {
+                format!("w{i}")
+            }
+        })
+        .collect();
+    fill_topic(&kafka, "poisoned", &values);
+    let file = JobFile::new("kafka-poison")
+        .restart(Restart::fixed_delay(3, "10ms"))
+        .source(Source::kafka("in", &kafka.brokers(), "poisoned").value("bounded", true))
+        .operator(Operator::new("poison", plugins::GUEST_POISON).inputs(&["in"]))
+        .sink(Sink::file("out", "out.txt").input("poison"));
+    let out = JobDir::new(WEIR, file, &[]).run(&[]);
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    let at = format!(
+        "topic poisoned partition {} offset {} of source `in`)",
+        bad % 3,
+        bad / 3
+    );
+    assert_has_all(out.error_line(), &["poison: the record `poison`", &at]);
 }

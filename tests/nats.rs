@@ -349,3 +349,33 @@ fn an_unbounded_source_stopped_and_restarted_reads_every_message_once() {
     let want: Vec<&str> = first.iter().chain(&second).map(String::as_str).collect();
     assert_eq!(lines().lines().collect::<Vec<_>>(), want);
 }
+
+/// A plugin trapping on one message of a stream read in batches of many
+/// names the stream sequence of that message, once a replay one record
+/// per batch found it: message `i` (from 0) of an empty stream has
+/// sequence `i + 1`.
+#[test]
+fn a_trap_on_one_message_names_its_stream_sequence() {
+    let nats = Nats::start();
+    nats.create_stream("POISONED", &["p.>"]);
+    let bad = 1234;
+    let values: Vec<String> = (0..3000)
+        .map(|i| {
+            if i == bad {
+                "poison".into()
+            } else {
+                format!("w{i}")
+            }
+        })
+        .collect();
+    publish(&nats, "p.in", &values);
+    let file = JobFile::new("nats-poison")
+        .restart(weir_tests::job_file::Restart::fixed_delay(3, "10ms"))
+        .source(Source::nats("in", &nats.url(), "POISONED").value("bounded", true))
+        .operator(Operator::new("poison", plugins::GUEST_POISON).inputs(&["in"]))
+        .sink(Sink::file("out", "out.txt").input("poison"));
+    let out = JobDir::new(WEIR, file, &[]).run(&[]);
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    let at = format!("stream POISONED sequence {} of source `in`)", bad + 1);
+    assert_has_all(out.error_line(), &["poison: the record `poison`", &at]);
+}

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use weir::connectors::format::LineParser;
 use weir::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
 use weir::dataflow::Batch;
+use weir::dataflow::provenance::NumberRange;
 
 use super::client::Context;
 
@@ -33,6 +34,8 @@ pub(super) struct Partition {
     /// A fresh start at a timestamp: messages older than this are skipped
     /// until the first that is not (then `None`).
     pub(super) skip_before: Option<i64>,
+    /// The offsets of the partition's records in the last batch.
+    pub(super) in_batch: NumberRange,
 }
 
 impl Partition {
@@ -111,6 +114,9 @@ impl SourceReader for KafkaReader {
         let mut batch = Batch::with_capacity(max.min(4096), self.batch_bytes);
         // One clock reading per batch: a batch is read in microseconds.
         let now = Instant::now();
+        for p in &mut self.partitions {
+            p.in_batch.clear();
+        }
         while !self.finished() && batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
             let message = match self.consumer.poll(Duration::ZERO) {
                 None => break,
@@ -152,8 +158,12 @@ impl SourceReader for KafkaReader {
             let done = partition.end.is_some_and(|end| partition.next >= end);
             partition.done = done;
             let value = message.payload().unwrap_or_default();
+            let before = batch.len();
             self.parser
                 .add_keyed(&mut batch, value, offset as u64, time, message.key())?;
+            if batch.len() > before {
+                partition.in_batch.add(offset as u64, false);
+            }
             if done {
                 let mut finished = TopicPartitionList::new();
                 finished.add_partition(message.topic(), message.partition());
@@ -183,6 +193,17 @@ impl SourceReader for KafkaReader {
 
     fn skipped(&self) -> u64 {
         self.parser.skipped
+    }
+
+    /// `topic t partition 2 offsets 5–9, topic t partition 3 offset 7`.
+    fn place(&self) -> Option<String> {
+        let places: Vec<String> = (self.partitions.iter())
+            .filter_map(|p| {
+                let what = format!("topic {} partition {}", p.topic, p.id);
+                p.in_batch.describe(&what, "offset")
+            })
+            .collect();
+        (!places.is_empty()).then(|| places.join(", "))
     }
 
     /// The least highest timestamp over the partitions still read and not

@@ -370,6 +370,7 @@ impl KafkaSourceConfig {
                     last_message_at: now,
                     done: saved.end.is_some_and(|end| saved.next >= end),
                     skip_before: saved.skip_before,
+                    in_batch: Default::default(),
                 });
             }
         }
@@ -505,6 +506,7 @@ mod tests {
             last_message_at: Instant::now() - idle_for,
             done,
             skip_before: None,
+            in_batch: Default::default(),
         }
     }
 
@@ -552,6 +554,7 @@ mod tests {
             last_message_at: Instant::now(),
             done: false,
             skip_before: Some(9),
+            in_batch: Default::default(),
         };
         let offset = json!({ "partitions": [p.to_json()] });
         let saved = Saved {

@@ -315,7 +315,8 @@ impl SourceConnector for NatsSourceConfig {
                 id.to_owned(),
                 format!("stream {}", self.stream),
                 &self.parsing,
-            ),
+            )
+            .counting("sequence"),
             message_time: self.message_time,
             position,
             end,
@@ -460,6 +461,10 @@ impl SourceReader for NatsReader {
 
     fn offset(&self) -> Value {
         self.position.to_json(self.end)
+    }
+
+    fn place(&self) -> Option<String> {
+        self.parser.place()
     }
 
     fn skipped(&self) -> u64 {

@@ -22,6 +22,7 @@ use super::jsonl::{Time, read_fields, shown};
 pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
 use super::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
 use crate::dataflow::Batch;
+use crate::dataflow::provenance::NumberRange;
 use crate::time::parse_cell;
 
 impl TimestampField {
@@ -104,6 +105,11 @@ pub struct LineParser {
     pub timestamp: Option<TimestampField>,
     /// Records dropped for a bad timestamp so far.
     pub skipped: u64,
+    /// What a record's number counts in messages: `line` unless
+    /// [`counting`](Self::counting) says otherwise.
+    unit: &'static str,
+    /// The numbers of the records added to the batch being built.
+    numbers: NumberRange,
 }
 
 impl LineParser {
@@ -121,7 +127,21 @@ impl LineParser {
             key,
             timestamp,
             skipped: 0,
+            unit: "line",
+            numbers: NumberRange::default(),
         }
+    }
+
+    /// The parser with records numbered in `unit`s (`sequence`) in
+    /// messages, not lines.
+    pub fn counting(self, unit: &'static str) -> Self {
+        LineParser { unit, ..self }
+    }
+
+    /// Where the records of the batch built last are (`in.txt lines
+    /// 3–258`), if it has any.
+    pub fn place(&self) -> Option<String> {
+        self.numbers.describe(&self.path, self.unit)
     }
 
     /// Adds line number `number` (without its line break) to `batch`, or
@@ -141,6 +161,23 @@ impl LineParser {
     /// (Kafka's): without a `key` field, `key` is the record's key (and a
     /// `lines` record is keyed by its value only when `key` is `None`).
     pub fn add_keyed(
+        &mut self,
+        batch: &mut Batch,
+        line: &[u8],
+        number: u64,
+        time: Option<i64>,
+        key: Option<&[u8]>,
+    ) -> Result<(), SourceError> {
+        let before = batch.len();
+        self.parse(batch, line, number, time, key)?;
+        if batch.len() > before {
+            self.numbers.add(number, before == 0);
+        }
+        Ok(())
+    }
+
+    /// The body of [`add_keyed`](Self::add_keyed), without the numbering.
+    fn parse(
         &mut self,
         batch: &mut Batch,
         line: &[u8],
@@ -275,6 +312,10 @@ impl SourceReader for LineReader {
         json!({"byte": self.byte, "records": self.records})
     }
 
+    fn place(&self) -> Option<String> {
+        self.parser.place()
+    }
+
     fn replayable(&self) -> bool {
         self.replayable
     }
@@ -329,6 +370,8 @@ pub(crate) struct CsvReader {
     timestamp: Option<TimestampField>,
     records: u64,
     skipped: u64,
+    /// The lines the rows of the last batch start on.
+    lines: NumberRange,
 }
 
 impl CsvReader {
@@ -370,6 +413,7 @@ impl CsvReader {
             timestamp: parsing.timestamp.clone(),
             records,
             skipped: 0,
+            lines: NumberRange::default(),
         })
     }
 
@@ -387,6 +431,7 @@ impl SourceReader for CsvReader {
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
         let mut batch = Batch::with_capacity(max, 0);
         let mut row = csv::StringRecord::new();
+        self.lines.clear();
         while batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
             let more = self.reader.read_record(&mut row).map_err(|e| {
                 let line = e.position().map_or(0, |p| p.line());
@@ -422,12 +467,19 @@ impl SourceReader for CsvReader {
             let value = Value::Object(obj);
             let key = self.key.as_ref().and_then(|k| json_key(&value, k));
             batch.push(key.as_deref(), value.to_string().as_bytes(), timestamp);
+            let line = row.position().map_or(0, |p| p.line());
+            self.lines.add(line, false);
         }
         Ok(if batch.is_empty() { None } else { Some(batch) })
     }
 
     fn offset(&self) -> Value {
         json!({"byte": self.reader.position().byte(), "records": self.records})
+    }
+
+    fn place(&self) -> Option<String> {
+        self.lines
+            .describe(&self.path.display().to_string(), "line")
     }
 
     fn skipped(&self) -> u64 {
@@ -672,6 +724,41 @@ pub(crate) mod tests {
             timestamp: Some(ts),
         };
         CsvReader::open("in".into(), &path, file, &parsing, None, 0)
+    }
+
+    /// A batch's place is the lines of its first and last records, blank
+    /// `jsonl` lines (no record) left out; batches of one record name its
+    /// line.
+    #[test]
+    fn a_batch_names_the_lines_of_its_records() {
+        let input = b"{}\n\n{}\n{}\n   \n{}\n";
+        let mut r = reader(input, 64, Format::Jsonl, None);
+        let places: Vec<_> = std::iter::from_fn(|| {
+            let batch = r.read_batch(2).unwrap()?;
+            Some((batch.len(), r.place()))
+        })
+        .collect();
+        let line = |s: &str| Some(s.to_string());
+        let want = [(2, line("test lines 1–3")), (2, line("test lines 4–6"))];
+        assert_eq!(places, want);
+        let mut r = reader(b"a\nb\nc\n", 64, Format::Lines, None);
+        r.read_batch(2).unwrap();
+        r.read_batch(1).unwrap();
+        assert_eq!(r.place(), line("test line 3"));
+    }
+
+    /// A CSV row's place is the line it starts on (a quoted cell may span
+    /// lines; the header is line 1).
+    #[test]
+    fn a_csv_batch_names_the_lines_its_rows_start_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "k,ts\na,1\n\"b\nb\",2\nc,3\n";
+        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
+        r.read_batch(2).unwrap().unwrap();
+        let path = dir.path().join("in.csv").display().to_string();
+        assert_eq!(r.place(), Some(format!("{path} lines 2–3")));
+        r.read_batch(2).unwrap().unwrap();
+        assert_eq!(r.place(), Some(format!("{path} line 5")));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::source::{SourceError, SourceReader};
 use super::{BuildSource, SourceConnector, SourceType};
 use crate::dataflow::Batch;
 use crate::dataflow::partition::mix64;
+use crate::dataflow::provenance::numbered;
 use crate::fields::{duration, from_table, int_in};
 use crate::time::parse_rfc3339;
 
@@ -170,6 +171,7 @@ impl SourceConnector for GeneratorConfig {
                 ..self.clone()
             },
             next,
+            first: next,
         }))
     }
 }
@@ -178,6 +180,8 @@ impl SourceConnector for GeneratorConfig {
 struct Generator {
     config: GeneratorConfig,
     next: u64,
+    /// The first record of the last batch.
+    first: u64,
 }
 
 impl Generator {
@@ -209,8 +213,13 @@ impl SourceReader for Generator {
             write!(word, "w{n}").expect("writing to a String");
             batch.push_keyed_by_value(word.as_bytes(), Some(timestamp));
         }
+        self.first = self.next;
         self.next = end;
         Ok(Some(batch))
+    }
+
+    fn place(&self) -> Option<String> {
+        (self.next > self.first).then(|| numbered("generator", "record", self.first + 1, self.next))
     }
 
     fn offset(&self) -> Value {
@@ -255,6 +264,20 @@ mod tests {
         let offset = first.offset();
         let rest = records(config.open("g", Some(&offset)).unwrap().as_mut(), 8);
         assert_eq!(rest, all[20..]);
+    }
+
+    /// A batch names the numbers of its records, counted from 1 across a
+    /// reopening.
+    #[test]
+    fn a_batch_names_its_record_numbers() {
+        let config = config("count = 5").unwrap();
+        let mut g = config.open("g", None).unwrap();
+        assert_eq!(g.place(), None);
+        g.read_batch(3).unwrap();
+        assert_eq!(g.place().as_deref(), Some("generator records 1–3"));
+        let mut g = config.open("g", Some(&g.offset())).unwrap();
+        g.read_batch(3).unwrap();
+        assert_eq!(g.place().as_deref(), Some("generator records 4–5"));
     }
 
     /// Record `i`'s timestamp lies in `[start + i * step - disorder, start +

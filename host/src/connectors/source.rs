@@ -77,6 +77,12 @@ pub trait SourceReader: Send {
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError>;
     /// Where to resume to read everything after the records returned so far.
     fn offset(&self) -> Value;
+    /// Where the records of the batch [`read_batch`](Self::read_batch)
+    /// returned last are in the input, for messages (`in.txt lines
+    /// 3–258`); `None` when the reader cannot say.
+    fn place(&self) -> Option<String> {
+        None
+    }
     /// Whether reopening at an offset replays the same records (stdin: no).
     fn replayable(&self) -> bool {
         true

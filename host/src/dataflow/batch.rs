@@ -10,12 +10,15 @@
 //! plugin; every other constructor maintains it.
 //!
 //! A batch also carries its *origin* ([`Batch::origin`]): when its oldest
-//! record entered the job, for the sinks' latency histogram. It is not
-//! part of the batch's value (equality ignores it) and is not persisted.
+//! record entered the job, for the sinks' latency histogram; and its
+//! [`Provenance`], where its records came from, for messages. Neither is
+//! part of the batch's value (equality ignores them) nor persisted.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::Record;
+use crate::dataflow::provenance::Provenance;
 
 pub use weir_flat::{BadSpans, Range, SPAN_BYTES, Span};
 
@@ -83,6 +86,8 @@ pub struct Batch {
     spans: Vec<u8>,
     /// When the oldest record entered the job, if known.
     origin: Option<Instant>,
+    /// Where its records came from, if known.
+    provenance: Option<Arc<Provenance>>,
 }
 
 /// The records only: two batches holding the same records are equal
@@ -120,6 +125,7 @@ impl Batch {
             data: Vec::with_capacity(bytes),
             spans: Vec::with_capacity(records * SPAN_BYTES),
             origin: None,
+            provenance: None,
         }
     }
 
@@ -138,6 +144,7 @@ impl Batch {
             data,
             spans,
             origin: None,
+            provenance: None,
         })
     }
 
@@ -160,6 +167,18 @@ impl Batch {
     /// Sets the origin to `at`, unless it already has an earlier one.
     pub fn set_origin(&mut self, at: Instant) {
         self.origin = Some(self.origin.map_or(at, |o| o.min(at)));
+    }
+
+    /// Where the batch's records came from, if known: batches a source
+    /// sends name their place in its input, the output of an operator call
+    /// has its input's ([`crate::dataflow::provenance`]).
+    pub fn provenance(&self) -> Option<&Arc<Provenance>> {
+        self.provenance.as_ref()
+    }
+
+    /// Sets where the batch's records came from.
+    pub fn set_provenance(&mut self, provenance: Option<Arc<Provenance>>) {
+        self.provenance = provenance;
     }
 
     /// Number of records.
@@ -297,6 +316,9 @@ impl Batch {
         if let Some(o) = other.origin {
             self.set_origin(o);
         }
+        if self.provenance.is_none() {
+            self.provenance.clone_from(&other.provenance);
+        }
         let base = offset_of(self.data.len());
         // Every shifted range must stay addressable: panics like `offset_of`
         // past 4 GiB.
@@ -372,6 +394,7 @@ impl Batch {
         self.data.clear();
         self.spans.clear();
         self.origin = None;
+        self.provenance = None;
     }
 
     /// The largest timestamp of its records, if any has one.
@@ -436,6 +459,7 @@ impl Batch {
         }
         for part in &mut parts {
             part.origin = self.origin;
+            part.provenance.clone_from(&self.provenance);
         }
         parts
     }
@@ -460,6 +484,39 @@ impl From<&[Record]> for Batch {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use crate::dataflow::provenance::Provenance;
+
+    /// Provenance goes with a batch's parts and into a batch it is appended
+    /// to that has none, never over one it has.
+    #[test]
+    fn provenance_follows_the_records() {
+        let from = |place: &str| {
+            Some(Arc::new(Provenance {
+                source: "in".into(),
+                place: place.into(),
+                records: 2,
+            }))
+        };
+        let mut b = Batch::new();
+        b.push(Some(b"x"), b"1", None);
+        b.push(Some(b"y"), b"2", None);
+        b.set_provenance(from("in.txt lines 1–2"));
+        for part in b.partition(2, |k| usize::from(k == Some(b"y"))) {
+            assert_eq!(part.provenance(), from("in.txt lines 1–2").as_ref());
+        }
+        let mut empty = Batch::new();
+        empty.append(&b);
+        assert_eq!(empty.provenance(), b.provenance());
+        let mut other = Batch::new();
+        other.set_provenance(from("in.txt line 9"));
+        other.append(&b);
+        assert_eq!(other.provenance(), from("in.txt line 9").as_ref());
+        other.clear();
+        assert_eq!(other.provenance(), None);
+    }
+
     use super::*;
 
     fn rec(key: Option<&str>, value: &str, ts: Option<i64>) -> Record {

@@ -3,7 +3,8 @@
 //! [`align`]ment (and overtaking: unaligned checkpoints, their
 //! [`inflight`] data and the barriers' `priority` path), the aligned-input loop shared by operator instances and
 //! sinks (`input`), event-time progress ([`watermark`]), partitioned sends
-//! (`output`) and cancellation (`cancel`). This folder imports only the WIT
+//! (`output`), cancellation (`cancel`) and where records came from
+//! ([`provenance`]). This folder imports only the WIT
 //! bindings and the state changes an acknowledgement carries
 //! ([`crate::keyed::changes`]); the thread bodies that drive it are in
 //! `threads`.
@@ -18,6 +19,7 @@ pub(crate) mod output;
 pub mod partition;
 pub(crate) mod priority;
 pub mod protocol;
+pub mod provenance;
 pub mod record;
 pub mod watermark;
 

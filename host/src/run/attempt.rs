@@ -28,6 +28,7 @@ use crate::run::control::ControlRequest;
 use crate::run::driver::Driver;
 use crate::run::error::RunError;
 use crate::run::kept::{self, Kept};
+use crate::run::narrow::Narrow;
 use crate::run::open::{Opened, instantiate_operators, open_sinks, open_sources};
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::restore::{self, Prepared};
@@ -53,6 +54,8 @@ pub(crate) struct Attempt<'a> {
     pub probation: Option<&'a mut Probation>,
     /// The job's live metrics.
     pub metrics: Arc<JobMetrics>,
+    /// Records each source sends one per batch first.
+    pub narrow: &'a Narrow,
 }
 
 /// How an attempt ended (when it did not fail).
@@ -113,7 +116,7 @@ pub(crate) fn run_attempt(
         sources: open_sources(plan, &at)?,
     };
     let cancel = wiring.tasks.shared.cancel.clone();
-    let threads = start_threads(plan, wiring.tasks, opened, &metrics);
+    let threads = start_threads(plan, (wiring.tasks, attempt.narrow), opened, &metrics);
 
     let mut driver = Driver::new(
         (plan, attempt.kept),

@@ -29,6 +29,7 @@ mod driver;
 mod error;
 mod kept;
 mod moved;
+mod narrow;
 mod open;
 mod options;
 mod plugins;

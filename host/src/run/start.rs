@@ -14,6 +14,7 @@ use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::output::Output;
 use crate::metrics::{JobMetrics, NodeMetrics};
 use crate::plan::{InstanceId, Node, Plan};
+use crate::run::narrow::Narrow;
 use crate::run::open::Opened;
 use crate::run::wiring::TaskEnds;
 use crate::threads::instance::InstanceTask;
@@ -56,12 +57,13 @@ impl Threads {
 /// [`Shared`]: crate::threads::Shared
 pub(crate) fn start_threads(
     plan: &Plan<'_>,
-    wiring: TaskEnds,
+    (wiring, narrow): (TaskEnds, &Narrow),
     opened: Opened,
     metrics: &JobMetrics,
 ) -> Threads {
     let mut start = Start {
         wiring,
+        narrow,
         opened,
         metrics,
         threads: Threads(Vec::new()),
@@ -77,6 +79,7 @@ pub(crate) fn start_threads(
 /// What the start phase takes each thread's ends from.
 struct Start<'m> {
     wiring: TaskEnds,
+    narrow: &'m Narrow,
     opened: Opened,
     metrics: &'m JobMetrics,
     threads: Threads,
@@ -136,6 +139,7 @@ impl Start<'_> {
             id: name.to_string(),
             reader: open.reader,
             batch_size: open.batch_size,
+            narrow: self.narrow.get(name).copied().unwrap_or(0),
             rate: s.rate,
             ctl: self.wiring.source_ctl(node.id()),
             out: Output {

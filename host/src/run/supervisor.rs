@@ -10,6 +10,8 @@
 //!   job's restart strategy allows it; failures to load, open or restore
 //!   are not retried, nor a record a plugin called invalid (the replay
 //!   would hand it the same record again).
+//! - a plugin failing on a batch of many records is replayed one record
+//!   per batch to name the record it fails on ([`narrow`](crate::run::narrow)).
 //! - an operator keeps the plugin it was swapped to across restarts and
 //!   crashes: its checkpoints record the swap and the state dir keeps a copy
 //!   (`kept`), which the next `weir run` restores with unless `--swap` or an
@@ -18,7 +20,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, bounded};
@@ -30,6 +32,7 @@ use crate::run::attempt::{Attempt, AttemptEnd, run_attempt};
 use crate::run::control::{ControlRequest, ControlSocket};
 use crate::run::error::RunError;
 use crate::run::kept::{self, JobShas, Kept};
+use crate::run::narrow::{AfterFailure, Narrowing};
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::run::plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
 use crate::run::summary::RunSummary;
@@ -107,6 +110,7 @@ struct Supervisor<'a> {
     /// then: the same plugin error again, with none completed since, is the
     /// same records failing the same plugin.
     last_failure: Option<(String, u64)>,
+    narrowing: Narrowing,
 }
 
 impl<'a> Supervisor<'a> {
@@ -168,6 +172,7 @@ impl<'a> Supervisor<'a> {
             checkpoints: 0,
             restarts: 0,
             last_failure: None,
+            narrowing: Narrowing::default(),
         })
     }
 
@@ -186,6 +191,7 @@ impl<'a> Supervisor<'a> {
                 control: Some(control),
                 probation: self.probation.as_mut().map(|(p, _, _, _)| p),
                 metrics: self.metrics.clone(),
+                narrow: self.narrowing.start(&self.metrics),
             };
             let result = run_attempt(self.options, attempt, shutdown);
             // A swap on probation whose attempt failed: roll back.
@@ -201,6 +207,17 @@ impl<'a> Supervisor<'a> {
                 let (p, ..) = self.probation.take().expect("on probation");
                 p.kept_after_delivery(e);
             }
+            let result = match result {
+                Err(e) => match self.narrow(&e) {
+                    AfterFailure::Narrow => continue,
+                    AfterFailure::Found => {
+                        tracing::warn!("not restarting: {}", not_restarting(&e));
+                        return Err(self.failed(e));
+                    }
+                    AfterFailure::Other => Err(e),
+                },
+                ok => ok,
+            };
             let (summary, end) = match result {
                 Ok(done) => done,
                 Err(e) if restartable(&e) => {
@@ -215,9 +232,7 @@ impl<'a> Supervisor<'a> {
                 }
                 Err(e) => {
                     if recurs_on_replay(&e) && self.plan.job().restart.delay(1).is_some() {
-                        tracing::warn!(
-                            "not restarting: a plugin that calls a record invalid does so again when a restart replays it"
-                        );
+                        tracing::warn!("not restarting: {}", not_restarting(&e));
                     }
                     return Err(self.failed(e));
                 }
@@ -254,6 +269,24 @@ impl<'a> Supervisor<'a> {
         self.restore = RestoreMode::Id(from);
     }
 
+    /// After the attempt failed with `e`: replays narrowed when `e` is a
+    /// plugin failing on a batch of many records ([`narrow`](crate::run::narrow)), says so,
+    /// and restarts from the last complete checkpoint.
+    fn narrow(&mut self, e: &RunError) -> AfterFailure {
+        let completed = self.metrics.checkpoints.completed.load(Ordering::Relaxed);
+        let may_restart = self.plan.job().restart.delay(1).is_some();
+        let after = (self.narrowing).failed(e, &self.metrics, completed, may_restart);
+        if after == AfterFailure::Narrow {
+            let message = "replaying from the last complete checkpoint one record per batch, to find the record it fails on";
+            tracing::warn!("attempt failed: {e}; {message}");
+            let journal = &self.metrics.journal;
+            journal.event(EventKind::Failure, true, format!("attempt failed: {e}"));
+            journal.event(EventKind::Restart, false, message.to_string());
+            self.restore = RestoreMode::Latest;
+        }
+        after
+    }
+
     /// Whether `e`, a plugin's failure, repeats the last attempt's with no
     /// checkpoint completed since (the same records into the same state);
     /// remembers it for the next attempt. A call that ran out of time is
@@ -261,17 +294,9 @@ impl<'a> Supervisor<'a> {
     fn recurs(&mut self, e: &RunError) -> bool {
         // Every attempt's, a failed one's too (`self.checkpoints` counts
         // those of attempts that ended well).
-        let completed = self
-            .metrics
-            .checkpoints
-            .completed
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let completed = self.metrics.checkpoints.completed.load(Ordering::Relaxed);
         let seen = (e.to_string(), completed);
-        let plugin = match instance_error(e) {
-            Some(InstanceError::Trap { .. } | InstanceError::Returned { .. }) => true,
-            Some(InstanceError::Limit { limit, .. }) => limit.key != "call_timeout",
-            _ => false,
-        };
+        let plugin = instance_error(e).is_some_and(InstanceError::repeats_on_replay);
         let again = plugin && self.last_failure.as_ref() == Some(&seen);
         self.last_failure = Some(seen);
         again
@@ -295,7 +320,7 @@ impl<'a> Supervisor<'a> {
             return Err(self.failed(e));
         };
         let journal = &self.metrics.journal;
-        (self.metrics.checkpoints.restarts).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (self.metrics.checkpoints.restarts).fetch_add(1, Ordering::Relaxed);
         journal.event(EventKind::Failure, true, format!("attempt failed: {e}"));
         let message = format!(
             "restarting from the last complete checkpoint in {} ms (restart {} of {})",
@@ -435,6 +460,16 @@ fn restartable(e: &RunError) -> bool {
         ) if hook.sets_up() => false,
         _ if recurs_on_replay(e) => false,
         _ => matches!(e, RunError::Task(_)),
+    }
+}
+
+/// Why a plugin's failure `e`, found to recur on one record, is not
+/// restarted.
+fn not_restarting(e: &RunError) -> &'static str {
+    if recurs_on_replay(e) {
+        "a plugin that calls a record invalid does so again when a restart replays it"
+    } else {
+        "replayed one record per batch, the plugin fails on the same record again"
     }
 }
 

@@ -115,15 +115,18 @@ impl InstanceTask {
     /// timers) ends here, so this is where the event-time gauges are
     /// published too.
     ///
-    /// What a call emits has the origin of its input batch (`origin`), or,
-    /// emitted by a timer or a checkpoint hook, the time of the call.
-    fn emit(&mut self, origin: Option<Instant>) -> Result<(), Cancelled> {
+    /// What a call emits has the origin and provenance of its input batch
+    /// (`from`), or, emitted by a timer or a checkpoint hook, the time of
+    /// the call and no provenance.
+    fn emit(&mut self, from: Option<&Batch>) -> Result<(), Cancelled> {
         self.publish_event_time();
-        let origin = origin.unwrap_or_else(Instant::now);
+        let origin = from.and_then(Batch::origin).unwrap_or_else(Instant::now);
+        let provenance = from.and_then(Batch::provenance);
         for port in 0..self.instance.output_ports() as u32 {
             let mut records = self.instance.take_output_batch(port);
             if !records.is_empty() {
                 records.set_origin(origin);
+                records.set_provenance(provenance.cloned());
             }
             self.out.send(&self.shared.cancel, port, records)?;
         }
@@ -217,7 +220,6 @@ impl InputHandler for InstanceTask {
     }
 
     fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
-        let origin = batch.origin();
         let (instance, shared) = (&mut self.instance, &self.shared);
         receive_batch(&self.metrics, &batch, |batch| {
             instance.process_batch(port, batch).map_err(|error| {
@@ -231,10 +233,11 @@ impl InputHandler for InstanceTask {
                     error,
                     port,
                     records: batch.len(),
+                    from: batch.provenance().cloned(),
                 })
             })
         })?;
-        self.emit(origin)
+        self.emit(Some(&batch))
     }
 
     fn on_checkpoint(&mut self, id: u64, align: AlignStats) -> Result<(), Cancelled> {

@@ -25,6 +25,7 @@ use crate::connectors::source::SourceError;
 use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::output::OutputCounters;
 use crate::dataflow::protocol::Event;
+use crate::dataflow::provenance::Provenance;
 use crate::metrics::NodeMetrics;
 use crate::wasm::InstanceError;
 
@@ -35,7 +36,7 @@ pub enum TaskError {
     #[error(transparent)]
     Instance(#[from] InstanceError),
     /// `process` failed on a batch.
-    #[error("{error} (input port `{port}`, batch of {records} records)")]
+    #[error("{error} (input port `{port}`, {})", batch(*records, from.as_deref()))]
     Process {
         /// The failure.
         error: InstanceError,
@@ -43,6 +44,8 @@ pub enum TaskError {
         port: String,
         /// Records in the batch.
         records: usize,
+        /// Where they came from, if known.
+        from: Option<Arc<Provenance>>,
     },
     /// A source failed.
     #[error(transparent)]
@@ -50,6 +53,18 @@ pub enum TaskError {
     /// A sink failed.
     #[error(transparent)]
     Sink(#[from] SinkError),
+}
+
+/// `batch of 3 records from in.txt line 7 of source `lines``.
+fn batch(records: usize, from: Option<&Provenance>) -> String {
+    let batch = match records {
+        1 => "batch of 1 record".to_string(),
+        n => format!("batch of {n} records"),
+    };
+    match from {
+        Some(from) => format!("{batch} from {from}"),
+        None => batch,
+    }
 }
 
 /// Shared by every task of one attempt.

@@ -15,6 +15,9 @@
 //!   outgoing channel; at the end of its input a source sends the end of
 //!   time ([`SourceWatermark`]).
 //! - The watermark in `metrics` is the last one the source sent.
+//! - Each batch carries its place in the input ([`Provenance`]); the first
+//!   `narrow` records of an attempt go one per batch, so that a failure
+//!   downstream names the one record it failed on.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -28,6 +31,7 @@ use crate::connectors::source::SourceReader;
 use crate::dataflow::cancel::{Cancelled, POLL};
 use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, Event, Msg, SourceCtl};
+use crate::dataflow::provenance::Provenance;
 use crate::dataflow::watermark::SourceWatermark;
 use crate::metrics::NodeMetrics;
 use crate::threads::Shared;
@@ -60,6 +64,8 @@ pub(crate) struct SourceTask {
     pub reader: Box<dyn SourceReader>,
     /// Records per batch at most.
     pub batch_size: usize,
+    /// Records sent one per batch first (to find a failing record).
+    pub narrow: u64,
     /// Records per second at most, if limited.
     pub rate: Option<u64>,
     /// Commands from the driver.
@@ -81,6 +87,7 @@ impl SourceTask {
             id,
             mut reader,
             batch_size,
+            narrow,
             rate,
             ctl,
             mut out,
@@ -151,7 +158,7 @@ impl SourceTask {
                 continue;
             }
             idle = false;
-            let read = reader.read_batch(batch_size);
+            let read = reader.read_batch(if sent < narrow { 1 } else { batch_size });
             let now_skipped = reader.skipped();
             metrics
                 .records_skipped
@@ -164,6 +171,15 @@ impl SourceTask {
                     let idle_after = watermark.idle_timeout();
                     let now = Instant::now();
                     batch.set_origin(now);
+                    let place = reader.place();
+                    batch.set_provenance(place.map(|place| {
+                        let (source, records) = (id.clone(), batch.len());
+                        Arc::new(Provenance {
+                            source,
+                            place,
+                            records,
+                        })
+                    }));
                     watermark.on_records(|| reader.watermark_timestamp(&batch, idle_after), now);
                     out.send(&shared.cancel, 0, batch)?;
                 }

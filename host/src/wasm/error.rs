@@ -125,6 +125,20 @@ pub enum InstanceError {
     },
 }
 
+impl InstanceError {
+    /// Whether the plugin itself failed in a way its input decides: a
+    /// returned error, a trap, a limit other than the call timeout (which a
+    /// slow machine can hit). Plugins are deterministic, so such a failure
+    /// happens again when the same records reach the same state.
+    pub fn repeats_on_replay(&self) -> bool {
+        match self {
+            InstanceError::Trap { .. } | InstanceError::Returned { .. } => true,
+            InstanceError::Limit { limit, .. } => limit.key != "call_timeout",
+            InstanceError::Config { .. } => false,
+        }
+    }
+}
+
 /// An error a plugin returned (the WIT `error` variant): its kind and its
 /// message, kept on one line and at most a few KiB.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
