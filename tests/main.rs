@@ -28,6 +28,7 @@ mod sandbox;
 mod event_time;
 mod hot_swap;
 mod large_state;
+mod object_store;
 mod pipelines;
 mod reconcile_streaming;
 mod rescale;

@@ -30,6 +30,7 @@ mod fields;
 pub mod keyed;
 pub mod metrics;
 pub mod plan;
+pub mod remote;
 pub mod run;
 pub mod store;
 mod threads;

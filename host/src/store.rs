@@ -26,6 +26,7 @@ mod gc;
 mod inflight;
 mod layout;
 mod meta;
+mod pack;
 mod rescale;
 mod savepoint;
 mod seal;
@@ -46,6 +47,7 @@ pub use file::CheckpointStore;
 pub use inflight::InFlightFrames;
 pub use layout::{FILE_NAME, FORMAT_VERSION};
 pub use meta::{CheckpointMeta, Derivation, OperatorMeta, SwappedPlugin};
+pub use pack::Pack;
 pub use rescale::Move;
 pub use savepoint::{MANIFEST, Manifest, SAVEPOINT_FORMAT, Savepoint};
 
@@ -347,4 +349,4 @@ impl CheckpointStore {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -147,6 +147,8 @@ setters! {
         mode(mode: &str) => string "mode";
         /// `alignment_timeout`: after how long an alignment goes unaligned.
         alignment_timeout(timeout: &str) => string "alignment_timeout";
+        /// `store`: the object store checkpoints are copied to.
+        store(url: &str) => string "store";
     }
 }
 

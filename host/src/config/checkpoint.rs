@@ -2,6 +2,7 @@
 //! retention, [`CheckpointMode`] and alignment timeout) and its `[restart]` table ([`RestartStrategy`]: what to do
 //! when an attempt fails).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -112,6 +113,12 @@ pub struct CheckpointConfig {
     /// longer than this takes that checkpoint unaligned. `None` (absent or
     /// `"0s"`): never. Never `Some(0)`.
     pub alignment_timeout: Option<Duration>,
+    /// The object store every checkpoint is copied to (`s3://bucket/prefix`,
+    /// `gs://`, `az://`, `file:///path`), if any: `crate::remote`.
+    pub store: Option<String>,
+    /// Settings of the object store's client (`[checkpoint.store_options]`),
+    /// over those of the environment.
+    pub store_options: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +129,8 @@ struct RawCheckpoint {
     retain: Option<i64>,
     mode: Option<String>,
     alignment_timeout: Option<String>,
+    store: Option<String>,
+    store_options: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -207,7 +216,14 @@ pub(super) fn build_checkpoint(
         }
         None => None,
     };
+    if let Some(url) = &raw.store {
+        check_store_url(url)?;
+    } else if raw.store_options.is_some() {
+        return Err("`store_options` without `store`: set `store` or remove them".into());
+    }
     Ok(CheckpointConfig {
+        store: raw.store,
+        store_options: raw.store_options.unwrap_or_default(),
         interval,
         dir: resolve(dir, "dir", Some(folder))?,
         default_dir,
@@ -215,6 +231,43 @@ pub(super) fn build_checkpoint(
         mode,
         alignment_timeout,
     })
+}
+
+/// The URL schemes of `store`.
+pub const STORE_SCHEMES: [&str; 6] = ["s3", "s3a", "gs", "az", "abfs", "file"];
+
+/// Refuses a `store` URL that names no object store Weir can write to.
+///
+/// ```
+/// use weir::config::check_store_url;
+/// assert!(check_store_url("s3://bucket/jobs/wordcount").is_ok());
+/// assert!(check_store_url("file:///srv/checkpoints").is_ok());
+/// assert!(check_store_url("s3://").is_err());
+/// assert!(check_store_url("/srv/checkpoints").is_err());
+/// ```
+pub fn check_store_url(url: &str) -> Result<(), String> {
+    let schemes = STORE_SCHEMES.map(|s| format!("{s}://")).join(", ");
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!(
+            "`store` = {url:?} is not a URL; use one of {schemes} (e.g. \"s3://bucket/prefix\")"
+        ));
+    };
+    if !STORE_SCHEMES.contains(&scheme) {
+        return Err(format!(
+            "`store` = {url:?}: the scheme {scheme}:// is not supported; use one of {schemes}"
+        ));
+    }
+    let named = match scheme {
+        "file" => rest.starts_with('/') && rest.len() > 1,
+        _ => !rest.split('/').next().unwrap_or("").is_empty(),
+    };
+    if !named {
+        return Err(match scheme {
+            "file" => format!("`store` = {url:?} names no folder; use file:///absolute/path"),
+            _ => format!("`store` = {url:?} names no bucket; use {scheme}://bucket/prefix"),
+        });
+    }
+    Ok(())
 }
 
 /// The `[restart]` table.

@@ -41,7 +41,10 @@ mod source;
 mod tests;
 mod upstream;
 
-pub use checkpoint::{CheckpointConfig, CheckpointMode, RestartStrategy, default_state_dir};
+pub use checkpoint::{
+    CheckpointConfig, CheckpointMode, RestartStrategy, STORE_SCHEMES, check_store_url,
+    default_state_dir,
+};
 pub use error::JobError;
 pub use limits::{
     Grants, LIMIT_KEYS, LimitValue, Limits, format_duration, format_size, parse_duration,

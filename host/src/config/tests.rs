@@ -130,6 +130,8 @@ fn full_job_parses_with_both_input_syntaxes() {
         retain: 5,
         mode: CheckpointMode::Aligned,
         alignment_timeout: None,
+        store: None,
+        store_options: Default::default(),
     };
     assert_eq!(job.checkpoint, checkpoint);
     let (path, key) = (at("a.csv"), Some("order_no".to_owned()));

@@ -24,6 +24,7 @@ use crossbeam_channel::Receiver;
 use crate::failpoint::{self, Failpoint};
 use crate::metrics::JobMetrics;
 use crate::plan::Plan;
+use crate::remote::{RemoteStore, Replica};
 use crate::run::control::ControlRequest;
 use crate::run::driver::Driver;
 use crate::run::error::RunError;
@@ -56,6 +57,8 @@ pub(crate) struct Attempt<'a> {
     pub metrics: Arc<JobMetrics>,
     /// Records each source sends one per batch first.
     pub narrow: &'a Narrow,
+    /// The object store checkpoints are copied to, if the job has one.
+    pub remote: Option<&'a Arc<RemoteStore>>,
 }
 
 /// How an attempt ended (when it did not fail).
@@ -83,7 +86,8 @@ pub(crate) fn run_attempt(
 ) -> Result<(RunSummary, AttemptEnd), RunError> {
     let started = Instant::now();
     let plan = attempt.plan;
-    let at = match restore::prepare(plan, options, attempt.restore, attempt.swapped)? {
+    let remote = attempt.remote.map(|r| &**r);
+    let at = match restore::prepare(plan, options, (attempt.restore, remote), attempt.swapped)? {
         Prepared::AlreadyFinished(id) => {
             let summary = RunSummary {
                 restored_from: Some(id),
@@ -115,6 +119,7 @@ pub(crate) fn run_attempt(
         sinks: open_sinks(plan, &at)?,
         sources: open_sources(plan, &at)?,
     };
+    let replica = (attempt.remote).map(|r| Replica::start(r.clone(), at.manifest.as_ref()));
     let cancel = wiring.tasks.shared.cancel.clone();
     let threads = start_threads(plan, (wiring.tasks, attempt.narrow), opened, &metrics);
 
@@ -125,7 +130,8 @@ pub(crate) fn run_attempt(
         &metrics,
         attempt.control,
         attempt.probation,
-    );
+    )
+    .replicating(replica);
     let outcome = driver.drive(shutdown);
     let driven = driver.driven();
     if outcome.is_err() || !driven.finished {

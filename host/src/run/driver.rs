@@ -7,7 +7,8 @@
 //! - A completed checkpoint is written, with all its state deltas, in one
 //!   store transaction ([`CheckpointStore::commit`]) before any sink is
 //!   told to commit it: output never becomes visible for a checkpoint that
-//!   does not exist.
+//!   does not exist. With an object store, the sinks are told only once
+//!   its manifest exists there, and no checkpoint is triggered meanwhile.
 //! - A stop or a swap ends the attempt only after a checkpoint taken for it
 //!   is committed by every sink; the end of input only after the final
 //!   checkpoint is.
@@ -18,7 +19,7 @@
 //!   committed it, and no checkpoint is triggered meanwhile (so garbage
 //!   collection cannot drop it first).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
@@ -31,6 +32,7 @@ use crate::dataflow::protocol::{Command, Event, SourceCtl};
 use crate::failpoint::{self, Failpoint};
 use crate::metrics::{CheckpointRecord, JobMetrics};
 use crate::plan::{NodeKind, Plan};
+use crate::remote::Replica;
 use crate::run::control::ControlRequest;
 use crate::run::error::RunError;
 use crate::run::kept::{Kept, operators_meta};
@@ -75,6 +77,11 @@ pub(crate) struct Driver<'a> {
     awaiting_commit: Option<u64>,
     committed: usize,
     finished: bool,
+    /// The copy of checkpoints to the object store, if the job has one.
+    replica: Option<Replica>,
+    /// The checkpoints being copied there, oldest first, each released to
+    /// the sinks once it is.
+    uploading: VecDeque<Completed>,
 }
 
 impl<'a> Driver<'a> {
@@ -108,6 +115,40 @@ impl<'a> Driver<'a> {
             awaiting_commit: None,
             committed: 0,
             finished: false,
+            replica: None,
+            uploading: VecDeque::new(),
+        }
+    }
+
+    /// The driver, copying every checkpoint with `replica` before the
+    /// sinks commit it.
+    pub(crate) fn replicating(self, replica: Option<Replica>) -> Self {
+        Driver { replica, ..self }
+    }
+
+    /// Releases the oldest checkpoint being copied to the object store once
+    /// its manifest exists; an upload that failed for good fails the
+    /// attempt.
+    fn poll_upload(&mut self) -> Result<(), RunError> {
+        let Some(replica) = &self.replica else {
+            return Ok(());
+        };
+        if self.uploading.is_empty() {
+            return Ok(());
+        }
+        match replica.done().try_recv() {
+            Ok(Ok(id)) => {
+                let done = self.uploading.pop_front().expect("checked above");
+                debug_assert_eq!(done.id, id);
+                tracing::debug!("checkpoint {id} is in the object store");
+                self.release(done);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e.into()),
+            Err(crossbeam_channel::TryRecvError::Empty) => Ok(()),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => Err(RunError::Panicked(
+                "the thread uploading checkpoints exited unexpectedly".into(),
+            )),
         }
     }
 
@@ -129,7 +170,8 @@ impl<'a> Driver<'a> {
                 Some(ControlRequest::Savepoint(req)) => self.savepoint_requested(req, now),
                 None => {}
             }
-            if !self.savepoint_committing() {
+            self.poll_upload()?;
+            if !self.savepoint_committing() && self.uploading.is_empty() {
                 let cmd = self.coordinator.tick(now);
                 self.command(cmd);
             }
@@ -237,11 +279,25 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Stores the completed checkpoint, then tells the sinks to commit it.
+    /// Stores the completed checkpoint, then tells the sinks to commit it
+    /// (once it is in the object store, if the job has one).
     fn persist(&mut self, mut done: Completed) -> Result<(), RunError> {
         let meta = self.checkpoint_meta(&mut done);
         let stats = self.store_checkpoint(&meta, &done)?;
         self.completed(&meta, &done, &stats);
+        if let Some(replica) = &mut self.replica {
+            let retain = self.job.checkpoint.retain;
+            replica.upload(self.store, &meta, self.state_dir, retain)?;
+            self.uploading.push_back(done);
+            return Ok(());
+        }
+        self.release(done);
+        Ok(())
+    }
+
+    /// Tells the sinks to commit the stored checkpoint `done`, and whoever
+    /// waits for it.
+    fn release(&mut self, done: Completed) {
         for tx in self.channels.commits.values() {
             let _ = tx.send(done.id);
         }
@@ -253,7 +309,6 @@ impl<'a> Driver<'a> {
             self.awaiting_commit = Some(done.id);
         }
         self.savepoint_checkpoint(&done);
-        Ok(())
     }
 
     /// What the store records of the completed checkpoint `done` (taking

@@ -2,6 +2,7 @@
 
 use crate::config::JobError;
 use crate::failpoint::FailpointError;
+use crate::remote::{RemoteError, SyncError};
 use crate::store::StoreError;
 use crate::threads::TaskError;
 use crate::wasm::PluginError;
@@ -21,6 +22,12 @@ pub enum RunError {
     /// A task failed while running.
     #[error(transparent)]
     Task(#[from] TaskError),
+    /// The object store of checkpoints failed.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// The state directory could not be made to match the object store.
+    #[error(transparent)]
+    Sync(#[from] SyncError),
     /// Restoring a checkpoint is not possible.
     #[error("cannot restore checkpoint {id} of job `{job}`: {message}")]
     Restore {

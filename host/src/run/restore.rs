@@ -26,6 +26,7 @@ use crate::config::{Job, OperatorConfig};
 use crate::dataflow::partition::KEY_GROUPS;
 use crate::failpoint::{self, Failpoint};
 use crate::plan::Plan;
+use crate::remote::{Manifest, RemoteStore, sync_state_dir};
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, StoreError};
@@ -49,19 +50,46 @@ pub(crate) struct RestorePoint {
     pub checkpoint: Option<CheckpointMeta>,
     /// The id of the attempt's first checkpoint.
     pub first_id: u64,
+    /// The object store's manifest of the restored checkpoint, if the job
+    /// has an object store holding any.
+    pub manifest: Option<Manifest>,
 }
 
 /// Opens the store of `plan`'s job and prepares it to resume from the
 /// checkpoint `mode` names. `swapped` operators may run another plugin than
-/// the checkpoint's.
+/// the checkpoint's. With an object store (`remote`), the checkpoint is one
+/// it has a manifest of, fetched into the state directory when missing
+/// there ([`sync_state_dir`]); `--restore none` empties it.
 pub(crate) fn prepare(
     plan: &Plan<'_>,
     options: &RunOptions,
-    mode: RestoreMode,
+    (mode, remote): (RestoreMode, Option<&RemoteStore>),
     swapped: &BTreeSet<String>,
 ) -> Result<Prepared, RunError> {
     let job = plan.job();
     let state_dir = options.state_dir(job);
+    let (mode, manifest) = match remote {
+        Some(remote) if mode == RestoreMode::None => {
+            tracing::info!(
+                "--restore none: deleting the checkpoints in {}",
+                remote.url()
+            );
+            remote.clear()?;
+            (mode, None)
+        }
+        Some(remote) => {
+            let id = match mode {
+                RestoreMode::Id(id) => Some(id),
+                _ => None,
+            };
+            let manifest = sync_state_dir(remote, &state_dir, &job.name, id)?;
+            (
+                manifest.as_ref().map_or(mode, |m| RestoreMode::Id(m.id)),
+                manifest,
+            )
+        }
+        None => (mode, None),
+    };
     let store = match CheckpointStore::open(&state_dir, &job.name) {
         Err(StoreError::Corrupt { path, message }) if mode == RestoreMode::None => {
             set_aside(&path, &message)?;
@@ -99,6 +127,7 @@ pub(crate) fn prepare(
         store,
         checkpoint,
         first_id,
+        manifest,
     })))
 }
 

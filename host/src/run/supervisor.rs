@@ -28,6 +28,7 @@ use crossbeam_channel::{Receiver, bounded};
 use crate::config::Job;
 use crate::metrics::{EventKind, JobMetrics, Journal, PluginRecord};
 use crate::plan::{NodeId, Plan};
+use crate::remote::RemoteStore;
 use crate::run::attempt::{Attempt, AttemptEnd, run_attempt};
 use crate::run::control::{ControlRequest, ControlSocket};
 use crate::run::error::RunError;
@@ -111,6 +112,8 @@ struct Supervisor<'a> {
     /// same records failing the same plugin.
     last_failure: Option<(String, u64)>,
     narrowing: Narrowing,
+    /// The object store checkpoints are copied to, if the job has one.
+    remote: Option<Arc<RemoteStore>>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -132,6 +135,13 @@ impl<'a> Supervisor<'a> {
                     .map(|(op, copy, _)| (op.clone(), copy.clone())),
             )
             .collect();
+        let remote = match &job.checkpoint.store {
+            Some(url) => Some(Arc::new(RemoteStore::open(
+                url,
+                &job.checkpoint.store_options,
+            )?)),
+            None => None,
+        };
         let plan = load_plugins(job, runtime, &swaps)?;
         warn_unconsumed_outputs(&plan);
         crate::run::validate::warn_held_until_the_end(job);
@@ -173,6 +183,7 @@ impl<'a> Supervisor<'a> {
             restarts: 0,
             last_failure: None,
             narrowing: Narrowing::default(),
+            remote,
         })
     }
 
@@ -192,6 +203,7 @@ impl<'a> Supervisor<'a> {
                 probation: self.probation.as_mut().map(|(p, _, _, _)| p),
                 metrics: self.metrics.clone(),
                 narrow: self.narrowing.start(&self.metrics),
+                remote: self.remote.as_ref(),
             };
             let result = run_attempt(self.options, attempt, shutdown);
             // A swap on probation whose attempt failed: roll back.

@@ -9,7 +9,7 @@
 //! unaligned checkpoints (format 2 still); it then reads as empty, and is
 //! created when the store is opened read-write (`file.rs`).
 
-use redb::{ReadTransaction, ReadableTable, Table, TableError, WriteTransaction};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, TableError, WriteTransaction};
 
 use super::error::{Fail, StoreError};
 use super::file::CheckpointStore;
@@ -23,6 +23,8 @@ use crate::dataflow::protocol::InstanceDelta;
 pub type InFlightFrames = Vec<(u32, Batch)>;
 
 pub(super) type Rows<'t> = Table<'t, (&'static str, u32, u64), &'static [u8]>;
+/// The `inflight` table, read.
+pub(super) type ReadOnlyRows = ReadOnlyTable<(&'static str, u32, u64), &'static [u8]>;
 
 impl CheckpointStore {
     /// Writes the in-flight data of `deltas` as checkpoint `n`'s (the
@@ -62,10 +64,8 @@ impl CheckpointStore {
         operator: &str,
         instance: u32,
     ) -> Result<InFlightFrames, Fail> {
-        let table = match txn.open_table(INFLIGHT) {
-            Ok(table) => table,
-            Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
+        let Some(table) = self.inflight_table(txn)? else {
+            return Ok(Vec::new());
         };
         let Some(raw) = table.get((operator, instance, id))? else {
             return Ok(Vec::new());
@@ -73,6 +73,18 @@ impl CheckpointStore {
         let key = (operator, instance, id);
         decode(self.unsealed_inflight(raw.value(), &key)?)
             .map_err(|e| self.damaged_inflight(&key, &e.to_string()).into())
+    }
+
+    /// The `inflight` table, `None` in a store written before it.
+    pub(super) fn inflight_table(
+        &self,
+        txn: &ReadTransaction,
+    ) -> Result<Option<ReadOnlyRows>, Fail> {
+        match txn.open_table(INFLIGHT) {
+            Ok(table) => Ok(Some(table)),
+            Err(TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The in-flight row `raw` of `key`, its checksum checked.
@@ -101,10 +113,8 @@ impl CheckpointStore {
     ) -> Result<Vec<(u32, InFlightFrames)>, StoreError> {
         self.in_context("loading in-flight data", || {
             let txn = self.read()?;
-            let table = match txn.open_table(INFLIGHT) {
-                Ok(table) => table,
-                Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
+            let Some(table) = self.inflight_table(&txn)? else {
+                return Ok(Vec::new());
             };
             let mut instances = Vec::new();
             for row in table.range((operator, 0, 0)..=(operator, u32::MAX, u64::MAX))? {

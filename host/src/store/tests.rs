@@ -11,7 +11,7 @@ type Model = BTreeMap<(String, u32), RestoredInstance>;
 
 /// Checkpoint `id` of job `job` with operators `a` and `b` at parallelism
 /// 2 (also the base of `rescale`'s tests).
-pub(super) fn meta(id: u64) -> CheckpointMeta {
+pub(crate) fn meta(id: u64) -> CheckpointMeta {
     let op = |parallelism| OperatorMeta {
         plugin_name: "p".into(),
         plugin_version: "1".into(),
@@ -33,7 +33,7 @@ pub(super) fn meta(id: u64) -> CheckpointMeta {
 }
 
 /// `delta("a", 0, "x=1 -y", Some("s"))`: put x=1, delete y, snapshot "s".
-fn delta(op: &str, instance: u32, changes: &str, snap: Option<&str>) -> InstanceDelta {
+pub(crate) fn delta(op: &str, instance: u32, changes: &str, snap: Option<&str>) -> InstanceDelta {
     let b = |s: &str| s.as_bytes().to_vec();
     let changes = changes
         .split_whitespace()

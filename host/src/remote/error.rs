@@ -1,0 +1,119 @@
+//! [`RemoteError`]: why the object store of checkpoints failed, on one
+//! line naming the store's URL, the operation and what to do.
+
+/// Why an operation on the checkpoints' object store failed. Messages
+/// never hold credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The store URL or its options cannot make a client.
+    #[error("checkpoint store {url}: {message}")]
+    Config {
+        /// The store's URL.
+        url: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// An operation failed.
+    #[error("checkpoint store {url}: {operation} failed: {message}")]
+    Failed {
+        /// The store's URL.
+        url: String,
+        /// What was done (`creating manifests/…0042.json`).
+        operation: String,
+        /// What the store said, and what to do.
+        message: String,
+        /// Whether trying again later can succeed (the store was
+        /// unreachable, timed out or failed inside).
+        transient: bool,
+    },
+    /// Another process wrote checkpoint `id` first: two processes run
+    /// this job on one store.
+    #[error(
+        "checkpoint store {url}: checkpoint {id} was written by another process (writer {other}) while this one (writer {writer}) ran the job: two processes run job `{job}` on one store; stop one of them (this one stops)"
+    )]
+    Fenced {
+        /// The store's URL.
+        url: String,
+        /// The job.
+        job: String,
+        /// The checkpoint both claimed.
+        id: u64,
+        /// This process's writer id.
+        writer: String,
+        /// The other one's.
+        other: String,
+    },
+    /// Something read from the store is not what Weir wrote.
+    #[error("checkpoint store {url}: {object} is unreadable: {message}")]
+    Damaged {
+        /// The store's URL.
+        url: String,
+        /// The object.
+        object: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl RemoteError {
+    /// Whether trying the operation again later can succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            RemoteError::Failed {
+                transient: true,
+                ..
+            }
+        )
+    }
+
+    /// The error of `operation` on the store at `url` that failed with
+    /// `e`, with what to do.
+    pub(super) fn from_store(url: &str, operation: &str, e: object_store::Error) -> RemoteError {
+        use object_store::Error as E;
+        let (message, transient) = match &e {
+            E::NotFound { .. } => (
+                format!(
+                    "not found ({}); check that the bucket exists and the URL names it",
+                    one_line(&e)
+                ),
+                false,
+            ),
+            E::PermissionDenied { .. } | E::Unauthenticated { .. } => (
+                format!(
+                    "access denied ({}); check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or [checkpoint.store_options]) and the bucket's policy",
+                    one_line(&e)
+                ),
+                false,
+            ),
+            _ => (
+                format!(
+                    "{}; is the store reachable (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for http://)?",
+                    one_line(&e)
+                ),
+                true,
+            ),
+        };
+        RemoteError::Failed {
+            url: url.to_string(),
+            operation: operation.to_string(),
+            message,
+            transient,
+        }
+    }
+}
+
+/// `e` with its sources, on one line.
+fn one_line(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,155 @@
+//! The state directory made to match the object store before an attempt
+//! restores ([`sync_state_dir`]): the newest manifest's checkpoint (or the
+//! one `--restore ID` names), reusing the local store when it holds it,
+//! else rebuilding the directory from the manifest's packs.
+
+use std::path::{Component, Path};
+
+use super::{Manifest, RemoteError, RemoteStore};
+use crate::store::{CheckpointStore, FILE_NAME, StoreError};
+
+/// Why the state directory could not be synced.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The object store failed.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// The local store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// `--restore ID` names a checkpoint the object store lacks.
+    #[error("checkpoint store {url}: checkpoint {id} has no manifest; it holds {held}")]
+    Unknown {
+        /// The store's URL.
+        url: String,
+        /// The checkpoint asked for.
+        id: u64,
+        /// The ids it holds.
+        held: String,
+    },
+}
+
+/// Makes `state_dir` (of job `job`) hold checkpoint `id` of `remote`, or
+/// its newest, and returns that checkpoint's manifest: the local store is
+/// kept when it holds the checkpoint, else the directory is rebuilt from
+/// the manifest's packs. A store without manifests leaves the directory
+/// as it is (`None`).
+pub fn sync_state_dir(
+    remote: &RemoteStore,
+    state_dir: &Path,
+    job: &str,
+    id: Option<u64>,
+) -> Result<Option<Manifest>, SyncError> {
+    let ids = remote.manifest_ids()?;
+    let id = match id {
+        Some(id) if !ids.contains(&id) => {
+            let held = match ids.is_empty() {
+                true => "none".to_string(),
+                false => ids
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            return Err(SyncError::Unknown {
+                url: remote.url().to_string(),
+                id,
+                held,
+            });
+        }
+        Some(id) => id,
+        None => match ids.last() {
+            Some(&id) => id,
+            None => return Ok(None),
+        },
+    };
+    let manifest = remote.manifest(id)?;
+    if manifest.job != job {
+        return Err(RemoteError::Config {
+            url: remote.url().to_string(),
+            message: format!(
+                "it holds the checkpoints of job `{}`, not `{job}`; give each job its own prefix",
+                manifest.job
+            ),
+        }
+        .into());
+    }
+    let local = state_dir
+        .join(FILE_NAME)
+        .exists()
+        .then(|| CheckpointStore::open(state_dir, job));
+    let held = match local {
+        Some(Ok(store)) => store.get(id)?.is_some(),
+        // A damaged local copy is rebuilt from the object store.
+        Some(Err(StoreError::Corrupt { .. })) | None => false,
+        Some(Err(e)) => return Err(e.into()),
+    };
+    if held {
+        tracing::info!(
+            "checkpoint {id} of the store {} is in the local store too",
+            remote.url()
+        );
+    } else {
+        rebuild(remote, state_dir, job, &manifest)?;
+    }
+    Ok(Some(manifest))
+}
+
+/// Replaces the local store and the sinks' staging folders of `state_dir`
+/// with checkpoint `manifest.id` built from its packs.
+fn rebuild(
+    remote: &RemoteStore,
+    state_dir: &Path,
+    job: &str,
+    manifest: &Manifest,
+) -> Result<(), SyncError> {
+    let io = |path: &Path, error| StoreError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    tracing::info!(
+        "downloading checkpoint {} from {} ({} packs)",
+        manifest.id,
+        remote.url(),
+        manifest.packs.len()
+    );
+    let mut packs = Vec::with_capacity(manifest.packs.len());
+    for name in &manifest.packs {
+        packs.push(remote.pack(name)?);
+    }
+    for stale in [state_dir.join(FILE_NAME), state_dir.join("sinks")] {
+        let removed = match stale.is_dir() {
+            true => std::fs::remove_dir_all(&stale),
+            false => std::fs::remove_file(&stale),
+        };
+        match removed {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&stale, e).into()),
+        }
+    }
+    let store = CheckpointStore::open(state_dir, job)?;
+    store.import(manifest.id, &packs)?;
+    let own = packs.iter().find(|p| p.version == manifest.id);
+    for (name, bytes) in own.map(|p| p.files.as_slice()).unwrap_or_default() {
+        let path = inside(state_dir, name).ok_or_else(|| RemoteError::Damaged {
+            url: remote.url().to_string(),
+            object: manifest.packs.last().cloned().unwrap_or_default(),
+            message: format!("it holds the file {name:?}, outside the state directory"),
+        })?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
+        std::fs::write(&path, bytes).map_err(|e| io(&path, e))?;
+    }
+    Ok(())
+}
+
+/// `name` (a `/`-separated relative path) under `dir`, if it stays there.
+fn inside(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    let relative = Path::new(name);
+    let plain = relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)));
+    (plain && !name.is_empty()).then(|| dir.join(relative))
+}

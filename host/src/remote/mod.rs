@@ -1,0 +1,359 @@
+//! Checkpoints in an object store (`[checkpoint] store = "s3://…"`): the
+//! local redb file stays the working copy, and every checkpoint is copied
+//! to the store, so that a job survives the loss of its machine.
+//!
+//! ```text
+//! <prefix>/manifests/<id, 20 digits>.json      one per checkpoint (Manifest)
+//! <prefix>/packs/<version, 20 digits>-<writer>.pack   what a checkpoint wrote (store::Pack)
+//! ```
+//!
+//! Protocol (`uploader.rs`, `local.rs`, the driver):
+//! 1. Checkpoint *n* commits to the local store as without a remote.
+//! 2. The uploader puts a pack for every version *n* reads that the
+//!    store lacks (always *n*'s, with the sinks' staged epochs still to be
+//!    delivered), then creates `manifests/<n>.json` with a conditional
+//!    create: the first writer of *n* wins, a second one is fenced.
+//! 3. Only then are the sinks told to commit *n*: a checkpoint counts as
+//!    complete for the sinks once its manifest exists, and the next one is
+//!    triggered after that.
+//! 4. The owner (the writer of the newest manifest) deletes manifests past
+//!    the job's `retain` and the packs no retained manifest names, orphans
+//!    of a crash included.
+//!
+//! A restore takes the newest manifest (or `--restore ID`'s): a local store
+//! holding that checkpoint is reused; otherwise the state directory is
+//! rebuilt from the manifest's packs (`local.rs`).
+//!
+//! Invariants:
+//! - A manifest is created only after every pack it names exists, and
+//!   names packs by writer, so no upload overwrites another's.
+//! - Every checkpoint a sink commits has a manifest; a restore never picks
+//!   a checkpoint without one (a newer local one is dropped), so sinks
+//!   never deliver an epoch the store cannot restore.
+
+mod error;
+mod local;
+mod manifest;
+mod replica;
+mod uploader;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::store::Pack;
+
+pub use error::RemoteError;
+pub use local::{SyncError, sync_state_dir};
+pub use manifest::{MANIFEST_FORMAT, Manifest};
+pub use replica::Replica;
+pub use uploader::{Upload, Uploader};
+
+/// The object store of a job's checkpoints.
+pub struct RemoteStore {
+    /// The URL, as the job file gives it (it holds no secret).
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for RemoteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteStore")
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+/// The name of manifest `id`.
+fn manifest_name(id: u64) -> String {
+    format!("manifests/{id:020}.json")
+}
+
+/// The name of the pack of `version` by `writer`.
+pub fn pack_name(version: u64, writer: &str) -> String {
+    format!("packs/{version:020}-{writer}.pack")
+}
+
+/// The version of the pack named `name`, if it is one.
+fn pack_version(name: &str) -> Option<u64> {
+    let file = name.strip_prefix("packs/")?;
+    file.split_once('-')?.0.parse().ok()
+}
+
+impl RemoteStore {
+    /// A client of the store at `url` (schemes: `crate::config::STORE_SCHEMES`),
+    /// configured from the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`, as
+    /// `object_store`'s builders read them) and then `options`, whose keys
+    /// are those builders' config keys (`aws_endpoint`, `region`, ...).
+    /// Contacts nothing yet.
+    pub fn open(url: &str, options: &BTreeMap<String, String>) -> Result<RemoteStore, RemoteError> {
+        let config = |message: String| RemoteError::Config {
+            url: url.to_string(),
+            message,
+        };
+        crate::config::check_store_url(url).map_err(&config)?;
+        let (scheme, rest) = url.split_once("://").expect("checked above");
+        let prefix_of = |path: &str| {
+            ObjectPath::parse(path.trim_matches('/')).map_err(|e| {
+                config(format!(
+                    "the prefix {path:?} is not a valid object path: {e}"
+                ))
+            })
+        };
+        let built: Result<(Arc<dyn ObjectStore>, ObjectPath), RemoteError> = match scheme {
+            "file" => {
+                std::fs::create_dir_all(rest)
+                    .map_err(|e| config(format!("cannot create the folder {rest}: {e}")))?;
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(rest)
+                    .map_err(|e| config(e.to_string()))?;
+                Ok((Arc::new(fs), ObjectPath::default()))
+            }
+            _ => {
+                let bucket_end = rest.find('/').unwrap_or(rest.len());
+                let prefix = prefix_of(&rest[bucket_end..])?;
+                let store = build_cloud(scheme, url, options).map_err(&config)?;
+                Ok((store, prefix))
+            }
+        };
+        let (store, prefix) = built?;
+        if scheme == "file" && !options.is_empty() {
+            return Err(config(
+                "`store_options` do not apply to file:// stores; remove them".into(),
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("weir-store")
+            .enable_all()
+            .build()
+            .map_err(|e| config(format!("cannot start its client's runtime: {e}")))?;
+        Ok(RemoteStore {
+            url: url.to_string(),
+            store,
+            prefix,
+            runtime,
+        })
+    }
+
+    /// The store's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn path(&self, name: &str) -> ObjectPath {
+        name.split('/')
+            .fold(self.prefix.clone(), |p, part| p.clone().join(part))
+    }
+
+    fn fail(&self, operation: &str, e: object_store::Error) -> RemoteError {
+        RemoteError::from_store(&self.url, operation, e)
+    }
+
+    fn damaged(&self, object: &str, message: String) -> RemoteError {
+        RemoteError::Damaged {
+            url: self.url.clone(),
+            object: object.to_string(),
+            message,
+        }
+    }
+
+    /// The names under `folder` (`manifests`, `packs`), relative to the
+    /// prefix, sorted.
+    pub(crate) fn names(&self, folder: &str) -> Result<Vec<String>, RemoteError> {
+        use futures_util::TryStreamExt;
+        let under = self.path(folder);
+        let listed: Vec<_> = self
+            .runtime
+            .block_on(self.store.list(Some(&under)).try_collect())
+            .map_err(|e| self.fail(&format!("listing {folder}/"), e))?;
+        let mut names: Vec<String> = listed
+            .into_iter()
+            .filter_map(|m| {
+                let name = m.location.filename()?.to_string();
+                Some(format!("{folder}/{name}"))
+            })
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// The ids of the manifests in the store, ascending.
+    pub fn manifest_ids(&self) -> Result<Vec<u64>, RemoteError> {
+        Ok(self
+            .names("manifests")?
+            .iter()
+            .filter_map(|n| {
+                n.strip_prefix("manifests/")?
+                    .strip_suffix(".json")?
+                    .parse()
+                    .ok()
+            })
+            .collect())
+    }
+
+    fn get(&self, name: &str) -> Result<Vec<u8>, RemoteError> {
+        let path = self.path(name);
+        self.runtime
+            .block_on(async { self.store.get(&path).await?.bytes().await })
+            .map(|b| b.to_vec())
+            .map_err(|e| self.fail(&format!("reading {name}"), e))
+    }
+
+    /// Manifest `id`.
+    pub fn manifest(&self, id: u64) -> Result<Manifest, RemoteError> {
+        let name = manifest_name(id);
+        let bytes = self.get(&name)?;
+        let manifest: Manifest =
+            serde_json::from_slice(&bytes).map_err(|e| self.damaged(&name, e.to_string()))?;
+        if manifest.id != id {
+            return Err(self.damaged(
+                &name,
+                format!("it is the manifest of checkpoint {}", manifest.id),
+            ));
+        }
+        Ok(manifest)
+    }
+
+    /// The pack named `name`.
+    pub fn pack(&self, name: &str) -> Result<Pack, RemoteError> {
+        let bytes = self.get(name)?;
+        Pack::decode(&bytes).map_err(|message| self.damaged(name, message))
+    }
+
+    /// Puts the pack `bytes` under `name` (a name no one else writes).
+    pub fn put_pack(&self, name: &str, bytes: Vec<u8>) -> Result<(), RemoteError> {
+        let path = self.path(name);
+        self.runtime
+            .block_on(self.store.put(&path, PutPayload::from(bytes)))
+            .map(|_| ())
+            .map_err(|e| self.fail(&format!("writing {name}"), e))
+    }
+
+    /// Creates `manifest`, unless one of its checkpoint exists: then it is
+    /// this writer's own (an earlier try whose answer was lost), or
+    /// [`RemoteError::Fenced`].
+    pub fn create_manifest(&self, manifest: &Manifest) -> Result<(), RemoteError> {
+        let name = manifest_name(manifest.id);
+        let bytes = serde_json::to_vec_pretty(manifest).expect("a manifest serializes");
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        let path = self.path(&name);
+        let put =
+            self.runtime
+                .block_on(self.store.put_opts(&path, PutPayload::from(bytes), options));
+        match put {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                let there = self.manifest(manifest.id)?;
+                if there.writer == manifest.writer {
+                    return Ok(());
+                }
+                Err(RemoteError::Fenced {
+                    url: self.url.clone(),
+                    job: manifest.job.clone(),
+                    id: manifest.id,
+                    writer: manifest.writer.clone(),
+                    other: there.writer,
+                })
+            }
+            Err(e) => Err(self.fail(&format!("creating {name}"), e)),
+        }
+    }
+
+    fn delete(&self, name: &str) -> Result<(), RemoteError> {
+        let path = self.path(name);
+        match self.runtime.block_on(self.store.delete(&path)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.fail(&format!("deleting {name}"), e)),
+        }
+    }
+
+    /// After this writer created manifest `newest`: deletes the manifests
+    /// older than the `retain` newest, then every pack of a version up to
+    /// `newest` that no remaining manifest names (what older checkpoints
+    /// alone read, and orphans of a crash).
+    pub fn collect_garbage(&self, newest: u64, retain: usize) -> Result<(), RemoteError> {
+        let ids: Vec<u64> = self
+            .manifest_ids()?
+            .into_iter()
+            .filter(|&id| id <= newest)
+            .collect();
+        let keep = ids.len().saturating_sub(retain.max(1));
+        for &id in &ids[..keep] {
+            self.delete(&manifest_name(id))?;
+        }
+        let mut named = std::collections::BTreeSet::new();
+        for &id in &ids[keep..] {
+            named.extend(self.manifest(id)?.packs);
+        }
+        for name in self.names("packs")? {
+            if pack_version(&name).is_some_and(|v| v <= newest) && !named.contains(&name) {
+                self.delete(&name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every manifest and pack (`--restore none`).
+    pub fn clear(&self) -> Result<(), RemoteError> {
+        for name in self
+            .names("manifests")?
+            .into_iter()
+            .chain(self.names("packs")?)
+        {
+            self.delete(&name)?;
+        }
+        Ok(())
+    }
+}
+
+/// A client for the cloud `scheme` from the environment, then `options`.
+fn build_cloud(
+    scheme: &str,
+    url: &str,
+    options: &BTreeMap<String, String>,
+) -> Result<Arc<dyn ObjectStore>, String> {
+    fn configured<B, K: std::str::FromStr>(
+        mut builder: B,
+        options: &BTreeMap<String, String>,
+        set: impl Fn(B, K, &str) -> B,
+    ) -> Result<B, String> {
+        for (key, value) in options {
+            let k = key.to_ascii_lowercase().parse::<K>().map_err(|_| {
+                format!("[checkpoint.store_options] has the unknown key `{key}` (see the object_store builder's config keys)")
+            })?;
+            builder = set(builder, k, value);
+        }
+        Ok(builder)
+    }
+    let store: Arc<dyn ObjectStore> = match scheme {
+        "s3" | "s3a" => {
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+            let b = AmazonS3Builder::from_env().with_url(url);
+            let b = configured(b, options, |b, k: AmazonS3ConfigKey, v| b.with_config(k, v))?;
+            Arc::new(b.build().map_err(|e| e.to_string())?)
+        }
+        "gs" => {
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+            let b = GoogleCloudStorageBuilder::from_env().with_url(url);
+            let b = configured(b, options, |b, k: GoogleConfigKey, v| b.with_config(k, v))?;
+            Arc::new(b.build().map_err(|e| e.to_string())?)
+        }
+        _ => {
+            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+            let b = MicrosoftAzureBuilder::from_env().with_url(url);
+            let b = configured(b, options, |b, k: AzureConfigKey, v| b.with_config(k, v))?;
+            Arc::new(b.build().map_err(|e| e.to_string())?)
+        }
+    };
+    Ok(store)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+//! The object store protocol on a `file://` store: uploads, fencing,
+//! garbage collection, and a state directory rebuilt from the store.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::store::CheckpointStore;
+use crate::store::tests::{delta, meta};
+
+fn open(dir: &std::path::Path) -> RemoteStore {
+    let url = format!("file://{}", dir.display());
+    RemoteStore::open(&url, &BTreeMap::new()).unwrap()
+}
+
+/// Waits for the replica's answer about one checkpoint.
+fn answer(replica: &Replica) -> Result<u64, RemoteError> {
+    replica
+        .done()
+        .recv_timeout(Duration::from_secs(20))
+        .expect("an answer")
+}
+
+#[test]
+fn urls_and_options_are_checked_before_anything_is_contacted() {
+    let none = BTreeMap::new();
+    let err = RemoteStore::open("ftp://host/x", &none)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ftp:// is not supported"), "{err}");
+    let err = RemoteStore::open("s3://", &none).unwrap_err().to_string();
+    assert!(err.contains("names no bucket"), "{err}");
+    let typo = BTreeMap::from([("aws_endpiont".to_string(), "x".to_string())]);
+    let err = RemoteStore::open("s3://bucket/p", &typo)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown key `aws_endpiont`"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let err = RemoteStore::open(&url, &typo).unwrap_err().to_string();
+    assert!(err.contains("do not apply to file://"), "{err}");
+}
+
+#[test]
+fn a_second_writer_of_a_checkpoint_is_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = open(dir.path());
+    let mine = Manifest {
+        format: MANIFEST_FORMAT,
+        job: "job".into(),
+        id: 7,
+        writer: "a".into(),
+        packs: vec![],
+        meta: meta(7),
+    };
+    remote.create_manifest(&mine).unwrap();
+    // An answer lost on the way: the same writer again is fine.
+    remote.create_manifest(&mine).unwrap();
+    let theirs = Manifest {
+        writer: "b".into(),
+        ..mine.clone()
+    };
+    let err = remote.create_manifest(&theirs).unwrap_err();
+    assert!(matches!(err, RemoteError::Fenced { id: 7, .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("two processes run job `job` on one store"),
+        "{err}"
+    );
+    assert_eq!(remote.manifest(7).unwrap(), mine);
+}
+
+/// Five checkpoints copied with `retain` 2 and sinks' staged epochs; the
+/// store keeps two manifests and only the packs they name; each kept one
+/// rebuilds a state directory that reads as the original and holds the
+/// epochs still to deliver.
+#[test]
+fn checkpoints_copied_to_the_store_rebuild_a_lost_state_directory() {
+    let (remote_dir, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let remote = Arc::new(open(remote_dir.path()));
+    let store = CheckpointStore::open(state.path(), "job").unwrap();
+    let staging = state.path().join("sinks/out");
+    std::fs::create_dir_all(&staging).unwrap();
+    let mut replica = Replica::start(remote.clone(), None);
+    for id in 1..=5u64 {
+        let changes = format!("k{id}=v{id} shared={id}");
+        let deltas = [
+            delta("a", 0, &changes, Some(&format!("s{id}"))),
+            delta("b", 1, &changes, None),
+        ];
+        store.commit(&meta(id), &deltas, 2).unwrap();
+        // The sink sealed epoch `id`; the one before is delivered.
+        std::fs::write(staging.join(format!("{id}.epoch")), format!("epoch {id}")).unwrap();
+        let _ = std::fs::remove_file(staging.join(format!("{}.epoch", id - 1)));
+        std::fs::write(staging.join(format!("{}.open", id + 1)), "open").unwrap();
+        replica
+            .upload(&store, &store.get(id).unwrap().unwrap(), state.path(), 2)
+            .unwrap();
+        assert_eq!(answer(&replica).unwrap(), id);
+    }
+    assert_eq!(remote.manifest_ids().unwrap(), [4, 5]);
+    let named: std::collections::BTreeSet<String> = [4, 5]
+        .iter()
+        .flat_map(|&id| remote.manifest(id).unwrap().packs)
+        .collect();
+    assert_eq!(
+        remote
+            .names("packs")
+            .unwrap()
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>(),
+        named
+    );
+
+    for id in [4, 5] {
+        let lost = tempfile::tempdir().unwrap();
+        let got = sync_state_dir(&remote, lost.path(), "job", Some(id))
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.id, id);
+        let rebuilt = CheckpointStore::open(lost.path(), "job").unwrap();
+        assert_eq!(rebuilt.latest().unwrap().unwrap().id, id);
+        for (op, inst) in [("a", 0), ("b", 1)] {
+            let want = store.load_instance(id, op, inst).unwrap();
+            assert_eq!(
+                rebuilt.load_instance(id, op, inst).unwrap(),
+                want,
+                "{op}[{inst}]"
+            );
+        }
+        let staged: Vec<_> = std::fs::read_dir(lost.path().join("sinks/out"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(
+            staged,
+            [format!("{id}.epoch")],
+            "only the epoch still to deliver"
+        );
+    }
+    let newest = tempfile::tempdir().unwrap();
+    assert_eq!(
+        sync_state_dir(&remote, newest.path(), "job", None)
+            .unwrap()
+            .unwrap()
+            .id,
+        5
+    );
+    let err = sync_state_dir(&remote, newest.path(), "job", Some(3))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("checkpoint 3 has no manifest; it holds 4, 5"),
+        "{err}"
+    );
+    let err = sync_state_dir(&remote, newest.path(), "other", None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("holds the checkpoints of job `job`, not `other`"),
+        "{err}"
+    );
+}
+
+/// A local store that holds the checkpoint is kept as it is; one that
+/// does not (a newer checkpoint never copied, another job's leftovers) is
+/// replaced.
+#[test]
+fn a_local_store_holding_the_checkpoint_is_reused() {
+    let (remote_dir, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let remote = Arc::new(open(remote_dir.path()));
+    let store = CheckpointStore::open(state.path(), "job").unwrap();
+    let replica = {
+        let mut r = Replica::start(remote.clone(), None);
+        store
+            .commit(&meta(1), &[delta("a", 0, "k=1", None)], 3)
+            .unwrap();
+        r.upload(&store, &store.get(1).unwrap().unwrap(), state.path(), 3)
+            .unwrap();
+        assert_eq!(answer(&r).unwrap(), 1);
+        r
+    };
+    drop(replica);
+    // Checkpoint 2 is local only (the process died before its manifest).
+    store
+        .commit(&meta(2), &[delta("a", 0, "k=2", None)], 3)
+        .unwrap();
+    drop(store);
+    let got = sync_state_dir(&remote, state.path(), "job", None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.id, 1);
+    let store = CheckpointStore::open(state.path(), "job").unwrap();
+    assert_eq!(
+        store.latest().unwrap().unwrap().id,
+        2,
+        "kept: the restore truncates it"
+    );
+}
