@@ -75,6 +75,20 @@ fn a_job_that_loses_its_state_directory_resumes_from_the_store_exactly_once() {
         .unwrap()
         .count();
     assert!((1..=3).contains(&manifests), "{manifests} manifests");
+    assert_inspectable(&file_url(store.path()), &input);
+}
+
+/// `weir checkpoints URL` lists the store's final checkpoint, and `weir
+/// state URL` reads each word's count there: its true count in `input`.
+pub fn assert_inspectable(url: &str, input: &str) {
+    let listed = WEIR.ok(["checkpoints", url]);
+    assert_has(&listed.stdout, "job `wordcount`");
+    assert_has(&listed.stdout, "final");
+    let counts = true_counts(wordcount_words(input));
+    let (word, count) = counts.iter().max_by_key(|(_, c)| **c).unwrap();
+    let state = WEIR.ok(["state", url, "--operator", "count", "--key", word]);
+    let want = format!(r#"{{"key":"{word}","state":"count","value":{count}}}"#);
+    assert_eq!(state.stdout.trim(), want);
 }
 
 #[test]
@@ -116,10 +130,59 @@ fn restore_none_empties_the_store_and_a_second_process_is_fenced() {
     let before = names("packs");
     let out = first.run(&["--restore", "none", "-v"]);
     assert!(out.success(), "{}", out.stderr);
-    assert!(names("packs").is_disjoint(&before), "every pack of before is gone");
+    assert!(
+        names("packs").is_disjoint(&before),
+        "every pack of before is gone"
+    );
     assert_has(
         &out.stderr,
         "--restore none: deleting the checkpoints in file://",
     );
     assert_lacks(&out.stderr, "resumed from checkpoint");
+}
+
+/// A savepoint written to an object store URL (`weir savepoint --out
+/// URL`) starts the job again elsewhere (`--from-savepoint URL`) with
+/// exactly-once output; a job whose own store holds checkpoints already is
+/// refused a savepoint start, naming the fix.
+#[test]
+fn a_savepoint_goes_to_a_url_and_starts_a_job_from_there() {
+    let (store, savepoints) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut rng = XorShift(seed() ^ 3);
+    let input = wordcount_input(&mut rng, 50, 20_000);
+    let job = JobDir::new(
+        WEIR,
+        wordcount_with_store(&file_url(store.path())),
+        &[("input.txt", &input)],
+    );
+    let mut running = job.spawn(&["-v"]);
+    running.wait_for_line("a checkpoint", |l| l.contains("complete in"));
+    let url = file_url(&savepoints.path().join("wc-1"));
+    let out = job
+        .weir("savepoint", &["--out", &url, "--stop"])
+        .assert_ok();
+    assert_has(&out.stdout, &format!("written to {url}"));
+    let (status, stderr) = running.wait();
+    assert!(status.success(), "{stderr}");
+    assert!(savepoints.path().join("wc-1/savepoint.json").is_file());
+
+    let fresh = job.path().join("fresh");
+    let args = [
+        "--state-dir",
+        fresh.to_str().unwrap(),
+        "--from-savepoint",
+        &url,
+    ];
+    job.run(&args)
+        .assert_one_line_error(&["holds checkpoints already", "new prefix"]);
+    let other = tempfile::tempdir().unwrap();
+    job.write_job(wordcount_with_store(&file_url(other.path())));
+    let started = job.run(&args).assert_ok();
+    assert_has(&started.stderr, "starts from savepoint");
+    let want = true_counts(wordcount_words(&input));
+    assert_running_counts(
+        &want,
+        &job.read("out/counts.jsonl"),
+        "from the savepoint at a URL",
+    );
 }

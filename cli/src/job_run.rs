@@ -117,14 +117,22 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let progress = (!progress_every.is_zero())
         .then(|| weir_cli::progress::Progress::start(live.clone(), progress_every));
+    let fetched = match from_savepoint {
+        Some(url) if weir_cli::stored::is_store_url(&url) => {
+            let (dir, guard) = weir_cli::stored::fetch_savepoint(&url, &job)?;
+            Some((dir, Some(guard)))
+        }
+        Some(dir) => Some((dir, None)),
+        None => None,
+    };
     let options = RunOptions {
         restore,
         state_dir,
         metrics: Some(live.clone()),
         swaps: swap,
         control_socket: true,
-        from_savepoint: from_savepoint.map(|dir| weir::run::FromSavepoint {
-            dir,
+        from_savepoint: fetched.as_ref().map(|(dir, _)| weir::run::FromSavepoint {
+            dir: dir.clone(),
             allow_non_restored_state,
         }),
     };

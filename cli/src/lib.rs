@@ -12,3 +12,4 @@ pub mod output;
 pub mod progress;
 pub mod prometheus;
 pub mod scaffold;
+pub mod stored;

@@ -285,11 +285,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Checkpoints { state_dir, json } => {
-            let state_dir = state_dir_arg(&state_dir)?;
-            let store = weir::store::CheckpointStore::open_existing(&state_dir)?;
-            let reports: Vec<_> = store
-                .list()?
-                .into_iter()
+            let (job, metas, state_dir) = match weir_cli::stored::is_store_url(&state_dir) {
+                true => {
+                    let (job, metas) = weir_cli::stored::list(&state_dir.display().to_string())?;
+                    (job, metas, state_dir)
+                }
+                false => {
+                    let state_dir = state_dir_arg(&state_dir)?;
+                    let store = weir::store::CheckpointStore::open_existing(&state_dir)?;
+                    (Some(store.job()?), store.list()?, state_dir)
+                }
+            };
+            let reports: Vec<_> = (metas.into_iter())
                 .map(weir_cli::inspect::CheckpointReport::of)
                 .collect();
             let text = if json {
@@ -299,7 +306,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 let mut text = format!(
                     "job `{}`: {} complete checkpoint(s)\n",
-                    store.job()?,
+                    job.unwrap_or_default(),
                     reports.len()
                 );
                 for r in &reports {
@@ -319,7 +326,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             timers,
         } => {
-            let state_dir = state_dir_arg(&state_dir)?;
+            let inspected = weir_cli::stored::inspected(&state_dir, checkpoint)?;
+            let state_dir = state_dir_arg(&inspected.dir)?;
             let key = key.as_deref();
             let printed = match (timers, operator) {
                 (true, operator) => {

@@ -300,6 +300,93 @@ impl RemoteStore {
         Ok(())
     }
 
+    /// Every object under the prefix, as `/`-separated names relative to
+    /// it.
+    fn all_names(&self) -> Result<Vec<String>, RemoteError> {
+        use futures_util::TryStreamExt;
+        let listed: Vec<_> = (self.runtime)
+            .block_on(self.store.list(Some(&self.prefix)).try_collect())
+            .map_err(|e| self.fail("listing", e))?;
+        let mut names: Vec<String> = (listed.into_iter())
+            .filter_map(|m| {
+                let parts = m.location.prefix_match(&self.prefix)?;
+                let parts: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
+                Some(parts.join("/"))
+            })
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Copies every file under the local folder `dir` to the store, at
+    /// the same names under the prefix, which must hold nothing yet (a
+    /// savepoint written to a URL). Returns the number of files.
+    pub fn put_tree(&self, dir: &std::path::Path) -> Result<usize, RemoteError> {
+        if let Some(there) = self.all_names()?.first() {
+            return Err(RemoteError::Config {
+                url: self.url.clone(),
+                message: format!("it holds objects already ({there}); name a new prefix"),
+            });
+        }
+        let mut files = Vec::new();
+        let mut dirs = vec![dir.to_path_buf()];
+        let local = |path: &std::path::Path, e: std::io::Error| RemoteError::Failed {
+            url: self.url.clone(),
+            operation: format!("reading {}", path.display()),
+            message: e.to_string(),
+            transient: false,
+        };
+        while let Some(d) = dirs.pop() {
+            for entry in std::fs::read_dir(&d).map_err(|e| local(&d, e))? {
+                let path = entry.map_err(|e| local(&d, e))?.path();
+                match path.is_dir() {
+                    true => dirs.push(path),
+                    false => files.push(path),
+                }
+            }
+        }
+        for path in &files {
+            let relative = path.strip_prefix(dir).expect("found under dir");
+            let name = relative
+                .to_string_lossy()
+                .replace(std::path::MAIN_SEPARATOR, "/");
+            let bytes = std::fs::read(path).map_err(|e| local(path, e))?;
+            let object = self.path(&name);
+            (self.runtime)
+                .block_on(self.store.put(&object, PutPayload::from(bytes)))
+                .map_err(|e| self.fail(&format!("writing {name}"), e))?;
+        }
+        Ok(files.len())
+    }
+
+    /// Copies every object under the prefix into the local folder `dir`
+    /// (a savepoint read from a URL). Returns the number of files; none is
+    /// an error naming the URL.
+    pub fn get_tree(&self, dir: &std::path::Path) -> Result<usize, RemoteError> {
+        let names = self.all_names()?;
+        if names.is_empty() {
+            return Err(RemoteError::Config {
+                url: self.url.clone(),
+                message: "it holds no objects; check the URL".into(),
+            });
+        }
+        for name in &names {
+            let bytes = self.get(name)?;
+            let path = dir.join(name);
+            let written = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&path, bytes));
+            written.map_err(|e| RemoteError::Failed {
+                url: self.url.clone(),
+                operation: format!("writing {}", path.display()),
+                message: e.to_string(),
+                transient: false,
+            })?;
+        }
+        Ok(names.len())
+    }
+
     /// Deletes every manifest and pack (`--restore none`).
     pub fn clear(&self) -> Result<(), RemoteError> {
         for name in self

@@ -419,12 +419,14 @@ fn parse(line: &str) -> Result<Parsed, String> {
     if let Some(sp) = v.get("savepoint") {
         let out = match sp.get("out") {
             None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(p)) if Path::new(p).is_absolute() => {
+            Some(serde_json::Value::String(p))
+                if Path::new(p).is_absolute() || crate::config::check_store_url(p).is_ok() =>
+            {
                 Some(PathBuf::from(p))
             }
             Some(other) => {
                 return Err(format!(
-                    "bad request: `out` must be an absolute path, not {other}"
+                    "bad request: `out` must be an absolute path or an object store URL, not {other}"
                 ));
             }
         };
@@ -478,8 +480,13 @@ pub fn request_savepoint(
     wait: Duration,
     timeout: Duration,
 ) -> Result<String, String> {
+    // A folder is made absolute (the job runs elsewhere); an object
+    // store's URL is kept as given.
     let out = out
-        .map(|o| std::path::absolute(o).map_err(|e| format!("{}: {e}", o.display())))
+        .map(|o| match o.to_str().is_some_and(|s| s.contains("://")) {
+            true => Ok(o.to_path_buf()),
+            false => std::path::absolute(o).map_err(|e| format!("{}: {e}", o.display())),
+        })
         .transpose()?;
     let req = serde_json::json!({"savepoint": {"out": out, "stop": stop}});
     request(state_dir, &req, wait, timeout)

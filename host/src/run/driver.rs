@@ -32,7 +32,7 @@ use crate::dataflow::protocol::{Command, Event, SourceCtl};
 use crate::failpoint::{self, Failpoint};
 use crate::metrics::{CheckpointRecord, JobMetrics};
 use crate::plan::{NodeKind, Plan};
-use crate::remote::Replica;
+use crate::remote::{RemoteStore, Replica};
 use crate::run::control::ControlRequest;
 use crate::run::error::RunError;
 use crate::run::kept::{Kept, operators_meta};
@@ -304,7 +304,10 @@ impl<'a> Driver<'a> {
         if let Some(p) = self.probation.as_mut() {
             p.checkpoint_completed(done.id, self.channels.commits.len());
         }
-        if done.is_final || self.coordinator.stop_requested() {
+        // A stop ends at its checkpoint: the last one taken, none being
+        // taken or copied to the object store after it.
+        let last = self.uploading.is_empty() && self.coordinator.in_flight().is_none();
+        if done.is_final || (self.coordinator.stop_requested() && last) {
             self.finished = done.is_final;
             self.awaiting_commit = Some(done.id);
         }
@@ -478,7 +481,7 @@ impl<'a> Driver<'a> {
             p.request.out.clone().unwrap_or_else(|| {
                 (self.state_dir.join("savepoints")).join(format!("savepoint-{id}"))
             });
-        let result = self.store.write_savepoint(id, &dir).map(|_| {
+        let result = self.write_savepoint(id, &dir).map(|()| {
             let message = format!(
                 "savepoint of checkpoint {id} written to {}{}",
                 dir.display(),
@@ -492,6 +495,36 @@ impl<'a> Driver<'a> {
             message
         });
         p.request.answer(result.map_err(|e| e.to_string()));
+    }
+
+    /// Writes the savepoint of checkpoint `id` to `dir`, a folder or an
+    /// object store's URL (written in a temporary folder, then copied there
+    /// with the credentials of the environment, and the job's
+    /// `store_options` for a URL of its store's scheme).
+    fn write_savepoint(&self, id: u64, dir: &std::path::Path) -> Result<(), String> {
+        let Some(url) = dir.to_str().filter(|d| d.contains("://")) else {
+            return self
+                .store
+                .write_savepoint(id, dir)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        };
+        let checkpoint = &self.job.checkpoint;
+        let same_scheme = |store: &String| store.split("://").next() == url.split("://").next();
+        let options = match checkpoint.store.as_ref().is_some_and(same_scheme) {
+            true => checkpoint.store_options.clone(),
+            false => BTreeMap::new(),
+        };
+        let remote = RemoteStore::open(url, &options).map_err(|e| e.to_string())?;
+        let local = tempfile_dir(self.state_dir).map_err(|e| e.to_string())?;
+        let written = self.store.write_savepoint(id, &local.join("savepoint"));
+        let copied = written.map_err(|e| e.to_string()).and_then(|_| {
+            remote
+                .put_tree(&local.join("savepoint"))
+                .map_err(|e| e.to_string())
+        });
+        let _ = std::fs::remove_dir_all(&local);
+        copied.map(|_| ())
     }
 
     /// A live swap: checkpoint now, then end the attempt so that the
@@ -598,4 +631,15 @@ mod tests {
         assert_eq!(savepoint_from(&c, true), 5);
         assert_eq!(savepoint_from(&c, false), 6);
     }
+}
+
+/// A new empty folder under `state_dir` for a savepoint on its way to an
+/// object store.
+fn tempfile_dir(state_dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = state_dir.join(format!("savepoint-upload-{nanos}"));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }

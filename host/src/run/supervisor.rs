@@ -164,6 +164,18 @@ impl<'a> Supervisor<'a> {
                     message: "--from-savepoint is where the job starts; drop --restore".into(),
                 });
             }
+            if let Some(remote) = &remote
+                && let Some(id) = remote.manifest_ids()?.last()
+            {
+                return Err(RunError::Savepoint {
+                    job: job.name.clone(),
+                    dir: from.dir.clone(),
+                    message: format!(
+                        "the job's checkpoint store {} holds checkpoints already (the newest is {id}), which a restore would take over the savepoint; set [checkpoint] store to a new prefix for the job started from it",
+                        remote.url()
+                    ),
+                });
+            }
             savepoint::import(&plan, options, from)?;
             moved::record(job, &options.state_dir(job), &from.dir)?;
         }
