@@ -614,6 +614,17 @@ fn participants<'p>(plan: &'p Plan<'_>) -> impl Iterator<Item = Participant> + '
     })
 }
 
+/// A new empty folder under `state_dir` for a savepoint on its way to an
+/// object store.
+fn tempfile_dir(state_dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = state_dir.join(format!("savepoint-upload-{nanos}"));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -631,15 +642,4 @@ mod tests {
         assert_eq!(savepoint_from(&c, true), 5);
         assert_eq!(savepoint_from(&c, false), 6);
     }
-}
-
-/// A new empty folder under `state_dir` for a savepoint on its way to an
-/// object store.
-fn tempfile_dir(state_dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = state_dir.join(format!("savepoint-upload-{nanos}"));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
