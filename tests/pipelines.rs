@@ -18,7 +18,8 @@ use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
 use weir_tests::jobs;
 use weir_tests::order::{assert_in_order_per_instance, jsonl_key};
-use weir_tests::pipeline::{XorShift, assert_same_lines, multiset, seed, wordcount_words};
+use weir_tests::orders::{Orders, assert_same_json_lines};
+use weir_tests::pipeline::{XorShift, multiset, seed, wordcount_words};
 use weir_tests::plugins;
 use weir_tests::text::assert_has;
 
@@ -28,17 +29,6 @@ const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 /// output (ms) a kill lands.
 const KILLS: usize = 4;
 const KILL_JITTER: (u64, u64) = (0, 300);
-
-/// Asserts two multisets of JSON lines are equal (compared canonically),
-/// printing a short difference when not.
-fn assert_same_json_lines(
-    got: &BTreeMap<String, usize>,
-    expected: &BTreeMap<String, usize>,
-    what: &str,
-) {
-    let what = format!("{what} (seed {})", seed());
-    assert_same_lines(&canonical(got), &canonical(expected), &what);
-}
 
 /// Runs `job` through `kills` SIGKILLs and to the end; asserts its output
 /// `out` is `expected`; returns how many runs were killed.
@@ -117,118 +107,10 @@ fn wordcount_survives_a_dozen_sigkills_exactly_once() {
 
 // ---------------------------------------------------------------- reconcile
 
-struct Orders {
-    a: Vec<(String, String)>,
-    b: Vec<(String, String)>,
-}
-
-impl Orders {
-    fn generate(rng: &mut XorShift, n: usize) -> Self {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        for i in 0..n {
-            let key = format!("ORD-{i:06}");
-            let cents = rng.range(100, 1_000_000);
-            let amount = format!("{}.{:02}", cents / 100, cents % 100);
-            match rng.range(0, 20) {
-                0 => a.push((key, amount)),
-                1 => b.push((key, amount)),
-                2 => {
-                    b.push((
-                        key.clone(),
-                        format!("{}.{:02}", cents / 100 + 1, cents % 100),
-                    ));
-                    a.push((key, amount));
-                }
-                _ => {
-                    a.push((key.clone(), amount.clone()));
-                    b.push((key, amount));
-                }
-            }
-        }
-        for i in (1..b.len()).rev() {
-            let j = rng.range(0, i as u64 + 1) as usize;
-            b.swap(i, j);
-        }
-        Orders { a, b }
-    }
-
-    fn csv(rows: &[(String, String)], third: &str) -> String {
-        let mut s = format!("order_no,amount,{third}\n");
-        for (k, v) in rows {
-            s.push_str(&format!("{k},{v},x\n"));
-        }
-        s
-    }
-
-    fn job_file(rate_a: Option<u64>, rate_b: Option<u64>) -> JobFile {
-        let mut job =
-            jobs::reconcile(plugins::RECONCILE).checkpoint(Checkpoint::every("100ms").retain(1000));
-        for (id, rate) in [("payments", rate_a), ("bank", rate_b)] {
-            job = job.source_with(id, |s| s.throttle(rate));
-        }
-        job
-    }
-
-    fn job(&self, rate_a: Option<u64>, rate_b: Option<u64>) -> JobDir {
-        let job = Self::job_file(rate_a, rate_b);
-        let (a, b) = (Self::csv(&self.a, "channel"), Self::csv(&self.b, "state"));
-        JobDir::new(WEIR, job, &[("payments.csv", &a), ("bank.csv", &b)])
-    }
-
-    /// Per key: (first amount from A, first amount from B).
-    fn sides(&self, ka: usize, kb: usize) -> BTreeMap<String, (Option<f64>, Option<f64>)> {
-        let mut sides: BTreeMap<String, (Option<f64>, Option<f64>)> = BTreeMap::new();
-        for (k, v) in &self.a[..ka] {
-            sides
-                .entry(k.clone())
-                .or_default()
-                .0
-                .get_or_insert(v.parse().unwrap());
-        }
-        for (k, v) in &self.b[..kb] {
-            sides
-                .entry(k.clone())
-                .or_default()
-                .1
-                .get_or_insert(v.parse().unwrap());
-        }
-        sides
-    }
-
-    /// The reference output: every key classified once.
-    fn reference(&self) -> BTreeMap<String, usize> {
-        let mut out = String::new();
-        for (k, (a, b)) in self.sides(self.a.len(), self.b.len()) {
-            let status = match (a, b) {
-                (Some(x), Some(y)) if (x - y).abs() <= 0.005 + 1e-9 => "MATCH",
-                (Some(_), Some(_)) => "AMOUNT_MISMATCH",
-                (Some(_), None) => "ONLY_A",
-                _ => "ONLY_B",
-            };
-            out.push_str(&format!(
-                "{}\n",
-                json!({"key": k, "status": status, "a": a, "b": b})
-            ));
-        }
-        multiset(&out)
-    }
-}
-
-/// Output lines re-serialized canonically (sorted keys), as a multiset.
-fn canonical(lines: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for (l, n) in lines {
-        let v: Value = serde_json::from_str(l)
-            .unwrap_or_else(|e| panic!("output line is not JSON ({e}): {l}"));
-        *out.entry(v.to_string()).or_insert(0) += n;
-    }
-    out
-}
-
 #[test]
 fn reconcile_straight_through_matches_the_reference() {
     let orders = Orders::generate(&mut XorShift(seed() ^ 2), 2000);
-    let job = orders.job(None, None);
+    let job = orders.job(WEIR, None, None);
     job.run_ok(&[]);
     assert_same_json_lines(
         &job.lines("out/reconcile.jsonl"),
@@ -241,7 +123,7 @@ fn reconcile_straight_through_matches_the_reference() {
 fn reconcile_survives_sigkill_exactly_once() {
     let mut rng = XorShift(seed() ^ 3);
     let orders = Orders::generate(&mut rng, 20_000);
-    let job = orders.job(Some(3000), Some(3000));
+    let job = orders.job(WEIR, Some(3000), Some(3000));
     check_crash_run(
         &job,
         "out/reconcile.jsonl",
@@ -257,7 +139,7 @@ fn reconcile_survives_sigkill_exactly_once() {
 fn reconcile_rescaled_mid_run_equals_the_batch_answer() {
     let mut rng = XorShift(seed() ^ 5);
     let orders = Orders::generate(&mut rng, 20_000);
-    let job = orders.job(Some(3000), Some(3000));
+    let job = orders.job(WEIR, Some(3000), Some(3000));
     for p in [3, 1] {
         let killed = job.kill_after_output("out/reconcile.jsonl", (0, 100), &mut rng);
         assert!(killed, "the run at the old parallelism finished first");
@@ -280,7 +162,7 @@ fn reconcile_rescaled_mid_run_equals_the_batch_answer() {
 #[test]
 fn checkpoints_of_skewed_inputs_are_consistent_cuts() {
     let orders = Orders::generate(&mut XorShift(seed() ^ 4), 3000);
-    let job = orders.job(Some(4000), Some(400));
+    let job = orders.job(WEIR, Some(4000), Some(400));
     job.run_ok(&[]);
     let store = weir::store::CheckpointStore::open_existing(&job.state_dir()).unwrap();
     let checkpoints = store.list().unwrap();

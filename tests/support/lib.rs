@@ -29,6 +29,8 @@ pub mod job_file;
 pub mod jobs;
 pub mod nested_build;
 pub mod order;
+#[cfg(feature = "plugins")]
+pub mod orders;
 pub mod pipeline;
 pub mod polyglot;
 pub mod pty;
