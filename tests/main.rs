@@ -42,6 +42,7 @@ mod kafka;
 mod nats;
 mod postgres_jobs;
 mod postgres_sink;
+mod s3_server;
 
 // Crashes at named steps of the checkpoint protocol (WEIR_FAILPOINTS), per
 // sink, and during a live swap and a rescale.

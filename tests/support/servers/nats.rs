@@ -304,27 +304,7 @@ fn js_request(client: &mut Client, api: &str, body: &Value) -> Value {
 }
 
 /// The nats-server release `scripts/services.sh install` puts in
-/// `$WEIR_NATS_HOME/<NATS_VERSION>` (default `~/.cache/weir-nats/...`), the
-/// version read from the script, so the two cannot disagree.
+/// `$WEIR_NATS_HOME/<NATS_VERSION>` (default `~/.cache/weir-nats/...`).
 fn nats_bin() -> Result<PathBuf, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/services.sh");
-    let text = fs::read_to_string(&script).map_err(|e| format!("{}: {e}", script.display()))?;
-    let version = text
-        .lines()
-        .find_map(|l| l.strip_prefix("NATS_VERSION="))
-        .ok_or_else(|| format!("{} sets no NATS_VERSION", script.display()))?;
-    let home = match std::env::var_os("WEIR_NATS_HOME") {
-        Some(home) => PathBuf::from(home),
-        None => {
-            let cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
-            let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache"));
-            cache.or(home).unwrap_or_default().join("weir-nats")
-        }
-    };
-    let bin = home.join(version.trim()).join("nats-server");
-    if is_executable(&bin) {
-        Ok(bin)
-    } else {
-        Err(format!("no nats-server {version} at {}", bin.display()))
-    }
+    installed_bin("NATS_VERSION", "WEIR_NATS_HOME", "weir-nats", "nats-server")
 }

@@ -2,7 +2,8 @@
 //! of its own (`weir-<name>-*`), its output in `<name>.log`, a watchdog
 //! that SIGKILLs the pid in `<name>.pid` when the test process ends
 //! without dropping it, and the child killed with SIGKILL (as a crash) on
-//! [`ServerProcess::kill`] and on drop.
+//! [`ServerProcess::kill`] and on drop. Files the process leaves outside
+//! its folder when killed are removed after it (by the watchdog too).
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -17,6 +18,8 @@ use super::{Watchdog, server_dir};
 pub(super) struct ServerProcess {
     name: &'static str,
     child: Mutex<Option<Child>>,
+    /// [`ServerProcess::set_outside_files`], also listed in `<name>.outside`.
+    outside: Vec<PathBuf>,
     // Dropped in this order, after `Drop::drop` killed the child.
     _watchdog: Watchdog,
     dir: TempDir,
@@ -26,15 +29,24 @@ impl ServerProcess {
     /// A new folder for server `name`, no process yet.
     pub(super) fn new(name: &'static str) -> ServerProcess {
         let dir = server_dir(&format!("weir-{name}-"));
-        let cleanup =
-            format!("if [ -e \"$1/{name}.pid\" ]; then kill -9 \"$(cat \"$1/{name}.pid\")\"; fi");
+        let cleanup = format!(
+            "if [ -e \"$1/{name}.pid\" ]; then kill -9 \"$(cat \"$1/{name}.pid\")\"; \
+             if [ -e \"$1/{name}.outside\" ]; then \
+             while IFS= read -r f; do rm -f \"$f\"; done <\"$1/{name}.outside\"; fi; fi"
+        );
         let watchdog = Watchdog::spawn(dir.path(), &cleanup, &[]);
         ServerProcess {
             name,
             child: Mutex::new(None),
+            outside: Vec::new(),
             _watchdog: watchdog,
             dir,
         }
+    }
+
+    /// `<name>.<extension>` in the folder.
+    fn file(&self, extension: &str) -> PathBuf {
+        self.dir.path().join(format!("{}.{extension}", self.name))
     }
 
     pub(super) fn dir(&self) -> &Path {
@@ -42,7 +54,7 @@ impl ServerProcess {
     }
 
     pub(super) fn log_path(&self) -> PathBuf {
-        self.dir.path().join(format!("{}.log", self.name))
+        self.file("log")
     }
 
     /// The log file opened for appending, with a line `--- weir-tests:
@@ -61,10 +73,19 @@ impl ServerProcess {
     /// unless `pid_written` (a script that writes it itself).
     pub(super) fn set_child(&mut self, child: Child, pid_written: bool) {
         if !pid_written {
-            let pid = self.dir.path().join(format!("{}.pid", self.name));
-            fs::write(pid, child.id().to_string()).unwrap();
+            fs::write(self.file("pid"), child.id().to_string()).unwrap();
         }
         *self.child.get_mut().unwrap() = Some(child);
+    }
+
+    /// Takes `files` as what the running process makes outside its folder
+    /// and leaves behind when killed (SeaweedFS's gRPC sockets, at fixed
+    /// places under /tmp): [`ServerProcess::kill`] removes them after the
+    /// process, and so does the watchdog when the test process ends first.
+    pub(super) fn set_outside_files(&mut self, files: Vec<PathBuf>) {
+        let list: String = files.iter().map(|f| format!("{}\n", f.display())).collect();
+        fs::write(self.file("outside"), list).unwrap();
+        self.outside = files;
     }
 
     /// How the process ended, if it has.
@@ -86,13 +107,18 @@ impl ServerProcess {
         }
     }
 
-    /// Kills the process (SIGKILL, as a crash) and waits for it to end.
+    /// Kills the process (SIGKILL, as a crash), waits for it to end and
+    /// removes what it left outside its folder.
     pub(super) fn kill(&mut self) {
         if let Some(mut child) = self.child.get_mut().unwrap().take() {
             let _ = child.kill();
             let _ = child.wait();
         }
-        let _ = fs::remove_file(self.dir.path().join(format!("{}.pid", self.name)));
+        let _ = fs::remove_file(self.file("pid"));
+        for file in self.outside.drain(..) {
+            let _ = fs::remove_file(file);
+        }
+        let _ = fs::remove_file(self.file("outside"));
     }
 }
 
