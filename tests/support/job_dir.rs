@@ -3,7 +3,6 @@
 //! points (committed output, never a guessed time), and its output files.
 
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,14 +15,13 @@ use crate::servers::PrivateServer;
 use crate::text::assert_lacks;
 use crate::wait::{PATIENCE, wait_until};
 
-/// No environment variables to add ([`JobDir::run_with_env`]).
-const NO_ENV: [(&str, &str); 0] = [];
-
 /// A job file and its inputs in a temporary folder, and the `weir` commands
 /// on them.
 pub struct JobDir {
     dir: tempfile::TempDir,
     weir: Weir,
+    /// Environment variables every `weir` command of the folder gets.
+    env: Vec<(String, String)>,
 }
 
 impl JobDir {
@@ -33,6 +31,7 @@ impl JobDir {
         let j = JobDir {
             dir: tempfile::tempdir().unwrap(),
             weir,
+            env: Vec::new(),
         };
         j.write_job(job);
         for (name, text) in files {
@@ -75,6 +74,7 @@ impl JobDir {
     pub fn command(&self, verb: &str, args: &[&str]) -> Command {
         let mut c = self.weir.command([verb]);
         c.arg(self.path().join("job.toml")).args(args);
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
 
@@ -83,23 +83,17 @@ impl JobDir {
         Outcome::of(&mut self.command(verb, args))
     }
 
-    /// Runs the job to the end with `args`.
-    pub fn run(&self, args: &[&str]) -> Outcome {
-        self.run_with_env(args, NO_ENV)
+    /// The folder, with the environment variables `env` added to every
+    /// `weir` command run in it (a server's credentials and address:
+    /// [`crate::servers::S3::env`]).
+    pub fn with_env<K: Into<String>>(mut self, env: impl IntoIterator<Item = (K, String)>) -> Self {
+        self.env.extend(env.into_iter().map(|(k, v)| (k.into(), v)));
+        self
     }
 
-    /// [`JobDir::run`] with the environment variables `env` added (a
-    /// server's credentials and address: [`crate::servers::S3::env`]).
-    pub fn run_with_env<K, V>(
-        &self,
-        args: &[&str],
-        env: impl IntoIterator<Item = (K, V)>,
-    ) -> Outcome
-    where
-        K: AsRef<OsStr>,
-        V: AsRef<OsStr>,
-    {
-        Outcome::of(self.command("run", args).envs(env))
+    /// Runs the job to the end with `args`.
+    pub fn run(&self, args: &[&str]) -> Outcome {
+        Outcome::of(&mut self.command("run", args))
     }
 
     /// Runs the job and asserts it succeeded; returns stderr.
@@ -119,6 +113,7 @@ impl JobDir {
     pub fn on_state(&self, verb: &str, args: &[&str]) -> Outcome {
         let mut c = self.weir.command([verb]);
         c.arg(self.state_dir()).args(args);
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         Outcome::of(&mut c)
     }
 
@@ -132,21 +127,8 @@ impl JobDir {
     /// `weir run job.toml ARGS` spawned and watched: its stderr read line
     /// by line, stdout discarded.
     pub fn spawn(&self, args: &[&str]) -> Running {
-        self.spawn_with_env(args, NO_ENV)
-    }
-
-    /// [`JobDir::spawn`] with the environment variables `env` added.
-    pub fn spawn_with_env<K, V>(
-        &self,
-        args: &[&str],
-        env: impl IntoIterator<Item = (K, V)>,
-    ) -> Running
-    where
-        K: AsRef<OsStr>,
-        V: AsRef<OsStr>,
-    {
         let mut c = self.command("run", args);
-        c.envs(env).stdout(Stdio::null());
+        c.stdout(Stdio::null());
         Running::spawn(c)
     }
 

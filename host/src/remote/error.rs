@@ -71,28 +71,30 @@ impl RemoteError {
     /// `e`, with what to do.
     pub(super) fn from_store(url: &str, operation: &str, e: object_store::Error) -> RemoteError {
         use object_store::Error as E;
-        let (message, transient) = match &e {
-            E::NotFound { .. } => (
-                format!(
-                    "not found ({}); check that the bucket exists and the URL names it",
-                    one_line(&e)
-                ),
-                false,
-            ),
-            E::PermissionDenied { .. } | E::Unauthenticated { .. } => (
-                format!(
-                    "access denied ({}); check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or [checkpoint.store_options]) and the bucket's policy",
-                    one_line(&e)
-                ),
-                false,
-            ),
-            _ => (
-                format!(
-                    "{}; is the store reachable (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for http://)?",
-                    one_line(&e)
-                ),
-                true,
-            ),
+        let text = one_line(&e);
+        let says = |words: &[&str]| words.iter().any(|w| text.contains(w));
+        let denied = matches!(e, E::PermissionDenied { .. } | E::Unauthenticated { .. })
+            || says(&[
+                "403 Forbidden",
+                "401 Unauthorized",
+                "AccessDenied",
+                "SignatureDoesNotMatch",
+                "InvalidAccessKeyId",
+            ]);
+        let missing = says(&[
+            "NoSuchBucket",
+            "ContainerNotFound",
+            "The specified bucket does not exist",
+        ]);
+        let (message, transient) = if denied {
+            let fix = "check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or [checkpoint.store_options]) and the bucket's policy";
+            (format!("access denied ({text}); {fix}"), false)
+        } else if missing || matches!(e, E::NotFound { .. }) {
+            let fix = "check that the bucket exists and the URL names it";
+            (format!("not found ({text}); {fix}"), false)
+        } else {
+            let fix = "is the store reachable (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for http://)?";
+            (format!("{text}; {fix}"), true)
         };
         RemoteError::Failed {
             url: url.to_string(),

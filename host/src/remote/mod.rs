@@ -277,20 +277,28 @@ impl RemoteStore {
     /// After this writer created manifest `newest`: deletes the manifests
     /// older than the `retain` newest, then every pack of a version up to
     /// `newest` that no remaining manifest names (what older checkpoints
-    /// alone read, and orphans of a crash).
-    pub fn collect_garbage(&self, newest: u64, retain: usize) -> Result<(), RemoteError> {
-        let ids: Vec<u64> = self
-            .manifest_ids()?
-            .into_iter()
+    /// alone read, and orphans of a crash). `known` caches the pack names
+    /// of manifests read or written before, so each is read once.
+    pub fn collect_garbage(
+        &self,
+        newest: u64,
+        retain: usize,
+        known: &mut BTreeMap<u64, Vec<String>>,
+    ) -> Result<(), RemoteError> {
+        let ids: Vec<u64> = (self.manifest_ids()?.into_iter())
             .filter(|&id| id <= newest)
             .collect();
         let keep = ids.len().saturating_sub(retain.max(1));
         for &id in &ids[..keep] {
             self.delete(&manifest_name(id))?;
         }
+        known.retain(|id, _| ids[keep..].contains(id));
         let mut named = std::collections::BTreeSet::new();
         for &id in &ids[keep..] {
-            named.extend(self.manifest(id)?.packs);
+            if !known.contains_key(&id) {
+                known.insert(id, self.manifest(id)?.packs);
+            }
+            named.extend(known[&id].iter().cloned());
         }
         for name in self.names("packs")? {
             if pack_version(&name).is_some_and(|v| v <= newest) && !named.contains(&name) {

@@ -13,6 +13,7 @@
 //! - Garbage collection runs after a manifest is created, by its writer;
 //!   its failures are logged and left to the next checkpoint.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,9 +57,11 @@ impl Uploader {
         let thread = std::thread::Builder::new()
             .name("store-upload".into())
             .spawn(move || {
+                // The pack names of the manifests garbage collection read.
+                let mut known = BTreeMap::new();
                 for upload in todo {
                     let id = upload.manifest.id;
-                    let result = copy(&remote, upload, &stopped);
+                    let result = copy(&remote, upload, &stopped, &mut known);
                     let failed = result.is_err();
                     if answer.send(result.map(|()| id)).is_err() || failed {
                         return;
@@ -100,7 +103,12 @@ impl Drop for Uploader {
 
 /// Copies one checkpoint: its packs, then its manifest, then collects
 /// garbage.
-fn copy(remote: &RemoteStore, upload: Upload, stop: &AtomicBool) -> Result<(), RemoteError> {
+fn copy(
+    remote: &RemoteStore,
+    upload: Upload,
+    stop: &AtomicBool,
+    known: &mut BTreeMap<u64, Vec<String>>,
+) -> Result<(), RemoteError> {
     let Upload {
         manifest,
         mut packs,
@@ -128,7 +136,8 @@ fn copy(remote: &RemoteStore, upload: Upload, stop: &AtomicBool) -> Result<(), R
         retrying(stop, || remote.put_pack(name, bytes.clone()))?;
     }
     retrying(stop, || remote.create_manifest(&manifest))?;
-    if let Err(e) = remote.collect_garbage(manifest.id, retain) {
+    known.insert(manifest.id, manifest.packs.clone());
+    if let Err(e) = remote.collect_garbage(manifest.id, retain, known) {
         tracing::warn!("{e}; left for the next checkpoint");
     }
     Ok(())
