@@ -295,8 +295,8 @@ impl RemoteStore {
         known.retain(|id, _| ids[keep..].contains(id));
         let mut named = std::collections::BTreeSet::new();
         for &id in &ids[keep..] {
-            if !known.contains_key(&id) {
-                known.insert(id, self.manifest(id)?.packs);
+            if let std::collections::btree_map::Entry::Vacant(e) = known.entry(id) {
+                e.insert(self.manifest(id)?.packs);
             }
             named.extend(known[&id].iter().cloned());
         }
