@@ -22,6 +22,7 @@ pub mod latency;
 pub mod modes;
 pub mod native;
 pub mod recovery;
+pub mod remote;
 pub mod report;
 pub mod skew;
 pub mod state;
@@ -276,6 +277,11 @@ pub const BENCHMARKS: &[Benchmark] = &[
         name: "recovery",
         about: "time to the first processed record when restoring state",
         run: recovery::run,
+    },
+    Benchmark {
+        name: "remote",
+        about: "records/s with checkpoints copied to S3 against the local file; a million keys restored from S3",
+        run: remote::run,
     },
     Benchmark {
         name: "skew",
