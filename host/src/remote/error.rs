@@ -71,9 +71,32 @@ impl RemoteError {
     /// `e`, with what to do.
     pub(super) fn from_store(url: &str, operation: &str, e: object_store::Error) -> RemoteError {
         use object_store::Error as E;
-        let text = one_line(&e);
+        let kind = match e {
+            E::PermissionDenied { .. } | E::Unauthenticated { .. } => Some(true),
+            E::NotFound { .. } => Some(false),
+            _ => None,
+        };
+        RemoteError::classify(url, operation, &e, kind)
+    }
+
+    /// The error of `operation` that failed with `e`, an I/O error of the
+    /// store's client (streamed uploads and downloads).
+    pub(super) fn from_io(url: &str, operation: &str, e: std::io::Error) -> RemoteError {
+        RemoteError::classify(url, operation, &e, None)
+    }
+
+    /// `e` as a failure: access denied (`denied` = `Some(true)`, or its
+    /// text says so), not found (`Some(false)`, or a missing bucket), or
+    /// else transient (the store unreachable or failing inside).
+    fn classify(
+        url: &str,
+        operation: &str,
+        e: &dyn std::error::Error,
+        kind: Option<bool>,
+    ) -> RemoteError {
+        let text = one_line(e);
         let says = |words: &[&str]| words.iter().any(|w| text.contains(w));
-        let denied = matches!(e, E::PermissionDenied { .. } | E::Unauthenticated { .. })
+        let denied = kind == Some(true)
             || says(&[
                 "403 Forbidden",
                 "401 Unauthorized",
@@ -81,15 +104,16 @@ impl RemoteError {
                 "SignatureDoesNotMatch",
                 "InvalidAccessKeyId",
             ]);
-        let missing = says(&[
-            "NoSuchBucket",
-            "ContainerNotFound",
-            "The specified bucket does not exist",
-        ]);
+        let missing = kind == Some(false)
+            || says(&[
+                "NoSuchBucket",
+                "ContainerNotFound",
+                "The specified bucket does not exist",
+            ]);
         let (message, transient) = if denied {
             let fix = "check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or [checkpoint.store_options]) and the bucket's policy";
             (format!("access denied ({text}); {fix}"), false)
-        } else if missing || matches!(e, E::NotFound { .. }) {
+        } else if missing {
             let fix = "check that the bucket exists and the URL names it";
             (format!("not found ({text}); {fix}"), false)
         } else {

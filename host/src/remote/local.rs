@@ -96,7 +96,8 @@ pub fn sync_state_dir(
 }
 
 /// Replaces the local store and the sinks' staging folders of `state_dir`
-/// with checkpoint `manifest.id` built from its packs.
+/// with checkpoint `manifest.id` built from its packs, and the staged
+/// epochs it names.
 fn rebuild(
     remote: &RemoteStore,
     state_dir: &Path,
@@ -130,17 +131,19 @@ fn rebuild(
     }
     let store = CheckpointStore::open(state_dir, job)?;
     store.import(manifest.id, &packs)?;
-    let own = packs.iter().find(|p| p.version == manifest.id);
-    for (name, bytes) in own.map(|p| p.files.as_slice()).unwrap_or_default() {
-        let path = inside(state_dir, name).ok_or_else(|| RemoteError::Damaged {
+    for staged in &manifest.staged {
+        let path = inside(state_dir, &staged.path).ok_or_else(|| RemoteError::Damaged {
             url: remote.url().to_string(),
-            object: manifest.packs.last().cloned().unwrap_or_default(),
-            message: format!("it holds the file {name:?}, outside the state directory"),
+            object: format!("manifests of checkpoint {}", manifest.id),
+            message: format!(
+                "it names the file {:?}, outside the state directory",
+                staged.path
+            ),
         })?;
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
         }
-        std::fs::write(&path, bytes).map_err(|e| io(&path, e))?;
+        remote.get_file(&staged.object, &path)?;
     }
     Ok(())
 }

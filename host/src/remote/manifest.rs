@@ -26,4 +26,25 @@ pub struct Manifest {
     pub packs: Vec<String>,
     /// The checkpoint's metadata, for listings without a download.
     pub meta: CheckpointMeta,
+    /// The sinks' staged epochs up to the checkpoint that were still to
+    /// deliver: what a sink may have to deliver after it is restored.
+    pub staged: Vec<Staged>,
+}
+
+/// A sink's staged epoch file copied to the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Staged {
+    /// Its path relative to the state directory (`sinks/<id>/<n>.epoch`).
+    pub path: String,
+    /// Its object (`staged/<version>-<writer>/<path>`).
+    pub object: String,
+}
+
+impl Manifest {
+    /// Every object the checkpoint reads: its packs and staged epochs.
+    pub fn objects(&self) -> impl Iterator<Item = &String> {
+        self.packs
+            .iter()
+            .chain(self.staged.iter().map(|s| &s.object))
+    }
 }

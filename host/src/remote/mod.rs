@@ -5,20 +5,22 @@
 //! ```text
 //! <prefix>/manifests/<id, 20 digits>.json      one per checkpoint (Manifest)
 //! <prefix>/packs/<version, 20 digits>-<writer>.pack   what a checkpoint wrote (store::Pack)
+//! <prefix>/staged/<version>-<writer>/sinks/<id>/<file>  a sink's staged epoch, as uploaded at <version>
 //! ```
 //!
 //! Protocol (`uploader.rs`, `local.rs`, the driver):
 //! 1. Checkpoint *n* commits to the local store as without a remote.
 //! 2. The uploader puts a pack for every version *n* reads that the
-//!    store lacks (always *n*'s, with the sinks' staged epochs still to be
-//!    delivered), then creates `manifests/<n>.json` with a conditional
-//!    create: the first writer of *n* wins, a second one is fenced.
+//!    store lacks (always *n*'s) and the sinks' staged epochs still to be
+//!    delivered that it lacks (streamed from disk), then creates
+//!    `manifests/<n>.json` with a conditional create: the first writer of
+//!    *n* wins, a second one is fenced.
 //! 3. Only then are the sinks told to commit *n*: a checkpoint counts as
 //!    complete for the sinks once its manifest exists, and the next one is
 //!    triggered after that.
 //! 4. The owner (the writer of the newest manifest) deletes manifests past
-//!    the job's `retain` and the packs no retained manifest names, orphans
-//!    of a crash included.
+//!    the job's `retain` and the packs and staged epochs no retained
+//!    manifest names, orphans of a crash included.
 //!
 //! A restore takes the newest manifest (or `--restore ID`'s): a local store
 //! holding that checkpoint is reused; otherwise the state directory is
@@ -47,7 +49,7 @@ use crate::store::Pack;
 
 pub use error::RemoteError;
 pub use local::{SyncError, sync_state_dir};
-pub use manifest::{MANIFEST_FORMAT, Manifest};
+pub use manifest::{MANIFEST_FORMAT, Manifest, Staged};
 pub use replica::Replica;
 pub use uploader::{Upload, Uploader};
 
@@ -78,10 +80,17 @@ pub fn pack_name(version: u64, writer: &str) -> String {
     format!("packs/{version:020}-{writer}.pack")
 }
 
-/// The version of the pack named `name`, if it is one.
-fn pack_version(name: &str) -> Option<u64> {
-    let file = name.strip_prefix("packs/")?;
-    file.split_once('-')?.0.parse().ok()
+/// The name of the staged epoch file `path` (relative to the state
+/// directory) uploaded at checkpoint `version` by `writer`.
+pub fn staged_name(version: u64, writer: &str, path: &str) -> String {
+    format!("staged/{version:020}-{writer}/{path}")
+}
+
+/// The version of the pack or staged epoch object named `name`, if it is
+/// one.
+fn object_version(name: &str) -> Option<u64> {
+    let rest = (name.strip_prefix("packs/")).or_else(|| name.strip_prefix("staged/"))?;
+    rest.split_once('-')?.0.parse().ok()
 }
 
 impl RemoteStore {
@@ -277,8 +286,9 @@ impl RemoteStore {
     /// After this writer created manifest `newest`: deletes the manifests
     /// older than the `retain` newest, then every pack of a version up to
     /// `newest` that no remaining manifest names (what older checkpoints
-    /// alone read, and orphans of a crash). `known` caches the pack names
-    /// of manifests read or written before, so each is read once.
+    /// alone read, and orphans of a crash), and likewise staged epochs.
+    /// `known` caches the objects of manifests read or written before, so
+    /// each is read once.
     pub fn collect_garbage(
         &self,
         newest: u64,
@@ -296,12 +306,12 @@ impl RemoteStore {
         let mut named = std::collections::BTreeSet::new();
         for &id in &ids[keep..] {
             if let std::collections::btree_map::Entry::Vacant(e) = known.entry(id) {
-                e.insert(self.manifest(id)?.packs);
+                e.insert(self.manifest(id)?.objects().cloned().collect());
             }
             named.extend(known[&id].iter().cloned());
         }
-        for name in self.names("packs")? {
-            if pack_version(&name).is_some_and(|v| v <= newest) && !named.contains(&name) {
+        for name in self.all_names()? {
+            if object_version(&name).is_some_and(|v| v <= newest) && !named.contains(&name) {
                 self.delete(&name)?;
             }
         }
@@ -310,7 +320,7 @@ impl RemoteStore {
 
     /// Every object under the prefix, as `/`-separated names relative to
     /// it.
-    fn all_names(&self) -> Result<Vec<String>, RemoteError> {
+    pub(crate) fn all_names(&self) -> Result<Vec<String>, RemoteError> {
         use futures_util::TryStreamExt;
         let listed: Vec<_> = (self.runtime)
             .block_on(self.store.list(Some(&self.prefix)).try_collect())
@@ -395,16 +405,74 @@ impl RemoteStore {
         Ok(names.len())
     }
 
-    /// Deletes every manifest and pack (`--restore none`).
+    /// Deletes every object under the prefix (`--restore none`).
     pub fn clear(&self) -> Result<(), RemoteError> {
-        for name in self
-            .names("manifests")?
-            .into_iter()
-            .chain(self.names("packs")?)
-        {
+        for name in self.all_names()? {
             self.delete(&name)?;
         }
         Ok(())
+    }
+
+    /// Uploads the file at `path` as `name`, streamed from disk (in parts
+    /// for a large one). `Ok(false)` when the file is gone.
+    pub fn put_file(&self, name: &str, path: &std::path::Path) -> Result<bool, RemoteError> {
+        use std::io::Read as _;
+        use tokio::io::AsyncWriteExt as _;
+        let mut file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(self.local(path, e)),
+        };
+        let operation = format!("writing {name}");
+        let object = self.path(name);
+        let mut writer = object_store::buffered::BufWriter::new(self.store.clone(), object);
+        let mut chunk = vec![0u8; 8 << 20];
+        loop {
+            let n = file.read(&mut chunk).map_err(|e| self.local(path, e))?;
+            if n == 0 {
+                break;
+            }
+            let bytes = bytes::Bytes::copy_from_slice(&chunk[..n]);
+            let put = self.runtime.block_on(writer.put(bytes));
+            if let Err(e) = put {
+                let _ = self.runtime.block_on(writer.abort());
+                return Err(self.fail(&operation, e));
+            }
+        }
+        (self.runtime)
+            .block_on(writer.shutdown())
+            .map_err(|e| RemoteError::from_io(&self.url, &operation, e))?;
+        Ok(true)
+    }
+
+    /// Downloads the object `name` into the file `path`, streamed.
+    pub fn get_file(&self, name: &str, path: &std::path::Path) -> Result<(), RemoteError> {
+        use futures_util::StreamExt as _;
+        use std::io::Write as _;
+        let operation = format!("reading {name}");
+        let object = self.path(name);
+        let mut out = std::fs::File::create(path).map_err(|e| self.local(path, e))?;
+        self.runtime.block_on(async {
+            let mut stream = (self.store.get(&object).await)
+                .map_err(|e| self.fail(&operation, e))?
+                .into_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| self.fail(&operation, e))?;
+                out.write_all(&chunk).map_err(|e| self.local(path, e))?;
+            }
+            Ok::<(), RemoteError>(())
+        })?;
+        out.sync_all().map_err(|e| self.local(path, e))
+    }
+
+    /// A failure of the local file `path`.
+    fn local(&self, path: &std::path::Path, e: std::io::Error) -> RemoteError {
+        RemoteError::Failed {
+            url: self.url.clone(),
+            operation: format!("copying {}", path.display()),
+            message: e.to_string(),
+            transient: false,
+        }
     }
 }
 

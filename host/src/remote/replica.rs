@@ -27,7 +27,7 @@ impl Replica {
         let packs = restored
             .map(|m| {
                 (m.packs.iter())
-                    .filter_map(|name| Some((super::pack_version(name)?, name.clone())))
+                    .filter_map(|name| Some((super::object_version(name)?, name.clone())))
                     .collect()
             })
             .unwrap_or_default();
@@ -72,6 +72,7 @@ impl Replica {
                 .map(|(_, name)| name.clone())
                 .collect(),
             meta: meta.clone(),
+            staged: Vec::new(),
         };
         let files = staged_files(state_dir, n).map_err(|error| StoreError::Io {
             path: state_dir.join("sinks"),

@@ -53,6 +53,7 @@ fn a_second_writer_of_a_checkpoint_is_fenced() {
         writer: "a".into(),
         packs: vec![],
         meta: meta(7),
+        staged: vec![],
     };
     remote.create_manifest(&mine).unwrap();
     // An answer lost on the way: the same writer again is fine.
@@ -100,19 +101,22 @@ fn checkpoints_copied_to_the_store_rebuild_a_lost_state_directory() {
         assert_eq!(answer(&replica).unwrap(), id);
     }
     assert_eq!(remote.manifest_ids().unwrap(), [4, 5]);
+    // Only what the two manifests read: their packs and staged epochs.
     let named: std::collections::BTreeSet<String> = [4, 5]
         .iter()
-        .flat_map(|&id| remote.manifest(id).unwrap().packs)
+        .flat_map(|&id| {
+            remote
+                .manifest(id)
+                .unwrap()
+                .objects()
+                .cloned()
+                .collect::<Vec<_>>()
+        })
         .collect();
-    assert_eq!(
-        remote
-            .names("packs")
-            .unwrap()
-            .into_iter()
-            .collect::<std::collections::BTreeSet<_>>(),
-        named
-    );
-
+    let held: std::collections::BTreeSet<String> = (remote.all_names().unwrap().into_iter())
+        .filter(|n| !n.starts_with("manifests/"))
+        .collect();
+    assert_eq!(held, named);
     for id in [4, 5] {
         let lost = tempfile::tempdir().unwrap();
         let got = sync_state_dir(&remote, lost.path(), "job", Some(id))

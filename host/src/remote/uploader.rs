@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
-use super::{Manifest, RemoteError, RemoteStore};
+use super::{Manifest, RemoteError, RemoteStore, Staged};
 use crate::store::Pack;
 
 /// One checkpoint to copy.
@@ -32,8 +32,9 @@ pub struct Upload {
     pub manifest: Manifest,
     /// The packs the store lacks, by name; the checkpoint's own is last.
     pub packs: Vec<(String, Pack)>,
-    /// Files added to the checkpoint's own pack: name relative to the
-    /// state directory, and path. One that is gone was delivered.
+    /// The sinks' staged epochs to deliver: path relative to the state
+    /// directory, and on disk. Each is copied once (streamed), then named
+    /// by the manifests that need it; one that is gone was delivered.
     pub files: Vec<(String, PathBuf)>,
     /// Manifests the store keeps.
     pub retain: usize,
@@ -57,8 +58,7 @@ impl Uploader {
         let thread = std::thread::Builder::new()
             .name("store-upload".into())
             .spawn(move || {
-                // The pack names of the manifests garbage collection read.
-                let mut known = BTreeMap::new();
+                let mut known = Known::default();
                 for upload in todo {
                     let id = upload.manifest.id;
                     let result = copy(&remote, upload, &stopped, &mut known);
@@ -101,53 +101,64 @@ impl Drop for Uploader {
     }
 }
 
-/// Copies one checkpoint: its packs, then its manifest, then collects
-/// garbage.
+/// What the uploader knows the store holds.
+#[derive(Default)]
+struct Known {
+    /// The objects of manifests written or read by garbage collection.
+    manifests: BTreeMap<u64, Vec<String>>,
+    /// The object of each staged epoch copied, by its path.
+    staged: BTreeMap<String, String>,
+}
+
+/// Copies one checkpoint: its packs and staged epochs, then its manifest,
+/// then collects garbage.
 fn copy(
     remote: &RemoteStore,
     upload: Upload,
     stop: &AtomicBool,
-    known: &mut BTreeMap<u64, Vec<String>>,
+    known: &mut Known,
 ) -> Result<(), RemoteError> {
     let Upload {
-        manifest,
-        mut packs,
+        mut manifest,
+        packs,
         files,
         retain,
     } = upload;
-    if let Some((_, own)) = packs.last_mut().filter(|(_, p)| p.version == manifest.id) {
-        for (name, path) in files {
-            match std::fs::read(&path) {
-                Ok(bytes) => own.files.push((name, bytes)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(RemoteError::Failed {
-                        url: remote.url().to_string(),
-                        operation: format!("packing checkpoint {}", manifest.id),
-                        message: format!("cannot read {}: {e}", path.display()),
-                        transient: false,
-                    });
-                }
-            }
-        }
-    }
     for (name, pack) in &packs {
         let bytes = pack.encode();
         retrying(stop, || remote.put_pack(name, bytes.clone()))?;
     }
+    known
+        .staged
+        .retain(|path, _| files.iter().any(|(p, _)| p == path));
+    for (path, on_disk) in files {
+        let object = match known.staged.get(&path) {
+            Some(object) => object.clone(),
+            None => {
+                let object = super::staged_name(manifest.id, &manifest.writer, &path);
+                if !retrying(stop, || remote.put_file(&object, &on_disk))? {
+                    continue;
+                }
+                known.staged.insert(path.clone(), object.clone());
+                object
+            }
+        };
+        manifest.staged.push(Staged { path, object });
+    }
     retrying(stop, || remote.create_manifest(&manifest))?;
-    known.insert(manifest.id, manifest.packs.clone());
-    if let Err(e) = remote.collect_garbage(manifest.id, retain, known) {
+    let objects = manifest.objects().cloned().collect();
+    known.manifests.insert(manifest.id, objects);
+    if let Err(e) = remote.collect_garbage(manifest.id, retain, &mut known.manifests) {
         tracing::warn!("{e}; left for the next checkpoint");
     }
     Ok(())
 }
 
 /// Runs `op` until it succeeds, fails for good, or `stop` is set.
-fn retrying(
+fn retrying<T>(
     stop: &AtomicBool,
-    mut op: impl FnMut() -> Result<(), RemoteError>,
-) -> Result<(), RemoteError> {
+    mut op: impl FnMut() -> Result<T, RemoteError>,
+) -> Result<T, RemoteError> {
     let mut pause = Duration::from_millis(200);
     loop {
         match op() {

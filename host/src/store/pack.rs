@@ -5,7 +5,7 @@
 //! Every row of the store is keyed by the version (checkpoint id) that
 //! wrote it, so a checkpoint's *pack* is its rows: its `checkpoints` row,
 //! the segments, chunks, snapshots and `gc` journal rows of its version,
-//! its in-flight data, and files the caller adds (sinks' staged epochs).
+//! and its in-flight data.
 //! Checkpoint *n* is rebuilt in an empty store from the packs of the
 //! versions its state reads ([`CheckpointStore::versions_in_use`]):
 //! their state rows, and only *n*'s own `checkpoints` row and in-flight
@@ -45,14 +45,12 @@ enum Row {
     Inflight(String, u32, Vec<u8>),
 }
 
-/// What checkpoint `version` wrote to the store, and files that go with it.
+/// What checkpoint `version` wrote to the store.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Pack {
     /// The checkpoint id that wrote the rows.
     pub version: u64,
     rows: Vec<Row>,
-    /// Files by path relative to the state directory (`/`-separated).
-    pub files: Vec<(String, Vec<u8>)>,
 }
 
 impl Pack {
@@ -104,11 +102,6 @@ impl Pack {
                 }
             }
         }
-        for (path, bytes) in &self.files {
-            out.push(7);
-            text(&mut out, path.as_bytes());
-            text(&mut out, bytes);
-        }
         out.push(0);
         let sum = crc32fast::hash(&out);
         out.extend_from_slice(&sum.to_le_bytes());
@@ -147,10 +140,6 @@ impl Pack {
                 4 => Row::Snapshot(r.text()?, r.u32()?, r.bytes()?),
                 5 => Row::Gc(r.text()?, r.u32()?),
                 6 => Row::Inflight(r.text()?, r.u32()?, r.bytes()?),
-                7 => {
-                    pack.files.push((r.text()?, r.bytes()?));
-                    continue;
-                }
                 tag => return Err(format!("it has an entry of unknown kind {tag}")),
             };
             pack.rows.push(row);
@@ -199,7 +188,7 @@ impl<'b> Reader<'b> {
 
 impl CheckpointStore {
     /// The rows checkpoint `version` wrote that the store still holds, as a
-    /// pack (without files). Every value's checksum is checked.
+    /// pack. Every value's checksum is checked.
     pub fn export(&self, version: u64) -> Result<Pack, StoreError> {
         self.in_context(&format!("packing checkpoint {version}"), || {
             let txn = self.read()?;
@@ -264,11 +253,7 @@ impl CheckpointStore {
                     }
                 }
             }
-            Ok(Pack {
-                version,
-                rows,
-                files: Vec::new(),
-            })
+            Ok(Pack { version, rows })
         })
     }
 
@@ -414,10 +399,8 @@ mod tests {
         store
             .commit(&meta(1), &[delta("a", 0, "k=v", Some("s"))], 1)
             .unwrap();
-        let mut pack = store.export(1).unwrap();
+        let pack = store.export(1).unwrap();
         assert!(pack.has_checkpoint());
-        pack.files
-            .push(("sinks/out/1.epoch".into(), b"epoch".to_vec()));
         let bytes = pack.encode();
         assert_eq!(Pack::decode(&bytes).unwrap(), pack);
         for at in 0..bytes.len() {
