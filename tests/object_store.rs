@@ -18,7 +18,7 @@ use weir_tests::orders::{Orders, assert_same_json_lines};
 use weir_tests::pipeline::{XorShift, seed, wordcount_input, wordcount_words};
 use weir_tests::plugins;
 use weir_tests::servers::{PrivateServer, S3};
-use weir_tests::text::{assert_has, assert_lacks};
+use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -225,6 +225,15 @@ fn wordcount_on_s3_survives_twenty_kills_half_with_the_state_directory_lost() {
     let job = wordcount_on(&s3, "jobs/wordcount", &input);
     survives_kills_and_lost_state(&job, &input, 20);
     assert_inspectable(&s3.url("jobs/wordcount"), &input, &s3.env());
+    // Given the job file, they read the job's store, not its state folder.
+    std::fs::remove_dir_all(job.state_dir()).unwrap();
+    let listed = job.weir("checkpoints", &[]).assert_ok();
+    assert_has_all(&listed.stdout, &["job `wordcount`", "final"]);
+    let word = wordcount_words(&input).next().unwrap();
+    let state = job
+        .weir("state", &["--operator", "count", "--key", &word])
+        .assert_ok();
+    assert_has(&state.stdout, &format!(r#""key":"{word}""#));
     let manifests = s3.keys("jobs/wordcount/manifests");
     assert!((1..=3).contains(&manifests.len()), "{manifests:?}");
 }

@@ -185,17 +185,14 @@ fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
-/// The state directory a `weir checkpoints`/`state`/`swap` argument names:
-/// a state directory as it is, or, for a job file or a job folder (a folder
-/// with a job.toml and no checkpoint store), the job's state directory.
+/// The state directory a `weir swap`/`savepoint` argument names: a state
+/// directory as it is, or, for a job file or a job folder (a folder with a
+/// job.toml and no checkpoint store), the job's state directory.
 fn state_dir_arg(path: &Path) -> anyhow::Result<PathBuf> {
-    let store_here = path.join(weir::store::FILE_NAME).exists();
-    let job_folder = path.join(weir::config::JOB_FILE).is_file() && !store_here;
-    if !path.is_file() && !job_folder {
-        return Ok(path.to_path_buf());
-    }
-    let job = weir::config::Job::load(path, &weir_connectors::registry())?;
-    Ok(weir::run::state_dir(&job, None))
+    Ok(match weir_cli::stored::job_of(path)? {
+        Some(job) => weir::run::state_dir(&job, None),
+        None => path.to_path_buf(),
+    })
 }
 
 /// Why `--{flag} ADDR` could not listen.
@@ -285,13 +282,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Checkpoints { state_dir, json } => {
-            let (job, metas, state_dir) = match weir_cli::stored::is_store_url(&state_dir) {
-                true => {
-                    let (job, metas) = weir_cli::stored::list(&state_dir.display().to_string())?;
-                    (job, metas, state_dir)
+            use weir_cli::stored::Inspect;
+            let (job, metas, state_dir) = match Inspect::of(&state_dir)? {
+                Inspect::Store(url, options) => {
+                    let (job, metas) = weir_cli::stored::list(&url, &options)?;
+                    (job, metas, PathBuf::from(url))
                 }
-                false => {
-                    let state_dir = state_dir_arg(&state_dir)?;
+                Inspect::Dir(state_dir) => {
                     let store = weir::store::CheckpointStore::open_existing(&state_dir)?;
                     (Some(store.job()?), store.list()?, state_dir)
                 }
@@ -326,8 +323,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             timers,
         } => {
-            let inspected = weir_cli::stored::inspected(&state_dir, checkpoint)?;
-            let state_dir = state_dir_arg(&inspected.dir)?;
+            let what = weir_cli::stored::Inspect::of(&state_dir)?;
+            let inspected = weir_cli::stored::inspected(&what, checkpoint)?;
+            let state_dir = inspected.dir.clone();
             let key = key.as_deref();
             let printed = match (timers, operator) {
                 (true, operator) => {

@@ -1,8 +1,9 @@
-//! What `weir checkpoints` and `weir state` inspect: a local state
-//! directory, or a job's object store (`s3://bucket/prefix`, ...), whose
-//! checkpoints are listed from their manifests and whose state is read
-//! from one checkpoint fetched into a temporary folder. Credentials come
-//! from the environment, as for `weir run`.
+//! What `weir checkpoints` and `weir state` inspect ([`Inspect`]): a
+//! local state directory, or a job's object store (`s3://bucket/prefix`,
+//! or the `[checkpoint] store` of a job file given), whose checkpoints are
+//! listed from their manifests and whose state is read from one checkpoint
+//! fetched into a temporary folder. Credentials come from the environment,
+//! and the job file's `store_options` when a job file names the store.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,10 +17,55 @@ pub fn is_store_url(arg: &Path) -> bool {
     arg.to_str().is_some_and(|s| s.contains("://"))
 }
 
+/// What to inspect.
+pub enum Inspect {
+    /// An object store, with its client's options.
+    Store(String, BTreeMap<String, String>),
+    /// A local state directory.
+    Dir(PathBuf),
+}
+
+impl Inspect {
+    /// What `arg` names: an object store URL; a job file or job folder,
+    /// for its object store if it has one, else its state directory; or a
+    /// state directory.
+    pub fn of(arg: &Path) -> anyhow::Result<Inspect> {
+        if is_store_url(arg) {
+            let url = arg.to_str().context("a URL is UTF-8")?.to_string();
+            return Ok(Inspect::Store(url, BTreeMap::new()));
+        }
+        let Some(job) = job_of(arg)? else {
+            return Ok(Inspect::Dir(arg.to_path_buf()));
+        };
+        Ok(match job.checkpoint.store.clone() {
+            Some(url) => Inspect::Store(url, job.checkpoint.store_options.clone()),
+            None => Inspect::Dir(weir::run::state_dir(&job, None)),
+        })
+    }
+}
+
+/// The job `arg` names when it is a job file, or a folder holding a
+/// `job.toml` (and no checkpoint store, which makes it a state
+/// directory); `None` for a state directory.
+pub fn job_of(arg: &Path) -> anyhow::Result<Option<weir::config::Job>> {
+    let store_here = arg.join(weir::store::FILE_NAME).exists();
+    let job_folder = arg.join(weir::config::JOB_FILE).is_file() && !store_here;
+    if !arg.is_file() && !job_folder {
+        return Ok(None);
+    }
+    Ok(Some(weir::config::Job::load(
+        arg,
+        &weir_connectors::registry(),
+    )?))
+}
+
 /// The complete checkpoints in the object store at `url`, by their
 /// manifests, ascending, with the job they belong to.
-pub fn list(url: &str) -> anyhow::Result<(Option<String>, Vec<CheckpointMeta>)> {
-    let remote = RemoteStore::open(url, &BTreeMap::new())?;
+pub fn list(
+    url: &str,
+    options: &BTreeMap<String, String>,
+) -> anyhow::Result<(Option<String>, Vec<CheckpointMeta>)> {
+    let remote = RemoteStore::open(url, options)?;
     let mut metas = Vec::new();
     for id in remote.manifest_ids()? {
         metas.push(remote.manifest(id)?.meta);
@@ -37,16 +83,19 @@ pub struct Inspected {
     _fetched: Option<tempfile::TempDir>,
 }
 
-/// The state directory `arg` (a path, or an object store's URL) names.
-pub fn inspected(arg: &Path, checkpoint: Option<u64>) -> anyhow::Result<Inspected> {
-    if !is_store_url(arg) {
-        return Ok(Inspected {
-            dir: arg.to_path_buf(),
-            _fetched: None,
-        });
-    }
-    let url = arg.to_str().expect("a URL is UTF-8");
-    let remote = RemoteStore::open(url, &BTreeMap::new())?;
+/// The state directory `what` names: checkpoint `checkpoint` of an
+/// object store fetched, or a local directory.
+pub fn inspected(what: &Inspect, checkpoint: Option<u64>) -> anyhow::Result<Inspected> {
+    let (url, options) = match what {
+        Inspect::Dir(dir) => {
+            return Ok(Inspected {
+                dir: dir.clone(),
+                _fetched: None,
+            });
+        }
+        Inspect::Store(url, options) => (url.as_str(), options),
+    };
+    let remote = RemoteStore::open(url, options)?;
     let ids = remote.manifest_ids()?;
     let id = match checkpoint {
         Some(id) => id,
