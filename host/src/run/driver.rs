@@ -82,6 +82,18 @@ pub(crate) struct Driver<'a> {
     /// The checkpoints being copied there, oldest first, each released to
     /// the sinks once it is.
     uploading: VecDeque<Completed>,
+    /// Savepoints being copied to an object store.
+    copies: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Driver<'_> {
+    /// Waits for the savepoints still being copied: their requests are
+    /// answered before the attempt ends.
+    fn drop(&mut self) {
+        for copy in self.copies.drain(..) {
+            let _ = copy.join();
+        }
+    }
 }
 
 impl<'a> Driver<'a> {
@@ -117,13 +129,15 @@ impl<'a> Driver<'a> {
             finished: false,
             replica: None,
             uploading: VecDeque::new(),
+            copies: Vec::new(),
         }
     }
 
     /// The driver, copying every checkpoint with `replica` before the
     /// sinks commit it.
-    pub(crate) fn replicating(self, replica: Option<Replica>) -> Self {
-        Driver { replica, ..self }
+    pub(crate) fn replicating(mut self, replica: Option<Replica>) -> Self {
+        self.replica = replica;
+        self
     }
 
     /// Releases the oldest checkpoint being copied to the object store once
@@ -481,33 +495,38 @@ impl<'a> Driver<'a> {
             p.request.out.clone().unwrap_or_else(|| {
                 (self.state_dir.join("savepoints")).join(format!("savepoint-{id}"))
             });
-        let result = self.write_savepoint(id, &dir).map(|()| {
-            let message = format!(
-                "savepoint of checkpoint {id} written to {}{}",
-                dir.display(),
-                if p.request.stop {
-                    "; the job stops"
-                } else {
-                    ""
-                }
-            );
+        let (stop, shown) = (p.request.stop, dir.display().to_string());
+        let written = move |()| {
+            let then = if stop { "; the job stops" } else { "" };
+            let message = format!("savepoint of checkpoint {id} written to {shown}{then}");
             tracing::info!(target: crate::NOTICE, "{message}");
             message
-        });
-        p.request.answer(result.map_err(|e| e.to_string()));
+        };
+        match self.write_savepoint(id, &dir) {
+            Ok(None) => p.request.answer(Ok(written(()))),
+            Err(e) => p.request.answer(Err(e)),
+            Ok(Some(copy)) => {
+                // Copied to the object store off this thread; the attempt
+                // waits for it before it ends (`Drop`).
+                let request = p.request;
+                let thread = std::thread::Builder::new()
+                    .name("savepoint-copy".into())
+                    .spawn(move || request.answer(copy().map(written)))
+                    .expect("spawning the savepoint copy thread");
+                self.copies.push(thread);
+            }
+        }
     }
 
-    /// Writes the savepoint of checkpoint `id` to `dir`, a folder or an
-    /// object store's URL (written in a temporary folder, then copied there
-    /// with the credentials of the environment, and the job's
-    /// `store_options` for a URL of its store's scheme).
-    fn write_savepoint(&self, id: u64, dir: &std::path::Path) -> Result<(), String> {
+    /// Writes the savepoint of checkpoint `id` to `dir`, a folder; or, for
+    /// an object store's URL, to a temporary folder, and returns what
+    /// copies it there (with the credentials of the environment, and the
+    /// job's `store_options` for a URL of its store's scheme) and deletes
+    /// the folder.
+    fn write_savepoint(&self, id: u64, dir: &std::path::Path) -> Result<Option<CopyOut>, String> {
         let Some(url) = dir.to_str().filter(|d| d.contains("://")) else {
-            return self
-                .store
-                .write_savepoint(id, dir)
-                .map(|_| ())
-                .map_err(|e| e.to_string());
+            let written = self.store.write_savepoint(id, dir);
+            return written.map(|_| None).map_err(|e| e.to_string());
         };
         let checkpoint = &self.job.checkpoint;
         let same_scheme = |store: &String| store.split("://").next() == url.split("://").next();
@@ -517,14 +536,15 @@ impl<'a> Driver<'a> {
         };
         let remote = RemoteStore::open(url, &options).map_err(|e| e.to_string())?;
         let local = tempfile_dir(self.state_dir).map_err(|e| e.to_string())?;
-        let written = self.store.write_savepoint(id, &local.join("savepoint"));
-        let copied = written.map_err(|e| e.to_string()).and_then(|_| {
-            remote
-                .put_tree(&local.join("savepoint"))
-                .map_err(|e| e.to_string())
-        });
-        let _ = std::fs::remove_dir_all(&local);
-        copied.map(|_| ())
+        if let Err(e) = self.store.write_savepoint(id, &local.join("savepoint")) {
+            let _ = std::fs::remove_dir_all(&local);
+            return Err(e.to_string());
+        }
+        Ok(Some(Box::new(move || {
+            let copied = remote.put_tree(&local.join("savepoint"));
+            let _ = std::fs::remove_dir_all(&local);
+            copied.map(|_| ()).map_err(|e| e.to_string())
+        })))
     }
 
     /// A live swap: checkpoint now, then end the attempt so that the
@@ -613,6 +633,9 @@ fn participants<'p>(plan: &'p Plan<'_>) -> impl Iterator<Item = Participant> + '
         }
     })
 }
+
+/// What copies a savepoint written locally to an object store.
+type CopyOut = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 /// A new empty folder under `state_dir` for a savepoint on its way to an
 /// object store.
