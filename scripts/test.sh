@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: formatting, lints, then every test
+# The whole test suite, as CI runs it: formatting, lints, rustdoc links,
+# then every test
 # (SDK and plugin unit tests natively, integration tests against the plugins
 # built to components by tests/build.rs).
 set -euo pipefail
@@ -18,6 +19,7 @@ done
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # Operators in Python, C, JavaScript and Zig (tests/conformance.rs): installs
 # their toolchains when missing (cached under ~/.cache/weir-polyglot) and
 # builds them.

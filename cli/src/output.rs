@@ -3,7 +3,7 @@
 //! command output on stdout ([`stdout`]).
 //!
 //! Invariants:
-//! - While the live progress display is shown ([`attach`]), every write to
+//! - While the live progress display is shown (`attach`), every write to
 //!   stderr goes through [`stderr`], which clears the display, writes, and
 //!   draws the display again below: log lines print above the display and
 //!   stay on the screen.

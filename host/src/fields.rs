@@ -32,7 +32,7 @@ pub(crate) fn one_line(message: &impl std::fmt::Display) -> String {
 /// serde's message names an unknown key and lists the known ones.
 ///
 /// Integers are best read as `i64` (TOML's own) so that range errors come
-/// from [`int_in`], and fields as `Option`s so that a missing one gets a
+/// from `int_in`, and fields as `Option`s so that a missing one gets a
 /// message of the caller's.
 pub fn from_table<T: for<'de> Deserialize<'de>>(table: Table) -> Result<T, String> {
     table.try_into().map_err(|e| one_line(&e))

@@ -1,6 +1,6 @@
 //! Event times as text: RFC 3339 timestamps and integer milliseconds since
 //! the Unix epoch (the `i64` timestamp of a record), read by the sources
-//! ([`parse_rfc3339`], [`parse_cell`]) and written by the CLI and in logs
+//! ([`parse_rfc3339`], `parse_cell`) and written by the CLI and in logs
 //! ([`format_rfc3339`]), and [`unix_ms`], a system time as such milliseconds.
 //!
 //! A leaf: the text rules only, no I/O and no settings.

@@ -11,7 +11,7 @@
 //! - `GET /api/stream`: server-sent events: `job` every [`STREAM_PERIOD`],
 //!   `checkpoints` and `events` when the journal changed.
 //! - `POST /api/savepoint`, `POST /api/swap`: actions, only with
-//!   `--ui-actions` ([`actions`]).
+//!   `--ui-actions` (`actions`).
 //!
 //! Invariants:
 //! - The dashboard only reads the job's metrics (relaxed atomic loads and

@@ -38,7 +38,7 @@ pub struct ClientSettings {
     /// librdkafka properties set on the client as they are
     /// (`[source.properties]`, `[sink.properties]`), after Weir's own, so
     /// they can override them; a property Weir needs for its guarantees
-    /// cannot be set here ([`RESERVED`]).
+    /// cannot be set here (`RESERVED`).
     pub properties: BTreeMap<String, String>,
 }
 

@@ -2,7 +2,7 @@
 //! its topics at offsets kept in Weir's checkpoints ([`source`]), and a
 //! sink that writes each checkpoint's output in one Kafka transaction
 //! (or, at-least-once, as it arrives) ([`sink`]), over one client module
-//! ([`client`]: brokers, pass-through properties, librdkafka's log).
+//! (`client`: brokers, pass-through properties, librdkafka's log).
 //!
 //! Delivery guarantees:
 //! - Source: the checkpoint records the next offset of every partition,

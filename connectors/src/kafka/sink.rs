@@ -4,7 +4,7 @@
 //! timestamp and the configured `headers`.
 //!
 //! `delivery = "exactly-once"` (the default): an epoch is staged durably
-//! before its checkpoint completes ([`StagedSink`]), then written in one
+//! before its checkpoint completes (`StagedSink`), then written in one
 //! Kafka transaction by a transactional producer whose `transactional.id`
 //! is the sink's (`weir-<job>-<sink>` unless `transactional_id` is set).
 //! The same transaction commits, as offsets of the consumer group named

@@ -11,11 +11,11 @@
 //! Invariant (exactly-once within the stream's duplicate window): record
 //! *i* of checkpoint *n*'s epoch is always published with the message id
 //! `<job>/<sink>/<n>/<i>`. An epoch is staged durably before its checkpoint
-//! completes ([`StagedSink`]); a restore republishes every staged epoch up
+//! completes (`StagedSink`); a restore republishes every staged epoch up
 //! to the restored checkpoint that was not fully acknowledged, with the
 //! same ids, and JetStream drops the ones it already stored. What the
 //! stream stores of an epoch is always a prefix of it, in order
-//! ([`OrderedEpoch`]), so a republished epoch continues where the stream
+//! (`OrderedEpoch`), so a republished epoch continues where the stream
 //! stopped.
 
 use std::collections::VecDeque;

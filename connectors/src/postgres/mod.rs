@@ -1,6 +1,6 @@
 //! The PostgreSQL sink (`type = "postgres"` in `[[sink]]`): exactly-once
-//! writes into a table, as a [`Destination`](super::staged::Destination)
-//! of the staged sink ([`super::staged`]): each epoch is staged on disk at
+//! writes into a table, as a `Destination`
+//! of the staged sink (`super::staged`): each epoch is staged on disk at
 //! precommit and written into the table once its checkpoint is complete.
 //!
 //! Invariants (the exactly-once argument):

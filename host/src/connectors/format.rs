@@ -91,7 +91,7 @@ impl LineReader {
     }
 }
 
-/// What a [`LineReader`] makes of one line.
+/// What a `LineReader` makes of one line.
 pub struct LineParser {
     /// The source's id (for messages).
     pub id: String,

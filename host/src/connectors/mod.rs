@@ -4,7 +4,7 @@
 //! The connectors to servers (NATS, PostgreSQL, Kafka) live in the crate
 //! `weir-connectors`, which builds on what this module makes public: the
 //! contracts ([`source`], [`sink`]), staged delivery ([`staged`]), record
-//! formats ([`format`]) and [`from_table`].
+//! formats (`format`) and [`from_table`].
 //!
 //! A connector is one module that owns its settings (a struct read from its
 //! `[[source]]` or `[[sink]]` table: accepted keys, defaults, messages),

@@ -102,7 +102,7 @@ pub enum OnBadTimestamp {
     /// The source fails, naming the file and line (the default).
     #[default]
     Fail,
-    /// The record is dropped and counted ([`SourceReader::skipped`]).
+    /// The record is dropped and counted (`SourceReader::skipped`).
     Skip,
 }
 

@@ -18,11 +18,11 @@
 //!   order it was requested, so the sink thread writes the next epoch
 //!   meanwhile.
 //!
-//! An epoch file is [`MAGIC`], then a sequence of checked frames
+//! An epoch file is `MAGIC`, then a sequence of checked frames
 //! (`dataflow/frame.rs`), one per written batch: the lengths of the batch's
 //! data and spans (two little-endian `u32`s), both ([`Batch::parts`]), and
 //! the CRC-32 of all that, so a changed byte is an error, never a record
-//! delivered differently. A file without [`MAGIC`] was staged by a Weir
+//! delivered differently. A file without `MAGIC` was staged by a Weir
 //! before checksums: plain frames, read as they are.
 
 use serde_json::{Value, json};

@@ -9,7 +9,7 @@
 //! Encoding (the `inflight` table of the checkpoint store,
 //! `docs/checkpoints.md`): a sequence of frames, one per batch in the order
 //! the instance received them, each the batch's input port (a little-endian
-//! `u32`) followed by the batch as a [`frame`] (the lengths of its data and
+//! `u32`) followed by the batch as a `frame` (the lengths of its data and
 //! spans, then both). No header: the concatenation of two encodings is the
 //! encoding of their frames in order, and an empty buffer holds no batch.
 //!

@@ -1,7 +1,7 @@
 //! Watermarks: how far event time has progressed. A source derives its
-//! watermark from the timestamps it has read ([`SourceWatermark`]); an
+//! watermark from the timestamps it has read (`SourceWatermark`); an
 //! operator instance or sink combines those of its input channels
-//! ([`InputWatermarks`]) and, after firing the event-time timers it covers,
+//! (`InputWatermarks`) and, after firing the event-time timers it covers,
 //! forwards the result.
 //!
 //! Invariants:

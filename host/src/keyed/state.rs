@@ -2,12 +2,12 @@
 //! in memory with change tracking for incremental checkpoints.
 //!
 //! Layout: keys and values live in one byte arena, each key directly
-//! followed by its value's room; a fixed-size [`Slot`] per key holds where
+//! followed by its value's room; a fixed-size `Slot` per key holds where
 //! (offset, lengths, flags); a hash table of slot ids, each with 32 bits of
 //! its key's hash (foldhash with a random seed per state: keys are
 //! plugin-controlled), finds a key's slot in one probe, and grows without
 //! reading a key again. No point operation allocates per key. The key order exists
-//! only once something scans ([`order`]); the changes of a checkpoint are
+//! only once something scans (`order`); the changes of a checkpoint are
 //! listed from the dirty slot ids, in no order (the store sorts them on its
 //! own thread), as [`StateChanges`].
 //!
@@ -34,7 +34,7 @@
 //!   `free`: its key bytes stay valid for the index's comparisons until the
 //!   index lets it go), or was let go by the index for reuse.
 //! - `order` is `None` until the first scan; from then on it indexes every
-//!   slot in the table (see [`order`]). Operators that never scan pay
+//!   slot in the table (see `order`). Operators that never scan pay
 //!   nothing for order.
 //! - Slots `0 .. presorted` are in the table, in ascending key order (as a
 //!   restore from sorted entries leaves them); removing one lowers

@@ -211,7 +211,7 @@ impl OperatorInstance {
     }
 
     /// Fires, in order, the timers of `domain` due at `upto`, at most
-    /// [`TIMERS_PER_CALL`] per `on-timers` call, until none is due (timers
+    /// `TIMERS_PER_CALL` per `on-timers` call, until none is due (timers
     /// the calls register that are due already fire in this round too).
     /// Returns how many fired. Records emitted without a timestamp get the
     /// time of the last timer of their call.

@@ -33,7 +33,7 @@
 //! not a string is the key as its JSON text, e.g. `42`); the other fields
 //! are skipped, checked only to be well-formed JSON. A flat object (scalar
 //! values, strings without escapes) is read in one pass without serde
-//! ([`quick`]), any other JSON with serde, to the same result. A batch with a record
+//! (`quick`), any other JSON with serde, to the same result. A batch with a record
 //! that is not JSON, has no `amount`, an `amount` that is no number, or no
 //! key fails as a whole, with the record in the error.
 //!

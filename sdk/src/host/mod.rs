@@ -13,7 +13,7 @@ use std::cell::RefCell;
 
 use weir_flat::state::{Entries, Keys, Values};
 
-/// The limits `flat-state.limits` reports (see [`crate::testing::MemoryHost::limits`]).
+/// The limits `flat-state.limits` reports (see `crate::testing::MemoryHost::limits`).
 pub use crate::bindings::weir::operator::flat_state::StateLimits;
 /// Severity of a log message sent to the host.
 ///

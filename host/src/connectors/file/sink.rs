@@ -79,7 +79,7 @@ impl FileSinkConfig {
 
 impl SinkConnector for FileSinkConfig {
     /// Both formats write one record value per line: exactly-once at
-    /// commit, at-least-once as records arrive ([`super::append`]).
+    /// commit, at-least-once as records arrive (`super::append`).
     fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
         let (id, path) = (at.id, &self.path);
         Ok(match at.delivery {
