@@ -15,9 +15,8 @@ use std::time::Duration;
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_counts};
 use weir_tests::job_dir::{JobDir, assert_one_line_errors};
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
-use weir_tests::jobs::{copy_bounded, count_restarting, pipe, words};
-use weir_tests::plugins;
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
+use weir_tests::jobs::{self, copy_bounded, count_restarting, pipe, words};
 use weir_tests::servers::{Clients, Kafka, KafkaMessage, MockKafka, values_text};
 use weir_tests::text::{assert_has, assert_has_all};
 use weir_tests::wait::{PATIENCE, wait_until};
@@ -383,21 +382,12 @@ fn a_trap_on_one_message_names_its_partition_and_offset() {
     let kafka = Kafka::start();
     kafka.create_topic("poisoned", 3);
     let bad = 1234;
-    let values: Vec<String> = (0..3000)
-        .map(|i| {
-            if i == bad {
-                "poison".into()
-            } else {
-                format!("w{i}")
-            }
-        })
-        .collect();
+    let values = jobs::poison_values(3000, bad);
     fill_topic(&kafka, "poisoned", &values);
-    let file = JobFile::new("kafka-poison")
-        .restart(Restart::fixed_delay(3, "10ms"))
-        .source(Source::kafka("in", &kafka.brokers(), "poisoned").value("bounded", true))
-        .operator(Operator::new("poison", plugins::GUEST_POISON).inputs(&["in"]))
-        .sink(Sink::file("out", "out.txt").input("poison"));
+    let file = jobs::poisoned(
+        "kafka-poison",
+        Source::kafka("in", &kafka.brokers(), "poisoned").value("bounded", true),
+    );
     let out = JobDir::new(WEIR, file, &[]).run(&[]);
     assert_eq!(out.code(), Some(1), "{}", out.stderr);
     let at = format!(

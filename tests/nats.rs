@@ -11,7 +11,7 @@ use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_counts};
 use weir_tests::job_dir::{JobDir, assert_one_line_errors, signal};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
-use weir_tests::jobs::{copy_bounded, count_restarting, pipe, word_count, words};
+use weir_tests::jobs::{self, copy_bounded, count_restarting, pipe, word_count, words};
 use weir_tests::plugins;
 use weir_tests::servers::{Nats, Postgres, StreamMsg};
 use weir_tests::text::{assert_has, assert_has_all};
@@ -359,21 +359,12 @@ fn a_trap_on_one_message_names_its_stream_sequence() {
     let nats = Nats::start();
     nats.create_stream("POISONED", &["p.>"]);
     let bad = 1234;
-    let values: Vec<String> = (0..3000)
-        .map(|i| {
-            if i == bad {
-                "poison".into()
-            } else {
-                format!("w{i}")
-            }
-        })
-        .collect();
+    let values = jobs::poison_values(3000, bad);
     publish(&nats, "p.in", &values);
-    let file = JobFile::new("nats-poison")
-        .restart(weir_tests::job_file::Restart::fixed_delay(3, "10ms"))
-        .source(Source::nats("in", &nats.url(), "POISONED").value("bounded", true))
-        .operator(Operator::new("poison", plugins::GUEST_POISON).inputs(&["in"]))
-        .sink(Sink::file("out", "out.txt").input("poison"));
+    let file = jobs::poisoned(
+        "nats-poison",
+        Source::nats("in", &nats.url(), "POISONED").value("bounded", true),
+    );
     let out = JobDir::new(WEIR, file, &[]).run(&[]);
     assert_eq!(out.code(), Some(1), "{}", out.stderr);
     let at = format!("stream POISONED sequence {} of source `in`)", bad + 1);

@@ -302,48 +302,28 @@ fn store_errors_name_the_url_and_the_fix_in_one_line() {
     let s3 = S3::start();
     let input = "a b c\n";
     let missing = format!("s3://no-such-bucket/{}", "x");
-    let job = JobDir::new(
-        WEIR,
-        wordcount_with_store(&missing),
-        &[("input.txt", input)],
-    )
-    .with_env(s3.env());
-    job.run(&[]).assert_one_line_error(&[
+    // The server's environment, then `changed` (a later variable wins).
+    let run = |url: &str, changed: Vec<(&'static str, String)>| {
+        JobDir::new(WEIR, wordcount_with_store(url), &[("input.txt", input)])
+            .with_env(s3.env())
+            .with_env(changed)
+            .run(&[])
+    };
+    run(&missing, vec![]).assert_one_line_error(&[
         &missing,
         "listing manifests/",
         "check that the bucket exists",
     ]);
-
-    let mut wrong = s3.env();
-    for (k, v) in &mut wrong {
-        if *k == "AWS_SECRET_ACCESS_KEY" {
-            *v = "not-the-secret".into();
-        }
-    }
-    let job = JobDir::new(
-        WEIR,
-        wordcount_with_store(&s3.url("x")),
-        &[("input.txt", input)],
-    )
-    .with_env(wrong);
-    let out = job.run(&[]);
-    out.assert_one_line_error(&[&s3.url("x"), "access denied", "AWS_SECRET_ACCESS_KEY"]);
+    let url = s3.url("x");
+    let out = run(
+        &url,
+        vec![("AWS_SECRET_ACCESS_KEY", "not-the-secret".into())],
+    );
+    out.assert_one_line_error(&[&url, "access denied", "AWS_SECRET_ACCESS_KEY"]);
     assert_lacks(&out.stderr, "not-the-secret");
-
-    let mut away = s3.env();
-    for (k, v) in &mut away {
-        if *k == "AWS_ENDPOINT_URL" {
-            *v = format!("http://127.0.0.1:{}", weir_tests::servers::free_port());
-        }
-    }
-    let job = JobDir::new(
-        WEIR,
-        wordcount_with_store(&s3.url("x")),
-        &[("input.txt", input)],
-    )
-    .with_env(away);
-    job.run(&[])
-        .assert_one_line_error(&[&s3.url("x"), "is the store reachable"]);
+    let nobody = format!("http://127.0.0.1:{}", weir_tests::servers::free_port());
+    run(&url, vec![("AWS_ENDPOINT_URL", nobody)])
+        .assert_one_line_error(&[&url, "is the store reachable"]);
 }
 
 /// Two processes of one job on one S3 store: the conditional create of a

@@ -14,7 +14,7 @@ use weir::store::CheckpointMeta;
 
 /// Whether the argument names an object store rather than a path.
 pub fn is_store_url(arg: &Path) -> bool {
-    arg.to_str().is_some_and(|s| s.contains("://"))
+    arg.to_str().is_some_and(weir::config::is_url)
 }
 
 /// What to inspect.

@@ -195,3 +195,25 @@ pub fn streaming_orders(
     }
     (a, b)
 }
+
+/// `n` values `w<i>`, but `poison` at index `bad`: the input of
+/// [`poisoned`].
+pub fn poison_values(n: usize, bad: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| match i == bad {
+            true => "poison".into(),
+            false => format!("w{i}"),
+        })
+        .collect()
+}
+
+/// `name`: `source` (id `in`) into operator `poison` (the guest that
+/// traps on the record `poison`), then the file `out.txt`; three restarts
+/// 10 ms apart, so that a failure is narrowed to its record.
+pub fn poisoned(name: &str, source: Source) -> JobFile {
+    JobFile::new(name)
+        .restart(Restart::fixed_delay(3, "10ms"))
+        .source(source)
+        .operator(Operator::new("poison", plugins::GUEST_POISON).inputs(&["in"]))
+        .sink(Sink::file("out", "out.txt").input("poison"))
+}

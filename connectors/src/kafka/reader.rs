@@ -158,10 +158,9 @@ impl SourceReader for KafkaReader {
             let done = partition.end.is_some_and(|end| partition.next >= end);
             partition.done = done;
             let value = message.payload().unwrap_or_default();
-            let before = batch.len();
-            self.parser
-                .add_keyed(&mut batch, value, offset as u64, time, message.key())?;
-            if batch.len() > before {
+            let added =
+                (self.parser).add_keyed(&mut batch, value, offset as u64, time, message.key())?;
+            if added {
                 partition.in_batch.add(offset as u64, false);
             }
             if done {

@@ -236,6 +236,18 @@ pub(super) fn build_checkpoint(
 /// The URL schemes of `store`.
 pub const STORE_SCHEMES: [&str; 6] = ["s3", "s3a", "gs", "az", "abfs", "file"];
 
+/// Whether `text`, given where a folder or an object store's URL may
+/// stand (`--out`, `--from-savepoint`, `weir state`), is a URL: then it is
+/// checked by [`check_store_url`] when opened.
+///
+/// ```
+/// assert!(weir::config::is_url("s3://bucket/savepoints/wc"));
+/// assert!(!weir::config::is_url("/backups/wc"));
+/// ```
+pub fn is_url(text: &str) -> bool {
+    text.contains("://")
+}
+
 /// Refuses a `store` URL that names no object store Weir can write to.
 ///
 /// ```

@@ -43,7 +43,7 @@ mod upstream;
 
 pub use checkpoint::{
     CheckpointConfig, CheckpointMode, RestartStrategy, STORE_SCHEMES, check_store_url,
-    default_state_dir,
+    default_state_dir, is_url,
 };
 pub use error::JobError;
 pub use limits::{

@@ -154,12 +154,13 @@ impl LineParser {
         number: u64,
         time: Option<i64>,
     ) -> Result<(), SourceError> {
-        self.add_keyed(batch, line, number, time, None)
+        self.add_keyed(batch, line, number, time, None).map(|_| ())
     }
 
     /// [`add`](Self::add) for a message that comes with a key of its own
     /// (Kafka's): without a `key` field, `key` is the record's key (and a
     /// `lines` record is keyed by its value only when `key` is `None`).
+    /// Whether a record was added (not skipped).
     pub fn add_keyed(
         &mut self,
         batch: &mut Batch,
@@ -167,13 +168,14 @@ impl LineParser {
         number: u64,
         time: Option<i64>,
         key: Option<&[u8]>,
-    ) -> Result<(), SourceError> {
+    ) -> Result<bool, SourceError> {
         let before = batch.len();
         self.parse(batch, line, number, time, key)?;
-        if batch.len() > before {
+        let added = batch.len() > before;
+        if added {
             self.numbers.add(number, before == 0);
         }
-        Ok(())
+        Ok(added)
     }
 
     /// The body of [`add_keyed`](Self::add_keyed), without the numbering.

@@ -170,20 +170,26 @@ impl RemoteStore {
         }
     }
 
-    /// The names under `folder` (`manifests`, `packs`), relative to the
-    /// prefix, sorted.
+    /// The objects under `folder` of the prefix (`manifests`, or `""`
+    /// for all), as `/`-separated names relative to the prefix, sorted.
     pub(crate) fn names(&self, folder: &str) -> Result<Vec<String>, RemoteError> {
         use futures_util::TryStreamExt;
-        let under = self.path(folder);
-        let listed: Vec<_> = self
-            .runtime
+        let under = match folder {
+            "" => self.prefix.clone(),
+            _ => self.path(folder),
+        };
+        let listed: Vec<_> = (self.runtime)
             .block_on(self.store.list(Some(&under)).try_collect())
             .map_err(|e| self.fail(&format!("listing {folder}/"), e))?;
-        let mut names: Vec<String> = listed
-            .into_iter()
+        let mut names: Vec<String> = (listed.into_iter())
             .filter_map(|m| {
-                let name = m.location.filename()?.to_string();
-                Some(format!("{folder}/{name}"))
+                let parts = m.location.prefix_match(&self.prefix)?;
+                Some(
+                    parts
+                        .map(|p| p.as_ref().to_string())
+                        .collect::<Vec<_>>()
+                        .join("/"),
+                )
             })
             .collect();
         names.sort();
@@ -234,7 +240,7 @@ impl RemoteStore {
     }
 
     /// Puts the pack `bytes` under `name` (a name no one else writes).
-    pub fn put_pack(&self, name: &str, bytes: Vec<u8>) -> Result<(), RemoteError> {
+    pub fn put_pack(&self, name: &str, bytes: bytes::Bytes) -> Result<(), RemoteError> {
         let path = self.path(name);
         self.runtime
             .block_on(self.store.put(&path, PutPayload::from(bytes)))
@@ -310,7 +316,7 @@ impl RemoteStore {
             }
             named.extend(known[&id].iter().cloned());
         }
-        for name in self.all_names()? {
+        for name in self.names("")? {
             if object_version(&name).is_some_and(|v| v <= newest) && !named.contains(&name) {
                 self.delete(&name)?;
             }
@@ -318,29 +324,11 @@ impl RemoteStore {
         Ok(())
     }
 
-    /// Every object under the prefix, as `/`-separated names relative to
-    /// it.
-    pub(crate) fn all_names(&self) -> Result<Vec<String>, RemoteError> {
-        use futures_util::TryStreamExt;
-        let listed: Vec<_> = (self.runtime)
-            .block_on(self.store.list(Some(&self.prefix)).try_collect())
-            .map_err(|e| self.fail("listing", e))?;
-        let mut names: Vec<String> = (listed.into_iter())
-            .filter_map(|m| {
-                let parts = m.location.prefix_match(&self.prefix)?;
-                let parts: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
-                Some(parts.join("/"))
-            })
-            .collect();
-        names.sort();
-        Ok(names)
-    }
-
     /// Copies every file under the local folder `dir` to the store, at
     /// the same names under the prefix, which must hold nothing yet (a
     /// savepoint written to a URL). Returns the number of files.
     pub fn put_tree(&self, dir: &std::path::Path) -> Result<usize, RemoteError> {
-        if let Some(there) = self.all_names()?.first() {
+        if let Some(there) = self.names("")?.first() {
             return Err(RemoteError::Config {
                 url: self.url.clone(),
                 message: format!("it holds objects already ({there}); name a new prefix"),
@@ -381,7 +369,7 @@ impl RemoteStore {
     /// (a savepoint read from a URL). Returns the number of files; none is
     /// an error naming the URL.
     pub fn get_tree(&self, dir: &std::path::Path) -> Result<usize, RemoteError> {
-        let names = self.all_names()?;
+        let names = self.names("")?;
         if names.is_empty() {
             return Err(RemoteError::Config {
                 url: self.url.clone(),
@@ -407,7 +395,7 @@ impl RemoteStore {
 
     /// Deletes every object under the prefix (`--restore none`).
     pub fn clear(&self) -> Result<(), RemoteError> {
-        for name in self.all_names()? {
+        for name in self.names("")? {
             self.delete(&name)?;
         }
         Ok(())

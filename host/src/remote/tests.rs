@@ -113,7 +113,7 @@ fn checkpoints_copied_to_the_store_rebuild_a_lost_state_directory() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    let held: std::collections::BTreeSet<String> = (remote.all_names().unwrap().into_iter())
+    let held: std::collections::BTreeSet<String> = (remote.names("").unwrap().into_iter())
         .filter(|n| !n.starts_with("manifests/"))
         .collect();
     assert_eq!(held, named);

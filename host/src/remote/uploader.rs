@@ -125,7 +125,8 @@ fn copy(
         retain,
     } = upload;
     for (name, pack) in &packs {
-        let bytes = pack.encode();
+        // `Bytes`: each try shares the one encoding.
+        let bytes = bytes::Bytes::from(pack.encode());
         retrying(stop, || remote.put_pack(name, bytes.clone()))?;
     }
     known

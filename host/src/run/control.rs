@@ -483,7 +483,7 @@ pub fn request_savepoint(
     // A folder is made absolute (the job runs elsewhere); an object
     // store's URL is kept as given.
     let out = out
-        .map(|o| match o.to_str().is_some_and(|s| s.contains("://")) {
+        .map(|o| match o.to_str().is_some_and(crate::config::is_url) {
             true => Ok(o.to_path_buf()),
             false => std::path::absolute(o).map_err(|e| format!("{}: {e}", o.display())),
         })

@@ -524,7 +524,7 @@ impl<'a> Driver<'a> {
     /// job's `store_options` for a URL of its store's scheme) and deletes
     /// the folder.
     fn write_savepoint(&self, id: u64, dir: &std::path::Path) -> Result<Option<CopyOut>, String> {
-        let Some(url) = dir.to_str().filter(|d| d.contains("://")) else {
+        let Some(url) = dir.to_str().filter(|d| crate::config::is_url(d)) else {
             let written = self.store.write_savepoint(id, dir);
             return written.map(|_| None).map_err(|e| e.to_string());
         };

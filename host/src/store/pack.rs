@@ -54,11 +54,6 @@ pub struct Pack {
 }
 
 impl Pack {
-    /// Whether the pack holds its version's `checkpoints` row.
-    pub fn has_checkpoint(&self) -> bool {
-        self.rows.iter().any(|r| matches!(r, Row::Checkpoint(_)))
-    }
-
     /// The pack as bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -400,7 +395,6 @@ mod tests {
             .commit(&meta(1), &[delta("a", 0, "k=v", Some("s"))], 1)
             .unwrap();
         let pack = store.export(1).unwrap();
-        assert!(pack.has_checkpoint());
         let bytes = pack.encode();
         assert_eq!(Pack::decode(&bytes).unwrap(), pack);
         for at in 0..bytes.len() {

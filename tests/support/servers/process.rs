@@ -8,7 +8,7 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 
 use tempfile::TempDir;
@@ -67,6 +67,26 @@ impl ServerProcess {
             .unwrap();
         writeln!(log, "--- weir-tests: {start} ---").unwrap();
         log
+    }
+
+    /// Starts `scripts/services.sh VERB <folder> PORT` as the server's
+    /// process, its output appended to the log; the script writes its pid
+    /// file itself before it becomes the server (`kafka-run`, `s3-run`).
+    pub(super) fn run_script(&mut self, verb: &str, port: u16) -> Result<(), String> {
+        let script = crate::repo_root().join("scripts/services.sh");
+        let log = self.open_log(&format!("{verb} on port {port}"));
+        let child = Command::new("bash")
+            .arg(&script)
+            .arg(verb)
+            .arg(self.dir())
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("running {}: {e}", script.display()))?;
+        self.set_child(child, true);
+        Ok(())
     }
 
     /// Takes `child` as the server's process, its pid in `<name>.pid`

@@ -319,22 +319,7 @@ impl PrivateServer for S3 {
     }
 
     fn spawn(&mut self) -> Result<(), String> {
-        let script = crate::repo_root().join("scripts/services.sh");
-        let log = self
-            .process
-            .open_log(&format!("s3-run on port {}", self.port));
-        let child = Command::new("bash")
-            .arg(&script)
-            .arg("s3-run")
-            .arg(self.process.dir())
-            .arg(self.port.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
-        // The script writes s3.pid before it becomes weed mini.
-        self.process.set_child(child, true);
+        self.process.run_script("s3-run", self.port)?;
         self.process.set_outside_files(grpc_sockets(self.port));
         self.store = Some(self.store_with(&self.access_key_id, &self.secret_access_key));
         let ready = self.wait_until_ready();

@@ -7,7 +7,6 @@
 use std::fs;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
@@ -85,22 +84,7 @@ impl PrivateServer for Kafka {
 
     fn spawn(&mut self) -> Result<(), String> {
         self.clients = Clients::new(format!("127.0.0.1:{}", self.port));
-        let script = crate::repo_root().join("scripts/services.sh");
-        let log = self
-            .process
-            .open_log(&format!("kafka-run on port {}", self.port));
-        let child = Command::new("bash")
-            .arg(&script)
-            .arg("kafka-run")
-            .arg(self.process.dir())
-            .arg(self.port.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
-        // The script writes kafka.pid before it becomes the broker's JVM.
-        self.process.set_child(child, true);
+        self.process.run_script("kafka-run", self.port)?;
         let ready = self.wait_until_ready();
         if ready.is_err() {
             self.stop();
