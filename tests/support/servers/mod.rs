@@ -88,6 +88,16 @@ pub trait PrivateServer {
     /// Whether the server process is alive.
     fn is_running(&self) -> bool;
 
+    /// `ready`, the outcome of waiting for a start, with the server
+    /// stopped when it failed: a start that did not come up leaves nothing
+    /// running.
+    fn stopped_unless_ready(&mut self, ready: Result<(), String>) -> Result<(), String> {
+        if ready.is_err() {
+            self.stop();
+        }
+        ready
+    }
+
     /// The server's folder: its data and its log.
     fn dir(&self) -> &Path;
 

@@ -323,10 +323,7 @@ impl PrivateServer for S3 {
         self.process.set_outside_files(grpc_sockets(self.port));
         self.store = Some(self.store_with(&self.access_key_id, &self.secret_access_key));
         let ready = self.wait_until_ready();
-        if ready.is_err() {
-            self.stop();
-        }
-        ready
+        self.stopped_unless_ready(ready)
     }
 
     /// A server that never started on its port leaves a folder that names

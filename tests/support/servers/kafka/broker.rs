@@ -86,10 +86,7 @@ impl PrivateServer for Kafka {
         self.clients = Clients::new(format!("127.0.0.1:{}", self.port));
         self.process.run_script("kafka-run", self.port)?;
         let ready = self.wait_until_ready();
-        if ready.is_err() {
-            self.stop();
-        }
-        ready
+        self.stopped_unless_ready(ready)
     }
 
     /// A broker that never bound its port leaves a folder that a new port
