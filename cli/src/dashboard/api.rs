@@ -7,7 +7,7 @@
 //! asked for ([`Sampler`]): nothing is sampled while nobody watches.
 
 use std::sync::Mutex;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
@@ -254,12 +254,15 @@ fn counters(m: &NodeMetrics, kind: NodeKind) -> Value {
 
 /// `/api/checkpoints`: the recent checkpoints, newest first, with totals.
 pub fn checkpoints(metrics: &JobMetrics) -> Value {
+    // Counts read before the journal: every checkpoint counted is
+    // journaled by then.
+    let c = &metrics.checkpoints;
+    let (completed, failed) = (c.completed.load(Acquire), c.failed.load(Acquire));
     let mut history = metrics.journal.checkpoints();
     history.reverse();
-    let c = &metrics.checkpoints;
     json!({
-        "completed": c.completed.load(Relaxed),
-        "failed": c.failed.load(Relaxed),
+        "completed": completed,
+        "failed": failed,
         "unaligned": c.unaligned.load(Relaxed),
         "history": history,
     })
@@ -267,9 +270,11 @@ pub fn checkpoints(metrics: &JobMetrics) -> Value {
 
 /// `/api/events`: the recent events, newest first.
 pub fn events(metrics: &JobMetrics) -> Value {
+    // Read before the journal: every restart counted is journaled by then.
+    let restarts = metrics.checkpoints.restarts.load(Acquire);
     let mut events = metrics.journal.events();
     events.reverse();
-    json!({ "restarts": metrics.checkpoints.restarts.load(Relaxed), "events": events })
+    json!({ "restarts": restarts, "events": events })
 }
 
 #[cfg(test)]

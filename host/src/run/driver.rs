@@ -257,12 +257,12 @@ impl<'a> Driver<'a> {
         });
     }
 
+    /// Journals a failed checkpoint, then counts it: a reader that sees the
+    /// count (Acquire) finds the record in the journal.
     fn checkpoint_failed(&self, record: CheckpointRecord) {
-        self.metrics
-            .checkpoints
-            .failed
-            .fetch_add(1, Ordering::Relaxed);
         self.metrics.journal.checkpoint(record);
+        let failed = &self.metrics.checkpoints.failed;
+        failed.fetch_add(1, Ordering::Release);
     }
 
     /// What the drive did (taking the pending swap).
@@ -402,7 +402,7 @@ impl<'a> Driver<'a> {
         self.checkpoints += 1;
         self.last = Some(done.id);
         let c = &self.metrics.checkpoints;
-        c.completed.fetch_add(1, Ordering::Relaxed);
+        c.completed.fetch_add(1, Ordering::Release);
         c.last_id.store(done.id, Ordering::Relaxed);
         c.last_duration_ms
             .store(meta.duration_ms, Ordering::Relaxed);

@@ -344,7 +344,6 @@ impl<'a> Supervisor<'a> {
             return Err(self.failed(e));
         };
         let journal = &self.metrics.journal;
-        (self.metrics.checkpoints.restarts).fetch_add(1, Ordering::Relaxed);
         journal.event(EventKind::Failure, true, format!("attempt failed: {e}"));
         let message = format!(
             "restarting from the last complete checkpoint in {} ms (restart {} of {})",
@@ -354,6 +353,9 @@ impl<'a> Supervisor<'a> {
         );
         tracing::warn!("attempt failed: {e}; {message}");
         journal.event(EventKind::Restart, false, message);
+        // Counted after its events are journaled: a reader that sees the
+        // count (Acquire) finds the failure and the restart in the journal.
+        (self.metrics.checkpoints.restarts).fetch_add(1, Ordering::Release);
         std::thread::sleep(wait);
         self.restore = RestoreMode::Latest;
         Ok(())
