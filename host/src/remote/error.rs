@@ -110,14 +110,21 @@ impl RemoteError {
                 "ContainerNotFound",
                 "The specified bucket does not exist",
             ]);
+        let words = Words::of(url);
         let (message, transient) = if denied {
-            let fix = "check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or [checkpoint.store_options]) and the bucket's policy";
+            let fix = format!(
+                "check the credentials ({}, or [checkpoint.store_options]) and the {}'s policy",
+                words.credentials, words.bucket
+            );
             (format!("access denied ({text}); {fix}"), false)
         } else if missing {
-            let fix = "check that the bucket exists and the URL names it";
+            let fix = format!(
+                "check that the {} exists and the URL names it",
+                words.bucket
+            );
             (format!("not found ({text}); {fix}"), false)
         } else {
-            let fix = "is the store reachable (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for http://)?";
+            let fix = format!("is the store reachable ({})?", words.endpoint);
             (format!("{text}; {fix}"), true)
         };
         RemoteError::Failed {
@@ -125,6 +132,37 @@ impl RemoteError {
             operation: operation.to_string(),
             message,
             transient,
+        }
+    }
+}
+
+/// What a cloud's settings and buckets are called, for the fixes errors
+/// suggest.
+struct Words {
+    credentials: &'static str,
+    endpoint: &'static str,
+    bucket: &'static str,
+}
+
+impl Words {
+    /// The words of the store at `url`, by its scheme.
+    fn of(url: &str) -> Words {
+        match url.split_once("://").map_or("", |(scheme, _)| scheme) {
+            "gs" => Words {
+                credentials: "GOOGLE_SERVICE_ACCOUNT or GOOGLE_APPLICATION_CREDENTIALS",
+                endpoint: "GOOGLE_BASE_URL or the service account's gcs_base_url",
+                bucket: "bucket",
+            },
+            "az" | "abfs" => Words {
+                credentials: "AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY",
+                endpoint: "AZURE_ENDPOINT, AZURE_ALLOW_HTTP for http://",
+                bucket: "container",
+            },
+            _ => Words {
+                credentials: "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+                endpoint: "AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for http://",
+                bucket: "bucket",
+            },
         }
     }
 }

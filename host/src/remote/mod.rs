@@ -4,9 +4,14 @@
 //!
 //! ```text
 //! <prefix>/manifests/<id, 20 digits>.json      one per checkpoint (Manifest)
-//! <prefix>/packs/<version, 20 digits>-<writer>.pack   what a checkpoint wrote (store::Pack)
-//! <prefix>/staged/<version>-<writer>/sinks/<id>/<file>  a sink's staged epoch, as uploaded at <version>
+//! <prefix>/packs/<version, 20 digits>-<writer>.pack.zst   what a checkpoint wrote (store::Pack)
+//! <prefix>/staged/<version>-<writer>/sinks/<id>/<file>.zst  a sink's staged epoch, as uploaded at <version>
 //! ```
+//!
+//! Objects named `*.zst` are zstd frames (level 1, with the frame
+//! checksum) of the pack or file; others are stored as they are.
+//! Compression is decided by the name alone, so manifests that name
+//! uncompressed objects stay readable.
 //!
 //! Protocol (`uploader.rs`, `local.rs`, the driver):
 //! 1. Checkpoint *n* commits to the local store as without a remote.
@@ -77,13 +82,29 @@ fn manifest_name(id: u64) -> String {
 
 /// The name of the pack of `version` by `writer`.
 pub fn pack_name(version: u64, writer: &str) -> String {
-    format!("packs/{version:020}-{writer}.pack")
+    format!("packs/{version:020}-{writer}.pack{COMPRESSED}")
 }
 
 /// The name of the staged epoch file `path` (relative to the state
 /// directory) uploaded at checkpoint `version` by `writer`.
 pub fn staged_name(version: u64, writer: &str, path: &str) -> String {
-    format!("staged/{version:020}-{writer}/{path}")
+    format!("staged/{version:020}-{writer}/{path}{COMPRESSED}")
+}
+
+/// The suffix of objects stored as zstd frames.
+const COMPRESSED: &str = ".zst";
+
+/// zstd's level for uploads: its fastest positive level, about 7x smaller
+/// for JSON lines at a fraction of a core for a job's whole output.
+const ZSTD_LEVEL: i32 = 1;
+
+/// `bytes` as one zstd frame with its checksum.
+fn compress(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL)
+        .expect("a zstd encoder of a fixed level");
+    encoder.include_checksum(true).expect("a frame parameter");
+    std::io::Write::write_all(&mut encoder, bytes).expect("writing to memory");
+    encoder.finish().expect("writing to memory")
 }
 
 /// The version of the pack or staged epoch object named `name`, if it is
@@ -235,11 +256,25 @@ impl RemoteStore {
 
     /// The pack named `name`.
     pub fn pack(&self, name: &str) -> Result<Pack, RemoteError> {
-        let bytes = self.get(name)?;
+        let mut bytes = self.get(name)?;
+        if name.ends_with(COMPRESSED) {
+            bytes = zstd::stream::decode_all(&bytes[..])
+                .map_err(|e| self.damaged(name, format!("not a zstd frame: {e}")))?;
+        }
         Pack::decode(&bytes).map_err(|message| self.damaged(name, message))
     }
 
-    /// Puts the pack `bytes` under `name` (a name no one else writes).
+    /// The bytes to upload of the pack `pack` under `name`.
+    pub fn pack_bytes(name: &str, pack: &Pack) -> bytes::Bytes {
+        let encoded = pack.encode();
+        match name.ends_with(COMPRESSED) {
+            true => compress(&encoded).into(),
+            false => encoded.into(),
+        }
+    }
+
+    /// Puts the pack bytes `bytes` ([`RemoteStore::pack_bytes`]) under
+    /// `name` (a name no one else writes).
     pub fn put_pack(&self, name: &str, bytes: bytes::Bytes) -> Result<(), RemoteError> {
         let path = self.path(name);
         self.runtime
@@ -402,9 +437,10 @@ impl RemoteStore {
     }
 
     /// Uploads the file at `path` as `name`, streamed from disk (in parts
-    /// for a large one). `Ok(false)` when the file is gone.
+    /// for a large one), compressed when `name` says so. `Ok(false)` when
+    /// the file is gone.
     pub fn put_file(&self, name: &str, path: &std::path::Path) -> Result<bool, RemoteError> {
-        use std::io::Read as _;
+        use std::io::{Read as _, Write as _};
         use tokio::io::AsyncWriteExt as _;
         let mut file = match std::fs::File::open(path) {
             Ok(file) => file,
@@ -414,17 +450,37 @@ impl RemoteStore {
         let operation = format!("writing {name}");
         let object = self.path(name);
         let mut writer = object_store::buffered::BufWriter::new(self.store.clone(), object);
+        let mut encoder = match name.ends_with(COMPRESSED) {
+            true => {
+                let mut e = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL)
+                    .expect("a zstd encoder of a fixed level");
+                e.include_checksum(true).expect("a frame parameter");
+                Some(e)
+            }
+            false => None,
+        };
         let mut chunk = vec![0u8; 8 << 20];
         loop {
             let n = file.read(&mut chunk).map_err(|e| self.local(path, e))?;
-            if n == 0 {
-                break;
-            }
-            let bytes = bytes::Bytes::copy_from_slice(&chunk[..n]);
+            let bytes = match (&mut encoder, n) {
+                (None, 0) => break,
+                (None, n) => bytes::Bytes::copy_from_slice(&chunk[..n]),
+                (Some(_), 0) => {
+                    let e = encoder.take().expect("matched Some");
+                    bytes::Bytes::from(e.finish().expect("writing to memory"))
+                }
+                (Some(e), n) => {
+                    e.write_all(&chunk[..n]).expect("writing to memory");
+                    bytes::Bytes::from(std::mem::take(e.get_mut()))
+                }
+            };
             let put = self.runtime.block_on(writer.put(bytes));
             if let Err(e) = put {
                 let _ = self.runtime.block_on(writer.abort());
                 return Err(self.fail(&operation, e));
+            }
+            if n == 0 {
+                break;
             }
         }
         (self.runtime)
@@ -433,24 +489,48 @@ impl RemoteStore {
         Ok(true)
     }
 
-    /// Downloads the object `name` into the file `path`, streamed.
+    /// Downloads the object `name` into the file `path`, streamed,
+    /// decompressed when `name` says so.
     pub fn get_file(&self, name: &str, path: &std::path::Path) -> Result<(), RemoteError> {
         use futures_util::StreamExt as _;
         use std::io::Write as _;
         let operation = format!("reading {name}");
         let object = self.path(name);
-        let mut out = std::fs::File::create(path).map_err(|e| self.local(path, e))?;
+        let file = std::fs::File::create(path).map_err(|e| self.local(path, e))?;
+        enum Out {
+            Plain(std::fs::File),
+            Zstd(zstd::stream::write::Decoder<'static, std::fs::File>),
+        }
+        let mut out = match name.ends_with(COMPRESSED) {
+            true => {
+                Out::Zstd(zstd::stream::write::Decoder::new(file).map_err(|e| self.local(path, e))?)
+            }
+            false => Out::Plain(file),
+        };
+        // A local file fails with an OS error; anything else is the frame's.
+        let failed = |e: std::io::Error| match e.raw_os_error() {
+            Some(_) => self.local(path, e),
+            None => self.damaged(name, format!("not a whole zstd frame: {e}")),
+        };
         self.runtime.block_on(async {
             let mut stream = (self.store.get(&object).await)
                 .map_err(|e| self.fail(&operation, e))?
                 .into_stream();
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| self.fail(&operation, e))?;
-                out.write_all(&chunk).map_err(|e| self.local(path, e))?;
+                match &mut out {
+                    Out::Plain(file) => file.write_all(&chunk),
+                    Out::Zstd(decoder) => decoder.write_all(&chunk),
+                }
+                .map_err(failed)?;
             }
             Ok::<(), RemoteError>(())
         })?;
-        out.sync_all().map_err(|e| self.local(path, e))
+        let file = match out {
+            Out::Plain(file) => file,
+            Out::Zstd(decoder) => decoder.finish().map_err(failed)?,
+        };
+        file.sync_all().map_err(|e| self.local(path, e))
     }
 
     /// A failure of the local file `path`.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 
 use super::{MANIFEST_FORMAT, Manifest, RemoteError, RemoteStore, Upload, Uploader, pack_name};
-use crate::store::{CheckpointMeta, CheckpointStore, StoreError};
+use crate::store::{CheckpointStore, StoreError};
 
 /// An attempt's copy of its checkpoints to the object store.
 pub struct Replica {
@@ -38,17 +38,20 @@ impl Replica {
         }
     }
 
-    /// Queues checkpoint `meta`, just committed to `store` (of
-    /// `state_dir`), for upload: a pack of every version it reads that the
-    /// store lacks, the sinks' staged epochs up to it, its manifest.
+    /// Queues checkpoint `n`, just committed to `store` (of `state_dir`),
+    /// for upload: a pack of every version it reads that the store lacks,
+    /// the sinks' staged epochs up to it, its manifest (with the metadata
+    /// as stored: what it wrote, its live keys).
     pub fn upload(
         &mut self,
         store: &CheckpointStore,
-        meta: &CheckpointMeta,
+        n: u64,
         state_dir: &Path,
         retain: usize,
     ) -> Result<(), StoreError> {
-        let n = meta.id;
+        let meta = store.get(n)?.ok_or_else(|| StoreError::Invalid {
+            message: format!("checkpoint {n} to upload is not in the local store"),
+        })?;
         let versions = store.versions_in_use()?;
         self.packs.retain(|v, _| versions.contains(v));
         let mut new = Vec::new();
@@ -71,7 +74,7 @@ impl Replica {
                 .range(..=n)
                 .map(|(_, name)| name.clone())
                 .collect(),
-            meta: meta.clone(),
+            meta,
             staged: Vec::new(),
         };
         let files = staged_files(state_dir, n).map_err(|error| StoreError::Io {

@@ -126,7 +126,7 @@ fn copy(
     } = upload;
     for (name, pack) in &packs {
         // `Bytes`: each try shares the one encoding.
-        let bytes = bytes::Bytes::from(pack.encode());
+        let bytes = RemoteStore::pack_bytes(name, pack);
         retrying(stop, || remote.put_pack(name, bytes.clone()))?;
     }
     known

