@@ -402,6 +402,7 @@ transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
 group.consumer.min.session.timeout.ms=1000
 group.consumer.min.heartbeat.interval.ms=100
 PROPERTIES

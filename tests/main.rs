@@ -43,6 +43,7 @@ mod nats;
 mod postgres_jobs;
 mod postgres_sink;
 mod s3_server;
+mod workers;
 
 // Crashes at named steps of the checkpoint protocol (WEIR_FAILPOINTS), per
 // sink, and during a live swap and a rescale.

@@ -62,6 +62,14 @@ pub(crate) struct RunArgs {
     /// failed), showing how it ended, until Ctrl-C.
     #[arg(long, requires = "ui")]
     ui_linger: bool,
+    /// Run as one worker of the job: join its Kafka consumer group
+    /// ([cluster]) and run the tasks (anchor partitions) the group assigns
+    /// this process, until SIGINT or SIGTERM hands them over.
+    #[arg(
+        long,
+        conflicts_with_all = ["restore", "ui", "swap", "json", "from_savepoint"]
+    )]
+    worker: bool,
 }
 
 /// Runs the job `args` names.
@@ -79,7 +87,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         from_savepoint,
         allow_non_restored_state,
         ui_linger,
+        worker,
     } = args;
+    if worker {
+        return run_worker(&job, state_dir.as_deref(), metrics);
+    }
     let job = weir::config::Job::load(&job, &weir_connectors::registry())?;
     if json && let Some(sink) = job.sinks.iter().find(|s| s.connector.writes_stdout()) {
         anyhow::bail!(
@@ -152,6 +164,41 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let report = weir::run::summary_json(&job, &summary);
         weir_cli::output::stdout(&format!("{report}\n"))?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `weir run --worker`: one worker of the job at `path`, its tasks' local
+/// state under `state_dir` when given, until SIGINT or SIGTERM.
+fn run_worker(
+    path: &std::path::Path,
+    state_dir: Option<&std::path::Path>,
+    metrics: Option<SocketAddr>,
+) -> anyhow::Result<ExitCode> {
+    if metrics.is_some() {
+        anyhow::bail!("--metrics is not served in worker mode yet; drop it");
+    }
+    let path = weir::config::job_file(path)?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read job file {}", path.display()))?;
+    let registry = weir_connectors::registry();
+    let mut job = weir::cluster::WorkerJob::parse(&path, &text, &registry)?;
+    if let Some(dir) = state_dir {
+        job = job.with_state_dir(dir);
+    }
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, shutdown.clone())
+            .context("installing signal handlers")?;
+    }
+    let worker = weir::cluster::Worker::new(job, registry, runtime()?);
+    let mut group =
+        weir_connectors::kafka::group::GroupMembership::join(worker.job(), worker.clone())
+            .map_err(|e| anyhow::anyhow!("{}: worker: {e}", path.display()))?;
+    worker.run(&mut group, &shutdown)?;
+    weir_cli::output::message(format_args!(
+        "worker of job `{}` left its group",
+        worker.job().job.name
+    ));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -15,13 +15,15 @@
 //! [`metrics`], [`checkpoint`] (the coordinator),
 //! [`store`] (the redb checkpoint file), [`wasm`] (plugins and their
 //! sandbox), [`plan`] (the job compiled into a graph of typed ids),
-//! `threads` (the thread bodies) and [`run`] (a job: attempts and
-//! their phases, the driver, the supervisor). Below them all, `wit` (the
+//! `threads` (the thread bodies), [`run`] (a job: attempts and
+//! their phases, the driver, the supervisor) and [`cluster`] (worker
+//! mode: a job's tasks shared by processes through a Kafka group). Below them all, `wit` (the
 //! generated WIT bindings), `fields` (reading TOML fields) and
 //! [`failpoint`] (test-only crashes at named protocol steps).
 #![warn(missing_docs)]
 
 pub mod checkpoint;
+pub mod cluster;
 pub mod config;
 pub mod connectors;
 pub mod dataflow;

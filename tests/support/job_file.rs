@@ -1,5 +1,5 @@
 //! Job files built in code: [`JobFile`] and its tables ([`Checkpoint`],
-//! [`Restart`], [`Source`], [`Operator`], [`Sink`]), rendered as the TOML
+//! [`Restart`], [`Cluster`], [`Source`], [`Operator`], [`Sink`]), rendered as the TOML
 //! that `weir run` reads (its `Display`); values are written by the `toml`
 //! crate. What a key means is the job format's (docs/reference/job-file.md
 //! and docs/reference/connectors.md).
@@ -18,6 +18,7 @@ pub struct JobFile {
     name: String,
     checkpoint: Option<Checkpoint>,
     restart: Option<Restart>,
+    cluster: Option<Cluster>,
     sources: Vec<Source>,
     operators: Vec<Operator>,
     sinks: Vec<Sink>,
@@ -30,10 +31,17 @@ impl JobFile {
             name: name.to_string(),
             checkpoint: None,
             restart: None,
+            cluster: None,
             sources: Vec::new(),
             operators: Vec::new(),
             sinks: Vec::new(),
         }
+    }
+
+    /// The `[cluster]` table (none: the defaults).
+    pub fn cluster(mut self, cluster: Cluster) -> Self {
+        self.cluster = Some(cluster);
+        self
     }
 
     /// The `[checkpoint]` table (none: the defaults).
@@ -93,6 +101,7 @@ impl fmt::Display for JobFile {
             .iter()
             .map(|c| ("[checkpoint]", c.table()))
             .chain(self.restart.iter().map(|r| ("[restart]", r.table())))
+            .chain(self.cluster.iter().map(|c| ("[cluster]", c.table())))
             .chain(self.sources.iter().map(|s| ("[[source]]", s.table())))
             .chain(self.operators.iter().map(|o| ("[[operator]]", o.table())))
             .chain(self.sinks.iter().map(|s| ("[[sink]]", s.table())));
@@ -149,6 +158,21 @@ setters! {
         alignment_timeout(timeout: &str) => string "alignment_timeout";
         /// `store`: the object store checkpoints are copied to.
         store(url: &str) => string "store";
+    }
+}
+
+/// The `[cluster]` table: worker mode's settings.
+#[derive(Debug, Clone, Default)]
+pub struct Cluster(Table);
+
+setters! {
+    Cluster {
+        /// `group`: the workers' consumer group.
+        group(group: &str) => string "group";
+        /// `handover_timeout`: how long a task revoked may take to stop.
+        handover_timeout(timeout: &str) => string "handover_timeout";
+        /// `session_timeout`: how long a silent worker keeps its tasks.
+        session_timeout(timeout: &str) => string "session_timeout";
     }
 }
 
@@ -402,7 +426,7 @@ macro_rules! entries {
     };
 }
 
-entries!(Checkpoint, Restart, Source, Operator, Sink);
+entries!(Checkpoint, Restart, Cluster, Source, Operator, Sink);
 
 /// The lines of one table: `key = value` in the order keys were first set,
 /// then verbatim text.

@@ -1,7 +1,8 @@
 //! The Kafka connectors: a replayable source that reads every partition of
 //! its topics at offsets kept in Weir's checkpoints ([`source`]), and a
 //! sink that writes each checkpoint's output in one Kafka transaction
-//! (or, at-least-once, as it arrives) ([`sink`]), over one client module
+//! (or, at-least-once, as it arrives) ([`sink`]), worker mode's group
+//! membership ([`group`]), over one client module
 //! (`client`: brokers, pass-through properties, librdkafka's log).
 //!
 //! Delivery guarantees:
@@ -11,6 +12,7 @@
 //! - Sink: exactly-once for `read_committed` readers; see [`sink`].
 
 mod client;
+pub mod group;
 mod reader;
 pub mod sink;
 pub mod source;

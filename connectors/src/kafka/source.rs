@@ -51,6 +51,7 @@ pub const SOURCE: SourceType = SourceType {
         "group",
         "start",
         "bounded",
+        "partitions",
         "format",
         "key",
         "timestamp",
@@ -88,6 +89,9 @@ pub struct KafkaSourceConfig {
     /// Whether the source ends at the high-water marks as of the job's
     /// start (`bounded`, default false).
     pub bounded: bool,
+    /// The partition numbers read of every topic (`partitions`); all
+    /// when absent. Worker mode gives each task its own.
+    pub partitions: Option<Vec<i32>>,
     /// How a message's value is read (`lines` or `jsonl`); with `jsonl`,
     /// `key` and `timestamp` name fields that replace the message's key and
     /// timestamp.
@@ -104,12 +108,26 @@ impl KafkaSourceConfig {
             group: Option<String>,
             start: Option<toml::Value>,
             bounded: Option<bool>,
+            partitions: Option<Vec<i32>>,
             properties: Option<Table>,
         }
         let parsing = Parsing::take(&mut table)?;
         parsing.refuse_csv("kafka")?;
         let raw: Raw = from_table(table)?;
         let start = start_setting(raw.start)?;
+        let partitions = match raw.partitions {
+            Some(list) if list.is_empty() || list.iter().any(|&p| p < 0) => {
+                return Err(format!(
+                    "`partitions` = {list:?} must list partition numbers (0 and up); remove it to read every partition"
+                ));
+            }
+            Some(mut list) => {
+                list.sort_unstable();
+                list.dedup();
+                Some(list)
+            }
+            None => None,
+        };
         Ok(Box::new(move |_: &Path| {
             let parsing = parsing.check()?;
             if parsing.key.is_some() && parsing.format != Format::Jsonl {
@@ -131,6 +149,7 @@ impl KafkaSourceConfig {
                 group: raw.group.filter(|g| !g.is_empty()),
                 start,
                 bounded: raw.bounded.unwrap_or(false),
+                partitions: partitions.clone(),
                 parsing,
             }))
         }))
@@ -345,7 +364,21 @@ impl KafkaSourceConfig {
         let now = Instant::now();
         let mut read = Vec::new();
         for topic in &self.topics {
-            for pid in partitions(consumer, &self.client.brokers, topic)? {
+            let all = partitions(consumer, &self.client.brokers, topic)?;
+            let read_here: Vec<i32> = match &self.partitions {
+                None => all,
+                Some(wanted) => {
+                    if let Some(missing) = wanted.iter().find(|p| !all.contains(p)) {
+                        return Err(format!(
+                            "topic `{topic}` has {} partition(s), 0 to {}; `partitions` names {missing}",
+                            all.len(),
+                            all.len().saturating_sub(1)
+                        ));
+                    }
+                    wanted.clone()
+                }
+            };
+            for pid in read_here {
                 let saved = checkpointed.map(|c| {
                     c.iter()
                         .find(|s| s.topic == *topic && s.partition == pid)
@@ -447,6 +480,25 @@ mod tests {
 
     fn parse(text: &str) -> Result<KafkaSourceConfig, String> {
         SOURCE.settings(text)
+    }
+
+    #[test]
+    fn partitions_are_numbers_listed_once() {
+        let c = parse("brokers = \"h:9092\"\ntopic = \"a\"\npartitions = [2, 0, 2]").unwrap();
+        assert_eq!(c.partitions, Some(vec![0, 2]));
+        assert_eq!(
+            parse("brokers = \"h:9092\"\ntopic = \"a\"")
+                .unwrap()
+                .partitions,
+            None
+        );
+        for bad in ["[]", "[-1]"] {
+            let err = parse(&format!(
+                "brokers = \"h:9092\"\ntopic = \"a\"\npartitions = {bad}"
+            ))
+            .unwrap_err();
+            assert!(err.contains("must list partition numbers"), "{err}");
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //!
 //! This module reads the file and orchestrates the checks; the entries are
 //! built by `source`, `operator` (with `limits`) and `sink`, the tables
-//! `[checkpoint]` and `[restart]` by `checkpoint`, upstream references are
+//! `[checkpoint]` and `[restart]` by `checkpoint`, `[cluster]` by `cluster`, upstream references are
 //! read by `upstream`, the wiring is checked by `graph`, and `error` holds
 //! [`JobError`]. A source's or sink's own settings are parsed by the
 //! connector its `type` names ([`crate::connectors`]).
@@ -31,6 +31,7 @@ use crate::connectors::Registry;
 use crate::fields::{entry_type, from_table, one_line, relative_to};
 
 mod checkpoint;
+mod cluster;
 mod error;
 mod graph;
 mod limits;
@@ -45,6 +46,7 @@ pub use checkpoint::{
     CheckpointConfig, CheckpointMode, RestartStrategy, STORE_SCHEMES, check_store_url,
     default_state_dir, is_url,
 };
+pub use cluster::ClusterConfig;
 pub use error::JobError;
 pub use limits::{
     Grants, LIMIT_KEYS, LimitValue, Limits, format_duration, format_size, parse_duration,
@@ -56,6 +58,7 @@ pub use source::{DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, SourceConfig};
 pub use upstream::Upstream;
 
 use checkpoint::{build_checkpoint, build_restart};
+use cluster::build_cluster;
 use error::label;
 use operator::build_operator;
 use sink::build_sink;
@@ -80,6 +83,8 @@ pub struct Job {
     pub sinks: Vec<SinkConfig>,
     /// The `[restart]` table: what to do when an attempt fails.
     pub restart: RestartStrategy,
+    /// The `[cluster]` table: how worker processes share the job.
+    pub cluster: ClusterConfig,
 }
 
 // The file's top level; each table is read by the builder of its entry.
@@ -89,6 +94,7 @@ struct RawJob {
     name: Option<String>,
     checkpoint: Option<Table>,
     restart: Option<Table>,
+    cluster: Option<Table>,
     #[serde(default)]
     source: Vec<Table>,
     #[serde(default)]
@@ -139,6 +145,8 @@ impl Job {
             None => RestartStrategy::None,
             Some(table) => build_restart(table).map_err(|m| invalid("restart", m))?,
         };
+        let cluster = build_cluster(&name, raw.cluster.unwrap_or_default())
+            .map_err(|m| invalid("cluster", m))?;
         let job = Job {
             sources: build_all(path, raw.source, "source", |t| {
                 build_source(registry, &dir, t)
@@ -150,6 +158,7 @@ impl Job {
             dir,
             checkpoint,
             restart,
+            cluster,
         };
         // Structure first, then the file system: a typo'd id is reported before a missing file.
         job.validate_graph()?;

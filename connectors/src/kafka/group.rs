@@ -1,0 +1,231 @@
+//! Worker mode's group membership (`weir::cluster::Membership`): one
+//! consumer per worker in the job's group, subscribed to the anchor topic
+//! with cooperative (incremental) rebalancing. It reads no message: its
+//! partitions are paused as soon as they are assigned, and each task's
+//! own Kafka source reads its partition at the task's checkpointed
+//! offsets. The group only decides who owns which partition, and so which
+//! task.
+//!
+//! Invariants:
+//! - Revocations reach the [`Owner`] before the partitions are given up
+//!   (`pre_rebalance`), so a task hands over before its next owner starts
+//!   it; assignments after they are taken (`post_rebalance`).
+//! - Only incremental rebalancing is accepted: an eager one would stop
+//!   every task at every change of membership.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
+use rdkafka::error::KafkaError;
+use toml::{Table, Value};
+use weir::cluster::{Membership, Owner, WorkerJob};
+
+use super::client::{ClientSettings, Context, partitions};
+
+/// The consumer context: the owner to call, and the log context.
+struct GroupContext {
+    owner: Arc<dyn Owner>,
+    /// The anchor topic.
+    topic: String,
+    log: Context,
+}
+
+impl ClientContext for GroupContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        self.log.log(level, facility, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.log.error(error, reason);
+    }
+}
+
+impl GroupContext {
+    /// The anchor topic's partition numbers in `rebalance`.
+    fn partitions(&self, rebalance: &Rebalance<'_>) -> Vec<i32> {
+        let tpl = match rebalance {
+            Rebalance::Assign(tpl) | Rebalance::Revoke(tpl) => tpl,
+            Rebalance::Error(_) => return Vec::new(),
+        };
+        let mut parts: Vec<i32> = (tpl.elements().iter())
+            .filter(|e| e.topic() == self.topic)
+            .map(|e| e.partition())
+            .collect();
+        parts.sort_unstable();
+        parts
+    }
+}
+
+impl ConsumerContext for GroupContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Revoke(_) => {
+                let parts = self.partitions(rebalance);
+                let lost = consumer.assignment_lost();
+                tracing::info!(
+                    "worker: the group revokes partition(s) {parts:?}{}",
+                    match lost {
+                        true => " (lost)",
+                        false => "",
+                    }
+                );
+                self.owner.revoked(&parts, lost);
+            }
+            Rebalance::Error(e) => tracing::warn!("worker: rebalance failed: {e}"),
+            Rebalance::Assign(_) => {}
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            if !matches!(
+                consumer.rebalance_protocol(),
+                RebalanceProtocol::Cooperative
+            ) {
+                tracing::error!(
+                    "worker: the group rebalances eagerly; every worker of a job must use cooperative rebalancing (do not set partition.assignment.strategy)"
+                );
+            }
+            // The tasks read their partitions; this consumer reads none.
+            if let Err(e) = consumer.pause(tpl) {
+                tracing::warn!("worker: cannot pause the group's partitions: {e}");
+            }
+            let parts = self.partitions(rebalance);
+            tracing::info!("worker: the group assigns partition(s) {parts:?}");
+            self.owner.assigned(&parts);
+        }
+    }
+}
+
+/// A worker's membership: the group consumer.
+pub struct GroupMembership {
+    consumer: BaseConsumer<GroupContext>,
+    /// How long leaving may take: every task's handover.
+    leave_timeout: Duration,
+}
+
+/// The `brokers`, `properties` and first topic of a Kafka source's table.
+fn client_of(table: &Table) -> Result<(ClientSettings, Vec<String>), String> {
+    let text = |key: &str| table.get(key).and_then(Value::as_str).map(str::to_owned);
+    let properties = table.get("properties").and_then(Value::as_table).cloned();
+    let client = ClientSettings::read(text("brokers"), properties)?;
+    let topics = text("topic")
+        .ok_or("a Kafka source has no `topic`")?
+        .split(',')
+        .map(|t| t.trim().to_owned())
+        .collect();
+    Ok((client, topics))
+}
+
+impl GroupMembership {
+    /// Joins `job`'s group as a worker whose tasks `owner` runs, after
+    /// checking that every Kafka topic the job reads has as many
+    /// partitions as the anchor topic (task *p* reads partition *p* of each).
+    pub fn join(job: &WorkerJob, owner: Arc<dyn Owner>) -> Result<GroupMembership, String> {
+        let (client, topics) = client_of(&job.anchor)?;
+        let topic = topics[0].clone();
+        let cluster = &job.job.cluster;
+        let session = cluster.session_timeout.as_millis().to_string();
+        let heartbeat = (cluster.session_timeout.as_millis() / 3)
+            .max(100)
+            .to_string();
+        // A revocation blocks the poll thread for up to handover_timeout.
+        let poll_interval = (cluster.handover_timeout * 2 + Duration::from_secs(60))
+            .as_millis()
+            .to_string();
+        let mut config = client.config(
+            &format!("worker-{}", std::process::id()),
+            &[
+                ("group.id", &cluster.group),
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                ("auto.offset.reset", "latest"),
+                ("session.timeout.ms", &session),
+                ("heartbeat.interval.ms", &heartbeat),
+                ("max.poll.interval.ms", &poll_interval),
+            ],
+        );
+        config.set("partition.assignment.strategy", "cooperative-sticky");
+        let log = Context::new(format!("worker group `{}`", cluster.group));
+        log.opened();
+        let context = GroupContext {
+            owner,
+            topic: topic.clone(),
+            log,
+        };
+        let consumer: BaseConsumer<GroupContext> = config
+            .create_with_context(context)
+            .map_err(|e| format!("cannot create the group's Kafka client: {e}"))?;
+        let count = |topic: &str, brokers: &str| {
+            // Metadata through the group's own client.
+            let probe: BaseConsumer<Context> = client
+                .config("worker-probe", &[("group.id", "weir-worker-probe")])
+                .create_with_context(Context::new("worker".into()))
+                .map_err(|e| format!("cannot create a Kafka client: {e}"))?;
+            partitions(&probe, brokers, topic).map(|p| p.len())
+        };
+        let anchor_count = count(&topic, &client.brokers)?;
+        for source in &job.kafka_sources {
+            let (other, topics) = client_of(source)?;
+            for t in &topics {
+                let n = count(t, &other.brokers)?;
+                if n != anchor_count {
+                    return Err(format!(
+                        "topic `{t}` has {n} partition(s) and the anchor topic `{topic}` {anchor_count}: task p reads partition p of every topic, so they must have as many (and be partitioned by the same key)"
+                    ));
+                }
+            }
+        }
+        consumer.subscribe(&[&topic]).map_err(|e| {
+            format!(
+                "cannot join group `{}` on topic `{topic}`: {e}",
+                cluster.group
+            )
+        })?;
+        tracing::info!(
+            "worker: joined group `{}` on topic `{topic}` ({anchor_count} partitions: tasks 0-0 to 0-{})",
+            cluster.group,
+            anchor_count - 1
+        );
+        Ok(GroupMembership {
+            consumer,
+            leave_timeout: cluster.handover_timeout + Duration::from_secs(10),
+        })
+    }
+}
+
+impl Membership for GroupMembership {
+    fn poll(&mut self, timeout: Duration) -> Result<(), String> {
+        match self.consumer.poll(timeout) {
+            None | Some(Ok(_)) => Ok(()),
+            Some(Err(e)) if is_fatal(&e) => Err(format!("the group failed: {e}")),
+            Some(Err(e)) => {
+                tracing::warn!("worker: the group: {e}");
+                Ok(())
+            }
+        }
+    }
+
+    fn leave(&mut self) -> Result<(), String> {
+        self.consumer.unsubscribe();
+        let deadline = Instant::now() + self.leave_timeout;
+        while Instant::now() < deadline {
+            let _ = self.consumer.poll(Duration::from_millis(50));
+            match self.consumer.assignment() {
+                Ok(a) if a.count() == 0 => return Ok(()),
+                Ok(_) => {}
+                Err(e) => return Err(format!("leaving the group: {e}")),
+            }
+        }
+        Err("leaving the group took longer than handover_timeout".into())
+    }
+}
+
+/// Whether `e` ends the membership (librdkafka's fatal errors).
+fn is_fatal(e: &KafkaError) -> bool {
+    e.rdkafka_error_code()
+        .is_some_and(|c| c == rdkafka::types::RDKafkaErrorCode::Fatal)
+}

@@ -1,0 +1,83 @@
+//! Worker mode (`weir run --worker`): the same job file started in several
+//! processes, on one machine or many, runs as one job. The Kafka cluster
+//! is the coordinator: the workers join one consumer group on the job's
+//! anchor topic (its first Kafka source), and being assigned partition
+//! *p* means owning **task** *p*: the whole job restricted to partition *p*
+//! of every Kafka topic it reads, with its own state directory, its own
+//! prefix in the object store and its own sink identities.
+//!
+//! - [`WorkerJob`] (`worker_job.rs`): the job file as worker mode reads it,
+//!   the checks it must pass, and each task's job ([`WorkerJob::task_job`]).
+//! - [`Worker`] (`worker.rs`): the tasks this process owns, started when
+//!   the group assigns their partitions and handed over (a checkpoint, then
+//!   stop) when it revokes them; [`Worker::run`] drives a [`Membership`].
+//!
+//! The group protocol itself is a connector's (`weir-connectors`'
+//! `kafka::group`), behind [`Membership`]: this crate links no Kafka client.
+//!
+//! Invariants:
+//! - A task's identity is its job name `<job>@<stage>-<p>`: its checkpoints
+//!   (`<dir>/tasks/<stage>-<p>`, `<store>/tasks/<stage>-<p>`), its Kafka
+//!   sinks' transactional ids, its PostgreSQL bookkeeping rows and its NATS
+//!   message ids all derive from it, so two tasks never share one.
+//! - Exactly-once across processes rests on two fences, whoever runs a
+//!   task: the object store's conditional create of each manifest (one
+//!   writer per checkpoint id), and each sink's own (a Kafka sink's
+//!   `init_transactions` on its per-task id; its marker). A worker that
+//!   lost a task it still runs (a zombie) can finish no checkpoint the new
+//!   owner does not restore, and deliver no epoch twice.
+//! - A task handed over takes a checkpoint before its partition goes to
+//!   the next owner (within `handover_timeout`); a task of a worker that
+//!   died is restored by the next owner from its newest manifest.
+
+mod worker;
+mod worker_job;
+
+use std::time::Duration;
+
+pub use worker::{TaskState, Worker};
+pub use worker_job::{STAGE, TaskId, WorkerJob};
+
+/// What the group told a worker, delivered while it polls.
+pub trait Owner: Send + Sync {
+    /// The group gave this worker `partitions` of the anchor topic.
+    fn assigned(&self, partitions: &[i32]);
+    /// The group takes `partitions` back: hand their tasks over before
+    /// returning. `lost`: they are already someone else's (this worker
+    /// was out of the group too long), so stop them without a handover.
+    fn revoked(&self, partitions: &[i32], lost: bool);
+}
+
+/// A worker's membership in the job's group: the Kafka consumer group
+/// protocol, with incremental (cooperative) rebalancing.
+pub trait Membership {
+    /// Serves the group for up to `timeout`: heartbeats, and the
+    /// [`Owner`]'s calls for every assignment change.
+    fn poll(&mut self, timeout: Duration) -> Result<(), String>;
+    /// Leaves the group: every partition revoked (handed over) first.
+    fn leave(&mut self) -> Result<(), String>;
+}
+
+/// Why worker mode cannot run a job.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The job file is invalid.
+    #[error(transparent)]
+    Job(#[from] crate::config::JobError),
+    /// The job is valid but not one worker mode runs.
+    #[error("{path}: worker mode: {message}")]
+    Refused {
+        /// The job file.
+        path: String,
+        /// What to change.
+        message: String,
+    },
+    /// The group failed (the cluster unreachable, the worker fenced).
+    #[error("worker of job `{job}`: {message}")]
+    Group {
+        /// The job.
+        job: String,
+        /// What failed.
+        message: String,
+    },
+}

@@ -1,0 +1,267 @@
+//! [`Worker`]: the tasks one worker process owns. The group's calls
+//! ([`Owner`]) start a task when its partition is assigned and hand it
+//! over when revoked; [`Worker::run`] serves the group and restarts a
+//! task that failed while this worker still owns it.
+//!
+//! Invariants:
+//! - A task runs at most once in this process at a time: it is started
+//!   only when its partition is assigned and no task of it is running.
+//! - A revoked task is asked to stop (a checkpoint, then the end) and
+//!   waited for up to `handover_timeout` before the revocation returns to
+//!   the group; past that, or when the partition was lost, it is left to
+//!   stop on its own and its checkpoints meet the store's fence.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{ClusterError, Membership, Owner, STAGE, TaskId, WorkerJob};
+use crate::connectors::Registry;
+use crate::run::{RestoreMode, RunOptions, RunSummary};
+use crate::wasm::Runtime;
+
+/// The first wait before a failed task runs again; doubled per failure
+/// in a row, up to [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+/// The longest wait before a failed task runs again.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// How long one poll of the group lasts: how soon a stop request, a task's
+/// end or a retry is seen.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Where a task this worker owns stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskState {
+    /// Its job runs.
+    Running,
+    /// Its input ended and its final checkpoint is taken.
+    Finished,
+    /// Its last run failed with this error; it runs again at `retry`.
+    Failed {
+        /// Why.
+        error: String,
+        /// When it runs again.
+        retry: Instant,
+    },
+}
+
+/// A task this worker owns.
+struct Task {
+    state: TaskState,
+    /// Failures in a row.
+    failures: u32,
+    shutdown: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<RunSummary, String>>>,
+}
+
+/// One worker process's share of a job.
+pub struct Worker {
+    job: WorkerJob,
+    registry: Registry,
+    runtime: Runtime,
+    tasks: Mutex<BTreeMap<TaskId, Task>>,
+}
+
+impl Worker {
+    /// A worker of `job` that owns no task yet.
+    pub fn new(job: WorkerJob, registry: Registry, runtime: Runtime) -> Arc<Worker> {
+        Arc::new(Worker {
+            job,
+            registry,
+            runtime,
+            tasks: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The job.
+    pub fn job(&self) -> &WorkerJob {
+        &self.job
+    }
+
+    /// The tasks this worker owns and where they stand.
+    pub fn tasks(&self) -> Vec<(TaskId, TaskState)> {
+        let tasks = self.tasks.lock().unwrap();
+        tasks.iter().map(|(id, t)| (*id, t.state.clone())).collect()
+    }
+
+    /// Serves `membership` until `shutdown`, then leaves the group (its
+    /// tasks handed over first). Restarts a task that failed once its
+    /// wait is over; reports tasks that end.
+    pub fn run(
+        &self,
+        membership: &mut dyn Membership,
+        shutdown: &AtomicBool,
+    ) -> Result<(), ClusterError> {
+        let group = |message: String| ClusterError::Group {
+            job: self.job.job.name.clone(),
+            message,
+        };
+        while !shutdown.load(Ordering::Relaxed) {
+            membership.poll(POLL).map_err(group)?;
+            self.tend();
+        }
+        tracing::info!("worker: leaving the group, handing its tasks over");
+        membership.leave().map_err(group)
+    }
+
+    /// Collects the tasks whose run ended, and runs again those whose
+    /// retry time came.
+    fn tend(&self) {
+        let mut tasks = self.tasks.lock().unwrap();
+        let now = Instant::now();
+        for (id, task) in tasks.iter_mut() {
+            if task.thread.as_ref().is_some_and(JoinHandle::is_finished) {
+                let ended = task.thread.take().expect("checked").join();
+                let ended = ended.unwrap_or_else(|_| Err("its thread panicked".into()));
+                match ended {
+                    Ok(summary) if summary.finished => {
+                        tracing::info!(
+                            "worker: task {id} finished (checkpoint {:?})",
+                            summary.last_checkpoint
+                        );
+                        task.state = TaskState::Finished;
+                        task.failures = 0;
+                    }
+                    Ok(_) => {
+                        // Stopped without a revocation: run it again.
+                        task.state = TaskState::Failed {
+                            error: "it stopped".into(),
+                            retry: now,
+                        };
+                    }
+                    Err(error) => {
+                        let wait =
+                            (FIRST_RETRY * 2u32.saturating_pow(task.failures)).min(MAX_RETRY);
+                        task.failures += 1;
+                        tracing::error!(
+                            "worker: task {id} failed: {error}; running it again in {} s",
+                            wait.as_secs()
+                        );
+                        task.state = TaskState::Failed {
+                            error,
+                            retry: now + wait,
+                        };
+                    }
+                }
+            }
+            if let TaskState::Failed { retry, .. } = task.state
+                && retry <= now
+                && task.thread.is_none()
+            {
+                self.start(*id, task);
+            }
+        }
+    }
+
+    /// Starts `task`'s job on a thread of its own.
+    fn start(&self, id: TaskId, task: &mut Task) {
+        let job = match self.job.task_job(id, &self.registry) {
+            Ok(job) => job,
+            Err(e) => {
+                task.state = TaskState::Failed {
+                    error: e.to_string(),
+                    retry: Instant::now() + MAX_RETRY,
+                };
+                return;
+            }
+        };
+        let runtime = self.runtime.clone();
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let stop = shutdown.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("task-{id}"))
+            .spawn(move || {
+                let options = RunOptions {
+                    restore: RestoreMode::Latest,
+                    ..RunOptions::default()
+                };
+                crate::run::run(&job, &runtime, &options, &stop).map_err(|e| e.to_string())
+            });
+        match thread {
+            Ok(thread) => {
+                tracing::info!("worker: task {id} runs");
+                task.state = TaskState::Running;
+                task.shutdown = shutdown;
+                task.thread = Some(thread);
+            }
+            Err(e) => {
+                task.state = TaskState::Failed {
+                    error: format!("cannot start its thread: {e}"),
+                    retry: Instant::now() + FIRST_RETRY,
+                };
+            }
+        }
+    }
+}
+
+impl Owner for Worker {
+    fn assigned(&self, partitions: &[i32]) {
+        let mut tasks = self.tasks.lock().unwrap();
+        for &partition in partitions {
+            let id = TaskId {
+                stage: STAGE,
+                partition,
+            };
+            if tasks.contains_key(&id) {
+                continue;
+            }
+            let mut task = Task {
+                state: TaskState::Running,
+                failures: 0,
+                shutdown: Arc::new(AtomicBool::new(false)),
+                thread: None,
+            };
+            self.start(id, &mut task);
+            tasks.insert(id, task);
+        }
+    }
+
+    fn revoked(&self, partitions: &[i32], lost: bool) {
+        let mut handing: Vec<(TaskId, JoinHandle<Result<RunSummary, String>>)> = Vec::new();
+        {
+            let mut tasks = self.tasks.lock().unwrap();
+            for &partition in partitions {
+                let id = TaskId {
+                    stage: STAGE,
+                    partition,
+                };
+                if let Some(task) = tasks.remove(&id) {
+                    task.shutdown.store(true, Ordering::Relaxed);
+                    if let Some(thread) = task.thread {
+                        handing.push((id, thread));
+                    }
+                }
+            }
+        }
+        if lost {
+            for (id, _) in &handing {
+                tracing::warn!(
+                    "worker: task {id} was lost (this worker left the group too long); it stops, and its checkpoints meet the new owner's fence"
+                );
+            }
+            return;
+        }
+        let deadline = Instant::now() + self.job.job.cluster.handover_timeout;
+        for (id, thread) in handing {
+            while !thread.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !thread.is_finished() {
+                tracing::warn!(
+                    "worker: task {id} did not hand over within handover_timeout; its next owner restores its last checkpoint"
+                );
+                continue;
+            }
+            match thread.join() {
+                Ok(Ok(s)) => tracing::info!(
+                    "worker: task {id} handed over at checkpoint {:?}",
+                    s.last_checkpoint
+                ),
+                Ok(Err(e)) => tracing::warn!("worker: task {id} failed while handing over: {e}"),
+                Err(_) => tracing::warn!("worker: task {id}'s thread panicked"),
+            }
+        }
+    }
+}

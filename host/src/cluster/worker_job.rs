@@ -1,0 +1,181 @@
+//! [`WorkerJob`]: a job file as worker mode reads it. It runs the checks
+//! a job must pass to be split into tasks, and writes each task's job: the
+//! job file with the task's name, checkpoint places, partition and sink ids.
+
+use std::path::Path;
+
+use toml::{Table, Value};
+
+use super::ClusterError;
+use crate::config::Job;
+use crate::connectors::Registry;
+
+/// The stage of every task: a job is one stage until repartition edges
+/// cut it into several.
+pub const STAGE: u32 = 0;
+
+/// A task: one stage of the job on one partition index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId {
+    /// The stage.
+    pub stage: u32,
+    /// The partition of every Kafka topic the stage reads.
+    pub partition: i32,
+}
+
+impl std::fmt::Display for TaskId {
+    /// `<stage>-<partition>`, as in its folder `tasks/0-3`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.stage, self.partition)
+    }
+}
+
+/// A job that worker mode runs, and what it needs to split it.
+#[derive(Debug, Clone)]
+pub struct WorkerJob {
+    /// The job as the file says.
+    pub job: Job,
+    /// The file's tables, which each task's job is written from.
+    table: Table,
+    /// The anchor: the first Kafka source's table (its brokers, topics,
+    /// client properties), whose partitions are the tasks.
+    pub anchor: Table,
+    /// Every Kafka source's table, in file order (their topics must have
+    /// the anchor's partition count).
+    pub kafka_sources: Vec<Table>,
+    /// The folder of the tasks' local state directories (`tasks/<task>`
+    /// under it): the job's `[checkpoint] dir` unless `--state-dir`.
+    state_dir: std::path::PathBuf,
+}
+
+impl WorkerJob {
+    /// Reads the job file at `path` (text `text`) and checks that worker
+    /// mode can split it: every source a Kafka one, the checkpoints in an
+    /// object store, no sink that writes on one machine, no operator
+    /// parallelism (the partition count is the job's parallelism).
+    pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<WorkerJob, ClusterError> {
+        let job = Job::parse(path, text, registry)?;
+        let refuse = |message: String| ClusterError::Refused {
+            path: path.display().to_string(),
+            message,
+        };
+        if job.checkpoint.store.is_none() {
+            return Err(refuse(
+                "each task keeps its checkpoints in an object store, where another worker can take it over; set [checkpoint] store = \"s3://...\"".into(),
+            ));
+        }
+        if job.checkpoint.interval.is_none() {
+            return Err(refuse(
+                "tasks hand over and recover through checkpoints; set [checkpoint] interval".into(),
+            ));
+        }
+        if job.checkpoint.retain < 2 {
+            return Err(refuse(
+                "a task taken over may restore the checkpoint before the newest; set [checkpoint] retain to 2 or more".into(),
+            ));
+        }
+        for s in &job.sources {
+            if s.kind != "kafka" {
+                return Err(refuse(format!(
+                    "source `{}` is type = \"{}\"; worker mode reads only Kafka sources (a task is one partition of their topics)",
+                    s.id, s.kind
+                )));
+            }
+        }
+        for s in &job.sinks {
+            if s.connector.file().is_some() || s.connector.writes_stdout() {
+                return Err(refuse(format!(
+                    "sink `{}` writes on the machine that runs it, and a task moves between machines; use a Kafka, PostgreSQL or NATS sink",
+                    s.id
+                )));
+            }
+        }
+        if let Some(op) = job.operators.iter().find(|o| o.parallelism > 1) {
+            return Err(refuse(format!(
+                "operator `{}` sets parallelism = {}; in worker mode the anchor topic's partition count is the parallelism: remove it",
+                op.id, op.parallelism
+            )));
+        }
+        let table: Table = text.parse().expect("parsed above");
+        let kafka_sources: Vec<Table> = entries(&table, "source").cloned().collect();
+        for s in &kafka_sources {
+            if s.contains_key("partitions") {
+                let id = s.get("id").and_then(Value::as_str).unwrap_or("?");
+                return Err(refuse(format!(
+                    "source `{id}` sets `partitions`; the group assigns them to tasks: remove it"
+                )));
+            }
+            if s.get("group").and_then(Value::as_str) == Some(job.cluster.group.as_str()) {
+                let id = s.get("id").and_then(Value::as_str).unwrap_or("?");
+                return Err(refuse(format!(
+                    "source `{id}` commits offsets to group `{}`, the workers' own group; give it another `group`",
+                    job.cluster.group
+                )));
+            }
+        }
+        let anchor = kafka_sources.first().cloned().expect("a job has a source");
+        Ok(WorkerJob {
+            state_dir: job.checkpoint.dir.clone(),
+            job,
+            table,
+            anchor,
+            kafka_sources,
+        })
+    }
+
+    /// Keeps the tasks' local state directories under `dir` instead of
+    /// the job's `[checkpoint] dir` (`--state-dir`: one per worker when
+    /// several run on one machine).
+    pub fn with_state_dir(mut self, dir: &Path) -> WorkerJob {
+        self.state_dir = dir.to_path_buf();
+        self
+    }
+
+    /// The job task `task` runs: named `<job>@<task>`, its checkpoints in
+    /// `<dir>/tasks/<task>` and `<store>/tasks/<task>`, reading partition
+    /// `task.partition` of every Kafka topic, each Kafka sink's explicit
+    /// `transactional_id` suffixed with `-<task>`.
+    pub fn task_job(&self, task: TaskId, registry: &Registry) -> Result<Job, ClusterError> {
+        let mut t = self.table.clone();
+        let job = &self.job;
+        t.insert("name".into(), format!("{}@{task}", job.name).into());
+        let checkpoint = t
+            .entry("checkpoint")
+            .or_insert_with(|| Table::new().into())
+            .as_table_mut()
+            .expect("checked by Job::parse");
+        let dir = self.state_dir.join("tasks").join(task.to_string());
+        checkpoint.insert("dir".into(), dir.display().to_string().into());
+        let store = job.checkpoint.store.as_deref().expect("checked by parse");
+        let store = format!("{}/tasks/{task}", store.trim_end_matches('/'));
+        checkpoint.insert("store".into(), store.into());
+        for source in entries_mut(&mut t, "source") {
+            let partitions = vec![Value::Integer(task.partition.into())];
+            source.insert("partitions".into(), partitions.into());
+        }
+        for sink in entries_mut(&mut t, "sink") {
+            let kafka = sink.get("type").and_then(Value::as_str) == Some("kafka");
+            if let Some(Value::String(id)) = sink.get_mut("transactional_id")
+                && kafka
+            {
+                id.push_str(&format!("-{task}"));
+            }
+        }
+        let text = toml::to_string(&t).expect("a TOML table serializes");
+        Ok(Job::parse(&job.path, &text, registry)?)
+    }
+}
+
+/// The tables of the array `key` (`[[source]]`) whose type is Kafka.
+fn entries<'a>(table: &'a Table, key: &str) -> impl Iterator<Item = &'a Table> {
+    let array = table.get(key).and_then(Value::as_array);
+    (array.into_iter().flatten())
+        .filter_map(Value::as_table)
+        .filter(|t| t.get("type").and_then(Value::as_str) == Some("kafka"))
+}
+
+/// The tables of the array `key`, to change.
+fn entries_mut<'a>(table: &'a mut Table, key: &str) -> impl Iterator<Item = &'a mut Table> {
+    let array = table.get_mut(key).and_then(Value::as_array_mut);
+    (array.into_iter().flatten()).filter_map(Value::as_table_mut)
+}

@@ -1,0 +1,205 @@
+//! Worker mode (`weir run --worker`): one job shared by several `weir`
+//! processes through a Kafka consumer group, against a private Apache
+//! Kafka broker and a private S3 server (SeaweedFS) for the tasks'
+//! checkpoints. Workers are killed with SIGKILL, join, leave gracefully
+//! and stall past their session timeout (a zombie that comes back), while
+//! a `read_committed` reader of the output must see every word's running
+//! counts exactly once and in order. And the jobs worker mode refuses,
+//! each with a one-line reason.
+
+use std::time::Duration;
+
+use weir_tests::cli::Weir;
+use weir_tests::counts::{assert_running_counts, true_counts};
+use weir_tests::job_dir::{JobDir, signal};
+use weir_tests::job_file::{Checkpoint, Cluster, Entry, JobFile, Restart, Sink, Source};
+use weir_tests::jobs;
+use weir_tests::running::Running;
+use weir_tests::servers::{Clients, Kafka, KafkaMessage, Outgoing, S3, values_text};
+use weir_tests::text::assert_has;
+use weir_tests::wait::{PATIENCE, wait_until};
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
+
+/// Partitions of the input and output topics: the job's tasks.
+const PARTITIONS: i32 = 4;
+
+/// The session timeout of the workers' group: how long a silent worker
+/// keeps its tasks.
+const SESSION: Duration = Duration::from_secs(3);
+
+/// The partition a word's messages go to, so that every count of one word
+/// is kept by one task (FNV-1a of the word).
+fn partition_of(word: &str) -> i32 {
+    let hash = (word.bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    (hash % PARTITIONS as u64) as i32
+}
+
+/// `n` words of a 997-word vocabulary, spread evenly over it.
+fn words(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("w{}", i * 7919 % 997)).collect()
+}
+
+/// Writes `words` to topic `words`, each to its [`partition_of`], keyed by
+/// itself.
+fn fill(kafka: &Clients, words: &[String]) {
+    let parts: Vec<i32> = words.iter().map(|w| partition_of(w)).collect();
+    let messages: Vec<Outgoing<'_>> = (words.iter().zip(&parts))
+        .map(|(w, &p)| (Some(p), Some(w.as_bytes()), w.as_bytes(), None))
+        .collect();
+    kafka.produce("words", &messages);
+}
+
+/// Word count from topic `words` (bounded, `rate` words/s per task) into
+/// topic `counts`, its tasks' checkpoints on `s3`.
+fn counting(kafka: &Clients, s3: &S3, rate: u64) -> JobFile {
+    let source = Source::kafka("words", &kafka.brokers(), "words")
+        .value("bounded", true)
+        .rate(rate);
+    jobs::word_count(
+        "shared-count",
+        source,
+        1,
+        Sink::kafka("out", &kafka.brokers(), "counts"),
+    )
+    .checkpoint(Checkpoint::every("200ms").store(&s3.url("workers")))
+    .cluster(
+        Cluster::default()
+            .session_timeout(&format!("{}s", SESSION.as_secs()))
+            .handover_timeout("10s"),
+    )
+    .restart(Restart::fixed_delay(10, "200ms"))
+}
+
+/// Worker `name` of `job`, its tasks' local state in its own folder.
+fn worker(job: &JobDir, name: &str) -> Running {
+    let state = format!("state-{name}");
+    job.spawn(&["--worker", "--state-dir", &state, "-v"])
+}
+
+/// Waits until `worker` logged `n` more completed checkpoints: the job
+/// moves on.
+fn checkpoints(worker: &mut Running, n: usize) {
+    for _ in 0..n {
+        worker.wait_for_line("a checkpoint", |l| l.contains(" complete in "));
+    }
+}
+
+/// Waits until `worker` runs a task.
+fn runs_a_task(worker: &mut Running) {
+    worker.wait_for_line("a task", |l| l.contains("task 0-") && l.ends_with(" runs"));
+}
+
+/// Checks `committed` against `input`: each word's running counts exactly
+/// once and in increasing order, all in one partition, keyed by the word.
+fn assert_counts_in_order(input: &[String], committed: &[KafkaMessage]) {
+    let text = values_text(committed);
+    assert_running_counts(&true_counts(input), &text, "the committed `counts` topic");
+    let mut partition_of_word = std::collections::BTreeMap::new();
+    for m in committed {
+        let value: serde_json::Value = serde_json::from_slice(&m.value).unwrap();
+        let word = value["word"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(m.key.as_deref(), Some(word.as_bytes()), "{m:?}");
+        let first = *partition_of_word.entry(word.clone()).or_insert(m.partition);
+        assert_eq!(first, m.partition, "word {word} in two partitions: {m:?}");
+    }
+}
+
+/// Three workers share a word count of four partitions; one is killed with
+/// SIGKILL, a fourth joins, one leaves gracefully (its tasks handed over
+/// with a checkpoint), one stalls (SIGSTOP) past its session timeout while
+/// the others take its tasks over, then comes back as a zombie and is
+/// fenced. The output, read `read_committed`, holds every word's running
+/// counts exactly once and in order.
+#[test]
+fn workers_share_a_job_through_a_kill_a_join_a_leave_and_a_zombie() {
+    let input = words(16_000);
+    let kafka = Kafka::start();
+    kafka.create_topic("words", PARTITIONS);
+    kafka.create_topic("counts", PARTITIONS);
+    fill(&kafka, &input);
+    let s3 = S3::start();
+    let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
+
+    let [mut a, mut b, mut c] = ["a", "b", "c"].map(|n| worker(&job, n));
+    for w in [&mut a, &mut b, &mut c] {
+        runs_a_task(w);
+    }
+    checkpoints(&mut b, 5);
+    a.kill();
+    let mut d = worker(&job, "d");
+    runs_a_task(&mut d);
+    checkpoints(&mut d, 5);
+
+    signal(&b.child, "-INT");
+    let (status, stderr) = b.wait();
+    assert!(status.success(), "worker b: {stderr}");
+    assert_has(&stderr, "left its group");
+    assert_has(&stderr, "handed over at checkpoint");
+    checkpoints(&mut d, 5);
+
+    signal(&c.child, "-STOP");
+    std::thread::sleep(SESSION + Duration::from_secs(3));
+    signal(&c.child, "-CONT");
+    c.wait_for_line("its tasks lost", |l| l.contains("(lost)"));
+
+    let total = input.len();
+    wait_until("every count committed", PATIENCE, || {
+        (kafka.read_committed("counts").len() >= total).then_some(())
+    });
+    for w in [&c, &d] {
+        signal(&w.child, "-INT");
+    }
+    for (name, w) in [("c", c), ("d", d)] {
+        let (status, stderr) = w.wait();
+        assert!(status.success(), "worker {name}: {stderr}");
+    }
+    assert_counts_in_order(&input, &kafka.read_committed("counts"));
+}
+
+/// A job worker mode cannot split is refused before anything starts, with
+/// what to change.
+#[test]
+fn jobs_worker_mode_cannot_split_are_refused_in_one_line() {
+    let brokers = "127.0.0.1:1";
+    let base = || {
+        jobs::word_count(
+            "refused",
+            Source::kafka("words", brokers, "words"),
+            1,
+            Sink::kafka("out", brokers, "counts"),
+        )
+        .checkpoint(Checkpoint::every("1s").store("file:///tmp/weir-refused"))
+    };
+    let cases: Vec<(JobFile, &[&str])> = vec![
+        (
+            base().checkpoint(Checkpoint::every("1s")),
+            &["worker mode", "set [checkpoint] store"],
+        ),
+        (
+            base().source_with("words", |_| Source::generator("words", 10)),
+            &[
+                "source `words` is type = \"generator\"",
+                "only Kafka sources",
+            ],
+        ),
+        (
+            base().sink_with("out", |_| Sink::file("out", "out.txt").input("count")),
+            &["sink `out` writes on the machine that runs it"],
+        ),
+        (
+            base().operator_with("count", |o| o.parallelism(2)),
+            &["operator `count` sets parallelism = 2", "remove it"],
+        ),
+        (
+            base().source_with("words", |s| s.value("partitions", "[0]")),
+            &["sets `partitions`", "the group assigns them"],
+        ),
+    ];
+    for (file, words) in cases {
+        let job = JobDir::new(WEIR, file, &[]);
+        job.run(&["--worker"]).assert_one_line_error(words);
+    }
+}
