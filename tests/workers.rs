@@ -1,21 +1,24 @@
 //! Worker mode (`weir run --worker`): one job shared by several `weir`
 //! processes through a Kafka consumer group, against a private Apache
-//! Kafka broker and a private S3 server (SeaweedFS) for the tasks'
-//! checkpoints. Workers are killed with SIGKILL, join, leave gracefully
-//! and stall past their session timeout (a zombie that comes back), while
-//! a `read_committed` reader of the output must see every word's running
-//! counts exactly once and in order. And the jobs worker mode refuses,
-//! each with a one-line reason.
+//! Kafka broker, a private S3 server (SeaweedFS) for the tasks'
+//! checkpoints and a private PostgreSQL. Workers are killed with SIGKILL,
+//! join, leave gracefully and stall past their session timeout (a zombie
+//! that comes back), while the output must hold every record exactly once
+//! (and, for the word count read `read_committed`, in order). And the jobs
+//! worker mode refuses, each with a one-line reason.
 
 use std::time::Duration;
 
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::{JobDir, signal};
-use weir_tests::job_file::{Checkpoint, Cluster, Entry, JobFile, Restart, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Cluster, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::jobs;
+use weir_tests::orders::{Orders, assert_same_json_lines};
+use weir_tests::pipeline::{XorShift, multiset, seed};
+use weir_tests::plugins;
 use weir_tests::running::Running;
-use weir_tests::servers::{Clients, Kafka, KafkaMessage, Outgoing, S3, values_text};
+use weir_tests::servers::{Clients, Kafka, KafkaMessage, Outgoing, Postgres, S3, values_text};
 use weir_tests::text::assert_has;
 use weir_tests::wait::{PATIENCE, wait_until};
 
@@ -107,29 +110,21 @@ fn assert_counts_in_order(input: &[String], committed: &[KafkaMessage]) {
     }
 }
 
-/// Three workers share a word count of four partitions; one is killed with
-/// SIGKILL, a fourth joins, one leaves gracefully (its tasks handed over
-/// with a checkpoint), one stalls (SIGSTOP) past its session timeout while
-/// the others take its tasks over, then comes back as a zombie and is
-/// fenced. The output, read `read_committed`, holds every word's running
-/// counts exactly once and in order.
-#[test]
-fn workers_share_a_job_through_a_kill_a_join_a_leave_and_a_zombie() {
-    let input = words(16_000);
-    let kafka = Kafka::start();
-    kafka.create_topic("words", PARTITIONS);
-    kafka.create_topic("counts", PARTITIONS);
-    fill(&kafka, &input);
-    let s3 = S3::start();
-    let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
-
-    let [mut a, mut b, mut c] = ["a", "b", "c"].map(|n| worker(&job, n));
+/// Runs `job` on worker processes through every change of membership:
+/// three workers start; one is killed with SIGKILL and a fourth joins;
+/// one leaves gracefully (its tasks handed over with a checkpoint); one
+/// stalls (SIGSTOP) past its session timeout while the others take its
+/// tasks over, then comes back as a zombie whose tasks are lost. Returns
+/// once `done` (the whole output is there) and the last two workers left
+/// the group.
+fn through_membership_changes(job: &JobDir, done: impl Fn() -> bool) {
+    let [mut a, mut b, mut c] = ["a", "b", "c"].map(|n| worker(job, n));
     for w in [&mut a, &mut b, &mut c] {
         runs_a_task(w);
     }
     checkpoints(&mut b, 5);
     a.kill();
-    let mut d = worker(&job, "d");
+    let mut d = worker(job, "d");
     runs_a_task(&mut d);
     checkpoints(&mut d, 5);
 
@@ -145,10 +140,7 @@ fn workers_share_a_job_through_a_kill_a_join_a_leave_and_a_zombie() {
     signal(&c.child, "-CONT");
     c.wait_for_line("its tasks lost", |l| l.contains("(lost)"));
 
-    let total = input.len();
-    wait_until("every count committed", PATIENCE, || {
-        (kafka.read_committed("counts").len() >= total).then_some(())
-    });
+    wait_until("the whole output", PATIENCE, || done().then_some(()));
     for w in [&c, &d] {
         signal(&w.child, "-INT");
     }
@@ -156,7 +148,107 @@ fn workers_share_a_job_through_a_kill_a_join_a_leave_and_a_zombie() {
         let (status, stderr) = w.wait();
         assert!(status.success(), "worker {name}: {stderr}");
     }
+}
+
+/// Kafka → word count → Kafka on workers through every change of
+/// membership ([`through_membership_changes`]): the output, read
+/// `read_committed`, holds every word's running counts exactly once and
+/// in order.
+#[test]
+fn a_word_count_on_workers_is_exactly_once_through_a_kill_a_join_a_leave_and_a_zombie() {
+    let input = words(16_000);
+    let kafka = Kafka::start();
+    kafka.create_topic("words", PARTITIONS);
+    kafka.create_topic("counts", PARTITIONS);
+    fill(&kafka, &input);
+    let s3 = S3::start();
+    let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
+    through_membership_changes(&job, || kafka.read_committed("counts").len() >= input.len());
     assert_counts_in_order(&input, &kafka.read_committed("counts"));
+}
+
+/// `rows` (order number, amount) as jsonl messages of `topic`, each in
+/// its key's [`partition_of`]: the two sides of an order meet in one task.
+fn fill_orders(kafka: &Clients, topic: &str, rows: &[(String, String)]) {
+    let values: Vec<String> = (rows.iter())
+        .map(|(k, v)| serde_json::json!({"order_no": k, "amount": v}).to_string())
+        .collect();
+    let messages: Vec<Outgoing<'_>> = (rows.iter().zip(&values))
+        .map(|((k, _), v)| {
+            (
+                Some(partition_of(k)),
+                Some(k.as_bytes()),
+                v.as_bytes(),
+                None,
+            )
+        })
+        .collect();
+    kafka.produce(topic, &messages);
+}
+
+/// Kafka (two co-partitioned topics) → reconcile → PostgreSQL on workers
+/// through every change of membership: the table holds every order's
+/// classification exactly once, as computed from the orders.
+#[test]
+fn a_reconcile_on_workers_into_postgres_is_exactly_once_through_membership_changes() {
+    let mut rng = XorShift(seed() ^ 0x42);
+    let orders = Orders::generate(&mut rng, 8000);
+    let kafka = Kafka::start();
+    for topic in ["payments", "bank"] {
+        kafka.create_topic(topic, PARTITIONS);
+    }
+    fill_orders(&kafka, "payments", &orders.a);
+    fill_orders(&kafka, "bank", &orders.b);
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE reconciled (key text, status text, a double precision, b double precision)",
+    );
+    let s3 = S3::start();
+    let side = |id: &str| {
+        Source::kafka(id, &kafka.brokers(), id)
+            .format("jsonl")
+            .key("order_no")
+            .value("bounded", true)
+            .rate(60)
+    };
+    let file = JobFile::new("shared-reconcile")
+        .checkpoint(Checkpoint::every("200ms").store(&s3.url("reconcile")))
+        .cluster(
+            Cluster::default()
+                .session_timeout(&format!("{}s", SESSION.as_secs()))
+                .handover_timeout("10s"),
+        )
+        .restart(Restart::fixed_delay(10, "200ms"))
+        .source(side("payments"))
+        .source(side("bank"))
+        .operator(
+            Operator::new("reconcile", plugins::RECONCILE)
+                .ports(&[("a", "payments"), ("b", "bank")])
+                .config("{ tolerance = 0.005 }"),
+        )
+        .sink(Sink::postgres("out", &pg.url(), "reconciled").input("reconcile"));
+    let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
+    let want = orders.reference();
+    let expected: usize = want.values().sum();
+    let rows = || {
+        pg.psql("SELECT count(*) FROM reconciled")
+            .parse::<usize>()
+            .unwrap()
+    };
+    through_membership_changes(&job, || rows() >= expected);
+    // Each row as the plugin's JSON (amounts as floats, a missing one null).
+    let amount = |text: &str| text.parse::<f64>().ok();
+    let table: String = (pg.psql("SELECT key, status, a, b FROM reconciled").lines())
+        .map(|row| {
+            let f: Vec<&str> = row.split('|').collect();
+            let (a, b) = (amount(f[2]), amount(f[3]));
+            format!(
+                "{}\n",
+                serde_json::json!({"key": f[0], "status": f[1], "a": a, "b": b})
+            )
+        })
+        .collect();
+    assert_same_json_lines(&multiset(&table), &want, "the reconciled table");
 }
 
 /// A job worker mode cannot split is refused before anything starts, with
