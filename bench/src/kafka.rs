@@ -153,7 +153,16 @@ fn produce_all(brokers: &str, topic: &str, values: &[String]) -> anyhow::Result<
 
 /// Reads every partition of `topic` from its start to its end with a
 /// `read_committed` consumer; returns the messages read and the time taken.
-fn read_all(brokers: &str, topic: &str) -> anyhow::Result<(u64, Duration)> {
+pub(crate) fn read_all(brokers: &str, topic: &str) -> anyhow::Result<(u64, Duration)> {
+    read_partitions(brokers, topic, PARTITIONS)
+}
+
+/// [`read_all`] of a topic of `partitions` partitions.
+pub(crate) fn read_partitions(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+) -> anyhow::Result<(u64, Duration)> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         // Never joined: librdkafka wants a group to assign by hand.
@@ -166,14 +175,14 @@ fn read_all(brokers: &str, topic: &str) -> anyhow::Result<(u64, Duration)> {
         .create()?;
     let started = Instant::now();
     let mut list = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
+    for p in 0..partitions {
         list.add_partition_offset(topic, p, Offset::Beginning)?;
     }
     consumer.assign(&list)?;
     let mut at_end = std::collections::BTreeSet::new();
     let mut read = 0;
     let mut last_progress = Instant::now();
-    while at_end.len() < PARTITIONS as usize {
+    while at_end.len() < partitions as usize {
         match consumer.poll(Duration::from_millis(100)) {
             None => anyhow::ensure!(
                 last_progress.elapsed() < TIMEOUT,

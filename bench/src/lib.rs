@@ -29,6 +29,7 @@ pub mod state;
 pub mod threads;
 pub mod ui;
 pub mod windows;
+pub mod workers;
 
 pub use report::{Report, Row, Target};
 
@@ -302,6 +303,11 @@ pub const BENCHMARKS: &[Benchmark] = &[
         name: "ui",
         about: "the web dashboard's cost, nobody watching and with the page open in Chromium",
         run: ui::run,
+    },
+    Benchmark {
+        name: "workers",
+        about: "one job on 1, 2 and 3 worker processes over Kafka; a killed worker's tasks taken over",
+        run: workers::run,
     },
     Benchmark {
         name: "windows",
