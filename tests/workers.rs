@@ -110,6 +110,29 @@ fn assert_counts_in_order(input: &[String], committed: &[KafkaMessage]) {
     }
 }
 
+/// Scrapes the metrics endpoint that `line` (`metrics: http://ADDR/...`)
+/// names: each of the worker's tasks has its samples, labelled with its
+/// task's job name (`<job>@0-<p>`), each family's header once.
+fn assert_task_metrics(line: &str) {
+    let url = line.split("http://").nth(1).unwrap();
+    let addr = url.split('/').next().unwrap().parse().unwrap();
+    let reply = weir_tests::http::get(addr, "/metrics");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let tasks: std::collections::BTreeSet<&str> = (reply.body.lines())
+        .filter(|l| l.starts_with("weir_records_in_total{"))
+        .filter_map(|l| l.split("job=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(
+        !tasks.is_empty() && tasks.iter().all(|t| t.contains("@0-")),
+        "{tasks:?} in {}",
+        reply.body
+    );
+    let headers = (reply.body.lines())
+        .filter(|l| *l == "# TYPE weir_records_in_total counter")
+        .count();
+    assert_eq!(headers, 1, "{}", reply.body);
+}
+
 /// Runs `job` on worker processes through every change of membership:
 /// three workers start; one is killed with SIGKILL and a fourth joins;
 /// one leaves gracefully (its tasks handed over with a checkpoint); one
@@ -124,9 +147,18 @@ fn through_membership_changes(job: &JobDir, done: impl Fn() -> bool) {
     }
     checkpoints(&mut b, 5);
     a.kill();
-    let mut d = worker(job, "d");
+    let mut d = job.spawn(&[
+        "--worker",
+        "--state-dir",
+        "state-d",
+        "-v",
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
+    let line = d.wait_for_line("the metrics address", |l| l.contains("metrics: http://"));
     runs_a_task(&mut d);
     checkpoints(&mut d, 5);
+    assert_task_metrics(&line);
 
     signal(&b.child, "-INT");
     let (status, stderr) = b.wait();

@@ -174,9 +174,6 @@ fn run_worker(
     state_dir: Option<&std::path::Path>,
     metrics: Option<SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
-    if metrics.is_some() {
-        anyhow::bail!("--metrics is not served in worker mode yet; drop it");
-    }
     let path = weir::config::job_file(path)?;
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read job file {}", path.display()))?;
@@ -191,6 +188,12 @@ fn run_worker(
             .context("installing signal handlers")?;
     }
     let worker = weir::cluster::Worker::new(job, registry, runtime()?);
+    if let Some(addr) = metrics {
+        let tasks = worker.clone();
+        let bound = weir_cli::prometheus::serve_jobs(addr, move || tasks.metrics())
+            .map_err(|e| listen_error("metrics", addr, e))?;
+        weir_cli::output::message(format_args!("metrics: http://{bound}/metrics"));
+    }
     let mut group =
         weir_connectors::kafka::group::GroupMembership::join(worker.job(), worker.clone())
             .map_err(|e| anyhow::anyhow!("{}: worker: {e}", path.display()))?;

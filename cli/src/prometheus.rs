@@ -293,6 +293,47 @@ fn escape(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The metrics of several jobs (a worker's tasks, each its own `job`
+/// label) in one exposition: each metric family once, with the samples of
+/// every job, in the order families first appear.
+pub fn render_all(jobs: &[Arc<JobMetrics>]) -> String {
+    // Family name -> its `# HELP`/`# TYPE` lines and its samples.
+    let mut families: Vec<(String, String, String)> = Vec::new();
+    for job in jobs {
+        let text = render(job);
+        let mut current: Option<usize> = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap_or_default().to_owned();
+                let at = families.iter().position(|(n, _, _)| *n == name);
+                current = Some(at.unwrap_or_else(|| {
+                    families.push((name, String::new(), String::new()));
+                    families.len() - 1
+                }));
+                let family = &mut families[current.unwrap()];
+                if family.1.is_empty() {
+                    family.1.push_str(line);
+                    family.1.push('\n');
+                }
+            } else if line.starts_with("# TYPE ") {
+                if let Some(i) = current
+                    && !families[i].1.contains("# TYPE ")
+                {
+                    families[i].1.push_str(line);
+                    families[i].1.push('\n');
+                }
+            } else if let Some(i) = current {
+                families[i].2.push_str(line);
+                families[i].2.push('\n');
+            }
+        }
+    }
+    families
+        .into_iter()
+        .map(|(_, head, samples)| head + &samples)
+        .collect()
+}
+
 /// Serves `metrics` as Prometheus text on `addr` (a GET of any path) from a
 /// background thread, with the request limits of [`crate::http`]. Returns
 /// the bound address (useful with port 0).
@@ -300,16 +341,26 @@ pub fn serve(
     addr: std::net::SocketAddr,
     metrics: Arc<JobMetrics>,
 ) -> std::io::Result<std::net::SocketAddr> {
+    serve_jobs(addr, move || vec![metrics.clone()])
+}
+
+/// [`serve`] for the jobs `jobs` returns at each scrape (a worker's tasks
+/// come and go), rendered by [`render_all`].
+pub fn serve_jobs(
+    addr: std::net::SocketAddr,
+    jobs: impl Fn() -> Vec<Arc<JobMetrics>> + Send + Sync + 'static,
+) -> std::io::Result<std::net::SocketAddr> {
     let listener = std::net::TcpListener::bind(addr)?;
     let bound = listener.local_addr()?;
+    let jobs = Arc::new(jobs);
     http::spawn(listener, "metrics", MAX_CONNECTIONS, move |mut conn| {
-        let metrics = metrics.clone();
+        let jobs = jobs.clone();
         async move {
             let response = match http::read_request(&mut conn).await {
                 Ok(req) if req.method == "GET" => Response {
                     status: 200,
                     content_type: "text/plain; version=0.0.4",
-                    body: render(&metrics).into_bytes(),
+                    body: render_all(&jobs()).into_bytes(),
                 },
                 Ok(req) => Response::error(
                     405,
@@ -362,6 +413,41 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    /// Two tasks' metrics: each family's help and type once, then both
+    /// tasks' samples, every family together.
+    #[test]
+    fn several_jobs_share_each_family_once() {
+        let task = |name: &str, n: u64| {
+            let node = Arc::new(NodeMetrics::default());
+            node.records_in.store(n, Relaxed);
+            Arc::new(JobMetrics {
+                job: name.into(),
+                nodes: vec![("op".into(), NodeKind::Operator, node)],
+                checkpoints: CheckpointMetrics::default(),
+                journal: Default::default(),
+            })
+        };
+        let text = render_all(&[task("j@0-0", 3), task("j@0-1", 5)]);
+        let one = render(&task("j@0-0", 3));
+        let heads = |t: &str| t.lines().filter(|l| l.starts_with("# ")).count();
+        assert_eq!(heads(&text), heads(&one), "{text}");
+        assert_eq!(
+            samples(&text, "weir_records_in_total"),
+            [
+                r#"weir_records_in_total{job="j@0-0",node="op",kind="operator"} 3"#,
+                r#"weir_records_in_total{job="j@0-1",node="op",kind="operator"} 5"#
+            ]
+        );
+        // A family's lines are contiguous: its header, then its samples.
+        let lines: Vec<&str> = text.lines().collect();
+        let at = |s: &str| lines.iter().position(|l| l.starts_with(s)).unwrap();
+        assert_eq!(
+            at("weir_records_in_total{job=\"j@0-1\""),
+            at("# TYPE weir_records_in_total") + 2
+        );
+        assert_eq!(render_all(&[]), "");
     }
 
     #[test]

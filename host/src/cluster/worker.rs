@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::{ClusterError, Membership, Owner, STAGE, TaskId, WorkerJob};
 use crate::connectors::Registry;
+use crate::metrics::JobMetrics;
 use crate::run::{RestoreMode, RunOptions, RunSummary};
 use crate::wasm::Runtime;
 
@@ -54,6 +55,8 @@ struct Task {
     failures: u32,
     shutdown: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<RunSummary, String>>>,
+    /// The live metrics of its current run.
+    metrics: Option<Arc<JobMetrics>>,
 }
 
 /// One worker process's share of a job.
@@ -78,6 +81,13 @@ impl Worker {
     /// The job.
     pub fn job(&self) -> &WorkerJob {
         &self.job
+    }
+
+    /// The live metrics of the tasks this worker runs (each labelled with
+    /// its task's job name, `<job>@<stage>-<p>`).
+    pub fn metrics(&self) -> Vec<Arc<JobMetrics>> {
+        let tasks = self.tasks.lock().unwrap();
+        tasks.values().filter_map(|t| t.metrics.clone()).collect()
     }
 
     /// The tasks this worker owns and where they stand.
@@ -170,11 +180,14 @@ impl Worker {
         let runtime = self.runtime.clone();
         let shutdown = Arc::new(AtomicBool::new(false));
         let stop = shutdown.clone();
+        let metrics = JobMetrics::for_job(&job);
+        let live = metrics.clone();
         let thread = std::thread::Builder::new()
             .name(format!("task-{id}"))
             .spawn(move || {
                 let options = RunOptions {
                     restore: RestoreMode::Latest,
+                    metrics: Some(live),
                     ..RunOptions::default()
                 };
                 crate::run::run(&job, &runtime, &options, &stop).map_err(|e| e.to_string())
@@ -185,6 +198,7 @@ impl Worker {
                 task.state = TaskState::Running;
                 task.shutdown = shutdown;
                 task.thread = Some(thread);
+                task.metrics = Some(metrics);
             }
             Err(e) => {
                 task.state = TaskState::Failed {
@@ -212,6 +226,7 @@ impl Owner for Worker {
                 failures: 0,
                 shutdown: Arc::new(AtomicBool::new(false)),
                 thread: None,
+                metrics: None,
             };
             self.start(id, &mut task);
             tasks.insert(id, task);
