@@ -169,6 +169,26 @@ fn a_job_killed_while_restarting_after_a_failure_resumes_exactly_once() {
     resumes_exactly_once(&j, &input, "through three kills while restarting");
 }
 
+/// A stop requested (SIGINT) while the job waits to restart after a
+/// failure ends it there, with the failure, instead of starting another
+/// attempt (a worker's task revoked in that moment must not run on); the
+/// next run resumes and finishes exactly once.
+#[test]
+fn a_stop_requested_while_restarting_ends_the_job_without_another_attempt() {
+    let (j, input) = job(40, Some(Restart::fixed_delay(1000, "2s")), 4000);
+    let mut run = j.spawn(&["--progress-every", "0"]);
+    run.wait_for_line("a restart after the injected failure", |l| {
+        l.contains(RESTARTING)
+    });
+    weir_tests::job_dir::signal(&run.child, "-INT");
+    let (status, stderr) = run.wait();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_has(&stderr, "not restarting: a stop was requested");
+    assert_eq!(stderr.matches(RESTARTING).count(), 1, "{stderr}");
+    j.write_job(flaky(40, Some(Restart::fixed_delay(1000, "10ms"))));
+    resumes_exactly_once(&j, &input, "after a stop while restarting");
+}
+
 /// A plugin that calls a record invalid (`dedupe` on a record without its
 /// id field) would do so again on every replay: the job fails after one
 /// replay that finds the record (one per batch) and says why, however many

@@ -20,7 +20,7 @@ use weir_tests::plugins;
 use weir_tests::running::Running;
 use weir_tests::servers::{Clients, Kafka, KafkaMessage, Outgoing, Postgres, S3, values_text};
 use weir_tests::text::assert_has;
-use weir_tests::wait::{PATIENCE, wait_until};
+use weir_tests::wait::PATIENCE;
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -133,6 +133,27 @@ fn assert_task_metrics(line: &str) {
     assert_eq!(headers, 1, "{}", reply.body);
 }
 
+/// `weir workers` once the output is whole: two workers (c and d) own
+/// every task between them, and each task's newest checkpoint in the
+/// store is its final one, with nothing left to read.
+fn assert_all_finished(job: &JobDir) {
+    let shown = job.weir("workers", &["--json"]);
+    assert!(shown.success(), "weir workers: {}", shown.stderr);
+    let v: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
+    let members = v["group"]["members"].as_array().unwrap();
+    assert_eq!(members.len(), 2, "{v:#}");
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), PARTITIONS as usize, "{v:#}");
+    for t in tasks {
+        assert!(t["owner"].is_string(), "{t}");
+        assert_eq!(t["finished"], true, "{t}");
+        assert_eq!(t["lag"], 0, "{t}");
+    }
+    let text = job.weir("workers", &[]);
+    assert_has(&text.stdout, "2 worker(s), 4 task(s)");
+    assert_has(&text.stdout, "(final)");
+}
+
 /// Runs `job` on worker processes through every change of membership:
 /// three workers start; one is killed with SIGKILL and a fourth joins;
 /// one leaves gracefully (its tasks handed over with a checkpoint); one
@@ -172,7 +193,27 @@ fn through_membership_changes(job: &JobDir, done: impl Fn() -> bool) {
     signal(&c.child, "-CONT");
     c.wait_for_line("its tasks lost", |l| l.contains("(lost)"));
 
-    wait_until("the whole output", PATIENCE, || done().then_some(()));
+    let start = std::time::Instant::now();
+    while !done() {
+        if start.elapsed() > PATIENCE {
+            // What the two workers left did, to see why.
+            let tails: Vec<String> = [("c", c), ("d", d)]
+                .map(|(name, mut w)| {
+                    w.child.kill().ok();
+                    let (_, stderr) = w.wait();
+                    let lines: Vec<&str> = stderr.lines().collect();
+                    let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+                    format!("--- worker {name} ---\n{tail}")
+                })
+                .into();
+            panic!(
+                "waited {PATIENCE:?} for the whole output\n{}",
+                tails.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_all_finished(job);
     for w in [&c, &d] {
         signal(&w.child, "-INT");
     }

@@ -13,3 +13,4 @@ pub mod progress;
 pub mod prometheus;
 pub mod scaffold;
 pub mod stored;
+pub mod workers;

@@ -64,6 +64,16 @@ enum Command {
         #[arg(value_name = "OPERATOR=NEW.wasm", value_parser = parse_swap)]
         swap: (String, PathBuf),
     },
+    /// Show a job in worker mode: the workers in its group, the tasks each
+    /// runs, and every task's newest checkpoint in the store and its lag.
+    #[command(after_help = "Examples:\n  weir workers job.toml\n  weir workers job.toml --json")]
+    Workers {
+        /// The job file, or a folder holding a job.toml.
+        job: PathBuf,
+        /// Print one JSON document (`group`, `tasks`) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check a job file and load every plugin (world, ports, config via `open`) without running it.
     #[command(after_help = "Examples:\n  weir validate examples/reconcile/job.toml")]
     Validate {
@@ -274,6 +284,20 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Savepoint { job, out, stop } => job.ask("savepoint", |dir, wait, timeout| {
             weir::run::request_savepoint(dir, out.as_deref(), stop, wait, timeout)
         }),
+        Command::Workers { job, json } => {
+            let (group, tasks) = weir_cli::workers::view(&job)?;
+            let out = match json {
+                true => format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({"group": group, "tasks": tasks})
+                    )?
+                ),
+                false => weir_cli::workers::text(&group, &tasks),
+            };
+            weir_cli::output::stdout(&out)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Validate { job } => {
             let job = weir::config::Job::load(&job, &weir_connectors::registry())?;
             let rt = runtime()?;

@@ -5,7 +5,9 @@
 //!
 //! Invariants:
 //! - A task runs at most once in this process at a time: it is started
-//!   only when its partition is assigned and no task of it is running.
+//!   only when its partition is assigned and no run of it is still
+//!   stopping here (lost, or past its handover), and a run asked to stop
+//!   starts no further attempt.
 //! - A revoked task is asked to stop (a checkpoint, then the end) and
 //!   waited for up to `handover_timeout` before the revocation returns to
 //!   the group; past that, or when the partition was lost, it is left to
@@ -65,6 +67,9 @@ pub struct Worker {
     registry: Registry,
     runtime: Runtime,
     tasks: Mutex<BTreeMap<TaskId, Task>>,
+    /// Runs of tasks given up (lost, or not handed over in time) that are
+    /// still stopping: a task starts again here only once its run ended.
+    leftovers: Mutex<Vec<(TaskId, JoinHandle<Result<RunSummary, String>>)>>,
 }
 
 impl Worker {
@@ -75,6 +80,7 @@ impl Worker {
             registry,
             runtime,
             tasks: Mutex::new(BTreeMap::new()),
+            leftovers: Mutex::new(Vec::new()),
         })
     }
 
@@ -121,6 +127,13 @@ impl Worker {
     fn tend(&self) {
         let mut tasks = self.tasks.lock().unwrap();
         let now = Instant::now();
+        self.leftovers.lock().unwrap().retain_mut(|(id, thread)| {
+            let running = !thread.is_finished();
+            if !running {
+                tracing::info!("worker: the run of task {id} given up here ended");
+            }
+            running
+        });
         for (id, task) in tasks.iter_mut() {
             if task.thread.as_ref().is_some_and(JoinHandle::is_finished) {
                 let ended = task.thread.take().expect("checked").join();
@@ -165,8 +178,22 @@ impl Worker {
         }
     }
 
-    /// Starts `task`'s job on a thread of its own.
+    /// Starts `task`'s job on a thread of its own, once no earlier run of
+    /// it in this process is still stopping (it holds the task's local
+    /// state directory).
     fn start(&self, id: TaskId, task: &mut Task) {
+        let leftovers = self.leftovers.lock().unwrap();
+        if leftovers
+            .iter()
+            .any(|(t, thread)| *t == id && !thread.is_finished())
+        {
+            task.state = TaskState::Failed {
+                error: "its run given up here is still stopping".into(),
+                retry: Instant::now() + POLL,
+            };
+            return;
+        }
+        drop(leftovers);
         let job = match self.job.task_job(id, &self.registry) {
             Ok(job) => job,
             Err(e) => {
@@ -256,6 +283,7 @@ impl Owner for Worker {
                     "worker: task {id} was lost (this worker left the group too long); it stops, and its checkpoints meet the new owner's fence"
                 );
             }
+            self.leftovers.lock().unwrap().extend(handing);
             return;
         }
         let deadline = Instant::now() + self.job.job.cluster.handover_timeout;
@@ -267,6 +295,7 @@ impl Owner for Worker {
                 tracing::warn!(
                     "worker: task {id} did not hand over within handover_timeout; its next owner restores its last checkpoint"
                 );
+                self.leftovers.lock().unwrap().push((id, thread));
                 continue;
             }
             match thread.join() {

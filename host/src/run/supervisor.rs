@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded};
 
@@ -43,6 +43,9 @@ use crate::store::SwappedPlugin;
 use crate::threads::TaskError;
 use crate::wasm::Runtime;
 use crate::wasm::{InstanceError, PluginReturned, ReturnedKind};
+
+/// How often a restart's wait looks for a stop request.
+const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// A swap on probation: its probation, the swapped operator, and the
 /// plugin it replaced with that plugin's swap record (to roll back to).
@@ -251,7 +254,7 @@ impl<'a> Supervisor<'a> {
                         );
                         return Err(self.failed(e));
                     }
-                    self.wait_to_restart(e)?;
+                    self.wait_to_restart(e, shutdown)?;
                     continue;
                 }
                 Err(e) => {
@@ -328,8 +331,15 @@ impl<'a> Supervisor<'a> {
 
     /// After an attempt failed with `e`, which a restart may cure: waits as
     /// the job's restart strategy says, to restart from the last complete
-    /// checkpoint; or gives up when the strategy says no more.
-    fn wait_to_restart(&mut self, e: RunError) -> Result<(), RunError> {
+    /// checkpoint; or gives up when the strategy says no more, or when a
+    /// stop is requested (`shutdown`) before or while it waits: a stopped
+    /// job (a worker's task handed over or lost) runs no further attempt.
+    fn wait_to_restart(&mut self, e: RunError, shutdown: &AtomicBool) -> Result<(), RunError> {
+        let stopping = || shutdown.load(Ordering::Relaxed);
+        if stopping() {
+            tracing::warn!("not restarting: a stop was requested");
+            return Err(self.failed(e));
+        }
         self.restarts += 1;
         let restart = &self.plan.job().restart;
         let Some(wait) = restart.delay(self.restarts) else {
@@ -356,7 +366,18 @@ impl<'a> Supervisor<'a> {
         // Counted after its events are journaled: a reader that sees the
         // count (Acquire) finds the failure and the restart in the journal.
         (self.metrics.checkpoints.restarts).fetch_add(1, Ordering::Release);
-        std::thread::sleep(wait);
+        let until = Instant::now() + wait;
+        while Instant::now() < until {
+            if stopping() {
+                tracing::warn!("not restarting: a stop was requested");
+                return Err(self.failed(e));
+            }
+            std::thread::sleep(
+                until
+                    .saturating_duration_since(Instant::now())
+                    .min(STOP_POLL),
+            );
+        }
         self.restore = RestoreMode::Latest;
         Ok(())
     }

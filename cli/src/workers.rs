@@ -1,0 +1,139 @@
+//! `weir workers JOB`: a job in worker mode as the cluster sees it: the
+//! workers in its group and the tasks (anchor partitions) each runs, and
+//! every task's newest checkpoint in the object store with its lag (the
+//! messages of its anchor partition after the checkpoint's offset).
+
+use std::path::Path;
+
+use serde::Serialize;
+use weir::cluster::{STAGE, TaskId, WorkerJob};
+use weir::remote::RemoteStore;
+use weir_connectors::kafka::group::{GroupView, describe};
+
+/// One task as `weir workers` shows it.
+#[derive(Debug, Serialize)]
+pub struct TaskView {
+    /// `<stage>-<p>`.
+    pub task: String,
+    /// The client id of the worker the group assigned it to, if any.
+    pub owner: Option<String>,
+    /// Its newest checkpoint in the store.
+    pub checkpoint: Option<u64>,
+    /// Whether that checkpoint is its final one (its input ended).
+    pub finished: bool,
+    /// When that checkpoint started, RFC 3339.
+    pub time: Option<String>,
+    /// The anchor partition's next offset to read as of that checkpoint.
+    pub next: Option<i64>,
+    /// The anchor partition's end (high-water mark) now.
+    pub end: i64,
+    /// Messages of the anchor partition after the checkpoint's offset.
+    pub lag: Option<i64>,
+}
+
+/// The job at `path` in worker mode: its group, and each of its tasks.
+pub fn view(path: &Path) -> anyhow::Result<(GroupView, Vec<TaskView>)> {
+    let path = weir::config::job_file(path)?;
+    let text = std::fs::read_to_string(&path)?;
+    let job = WorkerJob::parse(&path, &text, &weir_connectors::registry())?;
+    let group = describe(&job).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let store = job
+        .job
+        .checkpoint
+        .store
+        .clone()
+        .expect("checked by WorkerJob");
+    let options = &job.job.checkpoint.store_options;
+    let anchor_id = job
+        .anchor
+        .get("id")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let mut tasks = Vec::new();
+    for (p, &end) in group.ends.iter().enumerate() {
+        let id = TaskId {
+            stage: STAGE,
+            partition: p as i32,
+        };
+        let owner = (group.members.iter())
+            .find(|m| m.partitions.contains(&id.partition))
+            .map(|m| m.client_id.clone());
+        let url = format!("{}/tasks/{id}", store.trim_end_matches('/'));
+        let remote = RemoteStore::open(&url, options)?;
+        let meta = match remote.manifest_ids()?.last() {
+            Some(&newest) => Some(remote.manifest(newest)?.meta),
+            None => None,
+        };
+        let next = meta.as_ref().and_then(|m| {
+            let parts = m.sources.get(anchor_id)?.get("partitions")?.as_array()?;
+            (parts.iter())
+                .find(|e| {
+                    e["topic"].as_str() == Some(group.topic.as_str())
+                        && e["partition"].as_i64() == Some(p as i64)
+                })
+                .and_then(|e| e["next"].as_i64())
+        });
+        tasks.push(TaskView {
+            task: id.to_string(),
+            owner,
+            checkpoint: meta.as_ref().map(|m| m.id),
+            finished: meta.as_ref().is_some_and(|m| m.final_checkpoint),
+            time: meta.as_ref().map(|m| {
+                let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(m.started_at_ms);
+                humantime::format_rfc3339_millis(t).to_string()
+            }),
+            lag: next.map(|n| (end - n).max(0)),
+            next,
+            end,
+        });
+    }
+    Ok((group, tasks))
+}
+
+/// `view` as text: the group, its members, then one line per task.
+pub fn text(group: &GroupView, tasks: &[TaskView]) -> String {
+    let mut out = format!(
+        "group `{}` ({}) on topic `{}`: {} worker(s), {} task(s)\n",
+        group.group,
+        group.state,
+        group.topic,
+        group.members.len(),
+        tasks.len()
+    );
+    for m in &group.members {
+        let owned: Vec<String> = (m.partitions.iter())
+            .map(|p| format!("{STAGE}-{p}"))
+            .collect();
+        out.push_str(&format!(
+            "  worker {} ({}): task(s) {}\n",
+            m.client_id,
+            m.host,
+            if owned.is_empty() {
+                "none".into()
+            } else {
+                owned.join(", ")
+            }
+        ));
+    }
+    for t in tasks {
+        let checkpoint = match (t.checkpoint, &t.time) {
+            (Some(id), Some(time)) => format!(
+                "checkpoint {id}{} at {time}",
+                if t.finished { " (final)" } else { "" }
+            ),
+            _ => "no checkpoint yet".into(),
+        };
+        let lag = match t.lag {
+            Some(lag) => format!("offset {} of {}, lag {lag}", t.next.unwrap_or(0), t.end),
+            None => format!("end {}", t.end),
+        };
+        out.push_str(&format!(
+            "task {}  {}  {checkpoint}  {lag}\n",
+            t.task,
+            t.owner
+                .as_deref()
+                .map_or("unassigned".into(), |o| format!("on {o}")),
+        ));
+    }
+    out
+}
