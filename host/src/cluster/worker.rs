@@ -34,6 +34,10 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 /// end or a retry is seen.
 const POLL: Duration = Duration::from_millis(100);
 
+/// The thread of one run of a task's job, ending with its summary or
+/// error.
+type Run = JoinHandle<Result<RunSummary, String>>;
+
 /// Where a task this worker owns stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskState {
@@ -56,7 +60,7 @@ struct Task {
     /// Failures in a row.
     failures: u32,
     shutdown: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<RunSummary, String>>>,
+    thread: Option<Run>,
     /// The live metrics of its current run.
     metrics: Option<Arc<JobMetrics>>,
 }
@@ -69,7 +73,7 @@ pub struct Worker {
     tasks: Mutex<BTreeMap<TaskId, Task>>,
     /// Runs of tasks given up (lost, or not handed over in time) that are
     /// still stopping: a task starts again here only once its run ended.
-    leftovers: Mutex<Vec<(TaskId, JoinHandle<Result<RunSummary, String>>)>>,
+    leftovers: Mutex<Vec<(TaskId, Run)>>,
 }
 
 impl Worker {
@@ -261,7 +265,7 @@ impl Owner for Worker {
     }
 
     fn revoked(&self, partitions: &[i32], lost: bool) {
-        let mut handing: Vec<(TaskId, JoinHandle<Result<RunSummary, String>>)> = Vec::new();
+        let mut handing: Vec<(TaskId, Run)> = Vec::new();
         {
             let mut tasks = self.tasks.lock().unwrap();
             for &partition in partitions {
