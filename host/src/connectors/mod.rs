@@ -116,24 +116,42 @@ impl Registry {
     /// unknown key), for the tests of a program that builds a registry.
     /// The error names the type and the key.
     pub fn check_keys(&self) -> Result<(), String> {
-        let one = |key: &str| {
-            let mut table = Table::new();
-            table.insert(key.to_owned(), toml::Value::Array(Vec::new()));
-            table
+        // Two probes of types no one key takes both of (a list; a date and
+        // time, which text keys also accept): a key that is read fails
+        // with a type error for at least one, an unread one with neither.
+        let datetime: toml::value::Datetime =
+            "1979-05-27T07:32:00Z".parse().expect("a TOML datetime");
+        let probes = [
+            toml::Value::Array(Vec::new()),
+            toml::Value::Datetime(datetime),
+        ];
+        let typed = |read: &dyn Fn(Table) -> Option<String>, key: &str| {
+            let errors: Vec<String> = (probes.iter())
+                .map(|probe| {
+                    let mut table = Table::new();
+                    table.insert(key.to_owned(), probe.clone());
+                    read(table).unwrap_or_default()
+                })
+                .collect();
+            match errors.iter().any(|e| e.contains("invalid type")) {
+                true => None,
+                false => Some(errors.join("; ")),
+            }
         };
         let sources = self.sources.iter().flat_map(|t| {
-            t.keys
-                .iter()
-                .map(move |k| ("source", t.name, *k, (t.read)(one(k)).err()))
+            t.keys.iter().map(move |k| {
+                let read = |table: Table| (t.read)(table).err();
+                ("source", t.name, *k, typed(&read, k))
+            })
         });
         let sinks = self.sinks.iter().flat_map(|t| {
-            t.keys
-                .iter()
-                .map(move |k| ("sink", t.name, *k, (t.read)(one(k)).err()))
+            t.keys.iter().map(move |k| {
+                let read = |table: Table| (t.read)(table).err();
+                ("sink", t.name, *k, typed(&read, k))
+            })
         });
         for (kind, name, key, err) in sources.chain(sinks) {
-            let err = err.unwrap_or_default();
-            if !err.contains("invalid type") {
+            if let Some(err) = err {
                 return Err(format!("{kind} type `{name}`: declared key `{key}`: {err}"));
             }
         }
