@@ -368,3 +368,99 @@ fn jobs_worker_mode_cannot_split_are_refused_in_one_line() {
         job.run(&["--worker"]).assert_one_line_error(words);
     }
 }
+
+/// The partitions a worker's log line `worker: the group assigns
+/// partition(s) [1, 3]` names.
+fn assigned_in(line: &str) -> Vec<i32> {
+    let list = line.split('[').nth(1).and_then(|l| l.split(']').next());
+    (list.unwrap_or_default().split(','))
+        .filter_map(|p| p.trim().parse().ok())
+        .collect()
+}
+
+/// Static membership (`--instance-id`): a worker stopped (its tasks
+/// handed over with a checkpoint) and started again with its id within
+/// the session timeout gets the same partitions back; a second process started with a running worker's
+/// id fences one of the two, which exits with a one-line reason. The
+/// output holds every word's running counts exactly once and in order.
+#[test]
+fn a_worker_restarted_with_its_instance_id_gets_its_tasks_back_without_a_rebalance() {
+    let input = words(8000);
+    let kafka = Kafka::start();
+    kafka.create_topic("words", PARTITIONS);
+    kafka.create_topic("counts", PARTITIONS);
+    fill(&kafka, &input);
+    let s3 = S3::start();
+    let file = counting(&kafka, &s3, 100).cluster(
+        Cluster::default()
+            .session_timeout("10s")
+            .handover_timeout("10s"),
+    );
+    let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
+    let named = |id: &str| {
+        let state = format!("state-{id}");
+        job.spawn(&["--worker", "--instance-id", id, "--state-dir", &state, "-v"])
+    };
+    // Under cooperative rebalancing a joining worker's first assignment
+    // may be empty; its partitions come in the next round.
+    let assigns =
+        |l: &str| l.contains("the group assigns partition(s)") && !assigned_in(l).is_empty();
+    let mut a = named("a");
+    runs_a_task(&mut a);
+    let mut b = named("b");
+    let of_b = assigned_in(&b.wait_for_line("b's partitions", assigns));
+    checkpoints(&mut b, 3);
+    let of_a: Vec<i32> = (0..PARTITIONS).filter(|p| !of_b.contains(p)).collect();
+
+    signal(&a.child, "-INT");
+    let (status, stderr) = a.wait();
+    assert!(status.success(), "worker a: {stderr}");
+    assert_has(&stderr, "handed over at checkpoint");
+    let mut a = named("a");
+    let again = assigned_in(&a.wait_for_line("a's partitions again", assigns));
+    assert_eq!(again, of_a, "worker a restarted with its id");
+    runs_a_task(&mut a);
+    checkpoints(&mut a, 3);
+
+    // A second "b": one of the two is fenced and exits.
+    let c = named("b");
+    let (fenced, survivor) = wait_until_one_exits(b, c);
+    assert_eq!(fenced.0.code(), Some(1), "{}", fenced.1);
+    assert_has(&fenced.1, "same --instance-id");
+
+    let start = std::time::Instant::now();
+    while kafka.read_committed("counts").len() < input.len() {
+        assert!(start.elapsed() < PATIENCE, "the output stayed incomplete");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for w in [&a, &survivor] {
+        signal(&w.child, "-INT");
+    }
+    for (name, w) in [("a", a), ("b", survivor)] {
+        let (status, stderr) = w.wait();
+        assert!(status.success(), "worker {name}: {stderr}");
+    }
+    assert_counts_in_order(&input, &kafka.read_committed("counts"));
+}
+
+/// Waits until one of `x` and `y` exits; returns its status and stderr,
+/// and the other, still running.
+fn wait_until_one_exits(
+    mut x: Running,
+    mut y: Running,
+) -> ((std::process::ExitStatus, String), Running) {
+    let start = std::time::Instant::now();
+    loop {
+        if x.child.try_wait().unwrap().is_some() {
+            return (x.wait(), y);
+        }
+        if y.child.try_wait().unwrap().is_some() {
+            return (y.wait(), x);
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "neither worker with one id exited"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

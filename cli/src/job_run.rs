@@ -70,6 +70,11 @@ pub(crate) struct RunArgs {
         conflicts_with_all = ["restore", "ui", "swap", "json", "from_savepoint"]
     )]
     worker: bool,
+    /// With --worker: this worker's stable identity in the group (a host
+    /// name, a StatefulSet ordinal): restarted with the same id within the
+    /// session timeout, it gets its tasks back without a rebalance.
+    #[arg(long, value_name = "ID", requires = "worker")]
+    instance_id: Option<String>,
 }
 
 /// Runs the job `args` names.
@@ -88,9 +93,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         allow_non_restored_state,
         ui_linger,
         worker,
+        instance_id,
     } = args;
     if worker {
-        return run_worker(&job, state_dir.as_deref(), metrics);
+        return run_worker(&job, state_dir.as_deref(), metrics, instance_id.as_deref());
     }
     let job = weir::config::Job::load(&job, &weir_connectors::registry())?;
     if json && let Some(sink) = job.sinks.iter().find(|s| s.connector.writes_stdout()) {
@@ -168,11 +174,13 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `weir run --worker`: one worker of the job at `path`, its tasks' local
-/// state under `state_dir` when given, until SIGINT or SIGTERM.
+/// state under `state_dir` when given, a static member of the group with
+/// `instance_id`, until SIGINT or SIGTERM.
 fn run_worker(
     path: &std::path::Path,
     state_dir: Option<&std::path::Path>,
     metrics: Option<SocketAddr>,
+    instance_id: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let path = weir::config::job_file(path)?;
     let text = std::fs::read_to_string(&path)
@@ -194,9 +202,12 @@ fn run_worker(
             .map_err(|e| listen_error("metrics", addr, e))?;
         weir_cli::output::message(format_args!("metrics: http://{bound}/metrics"));
     }
-    let mut group =
-        weir_connectors::kafka::group::GroupMembership::join(worker.job(), worker.clone())
-            .map_err(|e| anyhow::anyhow!("{}: worker: {e}", path.display()))?;
+    let mut group = weir_connectors::kafka::group::GroupMembership::join(
+        worker.job(),
+        worker.clone(),
+        instance_id,
+    )
+    .map_err(|e| anyhow::anyhow!("{}: worker: {e}", path.display()))?;
     worker.run(&mut group, &shutdown)?;
     weir_cli::output::message(format_args!(
         "worker of job `{}` left its group",

@@ -124,7 +124,17 @@ impl GroupMembership {
     /// Joins `job`'s group as a worker whose tasks `owner` runs, after
     /// checking that every Kafka topic the job reads has as many
     /// partitions as the anchor topic (task *p* reads partition *p* of each).
-    pub fn join(job: &WorkerJob, owner: Arc<dyn Owner>) -> Result<GroupMembership, String> {
+    ///
+    /// With `instance_id`, the worker is a static member of the group
+    /// (`group.instance.id`): it leaves without a rebalance, and started
+    /// again with the same id within the session timeout it gets its tasks
+    /// back with none (and finds their local state directories as it left
+    /// them); a second process with the same id fences the first.
+    pub fn join(
+        job: &WorkerJob,
+        owner: Arc<dyn Owner>,
+        instance_id: Option<&str>,
+    ) -> Result<GroupMembership, String> {
         let (client, topics) = client_of(&job.anchor)?;
         let topic = topics[0].clone();
         let cluster = &job.job.cluster;
@@ -149,6 +159,9 @@ impl GroupMembership {
             ],
         );
         config.set("partition.assignment.strategy", "cooperative-sticky");
+        if let Some(id) = instance_id {
+            config.set("group.instance.id", id);
+        }
         let log = Context::new(format!("worker group `{}`", cluster.group));
         log.opened();
         let context = GroupContext {
@@ -199,9 +212,17 @@ impl GroupMembership {
 
 impl Membership for GroupMembership {
     fn poll(&mut self, timeout: Duration) -> Result<(), String> {
-        match self.consumer.poll(timeout) {
+        let polled = self.consumer.poll(timeout);
+        // A fatal error (this member fenced by another with its
+        // group.instance.id) may come as an event or only through the
+        // error callback: the client keeps it either way.
+        if let Some((code, why)) = self.consumer.client().fatal_error() {
+            return Err(format!(
+                "the group failed: {why} ({code}); another worker may run with the same --instance-id"
+            ));
+        }
+        match polled {
             None | Some(Ok(_)) => Ok(()),
-            Some(Err(e)) if is_fatal(&e) => Err(format!("the group failed: {e}")),
             Some(Err(e)) => {
                 tracing::warn!("worker: the group: {e}");
                 Ok(())
@@ -222,12 +243,6 @@ impl Membership for GroupMembership {
         }
         Err("leaving the group took longer than handover_timeout".into())
     }
-}
-
-/// Whether `e` ends the membership (librdkafka's fatal errors).
-fn is_fatal(e: &KafkaError) -> bool {
-    e.rdkafka_error_code()
-        .is_some_and(|c| c == rdkafka::types::RDKafkaErrorCode::Fatal)
 }
 
 /// This machine's name, for the worker's client id (`weir-worker-<host>-<pid>`),
