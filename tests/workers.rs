@@ -18,7 +18,9 @@ use weir_tests::orders::{Orders, assert_same_json_lines};
 use weir_tests::pipeline::{XorShift, multiset, seed};
 use weir_tests::plugins;
 use weir_tests::running::Running;
-use weir_tests::servers::{Clients, Kafka, KafkaMessage, Outgoing, Postgres, S3, values_text};
+use weir_tests::servers::{
+    Clients, Kafka, KafkaMessage, Nats, Outgoing, Postgres, S3, values_text,
+};
 use weir_tests::text::assert_has;
 use weir_tests::wait::PATIENCE;
 
@@ -347,8 +349,18 @@ fn jobs_worker_mode_cannot_split_are_refused_in_one_line() {
             base().source_with("words", |_| Source::generator("words", 10)),
             &[
                 "source `words` is type = \"generator\"",
-                "only Kafka sources",
+                "reads Kafka sources",
             ],
+        ),
+        (
+            base()
+                .source(Source::nats("more", "nats://127.0.0.1:1", "S"))
+                .operator_with("count", |o| o.inputs(&["words", "more"])),
+            &["source `words` is Kafka and source `more` NATS", "not both"],
+        ),
+        (
+            base().source_with("words", |_| Source::nats("words", "nats://127.0.0.1:1", "S")),
+            &["reads no Kafka topic", "set [cluster] brokers"],
         ),
         (
             base().sink_with("out", |_| Sink::file("out", "out.txt").input("count")),
@@ -463,4 +475,74 @@ fn wait_until_one_exits(
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A job of a NATS source is one task, leased through a one-partition
+/// topic on `[cluster] brokers`: NATS → word count → PostgreSQL on two
+/// workers; the one running it is killed with SIGKILL and the other takes
+/// it over from its last checkpoint; a third joins and the second leaves,
+/// handing it over. The tables hold the true totals and every running
+/// count exactly once, each word's in order.
+#[test]
+fn a_nats_job_on_workers_is_one_task_taken_over_exactly_once() {
+    let input = words(6000);
+    let nats = Nats::start();
+    nats.create_stream("WORDS", &["words.>"]);
+    let payloads: Vec<&[u8]> = input.iter().map(|w| w.as_bytes()).collect();
+    nats.publish("words.in", &payloads);
+    let kafka = Kafka::start();
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE totals (word text PRIMARY KEY, count bigint NOT NULL);\
+         CREATE TABLE events (id bigserial PRIMARY KEY, word text NOT NULL, count bigint NOT NULL);",
+    );
+    let s3 = S3::start();
+    let source = Source::nats("words", &nats.url(), "WORDS")
+        .value("bounded", true)
+        .rate(400);
+    let totals = Sink::postgres("totals", &pg.url(), "totals")
+        .string("mode", "upsert")
+        .value("key", "[\"word\"]");
+    let file = jobs::word_count("leased-count", source, 1, totals)
+        .sink(Sink::postgres("events", &pg.url(), "events").input("count"))
+        .checkpoint(Checkpoint::every("200ms").store(&s3.url("leased")))
+        .cluster(
+            Cluster::default()
+                .brokers(&kafka.brokers())
+                .session_timeout(&format!("{}s", SESSION.as_secs()))
+                .handover_timeout("10s"),
+        )
+        .restart(Restart::fixed_delay(10, "200ms"));
+    let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
+    let mut a = worker(&job, "a");
+    runs_a_task(&mut a);
+    let mut b = worker(&job, "b");
+    checkpoints(&mut a, 5);
+    a.kill();
+    runs_a_task(&mut b);
+    checkpoints(&mut b, 5);
+    let mut c = worker(&job, "c");
+    std::thread::sleep(Duration::from_secs(1));
+    signal(&b.child, "-INT");
+    let (status, stderr) = b.wait();
+    assert!(status.success(), "worker b: {stderr}");
+    assert_has(&stderr, "handed over at checkpoint");
+    runs_a_task(&mut c);
+    let rows = || pg.psql("SELECT count(*) FROM events").parse::<usize>().unwrap();
+    let start = std::time::Instant::now();
+    while rows() < input.len() {
+        assert!(start.elapsed() < PATIENCE, "the events table stayed incomplete");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    signal(&c.child, "-INT");
+    let (status, stderr) = c.wait();
+    assert!(status.success(), "worker c: {stderr}");
+
+    let want = true_counts(&input);
+    let totals = pg.psql("SELECT word || ' ' || count FROM totals ORDER BY word");
+    let want_totals: Vec<String> = want.iter().map(|(w, n)| format!("{w} {n}")).collect();
+    assert_eq!(totals.lines().collect::<Vec<_>>(), want_totals);
+    let events =
+        pg.psql("SELECT json_build_object('word', word, 'count', count) FROM events ORDER BY id");
+    assert_running_counts(&want, &events, "the events table");
 }

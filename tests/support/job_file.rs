@@ -173,6 +173,8 @@ setters! {
         handover_timeout(timeout: &str) => string "handover_timeout";
         /// `session_timeout`: how long a silent worker keeps its tasks.
         session_timeout(timeout: &str) => string "session_timeout";
+        /// `brokers`: the group's cluster, for a job reading no Kafka topic.
+        brokers(brokers: &str) => string "brokers";
     }
 }
 

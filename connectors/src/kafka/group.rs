@@ -180,6 +180,9 @@ impl GroupMembership {
                 .map_err(|e| format!("cannot create a Kafka client: {e}"))?;
             partitions(&probe, brokers, topic).map(|p| p.len())
         };
+        if job.singleton {
+            create_lease_topic(&client, &topic)?;
+        }
         let anchor_count = count(&topic, &client.brokers)?;
         for source in &job.kafka_sources {
             let (other, topics) = client_of(source)?;
@@ -243,6 +246,38 @@ impl Membership for GroupMembership {
         }
         Err("leaving the group took longer than handover_timeout".into())
     }
+}
+
+/// Creates the one-partition lease topic `topic` of a job of NATS sources
+/// (its replication the cluster's default), unless it exists.
+fn create_lease_topic(client: &ClientSettings, topic: &str) -> Result<(), String> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::types::RDKafkaErrorCode;
+    let admin: AdminClient<Context> = client
+        .config("worker-admin", &[])
+        .create_with_context(Context::new("worker".into()))
+        .map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
+    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
+    let options = AdminOptions::new().operation_timeout(Some(super::client::TIMEOUT));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    let created = runtime
+        .block_on(admin.create_topics(&[new], &options))
+        .map_err(|e| format!("cannot create the lease topic `{topic}` at {}: {e}", client.brokers))?;
+    for result in created {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, e)) => {
+                return Err(format!(
+                    "cannot create the lease topic `{t}` at {}: {e}; create it with one partition, or allow this client to",
+                    client.brokers
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// This machine's name, for the worker's client id (`weir-worker-<host>-<pid>`),

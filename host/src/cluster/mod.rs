@@ -12,6 +12,11 @@
 //!   the group assigns their partitions and handed over (a checkpoint, then
 //!   stop) when it revokes them; [`Worker::run`] drives a [`Membership`].
 //!
+//! A job whose sources are all NATS streams (each one position, not
+//! partitioned) is one task, `0-0`, owned by whoever the group assigns
+//! the one partition of its lease topic (`<group>-lease` on `[cluster]
+//! brokers`).
+//!
 //! The group protocol itself is a connector's (`weir-connectors`'
 //! `kafka::group`), behind [`Membership`]: this crate links no Kafka client.
 //!
@@ -36,7 +41,7 @@ mod worker_job;
 use std::time::Duration;
 
 pub use worker::{TaskState, Worker};
-pub use worker_job::{STAGE, TaskId, WorkerJob};
+pub use worker_job::{STAGE, TaskId, WorkerJob, lease_topic};
 
 /// What the group told a worker, delivered while it polls.
 pub trait Owner: Send + Sync {

@@ -43,6 +43,10 @@ pub struct WorkerJob {
     /// Every Kafka source's table, in file order (their topics must have
     /// the anchor's partition count).
     pub kafka_sources: Vec<Table>,
+    /// Whether the job is one task, leased through a one-partition topic
+    /// (its sources are NATS streams, each one position): the anchor is
+    /// then that topic on `[cluster] brokers`.
+    pub singleton: bool,
     /// The folder of the tasks' local state directories (`tasks/<task>`
     /// under it): the job's `[checkpoint] dir` unless `--state-dir`.
     state_dir: std::path::PathBuf,
@@ -74,13 +78,21 @@ impl WorkerJob {
                 "a task taken over may restore the checkpoint before the newest; set [checkpoint] retain to 2 or more".into(),
             ));
         }
+        let kinds = |kind: &str| job.sources.iter().filter(move |s| s.kind == kind);
+        let singleton = kinds("nats").count() == job.sources.len();
         for s in &job.sources {
-            if s.kind != "kafka" {
+            if s.kind != "kafka" && s.kind != "nats" {
                 return Err(refuse(format!(
-                    "source `{}` is type = \"{}\"; worker mode reads only Kafka sources (a task is one partition of their topics)",
+                    "source `{}` is type = \"{}\"; worker mode reads Kafka sources (a task per partition of their topics) or NATS sources (the job one task)",
                     s.id, s.kind
                 )));
             }
+        }
+        if let (Some(k), Some(n)) = (kinds("kafka").next(), kinds("nats").next()) {
+            return Err(refuse(format!(
+                "source `{}` is Kafka and source `{}` NATS; worker mode runs a job of Kafka sources (a task per partition) or of NATS sources (one task), not both",
+                k.id, n.id
+            )));
         }
         for s in &job.sinks {
             if s.connector.file().is_some() || s.connector.writes_stdout() {
@@ -113,8 +125,23 @@ impl WorkerJob {
                 )));
             }
         }
-        let anchor = kafka_sources.first().cloned().expect("a job has a source");
+        let anchor = match singleton {
+            false => kafka_sources.first().cloned().expect("a job has a source"),
+            true => {
+                let Some(brokers) = job.cluster.brokers.clone() else {
+                    return Err(refuse(
+                        "the job reads no Kafka topic, so its workers lease it through one: set [cluster] brokers = \"host:9092\"".into(),
+                    ));
+                };
+                let mut lease = Table::new();
+                lease.insert("id".into(), "lease".into());
+                lease.insert("brokers".into(), brokers.into());
+                lease.insert("topic".into(), lease_topic(&job.cluster.group).into());
+                lease
+            }
+        };
         Ok(WorkerJob {
+            singleton,
             state_dir: job.checkpoint.dir.clone(),
             job,
             table,
@@ -149,7 +176,8 @@ impl WorkerJob {
         let store = job.checkpoint.store.as_deref().expect("checked by parse");
         let store = format!("{}/tasks/{task}", store.trim_end_matches('/'));
         checkpoint.insert("store".into(), store.into());
-        for source in entries_mut(&mut t, "source") {
+        let kafka = |t: &Table| t.get("type").and_then(Value::as_str) == Some("kafka");
+        for source in entries_mut(&mut t, "source").filter(|s| kafka(s)) {
             let partitions = vec![Value::Integer(task.partition.into())];
             source.insert("partitions".into(), partitions.into());
         }
@@ -164,6 +192,14 @@ impl WorkerJob {
         let text = toml::to_string(&t).expect("a TOML table serializes");
         Ok(Job::parse(&job.path, &text, registry)?)
     }
+}
+
+/// The topic a job of NATS sources is leased through: one partition, its
+/// one task (the group's name, made a topic name, and `-lease`).
+pub fn lease_topic(group: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    let name: String = group.chars().map(|c| if safe(c) { c } else { '_' }).collect();
+    format!("{name}-lease")
 }
 
 /// The tables of the array `key` (`[[source]]`) whose type is Kafka.

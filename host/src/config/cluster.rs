@@ -23,6 +23,10 @@ pub struct ClusterConfig {
     /// the others (`session_timeout`, default 10 s; the broker bounds it,
     /// 6 s to 5 min by default).
     pub session_timeout: Duration,
+    /// The Kafka cluster of the group (`brokers`) of a job that reads no
+    /// Kafka topic (its NATS sources are one task, leased through a topic
+    /// there); others use their anchor source's.
+    pub brokers: Option<String>,
 }
 
 /// The `[cluster]` table (empty when absent) of job `name`.
@@ -33,6 +37,7 @@ pub(super) fn build_cluster(name: &str, table: Table) -> Result<ClusterConfig, S
         group: Option<String>,
         handover_timeout: Option<String>,
         session_timeout: Option<String>,
+        brokers: Option<String>,
     }
     let raw: Raw = from_table(table)?;
     let group = match raw.group {
@@ -53,6 +58,7 @@ pub(super) fn build_cluster(name: &str, table: Table) -> Result<ClusterConfig, S
         group,
         handover_timeout,
         session_timeout,
+        brokers: raw.brokers.filter(|b| !b.trim().is_empty()),
     })
 }
 
@@ -70,6 +76,7 @@ mod tests {
         assert_eq!(c.group, "weir-job");
         assert_eq!(c.handover_timeout, Duration::from_secs(30));
         assert_eq!(c.session_timeout, Duration::from_secs(10));
+        assert_eq!(c.brokers, None);
         let c =
             build("group = \"g\"\nhandover_timeout = \"5s\"\nsession_timeout = \"6s\"").unwrap();
         assert_eq!(
