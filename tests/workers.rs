@@ -359,7 +359,9 @@ fn jobs_worker_mode_cannot_split_are_refused_in_one_line() {
             &["source `words` is Kafka and source `more` NATS", "not both"],
         ),
         (
-            base().source_with("words", |_| Source::nats("words", "nats://127.0.0.1:1", "S")),
+            base().source_with("words", |_| {
+                Source::nats("words", "nats://127.0.0.1:1", "S")
+            }),
             &["reads no Kafka topic", "set [cluster] brokers"],
         ),
         (
@@ -528,10 +530,17 @@ fn a_nats_job_on_workers_is_one_task_taken_over_exactly_once() {
     assert!(status.success(), "worker b: {stderr}");
     assert_has(&stderr, "handed over at checkpoint");
     runs_a_task(&mut c);
-    let rows = || pg.psql("SELECT count(*) FROM events").parse::<usize>().unwrap();
+    let rows = || {
+        pg.psql("SELECT count(*) FROM events")
+            .parse::<usize>()
+            .unwrap()
+    };
     let start = std::time::Instant::now();
     while rows() < input.len() {
-        assert!(start.elapsed() < PATIENCE, "the events table stayed incomplete");
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the events table stayed incomplete"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     signal(&c.child, "-INT");

@@ -265,7 +265,12 @@ fn create_lease_topic(client: &ClientSettings, topic: &str) -> Result<(), String
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
     let created = runtime
         .block_on(admin.create_topics(&[new], &options))
-        .map_err(|e| format!("cannot create the lease topic `{topic}` at {}: {e}", client.brokers))?;
+        .map_err(|e| {
+            format!(
+                "cannot create the lease topic `{topic}` at {}: {e}",
+                client.brokers
+            )
+        })?;
     for result in created {
         match result {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}

@@ -78,8 +78,8 @@ impl WorkerJob {
                 "a task taken over may restore the checkpoint before the newest; set [checkpoint] retain to 2 or more".into(),
             ));
         }
-        let kinds = |kind: &str| job.sources.iter().filter(move |s| s.kind == kind);
-        let singleton = kinds("nats").count() == job.sources.len();
+        let of = |kind: &'static str| job.sources.iter().find(|s| s.kind == kind);
+        let singleton = job.sources.iter().all(|s| s.kind == "nats");
         for s in &job.sources {
             if s.kind != "kafka" && s.kind != "nats" {
                 return Err(refuse(format!(
@@ -88,7 +88,7 @@ impl WorkerJob {
                 )));
             }
         }
-        if let (Some(k), Some(n)) = (kinds("kafka").next(), kinds("nats").next()) {
+        if let (Some(k), Some(n)) = (of("kafka"), of("nats")) {
             return Err(refuse(format!(
                 "source `{}` is Kafka and source `{}` NATS; worker mode runs a job of Kafka sources (a task per partition) or of NATS sources (one task), not both",
                 k.id, n.id
@@ -198,7 +198,10 @@ impl WorkerJob {
 /// one task (the group's name, made a topic name, and `-lease`).
 pub fn lease_topic(group: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    let name: String = group.chars().map(|c| if safe(c) { c } else { '_' }).collect();
+    let name: String = group
+        .chars()
+        .map(|c| if safe(c) { c } else { '_' })
+        .collect();
     format!("{name}-lease")
 }
 
