@@ -389,6 +389,40 @@ fn kafka_runs_both_sink_modes_and_the_source_against_librdkafka() {
     );
 }
 
+/// Against the private S3 server: the word count with and without its
+/// checkpoints copied to the store, and a state directory rebuilt from it.
+#[test]
+fn remote_reports_the_store_against_the_local_file_and_a_restore() {
+    let r = run("remote");
+    has(
+        &r,
+        &[
+            "word count, checkpoints in the local file",
+            "word count, checkpoints copied to S3",
+            "restore: rebuild the state directory from S3",
+        ],
+    );
+}
+
+/// Against a private Kafka broker and S3 server: the job on 1, 2 and 3
+/// worker processes (each run checks the output's count), and a killed
+/// worker's task taken over.
+#[test]
+fn workers_report_every_worker_count_and_a_failover() {
+    let mut s = settings();
+    s.weir = Some(weir_binary());
+    let r = run_with("workers", &s);
+    has(
+        &r,
+        &[
+            "1 worker(s)",
+            "2 worker(s)",
+            "3 worker(s)",
+            "failover: a killed worker's task runs elsewhere",
+        ],
+    );
+}
+
 /// With the dashboard listening and with the page open in headless
 /// Chromium: every case runs and reports records/s and cpu against the
 /// baseline.
