@@ -1,7 +1,8 @@
 //! The state directory made to match the object store before an attempt
 //! restores ([`sync_state_dir`]): the newest manifest's checkpoint (or the
-//! one `--restore ID` names), reusing the local store when it holds it,
-//! else rebuilding the directory from the manifest's packs.
+//! one `--restore ID` names), reusing the local store when it holds that
+//! very checkpoint (the same metadata as the manifest, not only the same
+//! id), else rebuilding the directory from the manifest's packs.
 
 use std::path::{Component, Path};
 
@@ -78,8 +79,11 @@ pub fn sync_state_dir(
         .join(FILE_NAME)
         .exists()
         .then(|| CheckpointStore::open(state_dir, job));
+    // Held means the very checkpoint: its metadata as stored (times,
+    // offsets, figures) equals the manifest's. A local checkpoint of the
+    // same id written by another attempt (its manifest fenced) is not it.
     let held = match local {
-        Some(Ok(store)) => store.get(id)?.is_some(),
+        Some(Ok(store)) => store.get(id)?.is_some_and(|meta| meta == manifest.meta),
         // A damaged local copy is rebuilt from the object store.
         Some(Err(StoreError::Corrupt { .. })) | None => false,
         Some(Err(e)) => return Err(e.into()),

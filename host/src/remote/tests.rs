@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::store::CheckpointStore;
 use crate::store::tests::{delta, meta};
+use crate::store::{CheckpointMeta, CheckpointStore};
 
 fn open(dir: &std::path::Path) -> RemoteStore {
     let url = format!("file://{}", dir.display());
@@ -287,4 +287,46 @@ fn a_damaged_compressed_object_is_an_error_naming_it() {
     std::fs::write(&pack_at, &stored[..stored.len() / 2]).unwrap();
     let err = remote.pack(&pack_name(3, "w")).unwrap_err();
     assert!(matches!(err, RemoteError::Damaged { .. }), "{err}");
+}
+
+/// A local store that holds a checkpoint of the same id as the store's
+/// newest manifest, but not that checkpoint (another process's, whose
+/// manifest was fenced: other offsets, other state), is rebuilt from the
+/// store, never restored as it is.
+#[test]
+fn a_local_checkpoint_of_the_same_id_but_another_writer_is_replaced() {
+    let remote_dir = tempfile::tempdir().unwrap();
+    let (ours, theirs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let remote = Arc::new(open(remote_dir.path()));
+    let store = CheckpointStore::open(theirs.path(), "job").unwrap();
+    store
+        .commit(&meta(1), &[delta("a", 0, "k=theirs", None)], 3)
+        .unwrap();
+    let mut replica = Replica::start(remote.clone(), None);
+    replica.upload(&store, 1, theirs.path(), 3).unwrap();
+    assert_eq!(answer(&replica).unwrap(), 1);
+    drop((replica, store));
+    // This process committed its own checkpoint 1 locally, a moment later,
+    // and was fenced when it created the manifest.
+    let mine = CheckpointStore::open(ours.path(), "job").unwrap();
+    let later = CheckpointMeta {
+        started_at_ms: meta(1).started_at_ms + 250,
+        ..meta(1)
+    };
+    mine.commit(&later, &[delta("a", 0, "k=mine", None)], 3)
+        .unwrap();
+    drop(mine);
+    sync_state_dir(&remote, ours.path(), "job", None)
+        .unwrap()
+        .unwrap();
+    let rebuilt = CheckpointStore::open(ours.path(), "job").unwrap();
+    let want = CheckpointStore::open(theirs.path(), "job")
+        .unwrap()
+        .load_instance(1, "a", 0)
+        .unwrap();
+    assert_eq!(rebuilt.load_instance(1, "a", 0).unwrap(), want);
+    assert_eq!(
+        rebuilt.get(1).unwrap().unwrap().started_at_ms,
+        meta(1).started_at_ms
+    );
 }
