@@ -305,6 +305,20 @@ free_port() {
     die "found no free loopback port"
 }
 
+# The port of server NAME (WHAT, in messages) whose folder is DIR: the one
+# DIR/NAME.port keeps from its first start, else PORT (may be empty). Dies
+# when both are given and differ.
+kept_port() {
+    local dir="$1" name="$2" what="$3" port="$4" had
+    if [ -f "$dir/$name.port" ]; then
+        had="$(cat "$dir/$name.port")"
+        [ -z "$port" ] || [ "$port" = "$had" ] ||
+            die "$dir holds $what on port $had, not $port; use another folder"
+        port="$had"
+    fi
+    echo "$port"
+}
+
 # Whether something accepts connections on 127.0.0.1:PORT.
 listening() {
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
@@ -532,13 +546,7 @@ prepare_s3() {
         die "weed (SeaweedFS $SEAWEEDFS_VERSION) is not installed; run 'scripts/services.sh install'"
     mkdir -p "$dir/data"
     dir="$(cd "$dir" && pwd)"
-    if [ -f "$dir/s3.port" ]; then
-        local had
-        had="$(cat "$dir/s3.port")"
-        [ -z "$port" ] || [ "$port" = "$had" ] ||
-            die "$dir holds an S3 endpoint on port $had, not $port; use another folder"
-        port="$had"
-    fi
+    port="$(kept_port "$dir" s3 "an S3 endpoint" "$port")"
     if [ -z "$port" ]; then
         port="$(free_s3_port)"
     else
@@ -641,13 +649,7 @@ prepare_azure() {
         die "Azurite $AZURITE_VERSION is not installed; run 'scripts/services.sh install'"
     mkdir -p "$dir/data"
     dir="$(cd "$dir" && pwd)"
-    if [ -f "$dir/azure.port" ]; then
-        local had
-        had="$(cat "$dir/azure.port")"
-        [ -z "$port" ] || [ "$port" = "$had" ] ||
-            die "$dir holds an Azurite on port $had, not $port; use another folder"
-        port="$had"
-    fi
+    port="$(kept_port "$dir" azure "an Azurite" "$port")"
     [ -n "$port" ] || port="$(free_port)"
     echo "$port" >"$dir/azure.port"
     AZURE_DIR="$dir"

@@ -8,7 +8,9 @@
 use std::time::Duration;
 
 use weir_tests::cli::Weir;
-use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_counts};
+use weir_tests::counts::{
+    assert_count_tables, assert_replayed_counts, assert_running_counts, true_counts,
+};
 use weir_tests::job_dir::{JobDir, assert_one_line_errors, signal};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::{self, copy_bounded, count_restarting, pipe, word_count, words};
@@ -308,13 +310,7 @@ fn nats_to_postgres_through_kills_is_exactly_once() {
     let job = JobDir::new(WEIR, file, &[]);
     job.run_through_kills_after_checkpoints(4, 29);
 
-    let want = true_counts(&input);
-    let totals = pg.psql("SELECT word || ' ' || count FROM totals ORDER BY word");
-    let want_totals: Vec<String> = want.iter().map(|(w, n)| format!("{w} {n}")).collect();
-    assert_eq!(totals.lines().collect::<Vec<_>>(), want_totals);
-    let events =
-        pg.psql("SELECT json_build_object('word', word, 'count', count) FROM events ORDER BY id");
-    assert_running_counts(&want, &events, "the events table");
+    assert_count_tables(&true_counts(&input), |sql| pg.psql(sql));
     let marks = pg.psql("SELECT count(*) FROM weir_sink_commits WHERE job = 'nats-to-postgres'");
     assert_eq!(marks, "2", "one bookkeeping row per sink");
 }

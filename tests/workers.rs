@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use weir_tests::cli::Weir;
-use weir_tests::counts::{assert_running_counts, true_counts};
+use weir_tests::counts::{assert_count_tables, assert_running_counts, true_counts};
 use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, Cluster, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::jobs;
@@ -55,6 +55,16 @@ fn fill(kafka: &Clients, words: &[String]) {
         .map(|(w, &p)| (Some(p), Some(w.as_bytes()), w.as_bytes(), None))
         .collect();
     kafka.produce("words", &messages);
+}
+
+/// A broker with topics `words` (holding `input`, [`fill`]) and `counts`,
+/// [`PARTITIONS`] partitions each.
+fn broker_with(input: &[String]) -> Kafka {
+    let kafka = Kafka::start();
+    kafka.create_topic("words", PARTITIONS);
+    kafka.create_topic("counts", PARTITIONS);
+    fill(&kafka, input);
+    kafka
 }
 
 /// Word count from topic `words` (bounded, `rate` words/s per task) into
@@ -232,10 +242,7 @@ fn through_membership_changes(job: &JobDir, done: impl Fn() -> bool) {
 #[test]
 fn a_word_count_on_workers_is_exactly_once_through_a_kill_a_join_a_leave_and_a_zombie() {
     let input = words(16_000);
-    let kafka = Kafka::start();
-    kafka.create_topic("words", PARTITIONS);
-    kafka.create_topic("counts", PARTITIONS);
-    fill(&kafka, &input);
+    let kafka = broker_with(&input);
     let s3 = S3::start();
     let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
     through_membership_changes(&job, || kafka.read_committed("counts").len() >= input.len());
@@ -400,10 +407,7 @@ fn assigned_in(line: &str) -> Vec<i32> {
 #[test]
 fn a_worker_restarted_with_its_instance_id_gets_its_tasks_back_without_a_rebalance() {
     let input = words(8000);
-    let kafka = Kafka::start();
-    kafka.create_topic("words", PARTITIONS);
-    kafka.create_topic("counts", PARTITIONS);
-    fill(&kafka, &input);
+    let kafka = broker_with(&input);
     let s3 = S3::start();
     let file = counting(&kafka, &s3, 100).cluster(
         Cluster::default()
@@ -547,11 +551,5 @@ fn a_nats_job_on_workers_is_one_task_taken_over_exactly_once() {
     let (status, stderr) = c.wait();
     assert!(status.success(), "worker c: {stderr}");
 
-    let want = true_counts(&input);
-    let totals = pg.psql("SELECT word || ' ' || count FROM totals ORDER BY word");
-    let want_totals: Vec<String> = want.iter().map(|(w, n)| format!("{w} {n}")).collect();
-    assert_eq!(totals.lines().collect::<Vec<_>>(), want_totals);
-    let events =
-        pg.psql("SELECT json_build_object('word', word, 'count', count) FROM events ORDER BY id");
-    assert_running_counts(&want, &events, "the events table");
+    assert_count_tables(&true_counts(&input), |sql| pg.psql(sql));
 }

@@ -105,11 +105,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             sink.id
         );
     }
-    let shutdown = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, shutdown.clone())
-            .context("installing signal handlers")?;
-    }
+    let shutdown = stop_on_signals()?;
     let rt = runtime()?;
     let live = weir::metrics::JobMetrics::for_job(&job);
     if let Some(addr) = metrics {
@@ -190,11 +186,7 @@ fn run_worker(
     if let Some(dir) = state_dir {
         job = job.with_state_dir(dir);
     }
-    let shutdown = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, shutdown.clone())
-            .context("installing signal handlers")?;
-    }
+    let shutdown = stop_on_signals()?;
     let worker = weir::cluster::Worker::new(job, registry, runtime()?);
     if let Some(addr) = metrics {
         let tasks = worker.clone();
@@ -214,6 +206,16 @@ fn run_worker(
         worker.job().job.name
     ));
     Ok(ExitCode::SUCCESS)
+}
+
+/// A flag SIGINT and SIGTERM set: the run's request to stop.
+fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, shutdown.clone())
+            .context("installing signal handlers")?;
+    }
+    Ok(shutdown)
 }
 
 /// Keeps the process (and its dashboard) up after the job ended with

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use weir::metrics::{Histogram, JobMetrics, NodeKind, NodeMetrics};
+use weir::metrics::{CheckpointMetrics, Histogram, JobMetrics, NodeKind, NodeMetrics};
 
 use crate::http::{self, Response};
 
@@ -19,8 +19,18 @@ const MAX_CONNECTIONS: usize = 8;
 
 /// `metrics` in the Prometheus text exposition format.
 pub fn render(metrics: &JobMetrics) -> String {
+    render_all(&[metrics])
+}
+
+/// The metrics of several jobs (a worker's tasks, each its own `job`
+/// label) in one exposition: each metric family once, its header then the
+/// samples of every job; nothing without a job (a worker running no task).
+pub fn render_all(jobs: &[&JobMetrics]) -> String {
     let mut out = String::new();
-    let job = escape(&metrics.job);
+    if jobs.is_empty() {
+        return out;
+    }
+    let labelled: Vec<(String, &JobMetrics)> = jobs.iter().map(|m| (escape(&m.job), *m)).collect();
     // Name, help, the kind of node it is for (all when `None`), value.
     let counters: [(&str, &str, Option<NodeKind>, Getter); 6] = [
         (
@@ -62,18 +72,20 @@ pub fn render(metrics: &JobMetrics) -> String {
     ];
     for (name, help, only, get) in counters {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        let nodes = metrics.nodes.iter();
-        for (id, kind, m) in nodes.filter(|(_, k, _)| only.is_none_or(|o| o == *k)) {
-            let _ = writeln!(
-                out,
-                "{name}{{job=\"{job}\",node=\"{}\",kind=\"{}\"}} {}",
-                escape(id),
-                kind.name(),
-                get(m)
-            );
+        for (job, metrics) in &labelled {
+            let nodes = metrics.nodes.iter();
+            for (id, kind, m) in nodes.filter(|(_, k, _)| only.is_none_or(|o| o == *k)) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{job=\"{job}\",node=\"{}\",kind=\"{}\"}} {}",
+                    escape(id),
+                    kind.name(),
+                    get(m)
+                );
+            }
         }
     }
-    event_time(metrics, &job, &mut out);
+    event_time(&labelled, &mut out);
     // (name, help, the nodes it covers, the histogram, with the kind label)
     type NodeHistogram = (
         &'static str,
@@ -100,126 +112,149 @@ pub fn render(metrics: &JobMetrics) -> String {
     ];
     for (name, help, covers, get, with_kind) in histograms {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        for (id, kind, m) in metrics.nodes.iter().filter(|(_, k, _)| covers(*k)) {
-            let mut labels = format!("job=\"{job}\",node=\"{}\"", escape(id));
-            if with_kind {
-                labels.push_str(&format!(",kind=\"{}\"", kind.name()));
+        for (job, metrics) in &labelled {
+            for (id, kind, m) in metrics.nodes.iter().filter(|(_, k, _)| covers(*k)) {
+                let mut labels = format!("job=\"{job}\",node=\"{}\"", escape(id));
+                if with_kind {
+                    labels.push_str(&format!(",kind=\"{}\"", kind.name()));
+                }
+                histogram(get(m), &mut out, name, &labels);
             }
-            histogram(get(m), &mut out, name, &labels);
         }
     }
-    let c = &metrics.checkpoints;
-    let gauges: [(&str, &str, &str, u64); 11] = [
+    // (name, type, help, value of a job's checkpoints)
+    type JobGauge = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&CheckpointMetrics) -> u64,
+    );
+    let gauges: [JobGauge; 11] = [
         (
             "weir_checkpoints_total",
             "counter",
             "Completed checkpoints.",
-            c.completed.load(Relaxed),
+            |c| c.completed.load(Relaxed),
         ),
         (
             "weir_checkpoints_failed_total",
             "counter",
             "Checkpoints that failed: the attempt ended while they were in flight, or the store could not write them.",
-            c.failed.load(Relaxed),
+            |c| c.failed.load(Relaxed),
         ),
         (
             "weir_checkpoints_unaligned_total",
             "counter",
             "Completed checkpoints that some operator instance took unaligned.",
-            c.unaligned.load(Relaxed),
+            |c| c.unaligned.load(Relaxed),
         ),
         (
             "weir_checkpoint_inflight_bytes_total",
             "counter",
             "Bytes of in-flight data stored with completed (unaligned) checkpoints.",
-            c.inflight_bytes.load(Relaxed),
+            |c| c.inflight_bytes.load(Relaxed),
         ),
         (
             "weir_checkpoint_last_id",
             "gauge",
             "Id of the last completed checkpoint.",
-            c.last_id.load(Relaxed),
+            |c| c.last_id.load(Relaxed),
         ),
         (
             "weir_checkpoint_last_bytes",
             "gauge",
             "Bytes written by the last checkpoint.",
-            c.last_bytes.load(Relaxed),
+            |c| c.last_bytes.load(Relaxed),
         ),
         (
             "weir_checkpoint_last_duration_milliseconds",
             "gauge",
             "Duration of the last checkpoint.",
-            c.last_duration_ms.load(Relaxed),
+            |c| c.last_duration_ms.load(Relaxed),
         ),
         (
             "weir_alignment_last_milliseconds",
             "gauge",
             "Longest barrier alignment of the last checkpoint.",
-            c.last_alignment_ms.load(Relaxed),
+            |c| c.last_alignment_ms.load(Relaxed),
         ),
         (
             "weir_alignment_buffered_bytes",
             "gauge",
             "Most bytes one instance buffered during the last alignment.",
-            c.last_alignment_buffered_bytes.load(Relaxed),
+            |c| c.last_alignment_buffered_bytes.load(Relaxed),
         ),
         (
             "weir_checkpoint_pause_last_milliseconds",
             "gauge",
             "Longest pause of an operator instance's thread for the last checkpoint (from its aligned barrier to its acknowledgement).",
-            c.last_pause_ms.load(Relaxed),
+            |c| c.last_pause_ms.load(Relaxed),
         ),
         (
             "weir_restarts_total",
             "counter",
             "Times the job was restored from a checkpoint.",
-            c.restarts.load(Relaxed),
+            |c| c.restarts.load(Relaxed),
         ),
     ];
-    for (name, kind, help, v) in gauges {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{job=\"{job}\"}} {v}"
-        );
+    for (name, kind, help, get) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (job, metrics) in &labelled {
+            let _ = writeln!(out, "{name}{{job=\"{job}\"}} {}", get(&metrics.checkpoints));
+        }
     }
-    for (name, help, h) in [
+    type JobHistogram = (
+        &'static str,
+        &'static str,
+        fn(&CheckpointMetrics) -> &Histogram,
+    );
+    let checkpoint_histograms: [JobHistogram; 3] = [
         (
             "weir_checkpoint_duration_seconds",
             "Checkpoint durations, trigger to complete.",
-            &c.duration,
+            |c| &c.duration,
         ),
         (
             "weir_alignment_duration_seconds",
             "Barrier alignment durations.",
-            &c.alignment,
+            |c| &c.alignment,
         ),
         (
             "weir_checkpoint_pause_duration_seconds",
             "Longest pause of an operator instance's thread per checkpoint.",
-            &c.pause,
+            |c| &c.pause,
         ),
-    ] {
+    ];
+    for (name, help, get) in checkpoint_histograms {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        histogram(h, &mut out, name, &format!("job=\"{job}\""));
+        for (job, metrics) in &labelled {
+            histogram(
+                get(&metrics.checkpoints),
+                &mut out,
+                name,
+                &format!("job=\"{job}\""),
+            );
+        }
     }
     out
 }
 
-/// The event-time gauges of every source and operator instance.
-fn event_time(metrics: &JobMetrics, job: &str, out: &mut String) {
+/// The event-time gauges of every source and operator instance of each
+/// job (its escaped label, its metrics).
+fn event_time(jobs: &[(String, &JobMetrics)], out: &mut String) {
     let timed = || {
-        metrics
-            .nodes
-            .iter()
-            .filter(|(_, k, _)| *k != NodeKind::Sink)
+        (jobs.iter()).flat_map(|(job, m)| {
+            (m.nodes.iter())
+                .filter(|(_, k, _)| *k != NodeKind::Sink)
+                .map(move |node| (job, node))
+        })
     };
     let name = "weir_watermark_milliseconds";
     let _ = writeln!(
         out,
         "# HELP {name} Current watermark of a source or operator instance, milliseconds since the Unix epoch; +Inf once its input ended, no sample before its first.\n# TYPE {name} gauge"
     );
-    for (id, kind, m) in timed() {
+    for (job, (id, kind, m)) in timed() {
         for (i, t) in m.instances().iter().enumerate() {
             let Some(w) = t.watermark() else { continue };
             let value = if w == i64::MAX {
@@ -240,11 +275,10 @@ fn event_time(metrics: &JobMetrics, job: &str, out: &mut String) {
         out,
         "# HELP {name} Timers an operator instance has registered that have not fired yet, per domain.\n# TYPE {name} gauge"
     );
-    let operators = metrics
-        .nodes
-        .iter()
-        .filter(|(_, k, _)| *k == NodeKind::Operator);
-    for (id, _, m) in operators {
+    for (job, (id, kind, m)) in timed() {
+        if *kind != NodeKind::Operator {
+            continue;
+        }
         for (i, t) in m.instances().iter().enumerate() {
             for (domain, n) in [
                 ("event-time", t.event_timers()),
@@ -293,47 +327,6 @@ fn escape(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// The metrics of several jobs (a worker's tasks, each its own `job`
-/// label) in one exposition: each metric family once, with the samples of
-/// every job, in the order families first appear.
-pub fn render_all(jobs: &[Arc<JobMetrics>]) -> String {
-    // Family name -> its `# HELP`/`# TYPE` lines and its samples.
-    let mut families: Vec<(String, String, String)> = Vec::new();
-    for job in jobs {
-        let text = render(job);
-        let mut current: Option<usize> = None;
-        for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("# HELP ") {
-                let name = rest.split(' ').next().unwrap_or_default().to_owned();
-                let at = families.iter().position(|(n, _, _)| *n == name);
-                current = Some(at.unwrap_or_else(|| {
-                    families.push((name, String::new(), String::new()));
-                    families.len() - 1
-                }));
-                let family = &mut families[current.unwrap()];
-                if family.1.is_empty() {
-                    family.1.push_str(line);
-                    family.1.push('\n');
-                }
-            } else if line.starts_with("# TYPE ") {
-                if let Some(i) = current
-                    && !families[i].1.contains("# TYPE ")
-                {
-                    families[i].1.push_str(line);
-                    families[i].1.push('\n');
-                }
-            } else if let Some(i) = current {
-                families[i].2.push_str(line);
-                families[i].2.push('\n');
-            }
-        }
-    }
-    families
-        .into_iter()
-        .map(|(_, head, samples)| head + &samples)
-        .collect()
-}
-
 /// Serves `metrics` as Prometheus text on `addr` (a GET of any path) from a
 /// background thread, with the request limits of [`crate::http`]. Returns
 /// the bound address (useful with port 0).
@@ -360,7 +353,8 @@ pub fn serve_jobs(
                 Ok(req) if req.method == "GET" => Response {
                     status: 200,
                     content_type: "text/plain; version=0.0.4",
-                    body: render_all(&jobs()).into_bytes(),
+                    body: render_all(&jobs().iter().map(Arc::as_ref).collect::<Vec<_>>())
+                        .into_bytes(),
                 },
                 Ok(req) => Response::error(
                     405,
@@ -429,7 +423,8 @@ mod tests {
                 journal: Default::default(),
             })
         };
-        let text = render_all(&[task("j@0-0", 3), task("j@0-1", 5)]);
+        let (a, b) = (task("j@0-0", 3), task("j@0-1", 5));
+        let text = render_all(&[&a, &b]);
         let one = render(&task("j@0-0", 3));
         let heads = |t: &str| t.lines().filter(|l| l.starts_with("# ")).count();
         assert_eq!(heads(&text), heads(&one), "{text}");

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use serde::Serialize;
-use weir::cluster::{STAGE, TaskId, WorkerJob};
+use weir::cluster::{TaskId, WorkerJob};
 use weir::remote::RemoteStore;
 use weir_connectors::kafka::group::{GroupView, describe};
 
@@ -44,17 +44,10 @@ pub fn view(path: &Path) -> anyhow::Result<(GroupView, Vec<TaskView>)> {
         .clone()
         .expect("checked by WorkerJob");
     let options = &job.job.checkpoint.store_options;
-    let anchor_id = job
-        .anchor
-        .get("id")
-        .and_then(|v| v.as_str())
-        .unwrap_or_default();
+    let anchor_id = job.anchor_source().map_or("", |s| s.id.as_str());
     let mut tasks = Vec::new();
     for (p, &end) in group.ends.iter().enumerate() {
-        let id = TaskId {
-            stage: STAGE,
-            partition: p as i32,
-        };
+        let id = TaskId::of(p as i32);
         let owner = (group.members.iter())
             .find(|m| m.partitions.contains(&id.partition))
             .map(|m| m.client_id.clone());
@@ -78,10 +71,9 @@ pub fn view(path: &Path) -> anyhow::Result<(GroupView, Vec<TaskView>)> {
             owner,
             checkpoint: meta.as_ref().map(|m| m.id),
             finished: meta.as_ref().is_some_and(|m| m.final_checkpoint),
-            time: meta.as_ref().map(|m| {
-                let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(m.started_at_ms);
-                humantime::format_rfc3339_millis(t).to_string()
-            }),
+            time: meta
+                .clone()
+                .map(|m| crate::inspect::CheckpointReport::of(m).time),
             lag: next.map(|n| (end - n).max(0)),
             next,
             end,
@@ -102,7 +94,7 @@ pub fn text(group: &GroupView, tasks: &[TaskView]) -> String {
     );
     for m in &group.members {
         let owned: Vec<String> = (m.partitions.iter())
-            .map(|p| format!("{STAGE}-{p}"))
+            .map(|p| TaskId::of(*p).to_string())
             .collect();
         out.push_str(&format!(
             "  worker {} ({}): task(s) {}\n",

@@ -189,6 +189,23 @@ pub fn tally(want: &BTreeMap<String, u64>, output: &str) -> Tally {
     t
 }
 
+/// Checks the two PostgreSQL tables of a word count (`totals (word, count)`
+/// upserted, `events (id, word, count)` appended), read with `psql`: the
+/// totals are `want`, and the events hold every word's running counts
+/// exactly once, each word's in insertion order.
+pub fn assert_count_tables(want: &BTreeMap<String, u64>, psql: impl Fn(&str) -> String) {
+    let totals = psql("SELECT word || ' ' || count FROM totals ORDER BY word");
+    let want_totals: Vec<String> = want.iter().map(|(w, n)| format!("{w} {n}")).collect();
+    assert_eq!(
+        totals.lines().collect::<Vec<_>>(),
+        want_totals,
+        "the totals table"
+    );
+    let events =
+        psql("SELECT json_build_object('word', word, 'count', count) FROM events ORDER BY id");
+    assert_running_counts(want, &events, "the events table");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@
 //! - Only incremental rebalancing is accepted: an eager one would stop
 //!   every task at every change of membership.
 
+use std::any::Any;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,10 +21,10 @@ use rdkafka::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
 use rdkafka::error::KafkaError;
-use toml::{Table, Value};
-use weir::cluster::{Membership, Owner, WorkerJob};
+use weir::cluster::{Membership, Owner, WorkerJob, lease_topic};
 
 use super::client::{ClientSettings, Context, partitions};
+use super::source::KafkaSourceConfig;
 
 /// The consumer context: the owner to call, and the log context.
 struct GroupContext {
@@ -107,17 +108,30 @@ pub struct GroupMembership {
     leave_timeout: Duration,
 }
 
-/// The `brokers`, `properties` and first topic of a Kafka source's table.
-fn client_of(table: &Table) -> Result<(ClientSettings, Vec<String>), String> {
-    let text = |key: &str| table.get(key).and_then(Value::as_str).map(str::to_owned);
-    let properties = table.get("properties").and_then(Value::as_table).cloned();
-    let client = ClientSettings::read(text("brokers"), properties)?;
-    let topics = text("topic")
-        .ok_or("a Kafka source has no `topic`")?
-        .split(',')
-        .map(|t| t.trim().to_owned())
-        .collect();
-    Ok((client, topics))
+/// The Kafka sources of `job`, as their type parsed them.
+fn kafka_sources(job: &WorkerJob) -> impl Iterator<Item = &KafkaSourceConfig> {
+    (job.job.sources.iter())
+        .filter_map(|s| (s.connector.as_ref() as &dyn Any).downcast_ref::<KafkaSourceConfig>())
+}
+
+/// The anchor's cluster and topic: the first Kafka source's first topic,
+/// or, for a job of NATS sources, its lease topic on `[cluster] brokers`.
+fn anchor(job: &WorkerJob) -> Result<(ClientSettings, String), String> {
+    match kafka_sources(job).next() {
+        Some(k) => Ok((k.client.clone(), k.topics[0].clone())),
+        None => {
+            let client = ClientSettings::read(job.job.cluster.brokers.clone(), None)?;
+            Ok((client, lease_topic(&job.job.cluster.group)))
+        }
+    }
+}
+
+/// A client that reads `client`'s cluster's metadata.
+fn probe(client: &ClientSettings) -> Result<BaseConsumer<Context>, String> {
+    client
+        .config("worker-probe", &[("group.id", "weir-worker-probe")])
+        .create_with_context(Context::new("worker".into()))
+        .map_err(|e| format!("cannot create a Kafka client: {e}"))
 }
 
 impl GroupMembership {
@@ -135,8 +149,7 @@ impl GroupMembership {
         owner: Arc<dyn Owner>,
         instance_id: Option<&str>,
     ) -> Result<GroupMembership, String> {
-        let (client, topics) = client_of(&job.anchor)?;
-        let topic = topics[0].clone();
+        let (client, topic) = anchor(job)?;
         let cluster = &job.job.cluster;
         let session = cluster.session_timeout.as_millis().to_string();
         let heartbeat = (cluster.session_timeout.as_millis() / 3)
@@ -172,22 +185,14 @@ impl GroupMembership {
         let consumer: BaseConsumer<GroupContext> = config
             .create_with_context(context)
             .map_err(|e| format!("cannot create the group's Kafka client: {e}"))?;
-        let count = |topic: &str, brokers: &str| {
-            // Metadata through the group's own client.
-            let probe: BaseConsumer<Context> = client
-                .config("worker-probe", &[("group.id", "weir-worker-probe")])
-                .create_with_context(Context::new("worker".into()))
-                .map_err(|e| format!("cannot create a Kafka client: {e}"))?;
-            partitions(&probe, brokers, topic).map(|p| p.len())
-        };
         if job.singleton {
             create_lease_topic(&client, &topic)?;
         }
-        let anchor_count = count(&topic, &client.brokers)?;
-        for source in &job.kafka_sources {
-            let (other, topics) = client_of(source)?;
-            for t in &topics {
-                let n = count(t, &other.brokers)?;
+        let anchor_count = partitions(&probe(&client)?, &client.brokers, &topic)?.len();
+        for source in kafka_sources(job) {
+            let other = probe(&source.client)?;
+            for t in &source.topics {
+                let n = partitions(&other, &source.client.brokers, t)?.len();
                 if n != anchor_count {
                     return Err(format!(
                         "topic `{t}` has {n} partition(s) and the anchor topic `{topic}` {anchor_count}: task p reads partition p of every topic, so they must have as many (and be partitioned by the same key)"
@@ -325,13 +330,9 @@ pub struct GroupView {
 /// Describes `job`'s group: its members and their assignments, and the
 /// anchor topic's ends.
 pub fn describe(job: &WorkerJob) -> Result<GroupView, String> {
-    let (client, topics) = client_of(&job.anchor)?;
-    let topic = topics[0].clone();
+    let (client, topic) = anchor(job)?;
     let group = job.job.cluster.group.clone();
-    let consumer: BaseConsumer<Context> = client
-        .config("workers", &[("group.id", "weir-workers-view")])
-        .create_with_context(Context::new("weir workers".into()))
-        .map_err(|e| format!("cannot create a Kafka client: {e}"))?;
+    let consumer = probe(&client)?;
     let count = partitions(&consumer, &client.brokers, &topic)?.len() as i32;
     let mut ends = Vec::new();
     for p in 0..count {

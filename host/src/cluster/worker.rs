@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{ClusterError, Membership, Owner, STAGE, TaskId, WorkerJob};
+use super::{ClusterError, Membership, Owner, TaskId, WorkerJob};
 use crate::connectors::Registry;
 use crate::metrics::JobMetrics;
 use crate::run::{RestoreMode, RunOptions, RunSummary};
@@ -245,10 +245,7 @@ impl Owner for Worker {
     fn assigned(&self, partitions: &[i32]) {
         let mut tasks = self.tasks.lock().unwrap();
         for &partition in partitions {
-            let id = TaskId {
-                stage: STAGE,
-                partition,
-            };
+            let id = TaskId::of(partition);
             if tasks.contains_key(&id) {
                 continue;
             }
@@ -269,10 +266,7 @@ impl Owner for Worker {
         {
             let mut tasks = self.tasks.lock().unwrap();
             for &partition in partitions {
-                let id = TaskId {
-                    stage: STAGE,
-                    partition,
-                };
+                let id = TaskId::of(partition);
                 if let Some(task) = tasks.remove(&id) {
                     task.shutdown.store(true, Ordering::Relaxed);
                     if let Some(thread) = task.thread {

@@ -23,6 +23,16 @@ pub struct TaskId {
     pub partition: i32,
 }
 
+impl TaskId {
+    /// The task of anchor partition `partition` (the job is one stage).
+    pub fn of(partition: i32) -> TaskId {
+        TaskId {
+            stage: STAGE,
+            partition,
+        }
+    }
+}
+
 impl std::fmt::Display for TaskId {
     /// `<stage>-<partition>`, as in its folder `tasks/0-3`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -37,15 +47,9 @@ pub struct WorkerJob {
     pub job: Job,
     /// The file's tables, which each task's job is written from.
     table: Table,
-    /// The anchor: the first Kafka source's table (its brokers, topics,
-    /// client properties), whose partitions are the tasks.
-    pub anchor: Table,
-    /// Every Kafka source's table, in file order (their topics must have
-    /// the anchor's partition count).
-    pub kafka_sources: Vec<Table>,
     /// Whether the job is one task, leased through a one-partition topic
     /// (its sources are NATS streams, each one position): the anchor is
-    /// then that topic on `[cluster] brokers`.
+    /// then that topic ([`lease_topic`]) on `[cluster] brokers`.
     pub singleton: bool,
     /// The folder of the tasks' local state directories (`tasks/<task>`
     /// under it): the job's `[checkpoint] dir` unless `--state-dir`.
@@ -109,8 +113,7 @@ impl WorkerJob {
             )));
         }
         let table: Table = text.parse().expect("parsed above");
-        let kafka_sources: Vec<Table> = entries(&table, "source").cloned().collect();
-        for s in &kafka_sources {
+        for s in entries(&table, "source") {
             if s.contains_key("partitions") {
                 let id = s.get("id").and_then(Value::as_str).unwrap_or("?");
                 return Err(refuse(format!(
@@ -125,29 +128,23 @@ impl WorkerJob {
                 )));
             }
         }
-        let anchor = match singleton {
-            false => kafka_sources.first().cloned().expect("a job has a source"),
-            true => {
-                let Some(brokers) = job.cluster.brokers.clone() else {
-                    return Err(refuse(
-                        "the job reads no Kafka topic, so its workers lease it through one: set [cluster] brokers = \"host:9092\"".into(),
-                    ));
-                };
-                let mut lease = Table::new();
-                lease.insert("id".into(), "lease".into());
-                lease.insert("brokers".into(), brokers.into());
-                lease.insert("topic".into(), lease_topic(&job.cluster.group).into());
-                lease
-            }
-        };
+        if singleton && job.cluster.brokers.is_none() {
+            return Err(refuse(
+                "the job reads no Kafka topic, so its workers lease it through one: set [cluster] brokers = \"host:9092\"".into(),
+            ));
+        }
         Ok(WorkerJob {
             singleton,
             state_dir: job.checkpoint.dir.clone(),
             job,
             table,
-            anchor,
-            kafka_sources,
         })
+    }
+
+    /// The anchor source: the first Kafka source, whose first topic's
+    /// partitions are the tasks; none for a job of NATS sources.
+    pub fn anchor_source(&self) -> Option<&crate::config::SourceConfig> {
+        self.job.sources.iter().find(|s| s.kind == "kafka")
     }
 
     /// Keeps the tasks' local state directories under `dir` instead of

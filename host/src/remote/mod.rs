@@ -98,11 +98,18 @@ const COMPRESSED: &str = ".zst";
 /// for JSON lines at a fraction of a core for a job's whole output.
 const ZSTD_LEVEL: i32 = 1;
 
-/// `bytes` as one zstd frame with its checksum.
-fn compress(bytes: &[u8]) -> Vec<u8> {
-    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL)
+/// A zstd frame encoder into memory, at [`ZSTD_LEVEL`], with the frame's
+/// checksum.
+fn encoder() -> zstd::stream::write::Encoder<'static, Vec<u8>> {
+    let mut e = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL)
         .expect("a zstd encoder of a fixed level");
-    encoder.include_checksum(true).expect("a frame parameter");
+    e.include_checksum(true).expect("a frame parameter");
+    e
+}
+
+/// `bytes` as one zstd frame.
+fn compress(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = encoder();
     std::io::Write::write_all(&mut encoder, bytes).expect("writing to memory");
     encoder.finish().expect("writing to memory")
 }
@@ -450,15 +457,7 @@ impl RemoteStore {
         let operation = format!("writing {name}");
         let object = self.path(name);
         let mut writer = object_store::buffered::BufWriter::new(self.store.clone(), object);
-        let mut encoder = match name.ends_with(COMPRESSED) {
-            true => {
-                let mut e = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL)
-                    .expect("a zstd encoder of a fixed level");
-                e.include_checksum(true).expect("a frame parameter");
-                Some(e)
-            }
-            false => None,
-        };
+        let mut encoder = name.ends_with(COMPRESSED).then(encoder);
         let mut chunk = vec![0u8; 8 << 20];
         loop {
             let n = file.read(&mut chunk).map_err(|e| self.local(path, e))?;

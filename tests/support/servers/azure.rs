@@ -63,23 +63,12 @@ impl Azurite {
     /// Waits until the port accepts connections, then creates the
     /// container (`scripts/services.sh azure-container`).
     fn wait_until_ready(&mut self) -> Result<(), String> {
-        let start = Instant::now();
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Some(how) = self.process.exited() {
-                return Err(format!(
-                    "it exited ({how}) before accepting connections on port {}",
-                    self.port
-                ));
-            }
-            if start.elapsed() > START_TIMEOUT {
-                return Err(format!(
-                    "it did not accept connections on port {} within {START_TIMEOUT:?}",
-                    self.port
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (port, addr) = (self.port, SocketAddr::from(([127, 0, 0, 1], self.port)));
+        let accepts = || match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("port {port}: {e}")),
+        };
+        (self.process).wait_until_ready(START_TIMEOUT, Duration::from_millis(20), accepts)?;
         let script = crate::repo_root().join("scripts/services.sh");
         let out = Command::new("bash")
             .arg(&script)

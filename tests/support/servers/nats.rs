@@ -3,33 +3,20 @@
 
 use super::*;
 
-/// Polls until a NATS server on 127.0.0.1:`port` accepts a connection
-/// and greets it with `INFO` (a connection alone could be another
-/// process's that holds the port); an error when `exited` reports that the
-/// server ended, or after [`START_TIMEOUT`].
-fn wait_for_nats(port: u16, mut exited: impl FnMut() -> Option<String>) -> Result<(), String> {
-    let start = Instant::now();
+/// Whether a NATS server on 127.0.0.1:`port` accepts a connection and
+/// greets it with `INFO` (a connection alone could be another process's
+/// that holds the port).
+fn greets(port: u16) -> Result<(), String> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let greets = |stream: TcpStream| {
-        let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-        let mut first = [0; 5];
-        stream.take(5).read_exact(&mut first).is_ok() && &first == b"INFO "
-    };
-    loop {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok_and(greets) {
-            return Ok(());
-        }
-        if let Some(why) = exited() {
-            return Err(format!(
-                "it exited ({why}) before accepting connections on port {port}"
-            ));
-        }
-        if start.elapsed() > START_TIMEOUT {
-            return Err(format!(
-                "it did not accept connections on port {port} within {START_TIMEOUT:?}"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+        .map_err(|e| format!("port {port}: {e}"))?;
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut first = [0; 5];
+    match stream.take(5).read_exact(&mut first).is_ok() && &first == b"INFO " {
+        true => Ok(()),
+        false => Err(format!(
+            "what answers on port {port} sends no NATS greeting"
+        )),
     }
 }
 
@@ -278,7 +265,10 @@ impl PrivateServer for Nats {
             .spawn()
             .map_err(|e| format!("spawning {}: {e}", self.bin.display()))?;
         self.process.set_child(child, false);
-        let ready = wait_for_nats(self.port, || self.process.exited());
+        let port = self.port;
+        let ready =
+            (self.process)
+                .wait_until_ready(START_TIMEOUT, Duration::from_millis(10), || greets(port));
         if ready.is_err() {
             self.stop();
         }

@@ -114,6 +114,30 @@ impl ServerProcess {
         child.try_wait().ok().flatten().map(|s| s.to_string())
     }
 
+    /// Polls `ready` every `every` until it holds, the process ends, or
+    /// `timeout` passes; the error says which, with what `ready` last said.
+    pub(super) fn wait_until_ready(
+        &mut self,
+        timeout: std::time::Duration,
+        every: std::time::Duration,
+        mut ready: impl FnMut() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let start = std::time::Instant::now();
+        loop {
+            let why = match ready() {
+                Ok(()) => return Ok(()),
+                Err(why) => why,
+            };
+            if let Some(how) = self.exited() {
+                return Err(format!("it exited ({how}) before it was ready: {why}"));
+            }
+            if start.elapsed() > timeout {
+                return Err(format!("it was not ready within {timeout:?}: {why}"));
+            }
+            std::thread::sleep(every);
+        }
+    }
+
     /// Whether the process is alive.
     pub(super) fn is_running(&self) -> bool {
         let mut child = self.child.lock().unwrap();

@@ -7,7 +7,7 @@
 use std::fs;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -51,27 +51,12 @@ impl Kafka {
             .set("log_level", "0")
             .create()
             .map_err(|e| format!("a metadata client: {e}"))?;
-        let start = Instant::now();
-        loop {
-            if let Ok(metadata) = probe.fetch_metadata(None, Duration::from_millis(500))
-                && !metadata.brokers().is_empty()
-            {
-                return Ok(());
-            }
-            if let Some(status) = self.process.exited() {
-                return Err(format!(
-                    "it exited ({status}) before answering on port {}",
-                    self.port
-                ));
-            }
-            if start.elapsed() > START_TIMEOUT {
-                return Err(format!(
-                    "it did not answer a metadata request on port {} within {START_TIMEOUT:?}",
-                    self.port
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let port = self.port;
+        let answers = || match probe.fetch_metadata(None, Duration::from_millis(500)) {
+            Ok(metadata) if !metadata.brokers().is_empty() => Ok(()),
+            _ => Err(format!("no answer to a metadata request on port {port}")),
+        };
+        (self.process).wait_until_ready(START_TIMEOUT, Duration::from_millis(100), answers)
     }
 }
 
