@@ -17,9 +17,11 @@ use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_cou
 use weir_tests::job_dir::{JobDir, assert_one_line_errors};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
 use weir_tests::jobs::{self, copy_bounded, count_restarting, pipe, words};
+use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::servers::{Clients, Kafka, KafkaMessage, MockKafka, values_text};
 use weir_tests::text::{assert_has, assert_has_all};
 use weir_tests::wait::{PATIENCE, wait_until};
+use weir_tests::windows::{assert_windows, clicks, windows_job};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -277,6 +279,37 @@ fn offsets_of_every_partition_survive_a_restore() {
 
 /// jsonl values give keys and event times from fields; the sink writes
 /// the record's key, its timestamp and the configured headers.
+/// A windowed count over clicks read from Kafka with their event time in
+/// a field (`timestamp = "ts"`), produced now but stamped months ago: the
+/// watermark follows the field, not the messages' own (production) time,
+/// so the windows equal a batch computation and only the replayed late
+/// clicks are late.
+#[test]
+fn the_watermark_follows_the_timestamp_field_not_the_message_time() {
+    let (text, counts, late) = clicks(&mut XorShift(seed()), 5_000);
+    let kafka = Kafka::start();
+    // Months-old timestamps: no time retention.
+    kafka.create_topic_with("clicks", 1, &[("retention.ms", "-1")]);
+    let lines: Vec<&str> = text.lines().collect();
+    kafka.produce_values("clicks", 1, &lines);
+    let job = windows_job(Checkpoint::every("100ms")).source_with("clicks", |_| {
+        Source::kafka("clicks", &kafka.brokers(), "clicks")
+            .value("bounded", true)
+            .format("jsonl")
+            .key("user")
+            .timestamp("ts")
+            .batch_size(100)
+            .value(
+                "watermark",
+                r#"{ max_out_of_orderness = "2s", interval = "0s" }"#,
+            )
+            .rate(20_000)
+    });
+    let j = JobDir::new(WEIR, job, &[]);
+    j.run_ok(&[]);
+    assert_windows(&j, &counts, &late);
+}
+
 #[test]
 fn keys_timestamps_and_headers() {
     let kafka = Kafka::start();

@@ -23,6 +23,7 @@ use weir_tests::servers::{
 };
 use weir_tests::text::assert_has;
 use weir_tests::wait::PATIENCE;
+use weir_tests::windows::{clicks, windows_of};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -124,7 +125,7 @@ fn assert_counts_in_order(input: &[String], committed: &[KafkaMessage]) {
 
 /// Scrapes the metrics endpoint that `line` (`metrics: http://ADDR/...`)
 /// names: each of the worker's tasks has its samples, labelled with its
-/// task's job name (`<job>@0-<p>`), each family's header once.
+/// task's job name (`<job>@<stage>-<p>`), each family's header once.
 fn assert_task_metrics(line: &str) {
     let url = line.split("http://").nth(1).unwrap();
     let addr = url.split('/').next().unwrap().parse().unwrap();
@@ -134,8 +135,13 @@ fn assert_task_metrics(line: &str) {
         .filter(|l| l.starts_with("weir_records_in_total{"))
         .filter_map(|l| l.split("job=\"").nth(1)?.split('"').next())
         .collect();
+    let is_task = |t: &str| {
+        let task = t.split_once('@').map_or("", |(_, task)| task);
+        let (stage, p) = task.split_once('-').unwrap_or_default();
+        stage.parse::<u32>().is_ok() && p.parse::<u32>().is_ok()
+    };
     assert!(
-        !tasks.is_empty() && tasks.iter().all(|t| t.contains("@0-")),
+        !tasks.is_empty() && tasks.iter().all(|t| is_task(t)),
         "{tasks:?} in {}",
         reply.body
     );
@@ -152,16 +158,23 @@ fn assert_all_finished(job: &JobDir) {
     let shown = job.weir("workers", &["--json"]);
     assert!(shown.success(), "weir workers: {}", shown.stderr);
     let v: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
-    let members = v["group"]["members"].as_array().unwrap();
-    assert_eq!(members.len(), 2, "{v:#}");
-    let tasks = v["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), PARTITIONS as usize, "{v:#}");
-    for t in tasks {
-        assert!(t["owner"].is_string(), "{t}");
-        assert_eq!(t["finished"], true, "{t}");
-        assert_eq!(t["lag"], 0, "{t}");
+    let stages = v["stages"].as_array().unwrap();
+    for (s, v) in stages.iter().enumerate() {
+        assert_eq!(v["stage"], s, "{v:#}");
+        let members = v["group"]["members"].as_array().unwrap();
+        assert_eq!(members.len(), 2, "{v:#}");
+        let tasks = v["tasks"].as_array().unwrap();
+        assert_eq!(tasks.len(), PARTITIONS as usize, "{v:#}");
+        for t in tasks {
+            assert!(t["owner"].is_string(), "{t}");
+            assert_eq!(t["finished"], true, "{t}");
+            assert_eq!(t["lag"], 0, "{t}");
+        }
     }
     let text = job.weir("workers", &[]);
+    for s in 0..stages.len() {
+        assert_has(&text.stdout, &format!("stage {s}: group"));
+    }
     assert_has(&text.stdout, "2 worker(s), 4 task(s)");
     assert_has(&text.stdout, "(final)");
 }
@@ -208,12 +221,15 @@ fn through_membership_changes(job: &JobDir, done: impl Fn() -> bool) {
     let start = std::time::Instant::now();
     while !done() {
         if start.elapsed() > PATIENCE {
-            // What the two workers left did, to see why.
+            // What the two workers left did (but their checkpoints), to see why.
             let tails: Vec<String> = [("c", c), ("d", d)]
                 .map(|(name, mut w)| {
                     w.child.kill().ok();
                     let (_, stderr) = w.wait();
-                    let lines: Vec<&str> = stderr.lines().collect();
+                    let lines: Vec<&str> = stderr
+                        .lines()
+                        .filter(|l| !l.contains(" complete in "))
+                        .collect();
                     let tail = lines[lines.len().saturating_sub(60)..].join("\n");
                     format!("--- worker {name} ---\n{tail}")
                 })
@@ -247,6 +263,107 @@ fn a_word_count_on_workers_is_exactly_once_through_a_kill_a_join_a_leave_and_a_z
     let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
     through_membership_changes(&job, || kafka.read_committed("counts").len() >= input.len());
     assert_counts_in_order(&input, &kafka.read_committed("counts"));
+}
+
+/// Kafka → split → repartition → word count → Kafka on workers through
+/// every change of membership: the input lines, four words each, go to
+/// the partitions of topic `lines` in turn with no key, so each word's
+/// occurrences are spread over every stage-0 task and only the
+/// repartition topic brings them to one counting task. The output, read
+/// `read_committed`, holds every word's running counts exactly once and
+/// in order; every stage of `weir workers` ends finished.
+#[test]
+fn a_two_stage_word_count_on_workers_is_exactly_once_through_membership_changes() {
+    let input = words(16_000);
+    let kafka = Kafka::start();
+    kafka.create_topic("lines", PARTITIONS);
+    kafka.create_topic("counts", PARTITIONS);
+    let lines: Vec<String> = input.chunks(4).map(|c| c.join(" ")).collect();
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    kafka.produce_values("lines", PARTITIONS, &lines);
+    let s3 = S3::start();
+    let source = Source::kafka("lines", &kafka.brokers(), "lines")
+        .value("bounded", true)
+        .rate(25);
+    let file = JobFile::new("two-stage")
+        .source(source)
+        .operator(Operator::new("split", plugins::SPLIT).inputs(&["lines"]))
+        .operator(
+            Operator::new("count", plugins::WORD_COUNT)
+                .inputs(&["split"])
+                .exchange("repartition"),
+        )
+        .sink(Sink::kafka("out", &kafka.brokers(), "counts").input("count"))
+        .checkpoint(Checkpoint::every("200ms").store(&s3.url("workers")))
+        .cluster(
+            Cluster::default()
+                .session_timeout(&format!("{}s", SESSION.as_secs()))
+                .handover_timeout("10s"),
+        )
+        .restart(Restart::fixed_delay(10, "200ms"));
+    let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
+    through_membership_changes(&job, || kafka.read_committed("counts").len() >= input.len());
+    assert_counts_in_order(&input, &kafka.read_committed("counts"));
+}
+
+/// Kafka → repartition → `window-count` → Kafka on workers through every
+/// change of membership: event time crosses the stage boundary. The
+/// clicks, out of order by up to 1.5 s, go to the partitions of topic
+/// `clicks` in turn, so each user's clicks reach every stage-0 task; the
+/// repartition topic brings them to one counting task, whose watermark is
+/// the least of the stage-0 tasks'. The windows, read `read_committed`,
+/// are exactly those a batch computation gives, each once and each
+/// user's in time order (so none fired before all its clicks were in),
+/// the last ones fired by the end of input crossing the topic; the
+/// replayed late clicks go to `late`, each once.
+#[test]
+fn event_time_crosses_a_repartition_on_workers_through_membership_changes() {
+    let (text, counts, late) = clicks(&mut XorShift(seed()), 8_000);
+    let kafka = Kafka::start();
+    // The clicks' timestamps are months old: no time retention.
+    for topic in ["clicks", "windows", "late"] {
+        kafka.create_topic_with(topic, PARTITIONS, &[("retention.ms", "-1")]);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    kafka.produce_values("clicks", PARTITIONS, &lines);
+    let s3 = S3::start();
+    let source = Source::kafka("clicks", &kafka.brokers(), "clicks")
+        .value("bounded", true)
+        .format("jsonl")
+        .key("user")
+        .timestamp("ts")
+        .value(
+            "watermark",
+            r#"{ max_out_of_orderness = "2s", interval = "0s" }"#,
+        )
+        .rate(50);
+    let file = JobFile::new("two-stage-windows")
+        .source(source)
+        .operator(
+            Operator::new("count", plugins::WINDOW_COUNT)
+                .inputs(&["clicks"])
+                .exchange("repartition")
+                .config(r#"{ size = "1s" }"#),
+        )
+        .sink(Sink::kafka("windows", &kafka.brokers(), "windows").input("count"))
+        .sink(Sink::kafka("late", &kafka.brokers(), "late").input("count.late"))
+        .checkpoint(Checkpoint::every("200ms").store(&s3.url("workers")))
+        .cluster(
+            Cluster::default()
+                .session_timeout(&format!("{}s", SESSION.as_secs()))
+                .handover_timeout("10s"),
+        )
+        .restart(Restart::fixed_delay(10, "200ms"));
+    let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
+    through_membership_changes(&job, || {
+        kafka.read_committed("windows").len() >= counts.len()
+    });
+    assert_eq!(
+        windows_of(&values_text(&kafka.read_committed("windows"))),
+        counts
+    );
+    let late_out = values_text(&kafka.read_committed("late"));
+    assert_eq!(multiset(&late_out), multiset(&(late.join("\n") + "\n")));
 }
 
 /// `rows` (order number, amount) as jsonl messages of `topic`, each in
@@ -382,6 +499,30 @@ fn jobs_worker_mode_cannot_split_are_refused_in_one_line() {
         (
             base().source_with("words", |s| s.value("partitions", "[0]")),
             &["sets `partitions`", "the group assigns them"],
+        ),
+        (
+            // Sink `more` joins `count` and `words` into one stage.
+            base()
+                .operator_with("count", |o| o.exchange("repartition"))
+                .sink(
+                    Sink::kafka("more", brokers, "counts").value("input", "[\"count\", \"words\"]"),
+                ),
+            &[
+                "operator `count` takes `words` through a repartition",
+                "local edges join the two into one stage",
+            ],
+        ),
+        (
+            base()
+                .source_with("words", |_| {
+                    Source::nats("words", "nats://127.0.0.1:1", "S")
+                })
+                .operator_with("count", |o| o.exchange("repartition"))
+                .cluster(Cluster::default().brokers(brokers)),
+            &[
+                "operator `count` sets exchange = \"repartition\"",
+                "a job of NATS sources is one task",
+            ],
         ),
     ];
     for (file, words) in cases {

@@ -187,6 +187,9 @@ fn run_worker(
         job = job.with_state_dir(dir);
     }
     let shutdown = stop_on_signals()?;
+    let worker_error = |e: String| anyhow::anyhow!("{}: worker: {e}", path.display());
+    let tasks = weir_connectors::kafka::group::prepare(&job).map_err(worker_error)?;
+    let job = job.with_tasks(tasks);
     let worker = weir::cluster::Worker::new(job, registry, runtime()?);
     if let Some(addr) = metrics {
         let tasks = worker.clone();
@@ -194,13 +197,19 @@ fn run_worker(
             .map_err(|e| listen_error("metrics", addr, e))?;
         weir_cli::output::message(format_args!("metrics: http://{bound}/metrics"));
     }
-    let mut group = weir_connectors::kafka::group::GroupMembership::join(
-        worker.job(),
-        worker.clone(),
-        instance_id,
-    )
-    .map_err(|e| anyhow::anyhow!("{}: worker: {e}", path.display()))?;
-    worker.run(&mut group, &shutdown)?;
+    let mut groups: Vec<Box<dyn weir::cluster::Membership>> = Vec::new();
+    for stage in &worker.job().stages {
+        let owner = worker.clone();
+        let group = weir_connectors::kafka::group::GroupMembership::join(
+            worker.job(),
+            stage.id,
+            owner,
+            instance_id,
+        )
+        .map_err(worker_error)?;
+        groups.push(Box::new(group));
+    }
+    worker.run(&mut groups, &shutdown)?;
     weir_cli::output::message(format_args!(
         "worker of job `{}` left its group",
         worker.job().job.name

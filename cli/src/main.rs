@@ -285,15 +285,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             weir::run::request_savepoint(dir, out.as_deref(), stop, wait, timeout)
         }),
         Command::Workers { job, json } => {
-            let (group, tasks) = weir_cli::workers::view(&job)?;
+            let stages = weir_cli::workers::view(&job)?;
             let out = match json {
                 true => format!(
                     "{}\n",
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({"group": group, "tasks": tasks})
-                    )?
+                    serde_json::to_string_pretty(&serde_json::json!({ "stages": stages }))?
                 ),
-                false => weir_cli::workers::text(&group, &tasks),
+                false => weir_cli::workers::text(&stages),
             };
             weir_cli::output::stdout(&out)?;
             Ok(ExitCode::SUCCESS)

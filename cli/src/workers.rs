@@ -1,5 +1,6 @@
-//! `weir workers JOB`: a job in worker mode as the cluster sees it: the
-//! workers in its group and the tasks (anchor partitions) each runs, and
+//! `weir workers JOB`: a job in worker mode as the cluster sees it: per
+//! stage, the workers in its group and the tasks (anchor partitions) each
+//! runs, and
 //! every task's newest checkpoint in the object store with its lag (the
 //! messages of its anchor partition after the checkpoint's offset).
 
@@ -31,12 +32,38 @@ pub struct TaskView {
     pub lag: Option<i64>,
 }
 
-/// The job at `path` in worker mode: its group, and each of its tasks.
-pub fn view(path: &Path) -> anyhow::Result<(GroupView, Vec<TaskView>)> {
+/// One stage of a job as `weir workers` shows it.
+#[derive(Debug, Serialize)]
+pub struct StageView {
+    /// The stage's number.
+    pub stage: u32,
+    /// Its group.
+    pub group: GroupView,
+    /// Its tasks.
+    pub tasks: Vec<TaskView>,
+}
+
+/// The job at `path` in worker mode: each stage's group and tasks.
+pub fn view(path: &Path) -> anyhow::Result<Vec<StageView>> {
     let path = weir::config::job_file(path)?;
     let text = std::fs::read_to_string(&path)?;
     let job = WorkerJob::parse(&path, &text, &weir_connectors::registry())?;
-    let group = describe(&job).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut stages = Vec::new();
+    for stage in &job.stages {
+        let group =
+            describe(&job, stage.id).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let tasks = tasks(&job, stage.id, &group)?;
+        stages.push(StageView {
+            stage: stage.id,
+            group,
+            tasks,
+        });
+    }
+    Ok(stages)
+}
+
+/// The tasks of `job`'s stage `stage`, whose group is `group`.
+fn tasks(job: &WorkerJob, stage: u32, group: &GroupView) -> anyhow::Result<Vec<TaskView>> {
     let store = job
         .job
         .checkpoint
@@ -44,10 +71,25 @@ pub fn view(path: &Path) -> anyhow::Result<(GroupView, Vec<TaskView>)> {
         .clone()
         .expect("checked by WorkerJob");
     let options = &job.job.checkpoint.store_options;
-    let anchor_id = job.anchor_source().map_or("", |s| s.id.as_str());
+    // The source that reads the anchor topic: a Kafka source of the stage,
+    // or the repartition topic's.
+    let nodes = &job.stages[stage as usize].nodes;
+    let anchor_id = match job.crossing_anchor(stage) {
+        Some(topic) => job
+            .crossings()
+            .find(|c| c.topic == topic)
+            .map(|c| c.id.as_str()),
+        None => (job.job.sources.iter())
+            .find(|s| s.kind == "kafka" && nodes.contains(&s.id))
+            .map(|s| s.id.as_str()),
+    };
+    let anchor_id = anchor_id.unwrap_or("");
     let mut tasks = Vec::new();
     for (p, &end) in group.ends.iter().enumerate() {
-        let id = TaskId::of(p as i32);
+        let id = TaskId {
+            stage,
+            partition: p as i32,
+        };
         let owner = (group.members.iter())
             .find(|m| m.partitions.contains(&id.partition))
             .map(|m| m.client_id.clone());
@@ -79,13 +121,20 @@ pub fn view(path: &Path) -> anyhow::Result<(GroupView, Vec<TaskView>)> {
             end,
         });
     }
-    Ok((group, tasks))
+    Ok(tasks)
 }
 
-/// `view` as text: the group, its members, then one line per task.
-pub fn text(group: &GroupView, tasks: &[TaskView]) -> String {
+/// `view` as text: per stage, its group, its members, then one line per
+/// task.
+pub fn text(stages: &[StageView]) -> String {
+    stages.iter().map(stage_text).collect()
+}
+
+fn stage_text(stage: &StageView) -> String {
+    let (group, tasks) = (&stage.group, &stage.tasks);
     let mut out = format!(
-        "group `{}` ({}) on topic `{}`: {} worker(s), {} task(s)\n",
+        "stage {}: group `{}` ({}) on topic `{}`: {} worker(s), {} task(s)\n",
+        stage.stage,
         group.group,
         group.state,
         group.topic,
@@ -94,7 +143,10 @@ pub fn text(group: &GroupView, tasks: &[TaskView]) -> String {
     );
     for m in &group.members {
         let owned: Vec<String> = (m.partitions.iter())
-            .map(|p| TaskId::of(*p).to_string())
+            .map(|&partition| {
+                let stage = stage.stage;
+                TaskId { stage, partition }.to_string()
+            })
             .collect();
         out.push_str(&format!(
             "  worker {} ({}): task(s) {}\n",

@@ -301,6 +301,8 @@ setters! {
     Operator {
         /// `parallelism`: the number of instances.
         parallelism(instances: u32) => value "parallelism";
+        /// `exchange`: `local` or `repartition`.
+        exchange(kind: &str) => string "exchange";
         /// `config`: the plugin's configuration, an inline TOML table
         /// (`{ lowercase = true }`).
         config(inline_table: &str) => value "config";

@@ -29,7 +29,9 @@ use super::source::KafkaSourceConfig;
 /// The consumer context: the owner to call, and the log context.
 struct GroupContext {
     owner: Arc<dyn Owner>,
-    /// The anchor topic.
+    /// The stage whose group this is.
+    stage: u32,
+    /// The stage's anchor topic.
     topic: String,
     log: Context,
 }
@@ -67,13 +69,14 @@ impl ConsumerContext for GroupContext {
                 let parts = self.partitions(rebalance);
                 let lost = consumer.assignment_lost();
                 tracing::info!(
-                    "worker: the group revokes partition(s) {parts:?}{}",
+                    "worker: the group of stage {} revokes partition(s) {parts:?}{}",
+                    self.stage,
                     match lost {
                         true => " (lost)",
                         false => "",
                     }
                 );
-                self.owner.revoked(&parts, lost);
+                self.owner.revoked(self.stage, &parts, lost);
             }
             Rebalance::Error(e) => tracing::warn!("worker: rebalance failed: {e}"),
             Rebalance::Assign(_) => {}
@@ -95,8 +98,11 @@ impl ConsumerContext for GroupContext {
                 tracing::warn!("worker: cannot pause the group's partitions: {e}");
             }
             let parts = self.partitions(rebalance);
-            tracing::info!("worker: the group assigns partition(s) {parts:?}");
-            self.owner.assigned(&parts);
+            tracing::info!(
+                "worker: the group of stage {} assigns partition(s) {parts:?}",
+                self.stage
+            );
+            self.owner.assigned(self.stage, &parts);
         }
     }
 }
@@ -114,16 +120,64 @@ fn kafka_sources(job: &WorkerJob) -> impl Iterator<Item = &KafkaSourceConfig> {
         .filter_map(|s| (s.connector.as_ref() as &dyn Any).downcast_ref::<KafkaSourceConfig>())
 }
 
-/// The anchor's cluster and topic: the first Kafka source's first topic,
-/// or, for a job of NATS sources, its lease topic on `[cluster] brokers`.
-fn anchor(job: &WorkerJob) -> Result<(ClientSettings, String), String> {
-    match kafka_sources(job).next() {
-        Some(k) => Ok((k.client.clone(), k.topics[0].clone())),
-        None => {
+/// The anchor's cluster and topic of `stage`: the stage's first Kafka
+/// source's first topic, or its first repartition topic (on the job's
+/// anchor cluster), or, for a job of NATS sources, its lease topic on
+/// `[cluster] brokers`.
+fn anchor(job: &WorkerJob, stage: u32) -> Result<(ClientSettings, String), String> {
+    let nodes = &job.stages[stage as usize].nodes;
+    let own = (job.job.sources.iter()).filter(|s| nodes.contains(&s.id));
+    let own =
+        own.filter_map(|s| (s.connector.as_ref() as &dyn Any).downcast_ref::<KafkaSourceConfig>());
+    match (
+        own.clone().next(),
+        job.crossing_anchor(stage),
+        kafka_sources(job).next(),
+    ) {
+        (Some(k), _, _) => Ok((k.client.clone(), k.topics[0].clone())),
+        (None, Some(topic), Some(k)) => Ok((k.client.clone(), topic.to_owned())),
+        _ => {
             let client = ClientSettings::read(job.job.cluster.brokers.clone(), None)?;
             Ok((client, lease_topic(&job.job.cluster.group)))
         }
     }
+}
+
+/// Gets the cluster ready for `job`'s workers and says how many tasks
+/// each stage has (the anchor topic's partition count): checks that every
+/// Kafka topic the job reads has as many partitions as the anchor (task
+/// *p* reads partition *p* of each), and creates the lease topic of a job
+/// of NATS sources and the repartition topics, with as many, where
+/// missing.
+pub fn prepare(job: &WorkerJob) -> Result<u32, String> {
+    let (client, topic) = anchor(job, 0)?;
+    if job.singleton {
+        create_topic(&client, &topic, 1, "lease")?;
+    }
+    let count = partitions(&probe(&client)?, &client.brokers, &topic)?.len();
+    for source in kafka_sources(job) {
+        let other = probe(&source.client)?;
+        for t in &source.topics {
+            let n = partitions(&other, &source.client.brokers, t)?.len();
+            if n != count {
+                return Err(format!(
+                    "topic `{t}` has {n} partition(s) and the anchor topic `{topic}` {count}: task p reads partition p of every topic, so they must have as many (and be partitioned by the same key)"
+                ));
+            }
+        }
+    }
+    let probe = probe(&client)?;
+    for c in job.crossings() {
+        create_topic(&client, &c.topic, count as i32, "repartition")?;
+        let n = partitions(&probe, &client.brokers, &c.topic)?.len();
+        if n != count {
+            return Err(format!(
+                "the repartition topic `{}` has {n} partition(s) and the anchor topic `{topic}` {count}; delete it (the job's stages then start over) or give the anchor as many",
+                c.topic
+            ));
+        }
+    }
+    Ok(count as u32)
 }
 
 /// A client that reads `client`'s cluster's metadata.
@@ -135,9 +189,8 @@ fn probe(client: &ClientSettings) -> Result<BaseConsumer<Context>, String> {
 }
 
 impl GroupMembership {
-    /// Joins `job`'s group as a worker whose tasks `owner` runs, after
-    /// checking that every Kafka topic the job reads has as many
-    /// partitions as the anchor topic (task *p* reads partition *p* of each).
+    /// Joins the group of `job`'s stage `stage` as a worker whose tasks
+    /// `owner` runs (after [`prepare`]).
     ///
     /// With `instance_id`, the worker is a static member of the group
     /// (`group.instance.id`): it leaves without a rebalance, and started
@@ -146,11 +199,13 @@ impl GroupMembership {
     /// them); a second process with the same id fences the first.
     pub fn join(
         job: &WorkerJob,
+        stage: u32,
         owner: Arc<dyn Owner>,
         instance_id: Option<&str>,
     ) -> Result<GroupMembership, String> {
-        let (client, topic) = anchor(job)?;
+        let (client, topic) = anchor(job, stage)?;
         let cluster = &job.job.cluster;
+        let group = &job.stages[stage as usize].group;
         let session = cluster.session_timeout.as_millis().to_string();
         let heartbeat = (cluster.session_timeout.as_millis() / 3)
             .max(100)
@@ -162,7 +217,7 @@ impl GroupMembership {
         let mut config = client.config(
             &format!("worker-{}-{}", host_name(), std::process::id()),
             &[
-                ("group.id", &cluster.group),
+                ("group.id", group),
                 ("enable.auto.commit", "false"),
                 ("enable.auto.offset.store", "false"),
                 ("auto.offset.reset", "latest"),
@@ -175,41 +230,24 @@ impl GroupMembership {
         if let Some(id) = instance_id {
             config.set("group.instance.id", id);
         }
-        let log = Context::new(format!("worker group `{}`", cluster.group));
+        let log = Context::new(format!("worker group `{group}`"));
         log.opened();
         let context = GroupContext {
             owner,
+            stage,
             topic: topic.clone(),
             log,
         };
         let consumer: BaseConsumer<GroupContext> = config
             .create_with_context(context)
             .map_err(|e| format!("cannot create the group's Kafka client: {e}"))?;
-        if job.singleton {
-            create_lease_topic(&client, &topic)?;
-        }
-        let anchor_count = partitions(&probe(&client)?, &client.brokers, &topic)?.len();
-        for source in kafka_sources(job) {
-            let other = probe(&source.client)?;
-            for t in &source.topics {
-                let n = partitions(&other, &source.client.brokers, t)?.len();
-                if n != anchor_count {
-                    return Err(format!(
-                        "topic `{t}` has {n} partition(s) and the anchor topic `{topic}` {anchor_count}: task p reads partition p of every topic, so they must have as many (and be partitioned by the same key)"
-                    ));
-                }
-            }
-        }
-        consumer.subscribe(&[&topic]).map_err(|e| {
-            format!(
-                "cannot join group `{}` on topic `{topic}`: {e}",
-                cluster.group
-            )
-        })?;
+        let count = partitions(&probe(&client)?, &client.brokers, &topic)?.len();
+        consumer
+            .subscribe(&[&topic])
+            .map_err(|e| format!("cannot join group `{group}` on topic `{topic}`: {e}"))?;
         tracing::info!(
-            "worker: joined group `{}` on topic `{topic}` ({anchor_count} partitions: tasks 0-0 to 0-{})",
-            cluster.group,
-            anchor_count - 1
+            "worker: joined group `{group}` on topic `{topic}` ({count} partitions: tasks {stage}-0 to {stage}-{})",
+            count - 1
         );
         Ok(GroupMembership {
             consumer,
@@ -253,16 +291,27 @@ impl Membership for GroupMembership {
     }
 }
 
-/// Creates the one-partition lease topic `topic` of a job of NATS sources
-/// (its replication the cluster's default), unless it exists.
-fn create_lease_topic(client: &ClientSettings, topic: &str) -> Result<(), String> {
+/// Creates the `what` topic `topic` (lease or repartition) with `count`
+/// partitions (its replication the cluster's default), unless it exists.
+fn create_topic(
+    client: &ClientSettings,
+    topic: &str,
+    count: i32,
+    what: &str,
+) -> Result<(), String> {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::types::RDKafkaErrorCode;
     let admin: AdminClient<Context> = client
         .config("worker-admin", &[])
         .create_with_context(Context::new("worker".into()))
         .map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
-    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
+    let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
+    if what == "repartition" {
+        // Records keep their event time as their timestamp, which may be
+        // older than any time retention: only the downstream stage's
+        // checkpoints may drop them (`delete_records`).
+        new = new.set("retention.ms", "-1");
+    }
     let options = AdminOptions::new().operation_timeout(Some(super::client::TIMEOUT));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -272,7 +321,7 @@ fn create_lease_topic(client: &ClientSettings, topic: &str) -> Result<(), String
         .block_on(admin.create_topics(&[new], &options))
         .map_err(|e| {
             format!(
-                "cannot create the lease topic `{topic}` at {}: {e}",
+                "cannot create the {what} topic `{topic}` at {}: {e}",
                 client.brokers
             )
         })?;
@@ -281,7 +330,7 @@ fn create_lease_topic(client: &ClientSettings, topic: &str) -> Result<(), String
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((t, e)) => {
                 return Err(format!(
-                    "cannot create the lease topic `{t}` at {}: {e}; create it with one partition, or allow this client to",
+                    "cannot create the {what} topic `{t}` at {}: {e}; create it with {count} partition(s), or allow this client to",
                     client.brokers
                 ));
             }
@@ -327,11 +376,11 @@ pub struct GroupView {
     pub members: Vec<Member>,
 }
 
-/// Describes `job`'s group: its members and their assignments, and the
-/// anchor topic's ends.
-pub fn describe(job: &WorkerJob) -> Result<GroupView, String> {
-    let (client, topic) = anchor(job)?;
-    let group = job.job.cluster.group.clone();
+/// Describes the group of `job`'s stage `stage`: its members and their
+/// assignments, and the stage's anchor topic's ends.
+pub fn describe(job: &WorkerJob, stage: u32) -> Result<GroupView, String> {
+    let (client, topic) = anchor(job, stage)?;
+    let group = job.stages[stage as usize].group.clone();
     let consumer = probe(&client)?;
     let count = partitions(&consumer, &client.brokers, &topic)?.len() as i32;
     let mut ends = Vec::new();

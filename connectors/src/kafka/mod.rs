@@ -2,7 +2,8 @@
 //! its topics at offsets kept in Weir's checkpoints ([`source`]), and a
 //! sink that writes each checkpoint's output in one Kafka transaction
 //! (or, at-least-once, as it arrives) ([`sink`]), worker mode's group
-//! membership ([`group`]), over one client module
+//! membership ([`group`]) and the control records of its repartition
+//! topics ([`repartition`]), over one client module
 //! (`client`: brokers, pass-through properties, librdkafka's log).
 //!
 //! Delivery guarantees:
@@ -14,6 +15,7 @@
 mod client;
 pub mod group;
 mod reader;
+pub mod repartition;
 pub mod sink;
 pub mod source;
 

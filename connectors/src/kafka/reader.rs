@@ -15,6 +15,7 @@ use weir::dataflow::Batch;
 use weir::dataflow::provenance::NumberRange;
 
 use super::client::Context;
+use super::repartition::{HEADER, Upstreams};
 
 /// One partition the reader reads.
 #[derive(Debug)]
@@ -25,7 +26,8 @@ pub(super) struct Partition {
     pub(super) next: i64,
     /// A bounded source reads up to this offset (exclusive).
     pub(super) end: Option<i64>,
-    /// Highest timestamp read from the partition.
+    /// Highest event time of the records read from the partition (the
+    /// messages' timestamps, or the `timestamp` field's).
     pub(super) max_timestamp: Option<i64>,
     /// When the partition last gave a message (or was opened).
     pub(super) last_message_at: Instant,
@@ -63,6 +65,11 @@ pub(super) struct KafkaReader {
     pub(super) brokers: String,
     /// Starting capacity of the next batch's data.
     pub(super) batch_bytes: usize,
+    /// For a repartition topic: what its upstream tasks' control records
+    /// said (kept in the offset).
+    pub(super) upstreams: Option<Upstreams>,
+    /// Whether the last read met a control record.
+    pub(super) signalled: bool,
 }
 
 impl KafkaReader {
@@ -77,12 +84,25 @@ impl KafkaReader {
     /// Marks the bounded partitions whose fetch position reached their end
     /// as done (after an end-of-partition event: the position is past any
     /// transaction markers there, which no message reports).
+    ///
+    /// A repartition topic whose upstream tasks all ended is read to that
+    /// position, past the commit markers of their last transactions.
     pub(super) fn check_ends(&mut self) -> Result<(), SourceError> {
         let position = self
             .consumer
             .position()
             .map_err(|e| self.error(format!("cannot read the positions: {e}")))?;
         let mut finished = TopicPartitionList::new();
+        let ended = self.upstreams.as_ref().is_some_and(Upstreams::ended);
+        for p in self.partitions.iter_mut().filter(|p| !p.done && ended) {
+            if let Some(Offset::Offset(at)) =
+                position.find_partition(&p.topic, p.id).map(|e| e.offset())
+            {
+                p.next = p.next.max(at);
+                p.done = true;
+                finished.add_partition(&p.topic, p.id);
+            }
+        }
         for p in self.partitions.iter_mut().filter(|p| !p.done) {
             let (Some(end), Some(Offset::Offset(at))) = (
                 p.end,
@@ -102,8 +122,15 @@ impl KafkaReader {
         Ok(())
     }
 
+    /// Whether the input ended: every partition of a bounded source read
+    /// to its end, or, of a repartition topic, every upstream task ended
+    /// and its partition read past their last commit markers.
     pub(super) fn finished(&self) -> bool {
-        self.partitions.iter().all(|p| p.done)
+        let read = self.partitions.iter().all(|p| p.done);
+        match &self.upstreams {
+            Some(upstreams) => upstreams.ended() && read,
+            None => read,
+        }
     }
 }
 
@@ -117,6 +144,7 @@ impl SourceReader for KafkaReader {
         for p in &mut self.partitions {
             p.in_batch.clear();
         }
+        self.signalled = false;
         while !self.finished() && batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
             let message = match self.consumer.poll(Duration::ZERO) {
                 None => break,
@@ -145,6 +173,18 @@ impl SourceReader for KafkaReader {
             }
             partition.next = offset + 1;
             partition.last_message_at = now;
+            if let Some(upstreams) = &mut self.upstreams
+                && is_control(&message)
+            {
+                let value = message.payload().unwrap_or_default();
+                upstreams.hear(value).map_err(|m| SourceError::Remote {
+                    source_id: self.parser.id.clone(),
+                    target: format!("{} at {}", self.parser.path, self.brokers),
+                    message: format!("partition {id} offset {offset}: {m}"),
+                })?;
+                self.signalled = true;
+                continue;
+            }
             let time = message.timestamp().to_millis();
             if let Some(before) = partition.skip_before {
                 if time.is_some_and(|t| t < before) {
@@ -152,16 +192,26 @@ impl SourceReader for KafkaReader {
                 }
                 partition.skip_before = None;
             }
-            if let Some(t) = time {
-                partition.max_timestamp = Some(partition.max_timestamp.map_or(t, |m| m.max(t)));
-            }
             let done = partition.end.is_some_and(|end| partition.next >= end);
             partition.done = done;
             let value = message.payload().unwrap_or_default();
-            let added =
-                (self.parser).add_keyed(&mut batch, value, offset as u64, time, message.key())?;
+            let added = match self.upstreams {
+                // A stage's records cross exactly as they were: key, value, time.
+                Some(_) => {
+                    batch.push(message.key(), value, time);
+                    true
+                }
+                None => {
+                    let (number, key) = (offset as u64, message.key());
+                    (self.parser).add_keyed(&mut batch, value, number, time, key)?
+                }
+            };
             if added {
                 partition.in_batch.add(offset as u64, false);
+                // The record's event time: the message's, or its field's.
+                if let Some(t) = batch.get(batch.len() - 1).timestamp {
+                    partition.max_timestamp = Some(partition.max_timestamp.map_or(t, |m| m.max(t)));
+                }
             }
             if done {
                 let mut finished = TopicPartitionList::new();
@@ -187,7 +237,15 @@ impl SourceReader for KafkaReader {
                 tracing::debug!("source `{}`: committing to the group: {e}", self.parser.id);
             }
         }
-        json!({ "partitions": self.partitions.iter().map(Partition::to_json).collect::<Vec<_>>() })
+        let mut offset = json!({ "partitions": self.partitions.iter().map(Partition::to_json).collect::<Vec<_>>() });
+        if let Some(upstreams) = &self.upstreams {
+            offset["upstreams"] = upstreams.to_json();
+        }
+        offset
+    }
+
+    fn signalled(&self) -> bool {
+        self.signalled
     }
 
     fn skipped(&self) -> u64 {
@@ -207,7 +265,13 @@ impl SourceReader for KafkaReader {
 
     /// The least highest timestamp over the partitions still read and not
     /// idle; the batch's own when every partition is finished.
+    /// For a repartition topic, the upstream tasks' combined watermark
+    /// (plus 1 ms: a source's watermark is that less 1 ms, and its
+    /// `max_out_of_orderness` is 0).
     fn watermark_timestamp(&self, batch: &Batch, idle_after: Option<Duration>) -> Option<i64> {
+        if let Some(upstreams) = &self.upstreams {
+            return upstreams.watermark().map(|w| w.saturating_add(1));
+        }
         least_active(&self.partitions, Instant::now(), idle_after)
             .unwrap_or_else(|| batch.max_timestamp())
     }
@@ -227,6 +291,12 @@ pub(super) fn least_active(
         .peekable();
     active.peek()?;
     Some(active.map(|p| p.max_timestamp).min().flatten())
+}
+
+/// Whether `message` is a repartition topic's control record.
+fn is_control(message: &rdkafka::message::BorrowedMessage<'_>) -> bool {
+    use rdkafka::message::Headers;
+    (message.headers()).is_some_and(|h| h.iter().any(|h| h.key == HEADER))
 }
 
 /// Errors a consumer reports while librdkafka retries on its own.

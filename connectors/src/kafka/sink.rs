@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
+use super::repartition::{Control, HEADER};
 use super::source::check_topic;
 use weir::connectors::from_table;
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
@@ -62,6 +63,7 @@ pub const SINK: SinkType = SinkType {
         "key",
         "headers",
         "transactional_id",
+        "upstream_task",
         "properties",
     ],
     delivery: Delivery::ExactlyOnce,
@@ -96,6 +98,10 @@ pub struct KafkaSinkConfig {
     /// The producer's `transactional.id`, if not the derived one
     /// (`transactional_id`).
     pub transactional_id: Option<String>,
+    /// The upstream task this sink writes a repartition topic as
+    /// (`upstream_task`, set by worker mode): each epoch then carries a
+    /// control record to every partition ([`super::repartition`]).
+    pub upstream_task: Option<u32>,
 }
 
 impl KafkaSinkConfig {
@@ -108,6 +114,7 @@ impl KafkaSinkConfig {
             key: Option<KeyFrom>,
             headers: Option<Table>,
             transactional_id: Option<String>,
+            upstream_task: Option<u32>,
             properties: Option<Table>,
         }
         let raw: Raw = from_table(table)?;
@@ -135,6 +142,11 @@ impl KafkaSinkConfig {
                         .into(),
                 );
             }
+            if raw.upstream_task.is_some() && delivery == Delivery::AtLeastOnce {
+                return Err(
+                    "`upstream_task` writes a repartition topic, whose epochs and control records go in transactions: remove delivery = \"at-least-once\"".into(),
+                );
+            }
             if raw.transactional_id.as_deref() == Some("") {
                 return Err(
                     "`transactional_id` is empty; remove it to use weir-<job>-<sink>".into(),
@@ -146,6 +158,7 @@ impl KafkaSinkConfig {
                 key: raw.key.unwrap_or(KeyFrom::Record),
                 headers,
                 transactional_id: raw.transactional_id,
+                upstream_task: raw.upstream_task,
             }))
         }))
     }
@@ -211,7 +224,8 @@ impl SinkConnector for KafkaSinkConfig {
             )
             .create_with_context(Context::new(format!("sink `{id}`")))
             .map_err(|e| fail(format!("cannot create the Kafka client: {e}")))?;
-        partitions(&marker, &self.client.brokers, &self.topic).map_err(&fail)?;
+        let count = partitions(&marker, &self.client.brokers, &self.topic).map_err(&fail)?;
+        let control = self.upstream_task.map(|from| (from, count.len() as i32));
         let producer = self.producer(id, &[("transactional.id", &transactional_id)], &fail)?;
         producer.init_transactions(TIMEOUT).map_err(|e| {
             fail(format!(
@@ -226,6 +240,7 @@ impl SinkConnector for KafkaSinkConfig {
             producer,
             marker,
             writer,
+            control,
         };
         at.staged(destination)
     }
@@ -285,6 +300,9 @@ struct KafkaDestination {
     /// checkpoint.
     marker: BaseConsumer<Context>,
     writer: Writer,
+    /// For a repartition topic: the upstream task written as, and the
+    /// topic's partition count (each gets every control record).
+    control: Option<(u32, i32)>,
 }
 
 impl KafkaDestination {
@@ -314,6 +332,22 @@ impl KafkaDestination {
                 .map_err(|e| self.error(failed("producing failed", e)))?;
             records += batch.len() as u64;
         }
+        if let (Some((from, count)), Some(signals)) = (self.control, epoch.signals()) {
+            let value = Control { from, signals }.encode();
+            for p in 0..count {
+                let headers = OwnedHeaders::new().insert(Header {
+                    key: HEADER,
+                    value: None::<&[u8]>,
+                });
+                let message = BaseRecord::<[u8], [u8]>::to(&self.writer.topic)
+                    .partition(p)
+                    .payload(&value)
+                    .headers(headers);
+                self.producer
+                    .send(message)
+                    .map_err(|(e, _)| self.error(failed("producing a control record failed", e)))?;
+            }
+        }
         let group = self
             .marker
             .group_metadata()
@@ -336,6 +370,10 @@ impl KafkaDestination {
 }
 
 impl Destination for KafkaDestination {
+    fn carries_signals(&self) -> bool {
+        self.control.is_some()
+    }
+
     fn delivered(&mut self) -> Result<Option<u64>, SinkError> {
         let asked = self.marker_at(0)?;
         let committed = self
@@ -469,6 +507,11 @@ mod tests {
                 "brokers = \"h:1\"\ntopic = \"o\"\ntransactional_id = \"x\"",
                 Delivery::AtLeastOnce,
                 "exactly-once",
+            ),
+            (
+                "brokers = \"h:1\"\ntopic = \"o\"\nupstream_task = 1",
+                Delivery::AtLeastOnce,
+                "writes a repartition topic",
             ),
         ] {
             let err = parse(text, delivery).unwrap_err();

@@ -36,6 +36,7 @@ use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
 use super::reader::{KafkaReader, Partition};
+use super::repartition::Upstreams;
 use weir::connectors::format::{Format, LineParser, Parsing};
 use weir::connectors::from_table;
 use weir::connectors::source::{SourceError, SourceReader};
@@ -56,6 +57,7 @@ pub const SOURCE: SourceType = SourceType {
         "key",
         "timestamp",
         "on_bad_timestamp",
+        "upstream_tasks",
         "properties",
     ],
     read: KafkaSourceConfig::read,
@@ -92,6 +94,10 @@ pub struct KafkaSourceConfig {
     /// The partition numbers read of every topic (`partitions`); all
     /// when absent. Worker mode gives each task its own.
     pub partitions: Option<Vec<i32>>,
+    /// The number of upstream tasks writing the repartition topic read
+    /// (`upstream_tasks`, set by worker mode): their control records set
+    /// the watermark and end the input ([`super::repartition`]).
+    pub upstream_tasks: Option<u32>,
     /// How a message's value is read (`lines` or `jsonl`); with `jsonl`,
     /// `key` and `timestamp` name fields that replace the message's key and
     /// timestamp.
@@ -109,6 +115,7 @@ impl KafkaSourceConfig {
             start: Option<toml::Value>,
             bounded: Option<bool>,
             partitions: Option<Vec<i32>>,
+            upstream_tasks: Option<u32>,
             properties: Option<Table>,
         }
         let parsing = Parsing::take(&mut table)?;
@@ -128,6 +135,14 @@ impl KafkaSourceConfig {
             }
             None => None,
         };
+        if raw.upstream_tasks == Some(0) {
+            return Err("`upstream_tasks` must be 1 or more".into());
+        }
+        if raw.upstream_tasks.is_some() && raw.bounded.is_some() {
+            return Err(
+                "`upstream_tasks` reads a repartition topic, which ends when every upstream task's input ended: remove `bounded`".into(),
+            );
+        }
         Ok(Box::new(move |_: &Path| {
             let parsing = parsing.check()?;
             if parsing.key.is_some() && parsing.format != Format::Jsonl {
@@ -150,6 +165,7 @@ impl KafkaSourceConfig {
                 start,
                 bounded: raw.bounded.unwrap_or(false),
                 partitions: partitions.clone(),
+                upstream_tasks: raw.upstream_tasks,
                 parsing,
             }))
         }))
@@ -259,7 +275,7 @@ fn from_offset(offset: &Value) -> Option<Vec<Saved>> {
 
 impl SourceConnector for KafkaSourceConfig {
     fn ends(&self) -> bool {
-        self.bounded
+        self.bounded || self.upstream_tasks.is_some()
     }
 
     fn open(&self, id: &str, offset: Option<&Value>) -> Result<Box<dyn SourceReader>, SourceError> {
@@ -297,6 +313,23 @@ impl SourceConnector for KafkaSourceConfig {
                 message: "the topic no longer has that partition".into(),
             });
         }
+        let upstreams = match (self.upstream_tasks, offset) {
+            (None, _) => None,
+            (Some(count), None) => Some(Upstreams::new(count)),
+            (Some(count), Some(offset)) => {
+                let kept = offset
+                    .get("upstreams")
+                    .cloned()
+                    .unwrap_or(Value::Array(vec![]));
+                Some(
+                    Upstreams::from_json(count, &kept).ok_or_else(|| SourceError::BadOffset {
+                        source_id: id.to_owned(),
+                        offset: kept.to_string(),
+                        message: format!("it is not what {count} upstream tasks sent"),
+                    })?,
+                )
+            }
+        };
         assign(&consumer, &read).map_err(remote)?;
         consumer.context().opened();
         Ok(Box::new(KafkaReader {
@@ -310,6 +343,8 @@ impl SourceConnector for KafkaSourceConfig {
             group: self.group.is_some(),
             brokers: self.client.brokers.clone(),
             batch_bytes: 0,
+            upstreams,
+            signalled: false,
         }))
     }
 }
@@ -540,6 +575,14 @@ mod tests {
             (
                 "brokers = \"h:1\"\ntopic = \"t\"\ntimestamp = \"t\"",
                 "needs format",
+            ),
+            (
+                "brokers = \"h:1\"\ntopic = \"t\"\nupstream_tasks = 0",
+                "`upstream_tasks` must be 1 or more",
+            ),
+            (
+                "brokers = \"h:1\"\ntopic = \"t\"\nupstream_tasks = 2\nbounded = true",
+                "remove `bounded`",
             ),
         ];
         for (text, expected) in cases {

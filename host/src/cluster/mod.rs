@@ -35,22 +35,26 @@
 //!   the next owner (within `handover_timeout`); a task of a worker that
 //!   died is restored by the next owner from its newest manifest.
 
+mod stages;
 mod worker;
 mod worker_job;
 
 use std::time::Duration;
 
+pub use stages::{Crossing, WorkerStage, topic_name};
 pub use worker::{TaskState, Worker};
-pub use worker_job::{STAGE, TaskId, WorkerJob, lease_topic};
+pub use worker_job::{TaskId, WorkerJob, lease_topic};
 
 /// What the group told a worker, delivered while it polls.
 pub trait Owner: Send + Sync {
-    /// The group gave this worker `partitions` of the anchor topic.
-    fn assigned(&self, partitions: &[i32]);
-    /// The group takes `partitions` back: hand their tasks over before
-    /// returning. `lost`: they are already someone else's (this worker
-    /// was out of the group too long), so stop them without a handover.
-    fn revoked(&self, partitions: &[i32], lost: bool);
+    /// The group of `stage` gave this worker `partitions` of the stage's
+    /// anchor topic.
+    fn assigned(&self, stage: u32, partitions: &[i32]);
+    /// The group of `stage` takes `partitions` back: hand their tasks
+    /// over before returning. `lost`: they are already someone else's
+    /// (this worker was out of the group too long), so stop them without
+    /// a handover.
+    fn revoked(&self, stage: u32, partitions: &[i32], lost: bool);
 }
 
 /// A worker's membership in the job's group: the Kafka consumer group

@@ -106,24 +106,30 @@ impl Worker {
         tasks.iter().map(|(id, t)| (*id, t.state.clone())).collect()
     }
 
-    /// Serves `membership` until `shutdown`, then leaves the group (its
-    /// tasks handed over first). Restarts a task that failed once its
+    /// Serves `memberships` (one per stage) until `shutdown`, then leaves
+    /// their groups (its tasks handed over first). Restarts a task that failed once its
     /// wait is over; reports tasks that end.
     pub fn run(
         &self,
-        membership: &mut dyn Membership,
+        memberships: &mut [Box<dyn Membership>],
         shutdown: &AtomicBool,
     ) -> Result<(), ClusterError> {
         let group = |message: String| ClusterError::Group {
             job: self.job.job.name.clone(),
             message,
         };
+        let each = POLL / memberships.len().max(1) as u32;
         while !shutdown.load(Ordering::Relaxed) {
-            membership.poll(POLL).map_err(group)?;
+            for m in memberships.iter_mut() {
+                m.poll(each).map_err(group)?;
+            }
             self.tend();
         }
-        tracing::info!("worker: leaving the group, handing its tasks over");
-        membership.leave().map_err(group)
+        tracing::info!("worker: leaving the groups, handing its tasks over");
+        for m in memberships.iter_mut() {
+            m.leave().map_err(group)?;
+        }
+        Ok(())
     }
 
     /// Collects the tasks whose run ended, and runs again those whose
@@ -242,10 +248,10 @@ impl Worker {
 }
 
 impl Owner for Worker {
-    fn assigned(&self, partitions: &[i32]) {
+    fn assigned(&self, stage: u32, partitions: &[i32]) {
         let mut tasks = self.tasks.lock().unwrap();
         for &partition in partitions {
-            let id = TaskId::of(partition);
+            let id = TaskId { stage, partition };
             if tasks.contains_key(&id) {
                 continue;
             }
@@ -261,12 +267,12 @@ impl Owner for Worker {
         }
     }
 
-    fn revoked(&self, partitions: &[i32], lost: bool) {
+    fn revoked(&self, stage: u32, partitions: &[i32], lost: bool) {
         let mut handing: Vec<(TaskId, Run)> = Vec::new();
         {
             let mut tasks = self.tasks.lock().unwrap();
             for &partition in partitions {
-                let id = TaskId::of(partition);
+                let id = TaskId { stage, partition };
                 if let Some(task) = tasks.remove(&id) {
                     task.shutdown.store(true, Ordering::Relaxed);
                     if let Some(thread) = task.thread {

@@ -7,12 +7,9 @@ use std::path::Path;
 use toml::{Table, Value};
 
 use super::ClusterError;
-use crate::config::Job;
+use super::stages::{self, Crossing, WorkerStage};
+use crate::config::{Job, Upstream};
 use crate::connectors::Registry;
-
-/// The stage of every task: a job is one stage until repartition edges
-/// cut it into several.
-pub const STAGE: u32 = 0;
 
 /// A task: one stage of the job on one partition index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -21,16 +18,6 @@ pub struct TaskId {
     pub stage: u32,
     /// The partition of every Kafka topic the stage reads.
     pub partition: i32,
-}
-
-impl TaskId {
-    /// The task of anchor partition `partition` (the job is one stage).
-    pub fn of(partition: i32) -> TaskId {
-        TaskId {
-            stage: STAGE,
-            partition,
-        }
-    }
 }
 
 impl std::fmt::Display for TaskId {
@@ -54,6 +41,11 @@ pub struct WorkerJob {
     /// The folder of the tasks' local state directories (`tasks/<task>`
     /// under it): the job's `[checkpoint] dir` unless `--state-dir`.
     state_dir: std::path::PathBuf,
+    /// The job's stages, cut at its repartition edges.
+    pub stages: Vec<WorkerStage>,
+    /// The tasks per stage: the anchor topic's partition count, once the
+    /// cluster said it ([`with_tasks`](Self::with_tasks)).
+    tasks: u32,
 }
 
 impl WorkerJob {
@@ -128,6 +120,13 @@ impl WorkerJob {
                 )));
             }
         }
+        let stages = stages::cut(&job).map_err(&refuse)?;
+        if let (true, Some(c)) = (singleton, stages.iter().find_map(|s| s.inputs.first())) {
+            return Err(refuse(format!(
+                "operator `{}` sets exchange = \"repartition\", but a job of NATS sources is one task: there is nothing to repartition between; remove it",
+                c.operator
+            )));
+        }
         if singleton && job.cluster.brokers.is_none() {
             return Err(refuse(
                 "the job reads no Kafka topic, so its workers lease it through one: set [cluster] brokers = \"host:9092\"".into(),
@@ -138,7 +137,32 @@ impl WorkerJob {
             state_dir: job.checkpoint.dir.clone(),
             job,
             table,
+            stages,
+            tasks: 1,
         })
+    }
+
+    /// Sets the number of tasks of each stage: the anchor topic's
+    /// partition count, which every repartition topic has too.
+    pub fn with_tasks(mut self, tasks: u32) -> WorkerJob {
+        self.tasks = tasks;
+        self
+    }
+
+    /// The anchor topic of `stage` when it reads no Kafka source: its first
+    /// crossing's topic (`None` for a stage anchored on a source).
+    pub fn crossing_anchor(&self, stage: u32) -> Option<&str> {
+        let s = &self.stages[stage as usize];
+        let kafka = (self.job.sources.iter()).any(|k| k.kind == "kafka" && s.nodes.contains(&k.id));
+        match kafka {
+            true => None,
+            false => s.inputs.first().map(|c| c.topic.as_str()),
+        }
+    }
+
+    /// Every repartition topic of the job.
+    pub fn crossings(&self) -> impl Iterator<Item = &Crossing> {
+        self.stages.iter().flat_map(|s| &s.outputs)
     }
 
     /// The anchor source: the first Kafka source, whose first topic's
@@ -162,6 +186,51 @@ impl WorkerJob {
     pub fn task_job(&self, task: TaskId, registry: &Registry) -> Result<Job, ClusterError> {
         let mut t = self.table.clone();
         let job = &self.job;
+        let stage = &self.stages[task.stage as usize];
+        // The client settings of the repartition topics: the anchor's.
+        let anchor = entries(&self.table, "source").next();
+        let client: Vec<(String, Value)> = (anchor.into_iter())
+            .flat_map(|a| ["brokers", "properties"].map(|k| (k, a.get(k))))
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.clone())))
+            .collect();
+        for key in ["source", "operator", "sink"] {
+            if let Some(Value::Array(list)) = t.get_mut(key) {
+                list.retain(|e| {
+                    let id = e.get("id").and_then(Value::as_str).unwrap_or_default();
+                    stage.nodes.contains(id)
+                });
+            }
+        }
+        for c in &stage.inputs {
+            let mut source: Table = client.iter().cloned().collect();
+            source.insert("id".into(), c.id.clone().into());
+            source.insert("type".into(), "kafka".into());
+            source.insert("topic".into(), c.topic.clone().into());
+            source.insert("upstream_tasks".into(), i64::from(self.tasks).into());
+            let mut watermark = Table::new();
+            watermark.insert("max_out_of_orderness".into(), "0s".into());
+            source.insert("watermark".into(), watermark.into());
+            push_entry(&mut t, "source", source);
+            for op in entries_mut(&mut t, "operator") {
+                if op.get("id").and_then(Value::as_str) == Some(c.operator.as_str())
+                    && let Some(inputs) = op.get_mut("inputs")
+                {
+                    rename_upstream(inputs, &c.upstream, &c.id);
+                }
+            }
+        }
+        for op in entries_mut(&mut t, "operator") {
+            op.remove("exchange");
+        }
+        for c in &stage.outputs {
+            let mut sink: Table = client.iter().cloned().collect();
+            sink.insert("id".into(), c.id.clone().into());
+            sink.insert("type".into(), "kafka".into());
+            sink.insert("input".into(), c.upstream.to_string().into());
+            sink.insert("topic".into(), c.topic.clone().into());
+            sink.insert("upstream_task".into(), i64::from(task.partition).into());
+            push_entry(&mut t, "sink", sink);
+        }
         t.insert("name".into(), format!("{}@{task}", job.name).into());
         let checkpoint = t
             .entry("checkpoint")
@@ -194,12 +263,28 @@ impl WorkerJob {
 /// The topic a job of NATS sources is leased through: one partition, its
 /// one task (the group's name, made a topic name, and `-lease`).
 pub fn lease_topic(group: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    let name: String = group
-        .chars()
-        .map(|c| if safe(c) { c } else { '_' })
-        .collect();
-    format!("{name}-lease")
+    stages::topic_name(&format!("{group}-lease"))
+}
+
+/// Replaces every mention of `from` among an operator's `inputs` (a list,
+/// or a table of ports to an upstream or a list) with `to`.
+fn rename_upstream(inputs: &mut Value, from: &Upstream, to: &str) {
+    match inputs {
+        Value::String(up) if Upstream::parse(up) == *from => *up = to.to_owned(),
+        Value::Array(list) => list.iter_mut().for_each(|v| rename_upstream(v, from, to)),
+        Value::Table(ports) => ports
+            .iter_mut()
+            .for_each(|(_, v)| rename_upstream(v, from, to)),
+        _ => {}
+    }
+}
+
+/// Appends `entry` to the array of tables `key` (`[[sink]]`).
+fn push_entry(table: &mut Table, key: &str, entry: Table) {
+    let list = table.entry(key).or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(list) = list {
+        list.push(entry.into());
+    }
 }
 
 /// The tables of the array `key` (`[[source]]`) whose type is Kafka.

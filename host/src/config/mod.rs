@@ -52,7 +52,7 @@ pub use limits::{
     Grants, LIMIT_KEYS, LimitValue, Limits, format_duration, format_size, parse_duration,
     parse_size,
 };
-pub use operator::{Inputs, MAX_PARALLELISM, OperatorConfig};
+pub use operator::{Exchange, Inputs, MAX_PARALLELISM, OperatorConfig};
 pub use sink::SinkConfig;
 pub use source::{DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, SourceConfig};
 pub use upstream::Upstream;

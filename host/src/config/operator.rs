@@ -1,5 +1,5 @@
 //! `[[operator]]` entries: [`OperatorConfig`] (plugin, wiring, parallelism,
-//! the `config` table as JSON, limits and grants) and [`Inputs`], how its
+//! [`Exchange`], the `config` table as JSON, limits and grants) and [`Inputs`], how its
 //! input ports are wired (each to one [`Upstream`] or, by name, to a union
 //! of several).
 
@@ -26,12 +26,27 @@ pub struct OperatorConfig {
     pub inputs: Inputs,
     /// Number of parallel instances, 1..=[`MAX_PARALLELISM`].
     pub parallelism: u32,
+    /// How records reach it from its upstreams (`exchange`).
+    pub exchange: Exchange,
     /// The `config` table as JSON object text (`{}` when absent; datetimes become strings).
     pub config: String,
     /// The `limits` table over [`Limits::default`] (see `SECURITY.md`).
     pub limits: Limits,
     /// The `grants` list (none by default).
     pub grants: Grants,
+}
+
+/// How records travel to an operator from its upstreams (`exchange`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exchange {
+    /// In the process, to the instance that owns the record's key
+    /// (`"local"`, the default).
+    Local,
+    /// Through a Kafka topic partitioned by key, in worker mode
+    /// (`"repartition"`): a stage boundary, so the operator may run on
+    /// another machine than its upstreams. In one process, as `"local"`.
+    Repartition,
 }
 
 /// How an operator's input ports are wired.
@@ -69,6 +84,7 @@ struct RawOperator {
     plugin: Option<String>,
     inputs: Option<Value>,
     parallelism: Option<i64>,
+    exchange: Option<Value>,
     config: Option<Value>,
     limits: Option<Value>,
     grants: Option<Value>,
@@ -120,12 +136,23 @@ pub(super) fn build_operator(dir: &Path, table: Table) -> Result<OperatorConfig,
             ));
         }
     };
+    let exchange = match raw.exchange {
+        None => Exchange::Local,
+        Some(Value::String(s)) if s == "local" => Exchange::Local,
+        Some(Value::String(s)) if s == "repartition" => Exchange::Repartition,
+        Some(other) => {
+            return Err(format!(
+                "`exchange` = {other} is not an exchange; use \"local\" (the default) or \"repartition\""
+            ));
+        }
+    };
     let max = i64::from(MAX_PARALLELISM);
     Ok(OperatorConfig {
         id,
         plugin: resolve(dir, "plugin", raw.plugin)?,
         inputs,
         parallelism: int_in("parallelism", raw.parallelism, 1, 1, max)?,
+        exchange,
         config,
         limits: build_limits(raw.limits)?,
         grants: build_grants(raw.grants)?,

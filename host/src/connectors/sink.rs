@@ -75,6 +75,19 @@ pub struct SinkContext<'a> {
 /// a commit is visible, or the error.
 pub type Done = Box<dyn FnOnce(Result<Value, SinkError>) + Send>;
 
+/// Event-time news a sink hears from its input besides batches: what a
+/// sink that feeds another stage of the job passes on
+/// ([`Destination::carries_signals`](super::staged::Destination::carries_signals)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// The combined watermark of the sink's inputs advanced to this.
+    Watermark(i64),
+    /// Every input of the sink is idle, until one sends again.
+    Idle,
+    /// The input ended: the epoch precommitted next is the last.
+    End,
+}
+
 /// A transactional sink.
 pub trait Sink: Send {
     /// Stages a batch into the current epoch.
@@ -86,6 +99,11 @@ pub trait Sink: Send {
     /// Makes the output of every precommitted checkpoint `<= id` visible;
     /// `done` is called once it is.
     fn commit(&mut self, id: u64, done: Done) -> Result<(), SinkError>;
+    /// Takes `signal` into the current epoch; most sinks ignore it.
+    fn signal(&mut self, signal: Signal) -> Result<(), SinkError> {
+        let _ = signal;
+        Ok(())
+    }
     /// Waits until every step requested so far has called its `done`.
     fn close(&mut self) -> Result<(), SinkError> {
         Ok(())

@@ -93,6 +93,13 @@ pub trait SourceReader: Send {
     fn skipped(&self) -> u64 {
         0
     }
+    /// Whether the last read brought news of event time without records
+    /// (a repartition topic's control records): the source then takes
+    /// [`watermark_timestamp`](Self::watermark_timestamp) of the empty
+    /// batch as it would after records.
+    fn signalled(&self) -> bool {
+        false
+    }
     /// The timestamp the source's watermark may follow once `batch` was
     /// read (it never goes back: the source keeps the highest so far). By
     /// default the batch's highest. A reader of several partitions, each in

@@ -23,7 +23,10 @@
 //! data and spans (two little-endian `u32`s), both ([`Batch::parts`]), and
 //! the CRC-32 of all that, so a changed byte is an error, never a record
 //! delivered differently. A file without `MAGIC` was staged by a Weir
-//! before checksums: plain frames, read as they are.
+//! before checksums: plain frames, read as they are. For a destination
+//! that [carries signals](Destination::carries_signals), the last frame
+//! of an epoch that heard any holds no record and, as its data, the
+//! epoch's [`EpochSignals`] in JSON (a written batch always has a record).
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -31,7 +34,7 @@ use std::fs::{self, File};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::connectors::sink::{Done, SealEpoch, Sink, SinkContext, SinkError};
+use crate::connectors::sink::{Done, SealEpoch, Signal, Sink, SinkContext, SinkError};
 use crate::connectors::worker::Worker;
 use crate::dataflow::Batch;
 use crate::dataflow::frame::{self, FrameError};
@@ -60,6 +63,44 @@ pub trait Destination: Send + 'static {
     /// failpoint `sink.after-delivery` (the staged file is deleted after
     /// this returns).
     fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError>;
+
+    /// Whether the destination passes the sink's [`Signal`]s on (a
+    /// repartition topic to the next stage): each epoch then carries
+    /// [`EpochSignals`], read by [`EpochReader::signals`].
+    fn carries_signals(&self) -> bool {
+        false
+    }
+}
+
+/// Where event time stood for a sink at the end of an epoch: the last
+/// [`Signal`]s it heard, each kept until another replaces it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EpochSignals {
+    /// The latest watermark of the sink's inputs, if any came.
+    pub watermark: Option<i64>,
+    /// Whether every input was idle (no watermark or record since).
+    pub idle: bool,
+    /// Whether the input ended with this epoch.
+    pub end: bool,
+}
+
+impl EpochSignals {
+    /// Takes in `signal`.
+    fn hear(&mut self, signal: Signal) {
+        match signal {
+            Signal::Watermark(w) => {
+                self.watermark = Some(w);
+                self.idle = false;
+            }
+            Signal::Idle => self.idle = true,
+            Signal::End => self.end = true,
+        }
+    }
+
+    /// Whether any signal came.
+    fn any(&self) -> bool {
+        *self != EpochSignals::default()
+    }
 }
 
 /// A sink whose epochs are staged on disk and delivered to a
@@ -73,6 +114,8 @@ pub struct StagedSink {
     opened: u64,
     /// Precommitted, not yet delivered epochs: id -> staged file.
     pending: BTreeMap<u64, PathBuf>,
+    /// The signals heard so far, when the destination carries them.
+    signals: Option<EpochSignals>,
     worker: Option<Worker<Request>>,
 }
 
@@ -133,6 +176,7 @@ impl StagedSink {
             let path = entry.map_err(&io)?.path();
             fs::remove_file(&path).map_err(io_error(id, &path))?;
         }
+        let signals = destination.carries_signals().then(EpochSignals::default);
         let sink = id.to_owned();
         let worker = Worker::start(id, staging, move |request| {
             perform(&sink, destination.as_mut(), request)
@@ -143,6 +187,7 @@ impl StagedSink {
             epoch: None,
             opened: 0,
             pending: BTreeMap::new(),
+            signals,
             worker: Some(worker),
         })
     }
@@ -174,12 +219,28 @@ impl Sink for StagedSink {
         if batch.is_empty() {
             return Ok(());
         }
+        if let Some(signals) = &mut self.signals {
+            signals.idle = false;
+        }
         let path = self.open_path();
         frame::write_checked(self.epoch()?, batch).map_err(io_error(&self.id, &path))
     }
 
+    fn signal(&mut self, signal: Signal) -> Result<(), SinkError> {
+        if let Some(signals) = &mut self.signals {
+            signals.hear(signal);
+        }
+        Ok(())
+    }
+
     fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
         self.epoch()?;
+        if let Some(signals) = self.signals.filter(EpochSignals::any) {
+            let json = serde_json::to_vec(&signals).expect("signals serialize");
+            let frame = Batch::from_parts(json, Vec::new()).expect("no spans fit any data");
+            let path = self.open_path();
+            frame::write_checked(self.epoch()?, &frame).map_err(io_error(&self.id, &path))?;
+        }
         let open = self.open_path();
         let epoch = self.epoch.take().expect("opened above");
         let file = epoch
@@ -319,6 +380,8 @@ pub struct EpochReader {
     checked: bool,
     /// Batches returned so far.
     returned: u64,
+    /// The epoch's signals, once read (its last frame).
+    signals: Option<EpochSignals>,
 }
 
 impl EpochReader {
@@ -336,6 +399,7 @@ impl EpochReader {
             input,
             checked,
             returned: 0,
+            signals: None,
         })
     }
 
@@ -349,16 +413,25 @@ impl EpochReader {
             true => frame::read_checked(&mut self.input),
             false => frame::read(&mut self.input),
         };
+        let damaged = |sink: &str, path: &Path, what: String| SinkError::Inconsistent {
+            sink: sink.to_owned(),
+            path: path.display().to_string(),
+            message: format!(
+                "a staged epoch is damaged ({what}): its records cannot be delivered as they were staged; restore the file from a backup, or rerun with `--restore none`"
+            ),
+        };
         let batch = read.map_err(|e| match e {
             FrameError::Io(error) => io_error(&self.sink, &self.path)(error),
-            damage @ (FrameError::Spans(_) | FrameError::Checksum) => SinkError::Inconsistent {
-                sink: self.sink.clone(),
-                path: self.path.display().to_string(),
-                message: format!(
-                    "a staged epoch is damaged ({damage}): its records cannot be delivered as they were staged; restore the file from a backup, or rerun with `--restore none`"
-                ),
-            },
+            damage @ (FrameError::Spans(_) | FrameError::Checksum) => {
+                damaged(&self.sink, &self.path, damage.to_string())
+            }
         })?;
+        if let Some(frame) = batch.as_ref().filter(|b| b.is_empty()) {
+            let signals = serde_json::from_slice(frame.parts().0)
+                .map_err(|e| damaged(&self.sink, &self.path, format!("its signals: {e}")))?;
+            self.signals = Some(signals);
+            return Ok(None);
+        }
         if batch.is_some() {
             if self.returned > 0 {
                 failpoint::hit(Failpoint::SinkMidDelivery);
@@ -366,6 +439,13 @@ impl EpochReader {
             self.returned += 1;
         }
         Ok(batch)
+    }
+
+    /// The signals the epoch carries, once [`next_batch`](Self::next_batch)
+    /// returned `None`: `None` when it heard none (or its destination
+    /// carries none).
+    pub fn signals(&self) -> Option<EpochSignals> {
+        self.signals
     }
 }
 
@@ -376,6 +456,9 @@ mod tests {
     use super::*;
     use crate::connectors::sink::{commit_blocking, precommit_blocking};
 
+    /// The signals each delivered epoch carried.
+    type Heard = Vec<(u64, Option<EpochSignals>)>;
+
     /// A destination that keeps what it was given, and a `delivered` mark
     /// as a database would (`tracks`) or none as a log.
     #[derive(Clone, Default)]
@@ -384,6 +467,9 @@ mod tests {
         mark: Arc<Mutex<Option<u64>>>,
         tracks: bool,
         fail: Arc<Mutex<bool>>,
+        /// Whether it carries signals, and those each epoch carried.
+        signals: bool,
+        heard: Arc<Mutex<Heard>>,
     }
 
     impl Destination for Memory {
@@ -415,8 +501,12 @@ mod tests {
                     held.push((id, String::from_utf8(r.value.to_vec()).unwrap()));
                 }
             }
+            self.heard.lock().unwrap().push((id, epoch.signals()));
             *self.mark.lock().unwrap() = Some(id);
             Ok(())
+        }
+        fn carries_signals(&self) -> bool {
+            self.signals
         }
     }
 
@@ -453,6 +543,51 @@ mod tests {
         let ids: Vec<u64> = m.held.lock().unwrap().iter().map(|(k, _)| *k).collect();
         assert_eq!(ids, [1, 1, 1, 2]);
         assert_eq!(staged_epochs("s", dir.path()).unwrap().len(), 0);
+    }
+
+    /// A destination that carries signals gets, with each epoch, the
+    /// latest watermark, idleness and end its sink heard by then (records
+    /// clear idleness); one that does not gets none, and epochs without
+    /// any signal carry none.
+    #[test]
+    fn epochs_carry_the_signals_heard_until_their_end() {
+        for carries in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let m = Memory {
+                signals: carries,
+                ..Memory::default()
+            };
+            let mut s = StagedSink::open("s", dir.path(), None, Box::new(m.clone())).unwrap();
+            s.write(&batch(&["a"])).unwrap();
+            precommit_blocking(&mut s, 1).unwrap();
+            s.signal(Signal::Watermark(5)).unwrap();
+            s.write(&batch(&["b"])).unwrap();
+            s.signal(Signal::Watermark(9)).unwrap();
+            precommit_blocking(&mut s, 2).unwrap();
+            s.signal(Signal::Idle).unwrap();
+            precommit_blocking(&mut s, 3).unwrap();
+            s.write(&batch(&["c"])).unwrap();
+            s.signal(Signal::End).unwrap();
+            precommit_blocking(&mut s, 4).unwrap();
+            commit_blocking(&mut s, 4).unwrap();
+            assert_eq!(held(&m), ["a", "b", "c"]);
+            let at = |watermark, idle, end| {
+                carries.then_some(EpochSignals {
+                    watermark: Some(watermark),
+                    idle,
+                    end,
+                })
+            };
+            assert_eq!(
+                *m.heard.lock().unwrap(),
+                [
+                    (1, None),
+                    (2, at(9, false, false)),
+                    (3, at(9, true, false)),
+                    (4, at(9, false, true)),
+                ]
+            );
+        }
     }
 
     /// A crash after checkpoint 2 completed but before its delivery: the

@@ -35,21 +35,17 @@ impl Partitioning {
     }
 }
 
-/// How an edge's records travel from producer to consumer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exchange {
-    /// A bounded in-process channel per pair of connected instances, with
-    /// barriers flowing in band. Every edge today; worker mode would add a
-    /// repartition through a Kafka topic (docs/scale-out.md).
-    Local,
-}
+pub use crate::config::Exchange;
 
 impl Exchange {
-    /// Whether the edge is a stage boundary: its two ends checkpoint apart
-    /// and may run in different processes.
+    /// Whether an edge of this exchange is a stage boundary: its two ends
+    /// checkpoint apart and may run in different processes. In one
+    /// process a repartition edge runs as a local one (a channel per pair
+    /// of instances, barriers in band).
     pub fn cuts_stages(self) -> bool {
         match self {
             Exchange::Local => false,
+            Exchange::Repartition => true,
         }
     }
 }

@@ -109,12 +109,13 @@ impl<'j, P: Ports> Plan<'j, P> {
             for (port, up) in self.nodes[to].wired.clone() {
                 let from = self.output(&up);
                 let id = EdgeId(self.edges.len() as u32);
+                let exchange = (self.nodes[to].operator()).map_or(Exchange::Local, |o| o.exchange);
                 self.edges.push(Edge {
                     id,
                     from,
                     to: self.nodes[to].id.input(port),
                     partitioning: Partitioning::Hash,
-                    exchange: Exchange::Local,
+                    exchange,
                 });
                 self.nodes[to].inputs.push(id);
                 self.nodes[from.node.index()].outputs[from.port as usize].push(id);

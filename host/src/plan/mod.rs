@@ -31,7 +31,7 @@ pub use edge::{Edge, Exchange, Partitioning};
 pub use graph::{Plan, Resolved};
 pub use ids::{EdgeId, InputId, InstanceId, NodeId, OutputId, StageId, TaskId};
 pub use node::{Node, NodeKind, Ports};
-pub use stage::{Stage, Task};
+pub use stage::{Stage, Task, stage_members};
 
 #[cfg(test)]
 mod tests;

@@ -8,13 +8,12 @@
 //! runs on its own, `(stage, p)`: a set of instances of the stage's nodes
 //! that channels join to each other and to no other instance of the stage.
 //!
-//! Today every edge is local and hash-partitioned, so a connected job is
-//! one stage, run as one task holding every instance: what one attempt
-//! (`run/attempt.rs`) runs. A job of disjoint pipelines is one such stage
-//! per pipeline, all run by that one attempt. In worker mode, with a
-//! repartition edge between stages and local edges that keep each record in
-//! its instance, a stage at parallelism P would be P tasks, task `p`
-//! holding instance `p` of each of its nodes.
+//! Every edge is hash-partitioned, so each stage is one task holding
+//! every instance of its nodes, and one attempt (`run/attempt.rs`) runs
+//! every stage of a job in one process (a repartition edge as a local
+//! one). Worker mode cuts a job file at its repartition edges with
+//! [`stage_members`] and runs each stage on each partition of its anchor
+//! topic as a task of its own (`cluster/worker_job.rs`).
 //!
 //! Invariants:
 //! - Every node is in exactly one stage and every instance in exactly one
@@ -49,12 +48,11 @@ pub struct Task {
 impl<P> Plan<'_, P> {
     /// The plan cut into stages, each into tasks.
     pub fn stages(&self) -> Vec<Stage> {
-        let mut nodes = Sets::new(self.nodes().len());
-        for e in self.edges().iter().filter(|e| !e.exchange().cuts_stages()) {
-            nodes.join(e.from().node.index(), e.to().node.index());
-        }
+        let joined = (self.edges().iter())
+            .filter(|e| !e.exchange().cuts_stages())
+            .map(|e| (e.from().node.index(), e.to().node.index()));
+        let groups = stage_members(self.nodes().len(), joined);
         let instances = self.instance_sets();
-        let groups = nodes.groups();
         (0u32..)
             .zip(groups)
             .map(|(s, members)| {
@@ -108,6 +106,21 @@ impl<P> Plan<'_, P> {
             })
             .collect()
     }
+}
+
+/// The stages of `n` nodes, as node indices: the connected groups of the
+/// pairs `joined` (the edges that do not cut stages), each sorted,
+/// ordered by their smallest member. The one cut of [`Plan::stages`], also
+/// run over a job file's ids where no plugin is loaded (worker mode).
+pub fn stage_members(
+    n: usize,
+    joined: impl IntoIterator<Item = (usize, usize)>,
+) -> Vec<Vec<usize>> {
+    let mut sets = Sets::new(n);
+    for (a, b) in joined {
+        sets.join(a, b);
+    }
+    sets.groups()
 }
 
 /// Disjoint sets over `0..n` (union-find with path halving).

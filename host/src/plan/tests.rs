@@ -268,3 +268,27 @@ fn disjoint_pipelines_are_stages_of_their_own() {
         }
     );
 }
+
+#[test]
+fn a_repartition_edge_cuts_the_job_into_stages() {
+    let text = [
+        source("src"),
+        operator("split", "[\"src\"]", 1),
+        operator("count", "[\"split\"]", 1),
+        "exchange = \"repartition\"\n".to_owned(),
+        sink("out", "\"count\""),
+    ]
+    .concat();
+    let job = job(&text);
+    let plan = compile(&job, |_| declared(&["in"], &["out"]));
+    let crossing: Vec<Exchange> = plan.edges().iter().map(|e| e.exchange()).collect();
+    assert_eq!(
+        crossing,
+        [Exchange::Local, Exchange::Repartition, Exchange::Local]
+    );
+    let stages = plan.stages();
+    let names = |s: &Stage| -> Vec<&str> { s.nodes.iter().map(|&n| plan.node(n).name()).collect() };
+    assert_eq!(stages.len(), 2);
+    assert_eq!(names(&stages[0]), ["src", "split"]);
+    assert_eq!(names(&stages[1]), ["count", "out"]);
+}

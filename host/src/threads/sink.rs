@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::Batch;
-use crate::connectors::sink::{Done, Sink};
+use crate::connectors::sink::{Done, Signal, Sink};
 use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::input::{self, InputChannels, InputHandler};
 use crate::dataflow::protocol::{Ack, AlignStats, Event};
@@ -121,6 +121,10 @@ impl SinkTask {
         })
     }
 
+    fn signal(&mut self, signal: Signal) -> Result<(), Cancelled> {
+        self.sink.signal(signal).map_err(|e| self.shared.fail(e))
+    }
+
     fn precommit(&mut self, id: u64) -> Result<(), Cancelled> {
         if self.writing.records > 0 {
             self.precommitted
@@ -152,11 +156,20 @@ impl InputHandler for SinkTask {
         Ok(())
     }
 
+    fn on_watermark(&mut self, watermark: i64) -> Result<(), Cancelled> {
+        self.signal(Signal::Watermark(watermark))
+    }
+
+    fn on_idle(&mut self) -> Result<(), Cancelled> {
+        self.signal(Signal::Idle)
+    }
+
     fn on_checkpoint(&mut self, id: u64, _: AlignStats) -> Result<(), Cancelled> {
         self.precommit(id)
     }
 
     fn on_finished(&mut self, final_id: u64) -> Result<(), Cancelled> {
+        self.signal(Signal::End)?;
         self.precommit(final_id)
     }
 

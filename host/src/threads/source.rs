@@ -165,7 +165,15 @@ impl SourceTask {
                 .fetch_add(now_skipped - skipped, Ordering::Relaxed);
             skipped = now_skipped;
             match read {
-                Ok(Some(batch)) if batch.is_empty() => idle = true,
+                Ok(Some(batch)) if batch.is_empty() => {
+                    idle = true;
+                    if reader.signalled() {
+                        let idle_after = watermark.idle_timeout();
+                        let now = Instant::now();
+                        watermark
+                            .on_records(|| reader.watermark_timestamp(&batch, idle_after), now);
+                    }
+                }
                 Ok(Some(mut batch)) => {
                     sent += batch.len() as u64;
                     let idle_after = watermark.idle_timeout();
