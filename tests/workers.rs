@@ -271,7 +271,8 @@ fn a_word_count_on_workers_is_exactly_once_through_a_kill_a_join_a_leave_and_a_z
 /// occurrences are spread over every stage-0 task and only the
 /// repartition topic brings them to one counting task. The output, read
 /// `read_committed`, holds every word's running counts exactly once and
-/// in order; every stage of `weir workers` ends finished.
+/// in order; every stage of `weir workers` ends finished; the repartition
+/// topic's released records are deleted.
 #[test]
 fn a_two_stage_word_count_on_workers_is_exactly_once_through_membership_changes() {
     let input = words(16_000);
@@ -304,6 +305,14 @@ fn a_two_stage_word_count_on_workers_is_exactly_once_through_membership_changes(
     let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
     through_membership_changes(&job, || kafka.read_committed("counts").len() >= input.len());
     assert_counts_in_order(&input, &kafka.read_committed("counts"));
+    // The downstream tasks deleted what their checkpoints released.
+    let topic = "weir-two-stage-count-split-repartition";
+    for (p, (low, high)) in kafka.offsets(topic, PARTITIONS).into_iter().enumerate() {
+        assert!(
+            0 < low && low <= high,
+            "partition {p} of {topic}: {low}..{high}"
+        );
+    }
 }
 
 /// Kafka → repartition → `window-count` → Kafka on workers through every
@@ -531,7 +540,7 @@ fn jobs_worker_mode_cannot_split_are_refused_in_one_line() {
     }
 }
 
-/// The partitions a worker's log line `worker: the group assigns
+/// The partitions a worker's log line `worker: the group of stage 0 assigns
 /// partition(s) [1, 3]` names.
 fn assigned_in(line: &str) -> Vec<i32> {
     let list = line.split('[').nth(1).and_then(|l| l.split(']').next());
@@ -562,8 +571,9 @@ fn a_worker_restarted_with_its_instance_id_gets_its_tasks_back_without_a_rebalan
     };
     // Under cooperative rebalancing a joining worker's first assignment
     // may be empty; its partitions come in the next round.
-    let assigns =
-        |l: &str| l.contains("the group assigns partition(s)") && !assigned_in(l).is_empty();
+    let assigns = |l: &str| {
+        l.contains("the group of stage 0 assigns partition(s)") && !assigned_in(l).is_empty()
+    };
     let mut a = named("a");
     runs_a_task(&mut a);
     let mut b = named("b");

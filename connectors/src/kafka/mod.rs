@@ -14,6 +14,7 @@
 
 mod client;
 pub mod group;
+mod purge;
 mod reader;
 pub mod repartition;
 pub mod sink;

@@ -15,7 +15,9 @@ use weir::dataflow::Batch;
 use weir::dataflow::provenance::NumberRange;
 
 use super::client::Context;
+use super::purge::Purger;
 use super::repartition::{HEADER, Upstreams};
+use super::source::from_offset;
 
 /// One partition the reader reads.
 #[derive(Debug)]
@@ -70,6 +72,8 @@ pub(super) struct KafkaReader {
     pub(super) upstreams: Option<Upstreams>,
     /// Whether the last read met a control record.
     pub(super) signalled: bool,
+    /// For a repartition topic: deletes what no restore will read again.
+    pub(super) purger: Option<Purger>,
 }
 
 impl KafkaReader {
@@ -246,6 +250,18 @@ impl SourceReader for KafkaReader {
 
     fn signalled(&self) -> bool {
         self.signalled
+    }
+
+    /// A repartition topic's records before `offset` are deleted.
+    fn release(&mut self, offset: &Value) {
+        let (Some(purger), Some(saved)) = (&self.purger, from_offset(offset)) else {
+            return;
+        };
+        let mut below = TopicPartitionList::new();
+        for s in saved {
+            let _ = below.add_partition_offset(&s.topic, s.partition, Offset::Offset(s.next));
+        }
+        purger.below(below);
     }
 
     fn skipped(&self) -> u64 {

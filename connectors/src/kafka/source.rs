@@ -35,6 +35,7 @@ use serde_json::Value;
 use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
+use super::purge::Purger;
 use super::reader::{KafkaReader, Partition};
 use super::repartition::Upstreams;
 use weir::connectors::format::{Format, LineParser, Parsing};
@@ -227,10 +228,10 @@ fn start_setting(value: Option<toml::Value>) -> Result<Start, String> {
 /// A partition as an offset lists it: where to resume and what the
 /// partition's [`Partition`] keeps across a restore.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Saved {
-    topic: String,
-    partition: i32,
-    next: i64,
+pub(super) struct Saved {
+    pub(super) topic: String,
+    pub(super) partition: i32,
+    pub(super) next: i64,
     end: Option<i64>,
     max_timestamp: Option<i64>,
     skip_before: Option<i64>,
@@ -255,7 +256,8 @@ impl Saved {
     }
 }
 
-fn from_offset(offset: &Value) -> Option<Vec<Saved>> {
+/// The partitions an offset lists; `None` when it is not a Kafka source's.
+pub(super) fn from_offset(offset: &Value) -> Option<Vec<Saved>> {
     offset
         .get("partitions")?
         .as_array()?
@@ -330,6 +332,10 @@ impl SourceConnector for KafkaSourceConfig {
                 )
             }
         };
+        let purger = match upstreams {
+            Some(_) => Some(Purger::start(&self.client, id).map_err(remote)?),
+            None => None,
+        };
         assign(&consumer, &read).map_err(remote)?;
         consumer.context().opened();
         Ok(Box::new(KafkaReader {
@@ -345,6 +351,7 @@ impl SourceConnector for KafkaSourceConfig {
             batch_bytes: 0,
             upstreams,
             signalled: false,
+            purger,
         }))
     }
 }

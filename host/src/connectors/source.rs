@@ -93,6 +93,13 @@ pub trait SourceReader: Send {
     fn skipped(&self) -> u64 {
         0
     }
+    /// The oldest checkpoint a restore may still pick recorded `offset`
+    /// (as [`offset`](Self::offset) gave it, with the source's own fields
+    /// added): the input before it is never read again, and a source whose
+    /// input is the job's own may drop it (a repartition topic's records).
+    fn release(&mut self, offset: &Value) {
+        let _ = offset;
+    }
     /// Whether the last read brought news of event time without records
     /// (a repartition topic's control records): the source then takes
     /// [`watermark_timestamp`](Self::watermark_timestamp) of the empty

@@ -75,6 +75,9 @@ pub(crate) enum SourceCtl {
     /// Acknowledge the final checkpoint `n`, then send `End(n)` downstream
     /// and stop.
     Finish(u64),
+    /// The oldest checkpoint a restore may still pick read from this
+    /// offset on: what is before it may be dropped.
+    Release(serde_json::Value),
 }
 
 /// An acknowledgement of a checkpoint by one participant.

@@ -84,6 +84,9 @@ pub(crate) struct Driver<'a> {
     uploading: VecDeque<Completed>,
     /// Savepoints being copied to an object store.
     copies: Vec<std::thread::JoinHandle<()>>,
+    /// The source offsets of the stored checkpoints, oldest first, from
+    /// the oldest a restore may still pick ([`Driver::release_inputs`]).
+    restorable: VecDeque<(u64, BTreeMap<String, serde_json::Value>)>,
 }
 
 impl Drop for Driver<'_> {
@@ -130,6 +133,9 @@ impl<'a> Driver<'a> {
             replica: None,
             uploading: VecDeque::new(),
             copies: Vec::new(),
+            restorable: (at.store.list().unwrap_or_default().into_iter())
+                .map(|m| (m.id, m.sources))
+                .collect(),
         }
     }
 
@@ -298,6 +304,7 @@ impl<'a> Driver<'a> {
     fn persist(&mut self, mut done: Completed) -> Result<(), RunError> {
         let meta = self.checkpoint_meta(&mut done);
         let stats = self.store_checkpoint(&meta, &done)?;
+        self.restorable.push_back((meta.id, meta.sources.clone()));
         self.completed(&meta, &done, &stats);
         if let Some(replica) = &mut self.replica {
             let retain = self.job.checkpoint.retain;
@@ -315,6 +322,7 @@ impl<'a> Driver<'a> {
         for tx in self.channels.commits.values() {
             let _ = tx.send(done.id);
         }
+        self.release_inputs(done.id);
         if let Some(p) = self.probation.as_mut() {
             p.checkpoint_completed(done.id, self.channels.commits.len());
         }
@@ -326,6 +334,28 @@ impl<'a> Driver<'a> {
             self.awaiting_commit = Some(done.id);
         }
         self.savepoint_checkpoint(&done);
+    }
+
+    /// Tells each source where the oldest checkpoint a restore may still
+    /// pick stands, now that checkpoint `id` is complete (stored, and in
+    /// the object store if the job has one): of the checkpoints up to
+    /// `id`, the newest `retain` are kept. The input before it is never
+    /// read again, and a source may drop it ([`SourceReader::release`]).
+    ///
+    /// [`SourceReader::release`]: crate::connectors::source::SourceReader::release
+    fn release_inputs(&mut self, id: u64) {
+        let retain = self.job.checkpoint.retain;
+        let upto = self.restorable.iter().filter(|(c, _)| *c <= id).count();
+        let Some(older) = upto.checked_sub(retain) else {
+            return;
+        };
+        self.restorable.drain(..older);
+        let (_, sources) = &self.restorable[0];
+        for (node, tx) in &self.channels.source_ctls {
+            if let Some(offset) = sources.get(self.plan.node(*node).name()) {
+                let _ = tx.send(SourceCtl::Release(offset.clone()));
+            }
+        }
     }
 
     /// What the store records of the completed checkpoint `done` (taking

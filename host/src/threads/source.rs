@@ -141,6 +141,10 @@ impl SourceTask {
                     ack(n);
                     return out.broadcast(&shared.cancel, || Msg::End(n));
                 }
+                Some(SourceCtl::Release(offset)) => {
+                    reader.release(&offset);
+                    continue;
+                }
                 None => {}
             }
             if at_end {

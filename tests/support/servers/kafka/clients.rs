@@ -226,6 +226,21 @@ impl Clients {
         messages
     }
 
+    /// The low and high offsets (the first kept, the end) of each
+    /// partition of `topic`, by partition number.
+    pub fn offsets(&self, topic: &str, partitions: i32) -> Vec<(i64, i64)> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.brokers)
+            .create()
+            .expect("a test consumer");
+        (0..partitions)
+            .map(|p| {
+                (consumer.fetch_watermarks(topic, p, TIMEOUT))
+                    .unwrap_or_else(|e| panic!("the offsets of {topic} partition {p}: {e}"))
+            })
+            .collect()
+    }
+
     /// The offset consumer group `group` committed for partition
     /// `partition` of `topic`, if any.
     pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<i64> {
