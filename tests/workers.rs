@@ -276,17 +276,40 @@ fn a_word_count_on_workers_is_exactly_once_through_a_kill_a_join_a_leave_and_a_z
 #[test]
 fn a_two_stage_word_count_on_workers_is_exactly_once_through_membership_changes() {
     let input = words(16_000);
+    let kafka = lines_broker(&input);
+    let s3 = S3::start();
+    let job = JobDir::new(WEIR, two_stage(&kafka, &s3, 25), &[]).with_env(s3.env());
+    through_membership_changes(&job, || kafka.read_committed("counts").len() >= input.len());
+    assert_counts_in_order(&input, &kafka.read_committed("counts"));
+    // The downstream tasks deleted what their checkpoints released.
+    let topic = "weir-two-stage-count-split-repartition";
+    for (p, (low, high)) in kafka.offsets(topic, PARTITIONS).into_iter().enumerate() {
+        assert!(
+            0 < low && low <= high,
+            "partition {p} of {topic}: {low}..{high}"
+        );
+    }
+}
+
+/// A broker with topics `lines` (`words`, four a line, spread over the
+/// partitions in turn with no key) and `counts`.
+fn lines_broker(words: &[String]) -> Kafka {
     let kafka = Kafka::start();
     kafka.create_topic("lines", PARTITIONS);
     kafka.create_topic("counts", PARTITIONS);
-    let lines: Vec<String> = input.chunks(4).map(|c| c.join(" ")).collect();
+    let lines: Vec<String> = words.chunks(4).map(|c| c.join(" ")).collect();
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     kafka.produce_values("lines", PARTITIONS, &lines);
-    let s3 = S3::start();
+    kafka
+}
+
+/// Kafka `lines` (bounded, `rate` lines/s per task) → split → repartition
+/// → word count → Kafka `counts`, its tasks' checkpoints on `s3`.
+fn two_stage(kafka: &Clients, s3: &S3, rate: u64) -> JobFile {
     let source = Source::kafka("lines", &kafka.brokers(), "lines")
         .value("bounded", true)
-        .rate(25);
-    let file = JobFile::new("two-stage")
+        .rate(rate);
+    JobFile::new("two-stage")
         .source(source)
         .operator(Operator::new("split", plugins::SPLIT).inputs(&["lines"]))
         .operator(
@@ -301,20 +324,81 @@ fn a_two_stage_word_count_on_workers_is_exactly_once_through_membership_changes(
                 .session_timeout(&format!("{}s", SESSION.as_secs()))
                 .handover_timeout("10s"),
         )
-        .restart(Restart::fixed_delay(10, "200ms"));
-    let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
-    through_membership_changes(&job, || kafka.read_committed("counts").len() >= input.len());
-    assert_counts_in_order(&input, &kafka.read_committed("counts"));
-    // The downstream tasks deleted what their checkpoints released.
-    let topic = "weir-two-stage-count-split-repartition";
-    for (p, (low, high)) in kafka.offsets(topic, PARTITIONS).into_iter().enumerate() {
-        assert!(
-            0 < low && low <= high,
-            "partition {p} of {topic}: {low}..{high}"
-        );
-    }
+        .restart(Restart::fixed_delay(10, "200ms"))
 }
 
+/// `weir run --worker --ui`: the worker's dashboard lists its tasks of
+/// both stages (as a page and as JSON), and each task's own dashboard,
+/// under `/tasks/<task>/`, draws that task's job in a browser.
+#[test]
+fn a_worker_dashboard_lists_its_tasks_and_shows_each_ones_job() {
+    let kafka = lines_broker(&words(4_000));
+    let s3 = S3::start();
+    let job = JobDir::new(WEIR, two_stage(&kafka, &s3, 5), &[]).with_env(s3.env());
+    let mut w = job.spawn(&["--worker", "-v", "--ui", "127.0.0.1:0"]);
+    let line = w.wait_for_line("the dashboard's address", |l| {
+        l.contains("dashboard: http://")
+    });
+    let addr: std::net::SocketAddr = (line.split("http://").nth(1))
+        .and_then(|a| a.trim_end_matches('/').parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    let get = |path: &str| weir_tests::http::get(addr, path);
+    let all: Vec<String> = (0..2)
+        .flat_map(|s| (0..PARTITIONS).map(move |p| format!("{s}-{p}")))
+        .collect();
+    let start = std::time::Instant::now();
+    let listed = loop {
+        let reply = get("/api/tasks");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let v: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+        let mut tasks: Vec<String> = (v.as_array().unwrap().iter())
+            .map(|t| t["task"].as_str().unwrap().to_owned())
+            .collect();
+        tasks.sort();
+        if tasks == all {
+            break v;
+        }
+        assert!(start.elapsed() < PATIENCE, "tasks listed: {v}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let one = &listed.as_array().unwrap()[0];
+    let task = one["task"].as_str().unwrap();
+    assert_eq!(one["job"], format!("two-stage@{task}"));
+    assert_eq!(one["url"], format!("/tasks/{task}/"));
+    let index = get("/");
+    assert_eq!(index.status, 200);
+    for t in &all {
+        assert_has(&index.body, &format!("<a href=\"/tasks/{t}/\">{t}</a>"));
+    }
+    let api = get("/tasks/1-2/api/job");
+    assert_eq!(api.status, 200, "{}", api.body);
+    assert_has(&api.body, "\"count-from-split\"");
+    assert_has(&get("/tasks/1-2").body, "url=/tasks/1-2/");
+    let missing = get("/tasks/7-7/api/job");
+    assert_eq!(missing.status, 404);
+    assert_has(&missing.body, "this worker runs no task `7-7`");
+
+    let browser = weir_tests::browser::Browser::launch().unwrap_or_else(|e| panic!("{e}"));
+    let page = browser.open(&format!("http://{addr}/tasks/1-2/")).unwrap();
+    let ids = page
+        .wait_for(
+            "the task's graph",
+            "(() => { const ids = [...document.querySelectorAll('#graph svg [data-node-id]')].map(n => n.dataset.nodeId).sort(); return ids.length === 3 && ids; })()",
+            PATIENCE,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ids, serde_json::json!(["count", "count-from-split", "out"]));
+    let name = page.eval("document.getElementById('job-name').textContent");
+    assert_eq!(name.unwrap(), "two-stage@1-2");
+    assert!(
+        page.console_errors().is_empty(),
+        "{:?}",
+        page.console_errors()
+    );
+    signal(&w.child, "-INT");
+    let (status, stderr) = w.wait();
+    assert!(status.success(), "{stderr}");
+}
 /// Kafka → repartition → `window-count` → Kafka on workers through every
 /// change of membership: event time crosses the stage boundary. The
 /// clicks, out of order by up to 1.5 s, go to the partitions of topic

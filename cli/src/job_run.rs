@@ -64,10 +64,11 @@ pub(crate) struct RunArgs {
     ui_linger: bool,
     /// Run as one worker of the job: join its Kafka consumer group
     /// ([cluster]) and run the tasks (anchor partitions) the group assigns
-    /// this process, until SIGINT or SIGTERM hands them over.
+    /// this process, until SIGINT or SIGTERM hands them over. With --ui,
+    /// the dashboard lists its tasks, each with its job's dashboard.
     #[arg(
         long,
-        conflicts_with_all = ["restore", "ui", "swap", "json", "from_savepoint"]
+        conflicts_with_all = ["restore", "ui_actions", "ui_linger", "swap", "json", "from_savepoint"]
     )]
     worker: bool,
     /// With --worker: this worker's stable identity in the group (a host
@@ -96,7 +97,8 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         instance_id,
     } = args;
     if worker {
-        return run_worker(&job, state_dir.as_deref(), metrics, instance_id.as_deref());
+        let serve = Serve { metrics, ui };
+        return run_worker(&job, state_dir.as_deref(), serve, instance_id.as_deref());
     }
     let job = weir::config::Job::load(&job, &weir_connectors::registry())?;
     if json && let Some(sink) = job.sinks.iter().find(|s| s.connector.writes_stdout()) {
@@ -169,13 +171,20 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a worker serves besides its tasks: Prometheus metrics and the
+/// dashboard, each on its address.
+struct Serve {
+    metrics: Option<SocketAddr>,
+    ui: Option<SocketAddr>,
+}
+
 /// `weir run --worker`: one worker of the job at `path`, its tasks' local
 /// state under `state_dir` when given, a static member of the group with
 /// `instance_id`, until SIGINT or SIGTERM.
 fn run_worker(
     path: &std::path::Path,
     state_dir: Option<&std::path::Path>,
-    metrics: Option<SocketAddr>,
+    serve: Serve,
     instance_id: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let path = weir::config::job_file(path)?;
@@ -191,11 +200,18 @@ fn run_worker(
     let tasks = weir_connectors::kafka::group::prepare(&job).map_err(worker_error)?;
     let job = job.with_tasks(tasks);
     let worker = weir::cluster::Worker::new(job, registry, runtime()?);
-    if let Some(addr) = metrics {
+    if let Some(addr) = serve.metrics {
         let tasks = worker.clone();
         let bound = weir_cli::prometheus::serve_jobs(addr, move || tasks.metrics())
             .map_err(|e| listen_error("metrics", addr, e))?;
         weir_cli::output::message(format_args!("metrics: http://{bound}/metrics"));
+    }
+    if let Some(addr) = serve.ui {
+        let tasks = worker.clone();
+        let boards = move || tasks.runs();
+        let bound = weir_cli::dashboard::serve_worker(addr, Box::new(boards))
+            .map_err(|e| listen_error("ui", addr, e))?;
+        weir_cli::output::message(format_args!("dashboard: http://{bound}/"));
     }
     let mut groups: Vec<Box<dyn weir::cluster::Membership>> = Vec::new();
     for stage in &worker.job().stages {

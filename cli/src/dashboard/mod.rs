@@ -1,6 +1,9 @@
 //! The web dashboard of `weir run --ui ADDR` ([`serve`]): a page at `/`
 //! (its script and style embedded in the binary, nothing fetched from
-//! elsewhere), the JSON API under `/api/` and a live stream of it.
+//! elsewhere; linked relatively, so the same page serves under a prefix),
+//! the JSON API under `/api/` and a live stream of it. A worker's
+//! (`weir run --worker --ui ADDR`, [`serve_worker`]) lists its tasks and
+//! serves each one's dashboard under `/tasks/<task>/` (`tasks.rs`).
 //!
 //! Routes:
 //! - `GET /`, `/app.js`, `/style.css`: the page.
@@ -22,6 +25,7 @@
 
 mod actions;
 pub mod api;
+mod tasks;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +41,7 @@ use actions::Guard;
 use api::{JobView, Sampler};
 
 pub use actions::ACTION_TIMEOUT;
+pub use tasks::{Boards, serve_worker, tasks_json};
 
 /// Connections served at once (each open page holds one for its stream).
 pub const MAX_CONNECTIONS: usize = 32;
@@ -90,6 +95,11 @@ async fn connection(mut conn: TcpStream, shared: &Arc<Shared>) {
     if let Err(refused) = shared.guard.host(&req) {
         return http::respond(&mut conn, &refused).await;
     }
+    serve_request(conn, req, shared).await;
+}
+
+/// Serves `req`, a request the guard let through, on `conn`.
+async fn serve_request(mut conn: TcpStream, req: Request, shared: &Arc<Shared>) {
     if req.method == "GET" && req.path == "/api/stream" {
         return stream(conn, shared).await;
     }

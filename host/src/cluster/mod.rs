@@ -42,7 +42,7 @@ mod worker_job;
 use std::time::Duration;
 
 pub use stages::{Crossing, WorkerStage, topic_name};
-pub use worker::{TaskState, Worker};
+pub use worker::{TaskRun, TaskState, Worker};
 pub use worker_job::{TaskId, WorkerJob, lease_topic};
 
 /// What the group told a worker, delivered while it polls.

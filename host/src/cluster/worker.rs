@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{ClusterError, Membership, Owner, TaskId, WorkerJob};
+use crate::config::Job;
 use crate::connectors::Registry;
 use crate::metrics::JobMetrics;
 use crate::run::{RestoreMode, RunOptions, RunSummary};
@@ -63,6 +64,21 @@ struct Task {
     thread: Option<Run>,
     /// The live metrics of its current run.
     metrics: Option<Arc<JobMetrics>>,
+    /// The job its runs run, once one started.
+    job: Option<Arc<Job>>,
+}
+
+/// A task this worker owns whose job started here, as a dashboard shows it.
+#[derive(Clone)]
+pub struct TaskRun {
+    /// The task.
+    pub id: TaskId,
+    /// Where it stands.
+    pub state: TaskState,
+    /// Its job.
+    pub job: Arc<Job>,
+    /// The live metrics of its current run.
+    pub metrics: Arc<JobMetrics>,
 }
 
 /// One worker process's share of a job.
@@ -98,6 +114,22 @@ impl Worker {
     pub fn metrics(&self) -> Vec<Arc<JobMetrics>> {
         let tasks = self.tasks.lock().unwrap();
         tasks.values().filter_map(|t| t.metrics.clone()).collect()
+    }
+
+    /// The tasks this worker owns whose job started, with their jobs and
+    /// live metrics.
+    pub fn runs(&self) -> Vec<TaskRun> {
+        let tasks = self.tasks.lock().unwrap();
+        (tasks.iter())
+            .filter_map(|(id, t)| {
+                Some(TaskRun {
+                    id: *id,
+                    state: t.state.clone(),
+                    job: t.job.clone()?,
+                    metrics: t.metrics.clone()?,
+                })
+            })
+            .collect()
     }
 
     /// The tasks this worker owns and where they stand.
@@ -219,6 +251,7 @@ impl Worker {
         let stop = shutdown.clone();
         let metrics = JobMetrics::for_job(&job);
         let live = metrics.clone();
+        let shown = Arc::new(job.clone());
         let thread = std::thread::Builder::new()
             .name(format!("task-{id}"))
             .spawn(move || {
@@ -236,6 +269,7 @@ impl Worker {
                 task.shutdown = shutdown;
                 task.thread = Some(thread);
                 task.metrics = Some(metrics);
+                task.job = Some(shown);
             }
             Err(e) => {
                 task.state = TaskState::Failed {
@@ -261,6 +295,7 @@ impl Owner for Worker {
                 shutdown: Arc::new(AtomicBool::new(false)),
                 thread: None,
                 metrics: None,
+                job: None,
             };
             self.start(id, &mut task);
             tasks.insert(id, task);

@@ -526,13 +526,13 @@ $("savepoint-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const out = $("savepoint-out").value.trim();
   const body = { stop: $("savepoint-stop").checked, out: out || null };
-  act("/api/savepoint", body, $("savepoint-button"), "Taking a savepoint…");
+  act("api/savepoint", body, $("savepoint-button"), "Taking a savepoint…");
 });
 
 $("swap-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const body = { operator: $("swap-operator").value, plugin: $("swap-plugin").value.trim() };
-  act("/api/swap", body, $("swap-button"), `Swapping ${body.operator}… (at the next checkpoint)`);
+  act("api/swap", body, $("swap-button"), `Swapping ${body.operator}… (at the next checkpoint)`);
 });
 
 // ---- the live stream ---------------------------------------------------------
@@ -544,7 +544,7 @@ function setStatus(cls, text) {
 }
 
 function connect() {
-  const source = new EventSource("/api/stream");
+  const source = new EventSource("api/stream");
   source.addEventListener("open", () => {
     state.failures = 0;
     setStatus("live", "running");
