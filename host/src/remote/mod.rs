@@ -331,21 +331,29 @@ impl RemoteStore {
         }
     }
 
-    /// After this writer created manifest `newest`: deletes the manifests
-    /// older than the `retain` newest, then every pack of a version up to
-    /// `newest` that no remaining manifest names (what older checkpoints
-    /// alone read, and orphans of a crash), and likewise staged epochs.
-    /// `known` caches the objects of manifests read or written before, so
-    /// each is read once.
+    /// After this writer created manifest `newest`, if it is still the
+    /// owner (no manifest is newer): deletes the manifests older than the
+    /// `retain` newest, then every pack of a version up to `newest` that
+    /// no remaining manifest names (what older checkpoints alone read, and
+    /// orphans of a crash), and likewise staged epochs. A writer that was
+    /// superseded deletes nothing: the new owner's manifests, which it
+    /// does not weigh, may name the packs its own no longer do. `known`
+    /// caches the objects of manifests read or written before, so each is
+    /// read once.
     pub fn collect_garbage(
         &self,
         newest: u64,
         retain: usize,
         known: &mut BTreeMap<u64, Vec<String>>,
     ) -> Result<(), RemoteError> {
-        let ids: Vec<u64> = (self.manifest_ids()?.into_iter())
-            .filter(|&id| id <= newest)
-            .collect();
+        let ids = self.manifest_ids()?;
+        if let Some(&later) = ids.iter().find(|&&id| id > newest) {
+            tracing::debug!(
+                "{}: manifest {later} is newer than this writer's {newest}; the owner collects garbage",
+                self.url
+            );
+            return Ok(());
+        }
         let keep = ids.len().saturating_sub(retain.max(1));
         for &id in &ids[..keep] {
             self.delete(&manifest_name(id))?;

@@ -330,3 +330,56 @@ fn a_local_checkpoint_of_the_same_id_but_another_writer_is_replaced() {
         meta(1).started_at_ms
     );
 }
+
+/// A writer whose manifests were superseded (a zombie, or an attempt
+/// fenced at its create) collects no garbage: the new owner's manifests,
+/// newer than any it knows, name packs of the old chain, which it would
+/// otherwise take for orphans.
+#[test]
+fn a_superseded_writer_deletes_nothing_the_new_owner_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = open(dir.path());
+    let manifest = |id: u64, writer: &str, packs: Vec<String>| Manifest {
+        format: MANIFEST_FORMAT,
+        job: "job".into(),
+        id,
+        writer: writer.into(),
+        packs,
+        meta: meta(id),
+        staged: vec![],
+    };
+    let base = pack_name(1, "a");
+    remote
+        .put_pack(&base, bytes::Bytes::from_static(b"base"))
+        .unwrap();
+    let mut known_a = BTreeMap::new();
+    for id in 1..=3 {
+        let m = manifest(id, "a", vec![base.clone()]);
+        remote.create_manifest(&m).unwrap();
+        known_a.insert(id, m.objects().cloned().collect());
+    }
+    // The new owner restored 3 and went on: its chain still reads the base.
+    let mut known_b = BTreeMap::new();
+    for id in 4..=6 {
+        let own = pack_name(id, "b");
+        remote
+            .put_pack(&own, bytes::Bytes::from_static(b"delta"))
+            .unwrap();
+        remote
+            .create_manifest(&manifest(id, "b", vec![base.clone(), own]))
+            .unwrap();
+        remote.collect_garbage(id, 2, &mut known_b).unwrap();
+    }
+    assert_eq!(remote.manifest_ids().unwrap(), [5, 6]);
+    // The old writer wakes after its manifest 3 and collects garbage.
+    remote.collect_garbage(3, 2, &mut known_a).unwrap();
+    let names = remote.names("").unwrap();
+    for id in 5..=6 {
+        for object in remote.manifest(id).unwrap().objects() {
+            assert!(
+                names.contains(object),
+                "{object} of manifest {id} deleted: {names:?}"
+            );
+        }
+    }
+}
