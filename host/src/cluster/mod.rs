@@ -1,11 +1,16 @@
 //! Worker mode (`weir run --worker`): the same job file started in several
 //! processes, on one machine or many, runs as one job. The Kafka cluster
-//! is the coordinator: the workers join one consumer group on the job's
-//! anchor topic (its first Kafka source), and being assigned partition
-//! *p* means owning **task** *p*: the whole job restricted to partition *p*
-//! of every Kafka topic it reads, with its own state directory, its own
-//! prefix in the object store and its own sink identities.
+//! is the coordinator: the job is cut into **stages** at its repartition
+//! edges (`stages.rs`), the workers join one consumer group per stage on
+//! the stage's anchor topic, and being assigned partition *p* of stage *s*
+//! means owning **task** `s-p`: the stage restricted to partition *p* of
+//! every Kafka topic it reads, with its own state directory, its own
+//! prefix in the object store and its own sink identities. Stages meet
+//! through Kafka topics partitioned by key, which carry event time and the
+//! end of input as control records.
 //!
+//! - [`WorkerStage`] (`stages.rs`): the cut, and each repartition edge's
+//!   topic ([`Crossing`]).
 //! - [`WorkerJob`] (`worker_job.rs`): the job file as worker mode reads it,
 //!   the checks it must pass, and each task's job ([`WorkerJob::task_job`]).
 //! - [`Worker`] (`worker.rs`): the tasks this process owns, started when

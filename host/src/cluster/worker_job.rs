@@ -1,6 +1,8 @@
 //! [`WorkerJob`]: a job file as worker mode reads it. It runs the checks
 //! a job must pass to be split into tasks, and writes each task's job: the
-//! job file with the task's name, checkpoint places, partition and sink ids.
+//! job file cut to the task's stage, with the task's name, checkpoint
+//! places, partition and sink ids, and a Kafka source or sink for each
+//! repartition topic the stage reads or writes.
 
 use std::path::Path;
 
@@ -179,7 +181,11 @@ impl WorkerJob {
         self
     }
 
-    /// The job task `task` runs: named `<job>@<task>`, its checkpoints in
+    /// The job task `task` runs: the sources, operators and sinks of its
+    /// stage, plus a Kafka source (`upstream_tasks`) per repartition topic
+    /// the stage reads, in place of the upstream its operator names, and a
+    /// Kafka sink (`upstream_task`) per one it writes, both on the anchor
+    /// source's cluster; named `<job>@<task>`, its checkpoints in
     /// `<dir>/tasks/<task>` and `<store>/tasks/<task>`, reading partition
     /// `task.partition` of every Kafka topic, each Kafka sink's explicit
     /// `transactional_id` suffixed with `-<task>`.
