@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use serde::Serialize;
-use weir::cluster::{TaskId, WorkerJob};
+use weir::cluster::{Anchor, TaskId, WorkerJob};
 use weir::remote::RemoteStore;
 use weir_connectors::kafka::group::{GroupView, describe};
 
@@ -71,19 +71,12 @@ fn tasks(job: &WorkerJob, stage: u32, group: &GroupView) -> anyhow::Result<Vec<T
         .clone()
         .expect("checked by WorkerJob");
     let options = &job.job.checkpoint.store_options;
-    // The source that reads the anchor topic: a Kafka source of the stage,
-    // or the repartition topic's.
-    let nodes = &job.stages[stage as usize].nodes;
-    let anchor_id = match job.crossing_anchor(stage) {
-        Some(topic) => job
-            .crossings()
-            .find(|c| c.topic == topic)
-            .map(|c| c.id.as_str()),
-        None => (job.job.sources.iter())
-            .find(|s| s.kind == "kafka" && nodes.contains(&s.id))
-            .map(|s| s.id.as_str()),
+    // The source that reads the anchor topic.
+    let anchor_id = match job.anchor(stage) {
+        Anchor::Source(s) => s.id.as_str(),
+        Anchor::Crossing(c) => c.id.as_str(),
+        Anchor::Lease => "",
     };
-    let anchor_id = anchor_id.unwrap_or("");
     let mut tasks = Vec::new();
     for (p, &end) in group.ends.iter().enumerate() {
         let id = TaskId {

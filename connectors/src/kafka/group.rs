@@ -21,7 +21,8 @@ use rdkafka::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
 use rdkafka::error::KafkaError;
-use weir::cluster::{Membership, Owner, WorkerJob, lease_topic};
+use weir::cluster::{Anchor, Membership, Owner, WorkerJob, lease_topic};
+use weir::config::SourceConfig;
 
 use super::client::{ClientSettings, Context, partitions};
 use super::source::KafkaSourceConfig;
@@ -116,8 +117,12 @@ pub struct GroupMembership {
 
 /// The Kafka sources of `job`, as their type parsed them.
 fn kafka_sources(job: &WorkerJob) -> impl Iterator<Item = &KafkaSourceConfig> {
-    (job.job.sources.iter())
-        .filter_map(|s| (s.connector.as_ref() as &dyn Any).downcast_ref::<KafkaSourceConfig>())
+    job.job.sources.iter().filter_map(as_kafka)
+}
+
+/// `source`'s settings, if it is a Kafka source.
+fn as_kafka(source: &SourceConfig) -> Option<&KafkaSourceConfig> {
+    (source.connector.as_ref() as &dyn Any).downcast_ref::<KafkaSourceConfig>()
 }
 
 /// The anchor's cluster and topic of `stage`: the stage's first Kafka
@@ -125,17 +130,12 @@ fn kafka_sources(job: &WorkerJob) -> impl Iterator<Item = &KafkaSourceConfig> {
 /// anchor cluster), or, for a job of NATS sources, its lease topic on
 /// `[cluster] brokers`.
 fn anchor(job: &WorkerJob, stage: u32) -> Result<(ClientSettings, String), String> {
-    let nodes = &job.stages[stage as usize].nodes;
-    let own = (job.job.sources.iter()).filter(|s| nodes.contains(&s.id));
-    let own =
-        own.filter_map(|s| (s.connector.as_ref() as &dyn Any).downcast_ref::<KafkaSourceConfig>());
-    match (
-        own.clone().next(),
-        job.crossing_anchor(stage),
-        kafka_sources(job).next(),
-    ) {
-        (Some(k), _, _) => Ok((k.client.clone(), k.topics[0].clone())),
-        (None, Some(topic), Some(k)) => Ok((k.client.clone(), topic.to_owned())),
+    match (job.anchor(stage), kafka_sources(job).next()) {
+        (Anchor::Source(s), _) => {
+            let k = as_kafka(s).expect("a Kafka source anchors");
+            Ok((k.client.clone(), k.topics[0].clone()))
+        }
+        (Anchor::Crossing(c), Some(k)) => Ok((k.client.clone(), c.topic.clone())),
         _ => {
             let client = ClientSettings::read(job.job.cluster.brokers.clone(), None)?;
             Ok((client, lease_topic(&job.job.cluster.group)))

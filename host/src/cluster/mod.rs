@@ -48,7 +48,7 @@ use std::time::Duration;
 
 pub use stages::{Crossing, WorkerStage, topic_name};
 pub use worker::{TaskRun, TaskState, Worker};
-pub use worker_job::{TaskId, WorkerJob, lease_topic};
+pub use worker_job::{Anchor, TaskId, WorkerJob, lease_topic};
 
 /// What the group told a worker, delivered while it polls.
 pub trait Owner: Send + Sync {

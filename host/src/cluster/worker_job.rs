@@ -29,6 +29,18 @@ impl std::fmt::Display for TaskId {
     }
 }
 
+/// What a stage's tasks are anchored on: the topic whose partitions are
+/// its tasks, and the source that reads it.
+#[derive(Debug, Clone, Copy)]
+pub enum Anchor<'a> {
+    /// A Kafka source of the stage; its first topic.
+    Source(&'a crate::config::SourceConfig),
+    /// A repartition topic the stage reads, on the job's anchor cluster.
+    Crossing(&'a Crossing),
+    /// The lease topic of a job of NATS sources ([`lease_topic`]).
+    Lease,
+}
+
 /// A job that worker mode runs, and what it needs to split it.
 #[derive(Debug, Clone)]
 pub struct WorkerJob {
@@ -151,14 +163,16 @@ impl WorkerJob {
         self
     }
 
-    /// The anchor topic of `stage` when it reads no Kafka source: its first
-    /// crossing's topic (`None` for a stage anchored on a source).
-    pub fn crossing_anchor(&self, stage: u32) -> Option<&str> {
+    /// What the tasks of `stage` are anchored on: its first Kafka source
+    /// (that source's first topic), else the first repartition topic it
+    /// reads, else (a job of NATS sources) the lease topic.
+    pub fn anchor(&self, stage: u32) -> Anchor<'_> {
         let s = &self.stages[stage as usize];
-        let kafka = (self.job.sources.iter()).any(|k| k.kind == "kafka" && s.nodes.contains(&k.id));
-        match kafka {
-            true => None,
-            false => s.inputs.first().map(|c| c.topic.as_str()),
+        let own = (self.job.sources.iter()).find(|k| k.kind == "kafka" && s.nodes.contains(&k.id));
+        match (own, s.inputs.first()) {
+            (Some(source), _) => Anchor::Source(source),
+            (None, Some(crossing)) => Anchor::Crossing(crossing),
+            (None, None) => Anchor::Lease,
         }
     }
 
