@@ -81,12 +81,16 @@ fn counting(kafka: &Clients, s3: &S3, rate: u64) -> JobFile {
         Sink::kafka("out", &kafka.brokers(), "counts"),
     )
     .checkpoint(Checkpoint::every("200ms").store(&s3.url("workers")))
-    .cluster(
-        Cluster::default()
-            .session_timeout(&format!("{}s", SESSION.as_secs()))
-            .handover_timeout("10s"),
-    )
+    .cluster(test_cluster())
     .restart(Restart::fixed_delay(10, "200ms"))
+}
+
+/// The `[cluster]` of the worker tests: a [`SESSION`] timeout and a 10 s
+/// handover.
+fn test_cluster() -> Cluster {
+    Cluster::default()
+        .session_timeout(&format!("{}s", SESSION.as_secs()))
+        .handover_timeout("10s")
 }
 
 /// Worker `name` of `job`, its tasks' local state in its own folder.
@@ -319,11 +323,7 @@ fn two_stage(kafka: &Clients, s3: &S3, rate: u64) -> JobFile {
         )
         .sink(Sink::kafka("out", &kafka.brokers(), "counts").input("count"))
         .checkpoint(Checkpoint::every("200ms").store(&s3.url("workers")))
-        .cluster(
-            Cluster::default()
-                .session_timeout(&format!("{}s", SESSION.as_secs()))
-                .handover_timeout("10s"),
-        )
+        .cluster(test_cluster())
         .restart(Restart::fixed_delay(10, "200ms"))
 }
 
@@ -441,11 +441,7 @@ fn event_time_crosses_a_repartition_on_workers_through_membership_changes() {
         .sink(Sink::kafka("windows", &kafka.brokers(), "windows").input("count"))
         .sink(Sink::kafka("late", &kafka.brokers(), "late").input("count.late"))
         .checkpoint(Checkpoint::every("200ms").store(&s3.url("workers")))
-        .cluster(
-            Cluster::default()
-                .session_timeout(&format!("{}s", SESSION.as_secs()))
-                .handover_timeout("10s"),
-        )
+        .cluster(test_cluster())
         .restart(Restart::fixed_delay(10, "200ms"));
     let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
     through_membership_changes(&job, || {
@@ -505,11 +501,7 @@ fn a_reconcile_on_workers_into_postgres_is_exactly_once_through_membership_chang
     };
     let file = JobFile::new("shared-reconcile")
         .checkpoint(Checkpoint::every("200ms").store(&s3.url("reconcile")))
-        .cluster(
-            Cluster::default()
-                .session_timeout(&format!("{}s", SESSION.as_secs()))
-                .handover_timeout("10s"),
-        )
+        .cluster(test_cluster())
         .restart(Restart::fixed_delay(10, "200ms"))
         .source(side("payments"))
         .source(side("bank"))
@@ -747,12 +739,7 @@ fn a_nats_job_on_workers_is_one_task_taken_over_exactly_once() {
     let file = jobs::word_count("leased-count", source, 1, totals)
         .sink(Sink::postgres("events", &pg.url(), "events").input("count"))
         .checkpoint(Checkpoint::every("200ms").store(&s3.url("leased")))
-        .cluster(
-            Cluster::default()
-                .brokers(&kafka.brokers())
-                .session_timeout(&format!("{}s", SESSION.as_secs()))
-                .handover_timeout("10s"),
-        )
+        .cluster(test_cluster().brokers(&kafka.brokers()))
         .restart(Restart::fixed_delay(10, "200ms"));
     let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
     let mut a = worker(&job, "a");

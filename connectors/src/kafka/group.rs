@@ -152,7 +152,7 @@ fn anchor(job: &WorkerJob, stage: u32) -> Result<(ClientSettings, String), Strin
 pub fn prepare(job: &WorkerJob) -> Result<u32, String> {
     let (client, topic) = anchor(job, 0)?;
     if job.singleton {
-        create_topic(&client, &topic, 1, "lease")?;
+        create_topic(&client, &topic, 1, "lease", &[])?;
     }
     let count = partitions(&probe(&client)?, &client.brokers, &topic)?.len();
     for source in kafka_sources(job) {
@@ -168,7 +168,11 @@ pub fn prepare(job: &WorkerJob) -> Result<u32, String> {
     }
     let probe = probe(&client)?;
     for c in job.crossings() {
-        create_topic(&client, &c.topic, count as i32, "repartition")?;
+        // Records keep their event time as their timestamp, which may be
+        // older than any time retention: only the downstream stage's
+        // checkpoints drop them (`DeleteRecords`).
+        let retention = [("retention.ms", "-1")];
+        create_topic(&client, &c.topic, count as i32, "repartition", &retention)?;
         let n = partitions(&probe, &client.brokers, &c.topic)?.len();
         if n != count {
             return Err(format!(
@@ -292,12 +296,14 @@ impl Membership for GroupMembership {
 }
 
 /// Creates the `what` topic `topic` (lease or repartition) with `count`
-/// partitions (its replication the cluster's default), unless it exists.
+/// partitions and the topic settings `config` (its replication the
+/// cluster's default), unless it exists.
 fn create_topic(
     client: &ClientSettings,
     topic: &str,
     count: i32,
     what: &str,
+    config: &[(&str, &str)],
 ) -> Result<(), String> {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::types::RDKafkaErrorCode;
@@ -306,11 +312,8 @@ fn create_topic(
         .create_with_context(Context::new("worker".into()))
         .map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
     let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
-    if what == "repartition" {
-        // Records keep their event time as their timestamp, which may be
-        // older than any time retention: only the downstream stage's
-        // checkpoints may drop them (`delete_records`).
-        new = new.set("retention.ms", "-1");
+    for (key, value) in config {
+        new = new.set(key, value);
     }
     let options = AdminOptions::new().operation_timeout(Some(super::client::TIMEOUT));
     let runtime = tokio::runtime::Builder::new_current_thread()

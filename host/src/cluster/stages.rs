@@ -129,15 +129,17 @@ pub fn cut(job: &Job) -> Result<Vec<WorkerStage>, String> {
 
 /// `name` with every character a Kafka topic name cannot hold made `_`.
 pub fn topic_name(name: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    name.chars()
-        .map(|c| if safe(c) { c } else { '_' })
-        .collect()
+    sanitized(name, ".-_")
 }
 
 /// `name` with every character an id cannot hold made `_`.
 fn id_of(name: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-');
+    sanitized(name, "-_")
+}
+
+/// `name` with every character but ASCII letters, digits and `also` made `_`.
+fn sanitized(name: &str, also: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || also.contains(c);
     name.chars()
         .map(|c| if safe(c) { c } else { '_' })
         .collect()

@@ -132,12 +132,6 @@ impl Worker {
             .collect()
     }
 
-    /// The tasks this worker owns and where they stand.
-    pub fn tasks(&self) -> Vec<(TaskId, TaskState)> {
-        let tasks = self.tasks.lock().unwrap();
-        tasks.iter().map(|(id, t)| (*id, t.state.clone())).collect()
-    }
-
     /// Serves `memberships` (one per stage) until `shutdown`, then leaves
     /// their groups (its tasks handed over first). Restarts a task that failed once its
     /// wait is over; reports tasks that end.

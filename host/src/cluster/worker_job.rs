@@ -181,12 +181,6 @@ impl WorkerJob {
         self.stages.iter().flat_map(|s| &s.outputs)
     }
 
-    /// The anchor source: the first Kafka source, whose first topic's
-    /// partitions are the tasks; none for a job of NATS sources.
-    pub fn anchor_source(&self) -> Option<&crate::config::SourceConfig> {
-        self.job.sources.iter().find(|s| s.kind == "kafka")
-    }
-
     /// Keeps the tasks' local state directories under `dir` instead of
     /// the job's `[checkpoint] dir` (`--state-dir`: one per worker when
     /// several run on one machine).

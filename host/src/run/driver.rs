@@ -133,6 +133,7 @@ impl<'a> Driver<'a> {
             replica: None,
             uploading: VecDeque::new(),
             copies: Vec::new(),
+            // A list that cannot be read only delays the first release.
             restorable: (at.store.list().unwrap_or_default().into_iter())
                 .map(|m| (m.id, m.sources))
                 .collect(),
