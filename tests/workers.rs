@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use weir::failpoint::{ENV, Failpoint};
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_count_tables, assert_running_counts, true_counts};
 use weir_tests::job_dir::{JobDir, signal};
@@ -267,6 +268,81 @@ fn a_word_count_on_workers_is_exactly_once_through_a_kill_a_join_a_leave_and_a_z
     let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
     through_membership_changes(&job, || kafka.read_committed("counts").len() >= input.len());
     assert_counts_in_order(&input, &kafka.read_committed("counts"));
+}
+
+/// Worker `name` of `job`, killed at the `at`th hit of failpoint `point`
+/// in its process (any of its tasks').
+fn crashing_worker(job: &JobDir, name: &str, point: Failpoint, at: u32) -> Running {
+    let state = format!("state-{name}");
+    let mut run = job.command("run", &["--worker", "--state-dir", &state, "-v"]);
+    run.env(ENV, format!("{}@{at}", point.name()))
+        .stdout(std::process::Stdio::null());
+    Running::spawn(run)
+}
+
+/// Workers killed at each step of the commit point, Kafka → word count
+/// → Kafka: worker a just before a commit (its checkpoint's manifest in
+/// the store, not committed in the group), worker b just after one
+/// (committed, its sinks not told). Worker c takes their tasks over: it
+/// drops a's manifest that was never committed and restores the
+/// committed checkpoint before it, and delivers b's committed one; then
+/// d joins. The output, read `read_committed`, holds every word's
+/// running counts exactly once and in order, and the group's commit
+/// point of each task names its final checkpoint at its partition's end.
+#[test]
+fn workers_killed_at_their_commit_point_lose_and_repeat_nothing() {
+    let input = words(8_000);
+    let kafka = broker_with(&input);
+    let s3 = S3::start();
+    let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
+    let mut c = worker(&job, "c");
+    runs_a_task(&mut c);
+    let crashes = [
+        ("a", Failpoint::CheckpointBeforeCommitPoint),
+        ("b", Failpoint::CheckpointAfterCommitPoint),
+    ];
+    for (name, point) in crashes {
+        let mut w = crashing_worker(&job, name, point, 5);
+        runs_a_task(&mut w);
+        let (status, stderr) = w.wait();
+        assert!(!status.success(), "worker {name}: {stderr}");
+        assert_has(&stderr, &point.crash_line());
+    }
+    c.wait_for_line("the uncommitted checkpoint dropped", |l| {
+        l.contains("was written but never committed") && l.contains("dropping it")
+    });
+    let d = worker(&job, "d");
+    let start = std::time::Instant::now();
+    while kafka.read_committed("counts").len() < input.len() {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "waited {PATIENCE:?} for the whole output"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_counts_in_order(&input, &kafka.read_committed("counts"));
+    assert_all_finished(&job);
+    let shown = job.weir("workers", &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
+    let ends = kafka.offsets("words", PARTITIONS);
+    for (p, t) in v["stages"][0]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        let point = kafka.committed_with_metadata("weir-shared-count", "words", p as i32);
+        let last = t["checkpoint"].as_u64().unwrap();
+        assert_eq!(point, Some((ends[p].1, format!("weir:{last}"))), "{t}");
+        assert!(t["uncommitted"].is_null(), "{t}");
+    }
+    for w in [&c, &d] {
+        signal(&w.child, "-INT");
+    }
+    for (name, w) in [("c", c), ("d", d)] {
+        let (status, stderr) = w.wait();
+        assert!(status.success(), "worker {name}: {stderr}");
+    }
 }
 
 /// Kafka → split → repartition → word count → Kafka on workers through

@@ -151,6 +151,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             dir: dir.clone(),
             allow_non_restored_state,
         }),
+        commit_point: None,
     };
     let result = weir::run::run(&job, &rt, &options, &shutdown);
     if let Some(p) = progress {

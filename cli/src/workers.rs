@@ -1,8 +1,9 @@
 //! `weir workers JOB`: a job in worker mode as the cluster sees it: per
 //! stage, the workers in its group and the tasks (anchor partitions) each
 //! runs, and
-//! every task's newest checkpoint in the object store with its lag (the
-//! messages of its anchor partition after the checkpoint's offset).
+//! every task's checkpoint (the committed one, which a restore takes) with
+//! its lag (the messages of its anchor partition after the checkpoint's
+//! offset).
 
 use std::path::Path;
 
@@ -18,8 +19,12 @@ pub struct TaskView {
     pub task: String,
     /// The client id of the worker the group assigned it to, if any.
     pub owner: Option<String>,
-    /// Its newest checkpoint in the store.
+    /// The checkpoint a restore of it takes: its committed one (its commit
+    /// point in the group), else its newest in the store.
     pub checkpoint: Option<u64>,
+    /// Its newest checkpoint in the store, when that is not committed
+    /// (yet: the next commit point, or never: its writer stopped first).
+    pub uncommitted: Option<u64>,
     /// Whether that checkpoint is its final one (its input ended).
     pub finished: bool,
     /// When that checkpoint started, RFC 3339.
@@ -88,10 +93,16 @@ fn tasks(job: &WorkerJob, stage: u32, group: &GroupView) -> anyhow::Result<Vec<T
             .map(|m| m.client_id.clone());
         let url = format!("{}/tasks/{id}", store.trim_end_matches('/'));
         let remote = RemoteStore::open(&url, options)?;
-        let meta = match remote.manifest_ids()?.last() {
-            Some(&newest) => Some(remote.manifest(newest)?.meta),
+        let ids = remote.manifest_ids()?;
+        let committed = group.committed.get(p).copied().flatten();
+        let restored = committed
+            .filter(|c| ids.contains(c))
+            .or(ids.last().copied());
+        let meta = match restored {
+            Some(id) => Some(remote.manifest(id)?.meta),
             None => None,
         };
+        let uncommitted = ids.last().copied().filter(|&n| Some(n) != restored);
         let next = meta.as_ref().and_then(|m| {
             let parts = m.sources.get(anchor_id)?.get("partitions")?.as_array()?;
             (parts.iter())
@@ -105,6 +116,7 @@ fn tasks(job: &WorkerJob, stage: u32, group: &GroupView) -> anyhow::Result<Vec<T
             task: id.to_string(),
             owner,
             checkpoint: meta.as_ref().map(|m| m.id),
+            uncommitted,
             finished: meta.as_ref().is_some_and(|m| m.final_checkpoint),
             time: meta
                 .clone()
@@ -155,8 +167,10 @@ fn stage_text(stage: &StageView) -> String {
     for t in tasks {
         let checkpoint = match (t.checkpoint, &t.time) {
             (Some(id), Some(time)) => format!(
-                "checkpoint {id}{} at {time}",
-                if t.finished { " (final)" } else { "" }
+                "checkpoint {id}{} at {time}{}",
+                if t.finished { " (final)" } else { "" },
+                t.uncommitted
+                    .map_or(String::new(), |n| format!(" ({n} not committed)"))
             ),
             _ => "no checkpoint yet".into(),
         };

@@ -42,6 +42,15 @@ pub enum Failpoint {
     /// `checkpoint.after-store-commit`: a checkpoint is committed to the
     /// store, before any sink is told to deliver it (`Driver::persist`).
     CheckpointAfterStoreCommit,
+    /// `checkpoint.before-commit-point`: a checkpoint is stored and its
+    /// manifest is in the object store, before its commit point (worker
+    /// mode: the commit of the task's anchor offset in its group), so
+    /// before any sink is told to deliver it (`Driver::release`).
+    CheckpointBeforeCommitPoint,
+    /// `checkpoint.after-commit-point`: a checkpoint is committed at its
+    /// commit point, before any sink is told to deliver it
+    /// (`Driver::release`).
+    CheckpointAfterCommitPoint,
     /// `sink.mid-delivery`: part of an epoch is delivered and the rest is
     /// not. File sink: half of an epoch is appended to the visible file
     /// (`append_epochs`). Staged sinks (PostgreSQL, NATS, Kafka): before
@@ -78,9 +87,11 @@ pub enum Failpoint {
 
 impl Failpoint {
     /// Every failpoint, in protocol order.
-    pub const ALL: [Failpoint; 8] = [
+    pub const ALL: [Failpoint; 10] = [
         Failpoint::SinkAfterPrecommit,
         Failpoint::CheckpointAfterStoreCommit,
+        Failpoint::CheckpointBeforeCommitPoint,
+        Failpoint::CheckpointAfterCommitPoint,
         Failpoint::SinkMidDelivery,
         Failpoint::SinkAfterDelivery,
         Failpoint::SwapAfterMigrate,
@@ -94,6 +105,8 @@ impl Failpoint {
         match self {
             Failpoint::SinkAfterPrecommit => "sink.after-precommit",
             Failpoint::CheckpointAfterStoreCommit => "checkpoint.after-store-commit",
+            Failpoint::CheckpointBeforeCommitPoint => "checkpoint.before-commit-point",
+            Failpoint::CheckpointAfterCommitPoint => "checkpoint.after-commit-point",
             Failpoint::SinkMidDelivery => "sink.mid-delivery",
             Failpoint::SinkAfterDelivery => "sink.after-delivery",
             Failpoint::SwapAfterMigrate => "swap.after-migrate",

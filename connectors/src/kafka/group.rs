@@ -12,20 +12,31 @@
 //!   it; assignments after they are taken (`post_rebalance`).
 //! - Only incremental rebalancing is accepted: an eager one would stop
 //!   every task at every change of membership.
+//! - The group's committed offset of anchor partition *p* is task *p*'s
+//!   commit point ([`GroupCommits`]): its metadata `weir:<n>` names the
+//!   checkpoint to restore; it is written only through this consumer, so
+//!   by a member of the group's current generation that holds *p*.
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol,
+};
 use rdkafka::error::KafkaError;
-use weir::cluster::{Anchor, Membership, Owner, WorkerJob, lease_topic};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+use weir::cluster::{
+    Anchor, CommitRefused, Membership, Owner, StageCommits, WorkerJob, lease_topic,
+};
 use weir::config::SourceConfig;
 
 use super::client::{ClientSettings, Context, partitions};
-use super::source::KafkaSourceConfig;
+use super::source::{KafkaSourceConfig, from_offset};
 
 /// The consumer context: the owner to call, and the log context.
 struct GroupContext {
@@ -110,9 +121,151 @@ impl ConsumerContext for GroupContext {
 
 /// A worker's membership: the group consumer.
 pub struct GroupMembership {
-    consumer: BaseConsumer<GroupContext>,
+    consumer: Arc<BaseConsumer<GroupContext>>,
     /// How long leaving may take: every task's handover.
     leave_timeout: Duration,
+    /// The commit points made through the consumer.
+    commits: Arc<GroupCommits>,
+}
+
+/// The commit points of a stage's tasks: offset commits of the anchor
+/// partitions, with metadata `weir:<checkpoint>`, made by the worker's
+/// member of the stage's group.
+pub struct GroupCommits {
+    consumer: Arc<BaseConsumer<GroupContext>>,
+    group: String,
+    /// The anchor topic.
+    topic: String,
+}
+
+/// The metadata of a commit point, before the checkpoint id.
+const COMMITTED: &str = "weir:";
+
+/// Whether the group coordinator refused a commit because the member is
+/// not one of the group's (removed, or replaced by another with its
+/// instance id): final. An old generation (`ILLEGAL_GENERATION`) is not:
+/// a member commits with it while a rebalance it takes part in
+/// completes, and one removed from the group finds out at its next
+/// heartbeat (its assignment lost).
+fn fenced(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::FencedInstanceId
+    )
+}
+
+impl GroupCommits {
+    /// The next offset of anchor partition `partition` that `sources`
+    /// (a checkpoint's source offsets) hold; 0 when no source reads it
+    /// (a lease topic).
+    fn anchor_offset(&self, partition: i32, sources: &BTreeMap<String, serde_json::Value>) -> i64 {
+        (sources.values())
+            .filter_map(from_offset)
+            .flatten()
+            .find(|s| s.topic == self.topic && s.partition == partition)
+            .map_or(0, |s| s.next)
+    }
+
+    /// Whether this member holds `partition` now (its assignment not
+    /// lost).
+    fn holds(&self, partition: i32) -> bool {
+        if self.consumer.assignment_lost() {
+            return false;
+        }
+        (self.consumer.assignment().ok()).is_some_and(|a| {
+            (a.elements().iter()).any(|e| e.topic() == self.topic && e.partition() == partition)
+        })
+    }
+}
+
+impl StageCommits for GroupCommits {
+    fn commit(
+        &self,
+        partition: i32,
+        id: u64,
+        sources: &BTreeMap<String, serde_json::Value>,
+    ) -> Result<(), CommitRefused> {
+        if !self.holds(partition) {
+            return Err(CommitRefused::Fenced(format!(
+                "this worker no longer holds partition {partition} of `{}` in group `{}`",
+                self.topic, self.group
+            )));
+        }
+        let offset = self.anchor_offset(partition, sources);
+        let mut list = TopicPartitionList::new();
+        (list.add_partition_offset(&self.topic, partition, Offset::Offset(offset)))
+            .map_err(|e| CommitRefused::Fenced(e.to_string()))?;
+        if let Some(mut e) = list.find_partition(&self.topic, partition) {
+            e.set_metadata(format!("{COMMITTED}{id}"));
+        }
+        let error = match self.consumer.commit(&list, CommitMode::Sync) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let what = format!("group `{}`: {error}", self.group);
+        Err(match error.rdkafka_error_code() {
+            Some(code) if fenced(code) => CommitRefused::Fenced(format!(
+                "{what}: this worker is no longer a member of the group; the task's next owner restores its last committed checkpoint"
+            )),
+            _ => CommitRefused::Busy(what),
+        })
+    }
+
+    fn committed(&self, partition: i32) -> Result<Option<u64>, String> {
+        let mut list = TopicPartitionList::new();
+        list.add_partition(&self.topic, partition);
+        let read = (self.consumer)
+            .committed_offsets(list, super::client::TIMEOUT)
+            .map_err(|e| {
+                format!(
+                    "reading the committed offsets of group `{}`: {e}",
+                    self.group
+                )
+            })?;
+        match read.find_partition(&self.topic, partition) {
+            Some(e) => commit_point(&e, &self.group, &self.topic),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The checkpoint the committed offset `e` (of group `group`, on `topic`)
+/// names, if it is a commit point; `None` when nothing is committed.
+fn commit_point(
+    e: &rdkafka::topic_partition_list::TopicPartitionListElem<'_>,
+    group: &str,
+    topic: &str,
+) -> Result<Option<u64>, String> {
+    let metadata = e.metadata();
+    match metadata.strip_prefix(COMMITTED).map(str::parse::<u64>) {
+        Some(Ok(id)) => Ok(Some(id)),
+        _ if metadata.is_empty() && !matches!(e.offset(), Offset::Offset(_)) => Ok(None),
+        _ => Err(format!(
+            "group `{group}` holds an offset of partition {} of `{topic}` that no worker committed (metadata {metadata:?}); the group is the job's own: give other consumers another group",
+            e.partition()
+        )),
+    }
+}
+
+/// The checkpoint each of partitions `0..count` of `topic` has committed
+/// in `list` (group `group`'s committed offsets), if any.
+fn commit_points(
+    list: &TopicPartitionList,
+    group: &str,
+    topic: &str,
+    count: i32,
+) -> Result<Vec<Option<u64>>, String> {
+    let mut points = Vec::new();
+    for e in (list.elements().into_iter()).filter(|e| e.topic() == topic && e.partition() < count) {
+        let point = commit_point(&e, group, topic)?;
+        let at = e.partition() as usize;
+        if points.len() <= at {
+            points.resize(at + 1, None);
+        }
+        points[at] = point;
+    }
+    points.resize(count.max(0) as usize, None);
+    Ok(points)
 }
 
 /// The Kafka sources of `job`, as their type parsed them.
@@ -242,9 +395,11 @@ impl GroupMembership {
             topic: topic.clone(),
             log,
         };
-        let consumer: BaseConsumer<GroupContext> = config
-            .create_with_context(context)
-            .map_err(|e| format!("cannot create the group's Kafka client: {e}"))?;
+        let consumer: Arc<BaseConsumer<GroupContext>> = Arc::new(
+            config
+                .create_with_context(context)
+                .map_err(|e| format!("cannot create the group's Kafka client: {e}"))?,
+        );
         let count = partitions(&probe(&client)?, &client.brokers, &topic)?.len();
         consumer
             .subscribe(&[&topic])
@@ -253,9 +408,15 @@ impl GroupMembership {
             "worker: joined group `{group}` on topic `{topic}` ({count} partitions: tasks {stage}-0 to {stage}-{})",
             count - 1
         );
+        let commits = Arc::new(GroupCommits {
+            consumer: consumer.clone(),
+            group: group.clone(),
+            topic,
+        });
         Ok(GroupMembership {
             consumer,
             leave_timeout: cluster.handover_timeout + Duration::from_secs(10),
+            commits,
         })
     }
 }
@@ -292,6 +453,10 @@ impl Membership for GroupMembership {
             }
         }
         Err("leaving the group took longer than handover_timeout".into())
+    }
+
+    fn commits(&self) -> Arc<dyn StageCommits> {
+        self.commits.clone()
     }
 }
 
@@ -375,6 +540,9 @@ pub struct GroupView {
     /// The end (high-water mark) of each of the anchor's partitions, by
     /// partition number: task *p*'s input ends before `ends[p]` for now.
     pub ends: Vec<i64>,
+    /// The checkpoint each task committed (its commit point), by
+    /// partition number: what a restore of task *p* takes.
+    pub committed: Vec<Option<u64>>,
     /// The members.
     pub members: Vec<Member>,
 }
@@ -393,6 +561,7 @@ pub fn describe(job: &WorkerJob, stage: u32) -> Result<GroupView, String> {
             .map_err(|e| format!("cannot read the offsets of partition {p} of `{topic}`: {e}"))?;
         ends.push(high);
     }
+    let committed = committed_points(&client, &group, &topic, count)?;
     let list = consumer
         .fetch_group_list(Some(&group), super::client::TIMEOUT)
         .map_err(|e| format!("cannot describe group `{group}` at {}: {e}", client.brokers))?;
@@ -423,8 +592,30 @@ pub fn describe(job: &WorkerJob, stage: u32) -> Result<GroupView, String> {
         state,
         topic,
         ends,
+        committed,
         members,
     })
+}
+
+/// The checkpoint each of partitions `0..count` of `topic` committed in
+/// group `group`, read without joining it.
+fn committed_points(
+    client: &ClientSettings,
+    group: &str,
+    topic: &str,
+    count: i32,
+) -> Result<Vec<Option<u64>>, String> {
+    let reader: BaseConsumer<Context> = client
+        .config("worker-probe", &[("group.id", group)])
+        .create_with_context(Context::new("worker".into()))
+        .map_err(|e| format!("cannot create a Kafka client: {e}"))?;
+    let mut list = TopicPartitionList::new();
+    for p in 0..count {
+        list.add_partition(topic, p);
+    }
+    let read = (reader.committed_offsets(list, super::client::TIMEOUT))
+        .map_err(|e| format!("cannot read the committed offsets of group `{group}`: {e}"))?;
+    commit_points(&read, group, topic, count)
 }
 
 /// The (topic, partition) pairs of a consumer protocol assignment: a
@@ -485,5 +676,29 @@ mod tests {
         );
         let err = assigned_partitions(&b[..9]).unwrap_err();
         assert!(err.contains("not the consumer protocol's"), "{err}");
+    }
+
+    /// Commit points read back: `weir:<n>` names checkpoint n; a partition
+    /// with no committed offset has none; an offset another consumer
+    /// committed is an error naming the group.
+    #[test]
+    fn commit_points_are_read_from_the_offsets_metadata() {
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset("t", 0, Offset::Offset(40))
+            .unwrap();
+        list.add_partition("t", 2);
+        let mut e = list.find_partition("t", 0).unwrap();
+        e.set_metadata("weir:17");
+        assert_eq!(
+            commit_points(&list, "g", "t", 3).unwrap(),
+            [Some(17), None, None]
+        );
+        list.add_partition_offset("t", 1, Offset::Offset(5))
+            .unwrap();
+        let err = commit_points(&list, "g", "t", 3).unwrap_err();
+        assert!(
+            err.contains("group `g` holds an offset of partition 1"),
+            "{err}"
+        );
     }
 }

@@ -30,20 +30,26 @@
 //!   (`<dir>/tasks/<stage>-<p>`, `<store>/tasks/<stage>-<p>`), its Kafka
 //!   sinks' transactional ids, its PostgreSQL bookkeeping rows and its NATS
 //!   message ids all derive from it, so two tasks never share one.
-//! - Exactly-once across processes rests on two fences, whoever runs a
+//! - Exactly-once across processes rests on three fences, whoever runs a
 //!   task: the object store's conditional create of each manifest (one
-//!   writer per checkpoint id), and each sink's own (a Kafka sink's
+//!   writer per checkpoint id); the commit point (a checkpoint counts once
+//!   the stage's group holds it, [`StageCommits`], which only a member of
+//!   the current generation that still owns the task can commit, and
+//!   sinks deliver only after it); and each sink's own (a Kafka sink's
 //!   `init_transactions` on its per-task id; its marker). A worker that
-//!   lost a task it still runs (a zombie) can finish no checkpoint the new
-//!   owner does not restore, and deliver no epoch twice.
+//!   lost a task it still runs (a zombie) commits no checkpoint, so it
+//!   delivers nothing, and its manifests are dropped by the next owner's
+//!   restore.
 //! - A task handed over takes a checkpoint before its partition goes to
 //!   the next owner (within `handover_timeout`); a task of a worker that
-//!   died is restored by the next owner from its newest manifest.
+//!   died is restored by the next owner from its committed checkpoint.
 
 mod stages;
 mod worker;
 mod worker_job;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use stages::{Crossing, WorkerStage, topic_name};
@@ -70,6 +76,40 @@ pub trait Membership {
     fn poll(&mut self, timeout: Duration) -> Result<(), String>;
     /// Leaves the group: every partition revoked (handed over) first.
     fn leave(&mut self) -> Result<(), String>;
+    /// The commit points of the stage's tasks, made through this member.
+    fn commits(&self) -> Arc<dyn StageCommits>;
+}
+
+/// The commit points of one stage's tasks (docs/scale-out.md): task *p*'s
+/// checkpoint *n* counts once the stage's group holds an offset commit of
+/// anchor partition *p* whose metadata names *n*, made by a member of the
+/// group's current generation. The group coordinator refuses it from a
+/// member it no longer has, so a worker that lost a task cannot commit
+/// for it.
+pub trait StageCommits: Send + Sync {
+    /// Commits checkpoint `id` of task `partition`, at the anchor offset
+    /// its source offsets `sources` hold: one try.
+    fn commit(
+        &self,
+        partition: i32,
+        id: u64,
+        sources: &BTreeMap<String, serde_json::Value>,
+    ) -> Result<(), CommitRefused>;
+    /// The checkpoint the group holds as task `partition`'s, if any.
+    fn committed(&self, partition: i32) -> Result<Option<u64>, String>;
+}
+
+/// Why a commit point was not made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitRefused {
+    /// For now: a rebalance in progress, the group's coordinator moving
+    /// or unreachable. Worth another try.
+    #[error("{0}")]
+    Busy(String),
+    /// For good: this worker is not the group's member that holds the
+    /// task (removed from the group, its partition revoked or lost).
+    #[error("{0}")]
+    Fenced(String),
 }
 
 /// Why worker mode cannot run a job.

@@ -11,19 +11,20 @@
 //! - A revoked task is asked to stop (a checkpoint, then the end) and
 //!   waited for up to `handover_timeout` before the revocation returns to
 //!   the group; past that, or when the partition was lost, it is left to
-//!   stop on its own and its checkpoints meet the store's fence.
+//!   stop on its own, and commits no checkpoint after the revocation
+//!   returned (its [`TaskCommitPoint`] refuses them).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{ClusterError, Membership, Owner, TaskId, WorkerJob};
+use super::{ClusterError, CommitRefused, Membership, Owner, StageCommits, TaskId, WorkerJob};
 use crate::config::Job;
 use crate::connectors::Registry;
 use crate::metrics::JobMetrics;
-use crate::run::{RestoreMode, RunOptions, RunSummary};
+use crate::run::{CommitPoint, RestoreMode, RunOptions, RunSummary};
 use crate::wasm::Runtime;
 
 /// The first wait before a failed task runs again; doubled per failure
@@ -66,6 +67,90 @@ struct Task {
     metrics: Option<Arc<JobMetrics>>,
     /// The job its runs run, once one started.
     job: Option<Arc<Job>>,
+    /// Whether its runs may still commit checkpoints: until the worker
+    /// gives the task up.
+    owned: Arc<RwLock<bool>>,
+}
+
+impl Task {
+    /// A task just assigned, not started yet.
+    fn assigned() -> Task {
+        Task {
+            state: TaskState::Running,
+            failures: 0,
+            shutdown: Arc::new(AtomicBool::new(false)),
+            thread: None,
+            metrics: None,
+            job: None,
+            owned: Arc::new(RwLock::new(true)),
+        }
+    }
+}
+
+/// The commit point of a task's runs in this worker: its stage's
+/// ([`StageCommits`]), while the worker owns the task.
+#[derive(Clone)]
+struct TaskCommitPoint {
+    task: TaskId,
+    stage: Arc<dyn StageCommits>,
+    owned: Arc<RwLock<bool>>,
+    /// How long a commit is tried again while the group is busy (a
+    /// rebalance in progress) before it fails.
+    patience: Duration,
+}
+
+/// The wait between two tries of a commit while the group is busy.
+const COMMIT_RETRY: Duration = Duration::from_millis(100);
+
+impl std::fmt::Debug for TaskCommitPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TaskCommitPoint({})", self.task)
+    }
+}
+
+impl CommitPoint for TaskCommitPoint {
+    fn commit(&self, id: u64, sources: &BTreeMap<String, serde_json::Value>) -> Result<(), String> {
+        let deadline = Instant::now() + self.patience;
+        loop {
+            // Held while committing: giving the task up waits for a try
+            // under way, and none starts after it.
+            let owned = self.owned.read().unwrap_or_else(PoisonError::into_inner);
+            if !*owned {
+                return Err(format!(
+                    "task {} is no longer this worker's (its partition was revoked)",
+                    self.task
+                ));
+            }
+            match self.stage.commit(self.task.partition, id, sources) {
+                Ok(()) => return Ok(()),
+                Err(CommitRefused::Fenced(why)) => return Err(why),
+                Err(CommitRefused::Busy(why)) if Instant::now() >= deadline => {
+                    return Err(format!(
+                        "the group stayed busy for {} s: {why}",
+                        self.patience.as_secs()
+                    ));
+                }
+                Err(CommitRefused::Busy(why)) => {
+                    tracing::debug!(
+                        "task {}: committing checkpoint {id}: {why}; trying again",
+                        self.task
+                    );
+                }
+            }
+            drop(owned);
+            std::thread::sleep(COMMIT_RETRY);
+        }
+    }
+
+    fn committed(&self) -> Result<Option<u64>, String> {
+        self.stage.committed(self.task.partition)
+    }
+}
+
+/// Gives up `task`'s runs in this worker: none commits a checkpoint from
+/// now on (waiting for a commit under way).
+fn give_up(owned: &RwLock<bool>) {
+    *owned.write().unwrap_or_else(PoisonError::into_inner) = false;
 }
 
 /// A task this worker owns whose job started here, as a dashboard shows it.
@@ -90,6 +175,9 @@ pub struct Worker {
     /// Runs of tasks given up (lost, or not handed over in time) that are
     /// still stopping: a task starts again here only once its run ended.
     leftovers: Mutex<Vec<(TaskId, Run)>>,
+    /// The commit points of each stage's tasks, by stage, from its
+    /// membership ([`Worker::run`]).
+    commits: Mutex<Vec<Arc<dyn StageCommits>>>,
 }
 
 impl Worker {
@@ -101,6 +189,7 @@ impl Worker {
             runtime,
             tasks: Mutex::new(BTreeMap::new()),
             leftovers: Mutex::new(Vec::new()),
+            commits: Mutex::new(Vec::new()),
         })
     }
 
@@ -132,14 +221,15 @@ impl Worker {
             .collect()
     }
 
-    /// Serves `memberships` (one per stage) until `shutdown`, then leaves
-    /// their groups (its tasks handed over first). Restarts a task that failed once its
-    /// wait is over; reports tasks that end.
+    /// Serves `memberships` (stage *s*'s at index *s*) until `shutdown`,
+    /// then leaves their groups (its tasks handed over first). Restarts a
+    /// task that failed once its wait is over; reports tasks that end.
     pub fn run(
         &self,
         memberships: &mut [Box<dyn Membership>],
         shutdown: &AtomicBool,
     ) -> Result<(), ClusterError> {
+        *self.commits.lock().unwrap() = memberships.iter().map(|m| m.commits()).collect();
         let group = |message: String| ClusterError::Group {
             job: self.job.job.name.clone(),
             message,
@@ -155,6 +245,8 @@ impl Worker {
         for m in memberships.iter_mut() {
             m.leave().map_err(group)?;
         }
+        // The commit points hold the memberships' clients.
+        self.commits.lock().unwrap().clear();
         Ok(())
     }
 
@@ -240,6 +332,19 @@ impl Worker {
                 return;
             }
         };
+        let Some(stage) = self.commits.lock().unwrap().get(id.stage as usize).cloned() else {
+            task.state = TaskState::Failed {
+                error: format!("the worker is not in the group of stage {}", id.stage),
+                retry: Instant::now() + MAX_RETRY,
+            };
+            return;
+        };
+        let point = TaskCommitPoint {
+            task: id,
+            stage,
+            owned: task.owned.clone(),
+            patience: self.job.job.cluster.handover_timeout,
+        };
         let runtime = self.runtime.clone();
         let shutdown = Arc::new(AtomicBool::new(false));
         let stop = shutdown.clone();
@@ -252,6 +357,7 @@ impl Worker {
                 let options = RunOptions {
                     restore: RestoreMode::Latest,
                     metrics: Some(live),
+                    commit_point: Some(Arc::new(point)),
                     ..RunOptions::default()
                 };
                 crate::run::run(&job, &runtime, &options, &stop).map_err(|e| e.to_string())
@@ -283,47 +389,44 @@ impl Owner for Worker {
             if tasks.contains_key(&id) {
                 continue;
             }
-            let mut task = Task {
-                state: TaskState::Running,
-                failures: 0,
-                shutdown: Arc::new(AtomicBool::new(false)),
-                thread: None,
-                metrics: None,
-                job: None,
-            };
+            let mut task = Task::assigned();
             self.start(id, &mut task);
             tasks.insert(id, task);
         }
     }
 
     fn revoked(&self, stage: u32, partitions: &[i32], lost: bool) {
-        let mut handing: Vec<(TaskId, Run)> = Vec::new();
+        let mut handing: Vec<(TaskId, Run, Arc<RwLock<bool>>)> = Vec::new();
         {
             let mut tasks = self.tasks.lock().unwrap();
             for &partition in partitions {
                 let id = TaskId { stage, partition };
                 if let Some(task) = tasks.remove(&id) {
                     task.shutdown.store(true, Ordering::Relaxed);
-                    if let Some(thread) = task.thread {
-                        handing.push((id, thread));
+                    match task.thread {
+                        Some(thread) => handing.push((id, thread, task.owned)),
+                        None => give_up(&task.owned),
                     }
                 }
             }
         }
         if lost {
-            for (id, _) in &handing {
+            for (id, _, owned) in &handing {
+                give_up(owned);
                 tracing::warn!(
                     "worker: task {id} was lost (this worker left the group too long); it stops, and its checkpoints meet the new owner's fence"
                 );
             }
-            self.leftovers.lock().unwrap().extend(handing);
+            let runs = handing.into_iter().map(|(id, thread, _)| (id, thread));
+            self.leftovers.lock().unwrap().extend(runs);
             return;
         }
         let deadline = Instant::now() + self.job.job.cluster.handover_timeout;
-        for (id, thread) in handing {
+        for (id, thread, owned) in handing {
             while !thread.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
             }
+            give_up(&owned);
             if !thread.is_finished() {
                 tracing::warn!(
                     "worker: task {id} did not hand over within handover_timeout; its next owner restores its last checkpoint"
@@ -340,5 +443,123 @@ impl Owner for Worker {
                 Err(_) => tracing::warn!("worker: task {id}'s thread panicked"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+
+    use super::*;
+
+    /// A stage's commit points that answer each try from a script, then
+    /// `Ok`, counting the tries begun and ended; a try can be made to
+    /// last `slow`.
+    #[derive(Default)]
+    struct Scripted {
+        answers: Mutex<Vec<CommitRefused>>,
+        tries: AtomicU32,
+        ended: AtomicU32,
+        slow: Duration,
+    }
+
+    impl StageCommits for Scripted {
+        fn commit(
+            &self,
+            _: i32,
+            _: u64,
+            _: &BTreeMap<String, serde_json::Value>,
+        ) -> Result<(), CommitRefused> {
+            self.tries.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(self.slow);
+            self.ended.fetch_add(1, Ordering::SeqCst);
+            let mut answers = self.answers.lock().unwrap();
+            match answers.is_empty() {
+                true => Ok(()),
+                false => Err(answers.remove(0)),
+            }
+        }
+        fn committed(&self, _: i32) -> Result<Option<u64>, String> {
+            Ok(None)
+        }
+    }
+
+    fn point(stage: Arc<Scripted>, patience: Duration) -> TaskCommitPoint {
+        TaskCommitPoint {
+            task: TaskId {
+                stage: 0,
+                partition: 3,
+            },
+            stage,
+            owned: Arc::new(RwLock::new(true)),
+            patience,
+        }
+    }
+
+    fn busy(n: usize) -> Vec<CommitRefused> {
+        vec![CommitRefused::Busy("rebalance in progress".into()); n]
+    }
+
+    /// A busy group is tried again until the commit is made; for longer
+    /// than the patience, the commit fails saying so.
+    #[test]
+    fn a_commit_waits_out_a_busy_group_for_its_patience() {
+        let stage = Arc::new(Scripted {
+            answers: Mutex::new(busy(3)),
+            ..Scripted::default()
+        });
+        point(stage.clone(), Duration::from_secs(30))
+            .commit(7, &BTreeMap::new())
+            .unwrap();
+        assert_eq!(stage.tries.load(Ordering::SeqCst), 4);
+        let stage = Arc::new(Scripted {
+            answers: Mutex::new(busy(1000)),
+            ..Scripted::default()
+        });
+        let err = point(stage, Duration::ZERO)
+            .commit(7, &BTreeMap::new())
+            .unwrap_err();
+        assert!(
+            err.contains("stayed busy") && err.contains("rebalance in progress"),
+            "{err}"
+        );
+    }
+
+    /// A fenced commit fails at once, with the group's reason.
+    #[test]
+    fn a_fenced_commit_is_not_tried_again() {
+        let stage = Arc::new(Scripted {
+            answers: Mutex::new(vec![CommitRefused::Fenced("unknown member".into())]),
+            ..Scripted::default()
+        });
+        let err = point(stage.clone(), Duration::from_secs(30))
+            .commit(7, &BTreeMap::new())
+            .unwrap_err();
+        assert_eq!(err, "unknown member");
+        assert_eq!(stage.tries.load(Ordering::SeqCst), 1);
+    }
+
+    /// Giving a task up waits for a commit under way, and no commit of it
+    /// is tried after.
+    #[test]
+    fn a_task_given_up_commits_nothing_after() {
+        let stage = Arc::new(Scripted {
+            slow: Duration::from_millis(300),
+            ..Scripted::default()
+        });
+        let p = point(stage.clone(), Duration::from_secs(30));
+        let committing = {
+            let p = p.clone();
+            std::thread::spawn(move || p.commit(7, &BTreeMap::new()))
+        };
+        while stage.tries.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        give_up(&p.owned);
+        assert_eq!(stage.ended.load(Ordering::SeqCst), 1, "giving up waited");
+        committing.join().unwrap().unwrap();
+        let err = p.commit(8, &BTreeMap::new()).unwrap_err();
+        assert!(err.contains("task 0-3 is no longer this worker's"), "{err}");
+        assert_eq!(stage.tries.load(Ordering::SeqCst), 1);
     }
 }

@@ -323,6 +323,11 @@ impl RemoteStore {
         }
     }
 
+    /// Deletes manifest `id` (a checkpoint never committed), if it exists.
+    pub fn delete_manifest(&self, id: u64) -> Result<(), RemoteError> {
+        self.delete(&manifest_name(id))
+    }
+
     fn delete(&self, name: &str) -> Result<(), RemoteError> {
         let path = self.path(name);
         match self.runtime.block_on(self.store.delete(&path)) {

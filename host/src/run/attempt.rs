@@ -131,7 +131,8 @@ pub(crate) fn run_attempt(
         attempt.control,
         attempt.probation,
     )
-    .replicating(replica);
+    .replicating(replica)
+    .committing(options.commit_point.clone());
     let outcome = driver.drive(shutdown);
     let driven = driver.driven();
     if outcome.is_err() || !driven.finished {

@@ -8,7 +8,8 @@
 //!   store transaction ([`CheckpointStore::commit`]) before any sink is
 //!   told to commit it: output never becomes visible for a checkpoint that
 //!   does not exist. With an object store, the sinks are told only once
-//!   its manifest exists there, and no checkpoint is triggered meanwhile.
+//!   its manifest exists there, and no checkpoint is triggered meanwhile;
+//!   with a [`CommitPoint`], only once it is committed there too.
 //! - A stop or a swap ends the attempt only after a checkpoint taken for it
 //!   is committed by every sink; the end of input only after the final
 //!   checkpoint is.
@@ -33,6 +34,7 @@ use crate::failpoint::{self, Failpoint};
 use crate::metrics::{CheckpointRecord, JobMetrics};
 use crate::plan::{NodeKind, Plan};
 use crate::remote::{RemoteStore, Replica};
+use crate::run::commit_point::CommitPoint;
 use crate::run::control::ControlRequest;
 use crate::run::error::RunError;
 use crate::run::kept::{Kept, operators_meta};
@@ -87,6 +89,9 @@ pub(crate) struct Driver<'a> {
     /// The source offsets of the stored checkpoints, oldest first, from
     /// the oldest a restore may still pick ([`Driver::release_inputs`]).
     restorable: VecDeque<(u64, BTreeMap<String, serde_json::Value>)>,
+    /// What commits each checkpoint before the sinks deliver it, if
+    /// anything does.
+    commit_point: Option<std::sync::Arc<dyn CommitPoint>>,
 }
 
 impl Drop for Driver<'_> {
@@ -137,7 +142,15 @@ impl<'a> Driver<'a> {
             restorable: (at.store.list().unwrap_or_default().into_iter())
                 .map(|m| (m.id, m.sources))
                 .collect(),
+            commit_point: None,
         }
+    }
+
+    /// The driver, committing every checkpoint with `point` before the
+    /// sinks deliver it.
+    pub(crate) fn committing(mut self, point: Option<std::sync::Arc<dyn CommitPoint>>) -> Self {
+        self.commit_point = point;
+        self
     }
 
     /// The driver, copying every checkpoint with `replica` before the
@@ -162,8 +175,7 @@ impl<'a> Driver<'a> {
                 let done = self.uploading.pop_front().expect("checked above");
                 debug_assert_eq!(done.id, id);
                 tracing::debug!("checkpoint {id} is in the object store");
-                self.release(done);
-                Ok(())
+                self.release(done)
             }
             Ok(Err(e)) => Err(e.into()),
             Err(crossbeam_channel::TryRecvError::Empty) => Ok(()),
@@ -313,13 +325,28 @@ impl<'a> Driver<'a> {
             self.uploading.push_back(done);
             return Ok(());
         }
-        self.release(done);
-        Ok(())
+        self.release(done)
     }
 
-    /// Tells the sinks to commit the stored checkpoint `done`, and whoever
-    /// waits for it.
-    fn release(&mut self, done: Completed) {
+    /// Commits the stored checkpoint `done` at the commit point, if there
+    /// is one, then tells the sinks to deliver it, and whoever waits for
+    /// it.
+    fn release(&mut self, done: Completed) -> Result<(), RunError> {
+        if let Some(point) = &self.commit_point {
+            failpoint::hit(Failpoint::CheckpointBeforeCommitPoint);
+            let sources = (self.restorable.iter().rev())
+                .find(|(id, _)| *id == done.id)
+                .map(|(_, sources)| sources)
+                .expect("a stored checkpoint is restorable until a newer one is released");
+            point
+                .commit(done.id, sources)
+                .map_err(|m| RunError::CommitPoint {
+                    job: self.job.name.clone(),
+                    message: format!("checkpoint {} is not committed: {m}", done.id),
+                })?;
+            tracing::debug!("checkpoint {} committed", done.id);
+            failpoint::hit(Failpoint::CheckpointAfterCommitPoint);
+        }
         for tx in self.channels.commits.values() {
             let _ = tx.send(done.id);
         }
@@ -335,6 +362,7 @@ impl<'a> Driver<'a> {
             self.awaiting_commit = Some(done.id);
         }
         self.savepoint_checkpoint(&done);
+        Ok(())
     }
 
     /// Tells each source where the oldest checkpoint a restore may still

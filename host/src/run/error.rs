@@ -38,6 +38,15 @@ pub enum RunError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// The commit point failed: a checkpoint was not committed (and is
+    /// not delivered), or the committed one could not be read.
+    #[error("job `{job}`: {message}")]
+    CommitPoint {
+        /// The job.
+        job: String,
+        /// What happened.
+        message: String,
+    },
     /// The job's state moved to another state directory (`--from-savepoint`
     /// with `--state-dir`) and this run names none.
     #[error("job `{job}` was started from savepoint {savepoint} into state directory {to}: resume it with `--state-dir {to}`, or delete {marker} to resume the checkpoints in {default}", marker = marker.display(), to = to.display(), default = default.display())]

@@ -19,11 +19,15 @@
 //!   choose and check the checkpoint, truncate), `wiring` (every channel),
 //!   `open` (instances, sinks, sources), `start` (the threads), `driver`
 //!   (commands, persisting, commits, swap requests);
+//! - [`CommitPoint`]: what makes a checkpoint count besides its manifest
+//!   (worker mode: the task's group), which the driver commits and the
+//!   restore phase reads;
 //! - [`RunSummary`], [`format_summary`] and [`summary_json`]: what a run
 //!   did, for a person and for a program; [`validate()`]:
 //!   checking a job without running it; [`RunError`]: why a run failed.
 
 mod attempt;
+mod commit_point;
 mod control;
 mod driver;
 mod error;
@@ -47,6 +51,7 @@ use std::sync::atomic::AtomicBool;
 use crate::config::Job;
 use crate::wasm::Runtime;
 
+pub use commit_point::CommitPoint;
 pub use control::{
     CONTROL_SOCKET, MAX_CONNECTIONS, MAX_REQUEST, REQUEST_TIMEOUT, request_savepoint, request_swap,
 };

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::config::Job;
 use crate::metrics::JobMetrics;
+use crate::run::commit_point::CommitPoint;
 use crate::store::{CheckpointStore, FILE_NAME};
 
 /// Which checkpoint to resume from.
@@ -63,6 +64,9 @@ pub struct RunOptions {
     /// Start from this savepoint (`--from-savepoint`), in a state dir with
     /// no checkpoint.
     pub from_savepoint: Option<FromSavepoint>,
+    /// What makes a checkpoint count besides its manifest (worker mode:
+    /// the task's group), if anything.
+    pub commit_point: Option<Arc<dyn CommitPoint>>,
 }
 
 impl RunOptions {

@@ -27,6 +27,7 @@ use crate::dataflow::partition::KEY_GROUPS;
 use crate::failpoint::{self, Failpoint};
 use crate::plan::Plan;
 use crate::remote::{Manifest, RemoteStore, sync_state_dir};
+use crate::run::commit_point::CommitPoint;
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, StoreError};
@@ -78,8 +79,9 @@ pub(crate) fn prepare(
             (mode, None)
         }
         Some(remote) => {
-            let id = match mode {
-                RestoreMode::Id(id) => Some(id),
+            let id = match (mode, &options.commit_point) {
+                (RestoreMode::Id(id), _) => Some(id),
+                (_, Some(point)) => committed(&job.name, remote, &**point)?,
                 _ => None,
             };
             let manifest = sync_state_dir(remote, &state_dir, &job.name, id)?;
@@ -89,6 +91,12 @@ pub(crate) fn prepare(
             )
         }
         None => (mode, None),
+    };
+    // Ids of manifests dropped above, or written since the listing by a
+    // writer that lost the job, are never given again.
+    let seen = match remote {
+        Some(remote) => remote.manifest_ids()?.last().copied(),
+        None => None,
     };
     let store = match CheckpointStore::open(&state_dir, &job.name) {
         Err(StoreError::Corrupt { path, message }) if mode == RestoreMode::None => {
@@ -114,6 +122,9 @@ pub(crate) fn prepare(
         Some(meta) => Some(rescale(job, &store, meta)?),
         None => None,
     };
+    if let Some(seen) = seen {
+        store.reserve_ids_through(seen)?;
+    }
     let first_id = store.next_id()?;
     if let Some(meta) = &checkpoint {
         tracing::info!(
@@ -129,6 +140,52 @@ pub(crate) fn prepare(
         first_id,
         manifest,
     })))
+}
+
+/// The checkpoint a job with a commit point restores: the committed one,
+/// after deleting the manifests after it (written, never committed:
+/// nothing of them reached a sink). `None` when nothing is committed yet
+/// (or the commits expired): then the newest manifest is restored, as
+/// without a commit point, each manifest being a whole checkpoint.
+fn committed(
+    job: &str,
+    remote: &RemoteStore,
+    point: &dyn CommitPoint,
+) -> Result<Option<u64>, RunError> {
+    let failed = |message: String| RunError::CommitPoint {
+        job: job.to_owned(),
+        message,
+    };
+    let committed = (point.committed())
+        .map_err(|m| failed(format!("reading its committed checkpoint failed: {m}")))?;
+    let ids = remote.manifest_ids()?;
+    let Some(c) = committed else {
+        if let Some(newest) = ids.last() {
+            tracing::warn!(
+                "job `{job}`: no committed checkpoint is recorded (its first not committed yet, or the group's offsets expired); restoring the newest manifest, {newest}"
+            );
+        }
+        return Ok(None);
+    };
+    if !ids.contains(&c) {
+        let held = ids.iter().map(u64::to_string).collect::<Vec<_>>();
+        return Err(failed(format!(
+            "checkpoint {c} is committed but {} has no manifest of it (it holds: {}); was the store's prefix changed or emptied? Point the job back at the store that holds it, or, to start the job over, delete the group's committed offsets (kafka-consumer-groups.sh --delete-offsets)",
+            remote.url(),
+            if held.is_empty() {
+                "none".into()
+            } else {
+                held.join(", ")
+            }
+        )));
+    }
+    for &id in ids.iter().filter(|&&id| id > c) {
+        tracing::warn!(
+            "job `{job}`: checkpoint {id} was written but never committed (its writer stopped or lost the job before its commit point); dropping it and restoring checkpoint {c}"
+        );
+        remote.delete_manifest(id)?;
+    }
+    Ok(Some(c))
 }
 
 /// Renames the damaged store file at `path` to `<name>.damaged-<unix
@@ -377,4 +434,87 @@ pub(crate) fn changed_sinks<'a>(
         let changed = was != s.kind && old.sinks.contains_key(&s.id);
         changed.then_some((s.id.as_str(), was.as_str(), s.kind))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::remote::{MANIFEST_FORMAT, Manifest};
+    use crate::store::tests::meta;
+
+    /// A commit point that answers `committed` with what it holds.
+    #[derive(Debug)]
+    struct Held(Result<Option<u64>, String>);
+
+    impl CommitPoint for Held {
+        fn commit(&self, _: u64, _: &BTreeMap<String, serde_json::Value>) -> Result<(), String> {
+            unreachable!("a restore commits nothing")
+        }
+        fn committed(&self) -> Result<Option<u64>, String> {
+            self.0.clone()
+        }
+    }
+
+    /// A `file://` store holding the manifests `ids` of job `job`.
+    fn store_with(dir: &std::path::Path, ids: &[u64]) -> RemoteStore {
+        let url = format!("file://{}", dir.display());
+        let remote = RemoteStore::open(&url, &BTreeMap::new()).unwrap();
+        for &id in ids {
+            let manifest = Manifest {
+                format: MANIFEST_FORMAT,
+                job: "job".into(),
+                id,
+                writer: "w".into(),
+                packs: vec![],
+                meta: meta(id),
+                staged: vec![],
+            };
+            remote.create_manifest(&manifest).unwrap();
+        }
+        remote
+    }
+
+    /// The committed checkpoint is restored, and the manifests after it,
+    /// never committed, are deleted; the ones before it stay.
+    #[test]
+    fn a_restore_takes_the_committed_checkpoint_and_drops_the_later_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = store_with(dir.path(), &[3, 4, 5, 6]);
+        let got = committed("job", &remote, &Held(Ok(Some(4)))).unwrap();
+        assert_eq!(got, Some(4));
+        assert_eq!(remote.manifest_ids().unwrap(), [3, 4]);
+    }
+
+    /// Nothing committed (a first checkpoint not committed yet, or the
+    /// group's offsets expired): the newest manifest, nothing deleted.
+    #[test]
+    fn with_nothing_committed_a_restore_takes_the_newest_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = store_with(dir.path(), &[1, 2]);
+        assert_eq!(committed("job", &remote, &Held(Ok(None))).unwrap(), None);
+        assert_eq!(remote.manifest_ids().unwrap(), [1, 2]);
+    }
+
+    /// A committed checkpoint the store lacks, or a commit point that
+    /// cannot be read, fails the restore in one line saying what to do;
+    /// nothing is deleted.
+    #[test]
+    fn a_committed_checkpoint_the_store_lacks_is_an_error_naming_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = store_with(dir.path(), &[1, 2]);
+        let err = committed("job", &remote, &Held(Ok(Some(7)))).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("checkpoint 7 is committed but"), "{text}");
+        assert!(text.contains("it holds: 1, 2"), "{text}");
+        assert!(text.contains("--delete-offsets"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+        let err = committed("job", &remote, &Held(Err("broker down".into()))).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("reading its committed checkpoint failed: broker down")
+        );
+        assert_eq!(remote.manifest_ids().unwrap(), [1, 2]);
+    }
 }

@@ -66,6 +66,24 @@ impl CheckpointStore {
         self.collect_inflight(txn, horizon)
     }
 
+    /// Makes checkpoint ids up to `id` never given again, though this
+    /// store never held them (another writer's manifests in the object
+    /// store).
+    pub fn reserve_ids_through(&self, id: u64) -> Result<(), StoreError> {
+        let db = self.rw()?;
+        self.in_context(&format!("reserving checkpoint ids up to {id}"), || {
+            let txn = db.begin_write()?;
+            {
+                let mut meta = txn.open_table(META)?;
+                let recorded = self.recorded_next_id(&meta)?;
+                if recorded <= id {
+                    meta.insert(NEXT_ID, (id + 1).to_string().as_bytes())?;
+                }
+            }
+            Ok(txn.commit()?)
+        })
+    }
+
     /// Deletes every checkpoint newer than `id` (an existing checkpoint, or 0
     /// for all) with the segments, snapshots and journal rows they wrote, in
     /// one transaction.

@@ -563,6 +563,23 @@ fn truncate_after_drops_newer() {
     );
 }
 
+/// Ids another writer used (manifests in the object store this store
+/// never held) are never given again, across a reopen; a reservation
+/// below the ids in use changes nothing.
+#[test]
+fn reserved_ids_are_never_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    s.commit(&meta(1), &[delta("a", 0, "k=1", None)], 10)
+        .unwrap();
+    s.reserve_ids_through(6).unwrap();
+    assert_eq!(s.next_id().unwrap(), 7);
+    s.reserve_ids_through(3).unwrap();
+    drop(s);
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    assert_eq!(s.next_id().unwrap(), 7);
+}
+
 #[test]
 fn open_refuses_other_job_and_reports_missing() {
     let dir = tempfile::tempdir().unwrap();

@@ -244,6 +244,18 @@ impl Clients {
     /// The offset consumer group `group` committed for partition
     /// `partition` of `topic`, if any.
     pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<i64> {
+        self.committed_with_metadata(group, topic, partition)
+            .map(|(offset, _)| offset)
+    }
+
+    /// The offset consumer group `group` committed for partition
+    /// `partition` of `topic`, with the commit's metadata, if any.
+    pub fn committed_with_metadata(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Option<(i64, String)> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.brokers)
             .set("group.id", group)
@@ -254,8 +266,9 @@ impl Clients {
         let committed = consumer
             .committed_offsets(list, TIMEOUT)
             .expect("reading committed offsets");
-        match committed.find_partition(topic, partition)?.offset() {
-            Offset::Offset(n) => Some(n),
+        let e = committed.find_partition(topic, partition)?;
+        match e.offset() {
+            Offset::Offset(n) => Some((n, e.metadata().to_owned())),
             _ => None,
         }
     }

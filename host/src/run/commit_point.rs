@@ -1,0 +1,32 @@
+//! [`CommitPoint`]: what makes a checkpoint count, when a manifest in the
+//! object store is not enough. In worker mode a task's checkpoint counts
+//! once the task's group records it (docs/scale-out.md, "Exactly-once
+//! across processes"), which only the task's current owner can do: a
+//! worker that lost the task (a zombie) writes at most a manifest nobody
+//! restores, and delivers nothing.
+//!
+//! Invariants (carried out by the driver and the restore phase):
+//! - Checkpoint *n* is committed after its manifest exists and before any
+//!   sink is told to deliver it; a commit that fails ends the attempt.
+//! - A restore takes the committed checkpoint *c*. Manifests after *c*
+//!   were never committed, so nothing of them reached a sink: they are
+//!   deleted, and new checkpoint ids continue after the newest of them (an
+//!   id names one checkpoint ever).
+//! - With no commit recorded (a task's first checkpoint not committed yet,
+//!   or the group's offsets expired), a restore takes the newest manifest,
+//!   as without a commit point: every manifest is a whole checkpoint.
+
+use std::collections::BTreeMap;
+
+/// The commit point of one job's checkpoints (in worker mode, one task's).
+pub trait CommitPoint: Send + Sync + std::fmt::Debug {
+    /// Makes checkpoint `id`, whose manifest exists and whose source
+    /// offsets are `sources`, the one a restore takes. An error (this
+    /// process no longer owns the job, or the commit could not be made in
+    /// time) says what happened in a sentence; the attempt then ends
+    /// without delivering `id`.
+    fn commit(&self, id: u64, sources: &BTreeMap<String, serde_json::Value>) -> Result<(), String>;
+
+    /// The checkpoint the newest commit made, if any.
+    fn committed(&self) -> Result<Option<u64>, String>;
+}
