@@ -27,7 +27,8 @@
 //!    the job's `retain` and the packs and staged epochs no retained
 //!    manifest names, orphans of a crash included.
 //!
-//! A restore takes the newest manifest (or `--restore ID`'s): a local store
+//! A restore takes the newest manifest (or `--restore ID`'s; with a
+//! commit point, the committed one: `run/commit_point.rs`): a local store
 //! holding that checkpoint is reused; otherwise the state directory is
 //! rebuilt from the manifest's packs (`local.rs`).
 //!
