@@ -24,7 +24,8 @@ mod ports;
 mod python_sdk;
 mod sandbox;
 
-// Jobs: checkpoints, restores, rescaling, hot swap, event time.
+// Jobs: checkpoints, restores, rescaling, hot swap, event time, bad records.
+mod bad_records;
 mod event_time;
 mod hot_swap;
 mod large_state;

@@ -32,7 +32,7 @@ pub fn render_all(jobs: &[&JobMetrics]) -> String {
     }
     let labelled: Vec<(String, &JobMetrics)> = jobs.iter().map(|m| (escape(&m.job), *m)).collect();
     // Name, help, the kind of node it is for (all when `None`), value.
-    let counters: [(&str, &str, Option<NodeKind>, Getter); 6] = [
+    let counters: [(&str, &str, Option<NodeKind>, Getter); 7] = [
         (
             "weir_records_in_total",
             "Records received by a node.",
@@ -68,6 +68,12 @@ pub fn render_all(jobs: &[&JobMetrics]) -> String {
             "Records a source read and dropped for a bad timestamp.",
             Some(NodeKind::Source),
             |m| m.records_skipped.load(Relaxed) as f64,
+        ),
+        (
+            "weir_bad_records_total",
+            "Records a node could not handle and went on past, as its on_error says (skipped or sent to a dead-letter sink).",
+            None,
+            |m| m.records_bad.load(Relaxed) as f64,
         ),
     ];
     for (name, help, only, get) in counters {

@@ -178,6 +178,9 @@ pub struct NodeMetrics {
     /// Records a source read and dropped: a bad timestamp with
     /// `on_bad_timestamp = "skip"` (0 for other nodes).
     pub records_skipped: AtomicU64,
+    /// Records a node could not handle and went on past, as its
+    /// `on_error` says: skipped or sent to a dead-letter sink.
+    pub records_bad: AtomicU64,
     /// Nanoseconds spent waiting for a full downstream channel (backpressure).
     pub blocked_ns: AtomicU64,
     /// Time per `process` call (operators) or write (sinks).
@@ -218,6 +221,7 @@ impl NodeMetrics {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             records_skipped: AtomicU64::new(0),
+            records_bad: AtomicU64::new(0),
             blocked_ns: AtomicU64::new(0),
             batch_latency: Histogram::default(),
             record_latency: Histogram::record_latency(),

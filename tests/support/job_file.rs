@@ -243,6 +243,11 @@ setters! {
         timestamp(field: &str) => string "timestamp";
         /// `on_bad_timestamp`: `fail` or `skip`.
         on_bad_timestamp(what: &str) => string "on_bad_timestamp";
+        /// `on_error`: `"fail"`, `"skip"` or `{ dead_letter = "<sink>" }`,
+        /// as TOML.
+        on_error(policy: &str) => value "on_error";
+        /// `max_bad`: at most this many bad records per checkpoint.
+        max_bad(records: u64) => value "max_bad";
         /// `rate`: at most this many records per second.
         rate(per_second: u64) => value "rate";
         /// `batch_size`: at most this many records per batch.

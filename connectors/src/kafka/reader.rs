@@ -10,7 +10,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{Value, json};
 use weir::connectors::format::LineParser;
-use weir::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
+use weir::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use weir::dataflow::Batch;
 use weir::dataflow::provenance::NumberRange;
 
@@ -207,7 +207,15 @@ impl SourceReader for KafkaReader {
                 }
                 None => {
                     let (number, key) = (offset as u64, message.key());
-                    (self.parser).add_keyed(&mut batch, value, number, time, key)?
+                    let added = (self.parser).add_keyed(&mut batch, value, number, time, key);
+                    if let Some(bad) = self.parser.bad.last_mut().filter(|_| !added) {
+                        bad.origin = format!(
+                            "topic {} partition {} offset {offset}",
+                            message.topic(),
+                            message.partition()
+                        );
+                    }
+                    added
                 }
             };
             if added {
@@ -246,6 +254,10 @@ impl SourceReader for KafkaReader {
             offset["upstreams"] = upstreams.to_json();
         }
         offset
+    }
+
+    fn take_bad(&mut self) -> Vec<BadRecord> {
+        std::mem::take(&mut self.parser.bad)
     }
 
     fn signalled(&self) -> bool {

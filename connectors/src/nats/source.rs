@@ -34,7 +34,7 @@ use toml::Table;
 use super::connection::{Connection, TESTED_VERSION, check_url, slow_filtered_start};
 use weir::connectors::format::{LineParser, Parsing};
 use weir::connectors::from_table;
-use weir::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
+use weir::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use weir::connectors::{BuildSource, SourceConnector, SourceType};
 use weir::dataflow::Batch;
 use weir::time::parse_rfc3339;
@@ -437,7 +437,7 @@ impl SourceReader for NatsReader {
                 Ok(Item::Message { seq, time, payload }) => {
                     let payload = payload.strip_suffix(b"\n").unwrap_or(&payload);
                     let time = self.message_time.then_some(time);
-                    self.parser.add(&mut batch, payload, seq, time)?;
+                    self.parser.add(&mut batch, payload, seq, time);
                     self.position = Position::Next(seq + 1);
                 }
                 Ok(Item::End) => self.finished = true,
@@ -469,6 +469,10 @@ impl SourceReader for NatsReader {
 
     fn skipped(&self) -> u64 {
         self.parser.skipped
+    }
+
+    fn take_bad(&mut self) -> Vec<BadRecord> {
+        std::mem::take(&mut self.parser.bad)
     }
 }
 

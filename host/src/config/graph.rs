@@ -1,5 +1,7 @@
 //! The wiring of a job's DAG: every upstream names a source or an
-//! operator (a port only of an operator), ids are unique, operators form no
+//! operator (a port only of an operator, or a source's dead letters, which
+//! `Job::wire_dead_letters` wires into the sink its `on_error` names), ids
+//! are unique, operators form no
 //! cycle (Kahn's algorithm, [`find_cycle`] names one), every source and
 //! operator has a consumer, and an operator's inputs and the output ports
 //! its consumers name fit its plugin's ports ([`Job::resolve_ports`]).
@@ -8,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::error::label;
-use super::{Inputs, Job, JobError, OperatorConfig, Upstream};
+use super::{DEAD_LETTER_PORT, Inputs, Job, JobError, OperatorConfig, Upstream};
 
 impl Job {
     /// Operators in topological order (upstreams first, ties in file order); sources and
@@ -166,6 +168,58 @@ impl Job {
         self.operators.iter().map(ups).collect()
     }
 
+    /// Adds to each sink an `on_error` names the dead-letter ports of the
+    /// entries that name it; refuses a policy that names no sink, and a
+    /// sink left with no input.
+    pub(super) fn wire_dead_letters(&mut self) -> Result<(), JobError> {
+        let mut wired: Vec<(String, Upstream)> = Vec::new();
+        for source in &self.sources {
+            let Some(sink) = source.on_error.dead_letter_sink() else {
+                continue;
+            };
+            if !self.sinks.iter().any(|s| s.id == sink) {
+                let ids: Vec<&str> = self.sinks.iter().map(|s| s.id.as_str()).collect();
+                let message = format!(
+                    "`on_error.dead_letter` = {sink:?} is not a sink of the job (sinks: {}); name one, or add a [[sink]] for the dead letters",
+                    ids.join(", ")
+                );
+                return Err(self.invalid(&label("source", &source.id), message));
+            }
+            let port = Some(DEAD_LETTER_PORT.to_owned());
+            wired.push((
+                sink.to_owned(),
+                Upstream {
+                    node: source.id.clone(),
+                    port,
+                },
+            ));
+        }
+        for (sink, up) in wired {
+            let sink = self
+                .sinks
+                .iter_mut()
+                .find(|s| s.id == sink)
+                .expect("found above");
+            if !sink.input.contains(&up) {
+                sink.input.push(up);
+            }
+        }
+        if let Some(sink) = self.sinks.iter().find(|s| s.input.is_empty()) {
+            let message = "`input` is missing; add input = \"<source or operator id>\"".into();
+            return Err(self.invalid(&label("sink", &sink.id), message));
+        }
+        Ok(())
+    }
+
+    /// Whether `up` is the dead-letter port of a source whose `on_error`
+    /// names the sink labelled `entry`.
+    fn takes_dead_letters(&self, entry: &str, up: &Upstream) -> bool {
+        let source = self.sources.iter().find(|s| s.id == up.node);
+        let sink = source.and_then(|s| s.on_error.dead_letter_sink());
+        up.port.as_deref() == Some(DEAD_LETTER_PORT)
+            && sink.is_some_and(|sink| label("sink", sink) == entry)
+    }
+
     /// Checks the wiring: see the invariants of [`Job`].
     pub(super) fn validate_graph(&self) -> Result<(), JobError> {
         if self.sources.is_empty() {
@@ -195,6 +249,7 @@ impl Job {
                 Some(&"sink") => format!(
                     "input {text:?} is a sink, which has no output; use that sink's input instead"
                 ),
+                Some(&"source") if self.takes_dead_letters(&entry, up) => continue,
                 Some(&"source") if up.port.is_some() => format!(
                     "input {text:?}: source {node:?} has one output and no named ports; \
                      write {node:?}"

@@ -8,7 +8,8 @@
 //! Invariants of a [`Job`] returned by [`Job::load`] or [`Job::parse`]:
 //! - ids are non-empty, made of `[A-Za-z0-9_-]`, and unique across sources, operators and sinks;
 //! - every upstream names a source or an operator (never a sink), a port only of an
-//!   operator, and no input lists one upstream twice;
+//!   operator or the dead-letter port of a source whose `on_error` names the sink,
+//!   and no input lists one upstream twice; every sink has an input;
 //! - operators form no cycle, and every source and operator has at least one consumer;
 //! - every path is joined onto the job file's folder (an absolute path stays as written);
 //! - plugin files and file-source paths were existing files at parse time, and no sink
@@ -35,6 +36,7 @@ mod cluster;
 mod error;
 mod graph;
 mod limits;
+mod on_error;
 mod operator;
 mod sink;
 mod source;
@@ -52,6 +54,7 @@ pub use limits::{
     Grants, LIMIT_KEYS, LimitValue, Limits, format_duration, format_size, parse_duration,
     parse_size,
 };
+pub use on_error::{DEAD_LETTER_PORT, OnError};
 pub use operator::{Exchange, Inputs, MAX_PARALLELISM, OperatorConfig};
 pub use sink::SinkConfig;
 pub use source::{DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, SourceConfig};
@@ -147,7 +150,7 @@ impl Job {
         };
         let cluster = build_cluster(&name, raw.cluster.unwrap_or_default())
             .map_err(|m| invalid("cluster", m))?;
-        let job = Job {
+        let mut job = Job {
             sources: build_all(path, raw.source, "source", |t| {
                 build_source(registry, &dir, t)
             })?,
@@ -160,6 +163,7 @@ impl Job {
             restart,
             cluster,
         };
+        job.wire_dead_letters()?;
         // Structure first, then the file system: a typo'd id is reported before a missing file.
         job.validate_graph()?;
         job.validate_files()?;

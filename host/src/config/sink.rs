@@ -26,7 +26,8 @@ pub struct SinkConfig {
     /// Where the sink writes: the settings of its `type`.
     pub connector: Arc<dyn SinkConnector>,
     /// The upstreams (sources or operators' output ports), never empty and
-    /// without duplicates; several are a union.
+    /// without duplicates; several are a union. The dead-letter ports of
+    /// the entries whose `on_error` names this sink are added last.
     pub input: Vec<Upstream>,
     /// Its guarantee (`delivery`; when absent, its type's default).
     pub delivery: Delivery,
@@ -109,9 +110,9 @@ pub(super) fn build_sink(
         Some(input) => Some(read_upstreams("`input`", input, true, HINT)?),
         None => None,
     };
-    let Some(input) = input else {
-        return Err("`input` is missing; add input = \"<source or operator id>\"".into());
-    };
+    // A sink may have no `input` of its own when it takes dead letters;
+    // `Job::wire_dead_letters` checks that it does.
+    let input = input.unwrap_or_default();
     Ok(SinkConfig {
         id,
         kind: sink_type.name,

@@ -1,5 +1,5 @@
 //! `[[source]]` entries: [`SourceConfig`] holds the options every source
-//! has (`id`, `batch_size`, `rate`, `watermark`) and the settings of its connector,
+//! has (`id`, `batch_size`, `rate`, `watermark`, `on_error`, `max_bad`) and the settings of its connector,
 //! parsed by the connector its `type` names in
 //! the job's [`Registry`].
 
@@ -16,6 +16,8 @@ use crate::connectors::source::{SourceError, SourceReader};
 use crate::connectors::{Registry, SourceConnector};
 use crate::dataflow::watermark::{DEFAULT_INTERVAL, WatermarkConfig};
 use crate::fields::{check_id, int_in};
+
+use super::on_error::{OnError, build_on_error};
 
 /// Records per batch when a source does not set `batch_size`.
 pub const DEFAULT_BATCH_SIZE: usize = 1024;
@@ -38,6 +40,11 @@ pub struct SourceConfig {
     /// How the source makes watermarks (`watermark`); none until its end
     /// when absent.
     pub watermark: Option<WatermarkConfig>,
+    /// What it does with a record it cannot read (`on_error`).
+    pub on_error: OnError,
+    /// At most this many bad records per checkpoint (`max_bad`), past which
+    /// it fails; unlimited when absent.
+    pub max_bad: Option<u64>,
 }
 
 // By hand: a derived `==` cannot compare the connectors behind their `Arc`s.
@@ -50,6 +57,8 @@ impl PartialEq for SourceConfig {
             batch_size,
             rate,
             watermark,
+            on_error,
+            max_bad,
         } = self;
         *id == other.id
             && *kind == other.kind
@@ -57,6 +66,8 @@ impl PartialEq for SourceConfig {
             && *batch_size == other.batch_size
             && *rate == other.rate
             && *watermark == other.watermark
+            && *on_error == other.on_error
+            && *max_bad == other.max_bad
     }
 }
 
@@ -71,7 +82,14 @@ impl SourceConfig {
 
 /// The options every source has, besides `type`: the keys of a `[[source]]`
 /// table that are not its connector's.
-const OPTIONS: [&str; 4] = ["id", "batch_size", "rate", "watermark"];
+const OPTIONS: [&str; 6] = [
+    "id",
+    "batch_size",
+    "rate",
+    "watermark",
+    "on_error",
+    "max_bad",
+];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -80,6 +98,8 @@ struct RawSource {
     batch_size: Option<i64>,
     rate: Option<i64>,
     watermark: Option<RawWatermark>,
+    on_error: Option<toml::Value>,
+    max_bad: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -136,6 +156,7 @@ pub(super) fn build_source(
     )?;
     let connector = build(dir)?;
     let rate = (raw.rate.map(|r| int_in("rate", Some(r), 1, 1, i64::MAX))).transpose()?;
+    let (on_error, max_bad) = build_on_error(raw.on_error, raw.max_bad)?;
     Ok(SourceConfig {
         id,
         kind,
@@ -143,5 +164,7 @@ pub(super) fn build_source(
         batch_size,
         rate,
         watermark: raw.watermark.map(build_watermark).transpose()?,
+        on_error,
+        max_bad,
     })
 }

@@ -857,3 +857,60 @@ fn delivery_is_an_option_of_every_sink_with_a_default_per_type() {
         doc(&[GEN, &set(OUT, "twice")]) => "unknown variant `twice`, expected `exactly-once` or `at-least-once`",
     );
 }
+
+/// `on_error` on a source: `fail` by default, `skip`, or dead letters to a
+/// sink, which then reads the source's dead-letter port (added to its
+/// input, which it may otherwise lack); `max_bad` with it.
+#[test]
+fn on_error_sends_a_sources_bad_records_to_a_sink_it_names() {
+    let job = parse(&doc(&[GEN, OUT])).unwrap();
+    assert_eq!(
+        (&job.sources[0].on_error, job.sources[0].max_bad),
+        (&OnError::Fail, None)
+    );
+    let skip = GEN.replace(
+        "count = 10\n",
+        "count = 10\non_error = \"skip\"\nmax_bad = 5\n",
+    );
+    let job = parse(&doc(&[&skip, OUT])).unwrap();
+    assert_eq!(
+        (&job.sources[0].on_error, job.sources[0].max_bad),
+        (&OnError::Skip, Some(5))
+    );
+    let dead = GEN.replace(
+        "count = 10\n",
+        "count = 10\non_error = { dead_letter = \"bad\" }\n",
+    );
+    let only_letters = "[[sink]]\nid = \"bad\"\ntype = \"stdout\"\n";
+    let job = parse(&doc(&[&dead, OUT, only_letters])).unwrap();
+    assert_eq!(job.sources[0].on_error, OnError::DeadLetter("bad".into()));
+    assert_eq!(job.sinks[1].input, [Upstream::parse("src.dead-letter")]);
+    // A sink of both: its own input, then the dead letters.
+    let both = "[[sink]]\nid = \"bad\"\ntype = \"stdout\"\ninput = \"src\"\n";
+    let job = parse(&doc(&[&dead, both])).unwrap();
+    assert_eq!(
+        job.sinks[0].input,
+        [Upstream::parse("src"), Upstream::parse("src.dead-letter")]
+    );
+}
+
+#[test]
+fn on_error_mistakes_are_refused_in_one_line() {
+    let with = |policy: &str| {
+        let source = GEN.replace("count = 10\n", &format!("count = 10\n{policy}\n"));
+        doc(&[&source, OUT])
+    };
+    assert_rejects!(
+        with("on_error = \"ignore\"") => "`on_error` = \"ignore\" is not a policy; write on_error = \"fail\", \"skip\" or { dead_letter = \"<sink id>\" }",
+        with("on_error = 3") => "`on_error` must be a string or a table (got integer)",
+        with("on_error = { dead_letter = \"\" }") => "`on_error.dead_letter` is empty",
+        with("on_error = { dead_letter = 1 }") => "`on_error.dead_letter` must be a sink id string",
+        with("on_error = { sink = \"out\" }") => "`on_error` table has no `dead_letter`",
+        with("on_error = { dead_letter = \"out\", x = 1 }") => "`on_error` has an unknown key `x`",
+        with("on_error = { dead_letter = \"nope\" }") => "source \"src\": `on_error.dead_letter` = \"nope\" is not a sink of the job (sinks: out)",
+        with("max_bad = 3") => "`max_bad` needs on_error = \"skip\" or { dead_letter = \"<sink id>\" }",
+        with("on_error = \"skip\"\nmax_bad = 0") => "`max_bad` = 0: at least 1 bad record",
+        // The dead-letter port is the named sink's alone.
+        doc(&[GEN, OUT, &sink("x", "src.dead-letter")]) => "source \"src\" has one output and no named ports",
+    );
+}

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use super::jsonl::{Time, read_fields, shown};
 pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
-use super::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
+use super::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use crate::dataflow::Batch;
 use crate::dataflow::provenance::NumberRange;
 use crate::time::parse_cell;
@@ -105,6 +105,9 @@ pub struct LineParser {
     pub timestamp: Option<TimestampField>,
     /// Records dropped for a bad timestamp so far.
     pub skipped: u64,
+    /// Records that could not be read since they were last taken
+    /// ([`SourceReader::take_bad`]).
+    pub bad: Vec<BadRecord>,
     /// What a record's number counts in messages: `line` unless
     /// [`counting`](Self::counting) says otherwise.
     unit: &'static str,
@@ -127,6 +130,7 @@ impl LineParser {
             key,
             timestamp,
             skipped: 0,
+            bad: Vec::new(),
             unit: "line",
             numbers: NumberRange::default(),
         }
@@ -145,22 +149,16 @@ impl LineParser {
     }
 
     /// Adds line number `number` (without its line break) to `batch`, or
-    /// counts it as skipped. Without a `timestamp` field the record's
-    /// timestamp is `time`.
-    pub fn add(
-        &mut self,
-        batch: &mut Batch,
-        line: &[u8],
-        number: u64,
-        time: Option<i64>,
-    ) -> Result<(), SourceError> {
-        self.add_keyed(batch, line, number, time, None).map(|_| ())
+    /// counts it as skipped, or keeps it as bad ([`LineParser::bad`]).
+    /// Without a `timestamp` field the record's timestamp is `time`.
+    pub fn add(&mut self, batch: &mut Batch, line: &[u8], number: u64, time: Option<i64>) {
+        self.add_keyed(batch, line, number, time, None);
     }
 
     /// [`add`](Self::add) for a message that comes with a key of its own
     /// (Kafka's): without a `key` field, `key` is the record's key (and a
     /// `lines` record is keyed by its value only when `key` is `None`).
-    /// Whether a record was added (not skipped).
+    /// Whether a record was added (not skipped, not bad).
     pub fn add_keyed(
         &mut self,
         batch: &mut Batch,
@@ -168,14 +166,23 @@ impl LineParser {
         number: u64,
         time: Option<i64>,
         key: Option<&[u8]>,
-    ) -> Result<bool, SourceError> {
+    ) -> bool {
         let before = batch.len();
-        self.parse(batch, line, number, time, key)?;
+        if let Err(error) = self.parse(batch, line, number, time, key) {
+            self.bad.push(BadRecord {
+                error,
+                origin: format!("{} {} {number}", self.path, self.unit),
+                key: key.map(<[u8]>::to_vec),
+                value: line.to_vec(),
+                timestamp: time,
+            });
+            return false;
+        }
         let added = batch.len() > before;
         if added {
             self.numbers.add(number, before == 0);
         }
-        Ok(added)
+        added
     }
 
     /// The body of [`add_keyed`](Self::add_keyed), without the numbering.
@@ -268,8 +275,7 @@ impl SourceReader for LineReader {
                 // The end of the input ends the last line too.
                 if !self.line.is_empty() {
                     self.records += 1;
-                    self.parser
-                        .add(&mut batch, &self.line, self.records, None)?;
+                    self.parser.add(&mut batch, &self.line, self.records, None);
                     self.line.clear();
                 }
                 break;
@@ -290,7 +296,7 @@ impl SourceReader for LineReader {
                     &self.line
                 };
                 self.records += 1;
-                self.parser.add(&mut batch, line, self.records, None)?;
+                self.parser.add(&mut batch, line, self.records, None);
                 self.line.clear();
                 used = end + 1;
             }
@@ -324,6 +330,10 @@ impl SourceReader for LineReader {
 
     fn skipped(&self) -> u64 {
         self.parser.skipped
+    }
+
+    fn take_bad(&mut self) -> Vec<BadRecord> {
+        std::mem::take(&mut self.parser.bad)
     }
 }
 
@@ -372,6 +382,8 @@ pub(crate) struct CsvReader {
     timestamp: Option<TimestampField>,
     records: u64,
     skipped: u64,
+    /// Rows that could not be read since they were last taken.
+    bad: Vec<BadRecord>,
     /// The lines the rows of the last batch start on.
     lines: NumberRange,
 }
@@ -415,8 +427,21 @@ impl CsvReader {
             timestamp: parsing.timestamp.clone(),
             records,
             skipped: 0,
+            bad: Vec::new(),
             lines: NumberRange::default(),
         })
+    }
+
+    /// Keeps the row on `line` (its bytes `value`) as bad, failed with
+    /// `error`.
+    fn bad_row(&mut self, error: SourceError, line: u64, value: Vec<u8>) {
+        self.bad.push(BadRecord {
+            error,
+            origin: format!("{} line {line}", self.path.display()),
+            key: None,
+            value,
+            timestamp: None,
+        });
     }
 
     fn malformed(&self, line: u64, message: String) -> SourceError {
@@ -435,10 +460,22 @@ impl SourceReader for CsvReader {
         let mut row = csv::StringRecord::new();
         self.lines.clear();
         while batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
-            let more = self.reader.read_record(&mut row).map_err(|e| {
-                let line = e.position().map_or(0, |p| p.line());
-                self.malformed(line, e.to_string())
-            })?;
+            let more = match self.reader.read_record(&mut row) {
+                Ok(more) => more,
+                // A row that does not parse (a column missing): the reader
+                // is past it.
+                Err(e) if e.position().is_some() && !e.is_io_error() => {
+                    self.records += 1;
+                    let line = e.position().map_or(0, |p| p.line());
+                    let error = self.malformed(line, e.to_string());
+                    self.bad_row(error, line, row.as_byte_record().as_slice().to_vec());
+                    continue;
+                }
+                Err(e) => {
+                    let line = e.position().map_or(0, |p| p.line());
+                    return Err(self.malformed(line, e.to_string()));
+                }
+            };
             if !more {
                 break;
             }
@@ -461,7 +498,10 @@ impl SourceReader for CsvReader {
                         None => {
                             let line = row.position().map_or(0, |p| p.line());
                             let message = t.bad("column", Some(&shown(cell)));
-                            return Err(self.malformed(line, message));
+                            let error = self.malformed(line, message);
+                            let value = Value::Object(obj).to_string().into_bytes();
+                            self.bad_row(error, line, value);
+                            continue;
                         }
                     }
                 }
@@ -486,6 +526,10 @@ impl SourceReader for CsvReader {
 
     fn skipped(&self) -> u64 {
         self.skipped
+    }
+
+    fn take_bad(&mut self) -> Vec<BadRecord> {
+        std::mem::take(&mut self.bad)
     }
 }
 
@@ -514,7 +558,7 @@ pub(crate) mod tests {
     /// Every record's value, reading batches of at most `max`.
     fn values(r: &mut LineReader, max: usize) -> Result<Vec<Vec<u8>>, SourceError> {
         let mut out = Vec::new();
-        while let Some(batch) = r.read_batch(max)? {
+        while let Some(batch) = failing(r, max)? {
             assert!(batch.len() <= max);
             out.extend(batch.iter().map(|rec| rec.value.to_vec()));
         }
@@ -586,14 +630,48 @@ pub(crate) mod tests {
         assert_eq!(r.records, 4, "blank lines count as lines");
     }
 
+    /// A read of up to `max` records, failing with the first bad record's
+    /// error as `on_error = "fail"` does.
+    fn failing(r: &mut dyn SourceReader, max: usize) -> Result<Option<Batch>, SourceError> {
+        let batch = r.read_batch(max)?;
+        match r.take_bad().into_iter().next() {
+            Some(bad) => Err(bad.error),
+            None => Ok(batch),
+        }
+    }
+
     #[test]
     fn a_bad_jsonl_line_is_reported_with_its_number() {
         let mut r = reader(b"{\"k\":\"x\"}\n{\"k\":\n", 5, Format::Jsonl, Some("k"));
-        let err = r.read_batch(10).unwrap_err().to_string();
+        let err = failing(&mut r, 10).unwrap_err().to_string();
         assert!(err.contains("test:2: not JSON"), "{err}");
         let mut r = reader(b"{}\n", 64, Format::Jsonl, Some("k"));
-        let err = r.read_batch(10).unwrap_err().to_string();
+        let err = failing(&mut r, 10).unwrap_err().to_string();
         assert!(err.contains("no key field `k`"), "{err}");
+    }
+
+    /// Bad lines are kept with where they are and what they hold, and the
+    /// reader goes on past them: its offset is past them too.
+    #[test]
+    fn bad_jsonl_lines_are_kept_and_the_reader_goes_on() {
+        let input = b"{\"k\":\"a\"}\n{\"k\":\n{}\n{\"k\":\"b\"}\n";
+        let mut r = reader(input, 8, Format::Jsonl, Some("k"));
+        let batch = r.read_batch(10).unwrap().unwrap();
+        let keys: Vec<_> = batch.iter().map(|rec| rec.key.unwrap().to_vec()).collect();
+        assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
+        let bad = r.take_bad();
+        let seen: Vec<(&str, &[u8], String)> = (bad.iter())
+            .map(|b| (b.origin.as_str(), &b.value[..], b.reason()))
+            .collect();
+        assert_eq!(seen[0].0, "test line 2");
+        assert_eq!(seen[0].1, b"{\"k\":");
+        assert!(seen[0].2.starts_with("not JSON"), "{}", seen[0].2);
+        assert_eq!(
+            seen[1],
+            ("test line 3", &b"{}"[..], "no key field `k`".to_owned())
+        );
+        assert!(r.take_bad().is_empty(), "taken");
+        assert_eq!(r.offset(), json!({"byte": input.len(), "records": 4}));
     }
 
     /// A `jsonl` reader of `input` whose timestamps are in field `ts`.
@@ -612,7 +690,7 @@ pub(crate) mod tests {
     /// Every record's key and timestamp.
     fn stamps(r: &mut dyn SourceReader) -> Result<Vec<Stamp>, SourceError> {
         let mut out = Vec::new();
-        while let Some(batch) = r.read_batch(2)? {
+        while let Some(batch) = failing(r, 2)? {
             let key = |k: Option<&[u8]>| k.map(|k| String::from_utf8(k.to_vec()).unwrap());
             out.extend(batch.iter().map(|rec| (key(rec.key), rec.timestamp)));
         }
@@ -761,6 +839,31 @@ pub(crate) mod tests {
         assert_eq!(r.place(), Some(format!("{path} lines 2–3")));
         r.read_batch(2).unwrap().unwrap();
         assert_eq!(r.place(), Some(format!("{path} line 5")));
+    }
+
+    /// A row missing a column is kept as bad, with its line and bytes, and
+    /// the reader goes on with the next row.
+    #[test]
+    fn a_csv_row_missing_a_column_is_kept_and_the_reader_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "k,ts\na,1\nb\nc,3\n";
+        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
+        let batch = r.read_batch(10).unwrap().unwrap();
+        assert_eq!(batch.len(), 2);
+        let bad = r.take_bad();
+        assert_eq!(bad.len(), 1);
+        assert!(
+            bad[0].origin.ends_with("in.csv line 3"),
+            "{}",
+            bad[0].origin
+        );
+        assert_eq!(bad[0].value, b"b");
+        assert!(
+            bad[0].reason().contains("found record with 1 field"),
+            "{}",
+            bad[0].reason()
+        );
+        assert_eq!(r.records, 3);
     }
 
     #[test]

@@ -52,6 +52,20 @@ pub enum SourceError {
         /// What went wrong and what to do.
         message: String,
     },
+    /// More bad records between two checkpoints than `max_bad` allows.
+    #[error(
+        "source `{source_id}`: {count} bad records since its last checkpoint, more than max_bad = {max_bad} (the last: {last}); fix the input, or raise max_bad"
+    )]
+    TooManyBad {
+        /// The source's id.
+        source_id: String,
+        /// Bad records since the last checkpoint.
+        count: u64,
+        /// The budget.
+        max_bad: u64,
+        /// The last bad record: where, and what is wrong.
+        last: String,
+    },
     /// The checkpointed offset does not fit the input.
     #[error("source `{source_id}`: cannot resume at checkpointed offset {offset}: {message}")]
     BadOffset {
@@ -62,6 +76,36 @@ pub enum SourceError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// A record a source read but could not make a record of (malformed, or
+/// without a valid timestamp): what the source's `on_error` decides about.
+/// The source's offset is past it all the same.
+#[derive(Debug)]
+pub struct BadRecord {
+    /// Why, naming the source and where the record is
+    /// ([`SourceError::Malformed`]): what `on_error = "fail"` fails with.
+    pub error: SourceError,
+    /// Where the record is in the input, in words (`in.jsonl line 17`,
+    /// `topic orders partition 2 offset 4471`).
+    pub origin: String,
+    /// The record's key, if it came with one of its own (a message's).
+    pub key: Option<Vec<u8>>,
+    /// Its bytes as read: a line, a CSV row, a message's value.
+    pub value: Vec<u8>,
+    /// Its own timestamp, if it came with one (a message's).
+    pub timestamp: Option<i64>,
+}
+
+impl BadRecord {
+    /// What is wrong with the record, without the source and place its
+    /// error names too.
+    pub fn reason(&self) -> String {
+        match &self.error {
+            SourceError::Malformed { message, .. } => message.clone(),
+            other => other.to_string(),
+        }
+    }
 }
 
 /// A source cuts a batch once it holds this many bytes, whatever its
@@ -92,6 +136,13 @@ pub trait SourceReader: Send {
     /// read all the same: [`offset`](Self::offset) is past it.
     fn skipped(&self) -> u64 {
         0
+    }
+    /// The records read since the last call that could not be made
+    /// records ([`BadRecord`]), in input order; the caller's `on_error`
+    /// decides what becomes of them. [`offset`](Self::offset) is past
+    /// them.
+    fn take_bad(&mut self) -> Vec<BadRecord> {
+        Vec::new()
     }
     /// The oldest checkpoint a restore may still pick recorded `offset`
     /// (as [`offset`](Self::offset) gave it, with the source's own fields

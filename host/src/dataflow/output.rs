@@ -73,11 +73,34 @@ impl Output {
         port: u32,
         batch: Batch,
     ) -> Result<(), Cancelled> {
+        self.send_counted(cancel, port, batch, true)
+    }
+
+    /// [`send`](Self::send), not counting the records as the node's output
+    /// (a source's dead letters).
+    pub(crate) fn send_uncounted(
+        &mut self,
+        cancel: &AtomicBool,
+        port: u32,
+        batch: Batch,
+    ) -> Result<(), Cancelled> {
+        self.send_counted(cancel, port, batch, false)
+    }
+
+    fn send_counted(
+        &mut self,
+        cancel: &AtomicBool,
+        port: u32,
+        batch: Batch,
+        count: bool,
+    ) -> Result<(), Cancelled> {
         let edges = match self.ports.get_mut(port as usize) {
             Some(edges) if !edges.is_empty() && !batch.is_empty() => edges,
             _ => return Ok(()),
         };
-        self.counters.sent(&batch);
+        if count {
+            self.counters.sent(&batch);
+        }
         let last = edges.len() - 1;
         let mut batch = Some(batch);
         for (i, edge) in edges.iter_mut().enumerate() {

@@ -3,7 +3,9 @@
 //! operator its plugin and resolved input ports.
 //!
 //! Invariants:
-//! - A source has no input port and one unnamed output port (0); a sink
+//! - A source has no input port and one unnamed output port (0), and a
+//!   second, [`DEAD_LETTER_PORT`] (1), when its `on_error` sends bad
+//!   records to a sink; a sink
 //!   one unnamed input port (0) and no output port; an operator the ports
 //!   its plugin declares ([`Ports`]).
 //! - A source and a sink run one instance; an operator its `parallelism`.
@@ -12,7 +14,7 @@
 //!   order of the port's upstream list); [`Node::outputs`] the edges out of
 //!   one output port, in edge id order.
 
-use crate::config::{OperatorConfig, SinkConfig, SourceConfig, Upstream};
+use crate::config::{DEAD_LETTER_PORT, OperatorConfig, SinkConfig, SourceConfig, Upstream};
 use crate::wasm::Plugin;
 
 use super::ids::{EdgeId, InstanceId, NodeId};
@@ -74,7 +76,13 @@ impl<'j, P: Ports> Node<'j, P> {
     ) -> Self {
         let unnamed = || vec![String::new()];
         let (input_ports, output_ports) = match (&entry, &plugin) {
-            (Entry::Source(_), _) => (Vec::new(), unnamed()),
+            (Entry::Source(s), _) => {
+                let mut outputs = unnamed();
+                if s.on_error.dead_letter_sink().is_some() {
+                    outputs.push(DEAD_LETTER_PORT.to_owned());
+                }
+                (Vec::new(), outputs)
+            }
             (Entry::Sink(_), _) => (unnamed(), Vec::new()),
             (Entry::Operator(_), Some(p)) => (p.input_ports().to_vec(), p.output_ports().to_vec()),
             (Entry::Operator(_), None) => (Vec::new(), Vec::new()),

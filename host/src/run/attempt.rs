@@ -121,7 +121,12 @@ pub(crate) fn run_attempt(
     };
     let replica = (attempt.remote).map(|r| Replica::start(r.clone(), at.manifest.as_ref()));
     let cancel = wiring.tasks.shared.cancel.clone();
-    let threads = start_threads(plan, (wiring.tasks, attempt.narrow), opened, &metrics);
+    let threads = start_threads(
+        plan,
+        (wiring.tasks, attempt.narrow),
+        (opened, at.first_id),
+        &metrics,
+    );
 
     let mut driver = Driver::new(
         (plan, attempt.kept),

@@ -59,7 +59,7 @@ pub use error::RunError;
 pub use kept::KEPT_DIR;
 pub use options::{FromSavepoint, RestoreMode, RunOptions, state_dir};
 pub use plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
-pub use summary::{RunSummary, format_summary, summary_json};
+pub use summary::{NodeCounts, RunSummary, format_summary, summary_json};
 pub use validate::validate;
 
 /// Runs `job` until its input ends, `shutdown` becomes true (then it takes a

@@ -17,6 +17,7 @@ use crate::plan::{InstanceId, Node, Plan};
 use crate::run::narrow::Narrow;
 use crate::run::open::Opened;
 use crate::run::wiring::TaskEnds;
+use crate::threads::bad_records::BadRecords;
 use crate::threads::instance::InstanceTask;
 use crate::threads::sink::SinkTask;
 use crate::threads::source::SourceTask;
@@ -55,10 +56,11 @@ impl Threads {
 /// every thread has exited.
 ///
 /// [`Shared`]: crate::threads::Shared
+/// The attempt's first checkpoint is `first_checkpoint`.
 pub(crate) fn start_threads(
     plan: &Plan<'_>,
     (wiring, narrow): (TaskEnds, &Narrow),
-    opened: Opened,
+    (opened, first_checkpoint): (Opened, u64),
     metrics: &JobMetrics,
 ) -> Threads {
     let mut start = Start {
@@ -66,6 +68,8 @@ pub(crate) fn start_threads(
         narrow,
         opened,
         metrics,
+        job: plan.job().name.clone(),
+        first_checkpoint,
         threads: Threads(Vec::new()),
     };
     for node in plan.operators() {
@@ -82,6 +86,10 @@ struct Start<'m> {
     narrow: &'m Narrow,
     opened: Opened,
     metrics: &'m JobMetrics,
+    /// The job's name.
+    job: String,
+    /// The attempt's first checkpoint id.
+    first_checkpoint: u64,
     threads: Threads,
 }
 
@@ -148,6 +156,12 @@ impl Start<'_> {
             },
             watermark: open.watermark,
             metrics: self.node(name),
+            bad: BadRecords::new(
+                (name, &self.job),
+                s.on_error.clone(),
+                s.max_bad,
+                self.first_checkpoint,
+            ),
         };
         self.threads
             .spawn(name.to_string(), &format!("src-{name}"), move || {

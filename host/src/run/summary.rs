@@ -23,24 +23,38 @@ pub struct RunSummary {
     pub duration: Duration,
     /// Restarts after failures (see the job's `[restart]` strategy).
     pub restarts: u32,
-    /// Per node (sources, operators, sinks, as the job file lists them): id, records in,
-    /// records out, records skipped (by a source, for a bad timestamp).
-    pub nodes: Vec<(String, u64, u64, u64)>,
+    /// Per node: sources, operators, sinks, as the job file lists them.
+    pub nodes: Vec<NodeCounts>,
 }
 
-/// Per node of `metrics` (sources, operators, sinks, as the job file lists
-/// them): id, records in, records out, records skipped.
-pub(crate) fn node_counts(metrics: &JobMetrics) -> Vec<(String, u64, u64, u64)> {
-    metrics
-        .nodes
-        .iter()
-        .map(|(id, _, m)| {
-            (
-                id.clone(),
-                m.records_in.load(Ordering::Relaxed),
-                m.records_out.load(Ordering::Relaxed),
-                m.records_skipped.load(Ordering::Relaxed),
-            )
+/// What a node of a run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeCounts {
+    /// Its id.
+    pub id: String,
+    /// Records received.
+    pub records_in: u64,
+    /// Records sent on (a sink's: delivered).
+    pub records_out: u64,
+    /// Records a source dropped for a bad timestamp
+    /// (`on_bad_timestamp = "skip"`).
+    pub skipped: u64,
+    /// Records it could not handle and went on past, as its `on_error`
+    /// says (skipped, or sent to a dead-letter sink).
+    pub bad: u64,
+}
+
+/// What each node of `metrics` did (sources, operators, sinks, as the job
+/// file lists them).
+pub(crate) fn node_counts(metrics: &JobMetrics) -> Vec<NodeCounts> {
+    let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
+    (metrics.nodes.iter())
+        .map(|(id, _, m)| NodeCounts {
+            id: id.clone(),
+            records_in: load(&m.records_in),
+            records_out: load(&m.records_out),
+            skipped: load(&m.records_skipped),
+            bad: load(&m.records_bad),
         })
         .collect()
 }
@@ -65,14 +79,18 @@ pub fn format_summary(job: &Job, s: &RunSummary) -> String {
             String::new()
         },
     );
-    let width = s.nodes.iter().map(|n| n.0.len()).max().unwrap_or(0);
-    for (id, records_in, records_out, skipped) in &s.nodes {
+    let width = s.nodes.iter().map(|n| n.id.len()).max().unwrap_or(0);
+    for n in &s.nodes {
+        let (id, records_in, records_out) = (&n.id, n.records_in, n.records_out);
         let kind = node_kind(job, id);
         out.push_str(&format!(
             "  {kind:<8} {id:<width$}  in {records_in:>12}  out {records_out:>12}"
         ));
-        if *skipped > 0 {
-            out.push_str(&format!("  skipped {skipped} (bad timestamp)"));
+        if n.skipped > 0 {
+            out.push_str(&format!("  skipped {} (bad timestamp)", n.skipped));
+        }
+        if n.bad > 0 {
+            out.push_str(&format!("  bad {} (on_error)", n.bad));
         }
         out.push('\n');
     }
@@ -98,24 +116,25 @@ fn node_kind(job: &Job, id: &str) -> &'static str {
 ///  "checkpoints": 3, "last_checkpoint": 3, "restored_from": null,
 ///  "restarts": 0,
 ///  "nodes": [{"id": "text", "kind": "source", "records_in": 0, "records_out": 9,
-///             "records_skipped": 0}]}
+///             "records_skipped": 0, "records_bad": 0}]}
 /// ```
 ///
-/// `records_skipped` is only on sources.
+/// `records_skipped` and `records_bad` are only on sources.
 pub fn summary_json(job: &Job, s: &RunSummary) -> serde_json::Value {
     let nodes: Vec<serde_json::Value> = s
         .nodes
         .iter()
-        .map(|(id, records_in, records_out, skipped)| {
-            let kind = node_kind(job, id);
+        .map(|n| {
+            let kind = node_kind(job, &n.id);
             let mut node = serde_json::json!({
-                "id": id,
+                "id": n.id,
                 "kind": kind,
-                "records_in": records_in,
-                "records_out": records_out,
+                "records_in": n.records_in,
+                "records_out": n.records_out,
             });
             if kind == "source" {
-                node["records_skipped"] = (*skipped).into();
+                node["records_skipped"] = n.skipped.into();
+                node["records_bad"] = n.bad.into();
             }
             node
         })

@@ -9,6 +9,7 @@
 //! `Cancelled`; one that ends because the job was cancelled (or a channel it
 //! needs is gone) reports nothing.
 
+pub(crate) mod bad_records;
 pub(crate) mod instance;
 pub(crate) mod sink;
 pub(crate) mod source;

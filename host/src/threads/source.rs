@@ -15,6 +15,9 @@
 //!   outgoing channel; at the end of its input a source sends the end of
 //!   time ([`SourceWatermark`]).
 //! - The watermark in `metrics` is the last one the source sent.
+//! - The records a read could not make records of go as its `on_error`
+//!   says ([`BadRecords`]), before the next barrier: dead letters on the
+//!   dead-letter port (1), or the source fails.
 //! - Each batch carries its place in the input ([`Provenance`]); the first
 //!   `narrow` records of an attempt go one per batch, so that a failure
 //!   downstream names the one record it failed on.
@@ -35,6 +38,7 @@ use crate::dataflow::provenance::Provenance;
 use crate::dataflow::watermark::SourceWatermark;
 use crate::metrics::NodeMetrics;
 use crate::threads::Shared;
+use crate::threads::bad_records::BadRecords;
 
 /// The offset field holding the highest timestamp a source sent.
 const MAX_TIMESTAMP: &str = "max_timestamp";
@@ -77,7 +81,12 @@ pub(crate) struct SourceTask {
     /// Its counters (records skipped, the watermark it sent; `out` counts
     /// the records sent).
     pub metrics: Arc<NodeMetrics>,
+    /// What becomes of the records it cannot read (`on_error`).
+    pub bad: BadRecords,
 }
+
+/// The output port of a source's dead letters (after its records' port 0).
+const DEAD_LETTER_PORT: u32 = 1;
 
 impl SourceTask {
     /// The thread body: streams batches until finished or cancelled.
@@ -93,6 +102,7 @@ impl SourceTask {
             mut out,
             mut watermark,
             metrics,
+            mut bad,
         } = self;
         // What `reader.skipped()` said last, so each skip is counted once.
         let mut skipped = 0;
@@ -135,6 +145,7 @@ impl SourceTask {
                 Some(SourceCtl::Trigger(n)) => {
                     ack(n);
                     out.broadcast_barrier(&shared.cancel, n)?;
+                    bad.barrier(n);
                     continue;
                 }
                 Some(SourceCtl::Finish(n)) => {
@@ -168,6 +179,15 @@ impl SourceTask {
                 .records_skipped
                 .fetch_add(now_skipped - skipped, Ordering::Relaxed);
             skipped = now_skipped;
+            // Before the records read with them: a source's dead letters
+            // and its records reach the barrier after them alike.
+            match bad.handle(reader.take_bad(), &metrics) {
+                Ok(Some(letters)) => {
+                    out.send_uncounted(&shared.cancel, DEAD_LETTER_PORT, letters)?;
+                }
+                Ok(None) => {}
+                Err(e) => return Err(shared.fail(e)),
+            }
             match read {
                 Ok(Some(batch)) if batch.is_empty() => {
                     idle = true;

@@ -1,0 +1,209 @@
+//! Bad records (`on_error`): a source's lines it cannot read go to a
+//! dead-letter sink exactly once, with what was wrong and where, through
+//! SIGKILLs, from a file and from a Kafka topic into a Kafka topic;
+//! `skip` drops and counts them; `max_bad` bounds them per
+//! checkpoint; `fail` (the default) stops at the first. Oracles come from
+//! the input: which lines are bad is decided when writing it.
+
+use weir_tests::cli::Weir;
+use weir_tests::job_dir::JobDir;
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
+use weir_tests::pipeline::seed;
+use weir_tests::servers::{Kafka, Outgoing};
+use weir_tests::text::assert_has;
+
+const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
+
+/// A bad line of the input: its number, its text and what is wrong.
+struct Bad {
+    line: u64,
+    text: String,
+    error: &'static str,
+}
+
+/// `n` JSON lines keyed by `word`: every 37th cut short (not JSON), every
+/// 53rd without its `word` field. The input, its good lines in order, and
+/// its bad ones.
+fn input(n: u64) -> (String, Vec<String>, Vec<Bad>) {
+    let (mut text, mut good, mut bad) = (String::new(), Vec::new(), Vec::new());
+    for i in 1..=n {
+        let line = match i {
+            i if i % 37 == 0 => {
+                let text = format!("{{\"word\":\"w{i}\"");
+                bad.push(Bad {
+                    line: i,
+                    text: text.clone(),
+                    error: "not JSON",
+                });
+                text
+            }
+            i if i % 53 == 0 => {
+                let text = format!("{{\"other\":{i}}}");
+                bad.push(Bad {
+                    line: i,
+                    text: text.clone(),
+                    error: "no key field `word`",
+                });
+                text
+            }
+            i => {
+                let text = format!("{{\"word\":\"w{}\",\"n\":{i}}}", i % 101);
+                good.push(text.clone());
+                text
+            }
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    (text, good, bad)
+}
+
+/// `in.jsonl` (`rate` lines/s) into `out.txt`, its bad lines as `policy`
+/// says.
+fn job(policy: &str, rate: u64) -> JobFile {
+    JobFile::new("letters")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(
+            Source::file("in", "in.jsonl")
+                .format("jsonl")
+                .key("word")
+                .rate(rate)
+                .on_error(policy),
+        )
+        .sink(Sink::file("out", "out.txt").input("in"))
+}
+
+/// [`job`] sending its dead letters to sink `bad`, the file `bad.txt`.
+fn dead_lettering(rate: u64) -> JobFile {
+    job("{ dead_letter = \"bad\" }", rate).sink(Sink::file("bad", "bad.txt"))
+}
+
+/// The dead letters of `dir`'s `bad.txt` against the input's `bad` lines:
+/// each once, in input order, saying what was wrong and where, holding
+/// the line as read.
+fn assert_dead_letters(job: &JobDir, bad: &[Bad]) {
+    let letters: Vec<serde_json::Value> = (job.read("bad.txt").lines())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert_eq!(letters.len(), bad.len(), "one dead letter per bad line");
+    let mut checkpoints = Vec::new();
+    for (letter, want) in letters.iter().zip(bad) {
+        assert_eq!(letter["value"], want.text.as_str(), "{letter}");
+        assert_eq!(letter["node"], "in", "{letter}");
+        assert_eq!(letter["kind"], "source", "{letter}");
+        assert_eq!(letter["job"], "letters", "{letter}");
+        let origin = letter["origin"].as_str().unwrap();
+        assert!(
+            origin.ends_with(&format!("in.jsonl line {}", want.line)),
+            "{letter}"
+        );
+        let error = letter["error"].as_str().unwrap();
+        assert!(error.starts_with(want.error), "{letter}");
+        checkpoints.push(letter["checkpoint"].as_u64().unwrap());
+    }
+    assert!(checkpoints.is_sorted(), "{checkpoints:?}");
+}
+
+/// Malformed lines and lines without their key go to the dead-letter
+/// sink, each exactly once and in order, through SIGKILLs after
+/// checkpoints; the good lines reach `out.txt` exactly once and in order.
+#[test]
+fn a_sources_bad_lines_go_to_its_dead_letter_sink_exactly_once_through_kills() {
+    let (text, good, bad) = input(4000);
+    let job = JobDir::new(WEIR, dead_lettering(1500), &[("in.jsonl", &text)]);
+    let killed = job.run_through_kills_after_checkpoints(4, seed());
+    assert!(killed >= 2, "killed {killed} times");
+    assert_eq!(
+        job.read("out.txt"),
+        good.iter().map(|l| format!("{l}\n")).collect::<String>()
+    );
+    assert_dead_letters(&job, &bad);
+}
+
+/// `skip` drops the bad lines and counts them in the summary; `fail` (the
+/// default) stops at the first, naming it; more bad lines between two
+/// checkpoints than `max_bad` stop the job, naming the budget.
+#[test]
+fn skip_counts_fail_stops_and_max_bad_bounds() {
+    let (text, good, bad) = input(600);
+    let skip = JobDir::new(WEIR, job("\"skip\"", 100_000), &[("in.jsonl", &text)]);
+    let out = skip.run(&["--json"]);
+    assert!(out.success(), "{}", out.stderr);
+    let summary: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let source = &summary["nodes"][0];
+    assert_eq!(source["records_bad"], bad.len(), "{summary}");
+    assert_eq!(source["records_out"], good.len(), "{summary}");
+    assert_eq!(skip.read("out.txt").lines().count(), good.len());
+    assert_has(&out.stderr, "source `in`: bad record skipped: ");
+
+    let fail = JobDir::new(WEIR, job("\"fail\"", 100_000), &[("in.jsonl", &text)]);
+    let out = fail.run(&[]);
+    assert!(!out.success());
+    assert_has(&out.stderr, "source `in`: ");
+    assert_has(&out.stderr, "in.jsonl:37: not JSON");
+
+    let bounded = job("\"skip\"", 100_000).source_with("in", |s| s.max_bad(3));
+    let bounded = JobDir::new(WEIR, bounded, &[("in.jsonl", &text)]);
+    let out = bounded.run(&[]);
+    assert!(!out.success());
+    assert_has(
+        &out.stderr,
+        "bad records since its last checkpoint, more than max_bad = 3",
+    );
+}
+
+/// A Kafka topic with poison messages (not JSON, or without their key
+/// field): the job does not stop on them. Each reaches the dead-letter
+/// topic once, keyed as it was, naming its partition and offset; the
+/// good messages reach `out` once and in order per partition, through
+/// SIGKILLs.
+#[test]
+fn poison_messages_on_kafka_go_to_a_dead_letter_topic_exactly_once() {
+    let (_, good, bad) = input(3000);
+    let kafka = Kafka::start();
+    for topic in ["in", "out", "dlq"] {
+        kafka.create_topic(topic, 1);
+    }
+    let (lines, _, _) = input(3000);
+    let keys: Vec<String> = (1..=3000).map(|i| format!("k{i}")).collect();
+    let messages: Vec<Outgoing<'_>> = (lines.lines().zip(&keys))
+        .map(|(line, key)| (Some(0), Some(key.as_bytes()), line.as_bytes(), None))
+        .collect();
+    kafka.produce("in", &messages);
+    let file = JobFile::new("poisoned")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(
+            Source::kafka("in", &kafka.brokers(), "in")
+                .value("bounded", true)
+                .format("jsonl")
+                .key("word")
+                .rate(1500)
+                .on_error("{ dead_letter = \"dlq\" }"),
+        )
+        .sink(Sink::kafka("out", &kafka.brokers(), "out").input("in"))
+        .sink(Sink::kafka("dlq", &kafka.brokers(), "dlq"));
+    let job = JobDir::new(WEIR, file, &[]);
+    let killed = job.run_through_kills_after_checkpoints(3, seed());
+    assert!(killed >= 1, "killed {killed} times");
+    let out: Vec<String> = kafka
+        .read_committed("out")
+        .iter()
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(out, good);
+    let letters = kafka.read_committed("dlq");
+    assert_eq!(letters.len(), bad.len());
+    for (m, want) in letters.iter().zip(&bad) {
+        let letter: serde_json::Value = serde_json::from_slice(&m.value).unwrap();
+        assert_eq!(letter["value"], want.text.as_str(), "{letter}");
+        let key = format!("k{}", want.line);
+        assert_eq!(m.key.as_deref(), Some(key.as_bytes()), "{letter}");
+        assert_eq!(letter["key"], key.as_str(), "{letter}");
+        let origin = format!("topic in partition 0 offset {}", want.line - 1);
+        assert_eq!(letter["origin"], origin.as_str(), "{letter}");
+        assert!(
+            letter["error"].as_str().unwrap().starts_with(want.error),
+            "{letter}"
+        );
+    }
+}
