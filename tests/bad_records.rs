@@ -1,16 +1,20 @@
 //! Bad records (`on_error`): a source's lines it cannot read go to a
 //! dead-letter sink exactly once, with what was wrong and where, through
-//! SIGKILLs, from a file and from a Kafka topic into a Kafka topic;
+//! SIGKILLs, from a file and from a Kafka topic into a Kafka topic; an
+//! operator's plugin that traps on some records has them found by replays
+//! and sent to the dead letters, the other records (of the same source
+//! record too) taking effect once;
 //! `skip` drops and counts them; `max_bad` bounds them per
 //! checkpoint; `fail` (the default) stops at the first. Oracles come from
 //! the input: which lines are bad is decided when writing it.
 
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
-use weir_tests::pipeline::seed;
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use weir_tests::pipeline::{XorShift, seed};
+use weir_tests::plugins;
 use weir_tests::servers::{Kafka, Outgoing};
-use weir_tests::text::assert_has;
+use weir_tests::text::{assert_has, assert_lacks};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -206,4 +210,138 @@ fn poison_messages_on_kafka_go_to_a_dead_letter_topic_exactly_once() {
             "{letter}"
         );
     }
+}
+
+/// `n` lines `w<i>`, every 41st `poison` instead (the guest traps on it);
+/// the input and its line numbers of `poison`.
+fn poisoned_lines(n: u64) -> (String, Vec<u64>) {
+    let mut text = String::new();
+    let mut bad = Vec::new();
+    for i in 1..=n {
+        match i % 41 == 0 {
+            true => {
+                text.push_str("poison\n");
+                bad.push(i);
+            }
+            false => text.push_str(&format!("w{i}\n")),
+        }
+    }
+    (text, bad)
+}
+
+/// `in.txt` (`rate` lines/s) through `upstream` operators, then the guest
+/// that traps on `poison`, its bad records to sink `bad`; no restart
+/// strategy: `on_error` alone replays to find them.
+fn trapping(upstream: Option<Operator>, rate: u64) -> JobFile {
+    let mut job = JobFile::new("trapping")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("in", "in.txt").rate(rate));
+    let input = match upstream {
+        Some(op) => {
+            let id = op.id();
+            job = job.operator(op);
+            id
+        }
+        None => "in".to_owned(),
+    };
+    job.operator(
+        Operator::new("poison", plugins::GUEST_POISON)
+            .inputs(&[&input])
+            .on_error("{ dead_letter = \"bad\" }"),
+    )
+    .sink(Sink::file("out", "out.txt").input("poison"))
+    .sink(Sink::file("bad", "bad.txt"))
+}
+
+/// The dead letters in `bad.txt`: one per poisoned line, in order, each
+/// naming the operator, its plugin, and the line it came from.
+fn assert_operator_letters(job: &JobDir, bad: &[u64]) {
+    let letters: Vec<serde_json::Value> = (job.read("bad.txt").lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let lines: Vec<u64> = (letters.iter())
+        .map(|l| {
+            let origin = l["origin"].as_str().unwrap();
+            let line = origin
+                .split("line ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap();
+            line.parse().unwrap()
+        })
+        .collect();
+    assert_eq!(lines, bad, "{letters:?}");
+    for l in &letters {
+        assert_eq!(
+            (l["kind"].as_str(), l["node"].as_str()),
+            (Some("operator"), Some("poison")),
+            "{l}"
+        );
+        assert_eq!(l["value"], "poison", "{l}");
+        assert_eq!(l["plugin"]["name"], "poison", "{l}");
+        assert_eq!(
+            l["plugin"]["sha256"].as_str().map(str::len),
+            Some(64),
+            "{l}"
+        );
+        assert_has(l["error"].as_str().unwrap(), "poison: the record `poison`");
+        assert_has(l["origin"].as_str().unwrap(), "of source `in`");
+    }
+}
+
+/// A plugin that traps on some records, with `on_error` sending them to
+/// dead letters: replays find each, and the job runs to its end through
+/// SIGKILLs with every other record exactly once and in order, and each
+/// poisoned one once in the dead letters.
+#[test]
+fn records_a_plugin_traps_on_are_found_and_dead_lettered_exactly_once() {
+    let (text, bad) = poisoned_lines(3000);
+    let job = JobDir::new(WEIR, trapping(None, 1500), &[("in.txt", &text)]);
+    // The plugin's own panics are in the log: only the host's must not be.
+    let mut rng = XorShift(seed());
+    let mut killed = 0;
+    while killed < 3 && job.kill_after_a_checkpoint(&mut rng) {
+        killed += 1;
+    }
+    let stderr = job.assert_resumes();
+    assert_lacks(&stderr, "internal error");
+    let good: String = (text.lines())
+        .filter(|l| *l != "poison")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(job.read("out.txt"), good);
+    assert_operator_letters(&job, &bad);
+}
+
+/// When one source record became several records (a line split into
+/// words) and the plugin traps on one of them, the replay gives them to
+/// the plugin one call each to find it: the words before and after it
+/// take effect once, only it goes to the dead letters.
+#[test]
+fn the_bad_one_of_the_records_a_source_record_became_is_found() {
+    let lines: Vec<String> = (1..=400)
+        .map(|i| match i % 50 == 0 {
+            true => format!("a{i} poison b{i}"),
+            false => format!("a{i} b{i}"),
+        })
+        .collect();
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let split = Operator::new("split", plugins::SPLIT).inputs(&["in"]);
+    let job = JobDir::new(WEIR, trapping(Some(split), 100_000), &[("in.txt", &text)]);
+    let out = job.run(&[]);
+    assert!(out.success(), "{}", out.stderr);
+    let words: String = (lines.iter())
+        .flat_map(|l| l.split(' '))
+        .filter(|w| *w != "poison")
+        .map(|w| format!("{w}\n"))
+        .collect();
+    assert_eq!(job.read("out.txt"), words);
+    let bad: Vec<u64> = (1..=400).filter(|i| i % 50 == 0).collect();
+    assert_operator_letters(&job, &bad);
+    assert_has(
+        &out.stderr,
+        "giving its records to the plugin one call each to find it",
+    );
 }

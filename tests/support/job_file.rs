@@ -262,6 +262,11 @@ setters! {
 pub struct Operator(Table);
 
 impl Operator {
+    /// The operator's `id`.
+    pub fn id(&self) -> String {
+        self.0.string_of("id").expect("an operator has an id")
+    }
+
     /// Operator `id` running the component at `plugin`.
     pub fn new(id: &str, plugin: impl AsRef<Path>) -> Self {
         Operator::default().string("id", id).plugin(plugin)
@@ -313,6 +318,9 @@ setters! {
         config(inline_table: &str) => value "config";
         /// `limits`: an inline TOML table (`{ call_timeout = "300ms" }`).
         limits(inline_table: &str) => value "limits";
+        /// `on_error`: `"fail"`, `"skip"` or `{ dead_letter = "<sink>" }`,
+        /// as TOML.
+        on_error(policy: &str) => value "on_error";
     }
 }
 

@@ -84,6 +84,13 @@ impl Job {
             }
             resolved.extend(ups.iter().map(|up| (index, up.clone())));
         }
+        if operator.on_error.dead_letter_sink().is_some()
+            && plugin_outputs.iter().any(|p| p == DEAD_LETTER_PORT)
+        {
+            return Err(fail(format!(
+                "plugin {plugin} declares an output port `{DEAD_LETTER_PORT}`, the port `on_error` sends dead letters on; rename the plugin's port or send the dead letters with on_error = \"skip\""
+            )));
+        }
         let consumers = self.consumers(&operator.id);
         if plugin_outputs.is_empty() && !consumers.is_empty() {
             return Err(fail(format!(
@@ -95,6 +102,9 @@ impl Job {
         for (entry, ups) in self.port_lists() {
             let mut seen: Vec<(u32, &Upstream)> = Vec::new();
             for up in ups.iter().filter(|up| up.node == operator.id) {
+                if self.takes_dead_letters(&entry, up) {
+                    continue;
+                }
                 let Some(index) = up.port_index(plugin_outputs) else {
                     return Err(self.invalid(
                         &entry,
@@ -133,10 +143,16 @@ impl Job {
             .operators
             .iter()
             .filter(|op| reads(op.inputs.upstreams()));
-        let sinks = self
-            .sinks
-            .iter()
-            .filter(|s| reads(s.input.iter().collect()));
+        // A sink reading only the dead letters does not consume the output.
+        let sinks = self.sinks.iter().filter(|s| {
+            let entry = label("sink", &s.id);
+            reads(
+                s.input
+                    .iter()
+                    .filter(|up| !self.takes_dead_letters(&entry, up))
+                    .collect(),
+            )
+        });
         ops.map(|op| op.id.as_str())
             .chain(sinks.map(|s| s.id.as_str()))
             .collect()
@@ -173,33 +189,21 @@ impl Job {
     /// sink left with no input.
     pub(super) fn wire_dead_letters(&mut self) -> Result<(), JobError> {
         let mut wired: Vec<(String, Upstream)> = Vec::new();
-        for source in &self.sources {
-            let Some(sink) = source.on_error.dead_letter_sink() else {
-                continue;
-            };
+        for (kind, id, sink) in self.dead_letter_policies() {
             if !self.sinks.iter().any(|s| s.id == sink) {
                 let ids: Vec<&str> = self.sinks.iter().map(|s| s.id.as_str()).collect();
                 let message = format!(
                     "`on_error.dead_letter` = {sink:?} is not a sink of the job (sinks: {}); name one, or add a [[sink]] for the dead letters",
                     ids.join(", ")
                 );
-                return Err(self.invalid(&label("source", &source.id), message));
+                return Err(self.invalid(&label(kind, id), message));
             }
             let port = Some(DEAD_LETTER_PORT.to_owned());
-            wired.push((
-                sink.to_owned(),
-                Upstream {
-                    node: source.id.clone(),
-                    port,
-                },
-            ));
+            let node = id.to_owned();
+            wired.push((sink.to_owned(), Upstream { node, port }));
         }
         for (sink, up) in wired {
-            let sink = self
-                .sinks
-                .iter_mut()
-                .find(|s| s.id == sink)
-                .expect("found above");
+            let sink = (self.sinks.iter_mut().find(|s| s.id == sink)).expect("found above");
             if !sink.input.contains(&up) {
                 sink.input.push(up);
             }
@@ -211,13 +215,22 @@ impl Job {
         Ok(())
     }
 
-    /// Whether `up` is the dead-letter port of a source whose `on_error`
-    /// names the sink labelled `entry`.
+    /// Each source and operator whose `on_error` sends dead letters: its
+    /// kind, its id and the sink.
+    fn dead_letter_policies(&self) -> Vec<(&'static str, &str, &str)> {
+        let sources = (self.sources.iter())
+            .filter_map(|s| Some(("source", s.id.as_str(), s.on_error.dead_letter_sink()?)));
+        let operators = (self.operators.iter())
+            .filter_map(|o| Some(("operator", o.id.as_str(), o.on_error.dead_letter_sink()?)));
+        sources.chain(operators).collect()
+    }
+
+    /// Whether `up` is the dead-letter port of a source or operator whose
+    /// `on_error` names the sink labelled `entry`.
     fn takes_dead_letters(&self, entry: &str, up: &Upstream) -> bool {
-        let source = self.sources.iter().find(|s| s.id == up.node);
-        let sink = source.and_then(|s| s.on_error.dead_letter_sink());
         up.port.as_deref() == Some(DEAD_LETTER_PORT)
-            && sink.is_some_and(|sink| label("sink", sink) == entry)
+            && (self.dead_letter_policies().into_iter())
+                .any(|(_, id, sink)| id == up.node && label("sink", sink) == entry)
     }
 
     /// Checks the wiring: see the invariants of [`Job`].

@@ -1,5 +1,5 @@
 //! `[[operator]]` entries: [`OperatorConfig`] (plugin, wiring, parallelism,
-//! [`Exchange`], the `config` table as JSON, limits and grants) and [`Inputs`], how its
+//! [`Exchange`], the `config` table as JSON, limits and grants, `on_error`) and [`Inputs`], how its
 //! input ports are wired (each to one [`Upstream`] or, by name, to a union
 //! of several).
 
@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::{Table, Value};
 
 use super::limits::{Grants, Limits, build_grants, build_limits};
+use super::on_error::{OnError, build_on_error};
 use super::upstream::{Upstream, read_upstreams};
 use crate::fields::{check_id, from_table, int_in, resolve};
 
@@ -34,6 +35,10 @@ pub struct OperatorConfig {
     pub limits: Limits,
     /// The `grants` list (none by default).
     pub grants: Grants,
+    /// What it does with a record its plugin fails on (`on_error`).
+    pub on_error: OnError,
+    /// At most this many bad records per checkpoint (`max_bad`).
+    pub max_bad: Option<u64>,
 }
 
 /// How records travel to an operator from its upstreams (`exchange`).
@@ -88,6 +93,8 @@ struct RawOperator {
     config: Option<Value>,
     limits: Option<Value>,
     grants: Option<Value>,
+    on_error: Option<Value>,
+    max_bad: Option<i64>,
 }
 
 /// One `[[operator]]` table; `dir` is the job folder.
@@ -147,6 +154,7 @@ pub(super) fn build_operator(dir: &Path, table: Table) -> Result<OperatorConfig,
         }
     };
     let max = i64::from(MAX_PARALLELISM);
+    let (on_error, max_bad) = build_on_error(raw.on_error, raw.max_bad)?;
     Ok(OperatorConfig {
         id,
         plugin: resolve(dir, "plugin", raw.plugin)?,
@@ -156,6 +164,8 @@ pub(super) fn build_operator(dir: &Path, table: Table) -> Result<OperatorConfig,
         config,
         limits: build_limits(raw.limits)?,
         grants: build_grants(raw.grants)?,
+        on_error,
+        max_bad,
     })
 }
 

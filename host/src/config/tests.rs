@@ -914,3 +914,28 @@ fn on_error_mistakes_are_refused_in_one_line() {
         doc(&[GEN, OUT, &sink("x", "src.dead-letter")]) => "source \"src\" has one output and no named ports",
     );
 }
+
+/// An operator's `on_error` dead letters: the sink reads the operator's
+/// `dead-letter` port, which its plugin's ports need not declare; a
+/// plugin declaring a port of that name is refused.
+#[test]
+fn an_operators_dead_letters_go_to_the_sink_its_on_error_names() {
+    let op = op("o", "[\"src\"]") + "on_error = { dead_letter = \"bad\" }\nmax_bad = 9\n";
+    let letters = "[[sink]]\nid = \"bad\"\ntype = \"stdout\"\n";
+    let job = parse(&doc(&[GEN, &op, &sink("out", "o"), letters])).unwrap();
+    let o = &job.operators[0];
+    assert_eq!(
+        (&o.on_error, o.max_bad),
+        (&OnError::DeadLetter("bad".into()), Some(9))
+    );
+    assert_eq!(job.sinks[1].input, [Upstream::parse("o.dead-letter")]);
+    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let resolved = job.resolve_ports(o, &o.plugin, &names(&["in"]), &names(&["out"]));
+    assert_eq!(resolved.unwrap(), [(0, Upstream::parse("src"))]);
+    let clash = job.resolve_ports(o, &o.plugin, &names(&["in"]), &names(&["dead-letter"]));
+    let err = clash.unwrap_err().to_string();
+    assert!(
+        err.contains("declares an output port `dead-letter`"),
+        "{err}"
+    );
+}

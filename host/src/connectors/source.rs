@@ -52,20 +52,6 @@ pub enum SourceError {
         /// What went wrong and what to do.
         message: String,
     },
-    /// More bad records between two checkpoints than `max_bad` allows.
-    #[error(
-        "source `{source_id}`: {count} bad records since its last checkpoint, more than max_bad = {max_bad} (the last: {last}); fix the input, or raise max_bad"
-    )]
-    TooManyBad {
-        /// The source's id.
-        source_id: String,
-        /// Bad records since the last checkpoint.
-        count: u64,
-        /// The budget.
-        max_bad: u64,
-        /// The last bad record: where, and what is wrong.
-        last: String,
-    },
     /// The checkpointed offset does not fit the input.
     #[error("source `{source_id}`: cannot resume at checkpointed offset {offset}: {message}")]
     BadOffset {

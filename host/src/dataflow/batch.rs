@@ -181,6 +181,29 @@ impl Batch {
         self.provenance = provenance;
     }
 
+    /// The records at `indices` (in that order), with this batch's origin
+    /// and provenance.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// for v in ["a", "b", "c"] {
+    ///     b.push(None, v.as_bytes(), Some(1));
+    /// }
+    /// let picked = b.select(&[2, 0]);
+    /// let values: Vec<&[u8]> = picked.iter().map(|r| r.value).collect();
+    /// assert_eq!(values, [&b"c"[..], &b"a"[..]]);
+    /// ```
+    pub fn select(&self, indices: &[usize]) -> Batch {
+        let mut out = Batch::with_capacity(indices.len(), 0);
+        for &i in indices {
+            let r = self.get(i);
+            out.push(r.key, r.value, r.timestamp);
+        }
+        out.origin = self.origin;
+        out.provenance = self.provenance.clone();
+        out
+    }
+
     /// Number of records.
     ///
     /// ```

@@ -5,7 +5,8 @@
 //! Invariants:
 //! - A source has no input port and one unnamed output port (0), and a
 //!   second, [`DEAD_LETTER_PORT`] (1), when its `on_error` sends bad
-//!   records to a sink; a sink
+//!   records to a sink; an operator whose `on_error` does has that port
+//!   after its plugin's; a sink
 //!   one unnamed input port (0) and no output port; an operator the ports
 //!   its plugin declares ([`Ports`]).
 //! - A source and a sink run one instance; an operator its `parallelism`.
@@ -84,7 +85,13 @@ impl<'j, P: Ports> Node<'j, P> {
                 (Vec::new(), outputs)
             }
             (Entry::Sink(_), _) => (unnamed(), Vec::new()),
-            (Entry::Operator(_), Some(p)) => (p.input_ports().to_vec(), p.output_ports().to_vec()),
+            (Entry::Operator(o), Some(p)) => {
+                let mut outputs = p.output_ports().to_vec();
+                if o.on_error.dead_letter_sink().is_some() {
+                    outputs.push(DEAD_LETTER_PORT.to_owned());
+                }
+                (p.input_ports().to_vec(), outputs)
+            }
             (Entry::Operator(_), None) => (Vec::new(), Vec::new()),
         };
         let outputs = output_ports.iter().map(|_| Vec::new()).collect();

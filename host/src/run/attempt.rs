@@ -37,6 +37,7 @@ use crate::run::start::start_threads;
 use crate::run::summary::{RunSummary, node_counts};
 use crate::run::swap::{Probation, SwapRequest};
 use crate::run::wiring::Wiring;
+use crate::threads::bad_records::BadInputs;
 
 /// What one attempt runs with.
 pub(crate) struct Attempt<'a> {
@@ -57,6 +58,8 @@ pub(crate) struct Attempt<'a> {
     pub metrics: Arc<JobMetrics>,
     /// Records each source sends one per batch first.
     pub narrow: &'a Narrow,
+    /// The records replays found plugins fail on.
+    pub bad_inputs: Arc<BadInputs>,
     /// The object store checkpoints are copied to, if the job has one.
     pub remote: Option<&'a Arc<RemoteStore>>,
 }
@@ -123,7 +126,7 @@ pub(crate) fn run_attempt(
     let cancel = wiring.tasks.shared.cancel.clone();
     let threads = start_threads(
         plan,
-        (wiring.tasks, attempt.narrow),
+        (wiring.tasks, attempt.narrow, attempt.bad_inputs),
         (opened, at.first_id),
         &metrics,
     );

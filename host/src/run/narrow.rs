@@ -15,9 +15,9 @@
 //! failure restarts it.
 //!
 //! Invariants:
-//! - An attempt is narrowed at most once per complete checkpoint: a second
-//!   failure on many records with no checkpoint completed since is handled
-//!   as any failure.
+//! - An attempt is narrowed at most once per complete checkpoint or bad
+//!   record found ([`Narrowing::again`]): a second failure on many records
+//!   with neither since is handled as any failure.
 //! - Narrowing replays only where restarts are allowed (the restart
 //!   strategy permits at least one), and does not count as a restart.
 
@@ -71,6 +71,24 @@ impl Narrowing {
         &self.running
     }
 
+    /// The running attempt failed on a record a replay can now go past:
+    /// the next attempt replays one record per batch again, at least as
+    /// far as the failed one went and as its own narrowing did, to go
+    /// past it and on to the next.
+    pub(crate) fn again(&mut self, metrics: &JobMetrics) {
+        let mut next = std::mem::take(&mut self.running);
+        for (id, n) in sources_sent(metrics) {
+            let before = self.sent_before.get(&id).copied().unwrap_or(0);
+            let at_least = next.entry(id).or_insert(1);
+            *at_least = (*at_least).max(n.saturating_sub(before));
+        }
+        self.next = next;
+        self.looking_for = None;
+        // Something was learnt: a later failure on many records (the
+        // next bad one) may be narrowed too.
+        self.tried_at = None;
+    }
+
     /// The running attempt failed with `e`, with `completed` checkpoints
     /// completed in the run so far; `may_restart` when the restart
     /// strategy allows a restart at all.
@@ -119,16 +137,10 @@ fn sources_sent(metrics: &JobMetrics) -> BTreeMap<String, u64> {
 /// more than one source record (or, from nowhere known, holds more than
 /// one record).
 fn plugin_failed_on_batch(e: &RunError) -> Option<(String, bool)> {
-    let RunError::Task(TaskError::Process {
-        error,
-        records,
-        from,
-        ..
-    }) = e
-    else {
+    let RunError::Task(TaskError::Process { error, batch }) = e else {
         return None;
     };
-    let many = from.as_ref().map_or(*records, |f| f.records) > 1;
+    let many = batch.from.as_ref().map_or(batch.records, |f| f.records) > 1;
     error.repeats_on_replay().then(|| (error.to_string(), many))
 }
 
@@ -140,6 +152,7 @@ mod tests {
     use crate::config::LimitValue;
     use crate::dataflow::provenance::Provenance;
     use crate::metrics::NodeMetrics;
+    use crate::threads::FailedBatch;
     use crate::wasm::{Hook, InstanceError, LimitExceeded};
 
     /// Metrics of sources `a` and `b` and operator `op`.
@@ -179,12 +192,19 @@ mod tests {
             place: "in.txt lines 1–9".into(),
             records: source_records,
         };
-        RunError::Task(TaskError::Process {
-            error,
+        failed(error, records, Some(Arc::new(from)))
+    }
+
+    /// `error` processing a batch of `records` from `from`.
+    fn failed(error: InstanceError, records: usize, from: Option<Arc<Provenance>>) -> RunError {
+        let batch = Box::new(FailedBatch {
+            operator: "op".into(),
             port: "in".into(),
             records,
-            from: Some(Arc::new(from)),
-        })
+            from,
+            record: None,
+        });
+        RunError::Task(TaskError::Process { error, batch })
     }
 
     #[test]
@@ -247,12 +267,7 @@ mod tests {
             n.failed(&on_batch(trap("x"), 9, 9), &m, 0, false),
             AfterFailure::Other
         );
-        let unknown = RunError::Task(TaskError::Process {
-            error: trap("x"),
-            port: "in".into(),
-            records: 2,
-            from: None,
-        });
+        let unknown = failed(trap("x"), 2, None);
         assert_eq!(n.failed(&unknown, &m, 0, true), AfterFailure::Narrow);
     }
 }

@@ -17,7 +17,7 @@ use crate::plan::{InstanceId, Node, Plan};
 use crate::run::narrow::Narrow;
 use crate::run::open::Opened;
 use crate::run::wiring::TaskEnds;
-use crate::threads::bad_records::BadRecords;
+use crate::threads::bad_records::{BadAt, BadInputs, BadRecords};
 use crate::threads::instance::InstanceTask;
 use crate::threads::sink::SinkTask;
 use crate::threads::source::SourceTask;
@@ -59,13 +59,14 @@ impl Threads {
 /// The attempt's first checkpoint is `first_checkpoint`.
 pub(crate) fn start_threads(
     plan: &Plan<'_>,
-    (wiring, narrow): (TaskEnds, &Narrow),
+    (wiring, narrow, bad_inputs): (TaskEnds, &Narrow, Arc<BadInputs>),
     (opened, first_checkpoint): (Opened, u64),
     metrics: &JobMetrics,
 ) -> Threads {
     let mut start = Start {
         wiring,
         narrow,
+        bad_inputs,
         opened,
         metrics,
         job: plan.job().name.clone(),
@@ -84,6 +85,8 @@ pub(crate) fn start_threads(
 struct Start<'m> {
     wiring: TaskEnds,
     narrow: &'m Narrow,
+    /// The records replays found plugins fail on.
+    bad_inputs: Arc<BadInputs>,
     opened: Opened,
     metrics: &'m JobMetrics,
     /// The job's name.
@@ -103,6 +106,13 @@ impl Start<'_> {
     fn instance(&mut self, node: &Node<'_, Plugin>, id: InstanceId) {
         let (name, i) = (node.name(), id.index);
         let open = (self.opened.instances.remove(&id)).expect("an opened instance");
+        let config = node.operator().expect("an operator");
+        let info = open.instance.info();
+        let plugin = serde_json::json!({
+            "name": info.name,
+            "version": info.version,
+            "sha256": open.instance.plugin().sha256(),
+        });
         let inputs = self.wiring.inputs(id);
         let task = InstanceTask {
             shared: self.wiring.shared.clone(),
@@ -117,6 +127,18 @@ impl Start<'_> {
             last_snapshot: open.last_snapshot,
             replay: open.replay,
             overtaken: None,
+            bad_inputs: self.bad_inputs.clone(),
+            bad: BadRecords::new(
+                BadAt {
+                    kind: "operator",
+                    id: name.to_owned(),
+                    job: self.job.clone(),
+                    instance: Some((i, plugin)),
+                },
+                config.on_error.clone(),
+                config.max_bad,
+                self.first_checkpoint,
+            ),
         };
         let thread = format!("op-{name}-{i}");
         self.threads
@@ -157,7 +179,12 @@ impl Start<'_> {
             watermark: open.watermark,
             metrics: self.node(name),
             bad: BadRecords::new(
-                (name, &self.job),
+                BadAt {
+                    kind: "source",
+                    id: name.to_owned(),
+                    job: self.job.clone(),
+                    instance: None,
+                },
                 s.on_error.clone(),
                 s.max_bad,
                 self.first_checkpoint,

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded};
 
-use crate::config::Job;
+use crate::config::{Job, OnError};
 use crate::metrics::{EventKind, JobMetrics, Journal, PluginRecord};
 use crate::plan::{NodeId, Plan};
 use crate::remote::RemoteStore;
@@ -40,7 +40,8 @@ use crate::run::summary::RunSummary;
 use crate::run::swap::{self, Probation, SwapRequest};
 use crate::run::{moved, savepoint};
 use crate::store::SwappedPlugin;
-use crate::threads::TaskError;
+use crate::threads::bad_records::BadInputs;
+use crate::threads::{FailedBatch, TaskError};
 use crate::wasm::Runtime;
 use crate::wasm::{InstanceError, PluginReturned, ReturnedKind};
 
@@ -117,6 +118,9 @@ struct Supervisor<'a> {
     narrowing: Narrowing,
     /// The object store checkpoints are copied to, if the job has one.
     remote: Option<Arc<RemoteStore>>,
+    /// The records replays found plugins fail on (operators whose
+    /// `on_error` goes past them).
+    bad_inputs: Arc<BadInputs>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -199,6 +203,7 @@ impl<'a> Supervisor<'a> {
             last_failure: None,
             narrowing: Narrowing::default(),
             remote,
+            bad_inputs: Arc::default(),
         })
     }
 
@@ -218,9 +223,15 @@ impl<'a> Supervisor<'a> {
                 probation: self.probation.as_mut().map(|(p, _, _, _)| p),
                 metrics: self.metrics.clone(),
                 narrow: self.narrowing.start(&self.metrics),
+                bad_inputs: self.bad_inputs.clone(),
                 remote: self.remote.as_ref(),
             };
             let result = run_attempt(self.options, attempt, shutdown);
+            if let Err(e) = &result
+                && self.found_bad_input(e)
+            {
+                continue;
+            }
             // A swap on probation whose attempt failed: roll back.
             if let Err(e) = &result
                 && let Some((p, ..)) = self.probation.as_mut()
@@ -296,12 +307,67 @@ impl<'a> Supervisor<'a> {
         self.restore = RestoreMode::Id(from);
     }
 
+    /// After the attempt failed with `e`, a plugin failing on the records
+    /// one source record made, of an operator whose `on_error` goes past
+    /// bad records: learns which record it is, or that the next replay
+    /// gives them one call each to find it, and replays narrowed again
+    /// (not a restart). False when `e` is not that, or taught nothing new.
+    fn found_bad_input(&mut self, e: &RunError) -> bool {
+        let RunError::Task(TaskError::Process { error, batch }) = e else {
+            return false;
+        };
+        let FailedBatch {
+            operator,
+            records,
+            from: Some(from),
+            record,
+            ..
+        } = &**batch
+        else {
+            return false;
+        };
+        if from.records != 1 || !error.repeats_on_replay() || !self.goes_past(operator) {
+            return false;
+        }
+        let inputs = Arc::make_mut(&mut self.bad_inputs);
+        if !inputs.learn(operator, from, (*records, *record), error.to_string()) {
+            return false;
+        }
+        let known = inputs.of(operator, from).is_some_and(|f| !f.one_by_one);
+        let then = match known || record.is_some() {
+            true => "going past it",
+            false => "giving its records to the plugin one call each to find it",
+        };
+        let message = format!(
+            "operator `{operator}` fails on a record of {from}: replaying from the last complete checkpoint, {then} (on_error)"
+        );
+        tracing::warn!("{message}: {error}");
+        let journal = &self.metrics.journal;
+        journal.event(EventKind::Restart, false, message);
+        self.narrowing.again(&self.metrics);
+        self.restore = RestoreMode::Latest;
+        true
+    }
+
+    /// Whether operator `id`'s `on_error` goes past bad records.
+    fn goes_past(&self, id: &str) -> bool {
+        let config = self
+            .plan
+            .find(id)
+            .and_then(|n| self.plan.node(n).operator());
+        config.is_some_and(|c| c.on_error != OnError::Fail)
+    }
+
     /// After the attempt failed with `e`: replays narrowed when `e` is a
     /// plugin failing on a batch of many records ([`narrow`](crate::run::narrow)), says so,
     /// and restarts from the last complete checkpoint.
     fn narrow(&mut self, e: &RunError) -> AfterFailure {
         let completed = self.metrics.checkpoints.completed.load(Ordering::Relaxed);
-        let may_restart = self.plan.job().restart.delay(1).is_some();
+        let past = match e {
+            RunError::Task(TaskError::Process { batch, .. }) => self.goes_past(&batch.operator),
+            _ => false,
+        };
+        let may_restart = past || self.plan.job().restart.delay(1).is_some();
         let after = (self.narrowing).failed(e, &self.metrics, completed, may_restart);
         if after == AfterFailure::Narrow {
             let message = "replaying from the last complete checkpoint one record per batch, to find the record it fails on";

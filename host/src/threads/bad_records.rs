@@ -1,19 +1,28 @@
-//! What a source does with the records it reads but cannot make records
-//! of ([`BadRecord`]): its `on_error` ([`OnError`]) within its budget
-//! `max_bad`. With a dead-letter sink, each becomes a dead letter
-//! ([`dead_letter`]) sent on the source's dead-letter port, so it reaches
-//! the sink before the barrier of the checkpoint whose offset is past it:
-//! exactly once, as any record.
+//! Records a node cannot handle, and what becomes of them: its `on_error`
+//! ([`OnError`]) within its budget `max_bad` ([`BadRecords`]).
+//!
+//! - A **source** reads records it cannot make records of
+//!   ([`BadRecord`]: malformed, no key field, a bad timestamp).
+//! - An **operator**'s plugin fails on a record (a trap, or `invalid-input`
+//!   returned). Which one is found by replaying from the last checkpoint
+//!   ([`BadInputs`], kept by the supervisor): one source record per batch,
+//!   then, when a source record became several records, one call each;
+//!   the plugin is deterministic, so it fails again on the same one. The
+//!   replay then hands the instance the record to go past, and the other
+//!   records of the batch take effect once, as every replayed record does.
+//!
+//! With a dead-letter sink, each bad record becomes a dead letter
+//! ([`Letter`]) sent on the node's dead-letter port before the next
+//! checkpoint barrier, so it reaches the sink exactly once, as any record.
 //!
 //! Invariants:
-//! - With `fail`, the first bad record fails the source with its own
-//!   error, as before there was a policy.
-//! - Every bad record is counted (`records_bad`), whatever becomes of it,
-//!   and the log names the first and then at most one line per
-//!   [`LOG_EVERY`].
+//! - With `fail`, the first bad record fails the node with its own error.
+//! - Every bad record gone past is counted (`records_bad`), and the log
+//!   names the first and then at most one line per [`LOG_EVERY`].
 //! - More than `max_bad` bad records between two checkpoint barriers fail
-//!   the source, naming the budget and the last bad record.
+//!   the node, naming the budget and the last bad record.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -22,22 +31,61 @@ use serde_json::{Value, json};
 
 use crate::Batch;
 use crate::config::OnError;
-use crate::connectors::source::{BadRecord, SourceError};
+use crate::connectors::source::BadRecord;
+use crate::dataflow::provenance::Provenance;
 use crate::metrics::NodeMetrics;
+use crate::threads::TaskError;
 
 /// How often at most the log tells of bad records after the first.
 pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// A source's handling of its bad records.
+/// Where bad records are met: the node (and instance) their dead letters name.
+#[derive(Debug, Clone)]
+pub(crate) struct BadAt {
+    /// `source` or `operator`.
+    pub kind: &'static str,
+    /// Its id.
+    pub id: String,
+    /// The job's name.
+    pub job: String,
+    /// An operator's instance and its plugin (`{name, version, sha256}`).
+    pub instance: Option<(u32, Value)>,
+}
+
+/// A bad record as its dead letter tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Letter {
+    /// What is wrong.
+    pub error: String,
+    /// Where it came from, in words.
+    pub origin: String,
+    /// The record as it was met.
+    pub key: Option<Vec<u8>>,
+    /// Its value.
+    pub value: Vec<u8>,
+    /// Its timestamp.
+    pub timestamp: Option<i64>,
+}
+
+impl From<&BadRecord> for Letter {
+    fn from(bad: &BadRecord) -> Letter {
+        Letter {
+            error: bad.reason(),
+            origin: bad.origin.clone(),
+            key: bad.key.clone(),
+            value: bad.value.clone(),
+            timestamp: bad.timestamp,
+        }
+    }
+}
+
+/// A node's handling of its bad records.
 pub(crate) struct BadRecords {
     policy: OnError,
     max_bad: Option<u64>,
-    /// The source's id.
-    source: String,
-    /// The job's name.
-    job: String,
-    /// The checkpoint the records read now belong to: the next one whose
-    /// barrier the source sends.
+    node: BadAt,
+    /// The checkpoint the records met now belong to: the next one whose
+    /// barrier the node sends.
     checkpoint: u64,
     /// Bad records since the last barrier.
     since_barrier: u64,
@@ -48,19 +96,13 @@ pub(crate) struct BadRecords {
 }
 
 impl BadRecords {
-    /// The handling of source `source` of job `job` with `policy` and
-    /// budget `max_bad`, whose next checkpoint is `checkpoint`.
-    pub(crate) fn new(
-        (source, job): (&str, &str),
-        policy: OnError,
-        max_bad: Option<u64>,
-        checkpoint: u64,
-    ) -> Self {
+    /// The handling of `node` with `policy` and budget `max_bad`, whose
+    /// next checkpoint is `checkpoint`.
+    pub(crate) fn new(node: BadAt, policy: OnError, max_bad: Option<u64>, checkpoint: u64) -> Self {
         BadRecords {
             policy,
             max_bad,
-            source: source.to_owned(),
-            job: job.to_owned(),
+            node,
             checkpoint,
             since_barrier: 0,
             logged: None,
@@ -75,65 +117,81 @@ impl BadRecords {
         self.since_barrier = 0;
     }
 
-    /// Decides about `bad`, read in this order: the dead letters to send
-    /// (with a dead-letter sink), or the error that fails the source.
-    pub(crate) fn handle(
+    /// Decides about the records a source could not read, in input order:
+    /// the dead letters to send (with a dead-letter sink), or the error
+    /// that fails the source (`fail`: the first one's own).
+    pub(crate) fn read(
         &mut self,
         bad: Vec<BadRecord>,
         metrics: &NodeMetrics,
-    ) -> Result<Option<Batch>, SourceError> {
-        let Some(last) = bad.last() else {
+    ) -> Result<Option<Batch>, TaskError> {
+        if self.policy == OnError::Fail {
+            return match bad.into_iter().next() {
+                Some(first) => Err(first.error.into()),
+                None => Ok(None),
+            };
+        }
+        let letters: Vec<Letter> = bad.iter().map(Letter::from).collect();
+        self.went_past(&letters, metrics)
+    }
+
+    /// Counts the bad records `letters` the node goes past, and makes
+    /// their dead letters (with a dead-letter sink); more than `max_bad`
+    /// since the last barrier is the error that fails the node.
+    pub(crate) fn went_past(
+        &mut self,
+        letters: &[Letter],
+        metrics: &NodeMetrics,
+    ) -> Result<Option<Batch>, TaskError> {
+        let Some(last) = letters.last() else {
             return Ok(None);
         };
-        if self.policy == OnError::Fail {
-            return Err(bad.into_iter().next().expect("not empty").error);
-        }
-        let count = bad.len() as u64;
+        let count = letters.len() as u64;
         metrics.records_bad.fetch_add(count, Ordering::Relaxed);
         self.since_barrier += count;
         if let Some(max) = self.max_bad.filter(|&max| self.since_barrier > max) {
-            return Err(SourceError::TooManyBad {
-                source_id: self.source.clone(),
+            return Err(TaskError::TooManyBad {
+                kind: self.node.kind,
+                node: self.node.id.clone(),
                 count: self.since_barrier,
                 max_bad: max,
-                last: format!("{}: {}", last.origin, last.reason()),
+                last: format!("{}: {}", last.origin, last.error),
             });
         }
         self.log(last, count);
         let OnError::DeadLetter(_) = self.policy else {
             return Ok(None);
         };
-        let mut letters = Batch::with_capacity(bad.len(), 0);
-        for record in &bad {
-            let value = dead_letter(record, (&self.source, &self.job), self.checkpoint);
-            letters.push(record.key.as_deref(), &value, record.timestamp);
+        let mut batch = Batch::with_capacity(letters.len(), 0);
+        for letter in letters {
+            let value = dead_letter(letter, &self.node, self.checkpoint);
+            batch.push(letter.key.as_deref(), &value, letter.timestamp);
         }
-        Ok(Some(letters))
+        Ok(Some(batch))
     }
 
     /// Logs the first bad record, then at most one line per [`LOG_EVERY`]
     /// for those since.
-    fn log(&mut self, last: &BadRecord, count: u64) {
+    fn log(&mut self, last: &Letter, count: u64) {
         let what = match self.policy {
             OnError::DeadLetter(ref sink) => format!("sent to sink `{sink}`"),
             _ => "skipped".to_owned(),
         };
+        let (kind, id) = (self.node.kind, &self.node.id);
         let now = Instant::now();
         self.untold += count;
         match self.logged {
             Some(at) if now.duration_since(at) < LOG_EVERY => return,
             None => tracing::warn!(
-                "source `{}`: bad record {what}: {}: {}",
-                self.source,
+                "{kind} `{id}`: bad record {what}: {}: {}",
                 last.origin,
-                last.reason()
+                last.error
             ),
             Some(_) => tracing::warn!(
-                "source `{}`: {} more bad record(s) {what}; the last: {}: {}",
-                self.source,
+                "{kind} `{id}`: {} more bad record(s) {what}; the last: {}: {}",
                 self.untold,
                 last.origin,
-                last.reason()
+                last.error
             ),
         }
         self.logged = Some(now);
@@ -141,30 +199,31 @@ impl BadRecords {
     }
 }
 
-/// The dead letter of `record`, read by source `source` of job `job` into
-/// checkpoint `checkpoint`: a JSON object with what went wrong (`error`),
-/// where (`job`, `node`, `kind`, `origin`, `checkpoint`) and the record
-/// itself (`key`, `value`, `timestamp`; bytes that are not UTF-8 as
-/// `key_base64` / `value_base64`).
-pub(crate) fn dead_letter(
-    record: &BadRecord,
-    (source, job): (&str, &str),
-    checkpoint: u64,
-) -> Vec<u8> {
-    let mut letter = json!({
-        "error": record.reason(),
-        "job": job,
-        "node": source,
-        "kind": "source",
-        "origin": record.origin,
+/// The dead letter of `letter`, met by `node` for checkpoint `checkpoint`:
+/// a JSON object with what went wrong (`error`), where (`job`, `node`,
+/// `kind`, an operator's `instance` and `plugin`, `origin`, `checkpoint`)
+/// and the record itself (`key`, `value`, `timestamp`; bytes that are not
+/// UTF-8 as `key_base64` / `value_base64`).
+pub(crate) fn dead_letter(letter: &Letter, node: &BadAt, checkpoint: u64) -> Vec<u8> {
+    let mut out = json!({
+        "error": letter.error,
+        "job": node.job,
+        "node": node.id,
+        "kind": node.kind,
+        "origin": letter.origin,
         "checkpoint": checkpoint,
-        "timestamp": record.timestamp,
+        "timestamp": letter.timestamp,
     });
-    let fields = letter.as_object_mut().expect("an object");
-    for (name, bytes) in [
-        ("key", record.key.as_deref()),
-        ("value", Some(&record.value[..])),
-    ] {
+    let fields = out.as_object_mut().expect("an object");
+    if let Some((instance, plugin)) = &node.instance {
+        fields.insert("instance".into(), (*instance).into());
+        fields.insert("plugin".into(), plugin.clone());
+    }
+    let bytes = [
+        ("key", letter.key.as_deref()),
+        ("value", Some(&letter.value[..])),
+    ];
+    for (name, bytes) in bytes {
         let Some(bytes) = bytes else {
             fields.insert(name.to_owned(), Value::Null);
             continue;
@@ -177,96 +236,52 @@ pub(crate) fn dead_letter(
             }
         };
     }
-    letter.to_string().into_bytes()
+    out.to_string().into_bytes()
+}
+
+/// What replays found about the records operators fail on, by operator
+/// and source record (a batch's provenance in a narrowed replay, which
+/// sends one source record per batch).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BadInputs(BTreeMap<(String, String, String), Found>);
+
+/// What is known of the records an operator got from one source record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// The records the plugin fails on, by index in their batch, with the
+    /// failure's message.
+    pub bad: BTreeMap<usize, String>,
+    /// Whether the plugin gets the others one call each, to find the one
+    /// it fails on among several.
+    pub one_by_one: bool,
+}
+
+impl BadInputs {
+    /// What is known of the batch `operator` gets from `from`.
+    pub(crate) fn of(&self, operator: &str, from: &Provenance) -> Option<&Found> {
+        let key = (operator.to_owned(), from.source.clone(), from.place.clone());
+        self.0.get(&key)
+    }
+
+    /// Learns that `operator`'s plugin failed with `error` on a batch of
+    /// `records` records made from the one source record `from`: on
+    /// record `index` of them, when it had them one call each. Whether
+    /// that is news (a replay can then go past it).
+    pub(crate) fn learn(
+        &mut self,
+        operator: &str,
+        from: &Provenance,
+        (records, index): (usize, Option<usize>),
+        error: String,
+    ) -> bool {
+        let key = (operator.to_owned(), from.source.clone(), from.place.clone());
+        let found = self.0.entry(key).or_default();
+        match index.or((records == 1).then_some(0)) {
+            Some(i) => found.bad.insert(i, error).is_none(),
+            None => !std::mem::replace(&mut found.one_by_one, true),
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bad(line: u64, value: &[u8]) -> BadRecord {
-        BadRecord {
-            error: SourceError::Malformed {
-                source_id: "in".into(),
-                path: "in.jsonl".into(),
-                line,
-                message: "not JSON: expected value".into(),
-            },
-            origin: format!("in.jsonl line {line}"),
-            key: None,
-            value: value.to_vec(),
-            timestamp: Some(7),
-        }
-    }
-
-    fn handling(policy: OnError, max_bad: Option<u64>) -> BadRecords {
-        BadRecords::new(("in", "job"), policy, max_bad, 4)
-    }
-
-    /// `fail` fails with the first bad record's own error; nothing is
-    /// counted.
-    #[test]
-    fn fail_fails_with_the_first_bad_record() {
-        let m = NodeMetrics::default();
-        let err = handling(OnError::Fail, None)
-            .handle(vec![bad(3, b"{"), bad(5, b"x")], &m)
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "source `in`: in.jsonl:3: not JSON: expected value"
-        );
-        assert_eq!(m.records_bad.load(Ordering::Relaxed), 0);
-    }
-
-    /// A dead letter holds the error, where the record came from and the
-    /// record as read; bytes that are not text are base64.
-    #[test]
-    fn dead_letters_say_what_was_wrong_and_where() {
-        let m = NodeMetrics::default();
-        let mut h = handling(OnError::DeadLetter("dlq".into()), None);
-        let letters = h
-            .handle(vec![bad(3, b"{"), bad(5, b"\xff")], &m)
-            .unwrap()
-            .unwrap();
-        assert_eq!(letters.len(), 2);
-        let first: Value = serde_json::from_slice(letters.get(0).value).unwrap();
-        assert_eq!(
-            first,
-            json!({"error": "not JSON: expected value", "job": "job", "node": "in",
-                   "kind": "source", "origin": "in.jsonl line 3", "checkpoint": 4,
-                   "timestamp": 7, "key": null, "value": "{"})
-        );
-        assert_eq!(letters.get(0).timestamp, Some(7));
-        let second: Value = serde_json::from_slice(letters.get(1).value).unwrap();
-        assert_eq!(second["value_base64"], "/w==");
-        assert!(second.get("value").is_none());
-        h.barrier(4);
-        let later = h.handle(vec![bad(9, b"[")], &m).unwrap().unwrap();
-        let later: Value = serde_json::from_slice(later.get(0).value).unwrap();
-        assert_eq!(later["checkpoint"], 5, "read after barrier 4");
-        assert_eq!(m.records_bad.load(Ordering::Relaxed), 3);
-    }
-
-    /// `skip` counts and sends nothing; past `max_bad` between two
-    /// barriers the source fails, naming the budget and the last record.
-    #[test]
-    fn skip_counts_and_the_budget_is_per_checkpoint() {
-        let m = NodeMetrics::default();
-        let mut h = handling(OnError::Skip, Some(2));
-        assert!(
-            h.handle(vec![bad(1, b"{"), bad(2, b"{")], &m)
-                .unwrap()
-                .is_none()
-        );
-        h.barrier(4);
-        assert!(h.handle(vec![bad(3, b"{")], &m).unwrap().is_none());
-        let err = h.handle(vec![bad(4, b"{"), bad(6, b"{")], &m).unwrap_err();
-        let text = err.to_string();
-        assert!(
-            text.contains("3 bad records since its last checkpoint, more than max_bad = 2"),
-            "{text}"
-        );
-        assert!(text.contains("in.jsonl line 6: not JSON"), "{text}");
-        assert_eq!(m.records_bad.load(Ordering::Relaxed), 5);
-    }
-}
+mod tests;

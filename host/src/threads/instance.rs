@@ -23,6 +23,10 @@
 //! - What a call emitted on output port `p` goes to the consumers wired to
 //!   `p`, ports in order; a port nothing consumes drops it
 //!   (`run::warn_unconsumed_outputs` warns about each such port).
+//! - A batch a replay found bad records in ([`BadInputs`]) goes to the
+//!   plugin without them, as its `on_error` says ([`BadRecords`]); the
+//!   others in one call, or one call each while the replay looks for the
+//!   next.
 //! - **Timers before the watermark.** When the inputs' watermark advances
 //!   to `w`, the instance fires every event-time timer at or before `w`,
 //!   sends what they emitted, and only then forwards `Watermark(w)`: what
@@ -47,7 +51,8 @@ use crate::dataflow::protocol::{Ack, AlignStats, Event, InstanceDelta, Msg};
 use crate::dataflow::watermark::END_OF_TIME;
 use crate::keyed::timers::Domain;
 use crate::metrics::NodeMetrics;
-use crate::threads::{Shared, TaskError, receive_batch};
+use crate::threads::bad_records::{BadInputs, BadRecords, Letter};
+use crate::threads::{FailedBatch, Shared, TaskError, receive_batch};
 use crate::wasm::OperatorInstance;
 use crate::wasm::host::timers::now_millis;
 
@@ -78,6 +83,10 @@ pub(crate) struct InstanceTask {
     pub replay: Vec<(u32, Batch)>,
     /// The overtaken checkpoint whose snapshot waits for its in-flight data.
     pub overtaken: Option<Overtaken>,
+    /// The records replays found its plugin fails on.
+    pub bad_inputs: Arc<BadInputs>,
+    /// What becomes of them (`on_error`).
+    pub bad: BadRecords,
 }
 
 /// A snapshot taken for an overtaken checkpoint, not yet acknowledged.
@@ -177,6 +186,53 @@ impl InstanceTask {
         ));
     }
 
+    /// Calls `process` with `batch` on input `port`, then sends what it
+    /// emitted; `record` is the index of its one record in the batch it
+    /// came in, when it goes alone to find the one the plugin fails on.
+    fn process(
+        &mut self,
+        port: u32,
+        batch: &Batch,
+        record: Option<usize>,
+    ) -> Result<(), Cancelled> {
+        let (instance, shared, operator) = (&mut self.instance, &self.shared, &self.operator);
+        receive_batch(&self.metrics, batch, |batch| {
+            instance.process_batch(port, batch).map_err(|error| {
+                let port = instance
+                    .info()
+                    .inputs
+                    .get(port as usize)
+                    .cloned()
+                    .unwrap_or_default();
+                let batch = Box::new(FailedBatch {
+                    operator: operator.clone(),
+                    port,
+                    records: batch.len(),
+                    from: batch.provenance().cloned(),
+                    record,
+                });
+                shared.fail(TaskError::Process { error, batch })
+            })
+        })?;
+        self.emit(Some(batch))
+    }
+
+    /// The dead letter of record `i` of `batch`, which the plugin failed
+    /// on with `error`.
+    fn letter(&self, batch: &Batch, i: usize, error: &str) -> Letter {
+        let record = batch.get(i);
+        let origin = batch
+            .provenance()
+            .map_or_else(String::new, ToString::to_string);
+        Letter {
+            error: error.to_owned(),
+            origin,
+            key: record.key.map(<[u8]>::to_vec),
+            value: record.value.to_vec(),
+            timestamp: record.timestamp,
+        }
+    }
+
     /// Fires the timers of `domain` due at `upto` and sends what they
     /// emitted.
     fn fire(&mut self, domain: Domain, upto: i64) -> Result<(), Cancelled> {
@@ -220,28 +276,43 @@ impl InputHandler for InstanceTask {
     }
 
     fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
-        let (instance, shared) = (&mut self.instance, &self.shared);
-        receive_batch(&self.metrics, &batch, |batch| {
-            instance.process_batch(port, batch).map_err(|error| {
-                let port = instance
-                    .info()
-                    .inputs
-                    .get(port as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                shared.fail(TaskError::Process {
-                    error,
-                    port,
-                    records: batch.len(),
-                    from: batch.provenance().cloned(),
-                })
-            })
-        })?;
-        self.emit(Some(&batch))
+        let found = (batch.provenance())
+            .and_then(|from| self.bad_inputs.of(&self.operator, from))
+            .cloned();
+        let Some(found) = found else {
+            return self.process(port, &batch, None);
+        };
+        // A batch a replay found bad records in: past them, the others in
+        // one call, or one call each to find the next.
+        let mut letters = Vec::new();
+        let mut rest = Vec::new();
+        for i in 0..batch.len() {
+            match found.bad.get(&i) {
+                Some(error) => letters.push(self.letter(&batch, i, error)),
+                None => rest.push(i),
+            }
+        }
+        match self.bad.went_past(&letters, &self.metrics) {
+            Ok(Some(letters)) => {
+                let port = self.instance.output_ports() as u32;
+                self.out
+                    .send_uncounted(&self.shared.cancel, port, letters)?;
+            }
+            Ok(None) => {}
+            Err(e) => return Err(self.shared.fail(e)),
+        }
+        if found.one_by_one || rest.len() == 1 {
+            for i in rest {
+                self.process(port, &batch.select(&[i]), Some(i))?;
+            }
+            return Ok(());
+        }
+        self.process(port, &batch.select(&rest), None)
     }
 
     fn on_checkpoint(&mut self, id: u64, align: AlignStats) -> Result<(), Cancelled> {
         self.checkpoint(id, align)?;
+        self.bad.barrier(id);
         self.out.broadcast_barrier(&self.shared.cancel, id)
     }
 

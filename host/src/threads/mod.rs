@@ -37,16 +37,29 @@ pub enum TaskError {
     #[error(transparent)]
     Instance(#[from] InstanceError),
     /// `process` failed on a batch.
-    #[error("{error} (input port `{port}`, {})", batch(*records, from.as_deref()))]
+    #[error("{error} ({batch})")]
     Process {
         /// The failure.
         error: InstanceError,
-        /// The input port's name.
-        port: String,
-        /// Records in the batch.
-        records: usize,
-        /// Where they came from, if known.
-        from: Option<Arc<Provenance>>,
+        /// The batch.
+        batch: Box<FailedBatch>,
+    },
+    /// A source or an operator met more bad records between two
+    /// checkpoints than its `max_bad` allows.
+    #[error(
+        "{kind} `{node}`: {count} bad records since its last checkpoint, more than max_bad = {max_bad} (the last: {last}); fix the input, or raise max_bad"
+    )]
+    TooManyBad {
+        /// `source` or `operator`.
+        kind: &'static str,
+        /// Its id.
+        node: String,
+        /// Bad records since the last checkpoint.
+        count: u64,
+        /// The budget.
+        max_bad: u64,
+        /// The last bad record: where, and what is wrong.
+        last: String,
     },
     /// A source failed.
     #[error(transparent)]
@@ -56,15 +69,35 @@ pub enum TaskError {
     Sink(#[from] SinkError),
 }
 
-/// `batch of 3 records from in.txt line 7 of source `lines``.
-fn batch(records: usize, from: Option<&Provenance>) -> String {
-    let batch = match records {
-        1 => "batch of 1 record".to_string(),
-        n => format!("batch of {n} records"),
-    };
-    match from {
-        Some(from) => format!("{batch} from {from}"),
-        None => batch,
+/// The batch a `process` call failed on.
+#[derive(Debug, Clone)]
+pub struct FailedBatch {
+    /// The operator's id.
+    pub operator: String,
+    /// The input port's name.
+    pub port: String,
+    /// Records in the batch.
+    pub records: usize,
+    /// Where they came from, if known.
+    pub from: Option<Arc<Provenance>>,
+    /// The record's index in the batch it came in, when the plugin was
+    /// given it alone to find the one it fails on
+    /// ([`bad_records::BadInputs`]).
+    pub record: Option<usize>,
+}
+
+impl std::fmt::Display for FailedBatch {
+    /// `input port `in`, batch of 3 records from in.txt line 7 of source `lines``.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "input port `{}`, ", self.port)?;
+        match self.records {
+            1 => write!(f, "batch of 1 record")?,
+            n => write!(f, "batch of {n} records")?,
+        }
+        match &self.from {
+            Some(from) => write!(f, " from {from}"),
+            None => Ok(()),
+        }
     }
 }
 

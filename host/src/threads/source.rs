@@ -181,7 +181,7 @@ impl SourceTask {
             skipped = now_skipped;
             // Before the records read with them: a source's dead letters
             // and its records reach the barrier after them alike.
-            match bad.handle(reader.take_bad(), &metrics) {
+            match bad.read(reader.take_bad(), &metrics) {
                 Ok(Some(letters)) => {
                     out.send_uncounted(&shared.cancel, DEAD_LETTER_PORT, letters)?;
                 }
