@@ -11,6 +11,7 @@
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use weir_tests::orders::{Orders, assert_same_json_lines};
 use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::plugins;
 use weir_tests::servers::{Kafka, Outgoing};
@@ -344,4 +345,50 @@ fn the_bad_one_of_the_records_a_source_record_became_is_found() {
         &out.stderr,
         "giving its records to the plugin one call each to find it",
     );
+}
+
+/// The golden reconcile job with side A's amount not a number on some
+/// rows: the plugin returns `invalid-input` for them. With `on_error`
+/// they go to the dead letters, each once, and the output is the
+/// reconciliation of the orders without those rows, computed from them.
+#[test]
+fn records_a_plugin_calls_invalid_go_to_the_dead_letters() {
+    let mut orders = Orders::generate(&mut XorShift(seed()), 800);
+    let mut bad = std::collections::BTreeSet::new();
+    for (i, row) in orders.a.iter_mut().enumerate() {
+        if i % 97 == 13 {
+            row.1 = "n/a".into();
+            bad.insert(row.0.clone());
+        }
+    }
+    let file = Orders::job_file(None, None)
+        .operator_with("reconcile", |o| o.on_error("{ dead_letter = \"rejects\" }"))
+        .sink(Sink::file("rejects", "out/rejects.txt"));
+    let job = orders.job_of(WEIR, file);
+    let out = job.run(&[]);
+    assert!(out.success(), "{}", out.stderr);
+    let clean = Orders {
+        a: orders
+            .a
+            .iter()
+            .filter(|(_, v)| v != "n/a")
+            .cloned()
+            .collect(),
+        b: orders.b.clone(),
+    };
+    let got = job.lines("out/reconcile.jsonl");
+    assert_same_json_lines(&got, &clean.reference(), "reconcile without the bad rows");
+    let mut rejected = std::collections::BTreeSet::new();
+    for line in job.read("out/rejects.txt").lines() {
+        let letter: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_has(
+            letter["error"].as_str().unwrap(),
+            "`amount` is not a number",
+        );
+        assert_eq!(letter["node"], "reconcile", "{letter}");
+        assert_has(letter["origin"].as_str().unwrap(), "of source `payments`");
+        let key = letter["key"].as_str().unwrap().to_owned();
+        assert!(rejected.insert(key), "twice: {letter}");
+    }
+    assert_eq!(rejected, bad);
 }

@@ -281,35 +281,37 @@ fn crashing_worker(job: &JobDir, name: &str, point: Failpoint, at: u32) -> Runni
 }
 
 /// Workers killed at each step of the commit point, Kafka → word count
-/// → Kafka: worker a just before a commit (its checkpoint's manifest in
-/// the store, not committed in the group), worker b just after one
-/// (committed, its sinks not told). Worker c takes their tasks over: it
-/// drops a's manifest that was never committed and restores the
-/// committed checkpoint before it, and delivers b's committed one; then
-/// d joins. The output, read `read_committed`, holds every word's
-/// running counts exactly once and in order, and the group's commit
-/// point of each task names its final checkpoint at its partition's end.
+/// → Kafka. Worker a, alone, is killed just before a commit (its
+/// checkpoint's manifest in the store, not committed in the group); c,
+/// started then, drops that manifest and restores the committed
+/// checkpoint before it. Worker b, joining, is killed just after a commit
+/// (committed, its sinks not told); its tasks come back to c, which
+/// delivers that checkpoint; then d joins. The output, read
+/// `read_committed`, holds every word's running counts exactly once and
+/// in order, and the group's commit point of each task names its final
+/// checkpoint at its partition's end.
 #[test]
 fn workers_killed_at_their_commit_point_lose_and_repeat_nothing() {
     let input = words(8_000);
     let kafka = broker_with(&input);
     let s3 = S3::start();
     let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
-    let mut c = worker(&job, "c");
-    runs_a_task(&mut c);
-    let crashes = [
-        ("a", Failpoint::CheckpointBeforeCommitPoint),
-        ("b", Failpoint::CheckpointAfterCommitPoint),
-    ];
-    for (name, point) in crashes {
+    let crash = |name: &str, point: Failpoint| {
         let mut w = crashing_worker(&job, name, point, 5);
         runs_a_task(&mut w);
         let (status, stderr) = w.wait();
         assert!(!status.success(), "worker {name}: {stderr}");
         assert_has(&stderr, &point.crash_line());
-    }
+    };
+    crash("a", Failpoint::CheckpointBeforeCommitPoint);
+    let mut c = worker(&job, "c");
     c.wait_for_line("the uncommitted checkpoint dropped", |l| {
         l.contains("was written but never committed") && l.contains("dropping it")
+    });
+    checkpoints(&mut c, 5);
+    crash("b", Failpoint::CheckpointAfterCommitPoint);
+    c.wait_for_line("b's tasks back", |l| {
+        l.contains("assigns partition(s)") && assigned_in(l).len() == 2
     });
     let d = worker(&job, "d");
     let start = std::time::Instant::now();

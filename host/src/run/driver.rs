@@ -39,7 +39,7 @@ use crate::run::control::ControlRequest;
 use crate::run::error::RunError;
 use crate::run::kept::{Kept, operators_meta};
 use crate::run::restore::RestorePoint;
-use crate::run::savepoint::SavepointRequest;
+use crate::run::savepoint::{CopyOut, SavepointRequest, tempfile_dir};
 use crate::run::swap::{Probation, SwapRequest};
 use crate::run::wiring::DriverEnds;
 use crate::store::{CheckpointMeta, CheckpointStore, CommitStats, OperatorMeta};
@@ -691,20 +691,6 @@ fn participants<'p>(plan: &'p Plan<'_>) -> impl Iterator<Item = Participant> + '
             NodeKind::Sink => Participant::Sink(name),
         }
     })
-}
-
-/// What copies a savepoint written locally to an object store.
-type CopyOut = Box<dyn FnOnce() -> Result<(), String> + Send>;
-
-/// A new empty folder under `state_dir` for a savepoint on its way to an
-/// object store.
-fn tempfile_dir(state_dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = state_dir.join(format!("savepoint-upload-{nanos}"));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 #[cfg(test)]

@@ -27,6 +27,20 @@ use crate::run::options::{FromSavepoint, RunOptions};
 use crate::run::restore::{changed_sinks, check_same_plugin, check_state_version};
 use crate::store::{CheckpointMeta, CheckpointStore, Derivation, Move, OperatorMeta, Savepoint};
 
+/// What copies a savepoint written locally to an object store.
+pub(crate) type CopyOut = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+/// A new empty folder under `state_dir` for a savepoint on its way to an
+/// object store.
+pub(crate) fn tempfile_dir(state_dir: &std::path::Path) -> std::io::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = state_dir.join(format!("savepoint-upload-{nanos}"));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
 /// A `weir savepoint` request from the control socket.
 #[derive(Debug)]
 pub(crate) struct SavepointRequest {
