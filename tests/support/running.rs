@@ -123,6 +123,19 @@ impl Running {
     }
 }
 
+/// A process still running when its test ends (a failed assertion, a
+/// panic) is killed, so that no `weir` outlives its test: a worker left
+/// running would go on joining groups and connecting to ports that later
+/// tests' servers reuse.
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The time in a log line's leading timestamp (`2026-11-29T13:04:19.589714Z`,
 /// possibly wrapped in ANSI colour codes), as time since the Unix epoch;
 /// `None` when the line does not start with one.
@@ -165,5 +178,18 @@ mod tests {
         assert_eq!(coloured, t);
         assert!(log_time("error: no timestamp").is_none());
         assert!(log_time("job `x` finished in 0.86 s").is_none());
+    }
+
+    /// A process dropped while running (its test failed) is killed and
+    /// reaped.
+    #[test]
+    fn a_process_still_running_when_dropped_is_killed() {
+        let mut sleep = Command::new("sleep");
+        sleep.arg("600");
+        let running = Running::spawn(sleep);
+        let pid = running.child.id();
+        drop(running);
+        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        assert!(!alive, "process {pid} outlived its Running");
     }
 }
