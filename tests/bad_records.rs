@@ -331,8 +331,14 @@ fn the_bad_one_of_the_records_a_source_record_became_is_found() {
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     let split = Operator::new("split", plugins::SPLIT).inputs(&["in"]);
     let job = JobDir::new(WEIR, trapping(Some(split), 100_000), &[("in.txt", &text)]);
-    let out = job.run(&[]);
+    let out = job.run(&["--json"]);
     assert!(out.success(), "{}", out.stderr);
+    let summary: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let poison = &summary["nodes"][2];
+    assert_eq!(
+        (poison["id"].as_str(), poison["records_bad"].as_u64()),
+        (Some("poison"), Some(8))
+    );
     let words: String = (lines.iter())
         .flat_map(|l| l.split(' '))
         .filter(|w| *w != "poison")

@@ -220,6 +220,9 @@ fn counters(m: &NodeMetrics, kind: NodeKind) -> Value {
     if kind == NodeKind::Source {
         v["records_skipped"] = json!(m.records_skipped.load(Relaxed));
     }
+    if kind != NodeKind::Sink {
+        v["records_bad"] = json!(m.records_bad.load(Relaxed));
+    }
     if kind == NodeKind::Sink {
         let h = &m.record_latency;
         let buckets: Vec<Value> = h.buckets().map(|(le, n)| json!([le, n])).collect();
@@ -317,6 +320,7 @@ input = "count"
         let job = job_file(JOB);
         let metrics = JobMetrics::for_job(&job);
         metrics.nodes[1].2.records_in.store(5, Relaxed);
+        metrics.nodes[1].2.records_bad.store(2, Relaxed);
         let view = JobView::new(&job, std::path::Path::new("/s"), false);
         let v = super::job(&view, &metrics, &Sampler::default());
         let ids: Vec<&str> = v["nodes"]
@@ -329,6 +333,15 @@ input = "count"
         assert_eq!(v["nodes"][0]["type"], "generator");
         assert_eq!(v["nodes"][1]["instances"], 2);
         assert_eq!(v["nodes"][1]["records_in"], 5);
+        assert_eq!(
+            v["nodes"][1]["records_bad"], 2,
+            "an operator's, by on_error"
+        );
+        assert_eq!(
+            v["nodes"][2].get("records_bad"),
+            None,
+            "no sink has any yet"
+        );
         assert_eq!(v["nodes"][1]["per_instance"].as_array().unwrap().len(), 2);
         assert_eq!(v["nodes"][2]["type"], "stdout");
         assert_eq!(v["nodes"][1]["rates"], Value::Null, "one sample only");

@@ -119,7 +119,8 @@ fn node_kind(job: &Job, id: &str) -> &'static str {
 ///             "records_skipped": 0, "records_bad": 0}]}
 /// ```
 ///
-/// `records_skipped` and `records_bad` are only on sources.
+/// `records_skipped` is only on sources, `records_bad` on sources and
+/// operators.
 pub fn summary_json(job: &Job, s: &RunSummary) -> serde_json::Value {
     let nodes: Vec<serde_json::Value> = s
         .nodes
@@ -134,6 +135,8 @@ pub fn summary_json(job: &Job, s: &RunSummary) -> serde_json::Value {
             });
             if kind == "source" {
                 node["records_skipped"] = n.skipped.into();
+            }
+            if kind != "sink" {
                 node["records_bad"] = n.bad.into();
             }
             node

@@ -23,7 +23,8 @@
 //!   the node, naming the budget and the last bad record.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -132,22 +133,27 @@ impl BadRecords {
             };
         }
         let letters: Vec<Letter> = bad.iter().map(Letter::from).collect();
-        self.went_past(&letters, metrics)
+        self.went_past(&letters, letters.len(), metrics)
     }
 
-    /// Counts the bad records `letters` the node goes past, and makes
-    /// their dead letters (with a dead-letter sink); more than `max_bad`
-    /// since the last barrier is the error that fails the node.
+    /// Counts the bad records `letters` the node goes past (`fresh` of
+    /// them not counted before in this run: a replay goes past the same
+    /// ones again), and makes their dead letters (with a dead-letter
+    /// sink); more than `max_bad` since the last barrier is the error that
+    /// fails the node.
     pub(crate) fn went_past(
         &mut self,
         letters: &[Letter],
+        fresh: usize,
         metrics: &NodeMetrics,
     ) -> Result<Option<Batch>, TaskError> {
         let Some(last) = letters.last() else {
             return Ok(None);
         };
         let count = letters.len() as u64;
-        metrics.records_bad.fetch_add(count, Ordering::Relaxed);
+        metrics
+            .records_bad
+            .fetch_add(fresh as u64, Ordering::Relaxed);
         self.since_barrier += count;
         if let Some(max) = self.max_bad.filter(|&max| self.since_barrier > max) {
             return Err(TaskError::TooManyBad {
@@ -246,14 +252,30 @@ pub(crate) fn dead_letter(letter: &Letter, node: &BadAt, checkpoint: u64) -> Vec
 pub(crate) struct BadInputs(BTreeMap<(String, String, String), Found>);
 
 /// What is known of the records an operator got from one source record.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Found {
-    /// The records the plugin fails on, by index in their batch, with the
-    /// failure's message.
-    pub bad: BTreeMap<usize, String>,
+    /// The records the plugin fails on, by index in their batch.
+    pub bad: BTreeMap<usize, FoundRecord>,
     /// Whether the plugin gets the others one call each, to find the one
     /// it fails on among several.
     pub one_by_one: bool,
+}
+
+/// A record a plugin fails on.
+#[derive(Debug, Clone)]
+pub(crate) struct FoundRecord {
+    /// The failure's message.
+    pub error: String,
+    /// Whether a replay went past it already in this run (it is counted
+    /// once, every replay after the one that found it going past it).
+    pub counted: Arc<AtomicBool>,
+}
+
+impl FoundRecord {
+    /// Whether this is the first time it is gone past (and it now is).
+    pub(crate) fn first_time(&self) -> bool {
+        !self.counted.swap(true, Ordering::Relaxed)
+    }
 }
 
 impl BadInputs {
@@ -277,7 +299,13 @@ impl BadInputs {
         let key = (operator.to_owned(), from.source.clone(), from.place.clone());
         let found = self.0.entry(key).or_default();
         match index.or((records == 1).then_some(0)) {
-            Some(i) => found.bad.insert(i, error).is_none(),
+            Some(i) => {
+                let record = FoundRecord {
+                    error,
+                    counted: Arc::default(),
+                };
+                found.bad.insert(i, record).is_none()
+            }
             None => !std::mem::replace(&mut found.one_by_one, true),
         }
     }

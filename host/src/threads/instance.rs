@@ -286,13 +286,17 @@ impl InputHandler for InstanceTask {
         // one call, or one call each to find the next.
         let mut letters = Vec::new();
         let mut rest = Vec::new();
+        let mut fresh = 0;
         for i in 0..batch.len() {
             match found.bad.get(&i) {
-                Some(error) => letters.push(self.letter(&batch, i, error)),
+                Some(record) => {
+                    fresh += usize::from(record.first_time());
+                    letters.push(self.letter(&batch, i, &record.error));
+                }
                 None => rest.push(i),
             }
         }
-        match self.bad.went_past(&letters, &self.metrics) {
+        match self.bad.went_past(&letters, fresh, &self.metrics) {
             Ok(Some(letters)) => {
                 let port = self.instance.output_ports() as u32;
                 self.out

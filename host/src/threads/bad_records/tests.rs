@@ -148,7 +148,14 @@ fn replays_learn_which_record_a_plugin_fails_on() {
         "known"
     );
     let found = inputs.of("op", &from).unwrap();
-    assert_eq!(found.bad, BTreeMap::from([(2, "trap".to_owned())]));
+    let bad: Vec<(&usize, &str)> = found.bad.iter().map(|(i, r)| (i, &*r.error)).collect();
+    assert_eq!(bad, [(&2, "trap")]);
+    assert!(found.bad[&2].first_time());
+    let later = inputs.clone();
+    assert!(
+        !later.of("op", &from).unwrap().bad[&2].first_time(),
+        "counted once, clones alike"
+    );
     assert!(inputs.of("other", &from).is_none(), "per operator");
     let alone = Provenance {
         place: "in.txt line 9".into(),
