@@ -281,6 +281,10 @@ impl FoundRecord {
 impl BadInputs {
     /// What is known of the batch `operator` gets from `from`.
     pub(crate) fn of(&self, operator: &str, from: &Provenance) -> Option<&Found> {
+        if self.0.is_empty() {
+            // No replay found any: every batch's case, without a key made.
+            return None;
+        }
         let key = (operator.to_owned(), from.source.clone(), from.place.clone());
         self.0.get(&key)
     }
