@@ -32,31 +32,19 @@ struct Bad {
 fn input(n: u64) -> (String, Vec<String>, Vec<Bad>) {
     let (mut text, mut good, mut bad) = (String::new(), Vec::new(), Vec::new());
     for i in 1..=n {
-        let line = match i {
-            i if i % 37 == 0 => {
-                let text = format!("{{\"word\":\"w{i}\"");
-                bad.push(Bad {
-                    line: i,
-                    text: text.clone(),
-                    error: "not JSON",
-                });
-                text
-            }
-            i if i % 53 == 0 => {
-                let text = format!("{{\"other\":{i}}}");
-                bad.push(Bad {
-                    line: i,
-                    text: text.clone(),
-                    error: "no key field `word`",
-                });
-                text
-            }
-            i => {
-                let text = format!("{{\"word\":\"w{}\",\"n\":{i}}}", i % 101);
-                good.push(text.clone());
-                text
-            }
+        let (line, error) = match i {
+            i if i % 37 == 0 => (format!("{{\"word\":\"w{i}\""), Some("not JSON")),
+            i if i % 53 == 0 => (format!("{{\"other\":{i}}}"), Some("no key field `word`")),
+            i => (format!("{{\"word\":\"w{}\",\"n\":{i}}}", i % 101), None),
         };
+        match error {
+            Some(error) => bad.push(Bad {
+                line: i,
+                text: line.clone(),
+                error,
+            }),
+            None => good.push(line.clone()),
+        }
         text.push_str(&line);
         text.push('\n');
     }

@@ -96,8 +96,27 @@ fn test_cluster() -> Cluster {
 
 /// Worker `name` of `job`, its tasks' local state in its own folder.
 fn worker(job: &JobDir, name: &str) -> Running {
+    Running::spawn(worker_command(job, name))
+}
+
+/// `weir run --worker` of `job` as worker `name`, its stdout discarded.
+fn worker_command(job: &JobDir, name: &str) -> std::process::Command {
     let state = format!("state-{name}");
-    job.spawn(&["--worker", "--state-dir", &state, "-v"])
+    let mut run = job.command("run", &["--worker", "--state-dir", &state, "-v"]);
+    run.stdout(std::process::Stdio::null());
+    run
+}
+
+/// Asks every one of `workers` to leave (SIGINT), and checks that each
+/// leaves its group cleanly.
+fn leave<const N: usize>(workers: [(&str, Running); N]) {
+    for (_, w) in &workers {
+        signal(&w.child, "-INT");
+    }
+    for (name, w) in workers {
+        let (status, stderr) = w.wait();
+        assert!(status.success(), "worker {name}: {stderr}");
+    }
 }
 
 /// Waits until `worker` logged `n` more completed checkpoints: the job
@@ -247,13 +266,7 @@ fn through_membership_changes(job: &JobDir, done: impl Fn() -> bool) {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_all_finished(job);
-    for w in [&c, &d] {
-        signal(&w.child, "-INT");
-    }
-    for (name, w) in [("c", c), ("d", d)] {
-        let (status, stderr) = w.wait();
-        assert!(status.success(), "worker {name}: {stderr}");
-    }
+    leave([("c", c), ("d", d)]);
 }
 
 /// Kafka → word count → Kafka on workers through every change of
@@ -273,10 +286,8 @@ fn a_word_count_on_workers_is_exactly_once_through_a_kill_a_join_a_leave_and_a_z
 /// Worker `name` of `job`, killed at the `at`th hit of failpoint `point`
 /// in its process (any of its tasks').
 fn crashing_worker(job: &JobDir, name: &str, point: Failpoint, at: u32) -> Running {
-    let state = format!("state-{name}");
-    let mut run = job.command("run", &["--worker", "--state-dir", &state, "-v"]);
-    run.env(ENV, format!("{}@{at}", point.name()))
-        .stdout(std::process::Stdio::null());
+    let mut run = worker_command(job, name);
+    run.env(ENV, format!("{}@{at}", point.name()));
     Running::spawn(run)
 }
 
@@ -338,13 +349,7 @@ fn workers_killed_at_their_commit_point_lose_and_repeat_nothing() {
         assert_eq!(point, Some((ends[p].1, format!("weir:{last}"))), "{t}");
         assert!(t["uncommitted"].is_null(), "{t}");
     }
-    for w in [&c, &d] {
-        signal(&w.child, "-INT");
-    }
-    for (name, w) in [("c", c), ("d", d)] {
-        let (status, stderr) = w.wait();
-        assert!(status.success(), "worker {name}: {stderr}");
-    }
+    leave([("c", c), ("d", d)]);
 }
 
 /// Kafka → split → repartition → word count → Kafka on workers through
@@ -756,13 +761,7 @@ fn a_worker_restarted_with_its_instance_id_gets_its_tasks_back_without_a_rebalan
         assert!(start.elapsed() < PATIENCE, "the output stayed incomplete");
         std::thread::sleep(Duration::from_millis(200));
     }
-    for w in [&a, &survivor] {
-        signal(&w.child, "-INT");
-    }
-    for (name, w) in [("a", a), ("b", survivor)] {
-        let (status, stderr) = w.wait();
-        assert!(status.success(), "worker {name}: {stderr}");
-    }
+    leave([("a", a), ("b", survivor)]);
     assert_counts_in_order(&input, &kafka.read_committed("counts"));
 }
 

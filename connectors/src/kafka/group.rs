@@ -255,16 +255,15 @@ fn commit_points(
     topic: &str,
     count: i32,
 ) -> Result<Vec<Option<u64>>, String> {
-    let mut points = Vec::new();
-    for e in (list.elements().into_iter()).filter(|e| e.topic() == topic && e.partition() < count) {
-        let point = commit_point(&e, group, topic)?;
-        let at = e.partition() as usize;
-        if points.len() <= at {
-            points.resize(at + 1, None);
+    let mut points = vec![None; count.max(0) as usize];
+    for e in list.elements().into_iter().filter(|e| e.topic() == topic) {
+        if let Some(point) = usize::try_from(e.partition())
+            .ok()
+            .and_then(|p| points.get_mut(p))
+        {
+            *point = commit_point(&e, group, topic)?;
         }
-        points[at] = point;
     }
-    points.resize(count.max(0) as usize, None);
     Ok(points)
 }
 
@@ -339,8 +338,14 @@ pub fn prepare(job: &WorkerJob) -> Result<u32, String> {
 
 /// A client that reads `client`'s cluster's metadata.
 fn probe(client: &ClientSettings) -> Result<BaseConsumer<Context>, String> {
+    probe_in(client, "weir-worker-probe")
+}
+
+/// A client that reads `client`'s cluster's metadata and group `group`'s
+/// committed offsets, without joining it.
+fn probe_in(client: &ClientSettings, group: &str) -> Result<BaseConsumer<Context>, String> {
     client
-        .config("worker-probe", &[("group.id", "weir-worker-probe")])
+        .config("worker-probe", &[("group.id", group)])
         .create_with_context(Context::new("worker".into()))
         .map_err(|e| format!("cannot create a Kafka client: {e}"))
 }
@@ -552,7 +557,7 @@ pub struct GroupView {
 pub fn describe(job: &WorkerJob, stage: u32) -> Result<GroupView, String> {
     let (client, topic) = anchor(job, stage)?;
     let group = job.stages[stage as usize].group.clone();
-    let consumer = probe(&client)?;
+    let consumer = probe_in(&client, &group)?;
     let count = partitions(&consumer, &client.brokers, &topic)?.len() as i32;
     let mut ends = Vec::new();
     for p in 0..count {
@@ -561,7 +566,7 @@ pub fn describe(job: &WorkerJob, stage: u32) -> Result<GroupView, String> {
             .map_err(|e| format!("cannot read the offsets of partition {p} of `{topic}`: {e}"))?;
         ends.push(high);
     }
-    let committed = committed_points(&client, &group, &topic, count)?;
+    let committed = committed_points(&consumer, &group, &topic, count)?;
     let list = consumer
         .fetch_group_list(Some(&group), super::client::TIMEOUT)
         .map_err(|e| format!("cannot describe group `{group}` at {}: {e}", client.brokers))?;
@@ -600,15 +605,11 @@ pub fn describe(job: &WorkerJob, stage: u32) -> Result<GroupView, String> {
 /// The checkpoint each of partitions `0..count` of `topic` committed in
 /// group `group`, read without joining it.
 fn committed_points(
-    client: &ClientSettings,
+    reader: &BaseConsumer<Context>,
     group: &str,
     topic: &str,
     count: i32,
 ) -> Result<Vec<Option<u64>>, String> {
-    let reader: BaseConsumer<Context> = client
-        .config("worker-probe", &[("group.id", group)])
-        .create_with_context(Context::new("worker".into()))
-        .map_err(|e| format!("cannot create a Kafka client: {e}"))?;
     let mut list = TopicPartitionList::new();
     for p in 0..count {
         list.add_partition(topic, p);

@@ -17,6 +17,9 @@ use crate::plan::{InstanceId, Node, Plan};
 use crate::run::narrow::Narrow;
 use crate::run::open::Opened;
 use crate::run::wiring::TaskEnds;
+use serde_json::Value;
+
+use crate::config::DEAD_LETTER_PORT;
 use crate::threads::bad_records::{BadAt, BadInputs, BadRecords};
 use crate::threads::instance::InstanceTask;
 use crate::threads::sink::SinkTask;
@@ -102,11 +105,32 @@ impl Start<'_> {
         self.metrics.node(id).expect("node").clone()
     }
 
+    /// What source or operator `node` (its instance `instance` and its
+    /// plugin, for an operator) does with bad records: its `on_error`,
+    /// and the plan's dead-letter port of the node.
+    fn bad_records(&self, node: &Node<'_, Plugin>, instance: Option<(u32, Value)>) -> BadRecords {
+        let policy = match (node.source(), node.operator()) {
+            (Some(s), _) => (s.on_error.clone(), s.max_bad),
+            (None, Some(o)) => (o.on_error.clone(), o.max_bad),
+            (None, None) => unreachable!("only sources and operators meet bad records"),
+        };
+        let ports = node.output_ports();
+        let port = (policy.0.dead_letter_sink())
+            .and_then(|_| ports.iter().rposition(|p| p == DEAD_LETTER_PORT))
+            .map(|p| p as u32);
+        let at = BadAt {
+            kind: node.kind(),
+            id: node.name().to_owned(),
+            job: self.job.clone(),
+            instance,
+        };
+        BadRecords::new(at, policy, port, self.first_checkpoint)
+    }
+
     /// Starts the thread of instance `id` of operator `node`.
     fn instance(&mut self, node: &Node<'_, Plugin>, id: InstanceId) {
         let (name, i) = (node.name(), id.index);
         let open = (self.opened.instances.remove(&id)).expect("an opened instance");
-        let config = node.operator().expect("an operator");
         let info = open.instance.info();
         let plugin = serde_json::json!({
             "name": info.name,
@@ -128,17 +152,7 @@ impl Start<'_> {
             replay: open.replay,
             overtaken: None,
             bad_inputs: self.bad_inputs.clone(),
-            bad: BadRecords::new(
-                BadAt {
-                    kind: "operator",
-                    id: name.to_owned(),
-                    job: self.job.clone(),
-                    instance: Some((i, plugin)),
-                },
-                config.on_error.clone(),
-                config.max_bad,
-                self.first_checkpoint,
-            ),
+            bad: self.bad_records(node, Some((i, plugin))),
         };
         let thread = format!("op-{name}-{i}");
         self.threads
@@ -178,17 +192,7 @@ impl Start<'_> {
             },
             watermark: open.watermark,
             metrics: self.node(name),
-            bad: BadRecords::new(
-                BadAt {
-                    kind: "source",
-                    id: name.to_owned(),
-                    job: self.job.clone(),
-                    instance: None,
-                },
-                s.on_error.clone(),
-                s.max_bad,
-                self.first_checkpoint,
-            ),
+            bad: self.bad_records(node, None),
         };
         self.threads
             .spawn(name.to_string(), &format!("src-{name}"), move || {

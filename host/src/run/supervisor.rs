@@ -40,7 +40,7 @@ use crate::run::summary::RunSummary;
 use crate::run::swap::{self, Probation, SwapRequest};
 use crate::run::{moved, savepoint};
 use crate::store::SwappedPlugin;
-use crate::threads::bad_records::BadInputs;
+use crate::threads::bad_records::{BadInputs, Learnt};
 use crate::threads::{FailedBatch, TaskError};
 use crate::wasm::Runtime;
 use crate::wasm::{InstanceError, PluginReturned, ReturnedKind};
@@ -330,13 +330,10 @@ impl<'a> Supervisor<'a> {
             return false;
         }
         let inputs = Arc::make_mut(&mut self.bad_inputs);
-        if !inputs.learn(operator, from, (*records, *record), error.to_string()) {
-            return false;
-        }
-        let known = inputs.of(operator, from).is_some_and(|f| !f.one_by_one);
-        let then = match known || record.is_some() {
-            true => "going past it",
-            false => "giving its records to the plugin one call each to find it",
+        let then = match inputs.learn(operator, from, (*records, *record), error.to_string()) {
+            None => return false,
+            Some(Learnt::Record) => "going past it",
+            Some(Learnt::OneByOne) => "giving its records to the plugin one call each to find it",
         };
         let message = format!(
             "operator `{operator}` fails on a record of {from}: replaying from the last complete checkpoint, {then} (on_error)"

@@ -70,18 +70,23 @@ impl CheckpointStore {
     /// store never held them (another writer's manifests in the object
     /// store).
     pub fn reserve_ids_through(&self, id: u64) -> Result<(), StoreError> {
+        if self.next_id()? > id {
+            return Ok(());
+        }
         let db = self.rw()?;
         self.in_context(&format!("reserving checkpoint ids up to {id}"), || {
             let txn = db.begin_write()?;
-            {
-                let mut meta = txn.open_table(META)?;
-                let recorded = self.recorded_next_id(&meta)?;
-                if recorded <= id {
-                    meta.insert(NEXT_ID, (id + 1).to_string().as_bytes())?;
-                }
-            }
+            self.reserve_in(&txn, id)?;
             Ok(txn.commit()?)
         })
+    }
+
+    /// Raises the recorded `next_id` in `txn` past `id`.
+    fn reserve_in(&self, txn: &WriteTransaction, id: u64) -> Result<(), Fail> {
+        let mut meta = txn.open_table(META)?;
+        let next = self.recorded_next_id(&meta)?.max(id + 1);
+        meta.insert(NEXT_ID, next.to_string().as_bytes())?;
+        Ok(())
     }
 
     /// Deletes every checkpoint newer than `id` (an existing checkpoint, or 0
@@ -109,9 +114,7 @@ impl CheckpointStore {
                     .map(|(k, _)| k.value())
                     .filter(|&n| n > id);
                 if let Some(n) = dropped {
-                    let mut meta = txn.open_table(META)?;
-                    let next = self.recorded_next_id(&meta)?.max(n + 1);
-                    meta.insert(NEXT_ID, next.to_string().as_bytes())?;
+                    self.reserve_in(&txn, n)?;
                 }
                 checkpoints.retain_in(after.., |_, _| false)?;
                 let mut segments = txn.open_table(SEGMENTS)?;

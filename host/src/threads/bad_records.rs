@@ -33,9 +33,11 @@ use serde_json::{Value, json};
 use crate::Batch;
 use crate::config::OnError;
 use crate::connectors::source::BadRecord;
+use crate::dataflow::cancel::Cancelled;
+use crate::dataflow::output::Output;
 use crate::dataflow::provenance::Provenance;
-use crate::metrics::NodeMetrics;
-use crate::threads::TaskError;
+use crate::metrics::{NodeKind, NodeMetrics};
+use crate::threads::{Shared, TaskError};
 
 /// How often at most the log tells of bad records after the first.
 pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
@@ -43,8 +45,8 @@ pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
 /// Where bad records are met: the node (and instance) their dead letters name.
 #[derive(Debug, Clone)]
 pub(crate) struct BadAt {
-    /// `source` or `operator`.
-    pub kind: &'static str,
+    /// A source or an operator.
+    pub kind: NodeKind,
     /// Its id.
     pub id: String,
     /// The job's name.
@@ -68,13 +70,13 @@ pub(crate) struct Letter {
     pub timestamp: Option<i64>,
 }
 
-impl From<&BadRecord> for Letter {
-    fn from(bad: &BadRecord) -> Letter {
+impl From<BadRecord> for Letter {
+    fn from(bad: BadRecord) -> Letter {
         Letter {
             error: bad.reason(),
-            origin: bad.origin.clone(),
-            key: bad.key.clone(),
-            value: bad.value.clone(),
+            origin: bad.origin,
+            key: bad.key,
+            value: bad.value,
             timestamp: bad.timestamp,
         }
     }
@@ -85,6 +87,9 @@ pub(crate) struct BadRecords {
     policy: OnError,
     max_bad: Option<u64>,
     node: BadAt,
+    /// The node's output port of dead letters, if its `on_error` sends
+    /// them to a sink.
+    port: Option<u32>,
     /// The checkpoint the records met now belong to: the next one whose
     /// barrier the node sends.
     checkpoint: u64,
@@ -98,12 +103,21 @@ pub(crate) struct BadRecords {
 
 impl BadRecords {
     /// The handling of `node` with `policy` and budget `max_bad`, whose
-    /// next checkpoint is `checkpoint`.
-    pub(crate) fn new(node: BadAt, policy: OnError, max_bad: Option<u64>, checkpoint: u64) -> Self {
+    /// next checkpoint is `checkpoint`, sending dead letters on output
+    /// `port` (the plan's dead-letter port of the node, when `policy` has
+    /// a dead-letter sink).
+    pub(crate) fn new(
+        node: BadAt,
+        (policy, max_bad): (OnError, Option<u64>),
+        port: Option<u32>,
+        checkpoint: u64,
+    ) -> Self {
+        debug_assert_eq!(port.is_some(), policy.dead_letter_sink().is_some());
         BadRecords {
             policy,
             max_bad,
             node,
+            port,
             checkpoint,
             since_barrier: 0,
             logged: None,
@@ -132,8 +146,23 @@ impl BadRecords {
                 None => Ok(None),
             };
         }
-        let letters: Vec<Letter> = bad.iter().map(Letter::from).collect();
+        let letters: Vec<Letter> = bad.into_iter().map(Letter::from).collect();
         self.went_past(&letters, letters.len(), metrics)
+    }
+
+    /// Sends on `out` the dead letters `handled` made ([`read`](Self::read),
+    /// [`went_past`](Self::went_past)), or fails the task with its error.
+    pub(crate) fn send(
+        &self,
+        handled: Result<Option<Batch>, TaskError>,
+        out: &mut Output,
+        shared: &Shared,
+    ) -> Result<(), Cancelled> {
+        match (handled, self.port) {
+            (Ok(Some(letters)), Some(port)) => out.send_uncounted(&shared.cancel, port, letters),
+            (Ok(_), _) => Ok(()),
+            (Err(e), _) => Err(shared.fail(e)),
+        }
     }
 
     /// Counts the bad records `letters` the node goes past (`fresh` of
@@ -183,7 +212,7 @@ impl BadRecords {
             OnError::DeadLetter(ref sink) => format!("sent to sink `{sink}`"),
             _ => "skipped".to_owned(),
         };
-        let (kind, id) = (self.node.kind, &self.node.id);
+        let (kind, id) = (self.node.kind.name(), &self.node.id);
         let now = Instant::now();
         self.untold += count;
         match self.logged {
@@ -215,7 +244,7 @@ pub(crate) fn dead_letter(letter: &Letter, node: &BadAt, checkpoint: u64) -> Vec
         "error": letter.error,
         "job": node.job,
         "node": node.id,
-        "kind": node.kind,
+        "kind": node.kind.name(),
         "origin": letter.origin,
         "checkpoint": checkpoint,
         "timestamp": letter.timestamp,
@@ -261,6 +290,16 @@ pub(crate) struct Found {
     pub one_by_one: bool,
 }
 
+/// What a failure taught [`BadInputs`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Learnt {
+    /// The record the plugin fails on: a replay goes past it.
+    Record,
+    /// That the plugin fails on one of several records made from one
+    /// source record: a replay gives them one call each, to find it.
+    OneByOne,
+}
+
 /// A record a plugin fails on.
 #[derive(Debug, Clone)]
 pub(crate) struct FoundRecord {
@@ -291,15 +330,15 @@ impl BadInputs {
 
     /// Learns that `operator`'s plugin failed with `error` on a batch of
     /// `records` records made from the one source record `from`: on
-    /// record `index` of them, when it had them one call each. Whether
-    /// that is news (a replay can then go past it).
+    /// record `index` of them, when it had them one call each. What is
+    /// news, if anything (a replay can then go on).
     pub(crate) fn learn(
         &mut self,
         operator: &str,
         from: &Provenance,
         (records, index): (usize, Option<usize>),
         error: String,
-    ) -> bool {
+    ) -> Option<Learnt> {
         let key = (operator.to_owned(), from.source.clone(), from.place.clone());
         let found = self.0.entry(key).or_default();
         match index.or((records == 1).then_some(0)) {
@@ -308,9 +347,13 @@ impl BadInputs {
                     error,
                     counted: Arc::default(),
                 };
-                found.bad.insert(i, record).is_none()
+                found
+                    .bad
+                    .insert(i, record)
+                    .is_none()
+                    .then_some(Learnt::Record)
             }
-            None => !std::mem::replace(&mut found.one_by_one, true),
+            None => (!std::mem::replace(&mut found.one_by_one, true)).then_some(Learnt::OneByOne),
         }
     }
 }

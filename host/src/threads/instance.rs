@@ -276,9 +276,8 @@ impl InputHandler for InstanceTask {
     }
 
     fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
-        let found = (batch.provenance())
-            .and_then(|from| self.bad_inputs.of(&self.operator, from))
-            .cloned();
+        let inputs = self.bad_inputs.clone();
+        let found = (batch.provenance()).and_then(|from| inputs.of(&self.operator, from));
         let Some(found) = found else {
             return self.process(port, &batch, None);
         };
@@ -296,15 +295,8 @@ impl InputHandler for InstanceTask {
                 None => rest.push(i),
             }
         }
-        match self.bad.went_past(&letters, fresh, &self.metrics) {
-            Ok(Some(letters)) => {
-                let port = self.instance.output_ports() as u32;
-                self.out
-                    .send_uncounted(&self.shared.cancel, port, letters)?;
-            }
-            Ok(None) => {}
-            Err(e) => return Err(self.shared.fail(e)),
-        }
+        let handled = self.bad.went_past(&letters, fresh, &self.metrics);
+        self.bad.send(handled, &mut self.out, &self.shared)?;
         if found.one_by_one || rest.len() == 1 {
             for i in rest {
                 self.process(port, &batch.select(&[i]), Some(i))?;

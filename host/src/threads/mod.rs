@@ -47,11 +47,12 @@ pub enum TaskError {
     /// A source or an operator met more bad records between two
     /// checkpoints than its `max_bad` allows.
     #[error(
-        "{kind} `{node}`: {count} bad records since its last checkpoint, more than max_bad = {max_bad} (the last: {last}); fix the input, or raise max_bad"
+        "{} `{node}`: {count} bad records since its last checkpoint, more than max_bad = {max_bad} (the last: {last}); fix the input, or raise max_bad",
+        kind.name()
     )]
     TooManyBad {
-        /// `source` or `operator`.
-        kind: &'static str,
+        /// A source or an operator.
+        kind: crate::metrics::NodeKind,
         /// Its id.
         node: String,
         /// Bad records since the last checkpoint.

@@ -17,7 +17,7 @@
 //! - The watermark in `metrics` is the last one the source sent.
 //! - The records a read could not make records of go as its `on_error`
 //!   says ([`BadRecords`]), before the next barrier: dead letters on the
-//!   dead-letter port (1), or the source fails.
+//!   dead-letter port, or the source fails.
 //! - Each batch carries its place in the input ([`Provenance`]); the first
 //!   `narrow` records of an attempt go one per batch, so that a failure
 //!   downstream names the one record it failed on.
@@ -84,9 +84,6 @@ pub(crate) struct SourceTask {
     /// What becomes of the records it cannot read (`on_error`).
     pub bad: BadRecords,
 }
-
-/// The output port of a source's dead letters (after its records' port 0).
-const DEAD_LETTER_PORT: u32 = 1;
 
 impl SourceTask {
     /// The thread body: streams batches until finished or cancelled.
@@ -181,13 +178,8 @@ impl SourceTask {
             skipped = now_skipped;
             // Before the records read with them: a source's dead letters
             // and its records reach the barrier after them alike.
-            match bad.read(reader.take_bad(), &metrics) {
-                Ok(Some(letters)) => {
-                    out.send_uncounted(&shared.cancel, DEAD_LETTER_PORT, letters)?;
-                }
-                Ok(None) => {}
-                Err(e) => return Err(shared.fail(e)),
-            }
+            let handled = bad.read(reader.take_bad(), &metrics);
+            bad.send(handled, &mut out, &shared)?;
             match read {
                 Ok(Some(batch)) if batch.is_empty() => {
                     idle = true;

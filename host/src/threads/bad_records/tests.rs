@@ -18,7 +18,7 @@ fn bad(line: u64, value: &[u8]) -> BadRecord {
 
 fn source() -> BadAt {
     BadAt {
-        kind: "source",
+        kind: NodeKind::Source,
         id: "in".into(),
         job: "job".into(),
         instance: None,
@@ -26,7 +26,8 @@ fn source() -> BadAt {
 }
 
 fn handling(policy: OnError, max_bad: Option<u64>) -> BadRecords {
-    BadRecords::new(source(), policy, max_bad, 4)
+    let port = policy.dead_letter_sink().map(|_| 1);
+    BadRecords::new(source(), (policy, max_bad), port, 4)
 }
 
 /// `fail` fails with the first bad record's own error; nothing is
@@ -78,7 +79,7 @@ fn dead_letters_say_what_was_wrong_and_where() {
 fn an_operators_dead_letter_names_its_instance_and_plugin() {
     let plugin = json!({"name": "reconcile", "version": "1.0.0", "sha256": "ab"});
     let node = BadAt {
-        kind: "operator",
+        kind: NodeKind::Operator,
         id: "rec".into(),
         job: "job".into(),
         instance: Some((1, plugin.clone())),
@@ -136,17 +137,19 @@ fn replays_learn_which_record_a_plugin_fails_on() {
     };
     let mut inputs = BadInputs::default();
     assert!(inputs.of("op", &from).is_none());
-    assert!(inputs.learn("op", &from, (3, None), "trap".into()));
+    assert_eq!(
+        inputs.learn("op", &from, (3, None), "trap".into()),
+        Some(Learnt::OneByOne)
+    );
     assert!(inputs.of("op", &from).unwrap().one_by_one);
-    assert!(
-        !inputs.learn("op", &from, (3, None), "trap".into()),
-        "known"
+    let again = inputs.learn("op", &from, (3, None), "trap".into());
+    assert_eq!(again, None, "known");
+    assert_eq!(
+        inputs.learn("op", &from, (1, Some(2)), "trap".into()),
+        Some(Learnt::Record)
     );
-    assert!(inputs.learn("op", &from, (1, Some(2)), "trap".into()));
-    assert!(
-        !inputs.learn("op", &from, (1, Some(2)), "trap".into()),
-        "known"
-    );
+    let again = inputs.learn("op", &from, (1, Some(2)), "trap".into());
+    assert_eq!(again, None, "known");
     let found = inputs.of("op", &from).unwrap();
     let bad: Vec<(&usize, &str)> = found.bad.iter().map(|(i, r)| (i, &*r.error)).collect();
     assert_eq!(bad, [(&2, "trap")]);
@@ -161,7 +164,10 @@ fn replays_learn_which_record_a_plugin_fails_on() {
         place: "in.txt line 9".into(),
         ..from
     };
-    assert!(inputs.learn("op", &alone, (1, None), "bad".into()));
+    assert_eq!(
+        inputs.learn("op", &alone, (1, None), "bad".into()),
+        Some(Learnt::Record)
+    );
     assert_eq!(
         inputs
             .of("op", &alone)
