@@ -8,12 +8,16 @@
 //! checkpoint; `fail` (the default) stops at the first. Oracles come from
 //! the input: which lines are bad is decided when writing it.
 
+use std::path::Path;
+
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use weir_tests::jobs;
 use weir_tests::orders::{Orders, assert_same_json_lines};
 use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::plugins;
+use weir_tests::polyglot;
 use weir_tests::servers::{Kafka, Outgoing};
 use weir_tests::text::{assert_has, assert_lacks};
 
@@ -347,6 +351,24 @@ fn the_bad_one_of_the_records_a_source_record_became_is_found() {
 /// reconciliation of the orders without those rows, computed from them.
 #[test]
 fn records_a_plugin_calls_invalid_go_to_the_dead_letters() {
+    refused_orders_go_to_the_dead_letters(Path::new(plugins::RECONCILE));
+}
+
+/// [`records_a_plugin_calls_invalid_go_to_the_dead_letters`] with the
+/// Python `reconcile`, which raises `InvalidInput` for a batch holding
+/// such a row.
+#[test]
+fn records_a_python_plugin_raises_on_go_to_the_dead_letters() {
+    let test = "records_a_python_plugin_raises_on_go_to_the_dead_letters";
+    match polyglot::component(polyglot::lang("python"), "reconcile") {
+        Ok(build) => refused_orders_go_to_the_dead_letters(&build),
+        Err(reason) => polyglot::skip(test, &reason),
+    }
+}
+
+/// Runs the golden reconcile job with `plugin` on orders some of whose
+/// amounts are not numbers, the operator's bad records dead-lettered.
+fn refused_orders_go_to_the_dead_letters(plugin: &Path) {
     let mut orders = Orders::generate(&mut XorShift(seed()), 800);
     let mut bad = std::collections::BTreeSet::new();
     for (i, row) in orders.a.iter_mut().enumerate() {
@@ -355,7 +377,8 @@ fn records_a_plugin_calls_invalid_go_to_the_dead_letters() {
             bad.insert(row.0.clone());
         }
     }
-    let file = Orders::job_file(None, None)
+    let file = jobs::reconcile(plugin)
+        .checkpoint(Checkpoint::every("100ms").retain(1000))
         .operator_with("reconcile", |o| o.on_error("{ dead_letter = \"rejects\" }"))
         .sink(Sink::file("rejects", "out/rejects.txt"));
     let job = orders.job_of(WEIR, file);
@@ -385,4 +408,112 @@ fn records_a_plugin_calls_invalid_go_to_the_dead_letters() {
         assert!(rejected.insert(key), "twice: {letter}");
     }
     assert_eq!(rejected, bad);
+}
+
+/// `n` lines `w<i>`, every 29th `bad-<i>` instead (the `picky` guest
+/// refuses them); the input, its good lines and its bad ones.
+fn refusable_lines(n: u64) -> (String, Vec<String>, Vec<String>) {
+    let (mut text, mut good, mut bad) = (String::new(), Vec::new(), Vec::new());
+    for i in 1..=n {
+        let line = match i % 29 == 0 {
+            true => format!("bad-{i}"),
+            false => format!("w{i}"),
+        };
+        match i % 29 == 0 {
+            true => bad.push(line.clone()),
+            false => good.push(line.clone()),
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    (text, good, bad)
+}
+
+/// `in.txt` (`rate` lines/s) through the `picky` guest, which refuses
+/// (`reject`) the records starting with `bad`, with `on_error` (if any).
+fn refusing(on_error: Option<&str>, rate: u64) -> JobFile {
+    let mut picky = Operator::new("picky", plugins::GUEST_PICKY).inputs(&["in"]);
+    if let Some(policy) = on_error {
+        picky = picky.on_error(policy);
+    }
+    JobFile::new("refusing")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("in", "in.txt").rate(rate))
+        .operator(picky)
+        .sink(Sink::file("out", "out.txt").input("picky"))
+}
+
+/// A plugin that refuses its bad records itself (`reject`): each goes to
+/// the dead letters once, with no replay to find it, while the rest of
+/// its batch takes effect, through SIGKILLs; the summary counts them by
+/// kind.
+#[test]
+fn records_a_plugin_refuses_are_dead_lettered_without_a_replay_through_kills() {
+    let (text, good, bad) = refusable_lines(3000);
+    let file = refusing(Some("{ dead_letter = \"bad\" }"), 1500).sink(Sink::file("bad", "bad.txt"));
+    let job = JobDir::new(WEIR, file, &[("in.txt", &text)]);
+    let mut rng = XorShift(seed());
+    let mut killed = 0;
+    while killed < 3 && job.kill_after_a_checkpoint(&mut rng) {
+        killed += 1;
+    }
+    assert!(killed >= 2, "killed {killed} times");
+    let stderr = job.assert_resumes();
+    assert_lacks(&stderr, "replaying from the last complete checkpoint");
+    assert_eq!(
+        job.read("out.txt"),
+        good.iter().map(|l| format!("{l}\n")).collect::<String>()
+    );
+    let letters: Vec<serde_json::Value> = (job.read("bad.txt").lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let values: Vec<&str> = letters
+        .iter()
+        .map(|l| l["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, bad, "each refused record once, in order");
+    for l in &letters {
+        assert_eq!(
+            (l["node"].as_str(), l["error_kind"].as_str()),
+            (Some("picky"), Some("invalid-input")),
+            "{l}"
+        );
+        assert_has(l["error"].as_str().unwrap(), "refused: record ");
+        assert_has(l["origin"].as_str().unwrap(), "of source `in`");
+    }
+}
+
+/// With the default `on_error = "fail"`, the first record the plugin
+/// refuses fails the job, naming it; `skip` counts them by kind in the
+/// summary.
+#[test]
+fn a_refused_record_fails_the_job_by_default_and_skip_counts_them_by_kind() {
+    let (text, good, bad) = refusable_lines(300);
+    let failing = JobDir::new(WEIR, refusing(None, 100_000), &[("in.txt", &text)]);
+    let out = failing.run(&[]);
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    let line = out.error_line();
+    assert_has(
+        line,
+        "operator `picky[0]`: `process` returned an error: invalid input: record ",
+    );
+    assert_has(line, "refused: record ");
+    assert_has(line, "(key `bad-29`)");
+
+    let skipping = JobDir::new(
+        WEIR,
+        refusing(Some("\"skip\""), 100_000),
+        &[("in.txt", &text)],
+    );
+    let out = skipping.run(&["--json"]);
+    assert!(out.success(), "{}", out.stderr);
+    let summary: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let picky = &summary["nodes"][1];
+    assert_eq!(picky["records_bad"], bad.len(), "{summary}");
+    assert_eq!(
+        picky["records_bad_by_kind"],
+        serde_json::json!({"invalid-input": bad.len()}),
+        "{summary}"
+    );
+    assert_eq!(picky["records_out"], good.len(), "{summary}");
 }

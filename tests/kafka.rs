@@ -402,6 +402,13 @@ fn an_unreachable_cluster_missing_topics_and_bad_properties_are_one_line_errors(
             ),
             vec!["source `in`", "no.such.property"],
         ),
+        (
+            job(
+                Source::kafka("in", &kafka.brokers(), "in"),
+                Sink::kafka("out", &kafka.brokers(), "in").string("write", "direct"),
+            ),
+            vec!["sink \"out\"", "write = \"direct\"", "weir run --worker"],
+        ),
     ];
     assert_one_line_errors(WEIR, &[], cases);
 }

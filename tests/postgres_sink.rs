@@ -68,7 +68,7 @@ impl Harness {
     fn try_open(&self, restore: Option<u64>) -> Result<Box<dyn Sink>, String> {
         let info = restore.map(|n| json!({ "checkpoint": n }));
         self.config
-            .open(&self.job, &self.staging, info.as_ref())
+            .open(&self.job, &self.staging, info.as_ref(), None)
             .map_err(|e| e.to_string())
     }
 }

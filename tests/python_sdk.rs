@@ -121,6 +121,109 @@ weir_sdk.export(Shout, globals())
     );
 }
 
+/// A Python operator that raises on some records and refuses them with
+/// `batch.each` (here `float()` of an amount that is not a number): with
+/// a dead-letter sink, `weir run` goes past each once, with no replay,
+/// while the other records of its batch are summed exactly once and in
+/// order, through SIGKILLs; each dead letter carries the exception.
+#[test]
+fn a_python_operator_refuses_the_records_it_raises_on_and_they_are_dead_lettered() {
+    let root = weir_tests::repo_root();
+    let pkg = tempfile::tempdir().unwrap();
+    std::fs::write(
+        pkg.path().join("app.py"),
+        r#"
+import weir_sdk
+from weir_sdk import InvalidInput, Operator, ValueState
+
+
+class Total(Operator):
+    name = "total"
+
+    def open(self, ctx):
+        self.total = ValueState("total")
+
+    def process(self, ctx, port, batch):
+        def add(rec):
+            total = (self.total.get() or 0.0) + float(rec.value_str())
+            self.total.set(total)
+            ctx.emit(f"{total:.1f}")
+
+        batch.each(add, refuse=(InvalidInput, ValueError))
+
+
+weir_sdk.export(Total, globals())
+"#,
+    )
+    .unwrap();
+    let wasm = pkg.path().join("total.wasm");
+    let out = Command::new("bash")
+        .arg(root.join("scripts/python-sdk.sh"))
+        .arg("build")
+        .arg(pkg.path())
+        .arg(&wasm)
+        .output()
+        .expect("running scripts/python-sdk.sh build");
+    assert!(
+        out.status.success(),
+        "build failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Amounts 1..=n, every 17th `x<i>` instead.
+    let n = 1500;
+    let (mut input, mut totals, mut bad) = (String::new(), String::new(), Vec::new());
+    let mut total = 0.0;
+    for i in 1..=n {
+        if i % 17 == 0 {
+            input.push_str(&format!("x{i}\n"));
+            bad.push(format!("x{i}"));
+        } else {
+            input.push_str(&format!("{i}\n"));
+            total += f64::from(i);
+            totals.push_str(&format!("{total:.1}\n"));
+        }
+    }
+    use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+    let file = JobFile::new("total")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("in", "in.txt").rate(1000))
+        .operator(
+            Operator::new("total", &wasm)
+                .inputs(&["in"])
+                .on_error("{ dead_letter = \"bad\" }"),
+        )
+        .sink(Sink::file("out", "out.txt").input("total"))
+        .sink(Sink::file("bad", "bad.txt"));
+    let job = weir_tests::job_dir::JobDir::new(WEIR, file, &[("in.txt", &input)]);
+    let mut rng = weir_tests::pipeline::XorShift(weir_tests::pipeline::seed());
+    let mut killed = 0;
+    while killed < 2 && job.kill_after_a_checkpoint(&mut rng) {
+        killed += 1;
+    }
+    assert!(killed >= 1, "killed {killed} times");
+    let stderr = job.assert_resumes();
+    assert!(
+        !stderr.contains("replaying from the last complete checkpoint"),
+        "{stderr}"
+    );
+    assert_eq!(job.read("out.txt"), totals);
+    let letters: Vec<serde_json::Value> = (job.read("bad.txt").lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let values: Vec<&str> = letters
+        .iter()
+        .map(|l| l["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, bad, "each refused record once, in order");
+    for l in &letters {
+        assert_has(
+            l["error"].as_str().unwrap(),
+            "ValueError: could not convert string to float",
+        );
+        assert_eq!(l["error_kind"], "invalid-input", "{l}");
+    }
+}
+
 /// A package that is not an operator fails its build with the SDK's own
 /// words at the end, not a componentize-py backtrace; a folder without
 /// `app.py` says so.

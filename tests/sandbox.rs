@@ -14,7 +14,7 @@ use serde_json::Value;
 use weir::config::{Grants, LimitValue, Limits};
 use weir::wasm::InstanceError;
 use weir::wasm::RuntimeOptions;
-use weir::{OperatorInstance, Plugin, PluginError, Record, Runtime};
+use weir::{Batch, OperatorInstance, Plugin, PluginError, Record, Runtime};
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::{JobDir, signal};
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
@@ -350,6 +350,61 @@ fn a_flat_emit_with_a_span_outside_its_data_traps_naming_the_record() {
     );
     // Nothing of the refused emit reaches the output.
     assert!(inst.take_output(0).is_empty());
+}
+
+/// A plugin refusing records (`reject`): the host keeps each refusal by
+/// index with its message, and the call's other effects stand; breaking
+/// the interface's rules (an index past the batch, a record refused
+/// twice, a refusal outside `process`) traps, naming the rule.
+#[test]
+fn refused_records_are_kept_by_index_and_bad_refusals_trap() {
+    let p = load(&rt(), plugins::GUEST_PICKY);
+    let mut inst = open_default(&p, "{}");
+    let mut values = ["a", "bad", "b", "bad"].map(|v| Record::new(v.as_bytes().to_vec()));
+    values[1].key = Some(b"k1".to_vec());
+    inst.process(0, &values).unwrap();
+    let kept: Vec<Vec<u8>> = inst.take_output(0).into_iter().map(|r| r.value).collect();
+    assert_eq!(kept, [b"a".to_vec(), b"b".to_vec()]);
+    let refused: Vec<(usize, String)> = (inst.take_rejected(&Batch::from(&values[..])).into_iter())
+        .map(|(i, e)| (i, e.to_string()))
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert_eq!(refused[0].0, 1);
+    assert_eq!(refused[1].0, 3);
+    assert_has(
+        &refused[1].1,
+        "record 3 of the batch refused: record 3 is bad",
+    );
+    assert_has(
+        &refused[0].1,
+        "operator `op[0]`: `process` returned an error: invalid input: record 1 of the batch (key `k1`) refused: record 1 is bad",
+    );
+    assert!(
+        inst.take_rejected(&Batch::from(&values[..])).is_empty(),
+        "taken once"
+    );
+
+    for (value, needle) in [
+        (
+            "past",
+            "refused record 1, but the batch being processed has 1 record(s)",
+        ),
+        ("twice", "refused record 0 of the batch twice"),
+    ] {
+        // A trapped instance is not entered again: one each.
+        let mut inst = open_default(&p, "{}");
+        let err = inst
+            .process(0, &[Record::new(value.as_bytes().to_vec())])
+            .unwrap_err();
+        assert_trap(&err, "process", needle);
+    }
+    let mut inst = open_default(&p, r#"{"in_checkpoint": true}"#);
+    let err = inst.on_checkpoint(1).unwrap_err();
+    assert_trap(
+        &err,
+        "on-checkpoint",
+        "records may only be refused in `process`",
+    );
 }
 
 #[test]

@@ -72,18 +72,31 @@ fn broker_with(input: &[String]) -> Kafka {
 /// Word count from topic `words` (bounded, `rate` words/s per task) into
 /// topic `counts`, its tasks' checkpoints on `s3`.
 fn counting(kafka: &Clients, s3: &S3, rate: u64) -> JobFile {
+    counting_into(
+        kafka,
+        s3,
+        rate,
+        Sink::kafka("out", &kafka.brokers(), "counts"),
+    )
+}
+
+/// [`counting`] with its sink writing `write = "direct"`: into each
+/// task's transactions, committed with the task's commit point.
+fn counting_directly(kafka: &Clients, s3: &S3, rate: u64) -> JobFile {
+    let sink = Sink::kafka("out", &kafka.brokers(), "counts").string("write", "direct");
+    counting_into(kafka, s3, rate, sink)
+}
+
+/// Word count from topic `words` (bounded, `rate` words/s per task) into
+/// `sink`, its tasks' checkpoints on `s3`.
+fn counting_into(kafka: &Clients, s3: &S3, rate: u64, sink: Sink) -> JobFile {
     let source = Source::kafka("words", &kafka.brokers(), "words")
         .value("bounded", true)
         .rate(rate);
-    jobs::word_count(
-        "shared-count",
-        source,
-        1,
-        Sink::kafka("out", &kafka.brokers(), "counts"),
-    )
-    .checkpoint(Checkpoint::every("200ms").store(&s3.url("workers")))
-    .cluster(test_cluster())
-    .restart(Restart::fixed_delay(10, "200ms"))
+    jobs::word_count("shared-count", source, 1, sink)
+        .checkpoint(Checkpoint::every("200ms").store(&s3.url("workers")))
+        .cluster(test_cluster())
+        .restart(Restart::fixed_delay(10, "200ms"))
 }
 
 /// The `[cluster]` of the worker tests: a [`SESSION`] timeout and a 10 s
@@ -283,6 +296,22 @@ fn a_word_count_on_workers_is_exactly_once_through_a_kill_a_join_a_leave_and_a_z
     assert_counts_in_order(&input, &kafka.read_committed("counts"));
 }
 
+/// The word count of [`a_word_count_on_workers_is_exactly_once_through_a_kill_a_join_a_leave_and_a_zombie`]
+/// with its Kafka sink writing directly into each task's transactions:
+/// the killed worker's and the zombie's open transactions are aborted by
+/// the tasks' next owners, whose output, read `read_committed`, holds
+/// every word's running counts exactly once and in order.
+#[test]
+fn a_word_count_writing_kafka_directly_is_exactly_once_through_a_kill_a_join_a_leave_and_a_zombie()
+{
+    let input = words(16_000);
+    let kafka = broker_with(&input);
+    let s3 = S3::start();
+    let job = JobDir::new(WEIR, counting_directly(&kafka, &s3, 100), &[]).with_env(s3.env());
+    through_membership_changes(&job, || kafka.read_committed("counts").len() >= input.len());
+    assert_counts_in_order(&input, &kafka.read_committed("counts"));
+}
+
 /// Worker `name` of `job`, killed at the `at`th hit of failpoint `point`
 /// in its process (any of its tasks').
 fn crashing_worker(job: &JobDir, name: &str, point: Failpoint, at: u32) -> Running {
@@ -307,24 +336,64 @@ fn workers_killed_at_their_commit_point_lose_and_repeat_nothing() {
     let kafka = broker_with(&input);
     let s3 = S3::start();
     let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
-    let crash = |name: &str, point: Failpoint| {
-        let mut w = crashing_worker(&job, name, point, 5);
-        runs_a_task(&mut w);
-        let (status, stderr) = w.wait();
-        assert!(!status.success(), "worker {name}: {stderr}");
-        assert_has(&stderr, &point.crash_line());
-    };
-    crash("a", Failpoint::CheckpointBeforeCommitPoint);
-    let mut c = worker(&job, "c");
-    c.wait_for_line("the uncommitted checkpoint dropped", |l| {
-        l.contains("was written but never committed") && l.contains("dropping it")
+    let points = [
+        Failpoint::CheckpointBeforeCommitPoint,
+        Failpoint::CheckpointAfterCommitPoint,
+    ];
+    killed_at_the_commit_point(&job, &kafka, &input, points);
+}
+
+/// [`workers_killed_at_their_commit_point_lose_and_repeat_nothing`] with
+/// the sink writing directly, so each commit point is made inside the
+/// task's transaction: a is killed with its epoch's records in an open
+/// transaction, b with the commit point sent into the transaction but
+/// not committed. The tasks' next owner aborts both transactions before
+/// it reads the committed checkpoint, and restores the one before.
+#[test]
+fn workers_writing_kafka_directly_killed_inside_their_commit_lose_and_repeat_nothing() {
+    let input = words(8_000);
+    let kafka = broker_with(&input);
+    let s3 = S3::start();
+    let job = JobDir::new(WEIR, counting_directly(&kafka, &s3, 100), &[]).with_env(s3.env());
+    let points = [
+        Failpoint::CheckpointBeforeCommitPoint,
+        Failpoint::CheckpointMidCommitPoint,
+    ];
+    killed_at_the_commit_point(&job, &kafka, &input, points);
+}
+
+/// A Kafka sink switched from `write = "staged"` to `"direct"` and back
+/// between runs of its workers. Worker a (staged) is killed just after a
+/// commit point, so a committed checkpoint's staged output is not in the
+/// topic yet; b, run with the sink writing directly, delivers it before
+/// it writes anything directly, then leaves (its tasks handed over at a
+/// checkpoint committed in their transactions); c, with the sink staged
+/// again, goes on from that checkpoint. The output, read
+/// `read_committed`, holds every word's running counts exactly once and
+/// in order.
+#[test]
+fn a_kafka_sink_switched_between_staged_and_direct_writes_loses_and_repeats_nothing() {
+    let input = words(8_000);
+    let kafka = broker_with(&input);
+    let s3 = S3::start();
+    let job = JobDir::new(WEIR, counting(&kafka, &s3, 100), &[]).with_env(s3.env());
+    let point = Failpoint::CheckpointAfterCommitPoint;
+    let mut a = crashing_worker(&job, "a", point, 5);
+    runs_a_task(&mut a);
+    let (status, stderr) = a.wait();
+    assert!(!status.success(), "worker a: {stderr}");
+    assert_has(&stderr, &point.crash_line());
+
+    job.write_job(counting_directly(&kafka, &s3, 100));
+    let mut b = worker(&job, "b");
+    b.wait_for_line("the staged output delivered", |l| {
+        l.contains("delivering the output staged before write = \"direct\"")
     });
-    checkpoints(&mut c, 5);
-    crash("b", Failpoint::CheckpointAfterCommitPoint);
-    c.wait_for_line("b's tasks back", |l| {
-        l.contains("assigns partition(s)") && assigned_in(l).len() == 2
-    });
-    let d = worker(&job, "d");
+    checkpoints(&mut b, 5);
+    job.write_job(counting(&kafka, &s3, 100));
+    leave([("b", b)]);
+
+    let c = worker(&job, "c");
     let start = std::time::Instant::now();
     while kafka.read_committed("counts").len() < input.len() {
         assert!(
@@ -334,7 +403,47 @@ fn workers_killed_at_their_commit_point_lose_and_repeat_nothing() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_counts_in_order(&input, &kafka.read_committed("counts"));
-    assert_all_finished(&job);
+    leave([("c", c)]);
+}
+
+/// Runs the word count `job` of `input` with worker a, alone, killed at
+/// the 5th hit of `points[0]`, then c, then b joining and killed at the
+/// 5th hit of `points[1]`, then d; checks the output and the commit
+/// points.
+fn killed_at_the_commit_point(
+    job: &JobDir,
+    kafka: &Kafka,
+    input: &[String],
+    points: [Failpoint; 2],
+) {
+    let crash = |name: &str, point: Failpoint| {
+        let mut w = crashing_worker(job, name, point, 5);
+        runs_a_task(&mut w);
+        let (status, stderr) = w.wait();
+        assert!(!status.success(), "worker {name}: {stderr}");
+        assert_has(&stderr, &point.crash_line());
+    };
+    crash("a", points[0]);
+    let mut c = worker(job, "c");
+    c.wait_for_line("the uncommitted checkpoint dropped", |l| {
+        l.contains("was written but never committed") && l.contains("dropping it")
+    });
+    checkpoints(&mut c, 5);
+    crash("b", points[1]);
+    c.wait_for_line("b's tasks back", |l| {
+        l.contains("assigns partition(s)") && assigned_in(l).len() == 2
+    });
+    let d = worker(job, "d");
+    let start = std::time::Instant::now();
+    while kafka.read_committed("counts").len() < input.len() {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "waited {PATIENCE:?} for the whole output"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_counts_in_order(input, &kafka.read_committed("counts"));
+    assert_all_finished(job);
     let shown = job.weir("workers", &["--json"]);
     let v: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
     let ends = kafka.offsets("words", PARTITIONS);

@@ -286,7 +286,7 @@ pub fn host_pipeline(
     std::fs::create_dir_all(staging)?;
     let started = Instant::now();
     let mut reader = source.open(None)?;
-    let mut writer = sink.open(&job.name, staging, None)?;
+    let mut writer = sink.open(&job.name, staging, None, None)?;
     let (in_tx, in_rx) = bounded::<Batch>(16);
     let (out_tx, out_rx) = bounded::<Batch>(16);
     let out = std::thread::scope(|s| -> anyhow::Result<u64> {

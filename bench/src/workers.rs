@@ -110,12 +110,13 @@ impl Worker {
 }
 
 /// The word count job of `name`, reading topic `in` (at `rate` per task
-/// when given) into `output`, checkpoints on `s3` under `name`.
+/// when given) into `output` (its sink's `write` as given), checkpoints
+/// on `s3` under `name`.
 fn job(
     settings: &Settings,
     (kafka, s3): (&Kafka, &S3),
     name: &str,
-    output: &str,
+    (output, write): (&str, &str),
     rate: Option<u64>,
 ) -> anyhow::Result<JobFile> {
     let source = Source::kafka("in", &kafka.brokers(), "in")
@@ -124,7 +125,11 @@ fn job(
     let file = JobFile::new(name)
         .source(source)
         .operator(Operator::new("count", settings.plugin("word-count")?).inputs(&["in"]))
-        .sink(Sink::kafka("out", &kafka.brokers(), output).input("count"))
+        .sink(
+            Sink::kafka("out", &kafka.brokers(), output)
+                .input("count")
+                .string("write", write),
+        )
         .checkpoint(Checkpoint::every("1s").store(&s3.url(name)))
         .cluster(
             Cluster::default()
@@ -162,13 +167,21 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     kafka.create_topic("in", PARTITIONS);
     fill(&kafka, "in", n);
 
-    for k in 1..=3usize {
-        settings.say(&format!("workers: {k} worker(s)"));
-        let (name, output) = (format!("scale-{k}"), format!("out-{k}"));
+    // The sink stages its epochs in the object store, or writes directly
+    // into each task's transactions (one and two workers).
+    for (k, write) in [
+        (1usize, "staged"),
+        (2, "staged"),
+        (3, "staged"),
+        (1, "direct"),
+        (2, "direct"),
+    ] {
+        settings.say(&format!("workers: {k} worker(s), write = {write}"));
+        let (name, output) = (format!("scale-{k}-{write}"), format!("out-{k}-{write}"));
         kafka.create_topic(&output, PARTITIONS);
         let folder = dir.join(&name);
         std::fs::create_dir_all(&folder)?;
-        let file = job(settings, (&kafka, &s3), &name, &output, None)?;
+        let file = job(settings, (&kafka, &s3), &name, (&output, write), None)?;
         std::fs::write(folder.join("job.toml"), file.to_string())?;
         let started = Instant::now();
         let workers = (0..k)
@@ -202,12 +215,20 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         }
         let (stored, _) = read_partitions(&kafka.brokers(), &output, PARTITIONS)?;
         anyhow::ensure!(stored == n, "{output} holds {stored} counts, expected {n}");
-        let case = format!("{k} worker(s)");
+        let case = match write {
+            "staged" => format!("{k} worker(s)"),
+            _ => format!("{k} worker(s), write = {write}"),
+        };
+        let baseline = match (k, write) {
+            (1, "staged") => None,
+            (_, "staged") => Some("1 worker(s)".to_owned()),
+            _ => Some(format!("{k} worker(s)")),
+        };
         let row = report.row(
             &case,
             n as f64 / wall.as_secs_f64(),
             "records/s",
-            (k > 1).then_some("1 worker(s)"),
+            baseline.as_deref(),
         );
         row.extra.insert("wall_s".into(), wall.as_secs_f64());
         row.extra.insert(
@@ -222,7 +243,13 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     std::fs::create_dir_all(&folder)?;
     kafka.create_topic("out-failover", PARTITIONS);
     let rate = (n / PARTITIONS as u64 / 30).max(10);
-    let file = job(settings, (&kafka, &s3), name, "out-failover", Some(rate))?;
+    let file = job(
+        settings,
+        (&kafka, &s3),
+        name,
+        ("out-failover", "staged"),
+        Some(rate),
+    )?;
     std::fs::write(folder.join("job.toml"), file.to_string())?;
     let a = Worker::start(settings, &folder, "a", &s3.env())?;
     let runs = |l: &str| l.contains("worker: task 0-") && l.ends_with(" runs");

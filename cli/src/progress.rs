@@ -85,7 +85,7 @@ impl Rates {
             };
             let pressure = ((blocked - last.2) as f64 / 1e9 / dt * 100.0).min(100.0);
             *last = (rin, rout, blocked);
-            let skipped = n.records_skipped.load(Relaxed) + n.records_bad.load(Relaxed);
+            let skipped = n.records_skipped.load(Relaxed) + n.records_bad.total();
             let counts = match kind {
                 NodeKind::Source if skipped > 0 => {
                     format!("out {rout:>12}  skipped {skipped:>12}")

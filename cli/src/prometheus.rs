@@ -32,7 +32,7 @@ pub fn render_all(jobs: &[&JobMetrics]) -> String {
     }
     let labelled: Vec<(String, &JobMetrics)> = jobs.iter().map(|m| (escape(&m.job), *m)).collect();
     // Name, help, the kind of node it is for (all when `None`), value.
-    let counters: [(&str, &str, Option<NodeKind>, Getter); 7] = [
+    let counters: [(&str, &str, Option<NodeKind>, Getter); 6] = [
         (
             "weir_records_in_total",
             "Records received by a node.",
@@ -69,12 +69,6 @@ pub fn render_all(jobs: &[&JobMetrics]) -> String {
             Some(NodeKind::Source),
             |m| m.records_skipped.load(Relaxed) as f64,
         ),
-        (
-            "weir_bad_records_total",
-            "Records a node could not handle and went on past, as its on_error says (skipped or sent to a dead-letter sink).",
-            None,
-            |m| m.records_bad.load(Relaxed) as f64,
-        ),
     ];
     for (name, help, only, get) in counters {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -91,6 +85,7 @@ pub fn render_all(jobs: &[&JobMetrics]) -> String {
             }
         }
     }
+    bad_records(&labelled, &mut out);
     event_time(&labelled, &mut out);
     // (name, help, the nodes it covers, the histogram, with the kind label)
     type NodeHistogram = (
@@ -243,6 +238,31 @@ pub fn render_all(jobs: &[&JobMetrics]) -> String {
         }
     }
     out
+}
+
+/// `weir_bad_records_total` of every source and operator of each job (its
+/// escaped label, its metrics): one sample per kind of bad record the
+/// node can meet (`reason`), zero or not.
+fn bad_records(jobs: &[(String, &JobMetrics)], out: &mut String) {
+    let name = "weir_bad_records_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Records a node could not handle and went on past, as its on_error says (skipped or sent to a dead-letter sink), by reason.\n# TYPE {name} counter"
+    );
+    for (job, metrics) in jobs {
+        for (id, kind, m) in &metrics.nodes {
+            for &reason in kind.bad_kinds() {
+                let _ = writeln!(
+                    out,
+                    "{name}{{job=\"{job}\",node=\"{}\",kind=\"{}\",reason=\"{}\"}} {}",
+                    escape(id),
+                    kind.name(),
+                    reason.name(),
+                    m.records_bad.get(reason)
+                );
+            }
+        }
+    }
 }
 
 /// The event-time gauges of every source and operator instance of each
@@ -413,6 +433,43 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    /// Bad records are counted by reason: each of the node's kinds once,
+    /// zero or not, and only a source's or an operator's.
+    #[test]
+    fn bad_records_have_a_sample_per_reason_the_node_can_meet() {
+        let op = Arc::new(NodeMetrics::default());
+        op.records_bad.add(weir::metrics::BadKind::Trap, 2);
+        let metrics = JobMetrics {
+            job: "j".into(),
+            nodes: vec![
+                (
+                    "in".into(),
+                    NodeKind::Source,
+                    Arc::new(NodeMetrics::default()),
+                ),
+                ("op".into(), NodeKind::Operator, op),
+                (
+                    "out".into(),
+                    NodeKind::Sink,
+                    Arc::new(NodeMetrics::default()),
+                ),
+            ],
+            checkpoints: CheckpointMetrics::default(),
+            journal: Default::default(),
+        };
+        assert_eq!(
+            samples(&render(&metrics), "weir_bad_records_total"),
+            [
+                r#"weir_bad_records_total{job="j",node="in",kind="source",reason="unreadable"} 0"#,
+                r#"weir_bad_records_total{job="j",node="in",kind="source",reason="no-key"} 0"#,
+                r#"weir_bad_records_total{job="j",node="in",kind="source",reason="bad-timestamp"} 0"#,
+                r#"weir_bad_records_total{job="j",node="op",kind="operator",reason="trap"} 2"#,
+                r#"weir_bad_records_total{job="j",node="op",kind="operator",reason="invalid-input"} 0"#,
+                r#"weir_bad_records_total{job="j",node="op",kind="operator",reason="failed"} 0"#,
+            ]
+        );
     }
 
     /// Two tasks' metrics: each family's help and type once, then both

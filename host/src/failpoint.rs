@@ -47,6 +47,11 @@ pub enum Failpoint {
     /// mode: the commit of the task's anchor offset in its group), so
     /// before any sink is told to deliver it (`Driver::release`).
     CheckpointBeforeCommitPoint,
+    /// `checkpoint.mid-commit-point`: a commit point carried by a Kafka
+    /// transaction (worker mode, a Kafka sink with `write = "direct"`) is
+    /// half made: the checkpoint's anchor offset is sent to the
+    /// transaction, which is not committed yet (`kafka::direct`).
+    CheckpointMidCommitPoint,
     /// `checkpoint.after-commit-point`: a checkpoint is committed at its
     /// commit point, before any sink is told to deliver it
     /// (`Driver::release`).
@@ -87,10 +92,11 @@ pub enum Failpoint {
 
 impl Failpoint {
     /// Every failpoint, in protocol order.
-    pub const ALL: [Failpoint; 10] = [
+    pub const ALL: [Failpoint; 11] = [
         Failpoint::SinkAfterPrecommit,
         Failpoint::CheckpointAfterStoreCommit,
         Failpoint::CheckpointBeforeCommitPoint,
+        Failpoint::CheckpointMidCommitPoint,
         Failpoint::CheckpointAfterCommitPoint,
         Failpoint::SinkMidDelivery,
         Failpoint::SinkAfterDelivery,
@@ -106,6 +112,7 @@ impl Failpoint {
             Failpoint::SinkAfterPrecommit => "sink.after-precommit",
             Failpoint::CheckpointAfterStoreCommit => "checkpoint.after-store-commit",
             Failpoint::CheckpointBeforeCommitPoint => "checkpoint.before-commit-point",
+            Failpoint::CheckpointMidCommitPoint => "checkpoint.mid-commit-point",
             Failpoint::CheckpointAfterCommitPoint => "checkpoint.after-commit-point",
             Failpoint::SinkMidDelivery => "sink.mid-delivery",
             Failpoint::SinkAfterDelivery => "sink.after-delivery",

@@ -18,8 +18,10 @@ use std::time::Duration;
 
 use crate::config::Job;
 
+mod bad;
 mod journal;
 
+pub use bad::{BadCounts, BadKind};
 pub use journal::{
     CHECKPOINTS_KEPT, CheckpointRecord, EVENTS_KEPT, Event, EventKind, Journal, PluginRecord,
 };
@@ -179,8 +181,8 @@ pub struct NodeMetrics {
     /// `on_bad_timestamp = "skip"` (0 for other nodes).
     pub records_skipped: AtomicU64,
     /// Records a node could not handle and went on past, as its
-    /// `on_error` says: skipped or sent to a dead-letter sink.
-    pub records_bad: AtomicU64,
+    /// `on_error` says (skipped or sent to a dead-letter sink), by kind.
+    pub records_bad: BadCounts,
     /// Nanoseconds spent waiting for a full downstream channel (backpressure).
     pub blocked_ns: AtomicU64,
     /// Time per `process` call (operators) or write (sinks).
@@ -221,7 +223,7 @@ impl NodeMetrics {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             records_skipped: AtomicU64::new(0),
-            records_bad: AtomicU64::new(0),
+            records_bad: BadCounts::default(),
             blocked_ns: AtomicU64::new(0),
             batch_latency: Histogram::default(),
             record_latency: Histogram::record_latency(),
@@ -305,6 +307,16 @@ impl NodeKind {
             NodeKind::Source => "source",
             NodeKind::Operator => "operator",
             NodeKind::Sink => "sink",
+        }
+    }
+
+    /// The kinds of bad records a node of this kind meets: a source's, an
+    /// operator's, none for a sink.
+    pub fn bad_kinds(self) -> &'static [BadKind] {
+        match self {
+            NodeKind::Source => &BadKind::ALL[..3],
+            NodeKind::Operator => &BadKind::ALL[3..],
+            NodeKind::Sink => &[],
         }
     }
 }

@@ -27,7 +27,9 @@ pub use self::generated::OperatorTimers as Imports;
 pub use self::generated::exports::weir::operator::{
     flat_lifecycle, lifecycle, snapshot, timer_lifecycle,
 };
-pub use self::generated::weir::operator::{emit, flat, flat_state, log, state, timers, types};
+pub use self::generated::weir::operator::{
+    emit, flat, flat_state, log, reject, state, timers, types,
+};
 
 /// A component checked against the world, with its exports looked up once.
 pub(crate) struct OperatorPre<T: 'static> {

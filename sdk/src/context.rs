@@ -407,6 +407,70 @@ impl Context {
         }
     }
 
+    /// Refuses record `index` of the batch being processed (its position
+    /// in the batch `process` or `process_batch` got) as invalid input,
+    /// because of `error`, while the rest of the batch takes effect: the
+    /// host handles that one record as the operator's `on_error` says
+    /// (the attempt fails naming it, the default; or it is skipped, or
+    /// sent to a dead-letter sink). Refuse a record before writing state
+    /// or emitting for it: whatever the call did for it stands. Only in
+    /// `process` and `process_batch`; another hook, an index past the
+    /// batch or a record refused twice makes the host trap the call.
+    /// [`each`](Self::each) refuses for you the records a closure returns
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for.
+    pub fn reject(&mut self, index: usize, error: &str) {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        host::reject(index, error)
+    }
+
+    /// Calls `f` for each of `records` in order (a [`Batch`](crate::Batch)
+    /// or the records `process` got); a record `f` returns
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for is refused
+    /// ([`reject`](Self::reject)) and the others go on; any other error
+    /// ends the call with it.
+    ///
+    /// ```
+    /// use weir_sdk::*;
+    ///
+    /// /// Sums the numbers of its input, refusing what is not a number.
+    /// struct Sum(i64);
+    /// impl Operator for Sum {
+    ///     fn describe() -> OperatorInfo { OperatorInfo::new("sum", "1.0.0").input("in").output("out") }
+    ///     fn open(_: &OpenContext) -> Result<Self> { Ok(Sum(0)) }
+    ///     fn process(&mut self, ctx: &mut Context, _: u32, batch: Vec<Record>) -> Result<()> {
+    ///         ctx.each(&batch, |ctx, rec| {
+    ///             let text = rec.value_str()?;
+    ///             let n: i64 = text.trim().parse().map_err(|e| {
+    ///                 Error::InvalidInput(format!("{text:?} is not a number: {e}"))
+    ///             })?;
+    ///             self.0 += n;
+    ///             ctx.emit(0, Record::new(self.0.to_string()));
+    ///             Ok(())
+    ///         })
+    ///     }
+    /// }
+    ///
+    /// let mut h = testing::Harness::<Sum>::open("{}").unwrap();
+    /// let out = h.process("in", vec![Record::new("1"), Record::new("x"), Record::new("2")]).unwrap();
+    /// assert_eq!(out, [Record::new("1"), Record::new("3")]);
+    /// let refused = h.take_rejected();
+    /// assert_eq!(refused.len(), 1);
+    /// assert_eq!(refused[0].0, 1);
+    /// ```
+    pub fn each<R>(
+        &mut self,
+        records: impl IntoIterator<Item = R>,
+        mut f: impl FnMut(&mut Context, R) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        for (i, record) in records.into_iter().enumerate() {
+            match f(self, record) {
+                Err(crate::Error::InvalidInput(why)) => self.reject(i, &why),
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
     /// Logs `message` through the host, tagged with the operator's id.
     ///
     /// ```

@@ -184,6 +184,29 @@ impl<O: Operator> Harness<O> {
             .collect())
     }
 
+    /// The records the operator refused ([`Context::reject`]) since the
+    /// last call of this, each one's index in the batch of its call and
+    /// the message.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Picky;
+    /// # impl Operator for Picky {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("picky", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Picky) }
+    /// # fn process(&mut self, ctx: &mut Context, _: u32, b: Vec<Record>) -> Result<()> { ctx.reject(b.len() - 1, "the last"); Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Picky>::open("{}").unwrap();
+    /// h.process("in", vec![Record::new("a"), Record::new("b")]).unwrap();
+    /// assert_eq!(h.take_rejected(), [(1, "the last".to_owned())]);
+    /// ```
+    pub fn take_rejected(&mut self) -> Vec<(usize, String)> {
+        let rejected = std::mem::take(&mut self.host.rejected);
+        (rejected.into_iter())
+            .map(|(i, why)| (i as usize, why))
+            .collect()
+    }
+
     /// Like [`process`](Self::process), with each record's output port number.
     ///
     /// ```

@@ -221,7 +221,11 @@ fn counters(m: &NodeMetrics, kind: NodeKind) -> Value {
         v["records_skipped"] = json!(m.records_skipped.load(Relaxed));
     }
     if kind != NodeKind::Sink {
-        v["records_bad"] = json!(m.records_bad.load(Relaxed));
+        v["records_bad"] = json!(m.records_bad.total());
+        let by_kind: serde_json::Map<String, Value> = (kind.bad_kinds().iter())
+            .map(|&k| (k.name().to_owned(), json!(m.records_bad.get(k))))
+            .collect();
+        v["records_bad_by_kind"] = by_kind.into();
     }
     if kind == NodeKind::Sink {
         let h = &m.record_latency;
@@ -320,7 +324,7 @@ input = "count"
         let job = job_file(JOB);
         let metrics = JobMetrics::for_job(&job);
         metrics.nodes[1].2.records_in.store(5, Relaxed);
-        metrics.nodes[1].2.records_bad.store(2, Relaxed);
+        (metrics.nodes[1].2.records_bad).add(weir::metrics::BadKind::InvalidInput, 2);
         let view = JobView::new(&job, std::path::Path::new("/s"), false);
         let v = super::job(&view, &metrics, &Sampler::default());
         let ids: Vec<&str> = v["nodes"]
@@ -336,6 +340,11 @@ input = "count"
         assert_eq!(
             v["nodes"][1]["records_bad"], 2,
             "an operator's, by on_error"
+        );
+        assert_eq!(
+            v["nodes"][1]["records_bad_by_kind"],
+            json!({"trap": 0, "invalid-input": 2, "failed": 0}),
+            "an operator's kinds"
         );
         assert_eq!(
             v["nodes"][2].get("records_bad"),

@@ -19,7 +19,7 @@
 
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientContext;
@@ -34,8 +34,11 @@ use weir::cluster::{
     Anchor, CommitRefused, Membership, Owner, StageCommits, WorkerJob, lease_topic,
 };
 use weir::config::SourceConfig;
+use weir::run::Transactions;
 
 use super::client::{ClientSettings, Context, partitions};
+use super::direct::TaskTransactions;
+use super::sink::{KafkaSinkConfig, Write};
 use super::source::{KafkaSourceConfig, from_offset};
 
 /// The consumer context: the owner to call, and the log context.
@@ -136,6 +139,20 @@ pub struct GroupCommits {
     group: String,
     /// The anchor topic.
     topic: String,
+    /// Where the stage's direct Kafka sinks write, if it has any: then
+    /// each task's commits are carried by its transactions.
+    direct: Option<Direct>,
+    /// The open transactions of each task, by partition.
+    transactions: Mutex<BTreeMap<i32, Arc<TaskTransactions>>>,
+}
+
+/// The transactions of a stage whose sinks write directly
+/// ([`super::direct`]).
+struct Direct {
+    /// The cluster of the stage's direct sinks.
+    client: ClientSettings,
+    /// `weir-<job>@<stage>`: task *p*'s ids are `<base>-<p>#a` and `#b`.
+    base: String,
 }
 
 /// The metadata of a commit point, before the checkpoint id.
@@ -164,6 +181,19 @@ impl GroupCommits {
             .flatten()
             .find(|s| s.topic == self.topic && s.partition == partition)
             .map_or(0, |s| s.next)
+    }
+
+    /// Task `partition`'s transactions, opened anew, fencing every earlier
+    /// producer of their ids.
+    fn fence(&self, direct: &Direct, partition: i32) -> Result<Arc<TaskTransactions>, String> {
+        let base = format!("{}-{partition}", direct.base);
+        let opened = TaskTransactions::open(&direct.client, &base)?;
+        let mut all = self
+            .transactions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        all.insert(partition, opened.clone());
+        Ok(opened)
     }
 
     /// Whether this member holds `partition` now (its assignment not
@@ -198,6 +228,26 @@ impl StageCommits for GroupCommits {
         if let Some(mut e) = list.find_partition(&self.topic, partition) {
             e.set_metadata(format!("{COMMITTED}{id}"));
         }
+        if self.direct.is_some() {
+            let opened = (self
+                .transactions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner))
+            .get(&partition)
+            .cloned();
+            let Some(transactions) = opened else {
+                return Err(CommitRefused::Fenced(format!(
+                    "task {partition}'s transactions are not open in this worker"
+                )));
+            };
+            let Some(group) = self.consumer.group_metadata() else {
+                return Err(CommitRefused::Busy(format!(
+                    "group `{}` has no member metadata yet",
+                    self.group
+                )));
+            };
+            return transactions.commit(id, &list, &group);
+        }
         let error = match self.consumer.commit(&list, CommitMode::Sync) {
             Ok(()) => return Ok(()),
             Err(e) => e,
@@ -212,6 +262,11 @@ impl StageCommits for GroupCommits {
     }
 
     fn committed(&self, partition: i32) -> Result<Option<u64>, String> {
+        if let Some(direct) = &self.direct {
+            // A commit point an earlier owner left in an open transaction
+            // resolves only once that transaction ends.
+            self.fence(direct, partition)?;
+        }
         let mut list = TopicPartitionList::new();
         list.add_partition(&self.topic, partition);
         let read = (self.consumer)
@@ -227,6 +282,53 @@ impl StageCommits for GroupCommits {
             None => Ok(None),
         }
     }
+
+    fn transactions(&self, partition: i32) -> Result<Option<Transactions>, String> {
+        let Some(direct) = &self.direct else {
+            return Ok(None);
+        };
+        let opened = (self
+            .transactions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner))
+        .get(&partition)
+        .cloned();
+        let transactions = match opened {
+            Some(t) => t,
+            None => self.fence(direct, partition)?,
+        };
+        Ok(Some(transactions))
+    }
+}
+
+/// Where the direct Kafka sinks of `job`'s stage `stage` write, if it has
+/// any; all of them must write to one cluster (a transaction spans one).
+fn direct_sinks(job: &WorkerJob, stage: u32) -> Result<Option<Direct>, String> {
+    let nodes = &job.stages[stage as usize].nodes;
+    let mut direct: Option<(&str, &ClientSettings)> = None;
+    for sink in job.job.sinks.iter().filter(|s| nodes.contains(&s.id)) {
+        let Some(k) = (sink.connector.as_ref() as &dyn Any).downcast_ref::<KafkaSinkConfig>()
+        else {
+            continue;
+        };
+        if k.write != Write::Direct {
+            continue;
+        }
+        match direct {
+            Some((first, client)) if *client != k.client => {
+                return Err(format!(
+                    "sinks `{first}` and `{}` write directly to two Kafka clusters (or with other properties); a task's transactions span one: give them the same brokers and properties, or use write = \"staged\" on one",
+                    sink.id
+                ));
+            }
+            Some(_) => {}
+            None => direct = Some((&sink.id, &k.client)),
+        }
+    }
+    Ok(direct.map(|(_, client)| Direct {
+        client: client.clone(),
+        base: format!("weir-{}@{stage}", job.job.name),
+    }))
 }
 
 /// The checkpoint the committed offset `e` (of group `group`, on `topic`)
@@ -366,6 +468,7 @@ impl GroupMembership {
         instance_id: Option<&str>,
     ) -> Result<GroupMembership, String> {
         let (client, topic) = anchor(job, stage)?;
+        let direct = direct_sinks(job, stage)?;
         let cluster = &job.job.cluster;
         let group = &job.stages[stage as usize].group;
         let session = cluster.session_timeout.as_millis().to_string();
@@ -417,6 +520,8 @@ impl GroupMembership {
             consumer: consumer.clone(),
             group: group.clone(),
             topic,
+            direct,
+            transactions: Mutex::default(),
         });
         Ok(GroupMembership {
             consumer,

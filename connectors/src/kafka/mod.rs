@@ -13,6 +13,7 @@
 //! - Sink: exactly-once for `read_committed` readers; see [`sink`].
 
 mod client;
+mod direct;
 pub mod group;
 mod purge;
 mod reader;

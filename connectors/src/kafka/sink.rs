@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
+use super::direct::{DirectSink, TaskTransactions};
 use super::repartition::{Control, HEADER};
 use super::source::check_topic;
 use weir::connectors::from_table;
@@ -64,6 +65,7 @@ pub const SINK: SinkType = SinkType {
         "headers",
         "transactional_id",
         "upstream_task",
+        "write",
         "properties",
     ],
     delivery: Delivery::ExactlyOnce,
@@ -72,7 +74,7 @@ pub const SINK: SinkType = SinkType {
 
 /// How long committing one epoch's transaction may take: it waits for
 /// every message of the epoch to be acknowledged.
-const COMMIT_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const COMMIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a message's key is (`key`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -82,6 +84,23 @@ pub enum KeyFrom {
     Record,
     /// No key: messages spread over the partitions.
     None,
+}
+
+/// Why `write = "direct"` runs only in worker mode.
+const NEEDS_WORKER: &str = "write = \"direct\" produces into the transactions of a worker-mode task, which its group commits with each checkpoint; run the job with `weir run --worker`, or use write = \"staged\"";
+
+/// How an exactly-once sink carries an epoch to its transaction
+/// (`write`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Write {
+    /// Staged on disk (and in the object store) with the checkpoint, then
+    /// produced in one transaction once the checkpoint is committed (the
+    /// default).
+    Staged,
+    /// Produced as it arrives into the worker-mode task's transaction,
+    /// which the task's commit point commits ([`super::direct`]).
+    Direct,
 }
 
 /// The settings of a Kafka sink.
@@ -102,6 +121,8 @@ pub struct KafkaSinkConfig {
     /// (`upstream_task`, set by worker mode): each epoch then carries a
     /// control record to every partition ([`super::repartition`]).
     pub upstream_task: Option<u32>,
+    /// How an exactly-once epoch reaches its transaction (`write`).
+    pub write: Write,
 }
 
 impl KafkaSinkConfig {
@@ -115,6 +136,7 @@ impl KafkaSinkConfig {
             headers: Option<Table>,
             transactional_id: Option<String>,
             upstream_task: Option<u32>,
+            write: Option<Write>,
             properties: Option<Table>,
         }
         let raw: Raw = from_table(table)?;
@@ -147,6 +169,26 @@ impl KafkaSinkConfig {
                     "`upstream_task` writes a repartition topic, whose epochs and control records go in transactions: remove delivery = \"at-least-once\"".into(),
                 );
             }
+            let write = raw.write.unwrap_or(Write::Staged);
+            if write == Write::Direct {
+                let conflict = match delivery {
+                    Delivery::AtLeastOnce => {
+                        Some("delivery = \"at-least-once\" (which uses no transactions)")
+                    }
+                    Delivery::ExactlyOnce if raw.transactional_id.is_some() => Some(
+                        "`transactional_id` (the direct sinks of a task share the task's two ids)",
+                    ),
+                    Delivery::ExactlyOnce if raw.upstream_task.is_some() => {
+                        Some("`upstream_task` (a repartition topic is staged)")
+                    }
+                    Delivery::ExactlyOnce => None,
+                };
+                if let Some(conflict) = conflict {
+                    return Err(format!(
+                        "write = \"direct\" cannot go with {conflict}; remove one of them"
+                    ));
+                }
+            }
             if raw.transactional_id.as_deref() == Some("") {
                 return Err(
                     "`transactional_id` is empty; remove it to use weir-<job>-<sink>".into(),
@@ -159,6 +201,7 @@ impl KafkaSinkConfig {
                 headers,
                 transactional_id: raw.transactional_id,
                 upstream_task: raw.upstream_task,
+                write,
             }))
         }))
     }
@@ -179,8 +222,12 @@ impl KafkaSinkConfig {
 }
 
 impl SinkConnector for KafkaSinkConfig {
+    fn needs_transactions(&self) -> Option<&'static str> {
+        (self.write == Write::Direct).then_some(NEEDS_WORKER)
+    }
+
     fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
-        let (job, id) = (at.job, at.id);
+        let id = at.id;
         let target = format!("topic `{}` at {}", self.topic, self.client.brokers);
         let fail = |message: String| SinkError::Remote {
             sink: id.to_owned(),
@@ -192,22 +239,64 @@ impl SinkConnector for KafkaSinkConfig {
             key: self.key,
             headers: self.headers.clone(),
         };
-        if at.delivery == Delivery::AtLeastOnce {
-            let producer = self.producer(id, &[("enable.idempotence", "true")], &fail)?;
-            let probe: BaseConsumer<Context> = self
-                .client
-                .config(id, &[])
+        let probe = || -> Result<BaseConsumer<Context>, SinkError> {
+            let probe: BaseConsumer<Context> = (self.client.config(id, &[]))
                 .create_with_context(Context::new(format!("sink `{id}`")))
                 .map_err(|e| fail(format!("cannot create the Kafka client: {e}")))?;
             partitions(&probe, &self.client.brokers, &self.topic).map_err(&fail)?;
+            Ok(probe)
+        };
+        if at.delivery == Delivery::AtLeastOnce {
+            let producer = self.producer(id, &[("enable.idempotence", "true")], &fail)?;
+            probe()?;
             producer.context().opened();
-            return Ok(Box::new(DirectSink {
+            return Ok(Box::new(AtLeastOnceSink {
                 sink: id.to_owned(),
                 target,
                 producer,
                 writer,
             }));
         }
+        if self.write == Write::Staged {
+            return self.staged(at, writer, &target, &fail);
+        }
+        let Some(transactions) =
+            (at.transactions.cloned()).and_then(|t| t.downcast::<TaskTransactions>().ok())
+        else {
+            return Err(fail(NEEDS_WORKER.into()));
+        };
+        probe()?;
+        if let Some(info) = at.restore.filter(|info| !DirectSink::wrote(info)) {
+            // The checkpoint restored was taken with write = "staged":
+            // what it staged and Kafka lacks is delivered first.
+            tracing::info!("sink `{id}`: delivering the output staged before write = \"direct\"");
+            let at = SinkContext {
+                restore: Some(info),
+                ..*at
+            };
+            drop(self.staged(&at, writer.clone(), &target, &fail)?);
+        }
+        Ok(Box::new(DirectSink {
+            sink: id.to_owned(),
+            target,
+            transactions,
+            writer,
+            epoch: 0,
+        }))
+    }
+}
+
+impl KafkaSinkConfig {
+    /// The staged exactly-once sink `at` opens, delivering through a
+    /// transactional producer of the sink's own id.
+    fn staged(
+        &self,
+        at: &SinkContext,
+        writer: Writer,
+        target: &str,
+        fail: &impl Fn(String) -> SinkError,
+    ) -> Result<Box<dyn Sink>, SinkError> {
+        let (job, id) = (at.job, at.id);
         let transactional_id = self
             .transactional_id
             .clone()
@@ -224,9 +313,9 @@ impl SinkConnector for KafkaSinkConfig {
             )
             .create_with_context(Context::new(format!("sink `{id}`")))
             .map_err(|e| fail(format!("cannot create the Kafka client: {e}")))?;
-        let count = partitions(&marker, &self.client.brokers, &self.topic).map_err(&fail)?;
+        let count = partitions(&marker, &self.client.brokers, &self.topic).map_err(fail)?;
         let control = self.upstream_task.map(|from| (from, count.len() as i32));
-        let producer = self.producer(id, &[("transactional.id", &transactional_id)], &fail)?;
+        let producer = self.producer(id, &[("transactional.id", &transactional_id)], fail)?;
         producer.init_transactions(TIMEOUT).map_err(|e| {
             fail(format!(
                 "cannot start transactions as `{transactional_id}` ({e}); the cluster must support transactions (Kafka 0.11+, a transaction state log with enough replicas)"
@@ -234,20 +323,27 @@ impl SinkConnector for KafkaSinkConfig {
         })?;
         producer.context().opened();
         marker.context().opened();
-        let destination = KafkaDestination {
+        let mut destination = KafkaDestination {
             sink: id.to_owned(),
-            target,
+            target: target.to_owned(),
             producer,
             marker,
             writer,
             control,
         };
+        if let Some(info) = at.restore.filter(|info| DirectSink::wrote(info)) {
+            // The checkpoint restored was taken with write = "direct": its
+            // output is in Kafka, committed with it.
+            let n = info.get("checkpoint").and_then(Value::as_u64).unwrap_or(0);
+            destination.mark(n)?;
+        }
         at.staged(destination)
     }
 }
 
 /// Turns records into messages of the sink's topic.
-struct Writer {
+#[derive(Clone)]
+pub(super) struct Writer {
     topic: String,
     key: KeyFrom,
     headers: Vec<(String, String)>,
@@ -256,7 +352,11 @@ struct Writer {
 impl Writer {
     /// Queues every record of `batch` on `producer`, waiting for room when
     /// its queue is full.
-    fn produce(&self, producer: &BaseProducer<Context>, batch: &Batch) -> Result<(), KafkaError> {
+    pub(super) fn produce(
+        &self,
+        producer: &BaseProducer<Context>,
+        batch: &Batch,
+    ) -> Result<(), KafkaError> {
         for r in batch.iter() {
             let mut message = BaseRecord::<[u8], [u8]>::to(&self.topic).payload(r.value);
             if let (KeyFrom::Record, Some(key)) = (self.key, r.key) {
@@ -320,6 +420,15 @@ impl KafkaDestination {
         list.add_partition_offset(&self.writer.topic, 0, Offset::Offset(checkpoint as i64))
             .map_err(|e| self.error(format!("cannot name the delivery marker: {e}")))?;
         Ok(list)
+    }
+
+    /// Sets the marker to `checkpoint`, outside any transaction: the
+    /// output up to it is in the topic (0: none is).
+    fn mark(&mut self, checkpoint: u64) -> Result<(), SinkError> {
+        let marker = self.marker_at(checkpoint)?;
+        self.marker
+            .commit(&marker, CommitMode::Sync)
+            .map_err(|e| self.error(format!("cannot set the delivery marker: {e}")))
     }
 
     /// Writes epoch `id` and its marker in the open transaction and commits it.
@@ -390,10 +499,7 @@ impl Destination for KafkaDestination {
     }
 
     fn start_over(&mut self) -> Result<(), SinkError> {
-        let marker = self.marker_at(0)?;
-        self.marker
-            .commit(&marker, CommitMode::Sync)
-            .map_err(|e| self.error(format!("cannot reset the delivery marker: {e}")))
+        self.mark(0)
     }
 
     fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError> {
@@ -419,14 +525,14 @@ impl Destination for KafkaDestination {
 }
 
 /// An at-least-once sink: produces as it writes, flushes at precommit.
-struct DirectSink {
+struct AtLeastOnceSink {
     sink: String,
     target: String,
     producer: BaseProducer<Context>,
     writer: Writer,
 }
 
-impl DirectSink {
+impl AtLeastOnceSink {
     fn check(&self, result: Result<(), KafkaError>) -> Result<(), SinkError> {
         let failure = result
             .err()
@@ -443,7 +549,7 @@ impl DirectSink {
     }
 }
 
-impl Sink for DirectSink {
+impl Sink for AtLeastOnceSink {
     fn out_on_write(&self) -> bool {
         true
     }
@@ -484,9 +590,16 @@ mod tests {
         let exactly = Delivery::ExactlyOnce;
         let c = parse("brokers = \"h:1\"\ntopic = \"out\"", exactly).unwrap();
         assert_eq!(
-            (c.key, c.headers.len(), c.transactional_id),
-            (KeyFrom::Record, 0, None)
+            (c.key, c.headers.len(), c.transactional_id, c.write),
+            (KeyFrom::Record, 0, None, Write::Staged)
         );
+        let c = parse(
+            "brokers = \"h:1\"\ntopic = \"o\"\nwrite = \"direct\"",
+            exactly,
+        )
+        .unwrap();
+        assert_eq!(c.write, Write::Direct);
+        assert!(SinkConnector::needs_transactions(&c).is_some_and(|m| m.contains("--worker")));
         let c = parse(
             "brokers = \"h:1\"\ntopic = \"out\"\nkey = \"none\"\nheaders = { origin = \"weir\" }",
             Delivery::AtLeastOnce,
@@ -512,6 +625,26 @@ mod tests {
                 "brokers = \"h:1\"\ntopic = \"o\"\nupstream_task = 1",
                 Delivery::AtLeastOnce,
                 "writes a repartition topic",
+            ),
+            (
+                "brokers = \"h:1\"\ntopic = \"o\"\nwrite = \"direct\"",
+                Delivery::AtLeastOnce,
+                "cannot go with delivery = \"at-least-once\"",
+            ),
+            (
+                "brokers = \"h:1\"\ntopic = \"o\"\nwrite = \"direct\"\ntransactional_id = \"x\"",
+                exactly,
+                "cannot go with `transactional_id`",
+            ),
+            (
+                "brokers = \"h:1\"\ntopic = \"o\"\nwrite = \"direct\"\nupstream_task = 1",
+                exactly,
+                "cannot go with `upstream_task`",
+            ),
+            (
+                "brokers = \"h:1\"\ntopic = \"o\"\nwrite = \"now\"",
+                exactly,
+                "unknown variant",
             ),
         ] {
             let err = parse(text, delivery).unwrap_err();

@@ -97,6 +97,13 @@ pub trait StageCommits: Send + Sync {
     ) -> Result<(), CommitRefused>;
     /// The checkpoint the group holds as task `partition`'s, if any.
     fn committed(&self, partition: i32) -> Result<Option<u64>, String>;
+    /// The transactions task `partition`'s commits are carried in, if the
+    /// stage's sinks write into them
+    /// ([`CommitPoint::transactions`](crate::run::CommitPoint::transactions)).
+    fn transactions(&self, partition: i32) -> Result<Option<crate::run::Transactions>, String> {
+        let _ = partition;
+        Ok(None)
+    }
 }
 
 /// Why a commit point was not made.

@@ -145,6 +145,10 @@ impl CommitPoint for TaskCommitPoint {
     fn committed(&self) -> Result<Option<u64>, String> {
         self.stage.committed(self.task.partition)
     }
+
+    fn transactions(&self) -> Result<Option<crate::run::Transactions>, String> {
+        self.stage.transactions(self.task.partition)
+    }
 }
 
 /// Gives up `task`'s runs in this worker: none commits a checkpoint from

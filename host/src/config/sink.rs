@@ -56,12 +56,15 @@ impl Eq for SinkConfig {}
 impl SinkConfig {
     /// Opens the sink of job `job` (its name). `staging` is a folder the sink owns (under the state
     /// dir); `restore` is the sink's commit info in the checkpoint being
-    /// restored, or `None` to start fresh (which empties an output file).
+    /// restored, or `None` to start fresh (which empties an output file);
+    /// `transactions` what the run's commit point carries, if anything
+    /// ([`SinkContext::transactions`]).
     pub fn open(
         &self,
         job: &str,
         staging: &Path,
         restore: Option<&Value>,
+        transactions: Option<&crate::run::Transactions>,
     ) -> Result<Box<dyn Sink>, SinkError> {
         self.connector.open(&SinkContext {
             job,
@@ -69,6 +72,7 @@ impl SinkConfig {
             delivery: self.delivery,
             staging,
             restore,
+            transactions,
         })
     }
 }

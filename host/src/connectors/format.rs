@@ -22,6 +22,7 @@ use super::jsonl::{Time, read_fields, shown};
 pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
 use super::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use crate::dataflow::Batch;
+use crate::dataflow::bad_kind::BadKind;
 use crate::dataflow::provenance::NumberRange;
 use crate::time::parse_cell;
 
@@ -168,8 +169,9 @@ impl LineParser {
         key: Option<&[u8]>,
     ) -> bool {
         let before = batch.len();
-        if let Err(error) = self.parse(batch, line, number, time, key) {
+        if let Err((kind, error)) = self.parse(batch, line, number, time, key) {
             self.bad.push(BadRecord {
+                kind,
                 error,
                 origin: format!("{} {} {number}", self.path, self.unit),
                 key: key.map(<[u8]>::to_vec),
@@ -193,7 +195,7 @@ impl LineParser {
         number: u64,
         time: Option<i64>,
         key: Option<&[u8]>,
-    ) -> Result<(), SourceError> {
+    ) -> Result<(), (BadKind, SourceError)> {
         let mut line = line;
         while let [rest @ .., b'\r'] = line {
             line = rest;
@@ -204,17 +206,22 @@ impl LineParser {
                 batch.push(key, line, time)
             }
             Format::Jsonl => {
-                let malformed = |message: String| SourceError::Malformed {
-                    source_id: self.id.clone(),
-                    path: self.path.clone(),
-                    line: number,
-                    message,
+                let malformed = |kind, message: String| {
+                    let error = SourceError::Malformed {
+                        source_id: self.id.clone(),
+                        path: self.path.clone(),
+                        line: number,
+                        message,
+                    };
+                    (kind, error)
                 };
-                let text =
-                    std::str::from_utf8(line).map_err(|e| malformed(format!("not JSON: {e}")))?;
+                let unreadable = |e: &dyn std::fmt::Display| {
+                    malformed(BadKind::Unreadable, format!("not JSON: {e}"))
+                };
+                let text = std::str::from_utf8(line).map_err(|e| unreadable(&e))?;
                 let ts = self.timestamp.as_ref();
                 let fields = read_fields(text, self.key.as_deref(), ts.map(|t| &*t.field))
-                    .map_err(|e| malformed(format!("not JSON: {e}")))?;
+                    .map_err(|e| unreadable(&e))?;
                 let timestamp = match (ts, fields.time) {
                     (None, _) => time,
                     (Some(_), Time::Millis(ms)) => Some(ms),
@@ -223,7 +230,7 @@ impl LineParser {
                             Time::Bad(found) => Some(found.as_str()),
                             _ => None,
                         };
-                        return Err(malformed(t.bad("field", found)));
+                        return Err(malformed(BadKind::BadTimestamp, t.bad("field", found)));
                     }
                     (Some(_), _) => {
                         self.skipped += 1;
@@ -234,7 +241,8 @@ impl LineParser {
                     None => None,
                     Some(k) => {
                         let key = fields.key;
-                        Some(key.ok_or_else(|| malformed(format!("no key field `{k}`")))?)
+                        let missing = || malformed(BadKind::NoKey, format!("no key field `{k}`"));
+                        Some(key.ok_or_else(missing)?)
                     }
                 };
                 batch.push(field.as_deref().or(key), line, timestamp);
@@ -434,8 +442,9 @@ impl CsvReader {
 
     /// Keeps the row on `line` (its bytes `value`) as bad, failed with
     /// `error`.
-    fn bad_row(&mut self, error: SourceError, line: u64, value: Vec<u8>) {
+    fn bad_row(&mut self, (kind, error): (BadKind, SourceError), line: u64, value: Vec<u8>) {
         self.bad.push(BadRecord {
+            kind,
             error,
             origin: format!("{} line {line}", self.path.display()),
             key: None,
@@ -468,7 +477,8 @@ impl SourceReader for CsvReader {
                     self.records += 1;
                     let line = e.position().map_or(0, |p| p.line());
                     let error = self.malformed(line, e.to_string());
-                    self.bad_row(error, line, row.as_byte_record().as_slice().to_vec());
+                    let value = row.as_byte_record().as_slice().to_vec();
+                    self.bad_row((BadKind::Unreadable, error), line, value);
                     continue;
                 }
                 Err(e) => {
@@ -500,7 +510,7 @@ impl SourceReader for CsvReader {
                             let message = t.bad("column", Some(&shown(cell)));
                             let error = self.malformed(line, message);
                             let value = Value::Object(obj).to_string().into_bytes();
-                            self.bad_row(error, line, value);
+                            self.bad_row((BadKind::BadTimestamp, error), line, value);
                             continue;
                         }
                     }

@@ -287,6 +287,13 @@ pub trait SinkConnector: DynEq + Debug + Send + Sync {
         false
     }
 
+    /// Why the sink runs only where the run's commit point carries
+    /// transactions it writes into ([`SinkContext::transactions`]: worker
+    /// mode), if it does; `None` for most sinks.
+    fn needs_transactions(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Checks the files the settings name; `dir` is the job folder. Runs
     /// after the job's wiring checks.
     fn check_files(&self, dir: &Path) -> Result<(), String> {

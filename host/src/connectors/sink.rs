@@ -68,6 +68,12 @@ pub struct SinkContext<'a> {
     /// The commit info of the checkpoint being restored (what its
     /// precommit reported), or `None` to start fresh.
     pub restore: Option<&'a Value>,
+    /// The transactions the run's commit point commits checkpoints in, if
+    /// it carries any ([`CommitPoint::transactions`]): a sink that writes
+    /// into them needs no staging.
+    ///
+    /// [`CommitPoint::transactions`]: crate::run::CommitPoint::transactions
+    pub transactions: Option<&'a crate::run::Transactions>,
 }
 
 /// Receives the outcome of a sink step that may finish on another thread:

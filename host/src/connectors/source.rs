@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::dataflow::Batch;
+use crate::dataflow::bad_kind::BadKind;
 
 /// Why a source failed. Messages name the source and, for files, the path
 /// and line.
@@ -69,6 +70,8 @@ pub enum SourceError {
 /// The source's offset is past it all the same.
 #[derive(Debug)]
 pub struct BadRecord {
+    /// What is wrong, in a word.
+    pub kind: BadKind,
     /// Why, naming the source and where the record is
     /// ([`SourceError::Malformed`]): what `on_error = "fail"` fails with.
     pub error: SourceError,

@@ -4,12 +4,14 @@
 //! [`inflight`] data and the barriers' `priority` path), the aligned-input loop shared by operator instances and
 //! sinks (`input`), event-time progress ([`watermark`]), partitioned sends
 //! (`output`), cancellation (`cancel`) and where records came from
-//! ([`provenance`]). This folder imports only the WIT
+//! ([`provenance`]) and why one could not be handled ([`bad_kind`]). This
+//! folder imports only the WIT
 //! bindings and the state changes an acknowledgement carries
 //! ([`crate::keyed::changes`]); the thread bodies that drive it are in
 //! `threads`.
 
 pub mod align;
+pub mod bad_kind;
 pub mod batch;
 pub(crate) mod cancel;
 pub(crate) mod frame;

@@ -119,7 +119,7 @@ pub(crate) fn run_attempt(
     }
     let opened = Opened {
         instances,
-        sinks: open_sinks(plan, &at)?,
+        sinks: open_sinks(plan, &at, options.commit_point.as_deref())?,
         sources: open_sources(plan, &at)?,
     };
     let replica = (attempt.remote).map(|r| Replica::start(r.clone(), at.manifest.as_ref()));

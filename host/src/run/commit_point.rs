@@ -16,7 +16,15 @@
 //!   or the group's offsets expired), a restore takes the newest manifest,
 //!   as without a commit point: every manifest is a whole checkpoint.
 
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a commit point carries its commits in, for sinks that write into
+/// it (worker mode: a task's Kafka transactions, which a Kafka sink with
+/// `write = "direct"` produces into and the commit point commits). Its
+/// type is known only to the connector that made it.
+pub type Transactions = Arc<dyn Any + Send + Sync>;
 
 /// The commit point of one job's checkpoints (in worker mode, one task's).
 pub trait CommitPoint: Send + Sync + std::fmt::Debug {
@@ -27,6 +35,16 @@ pub trait CommitPoint: Send + Sync + std::fmt::Debug {
     /// without delivering `id`.
     fn commit(&self, id: u64, sources: &BTreeMap<String, serde_json::Value>) -> Result<(), String>;
 
-    /// The checkpoint the newest commit made, if any.
+    /// The checkpoint the newest commit made, if any. Called once per
+    /// attempt, before any sink opens: a commit point that carries
+    /// transactions fences their earlier users first.
     fn committed(&self) -> Result<Option<u64>, String>;
+
+    /// The transactions this commit point's commits are carried in, if
+    /// any: a sink that writes into them makes checkpoint *n*'s output
+    /// visible exactly when *n* is committed. Most commit points carry
+    /// none.
+    fn transactions(&self) -> Result<Option<Transactions>, String> {
+        Ok(None)
+    }
 }

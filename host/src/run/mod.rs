@@ -51,7 +51,7 @@ use std::sync::atomic::AtomicBool;
 use crate::config::Job;
 use crate::wasm::Runtime;
 
-pub use commit_point::CommitPoint;
+pub use commit_point::{CommitPoint, Transactions};
 pub use control::{
     CONTROL_SOCKET, MAX_CONNECTIONS, MAX_REQUEST, REQUEST_TIMEOUT, request_savepoint, request_swap,
 };

@@ -22,6 +22,7 @@ use crate::dataflow::watermark::SourceWatermark;
 use crate::keyed::state::KeyedState;
 use crate::keyed::timers::Timers;
 use crate::plan::{InstanceId, NodeId, Plan};
+use crate::run::commit_point::CommitPoint;
 use crate::run::error::RunError;
 use crate::run::restore::RestorePoint;
 use crate::store::StoreError;
@@ -110,18 +111,27 @@ pub(crate) fn instantiate_operators(
 }
 
 /// Opens every sink of `plan` (by node id) with the checkpoint's commit
-/// info.
+/// info, and the transactions the commit point `point` carries, if any.
 pub(crate) fn open_sinks(
     plan: &Plan<'_>,
     at: &RestorePoint,
+    point: Option<&dyn CommitPoint>,
 ) -> Result<BTreeMap<NodeId, Box<dyn Sink>>, RunError> {
     let job = plan.job();
+    let transactions = match point.map(|p| p.transactions()).transpose() {
+        Ok(t) => t.flatten(),
+        Err(message) => {
+            let job = job.name.clone();
+            return Err(RunError::CommitPoint { job, message });
+        }
+    };
     let mut sinks = BTreeMap::new();
     for node in plan.sinks() {
         let s = node.sink().expect("a sink");
         let staging = at.state_dir.join("sinks").join(&s.id);
         let info = at.checkpoint.as_ref().and_then(|m| m.sinks.get(&s.id));
-        let sink = (s.open(&job.name, &staging, info)).map_err(|e| RunError::Task(e.into()))?;
+        let sink = (s.open(&job.name, &staging, info, transactions.as_ref()))
+            .map_err(|e| RunError::Task(e.into()))?;
         sinks.insert(node.id(), sink);
     }
     Ok(sinks)

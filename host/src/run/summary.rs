@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::config::Job;
-use crate::metrics::JobMetrics;
+use crate::metrics::{BadKind, JobMetrics};
 
 /// What a finished run did.
 #[derive(Debug, Clone)]
@@ -42,6 +42,8 @@ pub struct NodeCounts {
     /// Records it could not handle and went on past, as its `on_error`
     /// says (skipped, or sent to a dead-letter sink).
     pub bad: u64,
+    /// Those by kind, the kinds it met only.
+    pub bad_kinds: Vec<(BadKind, u64)>,
 }
 
 /// What each node of `metrics` did (sources, operators, sinks, as the job
@@ -54,7 +56,11 @@ pub(crate) fn node_counts(metrics: &JobMetrics) -> Vec<NodeCounts> {
             records_in: load(&m.records_in),
             records_out: load(&m.records_out),
             skipped: load(&m.records_skipped),
-            bad: load(&m.records_bad),
+            bad: m.records_bad.total(),
+            bad_kinds: (BadKind::ALL.iter())
+                .map(|&k| (k, m.records_bad.get(k)))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
         })
         .collect()
 }
@@ -90,7 +96,10 @@ pub fn format_summary(job: &Job, s: &RunSummary) -> String {
             out.push_str(&format!("  skipped {} (bad timestamp)", n.skipped));
         }
         if n.bad > 0 {
-            out.push_str(&format!("  bad {} (on_error)", n.bad));
+            let kinds: Vec<String> = (n.bad_kinds.iter())
+                .map(|(k, n)| format!("{n} {}", k.name()))
+                .collect();
+            out.push_str(&format!("  bad {} (on_error: {})", n.bad, kinds.join(", ")));
         }
         out.push('\n');
     }
@@ -116,11 +125,13 @@ fn node_kind(job: &Job, id: &str) -> &'static str {
 ///  "checkpoints": 3, "last_checkpoint": 3, "restored_from": null,
 ///  "restarts": 0,
 ///  "nodes": [{"id": "text", "kind": "source", "records_in": 0, "records_out": 9,
-///             "records_skipped": 0, "records_bad": 0}]}
+///             "records_skipped": 0, "records_bad": 0,
+///             "records_bad_by_kind": {}}]}
 /// ```
 ///
-/// `records_skipped` is only on sources, `records_bad` on sources and
-/// operators.
+/// `records_skipped` is only on sources, `records_bad` and
+/// `records_bad_by_kind` (the kinds met, as `BadKind::name` says them) on
+/// sources and operators.
 pub fn summary_json(job: &Job, s: &RunSummary) -> serde_json::Value {
     let nodes: Vec<serde_json::Value> = s
         .nodes
@@ -138,6 +149,10 @@ pub fn summary_json(job: &Job, s: &RunSummary) -> serde_json::Value {
             }
             if kind != "sink" {
                 node["records_bad"] = n.bad.into();
+                let kinds: serde_json::Map<String, serde_json::Value> = (n.bad_kinds.iter())
+                    .map(|(k, n)| (k.name().to_owned(), (*n).into()))
+                    .collect();
+                node["records_bad_by_kind"] = kinds.into();
             }
             node
         })

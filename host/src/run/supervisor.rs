@@ -40,7 +40,7 @@ use crate::run::summary::RunSummary;
 use crate::run::swap::{self, Probation, SwapRequest};
 use crate::run::{moved, savepoint};
 use crate::store::SwappedPlugin;
-use crate::threads::bad_records::{BadInputs, Learnt};
+use crate::threads::bad_records::{BadInputs, Learnt, kind_of};
 use crate::threads::{FailedBatch, TaskError};
 use crate::wasm::Runtime;
 use crate::wasm::{InstanceError, PluginReturned, ReturnedKind};
@@ -66,6 +66,19 @@ pub(crate) fn supervise(
         state_dir: Some(options.state_dir(job)),
         ..options.clone()
     };
+    // Worker mode's commit point carries the transactions of every task
+    // whose stage has such sinks.
+    if options.commit_point.is_none() {
+        for sink in &job.sinks {
+            if let Some(why) = sink.connector.needs_transactions() {
+                return Err(RunError::Job(crate::config::JobError::Invalid {
+                    path: job.path.clone(),
+                    entry: format!("sink \"{}\"", sink.id),
+                    message: why.into(),
+                }));
+            }
+        }
+    }
     if !options.swaps.is_empty() && options.restore == RestoreMode::None {
         return Err(RunError::Swap(
             "--swap replaces a plugin in a restored checkpoint; with --restore none there is nothing to swap: change the plugin in the job file instead".into(),
@@ -330,7 +343,8 @@ impl<'a> Supervisor<'a> {
             return false;
         }
         let inputs = Arc::make_mut(&mut self.bad_inputs);
-        let then = match inputs.learn(operator, from, (*records, *record), error.to_string()) {
+        let failure = (kind_of(error), error.to_string());
+        let then = match inputs.learn(operator, from, (*records, *record), failure) {
             None => return false,
             Some(Learnt::Record) => "going past it",
             Some(Learnt::OneByOne) => "giving its records to the plugin one call each to find it",

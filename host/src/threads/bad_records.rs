@@ -36,8 +36,9 @@ use crate::connectors::source::BadRecord;
 use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::output::Output;
 use crate::dataflow::provenance::Provenance;
-use crate::metrics::{NodeKind, NodeMetrics};
+use crate::metrics::{BadKind, NodeKind, NodeMetrics};
 use crate::threads::{Shared, TaskError};
+use crate::wasm::{InstanceError, ReturnedKind};
 
 /// How often at most the log tells of bad records after the first.
 pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
@@ -58,6 +59,11 @@ pub(crate) struct BadAt {
 /// A bad record as its dead letter tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Letter {
+    /// What is wrong, in a word.
+    pub kind: BadKind,
+    /// Whether this run counts it: not when a replay goes past a record
+    /// an earlier attempt of the run went past already.
+    pub first_time: bool,
     /// What is wrong.
     pub error: String,
     /// Where it came from, in words.
@@ -73,6 +79,8 @@ pub(crate) struct Letter {
 impl From<BadRecord> for Letter {
     fn from(bad: BadRecord) -> Letter {
         Letter {
+            kind: bad.kind,
+            first_time: true,
             error: bad.reason(),
             origin: bad.origin,
             key: bad.key,
@@ -125,6 +133,11 @@ impl BadRecords {
         }
     }
 
+    /// Whether the first bad record fails the node (`on_error = "fail"`).
+    pub(crate) fn fails(&self) -> bool {
+        self.policy == OnError::Fail
+    }
+
     /// The barrier of checkpoint `n` was sent: later records belong to
     /// the next, and the budget starts over.
     pub(crate) fn barrier(&mut self, n: u64) {
@@ -147,7 +160,7 @@ impl BadRecords {
             };
         }
         let letters: Vec<Letter> = bad.into_iter().map(Letter::from).collect();
-        self.went_past(&letters, letters.len(), metrics)
+        self.went_past(&letters, metrics)
     }
 
     /// Sends on `out` the dead letters `handled` made ([`read`](Self::read),
@@ -165,24 +178,22 @@ impl BadRecords {
         }
     }
 
-    /// Counts the bad records `letters` the node goes past (`fresh` of
-    /// them not counted before in this run: a replay goes past the same
-    /// ones again), and makes their dead letters (with a dead-letter
-    /// sink); more than `max_bad` since the last barrier is the error that
-    /// fails the node.
+    /// Counts the bad records `letters` the node goes past (by kind, those
+    /// this run had not counted), and makes their dead letters (with a
+    /// dead-letter sink); more than `max_bad` since the last barrier is
+    /// the error that fails the node.
     pub(crate) fn went_past(
         &mut self,
         letters: &[Letter],
-        fresh: usize,
         metrics: &NodeMetrics,
     ) -> Result<Option<Batch>, TaskError> {
         let Some(last) = letters.last() else {
             return Ok(None);
         };
         let count = letters.len() as u64;
-        metrics
-            .records_bad
-            .fetch_add(fresh as u64, Ordering::Relaxed);
+        for letter in letters.iter().filter(|l| l.first_time) {
+            metrics.records_bad.add(letter.kind, 1);
+        }
         self.since_barrier += count;
         if let Some(max) = self.max_bad.filter(|&max| self.since_barrier > max) {
             return Err(TaskError::TooManyBad {
@@ -245,6 +256,7 @@ pub(crate) fn dead_letter(letter: &Letter, node: &BadAt, checkpoint: u64) -> Vec
         "job": node.job,
         "node": node.id,
         "kind": node.kind.name(),
+        "error_kind": letter.kind.name(),
         "origin": letter.origin,
         "checkpoint": checkpoint,
         "timestamp": letter.timestamp,
@@ -303,6 +315,8 @@ pub(crate) enum Learnt {
 /// A record a plugin fails on.
 #[derive(Debug, Clone)]
 pub(crate) struct FoundRecord {
+    /// The failure's kind.
+    pub kind: BadKind,
     /// The failure's message.
     pub error: String,
     /// Whether a replay went past it already in this run (it is counted
@@ -328,7 +342,8 @@ impl BadInputs {
         self.0.get(&key)
     }
 
-    /// Learns that `operator`'s plugin failed with `error` on a batch of
+    /// Learns that `operator`'s plugin failed with `error` (its kind and
+    /// message) on a batch of
     /// `records` records made from the one source record `from`: on
     /// record `index` of them, when it had them one call each. What is
     /// news, if anything (a replay can then go on).
@@ -337,13 +352,14 @@ impl BadInputs {
         operator: &str,
         from: &Provenance,
         (records, index): (usize, Option<usize>),
-        error: String,
+        (kind, error): (BadKind, String),
     ) -> Option<Learnt> {
         let key = (operator.to_owned(), from.source.clone(), from.place.clone());
         let found = self.0.entry(key).or_default();
         match index.or((records == 1).then_some(0)) {
             Some(i) => {
                 let record = FoundRecord {
+                    kind,
                     error,
                     counted: Arc::default(),
                 };
@@ -355,6 +371,17 @@ impl BadInputs {
             }
             None => (!std::mem::replace(&mut found.one_by_one, true)).then_some(Learnt::OneByOne),
         }
+    }
+}
+
+/// The kind of bad record a plugin's failure `error` on it makes.
+pub(crate) fn kind_of(error: &InstanceError) -> BadKind {
+    match error {
+        InstanceError::Trap { .. } | InstanceError::Limit { .. } => BadKind::Trap,
+        InstanceError::Returned { error, .. } if error.kind == ReturnedKind::InvalidInput => {
+            BadKind::InvalidInput
+        }
+        InstanceError::Returned { .. } | InstanceError::Config { .. } => BadKind::Failed,
     }
 }
 

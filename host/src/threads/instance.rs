@@ -50,7 +50,7 @@ use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, AlignStats, Event, InstanceDelta, Msg};
 use crate::dataflow::watermark::END_OF_TIME;
 use crate::keyed::timers::Domain;
-use crate::metrics::NodeMetrics;
+use crate::metrics::{BadKind, NodeMetrics};
 use crate::threads::bad_records::{BadInputs, BadRecords, Letter};
 use crate::threads::{FailedBatch, Shared, TaskError, receive_batch};
 use crate::wasm::OperatorInstance;
@@ -196,35 +196,42 @@ impl InstanceTask {
         record: Option<usize>,
     ) -> Result<(), Cancelled> {
         let (instance, shared, operator) = (&mut self.instance, &self.shared, &self.operator);
+        let failed = |instance: &OperatorInstance, error| {
+            let batch = Box::new(failed_batch(operator, instance, port, batch, record));
+            shared.fail(TaskError::Process { error, batch })
+        };
         receive_batch(&self.metrics, batch, |batch| {
-            instance.process_batch(port, batch).map_err(|error| {
-                let port = instance
-                    .info()
-                    .inputs
-                    .get(port as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                let batch = Box::new(FailedBatch {
-                    operator: operator.clone(),
-                    port,
-                    records: batch.len(),
-                    from: batch.provenance().cloned(),
-                    record,
-                });
-                shared.fail(TaskError::Process { error, batch })
-            })
+            (instance.process_batch(port, batch)).map_err(|error| failed(instance, error))
         })?;
+        let mut rejected = instance.take_rejected(batch);
+        if self.bad.fails() && !rejected.is_empty() {
+            // A record the plugin refused fails the attempt as if the
+            // plugin had returned `invalid-input` for the batch.
+            let (_, first) = rejected.swap_remove(0);
+            return Err(failed(instance, first));
+        }
+        let letters: Vec<Letter> = (rejected.iter())
+            .map(|(i, error)| self.letter(batch, *i, (BadKind::InvalidInput, &error.to_string())))
+            .collect();
+        let handled = self.bad.went_past(&letters, &self.metrics);
+        self.bad.send(handled, &mut self.out, &self.shared)?;
         self.emit(Some(batch))
     }
 
     /// The dead letter of record `i` of `batch`, which the plugin failed
-    /// on with `error`.
-    fn letter(&self, batch: &Batch, i: usize, error: &str) -> Letter {
+    /// on with `error`. Its origin is the batch's: exactly the record's
+    /// when the batch holds one source record's, else the range, with the
+    /// record's place in the batch.
+    fn letter(&self, batch: &Batch, i: usize, (kind, error): (BadKind, &str)) -> Letter {
         let record = batch.get(i);
-        let origin = batch
-            .provenance()
-            .map_or_else(String::new, ToString::to_string);
+        let origin = match batch.provenance() {
+            Some(p) if p.records > 1 => format!("record {i} of the batch from {p}"),
+            Some(p) => p.to_string(),
+            None => String::new(),
+        };
         Letter {
+            kind,
+            first_time: true,
             error: error.to_owned(),
             origin,
             key: record.key.map(<[u8]>::to_vec),
@@ -285,17 +292,17 @@ impl InputHandler for InstanceTask {
         // one call, or one call each to find the next.
         let mut letters = Vec::new();
         let mut rest = Vec::new();
-        let mut fresh = 0;
         for i in 0..batch.len() {
             match found.bad.get(&i) {
                 Some(record) => {
-                    fresh += usize::from(record.first_time());
-                    letters.push(self.letter(&batch, i, &record.error));
+                    let mut letter = self.letter(&batch, i, (record.kind, &record.error));
+                    letter.first_time = record.first_time();
+                    letters.push(letter);
                 }
                 None => rest.push(i),
             }
         }
-        let handled = self.bad.went_past(&letters, fresh, &self.metrics);
+        let handled = self.bad.went_past(&letters, &self.metrics);
         self.bad.send(handled, &mut self.out, &self.shared)?;
         if found.one_by_one || rest.len() == 1 {
             for i in rest {
@@ -350,5 +357,24 @@ impl InputHandler for InstanceTask {
         self.checkpoint(final_id, AlignStats::default())?;
         self.out
             .broadcast(&self.shared.cancel, || Msg::End(final_id))
+    }
+}
+
+/// What the failure of operator `operator`'s `process` on `batch` (input
+/// `port`; `record` as for [`InstanceTask::process`]) reports of it.
+fn failed_batch(
+    operator: &str,
+    instance: &OperatorInstance,
+    port: u32,
+    batch: &Batch,
+    record: Option<usize>,
+) -> FailedBatch {
+    let inputs = &instance.info().inputs;
+    FailedBatch {
+        operator: operator.to_owned(),
+        port: inputs.get(port as usize).cloned().unwrap_or_default(),
+        records: batch.len(),
+        from: batch.provenance().cloned(),
+        record,
     }
 }

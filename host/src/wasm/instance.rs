@@ -18,7 +18,8 @@
 
 use wasmtime::Store;
 
-use super::error::{InstanceError, trap_error};
+use super::error::{InstanceError, PluginReturned, ReturnedKind, trap_error};
+use super::guest_output::sanitize;
 use super::hook::Hook;
 use super::instance_state::{InstanceState, begin_call};
 use super::plugin::{OperatorInfo, Plugin};
@@ -193,6 +194,7 @@ impl OperatorInstance {
         let latest = batch.max_timestamp();
         self.call(Hook::Process, |b, s| {
             s.data_mut().default_timestamp = latest;
+            s.data_mut().batch_len = batch.len();
             match b.weir_operator_flat_lifecycle() {
                 Some(flat) => {
                     let (data, spans) = batch.parts();
@@ -203,6 +205,36 @@ impl OperatorInstance {
                     .call_process(s, port, &batch.to_records()),
             }
         })
+    }
+
+    /// The records of `batch` the last [`process_batch`](Self::process_batch)
+    /// call (with `batch`) refused (`reject`), in the order refused: each
+    /// one's index in the batch and the `invalid-input` error it is,
+    /// naming the record's key when it has a textual one.
+    pub fn take_rejected(&mut self, batch: &Batch) -> Vec<(usize, InstanceError)> {
+        let data = self.store.data_mut();
+        let rejected = std::mem::take(&mut data.rejected);
+        (rejected.into_iter())
+            .map(|(index, message)| {
+                let index = index as usize;
+                let key = (index < batch.len())
+                    .then(|| batch.get(index).key)
+                    .flatten();
+                let record = match key.and_then(|k| std::str::from_utf8(k).ok()) {
+                    Some(k) => format!("record {index} of the batch (key `{}`)", sanitize(k, 64)),
+                    None => format!("record {index} of the batch"),
+                };
+                let error = InstanceError::Returned {
+                    operator: data.label.clone(),
+                    hook: Hook::Process,
+                    error: PluginReturned {
+                        kind: ReturnedKind::InvalidInput,
+                        message: format!("{record} refused: {message}"),
+                    },
+                };
+                (index, error)
+            })
+            .collect()
     }
 
     /// Whether the plugin exports `timer-lifecycle`.

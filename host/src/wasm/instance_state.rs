@@ -46,6 +46,11 @@ pub(super) struct InstanceState {
     grants: Grants,
     pub(super) limiter: Limiter,
     pub(super) output: GuestOutput,
+    /// Records in the batch `process` is called with; 0 in other hooks.
+    pub(super) batch_len: usize,
+    /// The records of that batch the plugin refused (`reject`), by index,
+    /// with its message, in the order refused.
+    pub(super) rejected: Vec<(u32, String)>,
     /// The hook being called (`describe`, `open`, `process`, ...).
     pub(super) hook: Hook,
     /// When the current call must have returned.
@@ -73,6 +78,8 @@ impl InstanceState {
             limits,
             grants,
             output,
+            batch_len: 0,
+            rejected: Vec::new(),
             hook: Hook::Instantiate,
             deadline: None,
         }
@@ -106,6 +113,8 @@ pub(super) fn begin_call(store: &mut Store<InstanceState>, hook: Hook) {
     let data = store.data_mut();
     data.hook = hook;
     data.default_timestamp = None;
+    data.batch_len = 0;
+    data.rejected.clear();
     data.emitted_records = 0;
     data.emitted_bytes = 0;
     data.deadline = Some(Instant::now() + data.limits.call_timeout);

@@ -171,3 +171,50 @@ def test_emit_to_an_unknown_port_says_which_ports_exist():
 
     with pytest.raises(ValueError, match=r"outputs are \['out'\]"):
         Harness(Wrong).process("in", ["a"])
+
+
+class Amounts(Operator):
+    """Sums numeric values; `each` refuses the records that are not
+    numbers, while the rest of the batch counts."""
+
+    name = "amounts"
+
+    def open(self, ctx):
+        self.total = 0.0
+
+    def process(self, ctx, port, batch):
+        def add(rec):
+            self.total += float(rec.value_str())
+            ctx.emit(str(self.total))
+
+        batch.each(add, refuse=(InvalidInput, ValueError))
+
+
+def test_each_refuses_the_records_that_raise_and_keeps_the_others():
+    h = Harness(Amounts)
+    assert h.process("in", ["1", "x", "2", "", "3"]) == [Record("1.0"), Record("3.0"), Record("6.0")]
+    rejected = h.take_rejected()
+    assert [i for i, _ in rejected] == [1, 3]
+    assert rejected[0][1] == "ValueError: could not convert string to float: 'x'"
+    assert h.take_rejected() == []
+
+
+class Picky(Operator):
+    """Refuses the records it is told to by index; raises what `each` does
+    not refuse."""
+
+    name = "picky"
+
+    def process(self, ctx, port, batch):
+        for i, rec in enumerate(batch):
+            if rec.value_str() == "bad":
+                ctx.reject(i, f"record {i} is bad")
+        batch.each(lambda rec: int(rec.value_str()) if rec.value_str() == "boom" else None)
+
+
+def test_reject_names_the_record_and_other_errors_still_fail_the_call():
+    h = Harness(Picky)
+    assert h.process("in", ["ok", "bad", "ok"]) == []
+    assert h.take_rejected() == [(1, "record 1 is bad")]
+    with pytest.raises(ValueError):
+        h.process("in", ["boom"])

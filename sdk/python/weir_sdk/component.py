@@ -30,6 +30,7 @@ def _exports(cls):
     import wit_world.exports as exports
     from componentize_py_types import Err
     from wit_world.imports import flat, flat_state, log, timers, types
+    from wit_world.imports import reject as refuse
 
     errors = {
         "invalid-config": types.Error_InvalidConfig,
@@ -59,6 +60,7 @@ def _exports(cls):
         emit = staticmethod(flat.emit)
         watermark = staticmethod(timers.current_watermark)
         processing_time = staticmethod(timers.processing_time)
+        reject = staticmethod(refuse.reject)
 
         @staticmethod
         def limits():

@@ -2,6 +2,7 @@
 record's timestamp."""
 
 from . import flat
+from .errors import Error, InvalidInput
 from .flat import FlatWriter
 from .jsontext import json_text
 from .record import TimeDomain
@@ -53,6 +54,17 @@ class Context:
         #: The timestamp of the record being processed (set while a batch
         #: is iterated) or of the timer firing; None when there is none.
         self.timestamp = None
+
+    def reject(self, index, error):
+        """Refuses record `index` of the batch being processed as invalid
+        input because of `error` (a message), while the rest of the batch
+        takes effect: the host handles that record as the operator's
+        `on_error` says (the attempt fails naming it, the default; or it is
+        skipped, or sent to a dead-letter sink). Refuse a record before
+        writing state or emitting for it. Only in `process`; another hook,
+        an index past the batch or a record refused twice fails the call.
+        `Batch.each` refuses for you the records that raise."""
+        self._host.reject(index, str(error))
 
     def _port(self, port):
         if isinstance(port, str):
@@ -197,6 +209,21 @@ class Batch:
 
     def __getitem__(self, i):
         return self.records[i]
+
+    def each(self, fn, refuse=(InvalidInput,)):
+        """Calls `fn(record)` for each record in order; a record for which
+        `fn` raises one of `refuse` (default `InvalidInput`; pass e.g.
+        `(InvalidInput, ValueError, KeyError)` to refuse more) is refused
+        with `Context.reject` and the others go on; any other exception
+        ends the call. Refuse before writing state or emitting for the
+        record: what `fn` did for it before raising stands."""
+        ctx = self._ctx
+        for i, r in enumerate(self.records):
+            ctx.timestamp = r.timestamp
+            try:
+                fn(r)
+            except refuse as e:
+                ctx.reject(i, e.message if isinstance(e, Error) else f"{type(e).__name__}: {e}")
 
 
 class Timers(Batch):

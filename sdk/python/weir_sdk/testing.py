@@ -66,7 +66,8 @@ class State(dict):
 class MemoryHost:
     """The host's imports, in memory. `state` maps state keys to values
     (bytes); `timers` holds (domain, time, key); `outputs` collects
-    (port, Record) as emitted; `calls` counts host calls by name."""
+    (port, Record) as emitted; `rejected` (index, message) as refused;
+    `calls` counts host calls by name."""
 
     def __init__(self, memory=256 << 20, max_key_bytes=64 << 10, max_value_bytes=16 << 20,
                  max_state_bytes=1 << 30):
@@ -74,6 +75,7 @@ class MemoryHost:
         self.timers = set()
         self.outputs = []
         self.logs = []
+        self.rejected = []
         self.calls = collections.Counter()
         self.current_watermark = None
         self.now = None
@@ -154,6 +156,10 @@ class MemoryHost:
     def log(self, level, message):
         self.logs.append((level, message))
 
+    def reject(self, index, message):
+        self.calls["reject"] += 1
+        self.rejected.append((index, message))
+
 
 class Checkpoint:
     """What a completed checkpoint holds: host state, timers, the
@@ -221,6 +227,13 @@ class Harness:
     def logs(self):
         """(level, message) of every message the operator logged."""
         return self.host.logs
+
+    def take_rejected(self):
+        """The records the operator refused (`Context.reject`, `Batch.each`)
+        since the last call of this: (index in the batch of its call,
+        message)."""
+        rejected, self.host.rejected = self.host.rejected, []
+        return rejected
 
     @property
     def host_calls(self):

@@ -34,6 +34,9 @@ pub struct MemoryHost {
     pub emitted: Vec<(u32, Record)>,
     /// Log lines.
     pub logs: Vec<(LogLevel, String)>,
+    /// Records the operator refused (`reject`) and not yet taken: each
+    /// one's index in the batch of its call, and the message.
+    pub rejected: Vec<(u32, String)>,
     /// Calls made to the host so far.
     pub calls: HostCalls,
     /// What `flat-state.limits` answers: the real host's defaults unless
@@ -53,6 +56,7 @@ impl Default for MemoryHost {
             default_timestamp: None,
             emitted: Vec::new(),
             logs: Vec::new(),
+            rejected: Vec::new(),
             calls: HostCalls::default(),
             limits: StateLimits {
                 memory: 256 << 20,
@@ -234,5 +238,9 @@ impl MemoryHost {
 
     pub(crate) fn log(&mut self, level: LogLevel, message: &str) {
         self.logs.push((level, message.to_string()));
+    }
+
+    pub(crate) fn reject(&mut self, index: u32, message: &str) {
+        self.rejected.push((index, message.to_string()));
     }
 }

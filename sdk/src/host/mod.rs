@@ -28,7 +28,7 @@ use crate::bindings::weir::operator::timers::TimeDomain;
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use super::*;
-    use crate::bindings::weir::operator::{flat, flat_state, log, state, timers};
+    use crate::bindings::weir::operator::{flat, flat_state, log, reject as refuse, state, timers};
 
     pub fn get(key: &[u8]) -> Option<Vec<u8>> {
         state::get(key)
@@ -68,6 +68,9 @@ mod imp {
     }
     pub fn delete_timer(key: &[u8], domain: TimeDomain, time: i64) {
         timers::delete_timer(key, domain, time)
+    }
+    pub fn reject(index: u32, error: &str) {
+        refuse::reject(index, error)
     }
 }
 
@@ -115,11 +118,14 @@ mod imp {
     pub fn delete_timer(key: &[u8], domain: TimeDomain, time: i64) {
         with_host(|h| h.delete_timer(key, domain, time))
     }
+    pub fn reject(index: u32, error: &str) {
+        with_host(|h| h.reject(index, error))
+    }
 }
 
 pub(crate) use imp::{
     delete, delete_timer, emit_flat, get, limits, log, processing_time, put, register_timer,
-    watermark,
+    reject, watermark,
 };
 
 /// Packed entries handed to the host in one `put-many` once they reach

@@ -363,7 +363,12 @@ function renderDetails() {
     row(facts, [n.kind === "sink" ? "Write time" : "Process call", `${((lat.sum_seconds / lat.count) * 1000).toFixed(3)} ms mean over ${whole.format(lat.count)}`], true);
   }
   if (n.kind === "source") row(facts, ["Skipped (bad timestamp)", whole.format(n.records_skipped)], true);
-  if (n.records_bad > 0) row(facts, ["Bad records (on_error)", whole.format(n.records_bad)], true);
+  if (n.records_bad > 0) {
+    const kinds = Object.entries(n.records_bad_by_kind || {})
+      .filter(([, count]) => count > 0)
+      .map(([kind, count]) => `${whole.format(count)} ${kind}`);
+    row(facts, ["Bad records (on_error)", `${whole.format(n.records_bad)}: ${kinds.join(", ")}`], true);
+  }
   const rl = n.record_latency;
   if (rl) {
     const text = rl.count > 0

@@ -3,6 +3,7 @@ use crate::connectors::source::SourceError;
 
 fn bad(line: u64, value: &[u8]) -> BadRecord {
     BadRecord {
+        kind: BadKind::Unreadable,
         error: SourceError::Malformed {
             source_id: "in".into(),
             path: "in.jsonl".into(),
@@ -42,7 +43,7 @@ fn fail_fails_with_the_first_bad_record() {
         err.to_string(),
         "source `in`: in.jsonl:3: not JSON: expected value"
     );
-    assert_eq!(m.records_bad.load(Ordering::Relaxed), 0);
+    assert_eq!(m.records_bad.total(), 0);
 }
 
 /// A dead letter holds the error, where the record came from and the
@@ -59,7 +60,8 @@ fn dead_letters_say_what_was_wrong_and_where() {
     let first: Value = serde_json::from_slice(letters.get(0).value).unwrap();
     assert_eq!(
         first,
-        json!({"error": "not JSON: expected value", "job": "job", "node": "in",
+        json!({"error": "not JSON: expected value", "error_kind": "unreadable",
+               "job": "job", "node": "in",
                "kind": "source", "origin": "in.jsonl line 3", "checkpoint": 4,
                "timestamp": 7, "key": null, "value": "{"})
     );
@@ -71,7 +73,7 @@ fn dead_letters_say_what_was_wrong_and_where() {
     let later = h.read(vec![bad(9, b"[")], &m).unwrap().unwrap();
     let later: Value = serde_json::from_slice(later.get(0).value).unwrap();
     assert_eq!(later["checkpoint"], 5, "read after barrier 4");
-    assert_eq!(m.records_bad.load(Ordering::Relaxed), 3);
+    assert_eq!(m.records_bad.total(), 3);
 }
 
 /// An operator's dead letter names its instance and plugin.
@@ -85,6 +87,8 @@ fn an_operators_dead_letter_names_its_instance_and_plugin() {
         instance: Some((1, plugin.clone())),
     };
     let letter = Letter {
+        kind: BadKind::InvalidInput,
+        first_time: true,
         error: "invalid input: amount `x`".into(),
         origin: "a.csv line 4 of source `a`".into(),
         key: Some(b"o-4".to_vec()),
@@ -98,6 +102,7 @@ fn an_operators_dead_letter_names_its_instance_and_plugin() {
         (out["kind"].as_str(), out["key"].as_str()),
         (Some("operator"), Some("o-4"))
     );
+    assert_eq!(out["error_kind"], "invalid-input");
 }
 
 /// `skip` counts and sends nothing; past `max_bad` between two
@@ -122,7 +127,8 @@ fn skip_counts_and_the_budget_is_per_checkpoint() {
         "{text}"
     );
     assert!(text.contains("in.jsonl line 6: not JSON"), "{text}");
-    assert_eq!(m.records_bad.load(Ordering::Relaxed), 5);
+    assert_eq!(m.records_bad.total(), 5);
+    assert_eq!(m.records_bad.get(BadKind::Unreadable), 5);
 }
 
 /// A failure on a batch of one record names it; on several, they go one
@@ -138,17 +144,17 @@ fn replays_learn_which_record_a_plugin_fails_on() {
     let mut inputs = BadInputs::default();
     assert!(inputs.of("op", &from).is_none());
     assert_eq!(
-        inputs.learn("op", &from, (3, None), "trap".into()),
+        inputs.learn("op", &from, (3, None), (BadKind::Trap, "trap".into())),
         Some(Learnt::OneByOne)
     );
     assert!(inputs.of("op", &from).unwrap().one_by_one);
-    let again = inputs.learn("op", &from, (3, None), "trap".into());
+    let again = inputs.learn("op", &from, (3, None), (BadKind::Trap, "trap".into()));
     assert_eq!(again, None, "known");
     assert_eq!(
-        inputs.learn("op", &from, (1, Some(2)), "trap".into()),
+        inputs.learn("op", &from, (1, Some(2)), (BadKind::Trap, "trap".into())),
         Some(Learnt::Record)
     );
-    let again = inputs.learn("op", &from, (1, Some(2)), "trap".into());
+    let again = inputs.learn("op", &from, (1, Some(2)), (BadKind::Trap, "trap".into()));
     assert_eq!(again, None, "known");
     let found = inputs.of("op", &from).unwrap();
     let bad: Vec<(&usize, &str)> = found.bad.iter().map(|(i, r)| (i, &*r.error)).collect();
@@ -165,7 +171,12 @@ fn replays_learn_which_record_a_plugin_fails_on() {
         ..from
     };
     assert_eq!(
-        inputs.learn("op", &alone, (1, None), "bad".into()),
+        inputs.learn(
+            "op",
+            &alone,
+            (1, None),
+            (BadKind::InvalidInput, "bad".into())
+        ),
         Some(Learnt::Record)
     );
     assert_eq!(

@@ -2,8 +2,9 @@
 //! interface, each an `impl Host` on the store data [`InstanceState`]:
 //! `state` (host-owned keyed state) and `flat-state` (the same state in
 //! packed buffers, `state_flat`), `timers` (watermark, clock and
-//! host-owned timers), `emit` and `flat` (records out, in both forms) and
-//! `log`. `types` has no functions.
+//! host-owned timers), `emit` and `flat` (records out, in both forms),
+//! `reject` (records of a batch the plugin refuses) and `log`. `types` has
+//! no functions.
 //!
 //! Every import is trappable: a host function refuses a call (a limit, an
 //! emit or state write the current hook may not make, a bad argument) with a
@@ -12,6 +13,7 @@
 
 mod emit;
 mod log;
+mod reject;
 mod state;
 mod state_flat;
 pub(crate) mod timers;
