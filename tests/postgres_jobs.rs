@@ -275,3 +275,77 @@ fn a_swap_whose_output_a_sink_refuses_is_rolled_back() {
         seen.into_iter().map(|(w, n)| (w.to_owned(), n)).collect();
     assert_eq!(got, true_counts(words.lines()), "every word counted once");
 }
+
+/// A PostgreSQL sink whose `on_error` sends the records its table would
+/// refuse to a dead-letter sink: every 31st row has a `count` that is no
+/// integer, a column of the wrong type. Through SIGKILLs the table ends
+/// with every good row exactly once, in input order, and the dead letters
+/// hold each bad row once, in order, naming the column; with the default
+/// `on_error = "fail"` such a row fails the job at delivery, naming it.
+#[test]
+fn rows_the_table_refuses_go_to_the_dead_letters_exactly_once_through_kills() {
+    let pg = server();
+    let n = 3000;
+    let (mut input, mut good, mut bad) = (String::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        let line = match i % 31 == 30 {
+            true => format!("{{\"word\":\"w{}\",\"count\":\"{i} apples\"}}", i % 13),
+            false => format!("{{\"word\":\"w{}\",\"count\":{i}}}", i % 13),
+        };
+        match i % 31 == 30 {
+            true => bad.push(line.clone()),
+            false => good.push(i as u64),
+        }
+        input.push_str(&line);
+        input.push('\n');
+    }
+    let file = appending(&pg, 1500)
+        .sink_with("out", |s| {
+            s.value("on_error", "{ dead_letter = \"rejects\" }")
+        })
+        .sink(Sink::file("rejects", "rejects.jsonl"));
+    let job = JobDir::new(WEIR, file, &[("rows.jsonl", &input)]);
+    let mut rng = weir_tests::pipeline::XorShift(weir_tests::pipeline::seed());
+    let mut killed = 0;
+    while killed < 3 && job.kill_after_a_checkpoint(&mut rng) {
+        killed += 1;
+    }
+    assert!(killed >= 2, "killed {killed} times");
+    job.assert_resumes();
+    assert_eq!(inserted_counts(&pg), good, "the good rows once, in order");
+    let letters: Vec<serde_json::Value> = (job.read("rejects.jsonl").lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let values: Vec<&str> = letters
+        .iter()
+        .map(|l| l["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, bad, "each refused row once, in order");
+    for l in &letters {
+        assert_eq!(
+            (l["kind"].as_str(), l["node"].as_str()),
+            (Some("sink"), Some("out")),
+            "{l}"
+        );
+        assert_eq!(l["error_kind"], "refused", "{l}");
+        assert_has(
+            l["error"].as_str().unwrap(),
+            "column `count` (bigint) needs a JSON integer",
+        );
+        assert_has(l["origin"].as_str().unwrap(), "of source `in`");
+    }
+
+    pg.psql("TRUNCATE events");
+    let once = JobFile::new("pg-fail")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("in", "rows.jsonl").format("jsonl"))
+        .sink(Sink::postgres("out", &pg.url(), "events").input("in"));
+    let failing = JobDir::new(WEIR, once, &[("rows.jsonl", &input)]);
+    let out = failing.run(&[]);
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    assert_has(
+        out.error_line(),
+        "column `count` (bigint) needs a JSON integer",
+    );
+    assert_has(out.error_line(), "30 apples");
+}

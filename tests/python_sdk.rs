@@ -183,7 +183,7 @@ weir_sdk.export(Total, globals())
             totals.push_str(&format!("{total:.1}\n"));
         }
     }
-    use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+    use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
     let file = JobFile::new("total")
         .checkpoint(Checkpoint::every("100ms"))
         .source(Source::file("in", "in.txt").rate(1000))

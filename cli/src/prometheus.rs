@@ -436,7 +436,7 @@ mod tests {
     }
 
     /// Bad records are counted by reason: each of the node's kinds once,
-    /// zero or not, and only a source's or an operator's.
+    /// zero or not.
     #[test]
     fn bad_records_have_a_sample_per_reason_the_node_can_meet() {
         let op = Arc::new(NodeMetrics::default());
@@ -468,6 +468,7 @@ mod tests {
                 r#"weir_bad_records_total{job="j",node="op",kind="operator",reason="trap"} 2"#,
                 r#"weir_bad_records_total{job="j",node="op",kind="operator",reason="invalid-input"} 0"#,
                 r#"weir_bad_records_total{job="j",node="op",kind="operator",reason="failed"} 0"#,
+                r#"weir_bad_records_total{job="j",node="out",kind="sink",reason="refused"} 0"#,
             ]
         );
     }

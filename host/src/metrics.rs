@@ -296,7 +296,7 @@ pub enum NodeKind {
     Source,
     /// An `[[operator]]`: a plugin run as `parallelism` instances.
     Operator,
-    /// A `[[sink]]`: writes records, has no output.
+    /// A `[[sink]]`: writes records; its only output is its dead letters.
     Sink,
 }
 
@@ -310,13 +310,12 @@ impl NodeKind {
         }
     }
 
-    /// The kinds of bad records a node of this kind meets: a source's, an
-    /// operator's, none for a sink.
+    /// The kinds of bad records a node of this kind meets.
     pub fn bad_kinds(self) -> &'static [BadKind] {
         match self {
             NodeKind::Source => &BadKind::ALL[..3],
-            NodeKind::Operator => &BadKind::ALL[3..],
-            NodeKind::Sink => &[],
+            NodeKind::Operator => &BadKind::ALL[3..6],
+            NodeKind::Sink => &BadKind::ALL[6..],
         }
     }
 }

@@ -220,13 +220,11 @@ fn counters(m: &NodeMetrics, kind: NodeKind) -> Value {
     if kind == NodeKind::Source {
         v["records_skipped"] = json!(m.records_skipped.load(Relaxed));
     }
-    if kind != NodeKind::Sink {
-        v["records_bad"] = json!(m.records_bad.total());
-        let by_kind: serde_json::Map<String, Value> = (kind.bad_kinds().iter())
-            .map(|&k| (k.name().to_owned(), json!(m.records_bad.get(k))))
-            .collect();
-        v["records_bad_by_kind"] = by_kind.into();
-    }
+    v["records_bad"] = json!(m.records_bad.total());
+    let by_kind: serde_json::Map<String, Value> = (kind.bad_kinds().iter())
+        .map(|&k| (k.name().to_owned(), json!(m.records_bad.get(k))))
+        .collect();
+    v["records_bad_by_kind"] = by_kind.into();
     if kind == NodeKind::Sink {
         let h = &m.record_latency;
         let buckets: Vec<Value> = h.buckets().map(|(le, n)| json!([le, n])).collect();
@@ -347,9 +345,9 @@ input = "count"
             "an operator's kinds"
         );
         assert_eq!(
-            v["nodes"][2].get("records_bad"),
-            None,
-            "no sink has any yet"
+            v["nodes"][2]["records_bad_by_kind"],
+            json!({"refused": 0}),
+            "a sink's kinds"
         );
         assert_eq!(v["nodes"][1]["per_instance"].as_array().unwrap().len(), 2);
         assert_eq!(v["nodes"][2]["type"], "stdout");

@@ -72,7 +72,7 @@ pub(super) struct Column {
 }
 
 /// The columns of the table, looked up by name.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Columns {
     pub(super) list: Vec<Column>,
     by_name: HashMap<String, usize, RandomState>,
@@ -468,6 +468,28 @@ impl Groups {
     }
 }
 
+/// Checks that `row`, read from `record`, has a value for each of the
+/// `key` columns: an upsert needs one, and `NULL` is none.
+pub(super) fn check_key(
+    row: &Row,
+    key: &[usize],
+    columns: &Columns,
+    record: &[u8],
+) -> Result<(), String> {
+    for &col in key {
+        let found = row.field(col);
+        if found.is_none_or(|v| v == b"\\N") {
+            let how = if found.is_some() { "null" } else { "missing" };
+            return Err(format!(
+                "key column `{}` is {how} in record {}; every record needs a value for each `key` column",
+                columns.list[col].name,
+                shorten(record)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// An upsert epoch's rows merged by key: one row per key, as if the
 /// records were applied in order (a later field replaces an earlier one;
 /// fields only an earlier record has stay). The keys are compared by their
@@ -493,21 +515,10 @@ impl Merged {
         record: &[u8],
     ) -> Result<(), String> {
         self.key.clear();
+        check_key(row, key, columns, record)?;
         for &col in key {
-            match row.field(col) {
-                Some(v) if v != b"\\N" => {
-                    self.key.extend_from_slice(v);
-                    self.key.push(b'\t');
-                }
-                found => {
-                    let how = if found.is_some() { "null" } else { "missing" };
-                    return Err(format!(
-                        "key column `{}` is {how} in record {}; every record needs a value for each `key` column",
-                        columns.list[col].name,
-                        shorten(record)
-                    ));
-                }
-            }
+            self.key.extend_from_slice(row.field(col).expect("checked"));
+            self.key.push(b'\t');
         }
         let r = match self.index.get(&self.key) {
             Some(r) => *r,

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls, Transaction};
 
-use super::copy::{Groups, Merged, Row, show_line};
+use super::copy::{Columns, Groups, Merged, Row, check_key, show_line};
 use super::table::{COMMITS, Table, connection_lost, copy_context, create_commits, describe};
 use super::{Mode, PostgresSinkConfig};
-use weir::connectors::sink::{Done, Sink, SinkError};
+use weir::connectors::sink::{Done, RecordCheck, Sink, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::dataflow::Batch;
 use weir::failpoint::{self, Failpoint};
@@ -128,6 +128,10 @@ impl PgDestination {
 }
 
 impl Destination for PgDestination {
+    fn check(&self) -> Option<Box<dyn RecordCheck>> {
+        Some(Box::new(self.record_check()))
+    }
+
     fn delivered(&mut self) -> Result<Option<u64>, SinkError> {
         let (job, sink) = (self.job.clone(), self.sink.clone());
         let query = format!("SELECT checkpoint FROM {COMMITS} WHERE job = $1 AND sink = $2");
@@ -155,6 +159,19 @@ impl Destination for PgDestination {
 }
 
 impl PgDestination {
+    /// What checks records against the table on the sink's thread.
+    fn record_check(&self) -> TableCheck {
+        TableCheck {
+            columns: self.table.columns.clone(),
+            key: match self.mode {
+                Mode::Upsert => self.table.key.clone(),
+                Mode::Append => Vec::new(),
+            },
+            ignore_unknown: self.ignore_unknown,
+            row: Row::default(),
+        }
+    }
+
     /// Runs `step` with the connection and the destination's buffers, and
     /// turns its failure into the sink's error.
     fn with_epoch(
@@ -194,12 +211,54 @@ impl PgDestination {
     }
 }
 
+/// Checks records as delivering them would, without the server: each
+/// field against its column's type, unknown fields, the `key` columns of
+/// an upsert. What only the server can tell (a date it cannot parse, a
+/// constraint) is not checked.
+struct TableCheck {
+    columns: Columns,
+    /// The `key` columns of an upsert; none for an append.
+    key: Vec<usize>,
+    ignore_unknown: bool,
+    row: Row,
+}
+
+impl RecordCheck for TableCheck {
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        let mut refused = Vec::new();
+        for (i, record) in batch.iter().enumerate() {
+            let read = (self.row)
+                .read(&self.columns, self.ignore_unknown, record.value)
+                .and_then(|()| check_key(&self.row, &self.key, &self.columns, record.value));
+            if let Err(why) = read {
+                refused.push((i, why));
+            }
+        }
+        refused
+    }
+}
+
 /// The at-least-once PostgreSQL sink: each batch is committed before
 /// `write` returns, so a checkpoint's precommit has nothing left to wait
 /// for.
-pub(super) struct WritingSink(pub(super) PgDestination);
+pub(super) struct WritingSink {
+    destination: PgDestination,
+    check: TableCheck,
+}
+
+impl WritingSink {
+    /// The at-least-once sink writing to `destination`.
+    pub(super) fn new(destination: PgDestination) -> Self {
+        let check = destination.record_check();
+        WritingSink { destination, check }
+    }
+}
 
 impl Sink for WritingSink {
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        self.check.refuse(batch)
+    }
+
     fn out_on_write(&self) -> bool {
         true
     }
@@ -208,8 +267,7 @@ impl Sink for WritingSink {
         if batch.is_empty() {
             return Ok(());
         }
-        self.0
-            .with_epoch(|work, client, _, _| work.write(client, batch))
+        (self.destination).with_epoch(|work, client, _, _| work.write(client, batch))
     }
 
     fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {

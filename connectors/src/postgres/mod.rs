@@ -320,7 +320,7 @@ impl SinkConnector for PostgresSinkConfig {
         let (job, id) = (at.job, at.id);
         let destination = PgDestination::connect(self, job, id)?;
         if at.delivery == Delivery::AtLeastOnce {
-            return Ok(Box::new(WritingSink(destination)));
+            return Ok(Box::new(WritingSink::new(destination)));
         }
         at.staged(destination)
     }

@@ -198,6 +198,21 @@ impl Job {
                 );
                 return Err(self.invalid(&label(kind, id), message));
             }
+            if kind == "sink" {
+                let target = (self.sinks.iter().find(|s| s.id == sink)).expect("found above");
+                let message = match target.on_error.dead_letter_sink() {
+                    _ if sink == id => Some(format!(
+                        "`on_error.dead_letter` = {sink:?} is this sink; name another sink for the records it refuses"
+                    )),
+                    Some(next) => Some(format!(
+                        "`on_error.dead_letter` = {sink:?}, a sink that sends its own refused records to {next:?}; dead letters of a sink go to a sink without a dead-letter sink of its own"
+                    )),
+                    None => None,
+                };
+                if let Some(message) = message {
+                    return Err(self.invalid(&label(kind, id), message));
+                }
+            }
             let port = Some(DEAD_LETTER_PORT.to_owned());
             let node = id.to_owned();
             wired.push((sink.to_owned(), Upstream { node, port }));
@@ -215,18 +230,20 @@ impl Job {
         Ok(())
     }
 
-    /// Each source and operator whose `on_error` sends dead letters: its
-    /// kind, its id and the sink.
+    /// Each source, operator and sink whose `on_error` sends dead letters:
+    /// its kind, its id and the sink.
     fn dead_letter_policies(&self) -> Vec<(&'static str, &str, &str)> {
         let sources = (self.sources.iter())
             .filter_map(|s| Some(("source", s.id.as_str(), s.on_error.dead_letter_sink()?)));
         let operators = (self.operators.iter())
             .filter_map(|o| Some(("operator", o.id.as_str(), o.on_error.dead_letter_sink()?)));
-        sources.chain(operators).collect()
+        let sinks = (self.sinks.iter())
+            .filter_map(|s| Some(("sink", s.id.as_str(), s.on_error.dead_letter_sink()?)));
+        sources.chain(operators).chain(sinks).collect()
     }
 
-    /// Whether `up` is the dead-letter port of a source or operator whose
-    /// `on_error` names the sink labelled `entry`.
+    /// Whether `up` is the dead-letter port of a source, operator or sink
+    /// whose `on_error` names the sink labelled `entry`.
     fn takes_dead_letters(&self, entry: &str, up: &Upstream) -> bool {
         up.port.as_deref() == Some(DEAD_LETTER_PORT)
             && (self.dead_letter_policies().into_iter())
@@ -252,13 +269,15 @@ impl Job {
                 return Err(self.invalid(&label(kind, id), message));
             }
         }
-        // Upstreams are sources and operators; sinks have no output.
+        // Upstreams are sources and operators; a sink's only output is its
+        // dead letters.
         let known: Vec<&str> = all.iter().filter(|e| e.0 != "sink").map(|e| e.1).collect();
         let edges = self.port_lists().into_iter();
         let edges = edges.flat_map(|(entry, ups)| ups.iter().map(move |up| (entry.clone(), up)));
         for (entry, up) in edges {
             let (node, text) = (up.node.as_str(), up.to_string());
             let message = match kinds.get(node) {
+                Some(&"sink") if self.takes_dead_letters(&entry, up) => continue,
                 Some(&"sink") => format!(
                     "input {text:?} is a sink, which has no output; use that sink's input instead"
                 ),

@@ -14,6 +14,7 @@ use crate::connectors::sink::{Delivery, Sink, SinkContext, SinkError};
 use crate::connectors::{Registry, SinkConnector};
 use crate::fields::check_id;
 
+use super::on_error::{OnError, build_on_error};
 use super::upstream::{Upstream, read_upstreams};
 
 /// One `[[sink]]` entry.
@@ -31,6 +32,11 @@ pub struct SinkConfig {
     pub input: Vec<Upstream>,
     /// Its guarantee (`delivery`; when absent, its type's default).
     pub delivery: Delivery,
+    /// What it does with a record its destination would refuse
+    /// (`on_error`): see [`SinkConnector`]'s `refuse`.
+    pub on_error: OnError,
+    /// At most this many bad records per checkpoint (`max_bad`).
+    pub max_bad: Option<u64>,
 }
 
 // By hand: a derived `==` cannot compare the connectors behind their `Arc`s.
@@ -42,12 +48,16 @@ impl PartialEq for SinkConfig {
             connector,
             input,
             delivery,
+            on_error,
+            max_bad,
         } = self;
         *id == other.id
             && *kind == other.kind
             && **connector == *other.connector
             && *input == other.input
             && *delivery == other.delivery
+            && *on_error == other.on_error
+            && *max_bad == other.max_bad
     }
 }
 
@@ -79,7 +89,7 @@ impl SinkConfig {
 
 /// The options every sink has, besides `type`: the keys of a `[[sink]]`
 /// table that are not its connector's.
-const OPTIONS: [&str; 3] = ["id", "input", "delivery"];
+const OPTIONS: [&str; 5] = ["id", "input", "delivery", "on_error", "max_bad"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -87,6 +97,8 @@ struct RawSink {
     id: Option<String>,
     input: Option<toml::Value>,
     delivery: Option<Delivery>,
+    on_error: Option<toml::Value>,
+    max_bad: Option<i64>,
 }
 
 /// One `[[sink]]` table of a type in `registry`; `dir` is the job folder.
@@ -117,11 +129,14 @@ pub(super) fn build_sink(
     // A sink may have no `input` of its own when it takes dead letters;
     // `Job::wire_dead_letters` checks that it does.
     let input = input.unwrap_or_default();
+    let (on_error, max_bad) = build_on_error(raw.on_error, raw.max_bad)?;
     Ok(SinkConfig {
         id,
         kind: sink_type.name,
         connector,
         input,
         delivery,
+        on_error,
+        max_bad,
     })
 }

@@ -915,6 +915,31 @@ fn on_error_mistakes_are_refused_in_one_line() {
     );
 }
 
+/// A sink's `on_error` dead letters (the records its destination would
+/// refuse) go to another sink, which reads `<sink>.dead-letter`; a sink
+/// cannot take its own, nor send them to a sink that sends its own on.
+#[test]
+fn a_sinks_dead_letters_go_to_another_sink_without_dead_letters_of_its_own() {
+    let out = "[[sink]]\nid = \"out\"\ntype = \"stdout\"\ninput = \"src\"\non_error = { dead_letter = \"bad\" }\nmax_bad = 4\n";
+    let letters = "[[sink]]\nid = \"bad\"\ntype = \"stdout\"\n";
+    let job = parse(&doc(&[GEN, out, letters])).unwrap();
+    assert_eq!(
+        (&job.sinks[0].on_error, job.sinks[0].max_bad),
+        (&OnError::DeadLetter("bad".into()), Some(4))
+    );
+    assert_eq!(job.sinks[1].input, [Upstream::parse("out.dead-letter")]);
+    let own = "[[sink]]\nid = \"out\"\ntype = \"stdout\"\ninput = \"src\"\non_error = { dead_letter = \"out\" }\n";
+    let chained =
+        "[[sink]]\nid = \"bad\"\ntype = \"stdout\"\non_error = { dead_letter = \"worse\" }\n";
+    let worse = "[[sink]]\nid = \"worse\"\ntype = \"stdout\"\n";
+    assert_rejects!(
+        doc(&[GEN, own]) => "sink \"out\": `on_error.dead_letter` = \"out\" is this sink",
+        doc(&[GEN, out, chained, worse]) => "a sink that sends its own refused records to \"worse\"",
+        // Only the sink `on_error` names reads the dead-letter port.
+        doc(&[GEN, out, letters, &sink("x", "out.dead-letter")]) => "input \"out.dead-letter\" is a sink, which has no output",
+    );
+}
+
 /// An operator's `on_error` dead letters: the sink reads the operator's
 /// `dead-letter` port, which its plugin's ports need not declare; a
 /// plugin declaring a port of that name is refused.

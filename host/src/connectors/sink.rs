@@ -94,6 +94,15 @@ pub enum Signal {
     End,
 }
 
+/// Checks records against what a destination accepts, on the sink's own
+/// thread, before they are written ([`Sink::refuse`]).
+pub trait RecordCheck: Send {
+    /// The records of `batch` the destination would refuse (a value of the
+    /// wrong type for its column, an unknown column), by index, with what
+    /// is wrong, in a sentence that names the column.
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)>;
+}
+
 /// A transactional sink.
 pub trait Sink: Send {
     /// Stages a batch into the current epoch.
@@ -113,6 +122,15 @@ pub trait Sink: Send {
     /// Waits until every step requested so far has called its `done`.
     fn close(&mut self) -> Result<(), SinkError> {
         Ok(())
+    }
+    /// The records of `batch` its destination would refuse, by index, with
+    /// why ([`RecordCheck`]): called before `write` when the sink's
+    /// `on_error` goes past bad records, and `write` then gets the batch
+    /// without them. What only the destination can tell (a date it cannot
+    /// parse, a constraint) still fails at delivery. None by default.
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        let _ = batch;
+        Vec::new()
     }
     /// Whether a batch is out once `write` returns (at-least-once sinks),
     /// rather than once its checkpoint is committed: where the sink's

@@ -34,7 +34,7 @@ use std::fs::{self, File};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::connectors::sink::{Done, SealEpoch, Signal, Sink, SinkContext, SinkError};
+use crate::connectors::sink::{Done, RecordCheck, SealEpoch, Signal, Sink, SinkContext, SinkError};
 use crate::connectors::worker::Worker;
 use crate::dataflow::Batch;
 use crate::dataflow::frame::{self, FrameError};
@@ -63,6 +63,12 @@ pub trait Destination: Send + 'static {
     /// failpoint `sink.after-delivery` (the staged file is deleted after
     /// this returns).
     fn deliver(&mut self, id: u64, epoch: &mut EpochReader) -> Result<(), SinkError>;
+
+    /// What checks records against the destination on the sink's thread,
+    /// if anything can ([`Sink::refuse`]); taken once, at open.
+    fn check(&self) -> Option<Box<dyn RecordCheck>> {
+        None
+    }
 
     /// Whether the destination passes the sink's [`Signal`]s on (a
     /// repartition topic to the next stage): each epoch then carries
@@ -116,6 +122,8 @@ pub struct StagedSink {
     pending: BTreeMap<u64, PathBuf>,
     /// The signals heard so far, when the destination carries them.
     signals: Option<EpochSignals>,
+    /// The destination's record check, if it has one.
+    check: Option<Box<dyn RecordCheck>>,
     worker: Option<Worker<Request>>,
 }
 
@@ -177,6 +185,7 @@ impl StagedSink {
             fs::remove_file(&path).map_err(io_error(id, &path))?;
         }
         let signals = destination.carries_signals().then(EpochSignals::default);
+        let check = destination.check();
         let sink = id.to_owned();
         let worker = Worker::start(id, staging, move |request| {
             perform(&sink, destination.as_mut(), request)
@@ -188,6 +197,7 @@ impl StagedSink {
             opened: 0,
             pending: BTreeMap::new(),
             signals,
+            check,
             worker: Some(worker),
         })
     }
@@ -215,6 +225,13 @@ impl StagedSink {
 }
 
 impl Sink for StagedSink {
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        match &mut self.check {
+            Some(check) => check.refuse(batch),
+            None => Vec::new(),
+        }
+    }
+
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         if batch.is_empty() {
             return Ok(());

@@ -18,21 +18,26 @@ pub enum BadKind {
     InvalidInput,
     /// An operator's plugin returned another error for it.
     Failed,
+    /// A sink's destination would refuse it: a value of the wrong type for
+    /// its column, an unknown column.
+    Refused,
 }
 
 impl BadKind {
     /// Every kind, in the order of [`BadCounts`].
-    pub const ALL: [BadKind; 6] = [
+    pub const ALL: [BadKind; 7] = [
         BadKind::Unreadable,
         BadKind::NoKey,
         BadKind::BadTimestamp,
         BadKind::Trap,
         BadKind::InvalidInput,
         BadKind::Failed,
+        BadKind::Refused,
     ];
 
     /// Its name in dead letters, summaries and metrics: `unreadable`,
-    /// `no-key`, `bad-timestamp`, `trap`, `invalid-input`, `failed`.
+    /// `no-key`, `bad-timestamp`, `trap`, `invalid-input`, `failed`,
+    /// `refused`.
     pub fn name(self) -> &'static str {
         match self {
             BadKind::Unreadable => "unreadable",
@@ -41,6 +46,7 @@ impl BadKind {
             BadKind::Trap => "trap",
             BadKind::InvalidInput => "invalid-input",
             BadKind::Failed => "failed",
+            BadKind::Refused => "refused",
         }
     }
 }

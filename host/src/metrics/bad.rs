@@ -7,7 +7,7 @@ pub use crate::dataflow::bad_kind::BadKind;
 
 /// Bad records a node went past, by kind.
 #[derive(Debug, Default)]
-pub struct BadCounts([AtomicU64; 6]);
+pub struct BadCounts([AtomicU64; 7]);
 
 impl BadCounts {
     /// Counts `n` more of `kind`.

@@ -84,7 +84,13 @@ impl<'j, P: Ports> Node<'j, P> {
                 }
                 (Vec::new(), outputs)
             }
-            (Entry::Sink(_), _) => (unnamed(), Vec::new()),
+            (Entry::Sink(s), _) => {
+                let outputs = match s.on_error.dead_letter_sink() {
+                    Some(_) => vec![DEAD_LETTER_PORT.to_owned()],
+                    None => Vec::new(),
+                };
+                (unnamed(), outputs)
+            }
             (Entry::Operator(o), Some(p)) => {
                 let mut outputs = p.output_ports().to_vec();
                 if o.on_error.dead_letter_sink().is_some() {

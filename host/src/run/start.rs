@@ -105,14 +105,15 @@ impl Start<'_> {
         self.metrics.node(id).expect("node").clone()
     }
 
-    /// What source or operator `node` (its instance `instance` and its
-    /// plugin, for an operator) does with bad records: its `on_error`,
-    /// and the plan's dead-letter port of the node.
+    /// What source, operator or sink `node` (its instance `instance` and
+    /// its plugin, for an operator) does with bad records: its
+    /// `on_error`, and the plan's dead-letter port of the node.
     fn bad_records(&self, node: &Node<'_, Plugin>, instance: Option<(u32, Value)>) -> BadRecords {
-        let policy = match (node.source(), node.operator()) {
-            (Some(s), _) => (s.on_error.clone(), s.max_bad),
-            (None, Some(o)) => (o.on_error.clone(), o.max_bad),
-            (None, None) => unreachable!("only sources and operators meet bad records"),
+        let policy = match (node.source(), node.operator(), node.sink()) {
+            (Some(s), _, _) => (s.on_error.clone(), s.max_bad),
+            (_, Some(o), _) => (o.on_error.clone(), o.max_bad),
+            (_, _, Some(s)) => (s.on_error.clone(), s.max_bad),
+            (None, None, None) => unreachable!("a node is a source, an operator or a sink"),
         };
         let ports = node.output_ports();
         let port = (policy.0.dead_letter_sink())
@@ -165,9 +166,20 @@ impl Start<'_> {
     fn sink(&mut self, node: &Node<'_, Plugin>) {
         let name = node.name();
         let sink = (self.opened.sinks.remove(&node.id())).expect("an opened sink");
-        let inputs = self.wiring.inputs(node.id().instance(0));
+        let id = node.id().instance(0);
+        let inputs = self.wiring.inputs(id);
         let shared = self.wiring.shared.clone();
-        let task = SinkTask::new(shared, name.to_string(), sink, self.node(name));
+        let out = Output {
+            ports: self.wiring.outgoing(id),
+            counters: self.node(name),
+        };
+        let bad = self.bad_records(node, None);
+        let task = SinkTask::new(
+            (shared, name.to_string()),
+            sink,
+            self.node(name),
+            (out, bad),
+        );
         self.threads
             .spawn(name.to_string(), &format!("sink-{name}"), move || {
                 task.stage_and_commit(inputs)

@@ -129,9 +129,9 @@ fn node_kind(job: &Job, id: &str) -> &'static str {
 ///             "records_bad_by_kind": {}}]}
 /// ```
 ///
-/// `records_skipped` is only on sources, `records_bad` and
-/// `records_bad_by_kind` (the kinds met, as `BadKind::name` says them) on
-/// sources and operators.
+/// `records_skipped` is only on sources; `records_bad` and
+/// `records_bad_by_kind` (the kinds met, as `BadKind::name` says them) are
+/// on every node.
 pub fn summary_json(job: &Job, s: &RunSummary) -> serde_json::Value {
     let nodes: Vec<serde_json::Value> = s
         .nodes
@@ -147,13 +147,11 @@ pub fn summary_json(job: &Job, s: &RunSummary) -> serde_json::Value {
             if kind == "source" {
                 node["records_skipped"] = n.skipped.into();
             }
-            if kind != "sink" {
-                node["records_bad"] = n.bad.into();
-                let kinds: serde_json::Map<String, serde_json::Value> = (n.bad_kinds.iter())
-                    .map(|(k, n)| (k.name().to_owned(), (*n).into()))
-                    .collect();
-                node["records_bad_by_kind"] = kinds.into();
-            }
+            node["records_bad"] = n.bad.into();
+            let kinds: serde_json::Map<String, serde_json::Value> = (n.bad_kinds.iter())
+                .map(|(k, n)| (k.name().to_owned(), (*n).into()))
+                .collect();
+            node["records_bad_by_kind"] = kinds.into();
             node
         })
         .collect();

@@ -76,6 +76,30 @@ pub(crate) struct Letter {
     pub timestamp: Option<i64>,
 }
 
+impl Letter {
+    /// The dead letter of record `i` of `batch`, bad because of `error`,
+    /// of kind `kind`. Its origin is the batch's: exactly the record's when
+    /// the batch holds one source record's, else the range, with the
+    /// record's place in the batch.
+    pub(crate) fn of(batch: &Batch, i: usize, (kind, error): (BadKind, &str)) -> Letter {
+        let record = batch.get(i);
+        let origin = match batch.provenance() {
+            Some(p) if p.records > 1 => format!("record {i} of the batch from {p}"),
+            Some(p) => p.to_string(),
+            None => String::new(),
+        };
+        Letter {
+            kind,
+            first_time: true,
+            error: error.to_owned(),
+            origin,
+            key: record.key.map(<[u8]>::to_vec),
+            value: record.value.to_vec(),
+            timestamp: record.timestamp,
+        }
+    }
+}
+
 impl From<BadRecord> for Letter {
     fn from(bad: BadRecord) -> Letter {
         Letter {

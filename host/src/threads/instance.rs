@@ -211,33 +211,11 @@ impl InstanceTask {
             return Err(failed(instance, first));
         }
         let letters: Vec<Letter> = (rejected.iter())
-            .map(|(i, error)| self.letter(batch, *i, (BadKind::InvalidInput, &error.to_string())))
+            .map(|(i, error)| Letter::of(batch, *i, (BadKind::InvalidInput, &error.to_string())))
             .collect();
         let handled = self.bad.went_past(&letters, &self.metrics);
         self.bad.send(handled, &mut self.out, &self.shared)?;
         self.emit(Some(batch))
-    }
-
-    /// The dead letter of record `i` of `batch`, which the plugin failed
-    /// on with `error`. Its origin is the batch's: exactly the record's
-    /// when the batch holds one source record's, else the range, with the
-    /// record's place in the batch.
-    fn letter(&self, batch: &Batch, i: usize, (kind, error): (BadKind, &str)) -> Letter {
-        let record = batch.get(i);
-        let origin = match batch.provenance() {
-            Some(p) if p.records > 1 => format!("record {i} of the batch from {p}"),
-            Some(p) => p.to_string(),
-            None => String::new(),
-        };
-        Letter {
-            kind,
-            first_time: true,
-            error: error.to_owned(),
-            origin,
-            key: record.key.map(<[u8]>::to_vec),
-            value: record.value.to_vec(),
-            timestamp: record.timestamp,
-        }
     }
 
     /// Fires the timers of `domain` due at `upto` and sends what they
@@ -295,7 +273,7 @@ impl InputHandler for InstanceTask {
         for i in 0..batch.len() {
             match found.bad.get(&i) {
                 Some(record) => {
-                    let mut letter = self.letter(&batch, i, (record.kind, &record.error));
+                    let mut letter = Letter::of(&batch, i, (record.kind, &record.error));
                     letter.first_time = record.first_time();
                     letters.push(letter);
                 }

@@ -27,8 +27,10 @@ use crate::Batch;
 use crate::connectors::sink::{Done, Signal, Sink};
 use crate::dataflow::cancel::Cancelled;
 use crate::dataflow::input::{self, InputChannels, InputHandler};
-use crate::dataflow::protocol::{Ack, AlignStats, Event};
-use crate::metrics::NodeMetrics;
+use crate::dataflow::output::Output;
+use crate::dataflow::protocol::{Ack, AlignStats, Event, Msg};
+use crate::metrics::{BadKind, NodeMetrics};
+use crate::threads::bad_records::{BadRecords, Letter};
 use crate::threads::{Shared, TaskError, receive_batch};
 
 /// Origins an exactly-once sink keeps per epoch; later batches count with
@@ -48,6 +50,12 @@ struct Written {
 
 /// A sink thread.
 pub(crate) struct SinkTask {
+    /// Where its dead letters go, if its `on_error` sends them to a sink
+    /// (no port otherwise); checkpoint barriers, event time and the end of
+    /// input follow them there.
+    out: Output,
+    /// What becomes of the records its destination would refuse.
+    bad: BadRecords,
     /// The attempt's cancel flag and events.
     shared: Shared,
     /// Sink id.
@@ -65,14 +73,16 @@ pub(crate) struct SinkTask {
 }
 
 impl SinkTask {
-    /// The thread of sink `id`.
+    /// The thread of sink `id`, its dead letters on `out` as `bad` says.
     pub(crate) fn new(
-        shared: Shared,
-        id: String,
+        (shared, id): (Shared, String),
         sink: Box<dyn Sink>,
         metrics: Arc<NodeMetrics>,
+        (out, bad): (Output, BadRecords),
     ) -> Self {
         SinkTask {
+            out,
+            bad,
             out_on_write: sink.out_on_write(),
             shared,
             id,
@@ -121,8 +131,37 @@ impl SinkTask {
         })
     }
 
+    /// Tells the sink of `signal`, and passes it on to its dead letters.
     fn signal(&mut self, signal: Signal) -> Result<(), Cancelled> {
-        self.sink.signal(signal).map_err(|e| self.shared.fail(e))
+        self.sink.signal(signal).map_err(|e| self.shared.fail(e))?;
+        let cancel = &self.shared.cancel;
+        match signal {
+            Signal::Watermark(w) => self.out.broadcast(cancel, || Msg::Watermark(w)),
+            Signal::Idle => self.out.broadcast(cancel, || Msg::Idle),
+            Signal::End => Ok(()),
+        }
+    }
+
+    /// `batch` without the records its destination would refuse, which go
+    /// past as the sink's `on_error` says; `batch` as it is when that is
+    /// `"fail"` (the destination then refuses them at delivery).
+    fn pass(&mut self, batch: Batch) -> Result<Batch, Cancelled> {
+        if self.bad.fails() {
+            return Ok(batch);
+        }
+        let refused = self.sink.refuse(&batch);
+        if refused.is_empty() {
+            return Ok(batch);
+        }
+        let letters: Vec<Letter> = (refused.iter())
+            .map(|(i, why)| Letter::of(&batch, *i, (BadKind::Refused, why)))
+            .collect();
+        let handled = self.bad.went_past(&letters, &self.metrics);
+        self.bad.send(handled, &mut self.out, &self.shared)?;
+        let keep: Vec<usize> = (0..batch.len())
+            .filter(|i| !refused.iter().any(|(r, _)| r == i))
+            .collect();
+        Ok(batch.select(&keep))
     }
 
     fn precommit(&mut self, id: u64) -> Result<(), Cancelled> {
@@ -140,10 +179,19 @@ impl SinkTask {
 
 impl InputHandler for SinkTask {
     fn on_batch(&mut self, _port: u32, batch: Batch) -> Result<(), Cancelled> {
+        let (n, bytes) = (batch.len() as u64, batch.data_bytes() as u64);
+        let batch = self.pass(batch)?;
         let (sink, shared) = (&mut self.sink, &self.shared);
         receive_batch(&self.metrics, &batch, |batch| {
             sink.write(batch).map_err(|e| shared.fail(e))
         })?;
+        // The refused records came in too.
+        let refused = n - batch.len() as u64;
+        self.metrics
+            .records_in
+            .fetch_add(refused, Ordering::Relaxed);
+        let written = batch.data_bytes() as u64;
+        (self.metrics.bytes_in).fetch_add(bytes - written, Ordering::Relaxed);
         if self.out_on_write {
             let n = batch.len() as u64;
             self.metrics.records_out.fetch_add(n, Ordering::Relaxed);
@@ -165,12 +213,16 @@ impl InputHandler for SinkTask {
     }
 
     fn on_checkpoint(&mut self, id: u64, _: AlignStats) -> Result<(), Cancelled> {
-        self.precommit(id)
+        self.precommit(id)?;
+        self.bad.barrier(id);
+        self.out.broadcast_barrier(&self.shared.cancel, id)
     }
 
     fn on_finished(&mut self, final_id: u64) -> Result<(), Cancelled> {
         self.signal(Signal::End)?;
-        self.precommit(final_id)
+        self.precommit(final_id)?;
+        self.bad.barrier(final_id);
+        (self.out).broadcast(&self.shared.cancel, || Msg::End(final_id))
     }
 
     fn on_commit(&mut self, id: u64, last: bool) -> Result<(), Cancelled> {
