@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use weir_tests::cli::Weir;
+use weir_tests::cli::{Outcome, Weir};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs;
@@ -203,6 +203,36 @@ fn poison_messages_on_kafka_go_to_a_dead_letter_topic_exactly_once() {
             "{letter}"
         );
     }
+    // Read back from the topic: one group per kind, as many as the input
+    // holds of each.
+    let mut ls = WEIR.command(["deadletter", "ls"]);
+    ls.arg(job.path().join("job.toml")).arg("--json");
+    let out = Outcome::of(&mut ls);
+    assert!(out.success(), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let sink = &v["sinks"][0];
+    assert_eq!(
+        sink["from"],
+        format!("topic `dlq` at {}", kafka.brokers()),
+        "{v:#}"
+    );
+    assert_eq!(sink["letters"], bad.len(), "{v:#}");
+    let counted: std::collections::BTreeMap<&str, u64> =
+        (sink["groups"].as_array().unwrap().iter())
+            .map(|g| {
+                (
+                    g["error_kind"].as_str().unwrap(),
+                    g["count"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+    let unreadable = bad.iter().filter(|b| b.error == "not JSON").count() as u64;
+    let no_key = bad.len() as u64 - unreadable;
+    assert_eq!(
+        counted,
+        [("no-key", no_key), ("unreadable", unreadable)].into(),
+        "{v:#}"
+    );
 }
 
 /// `n` lines `w<i>`, every 41st `poison` instead (the guest traps on it);
@@ -472,6 +502,7 @@ fn records_a_plugin_refuses_are_dead_lettered_without_a_replay_through_kills() {
         .map(|l| l["value"].as_str().unwrap())
         .collect();
     assert_eq!(values, bad, "each refused record once, in order");
+    assert_listed(&job, bad.len());
     for l in &letters {
         assert_eq!(
             (l["node"].as_str(), l["error_kind"].as_str()),
@@ -516,4 +547,53 @@ fn a_refused_record_fails_the_job_by_default_and_skip_counts_them_by_kind() {
         "{summary}"
     );
     assert_eq!(picky["records_out"], good.len(), "{summary}");
+}
+
+/// `weir deadletter ls` of the [`refusing`] job: sink `bad` holds
+/// `letters` dead letters, all of one shape, met by `picky`; the text
+/// says so too.
+fn assert_listed(job: &JobDir, letters: usize) {
+    let ls = |args: &[&str]| {
+        let mut c = WEIR.command(["deadletter", "ls"]);
+        c.arg(job.path().join("job.toml")).args(args);
+        Outcome::of(&mut c)
+    };
+    let out = ls(&["--json"]);
+    assert!(out.success(), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let sink = &v["sinks"][0];
+    assert_eq!(
+        (sink["sink"].as_str(), sink["letters"].as_u64()),
+        (Some("bad"), Some(letters as u64)),
+        "{v:#}"
+    );
+    let groups = sink["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "one shape: {v:#}");
+    let g = &groups[0];
+    assert_eq!(
+        (
+            g["node"].as_str(),
+            g["kind"].as_str(),
+            g["error_kind"].as_str()
+        ),
+        (Some("picky"), Some("operator"), Some("invalid-input")),
+        "{g}"
+    );
+    assert_eq!(g["count"], letters, "{g}");
+    assert_has(
+        g["error"].as_str().unwrap(),
+        "record N of the batch (key `bad-N`) refused: record N is bad",
+    );
+    assert_has(g["first"]["origin"].as_str().unwrap(), "of source `in`");
+    let text = ls(&[]);
+    assert!(text.success(), "{}", text.stderr);
+    assert_has(&text.stdout, "sink `bad` (");
+    assert_has(&text.stdout, &format!(": {letters} dead letter(s)"));
+    assert_has(&text.stdout, "operator `picky`  invalid-input");
+    let wrong = ls(&["--sink", "out"]);
+    assert_eq!(wrong.code(), Some(1), "{}", wrong.stderr);
+    assert_has(
+        wrong.error_line(),
+        "sink `out` takes no dead letters (those that do: bad)",
+    );
 }

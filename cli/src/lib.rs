@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod dashboard;
+pub mod deadletter;
 pub mod event_time;
 pub mod http;
 pub mod inspect;

@@ -29,6 +29,26 @@ struct Cli {
     command: Command,
 }
 
+/// What `weir deadletter` does.
+#[derive(Subcommand)]
+enum Deadletter {
+    /// Sum up the dead letters of each dead-letter sink (a file, a Kafka
+    /// topic) by the node that met them and their error.
+    #[command(
+        after_help = "Examples:\n  weir deadletter ls job.toml\n  weir deadletter ls job.toml --sink rejects --json"
+    )]
+    Ls {
+        /// The job file, or a folder holding a job.toml.
+        job: PathBuf,
+        /// Only this dead-letter sink.
+        #[arg(long)]
+        sink: Option<String>,
+        /// Print one JSON document (`sinks`) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run a job until its input ends (or Ctrl-C, which checkpoints and stops).
@@ -74,6 +94,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The dead letters of a job (what `on_error` sent to a sink), read back
+    /// from its dead-letter sinks.
+    #[command(subcommand)]
+    Deadletter(Deadletter),
     /// Check a job file and load every plugin (world, ports, config via `open`) without running it.
     #[command(after_help = "Examples:\n  weir validate examples/reconcile/job.toml")]
     Validate {
@@ -292,6 +316,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     serde_json::to_string_pretty(&serde_json::json!({ "stages": stages }))?
                 ),
                 false => weir_cli::workers::text(&stages),
+            };
+            weir_cli::output::stdout(&out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Deadletter(Deadletter::Ls { job, sink, json }) => {
+            let sinks = weir_cli::deadletter::ls(&job, sink.as_deref())?;
+            let out = match json {
+                true => format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&serde_json::json!({ "sinks": sinks }))?
+                ),
+                false => weir_cli::deadletter::text(&sinks),
             };
             weir_cli::output::stdout(&out)?;
             Ok(ExitCode::SUCCESS)

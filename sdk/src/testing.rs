@@ -184,7 +184,7 @@ impl<O: Operator> Harness<O> {
             .collect())
     }
 
-    /// The records the operator refused ([`Context::reject`]) since the
+    /// The records the operator refused ([`Context::reject`](crate::Context::reject)) since the
     /// last call of this, each one's index in the batch of its call and
     /// the message.
     ///

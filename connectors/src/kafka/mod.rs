@@ -3,7 +3,8 @@
 //! sink that writes each checkpoint's output in one Kafka transaction
 //! (or, at-least-once, as it arrives) ([`sink`]), worker mode's group
 //! membership ([`group`]) and the control records of its repartition
-//! topics ([`repartition`]), over one client module
+//! topics ([`repartition`]), reading a topic back whole ([`read_back`]),
+//! over one client module
 //! (`client`: brokers, pass-through properties, librdkafka's log).
 //!
 //! Delivery guarantees:
@@ -16,6 +17,7 @@ mod client;
 mod direct;
 pub mod group;
 mod purge;
+pub mod read_back;
 mod reader;
 pub mod repartition;
 pub mod sink;

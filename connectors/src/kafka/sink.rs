@@ -99,7 +99,7 @@ pub enum Write {
     /// default).
     Staged,
     /// Produced as it arrives into the worker-mode task's transaction,
-    /// which the task's commit point commits ([`super::direct`]).
+    /// which the task's commit point commits (`kafka/direct.rs`).
     Direct,
 }
 

@@ -24,7 +24,7 @@ pub enum BadKind {
 }
 
 impl BadKind {
-    /// Every kind, in the order of [`BadCounts`].
+    /// Every kind, in the order of [`BadCounts`](crate::metrics::BadCounts).
     pub const ALL: [BadKind; 7] = [
         BadKind::Unreadable,
         BadKind::NoKey,
