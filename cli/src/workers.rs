@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::Serialize;
 use weir::cluster::{Anchor, TaskId, WorkerJob};
 use weir::remote::RemoteStore;
-use weir_connectors::kafka::group::{GroupView, describe};
+use weir_connectors::kafka::group_view::{GroupView, describe};
 
 /// One task as `weir workers` shows it.
 #[derive(Debug, Serialize)]

@@ -2,7 +2,7 @@
 //! its topics at offsets kept in Weir's checkpoints ([`source`]), and a
 //! sink that writes each checkpoint's output in one Kafka transaction
 //! (or, at-least-once, as it arrives) ([`sink`]), worker mode's group
-//! membership ([`group`]) and the control records of its repartition
+//! membership ([`group`]; what `weir workers` shows of it, [`group_view`]) and the control records of its repartition
 //! topics ([`repartition`]), reading a topic back whole ([`read_back`]),
 //! over one client module
 //! (`client`: brokers, pass-through properties, librdkafka's log).
@@ -16,6 +16,7 @@
 mod client;
 mod direct;
 pub mod group;
+pub mod group_view;
 mod purge;
 pub mod read_back;
 mod reader;

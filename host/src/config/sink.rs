@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
-use crate::connectors::sink::{Delivery, Sink, SinkContext, SinkError};
+use crate::connectors::sink::{Delivery, Sink, SinkContext, SinkError, Transactions};
 use crate::connectors::{Registry, SinkConnector};
 use crate::fields::check_id;
 
@@ -74,7 +74,7 @@ impl SinkConfig {
         job: &str,
         staging: &Path,
         restore: Option<&Value>,
-        transactions: Option<&crate::run::Transactions>,
+        transactions: Option<&Transactions>,
     ) -> Result<Box<dyn Sink>, SinkError> {
         self.connector.open(&SinkContext {
             job,

@@ -54,6 +54,13 @@ pub enum SinkError {
     },
 }
 
+/// What a commit point carries its commits in, for sinks that write into
+/// it (worker mode: a task's Kafka transactions, which a Kafka sink with
+/// `write = "direct"` produces into and the commit point commits,
+/// [`CommitPoint::transactions`](crate::run::CommitPoint::transactions)).
+/// Its type is known only to the connector that made it.
+pub type Transactions = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
 /// What a sink is opened with besides its type's own settings.
 #[derive(Debug, Clone, Copy)]
 pub struct SinkContext<'a> {
@@ -73,7 +80,7 @@ pub struct SinkContext<'a> {
     /// into them needs no staging.
     ///
     /// [`CommitPoint::transactions`]: crate::run::CommitPoint::transactions
-    pub transactions: Option<&'a crate::run::Transactions>,
+    pub transactions: Option<&'a Transactions>,
 }
 
 /// Receives the outcome of a sink step that may finish on another thread:

@@ -16,15 +16,9 @@
 //!   or the group's offsets expired), a restore takes the newest manifest,
 //!   as without a commit point: every manifest is a whole checkpoint.
 
-use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-/// What a commit point carries its commits in, for sinks that write into
-/// it (worker mode: a task's Kafka transactions, which a Kafka sink with
-/// `write = "direct"` produces into and the commit point commits). Its
-/// type is known only to the connector that made it.
-pub type Transactions = Arc<dyn Any + Send + Sync>;
+pub use crate::connectors::sink::Transactions;
 
 /// The commit point of one job's checkpoints (in worker mode, one task's).
 pub trait CommitPoint: Send + Sync + std::fmt::Debug {
