@@ -205,11 +205,7 @@ fn poison_messages_on_kafka_go_to_a_dead_letter_topic_exactly_once() {
     }
     // Read back from the topic: one group per kind, as many as the input
     // holds of each.
-    let mut ls = WEIR.command(["deadletter", "ls"]);
-    ls.arg(job.path().join("job.toml")).arg("--json");
-    let out = Outcome::of(&mut ls);
-    assert!(out.success(), "{}", out.stderr);
-    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let v = weir_tests::letters::listed(&job, &[]);
     let sink = &v["sinks"][0];
     assert_eq!(
         sink["from"],
@@ -433,6 +429,7 @@ fn refused_orders_go_to_the_dead_letters(plugin: &Path) {
             "`amount` is not a number",
         );
         assert_eq!(letter["node"], "reconcile", "{letter}");
+        assert_eq!(letter["port"], "a", "the input port it came on: {letter}");
         assert_has(letter["origin"].as_str().unwrap(), "of source `payments`");
         let key = letter["key"].as_str().unwrap().to_owned();
         assert!(rejected.insert(key), "twice: {letter}");
@@ -482,25 +479,15 @@ fn records_a_plugin_refuses_are_dead_lettered_without_a_replay_through_kills() {
     let (text, good, bad) = refusable_lines(3000);
     let file = refusing(Some("{ dead_letter = \"bad\" }"), 1500).sink(Sink::file("bad", "bad.txt"));
     let job = JobDir::new(WEIR, file, &[("in.txt", &text)]);
-    let mut rng = XorShift(seed());
-    let mut killed = 0;
-    while killed < 3 && job.kill_after_a_checkpoint(&mut rng) {
-        killed += 1;
-    }
+    let (killed, stderr) = job.through_kills_after_checkpoints(3, weir_tests::pipeline::seed());
     assert!(killed >= 2, "killed {killed} times");
-    let stderr = job.assert_resumes();
     assert_lacks(&stderr, "replaying from the last complete checkpoint");
     assert_eq!(
         job.read("out.txt"),
         good.iter().map(|l| format!("{l}\n")).collect::<String>()
     );
-    let letters: Vec<serde_json::Value> = (job.read("bad.txt").lines())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let values: Vec<&str> = letters
-        .iter()
-        .map(|l| l["value"].as_str().unwrap())
-        .collect();
+    let letters = weir_tests::letters::parse(&job.read("bad.txt"));
+    let values = weir_tests::letters::values(&letters);
     assert_eq!(values, bad, "each refused record once, in order");
     assert_listed(&job, bad.len());
     for l in &letters {
@@ -510,6 +497,7 @@ fn records_a_plugin_refuses_are_dead_lettered_without_a_replay_through_kills() {
             "{l}"
         );
         assert_has(l["error"].as_str().unwrap(), "refused: record ");
+        assert_eq!(l["port"], "in", "{l}");
         assert_has(l["origin"].as_str().unwrap(), "of source `in`");
     }
 }
@@ -553,14 +541,8 @@ fn a_refused_record_fails_the_job_by_default_and_skip_counts_them_by_kind() {
 /// `letters` dead letters, all of one shape, met by `picky`; the text
 /// says so too.
 fn assert_listed(job: &JobDir, letters: usize) {
-    let ls = |args: &[&str]| {
-        let mut c = WEIR.command(["deadletter", "ls"]);
-        c.arg(job.path().join("job.toml")).args(args);
-        Outcome::of(&mut c)
-    };
-    let out = ls(&["--json"]);
-    assert!(out.success(), "{}", out.stderr);
-    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let ls = |args: &[&str]| Outcome::of(&mut job.command_of(&["deadletter", "ls"], args));
+    let v = weir_tests::letters::listed(job, &[]);
     let sink = &v["sinks"][0];
     assert_eq!(
         (sink["sink"].as_str(), sink["letters"].as_u64()),

@@ -366,3 +366,51 @@ fn a_trap_on_one_message_names_its_stream_sequence() {
     let at = format!("stream POISONED sequence {} of source `in`)", bad + 1);
     assert_has_all(out.error_line(), &["poison: the record `poison`", &at]);
 }
+
+/// A NATS subject as the dead-letter sink: the lines of a file that are
+/// not JSON reach the stream on `letters` once each, in input order,
+/// through SIGKILLs (the sink's message ids drop what a restart publishes
+/// again); the good lines reach `out.txt` once, in order.
+#[test]
+fn dead_letters_go_to_a_nats_subject_exactly_once_through_kills() {
+    let nats = Nats::start();
+    nats.create_stream("LETTERS", &["letters"]);
+    let (mut input, mut good, mut bad) = (String::new(), String::new(), Vec::new());
+    for i in 1..=3000 {
+        let line = match i % 37 == 0 {
+            true => format!("{{\"word\":\"w{i}\""),
+            false => format!("{{\"word\":\"w{}\",\"n\":{i}}}", i % 101),
+        };
+        match i % 37 == 0 {
+            true => bad.push(line.clone()),
+            false => good.push_str(&format!("{line}\n")),
+        }
+        input.push_str(&line);
+        input.push('\n');
+    }
+    let file = JobFile::new("nats-letters")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(
+            Source::file("in", "in.jsonl")
+                .format("jsonl")
+                .key("word")
+                .rate(1500)
+                .on_error("{ dead_letter = \"letters\" }"),
+        )
+        .sink(Sink::file("out", "out.txt").input("in"))
+        .sink(Sink::nats("letters", &nats.url(), "letters"));
+    let job = JobDir::new(WEIR, file, &[("in.jsonl", &input)]);
+    let killed = job.run_through_kills_after_checkpoints(3, weir_tests::pipeline::seed());
+    assert!(killed >= 2, "killed {killed} times");
+    assert_eq!(job.read("out.txt"), good);
+    let letters = weir_tests::letters::parse(&nats.read_stream_text("LETTERS"));
+    let values = weir_tests::letters::values(&letters);
+    assert_eq!(values, bad, "each bad line once, in order");
+    for l in &letters {
+        assert_eq!(
+            (l["node"].as_str(), l["error_kind"].as_str()),
+            (Some("in"), Some("unreadable")),
+            "{l}"
+        );
+    }
+}

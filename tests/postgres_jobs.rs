@@ -305,21 +305,11 @@ fn rows_the_table_refuses_go_to_the_dead_letters_exactly_once_through_kills() {
         })
         .sink(Sink::file("rejects", "rejects.jsonl"));
     let job = JobDir::new(WEIR, file, &[("rows.jsonl", &input)]);
-    let mut rng = weir_tests::pipeline::XorShift(weir_tests::pipeline::seed());
-    let mut killed = 0;
-    while killed < 3 && job.kill_after_a_checkpoint(&mut rng) {
-        killed += 1;
-    }
+    let (killed, _) = job.through_kills_after_checkpoints(3, weir_tests::pipeline::seed());
     assert!(killed >= 2, "killed {killed} times");
-    job.assert_resumes();
     assert_eq!(inserted_counts(&pg), good, "the good rows once, in order");
-    let letters: Vec<serde_json::Value> = (job.read("rejects.jsonl").lines())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let values: Vec<&str> = letters
-        .iter()
-        .map(|l| l["value"].as_str().unwrap())
-        .collect();
+    let letters = weir_tests::letters::parse(&job.read("rejects.jsonl"));
+    let values = weir_tests::letters::values(&letters);
     assert_eq!(values, bad, "each refused row once, in order");
     for l in &letters {
         assert_eq!(
@@ -348,4 +338,67 @@ fn rows_the_table_refuses_go_to_the_dead_letters_exactly_once_through_kills() {
         "column `count` (bigint) needs a JSON integer",
     );
     assert_has(out.error_line(), "30 apples");
+}
+
+/// A PostgreSQL table as the dead-letter sink: the lines of the input
+/// that are not JSON become rows of `dead_letters`, one column per field
+/// of the dead letter, each once and in input order, through SIGKILLs;
+/// the good rows reach `events` once, in order.
+#[test]
+fn dead_letters_go_to_a_postgres_table_exactly_once_through_kills() {
+    let pg = server();
+    pg.psql(
+        "CREATE TABLE dead_letters (id bigserial PRIMARY KEY, error text, error_kind text, job text, \
+         node text, kind text, origin text, checkpoint bigint, \"timestamp\" bigint, key text, value text)",
+    );
+    let n = 3000;
+    let (mut input, mut bad) = (String::new(), Vec::new());
+    let mut good = 0;
+    for i in 0..n {
+        match i % 41 == 40 {
+            true => {
+                let line = format!("{{\"word\":\"w{i}\"");
+                input.push_str(&line);
+                bad.push((i + 1, line));
+            }
+            false => {
+                input.push_str(&format!("{{\"word\":\"w{}\",\"count\":{good}}}", good % 13));
+                good += 1;
+            }
+        }
+        input.push('\n');
+    }
+    let file = appending(&pg, 1500)
+        // Keyed by a field: the source parses each line.
+        .source_with("in", |s| {
+            s.key("word").on_error("{ dead_letter = \"letters\" }")
+        })
+        .sink(Sink::postgres("letters", &pg.url(), "dead_letters"));
+    let job = JobDir::new(WEIR, file, &[("rows.jsonl", &input)]);
+    let (killed, _) = job.through_kills_after_checkpoints(3, weir_tests::pipeline::seed());
+    assert!(killed >= 2, "killed {killed} times");
+    assert_exactly_once(&pg, good);
+    let rows =
+        pg.psql("SELECT origin, value, error_kind, node, kind FROM dead_letters ORDER BY id");
+    let want: Vec<String> = (bad.iter())
+        .map(|(line, text)| {
+            let path = job.path().join("rows.jsonl");
+            format!("{} line {line}|{text}|unreadable|in|source", path.display())
+        })
+        .collect();
+    assert_eq!(rows.lines().collect::<Vec<_>>(), want);
+    // Read back from the table: one group, every letter.
+    let v = weir_tests::letters::listed(&job, &[]);
+    let sink = &v["sinks"][0];
+    assert_eq!(sink["letters"], bad.len(), "{v:#}");
+    let groups = sink["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{v:#}");
+    assert_eq!(
+        (
+            groups[0]["error_kind"].as_str(),
+            groups[0]["count"].as_u64()
+        ),
+        (Some("unreadable"), Some(bad.len() as u64)),
+        "{v:#}"
+    );
 }

@@ -195,25 +195,15 @@ weir_sdk.export(Total, globals())
         .sink(Sink::file("out", "out.txt").input("total"))
         .sink(Sink::file("bad", "bad.txt"));
     let job = weir_tests::job_dir::JobDir::new(WEIR, file, &[("in.txt", &input)]);
-    let mut rng = weir_tests::pipeline::XorShift(weir_tests::pipeline::seed());
-    let mut killed = 0;
-    while killed < 2 && job.kill_after_a_checkpoint(&mut rng) {
-        killed += 1;
-    }
+    let (killed, stderr) = job.through_kills_after_checkpoints(2, weir_tests::pipeline::seed());
     assert!(killed >= 1, "killed {killed} times");
-    let stderr = job.assert_resumes();
     assert!(
         !stderr.contains("replaying from the last complete checkpoint"),
         "{stderr}"
     );
     assert_eq!(job.read("out.txt"), totals);
-    let letters: Vec<serde_json::Value> = (job.read("bad.txt").lines())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let values: Vec<&str> = letters
-        .iter()
-        .map(|l| l["value"].as_str().unwrap())
-        .collect();
+    let letters = weir_tests::letters::parse(&job.read("bad.txt"));
+    let values = weir_tests::letters::values(&letters);
     assert_eq!(values, bad, "each refused record once, in order");
     for l in &letters {
         assert_has(

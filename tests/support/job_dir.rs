@@ -72,7 +72,13 @@ impl JobDir {
 
     /// `weir VERB job.toml ARGS`, to adjust before running or spawning it.
     pub fn command(&self, verb: &str, args: &[&str]) -> Command {
-        let mut c = self.weir.command([verb]);
+        self.command_of(&[verb], args)
+    }
+
+    /// `weir WORDS... job.toml ARGS` (a verb with a subcommand:
+    /// `deadletter ls`).
+    pub fn command_of(&self, words: &[&str], args: &[&str]) -> Command {
+        let mut c = self.weir.command(words);
         c.arg(self.path().join("job.toml")).args(args);
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
@@ -282,6 +288,12 @@ impl JobDir {
     /// returns how many runs were killed (fewer than `kills` when a run
     /// finished first).
     pub fn run_through_kills_after_checkpoints(&self, kills: usize, seed: u64) -> usize {
+        self.through_kills_after_checkpoints(kills, seed).0
+    }
+
+    /// [`run_through_kills_after_checkpoints`](Self::run_through_kills_after_checkpoints),
+    /// also returning the stderr of the run that ended the job.
+    pub fn through_kills_after_checkpoints(&self, kills: usize, seed: u64) -> (usize, String) {
         let mut rng = XorShift(seed);
         let mut killed = 0;
         while killed < kills && self.kill_after_a_checkpoint(&mut rng) {
@@ -289,7 +301,7 @@ impl JobDir {
         }
         let stderr = self.assert_resumes();
         assert_lacks(&stderr, "panicked");
-        killed
+        (killed, stderr)
     }
 
     /// Runs the job to its end and asserts that it succeeded and resumed

@@ -27,6 +27,7 @@ pub mod job_dir;
 pub mod job_file;
 #[cfg(feature = "plugins")]
 pub mod jobs;
+pub mod letters;
 pub mod nested_build;
 pub mod order;
 #[cfg(feature = "plugins")]

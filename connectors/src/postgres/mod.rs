@@ -204,6 +204,28 @@ impl PostgresSinkConfig {
 
     /// The client settings: the URL's, with a connection timeout of 10 s
     /// and the application name `weir` unless it sets them.
+    /// Every row of the sink's table as a JSON object (`row_to_json`), in
+    /// the table's storage order: how `weir deadletter ls` reads the dead
+    /// letters a PostgreSQL sink wrote.
+    pub fn rows_as_json(&self) -> Result<Vec<Vec<u8>>, String> {
+        let at = format!("table {} at {}", self.table, self.server);
+        let mut client = (self.client_config().connect(postgres::NoTls)).map_err(|e| {
+            format!(
+                "{at}: cannot connect to PostgreSQL ({})",
+                table::describe(&e)
+            )
+        })?;
+        let found = table::Table::load(&mut client, &self.table, &[])
+            .map_err(|(_, m)| format!("{at}: {m}"))?;
+        let query = format!("SELECT row_to_json(t)::text FROM {} t", found.sql);
+        let rows = (client.query(&query, &[]))
+            .map_err(|e| format!("{at}: reading the rows failed: {}", table::describe(&e)))?;
+        Ok(rows
+            .iter()
+            .map(|r| r.get::<_, String>(0).into_bytes())
+            .collect())
+    }
+
     fn client_config(&self) -> postgres::Config {
         let mut config = postgres::Config::from_str(&self.url).expect("checked when read");
         if config.get_connect_timeout().is_none() {

@@ -68,6 +68,8 @@ pub(crate) struct Letter {
     pub error: String,
     /// Where it came from, in words.
     pub origin: String,
+    /// The input port an operator got it on.
+    pub port: Option<String>,
     /// The record as it was met.
     pub key: Option<Vec<u8>>,
     /// Its value.
@@ -93,6 +95,7 @@ impl Letter {
             first_time: true,
             error: error.to_owned(),
             origin,
+            port: None,
             key: record.key.map(<[u8]>::to_vec),
             value: record.value.to_vec(),
             timestamp: record.timestamp,
@@ -107,6 +110,7 @@ impl From<BadRecord> for Letter {
             first_time: true,
             error: bad.reason(),
             origin: bad.origin,
+            port: None,
             key: bad.key,
             value: bad.value,
             timestamp: bad.timestamp,
@@ -289,6 +293,9 @@ pub(crate) fn dead_letter(letter: &Letter, node: &BadAt, checkpoint: u64) -> Vec
     if let Some((instance, plugin)) = &node.instance {
         fields.insert("instance".into(), (*instance).into());
         fields.insert("plugin".into(), plugin.clone());
+    }
+    if let Some(port) = &letter.port {
+        fields.insert("port".into(), port.as_str().into());
     }
     let bytes = [
         ("key", letter.key.as_deref()),

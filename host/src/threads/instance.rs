@@ -210,8 +210,13 @@ impl InstanceTask {
             let (_, first) = rejected.swap_remove(0);
             return Err(failed(instance, first));
         }
+        let input = input_name(instance, port);
         let letters: Vec<Letter> = (rejected.iter())
-            .map(|(i, error)| Letter::of(batch, *i, (BadKind::InvalidInput, &error.to_string())))
+            .map(|(i, error)| {
+                let mut letter = Letter::of(batch, *i, (BadKind::InvalidInput, &error.to_string()));
+                letter.port = Some(input.clone());
+                letter
+            })
             .collect();
         let handled = self.bad.went_past(&letters, &self.metrics);
         self.bad.send(handled, &mut self.out, &self.shared)?;
@@ -275,6 +280,7 @@ impl InputHandler for InstanceTask {
                 Some(record) => {
                     let mut letter = Letter::of(&batch, i, (record.kind, &record.error));
                     letter.first_time = record.first_time();
+                    letter.port = Some(input_name(&self.instance, port));
                     letters.push(letter);
                 }
                 None => rest.push(i),
@@ -347,12 +353,17 @@ fn failed_batch(
     batch: &Batch,
     record: Option<usize>,
 ) -> FailedBatch {
-    let inputs = &instance.info().inputs;
     FailedBatch {
         operator: operator.to_owned(),
-        port: inputs.get(port as usize).cloned().unwrap_or_default(),
+        port: input_name(instance, port),
         records: batch.len(),
         from: batch.provenance().cloned(),
         record,
     }
+}
+
+/// The name of `instance`'s input port `port`.
+fn input_name(instance: &OperatorInstance, port: u32) -> String {
+    let inputs = &instance.info().inputs;
+    inputs.get(port as usize).cloned().unwrap_or_default()
 }

@@ -91,6 +91,7 @@ fn an_operators_dead_letter_names_its_instance_and_plugin() {
         first_time: true,
         error: "invalid input: amount `x`".into(),
         origin: "a.csv line 4 of source `a`".into(),
+        port: Some("a".into()),
         key: Some(b"o-4".to_vec()),
         value: b"{}".to_vec(),
         timestamp: None,
@@ -103,6 +104,7 @@ fn an_operators_dead_letter_names_its_instance_and_plugin() {
         (Some("operator"), Some("o-4"))
     );
     assert_eq!(out["error_kind"], "invalid-input");
+    assert_eq!(out["port"], "a");
 }
 
 /// `skip` counts and sends nothing; past `max_bad` between two
