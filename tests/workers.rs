@@ -362,6 +362,40 @@ fn workers_writing_kafka_directly_killed_inside_their_commit_lose_and_repeat_not
     killed_at_the_commit_point(&job, &kafka, &input, points);
 }
 
+/// A worker writing Kafka directly, alone, killed before the commit point
+/// of the first checkpoint of one of its tasks: nothing of that task was
+/// ever committed, and the checkpoint's records were in the transaction
+/// the next owner aborts. Worker c drops the manifest and starts the task
+/// over; the output, read `read_committed`, holds every word's running
+/// counts exactly once and in order.
+#[test]
+fn a_first_checkpoint_never_committed_is_started_over_and_nothing_is_lost() {
+    let input = words(4_000);
+    let kafka = broker_with(&input);
+    let s3 = S3::start();
+    let job = JobDir::new(WEIR, counting_directly(&kafka, &s3, 100), &[]).with_env(s3.env());
+    let point = Failpoint::CheckpointBeforeCommitPoint;
+    let mut a = crashing_worker(&job, "a", point, 1);
+    runs_a_task(&mut a);
+    let (status, stderr) = a.wait();
+    assert!(!status.success(), "worker a: {stderr}");
+    assert_has(&stderr, &point.crash_line());
+    let mut c = worker(&job, "c");
+    c.wait_for_line("the first checkpoint dropped", |l| {
+        l.contains("was written but never committed") && l.contains("starting over")
+    });
+    let start = std::time::Instant::now();
+    while kafka.read_committed("counts").len() < input.len() {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "waited {PATIENCE:?} for the whole output"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_counts_in_order(&input, &kafka.read_committed("counts"));
+    leave([("c", c)]);
+}
+
 /// A Kafka sink switched from `write = "staged"` to `"direct"` and back
 /// between runs of its workers. Worker a (staged) is killed just after a
 /// commit point, so a committed checkpoint's staged output is not in the

@@ -12,9 +12,11 @@
 //!   were never committed, so nothing of them reached a sink: they are
 //!   deleted, and new checkpoint ids continue after the newest of them (an
 //!   id names one checkpoint ever).
-//! - With no commit recorded (a task's first checkpoint not committed yet,
-//!   or the group's offsets expired), a restore takes the newest manifest,
-//!   as without a commit point: every manifest is a whole checkpoint.
+//! - With no commit recorded and at most one manifest, the first
+//!   checkpoint never reached its commit point: its manifest is deleted and
+//!   the job starts over. With several manifests the commits expired
+//!   (checkpoint *n + 1* starts only once *n* is committed): a restore takes
+//!   the newest, every manifest being a whole checkpoint.
 
 use std::collections::BTreeMap;
 

@@ -69,6 +69,8 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, RunError> {
     let job = plan.job();
     let state_dir = options.state_dir(job);
+    // The newest id of a manifest the commit point's restore dropped.
+    let mut dropped_upto = None;
     let (mode, manifest) = match remote {
         Some(remote) if mode == RestoreMode::None => {
             tracing::info!(
@@ -79,23 +81,36 @@ pub(crate) fn prepare(
             (mode, None)
         }
         Some(remote) => {
-            let id = match (mode, &options.commit_point) {
-                (RestoreMode::Id(id), _) => Some(id),
+            let picked = match (mode, &options.commit_point) {
+                (RestoreMode::Id(id), _) => Picked::Committed { id, dropped: None },
                 (_, Some(point)) => committed(&job.name, remote, &**point)?,
-                _ => None,
+                _ => Picked::Newest,
             };
-            let manifest = sync_state_dir(remote, &state_dir, &job.name, id)?;
-            (
-                manifest.as_ref().map_or(mode, |m| RestoreMode::Id(m.id)),
-                manifest,
-            )
+            let (id, start_over) = match picked {
+                Picked::Committed { id, dropped } => {
+                    dropped_upto = dropped;
+                    (Some(id), false)
+                }
+                Picked::Newest => (None, false),
+                Picked::Nothing { dropped } => {
+                    dropped_upto = dropped;
+                    (None, true)
+                }
+            };
+            if start_over {
+                (RestoreMode::None, None)
+            } else {
+                let manifest = sync_state_dir(remote, &state_dir, &job.name, id)?;
+                let mode = manifest.as_ref().map_or(mode, |m| RestoreMode::Id(m.id));
+                (mode, manifest)
+            }
         }
         None => (mode, None),
     };
     // Ids of manifests dropped above, or written since the listing by a
     // writer that lost the job, are never given again.
     let seen = match remote {
-        Some(remote) => remote.manifest_ids()?.last().copied(),
+        Some(remote) => remote.manifest_ids()?.last().copied().max(dropped_upto),
         None => None,
     };
     let store = match CheckpointStore::open(&state_dir, &job.name) {
@@ -142,16 +157,29 @@ pub(crate) fn prepare(
     })))
 }
 
+/// What a restore with a commit point takes.
+#[derive(Debug, PartialEq, Eq)]
+enum Picked {
+    /// The committed checkpoint `id`; `dropped`: the newest id of the
+    /// manifests after it, deleted.
+    Committed { id: u64, dropped: Option<u64> },
+    /// Nothing committed although several manifests exist: the commits
+    /// expired (a checkpoint is triggered only once the one before is
+    /// committed). The newest manifest, each being a whole checkpoint.
+    Newest,
+    /// Nothing ever committed: the job starts over, after deleting the one
+    /// manifest, `dropped`, if any (a sink that writes into the commit
+    /// point's transactions lost its output with them), and ignoring the
+    /// local checkpoints, which never had a manifest.
+    Nothing { dropped: Option<u64> },
+}
+
 /// The checkpoint a job with a commit point restores: the committed one,
 /// after deleting the manifests after it (written, never committed:
-/// nothing of them reached a sink). `None` when nothing is committed yet
-/// (or the commits expired): then the newest manifest is restored, as
-/// without a commit point, each manifest being a whole checkpoint.
-fn committed(
-    job: &str,
-    remote: &RemoteStore,
-    point: &dyn CommitPoint,
-) -> Result<Option<u64>, RunError> {
+/// nothing of them reached a sink). With nothing committed, a lone
+/// manifest was never committed either and is deleted ([`Picked::Nothing`]);
+/// several mean the commits expired ([`Picked::Newest`]).
+fn committed(job: &str, remote: &RemoteStore, point: &dyn CommitPoint) -> Result<Picked, RunError> {
     let failed = |message: String| RunError::CommitPoint {
         job: job.to_owned(),
         message,
@@ -160,12 +188,25 @@ fn committed(
         .map_err(|m| failed(format!("reading its committed checkpoint failed: {m}")))?;
     let ids = remote.manifest_ids()?;
     let Some(c) = committed else {
-        if let Some(newest) = ids.last() {
-            tracing::warn!(
-                "job `{job}`: no committed checkpoint is recorded (its first not committed yet, or the group's offsets expired); restoring the newest manifest, {newest}"
-            );
-        }
-        return Ok(None);
+        return match ids[..] {
+            [] => Ok(Picked::Nothing { dropped: None }),
+            [only] => {
+                tracing::warn!(
+                    "job `{job}`: checkpoint {only} was written but never committed (its writer stopped or lost the job before its commit point); dropping it and starting over"
+                );
+                remote.delete_manifest(only)?;
+                Ok(Picked::Nothing {
+                    dropped: Some(only),
+                })
+            }
+            [.., newest] => {
+                tracing::warn!(
+                    "job `{job}`: no committed checkpoint is recorded although {} manifests are (the group's offsets expired: raise offsets.retention.minutes); restoring the newest, {newest}",
+                    ids.len()
+                );
+                Ok(Picked::Newest)
+            }
+        };
     };
     if !ids.contains(&c) {
         let held = ids.iter().map(u64::to_string).collect::<Vec<_>>();
@@ -179,13 +220,17 @@ fn committed(
             }
         )));
     }
-    for &id in ids.iter().filter(|&&id| id > c) {
+    let later: Vec<u64> = ids.iter().copied().filter(|&id| id > c).collect();
+    for &id in &later {
         tracing::warn!(
             "job `{job}`: checkpoint {id} was written but never committed (its writer stopped or lost the job before its commit point); dropping it and restoring checkpoint {c}"
         );
         remote.delete_manifest(id)?;
     }
-    Ok(Some(c))
+    Ok(Picked::Committed {
+        id: c,
+        dropped: later.last().copied(),
+    })
 }
 
 /// Renames the damaged store file at `path` to `<name>.damaged-<unix
@@ -483,18 +528,38 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let remote = store_with(dir.path(), &[3, 4, 5, 6]);
         let got = committed("job", &remote, &Held(Ok(Some(4)))).unwrap();
-        assert_eq!(got, Some(4));
+        let dropped = Some(6);
+        assert_eq!(got, Picked::Committed { id: 4, dropped });
         assert_eq!(remote.manifest_ids().unwrap(), [3, 4]);
     }
 
-    /// Nothing committed (a first checkpoint not committed yet, or the
-    /// group's offsets expired): the newest manifest, nothing deleted.
+    /// Nothing committed and several manifests: the group's offsets
+    /// expired (checkpoint 2 was triggered only once 1 was committed): the
+    /// newest manifest, nothing deleted.
     #[test]
-    fn with_nothing_committed_a_restore_takes_the_newest_manifest() {
+    fn with_commits_expired_a_restore_takes_the_newest_manifest() {
         let dir = tempfile::tempdir().unwrap();
         let remote = store_with(dir.path(), &[1, 2]);
-        assert_eq!(committed("job", &remote, &Held(Ok(None))).unwrap(), None);
+        assert_eq!(
+            committed("job", &remote, &Held(Ok(None))).unwrap(),
+            Picked::Newest
+        );
         assert_eq!(remote.manifest_ids().unwrap(), [1, 2]);
+    }
+
+    /// Nothing committed and one manifest, or none: the task's first
+    /// checkpoint never reached its commit point. Its manifest is deleted
+    /// and the job starts over; restoring it would lose what a direct
+    /// Kafka sink wrote into the transaction the next owner aborts.
+    #[test]
+    fn a_first_checkpoint_never_committed_is_dropped_and_the_job_starts_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = store_with(dir.path(), &[1]);
+        let got = committed("job", &remote, &Held(Ok(None))).unwrap();
+        assert_eq!(got, Picked::Nothing { dropped: Some(1) });
+        assert!(remote.manifest_ids().unwrap().is_empty());
+        let got = committed("job", &remote, &Held(Ok(None))).unwrap();
+        assert_eq!(got, Picked::Nothing { dropped: None });
     }
 
     /// A committed checkpoint the store lacks, or a commit point that
