@@ -650,3 +650,54 @@ fn with_ui_linger_the_dashboard_stays_up_after_the_job_ends() {
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("job `lingering` finished"), "{stderr}");
 }
+
+/// A node's bad records are on the page by kind: the `picky` guest
+/// refuses every tenth line (`on_error = "skip"`), and its details say how
+/// many, of which kind.
+#[test]
+fn a_nodes_bad_records_are_shown_by_kind() {
+    let text: String = (1..=300)
+        .map(|i| match i % 10 {
+            0 => format!("bad-{i}\n"),
+            _ => format!("w{i}\n"),
+        })
+        .collect();
+    let file = JobFile::new("picky-ui")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("in", "in.txt"))
+        .operator(
+            Operator::new("picky", plugins::GUEST_PICKY)
+                .inputs(&["in"])
+                .on_error("\"skip\""),
+        )
+        .sink(Sink::file("out", "out.txt").input("picky"));
+    let j = JobDir::new(WEIR, file, &[("in.txt", &text)]);
+    let mut run = j.spawn(&["--ui", "0", "--progress-every", "0", "--ui-linger"]);
+    let line = run.wait_for_line("the dashboard's address", |l| {
+        l.contains("dashboard: http://")
+    });
+    let url = (line.split("dashboard: ").nth(1).unwrap())
+        .split(' ')
+        .next()
+        .unwrap();
+    let b = browser();
+    let page = b.open(url).unwrap();
+    wait_page(
+        &page,
+        "the picky node",
+        "document.querySelector('[data-node-id=\"picky\"]')",
+    );
+    page.eval("document.querySelector('[data-node-id=\"picky\"]').focus()")
+        .unwrap();
+    page.press("Enter").unwrap();
+    let facts = wait_page(
+        &page,
+        "picky's bad records by kind",
+        "(() => { const t = document.querySelector('#node-details').textContent; return t.includes('Bad records (on_error)30: 30 invalid-input') && t; })()",
+    );
+    assert_has(facts.as_str().unwrap(), "Bad records (on_error)");
+    drop(page);
+    signal(&run.child, "-INT");
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
+}
