@@ -196,6 +196,15 @@ impl GroupCommits {
         Ok(opened)
     }
 
+    /// Task `partition`'s transactions, if this worker opened them.
+    fn opened(&self, partition: i32) -> Option<Arc<TaskTransactions>> {
+        let all = self
+            .transactions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        all.get(&partition).cloned()
+    }
+
     /// Whether this member holds `partition` now (its assignment not
     /// lost).
     fn holds(&self, partition: i32) -> bool {
@@ -229,12 +238,7 @@ impl StageCommits for GroupCommits {
             e.set_metadata(format!("{COMMITTED}{id}"));
         }
         if self.direct.is_some() {
-            let opened = (self
-                .transactions
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner))
-            .get(&partition)
-            .cloned();
+            let opened = self.opened(partition);
             let Some(transactions) = opened else {
                 return Err(CommitRefused::Fenced(format!(
                     "task {partition}'s transactions are not open in this worker"
@@ -287,12 +291,7 @@ impl StageCommits for GroupCommits {
         let Some(direct) = &self.direct else {
             return Ok(None);
         };
-        let opened = (self
-            .transactions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner))
-        .get(&partition)
-        .cloned();
+        let opened = self.opened(partition);
         let transactions = match opened {
             Some(t) => t,
             None => self.fence(direct, partition)?,

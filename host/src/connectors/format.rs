@@ -399,14 +399,15 @@ pub(crate) struct CsvReader {
 impl CsvReader {
     /// Reads the header row of `file` (checking that it has the columns
     /// `key` and `timestamp`), then seeks to `byte`, after `records` rows,
-    /// if given.
+    /// at `line`, if given (an offset without `line` is taken as one row a
+    /// line after the header).
     pub(crate) fn open(
         id: String,
         path: &Path,
         file: File,
         parsing: &Parsing,
         byte: Option<u64>,
-        records: u64,
+        (records, line): (u64, Option<u64>),
     ) -> Result<Self, SourceError> {
         let mut reader = csv_reader(file);
         let headers = csv_header(&mut reader, &parsing.columns()).map_err(|message| {
@@ -419,7 +420,10 @@ impl CsvReader {
         })?;
         if let Some(b) = byte {
             let mut pos = csv::Position::new();
-            pos.set_byte(b).set_record(records + 1);
+            // The line too: the places of the records read next, and of
+            // their dead letters, are counted from it.
+            let line = line.unwrap_or(records + 2);
+            pos.set_byte(b).set_record(records + 1).set_line(line);
             reader.seek(pos).map_err(|e| SourceError::BadOffset {
                 source_id: id.clone(),
                 offset: b.to_string(),
@@ -526,7 +530,8 @@ impl SourceReader for CsvReader {
     }
 
     fn offset(&self) -> Value {
-        json!({"byte": self.reader.position().byte(), "records": self.records})
+        let at = self.reader.position();
+        json!({"byte": at.byte(), "records": self.records, "line": at.line()})
     }
 
     fn place(&self) -> Option<String> {
@@ -813,7 +818,49 @@ pub(crate) mod tests {
             key: Some("k".into()),
             timestamp: Some(ts),
         };
-        CsvReader::open("in".into(), &path, file, &parsing, None, 0)
+        CsvReader::open("in".into(), &path, file, &parsing, None, (0, None))
+    }
+
+    /// A CSV reader reopened at a checkpoint's offset goes on counting
+    /// lines where it stood, so the places of its records (and of its bad
+    /// rows) name their real lines; an offset without `line` (an older
+    /// checkpoint) counts one row a line.
+    #[test]
+    fn a_csv_reader_reopened_at_an_offset_names_the_real_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "k,ts\na,1\nb,2\nc,3\nd,x\ne,5\n";
+        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
+        assert_eq!(r.read_batch(2).unwrap().map(|b| b.len()), Some(2));
+        let offset = r.offset();
+        assert_eq!(offset["line"], 4, "{offset}");
+        let reopen = |line: Option<u64>| {
+            let path = dir.path().join("in.csv");
+            let parsing = Parsing {
+                format: Format::Csv,
+                key: Some("k".into()),
+                timestamp: Some(TimestampField {
+                    field: "ts".into(),
+                    on_bad: OnBadTimestamp::Fail,
+                }),
+            };
+            let byte = offset["byte"].as_u64();
+            let file = File::open(&path).unwrap();
+            CsvReader::open("in".into(), &path, file, &parsing, byte, (2, line)).unwrap()
+        };
+        for line in [offset["line"].as_u64(), None] {
+            let mut r = reopen(line);
+            let batch = r.read_batch(10).unwrap().unwrap();
+            assert_eq!(batch.len(), 2, "c and e");
+            assert_eq!(
+                r.place().as_deref().map(|p| p.ends_with("lines 4–6")),
+                Some(true),
+                "{:?}",
+                r.place()
+            );
+            let bad = r.take_bad();
+            assert_eq!(bad.len(), 1);
+            assert!(bad[0].origin.ends_with("line 5"), "{}", bad[0].origin);
+        }
     }
 
     /// A batch's place is the lines of its first and last records, blank

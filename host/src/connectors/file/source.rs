@@ -2,9 +2,10 @@
 //! format `lines`, `jsonl` or `csv` ([`super::super::format`]), resumed at
 //! a checkpointed offset by seeking.
 //!
-//! Invariant: the offset `{"byte", "records"}` is the position right after
-//! the last record returned; opening at it seeks to `byte`, so the reader
-//! yields exactly the records not yet returned. An offset past the end of
+//! Invariant: the offset `{"byte", "records"}` (and, for `csv`, `line`) is
+//! the position right after the last record returned; opening at it seeks
+//! to `byte`, so the reader yields exactly the records not yet returned,
+//! numbered by their real lines. An offset past the end of
 //! the file (truncated or replaced since) is refused, not clamped.
 
 use std::fs::File;
@@ -93,7 +94,8 @@ impl SourceConnector for FileSourceConfig {
             });
         }
         if self.parsing.format == Format::Csv {
-            let reader = CsvReader::open(id, path, file, &self.parsing, byte, records)?;
+            let line = offset.and_then(|o| o.get("line")).and_then(Value::as_u64);
+            let reader = CsvReader::open(id, path, file, &self.parsing, byte, (records, line))?;
             return Ok(Box::new(reader));
         }
         let mut reader = BufReader::with_capacity(256 << 10, file);
