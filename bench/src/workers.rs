@@ -213,7 +213,21 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         for w in workers {
             w.stop()?;
         }
-        let (stored, _) = read_partitions(&kafka.brokers(), &output, PARTITIONS)?;
+        // A transaction's commit markers reach its partitions after the
+        // commit returns: a `read_committed` reader may stop short of them
+        // for a moment, so it reads again until the count is whole or 30 s
+        // have passed.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let stored = loop {
+            let (stored, _) = read_partitions(&kafka.brokers(), &output, PARTITIONS)?;
+            if stored >= n || Instant::now() >= deadline {
+                break stored;
+            }
+            settings.say(&format!(
+                "workers: {output} holds {stored} of {n} counts so far; reading it again"
+            ));
+            std::thread::sleep(Duration::from_millis(500));
+        };
         anyhow::ensure!(stored == n, "{output} holds {stored} counts, expected {n}");
         let case = match write {
             "staged" => format!("{k} worker(s)"),
