@@ -37,6 +37,25 @@ fn python_sdk_and_plugin_harness_tests_pass_under_pytest() {
     );
 }
 
+/// Builds the Python package `pkg` to the component `pkg/<name>.wasm`
+/// with `scripts/python-sdk.sh build`, which must succeed.
+fn build(pkg: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let wasm = pkg.join(format!("{name}.wasm"));
+    let out = Command::new("bash")
+        .arg(weir_tests::repo_root().join("scripts/python-sdk.sh"))
+        .arg("build")
+        .arg(pkg)
+        .arg(&wasm)
+        .output()
+        .expect("running scripts/python-sdk.sh build");
+    assert!(
+        out.status.success(),
+        "build failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wasm
+}
+
 /// A Python operator on `weir_sdk`, built to a component with
 /// `scripts/python-sdk.sh build` and run by `weir run`: its log lines
 /// (`weir_sdk.log` and the `logging` logger `weir`) reach the host's log
@@ -45,7 +64,6 @@ fn python_sdk_and_plugin_harness_tests_pass_under_pytest() {
 /// error of kind invalid input, not a trap.
 #[test]
 fn a_python_operator_logs_through_the_host_and_its_errors_are_wit_errors() {
-    let root = weir_tests::repo_root();
     let pkg = tempfile::tempdir().unwrap();
     std::fs::write(
         pkg.path().join("app.py"),
@@ -75,19 +93,7 @@ weir_sdk.export(Shout, globals())
 "#,
     )
     .unwrap();
-    let wasm = pkg.path().join("shout.wasm");
-    let out = Command::new("bash")
-        .arg(root.join("scripts/python-sdk.sh"))
-        .arg("build")
-        .arg(pkg.path())
-        .arg(&wasm)
-        .output()
-        .expect("running scripts/python-sdk.sh build");
-    assert!(
-        out.status.success(),
-        "build failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let wasm = build(pkg.path(), "shout");
 
     let job = |input: &str| {
         let file = weir_tests::job_file::JobFile::new("shout")
@@ -128,7 +134,6 @@ weir_sdk.export(Shout, globals())
 /// order, through SIGKILLs; each dead letter carries the exception.
 #[test]
 fn a_python_operator_refuses_the_records_it_raises_on_and_they_are_dead_lettered() {
-    let root = weir_tests::repo_root();
     let pkg = tempfile::tempdir().unwrap();
     std::fs::write(
         pkg.path().join("app.py"),
@@ -156,19 +161,7 @@ weir_sdk.export(Total, globals())
 "#,
     )
     .unwrap();
-    let wasm = pkg.path().join("total.wasm");
-    let out = Command::new("bash")
-        .arg(root.join("scripts/python-sdk.sh"))
-        .arg("build")
-        .arg(pkg.path())
-        .arg(&wasm)
-        .output()
-        .expect("running scripts/python-sdk.sh build");
-    assert!(
-        out.status.success(),
-        "build failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let wasm = build(pkg.path(), "total");
     // Amounts 1..=n, every 17th `x<i>` instead.
     let n = 1500;
     let (mut input, mut totals, mut bad) = (String::new(), String::new(), Vec::new());

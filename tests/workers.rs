@@ -145,6 +145,18 @@ fn runs_a_task(worker: &mut Running) {
     worker.wait_for_line("a task", |l| l.contains("task 0-") && l.ends_with(" runs"));
 }
 
+/// Waits until topic `counts`, read `read_committed`, holds `n` messages.
+fn whole_output(kafka: &Clients, n: usize) {
+    let start = std::time::Instant::now();
+    while kafka.read_committed("counts").len() < n {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "waited {PATIENCE:?} for the whole output"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Checks `committed` against `input`: each word's running counts exactly
 /// once and in increasing order, all in one partition, keyed by the word.
 fn assert_counts_in_order(input: &[String], committed: &[KafkaMessage]) {
@@ -384,14 +396,7 @@ fn a_first_checkpoint_never_committed_is_started_over_and_nothing_is_lost() {
     c.wait_for_line("the first checkpoint dropped", |l| {
         l.contains("was written but never committed") && l.contains("starting over")
     });
-    let start = std::time::Instant::now();
-    while kafka.read_committed("counts").len() < input.len() {
-        assert!(
-            start.elapsed() < PATIENCE,
-            "waited {PATIENCE:?} for the whole output"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    whole_output(&kafka, input.len());
     assert_counts_in_order(&input, &kafka.read_committed("counts"));
     leave([("c", c)]);
 }
@@ -428,14 +433,7 @@ fn a_kafka_sink_switched_between_staged_and_direct_writes_loses_and_repeats_noth
     leave([("b", b)]);
 
     let c = worker(&job, "c");
-    let start = std::time::Instant::now();
-    while kafka.read_committed("counts").len() < input.len() {
-        assert!(
-            start.elapsed() < PATIENCE,
-            "waited {PATIENCE:?} for the whole output"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    whole_output(&kafka, input.len());
     assert_counts_in_order(&input, &kafka.read_committed("counts"));
     leave([("c", c)]);
 }
@@ -468,14 +466,7 @@ fn killed_at_the_commit_point(
         l.contains("assigns partition(s)") && assigned_in(l).len() == 2
     });
     let d = worker(job, "d");
-    let start = std::time::Instant::now();
-    while kafka.read_committed("counts").len() < input.len() {
-        assert!(
-            start.elapsed() < PATIENCE,
-            "waited {PATIENCE:?} for the whole output"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    whole_output(kafka, input.len());
     assert_counts_in_order(input, &kafka.read_committed("counts"));
     assert_all_finished(job);
     let shown = job.weir("workers", &["--json"]);

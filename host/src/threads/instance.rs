@@ -210,16 +210,19 @@ impl InstanceTask {
             let (_, first) = rejected.swap_remove(0);
             return Err(failed(instance, first));
         }
-        let input = input_name(instance, port);
-        let letters: Vec<Letter> = (rejected.iter())
-            .map(|(i, error)| {
-                let mut letter = Letter::of(batch, *i, (BadKind::InvalidInput, &error.to_string()));
-                letter.port = Some(input.clone());
-                letter
-            })
-            .collect();
-        let handled = self.bad.went_past(&letters, &self.metrics);
-        self.bad.send(handled, &mut self.out, &self.shared)?;
+        if !rejected.is_empty() {
+            let input = input_name(instance, port);
+            let letters: Vec<Letter> = (rejected.iter())
+                .map(|(i, error)| {
+                    let mut letter =
+                        Letter::of(batch, *i, (BadKind::InvalidInput, &error.to_string()));
+                    letter.port = Some(input.clone());
+                    letter
+                })
+                .collect();
+            let handled = self.bad.went_past(&letters, &self.metrics);
+            self.bad.send(handled, &mut self.out, &self.shared)?;
+        }
         self.emit(Some(batch))
     }
 
