@@ -24,7 +24,8 @@ mod ports;
 mod python_sdk;
 mod sandbox;
 
-// Jobs: checkpoints, restores, rescaling, hot swap, event time, bad records.
+// Jobs: checkpoints, restores, rescaling, hot swap, event time, bad records
+// and their replay.
 mod bad_records;
 mod event_time;
 mod hot_swap;
@@ -32,6 +33,7 @@ mod large_state;
 mod object_store;
 mod pipelines;
 mod reconcile_streaming;
+mod replay;
 mod rescale;
 mod restart;
 mod restore;

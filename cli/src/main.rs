@@ -47,6 +47,37 @@ enum Deadletter {
         #[arg(long)]
         json: bool,
     },
+    /// Queue an operator's dead letters for replay into it, exactly once
+    /// (after a fixed plugin was swapped in): a running job whose input
+    /// does not end replays them at once, any other job at its next
+    /// `weir run`. Letters that fail again go to the dead letters again.
+    #[command(after_help = "Examples:
+  weir deadletter replay job.toml --operator reconcile
+  weir deadletter replay job.toml --operator reconcile --error-kind trap
+  weir deadletter replay job.toml --operator reconcile --from fixed-letters.jsonl")]
+    Replay {
+        /// The job file, or a folder holding a job.toml.
+        job: PathBuf,
+        /// The operator whose dead letters go back into it.
+        #[arg(long)]
+        operator: String,
+        /// Read the letters from this dead-letter sink (default: the one
+        /// the operator's `on_error` names).
+        #[arg(long, conflicts_with = "from")]
+        sink: Option<String>,
+        /// Read the letters from this file, one JSON object per line.
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// Only letters of this kind (`trap`, `invalid-input`, `failed`).
+        #[arg(long, value_name = "KIND")]
+        error_kind: Option<String>,
+        /// The job's state directory, if not its `[checkpoint] dir`.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -328,6 +359,34 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     serde_json::to_string_pretty(&serde_json::json!({ "sinks": sinks }))?
                 ),
                 false => weir_cli::deadletter::text(&sinks),
+            };
+            weir_cli::output::stdout(&out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Deadletter(Deadletter::Replay {
+            job,
+            operator,
+            sink,
+            from,
+            error_kind,
+            state_dir,
+            json,
+        }) => {
+            use weir_cli::deadletter::replay;
+            let letters = match from {
+                Some(file) => replay::Letters::File(file),
+                None => replay::Letters::Sink(sink),
+            };
+            let r = replay::replay(
+                &job,
+                &operator,
+                &letters,
+                error_kind.as_deref(),
+                state_dir.as_deref(),
+            )?;
+            let out = match json {
+                true => format!("{}\n", serde_json::to_string_pretty(&r)?),
+                false => replay::text(&r),
             };
             weir_cli::output::stdout(&out)?;
             Ok(ExitCode::SUCCESS)

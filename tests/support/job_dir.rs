@@ -268,7 +268,13 @@ impl JobDir {
     /// `rng`) after a checkpoint of the run completed; false when the run
     /// finished first.
     pub fn kill_after_a_checkpoint(&self, rng: &mut XorShift) -> bool {
-        let mut run = self.spawn(&["-v"]);
+        self.kill_after_a_checkpoint_of(&[], rng)
+    }
+
+    /// [`kill_after_a_checkpoint`](Self::kill_after_a_checkpoint) of `weir
+    /// run job.toml -v ARGS`.
+    pub fn kill_after_a_checkpoint_of(&self, args: &[&str], rng: &mut XorShift) -> bool {
+        let mut run = self.spawn(&[&["-v"], args].concat());
         run.wait_for_line("a checkpoint", |l| l.contains("complete in"));
         let until = Instant::now() + Duration::from_millis(rng.range(0, 400));
         while Instant::now() < until && run.child.try_wait().unwrap().is_none() {

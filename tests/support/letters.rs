@@ -33,3 +33,13 @@ pub fn listed(job: &JobDir, args: &[&str]) -> Value {
     assert!(out.success(), "weir deadletter ls: {}", out.stderr);
     serde_json::from_str(&out.stdout).unwrap()
 }
+
+/// `weir deadletter replay job.toml --json ARGS` of `job`, which must
+/// succeed: what it queued (`letters`, `added`, `already`, ...).
+pub fn replayed(job: &JobDir, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let out = Outcome::of(&mut job.command_of(&["deadletter", "replay"], &args));
+    assert!(out.success(), "weir deadletter replay: {}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}

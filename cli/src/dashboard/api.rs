@@ -63,7 +63,8 @@ impl JobView {
 }
 
 /// Every edge of `job`: from a source or an operator's output port to an
-/// operator's input port or a sink.
+/// operator's input port or a sink (a replay source's to an operator,
+/// all its input ports).
 fn edges(job: &Job) -> Value {
     let mut edges = Vec::new();
     let mut edge = |up: &weir::config::Upstream, to: &str, input: Value| {
@@ -81,6 +82,14 @@ fn edges(job: &Job) -> Value {
                     edge(up, &op.id, json!(i));
                 }
             }
+        }
+        // Its replayed dead letters go back to each input port.
+        if let Some(replay) = job.replay_source(&op.id) {
+            edge(
+                &weir::config::Upstream::parse(&replay.id),
+                &op.id,
+                Value::Null,
+            );
         }
     }
     for sink in &job.sinks {

@@ -68,7 +68,8 @@ impl WorkerJob {
     /// object store, no sink that writes on one machine, no operator
     /// parallelism (the partition count is the job's parallelism).
     pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<WorkerJob, ClusterError> {
-        let job = Job::parse(path, text, registry)?;
+        // Worker mode replays no dead letters.
+        let job = Job::parse(path, text, registry)?.without_replays();
         let refuse = |message: String| ClusterError::Refused {
             path: path.display().to_string(),
             message,
@@ -270,7 +271,7 @@ impl WorkerJob {
             }
         }
         let text = toml::to_string(&t).expect("a TOML table serializes");
-        Ok(Job::parse(&job.path, &text, registry)?)
+        Ok(Job::parse(&job.path, &text, registry)?.without_replays())
     }
 }
 

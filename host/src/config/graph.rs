@@ -26,7 +26,8 @@ impl Job {
     /// Checks an operator's inputs against the declared input port names of `plugin`
     /// (the file messages name: the job file's plugin, or one swapped in) and resolves
     /// them to (port index, upstream) pairs, ordered by port index, then in the order a
-    /// port's list gives (a union's upstreams); and checks that every output port its
+    /// port's list gives (a union's upstreams), then the operator's replay source (its
+    /// output port of the same name); and checks that every output port its
     /// consumers name is one of `plugin_outputs`.
     ///
     /// Fails if a named port is not declared by the plugin, a declared port is left
@@ -83,6 +84,14 @@ impl Job {
                 )));
             }
             resolved.extend(ups.iter().map(|up| (index, up.clone())));
+            if let Some(replay) = self.replay_upstream(&operator.id, port) {
+                if port == DEAD_LETTER_PORT {
+                    return Err(fail(format!(
+                        "plugin {plugin} declares an input port `{DEAD_LETTER_PORT}`, the name of the dead-letter port of the source replaying its dead letters; rename the plugin's port"
+                    )));
+                }
+                resolved.push((index, replay));
+            }
         }
         if operator.on_error.dead_letter_sink().is_some()
             && plugin_outputs.iter().any(|p| p == DEAD_LETTER_PORT)
@@ -139,10 +148,12 @@ impl Job {
     /// operators (file order, each once), then sinks.
     pub fn consumers(&self, id: &str) -> Vec<&str> {
         let reads = |ups: Vec<&Upstream>| ups.iter().any(|up| up.node == id);
+        // A replay source feeds its operator through `resolve_ports`.
+        let replayed = (self.sources.iter().find(|s| s.id == id)).and_then(|s| s.replays());
         let ops = self
             .operators
             .iter()
-            .filter(|op| reads(op.inputs.upstreams()));
+            .filter(|op| reads(op.inputs.upstreams()) || replayed == Some(op.id.as_str()));
         // A sink reading only the dead letters does not consume the output.
         let sinks = self.sinks.iter().filter(|s| {
             let entry = label("sink", &s.id);

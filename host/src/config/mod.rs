@@ -38,6 +38,7 @@ mod graph;
 mod limits;
 mod on_error;
 mod operator;
+mod replay;
 mod sink;
 mod source;
 #[cfg(test)]
@@ -163,6 +164,7 @@ impl Job {
             restart,
             cluster,
         };
+        job.add_replays();
         job.wire_dead_letters()?;
         // Structure first, then the file system: a typo'd id is reported before a missing file.
         job.validate_graph()?;

@@ -953,14 +953,46 @@ fn an_operators_dead_letters_go_to_the_sink_its_on_error_names() {
         (&o.on_error, o.max_bad),
         (&OnError::DeadLetter("bad".into()), Some(9))
     );
-    assert_eq!(job.sinks[1].input, [Upstream::parse("o.dead-letter")]);
+    // The replay source of its dead letters sends its own to the same sink.
+    let replay = job.replay_source("o").expect("a replay source");
+    assert_eq!(
+        (replay.id.as_str(), replay.replays()),
+        ("replay:o", Some("o"))
+    );
+    assert_eq!(replay.on_error, o.on_error);
+    assert_eq!(job.consumers("replay:o"), ["o"]);
+    assert_eq!(
+        job.sinks[1].input,
+        [
+            Upstream::parse("replay:o.dead-letter"),
+            Upstream::parse("o.dead-letter")
+        ]
+    );
     let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let resolved = job.resolve_ports(o, &o.plugin, &names(&["in"]), &names(&["out"]));
-    assert_eq!(resolved.unwrap(), [(0, Upstream::parse("src"))]);
+    let replayed = |port: &str| Upstream {
+        node: "replay:o".into(),
+        port: Some(port.into()),
+    };
+    let positional = job.resolve_ports(o, &o.plugin, &names(&["in"]), &names(&["out"]));
+    assert_eq!(
+        positional.unwrap(),
+        [(0, Upstream::parse("src")), (0, replayed("in"))]
+    );
     let clash = job.resolve_ports(o, &o.plugin, &names(&["in"]), &names(&["dead-letter"]));
     let err = clash.unwrap_err().to_string();
     assert!(
         err.contains("declares an output port `dead-letter`"),
         "{err}"
     );
+    let clash = job.resolve_ports(o, &o.plugin, &names(&["dead-letter"]), &names(&["out"]));
+    let err = clash.unwrap_err().to_string();
+    assert!(
+        err.contains("declares an input port `dead-letter`"),
+        "{err}"
+    );
+    // Worker mode's job has none.
+    let plain = job.clone().without_replays();
+    assert!(plain.replay_source("o").is_none());
+    assert_eq!(plain.sources.len(), 1);
+    assert_eq!(plain.sinks[1].input, [Upstream::parse("o.dead-letter")]);
 }

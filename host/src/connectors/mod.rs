@@ -23,6 +23,7 @@ pub mod format;
 pub mod generator;
 mod jsonl;
 pub mod parsing;
+pub mod replay;
 pub mod sink;
 pub mod source;
 pub mod staged;

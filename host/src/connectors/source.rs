@@ -140,6 +140,19 @@ pub trait SourceReader: Send {
     fn release(&mut self, offset: &Value) {
         let _ = offset;
     }
+    /// The output port of the batch [`read_batch`](Self::read_batch)
+    /// returned last: 0, but for a source feeding several ports (a replay
+    /// into an operator's input ports, [`super::replay`]).
+    fn output_port(&self) -> u32 {
+        0
+    }
+    /// Whether the records' timestamps move event time. A source whose
+    /// records are old ones again (replayed dead letters) says no: it
+    /// sends no watermark and is idle whenever it has sent what it read,
+    /// so it never holds a watermark back.
+    fn moves_event_time(&self) -> bool {
+        true
+    }
     /// Whether the last read brought news of event time without records
     /// (a repartition topic's control records): the source then takes
     /// [`watermark_timestamp`](Self::watermark_timestamp) of the empty

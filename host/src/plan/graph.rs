@@ -11,10 +11,12 @@
 //!   each; an output port no input names has no edge.
 //! - Replacing an operator's plugin ([`Plan::replace_operator`]) relinks
 //!   every edge and keeps every node id.
+//! - A replay source's output ports are its operator's input ports, by
+//!   name, then its dead-letter port.
 
 use std::collections::HashMap;
 
-use crate::config::{Job, OperatorConfig, Upstream};
+use crate::config::{DEAD_LETTER_PORT, Job, OperatorConfig, Upstream};
 use crate::wasm::Plugin;
 
 use super::edge::{Edge, Exchange, Partitioning};
@@ -100,6 +102,7 @@ impl<'j, P: Ports> Plan<'j, P> {
 
     /// Builds every edge from the nodes' `wired` pairs, in id order.
     fn link(&mut self) {
+        self.name_replay_ports();
         self.edges.clear();
         for node in &mut self.nodes {
             node.inputs.clear();
@@ -120,6 +123,27 @@ impl<'j, P: Ports> Plan<'j, P> {
                 self.nodes[to].inputs.push(id);
                 self.nodes[from.node.index()].outputs[from.port as usize].push(id);
             }
+        }
+    }
+
+    /// Gives each replay source the output ports its operator's plugin
+    /// has as inputs (then its dead-letter port).
+    fn name_replay_ports(&mut self) {
+        for i in 0..self.nodes.len() {
+            let Some(source) = self.nodes[i].source() else {
+                continue;
+            };
+            let Some(operator) = source.replays() else {
+                continue;
+            };
+            let operator = self.find(operator).expect("the operator a replay feeds");
+            let mut ports = self.node(operator).input_ports().to_vec();
+            if source.on_error.dead_letter_sink().is_some() {
+                ports.push(DEAD_LETTER_PORT.to_owned());
+            }
+            let node = &mut self.nodes[i];
+            node.outputs = ports.iter().map(|_| Vec::new()).collect();
+            node.output_ports = ports;
         }
     }
 

@@ -5,7 +5,8 @@
 //! Invariants:
 //! - A source has no input port and one unnamed output port (0), and a
 //!   second, [`DEAD_LETTER_PORT`] (1), when its `on_error` sends bad
-//!   records to a sink; an operator whose `on_error` does has that port
+//!   records to a sink (a replay source: the input ports of its operator,
+//!   named, then that one); an operator whose `on_error` does has that port
 //!   after its plugin's; a sink
 //!   one unnamed input port (0) and no output port; an operator the ports
 //!   its plugin declares ([`Ports`]).

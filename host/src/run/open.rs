@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 
 use crate::Batch;
+use crate::connectors::replay::{self, ReplayReader, StillReading};
 use crate::connectors::sink::Sink;
 use crate::connectors::source::SourceReader;
 use crate::dataflow::watermark::SourceWatermark;
@@ -49,6 +50,9 @@ pub(crate) struct OpenSource {
     pub batch_size: usize,
     /// Its watermark state, continuing from the checkpoint's.
     pub watermark: SourceWatermark,
+    /// The count the job's replay sources wait on, if it is one of those
+    /// they wait for (every source but them).
+    pub still_reading: Option<StillReading>,
 }
 
 /// What the opening phases made, by the id of the instance or node that
@@ -143,10 +147,23 @@ pub(crate) fn open_sources(
     at: &RestorePoint,
 ) -> Result<BTreeMap<NodeId, OpenSource>, RunError> {
     let mut sources = BTreeMap::new();
+    let readers = plan.sources().filter_map(|n| n.source());
+    let others = StillReading::new(readers.filter(|s| s.replays().is_none()).count());
     for node in plan.sources() {
         let s = node.source().expect("a source");
         let offset = at.checkpoint.as_ref().and_then(|m| m.sources.get(&s.id));
-        let reader = s.open(offset).map_err(|e| RunError::Task(e.into()))?;
+        let reader: Box<dyn SourceReader> = match s.replays() {
+            Some(operator) => {
+                let path = replay::queue_path(&at.state_dir, operator);
+                // The operator's input ports: all but the dead-letter port.
+                let ports = node.output_ports();
+                let inputs = ports.len() - usize::from(s.on_error.dead_letter_sink().is_some());
+                let ports = ports[..inputs].to_vec();
+                let reader = ReplayReader::open(path, &s.id, ports, others.clone(), offset);
+                Box::new(reader.map_err(|e| RunError::Task(e.into()))?)
+            }
+            None => s.open(offset).map_err(|e| RunError::Task(e.into()))?,
+        };
         if at.checkpoint.is_some() && !reader.replayable() {
             tracing::warn!(
                 "source `{}` reads stdin, which cannot be replayed: records read before the crash are lost",
@@ -155,6 +172,7 @@ pub(crate) fn open_sources(
         }
         let max_timestamp = restored_max_timestamp(offset);
         let open = OpenSource {
+            still_reading: s.replays().is_none().then(|| others.clone()),
             reader,
             batch_size: s.batch_size,
             watermark: SourceWatermark::new(s.watermark, max_timestamp),

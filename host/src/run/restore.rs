@@ -6,6 +6,8 @@
 //! damaged file aside (renamed, never deleted) and starts a new store.
 //!
 //! Invariants:
+//! - A final checkpoint is resumed only when a replay queue holds dead
+//!   letters past it; otherwise the job is done.
 //! - Once [`prepare`] returns a [`RestorePoint`], the store holds no
 //!   checkpoint newer than the restored one, so new checkpoint ids continue
 //!   after it (`first_id`) and build on its state.
@@ -121,7 +123,14 @@ pub(crate) fn prepare(
         opened => opened?,
     };
     let checkpoint = choose(job, &state_dir, &store, mode)?;
-    if let Some(meta) = checkpoint.as_ref().filter(|m| m.final_checkpoint) {
+    let finished = checkpoint.as_ref().filter(|m| m.final_checkpoint);
+    if let Some(meta) = finished.filter(|m| replays_pending(job, &state_dir, m)) {
+        tracing::info!(
+            "job `{}` finished at checkpoint {}; it resumes from there for the dead letters queued for replay",
+            job.name,
+            meta.id
+        );
+    } else if let Some(meta) = finished {
         tracing::warn!(
             "job `{}` already finished (checkpoint {} is final); nothing to do. Run with `--restore none` to process the input again",
             job.name,
@@ -155,6 +164,19 @@ pub(crate) fn prepare(
         first_id,
         manifest,
     })))
+}
+
+/// Whether a replay queue of `job` in `state_dir` holds dead letters past
+/// the offset its source has in checkpoint `meta` (a queue that cannot be
+/// read does: the run reports why).
+fn replays_pending(job: &Job, state_dir: &std::path::Path, meta: &CheckpointMeta) -> bool {
+    (job.sources.iter()).any(|s| {
+        let Some(operator) = s.replays() else {
+            return false;
+        };
+        let path = crate::connectors::replay::queue_path(state_dir, operator);
+        crate::connectors::replay::pending(&path, meta.sources.get(&s.id)).unwrap_or(true)
+    })
 }
 
 /// What a restore with a commit point takes.

@@ -205,6 +205,7 @@ impl Start<'_> {
             watermark: open.watermark,
             metrics: self.node(name),
             bad: self.bad_records(node, None),
+            still_reading: open.still_reading,
         };
         self.threads
             .spawn(name.to_string(), &format!("src-{name}"), move || {

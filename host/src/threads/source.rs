@@ -18,6 +18,8 @@
 //! - The records a read could not make records of go as its `on_error`
 //!   says ([`BadRecords`]), before the next barrier: dead letters on the
 //!   dead-letter port, or the source fails.
+//! - A source whose records do not move event time (replayed dead
+//!   letters) sends `Idle` first and after each batch.
 //! - Each batch carries its place in the input ([`Provenance`]); the first
 //!   `narrow` records of an attempt go one per batch, so that a failure
 //!   downstream names the one record it failed on.
@@ -30,6 +32,7 @@ use serde_json::Value;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
+use crate::connectors::replay::StillReading;
 use crate::connectors::source::SourceReader;
 use crate::dataflow::cancel::{Cancelled, POLL};
 use crate::dataflow::output::Output;
@@ -83,6 +86,9 @@ pub(crate) struct SourceTask {
     pub metrics: Arc<NodeMetrics>,
     /// What becomes of the records it cannot read (`on_error`).
     pub bad: BadRecords,
+    /// The count of sources still reading it belongs to, if replay
+    /// sources wait for it ([`StillReading`]).
+    pub still_reading: Option<StillReading>,
 }
 
 impl SourceTask {
@@ -100,6 +106,7 @@ impl SourceTask {
             mut watermark,
             metrics,
             mut bad,
+            still_reading,
         } = self;
         // What `reader.skipped()` said last, so each skip is counted once.
         let mut skipped = 0;
@@ -111,6 +118,11 @@ impl SourceTask {
         let mut sent: u64 = 0;
         // A live source had nothing on the last read.
         let mut idle = false;
+        // A source whose records do not move event time never holds it back.
+        let timeless = !reader.moves_event_time();
+        if timeless {
+            out.broadcast(&shared.cancel, || Msg::Idle)?;
+        }
         loop {
             if shared.cancelled() {
                 return Err(Cancelled);
@@ -205,10 +217,16 @@ impl SourceTask {
                         })
                     }));
                     watermark.on_records(|| reader.watermark_timestamp(&batch, idle_after), now);
-                    out.send(&shared.cancel, 0, batch)?;
+                    out.send(&shared.cancel, reader.output_port(), batch)?;
+                    if timeless {
+                        out.broadcast(&shared.cancel, || Msg::Idle)?;
+                    }
                 }
                 Ok(None) => {
                     at_end = true;
+                    if let Some(count) = &still_reading {
+                        count.ended();
+                    }
                     if let Some(w) = watermark.at_end() {
                         out.broadcast(&shared.cancel, || Msg::Watermark(w))?;
                         published(w);

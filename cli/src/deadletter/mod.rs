@@ -4,6 +4,9 @@
 //! summed up by the node that met them and their error, once what is the
 //! record's own (its numbers and quoted text) is taken out of the message.
 //! Each group says how many, of which kind, and where the first came from.
+//! [`replay`] queues an operator's dead letters for replay into it.
+
+pub mod replay;
 
 use std::collections::BTreeMap;
 use std::path::Path;
