@@ -352,11 +352,15 @@ fn the_bad_one_of_the_records_a_source_record_became_is_found() {
     let out = job.run(&["--json"]);
     assert!(out.success(), "{}", out.stderr);
     let summary: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    let poison = &summary["nodes"][2];
+    let nodes = summary["nodes"].as_array().unwrap();
+    let ids: Vec<&str> = nodes.iter().map(|n| n["id"].as_str().unwrap()).collect();
+    // Sources (with the replay source of poison's dead letters) first.
     assert_eq!(
-        (poison["id"].as_str(), poison["records_bad"].as_u64()),
-        (Some("poison"), Some(8))
+        ids,
+        ["in", "replay:poison", "split", "poison", "out", "bad"]
     );
+    let poison = &nodes[3];
+    assert_eq!(poison["records_bad"].as_u64(), Some(8), "{poison}");
     let words: String = (lines.iter())
         .flat_map(|l| l.split(' '))
         .filter(|w| *w != "poison")

@@ -11,6 +11,8 @@
 //!   operator or the dead-letter port of a source whose `on_error` names the sink,
 //!   and no input lists one upstream twice; every sink has an input;
 //! - operators form no cycle, and every source and operator has at least one consumer;
+//! - every operator whose `on_error` sends dead letters to a sink has a replay source
+//!   `replay:<id>` after the job file's sources (`replay`), wired by [`Job::resolve_ports`];
 //! - every path is joined onto the job file's folder (an absolute path stays as written);
 //! - plugin files and file-source paths were existing files at parse time, and no sink
 //!   writes a file that a source reads or another sink writes.
@@ -18,7 +20,8 @@
 //! This module reads the file and orchestrates the checks; the entries are
 //! built by `source`, `operator` (with `limits`) and `sink`, the tables
 //! `[checkpoint]` and `[restart]` by `checkpoint`, `[cluster]` by `cluster`, upstream references are
-//! read by `upstream`, the wiring is checked by `graph`, and `error` holds
+//! read by `upstream`, the wiring is checked by `graph`, replay sources are
+//! added by `replay`, and `error` holds
 //! [`JobError`]. A source's or sink's own settings are parsed by the
 //! connector its `type` names ([`crate::connectors`]).
 //! Nothing here depends on the Wasm layer.
