@@ -82,11 +82,17 @@ impl Letter {
     /// The dead letter of record `i` of `batch`, bad because of `error`,
     /// of kind `kind`. Its origin is the batch's: exactly the record's when
     /// the batch holds one source record's, else the range, with the
-    /// record's place in the batch.
+    /// record's place in it when the batch is the source's as read.
     pub(crate) fn of(batch: &Batch, i: usize, (kind, error): (BadKind, &str)) -> Letter {
         let record = batch.get(i);
         let origin = match batch.provenance() {
-            Some(p) if p.records > 1 => format!("record {i} of the batch from {p}"),
+            // Record i of the source's batch as read.
+            Some(p) if p.records > 1 && p.records == batch.len() => {
+                format!("record {i} of the batch from {p}")
+            }
+            // Part of it (what one instance got), or what an upstream made
+            // of it: the record's index says nothing of its place.
+            Some(p) if p.records > 1 => format!("a record of the batch from {p}"),
             Some(p) => p.to_string(),
             None => String::new(),
         };

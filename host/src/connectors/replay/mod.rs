@@ -1,5 +1,5 @@
 //! Dead letters replayed into the operator that met them: the queue file
-//! `weir deadletter replay` appends them to ([`queue`]), and the implicit
+//! `weir deadletter replay` appends them to ([`enqueue`]), and the implicit
 //! source that reads it into the operator's input ports ([`ReplayReader`]).
 //!
 //! Every operator whose `on_error` sends dead letters to a sink has one
