@@ -413,4 +413,10 @@ fn dead_letters_go_to_a_nats_subject_exactly_once_through_kills() {
             "{l}"
         );
     }
+    // `weir deadletter ls` reads them back from the subject.
+    let listed = weir_tests::letters::listed(&job, &[]);
+    let sink = &listed["sinks"][0];
+    assert_eq!(sink["letters"], bad.len(), "{listed:#}");
+    let from = sink["from"].as_str().unwrap();
+    assert!(from.starts_with("subject `letters` at nats://"), "{from}");
 }

@@ -16,6 +16,7 @@
 //! private SeaweedFS S3 server, both on loopback
 //! (`weir_tests::servers`).
 
+use std::collections::BTreeMap;
 use std::io::BufRead as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -155,6 +156,14 @@ fn fill(kafka: &Kafka, topic: &str, n: u64) {
     }
 }
 
+/// The task of stage 0 a worker's log line says finished (`worker: task
+/// 0-3 finished ...`), if it says so.
+fn finished_task(line: &str) -> Option<&str> {
+    let rest = &line[line.find("worker: task ")? + "worker: task ".len()..];
+    let (task, after) = rest.split_once(' ')?;
+    (task.starts_with("0-") && after.starts_with("finished")).then_some(task)
+}
+
 /// Runs the benchmark.
 pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let n = settings.records_or(1_200_000, 120_000, 6_000);
@@ -187,14 +196,16 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         let workers = (0..k)
             .map(|i| Worker::start(settings, &folder, &i.to_string(), &s3.env()))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        // Every task finishes once, on whichever worker runs it.
-        let mut finished = Vec::new();
+        // Each task finishes on whichever worker runs it; a worker that
+        // gets a task after a rebalance finds it finished and says so
+        // again, so tasks are counted by id, at their first finish.
+        let mut finished: BTreeMap<String, Instant> = BTreeMap::new();
         let deadline = Instant::now() + Duration::from_secs(600);
         while finished.len() < PARTITIONS as usize {
             for w in &workers {
                 while let Ok((at, line)) = w.lines.try_recv() {
-                    if line.contains("worker: task 0-") && line.contains(" finished") {
-                        finished.push(at);
+                    if let Some(task) = finished_task(&line) {
+                        finished.entry(task.to_owned()).or_insert(at);
                     }
                 }
             }
@@ -204,7 +215,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        let last = *finished.iter().max().expect("tasks finished");
+        let last = *finished.values().max().expect("tasks finished");
         let wall = last - started;
         let mut cpu = Duration::ZERO;
         for w in &workers {
@@ -294,4 +305,20 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         10.0,
     ));
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::finished_task;
+
+    #[test]
+    fn a_finished_task_is_read_from_its_log_line() {
+        let line = "2026-12-05T15:20:00Z  INFO worker: task 0-3 finished (checkpoint Some(1))";
+        assert_eq!(finished_task(line), Some("0-3"));
+        assert_eq!(finished_task("INFO worker: task 0-3 runs"), None);
+        assert_eq!(
+            finished_task("INFO worker: task 1-2 finished (checkpoint None)"),
+            None
+        );
+    }
 }

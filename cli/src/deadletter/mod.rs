@@ -1,5 +1,5 @@
 //! `weir deadletter ls JOB`: the dead letters of a job, read back from its
-//! dead-letter sinks (a file, a Kafka topic, a PostgreSQL table: what
+//! dead-letter sinks (a file, a Kafka topic, a NATS subject, a PostgreSQL table: what
 //! `on_error` names) and
 //! summed up by the node that met them and their error, once what is the
 //! record's own (its numbers and quoted text) is taken out of the message.
@@ -17,6 +17,8 @@ use serde_json::Value;
 use weir::config::{Job, SinkConfig};
 use weir_connectors::kafka::read_back::committed_values;
 use weir_connectors::kafka::sink::KafkaSinkConfig;
+use weir_connectors::nats::read_back::published;
+use weir_connectors::nats::sink::NatsSinkConfig;
 use weir_connectors::postgres::PostgresSinkConfig;
 
 /// The dead letters of one sink.
@@ -113,6 +115,12 @@ fn read(job: &Job, sink: &SinkConfig) -> anyhow::Result<(String, Vec<Vec<u8>>)> 
             .map_err(|e| anyhow::anyhow!("{}: sink `{}`: {e}", job.path.display(), sink.id))?;
         return Ok((from, values));
     }
+    if let Some(n) = any.downcast_ref::<NatsSinkConfig>() {
+        let from = format!("subject `{}` at {}", n.subject, n.url);
+        let values = published(n)
+            .map_err(|e| anyhow::anyhow!("{}: sink `{}`: {e}", job.path.display(), sink.id))?;
+        return Ok((from, values));
+    }
     if let Some(p) = any.downcast_ref::<PostgresSinkConfig>() {
         let from = format!("table {} at {}", p.table, p.server);
         let values = (p.rows_as_json())
@@ -120,7 +128,7 @@ fn read(job: &Job, sink: &SinkConfig) -> anyhow::Result<(String, Vec<Vec<u8>>)> 
         return Ok((from, values));
     }
     bail!(
-        "{}: sink `{}` is a `{}` sink; `weir deadletter ls` reads dead letters back from `file`, `kafka` and `postgres` sinks: send them to one of those",
+        "{}: sink `{}` is a `{}` sink; `weir deadletter` reads dead letters back from `file`, `kafka`, `nats` and `postgres` sinks: send them to one of those",
         job.path.display(),
         sink.id,
         sink.kind

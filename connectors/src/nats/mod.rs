@@ -17,6 +17,7 @@
 
 mod connection;
 mod ordered;
+pub mod read_back;
 pub mod sink;
 pub mod source;
 

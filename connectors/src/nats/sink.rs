@@ -47,7 +47,7 @@ pub const SINK: SinkType = SinkType {
 };
 
 /// The placeholder of `subject` that each record's key replaces.
-const KEY: &str = "{key}";
+pub(super) const KEY: &str = "{key}";
 
 /// The settings of a NATS JetStream sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
