@@ -15,8 +15,9 @@ use crate::dataflow::Batch;
 use crate::dataflow::bad_kind::BadKind;
 use crate::dataflow::provenance::numbered;
 
-/// Bytes read from the queue at a time.
-const CHUNK: usize = 64 << 10;
+/// Bytes read from the queue at a time (on the stack: a reader at the end
+/// of its queue reads every few milliseconds).
+const CHUNK: usize = 16 << 10;
 
 /// Reads the replay queue of one operator.
 pub struct ReplayReader {
@@ -150,7 +151,7 @@ impl ReplayReader {
                 let line = self.pending[..end].to_vec();
                 return Ok(Some(line));
             }
-            let mut chunk = vec![0; CHUNK];
+            let mut chunk = [0; CHUNK];
             let file = self.file.as_mut().expect("opened");
             let n = file.read(&mut chunk).map_err(|e| self.io(e))?;
             if n == 0 {
