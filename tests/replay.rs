@@ -227,3 +227,57 @@ fn replay_refuses_what_it_cannot_do_in_one_line() {
         "operator `picky` sends no dead letters to a sink",
     );
 }
+
+/// Letters of records a plugin traps on, replayed into it, are found
+/// again by the search for the failing record (the replay source is
+/// replayable, one letter a batch), and go back to the dead letters;
+/// replayed into the fixed plugin, each takes effect once.
+#[test]
+fn letters_a_plugin_traps_on_again_are_found_and_dead_lettered_again() {
+    let text: String = (1..=400)
+        .map(|i| match i % 41 == 0 {
+            true => "poison\n".to_owned(),
+            false => format!("w{i}\n"),
+        })
+        .collect();
+    let file = JobFile::new("trapping")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("in", "in.txt"))
+        .operator(
+            Operator::new("poison", plugins::GUEST_POISON)
+                .inputs(&["in"])
+                .on_error("{ dead_letter = \"bad\" }"),
+        )
+        .sink(Sink::file("out", "out.txt").input("poison"))
+        .sink(Sink::file("bad", "bad.txt"));
+    let job = JobDir::new(WEIR, file, &[("in.txt", &text)]);
+    job.run_ok(&[]);
+    let good: String = text
+        .lines()
+        .filter(|l| *l != "poison")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(job.read("out.txt"), good);
+    let first = letters::parse(&job.read("bad.txt"));
+    assert_eq!(first.len(), 9);
+    replayed(&job, &["--operator", "poison"]);
+    job.run_ok(&[]);
+    let all = letters::parse(&job.read("bad.txt"));
+    assert_eq!(all.len(), 18, "each failed again once");
+    for (again, was) in all[9..].iter().zip(&first) {
+        assert_eq!(again["error_kind"], "trap", "{again}");
+        let origin = again["origin"].as_str().unwrap();
+        let first_origin = format!("(first: {})", was["origin"].as_str().unwrap());
+        assert_has(origin, &first_origin);
+    }
+    let queued = replayed(&job, &["--operator", "poison", "--error-kind", "trap"]);
+    assert_eq!(
+        (&queued["added"], &queued["already"]),
+        (&9.into(), &9.into()),
+        "{queued}"
+    );
+    let swap = format!("poison={}", plugins::GUEST_CURED);
+    job.run_ok(&["--swap", &swap]);
+    assert_eq!(job.read("out.txt"), good + &"cured poison\n".repeat(9));
+    assert_eq!(letters::parse(&job.read("bad.txt")).len(), 18);
+}
