@@ -27,19 +27,20 @@ pub fn values(letters: &[Value]) -> Vec<&str> {
 /// `weir deadletter ls job.toml --json ARGS` of `job`, which must succeed:
 /// its JSON document.
 pub fn listed(job: &JobDir, args: &[&str]) -> Value {
-    let mut args = args.to_vec();
-    args.push("--json");
-    let out = Outcome::of(&mut job.command_of(&["deadletter", "ls"], &args));
-    assert!(out.success(), "weir deadletter ls: {}", out.stderr);
-    serde_json::from_str(&out.stdout).unwrap()
+    deadletter(job, "ls", args)
 }
 
 /// `weir deadletter replay job.toml --json ARGS` of `job`, which must
 /// succeed: what it queued (`letters`, `added`, `already`, ...).
 pub fn replayed(job: &JobDir, args: &[&str]) -> Value {
-    let mut args = args.to_vec();
-    args.push("--json");
-    let out = Outcome::of(&mut job.command_of(&["deadletter", "replay"], &args));
-    assert!(out.success(), "weir deadletter replay: {}", out.stderr);
+    deadletter(job, "replay", args)
+}
+
+/// `weir deadletter VERB job.toml --json ARGS` of `job`, which must
+/// succeed: its JSON document.
+fn deadletter(job: &JobDir, verb: &str, args: &[&str]) -> Value {
+    let args = [args, &["--json"]].concat();
+    let out = Outcome::of(&mut job.command_of(&["deadletter", verb], &args));
+    assert!(out.success(), "weir deadletter {verb}: {}", out.stderr);
     serde_json::from_str(&out.stdout).unwrap()
 }

@@ -82,8 +82,8 @@ pub fn ls(path: &Path, only: Option<&str>) -> anyhow::Result<Vec<SinkLetters>> {
     let mut out = Vec::new();
     for id in named {
         let sink = job.sinks.iter().find(|s| s.id == id).expect("a job sink");
-        let (from, values) = read(&job, sink)?;
-        out.push(summary(id, from, &values)?);
+        let (from, letters) = letters(&job, sink)?;
+        out.push(summary(id, from, &letters));
     }
     Ok(out)
 }
@@ -94,6 +94,23 @@ fn list(names: &[&str]) -> String {
         [] => "none".into(),
         names => names.join(", "),
     }
+}
+
+/// Where `sink` keeps its dead letters, and the letters, each a JSON value.
+fn letters(job: &Job, sink: &SinkConfig) -> anyhow::Result<(String, Vec<Value>)> {
+    let (from, values) = read(job, sink)?;
+    let letters = (values.iter().enumerate())
+        .map(|(i, value)| {
+            serde_json::from_slice(value).with_context(|| {
+                format!(
+                    "dead letter {} of sink `{}` ({from}) is not JSON; is something else writing there?",
+                    i + 1,
+                    sink.id
+                )
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok((from, letters))
 }
 
 /// Where `sink` keeps its dead letters, and their values (JSON objects).
@@ -135,17 +152,11 @@ fn read(job: &Job, sink: &SinkConfig) -> anyhow::Result<(String, Vec<Vec<u8>>)> 
     )
 }
 
-/// The dead letters `values` of sink `sink` (read from `from`), grouped.
-fn summary(sink: &str, from: String, values: &[Vec<u8>]) -> anyhow::Result<SinkLetters> {
+/// The dead letters `letters` of sink `sink` (read from `from`), grouped.
+fn summary(sink: &str, from: String, letters: &[Value]) -> SinkLetters {
     type Key = (String, String, String, String);
     let mut groups: BTreeMap<Key, (u64, Value)> = BTreeMap::new();
-    for (i, value) in values.iter().enumerate() {
-        let letter: Value = serde_json::from_slice(value).with_context(|| {
-            format!(
-                "dead letter {} of sink `{sink}` ({from}) is not JSON; is something else writing there?",
-                i + 1
-            )
-        })?;
+    for letter in letters {
         let field = |k: &str| letter[k].as_str().unwrap_or_default().to_owned();
         let error = field("error");
         let key = (
@@ -174,12 +185,12 @@ fn summary(sink: &str, from: String, values: &[Vec<u8>]) -> anyhow::Result<SinkL
         )
         .collect();
     groups.sort_by_key(|g| std::cmp::Reverse(g.count));
-    Ok(SinkLetters {
+    SinkLetters {
         sink: sink.to_owned(),
         from,
-        letters: values.len() as u64,
+        letters: letters.len() as u64,
         groups,
-    })
+    }
 }
 
 /// `error` with what belongs to one record taken out: every run of digits

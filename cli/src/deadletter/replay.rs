@@ -85,15 +85,7 @@ pub fn replay(
             let Some(sink) = job.sinks.iter().find(|s| s.id == id) else {
                 bail!("{file}: no sink `{id}`; name a sink of the job");
             };
-            let (from, raw) = super::read(&job, sink)?;
-            let values = (raw.iter().enumerate())
-                .map(|(i, v)| {
-                    serde_json::from_slice(v).with_context(|| {
-                        format!("dead letter {} of sink `{id}` ({from}) is not JSON", i + 1)
-                    })
-                })
-                .collect::<anyhow::Result<Vec<Value>>>()?;
-            (from, values)
+            super::letters(&job, sink)?
         }
     };
     let chosen: Vec<Value> = (values.into_iter())

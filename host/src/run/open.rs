@@ -155,10 +155,8 @@ pub(crate) fn open_sources(
         let reader: Box<dyn SourceReader> = match s.replays() {
             Some(operator) => {
                 let path = replay::queue_path(&at.state_dir, operator);
-                // The operator's input ports: all but the dead-letter port.
-                let ports = node.output_ports();
-                let inputs = ports.len() - usize::from(s.on_error.dead_letter_sink().is_some());
-                let ports = ports[..inputs].to_vec();
+                let fed = plan.find(operator).expect("the operator a replay feeds");
+                let ports = plan.node(fed).input_ports().to_vec();
                 let reader = ReplayReader::open(path, &s.id, ports, others.clone(), offset);
                 Box::new(reader.map_err(|e| RunError::Task(e.into()))?)
             }

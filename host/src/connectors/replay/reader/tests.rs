@@ -14,6 +14,16 @@ fn letter(port: &str, value: &str, ts: i64) -> Value {
            "value": value, "timestamp": ts, "origin": format!("in.txt line {ts} of source `in`")})
 }
 
+/// The reader of the queue at `path` for operator `op` of ports `left`
+/// and `right`, waiting on `others`, resuming at `offset`.
+fn open(
+    path: &std::path::Path,
+    others: StillReading,
+    offset: Option<&Value>,
+) -> Result<ReplayReader, SourceError> {
+    ReplayReader::open(path.to_path_buf(), "replay:op", ports(), others, offset)
+}
+
 /// A record read back: its port, key, value and timestamp.
 type Read = (u32, Option<String>, String, Option<i64>);
 
@@ -52,14 +62,7 @@ fn letters_are_read_back_as_records_one_port_per_batch() {
         letter("right", "c", 3),
     ];
     enqueue(&path, "job", "op", &letters).unwrap();
-    let mut reader = ReplayReader::open(
-        path.clone(),
-        "replay:op",
-        ports(),
-        StillReading::new(0),
-        None,
-    )
-    .unwrap();
+    let mut reader = open(&path, StillReading::new(0), None).unwrap();
     let first = reader.read_batch(10).unwrap().unwrap();
     assert_eq!((first.len(), reader.output_port()), (2, 0));
     assert_eq!(reader.place().unwrap(), "replays/op.jsonl lines 2–3");
@@ -87,14 +90,7 @@ fn a_reader_resumes_at_its_offset_and_reads_only_whole_lines() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("op.jsonl");
     enqueue(&path, "job", "op", &[letter("left", "a", 1)]).unwrap();
-    let mut reader = ReplayReader::open(
-        path.clone(),
-        "replay:op",
-        ports(),
-        StillReading::new(1),
-        None,
-    )
-    .unwrap();
+    let mut reader = open(&path, StillReading::new(1), None).unwrap();
     assert_eq!(drain(&mut reader).concat().len(), 1);
     let offset = reader.offset();
     assert_eq!(offset["line"], 2);
@@ -110,14 +106,7 @@ fn a_reader_resumes_at_its_offset_and_reads_only_whole_lines() {
     let b = (1, Some("k-b".to_owned()), "b".to_owned(), Some(2));
     assert_eq!(drain(&mut reader), vec![vec![b.clone()]]);
     // Reopened at the first offset: the second letter again, only it.
-    let mut again = ReplayReader::open(
-        path.clone(),
-        "replay:op",
-        ports(),
-        StillReading::new(0),
-        Some(&offset),
-    )
-    .unwrap();
+    let mut again = open(&path, StillReading::new(0), Some(&offset)).unwrap();
     assert_eq!(drain(&mut again), vec![vec![b]]);
     assert_eq!(again.offset(), reader.offset());
 }
@@ -127,22 +116,14 @@ fn a_missing_queue_is_empty_and_another_queue_is_read_from_its_start() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("op.jsonl");
     let others = StillReading::new(1);
-    let mut tailing =
-        ReplayReader::open(path.clone(), "replay:op", ports(), others.clone(), None).unwrap();
+    let mut tailing = open(&path, others.clone(), None).unwrap();
     assert!(
         tailing.read_batch(10).unwrap().unwrap().is_empty(),
         "waits while others read"
     );
     others.ended();
     assert!(tailing.read_batch(10).unwrap().is_none(), "ends after them");
-    let mut ending = ReplayReader::open(
-        path.clone(),
-        "replay:op",
-        ports(),
-        StillReading::new(0),
-        None,
-    )
-    .unwrap();
+    let mut ending = open(&path, StillReading::new(0), None).unwrap();
     assert!(ending.read_batch(10).unwrap().is_none());
     assert_eq!(
         ending.offset(),
@@ -151,19 +132,10 @@ fn a_missing_queue_is_empty_and_another_queue_is_read_from_its_start() {
     // A checkpoint's offset in a queue since deleted and made again.
     enqueue(&path, "job", "op", &[letter("left", "a", 1)]).unwrap();
     let old = json!({"queue": "gone", "byte": 999, "line": 40});
-    let mut reader = ReplayReader::open(
-        path.clone(),
-        "replay:op",
-        ports(),
-        StillReading::new(0),
-        Some(&old),
-    )
-    .unwrap();
+    let mut reader = open(&path, StillReading::new(0), Some(&old)).unwrap();
     assert_eq!(drain(&mut reader).concat().len(), 1);
     let bad = json!({"byte": "x"});
-    assert!(
-        ReplayReader::open(path, "replay:op", ports(), StillReading::new(0), Some(&bad)).is_err()
-    );
+    assert!(open(&path, StillReading::new(0), Some(&bad)).is_err());
 }
 
 #[test]
@@ -180,8 +152,7 @@ fn letters_that_cannot_be_replayed_are_bad_records_of_the_source() {
         .unwrap()
         .write_all(b"not json\n")
         .unwrap();
-    let mut reader =
-        ReplayReader::open(path, "replay:op", ports(), StillReading::new(0), None).unwrap();
+    let mut reader = open(&path, StillReading::new(0), None).unwrap();
     assert_eq!(drain(&mut reader).concat().len(), 1, "only `b`");
     let bad = reader.take_bad();
     let reasons: Vec<String> = bad.iter().map(BadRecord::reason).collect();
