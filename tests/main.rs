@@ -43,6 +43,7 @@ mod unaligned;
 mod delivery;
 mod kafka;
 mod nats;
+mod postgres_cdc;
 mod postgres_jobs;
 mod postgres_sink;
 mod s3_server;

@@ -1,5 +1,6 @@
 //! Weir's connectors to servers: a NATS JetStream source and sink
-//! ([`nats`]), a PostgreSQL sink ([`postgres`]) and a Kafka source and sink
+//! ([`nats`]), a PostgreSQL sink and change-data-capture source
+//! ([`postgres`]) and a Kafka source and sink
 //! ([`kafka`]), each one module that reads its own settings and implements
 //! the runtime's contracts ([`weir::connectors`]).
 //!
@@ -21,6 +22,7 @@ pub fn registry() -> Registry {
     Registry::builtin()
         .with_source(&nats::SOURCE)
         .with_source(&kafka::SOURCE)
+        .with_source(&postgres::cdc::SOURCE)
         .with_sink(&nats::SINK)
         .with_sink(&postgres::SINK)
         .with_sink(&kafka::SINK)
@@ -40,7 +42,10 @@ mod tests {
         let names = |n: Vec<&str>| n.join(", ");
         let sources = registry.sources().iter().map(|t| t.name).collect();
         let sinks = registry.sinks().iter().map(|t| t.name).collect();
-        assert_eq!(names(sources), "file, generator, stdin, nats, kafka");
+        assert_eq!(
+            names(sources),
+            "file, generator, stdin, nats, kafka, postgres-cdc"
+        );
         assert_eq!(names(sinks), "file, stdout, nats, postgres, kafka");
     }
 }

@@ -12,7 +12,7 @@
 //! | 4..8 | value length (u32) |
 //! | 8..12 | key offset (u32; 0 without a key) |
 //! | 12..16 | key length (u32; 0 without a key) |
-//! | 16..20 | flags (u32): bit 0 the record has a key, bit 1 a timestamp; other bits 0 |
+//! | 16..20 | flags (u32): bit 0 the record has a key, bit 1 a timestamp, bits 2..5 its [`Change`] (0 insert); other bits 0 |
 //! | 20..24 | reserved, 0 |
 //! | 24..32 | timestamp, milliseconds since the Unix epoch (i64; 0 without one) |
 //!
@@ -31,6 +31,83 @@ pub const SPAN_BYTES: usize = 32;
 
 const HAS_KEY: u32 = 1;
 const HAS_TIMESTAMP: u32 = 2;
+const CHANGE_SHIFT: u32 = 2;
+const CHANGE_MASK: u32 = 0b111 << CHANGE_SHIFT;
+
+/// What a record says about the row it carries, its change kind: a
+/// changelog (a database's changes, an upsert table's) is a stream of
+/// these. Records of plain streams are inserts, the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Change {
+    /// A new row (and every record of a stream that is no changelog).
+    #[default]
+    Insert = 0,
+    /// A row as it was before an update; the record with the row after it
+    /// ([`Change::UpdateAfter`]) follows. Only where the before image is
+    /// known.
+    UpdateBefore = 1,
+    /// A row as it is after an update.
+    UpdateAfter = 2,
+    /// A row deleted: the record carries its key (and its last values
+    /// where known).
+    Delete = 3,
+    /// Every row of a table deleted: the record has no key.
+    Truncate = 4,
+}
+
+impl Change {
+    /// Every kind, by number.
+    pub const ALL: [Change; 5] = [
+        Change::Insert,
+        Change::UpdateBefore,
+        Change::UpdateAfter,
+        Change::Delete,
+        Change::Truncate,
+    ];
+
+    /// The kind numbered `n` in span flags, if any.
+    ///
+    /// ```
+    /// assert_eq!(weir_flat::Change::from_number(3), Some(weir_flat::Change::Delete));
+    /// assert_eq!(weir_flat::Change::from_number(5), None);
+    /// ```
+    pub fn from_number(n: u32) -> Option<Change> {
+        Change::ALL.get(n as usize).copied()
+    }
+
+    /// Its name in job files, dead letters and the `op` field of append
+    /// sinks: `insert`, `update-before`, `update-after`, `delete`,
+    /// `truncate`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Change::Insert => "insert",
+            Change::UpdateBefore => "update-before",
+            Change::UpdateAfter => "update-after",
+            Change::Delete => "delete",
+            Change::Truncate => "truncate",
+        }
+    }
+
+    /// The kind named `name` ([`Change::name`]).
+    ///
+    /// ```
+    /// use weir_flat::Change;
+    /// assert!(Change::ALL.iter().all(|c| Change::from_name(c.name()) == Some(*c)));
+    /// ```
+    pub fn from_name(name: &str) -> Option<Change> {
+        Change::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Whether the record removes what it carries from a table: an
+    /// update's before image, a delete, a truncate.
+    pub fn retracts(self) -> bool {
+        matches!(
+            self,
+            Change::UpdateBefore | Change::Delete | Change::Truncate
+        )
+    }
+}
 
 /// `len` bytes of a batch's data, starting at `offset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -69,6 +146,8 @@ pub struct Span {
     pub value: Range,
     /// Event time, milliseconds since the Unix epoch.
     pub timestamp: Option<i64>,
+    /// What the record says about its row.
+    pub change: Change,
 }
 
 #[inline]
@@ -81,7 +160,7 @@ impl Span {
     ///
     /// ```
     /// use weir_flat::{Range, Span};
-    /// let s = Span { key: None, value: Range { offset: 0, len: 3 }, timestamp: Some(-1) };
+    /// let s = Span { key: None, value: Range { offset: 0, len: 3 }, timestamp: Some(-1), change: Default::default() };
     /// assert_eq!(Span::decode(&s.encode()), s);
     /// ```
     #[inline]
@@ -93,7 +172,8 @@ impl Span {
                 HAS_TIMESTAMP
             } else {
                 0
-            };
+            }
+            | (self.change as u32) << CHANGE_SHIFT;
         b[0..4].copy_from_slice(&self.value.offset.to_le_bytes());
         b[4..8].copy_from_slice(&self.value.len.to_le_bytes());
         b[8..12].copy_from_slice(&key.offset.to_le_bytes());
@@ -112,7 +192,7 @@ impl Span {
     ///
     /// ```
     /// use weir_flat::{Range, Span};
-    /// let s = Span { key: Some(Range { offset: 0, len: 1 }), value: Range { offset: 0, len: 1 }, timestamp: None };
+    /// let s = Span { key: Some(Range { offset: 0, len: 1 }), value: Range { offset: 0, len: 1 }, timestamp: None, change: Default::default() };
     /// assert_eq!(Span::decode(&s.encode()).key, s.key);
     /// ```
     #[inline]
@@ -132,8 +212,42 @@ impl Span {
                 t.copy_from_slice(&b[24..32]);
                 i64::from_le_bytes(t)
             }),
+            change: Change::from_number((flags & CHANGE_MASK) >> CHANGE_SHIFT).unwrap_or_default(),
         }
     }
+}
+
+/// The change kind of one packed span, read without decoding the rest.
+///
+/// ```
+/// use weir_flat::{change, Change, Span};
+/// let s = Span { change: Change::Delete, ..Span::default() };
+/// assert_eq!(change(&s.encode()), Change::Delete);
+/// ```
+#[inline]
+pub fn change(span: &[u8]) -> Change {
+    Change::from_number((u32_at(span, 16) & CHANGE_MASK) >> CHANGE_SHIFT).unwrap_or_default()
+}
+
+/// Makes every record of packed `spans` an insert, for a reader that
+/// knows no change kinds; returns how many were something else.
+///
+/// ```
+/// use weir_flat::{change, forget_changes, Change, Span};
+/// let mut b = Span { change: Change::Delete, ..Span::default() }.encode();
+/// assert_eq!(forget_changes(&mut b), 1);
+/// assert_eq!(change(&b), Change::Insert);
+/// ```
+pub fn forget_changes(spans: &mut [u8]) -> usize {
+    let mut changed = 0;
+    for span in spans.chunks_exact_mut(SPAN_BYTES) {
+        let flags = u32_at(span, 16);
+        if flags & CHANGE_MASK != 0 {
+            changed += 1;
+            span[16..20].copy_from_slice(&(flags & !CHANGE_MASK).to_le_bytes());
+        }
+    }
+    changed
 }
 
 /// The timestamp of one packed span, read without decoding the rest (the
@@ -141,7 +255,7 @@ impl Span {
 ///
 /// ```
 /// use weir_flat::{timestamp, Range, Span};
-/// let s = Span { key: None, value: Range::default(), timestamp: Some(-7) };
+/// let s = Span { key: None, value: Range::default(), timestamp: Some(-7), change: Default::default() };
 /// assert_eq!(timestamp(&s.encode()), Some(-7));
 /// assert_eq!(timestamp(&Span::default().encode()), None);
 /// ```
@@ -225,12 +339,13 @@ impl core::fmt::Display for BadSpans {
 }
 
 /// Checks packed `spans` against `data_len` bytes of data: a whole number
-/// of spans, known flags, reserved bytes zero, every range inside the data.
+/// of spans, known flags and change kinds, reserved bytes zero, every
+/// range inside the data.
 /// Returns the number of records.
 ///
 /// ```
 /// use weir_flat::{check, Range, Span};
-/// let s = Span { key: None, value: Range { offset: 2, len: 5 }, timestamp: None };
+/// let s = Span { key: None, value: Range { offset: 2, len: 5 }, timestamp: None, change: Default::default() };
 /// assert_eq!(check(&s.encode(), 7), Ok(1));
 /// assert!(check(&s.encode(), 6).is_err());
 /// assert!(check(&[0; 31], 100).is_err());
@@ -241,7 +356,10 @@ pub fn check(spans: &[u8], data_len: usize) -> Result<usize, BadSpans> {
     }
     for (index, b) in spans.chunks_exact(SPAN_BYTES).enumerate() {
         let bits = u64::from(u32_at(b, 16)) | (u64::from(u32_at(b, 20)) << 32);
-        if bits & !u64::from(HAS_KEY | HAS_TIMESTAMP) != 0 {
+        let kind = (u32_at(b, 16) & CHANGE_MASK) >> CHANGE_SHIFT;
+        if bits & !u64::from(HAS_KEY | HAS_TIMESTAMP | CHANGE_MASK) != 0
+            || Change::from_number(kind).is_none()
+        {
             return Err(BadSpans::Flags { index, bits });
         }
         let span = Span::decode(b);
@@ -269,6 +387,7 @@ mod tests {
             key: key.map(r),
             value: r(value),
             timestamp,
+            change: Default::default(),
         }
     }
 
@@ -299,12 +418,23 @@ mod tests {
         assert_eq!(check(&ok, 3), Ok(1));
         assert_eq!(check(&[], 0), Ok(0));
         assert_eq!(check(&ok[..31], 3), Err(BadSpans::Length { bytes: 31 }));
-        let mut flags = ok;
-        flags[16] = 4;
-        assert!(matches!(
-            check(&flags, 3),
-            Err(BadSpans::Flags { index: 0, .. })
-        ));
+        // Bit 5 is unknown; kinds 5..7 in bits 2..5 are none.
+        for bits in [0x20, 5 << 2, 7 << 2] {
+            let mut flags = ok;
+            flags[16] = bits;
+            assert!(matches!(
+                check(&flags, 3),
+                Err(BadSpans::Flags { index: 0, .. })
+            ));
+        }
+        for kind in Change::ALL {
+            let s = Span {
+                change: kind,
+                ..span(Some((0, 1)), (1, 2), Some(-3))
+            };
+            assert_eq!(check(&s.encode(), 3), Ok(1));
+            assert_eq!(Span::decode(&s.encode()), s);
+        }
         let mut reserved = ok;
         reserved[23] = 1;
         assert!(matches!(check(&reserved, 3), Err(BadSpans::Flags { .. })));

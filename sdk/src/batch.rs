@@ -285,6 +285,7 @@ impl BatchBuf {
                 key,
                 value,
                 timestamp,
+                change: Default::default(),
             }
             .encode(),
         );
@@ -370,6 +371,7 @@ mod tests {
             key: Some(range(0, 1)),
             value: range(1, 2),
             timestamp: None,
+            change: Default::default(),
         };
         assert_eq!(
             Batch::new(data, &packed(&[ok]))
@@ -431,6 +433,7 @@ mod tests {
             key: Some(range(0, 4)),
             value: range(0, 4),
             timestamp: Some(-1),
+            change: Default::default(),
         };
         let spans = packed(&[span]);
         let rec = Batch::new(data, &spans).unwrap().get(0).unwrap();

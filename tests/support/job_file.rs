@@ -219,6 +219,14 @@ impl Source {
         Source::of(id, "stdin")
     }
 
+    /// Source `id` reading the changes of `table` in the PostgreSQL
+    /// database at `url` (`type = "postgres-cdc"`).
+    pub fn postgres_cdc(id: &str, url: &str, table: &str) -> Self {
+        Source::of(id, "postgres-cdc")
+            .string("url", url)
+            .string("table", table)
+    }
+
     /// The source's `id`.
     pub fn id(&self) -> String {
         self.0.string_of("id").expect("a source has an id")

@@ -2,7 +2,7 @@
 //! field by field from the record's JSON text (no map of values), with
 //! every value checked against its column's type first, and the epoch's
 //! rows grouped by the columns they name ([`Groups`]) or, for upsert,
-//! merged by key ([`Merged`]). No I/O: the destination sends the text.
+//! merged by key (`super::merged`). No I/O: the destination sends the text.
 //!
 //! A field is written in the text format: `\N` for NULL, and a backslash,
 //! tab, newline or carriage return escaped with a backslash, so that a row
@@ -215,6 +215,30 @@ impl Row {
     }
 
     /// Appends the row as one COPY line (fields in column order).
+    /// The fields read, as (column, range of [`text`](Self::text)).
+    pub(super) fn cells(&self) -> &[(usize, Range<usize>)] {
+        &self.cells
+    }
+
+    /// The COPY text of the fields.
+    pub(super) fn text(&self) -> &[u8] {
+        &self.text
+    }
+
+    /// Empties the row.
+    pub(super) fn clear(&mut self) {
+        self.cells.clear();
+        self.text.clear();
+    }
+
+    /// Appends a field of column `col`, given as COPY text (columns in
+    /// ascending order).
+    pub(super) fn push_cell(&mut self, col: usize, text: &[u8]) {
+        let start = self.text.len();
+        self.text.extend_from_slice(text);
+        self.cells.push((col, start..self.text.len()));
+    }
+
     pub(super) fn write_line(&self, out: &mut Vec<u8>) {
         for (i, (_, range)) in self.cells.iter().enumerate() {
             if i > 0 {
@@ -490,93 +514,11 @@ pub(super) fn check_key(
     Ok(())
 }
 
-/// An upsert epoch's rows merged by key: one row per key, as if the
-/// records were applied in order (a later field replaces an earlier one;
-/// fields only an earlier record has stay). The keys are compared by their
-/// COPY text.
-#[derive(Debug, Default)]
-pub(super) struct Merged {
-    index: HashMap<Vec<u8>, usize, RandomState>,
-    /// Per key, in order of first appearance: (column, field text) sorted
-    /// by column.
-    rows: Vec<Vec<(usize, Range<usize>)>>,
-    text: Vec<u8>,
-    key: Vec<u8>,
-}
-
-impl Merged {
-    /// Merges `row` into the row of its key (columns `key`). A record
-    /// without a value for a key column is an error naming it.
-    pub(super) fn push(
-        &mut self,
-        row: &Row,
-        key: &[usize],
-        columns: &Columns,
-        record: &[u8],
-    ) -> Result<(), String> {
-        self.key.clear();
-        check_key(row, key, columns, record)?;
-        for &col in key {
-            self.key.extend_from_slice(row.field(col).expect("checked"));
-            self.key.push(b'\t');
-        }
-        let r = match self.index.get(&self.key) {
-            Some(r) => *r,
-            None => {
-                self.index.insert(self.key.clone(), self.rows.len());
-                self.rows.push(Vec::new());
-                self.rows.len() - 1
-            }
-        };
-        for (col, range) in &row.cells {
-            let start = self.text.len();
-            self.text.extend_from_slice(&row.text[range.clone()]);
-            let cell = (*col, start..self.text.len());
-            let cells = &mut self.rows[r];
-            match cells.binary_search_by_key(col, |(c, _)| *c) {
-                Ok(i) => cells[i] = cell,
-                Err(i) => cells.insert(i, cell),
-            }
-        }
-        Ok(())
-    }
-
-    /// Moves the merged rows into `groups`, in order of their keys' first
-    /// appearance, and empties this.
-    pub(super) fn drain_into(&mut self, groups: &mut Groups, row: &mut Row) {
-        for cells in self.rows.drain(..) {
-            row.cells.clear();
-            row.text.clear();
-            for (col, range) in cells {
-                let start = row.text.len();
-                row.text.extend_from_slice(&self.text[range]);
-                row.cells.push((col, start..row.text.len()));
-            }
-            groups.push(row);
-        }
-        self.index.clear();
-        self.text.clear();
-    }
-
-    /// Forgets every row (an epoch starts).
-    pub(super) fn clear(&mut self) {
-        self.rows.clear();
-        self.index.clear();
-        self.text.clear();
-        self.text.shrink_to(KEEP);
-    }
-
-    /// Whether no row was merged since the last drain.
-    pub(super) fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn columns() -> Columns {
+    pub(in crate::postgres) fn columns() -> Columns {
         let col = |name: &str, sql_type: &str, typname: &str| Column {
             name: name.into(),
             sql_type: sql_type.into(),
@@ -748,42 +690,6 @@ mod tests {
             got,
             [(vec![0, 6], "1\ta\n3\tc\n".into()), (vec![0], "2\n".into())]
         );
-    }
-
-    /// Several records of one key in an epoch become one row, as if applied
-    /// in order: the last value of each field wins, in first-seen key order.
-    #[test]
-    fn upsert_rows_are_merged_by_key_last_wins() {
-        let cols = columns();
-        let (mut row, mut merged, mut groups) =
-            (Row::default(), Merged::default(), Groups::default());
-        let key = [cols.find("name").unwrap()];
-        for r in [
-            r#"{"name": "a", "id": 1}"#,
-            r#"{"name": "b", "id": 2}"#,
-            r#"{"name": "a", "id": 3, "ok": false}"#,
-            r#"{"name": "a", "id": 4}"#,
-        ] {
-            row.read(&cols, false, r.as_bytes()).unwrap();
-            merged.push(&row, &key, &cols, r.as_bytes()).unwrap();
-        }
-        merged.drain_into(&mut groups, &mut row);
-        assert!(merged.is_empty());
-        let got: Vec<String> = groups
-            .groups_mut()
-            .iter()
-            .map(|g| String::from_utf8(g.copy.clone()).unwrap())
-            .collect();
-        assert_eq!(got, ["4\tf\ta\n", "2\tb\n"]);
-
-        for (r, want) in [
-            (r#"{"id": 1}"#, "`name` is missing"),
-            (r#"{"name": null}"#, "`name` is null"),
-        ] {
-            row.read(&cols, false, r.as_bytes()).unwrap();
-            let err = merged.push(&row, &key, &cols, r.as_bytes()).unwrap_err();
-            assert!(err.contains(want) && err.contains(r), "{err}");
-        }
     }
 
     #[test]

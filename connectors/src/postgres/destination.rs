@@ -3,14 +3,17 @@
 //! the epoch's checkpoint. At-least-once, [`WritingSink`]: one transaction
 //! per written batch, without the bookkeeping row.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::time::Duration;
 
 use postgres::{Client, NoTls, Transaction};
 
-use super::copy::{Columns, Groups, Merged, Row, check_key, show_line};
+use super::copy::{Columns, Groups, Row, check_key, show_line};
+use super::merged::Merged;
 use super::table::{COMMITS, Table, connection_lost, copy_context, create_commits, describe};
 use super::{Mode, PostgresSinkConfig};
+use weir::connectors::changelog::with_op;
 use weir::connectors::sink::{Done, RecordCheck, Sink, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::dataflow::Batch;
@@ -227,9 +230,14 @@ impl RecordCheck for TableCheck {
     fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
         let mut refused = Vec::new();
         for (i, record) in batch.iter().enumerate() {
-            let read = (self.row)
-                .read(&self.columns, self.ignore_unknown, record.value)
-                .and_then(|()| check_key(&self.row, &self.key, &self.columns, record.value));
+            let read = match (self.key.is_empty(), record.change) {
+                (true, change) => with_op(record.value, change)
+                    .and_then(|value| (self.row).read(&self.columns, self.ignore_unknown, &value)),
+                (false, change) if Merged::keyless(change) => Ok(()),
+                (false, _) => (self.row)
+                    .read(&self.columns, self.ignore_unknown, record.value)
+                    .and_then(|()| check_key(&self.row, &self.key, &self.columns, record.value)),
+            };
             if let Err(why) = read {
                 refused.push((i, why));
             }
@@ -376,8 +384,16 @@ impl Epoch<'_> {
     /// it holds [`CHUNK`] bytes.
     fn add(&mut self, tx: &mut Transaction<'_>, batch: &Batch) -> Result<(), Failure> {
         for record in batch.iter() {
+            if self.mode == Mode::Upsert && Merged::keyless(record.change) {
+                self.merged.apply_keyless(record.change);
+                continue;
+            }
+            let value = match self.mode {
+                Mode::Append => with_op(record.value, record.change).map_err(Failure::Message)?,
+                Mode::Upsert => Cow::Borrowed(record.value),
+            };
             self.row
-                .read(&self.table.columns, self.ignore_unknown, record.value)
+                .read(&self.table.columns, self.ignore_unknown, &value)
                 .map_err(Failure::Message)?;
             match self.mode {
                 Mode::Append => {
@@ -388,7 +404,13 @@ impl Epoch<'_> {
                 }
                 Mode::Upsert => self
                     .merged
-                    .push(self.row, &self.table.key, &self.table.columns, record.value)
+                    .push(
+                        record.change,
+                        self.row,
+                        &self.table.key,
+                        &self.table.columns,
+                        record.value,
+                    )
                     .map_err(Failure::Message)?,
             }
         }
@@ -435,8 +457,31 @@ impl Epoch<'_> {
         let pg = |doing: &'static str| move |e| Failure::Pg(doing.to_owned(), e);
         tx.batch_execute(&create)
             .map_err(pg("creating the temporary table"))?;
-        self.merged.drain_into(self.groups, self.row);
         let key = table.column_list(&table.key);
+        if self.merged.truncated() {
+            tx.batch_execute(&format!("DELETE FROM {}", table.sql))
+                .map_err(|e| refused(table, "emptying the table (a truncate)", e, None))?;
+        }
+        let deleted = self.merged.deleted_keys();
+        if !deleted.is_empty() {
+            copy(tx, table, STAGE, &table.key, &deleted)?;
+            let matches: Vec<String> = (table.key.iter())
+                .map(|&c| {
+                    let name = super::table::quote_ident(&table.columns.list[c].name);
+                    format!("t.{name} = s.{name}")
+                })
+                .collect();
+            let delete = format!(
+                "DELETE FROM {} t USING {STAGE} s WHERE {}",
+                table.sql,
+                matches.join(" AND ")
+            );
+            tx.batch_execute(&delete)
+                .map_err(|e| refused(table, "deleting the epoch's deleted keys", e, None))?;
+            tx.batch_execute(&format!("TRUNCATE {STAGE}"))
+                .map_err(pg("emptying the temporary table"))?;
+        }
+        self.merged.drain_into(self.groups, self.row);
         for group in self.groups.groups_mut() {
             copy(tx, table, STAGE, &group.columns, &group.copy)?;
             let cols = table.column_list(&group.columns);

@@ -31,14 +31,22 @@
 //! copied into a temporary table and moved by `INSERT ... ON CONFLICT
 //! (key) DO UPDATE` of the fields they name.
 //!
+//! Changelogs: in `upsert` mode a delete deletes its key's row, a
+//! truncate empties the table and an update's before image is skipped
+//! (module `merged`); in `append` mode every record is a row, and one
+//! that is not an insert has its kind in the field `op` (a column of
+//! that name takes it).
+//!
 //! With `delivery = "at-least-once"` nothing is staged: each written batch
 //! goes into the table in a transaction of its own as it arrives, and a
 //! checkpoint completes only once every batch before its barrier is
 //! committed; after a crash the batches since the restored checkpoint are
 //! written again (an upsert writes the same values again).
 
+pub mod cdc;
 mod copy;
 mod destination;
+mod merged;
 mod table;
 
 use std::path::Path;

@@ -14,6 +14,7 @@ use std::io::Write;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::changelog::with_op;
 use crate::dataflow::Batch;
 use crate::failpoint::{self, Failpoint};
 
@@ -228,13 +229,15 @@ pub enum SinkFormat {
     Jsonl,
 }
 
-/// Writes each record's value and a newline; returns the bytes written.
+/// Writes each record's value and a newline, with its change kind when it
+/// is not an insert ([`super::changelog`]); returns the bytes written.
 pub(crate) fn encode(batch: &Batch, out: &mut impl Write) -> std::io::Result<u64> {
     let mut bytes = 0;
     for r in batch.iter() {
-        out.write_all(r.value)?;
+        let value = with_op(r.value, r.change).map_err(std::io::Error::other)?;
+        out.write_all(&value)?;
         out.write_all(b"\n")?;
-        bytes += r.value.len() as u64 + 1;
+        bytes += value.len() as u64 + 1;
     }
     Ok(bytes)
 }

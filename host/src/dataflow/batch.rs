@@ -20,7 +20,7 @@ use std::time::Instant;
 use crate::Record;
 use crate::dataflow::provenance::Provenance;
 
-pub use weir_flat::{BadSpans, Range, SPAN_BYTES, Span};
+pub use weir_flat::{BadSpans, Change, Range, SPAN_BYTES, Span};
 
 /// Bytes a record costs besides its data, for limits and buffering
 /// accounting (the span and bookkeeping).
@@ -35,6 +35,9 @@ pub struct RecordRef<'a> {
     pub value: &'a [u8],
     /// Event time, milliseconds since the Unix epoch.
     pub timestamp: Option<i64>,
+    /// What it says about its row (an insert in a stream that is no
+    /// changelog).
+    pub change: Change,
 }
 
 impl RecordRef<'_> {
@@ -134,7 +137,7 @@ impl Batch {
     ///
     /// ```
     /// use weir::dataflow::batch::{Batch, Range, Span};
-    /// let span = Span { key: None, value: Range { offset: 0, len: 3 }, timestamp: None };
+    /// let span = Span { key: None, value: Range { offset: 0, len: 3 }, timestamp: None, change: Default::default() };
     /// assert!(Batch::from_parts(b"abc".to_vec(), span.encode().to_vec()).is_ok());
     /// assert!(Batch::from_parts(b"ab".to_vec(), span.encode().to_vec()).is_err());
     /// ```
@@ -196,8 +199,7 @@ impl Batch {
     pub fn select(&self, indices: &[usize]) -> Batch {
         let mut out = Batch::with_capacity(indices.len(), 0);
         for &i in indices {
-            let r = self.get(i);
-            out.push(r.key, r.value, r.timestamp);
+            out.push_ref(self.get(i));
         }
         out.origin = self.origin;
         out.provenance = self.provenance.clone();
@@ -283,12 +285,31 @@ impl Batch {
     /// assert_eq!(b.get(0).timestamp, Some(1));
     /// ```
     pub fn push(&mut self, key: Option<&[u8]>, value: &[u8], timestamp: Option<i64>) {
+        self.push_change(Change::Insert, key, value, timestamp);
+    }
+
+    /// Appends a record saying `change` of its row.
+    ///
+    /// ```
+    /// use weir::dataflow::batch::Change;
+    /// let mut b = weir::Batch::new();
+    /// b.push_change(Change::Delete, Some(b"k"), b"{}", None);
+    /// assert_eq!(b.get(0).change, Change::Delete);
+    /// ```
+    pub fn push_change(
+        &mut self,
+        change: Change,
+        key: Option<&[u8]>,
+        value: &[u8],
+        timestamp: Option<i64>,
+    ) {
         let key = key.map(|k| self.range(k));
         let value = self.range(value);
         self.push_span(Span {
             key,
             value,
             timestamp,
+            change,
         });
     }
 
@@ -300,11 +321,16 @@ impl Batch {
     /// assert_eq!(b.get(0).key, Some(&b"w"[..]));
     /// ```
     pub fn push_keyed_by_value(&mut self, value: &[u8], timestamp: Option<i64>) {
+        self.push_keyed_by_value_change(Change::Insert, value, timestamp);
+    }
+
+    fn push_keyed_by_value_change(&mut self, change: Change, value: &[u8], timestamp: Option<i64>) {
         let value = self.range(value);
         self.push_span(Span {
             key: Some(value),
             value,
             timestamp,
+            change,
         });
     }
 
@@ -319,9 +345,9 @@ impl Batch {
     /// ```
     pub fn push_ref(&mut self, r: RecordRef<'_>) {
         if r.key_is_value() {
-            self.push_keyed_by_value(r.value, r.timestamp)
+            self.push_keyed_by_value_change(r.change, r.value, r.timestamp)
         } else {
-            self.push(r.key, r.value, r.timestamp)
+            self.push_change(r.change, r.key, r.value, r.timestamp)
         }
     }
 
@@ -358,6 +384,7 @@ impl Batch {
                 key: s.key.map(shift),
                 value: shift(s.value),
                 timestamp: s.timestamp,
+                change: s.change,
             });
         }
     }
@@ -383,6 +410,7 @@ impl Batch {
             key: s.key.map(|k| self.slice(k)),
             value: self.slice(s.value),
             timestamp: s.timestamp,
+            change: s.change,
         }
     }
 
@@ -436,6 +464,20 @@ impl Batch {
             .max()
     }
 
+    /// Whether a record says anything but [`Change::Insert`].
+    ///
+    /// ```
+    /// use weir::dataflow::batch::Change;
+    /// let mut b = weir::Batch::new();
+    /// b.push(None, b"a", None);
+    /// assert!(!b.has_changes());
+    /// b.push_change(Change::Delete, None, b"a", None);
+    /// assert!(b.has_changes());
+    /// ```
+    pub fn has_changes(&self) -> bool {
+        (self.spans.chunks_exact(SPAN_BYTES)).any(|s| weir_flat::change(s) != Change::Insert)
+    }
+
     /// Gives every record without a timestamp the timestamp `t`.
     ///
     /// ```
@@ -452,7 +494,8 @@ impl Batch {
     }
 
     /// Splits the batch into `n` batches by `route(key)`, keeping the order
-    /// within each.
+    /// within each. A truncate concerns every key: it goes to every part,
+    /// in its place.
     ///
     /// ```
     /// let mut b = weir::Batch::new();
@@ -467,10 +510,15 @@ impl Batch {
         let mut routed = Vec::with_capacity(self.len());
         let mut sizes = vec![(0, 0); n];
         for r in self.iter() {
-            let to = route(r.key);
-            let (records, bytes) = &mut sizes[to];
-            *records += 1;
-            *bytes += r.data_len();
+            let to = (r.change != Change::Truncate).then(|| route(r.key));
+            let parts = match to {
+                Some(to) => to..to + 1,
+                None => 0..n,
+            };
+            for (records, bytes) in &mut sizes[parts] {
+                *records += 1;
+                *bytes += r.data_len();
+            }
             routed.push((to, r));
         }
         let mut parts: Vec<Batch> = sizes
@@ -478,7 +526,10 @@ impl Batch {
             .map(|(records, bytes)| Batch::with_capacity(records, bytes))
             .collect();
         for (to, r) in routed {
-            parts[to].push_ref(r);
+            match to {
+                Some(to) => parts[to].push_ref(r),
+                None => parts.iter_mut().for_each(|p| p.push_ref(r)),
+            }
         }
         for part in &mut parts {
             part.origin = self.origin;
@@ -595,6 +646,25 @@ mod tests {
     }
 
     #[test]
+    fn changes_survive_copies_and_truncates_reach_every_part() {
+        let mut b = Batch::new();
+        b.push_change(Change::Delete, Some(b"x"), b"1", None);
+        b.push_change(Change::Truncate, None, b"{}", Some(2));
+        b.push_change(Change::UpdateAfter, Some(b"y"), b"3", None);
+        let kinds = |b: &Batch| b.iter().map(|r| r.change).collect::<Vec<_>>();
+        let mut copy = Batch::new();
+        copy.append(&b);
+        assert_eq!(copy, b);
+        assert_eq!(
+            kinds(&b.select(&[2, 0])),
+            [Change::UpdateAfter, Change::Delete]
+        );
+        let parts = b.partition(2, |key| usize::from(key == Some(&b"y"[..])));
+        assert_eq!(kinds(&parts[0]), [Change::Delete, Change::Truncate]);
+        assert_eq!(kinds(&parts[1]), [Change::Truncate, Change::UpdateAfter]);
+    }
+
+    #[test]
     fn partition_keeps_order_within_each_part() {
         let recs: Vec<Record> = (0..10)
             .map(|i| rec(Some(&format!("k{}", i % 3)), &i.to_string(), None))
@@ -650,6 +720,7 @@ mod tests {
             key,
             value,
             timestamp: Some(4),
+            change: Default::default(),
         };
         let ok =
             Batch::from_parts(b"abc".to_vec(), packed(&[span(Some(r(0, 1)), r(1, 2))])).unwrap();

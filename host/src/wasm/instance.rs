@@ -52,6 +52,8 @@ pub struct OperatorInstance {
     store: Store<InstanceState>,
     bindings: Operator,
     plugin: Plugin,
+    /// Whether the log said that change kinds reach this plugin as inserts.
+    told_changes_forgotten: bool,
 }
 
 impl std::fmt::Debug for OperatorInstance {
@@ -140,6 +142,7 @@ impl OperatorInstance {
             store,
             bindings,
             plugin: plugin.clone(),
+            told_changes_forgotten: false,
         };
         let ctx = types::OpenContext {
             operator_id: operator_id.to_string(),
@@ -190,16 +193,31 @@ impl OperatorInstance {
     /// in flat form, others as a list of records.
     ///
     /// A record emitted without a timestamp gets the batch's largest.
+    ///
+    /// Plugins see every record as an insert: the WIT interfaces carry no
+    /// change kinds to them yet (the first batch with others is logged).
     pub fn process_batch(&mut self, port: u32, batch: &Batch) -> Result<(), InstanceError> {
         let latest = batch.max_timestamp();
+        let (data, spans) = batch.parts();
+        let mut inserts = Vec::new();
+        let spans = if batch.has_changes() {
+            inserts.extend_from_slice(spans);
+            weir_flat::forget_changes(&mut inserts);
+            if !std::mem::replace(&mut self.told_changes_forgotten, true) {
+                tracing::warn!(
+                    operator = %self.store.data().label,
+                    "updates, deletes and truncates reach this plugin as inserts: plugins do not see change kinds"
+                );
+            }
+            &inserts[..]
+        } else {
+            spans
+        };
         self.call(Hook::Process, |b, s| {
             s.data_mut().default_timestamp = latest;
             s.data_mut().batch_len = batch.len();
             match b.weir_operator_flat_lifecycle() {
-                Some(flat) => {
-                    let (data, spans) = batch.parts();
-                    flat.call_process(s, port, data, spans)
-                }
+                Some(flat) => flat.call_process(s, port, data, spans),
                 None => b
                     .weir_operator_lifecycle()
                     .call_process(s, port, &batch.to_records()),

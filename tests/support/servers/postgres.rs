@@ -168,7 +168,7 @@ impl PrivateServer for Postgres {
 
     fn spawn(&mut self) -> Result<(), String> {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c wal_level=logical",
             self.port,
             self.dir.path().join("sock").display()
         );
