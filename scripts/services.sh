@@ -19,7 +19,8 @@
 #                                       (JetStream store in DIR/js) in the
 #                                       background, on PORT or a free port
 #   scripts/services.sh postgres DIR [PORT]  starts a private PostgreSQL (data
-#                                       in DIR/pg) in the background
+#                                       in DIR/pg, wal_level = logical for
+#                                       change data capture) in the background
 #   scripts/services.sh kafka DIR [PORT]     starts a private one-node Kafka
 #                                       (KRaft, log in DIR/run) in the
 #                                       background; again on the same DIR, it
@@ -744,7 +745,7 @@ start_postgres() {
     fi
     [ -n "$port" ] || port="$(free_port)"
     "${as[@]}" "$bin/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w start \
-        -o "-p $port -k $dir/sock -c listen_addresses=127.0.0.1" >/dev/null || {
+        -o "-p $port -k $dir/sock -c listen_addresses=127.0.0.1 -c wal_level=logical" >/dev/null || {
         cat "$dir/pg.log" >&2
         die "PostgreSQL did not start (log above, in $dir/pg.log)"
     }

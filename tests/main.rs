@@ -27,6 +27,7 @@ mod sandbox;
 // Jobs: checkpoints, restores, rescaling, hot swap, event time, bad records
 // and their replay.
 mod bad_records;
+mod changes;
 mod event_time;
 mod hot_swap;
 mod large_state;

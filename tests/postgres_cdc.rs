@@ -5,7 +5,9 @@
 //! updates, deletes and truncates, and a server restart, equals the source
 //! table at the end; the changelog written alongside holds each row's
 //! changes once and in commit order; a dropped slot and a table without a
-//! primary key are one-line errors naming the fix.
+//! primary key are one-line errors naming the fix; and the example
+//! `examples/cdc-to-postgres` keeps its per-customer totals equal to the
+//! orders table's through kills and concurrent writes.
 //!
 //! Oracles come from the source table and from the writes: every write
 //! sets `v` from one sequence, so a row's versions only grow.
@@ -22,6 +24,7 @@ use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
 use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::servers::{Postgres, PrivateServer};
 use weir_tests::wait::{PATIENCE, wait_until};
+use weir_tests::{plugins, repo_root};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -209,4 +212,68 @@ fn a_dropped_slot_and_a_table_without_a_primary_key_are_one_line_errors() {
         "replication slot weir_cdc no longer exists",
         "--restore none",
     ]);
+}
+
+/// The example's job on a private server, its orders changed while the
+/// job is killed again and again: `customer_totals` ends equal to the
+/// totals of `orders`, and customers without orders are gone from it.
+#[test]
+fn the_cdc_example_keeps_customer_totals_equal_to_the_orders_through_kills() {
+    let example = repo_root().join("examples/cdc-to-postgres");
+    let read = |file: &str| std::fs::read_to_string(example.join(file)).unwrap();
+    let pg = Postgres::start();
+    pg.psql(&read("schema.sql"));
+    let job = read("job.toml")
+        .replace("postgresql://postgres@127.0.0.1:15432/postgres", &pg.url())
+        .replace(
+            "../../plugins/target/customer-totals.wasm",
+            plugins::CUSTOMER_TOTALS,
+        );
+    assert!(job.contains(plugins::CUSTOMER_TOTALS) && job.contains(&pg.url()));
+    let job = JobDir::new(WEIR, job, &[]);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut rng = XorShift(seed() ^ 0x0ade);
+            while !stop.load(Ordering::Relaxed) {
+                let (id, customer) = (rng.range(1, 1200), rng.range(0, 12));
+                pg.psql(&match rng.range(0, 4) {
+                    0 => format!(
+                        "INSERT INTO orders VALUES ({id}, 'c{customer}', {}.5) ON CONFLICT (id) DO NOTHING",
+                        rng.range(1, 90)
+                    ),
+                    1 => format!("UPDATE orders SET customer = 'c{customer}' WHERE id = {id}"),
+                    2 => format!("UPDATE orders SET amount = amount + 1.25 WHERE id = {id}"),
+                    _ => format!("DELETE FROM orders WHERE id = {id}"),
+                });
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let mut rng = XorShift(seed());
+        for _ in 0..4 {
+            assert!(
+                job.kill_after_a_checkpoint(&mut rng),
+                "the job ended by itself"
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+    });
+    pg.psql(&read("changes.sql"));
+    let run = job.spawn(&[]);
+    let want = || {
+        pg.psql(
+            "SELECT customer, sum(amount), count(*) FROM orders GROUP BY customer ORDER BY customer",
+        )
+    };
+    let got = || pg.psql("SELECT customer, total, orders FROM customer_totals ORDER BY customer");
+    wait_until(
+        "customer_totals to equal the orders' totals",
+        PATIENCE,
+        || (got() == want()).then_some(()),
+    );
+    let totals = got();
+    assert!(!totals.contains("customer-5|"), "{totals}");
+    assert!(totals.contains("grace|"), "{totals}");
+    run.kill();
 }

@@ -986,3 +986,73 @@ fn a_nats_job_on_workers_is_one_task_taken_over_exactly_once() {
 
     assert_count_tables(&true_counts(&input), |sql| pg.psql(sql));
 }
+
+/// Change kinds cross a repartition topic: `changelog` turns lines into
+/// inserts, updates, deletes and a truncate, a second `changelog` behind
+/// the repartition passes them on as it got them, and the output topic
+/// (an append topic: kinds in `op`) shows every kind; the truncate went to
+/// every downstream task, so it comes out once per partition.
+#[test]
+fn change_kinds_cross_a_repartition_topic_on_workers() {
+    let kafka = Kafka::start();
+    // The input in order in partition 0 of 4: four stage-0 tasks, and a
+    // repartition topic of 4 partitions.
+    kafka.create_topic("changes-in", PARTITIONS);
+    kafka.create_topic("changes-out", 1);
+    let lines = [
+        "insert a",
+        "update-before a",
+        "update-after a",
+        "delete a",
+        "truncate t",
+        "insert b",
+    ];
+    let messages: Vec<Outgoing<'_>> = (lines.iter())
+        .map(|l| (Some(0), None, l.as_bytes(), None))
+        .collect();
+    kafka.produce("changes-in", &messages);
+    let s3 = S3::start();
+    let job = JobFile::new("changes-workers")
+        .source(Source::kafka("in", &kafka.brokers(), "changes-in").value("bounded", true))
+        .operator(Operator::new("changes", plugins::GUEST_CHANGELOG).inputs(&["in"]))
+        .operator(
+            Operator::new("pass", plugins::GUEST_CHANGELOG)
+                .inputs(&["changes"])
+                .exchange("repartition"),
+        )
+        .sink(Sink::kafka("out", &kafka.brokers(), "changes-out").input("pass"))
+        .checkpoint(Checkpoint::every("200ms").store(&s3.url("workers")))
+        .cluster(test_cluster());
+    let job = JobDir::new(WEIR, job, &[]).with_env(s3.env());
+    let w = worker(&job, "a");
+    let want = lines.len() - 1 + PARTITIONS as usize;
+    weir_tests::wait::wait_until("the changes to come out", PATIENCE, || {
+        (kafka.read_committed("changes-out").len() >= want).then_some(())
+    });
+    leave([("a", w)]);
+    let out: Vec<String> = (kafka.read_committed("changes-out").iter())
+        .map(|m| m.text())
+        .collect();
+    let of = |word: &str| -> Vec<&str> {
+        let needle = format!("\"word\":\"{word}\"");
+        out.iter()
+            .filter(|l| l.contains(&needle))
+            .map(String::as_str)
+            .collect()
+    };
+    assert_eq!(
+        of("a"),
+        [
+            r#"{"word":"a"}"#,
+            r#"{"op":"update-before","word":"a"}"#,
+            r#"{"op":"update-after","word":"a"}"#,
+            r#"{"op":"delete","word":"a"}"#,
+        ]
+    );
+    assert_eq!(
+        of("t"),
+        vec![r#"{"op":"truncate","word":"t"}"#; PARTITIONS as usize]
+    );
+    assert_eq!(of("b"), [r#"{"word":"b"}"#]);
+    assert_eq!(out.len(), want, "{out:?}");
+}

@@ -39,6 +39,7 @@ impl NativeFilter {
             key: None,
             value: json,
             timestamp: None,
+            change: weir_sdk::Change::Insert,
         };
         self.filter
             .passes(&rec)

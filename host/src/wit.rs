@@ -3,10 +3,11 @@
 //! Wasm layer (`wasm`) can use it. Private to the crate, except the plain data
 //! types re-exported elsewhere ([`crate::Record`], [`crate::OperatorInfo`]).
 //!
-//! The host links the imports of world `operator-timers` (a superset of
-//! `operator-flat`, itself a superset of `operator`) and accepts components
-//! of every world: [`OperatorPre`] finds the `flat-lifecycle` and
-//! `timer-lifecycle` exports when the component has them.
+//! The host links the imports of world `operator-changes` (a superset of
+//! `operator-timers`, `operator-flat` and `operator`) and accepts
+//! components of every world: [`OperatorPre`] finds the `flat-lifecycle`,
+//! `timer-lifecycle` and `change-lifecycle` exports when the component has
+//! them.
 
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{AsContextMut, Engine};
@@ -16,16 +17,16 @@ use wasmtime::{AsContextMut, Engine};
 #[allow(missing_docs)]
 mod generated {
     wasmtime::component::bindgen!({
-        world: "operator-timers",
+        world: "operator-changes",
         path: "../wit",
         imports: { default: trappable },
         additional_derives: [PartialEq, Eq, Hash],
     });
 }
 
-pub use self::generated::OperatorTimers as Imports;
+pub use self::generated::OperatorChanges as Imports;
 pub use self::generated::exports::weir::operator::{
-    flat_lifecycle, lifecycle, snapshot, timer_lifecycle,
+    change_lifecycle, flat_lifecycle, lifecycle, snapshot, timer_lifecycle,
 };
 pub use self::generated::weir::operator::{
     emit, flat, flat_state, log, reject, state, timers, types,
@@ -38,6 +39,7 @@ pub(crate) struct OperatorPre<T: 'static> {
     snapshot: snapshot::GuestIndices,
     flat: Option<flat_lifecycle::GuestIndices>,
     timers: Option<timer_lifecycle::GuestIndices>,
+    changes: Option<change_lifecycle::GuestIndices>,
 }
 
 impl<T: 'static> Clone for OperatorPre<T> {
@@ -48,6 +50,7 @@ impl<T: 'static> Clone for OperatorPre<T> {
             snapshot: self.snapshot.clone(),
             flat: self.flat.clone(),
             timers: self.timers.clone(),
+            changes: self.changes.clone(),
         }
     }
 }
@@ -59,12 +62,14 @@ impl<T: 'static> OperatorPre<T> {
         let snapshot = snapshot::GuestIndices::new(&pre)?;
         let flat = flat_lifecycle::GuestIndices::new(&pre).ok();
         let timers = timer_lifecycle::GuestIndices::new(&pre).ok();
+        let changes = change_lifecycle::GuestIndices::new(&pre).ok();
         Ok(OperatorPre {
             pre,
             lifecycle,
             snapshot,
             flat,
             timers,
+            changes,
         })
     }
 
@@ -99,6 +104,10 @@ impl<T: 'static> OperatorPre<T> {
                 Some(t) => Some(t.load(&mut store, &instance)?),
                 None => None,
             },
+            changes: match &self.changes {
+                Some(c) => Some(c.load(&mut store, &instance)?),
+                None => None,
+            },
         })
     }
 }
@@ -109,6 +118,7 @@ pub(crate) struct Operator {
     snapshot: snapshot::Guest,
     flat: Option<flat_lifecycle::Guest>,
     timers: Option<timer_lifecycle::Guest>,
+    changes: Option<change_lifecycle::Guest>,
 }
 
 impl Operator {
@@ -126,5 +136,9 @@ impl Operator {
 
     pub(crate) fn weir_operator_timer_lifecycle(&self) -> Option<&timer_lifecycle::Guest> {
         self.timers.as_ref()
+    }
+
+    pub(crate) fn weir_operator_change_lifecycle(&self) -> Option<&change_lifecycle::Guest> {
+        self.changes.as_ref()
     }
 }

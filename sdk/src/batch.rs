@@ -14,7 +14,7 @@
 use weir_flat::{Range, SPAN_BYTES, Span};
 
 use crate::error::{Error, Result};
-use crate::record::{Record, RecordRef};
+use crate::record::{Change, Record, RecordRef};
 use crate::writer::ValueWriter;
 
 /// Panics for a span from the host that points outside its batch.
@@ -93,6 +93,7 @@ impl<'a> Batch<'a> {
             key: span.key.map(|r| self.slice(r)),
             value: self.slice(span.value),
             timestamp: span.timestamp,
+            change: span.change,
         }
     }
 
@@ -278,6 +279,37 @@ impl BatchBuf {
         timestamp: Option<i64>,
         write: impl FnOnce(&mut ValueWriter<'_>),
     ) {
+        self.push_change_with(Change::Insert, key, timestamp, write);
+    }
+
+    /// Appends a record saying `change` of its row.
+    ///
+    /// ```
+    /// use weir_sdk::{BatchBuf, Change};
+    /// let mut buf = BatchBuf::new();
+    /// buf.push_change(Change::Delete, Some(b"k"), b"{}", None);
+    /// assert_eq!(buf.as_batch().get(0).unwrap().change, Change::Delete);
+    /// ```
+    pub fn push_change(
+        &mut self,
+        change: Change,
+        key: Option<&[u8]>,
+        value: &[u8],
+        timestamp: Option<i64>,
+    ) {
+        self.push_change_with(change, key, timestamp, |out| out.push_bytes(value));
+    }
+
+    /// Appends a record saying `change` of its row, whose value `write`
+    /// writes straight into the buffer.
+    #[inline]
+    pub fn push_change_with(
+        &mut self,
+        change: Change,
+        key: Option<&[u8]>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut ValueWriter<'_>),
+    ) {
         let key = key.map(|k| self.append(|data| data.extend_from_slice(k)));
         let value = self.append(|data| write(&mut ValueWriter::new(data)));
         self.spans.extend_from_slice(
@@ -285,7 +317,7 @@ impl BatchBuf {
                 key,
                 value,
                 timestamp,
-                change: Default::default(),
+                change,
             }
             .encode(),
         );

@@ -8,7 +8,7 @@ use weir_flat::state::{push_entry, push_key};
 use crate::batch::BatchBuf;
 use crate::cache;
 use crate::host::{self, LogLevel, PutMany};
-use crate::record::{Record, RecordRef};
+use crate::record::{Change, Record, RecordRef};
 use crate::timer::{self, TimeDomain};
 use crate::writer::ValueWriter;
 
@@ -254,12 +254,13 @@ impl Context {
     fn push(
         &mut self,
         port: u32,
+        change: Change,
         key: Option<&[u8]>,
         timestamp: Option<i64>,
         write: impl FnOnce(&mut ValueWriter<'_>),
     ) {
         let buf = self.outbox(port);
-        buf.push_with(key, timestamp, write);
+        buf.push_change_with(change, key, timestamp, write);
         if buf.len() >= EMIT_FLUSH_RECORDS || buf.data_len() >= EMIT_FLUSH_BYTES {
             flush_port(port, buf);
         }
@@ -284,13 +285,18 @@ impl Context {
     /// ```
     pub fn emit(&mut self, port: u32, record: Record) {
         let timestamp = record.timestamp.or_else(timer::current);
-        self.push(port, record.key.as_deref(), timestamp, |out| {
-            out.push_bytes(&record.value)
-        });
+        self.push(
+            port,
+            Change::Insert,
+            record.key.as_deref(),
+            timestamp,
+            |out| out.push_bytes(&record.value),
+        );
     }
 
-    /// Emits a copy of `record` (key, value and timestamp) on output port
-    /// `port`: forwards an input record without allocating.
+    /// Emits a copy of `record` (key, value, timestamp and change kind) on
+    /// output port `port`: forwards an input record without allocating (a
+    /// forwarded delete stays a delete).
     ///
     /// ```
     /// use weir_sdk::{testing::Harness, Record};
@@ -313,8 +319,38 @@ impl Context {
     /// ```
     #[inline]
     pub fn emit_ref(&mut self, port: u32, record: RecordRef<'_>) {
-        self.push(port, record.key, record.timestamp, |out| {
+        self.push(port, record.change, record.key, record.timestamp, |out| {
             out.push_bytes(record.value)
+        });
+    }
+
+    /// Emits a record saying `change` of its row, with `key` and `value`
+    /// (and the current timestamp), on output port `port`: how a plugin
+    /// writes a changelog (an upsert sink deletes a `delete`'s row).
+    ///
+    /// ```
+    /// use weir_sdk::{testing::Harness, Change, Record};
+    /// # use weir_sdk::*;
+    /// # struct Forget;
+    /// # impl Operator for Forget {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("forget", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Forget) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { unreachable!() }
+    /// fn process_batch(&mut self, ctx: &mut Context, _port: u32, batch: &Batch<'_>) -> Result<()> {
+    ///     for rec in batch {
+    ///         ctx.emit_change(0, Change::Delete, rec.key, rec.value);
+    ///     }
+    ///     Ok(())
+    /// }
+    /// # }
+    /// let mut h = Harness::<Forget>::open("{}").unwrap();
+    /// let out = h.process_changes("in", vec![(Change::Insert, Record::new("x").with_key("k"))]).unwrap();
+    /// assert_eq!(out, [(Change::Delete, Record::new("x").with_key("k"))]);
+    /// ```
+    #[inline]
+    pub fn emit_change(&mut self, port: u32, change: Change, key: Option<&[u8]>, value: &[u8]) {
+        self.push(port, change, key, timer::current(), |out| {
+            out.push_bytes(value)
         });
     }
 
@@ -332,7 +368,9 @@ impl Context {
     /// ```
     #[inline]
     pub fn emit_bytes(&mut self, port: u32, key: Option<&[u8]>, value: &[u8]) {
-        self.push(port, key, timer::current(), |out| out.push_bytes(value));
+        self.push(port, Change::Insert, key, timer::current(), |out| {
+            out.push_bytes(value)
+        });
     }
 
     /// Emits a record with `key` (and the current timestamp) on output port
@@ -372,7 +410,7 @@ impl Context {
         key: Option<&[u8]>,
         write: impl FnOnce(&mut ValueWriter<'_>),
     ) {
-        self.push(port, key, timer::current(), write);
+        self.push(port, Change::Insert, key, timer::current(), write);
     }
 
     /// Emits every record on output port `port`, in order.

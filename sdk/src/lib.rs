@@ -1,13 +1,14 @@
 //! # weir-sdk: write Weir stream operators in Rust
 //!
 //! A Weir operator is a WebAssembly component that implements the
-//! `weir:operator/operator-timers` WIT world (see `wit/` in the Weir
+//! `weir:operator/operator-changes` WIT world (see `wit/` in the Weir
 //! repository). This crate hides the generated bindings behind an idiomatic
 //! API:
 //!
 //! - [`Operator`]: the lifecycle as a trait with default methods;
 //! - [`Batch`] and [`RecordRef`]: input batches in flat form, read in place
-//!   ([`Operator::process_batch`]);
+//!   ([`Operator::process_batch`]), each record with its [`Change`] kind
+//!   (insert, update, delete, truncate) in a changelog;
 //! - [`Context`]: host-owned keyed state and emitting records, batched across
 //!   the Wasm boundary in flat form (`flat` and `flat-state`); the watermark
 //!   and timers
@@ -82,7 +83,7 @@ pub use error::{Error, Result};
 pub use host::LogLevel;
 pub use info::{OpenContext, OperatorInfo};
 pub use operator::Operator;
-pub use record::{Record, RecordRef};
+pub use record::{Change, Record, RecordRef};
 pub use timer::{TimeDomain, Timer};
 pub use typed::{MapState, ValueState};
 pub use writer::ValueWriter;

@@ -45,9 +45,11 @@ pub trait Operator: Sized + 'static {
     fn process(&mut self, ctx: &mut Context, port: u32, batch: Vec<Record>) -> Result<()>;
 
     /// Processes a batch in flat form, read in place: what the host calls
-    /// (through `flat-lifecycle.process`) for every batch. Override it to
-    /// avoid an allocation per record; the default copies the records into a
-    /// `Vec<Record>` and calls [`process`](Operator::process). A host that
+    /// (through `change-lifecycle.process`) for every batch. Override it to
+    /// avoid an allocation per record, and to see each record's change kind
+    /// ([`RecordRef::change`](crate::RecordRef::change)); the default copies
+    /// the records into a `Vec<Record>` (which has no change kind) and calls
+    /// [`process`](Operator::process). A host that
     /// passes batches as lists of records calls `process` instead, so an
     /// operator that overrides this should make `process` call it (see
     /// [`BatchBuf::from_records`](crate::BatchBuf::from_records)).

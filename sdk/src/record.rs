@@ -5,6 +5,7 @@
 use serde::de::{Deserialize, DeserializeSeed};
 
 use crate::error::{Error, Result};
+pub use weir_flat::Change;
 
 /// One record on an edge: optional key, value bytes, optional event time in
 /// milliseconds since the Unix epoch.
@@ -85,6 +86,7 @@ impl Record {
             key: self.key.as_deref(),
             value: &self.value,
             timestamp: self.timestamp,
+            change: Change::Insert,
         }
     }
 
@@ -136,6 +138,9 @@ pub struct RecordRef<'a> {
     pub value: &'a [u8],
     /// Event time in milliseconds since the Unix epoch, when known.
     pub timestamp: Option<i64>,
+    /// What the record does to the row it carries, in a changelog (a
+    /// database's changes): an insert in a stream that is no changelog.
+    pub change: Change,
 }
 
 impl<'a> RecordRef<'a> {

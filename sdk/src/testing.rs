@@ -38,7 +38,7 @@ use crate::host::memory::replace_host;
 pub use crate::host::memory::{HostCalls, MemoryHost};
 use crate::info::{OpenContext, OperatorInfo};
 use crate::operator::Operator;
-use crate::record::Record;
+use crate::record::{Change, Record};
 use crate::timer::TimeDomain;
 
 /// Runs `f` with `host` and the typed-state caches `registry` of one
@@ -158,7 +158,64 @@ impl<O: Operator> Harness<O> {
     fn call(&mut self, f: impl FnOnce(&mut O) -> Result<()>) -> Result<Vec<(u32, Record)>> {
         let op = &mut self.op;
         install(&mut self.host, &mut self.registry, || f(op))?;
+        self.host.emitted_changes.clear();
         Ok(std::mem::take(&mut self.host.emitted))
+    }
+
+    /// Feeds the records of `batch`, each saying its change kind, to the
+    /// input port called `port` (through [`Operator::process_batch`], as
+    /// the host does for a plugin of world `operator-changes`) and returns
+    /// the records emitted during the call, on any output port, with
+    /// their change kinds.
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Echo;
+    /// # impl Operator for Echo {
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("echo", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Echo) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { unreachable!() }
+    /// # fn process_batch(&mut self, ctx: &mut Context, _: u32, b: &Batch<'_>) -> Result<()> { b.iter().for_each(|r| ctx.emit_ref(0, r)); Ok(()) }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Echo>::open("{}").unwrap();
+    /// let gone = (Change::Delete, Record::new("x").with_key("k"));
+    /// assert_eq!(h.process_changes("in", vec![gone.clone()]).unwrap(), [gone]);
+    /// ```
+    pub fn process_changes(
+        &mut self,
+        port: &str,
+        batch: Vec<(Change, Record)>,
+    ) -> Result<Vec<(Change, Record)>> {
+        let port = self.input_port(port)?;
+        let mut flat = BatchBuf::new();
+        for (change, r) in &batch {
+            flat.push_change(*change, r.key.as_deref(), &r.value, r.timestamp);
+        }
+        let (data, spans) = flat.parts();
+        self.host.default_timestamp = batch.iter().filter_map(|(_, r)| r.timestamp).max();
+        let op = &mut self.op;
+        let out = install(&mut self.host, &mut self.registry, || {
+            hooks::process_flat(op, port, data, spans)
+        });
+        self.host.default_timestamp = None;
+        let changes = std::mem::take(&mut self.host.emitted_changes);
+        let emitted = std::mem::take(&mut self.host.emitted);
+        out?;
+        Ok(changes
+            .into_iter()
+            .zip(emitted.into_iter().map(|(_, r)| r))
+            .collect())
+    }
+
+    /// The number of the input port called `port`, or an error naming the
+    /// ports the operator has.
+    fn input_port(&self, port: &str) -> Result<u32> {
+        self.info.input_port(port).ok_or_else(|| {
+            Error::Other(format!(
+                "operator `{}` has no input port `{port}` (it has {:?})",
+                self.info.name, self.info.inputs
+            ))
+        })
     }
 
     /// Feeds `batch`, in flat form, to the input port called `port` (through
@@ -221,12 +278,7 @@ impl<O: Operator> Harness<O> {
     /// assert_eq!(h.process_ports("in", vec![Record::new("x")]).unwrap()[0].0, 0);
     /// ```
     pub fn process_ports(&mut self, port: &str, batch: Vec<Record>) -> Result<Vec<(u32, Record)>> {
-        let port = self.info.input_port(port).ok_or_else(|| {
-            Error::Other(format!(
-                "operator `{}` has no input port `{port}` (it has {:?})",
-                self.info.name, self.info.inputs
-            ))
-        })?;
+        let port = self.input_port(port)?;
         let flat = BatchBuf::from_records(&batch);
         let (data, spans) = flat.parts();
         self.host.default_timestamp = batch.iter().filter_map(|r| r.timestamp).max();

@@ -12,11 +12,12 @@ use serde_json::{Value, json};
 use weir::connectors::format::LineParser;
 use weir::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use weir::dataflow::Batch;
+use weir::dataflow::batch::Change;
 use weir::dataflow::provenance::NumberRange;
 
 use super::client::Context;
 use super::purge::Purger;
-use super::repartition::{HEADER, Upstreams};
+use super::repartition::{CHANGE_HEADER, HEADER, Upstreams};
 use super::source::from_offset;
 
 /// One partition the reader reads.
@@ -200,9 +201,10 @@ impl SourceReader for KafkaReader {
             partition.done = done;
             let value = message.payload().unwrap_or_default();
             let added = match self.upstreams {
-                // A stage's records cross exactly as they were: key, value, time.
+                // A stage's records cross exactly as they were: key, value,
+                // time, change kind.
                 Some(_) => {
-                    batch.push(message.key(), value, time);
+                    batch.push_change(change_of(&message), message.key(), value, time);
                     true
                 }
                 None => {
@@ -319,6 +321,20 @@ pub(super) fn least_active(
         .peekable();
     active.peek()?;
     Some(active.map(|p| p.max_timestamp).min().flatten())
+}
+
+/// The change kind a repartition topic's record carries
+/// ([`CHANGE_HEADER`]; none: an insert).
+fn change_of(message: &rdkafka::message::BorrowedMessage<'_>) -> Change {
+    use rdkafka::message::Headers;
+    let Some(headers) = message.headers() else {
+        return Change::Insert;
+    };
+    (headers.iter())
+        .find(|h| h.key == CHANGE_HEADER)
+        .and_then(|h| std::str::from_utf8(h.value?).ok())
+        .and_then(Change::from_name)
+        .unwrap_or_default()
 }
 
 /// Whether `message` is a repartition topic's control record.

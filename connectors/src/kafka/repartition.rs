@@ -29,6 +29,11 @@ use weir::connectors::staged::EpochSignals;
 /// The header that marks a control record (its value is empty).
 pub const HEADER: &str = "weir-ctl";
 
+/// The header that carries a record's change kind (its name), when it is
+/// not an insert, across a repartition topic: a stage's records cross
+/// exactly as they were.
+pub const CHANGE_HEADER: &str = "weir-change";
+
 /// One upstream task's control record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Control {

@@ -31,8 +31,10 @@
 //! before its barrier is acknowledged (a flush at precommit); after a
 //! crash the records since the restored checkpoint are written again.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -46,13 +48,15 @@ use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
 use super::direct::{DirectSink, TaskTransactions};
-use super::repartition::{Control, HEADER};
+use super::repartition::{CHANGE_HEADER, Control, HEADER};
 use super::source::check_topic;
+use weir::connectors::changelog::with_op;
 use weir::connectors::from_table;
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
+use weir::dataflow::batch::{Change, RecordRef};
 use weir::failpoint::{self, Failpoint};
 
 /// The registry entry of `type = "kafka"` sinks.
@@ -62,6 +66,7 @@ pub const SINK: SinkType = SinkType {
         "brokers",
         "topic",
         "key",
+        "mode",
         "headers",
         "transactional_id",
         "upstream_task",
@@ -84,6 +89,20 @@ pub enum KeyFrom {
     Record,
     /// No key: messages spread over the partitions.
     None,
+}
+
+/// What a message is (`mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every record is a message; one that is not an insert carries its
+    /// kind in the field `op` of its value (the default).
+    Append,
+    /// The topic is a table by key (compacted): a record replaces its
+    /// key's value, a delete is a tombstone (the key with no value), an
+    /// update's before image is skipped, a truncate is skipped with a
+    /// warning (a topic cannot drop every key at once).
+    Upsert,
 }
 
 /// Why `write = "direct"` runs only in worker mode.
@@ -112,6 +131,8 @@ pub struct KafkaSinkConfig {
     pub topic: String,
     /// The message key (`key`).
     pub key: KeyFrom,
+    /// What a message is (`mode`).
+    pub mode: Mode,
     /// Headers every message carries (`[sink.headers]`).
     pub headers: Vec<(String, String)>,
     /// The producer's `transactional.id`, if not the derived one
@@ -133,6 +154,7 @@ impl KafkaSinkConfig {
             brokers: Option<String>,
             topic: Option<String>,
             key: Option<KeyFrom>,
+            mode: Option<Mode>,
             headers: Option<Table>,
             transactional_id: Option<String>,
             upstream_task: Option<u32>,
@@ -189,6 +211,17 @@ impl KafkaSinkConfig {
                     ));
                 }
             }
+            let mode = raw.mode.unwrap_or(Mode::Append);
+            if mode == Mode::Upsert && raw.key == Some(KeyFrom::None) {
+                return Err(
+                    "mode = \"upsert\" keys each message by its record's key; remove key = \"none\"".into(),
+                );
+            }
+            if mode == Mode::Upsert && raw.upstream_task.is_some() {
+                return Err(
+                    "`upstream_task` writes a repartition topic, whose records cross as they are: remove mode = \"upsert\"".into(),
+                );
+            }
             if raw.transactional_id.as_deref() == Some("") {
                 return Err(
                     "`transactional_id` is empty; remove it to use weir-<job>-<sink>".into(),
@@ -198,6 +231,7 @@ impl KafkaSinkConfig {
                 client,
                 topic,
                 key: raw.key.unwrap_or(KeyFrom::Record),
+                mode,
                 headers,
                 transactional_id: raw.transactional_id,
                 upstream_task: raw.upstream_task,
@@ -235,9 +269,13 @@ impl SinkConnector for KafkaSinkConfig {
             message,
         };
         let writer = Writer {
+            sink: id.to_owned(),
             topic: self.topic.clone(),
             key: self.key,
+            mode: self.mode,
+            repartition: None,
             headers: self.headers.clone(),
+            told_truncate: Arc::new(AtomicBool::new(false)),
         };
         let probe = || -> Result<BaseConsumer<Context>, SinkError> {
             let probe: BaseConsumer<Context> = (self.client.config(id, &[]))
@@ -315,6 +353,8 @@ impl KafkaSinkConfig {
             .map_err(|e| fail(format!("cannot create the Kafka client: {e}")))?;
         let count = partitions(&marker, &self.client.brokers, &self.topic).map_err(fail)?;
         let control = self.upstream_task.map(|from| (from, count.len() as i32));
+        let mut writer = writer;
+        writer.repartition = control.map(|(_, partitions)| partitions);
         let producer = self.producer(id, &[("transactional.id", &transactional_id)], fail)?;
         producer.init_transactions(TIMEOUT).map_err(|e| {
             fail(format!(
@@ -344,33 +384,119 @@ impl KafkaSinkConfig {
 /// Turns records into messages of the sink's topic.
 #[derive(Clone)]
 pub(super) struct Writer {
+    sink: String,
     topic: String,
     key: KeyFrom,
+    mode: Mode,
+    /// For a repartition topic, its partition count (once known): change
+    /// kinds cross in a header ([`CHANGE_HEADER`]), values as they are, a
+    /// truncate to every partition.
+    repartition: Option<i32>,
     headers: Vec<(String, String)>,
+    /// Whether the log said that an upsert topic skipped a truncate.
+    told_truncate: Arc<AtomicBool>,
 }
 
 impl Writer {
+    /// What record `r` becomes: `None` to skip it, else its message's
+    /// payload (`None` inside: a tombstone). Append topics get the change
+    /// kind in the value ([`with_op`]); repartition topics the value as it
+    /// is (the kind goes in a header).
+    #[allow(clippy::type_complexity)]
+    fn payload<'r>(
+        &self,
+        r: &RecordRef<'r>,
+    ) -> Result<Option<Option<Cow<'r, [u8]>>>, ProduceError> {
+        let refused = ProduceError::Refused;
+        Ok(match (self.mode, r.change) {
+            _ if self.repartition.is_some() => Some(Some(Cow::Borrowed(r.value))),
+            (Mode::Append, change) => Some(Some(with_op(r.value, change).map_err(refused)?)),
+            (Mode::Upsert, Change::UpdateBefore) => None,
+            (Mode::Upsert, Change::Truncate) => {
+                if !self.told_truncate.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "sink `{}`: a truncate reached upsert topic `{}`, which cannot drop every key at once; it is skipped (delete the keys, or recreate the topic)",
+                        self.sink,
+                        self.topic
+                    );
+                }
+                None
+            }
+            (Mode::Upsert, _) if r.key.is_none() => {
+                return Err(refused(format!(
+                    "a record without a key reached upsert topic `{}`; key the records (an upsert topic is a table by key)",
+                    self.topic
+                )));
+            }
+            (Mode::Upsert, Change::Delete) => Some(None),
+            (Mode::Upsert, _) => Some(Some(Cow::Borrowed(r.value))),
+        })
+    }
+
     /// Queues every record of `batch` on `producer`, waiting for room when
     /// its queue is full.
     pub(super) fn produce(
         &self,
         producer: &BaseProducer<Context>,
         batch: &Batch,
-    ) -> Result<(), KafkaError> {
+    ) -> Result<(), ProduceError> {
         for r in batch.iter() {
-            let mut message = BaseRecord::<[u8], [u8]>::to(&self.topic).payload(r.value);
+            let Some(payload) = self.payload(&r)? else {
+                continue;
+            };
+            // A truncate concerns every key: on a repartition topic it goes
+            // to every partition, so every downstream task gets it.
+            let everywhere = self.repartition.filter(|_| r.change == Change::Truncate);
+            match everywhere {
+                None => self.send(producer, &r, payload.as_deref(), None)?,
+                Some(n) => {
+                    for p in 0..n {
+                        self.send(producer, &r, payload.as_deref(), Some(p))?;
+                    }
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+        Ok(())
+    }
+
+    /// Queues record `r` as a message with `payload` (`None`: a tombstone)
+    /// into `partition` (`None`: where its key hashes to).
+    fn send(
+        &self,
+        producer: &BaseProducer<Context>,
+        r: &RecordRef<'_>,
+        payload: Option<&[u8]>,
+        partition: Option<i32>,
+    ) -> Result<(), ProduceError> {
+        {
+            let mut message = BaseRecord::<[u8], [u8]>::to(&self.topic);
+            if let Some(payload) = payload {
+                message = message.payload(payload);
+            }
+            if let Some(partition) = partition {
+                message = message.partition(partition);
+            }
             if let (KeyFrom::Record, Some(key)) = (self.key, r.key) {
                 message = message.key(key);
             }
             if let Some(t) = r.timestamp {
                 message = message.timestamp(t);
             }
-            if !self.headers.is_empty() {
-                let mut headers = OwnedHeaders::new_with_capacity(self.headers.len());
+            let change =
+                (self.repartition.is_some() && r.change != Change::Insert).then(|| r.change.name());
+            if !self.headers.is_empty() || change.is_some() {
+                let mut headers = OwnedHeaders::new_with_capacity(self.headers.len() + 1);
                 for (name, value) in &self.headers {
                     headers = headers.insert(Header {
                         key: name,
                         value: Some(value),
+                    });
+                }
+                if let Some(change) = change {
+                    headers = headers.insert(Header {
+                        key: CHANGE_HEADER,
+                        value: Some(change),
                     });
                 }
                 message = message.headers(headers);
@@ -382,13 +508,23 @@ impl Writer {
                         message = back;
                         producer.poll(Duration::from_millis(10));
                     }
-                    Err((e, _)) => return Err(e),
+                    Err((e, _)) => return Err(ProduceError::Kafka(e)),
                 }
             }
         }
-        producer.poll(Duration::ZERO);
         Ok(())
     }
+}
+
+/// Why records could not be produced.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ProduceError {
+    /// The client refused a message.
+    #[error("{0}")]
+    Kafka(KafkaError),
+    /// A record cannot be a message of the topic (the message says why).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Delivers staged epochs, each in one transaction.
@@ -438,7 +574,7 @@ impl KafkaDestination {
         while let Some(batch) = epoch.next_batch()? {
             self.writer
                 .produce(&self.producer, &batch)
-                .map_err(|e| self.error(failed("producing failed", e)))?;
+                .map_err(|e| self.error(format!("producing failed: {e}")))?;
             records += batch.len() as u64;
         }
         if let (Some((from, count)), Some(signals)) = (self.control, epoch.signals()) {
@@ -555,8 +691,15 @@ impl Sink for AtLeastOnceSink {
     }
 
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
-        let produced = self.writer.produce(&self.producer, batch);
-        self.check(produced)
+        match self.writer.produce(&self.producer, batch) {
+            Ok(()) => self.check(Ok(())),
+            Err(ProduceError::Kafka(e)) => self.check(Err(e)),
+            Err(ProduceError::Refused(message)) => Err(SinkError::Remote {
+                sink: self.sink.clone(),
+                target: self.target.clone(),
+                message,
+            }),
+        }
     }
 
     fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {

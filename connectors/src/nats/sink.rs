@@ -31,6 +31,7 @@ use toml::Table;
 
 use super::connection::{Connection, check_url};
 use super::ordered::{IN_FLIGHT, OrderedEpoch};
+use weir::connectors::changelog::with_op;
 use weir::connectors::from_table;
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
@@ -197,7 +198,8 @@ impl Destination for NatsDestination {
             while let Some(batch) = epoch.next_batch()? {
                 for r in batch.iter() {
                     let subject = self.subject_for(r.key).map_err(|m| self.error(m))?;
-                    let payload = Bytes::copy_from_slice(r.value);
+                    let value = with_op(r.value, r.change).map_err(|m| self.error(m))?;
+                    let payload = Bytes::copy_from_slice(&value);
                     ordered
                         .publish(subject, payload)
                         .await
@@ -258,7 +260,8 @@ impl Sink for PublishingSink {
             for r in batch.iter() {
                 let subject = destination.subject_for(r.key);
                 let subject = subject.map_err(|m| destination.error(m))?;
-                let message = PublishMessage::build().payload(Bytes::copy_from_slice(r.value));
+                let value = with_op(r.value, r.change).map_err(|m| destination.error(m))?;
+                let message = PublishMessage::build().payload(Bytes::copy_from_slice(&value));
                 let ack = jetstream
                     .send_publish(subject, message)
                     .await

@@ -194,19 +194,22 @@ impl OperatorInstance {
     ///
     /// A record emitted without a timestamp gets the batch's largest.
     ///
-    /// Plugins see every record as an insert: the WIT interfaces carry no
-    /// change kinds to them yet (the first batch with others is logged).
+    /// A plugin that exports `change-lifecycle` gets each record's change
+    /// kind; others see every record as an insert (the first batch with
+    /// other kinds is logged).
     pub fn process_batch(&mut self, port: u32, batch: &Batch) -> Result<(), InstanceError> {
         let latest = batch.max_timestamp();
         let (data, spans) = batch.parts();
+        let sees_changes = self.bindings.weir_operator_change_lifecycle().is_some();
         let mut inserts = Vec::new();
-        let spans = if batch.has_changes() {
+        // A plugin taking lists of records gets no change kinds anyway.
+        let spans = if !sees_changes && batch.has_changes() {
             inserts.extend_from_slice(spans);
             weir_flat::forget_changes(&mut inserts);
             if !std::mem::replace(&mut self.told_changes_forgotten, true) {
                 tracing::warn!(
-                    operator = %self.store.data().label,
-                    "updates, deletes and truncates reach this plugin as inserts: plugins do not see change kinds"
+                    "operator {}: updates, deletes and truncates reach this plugin as inserts: it does not export `change-lifecycle` (world `operator-changes`); rebuild it with a newer SDK",
+                    self.store.data().label
                 );
             }
             &inserts[..]
@@ -216,6 +219,9 @@ impl OperatorInstance {
         self.call(Hook::Process, |b, s| {
             s.data_mut().default_timestamp = latest;
             s.data_mut().batch_len = batch.len();
+            if let Some(changes) = b.weir_operator_change_lifecycle() {
+                return changes.call_process(s, port, data, spans);
+            }
             match b.weir_operator_flat_lifecycle() {
                 Some(flat) => flat.call_process(s, port, data, spans),
                 None => b

@@ -55,7 +55,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Number, Value};
 use weir_sdk::window::DurationMs;
 use weir_sdk::{
-    Batch, BatchBuf, Context, Error, MapState, OpenContext, Operator, OperatorInfo, Record,
+    Batch, BatchBuf, Change, Context, Error, MapState, OpenContext, Operator, OperatorInfo, Record,
     RecordRef, Result, TimeDomain, Timer,
 };
 
@@ -458,6 +458,7 @@ impl Reconcile {
             key: Some(key.as_bytes()),
             value: &self.line,
             timestamp,
+            change: Change::Insert,
         };
         ctx.emit_ref(OUT, rec);
     }

@@ -2,7 +2,7 @@
 
 import pytest
 
-from weir_sdk import Record, flat
+from weir_sdk import Change, Record, flat
 
 
 def test_keys_pack_as_wit_flat_state_says():
@@ -38,3 +38,18 @@ def test_records_round_trip_through_flat_batches():
     # Span layout (wit/flat.wit): value offset/length, key offset/length,
     # flags (1 key, 2 timestamp), reserved, timestamp.
     assert flat.SPAN.unpack_from(spans, 32) == (2, 0, 2, 1, 3, 0, -5)
+
+
+def test_change_kinds_travel_in_bits_2_to_5_of_the_flags():
+    recs = [Record(b"v", key=b"k", change=kind) for kind in Change]
+    data, spans = flat.pack_records(recs)
+    assert flat.records(data, spans) == recs
+    flags = [flat.SPAN.unpack_from(spans, 32 * i)[4] for i in range(len(recs))]
+    assert flags == [1 | (kind << 2) for kind in range(5)]
+    assert Record(b"v", change=Change.DELETE) != Record(b"v")
+    assert Record(b"v", change=Change.DELETE).with_key(b"k").change == Change.DELETE
+    assert [c for c in Change if c.retracts()] == [
+        Change.UPDATE_BEFORE,
+        Change.DELETE,
+        Change.TRUNCATE,
+    ]

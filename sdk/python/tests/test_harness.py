@@ -7,7 +7,7 @@ import logging
 import pytest
 
 import weir_sdk
-from weir_sdk import END_OF_TIME, InvalidInput, Operator, Record, TimeDomain
+from weir_sdk import END_OF_TIME, Change, InvalidInput, Operator, Record, TimeDomain
 from weir_sdk.testing import Harness
 
 
@@ -218,3 +218,31 @@ def test_reject_names_the_record_and_other_errors_still_fail_the_call():
     assert h.take_rejected() == [(1, "record 1 is bad")]
     with pytest.raises(ValueError):
         h.process("in", ["boom"])
+
+
+class Negate(Operator):
+    """Forwards each record, turning inserts into deletes and back."""
+
+    name = "negate"
+
+    def process(self, ctx, port, batch):
+        for rec in batch:
+            flipped = {Change.INSERT: Change.DELETE, Change.DELETE: Change.INSERT}
+            ctx.emit(rec.value, rec.key, change=flipped.get(rec.change, rec.change))
+            ctx.emit_record(rec, port=0)
+
+
+def test_operators_see_and_emit_change_kinds():
+    h = Harness(Negate)
+    out = h.process(
+        "in",
+        [Record("a", key="k"), Record("b", change=Change.DELETE), Record("c", change=Change.TRUNCATE)],
+    )
+    assert [(r.value, r.change) for r in out] == [
+        (b"a", Change.DELETE),
+        (b"a", Change.INSERT),
+        (b"b", Change.INSERT),
+        (b"b", Change.DELETE),
+        (b"c", Change.TRUNCATE),
+        (b"c", Change.TRUNCATE),
+    ]

@@ -5,7 +5,7 @@ the host through `MapState` and `ValueState` (cached in the guest, the Rust
 SDK's layout and encoding); `Context` emits records and registers timers;
 errors are the exceptions of `weir_sdk.errors`. `export(MyOperator,
 globals())` in `app.py` makes it the component's operator (built with
-componentize-py, world `operator-timers`); `weir_sdk.testing.Harness` runs
+componentize-py, world `operator-changes`); `weir_sdk.testing.Harness` runs
 it in plain CPython for tests. See docs/guide-python.md.
 """
 
@@ -16,7 +16,7 @@ from .context import Batch, Context, OpenContext, Timers
 from .errors import Error, IncompatibleState, InvalidConfig, InvalidInput, OperatorError
 from .jsontext import fmt_f64, json_str, json_text
 from .operator import Operator
-from .record import Record, TimeDomain, Timer
+from .record import Change, Record, TimeDomain, Timer
 from .state import Json, MapState, ValueState
 from .text import trim
 
@@ -28,6 +28,7 @@ END_OF_TIME = 2**63 - 1
 
 __all__ = [
     "Batch",
+    "Change",
     "Context",
     "END_OF_TIME",
     "Error",

@@ -1,5 +1,5 @@
 """The component's side: the classes componentize-py exports for world
-`operator-timers` (wit/world.wit), dispatching to an `Instance` of the
+`operator-changes` (wit/world.wit), dispatching to an `Instance` of the
 operator over the real host imports.
 
 `weir_sdk.export(cls, globals())` in `app.py` defines them in the app
@@ -14,7 +14,7 @@ from .runtime import Instance, describe
 
 def export(cls, namespace):
     """Makes operator class `cls` the component's operator: defines
-    `Lifecycle`, `FlatLifecycle`, `TimerLifecycle` and `Snapshot` in
+    `Lifecycle`, `FlatLifecycle`, `ChangeLifecycle`, `TimerLifecycle` and `Snapshot` in
     `namespace` (the app module's `globals()`). Returns whether it did,
     i.e. whether this runs inside a component build."""
     describe(cls)
@@ -126,9 +126,19 @@ def _exports(cls):
         def restore(self, state_version, data):
             call(instance.restore, state_version, data)
 
-    return {
+    defined = {
         "Lifecycle": Lifecycle,
         "FlatLifecycle": FlatLifecycle,
         "TimerLifecycle": TimerLifecycle,
         "Snapshot": Snapshot,
     }
+    # World `operator-changes` (the default) has it; an app built against
+    # an older world does not.
+    if hasattr(exports, "ChangeLifecycle"):
+
+        class ChangeLifecycle(exports.ChangeLifecycle):
+            def process(self, port, data, spans):
+                call(instance.process_flat, port, data, spans)
+
+        defined["ChangeLifecycle"] = ChangeLifecycle
+    return defined

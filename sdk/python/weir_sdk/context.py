@@ -5,7 +5,7 @@ from . import flat
 from .errors import Error, InvalidInput
 from .flat import FlatWriter
 from .jsontext import json_text
-from .record import TimeDomain
+from .record import Change, TimeDomain
 
 #: Entries per host call of `Context.scan_all`.
 SCAN_PAGE = 1000
@@ -78,12 +78,13 @@ class Context:
             raise ValueError(f"no output port {port}; the operator has {self._nports} outputs")
         return port
 
-    def emit(self, value, key=None, *, port=0, timestamp=CURRENT):
+    def emit(self, value, key=None, *, port=0, timestamp=CURRENT, change=Change.INSERT):
         """Emits a record with `value` and `key` (str or bytes) on output
         `port` (an index or a name), with `timestamp` (ms, or None for
-        none). By default it gets the current timestamp: the input record's
-        while a batch is iterated, the timer's in `on_timer`, none in
-        `finish` and `on_checkpoint`."""
+        none), saying `change` of its row (a `Change`; an upsert sink
+        deletes a `DELETE`'s row). By default it gets the current
+        timestamp: the input record's while a batch is iterated, the
+        timer's in `on_timer`, none in `finish` and `on_checkpoint`."""
         if port.__class__ is not int or not 0 <= port < self._nports:
             port = self._port(port)
         if value.__class__ is str:
@@ -91,14 +92,16 @@ class Context:
         if key is not None and key.__class__ is str:
             key = key.encode()
         w = self._out[port]
-        w.push(key, value, self.timestamp if timestamp is CURRENT else timestamp)
+        w.push(key, value, self.timestamp if timestamp is CURRENT else timestamp, change)
         if w.count >= EMIT_FLUSH_RECORDS or len(w.data) >= EMIT_FLUSH_BYTES:
             self._flush_port(port)
 
     def emit_record(self, record, port=0):
-        """Emits `record` unchanged (key, value, timestamp) on output
-        `port`."""
-        self.emit(record.value, record.key, port=port, timestamp=record.timestamp)
+        """Emits `record` unchanged (key, value, timestamp, change kind) on
+        output `port`."""
+        self.emit(
+            record.value, record.key, port=port, timestamp=record.timestamp, change=record.change
+        )
 
     def emit_json(self, obj, key=None, *, port=0, timestamp=CURRENT):
         """Emits `obj` as compact JSON (`weir_sdk.json_text`)."""

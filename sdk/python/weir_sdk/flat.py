@@ -1,20 +1,23 @@
 """The packed buffers of wit/flat.wit and wit/flat-state.wit.
 
 A flat batch is `data` plus one 32-byte span per record (value offset and
-length, key offset and length, flags: bit 0 key, bit 1 timestamp,
-reserved, timestamp; little-endian). A packed state buffer repeats, per
+length, key offset and length, flags: bit 0 key, bit 1 timestamp, bits
+2..5 the change kind; reserved, timestamp; little-endian). A packed state buffer repeats, per
 item, u32 lengths then bytes; the length 0xFFFF_FFFF (`ABSENT`) is no
 value.
 """
 
 import struct
 
-from .record import Record
+from .record import Change, Record
 
 #: One flat span (wit/flat.wit).
 SPAN = struct.Struct("<IIIIIIq")
 HAS_KEY = 1
 HAS_TIMESTAMP = 2
+CHANGE_SHIFT = 2
+CHANGE_MASK = 0b111 << CHANGE_SHIFT
+_CHANGES = list(Change)
 #: The length that means "no value" in a packed state buffer.
 ABSENT = 0xFFFF_FFFF
 
@@ -32,6 +35,7 @@ def records(data, spans):
         r.value = data[voff : voff + vlen]
         r.key = data[koff : koff + klen] if flags & HAS_KEY else None
         r.timestamp = ts if flags & HAS_TIMESTAMP else None
+        r.change = _CHANGES[(flags & CHANGE_MASK) >> CHANGE_SHIFT]
         append(r)
     return out
 
@@ -46,7 +50,7 @@ class FlatWriter:
         self.spans = bytearray()
         self.count = 0
 
-    def push(self, key, value, timestamp):
+    def push(self, key, value, timestamp, change=0):
         data = self.data
         voff = len(data)
         data += value
@@ -58,6 +62,7 @@ class FlatWriter:
             klen = len(key)
             data += key
             flags = HAS_KEY
+        flags |= change << CHANGE_SHIFT
         if timestamp is None:
             timestamp = 0
         else:
@@ -78,7 +83,7 @@ def pack_records(records):
     """`records` (an iterable of `Record`) as a flat (data, spans)."""
     w = FlatWriter()
     for r in records:
-        w.push(r.key, r.value, r.timestamp)
+        w.push(r.key, r.value, r.timestamp, r.change)
     return w.take()
 
 

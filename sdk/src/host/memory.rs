@@ -12,7 +12,7 @@ use crate::batch::Batch;
 use crate::bindings::weir::operator::log::Level as LogLevel;
 use crate::bindings::weir::operator::timers::TimeDomain;
 use crate::host::StateLimits;
-use crate::record::Record;
+use crate::record::{Change, Record};
 
 /// The in-memory host: state, timers, emitted records and log lines.
 #[derive(Debug, Clone)]
@@ -32,6 +32,8 @@ pub struct MemoryHost {
     pub default_timestamp: Option<i64>,
     /// Records emitted and not yet taken, with their output port.
     pub emitted: Vec<(u32, Record)>,
+    /// The change kind of each record of `emitted`, in step with it.
+    pub emitted_changes: Vec<Change>,
     /// Log lines.
     pub logs: Vec<(LogLevel, String)>,
     /// Records the operator refused (`reject`) and not yet taken: each
@@ -55,6 +57,7 @@ impl Default for MemoryHost {
             processing_time: 0,
             default_timestamp: None,
             emitted: Vec::new(),
+            emitted_changes: Vec::new(),
             logs: Vec::new(),
             rejected: Vec::new(),
             calls: HostCalls::default(),
@@ -210,6 +213,7 @@ impl MemoryHost {
         // Reading the batch must not move the operator's current timestamp.
         let current = crate::timer::current();
         let default = self.default_timestamp;
+        self.emitted_changes.extend(batch.iter().map(|r| r.change));
         self.emitted.extend(batch.iter().map(|r| {
             let mut rec = r.to_record();
             rec.timestamp = rec.timestamp.or(default);

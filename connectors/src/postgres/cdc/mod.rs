@@ -37,7 +37,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
-use super::{check_table, check_url};
+use super::{KeyColumns, check_table, check_url};
 use value::NumericAs;
 use weir::connectors::from_table;
 use weir::connectors::source::{SourceError, SourceReader};
@@ -46,7 +46,15 @@ use weir::connectors::{BuildSource, SourceConnector, SourceType};
 /// The registry entry of `type = "postgres-cdc"` sources.
 pub const SOURCE: SourceType = SourceType {
     name: "postgres-cdc",
-    keys: &["url", "table", "publication", "slot", "numeric", "snapshot"],
+    keys: &[
+        "url",
+        "table",
+        "key",
+        "publication",
+        "slot",
+        "numeric",
+        "snapshot",
+    ],
     read: CdcConfig::read,
 };
 
@@ -60,6 +68,9 @@ pub struct CdcConfig {
     pub server: String,
     /// The table (`table`), `name` or `schema.name`, as SQL resolves it.
     pub table: String,
+    /// The columns of the records' key (`key`, a name or a list); empty:
+    /// the primary key's.
+    pub key: Vec<String>,
     /// The publication (`publication`): `None` makes and uses
     /// `weir_<source id>`, holding the table.
     pub publication: Option<String>,
@@ -80,6 +91,7 @@ impl std::fmt::Debug for CdcConfig {
         f.debug_struct("CdcConfig")
             .field("server", &self.server)
             .field("table", &self.table)
+            .field("key", &self.key)
             .field("publication", &self.publication)
             .field("slot", &self.slot)
             .field("numeric", &self.numeric)
@@ -95,6 +107,7 @@ impl CdcConfig {
         struct Raw {
             url: Option<String>,
             table: Option<String>,
+            key: Option<KeyColumns>,
             publication: Option<String>,
             slot: Option<String>,
             numeric: Option<String>,
@@ -133,6 +146,7 @@ impl CdcConfig {
                 url,
                 server,
                 table,
+                key: raw.key.map(|k| k.0).unwrap_or_default(),
                 publication: raw.publication,
                 slot: raw.slot,
                 numeric,
@@ -240,12 +254,14 @@ table = "orders""#,
             r#"url = "postgresql://u@localhost/db"
 table = "s.t"
 publication = "p"
+key = "customer"
 slot = "s1"
 numeric = "number"
 snapshot = false"#,
         )
         .unwrap();
         assert_eq!(c.publication_name("a"), ("p".to_owned(), false));
+        assert_eq!(c.key, ["customer"]);
         assert_eq!(
             (c.slot_name("a"), c.numeric, c.snapshot),
             ("s1".to_owned(), NumericAs::Number, false)

@@ -119,7 +119,7 @@ impl CdcReader {
             ))
         })?;
         setup::check_wal_level(&mut client).map_err(&remote)?;
-        let table = SourceTable::load(&mut client, &config.table).map_err(&remote)?;
+        let table = SourceTable::load(&mut client, &config.table, &config.key).map_err(&remote)?;
         let (publication, own) = config.publication_name(id);
         setup::ensure_publication(&mut client, &publication, own, &table).map_err(&remote)?;
         let slot = config.slot_name(id);
@@ -377,22 +377,23 @@ impl CdcReader {
         let builder = RecordBuilder::new(&self.table, self.numeric);
         match message {
             Message::Insert { new, .. } => {
-                let Image { key, texts, value } = builder.tuple(&relation, &new)?;
+                let Image { key, texts, value } = builder.tuple(&relation, &new, false)?;
                 self.emit(Change::Insert, Some(&key), &value, batch, Some(&texts))?;
             }
             Message::Update { old, new, .. } => {
-                let Image { key, texts, value } = builder.tuple(&relation, &new)?;
+                let Image { key, texts, value } = builder.tuple(&relation, &new, false)?;
                 match old {
                     Some(old) => {
                         let (is_full, old) = match old {
                             OldTuple::Key(t) => (false, t),
                             OldTuple::Full(t) => (true, t),
                         };
+                        let key_only = !is_full;
                         let Image {
                             key: old_key,
                             texts: old_texts,
                             value: old_value,
-                        } = builder.tuple(&relation, &old)?;
+                        } = builder.tuple(&relation, &old, key_only)?;
                         if old_texts != texts {
                             self.emit(
                                 Change::Delete,
@@ -427,10 +428,11 @@ impl CdcReader {
                 }
             }
             Message::Delete { old, .. } => {
-                let old = match old {
-                    OldTuple::Key(t) | OldTuple::Full(t) => t,
+                let (key_only, old) = match old {
+                    OldTuple::Key(t) => (true, t),
+                    OldTuple::Full(t) => (false, t),
                 };
-                let Image { key, texts, value } = builder.tuple(&relation, &old)?;
+                let Image { key, texts, value } = builder.tuple(&relation, &old, key_only)?;
                 self.emit(Change::Delete, Some(&key), &value, batch, Some(&texts))?;
             }
             _ => {}

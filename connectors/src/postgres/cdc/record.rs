@@ -52,17 +52,23 @@ impl<'t> RecordBuilder<'t> {
             };
             object.insert(column.name.clone(), value);
         }
-        let key = (self.table.key.iter())
+        let key = (self.table.record_key.iter())
             .map(|&c| object[&self.table.columns[c].name].clone())
             .collect();
         let value = serde_json::to_vec(&Value::Object(object)).expect("JSON serializes");
         Ok((self.key(key), value))
     }
 
-    /// A tuple of the stream: key, key texts and value. Columns left out
-    /// of the tuple (a key-only old tuple's NULLs, unchanged TOAST values)
+    /// A tuple of the stream (`key_only`: an old tuple of the replica
+    /// identity's columns only): key, key texts and value. Columns left out
+    /// of the tuple (a key-only old tuple's others, unchanged TOAST values)
     /// are left out of the value.
-    pub(super) fn tuple(&self, relation: &Relation, tuple: &Tuple) -> Result<Image, String> {
+    pub(super) fn tuple(
+        &self,
+        relation: &Relation,
+        tuple: &Tuple,
+        key_only: bool,
+    ) -> Result<Image, String> {
         if tuple.0.len() != relation.columns.len() {
             return Err(format!(
                 "a change of table {}.{} has {} values for {} columns",
@@ -76,6 +82,9 @@ impl<'t> RecordBuilder<'t> {
         let mut texts: HashMap<&str, &str> = HashMap::new();
         for (column, datum) in relation.columns.iter().zip(&tuple.0) {
             match datum {
+                // A key-only old tuple sends the other columns as NULLs:
+                // unknown, left out.
+                Datum::Null if key_only && !column.key => {}
                 Datum::Null => {
                     object.insert(column.name.clone(), Value::Null);
                 }
@@ -95,7 +104,6 @@ impl<'t> RecordBuilder<'t> {
                 }
             }
         }
-        let mut key_values = Vec::new();
         let mut key_texts = Vec::new();
         for &c in &self.table.key {
             let name = &self.table.columns[c].name;
@@ -105,8 +113,22 @@ impl<'t> RecordBuilder<'t> {
                     self.table.sql
                 ));
             };
-            key_values.push(object[name].clone());
             key_texts.push((*text).to_owned());
+        }
+        let mut key_values = Vec::new();
+        for &c in &self.table.record_key {
+            let name = &self.table.columns[c].name;
+            match object.get(name) {
+                Some(value) => key_values.push(value.clone()),
+                None => {
+                    return Err(format!(
+                        "a change of table {} carries no value for column {name} of the source's `key`: \
+                         deletes and updates carry only the primary key unless the table has REPLICA IDENTITY FULL \
+                         (ALTER TABLE {0} REPLICA IDENTITY FULL), or key by the primary key",
+                        self.table.sql
+                    ));
+                }
+            }
         }
         // A key-only old tuple: only the key's columns are known.
         if tuple

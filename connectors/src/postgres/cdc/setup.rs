@@ -30,13 +30,22 @@ pub(super) struct SourceTable {
     pub(super) columns: Vec<TableColumn>,
     /// The primary key's columns, as indices into `columns`, in key order.
     pub(super) key: Vec<usize>,
+    /// The columns of the records' key (the source's `key`; by default
+    /// the primary key's).
+    pub(super) record_key: Vec<usize>,
 }
 
 impl SourceTable {
     /// Reads `table` (as SQL resolves the name) from the catalog; refuses
     /// a table without a primary key, with a key of a type the source
-    /// cannot order, or with `REPLICA IDENTITY NOTHING`.
-    pub(super) fn load(client: &mut Client, table: &str) -> Result<SourceTable, String> {
+    /// cannot order, or with `REPLICA IDENTITY NOTHING`, and a record key
+    /// (`record_key`, column names; empty: the primary key) naming a
+    /// column it lacks.
+    pub(super) fn load(
+        client: &mut Client,
+        table: &str,
+        record_key: &[String],
+    ) -> Result<SourceTable, String> {
         let pg = |doing: &str| {
             let doing = doing.to_owned();
             move |e: postgres::Error| format!("{doing} failed: {}", describe(&e))
@@ -106,12 +115,23 @@ impl SourceTable {
                 columns[c].sql_type
             ));
         }
+        let record_key = match record_key {
+            [] => key.clone(),
+            names => (names.iter())
+                .map(|name| {
+                    columns.iter().position(|c| &c.name == name).ok_or_else(|| {
+                        format!("`key` names column {name:?}, which table {sql} does not have")
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        };
         Ok(SourceTable {
             schema,
             name,
             sql,
             columns,
             key,
+            record_key,
         })
     }
 }
