@@ -277,3 +277,28 @@ fn the_cdc_example_keeps_customer_totals_equal_to_the_orders_through_kills() {
     assert!(totals.contains("grace|"), "{totals}");
     run.kill();
 }
+
+/// A bounded source reads the snapshot and the changes committed before
+/// the job's first start, then ends; the changes after it are not read,
+/// and a rerun of the finished job reads nothing more.
+#[test]
+fn a_bounded_source_ends_where_the_server_was_at_the_first_start() {
+    let pg = server(500);
+    pg.psql("UPDATE items SET note = 'before' WHERE id <= 10");
+    let job = JobFile::new("pg-cdc-bounded")
+        .checkpoint(Checkpoint::every("200ms"))
+        .source(
+            Source::postgres_cdc("cdc", &pg.url(), "items")
+                .value("bounded", true)
+                .value("batch_size", 64),
+        )
+        .sink(Sink::jsonl("log", "changes.jsonl").input("cdc"));
+    let job = JobDir::new(WEIR, job, &[]);
+    job.run_ok(&[]);
+    let first = job.read("changes.jsonl");
+    assert_eq!(first.lines().count(), 500, "{first}");
+    assert_eq!(first.matches("\"before\"").count(), 10);
+    pg.psql("UPDATE items SET note = 'after' WHERE id <= 10");
+    job.run_ok(&[]);
+    assert_eq!(job.read("changes.jsonl"), first);
+}

@@ -10,6 +10,10 @@
 //!   sink allows);
 //! - JetStream source: a bounded `nats` source → file sink job, against
 //!   reading the stream with an `async-nats` ordered consumer;
+//! - PostgreSQL change data capture: `n` inserts committed into a table
+//!   with two logical replication slots on it, read by a bounded
+//!   `postgres-cdc` source → file sink job from one, against
+//!   `pg_recvlogical` (`pgoutput`, to `/dev/null`) from the other;
 //! - a restored JetStream source with a subject filter (`words.>` over four
 //!   subjects): the same job killed (SIGKILL) after a second and run again,
 //!   the records/s of the restored run against those of a fresh run of the
@@ -92,6 +96,8 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         check_rows(&pg, table, want)?;
         report.row(case, per_second(n, wall), "records/s", Some("psql \\copy"));
     }
+
+    cdc(settings, dir, &pg, n, &mut report)?;
 
     nats.create_stream("IN", &["bench.in"]);
     nats.create_stream("OUT", &["bench.out"]);
@@ -287,6 +293,80 @@ pub(crate) fn read_through_weir(
         "{name}: the job wrote {lines} records, expected {n}"
     );
     Ok(wall)
+}
+
+/// Rows of each transaction of the change-data-capture case.
+const CDC_TRANSACTION: u64 = 10_000;
+
+/// The change-data-capture case (module docs): `n` inserts, then
+/// `pg_recvlogical` and a `postgres-cdc` job each read them from a slot
+/// made before them.
+fn cdc(
+    settings: &Settings,
+    dir: &Path,
+    pg: &Postgres,
+    n: u64,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    pg.psql(
+        "CREATE TABLE changes (id bigint PRIMARY KEY, word text NOT NULL, count bigint NOT NULL);\
+         CREATE PUBLICATION bench_changes FOR TABLE changes",
+    );
+    for slot in ["weir_bench", "recv_bench"] {
+        pg.psql(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
+        ));
+    }
+    settings.say(&format!("connectors: committing {n} inserts"));
+    for start in (0..n).step_by(CDC_TRANSACTION as usize) {
+        let end = (start + CDC_TRANSACTION).min(n) - 1;
+        pg.psql(&format!(
+            "INSERT INTO changes SELECT i, 'w' || (i % {WORDS}), i FROM generate_series({start}, {end}) i"
+        ));
+    }
+    let end = pg.psql("SELECT pg_current_wal_lsn()");
+
+    settings.say("connectors: pg_recvlogical (baseline)");
+    let started = Instant::now();
+    let out = std::process::Command::new(pg.program("pg_recvlogical"))
+        .args([
+            "-d",
+            &pg.url(),
+            "--slot",
+            "recv_bench",
+            "--start",
+            "--no-loop",
+        ])
+        .args(["--endpos", &end, "-f", "/dev/null"])
+        .args([
+            "-o",
+            "proto_version=1",
+            "-o",
+            "publication_names=bench_changes",
+        ])
+        .output()
+        .context("running pg_recvlogical")?;
+    let recv = started.elapsed();
+    anyhow::ensure!(
+        out.status.success(),
+        "pg_recvlogical: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    report.row("pg_recvlogical", per_second(n, recv), "changes/s", None);
+
+    settings.say("connectors: postgres-cdc → weir");
+    let source = Source::postgres_cdc("in", &pg.url(), "changes")
+        .string("slot", "weir_bench")
+        .string("publication", "bench_changes")
+        .value("snapshot", false);
+    let wall = read_through_weir(settings, dir, "postgres-cdc", source, n)?;
+    report.row(
+        "postgres-cdc → weir",
+        per_second(n, wall),
+        "changes/s",
+        Some("pg_recvlogical"),
+    );
+    Ok(())
 }
 
 fn check_rows(pg: &Postgres, table: &str, want: u64) -> anyhow::Result<()> {

@@ -359,6 +359,8 @@ fn connectors_run_against_private_servers() {
             "psql \\copy",
             "weir → postgres append",
             "weir → postgres upsert",
+            "pg_recvlogical",
+            "postgres-cdc → weir",
             "async-nats publish",
             "weir → nats",
             "async-nats read",

@@ -43,7 +43,8 @@ use weir::dataflow::Batch;
 use weir::failpoint::{self, Failpoint};
 
 use super::client::{ClientSettings, Context, TIMEOUT};
-use super::sink::{COMMIT_TIMEOUT, Writer};
+use super::sink::COMMIT_TIMEOUT;
+use super::writer::Writer;
 
 /// The commit info a direct sink records: what a restore tells apart from
 /// a staged sink's.

@@ -23,6 +23,7 @@ mod reader;
 pub mod repartition;
 pub mod sink;
 pub mod source;
+mod writer;
 
 pub use client::ClientSettings;
 pub use sink::SINK;

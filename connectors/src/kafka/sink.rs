@@ -31,14 +31,13 @@
 //! before its barrier is acknowledged (a flush at precommit); after a
 //! crash the records since the restored checkpoint are written again.
 
-use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -48,15 +47,14 @@ use toml::Table;
 
 use super::client::{ClientSettings, Context, TIMEOUT, partitions};
 use super::direct::{DirectSink, TaskTransactions};
-use super::repartition::{CHANGE_HEADER, Control, HEADER};
+use super::repartition::{Control, HEADER};
 use super::source::check_topic;
-use weir::connectors::changelog::with_op;
+use super::writer::{ProduceError, Writer};
 use weir::connectors::from_table;
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
-use weir::dataflow::batch::{Change, RecordRef};
 use weir::failpoint::{self, Failpoint};
 
 /// The registry entry of `type = "kafka"` sinks.
@@ -67,6 +65,7 @@ pub const SINK: SinkType = SinkType {
         "topic",
         "key",
         "mode",
+        "format",
         "headers",
         "transactional_id",
         "upstream_task",
@@ -133,6 +132,9 @@ pub struct KafkaSinkConfig {
     pub key: KeyFrom,
     /// What a message is (`mode`).
     pub mode: Mode,
+    /// Whether values are written as Debezium change events (`format =
+    /// "debezium-json"`; default: as they are).
+    pub debezium: bool,
     /// Headers every message carries (`[sink.headers]`).
     pub headers: Vec<(String, String)>,
     /// The producer's `transactional.id`, if not the derived one
@@ -155,6 +157,7 @@ impl KafkaSinkConfig {
             topic: Option<String>,
             key: Option<KeyFrom>,
             mode: Option<Mode>,
+            format: Option<String>,
             headers: Option<Table>,
             transactional_id: Option<String>,
             upstream_task: Option<u32>,
@@ -212,6 +215,20 @@ impl KafkaSinkConfig {
                 }
             }
             let mode = raw.mode.unwrap_or(Mode::Append);
+            let debezium = match raw.format.as_deref() {
+                None | Some("lines" | "jsonl") => false,
+                Some("debezium-json") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "`format` = {other:?} is not a Kafka sink format; write \"debezium-json\", or remove it to write values as they are"
+                    ));
+                }
+            };
+            if debezium && (mode == Mode::Upsert || raw.upstream_task.is_some()) {
+                return Err(
+                    "format = \"debezium-json\" writes every change as an event: use mode = \"append\" (and no `upstream_task`)".into(),
+                );
+            }
             if mode == Mode::Upsert && raw.key == Some(KeyFrom::None) {
                 return Err(
                     "mode = \"upsert\" keys each message by its record's key; remove key = \"none\"".into(),
@@ -232,6 +249,7 @@ impl KafkaSinkConfig {
                 topic,
                 key: raw.key.unwrap_or(KeyFrom::Record),
                 mode,
+                debezium,
                 headers,
                 transactional_id: raw.transactional_id,
                 upstream_task: raw.upstream_task,
@@ -274,6 +292,7 @@ impl SinkConnector for KafkaSinkConfig {
             key: self.key,
             mode: self.mode,
             repartition: None,
+            debezium: self.debezium,
             headers: self.headers.clone(),
             told_truncate: Arc::new(AtomicBool::new(false)),
         };
@@ -379,152 +398,6 @@ impl KafkaSinkConfig {
         }
         at.staged(destination)
     }
-}
-
-/// Turns records into messages of the sink's topic.
-#[derive(Clone)]
-pub(super) struct Writer {
-    sink: String,
-    topic: String,
-    key: KeyFrom,
-    mode: Mode,
-    /// For a repartition topic, its partition count (once known): change
-    /// kinds cross in a header ([`CHANGE_HEADER`]), values as they are, a
-    /// truncate to every partition.
-    repartition: Option<i32>,
-    headers: Vec<(String, String)>,
-    /// Whether the log said that an upsert topic skipped a truncate.
-    told_truncate: Arc<AtomicBool>,
-}
-
-impl Writer {
-    /// What record `r` becomes: `None` to skip it, else its message's
-    /// payload (`None` inside: a tombstone). Append topics get the change
-    /// kind in the value ([`with_op`]); repartition topics the value as it
-    /// is (the kind goes in a header).
-    #[allow(clippy::type_complexity)]
-    fn payload<'r>(
-        &self,
-        r: &RecordRef<'r>,
-    ) -> Result<Option<Option<Cow<'r, [u8]>>>, ProduceError> {
-        let refused = ProduceError::Refused;
-        Ok(match (self.mode, r.change) {
-            _ if self.repartition.is_some() => Some(Some(Cow::Borrowed(r.value))),
-            (Mode::Append, change) => Some(Some(with_op(r.value, change).map_err(refused)?)),
-            (Mode::Upsert, Change::UpdateBefore) => None,
-            (Mode::Upsert, Change::Truncate) => {
-                if !self.told_truncate.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        "sink `{}`: a truncate reached upsert topic `{}`, which cannot drop every key at once; it is skipped (delete the keys, or recreate the topic)",
-                        self.sink,
-                        self.topic
-                    );
-                }
-                None
-            }
-            (Mode::Upsert, _) if r.key.is_none() => {
-                return Err(refused(format!(
-                    "a record without a key reached upsert topic `{}`; key the records (an upsert topic is a table by key)",
-                    self.topic
-                )));
-            }
-            (Mode::Upsert, Change::Delete) => Some(None),
-            (Mode::Upsert, _) => Some(Some(Cow::Borrowed(r.value))),
-        })
-    }
-
-    /// Queues every record of `batch` on `producer`, waiting for room when
-    /// its queue is full.
-    pub(super) fn produce(
-        &self,
-        producer: &BaseProducer<Context>,
-        batch: &Batch,
-    ) -> Result<(), ProduceError> {
-        for r in batch.iter() {
-            let Some(payload) = self.payload(&r)? else {
-                continue;
-            };
-            // A truncate concerns every key: on a repartition topic it goes
-            // to every partition, so every downstream task gets it.
-            let everywhere = self.repartition.filter(|_| r.change == Change::Truncate);
-            match everywhere {
-                None => self.send(producer, &r, payload.as_deref(), None)?,
-                Some(n) => {
-                    for p in 0..n {
-                        self.send(producer, &r, payload.as_deref(), Some(p))?;
-                    }
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
-        Ok(())
-    }
-
-    /// Queues record `r` as a message with `payload` (`None`: a tombstone)
-    /// into `partition` (`None`: where its key hashes to).
-    fn send(
-        &self,
-        producer: &BaseProducer<Context>,
-        r: &RecordRef<'_>,
-        payload: Option<&[u8]>,
-        partition: Option<i32>,
-    ) -> Result<(), ProduceError> {
-        {
-            let mut message = BaseRecord::<[u8], [u8]>::to(&self.topic);
-            if let Some(payload) = payload {
-                message = message.payload(payload);
-            }
-            if let Some(partition) = partition {
-                message = message.partition(partition);
-            }
-            if let (KeyFrom::Record, Some(key)) = (self.key, r.key) {
-                message = message.key(key);
-            }
-            if let Some(t) = r.timestamp {
-                message = message.timestamp(t);
-            }
-            let change =
-                (self.repartition.is_some() && r.change != Change::Insert).then(|| r.change.name());
-            if !self.headers.is_empty() || change.is_some() {
-                let mut headers = OwnedHeaders::new_with_capacity(self.headers.len() + 1);
-                for (name, value) in &self.headers {
-                    headers = headers.insert(Header {
-                        key: name,
-                        value: Some(value),
-                    });
-                }
-                if let Some(change) = change {
-                    headers = headers.insert(Header {
-                        key: CHANGE_HEADER,
-                        value: Some(change),
-                    });
-                }
-                message = message.headers(headers);
-            }
-            loop {
-                match producer.send(message) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        message = back;
-                        producer.poll(Duration::from_millis(10));
-                    }
-                    Err((e, _)) => return Err(ProduceError::Kafka(e)),
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Why records could not be produced.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum ProduceError {
-    /// The client refused a message.
-    #[error("{0}")]
-    Kafka(KafkaError),
-    /// A record cannot be a message of the topic (the message says why).
-    #[error("{0}")]
-    Refused(String),
 }
 
 /// Delivers staged epochs, each in one transaction.

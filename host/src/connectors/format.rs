@@ -12,17 +12,20 @@
 //! replayable input ends at a line (or row) end, so seeking to `byte`
 //! resumes at the next record.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::debezium;
 use super::jsonl::{Time, read_fields, shown};
 pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
 use super::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use crate::dataflow::Batch;
 use crate::dataflow::bad_kind::BadKind;
+use crate::dataflow::batch::Change;
 use crate::dataflow::provenance::NumberRange;
 use crate::time::parse_cell;
 
@@ -201,51 +204,29 @@ impl LineParser {
             line = rest;
         }
         match self.format {
-            Format::Jsonl if line.iter().all(u8::is_ascii_whitespace) => {}
+            Format::Jsonl | Format::DebeziumJson if line.iter().all(u8::is_ascii_whitespace) => {}
             Format::Jsonl if self.key.is_none() && self.timestamp.is_none() => {
                 batch.push(key, line, time)
             }
             Format::Jsonl => {
-                let malformed = |kind, message: String| {
-                    let error = SourceError::Malformed {
-                        source_id: self.id.clone(),
-                        path: self.path.clone(),
-                        line: number,
-                        message,
-                    };
-                    (kind, error)
-                };
-                let unreadable = |e: &dyn std::fmt::Display| {
-                    malformed(BadKind::Unreadable, format!("not JSON: {e}"))
-                };
-                let text = std::str::from_utf8(line).map_err(|e| unreadable(&e))?;
-                let ts = self.timestamp.as_ref();
-                let fields = read_fields(text, self.key.as_deref(), ts.map(|t| &*t.field))
-                    .map_err(|e| unreadable(&e))?;
-                let timestamp = match (ts, fields.time) {
-                    (None, _) => time,
-                    (Some(_), Time::Millis(ms)) => Some(ms),
-                    (Some(t), bad) if t.on_bad == OnBadTimestamp::Fail => {
-                        let found = match &bad {
-                            Time::Bad(found) => Some(found.as_str()),
-                            _ => None,
-                        };
-                        return Err(malformed(BadKind::BadTimestamp, t.bad("field", found)));
+                let text = std::str::from_utf8(line).map_err(|e| self.unreadable(number, &e))?;
+                if let Some((field, timestamp)) = self.fields(text, number, time)? {
+                    batch.push(field.as_deref().or(key), line, timestamp);
+                }
+            }
+            Format::DebeziumJson => {
+                let event = debezium::read(line).map_err(|e| self.unreadable(number, &e))?;
+                let time = event.ts_ms.or(time);
+                for row in event.changes {
+                    if row.change == Change::Truncate {
+                        batch.push_change(Change::Truncate, None, row.row.as_bytes(), time);
+                        continue;
                     }
-                    (Some(_), _) => {
-                        self.skipped += 1;
-                        return Ok(());
+                    if let Some((field, timestamp)) = self.fields(&row.row, number, time)? {
+                        let key = field.as_deref().or(key);
+                        batch.push_change(row.change, key, row.row.as_bytes(), timestamp);
                     }
-                };
-                let field = match &self.key {
-                    None => None,
-                    Some(k) => {
-                        let key = fields.key;
-                        let missing = || malformed(BadKind::NoKey, format!("no key field `{k}`"));
-                        Some(key.ok_or_else(missing)?)
-                    }
-                };
-                batch.push(field.as_deref().or(key), line, timestamp);
+                }
             }
             // `lines`: the key is the message's, or the line itself.
             _ => match key {
@@ -254,6 +235,67 @@ impl LineParser {
             },
         }
         Ok(())
+    }
+
+    /// The error of record `number`, which is not what its format says.
+    fn malformed(&self, number: u64, kind: BadKind, message: String) -> (BadKind, SourceError) {
+        let error = SourceError::Malformed {
+            source_id: self.id.clone(),
+            path: self.path.clone(),
+            line: number,
+            message,
+        };
+        (kind, error)
+    }
+
+    fn unreadable(&self, number: u64, e: &dyn std::fmt::Display) -> (BadKind, SourceError) {
+        let what = match self.format {
+            Format::DebeziumJson => "",
+            _ => "not JSON: ",
+        };
+        self.malformed(number, BadKind::Unreadable, format!("{what}{e}"))
+    }
+
+    /// The `key` field and the timestamp (the `timestamp` field's, else
+    /// `time`) of JSON object `text`, record `number`; `None` when a bad
+    /// timestamp skips it.
+    #[allow(clippy::type_complexity)]
+    fn fields<'t>(
+        &mut self,
+        text: &'t str,
+        number: u64,
+        time: Option<i64>,
+    ) -> Result<Option<(Option<Cow<'t, [u8]>>, Option<i64>)>, (BadKind, SourceError)> {
+        let ts = self.timestamp.as_ref();
+        let fields = read_fields(text, self.key.as_deref(), ts.map(|t| &*t.field))
+            .map_err(|e| self.unreadable(number, &e))?;
+        let timestamp = match (ts, fields.time) {
+            (None, _) => time,
+            (Some(_), Time::Millis(ms)) => Some(ms),
+            (Some(t), bad) if t.on_bad == OnBadTimestamp::Fail => {
+                let found = match &bad {
+                    Time::Bad(found) => Some(found.as_str()),
+                    _ => None,
+                };
+                let message = t.bad("field", found);
+                return Err(self.malformed(number, BadKind::BadTimestamp, message));
+            }
+            (Some(_), _) => {
+                self.skipped += 1;
+                return Ok(None);
+            }
+        };
+        let field = match &self.key {
+            None => None,
+            Some(k) => match fields.key {
+                Some(key) => Some(key),
+                None => {
+                    let message = format!("no key field `{k}`");
+                    return Err(self.malformed(number, BadKind::NoKey, message));
+                }
+            },
+        };
+        Ok(Some((field, timestamp)))
     }
 }
 
@@ -596,6 +638,50 @@ pub(crate) mod tests {
                 l.to_vec()
             })
             .collect()
+    }
+
+    /// Debezium events become records saying their kinds, keyed by the
+    /// `key` field of their rows, timed by `ts_ms`; a Kafka tombstone
+    /// (empty) is skipped, a malformed event is a bad record.
+    #[test]
+    fn debezium_events_become_changes() {
+        let input = concat!(
+            r#"{"before":null,"after":{"id":1,"n":"a"},"op":"r","ts_ms":10}"#,
+            "\n",
+            r#"{"before":{"id":1,"n":"a"},"after":{"id":1,"n":"b"},"op":"u","ts_ms":11}"#,
+            "\n",
+            "\n",
+            r#"{"before":{"id":1,"n":"b"},"after":null,"op":"d"}"#,
+            "\n",
+            r#"{"op":"t","ts_ms":13}"#,
+            "\n",
+            r#"{"op":"q"}"#,
+            "\n",
+        );
+        let mut r = reader(input.as_bytes(), 64, Format::DebeziumJson, Some("id"));
+        let batch = r.read_batch(100).unwrap().unwrap();
+        let got: Vec<_> = (batch.iter())
+            .map(|rec| (rec.change, rec.key, rec.timestamp))
+            .collect();
+        use Change::*;
+        assert_eq!(
+            got,
+            [
+                (Insert, Some(&b"1"[..]), Some(10)),
+                (UpdateBefore, Some(&b"1"[..]), Some(11)),
+                (UpdateAfter, Some(&b"1"[..]), Some(11)),
+                (Delete, Some(&b"1"[..]), None),
+                (Truncate, None, Some(13)),
+            ]
+        );
+        assert_eq!(batch.get(2).value, br#"{"id":1,"n":"b"}"#);
+        let bad = r.take_bad();
+        assert_eq!(bad.len(), 1);
+        assert!(
+            bad[0].reason().contains("none of c, r, u, d, t, m"),
+            "{}",
+            bad[0].reason()
+        );
     }
 
     /// Lines cut from the reader's buffer and lines assembled across its

@@ -19,6 +19,7 @@
 //! ([`crate::dataflow`]) and the TOML field helpers, never `config`.
 
 pub mod changelog;
+pub mod debezium;
 pub mod file;
 pub mod format;
 pub mod generator;

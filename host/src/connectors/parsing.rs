@@ -92,6 +92,11 @@ pub enum Format {
     Jsonl,
     /// Comma-separated values with a header row.
     Csv,
+    /// One Debezium change event per line (module `debezium`): each
+    /// record says its change kind; `key` and `timestamp` name fields of
+    /// its row, and without `timestamp` its time is the event's `ts_ms`.
+    #[serde(rename = "debezium-json")]
+    DebeziumJson,
 }
 
 /// What a source does with a record whose timestamp is missing or invalid

@@ -227,11 +227,22 @@ pub enum SinkFormat {
     Lines,
     /// Values written as they are; each value is expected to be JSON.
     Jsonl,
+    /// Each record as a Debezium change event ([`super::debezium`]).
+    #[serde(rename = "debezium-json")]
+    DebeziumJson,
 }
 
-/// Writes each record's value and a newline, with its change kind when it
-/// is not an insert ([`super::changelog`]); returns the bytes written.
-pub(crate) fn encode(batch: &Batch, out: &mut impl Write) -> std::io::Result<u64> {
+/// Writes each record in `format`, a line each: its value with its change
+/// kind when it is not an insert ([`super::changelog`]), or a Debezium
+/// event; returns the bytes written.
+pub(crate) fn encode(
+    batch: &Batch,
+    format: SinkFormat,
+    out: &mut impl Write,
+) -> std::io::Result<u64> {
+    if format == SinkFormat::DebeziumJson {
+        return super::debezium::write(batch, out);
+    }
     let mut bytes = 0;
     for r in batch.iter() {
         let value = with_op(r.value, r.change).map_err(std::io::Error::other)?;

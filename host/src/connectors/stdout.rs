@@ -60,9 +60,13 @@ impl SinkConnector for StdoutConfig {
     fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
         let id = at.id;
         Ok(match at.delivery {
-            Delivery::AtLeastOnce => Box::new(PrintingSink { id: id.to_string() }),
+            Delivery::AtLeastOnce => Box::new(PrintingSink {
+                id: id.to_string(),
+                format: self.format,
+            }),
             Delivery::ExactlyOnce => Box::new(StdoutSink {
                 id: id.to_string(),
+                format: self.format,
                 epoch: Vec::new(),
                 pending: BTreeMap::new(),
             }),
@@ -80,6 +84,7 @@ impl SinkConnector for StdoutConfig {
 /// was interrupted, partly printed.
 struct StdoutSink {
     id: String,
+    format: SinkFormat,
     epoch: Vec<u8>,
     pending: BTreeMap<u64, Vec<u8>>,
 }
@@ -87,6 +92,7 @@ struct StdoutSink {
 /// Prints each batch as it arrives (at-least-once).
 struct PrintingSink {
     id: String,
+    format: SinkFormat,
 }
 
 impl PrintingSink {
@@ -107,7 +113,7 @@ impl Sink for PrintingSink {
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         // One write per batch, not one per line (stdout is line-buffered).
         let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-        encode(batch, &mut out)
+        encode(batch, self.format, &mut out)
             .and_then(|_| out.flush())
             .map_err(|e| self.failed(e))?;
         Ok(())
@@ -127,7 +133,11 @@ impl Sink for PrintingSink {
 
 impl Sink for StdoutSink {
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
-        encode(batch, &mut self.epoch).expect("writing to memory");
+        encode(batch, self.format, &mut self.epoch).map_err(|error| SinkError::Io {
+            sink: self.id.clone(),
+            path: "stdout".into(),
+            error,
+        })?;
         Ok(())
     }
 

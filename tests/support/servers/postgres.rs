@@ -106,6 +106,12 @@ impl Postgres {
         cmd
     }
 
+    /// The server's program `name` (`pg_recvlogical`, `psql`...), from
+    /// the folder of its initdb.
+    pub fn program(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
     /// `postgresql://postgres@127.0.0.1:PORT/postgres`.
     pub fn url(&self) -> String {
         format!("postgresql://postgres@127.0.0.1:{}/postgres", self.port)

@@ -54,6 +54,7 @@ pub const SOURCE: SourceType = SourceType {
         "slot",
         "numeric",
         "snapshot",
+        "bounded",
     ],
     read: CdcConfig::read,
 };
@@ -83,6 +84,9 @@ pub struct CdcConfig {
     /// default true); without, it reads the changes after the slot's
     /// position only.
     pub snapshot: bool,
+    /// Whether the source ends at the server's position as of the job's
+    /// first start (`bounded`, default false: it keeps reading changes).
+    pub bounded: bool,
 }
 
 // By hand: the URL may hold a password.
@@ -96,6 +100,7 @@ impl std::fmt::Debug for CdcConfig {
             .field("slot", &self.slot)
             .field("numeric", &self.numeric)
             .field("snapshot", &self.snapshot)
+            .field("bounded", &self.bounded)
             .finish_non_exhaustive()
     }
 }
@@ -112,6 +117,7 @@ impl CdcConfig {
             slot: Option<String>,
             numeric: Option<String>,
             snapshot: Option<bool>,
+            bounded: Option<bool>,
         }
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |_: &Path| {
@@ -151,6 +157,7 @@ impl CdcConfig {
                 slot: raw.slot,
                 numeric,
                 snapshot: raw.snapshot.unwrap_or(true),
+                bounded: raw.bounded.unwrap_or(false),
             }))
         }))
     }
@@ -225,7 +232,7 @@ impl SourceConnector for CdcConfig {
     }
 
     fn ends(&self) -> bool {
-        false
+        self.bounded
     }
 }
 
@@ -257,11 +264,17 @@ publication = "p"
 key = "customer"
 slot = "s1"
 numeric = "number"
-snapshot = false"#,
+snapshot = false
+bounded = true"#,
         )
         .unwrap();
         assert_eq!(c.publication_name("a"), ("p".to_owned(), false));
         assert_eq!(c.key, ["customer"]);
+        assert_eq!(
+            (c.slot_name("a"), c.numeric, c.snapshot),
+            ("s1".to_owned(), NumericAs::Number, false)
+        );
+        assert!(c.bounded);
         assert_eq!(
             (c.slot_name("a"), c.numeric, c.snapshot),
             ("s1".to_owned(), NumericAs::Number, false)

@@ -1,7 +1,7 @@
 //! The source reader: the snapshot's rows, then the stream's changes, and
 //! the offset that makes both exactly-once.
 //!
-//! The offset (`{"lsn", "skip", "snapshot", "reads"}`):
+//! The offset (`{"lsn", "skip", "snapshot", "reads", "end"}`):
 //! - `lsn`: where the stream resumes, the end of the last transaction
 //!   whose changes were all returned (or a position the server said it
 //!   had sent everything before, between transactions); `skip`: how many
@@ -23,6 +23,9 @@
 //!   is forgotten once the stream passed it. A truncate committed before
 //!   *L* is sent all the same and ends the dropping: the table is empty
 //!   then, and every change after it is sent.
+//! - `end`: of a bounded source, the position of the logical message it
+//!   emitted at the job's first start; the source ends when the stream
+//!   brings it (a restore past it ends at once).
 //! - The slot's confirmed position moves only in [`SourceReader::release`],
 //!   to the `lsn` of the oldest checkpoint a restore may still pick: the
 //!   server keeps every change a restore can ask for, and none in the
@@ -83,6 +86,34 @@ pub(super) struct CdcReader {
     /// Records of the first transaction a restore drops (returned before).
     to_skip: u64,
     place: Option<String>,
+    /// The slot's name, which the end marker carries.
+    slot: String,
+    /// Of a bounded source: where it ends (the position of its end marker,
+    /// a logical message emitted at the job's first start).
+    end: Option<u64>,
+    /// Whether the stream reached `end`.
+    ended: bool,
+}
+
+/// The prefix of a bounded source's end marker, whose content is its slot.
+const END_MARKER: &str = "weir.end";
+
+/// Emits the end marker of a bounded source reading slot `slot`; returns
+/// its position.
+fn mark_end(client: &mut postgres::Client, slot: &str) -> Result<u64, String> {
+    let lsn: String = client
+        .query_one(
+            "SELECT pg_logical_emit_message(false, $1, $2)::text",
+            &[&END_MARKER, &slot],
+        )
+        .map_err(|e| {
+            format!(
+                "marking where the bounded source ends failed: {}",
+                super::super::table::describe(&e)
+            )
+        })?
+        .get(0);
+    parse_lsn(&lsn)
 }
 
 fn now_millis() -> i64 {
@@ -149,6 +180,9 @@ impl CdcReader {
             txn: None,
             to_skip: 0,
             place: None,
+            slot: slot.clone(),
+            end: None,
+            ended: false,
         };
         let Some(offset) = offset else {
             match (state, config.snapshot, config.slot.is_some()) {
@@ -167,6 +201,9 @@ impl CdcReader {
                 (Some(state), false, _) => {
                     reader.lsn = state.confirmed;
                     reader.stream = open_stream(state.confirmed)?;
+                    if config.bounded {
+                        reader.end = Some(mark_end(&mut client, &slot).map_err(&remote)?);
+                    }
                     reader.stream.start().map_err(&remote)?;
                     return Ok(reader);
                 }
@@ -179,6 +216,9 @@ impl CdcReader {
             let (lsn, name) =
                 create_slot(&mut reader.stream, &slot, "", export).map_err(&remote)?;
             reader.lsn = lsn;
+            if config.bounded {
+                reader.end = Some(mark_end(&mut client, &slot).map_err(&remote)?);
+            }
             match name {
                 Some(name) if config.snapshot => {
                     reader.snapshot = Some(
@@ -209,6 +249,8 @@ impl CdcReader {
         reader.lsn = restored.lsn;
         reader.to_skip = restored.skip;
         reader.reads = restored.reads;
+        reader.end = restored.end;
+        reader.ended = restored.end.is_some_and(|end| restored.lsn > end);
         reader.stream = open_stream(restored.lsn)?;
         match restored.snapshot {
             None => reader.stream.start().map_err(&remote)?,
@@ -335,6 +377,19 @@ impl CdcReader {
                     if self.txn.is_none() && wal_end > self.lsn {
                         self.lsn = wal_end;
                         self.reads.retain(|p| p.lsn > wal_end);
+                    }
+                }
+                Event::Message {
+                    lsn,
+                    prefix,
+                    content,
+                } => {
+                    let ours = prefix == END_MARKER && content == self.slot.as_bytes();
+                    if ours && self.end.is_some_and(|end| lsn >= end) && self.txn.is_none() {
+                        // Past the marker: a restore at `lsn` reads no more.
+                        self.lsn = self.lsn.max(lsn + 1);
+                        self.ended = true;
+                        break;
                     }
                 }
             }
@@ -483,6 +538,7 @@ struct Restored {
     /// The key after which the snapshot goes on, and its time.
     snapshot: Option<(Option<Vec<String>>, i64)>,
     reads: Vec<ReadPoint>,
+    end: Option<u64>,
 }
 
 impl Restored {
@@ -510,7 +566,12 @@ impl Restored {
                 })
             })
             .collect::<Result<_, String>>()?;
+        let end = match &offset["end"] {
+            Value::Null => None,
+            end => Some(parse_lsn(end.as_str().ok_or_else(bad)?)?),
+        };
         Ok(Restored {
+            end,
             lsn,
             skip,
             snapshot,
@@ -547,6 +608,9 @@ fn create_slot(
 impl SourceReader for CdcReader {
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
         let max = max.max(1);
+        if self.ended {
+            return Ok(None);
+        }
         let batch = match self.snapshot {
             Some(_) => self.read_snapshot(max)?,
             None => self.read_stream(max)?,
@@ -567,6 +631,7 @@ impl SourceReader for CdcReader {
             "skip": self.txn.as_ref().map_or(0, |t| t.returned),
             "snapshot": snapshot,
             "reads": reads,
+            "end": self.end.map(show_lsn),
         })
     }
 

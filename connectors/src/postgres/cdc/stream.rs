@@ -27,6 +27,13 @@ pub(super) enum Event {
     Commit { end_lsn: u64 },
     /// The server has sent everything up to `wal_end`.
     Idle { wal_end: u64 },
+    /// A logical message (`pg_logical_emit_message`) outside transactions,
+    /// at `lsn`.
+    Message {
+        lsn: u64,
+        prefix: String,
+        content: Bytes,
+    },
 }
 
 /// A gated or streaming replication session.
@@ -133,7 +140,18 @@ impl Stream {
                 ReplicationEvent::KeepAlive { wal_end, .. } => Event::Idle {
                     wal_end: wal_end.as_u64(),
                 },
-                // Logical messages and a stop position the source never sets.
+                ReplicationEvent::Message {
+                    transactional: false,
+                    lsn,
+                    prefix,
+                    content,
+                } => Event::Message {
+                    lsn: lsn.as_u64(),
+                    prefix,
+                    content,
+                },
+                // Transactional messages and a stop position the source
+                // never sets.
                 _ => continue,
             }));
         }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::connectors::sink::{Done, Sink, SinkError, encode};
+use crate::connectors::sink::{Done, Sink, SinkError, SinkFormat, encode};
 use crate::dataflow::Batch;
 
 /// An at-least-once file sink.
@@ -28,6 +28,7 @@ pub(crate) struct AppendSink {
     file: File,
     /// The next batch's bytes, built in memory and written in one call.
     buffer: Vec<u8>,
+    format: SinkFormat,
 }
 
 impl AppendSink {
@@ -54,7 +55,14 @@ impl AppendSink {
             path: path.to_path_buf(),
             file,
             buffer: Vec::new(),
+            format: SinkFormat::Lines,
         })
+    }
+
+    /// The sink writing records in `format`.
+    pub(crate) fn with_format(mut self, format: SinkFormat) -> Self {
+        self.format = format;
+        self
     }
 
     fn failed(&self, error: std::io::Error) -> SinkError {
@@ -73,7 +81,7 @@ impl Sink for AppendSink {
 
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         self.buffer.clear();
-        encode(batch, &mut self.buffer).expect("writing to memory");
+        encode(batch, self.format, &mut self.buffer).map_err(|e| self.failed(e))?;
         let written = self.file.write_all(&self.buffer);
         written.map_err(|e| self.failed(e))
     }

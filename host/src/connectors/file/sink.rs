@@ -78,13 +78,17 @@ impl FileSinkConfig {
 }
 
 impl SinkConnector for FileSinkConfig {
-    /// Both formats write one record value per line: exactly-once at
-    /// commit, at-least-once as records arrive (`super::append`).
+    /// Every format writes a line per record: exactly-once at commit,
+    /// at-least-once as records arrive (`super::append`).
     fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
         let (id, path) = (at.id, &self.path);
         Ok(match at.delivery {
-            Delivery::ExactlyOnce => Box::new(FileSink::open(id, path, at.staging, at.restore)?),
-            Delivery::AtLeastOnce => Box::new(AppendSink::open(id, path, at.restore)?),
+            Delivery::ExactlyOnce => {
+                Box::new(FileSink::open(id, path, at.staging, at.restore)?.with_format(self.format))
+            }
+            Delivery::AtLeastOnce => {
+                Box::new(AppendSink::open(id, path, at.restore)?.with_format(self.format))
+            }
         })
     }
 
@@ -113,6 +117,7 @@ const WRITEBACK_EVERY: u64 = 32 << 20;
 /// appended to the visible file at commit.
 pub(crate) struct FileSink {
     id: String,
+    format: SinkFormat,
     path: PathBuf,
     staging: PathBuf,
     /// The epoch being written (records since the last precommit), streamed
@@ -137,6 +142,12 @@ pub(crate) struct FileSink {
 }
 
 impl FileSink {
+    /// The sink writing records in `format`.
+    fn with_format(mut self, format: SinkFormat) -> Self {
+        self.format = format;
+        self
+    }
+
     fn io(&self, path: &Path) -> impl Fn(std::io::Error) -> SinkError + '_ {
         let path = path.display().to_string();
         move |error| SinkError::Io {
@@ -154,6 +165,7 @@ impl FileSink {
     ) -> Result<Self, SinkError> {
         let mut sink = FileSink {
             id: id.to_string(),
+            format: SinkFormat::Lines,
             path: path.to_path_buf(),
             staging: staging.to_path_buf(),
             epoch: None,
@@ -343,7 +355,8 @@ impl FileSink {
 
 impl Sink for FileSink {
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
-        let written = encode(batch, self.epoch()?);
+        let format = self.format;
+        let written = encode(batch, format, self.epoch()?);
         self.epoch_len += written.map_err(self.io(&self.open))?;
         let epoch = self.epoch.as_mut().expect("opened above");
         if self.epoch_len - self.written_back >= WRITEBACK_EVERY {

@@ -1,0 +1,188 @@
+//! [`Writer`]: a Kafka sink's records as messages of its topic. In
+//! `append` mode every record is a message, its change kind (when not an
+//! insert) in the field `op` of its value, or the record as a Debezium
+//! change event; in `upsert` mode a delete is a
+//! tombstone and what a keyed table cannot hold is skipped; on a
+//! repartition topic a record crosses as it is, its kind in the header
+//! [`CHANGE_HEADER`], a truncate to every partition.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord};
+
+use super::client::Context;
+use super::repartition::CHANGE_HEADER;
+use super::sink::{KeyFrom, Mode};
+use weir::connectors::changelog::with_op;
+use weir::connectors::debezium;
+use weir::dataflow::Batch;
+use weir::dataflow::batch::{Change, RecordRef};
+
+/// Turns records into messages of the sink's topic.
+#[derive(Clone)]
+pub(super) struct Writer {
+    pub(super) sink: String,
+    pub(super) topic: String,
+    pub(super) key: KeyFrom,
+    pub(super) mode: Mode,
+    /// For a repartition topic, its partition count (once known): change
+    /// kinds cross in a header ([`CHANGE_HEADER`]), values as they are, a
+    /// truncate to every partition.
+    pub(super) repartition: Option<i32>,
+    pub(super) headers: Vec<(String, String)>,
+    /// Whether values are written as Debezium change events.
+    pub(super) debezium: bool,
+    /// Whether the log said that an upsert topic skipped a truncate.
+    pub(super) told_truncate: Arc<AtomicBool>,
+}
+
+impl Writer {
+    /// What record `r` becomes: `None` to skip it, else its message's
+    /// payload (`None` inside: a tombstone). Append topics get the change
+    /// kind in the value ([`with_op`]); repartition topics the value as it
+    /// is (the kind goes in a header).
+    #[allow(clippy::type_complexity)]
+    fn payload<'r>(
+        &self,
+        r: &RecordRef<'r>,
+        before: Option<&[u8]>,
+    ) -> Result<Option<Option<Cow<'r, [u8]>>>, ProduceError> {
+        let refused = ProduceError::Refused;
+        Ok(match (self.mode, r.change) {
+            _ if self.repartition.is_some() => Some(Some(Cow::Borrowed(r.value))),
+            (Mode::Append, Change::UpdateBefore) if self.debezium => None,
+            (Mode::Append, change) if self.debezium => {
+                let mut event = Vec::with_capacity(r.value.len() + 64);
+                debezium::envelope(change, r.value, before, r.timestamp, &mut event)
+                    .map_err(refused)?;
+                Some(Some(Cow::Owned(event)))
+            }
+            (Mode::Append, change) => Some(Some(with_op(r.value, change).map_err(refused)?)),
+            (Mode::Upsert, Change::UpdateBefore) => None,
+            (Mode::Upsert, Change::Truncate) => {
+                if !self.told_truncate.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "sink `{}`: a truncate reached upsert topic `{}`, which cannot drop every key at once; it is skipped (delete the keys, or recreate the topic)",
+                        self.sink,
+                        self.topic
+                    );
+                }
+                None
+            }
+            (Mode::Upsert, _) if r.key.is_none() => {
+                return Err(refused(format!(
+                    "a record without a key reached upsert topic `{}`; key the records (an upsert topic is a table by key)",
+                    self.topic
+                )));
+            }
+            (Mode::Upsert, Change::Delete) => Some(None),
+            (Mode::Upsert, _) => Some(Some(Cow::Borrowed(r.value))),
+        })
+    }
+
+    /// Queues every record of `batch` on `producer`, waiting for room when
+    /// its queue is full.
+    pub(super) fn produce(
+        &self,
+        producer: &BaseProducer<Context>,
+        batch: &Batch,
+    ) -> Result<(), ProduceError> {
+        // A Debezium update event carries the before image right before it.
+        let mut before = None;
+        for r in batch.iter() {
+            let held = std::mem::take(&mut before);
+            if r.change == Change::UpdateBefore {
+                before = Some(r.value);
+            }
+            let Some(payload) =
+                self.payload(&r, held.filter(|_| r.change == Change::UpdateAfter))?
+            else {
+                continue;
+            };
+            // A truncate concerns every key: on a repartition topic it goes
+            // to every partition, so every downstream task gets it.
+            let everywhere = self.repartition.filter(|_| r.change == Change::Truncate);
+            match everywhere {
+                None => self.send(producer, &r, payload.as_deref(), None)?,
+                Some(n) => {
+                    for p in 0..n {
+                        self.send(producer, &r, payload.as_deref(), Some(p))?;
+                    }
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+        Ok(())
+    }
+
+    /// Queues record `r` as a message with `payload` (`None`: a tombstone)
+    /// into `partition` (`None`: where its key hashes to).
+    fn send(
+        &self,
+        producer: &BaseProducer<Context>,
+        r: &RecordRef<'_>,
+        payload: Option<&[u8]>,
+        partition: Option<i32>,
+    ) -> Result<(), ProduceError> {
+        {
+            let mut message = BaseRecord::<[u8], [u8]>::to(&self.topic);
+            if let Some(payload) = payload {
+                message = message.payload(payload);
+            }
+            if let Some(partition) = partition {
+                message = message.partition(partition);
+            }
+            if let (KeyFrom::Record, Some(key)) = (self.key, r.key) {
+                message = message.key(key);
+            }
+            if let Some(t) = r.timestamp {
+                message = message.timestamp(t);
+            }
+            let change =
+                (self.repartition.is_some() && r.change != Change::Insert).then(|| r.change.name());
+            if !self.headers.is_empty() || change.is_some() {
+                let mut headers = OwnedHeaders::new_with_capacity(self.headers.len() + 1);
+                for (name, value) in &self.headers {
+                    headers = headers.insert(Header {
+                        key: name,
+                        value: Some(value),
+                    });
+                }
+                if let Some(change) = change {
+                    headers = headers.insert(Header {
+                        key: CHANGE_HEADER,
+                        value: Some(change),
+                    });
+                }
+                message = message.headers(headers);
+            }
+            loop {
+                match producer.send(message) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                        message = back;
+                        producer.poll(Duration::from_millis(10));
+                    }
+                    Err((e, _)) => return Err(ProduceError::Kafka(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why records could not be produced.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ProduceError {
+    /// The client refused a message.
+    #[error("{0}")]
+    Kafka(KafkaError),
+    /// A record cannot be a message of the topic (the message says why).
+    #[error("{0}")]
+    Refused(String),
+}
