@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use weir_tests::cli::Weir;
+use weir::failpoint::{ENV, Failpoint};
+use weir_tests::cli::{Outcome, Weir};
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
 use weir_tests::pipeline::{XorShift, seed};
@@ -78,6 +79,16 @@ fn write(pg: &Postgres, rng: &mut XorShift, ids: u64) {
     }
     sql.push_str("COMMIT;");
     pg.psql(&sql);
+}
+
+/// Raises its flag when dropped: the writer thread of a scope stops (and
+/// the scope ends) even when the test fails inside it.
+struct RaiseOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for RaiseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 fn rows_of(pg: &Postgres, table: &str) -> String {
@@ -141,6 +152,7 @@ fn a_table_mirrored_through_kills_writes_truncates_and_a_restart_equals_the_sour
             }
             n
         });
+        let stop_writer = RaiseOnDrop(&stop);
         let mut rng = XorShift(seed());
         for _ in 0..12 {
             assert!(
@@ -148,7 +160,7 @@ fn a_table_mirrored_through_kills_writes_truncates_and_a_restart_equals_the_sour
                 "the job ended by itself"
             );
         }
-        stop.store(true, Ordering::Relaxed);
+        drop(stop_writer);
         writer.join().unwrap()
     });
     assert!(writes > 150, "only {writes} write transactions ran");
@@ -249,6 +261,7 @@ fn the_cdc_example_keeps_customer_totals_equal_to_the_orders_through_kills() {
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
+        let stop_writer = RaiseOnDrop(&stop);
         let mut rng = XorShift(seed());
         for _ in 0..4 {
             assert!(
@@ -256,7 +269,7 @@ fn the_cdc_example_keeps_customer_totals_equal_to_the_orders_through_kills() {
                 "the job ended by itself"
             );
         }
-        stop.store(true, Ordering::Relaxed);
+        drop(stop_writer);
         writer.join().unwrap();
     });
     pg.psql(&read("changes.sql"));
@@ -301,4 +314,61 @@ fn a_bounded_source_ends_where_the_server_was_at_the_first_start() {
     pg.psql("UPDATE items SET note = 'after' WHERE id <= 10");
     job.run_ok(&[]);
     assert_eq!(job.read("changes.jsonl"), first);
+}
+
+/// Crashes at the source's named steps, with writes going on: in the
+/// middle of the snapshot (the next run reads the rest of the table under
+/// a new snapshot, and says so) and right after the source handed a
+/// checkpoint's position to its slot. The mirror ends equal to the source
+/// and the changelog holds each row's versions once, in order.
+#[test]
+fn crashes_mid_snapshot_and_after_a_confirm_lose_and_repeat_nothing() {
+    let pg = server(3000);
+    let restarting = mirroring(&pg, 3000).restart(Restart::fixed_delay(100, "300ms"));
+    let job = JobDir::new(WEIR, restarting, &[]);
+    let crashed = |point: Failpoint, at: u32| {
+        let out = Outcome::of(
+            job.command("run", &["-v"])
+                .env(ENV, format!("{}@{at}", point.name())),
+        );
+        assert!(
+            out.stderr.contains(&point.crash_line()),
+            "the run was not killed at {}: {}",
+            point.name(),
+            out.stderr
+        );
+        out.stderr
+    };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut rng = XorShift(seed() ^ 0xfa11);
+            while !stop.load(Ordering::Relaxed) {
+                write(&pg, &mut rng, 3500);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let stop_writer = RaiseOnDrop(&stop);
+        crashed(Failpoint::CdcMidSnapshot, 40);
+        let resumed = crashed(Failpoint::CdcAfterConfirm, 3);
+        assert!(
+            resumed.contains("resuming the snapshot of \"public\".\"items\" after key"),
+            "{resumed}"
+        );
+        drop(stop_writer);
+        writer.join().unwrap();
+    });
+    let run = job.spawn(&[]);
+    let want = rows_of(&pg, "items");
+    wait_until("the mirror to equal the source", PATIENCE, || {
+        (rows_of(&pg, "mirror") == want).then_some(())
+    });
+    wait_until("the changelog to hold the source's rows", PATIENCE, || {
+        let replayed = check_changelog(&job.read_so_far("changes.jsonl"));
+        let text: Vec<String> = (replayed.iter())
+            .map(|(id, (v, note))| format!("{id}|{v}|{note}"))
+            .collect();
+        (text.join("\n") == want).then_some(())
+    });
+    run.kill();
 }

@@ -88,11 +88,19 @@ pub enum Failpoint {
     /// `rescale.after-derive`: a rescale's derived checkpoint is committed
     /// to the store, before the attempt restores it (`run::restore`).
     RescaleAfterDerive,
+    /// `cdc.mid-snapshot`: a `postgres-cdc` source read a chunk of its
+    /// table's snapshot and has not returned it (`postgres/cdc/reader.rs`).
+    CdcMidSnapshot,
+    /// `cdc.after-confirm`: a `postgres-cdc` source handed a checkpoint's
+    /// position to its replication client, which tells the slot within a
+    /// second; the server may then drop what came before it
+    /// (`postgres/cdc/reader.rs`, at release).
+    CdcAfterConfirm,
 }
 
 impl Failpoint {
     /// Every failpoint, in protocol order.
-    pub const ALL: [Failpoint; 11] = [
+    pub const ALL: [Failpoint; 13] = [
         Failpoint::SinkAfterPrecommit,
         Failpoint::CheckpointAfterStoreCommit,
         Failpoint::CheckpointBeforeCommitPoint,
@@ -104,6 +112,8 @@ impl Failpoint {
         Failpoint::SwapAfterRecord,
         Failpoint::RescaleMidDerive,
         Failpoint::RescaleAfterDerive,
+        Failpoint::CdcMidSnapshot,
+        Failpoint::CdcAfterConfirm,
     ];
 
     /// The name `WEIR_FAILPOINTS` arms it by.
@@ -120,6 +130,8 @@ impl Failpoint {
             Failpoint::SwapAfterRecord => "swap.after-record",
             Failpoint::RescaleMidDerive => "rescale.mid-derive",
             Failpoint::RescaleAfterDerive => "rescale.after-derive",
+            Failpoint::CdcMidSnapshot => "cdc.mid-snapshot",
+            Failpoint::CdcAfterConfirm => "cdc.after-confirm",
         }
     }
 

@@ -47,6 +47,7 @@ use super::value::NumericAs;
 use weir::connectors::source::{MAX_BATCH_BYTES, SourceError, SourceReader};
 use weir::dataflow::Batch;
 use weir::dataflow::batch::Change;
+use weir::failpoint::{self, Failpoint};
 
 /// Rows of the table after key `after` (all: `None`) were read under a
 /// snapshot at stream position `lsn`.
@@ -265,6 +266,11 @@ impl CdcReader {
                     create_slot(&mut exporter, &temporary, "TEMPORARY", "SNAPSHOT 'export'")
                         .map_err(&remote)?;
                 let name = name.expect("an exported snapshot has a name");
+                tracing::info!(
+                    "source `{id}`: resuming the snapshot of {} after key {after:?}, under a snapshot at {}",
+                    reader.table.sql,
+                    show_lsn(lsn)
+                );
                 reader.snapshot = Some(
                     SnapshotRead::begin(&client_config, &name, &reader.table, after.clone())
                         .map_err(&remote)?,
@@ -299,6 +305,7 @@ impl CdcReader {
         let rows = snapshot
             .next_rows(max, |row| Self::key_texts(table, row))
             .map_err(|m| self.remote(m))?;
+        failpoint::hit(Failpoint::CdcMidSnapshot);
         let mut batch = Batch::with_capacity(rows.len(), 0);
         let mut builder = RecordBuilder::new(&self.table, self.numeric);
         for row in &rows {
@@ -644,6 +651,7 @@ impl SourceReader for CdcReader {
             && let Some(lsn) = offset["lsn"].as_str().and_then(|l| parse_lsn(l).ok())
         {
             self.stream.confirm(lsn);
+            failpoint::hit(Failpoint::CdcAfterConfirm);
         }
     }
 }
