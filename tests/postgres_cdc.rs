@@ -128,6 +128,22 @@ fn check_changelog(text: &str) -> BTreeMap<i64, (i64, String)> {
     table
 }
 
+/// Waits until `mirror` equals `items` and the job's changelog, replayed
+/// ([`check_changelog`]), does too.
+fn wait_for_the_mirror(pg: &Postgres, job: &JobDir) {
+    let want = rows_of(pg, "items");
+    wait_until("the mirror to equal the source", PATIENCE, || {
+        (rows_of(pg, "mirror") == want).then_some(())
+    });
+    wait_until("the changelog to hold the source's rows", PATIENCE, || {
+        let replayed = check_changelog(&job.read_so_far("changes.jsonl"));
+        let text: Vec<String> = (replayed.iter())
+            .map(|(id, (v, note))| format!("{id}|{v}|{note}"))
+            .collect();
+        (text.join("\n") == want).then_some(())
+    });
+}
+
 #[test]
 fn a_table_mirrored_through_kills_writes_truncates_and_a_restart_equals_the_source() {
     let mut pg = server(3000);
@@ -171,17 +187,7 @@ fn a_table_mirrored_through_kills_writes_truncates_and_a_restart_equals_the_sour
     pg.stop();
     std::thread::sleep(Duration::from_millis(500));
     pg.restart();
-    let want = rows_of(&pg, "items");
-    wait_until("the mirror to equal the source", PATIENCE, || {
-        (rows_of(&pg, "mirror") == want).then_some(())
-    });
-    wait_until("the changelog to hold the source's rows", PATIENCE, || {
-        let replayed = check_changelog(&job.read_so_far("changes.jsonl"));
-        let text: Vec<String> = (replayed.iter())
-            .map(|(id, (v, note))| format!("{id}|{v}|{note}"))
-            .collect();
-        (text.join("\n") == want).then_some(())
-    });
+    wait_for_the_mirror(&pg, &job);
     run.kill();
     let log = job.read_so_far("changes.jsonl");
     for op in [
@@ -359,16 +365,6 @@ fn crashes_mid_snapshot_and_after_a_confirm_lose_and_repeat_nothing() {
         writer.join().unwrap();
     });
     let run = job.spawn(&[]);
-    let want = rows_of(&pg, "items");
-    wait_until("the mirror to equal the source", PATIENCE, || {
-        (rows_of(&pg, "mirror") == want).then_some(())
-    });
-    wait_until("the changelog to hold the source's rows", PATIENCE, || {
-        let replayed = check_changelog(&job.read_so_far("changes.jsonl"));
-        let text: Vec<String> = (replayed.iter())
-            .map(|(id, (v, note))| format!("{id}|{v}|{note}"))
-            .collect();
-        (text.join("\n") == want).then_some(())
-    });
+    wait_for_the_mirror(&pg, &job);
     run.kill();
 }
