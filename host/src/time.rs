@@ -132,7 +132,13 @@ fn is_leap(year: i64) -> bool {
     year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
 }
 
-fn days_in_month(year: i64, month: i64) -> i64 {
+/// Days in month `month` (1 to 12) of proleptic Gregorian year `year`.
+///
+/// ```
+/// assert_eq!(weir::time::days_in_month(2024, 2), 29);
+/// assert_eq!(weir::time::days_in_month(1900, 2), 28);
+/// ```
+pub fn days_in_month(year: i64, month: i64) -> i64 {
     match month {
         2 if is_leap(year) => 29,
         2 => 28,
@@ -142,8 +148,13 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 }
 
 /// Days from 1970-01-01 to the proleptic Gregorian date `y-m-d` (negative
-/// before it): Howard Hinnant's `days_from_civil`.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+/// before it; year 0 is 1 BC): Howard Hinnant's `days_from_civil`.
+///
+/// ```
+/// assert_eq!(weir::time::days_from_civil(1970, 1, 1), 0);
+/// assert_eq!(weir::time::days_from_civil(2000, 3, 1), 11_017);
+/// ```
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;

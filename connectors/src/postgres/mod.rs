@@ -235,15 +235,22 @@ impl PostgresSinkConfig {
     }
 
     fn client_config(&self) -> postgres::Config {
-        let mut config = postgres::Config::from_str(&self.url).expect("checked when read");
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("weir");
-        }
-        config
+        client_config(&self.url)
     }
+}
+
+/// The client settings of connection string `url` (checked when read):
+/// its own, with a connection timeout of 10 s and the application name
+/// `weir` unless it sets them.
+fn client_config(url: &str) -> postgres::Config {
+    let mut config = postgres::Config::from_str(url).expect("checked when read");
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("weir");
+    }
+    config
 }
 
 /// Checks a connection string; returns `host:port/dbname` for messages

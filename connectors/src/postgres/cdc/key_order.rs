@@ -17,6 +17,8 @@
 
 use std::cmp::Ordering;
 
+use weir::time::{days_from_civil, days_in_month};
+
 use super::value::oid::*;
 use super::value::{ValueError, decode_bytea, parse_bool, parse_int};
 
@@ -65,10 +67,10 @@ pub fn compare(type_oid: u32, a: &str, b: &str) -> Result<Option<Ordering>, Valu
 ///
 /// `None` when any column's type is not orderable; a key whose length is
 /// not the number of types is a [`ValueError::KeyLength`].
-pub fn compare_keys(
+pub fn compare_keys<S: AsRef<str>>(
     type_oids: &[u32],
-    a: &[&str],
-    b: &[&str],
+    a: &[S],
+    b: &[S],
 ) -> Result<Option<Ordering>, ValueError> {
     for key in [a, b] {
         if key.len() != type_oids.len() {
@@ -82,7 +84,7 @@ pub fn compare_keys(
         return Ok(None);
     }
     for ((&type_oid, a), b) in type_oids.iter().zip(a).zip(b) {
-        match compare(type_oid, a, b)? {
+        match compare(type_oid, a.as_ref(), b.as_ref())? {
             Some(Ordering::Equal) => {}
             decided => return Ok(decided),
         }
@@ -300,10 +302,12 @@ fn parse_date(date: &str, bc: bool) -> Option<i128> {
     let (month, day) = (digits(month)?, digits(day)?);
     // Year 1 BC is year 0 of the proleptic Gregorian calendar.
     let year = if bc { 1 - year } else { year };
+    // At most 12 digits each: they fit an i64.
+    let (year, month, day) = (year as i64, month as i64, day as i64);
     if bc && year > 0 || !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
         return None;
     }
-    Some(days_from_civil(year, month, day))
+    Some(i128::from(days_from_civil(year, month, day)))
 }
 
 /// A non-empty run of ASCII digits as a number.
@@ -312,28 +316,6 @@ fn digits(s: &str) -> Option<i128> {
         return None;
     }
     s.parse().ok()
-}
-
-fn days_in_month(year: i128, month: i128) -> i128 {
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (valid month/day).
-fn days_from_civil(year: i128, month: i128, day: i128) -> i128 {
-    // Count from 0000-03-01 so that the leap day ends each 4-year cycle.
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 /// Microseconds since midnight of `HH:MM:SS[.f{1,6}]`.
@@ -487,7 +469,10 @@ mod tests {
                 "{other:?}"
             );
         }
-        assert_eq!(compare_keys(&[], &[], &[]), Ok(Some(Ordering::Equal)));
+        assert_eq!(
+            compare_keys::<&str>(&[], &[], &[]),
+            Ok(Some(Ordering::Equal))
+        );
         let unorderable = compare_keys(&[INT4, JSONB], &["1", "{}"], &["2", "[]"]);
         assert_eq!(unorderable, Ok(None));
         let short = compare_keys(&types, &key, &["1", "b"]);

@@ -30,7 +30,6 @@ mod stream;
 mod value;
 
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -166,13 +165,7 @@ impl CdcConfig {
     /// values are read under (module `value`), a connection timeout of
     /// 10 s and the application name `weir`.
     fn client_config(&self) -> postgres::Config {
-        let mut config = postgres::Config::from_str(&self.url).expect("checked when read");
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(std::time::Duration::from_secs(10));
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("weir");
-        }
+        let mut config = super::client_config(&self.url);
         config.options(SESSION_OPTIONS);
         config
     }

@@ -164,15 +164,19 @@ impl CdcReader {
                 state.plugin
             )));
         }
-        let open_stream = |start: u64| {
-            Stream::connect(&client_config, &slot, &publication, start).map_err(&remote)
-        };
+        // Restored: the stream resumes at the offset's position; fresh: at
+        // the slot's (0), which is where a new slot's snapshot ends too.
+        let restored = offset
+            .map(Restored::read)
+            .transpose()
+            .map_err(&bad_offset)?;
+        let start = restored.as_ref().map_or(0, |r| r.lsn);
         let mut reader = CdcReader {
             source_id: id.to_owned(),
             target: target.clone(),
             table,
             numeric: config.numeric,
-            stream: open_stream(0)?,
+            stream: Stream::connect(&client_config, &slot, &publication, start).map_err(&remote)?,
             snapshot: None,
             snapshot_time: now_millis(),
             reads: Vec::new(),
@@ -185,7 +189,7 @@ impl CdcReader {
             end: None,
             ended: false,
         };
-        let Some(offset) = offset else {
+        let Some(restored) = restored else {
             match (state, config.snapshot, config.slot.is_some()) {
                 (Some(_), true, true) => {
                     return Err(remote(format!(
@@ -201,7 +205,6 @@ impl CdcReader {
                 }
                 (Some(state), false, _) => {
                     reader.lsn = state.confirmed;
-                    reader.stream = open_stream(state.confirmed)?;
                     if config.bounded {
                         reader.end = Some(mark_end(&mut client, &slot).map_err(&remote)?);
                     }
@@ -232,7 +235,6 @@ impl CdcReader {
             }
             return Ok(reader);
         };
-        let restored = Restored::read(offset).map_err(&bad_offset)?;
         let Some(state) = state else {
             return Err(remote(format!(
                 "replication slot {slot} no longer exists (was it dropped?), so the changes after the job's checkpoint are gone; \
@@ -252,7 +254,6 @@ impl CdcReader {
         reader.reads = restored.reads;
         reader.end = restored.end;
         reader.ended = restored.end.is_some_and(|end| restored.lsn > end);
-        reader.stream = open_stream(restored.lsn)?;
         match restored.snapshot {
             None => reader.stream.start().map_err(&remote)?,
             Some((after, time)) => {
@@ -328,12 +329,8 @@ impl CdcReader {
             let after = match &point.after {
                 None => true,
                 Some(after) => {
-                    let types: Vec<u32> = (self.table.key.iter())
-                        .map(|&c| self.table.columns[c].type_oid)
-                        .collect();
-                    let a: Vec<&str> = key.iter().map(String::as_str).collect();
-                    let b: Vec<&str> = after.iter().map(String::as_str).collect();
-                    let order = compare_keys(&types, &a, &b).map_err(|e| e.to_string())?;
+                    let order = compare_keys(&self.table.key_types, key, after)
+                        .map_err(|e| e.to_string())?;
                     order == Some(std::cmp::Ordering::Greater)
                 }
             };

@@ -2,8 +2,6 @@
 //! columns (module `value`), its key the primary key's value as JSON (an
 //! array of them for several columns).
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 use super::pgoutput::{Datum, Relation, Tuple};
@@ -79,7 +77,6 @@ impl<'t> RecordBuilder<'t> {
             ));
         }
         let mut object = serde_json::Map::new();
-        let mut texts: HashMap<&str, &str> = HashMap::new();
         for (column, datum) in relation.columns.iter().zip(&tuple.0) {
             match datum {
                 // A key-only old tuple sends the other columns as NULLs:
@@ -90,7 +87,6 @@ impl<'t> RecordBuilder<'t> {
                 }
                 Datum::UnchangedToast => {}
                 Datum::Text(text) => {
-                    texts.insert(&column.name, text);
                     object.insert(
                         column.name.clone(),
                         self.json(column.type_oid, text, &column.name)?,
@@ -107,13 +103,19 @@ impl<'t> RecordBuilder<'t> {
         let mut key_texts = Vec::new();
         for &c in &self.table.key {
             let name = &self.table.columns[c].name;
-            let Some(text) = texts.get(name.as_str()) else {
+            let text = (relation.columns.iter().zip(&tuple.0))
+                .find(|(column, _)| &column.name == name)
+                .and_then(|(_, datum)| match datum {
+                    Datum::Text(text) => Some(text),
+                    _ => None,
+                });
+            let Some(text) = text else {
                 return Err(format!(
                     "a change of table {} has no value for its key column {name}; was the primary key changed while the job ran?",
                     self.table.sql
                 ));
             };
-            key_texts.push((*text).to_owned());
+            key_texts.push(text.clone());
         }
         let mut key_values = Vec::new();
         for &c in &self.table.record_key {

@@ -30,6 +30,8 @@ pub(super) struct SourceTable {
     pub(super) columns: Vec<TableColumn>,
     /// The primary key's columns, as indices into `columns`, in key order.
     pub(super) key: Vec<usize>,
+    /// The primary key columns' types, in key order.
+    pub(super) key_types: Vec<u32>,
     /// The columns of the records' key (the source's `key`; by default
     /// the primary key's).
     pub(super) record_key: Vec<usize>,
@@ -125,12 +127,14 @@ impl SourceTable {
                 })
                 .collect::<Result<_, _>>()?,
         };
+        let key_types = key.iter().map(|&c| columns[c].type_oid).collect();
         Ok(SourceTable {
             schema,
             name,
             sql,
             columns,
             key,
+            key_types,
             record_key,
         })
     }
