@@ -91,57 +91,90 @@ impl Drop for RaiseOnDrop<'_> {
     }
 }
 
-fn rows_of(pg: &Postgres, table: &str) -> String {
-    pg.psql(&format!("SELECT id, v, note FROM {table} ORDER BY id"))
+/// A table the source reads, the table it is mirrored into, its key
+/// columns and the changelog file of its changes. Its other columns are
+/// `v` (a version from the sequence) and `note`.
+struct Mirrored {
+    table: &'static str,
+    mirror: &'static str,
+    key: &'static [&'static str],
+    log: &'static str,
 }
 
-/// Each key's versions in the changelog grow strictly between truncates
-/// (nothing repeated or reordered), and replaying the changelog gives
-/// `want` (nothing lost up to what the file holds).
-fn check_changelog(text: &str) -> BTreeMap<i64, (i64, String)> {
-    let mut last: BTreeMap<i64, i64> = BTreeMap::new();
-    let mut table: BTreeMap<i64, (i64, String)> = BTreeMap::new();
-    for (n, line) in text.lines().enumerate() {
-        let record: Value = serde_json::from_str(line).unwrap();
-        let op = record["op"].as_str().unwrap_or("insert");
-        if op == "truncate" {
-            last.clear();
-            table.clear();
-            continue;
-        }
-        let id = record["id"].as_i64().unwrap();
-        if op == "delete" {
-            table.remove(&id);
-            continue;
-        }
-        let v = record["v"].as_i64().unwrap();
-        let note = record["note"].as_str().unwrap().to_owned();
-        if let Some(before) = last.insert(id, v) {
-            assert!(
-                v > before,
-                "line {}: row {id} has version {v} after {before}: {line}",
-                n + 1
-            );
-        }
-        table.insert(id, (v, note));
+const ITEMS: Mirrored = Mirrored {
+    table: "items",
+    mirror: "mirror",
+    key: &["id"],
+    log: "changes.jsonl",
+};
+
+impl Mirrored {
+    /// The rows of `table` as `key|...|v|note` lines, sorted as text.
+    fn rows(&self, pg: &Postgres, table: &str) -> Vec<String> {
+        let key = self.key.join(", ");
+        let text = pg.psql(&format!("SELECT {key}, v, note FROM {table}"));
+        let mut rows: Vec<String> = text.lines().map(str::to_owned).collect();
+        rows.sort();
+        rows
     }
-    table
-}
 
-/// Waits until `mirror` equals `items` and the job's changelog, replayed
-/// ([`check_changelog`]), does too.
-fn wait_for_the_mirror(pg: &Postgres, job: &JobDir) {
-    let want = rows_of(pg, "items");
-    wait_until("the mirror to equal the source", PATIENCE, || {
-        (rows_of(pg, "mirror") == want).then_some(())
-    });
-    wait_until("the changelog to hold the source's rows", PATIENCE, || {
-        let replayed = check_changelog(&job.read_so_far("changes.jsonl"));
-        let text: Vec<String> = (replayed.iter())
-            .map(|(id, (v, note))| format!("{id}|{v}|{note}"))
+    /// Each key's versions in the changelog grow strictly between
+    /// truncates (nothing repeated or reordered); returns the table the
+    /// changelog replays to, as [`rows`](Self::rows) gives it.
+    fn replay(&self, text: &str) -> Vec<String> {
+        let field = |record: &Value, name: &str| match &record[name] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mut last: BTreeMap<Vec<String>, i64> = BTreeMap::new();
+        let mut table: BTreeMap<Vec<String>, (i64, String)> = BTreeMap::new();
+        for (n, line) in text.lines().enumerate() {
+            let record: Value = serde_json::from_str(line).unwrap();
+            let op = record["op"].as_str().unwrap_or("insert");
+            if op == "truncate" {
+                last.clear();
+                table.clear();
+                continue;
+            }
+            let key: Vec<String> = self.key.iter().map(|k| field(&record, k)).collect();
+            if op == "delete" {
+                table.remove(&key);
+                continue;
+            }
+            let v = record["v"].as_i64().unwrap();
+            let note = record["note"].as_str().unwrap().to_owned();
+            if let Some(before) = last.insert(key.clone(), v) {
+                assert!(
+                    v > before,
+                    "{} line {}: row {key:?} has version {v} after {before}: {line}",
+                    self.log,
+                    n + 1
+                );
+            }
+            table.insert(key, (v, note));
+        }
+        let mut rows: Vec<String> = (table.iter())
+            .map(|(key, (v, note))| format!("{}|{v}|{note}", key.join("|")))
             .collect();
-        (text.join("\n") == want).then_some(())
-    });
+        rows.sort();
+        rows
+    }
+
+    /// Waits until the mirror equals the table and the job's changelog,
+    /// replayed ([`replay`](Self::replay)), does too.
+    fn wait(&self, pg: &Postgres, job: &JobDir) {
+        let want = self.rows(pg, self.table);
+        wait_until(
+            &format!("{} to equal {}", self.mirror, self.table),
+            PATIENCE,
+            || (self.rows(pg, self.mirror) == want).then_some(()),
+        );
+        wait_until(
+            &format!("{} to hold the rows of {}", self.log, self.table),
+            PATIENCE,
+            || (self.replay(&job.read_so_far(self.log)) == want).then_some(()),
+        );
+    }
 }
 
 #[test]
@@ -187,7 +220,7 @@ fn a_table_mirrored_through_kills_writes_truncates_and_a_restart_equals_the_sour
     pg.stop();
     std::thread::sleep(Duration::from_millis(500));
     pg.restart();
-    wait_for_the_mirror(&pg, &job);
+    ITEMS.wait(&pg, &job);
     run.kill();
     let log = job.read_so_far("changes.jsonl");
     for op in [
@@ -365,6 +398,193 @@ fn crashes_mid_snapshot_and_after_a_confirm_lose_and_repeat_nothing() {
         writer.join().unwrap();
     });
     let run = job.spawn(&[]);
-    wait_for_the_mirror(&pg, &job);
+    ITEMS.wait(&pg, &job);
     run.kill();
+}
+
+const ORDERS: Mirrored = Mirrored {
+    table: "orders",
+    mirror: "orders_mirror",
+    key: &["id"],
+    log: "orders.jsonl",
+};
+
+const LINES: Mirrored = Mirrored {
+    table: "shop.lines",
+    mirror: "lines_mirror",
+    key: &["id", "line"],
+    log: "lines.jsonl",
+};
+
+/// One transaction writing both tables, interleaved: an order changes and
+/// its lines change, each write setting `v` from the sequence.
+fn write_both(pg: &Postgres, rng: &mut XorShift) {
+    let mut sql = String::from("BEGIN;");
+    for _ in 0..rng.range(1, 4) {
+        let id = rng.range(1, 1200);
+        let line = format!("l{}", rng.range(0, 4));
+        sql.push_str(&match rng.range(0, 8) {
+            0..=1 => format!(
+                "UPDATE orders SET v = nextval('versions'), note = note || '.' WHERE id = {id};"
+            ),
+            2 => format!("DELETE FROM orders WHERE id = {id};"),
+            3 => format!(
+                "INSERT INTO orders VALUES ({id}, nextval('versions'), 'o{id}') \
+                 ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, note = EXCLUDED.note;"
+            ),
+            4..=5 => format!(
+                "UPDATE shop.lines SET v = nextval('versions'), note = note || '+' \
+                 WHERE id = {id} AND line = '{line}';"
+            ),
+            6 => format!("DELETE FROM shop.lines WHERE id = {id} AND line = '{line}';"),
+            _ => format!(
+                "INSERT INTO shop.lines VALUES ({id}, '{line}', nextval('versions'), 'x') \
+                 ON CONFLICT (id, line) DO UPDATE SET v = EXCLUDED.v, note = EXCLUDED.note;"
+            ),
+        });
+    }
+    sql.push_str("COMMIT;");
+    pg.psql(&sql);
+}
+
+/// One source reads two tables (one in another schema, with a two-column
+/// key) at one snapshot, an output port each, wired by name into a mirror
+/// and a changelog per table. Transactions writing both tables run
+/// throughout; the job crashes in the middle of the second table's
+/// snapshot, is killed after checkpoints again and again, and one
+/// transaction truncates one table only. Each mirror ends equal to its
+/// table and each changelog holds each row's versions once, in order.
+#[test]
+fn one_source_mirrors_two_tables_by_port_through_kills_and_a_crash_mid_snapshot() {
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE SEQUENCE versions; CREATE SCHEMA shop; \
+         CREATE TABLE orders (id int PRIMARY KEY, v bigint NOT NULL, note text); \
+         CREATE TABLE orders_mirror (LIKE orders INCLUDING ALL); \
+         CREATE TABLE shop.lines (id int, line text, v bigint NOT NULL, note text, PRIMARY KEY (id, line)); \
+         CREATE TABLE lines_mirror (LIKE shop.lines INCLUDING ALL); \
+         INSERT INTO orders SELECT i, nextval('versions'), 'o' || i FROM generate_series(1, 1000) i; \
+         INSERT INTO shop.lines SELECT i / 3, 'l' || (i % 3), nextval('versions'), 'n' || i \
+         FROM generate_series(3, 3002) i",
+    );
+    let mirror = |m: &Mirrored, port: &str| {
+        Sink::postgres(&format!("{}_sink", m.mirror), &pg.url(), m.mirror)
+            .string("mode", "upsert")
+            .value("key", toml::Value::from(m.key.to_vec()))
+            .input(port)
+    };
+    let log =
+        |m: &Mirrored, port: &str| Sink::jsonl(&m.log.replace(".jsonl", "_log"), m.log).input(port);
+    let job = JobFile::new("pg-cdc-tables")
+        .checkpoint(Checkpoint::every("200ms"))
+        .restart(Restart::fixed_delay(100, "300ms"))
+        .source(
+            Source::postgres_cdc_tables("cdc", &pg.url(), &["orders", "shop.lines"])
+                .value("batch_size", 50)
+                .value("rate", 3000),
+        )
+        .sink(mirror(&ORDERS, "cdc.orders"))
+        .sink(log(&ORDERS, "cdc.orders"))
+        .sink(mirror(&LINES, "cdc.shop.lines"))
+        .sink(log(&LINES, "cdc.shop.lines"));
+    let job = JobDir::new(WEIR, job, &[]);
+    let stop = AtomicBool::new(false);
+    let writes = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut rng = XorShift(seed() ^ 0x7ab1e5);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                write_both(&pg, &mut rng);
+                n += 1;
+                if n == 120 {
+                    pg.psql(
+                        "BEGIN; UPDATE orders SET v = nextval('versions') WHERE id = 7; \
+                         TRUNCATE shop.lines; INSERT INTO shop.lines \
+                         SELECT i, 'l0', nextval('versions'), 't' FROM generate_series(1, 600) i; COMMIT;",
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            n
+        });
+        let stop_writer = RaiseOnDrop(&stop);
+        // 20 batches of orders, then the lines: the 35th is in the lines.
+        let crashed = |point: Failpoint, at: u32| {
+            let out = Outcome::of(
+                job.command("run", &["-v"])
+                    .env(ENV, format!("{}@{at}", point.name())),
+            );
+            assert!(out.stderr.contains(&point.crash_line()), "{}", out.stderr);
+            out.stderr
+        };
+        crashed(Failpoint::CdcMidSnapshot, 35);
+        let resumed = crashed(Failpoint::CdcAfterConfirm, 2);
+        assert!(
+            resumed.contains("resuming the snapshot of \"shop\".\"lines\" after key"),
+            "{resumed}"
+        );
+        let mut rng = XorShift(seed());
+        for _ in 0..10 {
+            assert!(
+                job.kill_after_a_checkpoint(&mut rng),
+                "the job ended by itself"
+            );
+        }
+        drop(stop_writer);
+        writer.join().unwrap()
+    });
+    assert!(writes > 120, "only {writes} write transactions ran");
+    let run = job.spawn(&[]);
+    ORDERS.wait(&pg, &job);
+    LINES.wait(&pg, &job);
+    run.kill();
+    assert!(job.read_so_far(LINES.log).contains("\"op\":\"truncate\""));
+    assert!(!job.read_so_far(ORDERS.log).contains("\"op\":\"truncate\""));
+}
+
+/// A source of `tables` names its ports in one-line errors: a consumer
+/// without a port, a table no consumer reads, and a checkpoint of other
+/// tables.
+#[test]
+fn the_ports_and_tables_of_a_source_are_checked_in_one_line() {
+    let pg = server(20);
+    pg.psql("CREATE TABLE other (id int PRIMARY KEY, v bigint, note text)");
+    let source = |tables: Vec<&str>| Source::postgres_cdc_tables("cdc", &pg.url(), &tables);
+    let unported = JobFile::new("pg-cdc-ports")
+        .source(source(vec!["items", "other"]))
+        .sink(Sink::jsonl("log", "changes.jsonl").input("cdc"));
+    JobDir::new(WEIR, unported, &[])
+        .run(&[])
+        .assert_one_line_error(&[
+            "input \"cdc\"",
+            "named output ports (items, other)",
+            "\"cdc.items\"",
+        ]);
+    let unread = JobFile::new("pg-cdc-ports")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(source(vec!["items", "other"]))
+        .sink(Sink::jsonl("log", "changes.jsonl").input("cdc.items"));
+    JobDir::new(WEIR, unread, &[])
+        .run(&[])
+        .assert_one_line_error(&["output port \"other\" is not consumed"]);
+
+    // A job of one table, checkpointed, then given two.
+    let one = JobFile::new("pg-cdc-ports")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(source(vec!["items"]))
+        .sink(Sink::jsonl("log", "changes.jsonl").input("cdc.items"));
+    let job = JobDir::new(WEIR, one, &[]);
+    let mut rng = XorShift(seed());
+    assert!(job.kill_after_a_checkpoint(&mut rng));
+    let two = JobFile::new("pg-cdc-ports")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(source(vec!["items", "other"]))
+        .sink(Sink::jsonl("log", "changes.jsonl").input("cdc.items"))
+        .sink(Sink::jsonl("other", "other.jsonl").input("cdc.other"));
+    job.write_job(two);
+    job.run(&[]).assert_one_line_error(&[
+        "source `cdc`",
+        "cannot change across a restore",
+        "--restore none",
+    ]);
 }

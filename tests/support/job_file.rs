@@ -227,6 +227,13 @@ impl Source {
             .string("table", table)
     }
 
+    /// A `postgres-cdc` source of several `tables`, an output port each.
+    pub fn postgres_cdc_tables(id: &str, url: &str, tables: &[&str]) -> Self {
+        Source::of(id, "postgres-cdc")
+            .string("url", url)
+            .value("tables", toml::Value::from(tables.to_vec()))
+    }
+
     /// The source's `id`.
     pub fn id(&self) -> String {
         self.0.string_of("id").expect("a source has an id")

@@ -1,6 +1,7 @@
 //! The wiring of a job's DAG: every upstream names a source or an
-//! operator (a port only of an operator, or a source's dead letters, which
-//! `Job::wire_dead_letters` wires into the sink its `on_error` names), ids
+//! operator (a port of an operator, of a source with named ports, or a
+//! source's dead letters, which `Job::wire_dead_letters` wires into the
+//! sink its `on_error` names), every named port of a source is consumed, ids
 //! are unique, operators form no
 //! cycle (Kahn's algorithm, [`find_cycle`] names one), every source and
 //! operator has a consumer, and an operator's inputs and the output ports
@@ -293,10 +294,10 @@ impl Job {
                     "input {text:?} is a sink, which has no output; use that sink's input instead"
                 ),
                 Some(&"source") if self.takes_dead_letters(&entry, up) => continue,
-                Some(&"source") if up.port.is_some() => format!(
-                    "input {text:?}: source {node:?} has one output and no named ports; \
-                     write {node:?}"
-                ),
+                Some(&"source") => match self.source_port_error(node, up) {
+                    Some(message) => message,
+                    None => continue,
+                },
                 Some(_) => continue,
                 None if up.port.is_some() => format!(
                     "input {text:?}: {node:?} is not a known id (sources and operators: {}); \
@@ -333,7 +334,49 @@ impl Job {
                 return Err(self.invalid(&label(kind, id), message));
             }
         }
+        for source in &self.sources {
+            let ports = source.connector.output_ports();
+            let wired = |port: &String| {
+                let up = Upstream {
+                    node: source.id.clone(),
+                    port: Some(port.clone()),
+                };
+                self.port_lists().iter().any(|(_, ups)| ups.contains(&up))
+            };
+            if let Some(port) = ports.iter().find(|p| !wired(p)) {
+                let message = format!(
+                    "output port {port:?} is not consumed by any operator or sink; wire it \
+                     (input = \"{}.{port}\") or remove it from the source's settings",
+                    source.id
+                );
+                return Err(self.invalid(&label("source", &source.id), message));
+            }
+        }
         Ok(())
+    }
+
+    /// Why `up`, naming source `node`, names no output port of it: a port
+    /// of a source with one unnamed output, no port of a source with named
+    /// ones, or a port it lacks; `None` if it names one.
+    fn source_port_error(&self, node: &str, up: &Upstream) -> Option<String> {
+        let source = self.sources.iter().find(|s| s.id == node)?;
+        let ports = source.connector.output_ports();
+        let text = up.to_string();
+        match (&up.port, ports.first()) {
+            (None, None) => None,
+            (Some(_), None) => Some(format!(
+                "input {text:?}: source {node:?} has one output and no named ports; write {node:?}"
+            )),
+            (None, Some(first)) => Some(format!(
+                "input {text:?}: source {node:?} has named output ports ({}); name one, as in \"{node}.{first}\"",
+                ports.join(", ")
+            )),
+            (Some(port), Some(_)) if ports.contains(port) => None,
+            (Some(port), Some(_)) => Some(format!(
+                "input {text:?}: source {node:?} has no output port {port:?} (its ports: {}); name one of those",
+                ports.join(", ")
+            )),
+        }
     }
 }
 

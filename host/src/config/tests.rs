@@ -996,3 +996,79 @@ fn an_operators_dead_letters_go_to_the_sink_its_on_error_names() {
     assert_eq!(plain.sources.len(), 1);
     assert_eq!(plain.sinks[1].input, [Upstream::parse("o.dead-letter")]);
 }
+
+/// A source with an output port per name in its `ports` setting.
+#[derive(Debug, PartialEq)]
+struct PortedSource(Vec<String>);
+
+impl SourceConnector for PortedSource {
+    fn open(
+        &self,
+        _: &str,
+        _: Option<&serde_json::Value>,
+    ) -> Result<
+        Box<dyn crate::connectors::source::SourceReader>,
+        crate::connectors::source::SourceError,
+    > {
+        unreachable!("never opened")
+    }
+
+    fn output_ports(&self) -> Vec<String> {
+        self.0.clone()
+    }
+}
+
+static PORTED: crate::connectors::SourceType = crate::connectors::SourceType {
+    name: "ported",
+    keys: &["ports"],
+    read: |table| {
+        let ports: Vec<String> = (table["ports"].as_array().unwrap().iter())
+            .map(|p| p.as_str().unwrap().to_owned())
+            .collect();
+        Ok(Box::new(move |_| {
+            Ok(std::sync::Arc::new(PortedSource(ports)))
+        }))
+    },
+};
+
+#[test]
+fn named_ports_of_a_source_are_wired_by_name_and_each_consumed() {
+    let src = "[[source]]\nid = \"cdc\"\ntype = \"ported\"\nports = [\"orders\", \"shop.items\"]\n";
+    let registry = Registry::builtin().with_source(&PORTED);
+    let dir = fixture();
+    let parse = |text: &str| {
+        Job::parse(&dir.path().join("job.toml"), text, &registry).map_err(|e| e.to_string())
+    };
+    let job = parse(&doc(&[
+        src,
+        &op("o", "[\"cdc.shop.items\"]"),
+        &sink("a", "cdc.orders"),
+        &sink("b", "o"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        job.operators[0].inputs.upstreams(),
+        [&Upstream {
+            node: "cdc".into(),
+            port: Some("shop.items".into())
+        }]
+    );
+    assert_eq!(job.consumers("cdc"), ["o", "a"]);
+    for (text, want) in [
+        (
+            doc(&[src, &sink("a", "cdc"), &sink("b", "cdc.shop.items")]),
+            "sink \"a\": input \"cdc\": source \"cdc\" has named output ports (orders, shop.items); name one, as in \"cdc.orders\"",
+        ),
+        (
+            doc(&[src, &sink("a", "cdc.order"), &sink("b", "cdc.shop.items")]),
+            "sink \"a\": input \"cdc.order\": source \"cdc\" has no output port \"order\" (its ports: orders, shop.items); name one of those",
+        ),
+        (
+            doc(&[src, &sink("a", "cdc.orders")]),
+            "source \"cdc\": output port \"shop.items\" is not consumed by any operator or sink; wire it (input = \"cdc.shop.items\") or remove it from the source's settings",
+        ),
+    ] {
+        let err = parse(&text).unwrap_err();
+        assert!(err.contains(want), "{err}");
+    }
+}

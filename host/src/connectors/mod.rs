@@ -272,6 +272,14 @@ pub trait SourceConnector: DynEq + Debug + Send + Sync {
     fn ends(&self) -> bool {
         true
     }
+
+    /// The names of the source's output ports when it has several (one
+    /// per table of a change-data-capture source), in the order
+    /// [`SourceReader::output_port`] numbers them; consumers name one as
+    /// `source.port`. Empty, the default: one unnamed output port.
+    fn output_ports(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The settings of one sink, as its type read and checked them.

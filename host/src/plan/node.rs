@@ -3,11 +3,12 @@
 //! operator its plugin and resolved input ports.
 //!
 //! Invariants:
-//! - A source has no input port and one unnamed output port (0), and a
-//!   second, [`DEAD_LETTER_PORT`] (1), when its `on_error` sends bad
-//!   records to a sink (a replay source: the input ports of its operator,
-//!   named, then that one); an operator whose `on_error` does has that port
-//!   after its plugin's; a sink
+//! - A source has no input port and one unnamed output port (0), or the
+//!   named ports its connector declares (a table each of a CDC source;
+//!   a replay source: the input ports of its operator), then
+//!   [`DEAD_LETTER_PORT`] when its `on_error` sends bad records to a sink;
+//!   an operator whose `on_error` does has that port after its plugin's; a
+//!   sink
 //!   one unnamed input port (0) and no output port; an operator the ports
 //!   its plugin declares ([`Ports`]).
 //! - A source and a sink run one instance; an operator its `parallelism`.
@@ -79,7 +80,10 @@ impl<'j, P: Ports> Node<'j, P> {
         let unnamed = || vec![String::new()];
         let (input_ports, output_ports) = match (&entry, &plugin) {
             (Entry::Source(s), _) => {
-                let mut outputs = unnamed();
+                let mut outputs = s.connector.output_ports();
+                if outputs.is_empty() {
+                    outputs = unnamed();
+                }
                 if s.on_error.dead_letter_sink().is_some() {
                     outputs.push(DEAD_LETTER_PORT.to_owned());
                 }

@@ -1,7 +1,10 @@
 //! The PostgreSQL change-data-capture source (`type = "postgres-cdc"` in
-//! `[[source]]`): a table's rows as of a consistent snapshot, then every
-//! change committed after it, in commit order, read by logical replication
-//! with the built-in `pgoutput` plugin.
+//! `[[source]]`): the rows of a table (`table`) or of several (`tables`)
+//! as of one consistent snapshot, then every change committed after it, in
+//! commit order, read by logical replication with the built-in `pgoutput`
+//! plugin. A source of `tables` has an output port per table, named as
+//! `tables` writes it, which consumers name (`cdc.orders`); a source of
+//! `table` has one unnamed output.
 //!
 //! Each record says its change ([`weir::dataflow::batch::Change`]): the
 //! snapshot's rows and inserted rows are inserts; an update is its after
@@ -16,11 +19,14 @@
 //! The modules: `setup` checks the server and the table and makes the
 //! publication and the replication slot; `snapshot` reads the table in key
 //! order under an exported snapshot; `stream` holds the replication
-//! connection; `reader` is the source reader, with the offset and the
-//! exactly-once argument; `pgoutput`, `value` and `key_order` are the
-//! protocol's messages, values and key order.
+//! connection; `reader` is the source reader, with the exactly-once
+//! argument; `offset` its checkpointed offset; `pending` the stream's
+//! records not yet returned, per port; `pgoutput`, `value` and `key_order`
+//! are the protocol's messages, values and key order.
 
 mod key_order;
+mod offset;
+mod pending;
 mod pgoutput;
 mod reader;
 mod record;
@@ -48,6 +54,7 @@ pub const SOURCE: SourceType = SourceType {
     keys: &[
         "url",
         "table",
+        "tables",
         "key",
         "publication",
         "slot",
@@ -66,11 +73,11 @@ pub struct CdcConfig {
     url: String,
     /// Where the source connects, for messages: `host:port/dbname`.
     pub server: String,
-    /// The table (`table`), `name` or `schema.name`, as SQL resolves it.
-    pub table: String,
-    /// The columns of the records' key (`key`, a name or a list); empty:
-    /// the primary key's.
-    pub key: Vec<String>,
+    /// The tables, in port order: `table`, or each of `tables`.
+    pub tables: Vec<CdcTable>,
+    /// Whether the tables came as `tables`, which gives the source an
+    /// output port per table.
+    pub ports: bool,
     /// The publication (`publication`): `None` makes and uses
     /// `weir_<source id>`, holding the table.
     pub publication: Option<String>,
@@ -93,8 +100,8 @@ impl std::fmt::Debug for CdcConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CdcConfig")
             .field("server", &self.server)
-            .field("table", &self.table)
-            .field("key", &self.key)
+            .field("tables", &self.tables)
+            .field("ports", &self.ports)
             .field("publication", &self.publication)
             .field("slot", &self.slot)
             .field("numeric", &self.numeric)
@@ -111,7 +118,8 @@ impl CdcConfig {
         struct Raw {
             url: Option<String>,
             table: Option<String>,
-            key: Option<KeyColumns>,
+            tables: Option<Vec<String>>,
+            key: Option<KeySetting>,
             publication: Option<String>,
             slot: Option<String>,
             numeric: Option<String>,
@@ -126,12 +134,8 @@ impl CdcConfig {
                 );
             };
             let server = check_url(&url)?;
-            let Some(table) = raw.table else {
-                return Err(
-                    "`table` is missing; add table = \"<table>\" or \"<schema>.<table>\"".into(),
-                );
-            };
-            check_table(&table)?;
+            let ports = raw.tables.is_some();
+            let tables = read_tables(raw.table, raw.tables, raw.key)?;
             let numeric = match raw.numeric.as_deref() {
                 None | Some("text") => NumericAs::Text,
                 Some("number") => NumericAs::Number,
@@ -150,8 +154,8 @@ impl CdcConfig {
             Ok(Arc::new(CdcConfig {
                 url,
                 server,
-                table,
-                key: raw.key.map(|k| k.0).unwrap_or_default(),
+                tables,
+                ports,
                 publication: raw.publication,
                 slot: raw.slot,
                 numeric,
@@ -159,6 +163,15 @@ impl CdcConfig {
                 bounded: raw.bounded.unwrap_or(false),
             }))
         }))
+    }
+
+    /// `table T` or `tables T, U`, for messages.
+    fn what(&self) -> String {
+        let names: Vec<&str> = self.tables.iter().map(|t| t.name.as_str()).collect();
+        match names.as_slice() {
+            [one] => format!("table {one}"),
+            names => format!("tables {}", names.join(", ")),
+        }
     }
 
     /// The client settings: the URL's, with the session settings the
@@ -180,6 +193,115 @@ impl CdcConfig {
         match &self.publication {
             Some(name) => (name.clone(), false),
             None => (default_name(source_id), true),
+        }
+    }
+}
+
+/// A table the source reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CdcTable {
+    /// `name` or `schema.name`, as SQL resolves it, and as written: the
+    /// name of its output port.
+    pub name: String,
+    /// The columns of its records' key (`key`); empty: the primary key's.
+    pub key: Vec<String>,
+}
+
+/// `key`: columns (a name or a list), or, for `tables`, a table of them
+/// by table name.
+enum KeySetting {
+    Columns(Vec<String>),
+    ByTable(Vec<(String, Vec<String>)>),
+}
+
+impl<'de> Deserialize<'de> for KeySetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl<'de> serde::de::Visitor<'de> for Key {
+            type Value = KeySetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a column name, a list of them, or a table of them by table name")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<KeySetting, E> {
+                Ok(KeySetting::Columns(vec![name.to_owned()]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<KeySetting, A::Error> {
+                let columns =
+                    KeyColumns::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(KeySetting::Columns(columns.0))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<KeySetting, A::Error> {
+                let mut keys = Vec::new();
+                while let Some((table, columns)) = map.next_entry::<String, KeyColumns>()? {
+                    keys.push((table, columns.0));
+                }
+                Ok(KeySetting::ByTable(keys))
+            }
+        }
+        d.deserialize_any(Key)
+    }
+}
+
+/// The tables of `table` or `tables`, with their keys from `key`: columns
+/// for `table`, a table of them by table name for `tables`.
+fn read_tables(
+    table: Option<String>,
+    tables: Option<Vec<String>>,
+    key: Option<KeySetting>,
+) -> Result<Vec<CdcTable>, String> {
+    match (table, tables) {
+        (Some(_), Some(_)) => Err(
+            "`table` and `tables` are both set; keep `table` for one table (one unnamed output) or `tables` for several (an output port each)".into(),
+        ),
+        (None, None) => Err(
+            "`table` is missing; add table = \"<table>\" or \"<schema>.<table>\" (or tables = [...] for several)".into(),
+        ),
+        (Some(name), None) => {
+            check_table(&name)?;
+            let key = match key {
+                None => Vec::new(),
+                Some(KeySetting::Columns(columns)) => columns,
+                Some(KeySetting::ByTable(_)) => {
+                    return Err("`key` is a table of keys by table name, which is for `tables`; with `table`, write key = \"<column>\" or a list".into());
+                }
+            };
+            Ok(vec![CdcTable { name, key }])
+        }
+        (None, Some(names)) => {
+            if names.is_empty() {
+                return Err("`tables` is empty; list the tables to read, or use `table` for one".into());
+            }
+            let mut keys = match key {
+                None => Vec::new(),
+                Some(KeySetting::ByTable(keys)) => keys,
+                Some(KeySetting::Columns(_)) => {
+                    return Err("with `tables`, `key` is a table of keys by table name: key = { orders = \"customer\" }".into());
+                }
+            };
+            let mut read: Vec<CdcTable> = Vec::new();
+            for name in names {
+                check_table(&name)?;
+                if read.iter().any(|t| t.name == name) {
+                    return Err(format!("`tables` lists {name:?} twice; list each table once"));
+                }
+                let key = match keys.iter().position(|(table, _)| *table == name) {
+                    Some(i) => keys.swap_remove(i).1,
+                    None => Vec::new(),
+                };
+                read.push(CdcTable { name, key });
+            }
+            if let Some((name, _)) = keys.first() {
+                return Err(format!(
+                    "`key` names table {name:?}, which `tables` does not list; fix the name or remove it"
+                ));
+            }
+            Ok(read)
         }
     }
 }
@@ -227,6 +349,13 @@ impl SourceConnector for CdcConfig {
     fn ends(&self) -> bool {
         self.bounded
     }
+
+    fn output_ports(&self) -> Vec<String> {
+        match self.ports {
+            true => self.tables.iter().map(|t| t.name.clone()).collect(),
+            false => Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -245,9 +374,17 @@ table = "orders""#,
         )
         .unwrap();
         assert_eq!(
-            (&c.table, &c.publication, &c.slot, c.numeric, c.snapshot),
+            (
+                &c.tables[0].name,
+                &c.publication,
+                &c.slot,
+                c.numeric,
+                c.snapshot
+            ),
             (&"orders".to_owned(), &None, &None, NumericAs::Text, true)
         );
+        assert_eq!(c.tables.len(), 1);
+        assert!(c.output_ports().is_empty());
         assert_eq!(c.slot_name("My-Source"), "weir_my_source");
         assert_eq!(c.publication_name("a"), ("weir_a".to_owned(), true));
         let c = settings(
@@ -262,7 +399,7 @@ bounded = true"#,
         )
         .unwrap();
         assert_eq!(c.publication_name("a"), ("p".to_owned(), false));
-        assert_eq!(c.key, ["customer"]);
+        assert_eq!(c.tables[0].key, ["customer"]);
         assert_eq!(
             (c.slot_name("a"), c.numeric, c.snapshot),
             ("s1".to_owned(), NumericAs::Number, false)
@@ -288,9 +425,62 @@ bounded = true"#,
                 "url = \"postgresql://u@h/d\"\ntable = \"t\"\npublication = \"\"",
                 "`publication` is empty",
             ),
+            (
+                "url = \"postgresql://u@h/d\"\ntable = \"t\"\ntables = [\"u\"]",
+                "`table` and `tables` are both set",
+            ),
+            (
+                "url = \"postgresql://u@h/d\"\ntables = []",
+                "`tables` is empty",
+            ),
+            (
+                "url = \"postgresql://u@h/d\"\ntables = [\"a\", \"a\"]",
+                "`tables` lists \"a\" twice",
+            ),
+            (
+                "url = \"postgresql://u@h/d\"\ntables = [\"a\"]\nkey = \"id\"",
+                "a table of keys by table name",
+            ),
+            (
+                "url = \"postgresql://u@h/d\"\ntables = [\"a\"]\nkey = { b = \"id\" }",
+                "`key` names table \"b\", which `tables` does not list",
+            ),
+            (
+                "url = \"postgresql://u@h/d\"\ntables = [\"a\"]\nkey = { a = [] }",
+                "a list of column names",
+            ),
+            (
+                "url = \"postgresql://u@h/d\"\ntable = \"a\"\nkey = { a = \"id\" }",
+                "which is for `tables`",
+            ),
         ] {
             let err = settings(text).unwrap_err();
             assert!(err.contains(want), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn a_source_of_tables_has_a_port_per_table_and_keys_by_table() {
+        let c = settings(
+            r#"url = "postgresql://u@localhost/db"
+tables = ["orders", "shop.items"]
+key = { "shop.items" = ["order_id", "line"] }"#,
+        )
+        .unwrap();
+        assert_eq!(c.output_ports(), ["orders", "shop.items"]);
+        assert_eq!(
+            c.tables,
+            [
+                CdcTable {
+                    name: "orders".into(),
+                    key: vec![]
+                },
+                CdcTable {
+                    name: "shop.items".into(),
+                    key: vec!["order_id".into(), "line".into()]
+                }
+            ]
+        );
+        assert_eq!(c.what(), "tables orders, shop.items");
     }
 }

@@ -1,28 +1,30 @@
 //! The source reader: the snapshot's rows, then the stream's changes, and
-//! the offset that makes both exactly-once.
+//! the offset (module `offset`) that makes both exactly-once.
 //!
-//! The offset (`{"lsn", "skip", "snapshot", "reads", "end"}`):
-//! - `lsn`: where the stream resumes, the end of the last transaction
-//!   whose changes were all returned (or a position the server said it
-//!   had sent everything before, between transactions); `skip`: how many
-//!   records of the next transaction were returned already. The server
-//!   sends a slot's transactions in commit order, each whole, so a stream
-//!   restarted at `lsn` yields the same records again, the first `skip`
-//!   of which are dropped.
-//! - `snapshot`: while the table is read, the key of the last row
-//!   returned and the snapshot's time; `null` after.
-//! - `reads`: where the table's rows were read under which snapshot. A
+//! - `lsn`, `skip`: where the stream resumes (module `pending`): the end
+//!   of the last transaction all of whose records were returned (or a
+//!   position the server said it had sent everything before, between
+//!   transactions), and per output port how many records past it were
+//!   returned. The server sends a slot's transactions in commit order,
+//!   each whole, so a stream restarted at `lsn` yields the same records
+//!   again, of which each port drops its first `skip`.
+//! - `snapshot`: while the tables are read, one after another in port
+//!   order, the table being read and the key of its last row returned;
+//!   `null` after.
+//! - `reads`: which rows of which table were read under which snapshot. A
 //!   fresh start reads all of them under the snapshot the slot exported at
 //!   its creation, at the slot's position: the stream then brings exactly
 //!   the transactions the snapshot lacks. A restore in the middle of the
-//!   snapshot cannot have that snapshot again; it reads the rows after the
-//!   last key returned under a new snapshot, exported by a temporary slot
-//!   at a later position *L*, and remembers `{after, lsn: L}`. The stream
-//!   then drops a change of a row after that key in a transaction
-//!   committed before *L* (the row as read has it already). A read point
-//!   is forgotten once the stream passed it. A truncate committed before
-//!   *L* is sent all the same and ends the dropping: the table is empty
-//!   then, and every change after it is sent.
+//!   snapshot cannot have that snapshot again; it reads the rest (the
+//!   table being read after the last key returned, and the tables after
+//!   it) under a new snapshot, exported by a temporary slot at a later
+//!   position *L*, and remembers `{table, after, lsn: L}` for each. The
+//!   stream then drops a change of a row covered by a read point in a
+//!   transaction committed before its *L* (the row as read has it
+//!   already); of several points covering a row, the last made counts. A
+//!   point is forgotten once the stream passed it. A truncate committed
+//!   before *L* is sent all the same and ends the dropping for its table:
+//!   the table is empty then, and every change after it is sent.
 //! - `end`: of a bounded source, the position of the logical message it
 //!   emitted at the job's first start; the source ends when the stream
 //!   brings it (a restore past it ends at once).
@@ -32,12 +34,15 @@
 //!   snapshot, whose position is the slot's until the snapshot is read.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::CdcConfig;
 use super::key_order::compare_keys;
+use super::offset::{Offset, ReadPoint, SnapshotAt};
+use super::pending::Pending;
 use super::pgoutput::{self, Message, OldTuple, Relation};
 use super::record::{Image, RecordBuilder};
 use super::setup::{self, SourceTable, parse_lsn, show_lsn};
@@ -49,14 +54,6 @@ use weir::dataflow::Batch;
 use weir::dataflow::batch::Change;
 use weir::failpoint::{self, Failpoint};
 
-/// Rows of the table after key `after` (all: `None`) were read under a
-/// snapshot at stream position `lsn`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ReadPoint {
-    after: Option<Vec<String>>,
-    lsn: u64,
-}
-
 /// The transaction being streamed.
 #[derive(Debug)]
 struct Txn {
@@ -64,28 +61,35 @@ struct Txn {
     final_lsn: u64,
     /// Its commit time, milliseconds since the Unix epoch.
     time: i64,
-    /// Its records returned so far (those of a restored `skip` included).
-    returned: u64,
 }
 
 /// The `postgres-cdc` source's reader.
 pub(super) struct CdcReader {
     source_id: String,
-    /// `table T at host:port/db`, for messages.
+    /// `host:port/db`, for messages.
+    server: String,
+    /// `table T at host:port/db` (or `tables T, U at ...`), for messages.
     target: String,
-    table: SourceTable,
+    /// The tables, by output port.
+    tables: Vec<SourceTable>,
     numeric: NumericAs,
     stream: Stream,
     /// The snapshot being read; `None` once the stream runs.
     snapshot: Option<SnapshotRead>,
     /// The time of the snapshot's rows.
     snapshot_time: i64,
+    /// The read points in force where the stream is.
     reads: Vec<ReadPoint>,
-    relations: HashMap<u32, Relation>,
-    lsn: u64,
+    /// The relations the stream described, each with the port of its
+    /// table (`None`: a table the source does not read).
+    relations: HashMap<u32, (Arc<Relation>, Option<usize>)>,
     txn: Option<Txn>,
-    /// Records of the first transaction a restore drops (returned before).
-    to_skip: u64,
+    /// The stream's records not yet returned, and where a restore resumes.
+    pending: Pending,
+    /// The output port of the batch returned last.
+    port: u32,
+    /// The highest position the stream reached, for messages.
+    read_to: u64,
     place: Option<String>,
     /// The slot's name, which the end marker carries.
     slot: String,
@@ -132,7 +136,7 @@ impl CdcReader {
         id: &str,
         offset: Option<&Value>,
     ) -> Result<CdcReader, SourceError> {
-        let target = format!("table {} at {}", config.table, config.server);
+        let target = format!("{} at {}", config.what(), config.server);
         let remote = |message: String| SourceError::Remote {
             source_id: id.to_owned(),
             target: target.clone(),
@@ -151,9 +155,12 @@ impl CdcReader {
             ))
         })?;
         setup::check_wal_level(&mut client).map_err(&remote)?;
-        let table = SourceTable::load(&mut client, &config.table, &config.key).map_err(&remote)?;
+        let tables = (config.tables.iter())
+            .map(|t| SourceTable::load(&mut client, &t.name, &t.key))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(&remote)?;
         let (publication, own) = config.publication_name(id);
-        setup::ensure_publication(&mut client, &publication, own, &table).map_err(&remote)?;
+        setup::ensure_publication(&mut client, &publication, own, &tables).map_err(&remote)?;
         let slot = config.slot_name(id);
         let state = setup::slot(&mut client, &slot).map_err(&remote)?;
         if let Some(state) = &state
@@ -166,24 +173,28 @@ impl CdcReader {
         }
         // Restored: the stream resumes at the offset's position; fresh: at
         // the slot's (0), which is where a new slot's snapshot ends too.
-        let restored = offset
-            .map(Restored::read)
-            .transpose()
-            .map_err(&bad_offset)?;
+        let restored = offset.map(Offset::read).transpose().map_err(&bad_offset)?;
+        if let Some(restored) = &restored {
+            let names: Vec<String> = tables.iter().map(|t| t.sql.clone()).collect();
+            restored.check_tables(&names).map_err(&bad_offset)?;
+        }
         let start = restored.as_ref().map_or(0, |r| r.lsn);
+        let ports = tables.len();
         let mut reader = CdcReader {
             source_id: id.to_owned(),
+            server: config.server.clone(),
             target: target.clone(),
-            table,
+            tables,
             numeric: config.numeric,
             stream: Stream::connect(&client_config, &slot, &publication, start).map_err(&remote)?,
             snapshot: None,
             snapshot_time: now_millis(),
             reads: Vec::new(),
             relations: HashMap::new(),
-            lsn: 0,
             txn: None,
-            to_skip: 0,
+            pending: Pending::new(ports, 0, &[], Vec::new()),
+            port: 0,
+            read_to: start,
             place: None,
             slot: slot.clone(),
             end: None,
@@ -204,7 +215,7 @@ impl CdcReader {
                     setup::drop_slot(&mut client, &slot).map_err(&remote)?;
                 }
                 (Some(state), false, _) => {
-                    reader.lsn = state.confirmed;
+                    reader.resume_at(state.confirmed, &[], Vec::new());
                     if config.bounded {
                         reader.end = Some(mark_end(&mut client, &slot).map_err(&remote)?);
                     }
@@ -219,19 +230,26 @@ impl CdcReader {
             };
             let (lsn, name) =
                 create_slot(&mut reader.stream, &slot, "", export).map_err(&remote)?;
-            reader.lsn = lsn;
             if config.bounded {
                 reader.end = Some(mark_end(&mut client, &slot).map_err(&remote)?);
             }
             match name {
                 Some(name) if config.snapshot => {
                     reader.snapshot = Some(
-                        SnapshotRead::begin(&client_config, &name, &reader.table, None)
+                        SnapshotRead::begin(&client_config, &name, &reader.tables, 0, None)
                             .map_err(&remote)?,
                     );
-                    reader.reads.push(ReadPoint { after: None, lsn });
+                    let all = (0..ports).map(|table| ReadPoint {
+                        table,
+                        after: None,
+                        lsn,
+                    });
+                    reader.resume_at(lsn, &[], all.collect());
                 }
-                _ => reader.stream.start().map_err(&remote)?,
+                _ => {
+                    reader.resume_at(lsn, &[], Vec::new());
+                    reader.stream.start().map_err(&remote)?;
+                }
             }
             return Ok(reader);
         };
@@ -249,17 +267,16 @@ impl CdcReader {
                 show_lsn(restored.lsn)
             )));
         }
-        reader.lsn = restored.lsn;
-        reader.to_skip = restored.skip;
-        reader.reads = restored.reads;
         reader.end = restored.end;
         reader.ended = restored.end.is_some_and(|end| restored.lsn > end);
+        let mut reads = restored.reads;
         match restored.snapshot {
             None => reader.stream.start().map_err(&remote)?,
-            Some((after, time)) => {
+            Some(SnapshotAt { table, after, time }) => {
                 reader.snapshot_time = time;
                 // A temporary slot exports a snapshot at a later position:
-                // the rows after `after` are read under it.
+                // the rows after `after`, and the tables after, are read
+                // under it.
                 let temporary = format!("{:.40}_r{}", slot, std::process::id());
                 let mut exporter = Stream::connect(&client_config, &temporary, &publication, 0)
                     .map_err(&remote)?;
@@ -269,18 +286,38 @@ impl CdcReader {
                 let name = name.expect("an exported snapshot has a name");
                 tracing::info!(
                     "source `{id}`: resuming the snapshot of {} after key {after:?}, under a snapshot at {}",
-                    reader.table.sql,
+                    reader.tables[table].sql,
                     show_lsn(lsn)
                 );
                 reader.snapshot = Some(
-                    SnapshotRead::begin(&client_config, &name, &reader.table, after.clone())
-                        .map_err(&remote)?,
+                    SnapshotRead::begin(
+                        &client_config,
+                        &name,
+                        &reader.tables,
+                        table,
+                        after.clone(),
+                    )
+                    .map_err(&remote)?,
                 );
                 drop(exporter);
-                reader.reads.push(ReadPoint { after, lsn });
+                reads.push(ReadPoint { table, after, lsn });
+                let rest = (table + 1..ports).map(|table| ReadPoint {
+                    table,
+                    after: None,
+                    lsn,
+                });
+                reads.extend(rest);
             }
         }
+        reader.resume_at(restored.lsn, &restored.skip, reads);
         Ok(reader)
+    }
+
+    /// Sets where the stream resumes, and the read points in force there.
+    fn resume_at(&mut self, lsn: u64, skip: &[u64], reads: Vec<ReadPoint>) {
+        self.pending = Pending::new(self.tables.len(), lsn, skip, reads.clone());
+        self.reads = reads;
+        self.read_to = lsn;
     }
 
     fn remote(&self, message: String) -> SourceError {
@@ -291,29 +328,25 @@ impl CdcReader {
         }
     }
 
-    /// The key texts of a row of the table's columns.
-    fn key_texts(table: &SourceTable, row: &[Option<String>]) -> Vec<String> {
-        (table.key.iter())
-            .map(|&c| row[c].clone().unwrap_or_default())
-            .collect()
-    }
-
-    /// Reads up to `max` rows of the snapshot; starts the stream after the
-    /// last.
+    /// Reads up to `max` rows of the snapshot, of one table; starts the
+    /// stream after the last.
     fn read_snapshot(&mut self, max: usize) -> Result<Batch, SourceError> {
         let snapshot = self.snapshot.as_mut().expect("reading the snapshot");
-        let table = &self.table;
-        let rows = snapshot
-            .next_rows(max, |row| Self::key_texts(table, row))
-            .map_err(|m| self.remote(m))?;
+        let (table, rows) = snapshot.next_rows(max).map_err(|m| self.remote(m))?;
         failpoint::hit(Failpoint::CdcMidSnapshot);
         let mut batch = Batch::with_capacity(rows.len(), 0);
-        let mut builder = RecordBuilder::new(&self.table, self.numeric);
-        for row in &rows {
-            let (key, value) = builder.row(row).map_err(|m| self.remote(m))?;
-            batch.push_change(Change::Insert, Some(&key), &value, Some(self.snapshot_time));
+        if !rows.is_empty() {
+            let mut builder = RecordBuilder::new(&self.tables[table], self.numeric);
+            for row in &rows {
+                let (key, value) = builder.row(row).map_err(|m| self.remote(m))?;
+                batch.push_change(Change::Insert, Some(&key), &value, Some(self.snapshot_time));
+            }
+            self.port = table as u32;
+            self.place = Some(format!(
+                "rows of the snapshot of table {} at {}",
+                self.tables[table].sql, self.server
+            ));
         }
-        self.place = Some(format!("rows of the snapshot of {}", self.target));
         if self.snapshot.as_ref().is_some_and(SnapshotRead::done) {
             self.snapshot = None;
             self.stream.start().map_err(|m| self.remote(m))?;
@@ -321,15 +354,15 @@ impl CdcReader {
         Ok(batch)
     }
 
-    /// Whether a change of the row with `key` in a transaction committing
-    /// at `final_lsn` is in the rows read already.
-    fn read_already(&self, key: &[String], final_lsn: u64) -> Result<bool, String> {
+    /// Whether a change of the row of table `table` with `key` in a
+    /// transaction committing at `final_lsn` is in the rows read already.
+    fn read_already(&self, table: usize, key: &[String], final_lsn: u64) -> Result<bool, String> {
         let mut applies = None;
-        for point in &self.reads {
+        for point in self.reads.iter().filter(|p| p.table == table) {
             let after = match &point.after {
                 None => true,
                 Some(after) => {
-                    let order = compare_keys(&self.table.key_types, key, after)
+                    let order = compare_keys(&self.tables[table].key_types, key, after)
                         .map_err(|e| e.to_string())?;
                     order == Some(std::cmp::Ordering::Greater)
                 }
@@ -341,12 +374,11 @@ impl CdcReader {
         Ok(applies.is_some_and(|lsn| final_lsn < lsn))
     }
 
-    /// Reads stream events into `batch` until it holds `max` records or
-    /// none comes for a while.
+    /// Reads stream events until `max` records are held or none comes for
+    /// a while; returns the records of one port.
     fn read_stream(&mut self, max: usize) -> Result<Batch, SourceError> {
-        let mut batch = Batch::new();
         let mut wait = Duration::from_millis(100);
-        while batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
+        while self.pending.len() < max && self.pending.data_bytes() < MAX_BATCH_BYTES {
             let Some(event) = self.stream.next(wait).map_err(|m| self.remote(m))? else {
                 break;
             };
@@ -359,28 +391,26 @@ impl CdcReader {
                     self.txn = Some(Txn {
                         final_lsn,
                         time: pgoutput::unix_millis(commit_time),
-                        returned: 0,
                     });
                 }
                 Event::Data(data) => {
                     let message = pgoutput::decode(&data).map_err(|e| {
                         self.remote(format!("a replication message does not decode: {e}"))
                     })?;
-                    self.apply(message, &mut batch)
-                        .map_err(|m| self.remote(m))?;
+                    self.apply(message).map_err(|m| self.remote(m))?;
                 }
                 Event::Commit { end_lsn } => {
-                    let txn = self.txn.take();
-                    self.lsn = self.lsn.max(end_lsn);
-                    self.to_skip = 0;
-                    if let Some(txn) = txn {
+                    if let Some(txn) = self.txn.take() {
                         self.reads.retain(|p| p.lsn > txn.final_lsn);
                     }
+                    self.read_to = self.read_to.max(end_lsn);
+                    self.pending.mark(end_lsn, &self.reads);
                 }
                 Event::Idle { wal_end } => {
-                    if self.txn.is_none() && wal_end > self.lsn {
-                        self.lsn = wal_end;
+                    if self.txn.is_none() {
                         self.reads.retain(|p| p.lsn > wal_end);
+                        self.read_to = self.read_to.max(wal_end);
+                        self.pending.mark(wal_end, &self.reads);
                     }
                 }
                 Event::Message {
@@ -391,98 +421,97 @@ impl CdcReader {
                     let ours = prefix == END_MARKER && content == self.slot.as_bytes();
                     if ours && self.end.is_some_and(|end| lsn >= end) && self.txn.is_none() {
                         // Past the marker: a restore at `lsn` reads no more.
-                        self.lsn = self.lsn.max(lsn + 1);
+                        self.pending.mark(lsn + 1, &self.reads);
                         self.ended = true;
                         break;
                     }
                 }
             }
         }
-        if !batch.is_empty() {
-            self.place = Some(format!(
-                "changes of {} up to {}",
-                self.target,
-                show_lsn(self.lsn)
-            ));
-        }
-        Ok(batch)
+        Ok(self.take_pending().unwrap_or_default())
     }
 
-    /// Adds the records of one message of the stream to `batch`.
-    fn apply(&mut self, message: Message, batch: &mut Batch) -> Result<(), String> {
+    /// The held records of one port, if any.
+    fn take_pending(&mut self) -> Option<Batch> {
+        let (port, batch) = self.pending.take()?;
+        self.port = port;
+        self.place = Some(format!(
+            "changes of table {} at {} up to {}",
+            self.tables[port as usize].sql,
+            self.server,
+            show_lsn(self.read_to)
+        ));
+        Some(batch)
+    }
+
+    /// Holds the records of one message of the stream.
+    fn apply(&mut self, message: Message) -> Result<(), String> {
         let relation_id = match &message {
             Message::Relation(r) => {
-                self.relations.insert(r.id, r.clone());
+                let table =
+                    (self.tables.iter()).position(|t| r.namespace == t.schema && r.name == t.name);
+                self.relations.insert(r.id, (Arc::new(r.clone()), table));
                 return Ok(());
             }
             Message::Insert { relation, .. }
             | Message::Update { relation, .. }
             | Message::Delete { relation, .. } => *relation,
             Message::Truncate { relations, .. } => {
-                let ours = relations.iter().any(|r| self.is_ours(*r));
-                if ours {
-                    // Everything after a truncate is sent (see the module).
-                    self.reads.clear();
-                    self.emit(Change::Truncate, None, b"{}", batch, None)?;
+                for relation in relations {
+                    if let Some(table) = self.table_of(*relation) {
+                        // Everything after a truncate is sent (see the module).
+                        self.reads.retain(|p| p.table != table);
+                        self.emit(table, Change::Truncate, None, b"{}", None)?;
+                    }
                 }
                 return Ok(());
             }
             _ => return Ok(()),
         };
-        if !self.is_ours(relation_id) {
+        let Some(table) = self.table_of(relation_id) else {
             return Ok(());
-        }
-        let relation = self.relations[&relation_id].clone();
-        let builder = RecordBuilder::new(&self.table, self.numeric);
+        };
+        let relation = self.relations[&relation_id].0.clone();
+        let builder = RecordBuilder::new(&self.tables[table], self.numeric);
         match message {
             Message::Insert { new, .. } => {
                 let Image { key, texts, value } = builder.tuple(&relation, &new, false)?;
-                self.emit(Change::Insert, Some(&key), &value, batch, Some(&texts))?;
+                self.emit(table, Change::Insert, Some(&key), &value, Some(&texts))?;
             }
             Message::Update { old, new, .. } => {
                 let Image { key, texts, value } = builder.tuple(&relation, &new, false)?;
+                let old = match old {
+                    Some(OldTuple::Key(t)) => Some((false, builder.tuple(&relation, &t, true)?)),
+                    Some(OldTuple::Full(t)) => Some((true, builder.tuple(&relation, &t, false)?)),
+                    None => None,
+                };
                 match old {
-                    Some(old) => {
-                        let (is_full, old) = match old {
-                            OldTuple::Key(t) => (false, t),
-                            OldTuple::Full(t) => (true, t),
-                        };
-                        let key_only = !is_full;
+                    Some((_, old)) if old.texts != texts => {
                         let Image {
                             key: old_key,
                             texts: old_texts,
                             value: old_value,
-                        } = builder.tuple(&relation, &old, key_only)?;
-                        if old_texts != texts {
+                        } = old;
+                        self.emit(
+                            table,
+                            Change::Delete,
+                            Some(&old_key),
+                            &old_value,
+                            Some(&old_texts),
+                        )?;
+                        self.emit(table, Change::Insert, Some(&key), &value, Some(&texts))?;
+                    }
+                    old => {
+                        if let Some((true, old)) = old {
                             self.emit(
-                                Change::Delete,
-                                Some(&old_key),
-                                &old_value,
-                                batch,
-                                Some(&old_texts),
-                            )?;
-                            self.emit(Change::Insert, Some(&key), &value, batch, Some(&texts))?;
-                        } else {
-                            if is_full {
-                                self.emit(
-                                    Change::UpdateBefore,
-                                    Some(&old_key),
-                                    &old_value,
-                                    batch,
-                                    Some(&old_texts),
-                                )?;
-                            }
-                            self.emit(
-                                Change::UpdateAfter,
-                                Some(&key),
-                                &value,
-                                batch,
-                                Some(&texts),
+                                table,
+                                Change::UpdateBefore,
+                                Some(&old.key),
+                                &old.value,
+                                Some(&old.texts),
                             )?;
                         }
-                    }
-                    None => {
-                        self.emit(Change::UpdateAfter, Some(&key), &value, batch, Some(&texts))?
+                        self.emit(table, Change::UpdateAfter, Some(&key), &value, Some(&texts))?;
                     }
                 }
             }
@@ -492,95 +521,38 @@ impl CdcReader {
                     OldTuple::Full(t) => (false, t),
                 };
                 let Image { key, texts, value } = builder.tuple(&relation, &old, key_only)?;
-                self.emit(Change::Delete, Some(&key), &value, batch, Some(&texts))?;
+                self.emit(table, Change::Delete, Some(&key), &value, Some(&texts))?;
             }
             _ => {}
         }
         Ok(())
     }
 
-    fn is_ours(&self, relation: u32) -> bool {
-        self.relations
-            .get(&relation)
-            .is_some_and(|r| r.namespace == self.table.schema && r.name == self.table.name)
+    /// The port of the table of relation `relation`, if the source reads it.
+    fn table_of(&self, relation: u32) -> Option<usize> {
+        self.relations.get(&relation).and_then(|(_, table)| *table)
     }
 
-    /// Adds one record of the current transaction, unless the rows read
-    /// have it already or a restore drops it.
+    /// Holds one record of the current transaction on port `table`, unless
+    /// the rows read have it already.
     fn emit(
         &mut self,
+        table: usize,
         change: Change,
         key: Option<&[u8]>,
         value: &[u8],
-        batch: &mut Batch,
         key_texts: Option<&[String]>,
     ) -> Result<(), String> {
         let Some(txn) = &self.txn else {
             return Err("a change arrived outside a transaction".into());
         };
-        let final_lsn = txn.final_lsn;
         if let Some(texts) = key_texts
-            && self.read_already(texts, final_lsn)?
+            && self.read_already(table, texts, txn.final_lsn)?
         {
             return Ok(());
         }
-        let txn = self.txn.as_mut().expect("checked above");
-        txn.returned += 1;
-        if self.to_skip > 0 {
-            self.to_skip -= 1;
-            return Ok(());
-        }
-        batch.push_change(change, key, value, Some(txn.time));
+        self.pending.push(table, change, key, value, txn.time);
         Ok(())
-    }
-}
-
-/// A checkpointed offset, read.
-struct Restored {
-    lsn: u64,
-    skip: u64,
-    /// The key after which the snapshot goes on, and its time.
-    snapshot: Option<(Option<Vec<String>>, i64)>,
-    reads: Vec<ReadPoint>,
-    end: Option<u64>,
-}
-
-impl Restored {
-    fn read(offset: &Value) -> Result<Restored, String> {
-        let bad = || "not an offset of a postgres-cdc source".to_owned();
-        let lsn = parse_lsn(offset["lsn"].as_str().ok_or_else(bad)?)?;
-        let skip = offset["skip"].as_u64().ok_or_else(bad)?;
-        let keys = |v: &Value| -> Result<Option<Vec<String>>, String> {
-            match v {
-                Value::Null => Ok(None),
-                v => serde_json::from_value(v.clone())
-                    .map(Some)
-                    .map_err(|_| bad()),
-            }
-        };
-        let snapshot = match &offset["snapshot"] {
-            Value::Null => None,
-            s => Some((keys(&s["after"])?, s["time"].as_i64().ok_or_else(bad)?)),
-        };
-        let reads = (offset["reads"].as_array().ok_or_else(bad)?.iter())
-            .map(|p| {
-                Ok(ReadPoint {
-                    after: keys(&p["after"])?,
-                    lsn: parse_lsn(p["lsn"].as_str().ok_or_else(bad)?)?,
-                })
-            })
-            .collect::<Result<_, String>>()?;
-        let end = match &offset["end"] {
-            Value::Null => None,
-            end => Some(parse_lsn(end.as_str().ok_or_else(bad)?)?),
-        };
-        Ok(Restored {
-            end,
-            lsn,
-            skip,
-            snapshot,
-            reads,
-        })
     }
 }
 
@@ -612,6 +584,9 @@ fn create_slot(
 impl SourceReader for CdcReader {
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
         let max = max.max(1);
+        if let Some(batch) = self.take_pending() {
+            return Ok(Some(batch));
+        }
         if self.ended {
             return Ok(None);
         }
@@ -623,24 +598,31 @@ impl SourceReader for CdcReader {
     }
 
     fn offset(&self) -> Value {
-        let snapshot = self
-            .snapshot
-            .as_ref()
-            .map(|s| json!({"after": s.after(), "time": self.snapshot_time}));
-        let reads: Vec<Value> = (self.reads.iter())
-            .map(|p| json!({"after": p.after, "lsn": show_lsn(p.lsn)}))
-            .collect();
-        json!({
-            "lsn": show_lsn(self.lsn),
-            "skip": self.txn.as_ref().map_or(0, |t| t.returned),
-            "snapshot": snapshot,
-            "reads": reads,
-            "end": self.end.map(show_lsn),
-        })
+        let snapshot = self.snapshot.as_ref().map(|s| {
+            let (table, after) = s.at();
+            SnapshotAt {
+                table,
+                after: after.cloned(),
+                time: self.snapshot_time,
+            }
+        });
+        Offset {
+            tables: Some(self.tables.iter().map(|t| t.sql.clone()).collect()),
+            lsn: self.pending.lsn(),
+            skip: self.pending.skip(),
+            snapshot,
+            reads: self.pending.reads().to_vec(),
+            end: self.end,
+        }
+        .to_json()
     }
 
     fn place(&self) -> Option<String> {
         self.place.clone()
+    }
+
+    fn output_port(&self) -> u32 {
+        self.port
     }
 
     fn release(&mut self, offset: &Value) {

@@ -1,6 +1,6 @@
 //! What the source checks and makes on the server before it reads: logical
-//! replication enabled, the table (its columns, primary key and replica
-//! identity), the publication holding it, and the replication slot.
+//! replication enabled, the tables (their columns, primary keys and replica
+//! identities), the publication holding them, and the replication slot.
 
 use postgres::Client;
 
@@ -19,7 +19,7 @@ pub(super) struct TableColumn {
     pub(super) collatable: bool,
 }
 
-/// The table the source reads.
+/// A table the source reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SourceTable {
     pub(super) schema: String,
@@ -155,13 +155,13 @@ pub(super) fn check_wal_level(client: &mut Client) -> Result<(), String> {
     }
 }
 
-/// Makes sure publication `name` exists and publishes `table`: the
+/// Makes sure publication `name` exists and publishes `tables`: the
 /// source's own one is made or extended; a named one must be so already.
 pub(super) fn ensure_publication(
     client: &mut Client,
     name: &str,
     own: bool,
-    table: &SourceTable,
+    tables: &[SourceTable],
 ) -> Result<(), String> {
     let pg =
         |doing: &'static str| move |e: postgres::Error| format!("{doing} failed: {}", describe(&e));
@@ -169,35 +169,38 @@ pub(super) fn ensure_publication(
         .query_opt("SELECT 1 FROM pg_publication WHERE pubname = $1", &[&name])
         .map_err(pg("looking the publication up"))?
         .is_some();
-    let holds = client
-        .query_opt(
-            "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
-            &[&name, &table.schema, &table.name],
-        )
-        .map_err(pg("reading the publication's tables"))?
-        .is_some();
+    let mut missing = Vec::new();
+    for table in tables {
+        let holds = client
+            .query_opt(
+                "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+                &[&name, &table.schema, &table.name],
+            )
+            .map_err(pg("reading the publication's tables"))?
+            .is_some();
+        if !holds {
+            missing.push(table.sql.as_str());
+        }
+    }
     let publication = quote_ident(name);
-    match (exists, holds, own) {
+    let missing = missing.join(", ");
+    match (exists, missing.is_empty(), own) {
         (true, true, _) => Ok(()),
         (false, _, true) => client
             .batch_execute(&format!(
-                "CREATE PUBLICATION {publication} FOR TABLE {}",
-                table.sql
+                "CREATE PUBLICATION {publication} FOR TABLE {missing}"
             ))
             .map_err(pg("creating the publication")),
         (true, false, true) => client
             .batch_execute(&format!(
-                "ALTER PUBLICATION {publication} ADD TABLE {}",
-                table.sql
+                "ALTER PUBLICATION {publication} ADD TABLE {missing}"
             ))
-            .map_err(pg("adding the table to the publication")),
+            .map_err(pg("adding the tables to the publication")),
         (false, _, false) => Err(format!(
-            "publication {publication} does not exist; create it (CREATE PUBLICATION {publication} FOR TABLE {}) or remove `publication` to let the source make one",
-            table.sql
+            "publication {publication} does not exist; create it (CREATE PUBLICATION {publication} FOR TABLE {missing}) or remove `publication` to let the source make one"
         )),
         (true, false, false) => Err(format!(
-            "publication {publication} does not publish table {}; add it (ALTER PUBLICATION {publication} ADD TABLE {0}) or name another publication",
-            table.sql
+            "publication {publication} does not publish {missing}; add it (ALTER PUBLICATION {publication} ADD TABLE {missing}) or name another publication"
         )),
     }
 }

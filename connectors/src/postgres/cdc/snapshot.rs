@@ -1,20 +1,22 @@
-//! Reading the table's rows under an exported snapshot, in primary-key
-//! order (text columns `COLLATE "C"`, by bytes, as module `key_order`
-//! compares them), a chunk at a time from the key after which the last
-//! chunk ended.
+//! Reading the tables' rows under an exported snapshot, one table after
+//! another, each in primary-key order (text columns `COLLATE "C"`, by
+//! bytes, as module `key_order` compares them), a chunk at a time from the
+//! key after which the last chunk ended.
 //!
-//! Invariant: every chunk is read in one `REPEATABLE READ` transaction
-//! that imported the snapshot, so the rows are the table as of the
-//! snapshot's position, whatever commits meanwhile.
+//! Invariant: every chunk of every table is read in one `REPEATABLE READ`
+//! transaction that imported the snapshot, so the rows are the tables as
+//! of the snapshot's position, whatever commits meanwhile.
 
 use postgres::{Client, NoTls, SimpleQueryMessage};
 
 use super::super::table::{describe, quote_ident};
 use super::setup::SourceTable;
 
-/// The rows of a table under a snapshot, read in key order.
-pub(super) struct SnapshotRead {
-    client: Client,
+/// A row: the texts of its columns, NULL as `None`.
+pub(super) type Row = Vec<Option<String>>;
+
+/// How one table's rows are read.
+struct TableQuery {
     /// `SELECT <columns> FROM <table>`.
     select: String,
     /// The key columns, as compared: `("k1" COLLATE "C", "k2")`.
@@ -23,35 +25,12 @@ pub(super) struct SnapshotRead {
     order: String,
     /// The key columns' types, for the literals of `after`.
     key_types: Vec<(String, bool)>,
-    /// The key of the last row read, as text.
-    after: Option<Vec<String>>,
-    done: bool,
+    /// The key columns, as indices into a row.
+    key_columns: Vec<usize>,
 }
 
-/// A text as an SQL literal (the session has `standard_conforming_strings`).
-fn literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
-}
-
-impl SnapshotRead {
-    /// Opens a connection of `config` reading `table` under snapshot
-    /// `snapshot` (exported by a replication session that must stay open
-    /// until this transaction began), from after key `after`.
-    pub(super) fn begin(
-        config: &postgres::Config,
-        snapshot: &str,
-        table: &SourceTable,
-        after: Option<Vec<String>>,
-    ) -> Result<SnapshotRead, String> {
-        let mut client = config
-            .connect(NoTls)
-            .map_err(|e| format!("cannot connect to read the snapshot: {}", describe(&e)))?;
-        client
-            .batch_execute(&format!(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT {}",
-                literal(snapshot)
-            ))
-            .map_err(|e| format!("cannot import the snapshot: {}", describe(&e)))?;
+impl TableQuery {
+    fn new(table: &SourceTable) -> TableQuery {
         let columns: Vec<String> = (table.columns.iter())
             .map(|c| quote_ident(&c.name))
             .collect();
@@ -64,36 +43,23 @@ impl SnapshotRead {
                 }
             })
             .collect();
-        Ok(SnapshotRead {
-            client,
+        TableQuery {
             select: format!("SELECT {} FROM {}", columns.join(", "), table.sql),
             key: format!("({})", keyed.join(", ")),
             order: format!(" ORDER BY {}", keyed.join(", ")),
             key_types: (table.key.iter())
                 .map(|&c| {
-                    (
-                        table.columns[c].sql_type.clone(),
-                        table.columns[c].collatable,
-                    )
+                    let column = &table.columns[c];
+                    (column.sql_type.clone(), column.collatable)
                 })
                 .collect(),
-            after,
-            done: false,
-        })
+            key_columns: table.key.clone(),
+        }
     }
 
-    /// Up to `max` more rows, each the texts of the table's columns (NULL
-    /// as `None`); none once the table is read. `key` picks a row's key
-    /// texts, remembered as the place to go on from.
-    pub(super) fn next_rows(
-        &mut self,
-        max: usize,
-        key: impl Fn(&[Option<String>]) -> Vec<String>,
-    ) -> Result<Vec<Vec<Option<String>>>, String> {
-        if self.done {
-            return Ok(Vec::new());
-        }
-        let filter = match &self.after {
+    /// The query of up to `max` rows after key `after`.
+    fn sql(&self, after: Option<&Vec<String>>, max: usize) -> String {
+        let filter = match after {
             None => String::new(),
             Some(after) => {
                 let values: Vec<String> = (after.iter().zip(&self.key_types))
@@ -108,32 +74,95 @@ impl SnapshotRead {
                 format!(" WHERE {} > ({})", self.key, values.join(", "))
             }
         };
-        let sql = format!("{}{filter}{} LIMIT {max}", self.select, self.order);
-        let messages = (self.client.simple_query(&sql))
-            .map_err(|e| format!("reading the snapshot failed: {}", describe(&e)))?;
-        let rows: Vec<Vec<Option<String>>> = (messages.iter())
-            .filter_map(|m| match m {
-                SimpleQueryMessage::Row(row) => Some(
-                    (0..row.len())
-                        .map(|i| row.get(i).map(str::to_owned))
-                        .collect(),
-                ),
-                _ => None,
-            })
-            .collect();
-        match rows.last() {
-            Some(last) => self.after = Some(key(last)),
-            None => self.done = true,
-        }
-        if rows.len() < max {
-            self.done = true;
-        }
-        Ok(rows)
+        format!("{}{filter}{} LIMIT {max}", self.select, self.order)
+    }
+}
+
+/// The rows of tables under a snapshot, a table at a time, each in key
+/// order.
+pub(super) struct SnapshotRead {
+    client: Client,
+    queries: Vec<TableQuery>,
+    /// The table being read (an index into `queries`).
+    table: usize,
+    /// The key of the last row read of it, as text.
+    after: Option<Vec<String>>,
+    done: bool,
+}
+
+/// A text as an SQL literal (the session has `standard_conforming_strings`).
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+impl SnapshotRead {
+    /// Opens a connection of `config` reading `tables` under snapshot
+    /// `snapshot` (exported by a replication session that must stay open
+    /// until this transaction began), from table `table` after key `after`.
+    pub(super) fn begin(
+        config: &postgres::Config,
+        snapshot: &str,
+        tables: &[SourceTable],
+        table: usize,
+        after: Option<Vec<String>>,
+    ) -> Result<SnapshotRead, String> {
+        let mut client = config
+            .connect(NoTls)
+            .map_err(|e| format!("cannot connect to read the snapshot: {}", describe(&e)))?;
+        client
+            .batch_execute(&format!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT {}",
+                literal(snapshot)
+            ))
+            .map_err(|e| format!("cannot import the snapshot: {}", describe(&e)))?;
+        Ok(SnapshotRead {
+            client,
+            queries: tables.iter().map(TableQuery::new).collect(),
+            done: table >= tables.len(),
+            table,
+            after,
+        })
     }
 
-    /// The key of the last row read, if any.
-    pub(super) fn after(&self) -> Option<&Vec<String>> {
-        self.after.as_ref()
+    /// The table (an index) and up to `max` more rows of it, each the
+    /// texts of its columns (NULL as `None`); no rows once every table is
+    /// read. The key of the last is remembered as the place to go on from.
+    pub(super) fn next_rows(&mut self, max: usize) -> Result<(usize, Vec<Row>), String> {
+        while !self.done {
+            let query = &self.queries[self.table];
+            let sql = query.sql(self.after.as_ref(), max);
+            let messages = (self.client.simple_query(&sql))
+                .map_err(|e| format!("reading the snapshot failed: {}", describe(&e)))?;
+            let rows: Vec<Row> = (messages.iter())
+                .filter_map(|m| match m {
+                    SimpleQueryMessage::Row(row) => Some(
+                        (0..row.len())
+                            .map(|i| row.get(i).map(str::to_owned))
+                            .collect(),
+                    ),
+                    _ => None,
+                })
+                .collect();
+            let table = self.table;
+            if let Some(last) = rows.last() {
+                let key = query.key_columns.iter();
+                self.after = Some(key.map(|&c| last[c].clone().unwrap_or_default()).collect());
+            }
+            if rows.len() < max {
+                self.table += 1;
+                self.after = None;
+                self.done = self.table == self.queries.len();
+            }
+            if !rows.is_empty() {
+                return Ok((table, rows));
+            }
+        }
+        Ok((self.table, Vec::new()))
+    }
+
+    /// The table being read and the key of the last row read of it.
+    pub(super) fn at(&self) -> (usize, Option<&Vec<String>>) {
+        (self.table, self.after.as_ref())
     }
 
     /// Whether every row was read.
