@@ -16,7 +16,7 @@ use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, 
 use weir_tests::order::{check_replayed, check_run};
 use weir_tests::plugins;
 use weir_tests::servers::{Postgres, PrivateServer};
-use weir_tests::text::assert_has;
+use weir_tests::text::{assert_has, assert_has_all};
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -400,5 +400,96 @@ fn dead_letters_go_to_a_postgres_table_exactly_once_through_kills() {
         ),
         (Some("unreadable"), Some(bad.len() as u64)),
         "{v:#}"
+    );
+}
+
+/// A CSV file typed by `columns` feeds `numeric`, `integer`, `boolean` and
+/// `timestamptz` columns directly, no operator between; a row whose
+/// amount is not a number goes to the dead-letter sink naming its line,
+/// and the others arrive whole. The oracle is the file's own cells.
+#[test]
+fn typed_csv_columns_feed_numeric_boolean_and_time_columns_directly() {
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE payments (id bigint PRIMARY KEY, amount numeric(12,2), qty int, \
+         paid boolean, at timestamptz, note text)",
+    );
+    let mut csv = String::from("id,amount,qty,paid,at,note\n");
+    let mut want = Vec::new();
+    let mut rng = weir_tests::pipeline::XorShift(weir_tests::pipeline::seed());
+    for id in 1..=2000u64 {
+        let cents = rng.range(0, 10_000_000) as i64 - 5_000_000;
+        let amount = match id % 97 {
+            0 => String::new(),
+            _ => format!(
+                "{}{}.{:02}",
+                if cents < 0 { "-" } else { "" },
+                cents.abs() / 100,
+                cents.abs() % 100
+            ),
+        };
+        let qty = rng.range(0, 1000);
+        let paid = ["t", "f", "true", "FALSE"][id as usize % 4];
+        let seconds = 1_700_000_000 + rng.range(0, 100_000_000);
+        let at = match id % 2 {
+            0 => format!("{}", seconds * 1000),
+            _ => format!("@{seconds}"),
+        };
+        let note = format!("n{id}, \"q\"");
+        if id == 1234 {
+            csv.push_str(&format!("{id},12.3x,{qty},{paid},{},x\n", seconds * 1000));
+            continue;
+        }
+        let at = match at.strip_prefix('@') {
+            // An RFC 3339 time with an offset, for odd rows.
+            Some(_) => {
+                let local = weir::time::format_rfc3339((seconds as i64) * 1000 + 19_800_000);
+                local.unwrap().replace(".000Z", "+05:30")
+            }
+            None => at,
+        };
+        csv.push_str(&format!(
+            "{id},{amount},{qty},{paid},{at},\"{}\"\n",
+            note.replace('"', "\"\"")
+        ));
+        let paid = matches!(paid, "t" | "true");
+        want.push(format!(
+            "{id}|{amount}|{qty}|{}|{seconds}|{note}",
+            if paid { "t" } else { "f" }
+        ));
+    }
+    let job = JobFile::new("typed-csv")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(
+            Source::file("in", "payments.csv")
+                .format("csv")
+                .key("id")
+                .value(
+                    "columns",
+                    "{ id = \"i64\", amount = \"decimal\", qty = \"i64\", paid = \"bool\", at = \"timestamp\" }",
+                )
+                .on_error("{ dead_letter = \"bad\" }"),
+        )
+        .sink(Sink::postgres("db", &pg.url(), "payments").input("in"))
+        .sink(Sink::file("bad", "bad.jsonl"));
+    let job = JobDir::new(WEIR, job, &[("payments.csv", &csv)]);
+    job.run_ok(&[]);
+    let got = pg.psql(
+        "SELECT id, amount, qty, paid, extract(epoch FROM at)::bigint, note FROM payments ORDER BY id",
+    );
+    let got: Vec<&str> = got.lines().collect();
+    assert_eq!(got.len(), want.len());
+    for (got, want) in got.iter().zip(&want) {
+        assert_eq!(got, want);
+    }
+    let bad = job.read("bad.jsonl");
+    assert_eq!(bad.lines().count(), 1, "{bad}");
+    assert_has_all(
+        &bad,
+        &[
+            "payments.csv line 1235",
+            "column `amount`",
+            "\\\"12.3x\\\" is not a decimal number",
+        ],
     );
 }

@@ -141,6 +141,7 @@ fn full_job_parses_with_both_input_syntaxes() {
             format: Format::Csv,
             key,
             timestamp: None,
+            ..Parsing::default()
         },
     };
     let stdin = StdinConfig {

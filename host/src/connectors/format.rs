@@ -1,6 +1,6 @@
 //! The record formats of a source (`format`): how input bytes are cut into
 //! records. `lines` and `jsonl` (`LineReader`) read any buffered input, a
-//! file or stdin; `csv` (`CsvReader`) reads a file with a header row.
+//! file or stdin; `csv` has a reader of its own (module `csv_file`).
 //!
 //! With `timestamp`, each record's event time is read from a field (jsonl)
 //! or column (csv) ([`TimestampField`]); a record without a valid one fails
@@ -13,45 +13,18 @@
 //! resumes at the next record.
 
 use std::borrow::Cow;
-use std::fs::File;
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use super::debezium;
-use super::jsonl::{Time, read_fields, shown};
+use super::jsonl::{Time, read_fields};
 pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
 use super::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use crate::dataflow::Batch;
 use crate::dataflow::bad_kind::BadKind;
 use crate::dataflow::batch::Change;
 use crate::dataflow::provenance::NumberRange;
-use crate::time::parse_cell;
-
-impl TimestampField {
-    /// The message of a record whose `what` (`field` or `column`) holds
-    /// `found` (as [`shown`]), or nothing (`None`).
-    fn bad(&self, what: &str, found: Option<&str>) -> String {
-        let field = &self.field;
-        let found = match found {
-            Some(found) => format!(
-                "{what} `{field}` is {found}, not milliseconds since the epoch or an RFC 3339 time"
-            ),
-            None => format!("no {what} `{field}` (the timestamp)"),
-        };
-        format!("{found}; fix the record or set on_bad_timestamp = \"skip\"")
-    }
-}
-
-/// The record key of a JSON object for key field `key`.
-fn json_key(v: &Value, key: &str) -> Option<Vec<u8>> {
-    match v.get(key)? {
-        Value::String(s) => Some(s.as_bytes().to_vec()),
-        Value::Null => None,
-        other => Some(other.to_string().into_bytes()),
-    }
-}
 
 /// `lines` and `jsonl` input, from a file or stdin.
 pub(crate) struct LineReader {
@@ -126,6 +99,7 @@ impl LineParser {
             format,
             key,
             timestamp,
+            columns: _,
         } = parsing.clone();
         LineParser {
             id,
@@ -387,209 +361,6 @@ impl SourceReader for LineReader {
     }
 }
 
-/// A reader of CSV `file`, whose first row is the header.
-pub(crate) fn csv_reader(file: File) -> csv::Reader<File> {
-    csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_reader(file)
-}
-
-/// Reads the header row of `reader`, refusing one without a column that
-/// `columns` names (each a setting, `key` or `timestamp`, and the column it
-/// names, if set): the one check of both `weir validate` (through the job
-/// file's checks) and opening the source. The message is about row 1 of the
-/// file.
-pub(crate) fn csv_header(
-    reader: &mut csv::Reader<File>,
-    columns: &[(&str, Option<&str>)],
-) -> Result<Vec<String>, String> {
-    let headers: Vec<String> = reader
-        .headers()
-        .map_err(|e| format!("cannot read the header row: {e}"))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    for (setting, column) in columns {
-        if let Some(c) = column
-            && !headers.iter().any(|h| h == c)
-        {
-            return Err(format!(
-                "the header row has no column `{c}` (columns: {}); fix `{setting}` or the header",
-                headers.join(", ")
-            ));
-        }
-    }
-    Ok(headers)
-}
-
-/// `csv` files with a header row; each row becomes a JSON object of strings.
-pub(crate) struct CsvReader {
-    id: String,
-    path: PathBuf,
-    reader: csv::Reader<File>,
-    headers: Vec<String>,
-    key: Option<String>,
-    timestamp: Option<TimestampField>,
-    records: u64,
-    skipped: u64,
-    /// Rows that could not be read since they were last taken.
-    bad: Vec<BadRecord>,
-    /// The lines the rows of the last batch start on.
-    lines: NumberRange,
-}
-
-impl CsvReader {
-    /// Reads the header row of `file` (checking that it has the columns
-    /// `key` and `timestamp`), then seeks to `byte`, after `records` rows,
-    /// at `line`, if given (an offset without `line` is taken as one row a
-    /// line after the header).
-    pub(crate) fn open(
-        id: String,
-        path: &Path,
-        file: File,
-        parsing: &Parsing,
-        byte: Option<u64>,
-        (records, line): (u64, Option<u64>),
-    ) -> Result<Self, SourceError> {
-        let mut reader = csv_reader(file);
-        let headers = csv_header(&mut reader, &parsing.columns()).map_err(|message| {
-            SourceError::Malformed {
-                source_id: id.clone(),
-                path: path.display().to_string(),
-                line: 1,
-                message,
-            }
-        })?;
-        if let Some(b) = byte {
-            let mut pos = csv::Position::new();
-            // The line too: the places of the records read next, and of
-            // their dead letters, are counted from it.
-            let line = line.unwrap_or(records + 2);
-            pos.set_byte(b).set_record(records + 1).set_line(line);
-            reader.seek(pos).map_err(|e| SourceError::BadOffset {
-                source_id: id.clone(),
-                offset: b.to_string(),
-                message: e.to_string(),
-            })?;
-        }
-        Ok(CsvReader {
-            id,
-            path: path.to_path_buf(),
-            reader,
-            headers,
-            key: parsing.key.clone(),
-            timestamp: parsing.timestamp.clone(),
-            records,
-            skipped: 0,
-            bad: Vec::new(),
-            lines: NumberRange::default(),
-        })
-    }
-
-    /// Keeps the row on `line` (its bytes `value`) as bad, failed with
-    /// `error`.
-    fn bad_row(&mut self, (kind, error): (BadKind, SourceError), line: u64, value: Vec<u8>) {
-        self.bad.push(BadRecord {
-            kind,
-            error,
-            origin: format!("{} line {line}", self.path.display()),
-            key: None,
-            value,
-            timestamp: None,
-        });
-    }
-
-    fn malformed(&self, line: u64, message: String) -> SourceError {
-        SourceError::Malformed {
-            source_id: self.id.clone(),
-            path: self.path.display().to_string(),
-            line,
-            message,
-        }
-    }
-}
-
-impl SourceReader for CsvReader {
-    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
-        let mut batch = Batch::with_capacity(max, 0);
-        let mut row = csv::StringRecord::new();
-        self.lines.clear();
-        while batch.len() < max && batch.data_bytes() < MAX_BATCH_BYTES {
-            let more = match self.reader.read_record(&mut row) {
-                Ok(more) => more,
-                // A row that does not parse (a column missing): the reader
-                // is past it.
-                Err(e) if e.position().is_some() && !e.is_io_error() => {
-                    self.records += 1;
-                    let line = e.position().map_or(0, |p| p.line());
-                    let error = self.malformed(line, e.to_string());
-                    let value = row.as_byte_record().as_slice().to_vec();
-                    self.bad_row((BadKind::Unreadable, error), line, value);
-                    continue;
-                }
-                Err(e) => {
-                    let line = e.position().map_or(0, |p| p.line());
-                    return Err(self.malformed(line, e.to_string()));
-                }
-            };
-            if !more {
-                break;
-            }
-            self.records += 1;
-            let mut obj = serde_json::Map::with_capacity(self.headers.len());
-            for (h, v) in self.headers.iter().zip(row.iter()) {
-                obj.insert(h.clone(), Value::String(v.to_string()));
-            }
-            let timestamp = match &self.timestamp {
-                None => None,
-                Some(t) => {
-                    // The header has the column, so every row has the cell.
-                    let cell = obj.get(&t.field).and_then(Value::as_str).unwrap_or("");
-                    match parse_cell(cell) {
-                        Some(ms) => Some(ms),
-                        None if t.on_bad == OnBadTimestamp::Skip => {
-                            self.skipped += 1;
-                            continue;
-                        }
-                        None => {
-                            let line = row.position().map_or(0, |p| p.line());
-                            let message = t.bad("column", Some(&shown(cell)));
-                            let error = self.malformed(line, message);
-                            let value = Value::Object(obj).to_string().into_bytes();
-                            self.bad_row((BadKind::BadTimestamp, error), line, value);
-                            continue;
-                        }
-                    }
-                }
-            };
-            let value = Value::Object(obj);
-            let key = self.key.as_ref().and_then(|k| json_key(&value, k));
-            batch.push(key.as_deref(), value.to_string().as_bytes(), timestamp);
-            let line = row.position().map_or(0, |p| p.line());
-            self.lines.add(line, false);
-        }
-        Ok(if batch.is_empty() { None } else { Some(batch) })
-    }
-
-    fn offset(&self) -> Value {
-        let at = self.reader.position();
-        json!({"byte": at.byte(), "records": self.records, "line": at.line()})
-    }
-
-    fn place(&self) -> Option<String> {
-        self.lines
-            .describe(&self.path.display().to_string(), "line")
-    }
-
-    fn skipped(&self) -> u64 {
-        self.skipped
-    }
-
-    fn take_bad(&mut self) -> Vec<BadRecord> {
-        std::mem::take(&mut self.bad)
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -607,7 +378,7 @@ pub(crate) mod tests {
         let parsing = Parsing {
             format,
             key: key.map(str::to_string),
-            timestamp: None,
+            ..Parsing::default()
         };
         LineParser::new("in".into(), "test".into(), &parsing)
     }
@@ -786,10 +557,10 @@ pub(crate) mod tests {
     }
 
     /// A record's key and timestamp.
-    type Stamp = (Option<String>, Option<i64>);
+    pub(crate) type Stamp = (Option<String>, Option<i64>);
 
     /// Every record's key and timestamp.
-    fn stamps(r: &mut dyn SourceReader) -> Result<Vec<Stamp>, SourceError> {
+    pub(crate) fn stamps(r: &mut dyn SourceReader) -> Result<Vec<Stamp>, SourceError> {
         let mut out = Vec::new();
         while let Some(batch) = failing(r, 2)? {
             let key = |k: Option<&[u8]>| k.map(|k| String::from_utf8(k.to_vec()).unwrap());
@@ -889,66 +660,6 @@ pub(crate) mod tests {
         assert_eq!(r.skipped(), 1);
     }
 
-    /// A CSV reader of `text` (written to a file in `dir`), timestamps in
-    /// column `ts`.
-    fn csv(dir: &Path, text: &str, on_bad: OnBadTimestamp) -> Result<CsvReader, SourceError> {
-        let path = dir.join("in.csv");
-        std::fs::write(&path, text).unwrap();
-        let ts = TimestampField {
-            field: "ts".into(),
-            on_bad,
-        };
-        let file = File::open(&path).unwrap();
-        let parsing = Parsing {
-            format: Format::Csv,
-            key: Some("k".into()),
-            timestamp: Some(ts),
-        };
-        CsvReader::open("in".into(), &path, file, &parsing, None, (0, None))
-    }
-
-    /// A CSV reader reopened at a checkpoint's offset goes on counting
-    /// lines where it stood, so the places of its records (and of its bad
-    /// rows) name their real lines; an offset without `line` (an older
-    /// checkpoint) counts one row a line.
-    #[test]
-    fn a_csv_reader_reopened_at_an_offset_names_the_real_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let text = "k,ts\na,1\nb,2\nc,3\nd,x\ne,5\n";
-        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
-        assert_eq!(r.read_batch(2).unwrap().map(|b| b.len()), Some(2));
-        let offset = r.offset();
-        assert_eq!(offset["line"], 4, "{offset}");
-        let reopen = |line: Option<u64>| {
-            let path = dir.path().join("in.csv");
-            let parsing = Parsing {
-                format: Format::Csv,
-                key: Some("k".into()),
-                timestamp: Some(TimestampField {
-                    field: "ts".into(),
-                    on_bad: OnBadTimestamp::Fail,
-                }),
-            };
-            let byte = offset["byte"].as_u64();
-            let file = File::open(&path).unwrap();
-            CsvReader::open("in".into(), &path, file, &parsing, byte, (2, line)).unwrap()
-        };
-        for line in [offset["line"].as_u64(), None] {
-            let mut r = reopen(line);
-            let batch = r.read_batch(10).unwrap().unwrap();
-            assert_eq!(batch.len(), 2, "c and e");
-            assert_eq!(
-                r.place().as_deref().map(|p| p.ends_with("lines 4–6")),
-                Some(true),
-                "{:?}",
-                r.place()
-            );
-            let bad = r.take_bad();
-            assert_eq!(bad.len(), 1);
-            assert!(bad[0].origin.ends_with("line 5"), "{}", bad[0].origin);
-        }
-    }
-
     /// A batch's place is the lines of its first and last records, blank
     /// `jsonl` lines (no record) left out; batches of one record name its
     /// line.
@@ -968,81 +679,5 @@ pub(crate) mod tests {
         r.read_batch(2).unwrap();
         r.read_batch(1).unwrap();
         assert_eq!(r.place(), line("test line 3"));
-    }
-
-    /// A CSV row's place is the line it starts on (a quoted cell may span
-    /// lines; the header is line 1).
-    #[test]
-    fn a_csv_batch_names_the_lines_its_rows_start_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let text = "k,ts\na,1\n\"b\nb\",2\nc,3\n";
-        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
-        r.read_batch(2).unwrap().unwrap();
-        let path = dir.path().join("in.csv").display().to_string();
-        assert_eq!(r.place(), Some(format!("{path} lines 2–3")));
-        r.read_batch(2).unwrap().unwrap();
-        assert_eq!(r.place(), Some(format!("{path} line 5")));
-    }
-
-    /// A row missing a column is kept as bad, with its line and bytes, and
-    /// the reader goes on with the next row.
-    #[test]
-    fn a_csv_row_missing_a_column_is_kept_and_the_reader_goes_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let text = "k,ts\na,1\nb\nc,3\n";
-        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
-        let batch = r.read_batch(10).unwrap().unwrap();
-        assert_eq!(batch.len(), 2);
-        let bad = r.take_bad();
-        assert_eq!(bad.len(), 1);
-        assert!(
-            bad[0].origin.ends_with("in.csv line 3"),
-            "{}",
-            bad[0].origin
-        );
-        assert_eq!(bad[0].value, b"b");
-        assert!(
-            bad[0].reason().contains("found record with 1 field"),
-            "{}",
-            bad[0].reason()
-        );
-        assert_eq!(r.records, 3);
-    }
-
-    #[test]
-    fn csv_timestamps_are_cells_of_milliseconds_or_rfc3339() {
-        let dir = tempfile::tempdir().unwrap();
-        let text = "k,ts\na,1700000000000\nb,-3\nc,2026-12-01T15:30:00Z\n";
-        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
-        let want = [
-            (Some("a".into()), Some(1_700_000_000_000)),
-            (Some("b".into()), Some(-3)),
-            (Some("c".into()), Some(1_796_139_000_000)),
-        ];
-        assert_eq!(stamps(&mut r).unwrap(), want);
-
-        let text = "k,ts\na,1\nb,1.5\nc,\nd,4\n";
-        let mut r = csv(dir.path(), text, OnBadTimestamp::Fail).unwrap();
-        let err = stamps(&mut r).unwrap_err().to_string();
-        assert!(
-            err.contains("in.csv:3: column `ts` is \"1.5\", not milliseconds since the epoch"),
-            "{err}"
-        );
-        let mut r = csv(dir.path(), text, OnBadTimestamp::Skip).unwrap();
-        assert_eq!(
-            stamps(&mut r).unwrap(),
-            [(Some("a".into()), Some(1)), (Some("d".into()), Some(4))]
-        );
-        assert_eq!((r.skipped(), r.records), (2, 4));
-
-        let err = csv(dir.path(), "k,t\na,1\n", OnBadTimestamp::Fail)
-            .err()
-            .unwrap();
-        let err = err.to_string();
-        assert!(
-            err.contains("in.csv:1: the header row has no column `ts`"),
-            "{err}"
-        );
-        assert!(err.contains("fix `timestamp` or the header"), "{err}");
     }
 }

@@ -18,7 +18,9 @@
 //! Connectors know nothing of the job file: they import the data path
 //! ([`crate::dataflow`]) and the TOML field helpers, never `config`.
 
+pub mod cells;
 pub mod changelog;
+mod csv_file;
 pub mod debezium;
 pub mod file;
 pub mod format;

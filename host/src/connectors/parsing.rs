@@ -1,11 +1,12 @@
 //! How a source that reads text makes records of it: the settings
-//! `format`, `key`, `timestamp` and `on_bad_timestamp`, which the file,
+//! `format`, `key`, `timestamp`, `on_bad_timestamp` and `columns`, which the file,
 //! stdin, Kafka and NATS sources share ([`Parsing`]), read and checked in
 //! one place.
 
 use serde::Deserialize;
 use toml::Table;
 
+use super::cells::Columns;
 use crate::fields::from_table;
 
 /// How a source's text becomes records (its `format`, `key`, `timestamp`
@@ -20,11 +21,13 @@ pub struct Parsing {
     /// `on_bad_timestamp`); without it records have no timestamp (or the
     /// source's own, such as a message's).
     pub timestamp: Option<TimestampField>,
+    /// The types of a `csv` source's columns (`columns`).
+    pub columns: Columns,
 }
 
 impl Parsing {
     /// The keys [`take`](Self::take) reads.
-    pub const KEYS: [&str; 4] = ["format", "key", "timestamp", "on_bad_timestamp"];
+    pub const KEYS: [&str; 5] = ["format", "key", "timestamp", "on_bad_timestamp", "columns"];
 
     /// Takes the parsing settings out of a source's `table` (leaving its
     /// other keys), each read on its own; [`ParsingKeys::check`] checks
@@ -37,13 +40,13 @@ impl Parsing {
         from_table(ours)
     }
 
-    /// The columns a `csv` header must have: `key` and `timestamp`, each
-    /// with the column it names, if any.
-    pub fn columns(&self) -> [(&'static str, Option<&str>); 2] {
-        [
-            ("key", self.key.as_deref()),
-            ("timestamp", self.timestamp.as_ref().map(|t| &*t.field)),
-        ]
+    /// The columns a `csv` header must have, each with the setting that
+    /// names it: `key`, `timestamp`, each of `columns`.
+    pub fn named_columns(&self) -> Vec<(&'static str, &str)> {
+        let key = self.key.as_deref().map(|k| ("key", k));
+        let timestamp = (self.timestamp.as_ref()).map(|t| ("timestamp", t.field.as_str()));
+        let typed = self.columns.named().map(|c| ("columns", c));
+        key.into_iter().chain(timestamp).chain(typed).collect()
     }
 }
 
@@ -55,6 +58,7 @@ pub struct ParsingKeys {
     key: Option<String>,
     timestamp: Option<String>,
     on_bad_timestamp: Option<OnBadTimestamp>,
+    columns: Option<Columns>,
 }
 
 impl ParsingKeys {
@@ -70,13 +74,21 @@ impl ParsingKeys {
     }
 
     /// The settings, checked together: `timestamp` and `on_bad_timestamp`
-    /// need a format with fields, `on_bad_timestamp` needs `timestamp`.
+    /// need a format with fields, `on_bad_timestamp` needs `timestamp`,
+    /// `columns` needs `csv`.
     pub fn check(self) -> Result<Parsing, String> {
         let format = self.format.unwrap_or_default();
+        if self.columns.is_some() && format != Format::Csv {
+            return Err(
+                "`columns` types the cells of format = \"csv\"; set the format or remove columns"
+                    .into(),
+            );
+        }
         Ok(Parsing {
             format,
             key: self.key,
             timestamp: timestamp_setting(format, self.timestamp, self.on_bad_timestamp)?,
+            columns: self.columns.unwrap_or_default(),
         })
     }
 }
@@ -120,6 +132,21 @@ pub struct TimestampField {
     pub field: String,
     /// What to do with a record without a valid timestamp.
     pub on_bad: OnBadTimestamp,
+}
+
+impl TimestampField {
+    /// The message of a record whose `what` (`field` or `column`) holds
+    /// `found` (as [`shown`]), or nothing (`None`).
+    pub(crate) fn bad(&self, what: &str, found: Option<&str>) -> String {
+        let field = &self.field;
+        let found = match found {
+            Some(found) => format!(
+                "{what} `{field}` is {found}, not milliseconds since the epoch or an RFC 3339 time"
+            ),
+            None => format!("no {what} `{field}` (the timestamp)"),
+        };
+        format!("{found}; fix the record or set on_bad_timestamp = \"skip\"")
+    }
 }
 
 /// The settings `timestamp` and `on_bad_timestamp` of a source of `format`,
@@ -206,6 +233,17 @@ mod tests {
         assert!(err.starts_with("`timestamp` needs format"), "{err}");
         let mut t: Table = "format = \"xml\"".parse().unwrap();
         assert!(Parsing::take(&mut t).is_err());
+        let mut t: Table = "format = \"jsonl\"\ncolumns = \"infer\"".parse().unwrap();
+        let err = Parsing::take(&mut t).unwrap().check().unwrap_err();
+        assert!(
+            err.starts_with("`columns` types the cells of format = \"csv\""),
+            "{err}"
+        );
+        let mut t: Table = "format = \"csv\"\ncolumns = { a = \"i64\" }"
+            .parse()
+            .unwrap();
+        let p = Parsing::take(&mut t).unwrap().check().unwrap();
+        assert_eq!(p.named_columns(), [("columns", "a")]);
         let csv = Parsing::take(&mut "format = \"csv\"".parse().unwrap()).unwrap();
         let err = csv.refuse_csv("kafka").unwrap_err();
         assert_eq!(

@@ -17,9 +17,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
-use crate::connectors::format::{
-    CsvReader, Format, LineParser, LineReader, Parsing, csv_header, csv_reader,
-};
+use crate::connectors::csv_file::{CsvReader, csv_header, csv_reader};
+use crate::connectors::format::{Format, LineParser, LineReader, Parsing};
 use crate::connectors::source::{SourceError, SourceReader};
 use crate::connectors::{BuildSource, SourceConnector, SourceType};
 use crate::fields::{from_table, relative_to, resolve};
@@ -27,7 +26,14 @@ use crate::fields::{from_table, relative_to, resolve};
 /// The registry entry of `type = "file"` sources.
 pub const SOURCE: SourceType = SourceType {
     name: "file",
-    keys: &["path", "format", "key", "timestamp", "on_bad_timestamp"],
+    keys: &[
+        "path",
+        "format",
+        "key",
+        "timestamp",
+        "on_bad_timestamp",
+        "columns",
+    ],
     read: FileSourceConfig::read,
 };
 
@@ -136,7 +142,7 @@ impl SourceConnector for FileSourceConfig {
                 return Ok(());
             }
         };
-        let header = csv_header(&mut csv_reader(file), &self.parsing.columns());
+        let header = csv_header(&mut csv_reader(file), &self.parsing);
         header
             .map(drop)
             .map_err(|message| format!("{path}:1: {message}"))
@@ -177,6 +183,7 @@ mod tests {
                     format,
                     key,
                     timestamp: None,
+                    ..Parsing::default()
                 },
             };
             let all = values(source.open("s", None).unwrap().as_mut());
@@ -221,6 +228,7 @@ mod tests {
                         field: "ts".into(),
                         on_bad: OnBadTimestamp::Skip,
                     }),
+                    ..Parsing::default()
                 },
             };
             let mut whole = source.open("s", None).unwrap();
@@ -272,6 +280,7 @@ mod tests {
                     field: "t".into(),
                     on_bad: OnBadTimestamp::Skip,
                 }),
+                ..Parsing::default()
             },
         });
         assert!(ok.unwrap() == want);
