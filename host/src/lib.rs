@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod plan;
 pub mod remote;
 pub mod run;
+pub mod schemas;
 pub mod store;
 mod threads;
 pub mod time;

@@ -210,6 +210,9 @@ impl SourceReader for KafkaReader {
                 None => {
                     let (number, key) = (offset as u64, message.key());
                     let added = (self.parser).add_keyed(&mut batch, value, number, time, key);
+                    if let Some(failure) = self.parser.take_failure() {
+                        return Err(failure);
+                    }
                     if let Some(bad) = self.parser.bad.last_mut().filter(|_| !added) {
                         bad.origin = format!(
                             "topic {} partition {} offset {offset}",

@@ -50,12 +50,14 @@ use super::direct::{DirectSink, TaskTransactions};
 use super::repartition::{Control, HEADER};
 use super::source::check_topic;
 use super::writer::{ProduceError, Writer};
+use weir::connectors::avro::{AvroEncoder, AvroSettings};
 use weir::connectors::from_table;
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
 use weir::failpoint::{self, Failpoint};
+use weir::schemas::registry::SubjectStrategy;
 
 /// The registry entry of `type = "kafka"` sinks.
 pub const SINK: SinkType = SinkType {
@@ -66,6 +68,9 @@ pub const SINK: SinkType = SinkType {
         "key",
         "mode",
         "format",
+        "schema",
+        "schema_registry",
+        "subject_strategy",
         "headers",
         "transactional_id",
         "upstream_task",
@@ -135,6 +140,10 @@ pub struct KafkaSinkConfig {
     /// Whether values are written as Debezium change events (`format =
     /// "debezium-json"`; default: as they are).
     pub debezium: bool,
+    /// Of `format = "avro"`: the schema values are written with, and the
+    /// registry it is registered in (`schema`, `schema_registry`,
+    /// `subject_strategy`).
+    pub avro: Option<AvroSettings>,
     /// Headers every message carries (`[sink.headers]`).
     pub headers: Vec<(String, String)>,
     /// The producer's `transactional.id`, if not the derived one
@@ -158,6 +167,9 @@ impl KafkaSinkConfig {
             key: Option<KeyFrom>,
             mode: Option<Mode>,
             format: Option<String>,
+            schema: Option<String>,
+            schema_registry: Option<String>,
+            subject_strategy: Option<SubjectStrategy>,
             headers: Option<Table>,
             transactional_id: Option<String>,
             upstream_task: Option<u32>,
@@ -165,7 +177,7 @@ impl KafkaSinkConfig {
             properties: Option<Table>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Box::new(move |_: &Path, delivery| {
+        Ok(Box::new(move |dir: &Path, delivery| {
             let client = ClientSettings::read(raw.brokers, raw.properties)?;
             let Some(topic) = raw.topic else {
                 return Err("`topic` is missing; name the topic to write".into());
@@ -216,13 +228,32 @@ impl KafkaSinkConfig {
             }
             let mode = raw.mode.unwrap_or(Mode::Append);
             let debezium = match raw.format.as_deref() {
-                None | Some("lines" | "jsonl") => false,
+                None | Some("lines" | "jsonl" | "avro") => false,
                 Some("debezium-json") => true,
                 Some(other) => {
                     return Err(format!(
-                        "`format` = {other:?} is not a Kafka sink format; write \"debezium-json\", or remove it to write values as they are"
+                        "`format` = {other:?} is not a Kafka sink format; write \"debezium-json\" or \"avro\", or remove it to write values as they are"
                     ));
                 }
+            };
+            let avro = match raw.format.as_deref() {
+                Some("avro") if raw.upstream_task.is_some() => {
+                    return Err("`upstream_task` writes a repartition topic, whose records cross as they are: remove format = \"avro\"".into());
+                }
+                Some("avro") => Some(AvroSettings::read(
+                    raw.schema.as_deref(),
+                    raw.schema_registry,
+                    raw.subject_strategy,
+                    dir,
+                    true,
+                )?),
+                _ if raw.schema.is_some()
+                    || raw.schema_registry.is_some()
+                    || raw.subject_strategy.is_some() =>
+                {
+                    return Err("`schema`, `schema_registry` and `subject_strategy` are settings of format = \"avro\"; set the format or remove them".into());
+                }
+                _ => None,
             };
             if debezium && (mode == Mode::Upsert || raw.upstream_task.is_some()) {
                 return Err(
@@ -250,6 +281,7 @@ impl KafkaSinkConfig {
                 key: raw.key.unwrap_or(KeyFrom::Record),
                 mode,
                 debezium,
+                avro,
                 headers,
                 transactional_id: raw.transactional_id,
                 upstream_task: raw.upstream_task,
@@ -286,6 +318,10 @@ impl SinkConnector for KafkaSinkConfig {
             target: target.clone(),
             message,
         };
+        let avro = (self.avro.as_ref())
+            .map(|settings| AvroEncoder::open(settings, &self.topic))
+            .transpose()
+            .map_err(&fail)?;
         let writer = Writer {
             sink: id.to_owned(),
             topic: self.topic.clone(),
@@ -293,6 +329,7 @@ impl SinkConnector for KafkaSinkConfig {
             mode: self.mode,
             repartition: None,
             debezium: self.debezium,
+            avro: avro.map(Arc::new),
             headers: self.headers.clone(),
             told_truncate: Arc::new(AtomicBool::new(false)),
         };

@@ -58,6 +58,8 @@ pub const SOURCE: SourceType = SourceType {
         "key",
         "timestamp",
         "on_bad_timestamp",
+        "schema",
+        "schema_registry",
         "upstream_tasks",
         "properties",
     ],
@@ -144,11 +146,11 @@ impl KafkaSourceConfig {
                 "`upstream_tasks` reads a repartition topic, which ends when every upstream task's input ended: remove `bounded`".into(),
             );
         }
-        Ok(Box::new(move |_: &Path| {
-            let parsing = parsing.check()?;
-            if parsing.key.is_some() && parsing.format != Format::Jsonl {
+        Ok(Box::new(move |dir: &Path| {
+            let parsing = parsing.check(dir)?;
+            if parsing.key.is_some() && !matches!(parsing.format, Format::Jsonl | Format::Avro) {
                 return Err(
-                    "`key` names a field of a jsonl value; set format = \"jsonl\" or remove `key` (the message key is the record key)".into(),
+                    "`key` names a field of a jsonl or avro value; set the format or remove `key` (the message key is the record key)".into(),
                 );
             }
             let client = ClientSettings::read(raw.brokers, raw.properties)?;

@@ -50,6 +50,8 @@ pub const SOURCE: SourceType = SourceType {
         "key",
         "timestamp",
         "on_bad_timestamp",
+        "schema",
+        "schema_registry",
         "message_time",
         "start",
         "bounded",
@@ -112,7 +114,7 @@ impl NatsSourceConfig {
         parsing.refuse_csv("nats")?;
         let raw: Raw = from_table(table)?;
         let start = start_setting(raw.start)?;
-        Ok(Box::new(move |_: &Path| {
+        Ok(Box::new(move |dir: &Path| {
             let Some(url) = raw.url else {
                 return Err("`url` is missing; add url = \"nats://127.0.0.1:4222\"".into());
             };
@@ -126,7 +128,7 @@ impl NatsSourceConfig {
                 }
                 None => return Err("`stream` is missing; name the JetStream stream to read".into()),
             };
-            let parsing = parsing.check()?;
+            let parsing = parsing.check(dir)?;
             let message_time = raw.message_time.unwrap_or(false);
             if message_time && parsing.timestamp.is_some() {
                 return Err(
@@ -438,6 +440,9 @@ impl SourceReader for NatsReader {
                     let payload = payload.strip_suffix(b"\n").unwrap_or(&payload);
                     let time = self.message_time.then_some(time);
                     self.parser.add(&mut batch, payload, seq, time);
+                    if let Some(failure) = self.parser.take_failure() {
+                        return Err(failure);
+                    }
                     self.position = Position::Next(seq + 1);
                 }
                 Ok(Item::End) => self.finished = true,

@@ -17,6 +17,7 @@ use std::io::BufRead;
 
 use serde_json::{Value, json};
 
+use super::avro::{AvroDecoder, DecodeError};
 use super::debezium;
 use super::jsonl::{Time, read_fields};
 pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
@@ -90,6 +91,11 @@ pub struct LineParser {
     unit: &'static str,
     /// The numbers of the records added to the batch being built.
     numbers: NumberRange,
+    /// Of format `avro`: the decoder of messages (or why there is none).
+    avro: Option<Result<AvroDecoder, String>>,
+    /// Why the source must fail (a schema registry that did not answer),
+    /// once a record met it; [`take_failure`](Self::take_failure).
+    failure: Option<SourceError>,
 }
 
 impl LineParser {
@@ -100,7 +106,11 @@ impl LineParser {
             key,
             timestamp,
             columns: _,
+            avro,
         } = parsing.clone();
+        // A decoder fails only to make its HTTP client; then every record
+        // fails the source, saying why.
+        let avro = avro.map(|settings| AvroDecoder::new(&settings));
         LineParser {
             id,
             path,
@@ -111,7 +121,16 @@ impl LineParser {
             bad: Vec::new(),
             unit: "line",
             numbers: NumberRange::default(),
+            avro,
+            failure: None,
         }
+    }
+
+    /// Why the source must fail, if a record met a reason since the last
+    /// call (the record was neither added nor kept as bad: it is read
+    /// again after the restart).
+    pub fn take_failure(&mut self) -> Option<SourceError> {
+        self.failure.take()
     }
 
     /// The parser with records numbered in `unit`s (`sequence`) in
@@ -174,10 +193,13 @@ impl LineParser {
         key: Option<&[u8]>,
     ) -> Result<(), (BadKind, SourceError)> {
         let mut line = line;
-        while let [rest @ .., b'\r'] = line {
+        // A datum is bytes: a trailing `\r` is its own.
+        while let ([rest @ .., b'\r'], false) = (line, self.format == Format::Avro) {
             line = rest;
         }
         match self.format {
+            // A tombstone of a Kafka topic.
+            Format::Avro if line.is_empty() => {}
             Format::Jsonl | Format::DebeziumJson if line.iter().all(u8::is_ascii_whitespace) => {}
             Format::Jsonl if self.key.is_none() && self.timestamp.is_none() => {
                 batch.push(key, line, time)
@@ -200,6 +222,30 @@ impl LineParser {
                         let key = field.as_deref().or(key);
                         batch.push_change(row.change, key, row.row.as_bytes(), timestamp);
                     }
+                }
+            }
+            Format::Avro => {
+                let decoded = match self.avro.as_mut().expect("an avro parser has a decoder") {
+                    Ok(decoder) => decoder.decode(line).map(<[u8]>::to_vec),
+                    Err(e) => Err(DecodeError::Registry(e.clone())),
+                };
+                let json = match decoded {
+                    Ok(json) => json,
+                    Err(DecodeError::Bad(message)) => {
+                        return Err(self.malformed(number, BadKind::Unreadable, message));
+                    }
+                    Err(DecodeError::Registry(message)) => {
+                        self.failure = Some(SourceError::Remote {
+                            source_id: self.id.clone(),
+                            target: self.path.clone(),
+                            message,
+                        });
+                        return Ok(());
+                    }
+                };
+                let text = std::str::from_utf8(&json).expect("decoded JSON is UTF-8");
+                if let Some((field, timestamp)) = self.fields(text, number, time)? {
+                    batch.push(field.as_deref().or(key), &json, timestamp);
                 }
             }
             // `lines`: the key is the message's, or the line itself.

@@ -18,6 +18,7 @@
 //! Connectors know nothing of the job file: they import the data path
 //! ([`crate::dataflow`]) and the TOML field helpers, never `config`.
 
+pub mod avro;
 pub mod cells;
 pub mod changelog;
 mod csv_file;

@@ -6,8 +6,12 @@
 use serde::Deserialize;
 use toml::Table;
 
+use std::path::Path;
+
+use super::avro::AvroSettings;
 use super::cells::Columns;
 use crate::fields::from_table;
+use crate::schemas::registry::SubjectStrategy;
 
 /// How a source's text becomes records (its `format`, `key`, `timestamp`
 /// and `on_bad_timestamp`).
@@ -23,11 +27,22 @@ pub struct Parsing {
     pub timestamp: Option<TimestampField>,
     /// The types of a `csv` source's columns (`columns`).
     pub columns: Columns,
+    /// Of format `avro`: its schema and registry (`schema`,
+    /// `schema_registry`).
+    pub avro: Option<AvroSettings>,
 }
 
 impl Parsing {
     /// The keys [`take`](Self::take) reads.
-    pub const KEYS: [&str; 5] = ["format", "key", "timestamp", "on_bad_timestamp", "columns"];
+    pub const KEYS: [&str; 7] = [
+        "format",
+        "key",
+        "timestamp",
+        "on_bad_timestamp",
+        "columns",
+        "schema",
+        "schema_registry",
+    ];
 
     /// Takes the parsing settings out of a source's `table` (leaving its
     /// other keys), each read on its own; [`ParsingKeys::check`] checks
@@ -59,6 +74,8 @@ pub struct ParsingKeys {
     timestamp: Option<String>,
     on_bad_timestamp: Option<OnBadTimestamp>,
     columns: Option<Columns>,
+    schema: Option<String>,
+    schema_registry: Option<String>,
 }
 
 impl ParsingKeys {
@@ -73,10 +90,22 @@ impl ParsingKeys {
         Ok(())
     }
 
-    /// The settings, checked together: `timestamp` and `on_bad_timestamp`
-    /// need a format with fields, `on_bad_timestamp` needs `timestamp`,
-    /// `columns` needs `csv`.
-    pub fn check(self) -> Result<Parsing, String> {
+    /// Refuses `avro`, whose datums are messages, not lines: "format =
+    /// "avro" is not supported by a `kind` source".
+    pub fn refuse_avro(&self, kind: &str) -> Result<(), String> {
+        if self.format == Some(Format::Avro) {
+            return Err(format!(
+                "format = \"avro\" reads messages (of Kafka and NATS sources), not lines of a {kind} source; Avro object container files are not read yet"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The settings, checked together (a schema file read from the job
+    /// folder `dir`): `timestamp` and `on_bad_timestamp` need a format
+    /// with fields, `on_bad_timestamp` needs `timestamp`, `columns` needs
+    /// `csv`, `schema` and `schema_registry` need `avro`.
+    pub fn check(self, dir: &Path) -> Result<Parsing, String> {
         let format = self.format.unwrap_or_default();
         if self.columns.is_some() && format != Format::Csv {
             return Err(
@@ -84,11 +113,28 @@ impl ParsingKeys {
                     .into(),
             );
         }
+        let avro = match format {
+            Format::Avro => Some(AvroSettings::read(
+                self.schema.as_deref(),
+                self.schema_registry,
+                None::<SubjectStrategy>,
+                dir,
+                false,
+            )?),
+            _ if self.schema.is_some() || self.schema_registry.is_some() => {
+                return Err(
+                    "`schema` and `schema_registry` are settings of format = \"avro\"; set the format or remove them"
+                        .into(),
+                );
+            }
+            _ => None,
+        };
         Ok(Parsing {
             format,
             key: self.key,
             timestamp: timestamp_setting(format, self.timestamp, self.on_bad_timestamp)?,
             columns: self.columns.unwrap_or_default(),
+            avro,
         })
     }
 }
@@ -109,6 +155,9 @@ pub enum Format {
     /// its row, and without `timestamp` its time is the event's `ts_ms`.
     #[serde(rename = "debezium-json")]
     DebeziumJson,
+    /// One Avro datum per message (module `avro`), read into a JSON
+    /// record; `key` and `timestamp` name its fields.
+    Avro,
 }
 
 /// What a source does with a record whose timestamp is missing or invalid
@@ -220,7 +269,10 @@ mod tests {
         let mut t: Table = "path = \"a\"\nformat = \"jsonl\"\nkey = \"k\""
             .parse()
             .unwrap();
-        let p = Parsing::take(&mut t).unwrap().check().unwrap();
+        let p = Parsing::take(&mut t)
+            .unwrap()
+            .check(Path::new("."))
+            .unwrap();
         assert_eq!(
             (p.format, p.key.as_deref(), p.timestamp),
             (Format::Jsonl, Some("k"), None)
@@ -229,12 +281,18 @@ mod tests {
         // Read alone (as an entry's keys are, one by one, for their types),
         // `timestamp` is a string; checked, it needs a format with fields.
         let mut t: Table = "timestamp = \"ts\"".parse().unwrap();
-        let err = Parsing::take(&mut t).unwrap().check().unwrap_err();
+        let err = Parsing::take(&mut t)
+            .unwrap()
+            .check(Path::new("."))
+            .unwrap_err();
         assert!(err.starts_with("`timestamp` needs format"), "{err}");
         let mut t: Table = "format = \"xml\"".parse().unwrap();
         assert!(Parsing::take(&mut t).is_err());
         let mut t: Table = "format = \"jsonl\"\ncolumns = \"infer\"".parse().unwrap();
-        let err = Parsing::take(&mut t).unwrap().check().unwrap_err();
+        let err = Parsing::take(&mut t)
+            .unwrap()
+            .check(Path::new("."))
+            .unwrap_err();
         assert!(
             err.starts_with("`columns` types the cells of format = \"csv\""),
             "{err}"
@@ -242,7 +300,10 @@ mod tests {
         let mut t: Table = "format = \"csv\"\ncolumns = { a = \"i64\" }"
             .parse()
             .unwrap();
-        let p = Parsing::take(&mut t).unwrap().check().unwrap();
+        let p = Parsing::take(&mut t)
+            .unwrap()
+            .check(Path::new("."))
+            .unwrap();
         assert_eq!(p.named_columns(), [("columns", "a")]);
         let csv = Parsing::take(&mut "format = \"csv\"".parse().unwrap()).unwrap();
         let err = csv.refuse_csv("kafka").unwrap_err();

@@ -36,8 +36,9 @@ impl StdinConfig {
     fn read(mut table: Table) -> Result<BuildSource, String> {
         let parsing = Parsing::take(&mut table)?;
         parsing.refuse_csv("stdin")?;
-        Ok(Box::new(move |_: &Path| {
-            let parsing = parsing.check()?;
+        parsing.refuse_avro("stdin")?;
+        Ok(Box::new(move |dir: &Path| {
+            let parsing = parsing.check(dir)?;
             Ok(Arc::new(StdinConfig { parsing }))
         }))
     }

@@ -2,8 +2,9 @@
 //! instance: [`Nats`] (nats-server with JetStream), [`Postgres`]
 //! (PostgreSQL), [`Kafka`] (an Apache Kafka broker; [`MockKafka`] is
 //! librdkafka's mock cluster for fault injection), [`S3`] (an
-//! S3-compatible object store, SeaweedFS) and [`Azurite`] (Azure Blob
-//! Storage's emulator). Each server process runs
+//! S3-compatible object store, SeaweedFS), [`Azurite`] (Azure Blob
+//! Storage's emulator) and [`SchemaRegistry`] (Apicurio Registry, a
+//! Confluent-compatible schema registry). Each server process runs
 //! in a temporary folder of its own (its data and its logs), on a free
 //! loopback port, and is stopped when dropped. A watchdog process also
 //! stops it and removes the folder when the test process ends without
@@ -23,6 +24,7 @@ mod nats;
 pub mod nats_client;
 mod postgres;
 mod process;
+mod registry;
 mod s3;
 
 pub use azure::Azurite;
@@ -32,6 +34,7 @@ pub use nats::{Nats, PubAck, StreamMsg};
 /// ([`S3::store`]: conditional puts, listings, other credentials).
 pub use object_store;
 pub use postgres::Postgres;
+pub use registry::SchemaRegistry;
 pub use s3::S3;
 
 use std::fs::{self, File};

@@ -56,11 +56,12 @@ impl FileSourceConfig {
         }
         let mut table = table;
         let parsing = Parsing::take(&mut table)?;
+        parsing.refuse_avro("file")?;
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |dir: &Path| {
             Ok(Arc::new(FileSourceConfig {
                 path: resolve(dir, "path", raw.path)?,
-                parsing: parsing.check()?,
+                parsing: parsing.check(dir)?,
             }))
         }))
     }

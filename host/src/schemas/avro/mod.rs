@@ -1,0 +1,179 @@
+//! Avro datums as the JSON records the runtime carries, and back
+//! ([`AvroSchema`], [`AvroReader`], [`AvroWriter`]); module `to_json`
+//! states the mapping, module `from_json` its reverse.
+//!
+//! Invariant: a parsed schema lives as long as the process (it is leaked
+//! once, so that datum readers and writers can borrow it for their own
+//! life); a process parses each distinct schema text once
+//! ([`AvroSchema::parse`] keeps them by text), so what leaks is bounded by
+//! the schemas a job meets.
+
+mod from_json;
+mod resolve;
+mod to_json;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use apache_avro::Schema;
+use apache_avro::reader::datum::GenericDatumReader;
+use apache_avro::schema::ResolvedSchema;
+use apache_avro::writer::datum::GenericDatumWriter;
+
+/// A parsed Avro schema, shared.
+#[derive(Clone)]
+pub struct AvroSchema(Arc<Parsed>);
+
+struct Parsed {
+    schema: &'static Schema,
+    resolved: ResolvedSchema<'static>,
+    /// The schema as written (what a registry is given).
+    text: String,
+}
+
+impl std::fmt::Debug for AvroSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AvroSchema").field(&self.0.text).finish()
+    }
+}
+
+impl PartialEq for AvroSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.text == other.0.text
+    }
+}
+
+impl Eq for AvroSchema {}
+
+impl AvroSchema {
+    /// Parses schema `text` (Avro's JSON form), once per process.
+    pub fn parse(text: &str) -> Result<AvroSchema, String> {
+        static PARSED: OnceLock<Mutex<HashMap<String, AvroSchema>>> = OnceLock::new();
+        let parsed = PARSED.get_or_init(Default::default);
+        let mut parsed = parsed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(schema) = parsed.get(text) {
+            return Ok(schema.clone());
+        }
+        let schema = Schema::parse_str(text).map_err(|e| format!("not an Avro schema: {e}"))?;
+        let schema: &'static Schema = Box::leak(Box::new(schema));
+        let resolved =
+            ResolvedSchema::try_from(schema).map_err(|e| format!("not an Avro schema: {e}"))?;
+        let avro = AvroSchema(Arc::new(Parsed {
+            schema,
+            resolved,
+            text: text.to_owned(),
+        }));
+        parsed.insert(text.to_owned(), avro.clone());
+        Ok(avro)
+    }
+
+    /// The schema as written.
+    pub fn text(&self) -> &str {
+        &self.0.text
+    }
+
+    /// The full name of a named schema (a record's), if it is one: what
+    /// the record-name subject strategies name subjects by.
+    pub fn full_name(&self) -> Option<String> {
+        self.0.schema.name().map(|n| n.fullname(None))
+    }
+
+    fn schema(&self) -> &'static Schema {
+        self.0.schema
+    }
+}
+
+/// Reads datums written with one schema, resolved against another (Avro's
+/// rules: fields added with defaults, promotions, aliases), as JSON.
+pub struct AvroReader {
+    /// Reads with the writer's schema.
+    reader: GenericDatumReader<'static>,
+    writer: AvroSchema,
+    /// The schema values come out in: the reader's, else the writer's.
+    shape: AvroSchema,
+    /// Whether values are resolved from `writer` to `shape`.
+    resolves: bool,
+}
+
+impl AvroReader {
+    /// Reads datums written with `writer`, as `reader` (if given) sees
+    /// them; `Err` when the two cannot be resolved.
+    pub fn new(writer: &AvroSchema, reader: Option<&AvroSchema>) -> Result<AvroReader, String> {
+        let datum = GenericDatumReader::builder(writer.schema())
+            .build()
+            .map_err(|e| format!("not an Avro schema: {e}"))?;
+        Ok(AvroReader {
+            reader: datum,
+            writer: writer.clone(),
+            shape: reader.unwrap_or(writer).clone(),
+            resolves: reader.is_some_and(|r| r != writer),
+        })
+    }
+
+    /// Appends datum `bytes` (all of them) as JSON to `out`.
+    pub fn read(&self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        let mut input = bytes;
+        let mut value = (self.reader.read_value(&mut input))
+            .map_err(|e| format!("not an Avro datum of its schema: {e}"))?;
+        if !input.is_empty() {
+            return Err(format!(
+                "{} bytes are left after the Avro datum: not written with this schema",
+                input.len()
+            ));
+        }
+        if self.resolves {
+            let (writer, shape) = (&self.writer.0, &self.shape.0);
+            value = resolve::resolve(
+                value,
+                writer.schema,
+                writer.resolved.get_names(),
+                shape.schema,
+                shape.resolved.get_names(),
+            )?;
+        }
+        let start = out.len();
+        let shape = &self.shape.0;
+        to_json::write(&value, shape.schema, shape.resolved.get_names(), out).inspect_err(|_| {
+            out.truncate(start);
+        })
+    }
+}
+
+/// Writes JSON records as datums of a schema.
+pub struct AvroWriter {
+    writer: GenericDatumWriter<'static>,
+    schema: AvroSchema,
+}
+
+impl AvroWriter {
+    /// Writes datums of `schema`.
+    pub fn new(schema: &AvroSchema) -> Result<AvroWriter, String> {
+        let writer = GenericDatumWriter::builder(schema.schema())
+            .build()
+            .map_err(|e| format!("not an Avro schema: {e}"))?;
+        Ok(AvroWriter {
+            writer,
+            schema: schema.clone(),
+        })
+    }
+
+    /// The schema it writes.
+    pub fn schema(&self) -> &AvroSchema {
+        &self.schema
+    }
+
+    /// Appends JSON `json` as a datum to `out`; `Err` names the field that
+    /// does not fit.
+    pub fn write(&self, json: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        let json: serde_json::Value =
+            serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
+        let parsed = &self.schema.0;
+        let value = from_json::value(&json, parsed.schema, parsed.resolved.get_names(), "")?;
+        (self.writer.write_value_ref(out, &value))
+            .map(drop)
+            .map_err(|e| format!("cannot be written with the schema: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests;
