@@ -1,9 +1,9 @@
-//! Records in Avro through Kafka with a schema registry (Apicurio
-//! Registry's Confluent-compatible API), written and read by Python's own
-//! clients (`confluent-kafka`'s Avro serializers): a job reads what they
-//! wrote, under a newer schema (a field added with a default), and writes
-//! it back registered under its own subject; what Python reads back equals
-//! what it wrote, field for field, with the default filled in. A message
+//! Records in Avro and Protobuf through Kafka with a schema registry
+//! (Apicurio Registry's Confluent-compatible API), written and read by
+//! Python's own clients (`confluent-kafka`'s serializers): a job reads what
+//! they wrote (Avro under a newer schema, a field added with a default) and
+//! writes it back registered under its own subject; what Python reads back
+//! equals what it wrote, field for field (the default filled in). A message
 //! not in the registry's wire format is a dead letter naming it; a schema
 //! the subject's compatibility rule refuses is a one-line error.
 //!
@@ -64,9 +64,9 @@ fn python() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-/// Runs `avro_clients.py` with `args`, `input` on its stdin; its stdout.
+/// Runs `schema_clients.py` with `args`, `input` on its stdin; its stdout.
 fn clients(args: &[&str], input: &str) -> String {
-    let script = repo_root().join("tests/support/python/avro_clients.py");
+    let script = repo_root().join("tests/support/python/schema_clients.py");
     let mut child = Command::new(python())
         .arg(script)
         .args(args)
@@ -84,7 +84,7 @@ fn clients(args: &[&str], input: &str) -> String {
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "avro_clients.py {args:?}: {}",
+        "schema_clients.py {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
@@ -111,6 +111,69 @@ fn lines(records: &[Value]) -> String {
     records.iter().map(|r| format!("{r}\n")).collect()
 }
 
+/// A job reading topic `orders` of `kafka` in `format` through the
+/// registry at `url` (with `source` settings) into topic `out` (with
+/// `sink` settings), its source's dead letters in `bad.jsonl`.
+fn job(
+    format: &str,
+    kafka: &Kafka,
+    url: &str,
+    source: &[(&str, &str)],
+    sink: &[(&str, &str)],
+) -> JobFile {
+    let brokers = kafka.brokers();
+    let mut reader = Source::kafka("orders", &brokers, "orders")
+        .string("format", format)
+        .string("schema_registry", url)
+        .string("key", "id")
+        .value("bounded", true)
+        .on_error("{ dead_letter = \"bad\" }");
+    for (key, value) in source {
+        reader = reader.string(key, value);
+    }
+    let mut writer = Sink::kafka("out", &brokers, "out")
+        .string("format", format)
+        .string("schema_registry", url)
+        .input("orders");
+    for (key, value) in sink {
+        writer = writer.string(key, value);
+    }
+    JobFile::new(format)
+        .checkpoint(Checkpoint::every("200ms"))
+        .source(reader)
+        .sink(writer)
+        .sink(Sink::file("bad", "bad.jsonl"))
+}
+
+/// Checks what Python reads of topic `out` in `format`: `want`, in order.
+fn assert_out(format: &str, kafka: &Kafka, url: &str, want: &[Value]) {
+    let count = want.len().to_string();
+    let got = clients(
+        &["consume", format, &kafka.brokers(), url, "out", &count],
+        "",
+    );
+    let got: Vec<Value> = got
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for (got, want) in got.iter().zip(want) {
+        assert_eq!(got, want);
+    }
+}
+
+/// Checks that the job's one dead letter is the message at `offset`,
+/// refused for `why`.
+fn assert_one_dead_letter(job: &JobDir, offset: u64, why: &str) {
+    let bad = job.read("bad.jsonl");
+    assert_eq!(bad.lines().count(), 1, "{bad}");
+    assert!(
+        bad.contains(&format!("topic orders partition 0 offset {offset}")),
+        "{bad}"
+    );
+    assert!(bad.contains(why), "{bad}");
+}
+
 #[test]
 fn avro_from_python_clients_round_trips_through_a_job_with_an_evolved_schema() {
     let kafka = Kafka::start();
@@ -130,61 +193,28 @@ fn avro_from_python_clients_round_trips_through_a_job_with_an_evolved_schema() {
     let old: Vec<Value> = (0..1500).map(|i| order(i, None)).collect();
     let new: Vec<Value> = (1500..2000).map(|i| order(i, Some("app"))).collect();
     let (brokers, url) = (kafka.brokers(), registry.url());
-    clients(
-        &["produce", &brokers, &url, "orders", &v1_file],
-        &lines(&old),
-    );
+    let produce = |schema: &str, records: &[Value]| {
+        let args = ["produce", "avro", &brokers, &url, "orders", schema];
+        clients(&args, &lines(records))
+    };
+    produce(&v1_file, &old);
     kafka.produce_values("orders", 1, &["{\"id\": \"not avro\"}"]);
-    clients(
-        &["produce", &brokers, &url, "orders", &v2_file],
-        &lines(&new),
-    );
+    produce(&v2_file, &new);
 
-    let job = JobFile::new("avro")
-        .checkpoint(Checkpoint::every("200ms"))
-        .source(
-            Source::kafka("orders", &brokers, "orders")
-                .string("format", "avro")
-                .string("schema", "orders.avsc")
-                .string("schema_registry", &url)
-                .string("key", "id")
-                .value("bounded", true)
-                .on_error("{ dead_letter = \"bad\" }"),
-        )
-        .sink(
-            Sink::kafka("out", &brokers, "out")
-                .string("format", "avro")
-                .string("schema", "orders.avsc")
-                .string("schema_registry", &url)
-                .input("orders"),
-        )
-        .sink(Sink::file("bad", "bad.jsonl"));
-    let job = JobDir::new(WEIR, job, &[("orders.avsc", &v2())]);
+    // The job reads both as the second schema and writes that.
+    let schema = [("schema", "orders.avsc")];
+    let files = [("orders.avsc", v2())];
+    let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let job = JobDir::new(WEIR, job("avro", &kafka, &url, &schema, &schema), &files);
     job.run_ok(&[]);
-
-    let got = clients(&["consume", &brokers, &url, "out", "2000"], "");
-    let got: Vec<Value> = got
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let want: Vec<Value> = (old.iter().map(|o| {
+    let upgraded = old.iter().map(|o| {
         let mut o = o.clone();
         o["channel"] = json!("web");
         o
-    }))
-    .chain(new.iter().cloned())
-    .collect();
-    assert_eq!(got.len(), want.len());
-    for (got, want) in got.iter().zip(&want) {
-        assert_eq!(got, want);
-    }
-    let bad = job.read("bad.jsonl");
-    assert_eq!(bad.lines().count(), 1, "{bad}");
-    assert!(
-        bad.contains("topic orders partition 0 offset 1500"),
-        "{bad}"
-    );
-    assert!(bad.contains("the first byte is 123"), "{bad}");
+    });
+    let want: Vec<Value> = upgraded.chain(new.iter().cloned()).collect();
+    assert_out("avro", &kafka, &url, &want);
+    assert_one_dead_letter(&job, 1500, "the first byte is 123");
 
     // The sink's subject refuses an incompatible schema, in one line.
     registry.set_compatibility("out-value", "BACKWARD");
@@ -194,4 +224,48 @@ fn avro_from_python_clients_round_trips_through_a_job_with_an_evolved_schema() {
         "subject out-value",
         "incompatible",
     ]);
+}
+
+/// Order `i` as the Protobuf clients take and print it (every field).
+fn proto_order(i: u64) -> Value {
+    let lines: Vec<Value> = (0..i % 3)
+        .map(|n| json!({"sku": format!("s{n}"), "qty": n + 1}))
+        .collect();
+    let state = ["NEW", "PAID", "SHIPPED"][i as usize % 3];
+    json!({
+        "id": i * 1_000_000_007,
+        "amount": format!("{}.{:02}", i % 1000, i % 100),
+        "state": state,
+        "tags": if i.is_multiple_of(2) { json!({}) } else { json!({"a": i % 10}) },
+        "lines": lines,
+        "note": if i.is_multiple_of(5) { String::new() } else { format!("n{i}") },
+    })
+}
+
+#[test]
+fn protobuf_from_python_clients_round_trips_through_a_job() {
+    let kafka = Kafka::start();
+    let registry = SchemaRegistry::start();
+    kafka.create_topic("orders", 1);
+    kafka.create_topic("out", 1);
+    let (brokers, url) = (kafka.brokers(), registry.url());
+    // Python registers its descriptor (base64), the job its .proto source.
+    let input: Vec<Value> = (0..1000).map(proto_order).collect();
+    let produce = |records: &[Value]| {
+        clients(
+            &["produce", "protobuf", &brokers, &url, "orders"],
+            &lines(records),
+        )
+    };
+    produce(&input[..600]);
+    kafka.produce_values("orders", 1, &["\u{0}\u{0}\u{0}\u{0}\u{63}\u{0}junk"]);
+    produce(&input[600..]);
+    let proto = clients(&["proto", "protobuf"], "");
+
+    let sink = [("schema", "orders.proto"), ("message", "shop.Order")];
+    let files = [("orders.proto", proto.as_str())];
+    let job = JobDir::new(WEIR, job("protobuf", &kafka, &url, &[], &sink), &files);
+    job.run_ok(&[]);
+    assert_out("protobuf", &kafka, &url, &input);
+    assert_one_dead_letter(&job, 600, "fetching schema 99: not found");
 }

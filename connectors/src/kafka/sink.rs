@@ -50,8 +50,8 @@ use super::direct::{DirectSink, TaskTransactions};
 use super::repartition::{Control, HEADER};
 use super::source::check_topic;
 use super::writer::{ProduceError, Writer};
-use weir::connectors::avro::{AvroEncoder, AvroSettings};
 use weir::connectors::from_table;
+use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaSettings};
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
@@ -69,6 +69,7 @@ pub const SINK: SinkType = SinkType {
         "mode",
         "format",
         "schema",
+        "message",
         "schema_registry",
         "subject_strategy",
         "headers",
@@ -140,10 +141,10 @@ pub struct KafkaSinkConfig {
     /// Whether values are written as Debezium change events (`format =
     /// "debezium-json"`; default: as they are).
     pub debezium: bool,
-    /// Of `format = "avro"`: the schema values are written with, and the
-    /// registry it is registered in (`schema`, `schema_registry`,
-    /// `subject_strategy`).
-    pub avro: Option<AvroSettings>,
+    /// Of `format = "avro"` or `"protobuf"`: the schema values are
+    /// written with, and the registry it is registered in (`schema`,
+    /// `message`, `schema_registry`, `subject_strategy`).
+    pub schema: Option<SchemaSettings>,
     /// Headers every message carries (`[sink.headers]`).
     pub headers: Vec<(String, String)>,
     /// The producer's `transactional.id`, if not the derived one
@@ -168,6 +169,7 @@ impl KafkaSinkConfig {
             mode: Option<Mode>,
             format: Option<String>,
             schema: Option<String>,
+            message: Option<String>,
             schema_registry: Option<String>,
             subject_strategy: Option<SubjectStrategy>,
             headers: Option<Table>,
@@ -228,30 +230,35 @@ impl KafkaSinkConfig {
             }
             let mode = raw.mode.unwrap_or(Mode::Append);
             let debezium = match raw.format.as_deref() {
-                None | Some("lines" | "jsonl" | "avro") => false,
+                None | Some("lines" | "jsonl" | "avro" | "protobuf") => false,
                 Some("debezium-json") => true,
                 Some(other) => {
                     return Err(format!(
-                        "`format` = {other:?} is not a Kafka sink format; write \"debezium-json\" or \"avro\", or remove it to write values as they are"
+                        "`format` = {other:?} is not a Kafka sink format; write \"debezium-json\", \"avro\" or \"protobuf\", or remove it to write values as they are"
                     ));
                 }
             };
-            let avro = match raw.format.as_deref() {
-                Some("avro") if raw.upstream_task.is_some() => {
-                    return Err("`upstream_task` writes a repartition topic, whose records cross as they are: remove format = \"avro\"".into());
+            let keys = SchemaKeys {
+                schema: raw.schema.as_deref(),
+                message: raw.message.as_deref(),
+                registry: raw.schema_registry,
+                strategy: raw.subject_strategy,
+            };
+            let schema = match raw.format.as_deref() {
+                Some(format @ ("avro" | "protobuf")) if raw.upstream_task.is_some() => {
+                    return Err(format!(
+                        "`upstream_task` writes a repartition topic, whose records cross as they are: remove format = \"{format}\""
+                    ));
                 }
-                Some("avro") => Some(AvroSettings::read(
-                    raw.schema.as_deref(),
-                    raw.schema_registry,
-                    raw.subject_strategy,
-                    dir,
-                    true,
-                )?),
-                _ if raw.schema.is_some()
-                    || raw.schema_registry.is_some()
-                    || raw.subject_strategy.is_some() =>
+                Some(format @ ("avro" | "protobuf")) => {
+                    Some(SchemaSettings::read(format == "protobuf", keys, dir, true)?)
+                }
+                _ if keys.schema.is_some()
+                    || keys.message.is_some()
+                    || keys.registry.is_some()
+                    || keys.strategy.is_some() =>
                 {
-                    return Err("`schema`, `schema_registry` and `subject_strategy` are settings of format = \"avro\"; set the format or remove them".into());
+                    return Err("`schema`, `message`, `schema_registry` and `subject_strategy` are settings of format = \"avro\" or \"protobuf\"; set the format or remove them".into());
                 }
                 _ => None,
             };
@@ -281,7 +288,7 @@ impl KafkaSinkConfig {
                 key: raw.key.unwrap_or(KeyFrom::Record),
                 mode,
                 debezium,
-                avro,
+                schema,
                 headers,
                 transactional_id: raw.transactional_id,
                 upstream_task: raw.upstream_task,
@@ -318,8 +325,8 @@ impl SinkConnector for KafkaSinkConfig {
             target: target.clone(),
             message,
         };
-        let avro = (self.avro.as_ref())
-            .map(|settings| AvroEncoder::open(settings, &self.topic))
+        let encoder = (self.schema.as_ref())
+            .map(|settings| SchemaEncoder::open(settings, &self.topic))
             .transpose()
             .map_err(&fail)?;
         let writer = Writer {
@@ -329,7 +336,7 @@ impl SinkConnector for KafkaSinkConfig {
             mode: self.mode,
             repartition: None,
             debezium: self.debezium,
-            avro: avro.map(Arc::new),
+            encoder: encoder.map(Arc::new),
             headers: self.headers.clone(),
             told_truncate: Arc::new(AtomicBool::new(false)),
         };

@@ -59,6 +59,7 @@ pub const SOURCE: SourceType = SourceType {
         "timestamp",
         "on_bad_timestamp",
         "schema",
+        "message",
         "schema_registry",
         "upstream_tasks",
         "properties",
@@ -148,9 +149,13 @@ impl KafkaSourceConfig {
         }
         Ok(Box::new(move |dir: &Path| {
             let parsing = parsing.check(dir)?;
-            if parsing.key.is_some() && !matches!(parsing.format, Format::Jsonl | Format::Avro) {
+            let fields = matches!(
+                parsing.format,
+                Format::Jsonl | Format::Avro | Format::Protobuf
+            );
+            if parsing.key.is_some() && !fields {
                 return Err(
-                    "`key` names a field of a jsonl or avro value; set the format or remove `key` (the message key is the record key)".into(),
+                    "`key` names a field of a jsonl, avro or protobuf value; set the format or remove `key` (the message key is the record key)".into(),
                 );
             }
             let client = ClientSettings::read(raw.brokers, raw.properties)?;

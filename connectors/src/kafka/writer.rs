@@ -18,9 +18,9 @@ use rdkafka::producer::{BaseProducer, BaseRecord};
 use super::client::Context;
 use super::repartition::CHANGE_HEADER;
 use super::sink::{KeyFrom, Mode};
-use weir::connectors::avro::AvroEncoder;
 use weir::connectors::changelog::with_op;
 use weir::connectors::debezium;
+use weir::connectors::schema_format::SchemaEncoder;
 use weir::dataflow::Batch;
 use weir::dataflow::batch::{Change, RecordRef};
 
@@ -38,8 +38,9 @@ pub(super) struct Writer {
     pub(super) headers: Vec<(String, String)>,
     /// Whether values are written as Debezium change events.
     pub(super) debezium: bool,
-    /// The encoder of values written as Avro (`format = "avro"`).
-    pub(super) avro: Option<Arc<AvroEncoder>>,
+    /// The encoder of values written with a schema (`format = "avro"` or
+    /// `"protobuf"`).
+    pub(super) encoder: Option<Arc<SchemaEncoder>>,
     /// Whether the log said that an upsert topic skipped a truncate.
     pub(super) told_truncate: Arc<AtomicBool>,
 }
@@ -49,8 +50,8 @@ impl Writer {
     /// payload (`None` inside: a tombstone). Append topics get the change
     /// kind in the value ([`with_op`]); repartition topics the value as it
     /// is (the kind goes in a header).
-    /// With `format = "avro"`, the value is then encoded with the
-    /// schema.
+    /// With `format = "avro"` or `"protobuf"`, the value is then encoded
+    /// with the schema.
     #[allow(clippy::type_complexity)]
     fn payload<'r>(
         &self,
@@ -58,16 +59,16 @@ impl Writer {
         before: Option<&[u8]>,
     ) -> Result<Option<Option<Cow<'r, [u8]>>>, ProduceError> {
         let payload = self.json_payload(r, before)?;
-        match (&self.avro, payload) {
-            (Some(avro), Some(Some(json))) => {
-                let datum = avro.encode(&json).map_err(ProduceError::Refused)?;
+        match (&self.encoder, payload) {
+            (Some(encoder), Some(Some(json))) => {
+                let datum = encoder.encode(&json).map_err(ProduceError::Refused)?;
                 Ok(Some(Some(Cow::Owned(datum))))
             }
             (_, payload) => Ok(payload),
         }
     }
 
-    /// [`payload`](Self::payload) before an Avro encoding.
+    /// [`payload`](Self::payload) before a schema's encoding.
     #[allow(clippy::type_complexity)]
     fn json_payload<'r>(
         &self,

@@ -51,6 +51,7 @@ pub const SOURCE: SourceType = SourceType {
         "timestamp",
         "on_bad_timestamp",
         "schema",
+        "message",
         "schema_registry",
         "message_time",
         "start",

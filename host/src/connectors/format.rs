@@ -17,10 +17,10 @@ use std::io::BufRead;
 
 use serde_json::{Value, json};
 
-use super::avro::{AvroDecoder, DecodeError};
 use super::debezium;
 use super::jsonl::{Time, read_fields};
 pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
+use super::schema_format::{DecodeError, SchemaDecoder};
 use super::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use crate::dataflow::Batch;
 use crate::dataflow::bad_kind::BadKind;
@@ -91,8 +91,9 @@ pub struct LineParser {
     unit: &'static str,
     /// The numbers of the records added to the batch being built.
     numbers: NumberRange,
-    /// Of format `avro`: the decoder of messages (or why there is none).
-    avro: Option<Result<AvroDecoder, String>>,
+    /// Of format `avro` or `protobuf`: the decoder of messages (or why
+    /// there is none).
+    decoder: Option<Result<SchemaDecoder, String>>,
     /// Why the source must fail (a schema registry that did not answer),
     /// once a record met it; [`take_failure`](Self::take_failure).
     failure: Option<SourceError>,
@@ -106,11 +107,11 @@ impl LineParser {
             key,
             timestamp,
             columns: _,
-            avro,
+            schema,
         } = parsing.clone();
         // A decoder fails only to make its HTTP client; then every record
         // fails the source, saying why.
-        let avro = avro.map(|settings| AvroDecoder::new(&settings));
+        let decoder = schema.map(|settings| SchemaDecoder::new(&settings));
         LineParser {
             id,
             path,
@@ -121,7 +122,7 @@ impl LineParser {
             bad: Vec::new(),
             unit: "line",
             numbers: NumberRange::default(),
-            avro,
+            decoder,
             failure: None,
         }
     }
@@ -194,12 +195,13 @@ impl LineParser {
     ) -> Result<(), (BadKind, SourceError)> {
         let mut line = line;
         // A datum is bytes: a trailing `\r` is its own.
-        while let ([rest @ .., b'\r'], false) = (line, self.format == Format::Avro) {
+        let binary = matches!(self.format, Format::Avro | Format::Protobuf);
+        while let ([rest @ .., b'\r'], false) = (line, binary) {
             line = rest;
         }
         match self.format {
             // A tombstone of a Kafka topic.
-            Format::Avro if line.is_empty() => {}
+            Format::Avro | Format::Protobuf if line.is_empty() => {}
             Format::Jsonl | Format::DebeziumJson if line.iter().all(u8::is_ascii_whitespace) => {}
             Format::Jsonl if self.key.is_none() && self.timestamp.is_none() => {
                 batch.push(key, line, time)
@@ -224,8 +226,12 @@ impl LineParser {
                     }
                 }
             }
-            Format::Avro => {
-                let decoded = match self.avro.as_mut().expect("an avro parser has a decoder") {
+            Format::Avro | Format::Protobuf => {
+                let decoded = match self
+                    .decoder
+                    .as_mut()
+                    .expect("a binary format has a decoder")
+                {
                     Ok(decoder) => decoder.decode(line).map(<[u8]>::to_vec),
                     Err(e) => Err(DecodeError::Registry(e.clone())),
                 };

@@ -18,7 +18,6 @@
 //! Connectors know nothing of the job file: they import the data path
 //! ([`crate::dataflow`]) and the TOML field helpers, never `config`.
 
-pub mod avro;
 pub mod cells;
 pub mod changelog;
 mod csv_file;
@@ -29,6 +28,7 @@ pub mod generator;
 mod jsonl;
 pub mod parsing;
 pub mod replay;
+pub mod schema_format;
 pub mod sink;
 pub mod source;
 pub mod staged;

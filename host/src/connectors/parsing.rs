@@ -1,17 +1,17 @@
-//! How a source that reads text makes records of it: the settings
-//! `format`, `key`, `timestamp`, `on_bad_timestamp` and `columns`, which the file,
+//! How a source makes records of what it reads: the settings `format`,
+//! `key`, `timestamp`, `on_bad_timestamp`, `columns` and the schema
+//! formats' `schema`, `message` and `schema_registry`, which the file,
 //! stdin, Kafka and NATS sources share ([`Parsing`]), read and checked in
 //! one place.
+
+use std::path::Path;
 
 use serde::Deserialize;
 use toml::Table;
 
-use std::path::Path;
-
-use super::avro::AvroSettings;
 use super::cells::Columns;
+use super::schema_format::{SchemaKeys, SchemaSettings};
 use crate::fields::from_table;
-use crate::schemas::registry::SubjectStrategy;
 
 /// How a source's text becomes records (its `format`, `key`, `timestamp`
 /// and `on_bad_timestamp`).
@@ -27,20 +27,21 @@ pub struct Parsing {
     pub timestamp: Option<TimestampField>,
     /// The types of a `csv` source's columns (`columns`).
     pub columns: Columns,
-    /// Of format `avro`: its schema and registry (`schema`,
-    /// `schema_registry`).
-    pub avro: Option<AvroSettings>,
+    /// Of format `avro` or `protobuf`: its schema and registry (`schema`,
+    /// `message`, `schema_registry`).
+    pub schema: Option<SchemaSettings>,
 }
 
 impl Parsing {
     /// The keys [`take`](Self::take) reads.
-    pub const KEYS: [&str; 7] = [
+    pub const KEYS: [&str; 8] = [
         "format",
         "key",
         "timestamp",
         "on_bad_timestamp",
         "columns",
         "schema",
+        "message",
         "schema_registry",
     ];
 
@@ -75,6 +76,7 @@ pub struct ParsingKeys {
     on_bad_timestamp: Option<OnBadTimestamp>,
     columns: Option<Columns>,
     schema: Option<String>,
+    message: Option<String>,
     schema_registry: Option<String>,
 }
 
@@ -90,21 +92,24 @@ impl ParsingKeys {
         Ok(())
     }
 
-    /// Refuses `avro`, whose datums are messages, not lines: "format =
-    /// "avro" is not supported by a `kind` source".
-    pub fn refuse_avro(&self, kind: &str) -> Result<(), String> {
-        if self.format == Some(Format::Avro) {
-            return Err(format!(
-                "format = \"avro\" reads messages (of Kafka and NATS sources), not lines of a {kind} source; Avro object container files are not read yet"
-            ));
-        }
-        Ok(())
+    /// Refuses `avro` and `protobuf`, whose datums are messages, not
+    /// lines: "format = "avro" is not supported by a `kind` source".
+    pub fn refuse_binary(&self, kind: &str) -> Result<(), String> {
+        let format = match self.format {
+            Some(Format::Avro) => "avro",
+            Some(Format::Protobuf) => "protobuf",
+            _ => return Ok(()),
+        };
+        Err(format!(
+            "format = \"{format}\" reads messages (of Kafka and NATS sources), not lines of a {kind} source; files of Avro or Protobuf records are not read yet"
+        ))
     }
 
     /// The settings, checked together (a schema file read from the job
     /// folder `dir`): `timestamp` and `on_bad_timestamp` need a format
     /// with fields, `on_bad_timestamp` needs `timestamp`, `columns` needs
-    /// `csv`, `schema` and `schema_registry` need `avro`.
+    /// `csv`, `schema`, `message` and `schema_registry` need `avro` or
+    /// `protobuf`.
     pub fn check(self, dir: &Path) -> Result<Parsing, String> {
         let format = self.format.unwrap_or_default();
         if self.columns.is_some() && format != Format::Csv {
@@ -113,17 +118,20 @@ impl ParsingKeys {
                     .into(),
             );
         }
-        let avro = match format {
-            Format::Avro => Some(AvroSettings::read(
-                self.schema.as_deref(),
-                self.schema_registry,
-                None::<SubjectStrategy>,
-                dir,
-                false,
-            )?),
-            _ if self.schema.is_some() || self.schema_registry.is_some() => {
+        let keys = SchemaKeys {
+            schema: self.schema.as_deref(),
+            message: self.message.as_deref(),
+            registry: self.schema_registry.clone(),
+            strategy: None,
+        };
+        let schema = match format {
+            Format::Avro | Format::Protobuf => {
+                let protobuf = format == Format::Protobuf;
+                Some(SchemaSettings::read(protobuf, keys, dir, false)?)
+            }
+            _ if keys.schema.is_some() || keys.message.is_some() || keys.registry.is_some() => {
                 return Err(
-                    "`schema` and `schema_registry` are settings of format = \"avro\"; set the format or remove them"
+                    "`schema`, `message` and `schema_registry` are settings of format = \"avro\" or \"protobuf\"; set the format or remove them"
                         .into(),
                 );
             }
@@ -134,7 +142,7 @@ impl ParsingKeys {
             key: self.key,
             timestamp: timestamp_setting(format, self.timestamp, self.on_bad_timestamp)?,
             columns: self.columns.unwrap_or_default(),
-            avro,
+            schema,
         })
     }
 }
@@ -155,9 +163,12 @@ pub enum Format {
     /// its row, and without `timestamp` its time is the event's `ts_ms`.
     #[serde(rename = "debezium-json")]
     DebeziumJson,
-    /// One Avro datum per message (module `avro`), read into a JSON
-    /// record; `key` and `timestamp` name its fields.
+    /// One Avro datum per message (module `schema_format`), read into a
+    /// JSON record; `key` and `timestamp` name its fields.
     Avro,
+    /// One Protobuf message per message, read into a JSON record as Avro
+    /// is.
+    Protobuf,
 }
 
 /// What a source does with a record whose timestamp is missing or invalid

@@ -36,7 +36,7 @@ impl StdinConfig {
     fn read(mut table: Table) -> Result<BuildSource, String> {
         let parsing = Parsing::take(&mut table)?;
         parsing.refuse_csv("stdin")?;
-        parsing.refuse_avro("stdin")?;
+        parsing.refuse_binary("stdin")?;
         Ok(Box::new(move |dir: &Path| {
             let parsing = parsing.check(dir)?;
             Ok(Arc::new(StdinConfig { parsing }))

@@ -4,5 +4,6 @@
 //! with its cache (module `registry`).
 
 pub mod avro;
+pub mod protobuf;
 pub mod registry;
 pub mod wire;

@@ -100,19 +100,21 @@ impl Registry {
     }
 
     /// The schema with id `id`, fetched the first time only.
-    pub fn schema(&self, id: u32) -> Result<Stored, String> {
+    pub fn schema(&self, id: u32) -> Result<Stored, FetchError> {
         if let Some(stored) = self.lock().get(&id) {
             return Ok(stored.clone());
         }
-        let body = self.call(
-            self.client.get(format!("{}/schemas/ids/{id}", self.url)),
-            &format!("fetching schema {id}"),
-        )?;
+        let request = self.client.get(format!("{}/schemas/ids/{id}", self.url));
+        let body = match self.call(request, &format!("fetching schema {id}")) {
+            Ok(body) => body,
+            Err((Some(404), message)) => return Err(FetchError::Missing(message)),
+            Err((_, message)) => return Err(FetchError::Unavailable(message)),
+        };
         let stored = stored(&body).ok_or_else(|| {
-            format!(
-                "schema registry {}: schema {id} came without a schema: {body}",
-                self.url
-            )
+            let url = &self.url;
+            FetchError::Missing(format!(
+                "schema registry {url}: schema {id} came without a schema: {body}"
+            ))
         })?;
         self.lock().insert(id, stored.clone());
         Ok(stored)
@@ -131,10 +133,8 @@ impl Registry {
             .post(format!("{}/subjects/{subject}/versions", self.url)))
         .header("content-type", MEDIA)
         .body(body.to_string());
-        let reply = self.call(
-            request,
-            &format!("registering the schema of subject {subject}"),
-        )?;
+        let doing = format!("registering the schema of subject {subject}");
+        let reply = self.call(request, &doing).map_err(|(_, message)| message)?;
         let id = reply["id"].as_u64().and_then(|id| u32::try_from(id).ok());
         let id = id.ok_or_else(|| {
             format!("schema registry {}: registering under subject {subject} answered without an id: {reply}", self.url)
@@ -153,32 +153,35 @@ impl Registry {
         self.by_id.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sends `request` (`doing` it, for messages) and reads its JSON body.
+    /// Sends `request` (`doing` it, for messages) and reads its JSON body;
+    /// an error has the HTTP status, if one came.
     fn call(
         &self,
         request: reqwest::blocking::RequestBuilder,
         doing: &str,
-    ) -> Result<serde_json::Value, String> {
+    ) -> Result<serde_json::Value, (Option<u16>, String)> {
         let url = &self.url;
         let reply = (request.header("accept", MEDIA).send())
-            .map_err(|e| format!("schema registry {url}: {doing} failed: {e}"))?;
+            .map_err(|e| (None, format!("schema registry {url}: {doing} failed: {e}")))?;
         let status = reply.status();
-        let text = (reply.text())
-            .map_err(|e| format!("schema registry {url}: {doing}: reading the answer: {e}"))?;
+        let text = (reply.text()).map_err(|e| {
+            let message = format!("schema registry {url}: {doing}: reading the answer: {e}");
+            (None, message)
+        })?;
         if status.is_success() {
             return serde_json::from_str(&text).map_err(|e| {
-                format!("schema registry {url}: {doing}: the answer is not JSON ({e}): {text}")
+                let message =
+                    format!("schema registry {url}: {doing}: the answer is not JSON ({e}): {text}");
+                (Some(status.as_u16()), message)
             });
         }
         let error: Option<ErrorBody> = serde_json::from_str(&text).ok();
         let message = (error.as_ref())
             .and_then(|e| e.message.clone())
             .unwrap_or(text.clone());
-        let code = error
-            .and_then(|e| e.error_code)
-            .unwrap_or(i64::from(status.as_u16()));
+        let code = (error.and_then(|e| e.error_code)).unwrap_or(i64::from(status.as_u16()));
         let message = message.replace('\n', " ");
-        Err(match status.as_u16() {
+        let said = match status.as_u16() {
             409 => format!(
                 "schema registry {url} refused the schema as incompatible with the subject's earlier versions ({doing}): {message}; \
                  change the schema compatibly (add fields with defaults) or the subject's compatibility rule"
@@ -188,8 +191,19 @@ impl Registry {
             }
             404 => format!("schema registry {url}: {doing}: not found (error {code}): {message}"),
             _ => format!("schema registry {url}: {doing}: HTTP {status} (error {code}): {message}"),
-        })
+        };
+        Err((Some(status.as_u16()), said))
     }
+}
+
+/// Why a schema could not be fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchError {
+    /// The registry has no such schema (or answered without one): the
+    /// message naming it is bad.
+    Missing(String),
+    /// The registry did not answer as one: worth trying again later.
+    Unavailable(String),
 }
 
 /// The schema of a registry answer (`{"schema", "schemaType"}`).

@@ -1,5 +1,6 @@
 //! Confluent's wire format: a message is the byte 0, the schema's id in
-//! the registry (4 bytes, big-endian), then the datum.
+//! the registry (4 bytes, big-endian), then the datum (for Protobuf, first
+//! the path of the message type in the schema's file).
 
 /// Appends the header of a message of schema `id` to `out`.
 pub fn frame(id: u32, out: &mut Vec<u8>) {
@@ -20,6 +21,64 @@ pub fn split(message: &[u8]) -> Result<(u32, &[u8]), String> {
     }
 }
 
+/// Protobuf's part of the wire format, after the header: which message of
+/// the schema's file the datum is, as a path of indexes (Confluent's
+/// "message indexes": a count then each index, zigzag varints; `[0]`, the
+/// file's first message, as the single byte 0). Returns the path and the
+/// message's bytes.
+pub fn split_indexes(datum: &[u8]) -> Result<(Vec<i32>, &[u8]), String> {
+    let mut rest = datum;
+    let count = read_zigzag(&mut rest)?;
+    if count == 0 {
+        return Ok((vec![0], rest));
+    }
+    if !(1..=64).contains(&count) {
+        return Err(format!("a protobuf message path of {count} indexes"));
+    }
+    let mut indexes = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let index = read_zigzag(&mut rest)?;
+        indexes.push(i32::try_from(index).map_err(|_| format!("a message index of {index}"))?);
+    }
+    Ok((indexes, rest))
+}
+
+/// Appends the message path `indexes` as [`split_indexes`] reads it.
+pub fn write_indexes(indexes: &[i32], out: &mut Vec<u8>) {
+    if indexes == [0] {
+        out.push(0);
+        return;
+    }
+    write_zigzag(indexes.len() as i64, out);
+    for &i in indexes {
+        write_zigzag(i64::from(i), out);
+    }
+}
+
+fn read_zigzag(input: &mut &[u8]) -> Result<i64, String> {
+    let mut value: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let Some((&byte, rest)) = input.split_first() else {
+            return Err("the protobuf message path ends early".into());
+        };
+        *input = rest;
+        value |= u64::from(byte & 0x7F) << shift;
+        if byte & 0x80 == 0 {
+            return Ok((value >> 1) as i64 ^ -((value & 1) as i64));
+        }
+    }
+    Err("a protobuf message path with an overlong varint".into())
+}
+
+fn write_zigzag(value: i64, out: &mut Vec<u8>) {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +97,23 @@ mod tests {
         );
         assert!(split(&[0, 1]).unwrap_err().contains("5-byte header"));
         assert!(split(b"").is_err());
+    }
+
+    #[test]
+    fn message_paths_read_back_and_the_first_message_is_one_byte() {
+        for indexes in [vec![0], vec![1], vec![0, 2], vec![3, 1, 70]] {
+            let mut out = Vec::new();
+            write_indexes(&indexes, &mut out);
+            out.extend_from_slice(b"rest");
+            assert_eq!(split_indexes(&out), Ok((indexes.clone(), &b"rest"[..])));
+        }
+        let mut out = Vec::new();
+        write_indexes(&[0], &mut out);
+        assert_eq!(out, [0]);
+        // Confluent's clients: [1, 2] is the count 2 then 1 and 2, zigzag.
+        let mut out = Vec::new();
+        write_indexes(&[1, 2], &mut out);
+        assert_eq!(out, [4, 2, 4]);
+        assert!(split_indexes(&[0x80]).is_err());
     }
 }

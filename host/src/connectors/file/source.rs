@@ -56,7 +56,7 @@ impl FileSourceConfig {
         }
         let mut table = table;
         let parsing = Parsing::take(&mut table)?;
-        parsing.refuse_avro("file")?;
+        parsing.refuse_binary("file")?;
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |dir: &Path| {
             Ok(Arc::new(FileSourceConfig {

@@ -1,0 +1,321 @@
+//! The formats with a schema, `avro` and `protobuf`, of sources and sinks:
+//! their settings ([`SchemaSettings`]: `schema`, `message`,
+//! `schema_registry`, `subject_strategy`), a source's decoder of messages
+//! into JSON records ([`SchemaDecoder`]) and a sink's encoder of records
+//! into messages ([`SchemaEncoder`]).
+//!
+//! With `schema_registry`, messages are in Confluent's wire format: a
+//! source fetches each writer's schema by the id the message names (once)
+//! and reads Avro as `schema` sees it when given (Avro's resolution; a
+//! Protobuf message is read with its writer's schema), a sink registers
+//! `schema` under its subject at open and frames each message with the id
+//! (and, for Protobuf, the message's path in its file). Without, messages
+//! are bare datums of `schema`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::schemas::avro::{AvroReader, AvroSchema, AvroWriter};
+use crate::schemas::protobuf::ProtoSchema;
+use crate::schemas::registry::{FetchError, Registry, SubjectStrategy};
+use crate::schemas::wire;
+
+/// A schema of a format: Avro's, or a Protobuf message type's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schema {
+    /// An Avro schema (`.avsc`).
+    Avro(AvroSchema),
+    /// A message type of a `.proto` file.
+    Protobuf(ProtoSchema),
+}
+
+impl Schema {
+    /// The registry's name of the kind of schema.
+    fn kind(&self) -> &'static str {
+        match self {
+            Schema::Avro(_) => "AVRO",
+            Schema::Protobuf(_) => "PROTOBUF",
+        }
+    }
+
+    fn text(&self) -> &str {
+        match self {
+            Schema::Avro(s) => s.text(),
+            Schema::Protobuf(s) => s.text(),
+        }
+    }
+
+    /// The record's full name, for the record-name subject strategies.
+    fn full_name(&self) -> Option<String> {
+        match self {
+            Schema::Avro(s) => s.full_name(),
+            Schema::Protobuf(s) => Some(s.full_name().to_owned()),
+        }
+    }
+}
+
+/// The settings of `format = "avro"` or `"protobuf"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaSettings {
+    /// Whether the format is `protobuf` (else `avro`).
+    pub protobuf: bool,
+    /// `schema` (with `message`): the schema file's, compiled. An Avro
+    /// source reads values as it sees them; a sink writes values of it.
+    pub schema: Option<Schema>,
+    /// `schema_registry`: the registry's URL.
+    pub registry: Option<String>,
+    /// `subject_strategy` (sinks): how the subject is named.
+    pub strategy: SubjectStrategy,
+}
+
+/// What [`SchemaSettings::read`] reads: the settings as written.
+#[derive(Debug, Default)]
+pub struct SchemaKeys<'a> {
+    /// `schema`: a file.
+    pub schema: Option<&'a str>,
+    /// `message`: a Protobuf message type's full name.
+    pub message: Option<&'a str>,
+    /// `schema_registry`: a URL.
+    pub registry: Option<String>,
+    /// `subject_strategy` (sinks).
+    pub strategy: Option<SubjectStrategy>,
+}
+
+impl SchemaSettings {
+    /// Reads the settings of format `protobuf` (else `avro`): `schema` a
+    /// file relative to the job folder `dir`, `message` the Protobuf
+    /// message type in it (default: its first). A source needs `schema` or
+    /// `schema_registry`, a sink (`writes`) needs `schema`.
+    pub fn read(
+        protobuf: bool,
+        keys: SchemaKeys<'_>,
+        dir: &Path,
+        writes: bool,
+    ) -> Result<SchemaSettings, String> {
+        let format = if protobuf { "protobuf" } else { "avro" };
+        let extension = if protobuf { "proto" } else { "avsc" };
+        if keys.message.is_some() && !protobuf {
+            return Err(
+                "`message` names a Protobuf message type: remove it (Avro's schema is one record)"
+                    .into(),
+            );
+        }
+        let schema = match keys.schema {
+            None => None,
+            Some(file) if protobuf => Some(Schema::Protobuf(ProtoSchema::read(
+                dir,
+                file,
+                keys.message,
+            )?)),
+            Some(file) => {
+                let path = dir.join(file);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    format!("`schema` = {file:?}: cannot read {}: {e}", path.display())
+                })?;
+                let schema =
+                    AvroSchema::parse(&text).map_err(|e| format!("`schema` = {file:?}: {e}"))?;
+                Some(Schema::Avro(schema))
+            }
+        };
+        match (&schema, &keys.registry, writes) {
+            (None, _, true) => Err(format!(
+                "format = \"{format}\" writes values of a schema: add schema = \"<file>.{extension}\""
+            )),
+            (None, None, false) => Err(format!(
+                "format = \"{format}\" needs the writers' schemas: add schema = \"<file>.{extension}\" or schema_registry = \"http://...\""
+            )),
+            _ if keys.strategy.is_some() && keys.registry.is_none() => Err(
+                "`subject_strategy` names the subject of a schema registry: add schema_registry or remove it".into(),
+            ),
+            _ => Ok(SchemaSettings {
+                protobuf,
+                schema,
+                registry: keys.registry,
+                strategy: keys.strategy.unwrap_or_default(),
+            }),
+        }
+    }
+}
+
+/// Why a message does not decode.
+#[derive(Debug)]
+pub enum DecodeError {
+    /// The message is not what the format says: a bad record.
+    Bad(String),
+    /// The registry did not answer: the source fails (and is restarted).
+    Registry(String),
+}
+
+/// What reads the messages of one writer's schema.
+#[derive(Clone)]
+enum Reader {
+    Avro(Arc<AvroReader>),
+    Protobuf(Arc<ProtoSchema>),
+}
+
+impl Reader {
+    fn read(&self, datum: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        match self {
+            Reader::Avro(r) => r.read(datum, out),
+            Reader::Protobuf(s) => s.decode(datum, out),
+        }
+    }
+}
+
+/// A source's decoder of `avro` or `protobuf` messages.
+pub struct SchemaDecoder {
+    settings: SchemaSettings,
+    registry: Option<Registry>,
+    /// Readers by writer's schema id (and Protobuf message path).
+    by_id: HashMap<(u32, Vec<i32>), Reader>,
+    /// The reader of bare messages of `schema` (without a registry).
+    plain: Option<Reader>,
+    /// The JSON of the message decoded last.
+    json: Vec<u8>,
+}
+
+impl SchemaDecoder {
+    /// A decoder for `settings`.
+    pub fn new(settings: &SchemaSettings) -> Result<SchemaDecoder, String> {
+        let registry = settings
+            .registry
+            .as_deref()
+            .map(Registry::new)
+            .transpose()?;
+        let plain = match (&registry, &settings.schema) {
+            (None, Some(Schema::Avro(schema))) => {
+                Some(Reader::Avro(Arc::new(AvroReader::new(schema, None)?)))
+            }
+            (None, Some(Schema::Protobuf(schema))) => {
+                Some(Reader::Protobuf(Arc::new(schema.clone())))
+            }
+            _ => None,
+        };
+        Ok(SchemaDecoder {
+            settings: settings.clone(),
+            registry,
+            by_id: HashMap::new(),
+            plain,
+            json: Vec::new(),
+        })
+    }
+
+    /// `message` as a JSON record.
+    pub fn decode(&mut self, message: &[u8]) -> Result<&[u8], DecodeError> {
+        self.json.clear();
+        let (reader, datum) = match &self.registry {
+            None => (
+                self.plain.clone().expect("a schema without a registry"),
+                message,
+            ),
+            Some(_) => {
+                let (id, datum) = wire::split(message).map_err(DecodeError::Bad)?;
+                let (path, datum) = match self.settings.protobuf {
+                    true => wire::split_indexes(datum).map_err(DecodeError::Bad)?,
+                    false => (Vec::new(), datum),
+                };
+                let key = (id, path);
+                let reader = match self.by_id.get(&key) {
+                    Some(reader) => reader.clone(),
+                    None => {
+                        let reader = self.reader(key.0, &key.1)?;
+                        self.by_id.insert(key, reader.clone());
+                        reader
+                    }
+                };
+                (reader, datum)
+            }
+        };
+        reader
+            .read(datum, &mut self.json)
+            .map_err(DecodeError::Bad)?;
+        Ok(&self.json)
+    }
+
+    /// The reader of the messages of schema `id` (Protobuf: of the
+    /// message type at `path` in it).
+    fn reader(&self, id: u32, path: &[i32]) -> Result<Reader, DecodeError> {
+        let registry = self.registry.as_ref().expect("with a registry");
+        let stored = registry.schema(id).map_err(|e| match e {
+            FetchError::Missing(message) => DecodeError::Bad(message),
+            FetchError::Unavailable(message) => DecodeError::Registry(message),
+        })?;
+        let bad = |e: String| DecodeError::Bad(format!("schema {id} of the registry: {e}"));
+        match (self.settings.protobuf, stored.kind.as_str()) {
+            (false, "AVRO") => {
+                let writer = AvroSchema::parse(&stored.text).map_err(bad)?;
+                let reader = match &self.settings.schema {
+                    Some(Schema::Avro(reader)) => Some(reader),
+                    _ => None,
+                };
+                Ok(Reader::Avro(Arc::new(
+                    AvroReader::new(&writer, reader).map_err(bad)?,
+                )))
+            }
+            (true, "PROTOBUF") => {
+                let schema = ProtoSchema::at_indexes(&stored.text, path).map_err(bad)?;
+                Ok(Reader::Protobuf(Arc::new(schema)))
+            }
+            (protobuf, kind) => Err(bad(format!(
+                "it is {kind}, not {}",
+                if protobuf { "Protobuf" } else { "Avro" }
+            ))),
+        }
+    }
+}
+
+/// What writes a sink's messages.
+enum Writer {
+    Avro(AvroWriter),
+    Protobuf(ProtoSchema),
+}
+
+/// A sink's encoder of records into `avro` or `protobuf` messages.
+pub struct SchemaEncoder {
+    writer: Writer,
+    /// With a registry, the schema's id there.
+    id: Option<u32>,
+}
+
+impl SchemaEncoder {
+    /// An encoder for `settings` writing to `topic` (the subject's base):
+    /// with a registry, registers the schema (or finds it registered).
+    pub fn open(settings: &SchemaSettings, topic: &str) -> Result<SchemaEncoder, String> {
+        let schema = settings
+            .schema
+            .as_ref()
+            .expect("a sink's settings have a schema");
+        let id = match &settings.registry {
+            None => None,
+            Some(url) => {
+                let registry = Registry::new(url)?;
+                let subject = settings
+                    .strategy
+                    .subject(topic, schema.full_name().as_deref())?;
+                Some(registry.register(&subject, schema.kind(), schema.text())?)
+            }
+        };
+        let writer = match schema {
+            Schema::Avro(s) => Writer::Avro(AvroWriter::new(s)?),
+            Schema::Protobuf(s) => Writer::Protobuf(s.clone()),
+        };
+        Ok(SchemaEncoder { writer, id })
+    }
+
+    /// JSON record `json` as a message.
+    pub fn encode(&self, json: &[u8]) -> Result<Vec<u8>, String> {
+        let mut out = Vec::with_capacity(json.len());
+        if let Some(id) = self.id {
+            wire::frame(id, &mut out);
+            if let Writer::Protobuf(s) = &self.writer {
+                wire::write_indexes(&s.indexes(), &mut out);
+            }
+        }
+        match &self.writer {
+            Writer::Avro(w) => w.write(json, &mut out)?,
+            Writer::Protobuf(s) => s.encode(json, &mut out)?,
+        }
+        Ok(out)
+    }
+}
