@@ -13,7 +13,11 @@
 //!   idempotent librdkafka producer writing the same values, flushed at the
 //!   end;
 //! - source: a bounded `kafka` source → file sink job, against a librdkafka
-//!   consumer reading every partition to its end.
+//!   consumer reading every partition to its end;
+//! - Avro: messages in a schema registry's wire format (a private Apicurio
+//!   Registry) read to JSON lines by a `format = "avro"` source → file sink
+//!   job, against apache-avro (Rust's own Avro decoder) decoding the same
+//!   messages from a librdkafka consumer into JSON lines.
 //!
 //! The broker is warmed up first (the data produced to and read from a
 //! topic of its own). The Weir cases run the `weir` binary (`--restore none`, checkpoints
@@ -119,13 +123,18 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         "records/s",
         Some("librdkafka consume"),
     );
+    avro(settings, dir, &kafka, n, &mut report)?;
     Ok(report)
 }
 
 /// Writes every value to `topic` with an idempotent producer configured as
 /// the at-least-once sink is (`linger.ms = 5`, the murmur2 partitioner) and
 /// waits until all are acknowledged; returns the time taken.
-fn produce_all(brokers: &str, topic: &str, values: &[String]) -> anyhow::Result<Duration> {
+fn produce_all(
+    brokers: &str,
+    topic: &str,
+    values: &[impl AsRef<[u8]>],
+) -> anyhow::Result<Duration> {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("enable.idempotence", "true")
@@ -134,7 +143,7 @@ fn produce_all(brokers: &str, topic: &str, values: &[String]) -> anyhow::Result<
         .create()?;
     let started = Instant::now();
     for value in values {
-        let mut record = BaseRecord::<(), _>::to(topic).payload(value.as_bytes());
+        let mut record = BaseRecord::<(), _>::to(topic).payload(value.as_ref());
         loop {
             match producer.send(record) {
                 Ok(()) => break,
@@ -163,6 +172,20 @@ pub(crate) fn read_partitions(
     topic: &str,
     partitions: i32,
 ) -> anyhow::Result<(u64, Duration)> {
+    let started = Instant::now();
+    let read = for_each_message(brokers, topic, partitions, |_| Ok(()))?;
+    Ok((read, started.elapsed()))
+}
+
+/// Reads every partition of `topic` (of `partitions`) from its start to
+/// its end with a `read_committed` consumer, calling `each` with every
+/// message's payload; returns the messages read.
+fn for_each_message(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+    mut each: impl FnMut(&[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         // Never joined: librdkafka wants a group to assign by hand.
@@ -173,7 +196,6 @@ pub(crate) fn read_partitions(
         // As the Kafka source sets it.
         .set("fetch.queue.backoff.ms", "10")
         .create()?;
-    let started = Instant::now();
     let mut list = TopicPartitionList::new();
     for p in 0..partitions {
         list.add_partition_offset(topic, p, Offset::Beginning)?;
@@ -195,10 +217,114 @@ pub(crate) fn read_partitions(
             Some(Ok(m)) => {
                 use rdkafka::Message as _;
                 at_end.remove(&m.partition());
+                each(m.payload().unwrap_or_default())?;
                 read += 1;
                 last_progress = Instant::now();
             }
         }
     }
+    Ok(read)
+}
+
+/// The Avro schema of the `avro` cases: an order of six fields, a decimal
+/// and a timestamp among them.
+const ORDER_SCHEMA: &str = r#"{"type": "record", "name": "Order", "namespace": "bench", "fields": [
+  {"name": "id", "type": "long"},
+  {"name": "customer", "type": "string"},
+  {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}},
+  {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+  {"name": "state", "type": {"type": "enum", "name": "State", "symbols": ["NEW", "PAID", "SHIPPED"]}},
+  {"name": "note", "type": ["null", "string"], "default": null}
+]}"#;
+
+/// Avro messages through a schema registry: written in the wire format
+/// (registered as `avro-value`), then read to JSON lines by Rust's own
+/// Avro decoder (apache-avro's, the reader of the writer's schema, its
+/// values as JSON) and by a `kafka` source with `format = "avro"` → file
+/// sink job.
+fn avro(
+    settings: &Settings,
+    dir: &std::path::Path,
+    kafka: &Kafka,
+    n: u64,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    use weir::schemas::avro::{AvroSchema, AvroWriter};
+    use weir::schemas::registry::Registry;
+    use weir::schemas::wire;
+
+    settings.say("kafka: starting a private schema registry");
+    let registry = weir_tests::servers::SchemaRegistry::start();
+    kafka.create_topic("avro", PARTITIONS);
+    let schema = AvroSchema::parse(ORDER_SCHEMA).map_err(anyhow::Error::msg)?;
+    let id = Registry::new(&registry.url())
+        .and_then(|r| r.register("avro-value", "AVRO", ORDER_SCHEMA))
+        .map_err(anyhow::Error::msg)?;
+    let writer = AvroWriter::new(&schema).map_err(anyhow::Error::msg)?;
+    let states = ["NEW", "PAID", "SHIPPED"];
+    let messages = (0..n)
+        .map(|i| {
+            let order = json!({
+                "id": i,
+                "customer": format!("c{}", i % WORDS),
+                "amount": format!("{}.{:02}", i % 100_000, i % 100),
+                "at": 1_700_000_000_000u64 + i,
+                "state": states[i as usize % 3],
+                "note": if i % 4 == 0 { serde_json::Value::Null } else { json!("fragile") },
+            });
+            let mut message = Vec::new();
+            wire::frame(id, &mut message);
+            writer.write(order.to_string().as_bytes(), &mut message)?;
+            Ok(message)
+        })
+        .collect::<Result<Vec<Vec<u8>>, String>>()
+        .map_err(anyhow::Error::msg)?;
+    produce_all(&kafka.brokers(), "avro", &messages)?;
+
+    settings.say("kafka: apache-avro decoding (baseline)");
+    let parsed = apache_avro::Schema::parse_str(ORDER_SCHEMA)?;
+    let out = dir.join("avro-native.jsonl");
+    let (read, took) = decode_all(&kafka.brokers(), "avro", &parsed, &out)?;
+    anyhow::ensure!(read == n, "the decoder read {read} messages, expected {n}");
+    report.row("apache-avro decode", per_second(n, took), "records/s", None);
+
+    settings.say("kafka: kafka avro → weir");
+    let source = Source::kafka("in", &kafka.brokers(), "avro")
+        .string("format", "avro")
+        .string("schema_registry", &registry.url());
+    let wall = read_through_weir(settings, dir, "kafka-avro", source, n)?;
+    report.row(
+        "kafka avro → weir",
+        per_second(n, wall),
+        "records/s",
+        Some("apache-avro decode"),
+    );
+    Ok(())
+}
+
+/// Reads every partition of `topic` to its end, decoding each message
+/// (Confluent's wire format, the writer's `schema`) with apache-avro into
+/// JSON lines written to `out`; returns the messages read and the time.
+fn decode_all(
+    brokers: &str,
+    topic: &str,
+    schema: &apache_avro::Schema,
+    out: &std::path::Path,
+) -> anyhow::Result<(u64, Duration)> {
+    use std::io::Write;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
+    let reader = apache_avro::reader::datum::GenericDatumReader::builder(schema).build()?;
+    let started = Instant::now();
+    let read = for_each_message(brokers, topic, PARTITIONS, |payload| {
+        let mut datum = payload
+            .get(5..)
+            .ok_or_else(|| anyhow::anyhow!("a message shorter than the wire format's header"))?;
+        let value = reader.read_value(&mut datum)?;
+        let json = serde_json::Value::try_from(value)?;
+        serde_json::to_writer(&mut file, &json)?;
+        file.write_all(b"\n")?;
+        Ok(())
+    })?;
+    file.flush()?;
     Ok((read, started.elapsed()))
 }

@@ -371,9 +371,10 @@ fn connectors_run_against_private_servers() {
     );
 }
 
-/// Against librdkafka's mock cluster: both sink modes and the source
-/// deliver every record (the benchmark checks the counts itself), each
-/// against librdkafka's own client.
+/// Against a private Kafka broker: both sink modes and the source deliver
+/// every record (the benchmark checks the counts itself), each against
+/// librdkafka's own client, and Avro through a private schema registry
+/// against apache-avro's decoder.
 #[test]
 fn kafka_runs_both_sink_modes_and_the_source_against_librdkafka() {
     let mut s = settings();
@@ -387,6 +388,8 @@ fn kafka_runs_both_sink_modes_and_the_source_against_librdkafka() {
             "weir → kafka at-least-once",
             "librdkafka consume",
             "kafka → weir",
+            "apache-avro decode",
+            "kafka avro → weir",
         ],
     );
 }
