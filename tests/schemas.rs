@@ -5,7 +5,8 @@
 //! writes it back registered under its own subject; what Python reads back
 //! equals what it wrote, field for field (the default filled in). A message
 //! not in the registry's wire format is a dead letter naming it; a schema
-//! the subject's compatibility rule refuses is a one-line error.
+//! the subject's compatibility rule refuses is a one-line error. The NATS
+//! source reads the same wire format.
 //!
 //! The oracle is the input records, as the test made them.
 
@@ -19,7 +20,7 @@ use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
 use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
 use weir_tests::repo_root;
-use weir_tests::servers::{Kafka, SchemaRegistry};
+use weir_tests::servers::{Kafka, Nats, SchemaRegistry};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
@@ -268,4 +269,73 @@ fn protobuf_from_python_clients_round_trips_through_a_job() {
     job.run_ok(&[]);
     assert_out("protobuf", &kafka, &url, &input);
     assert_one_dead_letter(&job, 600, "fetching schema 99: not found");
+}
+
+/// The NATS source reads Avro in the registry's wire format as the Kafka
+/// source does (one parser): messages a producer framed with the id of
+/// the schema it registered come out as JSON records, keyed by a field; a
+/// message naming no schema the registry has is a dead letter.
+#[test]
+fn a_nats_source_reads_avro_through_the_registry() {
+    use weir::schemas::avro::{AvroSchema, AvroWriter};
+    use weir::schemas::registry::Registry;
+    use weir::schemas::wire;
+
+    let nats = Nats::start();
+    let registry = SchemaRegistry::start();
+    nats.create_stream("ORDERS", &["orders"]);
+    let url = registry.url();
+    let id = Registry::new(&url)
+        .and_then(|r| r.register("orders-value", "AVRO", V1))
+        .unwrap();
+    let writer = AvroWriter::new(&AvroSchema::parse(V1).unwrap()).unwrap();
+    let records: Vec<String> = (0..300)
+        .map(|i| {
+            format!(
+                r#"{{"id":{i},"amount":{}.{:02},"at":"2024-01-31T12:00:00.{:03}Z","state":"NEW","note":null,"tags":{{"a":{}}}}}"#,
+                i * 3,
+                i % 100,
+                i % 1000,
+                i % 7
+            )
+        })
+        .collect();
+    let mut messages: Vec<Vec<u8>> = records
+        .iter()
+        .map(|r| {
+            let mut message = Vec::new();
+            wire::frame(id, &mut message);
+            writer.write(r.as_bytes(), &mut message).unwrap();
+            message
+        })
+        .collect();
+    let mut unknown = Vec::new();
+    wire::frame(id + 1000, &mut unknown);
+    messages.insert(150, unknown);
+    let payloads: Vec<&[u8]> = messages.iter().map(Vec::as_slice).collect();
+    nats.publish("orders", &payloads);
+
+    let job = JobFile::new("nats-avro")
+        .checkpoint(Checkpoint::every("200ms"))
+        .source(
+            Source::nats("orders", &nats.url(), "ORDERS")
+                .string("format", "avro")
+                .string("schema_registry", &url)
+                .string("key", "id")
+                .value("bounded", true)
+                .on_error("{ dead_letter = \"bad\" }"),
+        )
+        .sink(Sink::file("out", "out.jsonl").input("orders"))
+        .sink(Sink::file("bad", "bad.jsonl"));
+    let job = JobDir::new(WEIR, job, &[]);
+    job.run_ok(&[]);
+    let got: Vec<String> = job.read("out.jsonl").lines().map(str::to_owned).collect();
+    assert_eq!(got, records);
+    let bad = job.read("bad.jsonl");
+    assert_eq!(bad.lines().count(), 1, "{bad}");
+    assert!(bad.contains("sequence 151"), "{bad}");
+    assert!(
+        bad.contains(&format!("fetching schema {}: not found", id + 1000)),
+        "{bad}"
+    );
 }
