@@ -227,38 +227,52 @@ impl LineParser {
                 }
             }
             Format::Avro | Format::Protobuf => {
-                let decoded = match self
-                    .decoder
-                    .as_mut()
-                    .expect("a binary format has a decoder")
-                {
-                    Ok(decoder) => decoder.decode(line).map(<[u8]>::to_vec),
-                    Err(e) => Err(DecodeError::Registry(e.clone())),
-                };
-                let json = match decoded {
-                    Ok(json) => json,
-                    Err(DecodeError::Bad(message)) => {
-                        return Err(self.malformed(number, BadKind::Unreadable, message));
-                    }
-                    Err(DecodeError::Registry(message)) => {
-                        self.failure = Some(SourceError::Remote {
-                            source_id: self.id.clone(),
-                            target: self.path.clone(),
-                            message,
-                        });
-                        return Ok(());
-                    }
-                };
-                let text = std::str::from_utf8(&json).expect("decoded JSON is UTF-8");
-                if let Some((field, timestamp)) = self.fields(text, number, time)? {
-                    batch.push(field.as_deref().or(key), &json, timestamp);
-                }
+                // Held apart while its output, borrowed, is parsed.
+                let mut decoder = self.decoder.take().expect("a binary format has a decoder");
+                let added = self.add_decoded(&mut decoder, batch, line, number, time, key);
+                self.decoder = Some(decoder);
+                added?;
             }
             // `lines`: the key is the message's, or the line itself.
             _ => match key {
                 Some(key) => batch.push(Some(key), line, time),
                 None => batch.push_keyed_by_value(line, time),
             },
+        }
+        Ok(())
+    }
+
+    /// Adds message `line` of a schema format, decoded by `decoder`.
+    fn add_decoded(
+        &mut self,
+        decoder: &mut Result<SchemaDecoder, String>,
+        batch: &mut Batch,
+        line: &[u8],
+        number: u64,
+        time: Option<i64>,
+        key: Option<&[u8]>,
+    ) -> Result<(), (BadKind, SourceError)> {
+        let decoded = match decoder {
+            Ok(decoder) => decoder.decode(line),
+            Err(e) => Err(DecodeError::Registry(e.clone())),
+        };
+        let json = match decoded {
+            Ok(json) => json,
+            Err(DecodeError::Bad(message)) => {
+                return Err(self.malformed(number, BadKind::Unreadable, message));
+            }
+            Err(DecodeError::Registry(message)) => {
+                self.failure = Some(SourceError::Remote {
+                    source_id: self.id.clone(),
+                    target: self.path.clone(),
+                    message,
+                });
+                return Ok(());
+            }
+        };
+        let text = std::str::from_utf8(json).expect("decoded JSON is UTF-8");
+        if let Some((field, timestamp)) = self.fields(text, number, time)? {
+            batch.push(field.as_deref().or(key), json, timestamp);
         }
         Ok(())
     }

@@ -27,13 +27,7 @@ pub(super) fn value(
     at: &str,
 ) -> Result<Value, String> {
     let not = |what: &str| Err(format!("{}{what}, not {}", place(at), shown(json)));
-    let schema = match schema {
-        Schema::Ref { name } => names
-            .get(name)
-            .copied()
-            .ok_or_else(|| format!("the schema names type {name}, which it does not define"))?,
-        schema => schema,
-    };
+    let schema = super::named(schema, names)?;
     Ok(match (schema, json) {
         (Schema::Null, Json::Null) => Value::Null,
         (Schema::Boolean, Json::Bool(b)) => Value::Boolean(*b),

@@ -175,5 +175,18 @@ impl AvroWriter {
     }
 }
 
+/// `schema`, or the type it names when it is a reference (`names`: the
+/// named types of the schema it is part of).
+fn named<'s>(
+    schema: &'s Schema,
+    names: &apache_avro::schema::NamesRef<'s>,
+) -> Result<&'s Schema, String> {
+    match schema {
+        Schema::Ref { name } => (names.get(name).copied())
+            .ok_or_else(|| format!("the schema names type {name}, which it does not define")),
+        schema => Ok(schema),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -40,12 +40,8 @@ fn bytes_for(precision: usize) -> usize {
 /// Sign-extends every `bytes` decimal of `value` (of `schema`) to
 /// [`bytes_for`] its precision.
 fn widen_decimals(value: &mut Value, schema: &Schema, names: &NamesRef<'_>) {
-    let schema = match schema {
-        Schema::Ref { name } => match names.get(name) {
-            Some(schema) => *schema,
-            None => return,
-        },
-        schema => schema,
+    let Ok(schema) = super::named(schema, names) else {
+        return;
     };
     match (value, schema) {
         (Value::Decimal(decimal), Schema::Decimal(d))

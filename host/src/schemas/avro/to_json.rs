@@ -31,13 +31,7 @@ pub(super) fn write(
     names: &NamesRef<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let schema = match schema {
-        Schema::Ref { name } => names
-            .get(name)
-            .copied()
-            .ok_or_else(|| format!("the schema names type {name}, which it does not define"))?,
-        schema => schema,
-    };
+    let schema = super::named(schema, names)?;
     match (value, schema) {
         (Value::Union(i, inner), Schema::Union(union)) => {
             let branch = (union.variants().get(*i as usize))
