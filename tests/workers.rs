@@ -401,6 +401,50 @@ fn a_first_checkpoint_never_committed_is_started_over_and_nothing_is_lost() {
     leave([("c", c)]);
 }
 
+/// A worker stalled in the middle of a restore, between reading its
+/// task's committed checkpoint and dropping the manifests after it, while
+/// the task's new owner commits checkpoints of its own: when it goes on,
+/// its claim of the task is refused and it deletes nothing. Worker a runs
+/// alone; b joins and stops itself (SIGSTOP) at
+/// `restore.after-commit-read` for longer than its session, so its tasks
+/// go back to a, which commits more checkpoints of them; b is continued,
+/// then a is killed and c joins. The output, read `read_committed`, holds
+/// every word's running counts exactly once and in order (b used to delete
+/// a's committed manifests, and those tasks then failed at every restore).
+/// Checkpoints are retained long enough that the one b read is still
+/// there when it goes on.
+#[test]
+fn a_worker_stalled_mid_restore_deletes_nothing_of_the_next_owner() {
+    let input = words(8_000);
+    let kafka = broker_with(&input);
+    let s3 = S3::start();
+    let retained = Checkpoint::every("200ms").retain(1000);
+    let file = counting(&kafka, &s3, 100).checkpoint(retained.store(&s3.url("workers")));
+    let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
+    let mut a = worker(&job, "a");
+    runs_a_task(&mut a);
+    checkpoints(&mut a, 5);
+    let point = Failpoint::RestoreAfterCommitRead;
+    let mut run = worker_command(&job, "b");
+    run.env(ENV, format!("{}:stop", point.name()));
+    let mut b = Running::spawn(run);
+    b.wait_for_line("b stopped mid-restore", |l| l == point.stop_line());
+    a.wait_for_line("a running b's tasks again", |l| {
+        l.contains("task 0-") && l.ends_with(" runs")
+    });
+    checkpoints(&mut a, 16);
+    signal(&b.child, "-CONT");
+    let refused = b.wait_for_line("b's refused claim", |l| {
+        l.contains("not restoring (and deleting no manifest)") || l.contains("dropping it")
+    });
+    assert!(!refused.contains("dropping it"), "{refused}");
+    a.kill();
+    let c = worker(&job, "c");
+    whole_output(&kafka, input.len());
+    assert_counts_in_order(&input, &kafka.read_committed("counts"));
+    leave([("b", b), ("c", c)]);
+}
+
 /// A Kafka sink switched from `write = "staged"` to `"direct"` and back
 /// between runs of its workers. Worker a (staged) is killed just after a
 /// commit point, so a committed checkpoint's staged output is not in the

@@ -6,7 +6,9 @@
 //!
 //! `WEIR_FAILPOINTS=sink.after-delivery` crashes at the first hit of that
 //! point, `sink.mid-delivery@2` at the second; several entries are
-//! separated by commas. [`Failpoint::ALL`] lists every point with where it
+//! separated by commas. An entry ending in `:stop` stops the process
+//! (SIGSTOP) at that hit instead of killing it: a stall at an exact step,
+//! which the test ends with SIGCONT. [`Failpoint::ALL`] lists every point with where it
 //! sits in the protocol (ARCHITECTURE.md, "Failpoints").
 //!
 //! A hit of an armed point prints `weir: failpoint NAME hit, killing the
@@ -96,11 +98,15 @@ pub enum Failpoint {
     /// second; the server may then drop what came before it
     /// (`postgres/cdc/reader.rs`, at release).
     CdcAfterConfirm,
+    /// `restore.after-commit-read`: a restore with a commit point (worker
+    /// mode) read the committed checkpoint, before it lists the manifests
+    /// of the object store and drops those after it (`run::restore`).
+    RestoreAfterCommitRead,
 }
 
 impl Failpoint {
     /// Every failpoint, in protocol order.
-    pub const ALL: [Failpoint; 13] = [
+    pub const ALL: [Failpoint; 14] = [
         Failpoint::SinkAfterPrecommit,
         Failpoint::CheckpointAfterStoreCommit,
         Failpoint::CheckpointBeforeCommitPoint,
@@ -114,6 +120,7 @@ impl Failpoint {
         Failpoint::RescaleAfterDerive,
         Failpoint::CdcMidSnapshot,
         Failpoint::CdcAfterConfirm,
+        Failpoint::RestoreAfterCommitRead,
     ];
 
     /// The name `WEIR_FAILPOINTS` arms it by.
@@ -132,6 +139,7 @@ impl Failpoint {
             Failpoint::RescaleAfterDerive => "rescale.after-derive",
             Failpoint::CdcMidSnapshot => "cdc.mid-snapshot",
             Failpoint::CdcAfterConfirm => "cdc.after-confirm",
+            Failpoint::RestoreAfterCommitRead => "restore.after-commit-read",
         }
     }
 
@@ -143,6 +151,12 @@ impl Failpoint {
     /// The line printed on stderr when the process is killed at it.
     pub fn crash_line(self) -> String {
         format!("weir: failpoint {} hit, killing the process", self.name())
+    }
+
+    /// The line printed on stderr when the process stops itself at it
+    /// (`:stop`).
+    pub fn stop_line(self) -> String {
+        format!("weir: failpoint {} hit, stopping the process", self.name())
     }
 }
 
@@ -158,6 +172,14 @@ pub enum FailpointError {
     /// A hit count after `@` that is not a whole number from 1 on.
     #[error("{ENV}: `{entry}`: the hit to crash at (after `@`) must be a whole number from 1 on")]
     BadCount {
+        /// The entry as written.
+        entry: String,
+    },
+    /// An action after `:` other than `stop`.
+    #[error(
+        "{ENV}: `{entry}`: the only action after `:` is `stop` (without one, the process is killed)"
+    )]
+    BadAction {
         /// The entry as written.
         entry: String,
     },
@@ -177,22 +199,33 @@ fn known() -> String {
     Failpoint::ALL.map(Failpoint::name).join(", ")
 }
 
-/// The armed failpoints: per point, the hit to crash at (0: not armed) and
-/// the hits so far.
+/// The armed failpoints: per point, the hit to crash at (0: not armed),
+/// whether it stops the process rather than kill it, and the hits so far.
 #[derive(Debug, Default)]
 struct Armed {
     at: [u64; Failpoint::ALL.len()],
+    stops: [bool; Failpoint::ALL.len()],
     hits: [AtomicU64; Failpoint::ALL.len()],
 }
 
 impl Armed {
-    /// Parses a `WEIR_FAILPOINTS` value: `name` or `name@N`, separated by
-    /// commas (blanks around entries ignored, empty entries skipped).
+    /// Parses a `WEIR_FAILPOINTS` value: `name` or `name@N`, either
+    /// followed by `:stop`, separated by commas (blanks around entries
+    /// ignored, empty entries skipped).
     fn parse(spec: &str) -> Result<Armed, FailpointError> {
         let mut armed = Armed::default();
         for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            let (name, at) = match entry.split_once('@') {
-                None => (entry, 1),
+            let (point, stops) = match entry.split_once(':') {
+                None => (entry, false),
+                Some((point, "stop")) => (point, true),
+                Some(_) => {
+                    return Err(FailpointError::BadAction {
+                        entry: entry.to_owned(),
+                    });
+                }
+            };
+            let (name, at) = match point.split_once('@') {
+                None => (point, 1),
                 Some((name, n)) => match n.trim().parse::<u64>() {
                     Ok(n) if n >= 1 => (name.trim(), n),
                     _ => {
@@ -212,6 +245,7 @@ impl Armed {
                 });
             }
             *slot = at;
+            armed.stops[point as usize] = stops;
         }
         Ok(armed)
     }
@@ -247,13 +281,29 @@ pub fn arm_from_env() -> Result<(), FailpointError> {
 }
 
 /// The process reached `point`: when that is its armed hit, prints the
-/// crash line and kills the process with SIGKILL; otherwise nothing.
+/// crash line and kills the process with SIGKILL (or, armed with `:stop`,
+/// prints the stop line and stops it with SIGSTOP, going on when it is
+/// continued); otherwise nothing.
 #[inline]
 pub fn hit(point: Failpoint) {
     if let Some(armed) = ARMED.get()
         && armed.count(point)
     {
-        crash(point)
+        match armed.stops[point as usize] {
+            true => stop(point),
+            false => crash(point),
+        }
+    }
+}
+
+/// Stops the process at `point`, as `kill -STOP` would; it goes on from
+/// here when continued.
+#[cold]
+fn stop(point: Failpoint) {
+    let _ = writeln!(std::io::stderr(), "{}", point.stop_line());
+    // SAFETY: kill(2) on this process's own id; no memory is involved.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGSTOP);
     }
 }
 
@@ -294,6 +344,12 @@ mod tests {
         assert_eq!(a.at[Failpoint::SinkAfterDelivery as usize], 1);
         assert_eq!(a.at[Failpoint::SinkMidDelivery as usize], 3);
         assert_eq!(a.at.iter().filter(|&&n| n != 0).count(), 2);
+        assert!(!a.stops.iter().any(|&s| s));
+        let a = Armed::parse("restore.after-commit-read:stop,sink.mid-delivery@2:stop").unwrap();
+        assert_eq!(a.at[Failpoint::RestoreAfterCommitRead as usize], 1);
+        assert!(a.stops[Failpoint::RestoreAfterCommitRead as usize]);
+        assert_eq!(a.at[Failpoint::SinkMidDelivery as usize], 2);
+        assert!(a.stops[Failpoint::SinkMidDelivery as usize]);
         assert!(!Armed::parse("").unwrap().any());
         assert!(!Armed::parse(" , ").unwrap().any());
     }
@@ -324,6 +380,16 @@ mod tests {
         ] {
             assert!(
                 matches!(Armed::parse(spec), Err(FailpointError::BadCount { .. })),
+                "{spec}"
+            );
+        }
+        for spec in [
+            "sink.mid-delivery:pause",
+            "sink.mid-delivery@2:",
+            "sink.mid-delivery:stop:stop",
+        ] {
+            assert!(
+                matches!(Armed::parse(spec), Err(FailpointError::BadAction { .. })),
                 "{spec}"
             );
         }

@@ -155,7 +155,8 @@ struct Direct {
     base: String,
 }
 
-/// The metadata of a commit point, before the checkpoint id.
+/// The metadata of a commit point, before the checkpoint id (none after
+/// it: a claim made while nothing was committed).
 const COMMITTED: &str = "weir:";
 
 /// Whether the group coordinator refused a commit because the member is
@@ -205,6 +206,48 @@ impl GroupCommits {
         all.get(&partition).cloned()
     }
 
+    /// Commits `list` as this worker's member of the group, outside any
+    /// transaction.
+    fn commit_offsets(&self, list: &TopicPartitionList) -> Result<(), CommitRefused> {
+        let error = match self.consumer.commit(list, CommitMode::Sync) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let what = format!("group `{}`: {error}", self.group);
+        Err(match error.rdkafka_error_code() {
+            Some(code) if fenced(code) => CommitRefused::Fenced(format!(
+                "{what}: this worker is no longer a member of the group; the task's next owner restores its last committed checkpoint"
+            )),
+            _ => CommitRefused::Busy(what),
+        })
+    }
+
+    /// The group's committed offset of anchor partition `partition`, and
+    /// the checkpoint its metadata names.
+    fn fetch(&self, partition: i32) -> Result<(Offset, Option<u64>), String> {
+        let mut list = TopicPartitionList::new();
+        list.add_partition(&self.topic, partition);
+        let read = (self.consumer)
+            .committed_offsets(list, super::client::TIMEOUT)
+            .map_err(|e| {
+                format!(
+                    "reading the committed offsets of group `{}`: {e}",
+                    self.group
+                )
+            })?;
+        let Some(e) = read.find_partition(&self.topic, partition) else {
+            return Ok((Offset::Invalid, None));
+        };
+        // An offset still in an open transaction, say, is no answer.
+        e.error().map_err(|error| {
+            format!(
+                "reading the committed offset of partition {partition} of `{}` in group `{}`: {error}",
+                self.topic, self.group
+            )
+        })?;
+        Ok((e.offset(), commit_point(&e, &self.group, &self.topic)?))
+    }
+
     /// Whether this member holds `partition` now (its assignment not
     /// lost).
     fn holds(&self, partition: i32) -> bool {
@@ -252,17 +295,7 @@ impl StageCommits for GroupCommits {
             };
             return transactions.commit(id, &list, &group);
         }
-        let error = match self.consumer.commit(&list, CommitMode::Sync) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        let what = format!("group `{}`: {error}", self.group);
-        Err(match error.rdkafka_error_code() {
-            Some(code) if fenced(code) => CommitRefused::Fenced(format!(
-                "{what}: this worker is no longer a member of the group; the task's next owner restores its last committed checkpoint"
-            )),
-            _ => CommitRefused::Busy(what),
-        })
+        self.commit_offsets(&list)
     }
 
     fn committed(&self, partition: i32) -> Result<Option<u64>, String> {
@@ -271,20 +304,38 @@ impl StageCommits for GroupCommits {
             // resolves only once that transaction ends.
             self.fence(direct, partition)?;
         }
-        let mut list = TopicPartitionList::new();
-        list.add_partition(&self.topic, partition);
-        let read = (self.consumer)
-            .committed_offsets(list, super::client::TIMEOUT)
-            .map_err(|e| {
-                format!(
-                    "reading the committed offsets of group `{}`: {e}",
-                    self.group
-                )
-            })?;
-        match read.find_partition(&self.topic, partition) {
-            Some(e) => commit_point(&e, &self.group, &self.topic),
-            None => Ok(None),
+        Ok(self.fetch(partition)?.1)
+    }
+
+    fn claim(&self, partition: i32, committed: Option<u64>) -> Result<(), CommitRefused> {
+        if !self.holds(partition) {
+            return Err(CommitRefused::Fenced(format!(
+                "this worker no longer holds partition {partition} of `{}` in group `{}`",
+                self.topic, self.group
+            )));
         }
+        let (offset, held) = self.fetch(partition).map_err(CommitRefused::Busy)?;
+        if held != committed {
+            let named = |c: Option<u64>| c.map_or_else(|| "none".to_owned(), |c| c.to_string());
+            return Err(CommitRefused::Fenced(format!(
+                "group `{}` holds checkpoint {} as task {partition}'s, not {} as read before: another worker committed it, so it owns the task",
+                self.group,
+                named(held),
+                named(committed)
+            )));
+        }
+        let offset = match offset {
+            Offset::Offset(o) => o,
+            _ => 0,
+        };
+        let mut list = TopicPartitionList::new();
+        (list.add_partition_offset(&self.topic, partition, Offset::Offset(offset)))
+            .map_err(|e| CommitRefused::Fenced(e.to_string()))?;
+        if let Some(mut e) = list.find_partition(&self.topic, partition) {
+            let id = committed.map_or_else(String::new, |c| c.to_string());
+            e.set_metadata(format!("{COMMITTED}{id}"));
+        }
+        self.commit_offsets(&list)
     }
 
     fn transactions(&self, partition: i32) -> Result<Option<Transactions>, String> {
@@ -340,6 +391,8 @@ fn commit_point(
     let metadata = e.metadata();
     match metadata.strip_prefix(COMMITTED).map(str::parse::<u64>) {
         Some(Ok(id)) => Ok(Some(id)),
+        // A claim while nothing was committed.
+        _ if metadata == COMMITTED => Ok(None),
         _ if metadata.is_empty() && !matches!(e.offset(), Offset::Offset(_)) => Ok(None),
         _ => Err(format!(
             "group `{group}` holds an offset of partition {} of `{topic}` that no worker committed (metadata {metadata:?}); the group is the job's own: give other consumers another group",
@@ -644,9 +697,12 @@ mod tests {
         list.add_partition("t", 2);
         let mut e = list.find_partition("t", 0).unwrap();
         e.set_metadata("weir:17");
+        list.add_partition_offset("t", 3, Offset::Offset(0))
+            .unwrap();
+        list.find_partition("t", 3).unwrap().set_metadata("weir:");
         assert_eq!(
-            commit_points(&list, "g", "t", 3).unwrap(),
-            [Some(17), None, None]
+            commit_points(&list, "g", "t", 4).unwrap(),
+            [Some(17), None, None, None]
         );
         list.add_partition_offset("t", 1, Offset::Offset(5))
             .unwrap();

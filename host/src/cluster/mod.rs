@@ -97,6 +97,12 @@ pub trait StageCommits: Send + Sync {
     ) -> Result<(), CommitRefused>;
     /// The checkpoint the group holds as task `partition`'s, if any.
     fn committed(&self, partition: i32) -> Result<Option<u64>, String>;
+    /// Proves that this worker's member holds task `partition` in the
+    /// group's current generation and that the group still holds
+    /// `committed` as its checkpoint, by committing that very commit point
+    /// again (changing nothing): the coordinator refuses a commit from a
+    /// member it no longer has or of an older generation. One try.
+    fn claim(&self, partition: i32, committed: Option<u64>) -> Result<(), CommitRefused>;
     /// The transactions task `partition`'s commits are carried in, if the
     /// stage's sinks write into them
     /// ([`CommitPoint::transactions`](crate::run::CommitPoint::transactions)).

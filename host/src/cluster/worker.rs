@@ -108,20 +108,21 @@ impl std::fmt::Debug for TaskCommitPoint {
     }
 }
 
-impl CommitPoint for TaskCommitPoint {
-    fn commit(&self, id: u64, sources: &BTreeMap<String, serde_json::Value>) -> Result<(), String> {
+impl TaskCommitPoint {
+    /// Tries `write` (`what`, for the log) while the worker owns the task,
+    /// again while the group is busy, up to the patience.
+    fn while_owned(
+        &self,
+        what: &str,
+        write: impl Fn() -> Result<(), CommitRefused>,
+    ) -> Result<(), String> {
         let deadline = Instant::now() + self.patience;
         loop {
-            // Held while committing: giving the task up waits for a try
+            // Held while writing: giving the task up waits for a try
             // under way, and none starts after it.
             let owned = self.owned.read().unwrap_or_else(PoisonError::into_inner);
-            if !*owned {
-                return Err(format!(
-                    "task {} is no longer this worker's (its partition was revoked)",
-                    self.task
-                ));
-            }
-            match self.stage.commit(self.task.partition, id, sources) {
+            self.owned(*owned)?;
+            match write() {
                 Ok(()) => return Ok(()),
                 Err(CommitRefused::Fenced(why)) => return Err(why),
                 Err(CommitRefused::Busy(why)) if Instant::now() >= deadline => {
@@ -131,10 +132,7 @@ impl CommitPoint for TaskCommitPoint {
                     ));
                 }
                 Err(CommitRefused::Busy(why)) => {
-                    tracing::debug!(
-                        "task {}: committing checkpoint {id}: {why}; trying again",
-                        self.task
-                    );
+                    tracing::debug!("task {}: {what}: {why}; trying again", self.task);
                 }
             }
             drop(owned);
@@ -142,8 +140,34 @@ impl CommitPoint for TaskCommitPoint {
         }
     }
 
+    /// An error unless `owned`.
+    fn owned(&self, owned: bool) -> Result<(), String> {
+        match owned {
+            true => Ok(()),
+            false => Err(format!(
+                "task {} is no longer this worker's (its partition was revoked or lost)",
+                self.task
+            )),
+        }
+    }
+}
+
+impl CommitPoint for TaskCommitPoint {
+    fn commit(&self, id: u64, sources: &BTreeMap<String, serde_json::Value>) -> Result<(), String> {
+        self.while_owned(&format!("committing checkpoint {id}"), || {
+            self.stage.commit(self.task.partition, id, sources)
+        })
+    }
+
     fn committed(&self) -> Result<Option<u64>, String> {
+        self.owned(*self.owned.read().unwrap_or_else(PoisonError::into_inner))?;
         self.stage.committed(self.task.partition)
+    }
+
+    fn claim(&self, committed: Option<u64>) -> Result<(), String> {
+        self.while_owned("claiming the task", || {
+            self.stage.claim(self.task.partition, committed)
+        })
     }
 
     fn transactions(&self) -> Result<Option<crate::run::Transactions>, String> {
@@ -259,13 +283,17 @@ impl Worker {
     fn tend(&self) {
         let mut tasks = self.tasks.lock().unwrap();
         let now = Instant::now();
-        self.leftovers.lock().unwrap().retain_mut(|(id, thread)| {
-            let running = !thread.is_finished();
-            if !running {
-                tracing::info!("worker: the run of task {id} given up here ended");
+        let ended: Vec<(TaskId, Run)> = (self.leftovers.lock().unwrap())
+            .extract_if(.., |(_, thread)| thread.is_finished())
+            .collect();
+        for (id, thread) in ended {
+            match thread.join() {
+                Ok(Err(e)) => {
+                    tracing::info!("worker: the run of task {id} given up here ended: {e}")
+                }
+                _ => tracing::info!("worker: the run of task {id} given up here ended"),
             }
-            running
-        });
+        }
         for (id, task) in tasks.iter_mut() {
             if task.thread.as_ref().is_some_and(JoinHandle::is_finished) {
                 let ended = task.thread.take().expect("checked").join();
@@ -486,6 +514,9 @@ mod tests {
         fn committed(&self, _: i32) -> Result<Option<u64>, String> {
             Ok(None)
         }
+        fn claim(&self, p: i32, _: Option<u64>) -> Result<(), CommitRefused> {
+            self.commit(p, 0, &BTreeMap::new())
+        }
     }
 
     fn point(stage: Arc<Scripted>, patience: Duration) -> TaskCommitPoint {
@@ -565,5 +596,25 @@ mod tests {
         let err = p.commit(8, &BTreeMap::new()).unwrap_err();
         assert!(err.contains("task 0-3 is no longer this worker's"), "{err}");
         assert_eq!(stage.tries.load(Ordering::SeqCst), 1);
+    }
+
+    /// A run of a task given up can neither read its commit point (a
+    /// restore would fence its new owner's transactions) nor claim it (a
+    /// restore would delete its new owner's manifests); a claim while the
+    /// task is owned is tried again while the group is busy.
+    #[test]
+    fn a_task_given_up_is_neither_read_nor_claimed() {
+        let stage = Arc::new(Scripted {
+            answers: Mutex::new(busy(2)),
+            ..Scripted::default()
+        });
+        let p = point(stage.clone(), Duration::from_secs(30));
+        p.claim(Some(4)).unwrap();
+        assert_eq!(stage.tries.load(Ordering::SeqCst), 3);
+        give_up(&p.owned);
+        for err in [p.committed().unwrap_err(), p.claim(Some(4)).unwrap_err()] {
+            assert!(err.contains("task 0-3 is no longer this worker's"), "{err}");
+        }
+        assert_eq!(stage.tries.load(Ordering::SeqCst), 3);
     }
 }

@@ -12,6 +12,12 @@
 //!   were never committed, so nothing of them reached a sink: they are
 //!   deleted, and new checkpoint ids continue after the newest of them (an
 //!   id names one checkpoint ever).
+//! - A restore deletes a manifest only after listing it and then
+//!   [claiming](CommitPoint::claim) the job: only the job's owner can
+//!   commit, so a manifest listed before a successful claim and past *c*
+//!   can never be committed by anyone. A process that lost the job (a
+//!   stalled worker whose task moved on) fails its claim and deletes
+//!   nothing of the new owner's.
 //! - With no commit recorded and at most one manifest, the first
 //!   checkpoint never reached its commit point: its manifest is deleted and
 //!   the job starts over. With several manifests the commits expired
@@ -35,6 +41,12 @@ pub trait CommitPoint: Send + Sync + std::fmt::Debug {
     /// attempt, before any sink opens: a commit point that carries
     /// transactions fences their earlier users first.
     fn committed(&self) -> Result<Option<u64>, String>;
+
+    /// Confirms that this process still owns the job and that the commit
+    /// point still names `committed` (what [`CommitPoint::committed`]
+    /// read), just before a restore deletes the manifests after it. An
+    /// error says in a sentence why not; the restore then deletes nothing.
+    fn claim(&self, committed: Option<u64>) -> Result<(), String>;
 
     /// The transactions this commit point's commits are carried in, if
     /// any: a sink that writes into them makes checkpoint *n*'s output

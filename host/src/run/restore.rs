@@ -208,11 +208,18 @@ fn committed(job: &str, remote: &RemoteStore, point: &dyn CommitPoint) -> Result
     };
     let committed = (point.committed())
         .map_err(|m| failed(format!("reading its committed checkpoint failed: {m}")))?;
+    failpoint::hit(Failpoint::RestoreAfterCommitRead);
+    // Listed before the claim that allows deleting any of them.
     let ids = remote.manifest_ids()?;
+    let claim = || {
+        (point.claim(committed))
+            .map_err(|m| failed(format!("not restoring (and deleting no manifest): {m}")))
+    };
     let Some(c) = committed else {
         return match ids[..] {
             [] => Ok(Picked::Nothing { dropped: None }),
             [only] => {
+                claim()?;
                 tracing::warn!(
                     "job `{job}`: checkpoint {only} was written but never committed (its writer stopped or lost the job before its commit point); dropping it and starting over"
                 );
@@ -243,6 +250,9 @@ fn committed(job: &str, remote: &RemoteStore, point: &dyn CommitPoint) -> Result
         )));
     }
     let later: Vec<u64> = ids.iter().copied().filter(|&id| id > c).collect();
+    if !later.is_empty() {
+        claim()?;
+    }
     for &id in &later {
         tracing::warn!(
             "job `{job}`: checkpoint {id} was written but never committed (its writer stopped or lost the job before its commit point); dropping it and restoring checkpoint {c}"
@@ -522,6 +532,27 @@ mod tests {
         fn committed(&self) -> Result<Option<u64>, String> {
             self.0.clone()
         }
+        fn claim(&self, committed: Option<u64>) -> Result<(), String> {
+            assert_eq!(Ok(committed), self.0, "claims what it read");
+            Ok(())
+        }
+    }
+
+    /// A commit point that reads `committed` and then finds the job lost
+    /// when the restore claims it (another process owns it now).
+    #[derive(Debug)]
+    struct Lost(Option<u64>);
+
+    impl CommitPoint for Lost {
+        fn commit(&self, _: u64, _: &BTreeMap<String, serde_json::Value>) -> Result<(), String> {
+            unreachable!("a restore commits nothing")
+        }
+        fn committed(&self) -> Result<Option<u64>, String> {
+            Ok(self.0)
+        }
+        fn claim(&self, _: Option<u64>) -> Result<(), String> {
+            Err("task 0-2 is no longer this worker's".into())
+        }
     }
 
     /// A `file://` store holding the manifests `ids` of job `job`.
@@ -582,6 +613,39 @@ mod tests {
         assert!(remote.manifest_ids().unwrap().is_empty());
         let got = committed("job", &remote, &Held(Ok(None))).unwrap();
         assert_eq!(got, Picked::Nothing { dropped: None });
+    }
+
+    /// A restore that finds the job lost when it claims it deletes no
+    /// manifest: the ones after the checkpoint it read may be the new
+    /// owner's, committed since (a worker stalled mid-restore once deleted
+    /// them, and the task's next restore failed forever). With nothing to
+    /// delete, no claim is needed.
+    #[test]
+    fn a_restore_that_lost_the_job_deletes_no_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = store_with(dir.path(), &[3, 4, 5, 6]);
+        let err = committed("job", &remote, &Lost(Some(4))).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("not restoring (and deleting no manifest)"),
+            "{text}"
+        );
+        assert!(text.contains("no longer this worker's"), "{text}");
+        assert_eq!(remote.manifest_ids().unwrap(), [3, 4, 5, 6]);
+        let dir = tempfile::tempdir().unwrap();
+        let remote = store_with(dir.path(), &[1]);
+        assert!(committed("job", &remote, &Lost(None)).is_err());
+        assert_eq!(remote.manifest_ids().unwrap(), [1]);
+        let dir = tempfile::tempdir().unwrap();
+        let remote = store_with(dir.path(), &[3, 4]);
+        let got = committed("job", &remote, &Lost(Some(4))).unwrap();
+        assert_eq!(
+            got,
+            Picked::Committed {
+                id: 4,
+                dropped: None
+            }
+        );
     }
 
     /// A committed checkpoint the store lacks, or a commit point that
