@@ -244,24 +244,14 @@ impl KafkaSinkConfig {
                 registry: raw.schema_registry,
                 strategy: raw.subject_strategy,
             };
-            let schema = match raw.format.as_deref() {
-                Some(format @ ("avro" | "protobuf")) if raw.upstream_task.is_some() => {
-                    return Err(format!(
-                        "`upstream_task` writes a repartition topic, whose records cross as they are: remove format = \"{format}\""
-                    ));
-                }
-                Some(format @ ("avro" | "protobuf")) => {
-                    Some(SchemaSettings::read(format == "protobuf", keys, dir, true)?)
-                }
-                _ if keys.schema.is_some()
-                    || keys.message.is_some()
-                    || keys.registry.is_some()
-                    || keys.strategy.is_some() =>
-                {
-                    return Err("`schema`, `message`, `schema_registry` and `subject_strategy` are settings of format = \"avro\" or \"protobuf\"; set the format or remove them".into());
-                }
-                _ => None,
-            };
+            if let Some(format @ ("avro" | "protobuf")) = raw.format.as_deref()
+                && raw.upstream_task.is_some()
+            {
+                return Err(format!(
+                    "`upstream_task` writes a repartition topic, whose records cross as they are: remove format = \"{format}\""
+                ));
+            }
+            let schema = SchemaSettings::of_sink(raw.format.as_deref(), keys, dir)?;
             if debezium && (mode == Mode::Upsert || raw.upstream_task.is_some()) {
                 return Err(
                     "format = \"debezium-json\" writes every change as an event: use mode = \"append\" (and no `upstream_task`)".into(),

@@ -17,6 +17,11 @@
 //! stream stores of an epoch is always a prefix of it, in order
 //! (`OrderedEpoch`), so a republished epoch continues where the stream
 //! stopped.
+//!
+//! With `format = "avro"` or `"protobuf"` each value is encoded with
+//! `schema` (and, with `schema_registry`, registered under a subject named
+//! after `subject` and framed in the registry's wire format) as it is
+//! published; the staged epochs keep the records as they came.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -33,16 +38,26 @@ use super::connection::{Connection, check_url};
 use super::ordered::{IN_FLIGHT, OrderedEpoch};
 use weir::connectors::changelog::with_op;
 use weir::connectors::from_table;
+use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaSettings};
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
 use weir::failpoint::{self, Failpoint};
+use weir::schemas::registry::SubjectStrategy;
 
 /// The registry entry of `type = "nats"` sinks.
 pub const SINK: SinkType = SinkType {
     name: "nats",
-    keys: &["url", "subject"],
+    keys: &[
+        "url",
+        "subject",
+        "format",
+        "schema",
+        "message",
+        "schema_registry",
+        "subject_strategy",
+    ],
     delivery: Delivery::ExactlyOnce,
     read: NatsSinkConfig::read,
 };
@@ -58,6 +73,9 @@ pub struct NatsSinkConfig {
     /// The subject each record is published to (`subject`); `{key}` in it
     /// stands for the record's key.
     pub subject: String,
+    /// Of `format = "avro"` or `"protobuf"`: the schema values are
+    /// encoded with.
+    pub schema: Option<SchemaSettings>,
 }
 
 impl NatsSinkConfig {
@@ -67,9 +85,14 @@ impl NatsSinkConfig {
         struct Raw {
             url: Option<String>,
             subject: Option<String>,
+            format: Option<String>,
+            schema: Option<String>,
+            message: Option<String>,
+            schema_registry: Option<String>,
+            subject_strategy: Option<SubjectStrategy>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Box::new(move |_: &Path, _| {
+        Ok(Box::new(move |dir: &Path, _| {
             let Some(url) = raw.url else {
                 return Err("`url` is missing; add url = \"nats://127.0.0.1:4222\"".into());
             };
@@ -79,7 +102,27 @@ impl NatsSinkConfig {
             };
             check_subject(&subject.replace(KEY, "k"))
                 .map_err(|m| format!("`subject` = {subject:?} {m}"))?;
-            Ok(Arc::new(NatsSinkConfig { url, subject }))
+            if let Some(other) = raw
+                .format
+                .as_deref()
+                .filter(|f| !matches!(*f, "avro" | "protobuf"))
+            {
+                return Err(format!(
+                    "`format` = {other:?} is not a NATS sink format; write \"avro\" or \"protobuf\", or remove it to publish values as they are"
+                ));
+            }
+            let keys = SchemaKeys {
+                schema: raw.schema.as_deref(),
+                message: raw.message.as_deref(),
+                registry: raw.schema_registry,
+                strategy: raw.subject_strategy,
+            };
+            let schema = SchemaSettings::of_sink(raw.format.as_deref(), keys, dir)?;
+            Ok(Arc::new(NatsSinkConfig {
+                url,
+                subject,
+                schema,
+            }))
         }))
     }
 }
@@ -121,11 +164,16 @@ impl SinkConnector for NatsSinkConfig {
                     "no JetStream stream captures subject `{sample}` ({e}); create one whose subjects include it"
                 ))
             })?;
+        let encoder = (self.schema.as_ref())
+            .map(|settings| SchemaEncoder::open(settings, &self.subject))
+            .transpose()
+            .map_err(remote(target.clone()))?;
         let destination = NatsDestination {
             sink: id.to_owned(),
             prefix: format!("{job}/{id}"),
             subject: self.subject.clone(),
             target,
+            encoder,
             connection,
         };
         if at.delivery == Delivery::AtLeastOnce {
@@ -146,6 +194,8 @@ struct NatsDestination {
     subject: String,
     /// The subject and server, for messages.
     target: String,
+    /// With `format = "avro"` or `"protobuf"`: the values' encoder.
+    encoder: Option<SchemaEncoder>,
     connection: Connection,
 }
 
@@ -156,6 +206,16 @@ impl NatsDestination {
             target: self.target.clone(),
             message,
         }
+    }
+
+    /// The payload of record `r`: its value, with its change kind when not
+    /// an insert ([`with_op`]), encoded with the schema if there is one.
+    fn payload(&self, r: &weir::dataflow::batch::RecordRef<'_>) -> Result<Bytes, SinkError> {
+        let value = with_op(r.value, r.change).map_err(|m| self.error(m))?;
+        Ok(match &self.encoder {
+            Some(encoder) => Bytes::from(encoder.encode(&value).map_err(|m| self.error(m))?),
+            None => Bytes::copy_from_slice(&value),
+        })
     }
 
     /// The subject of a record with key `key`.
@@ -198,8 +258,7 @@ impl Destination for NatsDestination {
             while let Some(batch) = epoch.next_batch()? {
                 for r in batch.iter() {
                     let subject = self.subject_for(r.key).map_err(|m| self.error(m))?;
-                    let value = with_op(r.value, r.change).map_err(|m| self.error(m))?;
-                    let payload = Bytes::copy_from_slice(&value);
+                    let payload = self.payload(&r)?;
                     ordered
                         .publish(subject, payload)
                         .await
@@ -260,8 +319,7 @@ impl Sink for PublishingSink {
             for r in batch.iter() {
                 let subject = destination.subject_for(r.key);
                 let subject = subject.map_err(|m| destination.error(m))?;
-                let value = with_op(r.value, r.change).map_err(|m| destination.error(m))?;
-                let message = PublishMessage::build().payload(Bytes::copy_from_slice(&value));
+                let message = PublishMessage::build().payload(destination.payload(&r)?);
                 let ack = jetstream
                     .send_publish(subject, message)
                     .await
@@ -312,6 +370,18 @@ mod tests {
             ("url = \"h:1\"", "`subject` is missing"),
             ("url = \"h:1\"\nsubject = \"out.*\"", "wildcards"),
             ("url = \"h:1\"\nsubject = \"out..x\"", "empty token"),
+            (
+                "url = \"h:1\"\nsubject = \"o\"\nformat = \"csv\"",
+                "not a NATS sink format",
+            ),
+            (
+                "url = \"h:1\"\nsubject = \"o\"\nschema = \"a.avsc\"",
+                "settings of format = \"avro\" or \"protobuf\"",
+            ),
+            (
+                "url = \"h:1\"\nsubject = \"o\"\nformat = \"avro\"",
+                "add schema = \"<file>.avsc\"",
+            ),
         ] {
             let err = parse(text).unwrap_err();
             assert!(err.contains(expected), "{text}: {err}");

@@ -82,7 +82,37 @@ pub struct SchemaKeys<'a> {
     pub strategy: Option<SubjectStrategy>,
 }
 
+impl SchemaKeys<'_> {
+    /// Whether any of the keys is set.
+    fn any(&self) -> bool {
+        self.schema.is_some()
+            || self.message.is_some()
+            || self.registry.is_some()
+            || self.strategy.is_some()
+    }
+}
+
 impl SchemaSettings {
+    /// The settings of a sink's `format`, when it is `avro` or `protobuf`
+    /// (then `schema` is needed); for any other format the schema's keys
+    /// are refused in one line.
+    pub fn of_sink(
+        format: Option<&str>,
+        keys: SchemaKeys<'_>,
+        dir: &Path,
+    ) -> Result<Option<SchemaSettings>, String> {
+        match format {
+            Some(format @ ("avro" | "protobuf")) => Ok(Some(SchemaSettings::read(
+                format == "protobuf",
+                keys,
+                dir,
+                true,
+            )?)),
+            _ if keys.any() => Err("`schema`, `message`, `schema_registry` and `subject_strategy` are settings of format = \"avro\" or \"protobuf\"; set the format or remove them".into()),
+            _ => Ok(None),
+        }
+    }
+
     /// Reads the settings of format `protobuf` (else `avro`): `schema` a
     /// file relative to the job folder `dir`, `message` the Protobuf
     /// message type in it (default: its first). A source needs `schema` or
@@ -279,8 +309,9 @@ pub struct SchemaEncoder {
 }
 
 impl SchemaEncoder {
-    /// An encoder for `settings` writing to `topic` (the subject's base):
-    /// with a registry, registers the schema (or finds it registered).
+    /// An encoder for `settings` writing to `topic` (the subject's base: a
+    /// Kafka topic, a NATS subject): with a registry, registers the schema
+    /// (or finds it registered).
     pub fn open(settings: &SchemaSettings, topic: &str) -> Result<SchemaEncoder, String> {
         let schema = settings
             .schema
