@@ -317,21 +317,24 @@ run_registry() {
 }
 
 # Python's Kafka clients for the tests that produce and consume as other
-# programs do: confluent-kafka with its schema registry client and its Avro
-# and Protobuf serializers, in a venv at ~/.cache/weir-pyclients/VERSION.
+# programs do: confluent-kafka with its schema registry client and its Avro,
+# JSON Schema and Protobuf serializers, in a venv at
+# ~/.cache/weir-pyclients/VERSION.
 PY_CLIENTS_VERSION=2.16.1
+PY_CLIENTS="confluent-kafka[avro,json,protobuf,schemaregistry]==$PY_CLIENTS_VERSION"
 
 python_clients() {
     local venv
     venv="${XDG_CACHE_HOME:-$HOME/.cache}/weir-pyclients/$PY_CLIENTS_VERSION"
-    if [ ! -e "$venv/.complete" ] || [ ! -x "$venv/bin/python" ]; then
-        echo "services: installing confluent-kafka $PY_CLIENTS_VERSION into $venv (pip, once)..." >&2
-        # A venv cannot move: it is made in place, and complete once marked.
+    # Complete once marked with what it holds.
+    if [ "$(cat "$venv/.complete" 2>/dev/null)" != "$PY_CLIENTS" ] || [ ! -x "$venv/bin/python" ]; then
+        echo "services: installing $PY_CLIENTS into $venv (pip, once)..." >&2
+        # A venv cannot move: it is made in place.
         rm -rf "$venv"
         python3 -m venv "$venv" || die "python3 -m venv failed; install python3-venv"
-        "$venv/bin/pip" install -q "confluent-kafka[avro,protobuf,schemaregistry]==$PY_CLIENTS_VERSION" >&2 ||
-            die "pip could not install confluent-kafka $PY_CLIENTS_VERSION (see above)"
-        touch "$venv/.complete"
+        "$venv/bin/pip" install -q "$PY_CLIENTS" >&2 ||
+            die "pip could not install $PY_CLIENTS (see above)"
+        echo "$PY_CLIENTS" >"$venv/.complete"
     fi
     echo "$venv/bin/python"
 }

@@ -227,6 +227,130 @@ fn avro_from_python_clients_round_trips_through_a_job_with_an_evolved_schema() {
     ]);
 }
 
+/// A JSON Schema of orders, as Confluent's clients write them (draft-07).
+const JSON_ORDER: &str = r##"{
+  "$schema": "http://json-schema.org/draft-07/schema#",
+  "title": "Order",
+  "type": "object",
+  "properties": {
+    "id": {"type": "integer"},
+    "amount": {"type": "number", "minimum": 0},
+    "at": {"type": "string", "format": "date-time"},
+    "state": {"enum": ["NEW", "PAID", "SHIPPED"]},
+    "note": {"type": ["string", "null"]},
+    "tags": {"type": "object", "additionalProperties": {"type": "integer"}},
+    "lines": {"type": "array", "items": {"$ref": "#/definitions/line"}}
+  },
+  "required": ["id", "amount", "state"],
+  "additionalProperties": false,
+  "definitions": {
+    "line": {
+      "type": "object",
+      "properties": {"sku": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}},
+      "required": ["sku", "qty"]
+    }
+  }
+}"##;
+
+/// Order `i` as JSON, fitting [`JSON_ORDER`].
+fn json_order(i: u64) -> Value {
+    let lines: Vec<Value> = (0..i % 3)
+        .map(|n| json!({"sku": format!("s{n}"), "qty": n + 1}))
+        .collect();
+    let state = ["NEW", "PAID", "SHIPPED"][i as usize % 3];
+    json!({
+        "id": i,
+        "amount": (i % 1000) as f64 + (i % 100) as f64 / 100.0,
+        "at": format!("2024-02-{:02}T10:00:{:02}.{:03}Z", i % 28 + 1, i % 60, i % 1000),
+        "state": state,
+        "note": if i.is_multiple_of(4) { Value::Null } else { json!(format!("n{i} \"q\" é")) },
+        "tags": {"a": i % 10},
+        "lines": lines,
+    })
+}
+
+/// JSON Schema through the registry: Python's `JSONSerializer` writes
+/// 1,500 orders (its writer's schema registered), plus one message framed
+/// with that schema's id whose record does not fit it; a job reads them
+/// with `format = "json"` and writes them back registered under
+/// `out-value`; Python's `JSONDeserializer` (which checks each record
+/// against its writer's schema) reads the 1,500 equal to the input, in
+/// order; the misfit is one dead letter saying where it does not fit.
+/// Lines of a file with `format = "json"` are checked against `schema`
+/// alike, the misfits dead letters naming their line.
+#[test]
+fn json_schema_from_python_clients_round_trips_through_a_job() {
+    let kafka = Kafka::start();
+    let registry = SchemaRegistry::start();
+    kafka.create_topic("orders", 1);
+    kafka.create_topic("out", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let schema_file = dir.path().join("orders.schema.json");
+    std::fs::write(&schema_file, JSON_ORDER).unwrap();
+    let (brokers, url) = (kafka.brokers(), registry.url());
+    let orders: Vec<Value> = (0..1500).map(json_order).collect();
+    let produce = |records: &[Value]| {
+        let file = schema_file.display().to_string();
+        let args = ["produce", "json", &brokers, &url, "orders", &file];
+        clients(&args, &lines(records))
+    };
+    produce(&orders[..1000]);
+    let latest = registry.call("GET", "/subjects/orders-value/versions/latest", "");
+    let latest: Value = serde_json::from_str(&latest.body).unwrap();
+    let id = u32::try_from(latest["id"].as_u64().unwrap()).unwrap();
+    let mut misfit = vec![0u8];
+    misfit.extend_from_slice(&id.to_be_bytes());
+    misfit.extend_from_slice(br#"{"id": 7, "amount": -1, "state": "NEW"}"#);
+    kafka.produce("orders", &[(Some(0), None, &misfit, None)]);
+    produce(&orders[1000..]);
+
+    let schema = [("schema", "orders.schema.json")];
+    let files = [("orders.schema.json", JSON_ORDER)];
+    let job = JobDir::new(WEIR, job("json", &kafka, &url, &schema, &schema), &files);
+    job.run_ok(&[]);
+    assert_out("json", &kafka, &url, &orders);
+    assert_one_dead_letter(&job, 1000, "does not fit the JSON Schema at /amount");
+    let subjects = registry.call("GET", "/subjects", "");
+    assert!(subjects.body.contains("out-value"), "{}", subjects.body);
+
+    // Lines of a file, checked against the schema alone.
+    let mut text = lines(&orders[..300]);
+    text.insert_str(0, "{\"id\": 1, \"amount\": 1, \"state\": \"LOST\"}\n");
+    text.push_str("{\"id\": 2, \"amount\": 2, \"state\": \"NEW\", \"extra\": 1}\n");
+    let file_job = JobFile::new("json-lines")
+        .source(
+            Source::file("orders", "orders.jsonl")
+                .string("format", "json")
+                .string("schema", "orders.schema.json")
+                .on_error("{ dead_letter = \"bad\" }"),
+        )
+        .sink(Sink::file("out", "out.jsonl").input("orders"))
+        .sink(Sink::file("bad", "bad.jsonl"));
+    let files = [("orders.schema.json", JSON_ORDER), ("orders.jsonl", &text)];
+    let file_job = JobDir::new(WEIR, file_job, &files);
+    file_job.run_ok(&[]);
+    let out: Vec<Value> = (file_job.read("out.jsonl").lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(out, orders[..300]);
+    let bad: Vec<String> = file_job
+        .read("bad.jsonl")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert!(
+        bad[0].contains("line 1") && bad[0].contains("at /state"),
+        "{}",
+        bad[0]
+    );
+    assert!(
+        bad[1].contains("line 302") && bad[1].contains("Additional properties"),
+        "{}",
+        bad[1]
+    );
+}
+
 /// Order `i` as the Protobuf clients take and print it (every field).
 fn proto_order(i: u64) -> Value {
     let lines: Vec<Value> = (0..i % 3)

@@ -230,11 +230,11 @@ impl KafkaSinkConfig {
             }
             let mode = raw.mode.unwrap_or(Mode::Append);
             let debezium = match raw.format.as_deref() {
-                None | Some("lines" | "jsonl" | "avro" | "protobuf") => false,
+                None | Some("lines" | "jsonl" | "avro" | "protobuf" | "json") => false,
                 Some("debezium-json") => true,
                 Some(other) => {
                     return Err(format!(
-                        "`format` = {other:?} is not a Kafka sink format; write \"debezium-json\", \"avro\" or \"protobuf\", or remove it to write values as they are"
+                        "`format` = {other:?} is not a Kafka sink format; write \"debezium-json\", \"avro\", \"protobuf\" or \"json\", or remove it to write values as they are"
                     ));
                 }
             };
@@ -244,7 +244,7 @@ impl KafkaSinkConfig {
                 registry: raw.schema_registry,
                 strategy: raw.subject_strategy,
             };
-            if let Some(format @ ("avro" | "protobuf")) = raw.format.as_deref()
+            if let Some(format @ ("avro" | "protobuf" | "json")) = raw.format.as_deref()
                 && raw.upstream_task.is_some()
             {
                 return Err(format!(

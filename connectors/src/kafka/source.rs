@@ -151,11 +151,11 @@ impl KafkaSourceConfig {
             let parsing = parsing.check(dir)?;
             let fields = matches!(
                 parsing.format,
-                Format::Jsonl | Format::Avro | Format::Protobuf
+                Format::Jsonl | Format::Avro | Format::Protobuf | Format::Json
             );
             if parsing.key.is_some() && !fields {
                 return Err(
-                    "`key` names a field of a jsonl, avro or protobuf value; set the format or remove `key` (the message key is the record key)".into(),
+                    "`key` names a field of a jsonl, avro, protobuf or json value; set the format or remove `key` (the message key is the record key)".into(),
                 );
             }
             let client = ClientSettings::read(raw.brokers, raw.properties)?;

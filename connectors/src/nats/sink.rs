@@ -38,7 +38,7 @@ use super::connection::{Connection, check_url};
 use super::ordered::{IN_FLIGHT, OrderedEpoch};
 use weir::connectors::changelog::with_op;
 use weir::connectors::from_table;
-use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaSettings};
+use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaKind, SchemaSettings};
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
@@ -105,10 +105,10 @@ impl NatsSinkConfig {
             if let Some(other) = raw
                 .format
                 .as_deref()
-                .filter(|f| !matches!(*f, "avro" | "protobuf"))
+                .filter(|f| SchemaKind::of_format(f).is_none())
             {
                 return Err(format!(
-                    "`format` = {other:?} is not a NATS sink format; write \"avro\" or \"protobuf\", or remove it to publish values as they are"
+                    "`format` = {other:?} is not a NATS sink format; write \"avro\", \"protobuf\" or \"json\", or remove it to publish values as they are"
                 ));
             }
             let keys = SchemaKeys {
@@ -376,7 +376,7 @@ mod tests {
             ),
             (
                 "url = \"h:1\"\nsubject = \"o\"\nschema = \"a.avsc\"",
-                "settings of format = \"avro\" or \"protobuf\"",
+                "settings of format = \"avro\", \"protobuf\" or \"json\"",
             ),
             (
                 "url = \"h:1\"\nsubject = \"o\"\nformat = \"avro\"",

@@ -202,7 +202,8 @@ impl LineParser {
         match self.format {
             // A tombstone of a Kafka topic.
             Format::Avro | Format::Protobuf if line.is_empty() => {}
-            Format::Jsonl | Format::DebeziumJson if line.iter().all(u8::is_ascii_whitespace) => {}
+            Format::Jsonl | Format::DebeziumJson | Format::Json
+                if line.iter().all(u8::is_ascii_whitespace) => {}
             Format::Jsonl if self.key.is_none() && self.timestamp.is_none() => {
                 batch.push(key, line, time)
             }
@@ -226,7 +227,7 @@ impl LineParser {
                     }
                 }
             }
-            Format::Avro | Format::Protobuf => {
+            Format::Avro | Format::Protobuf | Format::Json => {
                 // Held apart while its output, borrowed, is parsed.
                 let mut decoder = self.decoder.take().expect("a binary format has a decoder");
                 let added = self.add_decoded(&mut decoder, batch, line, number, time, key);

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Table;
 
 use super::cells::Columns;
-use super::schema_format::{SchemaKeys, SchemaSettings};
+use super::schema_format::{SchemaKeys, SchemaKind, SchemaSettings};
 use crate::fields::from_table;
 
 /// How a source's text becomes records (its `format`, `key`, `timestamp`
@@ -93,11 +93,18 @@ impl ParsingKeys {
     }
 
     /// Refuses `avro` and `protobuf`, whose datums are messages, not
-    /// lines: "format = "avro" is not supported by a `kind` source".
+    /// lines: "format = "avro" is not supported by a `kind` source"; and
+    /// `json` with a registry, whose framing is binary (lines of JSON
+    /// records are checked against `schema`).
     pub fn refuse_binary(&self, kind: &str) -> Result<(), String> {
         let format = match self.format {
             Some(Format::Avro) => "avro",
             Some(Format::Protobuf) => "protobuf",
+            Some(Format::Json) if self.schema_registry.is_some() => {
+                return Err(format!(
+                    "`schema_registry` reads messages framed with a schema id (of Kafka and NATS sources), not lines of a {kind} source: check the lines with `schema` alone"
+                ));
+            }
             _ => return Ok(()),
         };
         Err(format!(
@@ -124,18 +131,21 @@ impl ParsingKeys {
             registry: self.schema_registry.clone(),
             strategy: None,
         };
-        let schema = match format {
-            Format::Avro | Format::Protobuf => {
-                let protobuf = format == Format::Protobuf;
-                Some(SchemaSettings::read(protobuf, keys, dir, false)?)
-            }
-            _ if keys.schema.is_some() || keys.message.is_some() || keys.registry.is_some() => {
+        let kind = match format {
+            Format::Avro => Some(SchemaKind::Avro),
+            Format::Protobuf => Some(SchemaKind::Protobuf),
+            Format::Json => Some(SchemaKind::Json),
+            _ => None,
+        };
+        let schema = match kind {
+            Some(kind) => Some(SchemaSettings::read(kind, keys, dir, false)?),
+            None if keys.schema.is_some() || keys.message.is_some() || keys.registry.is_some() => {
                 return Err(
-                    "`schema`, `message` and `schema_registry` are settings of format = \"avro\" or \"protobuf\"; set the format or remove them"
+                    "`schema`, `message` and `schema_registry` are settings of format = \"avro\", \"protobuf\" or \"json\"; set the format or remove them"
                         .into(),
                 );
             }
-            _ => None,
+            None => None,
         };
         Ok(Parsing {
             format,
@@ -169,6 +179,9 @@ pub enum Format {
     /// One Protobuf message per message, read into a JSON record as Avro
     /// is.
     Protobuf,
+    /// One JSON record per message (or line of a file), checked against a
+    /// JSON Schema: the job's `schema`, and with a registry its writer's.
+    Json,
 }
 
 /// What a source does with a record whose timestamp is missing or invalid

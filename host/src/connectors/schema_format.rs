@@ -1,5 +1,5 @@
-//! The formats with a schema, `avro` and `protobuf`, of sources and sinks:
-//! their settings ([`SchemaSettings`]: `schema`, `message`,
+//! The formats with a schema, `avro`, `protobuf` and `json`, of sources
+//! and sinks: their settings ([`SchemaSettings`]: `schema`, `message`,
 //! `schema_registry`, `subject_strategy`), a source's decoder of messages
 //! into JSON records ([`SchemaDecoder`]) and a sink's encoder of records
 //! into messages ([`SchemaEncoder`]).
@@ -7,35 +7,90 @@
 //! With `schema_registry`, messages are in Confluent's wire format: a
 //! source fetches each writer's schema by the id the message names (once)
 //! and reads Avro as `schema` sees it when given (Avro's resolution; a
-//! Protobuf message is read with its writer's schema), a sink registers
+//! Protobuf message is read with its writer's schema; a JSON record is
+//! checked against its writer's schema and `schema`), a sink registers
 //! `schema` under its subject at open and frames each message with the id
 //! (and, for Protobuf, the message's path in its file). Without, messages
-//! are bare datums of `schema`.
+//! are bare datums of `schema` (JSON records it checks).
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::schemas::avro::{AvroReader, AvroSchema, AvroWriter};
+use crate::schemas::json_schema::JsonSchema;
 use crate::schemas::protobuf::ProtoSchema;
 use crate::schemas::registry::{FetchError, Registry, SubjectStrategy};
 use crate::schemas::wire;
 
-/// A schema of a format: Avro's, or a Protobuf message type's.
+/// The kind of a format's schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaKind {
+    /// `format = "avro"`: Avro schemas (`.avsc`).
+    Avro,
+    /// `format = "protobuf"`: message types of `.proto` files.
+    Protobuf,
+    /// `format = "json"`: JSON Schemas of JSON records.
+    Json,
+}
+
+impl SchemaKind {
+    /// The kind of `format`, if it is a format with a schema.
+    pub fn of_format(format: &str) -> Option<SchemaKind> {
+        match format {
+            "avro" => Some(SchemaKind::Avro),
+            "protobuf" => Some(SchemaKind::Protobuf),
+            "json" => Some(SchemaKind::Json),
+            _ => None,
+        }
+    }
+
+    /// The `format` value.
+    pub fn format(self) -> &'static str {
+        match self {
+            SchemaKind::Avro => "avro",
+            SchemaKind::Protobuf => "protobuf",
+            SchemaKind::Json => "json",
+        }
+    }
+
+    /// The registry's name of the kind (`schemaType`).
+    fn registry_name(self) -> &'static str {
+        match self {
+            SchemaKind::Avro => "AVRO",
+            SchemaKind::Protobuf => "PROTOBUF",
+            SchemaKind::Json => "JSON",
+        }
+    }
+
+    /// The usual extension of its schema files.
+    fn extension(self) -> &'static str {
+        match self {
+            SchemaKind::Avro => "avsc",
+            SchemaKind::Protobuf => "proto",
+            SchemaKind::Json => "schema.json",
+        }
+    }
+}
+
+/// A schema of a format: Avro's, a Protobuf message type's, or a JSON
+/// Schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Schema {
     /// An Avro schema (`.avsc`).
     Avro(AvroSchema),
     /// A message type of a `.proto` file.
     Protobuf(ProtoSchema),
+    /// A JSON Schema.
+    Json(JsonSchema),
 }
 
 impl Schema {
-    /// The registry's name of the kind of schema.
-    fn kind(&self) -> &'static str {
+    fn kind(&self) -> SchemaKind {
         match self {
-            Schema::Avro(_) => "AVRO",
-            Schema::Protobuf(_) => "PROTOBUF",
+            Schema::Avro(_) => SchemaKind::Avro,
+            Schema::Protobuf(_) => SchemaKind::Protobuf,
+            Schema::Json(_) => SchemaKind::Json,
         }
     }
 
@@ -43,23 +98,26 @@ impl Schema {
         match self {
             Schema::Avro(s) => s.text(),
             Schema::Protobuf(s) => s.text(),
+            Schema::Json(s) => s.text(),
         }
     }
 
-    /// The record's full name, for the record-name subject strategies.
+    /// The record's full name, for the record-name subject strategies (a
+    /// JSON Schema's `title`).
     fn full_name(&self) -> Option<String> {
         match self {
             Schema::Avro(s) => s.full_name(),
             Schema::Protobuf(s) => Some(s.full_name().to_owned()),
+            Schema::Json(s) => s.title().map(str::to_owned),
         }
     }
 }
 
-/// The settings of `format = "avro"` or `"protobuf"`.
+/// The settings of `format = "avro"`, `"protobuf"` or `"json"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaSettings {
-    /// Whether the format is `protobuf` (else `avro`).
-    pub protobuf: bool,
+    /// The format's kind of schema.
+    pub kind: SchemaKind,
     /// `schema` (with `message`): the schema file's, compiled. An Avro
     /// source reads values as it sees them; a sink writes values of it.
     pub schema: Option<Schema>,
@@ -82,6 +140,9 @@ pub struct SchemaKeys<'a> {
     pub strategy: Option<SubjectStrategy>,
 }
 
+/// Why the schema's keys are refused with a format that has none.
+const KEYS_WITHOUT_FORMAT: &str = "`schema`, `message`, `schema_registry` and `subject_strategy` are settings of format = \"avro\", \"protobuf\" or \"json\"; set the format or remove them";
+
 impl SchemaKeys<'_> {
     /// Whether any of the keys is set.
     fn any(&self) -> bool {
@@ -93,7 +154,7 @@ impl SchemaKeys<'_> {
 }
 
 impl SchemaSettings {
-    /// The settings of a sink's `format`, when it is `avro` or `protobuf`
+    /// The settings of a sink's `format`, when it is one with a schema
     /// (then `schema` is needed); for any other format the schema's keys
     /// are refused in one line.
     pub fn of_sink(
@@ -101,52 +162,49 @@ impl SchemaSettings {
         keys: SchemaKeys<'_>,
         dir: &Path,
     ) -> Result<Option<SchemaSettings>, String> {
-        match format {
-            Some(format @ ("avro" | "protobuf")) => Ok(Some(SchemaSettings::read(
-                format == "protobuf",
-                keys,
-                dir,
-                true,
-            )?)),
-            _ if keys.any() => Err("`schema`, `message`, `schema_registry` and `subject_strategy` are settings of format = \"avro\" or \"protobuf\"; set the format or remove them".into()),
-            _ => Ok(None),
+        match format.and_then(SchemaKind::of_format) {
+            Some(kind) => Ok(Some(SchemaSettings::read(kind, keys, dir, true)?)),
+            None if keys.any() => Err(KEYS_WITHOUT_FORMAT.into()),
+            None => Ok(None),
         }
     }
 
-    /// Reads the settings of format `protobuf` (else `avro`): `schema` a
-    /// file relative to the job folder `dir`, `message` the Protobuf
-    /// message type in it (default: its first). A source needs `schema` or
-    /// `schema_registry`, a sink (`writes`) needs `schema`.
+    /// Reads the settings of a format of `kind`: `schema` a file relative
+    /// to the job folder `dir`, `message` the Protobuf message type in it
+    /// (default: its first). A source needs `schema` or `schema_registry`,
+    /// a sink (`writes`) needs `schema`.
     pub fn read(
-        protobuf: bool,
+        kind: SchemaKind,
         keys: SchemaKeys<'_>,
         dir: &Path,
         writes: bool,
     ) -> Result<SchemaSettings, String> {
-        let format = if protobuf { "protobuf" } else { "avro" };
-        let extension = if protobuf { "proto" } else { "avsc" };
-        if keys.message.is_some() && !protobuf {
-            return Err(
-                "`message` names a Protobuf message type: remove it (Avro's schema is one record)"
-                    .into(),
-            );
+        let (format, extension) = (kind.format(), kind.extension());
+        if keys.message.is_some() && kind != SchemaKind::Protobuf {
+            return Err(format!(
+                "`message` names a Protobuf message type: remove it (format = \"{format}\" has one schema)"
+            ));
         }
+        let text = |file: &str| {
+            let path = dir.join(file);
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("`schema` = {file:?}: cannot read {}: {e}", path.display()))
+        };
         let schema = match keys.schema {
             None => None,
-            Some(file) if protobuf => Some(Schema::Protobuf(ProtoSchema::read(
-                dir,
-                file,
-                keys.message,
-            )?)),
-            Some(file) => {
-                let path = dir.join(file);
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    format!("`schema` = {file:?}: cannot read {}: {e}", path.display())
-                })?;
-                let schema =
-                    AvroSchema::parse(&text).map_err(|e| format!("`schema` = {file:?}: {e}"))?;
-                Some(Schema::Avro(schema))
-            }
+            Some(file) => Some(match kind {
+                SchemaKind::Protobuf => {
+                    Schema::Protobuf(ProtoSchema::read(dir, file, keys.message)?)
+                }
+                SchemaKind::Avro => Schema::Avro(
+                    AvroSchema::parse(&text(file)?)
+                        .map_err(|e| format!("`schema` = {file:?}: {e}"))?,
+                ),
+                SchemaKind::Json => Schema::Json(
+                    JsonSchema::parse(&text(file)?)
+                        .map_err(|e| format!("`schema` = {file:?}: {e}"))?,
+                ),
+            }),
         };
         match (&schema, &keys.registry, writes) {
             (None, _, true) => Err(format!(
@@ -159,7 +217,7 @@ impl SchemaSettings {
                 "`subject_strategy` names the subject of a schema registry: add schema_registry or remove it".into(),
             ),
             _ => Ok(SchemaSettings {
-                protobuf,
+                kind,
                 schema,
                 registry: keys.registry,
                 strategy: keys.strategy.unwrap_or_default(),
@@ -182,6 +240,8 @@ pub enum DecodeError {
 enum Reader {
     Avro(Arc<AvroReader>),
     Protobuf(Arc<ProtoSchema>),
+    /// The schemas a JSON record must fit: its writer's and the job's.
+    Json(Vec<JsonSchema>),
 }
 
 impl Reader {
@@ -189,11 +249,20 @@ impl Reader {
         match self {
             Reader::Avro(r) => r.read(datum, out),
             Reader::Protobuf(s) => s.decode(datum, out),
+            Reader::Json(schemas) => {
+                let value: serde_json::Value =
+                    serde_json::from_slice(datum).map_err(|e| format!("not JSON: {e}"))?;
+                for schema in schemas {
+                    schema.check_value(&value)?;
+                }
+                out.extend_from_slice(datum);
+                Ok(())
+            }
         }
     }
 }
 
-/// A source's decoder of `avro` or `protobuf` messages.
+/// A source's decoder of `avro`, `protobuf` or `json` messages.
 pub struct SchemaDecoder {
     settings: SchemaSettings,
     registry: Option<Registry>,
@@ -220,6 +289,7 @@ impl SchemaDecoder {
             (None, Some(Schema::Protobuf(schema))) => {
                 Some(Reader::Protobuf(Arc::new(schema.clone())))
             }
+            (None, Some(Schema::Json(schema))) => Some(Reader::Json(vec![schema.clone()])),
             _ => None,
         };
         Ok(SchemaDecoder {
@@ -241,9 +311,9 @@ impl SchemaDecoder {
             ),
             Some(_) => {
                 let (id, datum) = wire::split(message).map_err(DecodeError::Bad)?;
-                let (path, datum) = match self.settings.protobuf {
-                    true => wire::split_indexes(datum).map_err(DecodeError::Bad)?,
-                    false => (Vec::new(), datum),
+                let (path, datum) = match self.settings.kind {
+                    SchemaKind::Protobuf => wire::split_indexes(datum).map_err(DecodeError::Bad)?,
+                    _ => (Vec::new(), datum),
                 };
                 let key = (id, path);
                 let reader = match self.by_id.get(&key) {
@@ -272,8 +342,16 @@ impl SchemaDecoder {
             FetchError::Unavailable(message) => DecodeError::Registry(message),
         })?;
         let bad = |e: String| DecodeError::Bad(format!("schema {id} of the registry: {e}"));
-        match (self.settings.protobuf, stored.kind.as_str()) {
-            (false, "AVRO") => {
+        let kind = self.settings.kind;
+        if stored.kind != kind.registry_name() {
+            return Err(bad(format!(
+                "it is {}, not {}",
+                stored.kind,
+                kind.registry_name()
+            )));
+        }
+        match kind {
+            SchemaKind::Avro => {
                 let writer = AvroSchema::parse(&stored.text).map_err(bad)?;
                 let reader = match &self.settings.schema {
                     Some(Schema::Avro(reader)) => Some(reader),
@@ -283,14 +361,17 @@ impl SchemaDecoder {
                     AvroReader::new(&writer, reader).map_err(bad)?,
                 )))
             }
-            (true, "PROTOBUF") => {
+            SchemaKind::Protobuf => {
                 let schema = ProtoSchema::at_indexes(&stored.text, path).map_err(bad)?;
                 Ok(Reader::Protobuf(Arc::new(schema)))
             }
-            (protobuf, kind) => Err(bad(format!(
-                "it is {kind}, not {}",
-                if protobuf { "Protobuf" } else { "Avro" }
-            ))),
+            SchemaKind::Json => {
+                let mut schemas = vec![JsonSchema::parse(&stored.text).map_err(bad)?];
+                if let Some(Schema::Json(own)) = &self.settings.schema {
+                    schemas.push(own.clone());
+                }
+                Ok(Reader::Json(schemas))
+            }
         }
     }
 }
@@ -299,9 +380,10 @@ impl SchemaDecoder {
 enum Writer {
     Avro(AvroWriter),
     Protobuf(ProtoSchema),
+    Json(JsonSchema),
 }
 
-/// A sink's encoder of records into `avro` or `protobuf` messages.
+/// A sink's encoder of records into `avro`, `protobuf` or `json` messages.
 pub struct SchemaEncoder {
     writer: Writer,
     /// With a registry, the schema's id there.
@@ -324,12 +406,13 @@ impl SchemaEncoder {
                 let subject = settings
                     .strategy
                     .subject(topic, schema.full_name().as_deref())?;
-                Some(registry.register(&subject, schema.kind(), schema.text())?)
+                Some(registry.register(&subject, schema.kind().registry_name(), schema.text())?)
             }
         };
         let writer = match schema {
             Schema::Avro(s) => Writer::Avro(AvroWriter::new(s)?),
             Schema::Protobuf(s) => Writer::Protobuf(s.clone()),
+            Schema::Json(s) => Writer::Json(s.clone()),
         };
         Ok(SchemaEncoder { writer, id })
     }
@@ -346,6 +429,10 @@ impl SchemaEncoder {
         match &self.writer {
             Writer::Avro(w) => w.write(json, &mut out)?,
             Writer::Protobuf(s) => s.encode(json, &mut out)?,
+            Writer::Json(s) => {
+                s.check(json)?;
+                out.extend_from_slice(json);
+            }
         }
         Ok(out)
     }

@@ -20,7 +20,7 @@ use super::{BuildSource, SourceConnector, SourceType};
 /// The registry entry of `type = "stdin"`.
 pub const SOURCE: SourceType = SourceType {
     name: "stdin",
-    keys: &["format", "key", "timestamp", "on_bad_timestamp"],
+    keys: &["format", "key", "timestamp", "on_bad_timestamp", "schema"],
     read: StdinConfig::read,
 };
 

@@ -1,11 +1,12 @@
 """Records through Kafka as Python's own clients write and read them
-(confluent-kafka's Avro and Protobuf serializers against a schema
-registry), for the tests of Weir's `avro` and `protobuf` formats.
+(confluent-kafka's Avro, Protobuf and JSON Schema serializers against a
+schema registry), for the tests of Weir's `avro`, `protobuf` and `json`
+formats.
 
-    produce avro BROKERS REGISTRY TOPIC SCHEMA_FILE < records.jsonl
+    produce avro|json BROKERS REGISTRY TOPIC SCHEMA_FILE < records.jsonl
     produce protobuf BROKERS REGISTRY TOPIC < records.jsonl
-    consume avro|protobuf BROKERS REGISTRY TOPIC COUNT > records.jsonl
-    decode avro|protobuf REGISTRY TOPIC < base64 lines > records.jsonl
+    consume avro|protobuf|json BROKERS REGISTRY TOPIC COUNT > records.jsonl
+    decode avro|protobuf|json REGISTRY TOPIC < base64 lines > records.jsonl
 
 `decode` reads messages of the registry's wire format given in base64, one
 a line, as if they were values of TOPIC (from another system: NATS).
@@ -26,6 +27,7 @@ import sys
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
@@ -98,6 +100,10 @@ def produce(kind, brokers, registry, topic, schema_file=None):
         with open(schema_file) as f:
             serializer = AvroSerializer(client, f.read())
         make = avro_in
+    elif kind == "json":
+        with open(schema_file) as f:
+            serializer = JSONSerializer(f.read(), client)
+        make = lambda record: record
     else:
         cls = order_class()
         serializer = ProtobufSerializer(cls, client, {"use.deprecated.format": False})
@@ -118,6 +124,12 @@ def reader(kind, registry):
 
         def show(value):
             return json.dumps(value, default=avro_out, sort_keys=True)
+    elif kind == "json":
+        # The writer's schema from the registry: the record is checked.
+        deserializer = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": registry}))
+
+        def show(value):
+            return json.dumps(value, sort_keys=True)
     else:
         deserializer = ProtobufDeserializer(order_class(), {"use.deprecated.format": False})
 

@@ -33,6 +33,7 @@ pub const SOURCE: SourceType = SourceType {
         "timestamp",
         "on_bad_timestamp",
         "columns",
+        "schema",
     ],
     read: FileSourceConfig::read,
 };
