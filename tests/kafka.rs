@@ -4,7 +4,8 @@
 //! more than 20 SIGKILLs and through a crash of the broker, checked by a
 //! `read_committed` consumer; at-least-once through SIGKILLs; start
 //! positions, bounded mode, offsets of several partitions across a
-//! restore, keys, timestamps and headers; one-line errors for an
+//! restore, keys, timestamps and headers, message metadata as record
+//! fields and headers out of a field; one-line errors for an
 //! unreachable cluster and missing topics. librdkafka's mock cluster
 //! (`MockKafka`) injects what a real broker cannot do on demand: produce
 //! requests refused mid-transaction.
@@ -15,10 +16,11 @@ use std::time::Duration;
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_replayed_counts, assert_running_counts, true_counts};
 use weir_tests::job_dir::{JobDir, assert_one_line_errors};
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Restart, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::jobs::{self, copy_bounded, count_restarting, pipe, words};
 use weir_tests::pipeline::{XorShift, seed};
-use weir_tests::servers::{Clients, Kafka, KafkaMessage, MockKafka, values_text};
+use weir_tests::plugins;
+use weir_tests::servers::{Clients, Kafka, KafkaMessage, MockKafka, OutgoingHeaders, values_text};
 use weir_tests::text::{assert_has, assert_has_all};
 use weir_tests::wait::{PATIENCE, wait_until};
 use weir_tests::windows::{assert_windows, clicks, windows_job};
@@ -338,6 +340,142 @@ fn keys_timestamps_and_headers() {
         })
         .collect();
     assert_eq!(got, ["ann Some(5000) weir", "bob Some(7000) weir"]);
+}
+
+/// A message's metadata reaches the job as fields, and headers leave as
+/// headers. 300 messages on three partitions, each with its own key,
+/// timestamp and headers (a text one, and on some a binary one, a header
+/// without a value, a name given twice); the source adds partition,
+/// offset, topic, key, timestamp and headers as fields and keys records by
+/// the key field; the `filter` plugin keeps the records whose `h.trace`
+/// header holds a 7; the sink writes the `h` field as the message's
+/// headers. Each message out is its input's: value with the metadata
+/// (the offsets and partitions the test produced to), key, timestamp and
+/// headers, each name's values in order.
+#[test]
+fn metadata_reaches_plugins_as_fields_and_headers_leave_through_the_sink() {
+    let kafka = Kafka::start();
+    kafka.create_topic("in", 3);
+    kafka.create_topic("out", 1);
+    let values: Vec<String> = (0..300).map(|i| format!("{{\"n\":{i}}}")).collect();
+    let keys: Vec<String> = (0..300).map(|i| format!("k{i}")).collect();
+    let traces: Vec<String> = (0..300).map(|i| format!("t{i}")).collect();
+    let bins: Vec<[u8; 2]> = (0..300).map(|i| [0xff, i as u8]).collect();
+    let headers = |i: usize| {
+        let mut h: OutgoingHeaders<'_> = vec![("trace", Some(traces[i].as_bytes()))];
+        if i.is_multiple_of(10) {
+            h.push(("bin", Some(&bins[i][..])));
+        }
+        if i.is_multiple_of(7) {
+            h.extend([("dup", Some(&b"one"[..])), ("dup", Some(&b"two"[..]))]);
+        }
+        if i.is_multiple_of(5) {
+            h.push(("flag", None));
+        }
+        h
+    };
+    let time = |i: usize| 1_700_000_000_000 + i as i64 * 10;
+    let messages: Vec<_> = (0..300)
+        .map(|i| {
+            let out = (
+                Some(i as i32 % 3),
+                Some(keys[i].as_bytes()),
+                values[i].as_bytes(),
+                Some(time(i)),
+            );
+            (out, headers(i))
+        })
+        .collect();
+    kafka.produce_with_headers("in", &messages);
+    let metadata = r#"{ partition = "p", offset = "o", topic = "t", key = "k", timestamp = "ts", headers = "h" }"#;
+    let source = Source::kafka("in", &kafka.brokers(), "in")
+        .value("bounded", true)
+        .format("jsonl")
+        .key("k")
+        .value("metadata", metadata);
+    let filter = Operator::new("sevens", plugins::FILTER)
+        .inputs(&["in"])
+        .config(r#"{ field = "h.trace", op = "contains", value = "7" }"#);
+    let sink = Sink::kafka("out", &kafka.brokers(), "out")
+        .input("sevens")
+        .value("metadata", r#"{ headers = "h" }"#);
+    let file = JobFile::new("kafka-metadata")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(source)
+        .operator(filter)
+        .sink(sink);
+    JobDir::new(WEIR, file, &[]).run_ok(&[]);
+
+    let mut want = Vec::new();
+    for i in (0..300).filter(|i| i.to_string().contains('7')) {
+        let value = serde_json::json!({
+            "n": i, "p": i % 3, "o": i / 3, "t": "in", "k": keys[i], "ts": time(i),
+        });
+        // By name, each name's values in order.
+        let mut h: Vec<(String, Option<Vec<u8>>)> = (headers(i).into_iter())
+            .map(|(n, v)| (n.to_owned(), v.map(<[u8]>::to_vec)))
+            .collect();
+        h.sort_by(|a, b| a.0.cmp(&b.0));
+        want.push((keys[i].clone(), value, Some(time(i)), h));
+    }
+    // One record per key: order by key across the input partitions.
+    let mut got: Vec<_> = (kafka.read_committed("out").into_iter())
+        .map(|m| {
+            let key = String::from_utf8(m.key.unwrap()).unwrap();
+            let value: serde_json::Value = serde_json::from_slice(&m.value).unwrap();
+            (key, value, m.timestamp, m.header_list)
+        })
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(got.len(), want.len());
+    for (got, want) in got.iter().zip(&want) {
+        assert_eq!(got, want);
+    }
+    // Within an input partition, the output keeps its order.
+    let out = kafka.read_committed("out");
+    let ns: Vec<(u64, u64)> = (out.iter())
+        .map(|m| {
+            let v: serde_json::Value = serde_json::from_slice(&m.value).unwrap();
+            (v["p"].as_u64().unwrap(), v["o"].as_u64().unwrap())
+        })
+        .collect();
+    for p in 0..3 {
+        let offsets: Vec<u64> = ns
+            .iter()
+            .filter(|(q, _)| *q == p)
+            .map(|(_, o)| *o)
+            .collect();
+        assert!(offsets.is_sorted(), "partition {p}: {offsets:?}");
+    }
+}
+
+/// `metadata` is checked in one line: an item the messages lack, a format
+/// whose records are no JSON objects, a sink's item other than headers.
+#[test]
+fn metadata_settings_are_checked_in_one_line() {
+    let kafka = Kafka::start();
+    kafka.create_topic("in", 1);
+    let run = |source: Source, sink: Sink| {
+        let file = pipe("meta", source, sink);
+        JobDir::new(WEIR, file, &[]).run(&[])
+    };
+    let source = || Source::kafka("in", &kafka.brokers(), "in").value("bounded", true);
+    let sink = || Sink::kafka("out", &kafka.brokers(), "in");
+    run(
+        source()
+            .format("jsonl")
+            .value("metadata", r#"{ sequence = "s" }"#),
+        sink(),
+    )
+    .assert_one_line_error(&["`metadata.sequence`", "topic, partition, offset"]);
+    run(source().value("metadata", r#"{ offset = "o" }"#), sink())
+        .assert_one_line_error(&["`metadata` adds fields", "jsonl"]);
+    run(
+        source().format("jsonl"),
+        sink().value("metadata", r#"{ key = "k" }"#),
+    )
+    .assert_one_line_error(&["`metadata.key`", "they have: headers"]);
 }
 
 /// A transaction whose messages the cluster refuses is aborted: the

@@ -214,6 +214,54 @@ fn jsonl_messages_give_keys_and_timestamps() {
     assert_has_all(&out, &[r#""word":"ann""#, r#""word":"bob""#]);
 }
 
+/// A message's subject, stream sequence, stored time and headers become
+/// fields of its record (`metadata`), and `key` may name one: each line
+/// out is its message's payload with them, the sequences those the stream
+/// gave when the test published.
+#[test]
+fn message_metadata_becomes_fields_of_the_record() {
+    let nats = Nats::start();
+    nats.create_stream("WORDS", &["words.*"]);
+    let acks: Vec<(u64, String)> = (0..20)
+        .map(|i| {
+            let subject = format!("words.s{}", i % 2);
+            let ack = nats.publish_with_id(
+                &subject,
+                &format!("id-{i}"),
+                format!("{{\"n\":{i}}}").as_bytes(),
+            );
+            (ack.seq, subject)
+        })
+        .collect();
+    let source = Source::nats("in", &nats.url(), "WORDS")
+        .value("bounded", true)
+        .format("jsonl")
+        .key("s")
+        .value(
+            "metadata",
+            r#"{ subject = "s", sequence = "q", timestamp = "at", headers = "h" }"#,
+        );
+    let file = pipe("nats-meta", source, Sink::file("out", "out.jsonl"));
+    let job = JobDir::new(WEIR, file, &[]);
+    job.run_ok(&[]);
+    let out = job.read("out.jsonl");
+    let lines: Vec<serde_json::Value> = (out.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 20);
+    for (i, (line, (seq, subject))) in lines.iter().zip(&acks).enumerate() {
+        assert_eq!(line["n"], i, "{line}");
+        assert_eq!(line["q"], *seq, "{line}");
+        assert_eq!(line["s"], subject.as_str(), "{line}");
+        assert_eq!(
+            line["h"],
+            serde_json::json!({"Nats-Msg-Id": format!("id-{i}")}),
+            "{line}"
+        );
+        assert!(line["at"].as_i64().unwrap() > 1_700_000_000_000, "{line}");
+    }
+}
+
 /// With `message_time = true` each record's event time is the time the
 /// stream stored its message: hour windows over messages published now
 /// are the current hour's, and fire on the watermarks the source makes.

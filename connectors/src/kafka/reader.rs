@@ -10,6 +10,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{Value, json};
 use weir::connectors::format::LineParser;
+use weir::connectors::metadata::{Fields, Item, Members};
 use weir::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use weir::dataflow::Batch;
 use weir::dataflow::batch::Change;
@@ -75,6 +76,8 @@ pub(super) struct KafkaReader {
     pub(super) signalled: bool,
     /// For a repartition topic: deletes what no restore will read again.
     pub(super) purger: Option<Purger>,
+    /// The fields each record gets of its message's metadata.
+    pub(super) metadata: Fields,
 }
 
 impl KafkaReader {
@@ -209,6 +212,9 @@ impl SourceReader for KafkaReader {
                 }
                 None => {
                     let (number, key) = (offset as u64, message.key());
+                    if !self.metadata.is_empty() {
+                        add_metadata(&mut self.parser.members, &self.metadata, &message);
+                    }
                     let added = (self.parser).add_keyed(&mut batch, value, number, time, key);
                     if let Some(failure) = self.parser.take_failure() {
                         return Err(failure);
@@ -338,6 +344,29 @@ fn change_of(message: &rdkafka::message::BorrowedMessage<'_>) -> Change {
         .and_then(|h| std::str::from_utf8(h.value?).ok())
         .and_then(Change::from_name)
         .unwrap_or_default()
+}
+
+/// Renders the metadata of `message` that `fields` asks for into
+/// `members`, for the record the parser makes of it next.
+fn add_metadata(
+    members: &mut Members,
+    fields: &Fields,
+    message: &rdkafka::message::BorrowedMessage<'_>,
+) {
+    use rdkafka::message::Headers;
+    for (item, field) in fields.iter() {
+        match item {
+            Item::Topic => members.text(field, Some(message.topic().as_bytes())),
+            Item::Partition => members.int(field, Some(i64::from(message.partition()))),
+            Item::Offset => members.int(field, Some(message.offset())),
+            Item::Timestamp => members.int(field, message.timestamp().to_millis()),
+            Item::Key => members.text(field, message.key()),
+            Item::Headers => {
+                let headers = message.headers().into_iter().flat_map(|h| h.iter());
+                members.headers(field, headers.map(|h| (h.key, h.value)));
+            }
+        }
+    }
 }
 
 /// Whether `message` is a repartition topic's control record.

@@ -31,6 +31,7 @@
 //! before its barrier is acknowledged (a flush at precommit); after a
 //! crash the records since the restored checkpoint are written again.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -51,6 +52,7 @@ use super::repartition::{Control, HEADER};
 use super::source::check_topic;
 use super::writer::{ProduceError, Writer};
 use weir::connectors::from_table;
+use weir::connectors::metadata::{Fields, Item};
 use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaSettings};
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
@@ -73,6 +75,7 @@ pub const SINK: SinkType = SinkType {
         "schema_registry",
         "subject_strategy",
         "headers",
+        "metadata",
         "transactional_id",
         "upstream_task",
         "write",
@@ -147,6 +150,9 @@ pub struct KafkaSinkConfig {
     pub schema: Option<SchemaSettings>,
     /// Headers every message carries (`[sink.headers]`).
     pub headers: Vec<(String, String)>,
+    /// The field of each record whose object gives its message's own
+    /// headers, taken out of the value (`metadata = { headers = "..." }`).
+    pub header_field: Option<String>,
     /// The producer's `transactional.id`, if not the derived one
     /// (`transactional_id`).
     pub transactional_id: Option<String>,
@@ -173,6 +179,7 @@ impl KafkaSinkConfig {
             schema_registry: Option<String>,
             subject_strategy: Option<SubjectStrategy>,
             headers: Option<Table>,
+            metadata: Option<BTreeMap<String, String>>,
             transactional_id: Option<String>,
             upstream_task: Option<u32>,
             write: Option<Write>,
@@ -228,6 +235,14 @@ impl KafkaSinkConfig {
                     ));
                 }
             }
+            let metadata = Fields::read(raw.metadata.clone(), &[("headers", Item::Headers)])?;
+            let header_field = metadata.field(Item::Headers).map(str::to_owned);
+            if header_field.is_some() && raw.format.as_deref() == Some("debezium-json") {
+                return Err("format = \"debezium-json\" writes change events, whose records have no headers field: remove `metadata`".into());
+            }
+            if header_field.is_some() && raw.upstream_task.is_some() {
+                return Err("`upstream_task` writes a repartition topic, whose records cross as they are: remove `metadata`".into());
+            }
             let mode = raw.mode.unwrap_or(Mode::Append);
             let debezium = match raw.format.as_deref() {
                 None | Some("lines" | "jsonl" | "avro" | "protobuf" | "json") => false,
@@ -280,6 +295,7 @@ impl KafkaSinkConfig {
                 debezium,
                 schema,
                 headers,
+                header_field,
                 transactional_id: raw.transactional_id,
                 upstream_task: raw.upstream_task,
                 write,
@@ -328,6 +344,7 @@ impl SinkConnector for KafkaSinkConfig {
             debezium: self.debezium,
             encoder: encoder.map(Arc::new),
             headers: self.headers.clone(),
+            header_field: self.header_field.clone(),
             told_truncate: Arc::new(AtomicBool::new(false)),
         };
         let probe = || -> Result<BaseConsumer<Context>, SinkError> {

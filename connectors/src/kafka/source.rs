@@ -24,6 +24,7 @@
 //! - With a `group`, the offsets of each checkpoint taken are committed to
 //!   that consumer group for monitoring (lag); they are never read back.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,6 +41,7 @@ use super::reader::{KafkaReader, Partition};
 use super::repartition::Upstreams;
 use weir::connectors::format::{Format, LineParser, Parsing};
 use weir::connectors::from_table;
+use weir::connectors::metadata::{Fields, Item};
 use weir::connectors::source::{SourceError, SourceReader};
 use weir::connectors::{BuildSource, SourceConnector, SourceType};
 use weir::time::parse_rfc3339;
@@ -62,6 +64,7 @@ pub const SOURCE: SourceType = SourceType {
         "message",
         "schema_registry",
         "upstream_tasks",
+        "metadata",
         "properties",
     ],
     read: KafkaSourceConfig::read,
@@ -106,7 +109,19 @@ pub struct KafkaSourceConfig {
     /// `key` and `timestamp` name fields that replace the message's key and
     /// timestamp.
     pub parsing: Parsing,
+    /// The fields each record gets of its message's metadata (`metadata`).
+    pub metadata: Fields,
 }
+
+/// The metadata of a Kafka message, by its name in `metadata`.
+const METADATA: [(&str, Item); 6] = [
+    ("topic", Item::Topic),
+    ("partition", Item::Partition),
+    ("offset", Item::Offset),
+    ("timestamp", Item::Timestamp),
+    ("key", Item::Key),
+    ("headers", Item::Headers),
+];
 
 impl KafkaSourceConfig {
     fn read(mut table: Table) -> Result<BuildSource, String> {
@@ -120,6 +135,7 @@ impl KafkaSourceConfig {
             bounded: Option<bool>,
             partitions: Option<Vec<i32>>,
             upstream_tasks: Option<u32>,
+            metadata: Option<BTreeMap<String, String>>,
             properties: Option<Table>,
         }
         let parsing = Parsing::take(&mut table)?;
@@ -147,8 +163,13 @@ impl KafkaSourceConfig {
                 "`upstream_tasks` reads a repartition topic, which ends when every upstream task's input ended: remove `bounded`".into(),
             );
         }
+        let metadata = Fields::read(raw.metadata, &METADATA)?;
+        if !metadata.is_empty() && raw.upstream_tasks.is_some() {
+            return Err("`upstream_tasks` reads a repartition topic, whose records cross as they are: remove `metadata`".into());
+        }
         Ok(Box::new(move |dir: &Path| {
             let parsing = parsing.check(dir)?;
+            metadata.check_format(parsing.format)?;
             let fields = matches!(
                 parsing.format,
                 Format::Jsonl | Format::Avro | Format::Protobuf | Format::Json
@@ -175,6 +196,7 @@ impl KafkaSourceConfig {
                 partitions: partitions.clone(),
                 upstream_tasks: raw.upstream_tasks,
                 parsing,
+                metadata: metadata.clone(),
             }))
         }))
     }
@@ -359,6 +381,7 @@ impl SourceConnector for KafkaSourceConfig {
             upstreams,
             signalled: false,
             purger,
+            metadata: self.metadata.clone(),
         }))
     }
 }

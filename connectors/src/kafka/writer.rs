@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseProducer, BaseRecord};
 
 use super::client::Context;
@@ -20,6 +20,7 @@ use super::repartition::CHANGE_HEADER;
 use super::sink::{KeyFrom, Mode};
 use weir::connectors::changelog::with_op;
 use weir::connectors::debezium;
+use weir::connectors::metadata::{self, Header};
 use weir::connectors::schema_format::SchemaEncoder;
 use weir::dataflow::Batch;
 use weir::dataflow::batch::{Change, RecordRef};
@@ -36,6 +37,8 @@ pub(super) struct Writer {
     /// truncate to every partition.
     pub(super) repartition: Option<i32>,
     pub(super) headers: Vec<(String, String)>,
+    /// The field whose object gives each message's own headers.
+    pub(super) header_field: Option<String>,
     /// Whether values are written as Debezium change events.
     pub(super) debezium: bool,
     /// The encoder of values written with a schema (`format = "avro"` or
@@ -50,22 +53,32 @@ impl Writer {
     /// payload (`None` inside: a tombstone). Append topics get the change
     /// kind in the value ([`with_op`]); repartition topics the value as it
     /// is (the kind goes in a header).
-    /// With `format = "avro"` or `"protobuf"`, the value is then encoded
-    /// with the schema.
-    #[allow(clippy::type_complexity)]
+    /// With a header field, its headers are then taken out of the value
+    /// (and returned); with `format = "avro"`, `"protobuf"` or `"json"`,
+    /// the value is then encoded with the schema.
     fn payload<'r>(
         &self,
         r: &RecordRef<'r>,
         before: Option<&[u8]>,
-    ) -> Result<Option<Option<Cow<'r, [u8]>>>, ProduceError> {
-        let payload = self.json_payload(r, before)?;
-        match (&self.encoder, payload) {
-            (Some(encoder), Some(Some(json))) => {
-                let datum = encoder.encode(&json).map_err(ProduceError::Refused)?;
-                Ok(Some(Some(Cow::Owned(datum))))
+    ) -> Result<Option<Payload<'r>>, ProduceError> {
+        let Some(payload) = self.json_payload(r, before)? else {
+            return Ok(None);
+        };
+        let refused = ProduceError::Refused;
+        let (payload, headers) = match (&self.header_field, payload) {
+            (Some(field), Some(json)) => {
+                let (rest, headers) = metadata::take_headers(&json, field).map_err(refused)?;
+                (Some(Cow::Owned(rest)), headers)
             }
-            (_, payload) => Ok(payload),
-        }
+            (_, payload) => (payload, Vec::new()),
+        };
+        let payload = match (&self.encoder, payload) {
+            (Some(encoder), Some(json)) => {
+                Some(Cow::Owned(encoder.encode(&json).map_err(refused)?))
+            }
+            (_, payload) => payload,
+        };
+        Ok(Some((payload, headers)))
     }
 
     /// [`payload`](Self::payload) before a schema's encoding.
@@ -122,7 +135,7 @@ impl Writer {
             if r.change == Change::UpdateBefore {
                 before = Some(r.value);
             }
-            let Some(payload) =
+            let Some((payload, own)) =
                 self.payload(&r, held.filter(|_| r.change == Change::UpdateAfter))?
             else {
                 continue;
@@ -131,10 +144,10 @@ impl Writer {
             // to every partition, so every downstream task gets it.
             let everywhere = self.repartition.filter(|_| r.change == Change::Truncate);
             match everywhere {
-                None => self.send(producer, &r, payload.as_deref(), None)?,
+                None => self.send(producer, &r, (payload.as_deref(), &own), None)?,
                 Some(n) => {
                     for p in 0..n {
-                        self.send(producer, &r, payload.as_deref(), Some(p))?;
+                        self.send(producer, &r, (payload.as_deref(), &own), Some(p))?;
                     }
                 }
             }
@@ -144,12 +157,13 @@ impl Writer {
     }
 
     /// Queues record `r` as a message with `payload` (`None`: a tombstone)
-    /// into `partition` (`None`: where its key hashes to).
+    /// and its own headers `own` into `partition` (`None`: where its key
+    /// hashes to).
     fn send(
         &self,
         producer: &BaseProducer<Context>,
         r: &RecordRef<'_>,
-        payload: Option<&[u8]>,
+        (payload, own): (Option<&[u8]>, &[Header]),
         partition: Option<i32>,
     ) -> Result<(), ProduceError> {
         {
@@ -168,16 +182,23 @@ impl Writer {
             }
             let change =
                 (self.repartition.is_some() && r.change != Change::Insert).then(|| r.change.name());
-            if !self.headers.is_empty() || change.is_some() {
-                let mut headers = OwnedHeaders::new_with_capacity(self.headers.len() + 1);
+            if !self.headers.is_empty() || change.is_some() || !own.is_empty() {
+                let count = self.headers.len() + own.len() + 1;
+                let mut headers = OwnedHeaders::new_with_capacity(count);
                 for (name, value) in &self.headers {
-                    headers = headers.insert(Header {
+                    headers = headers.insert(rdkafka::message::Header {
                         key: name,
                         value: Some(value),
                     });
                 }
+                for (name, value) in own {
+                    headers = headers.insert(rdkafka::message::Header {
+                        key: name,
+                        value: value.as_deref(),
+                    });
+                }
                 if let Some(change) = change {
-                    headers = headers.insert(Header {
+                    headers = headers.insert(rdkafka::message::Header {
                         key: CHANGE_HEADER,
                         value: Some(change),
                     });
@@ -198,6 +219,9 @@ impl Writer {
         Ok(())
     }
 }
+
+/// A message's payload (`None`: a tombstone) and its own headers.
+type Payload<'r> = (Option<Cow<'r, [u8]>>, Vec<Header>);
 
 /// Why records could not be produced.
 #[derive(Debug, thiserror::Error)]

@@ -31,6 +31,7 @@ pub fn published(sink: &NatsSinkConfig) -> Result<Vec<Vec<u8>>, String> {
         message_time: false,
         start: Start::First,
         bounded: true,
+        metadata: Default::default(),
     };
     let mut reader = (source.open("read-back", None)).map_err(|e| e.to_string())?;
     let deadline = Instant::now() + READ_TIMEOUT;

@@ -19,6 +19,7 @@
 //!   job's first start (`end`, kept in the offset, so a restored run ends
 //!   at the same message).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -34,6 +35,7 @@ use toml::Table;
 use super::connection::{Connection, TESTED_VERSION, check_url, slow_filtered_start};
 use weir::connectors::format::{LineParser, Parsing};
 use weir::connectors::from_table;
+use weir::connectors::metadata::{Fields, Item as MetaItem};
 use weir::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use weir::connectors::{BuildSource, SourceConnector, SourceType};
 use weir::dataflow::Batch;
@@ -56,6 +58,7 @@ pub const SOURCE: SourceType = SourceType {
         "message_time",
         "start",
         "bounded",
+        "metadata",
     ],
     read: NatsSourceConfig::read,
 };
@@ -97,7 +100,17 @@ pub struct NatsSourceConfig {
     /// Whether the source ends after the stream's last message as of the
     /// job's start (`bounded`, default false: it keeps running).
     pub bounded: bool,
+    /// The fields each record gets of its message's metadata (`metadata`).
+    pub metadata: Fields,
 }
+
+/// The metadata of a JetStream message, by its name in `metadata`.
+const METADATA: [(&str, MetaItem); 4] = [
+    ("subject", MetaItem::Topic),
+    ("sequence", MetaItem::Offset),
+    ("timestamp", MetaItem::Timestamp),
+    ("headers", MetaItem::Headers),
+];
 
 impl NatsSourceConfig {
     fn read(mut table: Table) -> Result<BuildSource, String> {
@@ -110,11 +123,13 @@ impl NatsSourceConfig {
             message_time: Option<bool>,
             start: Option<toml::Value>,
             bounded: Option<bool>,
+            metadata: Option<BTreeMap<String, String>>,
         }
         let parsing = Parsing::take(&mut table)?;
         parsing.refuse_csv("nats")?;
         let raw: Raw = from_table(table)?;
         let start = start_setting(raw.start)?;
+        let metadata = Fields::read(raw.metadata, &METADATA)?;
         Ok(Box::new(move |dir: &Path| {
             let Some(url) = raw.url else {
                 return Err("`url` is missing; add url = \"nats://127.0.0.1:4222\"".into());
@@ -130,6 +145,7 @@ impl NatsSourceConfig {
                 None => return Err("`stream` is missing; name the JetStream stream to read".into()),
             };
             let parsing = parsing.check(dir)?;
+            metadata.check_format(parsing.format)?;
             let message_time = raw.message_time.unwrap_or(false);
             if message_time && parsing.timestamp.is_some() {
                 return Err(
@@ -145,6 +161,7 @@ impl NatsSourceConfig {
                 message_time,
                 start,
                 bounded: raw.bounded.unwrap_or(false),
+                metadata: metadata.clone(),
             }))
         }))
     }
@@ -241,8 +258,14 @@ impl Position {
 /// What the consumer task hands the reader.
 enum Item {
     /// A message: its stream sequence, the time it was stored (ms), its
-    /// payload.
-    Message { seq: u64, time: i64, payload: Bytes },
+    /// payload, subject and headers.
+    Message {
+        seq: u64,
+        time: i64,
+        payload: Bytes,
+        subject: async_nats::Subject,
+        headers: Option<async_nats::HeaderMap>,
+    },
     /// A bounded source is past its last message.
     End,
 }
@@ -328,6 +351,7 @@ impl SourceConnector for NatsSourceConfig {
             task: None,
             connection,
             batch_bytes: 0,
+            metadata: self.metadata.clone(),
         };
         if let (Some(end), Position::Next(next)) = (end, position)
             && next > end
@@ -399,8 +423,16 @@ async fn consume(
             let _ = tx.send(Item::End).await;
             return;
         }
-        let payload = message.message.payload;
-        if tx.send(Item::Message { seq, time, payload }).await.is_err() {
+        let message = message.message;
+        let (payload, subject, headers) = (message.payload, message.subject, message.headers);
+        let item = Item::Message {
+            seq,
+            time,
+            payload,
+            subject,
+            headers,
+        };
+        if tx.send(item).await.is_err() {
             return;
         }
         if end.is_some_and(|end| seq >= end || pending == 0) {
@@ -424,6 +456,20 @@ struct NatsReader {
     /// Starting capacity of the next batch's data (the last one's size and
     /// an eighth).
     batch_bytes: usize,
+    /// The fields each record gets of its message's metadata.
+    metadata: Fields,
+}
+
+/// The headers of a message, by name (each name's values in order).
+fn sorted(headers: Option<&async_nats::HeaderMap>) -> Vec<(&str, Option<&[u8]>)> {
+    let mut all: Vec<(&str, &Vec<async_nats::HeaderValue>)> = (headers.into_iter())
+        .flat_map(|h| h.iter())
+        .map(|(name, values)| (name.as_ref(), values))
+        .collect();
+    all.sort_by_key(|(name, _)| *name);
+    (all.into_iter())
+        .flat_map(|(name, values)| values.iter().map(move |v| (name, Some(v.as_ref()))))
+        .collect()
 }
 
 impl SourceReader for NatsReader {
@@ -437,8 +483,23 @@ impl SourceReader for NatsReader {
             && batch.data_bytes() < MAX_BATCH_BYTES
         {
             match messages.try_recv() {
-                Ok(Item::Message { seq, time, payload }) => {
+                Ok(Item::Message {
+                    seq,
+                    time,
+                    payload,
+                    subject,
+                    headers,
+                }) => {
                     let payload = payload.strip_suffix(b"\n").unwrap_or(&payload);
+                    let members = &mut self.parser.members;
+                    for (item, field) in self.metadata.iter() {
+                        match item {
+                            MetaItem::Topic => members.text(field, Some(subject.as_bytes())),
+                            MetaItem::Offset => members.int(field, i64::try_from(seq).ok()),
+                            MetaItem::Timestamp => members.int(field, Some(time)),
+                            _ => members.headers(field, sorted(headers.as_ref())),
+                        }
+                    }
                     let time = self.message_time.then_some(time);
                     self.parser.add(&mut batch, payload, seq, time);
                     if let Some(failure) = self.parser.take_failure() {

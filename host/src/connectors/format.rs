@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::debezium;
 use super::jsonl::{Time, read_fields};
+use super::metadata::{self, Members};
 pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
 use super::schema_format::{DecodeError, SchemaDecoder};
 use super::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
@@ -97,6 +98,12 @@ pub struct LineParser {
     /// Why the source must fail (a schema registry that did not answer),
     /// once a record met it; [`take_failure`](Self::take_failure).
     failure: Option<SourceError>,
+    /// The metadata of the next message (module `metadata`), appended to
+    /// its record's JSON object: a message source fills it before each
+    /// [`add_keyed`](Self::add_keyed), which empties it.
+    pub members: Members,
+    /// A record with its metadata appended, reused.
+    joined: Vec<u8>,
 }
 
 impl LineParser {
@@ -124,6 +131,8 @@ impl LineParser {
             numbers: NumberRange::default(),
             decoder,
             failure: None,
+            members: Members::default(),
+            joined: Vec::new(),
         }
     }
 
@@ -166,7 +175,9 @@ impl LineParser {
         key: Option<&[u8]>,
     ) -> bool {
         let before = batch.len();
-        if let Err((kind, error)) = self.parse(batch, line, number, time, key) {
+        let parsed = self.parse(batch, line, number, time, key);
+        self.members.clear();
+        if let Err((kind, error)) = parsed {
             self.bad.push(BadRecord {
                 kind,
                 error,
@@ -204,15 +215,7 @@ impl LineParser {
             Format::Avro | Format::Protobuf if line.is_empty() => {}
             Format::Jsonl | Format::DebeziumJson | Format::Json
                 if line.iter().all(u8::is_ascii_whitespace) => {}
-            Format::Jsonl if self.key.is_none() && self.timestamp.is_none() => {
-                batch.push(key, line, time)
-            }
-            Format::Jsonl => {
-                let text = std::str::from_utf8(line).map_err(|e| self.unreadable(number, &e))?;
-                if let Some((field, timestamp)) = self.fields(text, number, time)? {
-                    batch.push(field.as_deref().or(key), line, timestamp);
-                }
-            }
+            Format::Jsonl => self.add_json(batch, line, number, time, key)?,
             Format::DebeziumJson => {
                 let event = debezium::read(line).map_err(|e| self.unreadable(number, &e))?;
                 let time = event.ts_ms.or(time);
@@ -271,11 +274,44 @@ impl LineParser {
                 return Ok(());
             }
         };
-        let text = std::str::from_utf8(json).expect("decoded JSON is UTF-8");
-        if let Some((field, timestamp)) = self.fields(text, number, time)? {
-            batch.push(field.as_deref().or(key), json, timestamp);
-        }
-        Ok(())
+        self.add_json(batch, json, number, time, key)
+    }
+
+    /// Adds the JSON record `json` (of `jsonl`, or decoded), with the
+    /// message's metadata ([`LineParser::members`]) appended, keyed and
+    /// timed by its fields when `key` and `timestamp` name them.
+    fn add_json(
+        &mut self,
+        batch: &mut Batch,
+        json: &[u8],
+        number: u64,
+        time: Option<i64>,
+        key: Option<&[u8]>,
+    ) -> Result<(), (BadKind, SourceError)> {
+        let mut joined = std::mem::take(&mut self.joined);
+        let mut add = |parser: &mut LineParser| {
+            let json = match parser.members.as_bytes() {
+                [] => json,
+                members => {
+                    joined.clear();
+                    let appended = metadata::append(json, members, &mut joined);
+                    appended.map_err(|m| parser.malformed(number, BadKind::Unreadable, m))?;
+                    &joined[..]
+                }
+            };
+            if parser.key.is_none() && parser.timestamp.is_none() {
+                batch.push(key, json, time);
+                return Ok(());
+            }
+            let text = std::str::from_utf8(json).map_err(|e| parser.unreadable(number, &e))?;
+            if let Some((field, timestamp)) = parser.fields(text, number, time)? {
+                batch.push(field.as_deref().or(key), json, timestamp);
+            }
+            Ok(())
+        };
+        let added = add(self);
+        self.joined = joined;
+        added
     }
 
     /// The error of record `number`, which is not what its format says.

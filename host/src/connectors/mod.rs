@@ -26,6 +26,7 @@ pub mod file;
 pub mod format;
 pub mod generator;
 mod jsonl;
+pub mod metadata;
 pub mod parsing;
 pub mod replay;
 pub mod schema_format;

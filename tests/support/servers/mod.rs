@@ -28,7 +28,7 @@ mod registry;
 mod s3;
 
 pub use azure::Azurite;
-pub use kafka::{Clients, Kafka, KafkaMessage, MockKafka, Outgoing, values_text};
+pub use kafka::{Clients, Kafka, KafkaMessage, MockKafka, Outgoing, OutgoingHeaders, values_text};
 pub use nats::{Nats, PubAck, StreamMsg};
 /// The client [`S3`] checks objects with, for tests that call it directly
 /// ([`S3::store`]: conditional puts, listings, other credentials).

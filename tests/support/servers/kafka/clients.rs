@@ -40,7 +40,13 @@ pub struct KafkaMessage {
     pub timestamp: Option<i64>,
     /// Its headers, as UTF-8.
     pub headers: BTreeMap<String, String>,
+    /// Its headers as they are, in order (`None`: a header without a
+    /// value).
+    pub header_list: Vec<(String, Option<Vec<u8>>)>,
 }
+
+/// A message's headers to produce: name and value (`None`: no value).
+pub type OutgoingHeaders<'a> = Vec<(&'a str, Option<&'a [u8]>)>;
 
 impl KafkaMessage {
     /// The value as UTF-8.
@@ -109,8 +115,18 @@ impl Clients {
     /// `topic` and waits until each is acknowledged. A message without a
     /// partition goes where its key hashes to.
     pub fn produce(&self, topic: &str, messages: &[Outgoing<'_>]) {
+        let with: Vec<_> = messages.iter().map(|m| (*m, Vec::new())).collect();
+        self.produce_with_headers(topic, &with);
+    }
+
+    /// [`produce`](Self::produce) of messages with headers.
+    pub fn produce_with_headers(
+        &self,
+        topic: &str,
+        messages: &[(Outgoing<'_>, OutgoingHeaders<'_>)],
+    ) {
         let producer = self.producer(&[("enable.idempotence", "true")]);
-        send_all(&producer, topic, messages);
+        send_with_headers(&producer, topic, messages);
         producer.flush(TIMEOUT).expect("flushing the test producer");
     }
 
@@ -211,6 +227,10 @@ impl Clients {
                                 .collect()
                         })
                         .unwrap_or_default();
+                    let header_list = (m.headers().into_iter())
+                        .flat_map(|h| h.iter())
+                        .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                        .collect();
                     messages.push(KafkaMessage {
                         partition: m.partition(),
                         offset: m.offset(),
@@ -218,6 +238,7 @@ impl Clients {
                         value: m.payload().unwrap_or_default().to_vec(),
                         timestamp: m.timestamp().to_millis(),
                         headers,
+                        header_list,
                     });
                 }
             }
@@ -338,8 +359,25 @@ fn futures_executor<F: std::future::Future>(future: F) -> F::Output {
 }
 
 fn send_all(producer: &BaseProducer, topic: &str, messages: &[Outgoing<'_>]) {
-    for (partition, key, value, timestamp) in messages {
+    let with: Vec<_> = messages.iter().map(|m| (*m, Vec::new())).collect();
+    send_with_headers(producer, topic, &with);
+}
+
+/// [`send_all`] of messages with headers.
+fn send_with_headers(
+    producer: &BaseProducer,
+    topic: &str,
+    messages: &[(Outgoing<'_>, OutgoingHeaders<'_>)],
+) {
+    for ((partition, key, value, timestamp), headers) in messages {
         let mut record = BaseRecord::<[u8], [u8]>::to(topic).payload(value);
+        if !headers.is_empty() {
+            let mut all = rdkafka::message::OwnedHeaders::new_with_capacity(headers.len());
+            for &(key, value) in headers {
+                all = all.insert(rdkafka::message::Header { key, value });
+            }
+            record = record.headers(all);
+        }
         if let Some(p) = partition {
             record = record.partition(*p);
         }

@@ -15,4 +15,4 @@ mod broker;
 mod clients;
 
 pub use broker::Kafka;
-pub use clients::{Clients, KafkaMessage, MockKafka, Outgoing, values_text};
+pub use clients::{Clients, KafkaMessage, MockKafka, Outgoing, OutgoingHeaders, values_text};
