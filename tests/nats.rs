@@ -217,19 +217,19 @@ fn jsonl_messages_give_keys_and_timestamps() {
 /// A message's subject, stream sequence, stored time and headers become
 /// fields of its record (`metadata`), and `key` may name one: each line
 /// out is its message's payload with them, the sequences those the stream
-/// gave when the test published.
+/// gave when the test published. A NATS sink with `metadata = { headers
+/// = "hh" }` publishes that field of the records as the message's
+/// headers, without it in the payload.
 #[test]
 fn message_metadata_becomes_fields_of_the_record() {
     let nats = Nats::start();
     nats.create_stream("WORDS", &["words.*"]);
+    nats.create_stream("COPY", &["copy"]);
     let acks: Vec<(u64, String)> = (0..20)
         .map(|i| {
             let subject = format!("words.s{}", i % 2);
-            let ack = nats.publish_with_id(
-                &subject,
-                &format!("id-{i}"),
-                format!("{{\"n\":{i}}}").as_bytes(),
-            );
+            let payload = format!(r#"{{"n":{i},"hh":{{"trace":"t{i}","multi":["a","b"]}}}}"#);
+            let ack = nats.publish_with_id(&subject, &format!("id-{i}"), payload.as_bytes());
             (ack.seq, subject)
         })
         .collect();
@@ -241,7 +241,10 @@ fn message_metadata_becomes_fields_of_the_record() {
             "metadata",
             r#"{ subject = "s", sequence = "q", timestamp = "at", headers = "h" }"#,
         );
-    let file = pipe("nats-meta", source, Sink::file("out", "out.jsonl"));
+    let copy = Sink::nats("copy", &nats.url(), "copy")
+        .input("in")
+        .value("metadata", r#"{ headers = "hh" }"#);
+    let file = pipe("nats-meta", source, Sink::file("out", "out.jsonl")).sink(copy);
     let job = JobDir::new(WEIR, file, &[]);
     job.run_ok(&[]);
     let out = job.read("out.jsonl");
@@ -259,6 +262,27 @@ fn message_metadata_becomes_fields_of_the_record() {
             "{line}"
         );
         assert!(line["at"].as_i64().unwrap() > 1_700_000_000_000, "{line}");
+    }
+    let copies = nats.read_stream_with_headers("COPY");
+    assert_eq!(copies.len(), 20);
+    for (i, (((_, _, payload, _), headers), line)) in copies.iter().zip(&lines).enumerate() {
+        let mut want = line.clone();
+        want.as_object_mut().unwrap().remove("hh");
+        let got: serde_json::Value = serde_json::from_slice(payload).unwrap();
+        assert_eq!(got, want);
+        let of = |name: &str| -> Vec<&str> {
+            (headers.iter().filter(|(n, _)| n == name))
+                .map(|(_, v)| v.as_str())
+                .collect()
+        };
+        assert_eq!(of("trace"), [format!("t{i}")], "{headers:?}");
+        assert_eq!(of("multi"), ["a", "b"], "{headers:?}");
+        // The sink's own message id (exactly-once).
+        let ids = of("Nats-Msg-Id");
+        assert!(
+            ids.len() == 1 && ids[0].starts_with("nats-meta/copy/"),
+            "{headers:?}"
+        );
     }
 }
 

@@ -21,21 +21,34 @@
 
 use std::collections::VecDeque;
 
-use async_nats::Subject;
 use async_nats::jetstream::Context;
 use async_nats::jetstream::context::{PublishAckFuture, PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::{HeaderMap, Subject};
 use bytes::Bytes;
 
 /// Publishes awaiting their acknowledgement, at most.
 pub(super) const IN_FLIGHT: usize = 4096;
 
 /// One message of the epoch, kept while unacknowledged to publish it again.
-/// Both parts are reference-counted: keeping them copies nothing.
+/// Subject and payload are reference-counted: keeping them copies nothing.
 struct Message {
     position: u64,
     subject: Subject,
     payload: Bytes,
+    /// Its own headers (`metadata = { headers = ... }`), if any.
+    headers: Option<HeaderMap>,
+}
+
+impl Message {
+    /// A publish of it, before the ids the epoch adds.
+    fn build(&self) -> PublishMessage {
+        let build = PublishMessage::build().payload(self.payload.clone());
+        match &self.headers {
+            Some(headers) => build.headers(headers.clone()),
+            None => build,
+        }
+    }
 }
 
 /// The publishing of one epoch, message by message in order.
@@ -76,21 +89,26 @@ impl OrderedEpoch {
         format!("{}{position}", self.ids)
     }
 
-    /// Publishes the epoch's next message. The error says what failed.
-    pub(super) async fn publish(&mut self, subject: String, payload: Bytes) -> Result<(), String> {
+    /// Publishes the epoch's next message, with `headers` of its own. The
+    /// error says what failed.
+    pub(super) async fn publish(
+        &mut self,
+        subject: String,
+        payload: Bytes,
+        headers: Option<HeaderMap>,
+    ) -> Result<(), String> {
         let message = Message {
             position: self.next,
             subject: Subject::from(subject),
             payload,
+            headers,
         };
         self.next += 1;
         if !self.chained {
             return self.publish_and_wait(message).await;
         }
         let id = self.id(message.position);
-        let mut build = PublishMessage::build()
-            .payload(message.payload.clone())
-            .message_id(&id);
+        let mut build = message.build().message_id(&id);
         if let Some(last) = self.last_id.replace(id) {
             build = build.expected_last_message_id(last);
         }
@@ -124,9 +142,7 @@ impl OrderedEpoch {
     /// Publishes `message` without naming its predecessor and waits until it
     /// is stored.
     async fn publish_and_wait(&self, message: Message) -> Result<(), String> {
-        let build = PublishMessage::build()
-            .payload(message.payload.clone())
-            .message_id(self.id(message.position));
+        let build = message.build().message_id(self.id(message.position));
         let ack = self.send(&message, build).await?;
         ack.await.map(drop).map_err(no_ack)
     }

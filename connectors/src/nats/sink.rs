@@ -23,12 +23,15 @@
 //! after `subject` and framed in the registry's wire format) as it is
 //! published; the staged epochs keep the records as they came.
 
-use std::collections::VecDeque;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
@@ -38,6 +41,7 @@ use super::connection::{Connection, check_url};
 use super::ordered::{IN_FLIGHT, OrderedEpoch};
 use weir::connectors::changelog::with_op;
 use weir::connectors::from_table;
+use weir::connectors::metadata::{self, Fields, Item};
 use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaKind, SchemaSettings};
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
@@ -57,6 +61,7 @@ pub const SINK: SinkType = SinkType {
         "message",
         "schema_registry",
         "subject_strategy",
+        "metadata",
     ],
     delivery: Delivery::ExactlyOnce,
     read: NatsSinkConfig::read,
@@ -76,6 +81,9 @@ pub struct NatsSinkConfig {
     /// Of `format = "avro"` or `"protobuf"`: the schema values are
     /// encoded with.
     pub schema: Option<SchemaSettings>,
+    /// The field of each record whose object gives its message's headers,
+    /// taken out of the value (`metadata = { headers = "..." }`).
+    pub header_field: Option<String>,
 }
 
 impl NatsSinkConfig {
@@ -90,6 +98,7 @@ impl NatsSinkConfig {
             message: Option<String>,
             schema_registry: Option<String>,
             subject_strategy: Option<SubjectStrategy>,
+            metadata: Option<BTreeMap<String, String>>,
         }
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |dir: &Path, _| {
@@ -118,10 +127,12 @@ impl NatsSinkConfig {
                 strategy: raw.subject_strategy,
             };
             let schema = SchemaSettings::of_sink(raw.format.as_deref(), keys, dir)?;
+            let metadata = Fields::read(raw.metadata.clone(), &[("headers", Item::Headers)])?;
             Ok(Arc::new(NatsSinkConfig {
                 url,
                 subject,
                 schema,
+                header_field: metadata.field(Item::Headers).map(str::to_owned),
             }))
         }))
     }
@@ -174,6 +185,7 @@ impl SinkConnector for NatsSinkConfig {
             subject: self.subject.clone(),
             target,
             encoder,
+            header_field: self.header_field.clone(),
             connection,
         };
         if at.delivery == Delivery::AtLeastOnce {
@@ -186,6 +198,23 @@ impl SinkConnector for NatsSinkConfig {
     }
 }
 
+/// `headers` as NATS headers, whose names and values are text (a header
+/// without a value gets an empty one).
+fn header_map(headers: Vec<metadata::Header>) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let header = HeaderName::from_str(&name)
+            .map_err(|e| format!("header {name:?} is no NATS header name: {e}"))?;
+        let text = String::from_utf8(value.unwrap_or_default()).map_err(|_| {
+            format!("header {name:?} has a value that is not UTF-8; NATS header values are text")
+        })?;
+        let text = HeaderValue::from_str(&text)
+            .map_err(|e| format!("header {name:?} has a value NATS refuses: {e}"))?;
+        map.append(header, text);
+    }
+    Ok(map)
+}
+
 /// Publishes staged epochs.
 struct NatsDestination {
     sink: String,
@@ -196,6 +225,8 @@ struct NatsDestination {
     target: String,
     /// With `format = "avro"` or `"protobuf"`: the values' encoder.
     encoder: Option<SchemaEncoder>,
+    /// The field whose object gives each message's headers.
+    header_field: Option<String>,
     connection: Connection,
 }
 
@@ -208,14 +239,28 @@ impl NatsDestination {
         }
     }
 
-    /// The payload of record `r`: its value, with its change kind when not
-    /// an insert ([`with_op`]), encoded with the schema if there is one.
-    fn payload(&self, r: &weir::dataflow::batch::RecordRef<'_>) -> Result<Bytes, SinkError> {
+    /// The payload of record `r` and its headers: its value, with its
+    /// change kind when not an insert ([`with_op`]), its headers taken out
+    /// of the header field, encoded with the schema if there is one.
+    fn payload(
+        &self,
+        r: &weir::dataflow::batch::RecordRef<'_>,
+    ) -> Result<(Bytes, Option<HeaderMap>), SinkError> {
         let value = with_op(r.value, r.change).map_err(|m| self.error(m))?;
-        Ok(match &self.encoder {
+        let (value, headers) = match &self.header_field {
+            Some(field) => {
+                let (rest, headers) =
+                    metadata::take_headers(&value, field).map_err(|m| self.error(m))?;
+                let headers = header_map(headers).map_err(|m| self.error(m))?;
+                (Cow::Owned(rest), Some(headers))
+            }
+            None => (value, None),
+        };
+        let payload = match &self.encoder {
             Some(encoder) => Bytes::from(encoder.encode(&value).map_err(|m| self.error(m))?),
             None => Bytes::copy_from_slice(&value),
-        })
+        };
+        Ok((payload, headers))
     }
 
     /// The subject of a record with key `key`.
@@ -258,9 +303,9 @@ impl Destination for NatsDestination {
             while let Some(batch) = epoch.next_batch()? {
                 for r in batch.iter() {
                     let subject = self.subject_for(r.key).map_err(|m| self.error(m))?;
-                    let payload = self.payload(&r)?;
+                    let (payload, headers) = self.payload(&r)?;
                     ordered
-                        .publish(subject, payload)
+                        .publish(subject, payload, headers)
                         .await
                         .map_err(|m| self.error(m))?;
                 }
@@ -319,7 +364,11 @@ impl Sink for PublishingSink {
             for r in batch.iter() {
                 let subject = destination.subject_for(r.key);
                 let subject = subject.map_err(|m| destination.error(m))?;
-                let message = PublishMessage::build().payload(destination.payload(&r)?);
+                let (payload, headers) = destination.payload(&r)?;
+                let mut message = PublishMessage::build().payload(payload);
+                if let Some(headers) = headers {
+                    message = message.headers(headers);
+                }
                 let ack = jetstream
                     .send_publish(subject, message)
                     .await
@@ -359,6 +408,23 @@ mod tests {
     fn parse(text: &str) -> Result<(), String> {
         NatsSinkConfig::read(text.parse().unwrap())?(Path::new("."), Delivery::ExactlyOnce)
             .map(drop)
+    }
+
+    #[test]
+    fn headers_are_text_with_names_nats_takes() {
+        let map = header_map(vec![
+            ("a".into(), Some(b"1".to_vec())),
+            ("a".into(), Some(b"2".to_vec())),
+            ("b".into(), None),
+        ])
+        .unwrap();
+        let a: Vec<&str> = map.get_all("a").map(|v| v.as_str()).collect();
+        assert_eq!(a, ["1", "2"]);
+        assert_eq!(map.get("b").map(|v| v.as_str()), Some(""));
+        let err = header_map(vec![("bin".into(), Some(vec![0xff]))]).unwrap_err();
+        assert!(err.contains("not UTF-8"), "{err}");
+        let err = header_map(vec![("a:b".into(), None)]).unwrap_err();
+        assert!(err.contains("no NATS header name"), "{err}");
     }
 
     #[test]

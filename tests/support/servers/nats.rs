@@ -185,6 +185,17 @@ impl Nats {
     /// Every message of `stream`, in order (first to last sequence, deleted
     /// ones left out).
     pub fn read_stream(&self, stream: &str) -> Vec<StreamMsg> {
+        (self.read_stream_with_headers(stream).into_iter())
+            .map(|(m, _)| m)
+            .collect()
+    }
+
+    /// [`read_stream`](Self::read_stream), each message with all its
+    /// headers (name, value) in order.
+    pub fn read_stream_with_headers(
+        &self,
+        stream: &str,
+    ) -> Vec<(StreamMsg, Vec<(String, String)>)> {
         let mut client = self.client();
         let info = js_request(&mut client, &format!("STREAM.INFO.{stream}"), &Value::Null);
         let state = &info["state"];
@@ -226,14 +237,15 @@ impl Nats {
             };
             let payload = decode("data");
             let hdrs = decode("hdrs");
-            let id = if hdrs.is_empty() {
-                None
-            } else {
-                let headers =
-                    Headers::parse(&hdrs).unwrap_or_else(|e| panic!("hdrs of {reply}: {e}"));
-                headers.get("Nats-Msg-Id").map(str::to_owned)
+            let headers = match hdrs.is_empty() {
+                true => None,
+                false => {
+                    Some(Headers::parse(&hdrs).unwrap_or_else(|e| panic!("hdrs of {reply}: {e}")))
+                }
             };
-            messages.push((got, subject.to_owned(), payload, id));
+            let id = (headers.as_ref()).and_then(|h| h.get("Nats-Msg-Id").map(str::to_owned));
+            let fields = headers.map(|h| h.fields).unwrap_or_default();
+            messages.push(((got, subject.to_owned(), payload, id), fields));
         }
         messages
     }
