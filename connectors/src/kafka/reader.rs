@@ -360,7 +360,8 @@ fn add_metadata(
             Item::Partition => members.int(field, Some(i64::from(message.partition()))),
             Item::Offset => members.int(field, Some(message.offset())),
             Item::Timestamp => members.int(field, message.timestamp().to_millis()),
-            Item::Key => members.text(field, message.key()),
+            // The parser adds it, decoded with `key_format` when set.
+            Item::Key => {}
             Item::Headers => {
                 let headers = message.headers().into_iter().flat_map(|h| h.iter());
                 members.headers(field, headers.map(|h| (h.key, h.value)));

@@ -76,6 +76,9 @@ pub const SINK: SinkType = SinkType {
         "subject_strategy",
         "headers",
         "metadata",
+        "key_format",
+        "key_schema",
+        "key_message",
         "transactional_id",
         "upstream_task",
         "write",
@@ -153,6 +156,8 @@ pub struct KafkaSinkConfig {
     /// The field of each record whose object gives its message's own
     /// headers, taken out of the value (`metadata = { headers = "..." }`).
     pub header_field: Option<String>,
+    /// Of `key_format`: the schema keys are encoded with.
+    pub key_schema: Option<SchemaSettings>,
     /// The producer's `transactional.id`, if not the derived one
     /// (`transactional_id`).
     pub transactional_id: Option<String>,
@@ -180,6 +185,9 @@ impl KafkaSinkConfig {
             subject_strategy: Option<SubjectStrategy>,
             headers: Option<Table>,
             metadata: Option<BTreeMap<String, String>>,
+            key_format: Option<String>,
+            key_schema: Option<String>,
+            key_message: Option<String>,
             transactional_id: Option<String>,
             upstream_task: Option<u32>,
             write: Option<Write>,
@@ -266,6 +274,28 @@ impl KafkaSinkConfig {
                     "`upstream_task` writes a repartition topic, whose records cross as they are: remove format = \"{format}\""
                 ));
             }
+            let key_keys = SchemaKeys {
+                schema: raw.key_schema.as_deref(),
+                message: raw.key_message.as_deref(),
+                registry: keys.registry.clone(),
+                strategy: keys.strategy,
+            };
+            let key_schema =
+                SchemaSettings::of_keys(raw.key_format.as_deref(), key_keys, dir, true)?;
+            if key_schema.is_some()
+                && (raw.upstream_task.is_some() || raw.key == Some(KeyFrom::None))
+            {
+                return Err("`key_format` encodes the records' keys: remove it (with `upstream_task` records cross as they are; with key = \"none\" there are no keys)".into());
+            }
+            let keys = SchemaKeys {
+                registry: keys
+                    .registry
+                    .filter(|_| raw.format.is_some() || key_schema.is_none()),
+                strategy: keys
+                    .strategy
+                    .filter(|_| raw.format.is_some() || key_schema.is_none()),
+                ..keys
+            };
             let schema = SchemaSettings::of_sink(raw.format.as_deref(), keys, dir)?;
             if debezium && (mode == Mode::Upsert || raw.upstream_task.is_some()) {
                 return Err(
@@ -296,6 +326,7 @@ impl KafkaSinkConfig {
                 schema,
                 headers,
                 header_field,
+                key_schema,
                 transactional_id: raw.transactional_id,
                 upstream_task: raw.upstream_task,
                 write,
@@ -331,6 +362,10 @@ impl SinkConnector for KafkaSinkConfig {
             target: target.clone(),
             message,
         };
+        let key_encoder = (self.key_schema.as_ref())
+            .map(|settings| SchemaEncoder::open(settings, &self.topic))
+            .transpose()
+            .map_err(&fail)?;
         let encoder = (self.schema.as_ref())
             .map(|settings| SchemaEncoder::open(settings, &self.topic))
             .transpose()
@@ -345,6 +380,7 @@ impl SinkConnector for KafkaSinkConfig {
             encoder: encoder.map(Arc::new),
             headers: self.headers.clone(),
             header_field: self.header_field.clone(),
+            key_encoder: key_encoder.map(Arc::new),
             told_truncate: Arc::new(AtomicBool::new(false)),
         };
         let probe = || -> Result<BaseConsumer<Context>, SinkError> {

@@ -63,6 +63,9 @@ pub const SOURCE: SourceType = SourceType {
         "schema",
         "message",
         "schema_registry",
+        "key_format",
+        "key_schema",
+        "key_message",
         "upstream_tasks",
         "metadata",
         "properties",
@@ -367,12 +370,14 @@ impl SourceConnector for KafkaSourceConfig {
         };
         assign(&consumer, &read).map_err(remote)?;
         consumer.context().opened();
+        let mut parser = LineParser::new(
+            id.to_owned(),
+            format!("topic {}", self.topics.join(",")),
+            &self.parsing,
+        );
+        parser.key_member = self.metadata.field(Item::Key).map(str::to_owned);
         Ok(Box::new(KafkaReader {
-            parser: LineParser::new(
-                id.to_owned(),
-                format!("topic {}", self.topics.join(",")),
-                &self.parsing,
-            ),
+            parser,
             consumer,
             partitions: read,
             group: self.group.is_some(),

@@ -39,6 +39,8 @@ pub(super) struct Writer {
     pub(super) headers: Vec<(String, String)>,
     /// The field whose object gives each message's own headers.
     pub(super) header_field: Option<String>,
+    /// The encoder of keys written with a schema (`key_format`).
+    pub(super) key_encoder: Option<Arc<SchemaEncoder>>,
     /// Whether values are written as Debezium change events.
     pub(super) debezium: bool,
     /// The encoder of values written with a schema (`format = "avro"` or
@@ -174,8 +176,15 @@ impl Writer {
             if let Some(partition) = partition {
                 message = message.partition(partition);
             }
+            let encoded;
             if let (KeyFrom::Record, Some(key)) = (self.key, r.key) {
-                message = message.key(key);
+                message = match &self.key_encoder {
+                    None => message.key(key),
+                    Some(encoder) => {
+                        encoded = encode_key(encoder, key).map_err(ProduceError::Refused)?;
+                        message.key(&encoded[..])
+                    }
+                };
             }
             if let Some(t) = r.timestamp {
                 message = message.timestamp(t);
@@ -218,6 +227,21 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+/// Record key `key` encoded by `encoder` (`key_format`): a key that is
+/// JSON as it is (as a `key_format` source or a field holding an object
+/// gives it), any other as a JSON string of its text.
+fn encode_key(encoder: &SchemaEncoder, key: &[u8]) -> Result<Vec<u8>, String> {
+    let is_json = serde_json::from_slice::<serde::de::IgnoredAny>(key).is_ok();
+    let encoded = match is_json {
+        true => encoder.encode(key),
+        false => {
+            let text = String::from_utf8_lossy(key);
+            encoder.encode(&serde_json::to_vec(&text).expect("a string serializes"))
+        }
+    };
+    encoded.map_err(|e| format!("a record's key does not fit key_schema: {e}"))
 }
 
 /// A message's payload (`None`: a tombstone) and its own headers.

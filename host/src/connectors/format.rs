@@ -102,6 +102,12 @@ pub struct LineParser {
     /// its record's JSON object: a message source fills it before each
     /// [`add_keyed`](Self::add_keyed), which empties it.
     pub members: Members,
+    /// The field the message key goes to among the metadata, if any (as
+    /// text, or decoded with `key_format`); set by a message source.
+    pub key_member: Option<String>,
+    /// With `key_format`: the decoder of message keys (or why there is
+    /// none).
+    key_decoder: Option<Result<SchemaDecoder, String>>,
     /// A record with its metadata appended, reused.
     joined: Vec<u8>,
 }
@@ -115,6 +121,7 @@ impl LineParser {
             timestamp,
             columns: _,
             schema,
+            key_schema,
         } = parsing.clone();
         // A decoder fails only to make its HTTP client; then every record
         // fails the source, saying why.
@@ -133,6 +140,8 @@ impl LineParser {
             failure: None,
             members: Members::default(),
             joined: Vec::new(),
+            key_member: None,
+            key_decoder: key_schema.map(|settings| SchemaDecoder::new(&settings)),
         }
     }
 
@@ -175,7 +184,17 @@ impl LineParser {
         key: Option<&[u8]>,
     ) -> bool {
         let before = batch.len();
-        let parsed = self.parse(batch, line, number, time, key);
+        let parsed = match self.key_decoder.take() {
+            None => {
+                self.key_metadata(key, false);
+                self.parse(batch, line, number, time, key)
+            }
+            Some(mut decoder) => {
+                let parsed = self.parse_decoding_key(&mut decoder, batch, line, number, time, key);
+                self.key_decoder = Some(decoder);
+                parsed
+            }
+        };
         self.members.clear();
         if let Err((kind, error)) = parsed {
             self.bad.push(BadRecord {
@@ -193,6 +212,62 @@ impl LineParser {
             self.numbers.add(number, before == 0);
         }
         added
+    }
+
+    /// [`parse`](Self::parse) of a message whose key `key` is decoded
+    /// with `key_format` by `decoder` first: a key that does not decode
+    /// makes the message a bad record.
+    fn parse_decoding_key(
+        &mut self,
+        decoder: &mut Result<SchemaDecoder, String>,
+        batch: &mut Batch,
+        line: &[u8],
+        number: u64,
+        time: Option<i64>,
+        key: Option<&[u8]>,
+    ) -> Result<(), (BadKind, SourceError)> {
+        let Some(key) = key else {
+            self.key_metadata(None, true);
+            return self.parse(batch, line, number, time, None);
+        };
+        let decoded = match decoder {
+            Ok(decoder) => decoder.decode(key),
+            Err(e) => Err(DecodeError::Registry(e.clone())),
+        };
+        match decoded {
+            Ok(json) => {
+                self.key_metadata(Some(json), true);
+                self.parse(batch, line, number, time, Some(json))
+            }
+            Err(DecodeError::Bad(message)) => {
+                let message = format!("its key: {message}");
+                Err(self.malformed(number, BadKind::Unreadable, message))
+            }
+            Err(DecodeError::Registry(message)) => {
+                self.fail_remote(message);
+                Ok(())
+            }
+        }
+    }
+
+    /// Adds the message key to the metadata, if asked: as JSON (decoded
+    /// with `key_format`) or as text.
+    fn key_metadata(&mut self, key: Option<&[u8]>, json: bool) {
+        if let Some(field) = &self.key_member {
+            match json {
+                true => self.members.raw(field, key),
+                false => self.members.text(field, key),
+            }
+        }
+    }
+
+    /// Fails the source: the schema registry did not answer.
+    fn fail_remote(&mut self, message: String) {
+        self.failure = Some(SourceError::Remote {
+            source_id: self.id.clone(),
+            target: self.path.clone(),
+            message,
+        });
     }
 
     /// The body of [`add_keyed`](Self::add_keyed), without the numbering.
@@ -266,11 +341,7 @@ impl LineParser {
                 return Err(self.malformed(number, BadKind::Unreadable, message));
             }
             Err(DecodeError::Registry(message)) => {
-                self.failure = Some(SourceError::Remote {
-                    source_id: self.id.clone(),
-                    target: self.path.clone(),
-                    message,
-                });
+                self.fail_remote(message);
                 return Ok(());
             }
         };

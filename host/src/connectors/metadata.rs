@@ -157,6 +157,13 @@ impl Members {
         serde_json::to_writer(&mut self.0, &value).expect("writing to a Vec");
     }
 
+    /// Adds `name` with the JSON text `json` as it is (`null` without
+    /// any).
+    pub fn raw(&mut self, name: &str, json: Option<&[u8]>) {
+        self.name(name);
+        self.0.extend_from_slice(json.unwrap_or(b"null"));
+    }
+
     /// Adds `name` with `headers` (name, value) as an object.
     pub fn headers<'h>(
         &mut self,

@@ -30,11 +30,14 @@ pub struct Parsing {
     /// Of format `avro` or `protobuf`: its schema and registry (`schema`,
     /// `message`, `schema_registry`).
     pub schema: Option<SchemaSettings>,
+    /// Of messages' keys in a format with a schema (`key_format`,
+    /// `key_schema`, `key_message`, the same `schema_registry`).
+    pub key_schema: Option<SchemaSettings>,
 }
 
 impl Parsing {
     /// The keys [`take`](Self::take) reads.
-    pub const KEYS: [&str; 8] = [
+    pub const KEYS: [&str; 11] = [
         "format",
         "key",
         "timestamp",
@@ -43,6 +46,9 @@ impl Parsing {
         "schema",
         "message",
         "schema_registry",
+        "key_format",
+        "key_schema",
+        "key_message",
     ];
 
     /// Takes the parsing settings out of a source's `table` (leaving its
@@ -78,6 +84,9 @@ pub struct ParsingKeys {
     schema: Option<String>,
     message: Option<String>,
     schema_registry: Option<String>,
+    key_format: Option<String>,
+    key_schema: Option<String>,
+    key_message: Option<String>,
 }
 
 impl ParsingKeys {
@@ -137,8 +146,17 @@ impl ParsingKeys {
             Format::Json => Some(SchemaKind::Json),
             _ => None,
         };
+        let key_keys = SchemaKeys {
+            schema: self.key_schema.as_deref(),
+            message: self.key_message.as_deref(),
+            registry: self.schema_registry.clone(),
+            strategy: None,
+        };
+        let key_schema = SchemaSettings::of_keys(self.key_format.as_deref(), key_keys, dir, false)?;
         let schema = match kind {
             Some(kind) => Some(SchemaSettings::read(kind, keys, dir, false)?),
+            // The registry of the keys' schemas only.
+            None if keys.registry.is_some() && key_schema.is_some() => None,
             None if keys.schema.is_some() || keys.message.is_some() || keys.registry.is_some() => {
                 return Err(
                     "`schema`, `message` and `schema_registry` are settings of format = \"avro\", \"protobuf\" or \"json\"; set the format or remove them"
@@ -153,6 +171,7 @@ impl ParsingKeys {
             timestamp: timestamp_setting(format, self.timestamp, self.on_bad_timestamp)?,
             columns: self.columns.unwrap_or_default(),
             schema,
+            key_schema,
         })
     }
 }
@@ -335,5 +354,46 @@ mod tests {
             err,
             "format = \"csv\" is not supported by a kafka source; use lines or jsonl"
         );
+    }
+
+    /// The keys' schema settings are read as the values' are, with their
+    /// own names in messages; the registry may serve the keys alone.
+    #[test]
+    fn key_schema_settings_are_checked_with_their_names() {
+        use crate::connectors::schema_format::Role;
+        let check = |text: &str| {
+            let mut t: Table = text.parse().unwrap();
+            Parsing::take(&mut t).unwrap().check(Path::new("."))
+        };
+        let p = check("format = \"jsonl\"\nkey_format = \"avro\"\nschema_registry = \"http://r\"")
+            .unwrap();
+        let keys = p.key_schema.unwrap();
+        assert_eq!((keys.kind, keys.role), (SchemaKind::Avro, Role::Keys));
+        assert!(p.schema.is_none());
+        for (text, want) in [
+            (
+                "key_schema = \"k.avsc\"",
+                "`key_schema` and `key_message` are settings of key_format",
+            ),
+            (
+                "key_format = \"csv\"",
+                "`key_format` = \"csv\" is no format with a schema",
+            ),
+            (
+                "key_format = \"avro\"",
+                "key_format = \"avro\" needs the writers' schemas: add key_schema",
+            ),
+            (
+                "key_format = \"avro\"\nkey_message = \"M\"\nschema_registry = \"http://r\"",
+                "`key_message` names a Protobuf message type: remove it (key_format",
+            ),
+            (
+                "key_format = \"json\"\nkey_schema = \"missing.json\"",
+                "`key_schema` = \"missing.json\": cannot read",
+            ),
+        ] {
+            let err = check(text).unwrap_err();
+            assert!(err.starts_with(want), "{text}: {err}");
+        }
     }
 }

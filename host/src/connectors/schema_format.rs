@@ -113,11 +113,36 @@ impl Schema {
     }
 }
 
-/// The settings of `format = "avro"`, `"protobuf"` or `"json"`.
+/// What a schema's settings are for: a message's value (`format`,
+/// `schema`, `message`) or its key (`key_format`, `key_schema`,
+/// `key_message`), whose subjects end in `-value` and `-key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The message's value.
+    Values,
+    /// The message's key.
+    Keys,
+}
+
+impl Role {
+    /// The job-file key `name` (`format`, `schema`, `message`) says for
+    /// this role.
+    fn key(self, name: &str) -> String {
+        match self {
+            Role::Values => format!("`{name}`"),
+            Role::Keys => format!("`key_{name}`"),
+        }
+    }
+}
+
+/// The settings of `format = "avro"`, `"protobuf"` or `"json"` (or of
+/// the same `key_format`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaSettings {
     /// The format's kind of schema.
     pub kind: SchemaKind,
+    /// Whether they are of values or keys.
+    pub role: Role,
     /// `schema` (with `message`): the schema file's, compiled. An Avro
     /// source reads values as it sees them; a sink writes values of it.
     pub schema: Option<Schema>,
@@ -169,6 +194,30 @@ impl SchemaSettings {
         }
     }
 
+    /// The settings of message keys: `key_format` (`avro`, `protobuf` or
+    /// `json`) with `key_schema` and `key_message` as `keys.schema` and
+    /// `keys.message` (and the values' `schema_registry` and
+    /// `subject_strategy`); `None` without `key_format`, whose keys are
+    /// then refused in one line. A sink (`writes`) needs `key_schema`.
+    pub fn of_keys(
+        format: Option<&str>,
+        keys: SchemaKeys<'_>,
+        dir: &Path,
+        writes: bool,
+    ) -> Result<Option<SchemaSettings>, String> {
+        let kind = match format {
+            None if keys.schema.is_some() || keys.message.is_some() => {
+                return Err("`key_schema` and `key_message` are settings of key_format = \"avro\", \"protobuf\" or \"json\"; set it or remove them".into());
+            }
+            None => return Ok(None),
+            Some(format) => SchemaKind::of_format(format).ok_or_else(|| {
+                format!("`key_format` = {format:?} is no format with a schema; write \"avro\", \"protobuf\" or \"json\", or remove it to take keys as they are")
+            })?,
+        };
+        let settings = SchemaSettings::read_as(Role::Keys, kind, keys, dir, writes)?;
+        Ok(Some(settings))
+    }
+
     /// Reads the settings of a format of `kind`: `schema` a file relative
     /// to the job folder `dir`, `message` the Protobuf message type in it
     /// (default: its first). A source needs `schema` or `schema_registry`,
@@ -179,16 +228,35 @@ impl SchemaSettings {
         dir: &Path,
         writes: bool,
     ) -> Result<SchemaSettings, String> {
+        SchemaSettings::read_as(Role::Values, kind, keys, dir, writes)
+    }
+
+    /// [`read`](Self::read) for `role`, whose keys messages name.
+    fn read_as(
+        role: Role,
+        kind: SchemaKind,
+        keys: SchemaKeys<'_>,
+        dir: &Path,
+        writes: bool,
+    ) -> Result<SchemaSettings, String> {
         let (format, extension) = (kind.format(), kind.extension());
+        let (format_key, schema_key) = (role.key("format"), role.key("schema"));
+        let format_key = format_key.trim_matches('`');
+        let schema_key_bare = schema_key.trim_matches('`');
         if keys.message.is_some() && kind != SchemaKind::Protobuf {
             return Err(format!(
-                "`message` names a Protobuf message type: remove it (format = \"{format}\" has one schema)"
+                "{} names a Protobuf message type: remove it ({format_key} = \"{format}\" has one schema)",
+                role.key("message")
             ));
         }
         let text = |file: &str| {
             let path = dir.join(file);
-            std::fs::read_to_string(&path)
-                .map_err(|e| format!("`schema` = {file:?}: cannot read {}: {e}", path.display()))
+            std::fs::read_to_string(&path).map_err(|e| {
+                format!(
+                    "{schema_key} = {file:?}: cannot read {}: {e}",
+                    path.display()
+                )
+            })
         };
         let schema = match keys.schema {
             None => None,
@@ -198,26 +266,31 @@ impl SchemaSettings {
                 }
                 SchemaKind::Avro => Schema::Avro(
                     AvroSchema::parse(&text(file)?)
-                        .map_err(|e| format!("`schema` = {file:?}: {e}"))?,
+                        .map_err(|e| format!("{schema_key} = {file:?}: {e}"))?,
                 ),
                 SchemaKind::Json => Schema::Json(
                     JsonSchema::parse(&text(file)?)
-                        .map_err(|e| format!("`schema` = {file:?}: {e}"))?,
+                        .map_err(|e| format!("{schema_key} = {file:?}: {e}"))?,
                 ),
             }),
         };
+        let what = match role {
+            Role::Values => "values",
+            Role::Keys => "keys",
+        };
         match (&schema, &keys.registry, writes) {
             (None, _, true) => Err(format!(
-                "format = \"{format}\" writes values of a schema: add schema = \"<file>.{extension}\""
+                "{format_key} = \"{format}\" writes {what} of a schema: add {schema_key_bare} = \"<file>.{extension}\""
             )),
             (None, None, false) => Err(format!(
-                "format = \"{format}\" needs the writers' schemas: add schema = \"<file>.{extension}\" or schema_registry = \"http://...\""
+                "{format_key} = \"{format}\" needs the writers' schemas: add {schema_key_bare} = \"<file>.{extension}\" or schema_registry = \"http://...\""
             )),
             _ if keys.strategy.is_some() && keys.registry.is_none() => Err(
                 "`subject_strategy` names the subject of a schema registry: add schema_registry or remove it".into(),
             ),
             _ => Ok(SchemaSettings {
                 kind,
+                role,
                 schema,
                 registry: keys.registry,
                 strategy: keys.strategy.unwrap_or_default(),
@@ -403,9 +476,11 @@ impl SchemaEncoder {
             None => None,
             Some(url) => {
                 let registry = Registry::new(url)?;
-                let subject = settings
-                    .strategy
-                    .subject(topic, schema.full_name().as_deref())?;
+                let subject = (settings.strategy).subject(
+                    topic,
+                    schema.full_name().as_deref(),
+                    settings.role == Role::Keys,
+                )?;
                 Some(registry.register(&subject, schema.kind().registry_name(), schema.text())?)
             }
         };

@@ -26,16 +26,17 @@ pub enum SubjectStrategy {
 }
 
 impl SubjectStrategy {
-    /// The subject of the values of `topic` whose schema's record is
-    /// `record` (a full name); `Err` when the strategy needs a record name
-    /// and the schema has none.
-    pub fn subject(self, topic: &str, record: Option<&str>) -> Result<String, String> {
+    /// The subject of the values (or, with `keys`, the keys) of `topic`
+    /// whose schema's record is `record` (a full name); `Err` when the
+    /// strategy needs a record name and the schema has none.
+    pub fn subject(self, topic: &str, record: Option<&str>, keys: bool) -> Result<String, String> {
         let record = || {
             record.ok_or_else(|| {
                 "subject_strategy names subjects by the schema's record name, and the schema is not a named record".to_owned()
             })
         };
         Ok(match self {
+            SubjectStrategy::Topic if keys => format!("{topic}-key"),
             SubjectStrategy::Topic => format!("{topic}-value"),
             SubjectStrategy::Record => record()?.to_owned(),
             SubjectStrategy::TopicRecord => format!("{topic}-{}", record()?),
@@ -222,20 +223,34 @@ mod tests {
     fn subjects_follow_the_strategies() {
         let record = Some("shop.Order");
         assert_eq!(
-            SubjectStrategy::Topic.subject("orders", record).unwrap(),
+            SubjectStrategy::Topic
+                .subject("orders", record, false)
+                .unwrap(),
             "orders-value"
         );
         assert_eq!(
-            SubjectStrategy::Record.subject("orders", record).unwrap(),
+            SubjectStrategy::Topic
+                .subject("orders", record, true)
+                .unwrap(),
+            "orders-key"
+        );
+        assert_eq!(
+            SubjectStrategy::Record
+                .subject("orders", record, true)
+                .unwrap(),
             "shop.Order"
         );
         assert_eq!(
             SubjectStrategy::TopicRecord
-                .subject("orders", record)
+                .subject("orders", record, false)
                 .unwrap(),
             "orders-shop.Order"
         );
-        assert!(SubjectStrategy::Record.subject("orders", None).is_err());
+        assert!(
+            SubjectStrategy::Record
+                .subject("orders", None, false)
+                .is_err()
+        );
         assert_eq!(
             stored(&json!({"schema": "\"long\""})),
             Some(Stored {

@@ -7,6 +7,8 @@ formats.
     produce protobuf BROKERS REGISTRY TOPIC < records.jsonl
     consume avro|protobuf|json BROKERS REGISTRY TOPIC COUNT > records.jsonl
     decode avro|protobuf|json REGISTRY TOPIC < base64 lines > records.jsonl
+    produce-keyed avro BROKERS REGISTRY TOPIC SCHEMA_FILE KEY_SCHEMA_FILE < {"key", "value"} lines
+    consume-keyed avro BROKERS REGISTRY TOPIC COUNT > {"key", "value"} lines
 
 `decode` reads messages of the registry's wire format given in base64, one
 a line, as if they were values of TOPIC (from another system: NATS).
@@ -117,6 +119,57 @@ def produce(kind, brokers, registry, topic, schema_file=None):
     producer.flush(30)
 
 
+def produce_keyed(kind, brokers, registry, topic, schema_file, key_schema_file):
+    """Messages whose key and value are both Avro, as the key and value
+    serializers write them (subjects TOPIC-key and TOPIC-value)."""
+    assert kind == "avro", kind
+    client = SchemaRegistryClient({"url": registry})
+    with open(schema_file) as f:
+        values = AvroSerializer(client, f.read())
+    with open(key_schema_file) as f:
+        keys = AvroSerializer(client, f.read())
+    producer = Producer({"bootstrap.servers": brokers, "enable.idempotence": True})
+    key_context = SerializationContext(topic, MessageField.KEY)
+    value_context = SerializationContext(topic, MessageField.VALUE)
+    for line in sys.stdin:
+        message = json.loads(line)
+        key = keys(message["key"], key_context)
+        producer.produce(topic, key=key, value=values(avro_in(message["value"]), value_context))
+        producer.poll(0)
+    producer.flush(30)
+
+
+def consume_keyed(kind, brokers, registry, topic, count):
+    assert kind == "avro", kind
+    deserializer, show = reader(kind, registry)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": brokers,
+            "group.id": f"schema-clients-keyed-{topic}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    key_context = SerializationContext(topic, MessageField.KEY)
+    value_context = SerializationContext(topic, MessageField.VALUE)
+    seen = idle = 0
+    while seen < count and idle < 60:
+        message = consumer.poll(1.0)
+        if message is None:
+            idle += 1
+            continue
+        if message.error():
+            raise SystemExit(f"consumer error: {message.error()}")
+        idle = 0
+        key = deserializer(message.key(), key_context)
+        value = json.loads(show(deserializer(message.value(), value_context)))
+        print(json.dumps({"key": key, "value": value}, sort_keys=True), flush=True)
+        seen += 1
+    consumer.close()
+
+
 def reader(kind, registry):
     """The deserializer of values of `kind`, and how a value is printed."""
     if kind == "avro":
@@ -183,6 +236,10 @@ if __name__ == "__main__":
         produce(kind, *args)
     elif verb == "consume":
         consume(kind, args[0], args[1], args[2], int(args[3]))
+    elif verb == "produce-keyed":
+        produce_keyed(kind, *args)
+    elif verb == "consume-keyed":
+        consume_keyed(kind, args[0], args[1], args[2], int(args[3]))
     elif verb == "decode":
         decode(kind, *args)
     elif verb == "proto":
