@@ -49,6 +49,23 @@ fn v3() -> String {
     )
 }
 
+/// A broker with topics `orders` and `out` (one partition each), and a
+/// schema registry.
+fn servers() -> (Kafka, SchemaRegistry) {
+    let kafka = Kafka::start();
+    let registry = SchemaRegistry::start();
+    kafka.create_topic("orders", 1);
+    kafka.create_topic("out", 1);
+    (kafka, registry)
+}
+
+/// Writes `text` to file `name` in `dir`; its path.
+fn written(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
 /// The python of the venv `scripts/services.sh install` makes with
 /// confluent-kafka.
 fn python() -> PathBuf {
@@ -177,16 +194,9 @@ fn assert_one_dead_letter(job: &JobDir, offset: u64, why: &str) {
 
 #[test]
 fn avro_from_python_clients_round_trips_through_a_job_with_an_evolved_schema() {
-    let kafka = Kafka::start();
-    let registry = SchemaRegistry::start();
-    kafka.create_topic("orders", 1);
-    kafka.create_topic("out", 1);
+    let (kafka, registry) = servers();
     let dir = tempfile::tempdir().unwrap();
-    let file = |name: &str, text: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    };
+    let file = |name: &str, text: &str| written(dir.path(), name, text);
     let (v1_file, v2_file) = (file("v1.avsc", V1), file("v2.avsc", &v2()));
 
     // 1,500 orders of the first schema, one message that is no Avro, then
@@ -280,18 +290,13 @@ fn json_order(i: u64) -> Value {
 /// alike, the misfits dead letters naming their line.
 #[test]
 fn json_schema_from_python_clients_round_trips_through_a_job() {
-    let kafka = Kafka::start();
-    let registry = SchemaRegistry::start();
-    kafka.create_topic("orders", 1);
-    kafka.create_topic("out", 1);
+    let (kafka, registry) = servers();
     let dir = tempfile::tempdir().unwrap();
-    let schema_file = dir.path().join("orders.schema.json");
-    std::fs::write(&schema_file, JSON_ORDER).unwrap();
+    let schema_file = written(dir.path(), "orders.schema.json", JSON_ORDER);
     let (brokers, url) = (kafka.brokers(), registry.url());
     let orders: Vec<Value> = (0..1500).map(json_order).collect();
     let produce = |records: &[Value]| {
-        let file = schema_file.display().to_string();
-        let args = ["produce", "json", &brokers, &url, "orders", &file];
+        let args = ["produce", "json", &brokers, &url, "orders", &schema_file];
         clients(&args, &lines(records))
     };
     produce(&orders[..1000]);
@@ -365,16 +370,9 @@ const ORDER_KEY: &str = r#"{"type": "record", "name": "OrderKey", "namespace": "
 /// metadata field, as JSON.
 #[test]
 fn avro_keys_from_python_clients_round_trip_through_a_job() {
-    let kafka = Kafka::start();
-    let registry = SchemaRegistry::start();
-    kafka.create_topic("orders", 1);
-    kafka.create_topic("out", 1);
+    let (kafka, registry) = servers();
     let dir = tempfile::tempdir().unwrap();
-    let file = |name: &str, text: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    };
+    let file = |name: &str, text: &str| written(dir.path(), name, text);
     let (value_file, key_file) = (file("v1.avsc", V1), file("key.avsc", ORDER_KEY));
     let (brokers, url) = (kafka.brokers(), registry.url());
     let messages: Vec<Value> = (0..800)
@@ -464,10 +462,7 @@ fn proto_order(i: u64) -> Value {
 
 #[test]
 fn protobuf_from_python_clients_round_trips_through_a_job() {
-    let kafka = Kafka::start();
-    let registry = SchemaRegistry::start();
-    kafka.create_topic("orders", 1);
-    kafka.create_topic("out", 1);
+    let (kafka, registry) = servers();
     let (brokers, url) = (kafka.brokers(), registry.url());
     // Python registers its descriptor (base64), the job its .proto source.
     let input: Vec<Value> = (0..1000).map(proto_order).collect();

@@ -230,11 +230,7 @@ impl LineParser {
             self.key_metadata(None, true);
             return self.parse(batch, line, number, time, None);
         };
-        let decoded = match decoder {
-            Ok(decoder) => decoder.decode(key),
-            Err(e) => Err(DecodeError::Registry(e.clone())),
-        };
-        match decoded {
+        match decode(decoder, key) {
             Ok(json) => {
                 self.key_metadata(Some(json), true);
                 self.parse(batch, line, number, time, Some(json))
@@ -331,11 +327,7 @@ impl LineParser {
         time: Option<i64>,
         key: Option<&[u8]>,
     ) -> Result<(), (BadKind, SourceError)> {
-        let decoded = match decoder {
-            Ok(decoder) => decoder.decode(line),
-            Err(e) => Err(DecodeError::Registry(e.clone())),
-        };
-        let json = match decoded {
+        let json = match decode(decoder, line) {
             Ok(json) => json,
             Err(DecodeError::Bad(message)) => {
                 return Err(self.malformed(number, BadKind::Unreadable, message));
@@ -444,6 +436,18 @@ impl LineParser {
             },
         };
         Ok(Some((field, timestamp)))
+    }
+}
+
+/// `bytes` decoded by `decoder`, or why not (a decoder that could not be
+/// made fails every message, as a registry that does not answer).
+fn decode<'d>(
+    decoder: &'d mut Result<SchemaDecoder, String>,
+    bytes: &[u8],
+) -> Result<&'d [u8], DecodeError> {
+    match decoder {
+        Ok(decoder) => decoder.decode(bytes),
+        Err(e) => Err(DecodeError::Registry(e.clone())),
     }
 }
 

@@ -142,32 +142,15 @@ def produce_keyed(kind, brokers, registry, topic, schema_file, key_schema_file):
 def consume_keyed(kind, brokers, registry, topic, count):
     assert kind == "avro", kind
     deserializer, show = reader(kind, registry)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": brokers,
-            "group.id": f"schema-clients-keyed-{topic}",
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
     key_context = SerializationContext(topic, MessageField.KEY)
     value_context = SerializationContext(topic, MessageField.VALUE)
-    seen = idle = 0
-    while seen < count and idle < 60:
-        message = consumer.poll(1.0)
-        if message is None:
-            idle += 1
-            continue
-        if message.error():
-            raise SystemExit(f"consumer error: {message.error()}")
-        idle = 0
+
+    def keyed(message):
         key = deserializer(message.key(), key_context)
         value = json.loads(show(deserializer(message.value(), value_context)))
-        print(json.dumps({"key": key, "value": value}, sort_keys=True), flush=True)
-        seen += 1
-    consumer.close()
+        return json.dumps({"key": key, "value": value}, sort_keys=True)
+
+    read(brokers, f"schema-clients-keyed-{topic}", topic, count, keyed)
 
 
 def reader(kind, registry):
@@ -205,17 +188,23 @@ def decode(kind, registry, topic):
 
 def consume(kind, brokers, registry, topic, count):
     deserializer, show = reader(kind, registry)
+    context = SerializationContext(topic, MessageField.VALUE)
+    read(brokers, f"schema-clients-{topic}", topic, count, lambda m: show(deserializer(m.value(), context)))
+
+
+def read(brokers, group, topic, count, show):
+    """Prints `show(message)` of the first COUNT messages of TOPIC, read
+    committed, or of those that came before a minute without any."""
     consumer = Consumer(
         {
             "bootstrap.servers": brokers,
-            "group.id": f"schema-clients-{topic}",
+            "group.id": group,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
         }
     )
     consumer.subscribe([topic])
-    context = SerializationContext(topic, MessageField.VALUE)
     seen = idle = 0
     while seen < count and idle < 60:
         message = consumer.poll(1.0)
@@ -225,7 +214,7 @@ def consume(kind, brokers, registry, topic, count):
         if message.error():
             raise SystemExit(f"consumer error: {message.error()}")
         idle = 0
-        print(show(deserializer(message.value(), context)), flush=True)
+        print(show(message), flush=True)
         seen += 1
     consumer.close()
 
