@@ -17,7 +17,11 @@
 //! - Avro: messages in a schema registry's wire format (a private Apicurio
 //!   Registry) read to JSON lines by a `format = "avro"` source → file sink
 //!   job, against apache-avro (Rust's own Avro decoder) decoding the same
-//!   messages from a librdkafka consumer into JSON lines.
+//!   messages from a librdkafka consumer into JSON lines;
+//! - Protobuf: the same orders as Protobuf messages in the wire format,
+//!   read by a `format = "protobuf"` source → file sink job, against
+//!   prost-reflect (dynamic messages of the `.proto`, compiled by protox)
+//!   decoding them from a librdkafka consumer into JSON lines.
 //!
 //! The broker is warmed up first (the data produced to and read from a
 //! topic of its own). The Weir cases run the `weir` binary (`--restore none`, checkpoints
@@ -124,6 +128,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         Some("librdkafka consume"),
     );
     avro(settings, dir, &kafka, n, &mut report)?;
+    protobuf(settings, dir, &kafka, n, &mut report)?;
     Ok(report)
 }
 
@@ -300,6 +305,129 @@ fn avro(
         Some("apache-avro decode"),
     );
     Ok(())
+}
+
+/// The Protobuf schema of the `protobuf` case: the order of the Avro
+/// cases, its amount as text and its time in milliseconds.
+const ORDER_PROTO: &str = r#"syntax = "proto3";
+package bench;
+message Order {
+  int64 id = 1;
+  string customer = 2;
+  string amount = 3;
+  int64 at = 4;
+  enum State { NEW = 0; PAID = 1; SHIPPED = 2; }
+  State state = 5;
+  optional string note = 6;
+}
+"#;
+
+/// Protobuf messages through a schema registry (registered as
+/// `protobuf-value`), read to JSON lines by prost-reflect's dynamic
+/// messages (the baseline) and by a `kafka` source with `format =
+/// "protobuf"` → file sink job.
+fn protobuf(
+    settings: &Settings,
+    dir: &std::path::Path,
+    kafka: &Kafka,
+    n: u64,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    use weir::schemas::protobuf::ProtoSchema;
+    use weir::schemas::registry::Registry;
+    use weir::schemas::wire;
+
+    settings.say("kafka: starting a private schema registry");
+    let registry = weir_tests::servers::SchemaRegistry::start();
+    kafka.create_topic("protobuf", PARTITIONS);
+    let id = Registry::new(&registry.url())
+        .and_then(|r| r.register("protobuf-value", "PROTOBUF", ORDER_PROTO))
+        .map_err(anyhow::Error::msg)?;
+    let schema = ProtoSchema::compile(ORDER_PROTO, None).map_err(anyhow::Error::msg)?;
+    let states = ["NEW", "PAID", "SHIPPED"];
+    let messages = (0..n)
+        .map(|i| {
+            let mut order = json!({
+                "id": i,
+                "customer": format!("c{}", i % WORDS),
+                "amount": format!("{}.{:02}", i % 100_000, i % 100),
+                "at": 1_700_000_000_000u64 + i,
+                "state": states[i as usize % 3],
+            });
+            if i % 4 != 0 {
+                order["note"] = json!("fragile");
+            }
+            let mut message = Vec::new();
+            wire::frame(id, &mut message);
+            wire::write_indexes(&schema.indexes(), &mut message);
+            schema.encode(order.to_string().as_bytes(), &mut message)?;
+            Ok(message)
+        })
+        .collect::<Result<Vec<Vec<u8>>, String>>()
+        .map_err(anyhow::Error::msg)?;
+    produce_all(&kafka.brokers(), "protobuf", &messages)?;
+
+    settings.say("kafka: prost-reflect decoding (baseline)");
+    std::fs::write(dir.join("order.proto"), ORDER_PROTO)?;
+    let files = protox::compile(["order.proto"], [dir])?;
+    let pool = prost_reflect::DescriptorPool::from_file_descriptor_set(files)?;
+    let order = (pool.get_message_by_name("bench.Order"))
+        .ok_or_else(|| anyhow::anyhow!("order.proto has no bench.Order"))?;
+    let out = dir.join("protobuf-native.jsonl");
+    let (read, took) = decode_protobuf(&kafka.brokers(), "protobuf", &order, &out)?;
+    anyhow::ensure!(read == n, "the decoder read {read} messages, expected {n}");
+    report.row(
+        "prost-reflect decode",
+        per_second(n, took),
+        "records/s",
+        None,
+    );
+
+    settings.say("kafka: kafka protobuf → weir");
+    let source = Source::kafka("in", &kafka.brokers(), "protobuf")
+        .string("format", "protobuf")
+        .string("schema_registry", &registry.url());
+    let wall = read_through_weir(settings, dir, "kafka-protobuf", source, n)?;
+    report.row(
+        "kafka protobuf → weir",
+        per_second(n, wall),
+        "records/s",
+        Some("prost-reflect decode"),
+    );
+    Ok(())
+}
+
+/// Reads every partition of `topic` to its end, decoding each message
+/// (Confluent's wire format with the message index `0`, of `order`) with
+/// prost-reflect into JSON lines written to `out` (every field, with the
+/// `.proto`'s names, as the `protobuf` format writes them); returns the
+/// messages read and the time.
+fn decode_protobuf(
+    brokers: &str,
+    topic: &str,
+    order: &prost_reflect::MessageDescriptor,
+    out: &std::path::Path,
+) -> anyhow::Result<(u64, Duration)> {
+    use std::io::Write;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
+    let options = prost_reflect::SerializeOptions::new()
+        .stringify_64_bit_integers(false)
+        .use_proto_field_name(true)
+        .skip_default_fields(false);
+    let started = Instant::now();
+    let read = for_each_message(brokers, topic, PARTITIONS, |payload| {
+        // The header, then the index list `[0]` as the single byte 0.
+        let datum = payload
+            .get(6..)
+            .ok_or_else(|| anyhow::anyhow!("a message shorter than the wire format's header"))?;
+        let message = prost_reflect::DynamicMessage::decode(order.clone(), datum)?;
+        let mut serializer = serde_json::Serializer::new(&mut file);
+        message.serialize_with_options(&mut serializer, &options)?;
+        file.write_all(b"\n")?;
+        Ok(())
+    })?;
+    file.flush()?;
+    Ok((read, started.elapsed()))
 }
 
 /// Reads every partition of `topic` to its end, decoding each message

@@ -373,8 +373,8 @@ fn connectors_run_against_private_servers() {
 
 /// Against a private Kafka broker: both sink modes and the source deliver
 /// every record (the benchmark checks the counts itself), each against
-/// librdkafka's own client, and Avro through a private schema registry
-/// against apache-avro's decoder.
+/// librdkafka's own client, and Avro and Protobuf through a private schema
+/// registry against apache-avro's and prost-reflect's decoders.
 #[test]
 fn kafka_runs_both_sink_modes_and_the_source_against_librdkafka() {
     let mut s = settings();
@@ -390,6 +390,8 @@ fn kafka_runs_both_sink_modes_and_the_source_against_librdkafka() {
             "kafka → weir",
             "apache-avro decode",
             "kafka avro → weir",
+            "prost-reflect decode",
+            "kafka protobuf → weir",
         ],
     );
 }
