@@ -195,6 +195,39 @@ impl LineParser {
                 parsed
             }
         };
+        self.settle(batch, before, parsed, (number, line, key, time))
+    }
+
+    /// Adds record `number` that a reader decoded itself (`Ok`: its JSON
+    /// object; `Err`: why it is bad), as [`add_keyed`](Self::add_keyed)
+    /// adds a message: keyed and timed by its fields, or kept as bad.
+    pub fn add_decoded_record(
+        &mut self,
+        batch: &mut Batch,
+        decoded: Result<&[u8], String>,
+        number: u64,
+    ) -> bool {
+        let before = batch.len();
+        let (parsed, value) = match decoded {
+            Ok(json) => (self.add_json(batch, json, number, None, None), json),
+            Err(m) => (
+                Err(self.malformed(number, BadKind::Unreadable, m)),
+                &b""[..],
+            ),
+        };
+        self.settle(batch, before, parsed, (number, value, None, None))
+    }
+
+    /// After record `number` (`line`, with its own `key` and `time`) was
+    /// parsed into `batch`, which held `before` records: counts it, or
+    /// keeps it as bad. Whether a record was added.
+    fn settle(
+        &mut self,
+        batch: &Batch,
+        before: usize,
+        parsed: Result<(), (BadKind, SourceError)>,
+        (number, line, key, time): (u64, &[u8], Option<&[u8]>, Option<i64>),
+    ) -> bool {
         self.members.clear();
         if let Err((kind, error)) = parsed {
             self.bad.push(BadRecord {

@@ -87,9 +87,26 @@ pub struct ParsingKeys {
     key_format: Option<String>,
     key_schema: Option<String>,
     key_message: Option<String>,
+    /// Whether the input carries its own Avro schema (object container
+    /// files): `schema` is then optional ([`ParsingKeys::avro_files`]).
+    #[serde(skip)]
+    own_schema: bool,
 }
 
 impl ParsingKeys {
+    /// For a source of files: `avro` reads object container files, which
+    /// carry their writer's schema (`schema`, optional, is the one records
+    /// are read as); a registry has nothing to say about them.
+    pub fn avro_files(mut self) -> Result<ParsingKeys, String> {
+        if self.format == Some(Format::Avro) {
+            if self.schema_registry.is_some() {
+                return Err("an Avro object container file carries its own schema: remove `schema_registry` (`schema`, if given, is the schema records are read as)".into());
+            }
+            self.own_schema = true;
+        }
+        Ok(self)
+    }
+
     /// Refuses `csv`, which needs a file with a header row: "format =
     /// "csv" is not supported by a `kind` source".
     pub fn refuse_csv(&self, kind: &str) -> Result<(), String> {
@@ -107,6 +124,7 @@ impl ParsingKeys {
     /// records are checked against `schema`).
     pub fn refuse_binary(&self, kind: &str) -> Result<(), String> {
         let format = match self.format {
+            Some(Format::Avro) if self.own_schema => return Ok(()),
             Some(Format::Avro) => "avro",
             Some(Format::Protobuf) => "protobuf",
             Some(Format::Json) if self.schema_registry.is_some() => {
@@ -117,7 +135,7 @@ impl ParsingKeys {
             _ => return Ok(()),
         };
         Err(format!(
-            "format = \"{format}\" reads messages (of Kafka and NATS sources), not lines of a {kind} source; files of Avro or Protobuf records are not read yet"
+            "format = \"{format}\" reads messages (of Kafka and NATS sources) and Avro object container files (of file sources), not lines of a {kind} source"
         ))
     }
 
@@ -154,6 +172,8 @@ impl ParsingKeys {
         };
         let key_schema = SchemaSettings::of_keys(self.key_format.as_deref(), key_keys, dir, false)?;
         let schema = match kind {
+            // The file's own schema, read as it is.
+            Some(SchemaKind::Avro) if self.own_schema && keys.schema.is_none() => None,
             Some(kind) => Some(SchemaSettings::read(kind, keys, dir, false)?),
             // The registry of the keys' schemas only.
             None if keys.registry.is_some() && key_schema.is_some() => None,

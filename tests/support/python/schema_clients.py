@@ -9,6 +9,7 @@ formats.
     decode avro|protobuf|json REGISTRY TOPIC < base64 lines > records.jsonl
     produce-keyed avro BROKERS REGISTRY TOPIC SCHEMA_FILE KEY_SCHEMA_FILE < {"key", "value"} lines
     consume-keyed avro BROKERS REGISTRY TOPIC COUNT > {"key", "value"} lines
+    ocf avro FILE SCHEMA_FILE CODEC < records.jsonl   (fastavro's object container file)
 
 `decode` reads messages of the registry's wire format given in base64, one
 a line, as if they were values of TOPIC (from another system: NATS).
@@ -153,6 +154,17 @@ def consume_keyed(kind, brokers, registry, topic, count):
     read(brokers, f"schema-clients-keyed-{topic}", topic, count, keyed)
 
 
+def ocf(kind, path, schema_file, codec):
+    import fastavro
+
+    assert kind == "avro", kind
+    with open(schema_file) as f:
+        schema = fastavro.parse_schema(json.load(f))
+    records = [avro_in(json.loads(line)) for line in sys.stdin]
+    with open(path, "wb") as out:
+        fastavro.writer(out, schema, records, codec=codec, sync_interval=4000)
+
+
 def reader(kind, registry):
     """The deserializer of values of `kind`, and how a value is printed."""
     if kind == "avro":
@@ -229,6 +241,8 @@ if __name__ == "__main__":
         produce_keyed(kind, *args)
     elif verb == "consume-keyed":
         consume_keyed(kind, args[0], args[1], args[2], int(args[3]))
+    elif verb == "ocf":
+        ocf(kind, *args)
     elif verb == "decode":
         decode(kind, *args)
     elif verb == "proto":

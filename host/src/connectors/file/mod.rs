@@ -1,9 +1,11 @@
 //! The file connector (`type = "file"`): a file source read in the format
-//! `lines`, `jsonl` or `csv` and resumed by seeking ([`source`]), and the
+//! `lines`, `jsonl`, `csv` and the others of lines, resumed by seeking
+//! ([`source`]), or of Avro object container files (`avro_file`), and the
 //! transactional file sink ([`sink`]) with its I/O thread (`io`), or, with
 //! `delivery = "at-least-once"`, the appending one (`append`).
 
 mod append;
+mod avro_file;
 mod io;
 pub mod sink;
 pub mod source;

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Table;
 
+use super::avro_file::AvroFileReader;
 use crate::connectors::csv_file::{CsvReader, csv_header, csv_reader};
 use crate::connectors::format::{Format, LineParser, LineReader, Parsing};
 use crate::connectors::source::{SourceError, SourceReader};
@@ -56,7 +57,7 @@ impl FileSourceConfig {
             path: Option<String>,
         }
         let mut table = table;
-        let parsing = Parsing::take(&mut table)?;
+        let parsing = Parsing::take(&mut table)?.avro_files()?;
         parsing.refuse_binary("file")?;
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |dir: &Path| {
@@ -80,6 +81,10 @@ impl SourceConnector for FileSourceConfig {
             .and_then(|o| o.get("records"))
             .and_then(Value::as_u64)
             .unwrap_or(0);
+        if self.parsing.format == Format::Avro {
+            let reader = AvroFileReader::open(id, path, file, &self.parsing, records)?;
+            return Ok(Box::new(reader));
+        }
         let byte = offset.and_then(|o| o.get("byte")).and_then(Value::as_u64);
         if offset.is_some() && byte.is_none() {
             return Err(SourceError::BadOffset {

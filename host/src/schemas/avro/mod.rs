@@ -72,6 +72,13 @@ impl AvroSchema {
         &self.0.text
     }
 
+    /// The schema `schema` (an object container file's, say), as ours.
+    pub fn of(schema: &Schema) -> Result<AvroSchema, String> {
+        let text = serde_json::to_string(schema)
+            .map_err(|e| format!("an Avro schema that cannot be written: {e}"))?;
+        AvroSchema::parse(&text)
+    }
+
     /// The full name of a named schema (a record's), if it is one: what
     /// the record-name subject strategies name subjects by.
     pub fn full_name(&self) -> Option<String> {
@@ -113,7 +120,7 @@ impl AvroReader {
     /// Appends datum `bytes` (all of them) as JSON to `out`.
     pub fn read(&self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         let mut input = bytes;
-        let mut value = (self.reader.read_value(&mut input))
+        let value = (self.reader.read_value(&mut input))
             .map_err(|e| format!("not an Avro datum of its schema: {e}"))?;
         if !input.is_empty() {
             return Err(format!(
@@ -121,6 +128,16 @@ impl AvroReader {
                 input.len()
             ));
         }
+        self.convert(value, out)
+    }
+
+    /// Appends `value`, read with the writer's schema (as an object
+    /// container file's reader gives it), as JSON to `out`.
+    pub fn convert(
+        &self,
+        mut value: apache_avro::types::Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
         if self.resolves {
             let (writer, shape) = (&self.writer.0, &self.shape.0);
             value = resolve::resolve(

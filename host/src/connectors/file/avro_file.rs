@@ -1,0 +1,244 @@
+//! Avro object container files (`format = "avro"` on a file source): the
+//! records of the file's own schema (its header) read into JSON records,
+//! resolved to `schema` when the job gives one (Avro's rules, as for
+//! messages); blocks compressed with `null`, `deflate`, `snappy` or
+//! `zstandard`.
+//!
+//! Offset: `{"records": n}`, the records read so far (bad ones included).
+//! A restore reads the file again from its start and skips as many, each
+//! decoded: blocks have no index to seek by.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::connectors::format::LineParser;
+use crate::connectors::parsing::Parsing;
+use crate::connectors::schema_format::Schema;
+use crate::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
+use crate::dataflow::Batch;
+use crate::schemas::avro::{AvroReader, AvroSchema};
+
+/// A reader of an Avro object container file.
+pub struct AvroFileReader {
+    values: apache_avro::Reader<'static, BufReader<File>>,
+    /// Its values to JSON records (resolved to the job's `schema`).
+    convert: AvroReader,
+    parser: LineParser,
+    /// Records read so far.
+    records: u64,
+    /// The JSON of the record read last.
+    json: Vec<u8>,
+    /// Whether every record was read.
+    ended: bool,
+}
+
+impl AvroFileReader {
+    /// Reads `file` (at `path`) of source `id`, after its first `skip`
+    /// records (a restore's).
+    pub fn open(
+        id: String,
+        path: &Path,
+        file: File,
+        parsing: &Parsing,
+        skip: u64,
+    ) -> Result<AvroFileReader, SourceError> {
+        let shown = path.display().to_string();
+        let damaged = |message: String| SourceError::Malformed {
+            source_id: id.clone(),
+            path: shown.clone(),
+            line: 0,
+            message,
+        };
+        let values = apache_avro::Reader::new(BufReader::with_capacity(256 << 10, file))
+            .map_err(|e| damaged(format!("not an Avro object container file: {e}")))?;
+        let writer = AvroSchema::of(values.writer_schema())
+            .map_err(|e| damaged(format!("the file's schema: {e}")))?;
+        let reader = match parsing.schema.as_ref().and_then(|s| s.schema.as_ref()) {
+            Some(Schema::Avro(schema)) => Some(schema),
+            _ => None,
+        };
+        let convert = AvroReader::new(&writer, reader).map_err(|e| {
+            damaged(format!(
+                "the file's schema does not resolve to `schema`: {e}"
+            ))
+        })?;
+        let parser = LineParser::new(id.clone(), shown.clone(), parsing).counting("record");
+        let mut file = AvroFileReader {
+            values,
+            convert,
+            parser,
+            records: 0,
+            json: Vec::new(),
+            ended: false,
+        };
+        while file.records < skip {
+            match file.values.next() {
+                Some(Ok(_)) => file.records += 1,
+                Some(Err(e)) => return Err(damaged(format!("record {}: {e}", file.records + 1))),
+                None => {
+                    return Err(SourceError::BadOffset {
+                        source_id: id,
+                        offset: skip.to_string(),
+                        message: format!(
+                            "{shown} holds only {} records (was it replaced?)",
+                            file.records
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(file)
+    }
+}
+
+impl SourceReader for AvroFileReader {
+    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
+        if self.ended {
+            return Ok(None);
+        }
+        let mut batch = Batch::with_capacity(max.min(4096), 0);
+        let mut read = 0;
+        while read < max && batch.data_bytes() < MAX_BATCH_BYTES {
+            let Some(value) = self.values.next() else {
+                self.ended = true;
+                break;
+            };
+            self.records += 1;
+            read += 1;
+            // A block that does not decode: the file is damaged.
+            let value = value.map_err(|e| SourceError::Malformed {
+                source_id: self.parser.id.clone(),
+                path: self.parser.path.clone(),
+                line: self.records,
+                message: format!("not an Avro record of the file's schema: {e}"),
+            })?;
+            self.json.clear();
+            let converted = self.convert.convert(value, &mut self.json);
+            let decoded = converted.map(|()| &self.json[..]);
+            self.parser
+                .add_decoded_record(&mut batch, decoded, self.records);
+        }
+        Ok(match (batch.is_empty(), self.ended) {
+            (true, true) => None,
+            _ => Some(batch),
+        })
+    }
+
+    fn offset(&self) -> Value {
+        json!({ "records": self.records })
+    }
+
+    fn place(&self) -> Option<String> {
+        self.parser.place()
+    }
+
+    fn skipped(&self) -> u64 {
+        self.parser.skipped
+    }
+
+    fn take_bad(&mut self) -> Vec<BadRecord> {
+        std::mem::take(&mut self.parser.bad)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use apache_avro::types::{Record, Value as Avro};
+    use apache_avro::{Codec, Writer};
+
+    use super::*;
+    use crate::connectors::format::Format;
+
+    const SCHEMA: &str = r#"{"type": "record", "name": "R", "fields": [
+        {"name": "n", "type": "long"}, {"name": "s", "type": "string"}]}"#;
+
+    /// A container file of `count` records `{n, s}` compressed with
+    /// `codec`, in blocks of about 10 records.
+    fn file_of(dir: &Path, codec: Codec, count: i64) -> std::path::PathBuf {
+        let schema = apache_avro::Schema::parse_str(SCHEMA).unwrap();
+        let path = dir.join(format!("{codec:?}.avro").replace([' ', '{', '}', ':'], ""));
+        let mut writer = Writer::with_codec(&schema, File::create(&path).unwrap(), codec).unwrap();
+        for n in 0..count {
+            let mut r = Record::new(&schema).unwrap();
+            r.put("n", Avro::Long(n));
+            r.put("s", Avro::String(format!("s{n}")));
+            writer.append_value(r).unwrap();
+            if n % 10 == 9 {
+                writer.flush().unwrap();
+            }
+        }
+        writer.flush().unwrap();
+        path
+    }
+
+    fn parsing() -> Parsing {
+        Parsing {
+            format: Format::Avro,
+            ..Parsing::default()
+        }
+    }
+
+    /// Every record of `reader`, as JSON lines.
+    fn all(mut reader: AvroFileReader, max: usize) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Some(batch) = reader.read_batch(max).unwrap() {
+            lines.extend(
+                batch
+                    .iter()
+                    .map(|r| String::from_utf8(r.value.to_vec()).unwrap()),
+            );
+        }
+        lines
+    }
+
+    #[test]
+    fn every_codec_reads_every_record_in_order_and_a_restore_skips_what_was_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let codecs = [
+            Codec::Null,
+            Codec::Deflate(Default::default()),
+            Codec::Snappy,
+            Codec::Zstandard(Default::default()),
+        ];
+        let want: Vec<String> = (0..95)
+            .map(|n| format!(r#"{{"n":{n},"s":"s{n}"}}"#))
+            .collect();
+        for codec in codecs {
+            let path = file_of(dir.path(), codec, 95);
+            let open = |skip| {
+                let file = File::open(&path).unwrap();
+                AvroFileReader::open("in".into(), &path, file, &parsing(), skip).unwrap()
+            };
+            assert_eq!(all(open(0), 7), want, "{codec:?}");
+            let mut first = open(0);
+            let batch = first.read_batch(40).unwrap().unwrap();
+            assert_eq!(batch.len(), 40);
+            assert_eq!(first.offset(), json!({"records": 40}));
+            assert_eq!(all(open(40), 16), want[40..], "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_none_or_too_short_for_the_offset_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines.avro");
+        std::fs::write(&path, "not avro\n").unwrap();
+        let open = |path: &Path, skip| {
+            AvroFileReader::open(
+                "in".into(),
+                path,
+                File::open(path).unwrap(),
+                &parsing(),
+                skip,
+            )
+        };
+        let err = open(&path, 0).err().unwrap().to_string();
+        assert!(err.contains("not an Avro object container file"), "{err}");
+        let path = file_of(dir.path(), Codec::Null, 5);
+        let err = open(&path, 9).err().unwrap().to_string();
+        assert!(err.contains("holds only 5 records"), "{err}");
+    }
+}
