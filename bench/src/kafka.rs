@@ -127,8 +127,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         "records/s",
         Some("librdkafka consume"),
     );
-    avro(settings, dir, &kafka, n, &mut report)?;
-    protobuf(settings, dir, &kafka, n, &mut report)?;
+    schema_formats((settings, dir, &kafka), n, &mut report)?;
     Ok(report)
 }
 
@@ -242,73 +241,176 @@ const ORDER_SCHEMA: &str = r#"{"type": "record", "name": "Order", "namespace": "
   {"name": "note", "type": ["null", "string"], "default": null}
 ]}"#;
 
-/// Avro messages through a schema registry: written in the wire format
-/// (registered as `avro-value`), then read to JSON lines by Rust's own
-/// Avro decoder (apache-avro's, the reader of the writer's schema, its
-/// values as JSON) and by a `kafka` source with `format = "avro"` → file
-/// sink job.
-fn avro(
-    settings: &Settings,
-    dir: &std::path::Path,
-    kafka: &Kafka,
+/// One format of the schema-registry cases: how the orders are written in
+/// it, and how the baseline decodes them.
+struct Encoding<'a> {
+    /// The `format` value, the topic and the subject's base.
+    format: &'static str,
+    /// The registry's kind of schema, and the schema.
+    kind: &'static str,
+    schema: &'static str,
+    /// The baseline's row.
+    baseline: &'static str,
+    /// Appends an order (JSON) in the wire format of schema `id`.
+    encode: &'a Encode<'a>,
+    /// Writes a message's order as one JSON line (without the break).
+    decode: &'a mut Decode<'a>,
+}
+
+/// [`Encoding::encode`].
+type Encode<'a> = dyn Fn(u32, &[u8], &mut Vec<u8>) -> Result<(), String> + 'a;
+
+/// [`Encoding::decode`].
+type Decode<'a> = dyn FnMut(&[u8], &mut dyn std::io::Write) -> anyhow::Result<()> + 'a;
+
+/// Order `i` of the schema-registry cases: six fields, a decimal and a
+/// time among them.
+fn order(i: u64) -> serde_json::Value {
+    let state = ["NEW", "PAID", "SHIPPED"][i as usize % 3];
+    json!({
+        "id": i,
+        "customer": format!("c{}", i % WORDS),
+        "amount": format!("{}.{:02}", i % 100_000, i % 100),
+        "at": 1_700_000_000_000u64 + i,
+        "state": state,
+        "note": if i.is_multiple_of(4) { serde_json::Value::Null } else { json!("fragile") },
+    })
+}
+
+/// Orders in `encoding` through the schema registry at `registry` (the
+/// schema registered as `<format>-value`): written in the wire format,
+/// then read to JSON lines by the baseline decoder over a librdkafka
+/// consumer and by a `kafka` source with that `format` → file sink job.
+fn through_registry(
+    (settings, dir, kafka, registry): (&Settings, &std::path::Path, &Kafka, &str),
     n: u64,
     report: &mut Report,
+    encoding: Encoding<'_>,
 ) -> anyhow::Result<()> {
-    use weir::schemas::avro::{AvroSchema, AvroWriter};
-    use weir::schemas::registry::Registry;
-    use weir::schemas::wire;
-
-    settings.say("kafka: starting a private schema registry");
-    let registry = weir_tests::servers::SchemaRegistry::start();
-    kafka.create_topic("avro", PARTITIONS);
-    let schema = AvroSchema::parse(ORDER_SCHEMA).map_err(anyhow::Error::msg)?;
-    let id = Registry::new(&registry.url())
-        .and_then(|r| r.register("avro-value", "AVRO", ORDER_SCHEMA))
+    let format = encoding.format;
+    kafka.create_topic(format, PARTITIONS);
+    let subject = format!("{format}-value");
+    let id = weir::schemas::registry::Registry::new(registry)
+        .and_then(|r| r.register(&subject, encoding.kind, encoding.schema))
         .map_err(anyhow::Error::msg)?;
-    let writer = AvroWriter::new(&schema).map_err(anyhow::Error::msg)?;
-    let states = ["NEW", "PAID", "SHIPPED"];
     let messages = (0..n)
         .map(|i| {
-            let order = json!({
-                "id": i,
-                "customer": format!("c{}", i % WORDS),
-                "amount": format!("{}.{:02}", i % 100_000, i % 100),
-                "at": 1_700_000_000_000u64 + i,
-                "state": states[i as usize % 3],
-                "note": if i % 4 == 0 { serde_json::Value::Null } else { json!("fragile") },
-            });
             let mut message = Vec::new();
-            wire::frame(id, &mut message);
-            writer.write(order.to_string().as_bytes(), &mut message)?;
+            (encoding.encode)(id, order(i).to_string().as_bytes(), &mut message)?;
             Ok(message)
         })
         .collect::<Result<Vec<Vec<u8>>, String>>()
         .map_err(anyhow::Error::msg)?;
-    produce_all(&kafka.brokers(), "avro", &messages)?;
+    produce_all(&kafka.brokers(), format, &messages)?;
 
-    settings.say("kafka: apache-avro decoding (baseline)");
-    let parsed = apache_avro::Schema::parse_str(ORDER_SCHEMA)?;
-    let out = dir.join("avro-native.jsonl");
-    let (read, took) = decode_all(&kafka.brokers(), "avro", &parsed, &out)?;
+    settings.say(&format!("kafka: {} (baseline)", encoding.baseline));
+    let out = dir.join(format!("{format}-native.jsonl"));
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&out)?);
+    let started = Instant::now();
+    let read = for_each_message(&kafka.brokers(), format, PARTITIONS, |payload| {
+        (encoding.decode)(payload, &mut file)?;
+        std::io::Write::write_all(&mut file, b"\n")?;
+        Ok(())
+    })?;
+    std::io::Write::flush(&mut file)?;
+    let took = started.elapsed();
     anyhow::ensure!(read == n, "the decoder read {read} messages, expected {n}");
-    report.row("apache-avro decode", per_second(n, took), "records/s", None);
+    report.row(encoding.baseline, per_second(n, took), "records/s", None);
 
-    settings.say("kafka: kafka avro → weir");
-    let source = Source::kafka("in", &kafka.brokers(), "avro")
-        .string("format", "avro")
-        .string("schema_registry", &registry.url());
-    let wall = read_through_weir(settings, dir, "kafka-avro", source, n)?;
+    let case = format!("kafka {format} → weir");
+    settings.say(&format!("kafka: {case}"));
+    let source = Source::kafka("in", &kafka.brokers(), format)
+        .string("format", format)
+        .string("schema_registry", registry);
+    let wall = read_through_weir(settings, dir, &format!("kafka-{format}"), source, n)?;
     report.row(
-        "kafka avro → weir",
+        &case,
         per_second(n, wall),
         "records/s",
-        Some("apache-avro decode"),
+        Some(encoding.baseline),
     );
     Ok(())
 }
 
+/// The registry cases: Avro against apache-avro's own decoder (the
+/// writer's schema, its values as JSON by apache-avro's own conversion),
+/// Protobuf against prost-reflect's dynamic messages of the `.proto`
+/// compiled by protox (serialized with the `.proto`'s field names and
+/// every field, as the `protobuf` format writes them).
+fn schema_formats(
+    (settings, dir, kafka): (&Settings, &std::path::Path, &Kafka),
+    n: u64,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    use weir::schemas::avro::{AvroSchema, AvroWriter};
+    use weir::schemas::protobuf::ProtoSchema;
+    use weir::schemas::wire;
+
+    settings.say("kafka: starting a private schema registry");
+    let registry = weir_tests::servers::SchemaRegistry::start();
+    let url = registry.url();
+    let at = (settings, dir, kafka, url.as_str());
+
+    let writer = AvroWriter::new(&AvroSchema::parse(ORDER_SCHEMA).map_err(anyhow::Error::msg)?)
+        .map_err(anyhow::Error::msg)?;
+    let parsed = apache_avro::Schema::parse_str(ORDER_SCHEMA)?;
+    let reader = apache_avro::reader::datum::GenericDatumReader::builder(&parsed).build()?;
+    let avro = Encoding {
+        format: "avro",
+        kind: "AVRO",
+        schema: ORDER_SCHEMA,
+        baseline: "apache-avro decode",
+        encode: &|id, json, out| {
+            wire::frame(id, out);
+            writer.write(json, out)
+        },
+        decode: &mut |payload, out| {
+            let value = reader.read_value(&mut header_off(payload, 5)?)?;
+            serde_json::to_writer(out, &serde_json::Value::try_from(value)?)?;
+            Ok(())
+        },
+    };
+    through_registry(at, n, report, avro)?;
+
+    let schema = ProtoSchema::compile(ORDER_PROTO, None).map_err(anyhow::Error::msg)?;
+    std::fs::write(dir.join("order.proto"), ORDER_PROTO)?;
+    let files = protox::compile(["order.proto"], [dir])?;
+    let pool = prost_reflect::DescriptorPool::from_file_descriptor_set(files)?;
+    let message = (pool.get_message_by_name("bench.Order"))
+        .ok_or_else(|| anyhow::anyhow!("order.proto has no bench.Order"))?;
+    let options = prost_reflect::SerializeOptions::new()
+        .stringify_64_bit_integers(false)
+        .use_proto_field_name(true)
+        .skip_default_fields(false);
+    let protobuf = Encoding {
+        format: "protobuf",
+        kind: "PROTOBUF",
+        schema: ORDER_PROTO,
+        baseline: "prost-reflect decode",
+        encode: &|id, json, out| {
+            wire::frame(id, out);
+            wire::write_indexes(&schema.indexes(), out);
+            schema.encode(json, out)
+        },
+        // The header, then the index list `[0]` as the single byte 0.
+        decode: &mut |payload, out| {
+            let order =
+                prost_reflect::DynamicMessage::decode(message.clone(), header_off(payload, 6)?)?;
+            order.serialize_with_options(&mut serde_json::Serializer::new(out), &options)?;
+            Ok(())
+        },
+    };
+    through_registry(at, n, report, protobuf)
+}
+
+/// `payload` after its wire format's header of `len` bytes.
+fn header_off(payload: &[u8], len: usize) -> anyhow::Result<&[u8]> {
+    (payload.get(len..))
+        .ok_or_else(|| anyhow::anyhow!("a message shorter than the wire format's header"))
+}
+
 /// The Protobuf schema of the `protobuf` case: the order of the Avro
-/// cases, its amount as text and its time in milliseconds.
+/// case, its amount as text and its time in milliseconds.
 const ORDER_PROTO: &str = r#"syntax = "proto3";
 package bench;
 message Order {
@@ -321,138 +423,3 @@ message Order {
   optional string note = 6;
 }
 "#;
-
-/// Protobuf messages through a schema registry (registered as
-/// `protobuf-value`), read to JSON lines by prost-reflect's dynamic
-/// messages (the baseline) and by a `kafka` source with `format =
-/// "protobuf"` → file sink job.
-fn protobuf(
-    settings: &Settings,
-    dir: &std::path::Path,
-    kafka: &Kafka,
-    n: u64,
-    report: &mut Report,
-) -> anyhow::Result<()> {
-    use weir::schemas::protobuf::ProtoSchema;
-    use weir::schemas::registry::Registry;
-    use weir::schemas::wire;
-
-    settings.say("kafka: starting a private schema registry");
-    let registry = weir_tests::servers::SchemaRegistry::start();
-    kafka.create_topic("protobuf", PARTITIONS);
-    let id = Registry::new(&registry.url())
-        .and_then(|r| r.register("protobuf-value", "PROTOBUF", ORDER_PROTO))
-        .map_err(anyhow::Error::msg)?;
-    let schema = ProtoSchema::compile(ORDER_PROTO, None).map_err(anyhow::Error::msg)?;
-    let states = ["NEW", "PAID", "SHIPPED"];
-    let messages = (0..n)
-        .map(|i| {
-            let mut order = json!({
-                "id": i,
-                "customer": format!("c{}", i % WORDS),
-                "amount": format!("{}.{:02}", i % 100_000, i % 100),
-                "at": 1_700_000_000_000u64 + i,
-                "state": states[i as usize % 3],
-            });
-            if i % 4 != 0 {
-                order["note"] = json!("fragile");
-            }
-            let mut message = Vec::new();
-            wire::frame(id, &mut message);
-            wire::write_indexes(&schema.indexes(), &mut message);
-            schema.encode(order.to_string().as_bytes(), &mut message)?;
-            Ok(message)
-        })
-        .collect::<Result<Vec<Vec<u8>>, String>>()
-        .map_err(anyhow::Error::msg)?;
-    produce_all(&kafka.brokers(), "protobuf", &messages)?;
-
-    settings.say("kafka: prost-reflect decoding (baseline)");
-    std::fs::write(dir.join("order.proto"), ORDER_PROTO)?;
-    let files = protox::compile(["order.proto"], [dir])?;
-    let pool = prost_reflect::DescriptorPool::from_file_descriptor_set(files)?;
-    let order = (pool.get_message_by_name("bench.Order"))
-        .ok_or_else(|| anyhow::anyhow!("order.proto has no bench.Order"))?;
-    let out = dir.join("protobuf-native.jsonl");
-    let (read, took) = decode_protobuf(&kafka.brokers(), "protobuf", &order, &out)?;
-    anyhow::ensure!(read == n, "the decoder read {read} messages, expected {n}");
-    report.row(
-        "prost-reflect decode",
-        per_second(n, took),
-        "records/s",
-        None,
-    );
-
-    settings.say("kafka: kafka protobuf → weir");
-    let source = Source::kafka("in", &kafka.brokers(), "protobuf")
-        .string("format", "protobuf")
-        .string("schema_registry", &registry.url());
-    let wall = read_through_weir(settings, dir, "kafka-protobuf", source, n)?;
-    report.row(
-        "kafka protobuf → weir",
-        per_second(n, wall),
-        "records/s",
-        Some("prost-reflect decode"),
-    );
-    Ok(())
-}
-
-/// Reads every partition of `topic` to its end, decoding each message
-/// (Confluent's wire format with the message index `0`, of `order`) with
-/// prost-reflect into JSON lines written to `out` (every field, with the
-/// `.proto`'s names, as the `protobuf` format writes them); returns the
-/// messages read and the time.
-fn decode_protobuf(
-    brokers: &str,
-    topic: &str,
-    order: &prost_reflect::MessageDescriptor,
-    out: &std::path::Path,
-) -> anyhow::Result<(u64, Duration)> {
-    use std::io::Write;
-    let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
-    let options = prost_reflect::SerializeOptions::new()
-        .stringify_64_bit_integers(false)
-        .use_proto_field_name(true)
-        .skip_default_fields(false);
-    let started = Instant::now();
-    let read = for_each_message(brokers, topic, PARTITIONS, |payload| {
-        // The header, then the index list `[0]` as the single byte 0.
-        let datum = payload
-            .get(6..)
-            .ok_or_else(|| anyhow::anyhow!("a message shorter than the wire format's header"))?;
-        let message = prost_reflect::DynamicMessage::decode(order.clone(), datum)?;
-        let mut serializer = serde_json::Serializer::new(&mut file);
-        message.serialize_with_options(&mut serializer, &options)?;
-        file.write_all(b"\n")?;
-        Ok(())
-    })?;
-    file.flush()?;
-    Ok((read, started.elapsed()))
-}
-
-/// Reads every partition of `topic` to its end, decoding each message
-/// (Confluent's wire format, the writer's `schema`) with apache-avro into
-/// JSON lines written to `out`; returns the messages read and the time.
-fn decode_all(
-    brokers: &str,
-    topic: &str,
-    schema: &apache_avro::Schema,
-    out: &std::path::Path,
-) -> anyhow::Result<(u64, Duration)> {
-    use std::io::Write;
-    let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
-    let reader = apache_avro::reader::datum::GenericDatumReader::builder(schema).build()?;
-    let started = Instant::now();
-    let read = for_each_message(brokers, topic, PARTITIONS, |payload| {
-        let mut datum = payload
-            .get(5..)
-            .ok_or_else(|| anyhow::anyhow!("a message shorter than the wire format's header"))?;
-        let value = reader.read_value(&mut datum)?;
-        let json = serde_json::Value::try_from(value)?;
-        serde_json::to_writer(&mut file, &json)?;
-        file.write_all(b"\n")?;
-        Ok(())
-    })?;
-    file.flush()?;
-    Ok((read, started.elapsed()))
-}

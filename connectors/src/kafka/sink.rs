@@ -53,7 +53,7 @@ use super::source::check_topic;
 use super::writer::{ProduceError, Writer};
 use weir::connectors::from_table;
 use weir::connectors::metadata::{Fields, Item};
-use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaSettings};
+use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaKind, SchemaSettings};
 use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
@@ -253,7 +253,8 @@ impl KafkaSinkConfig {
             }
             let mode = raw.mode.unwrap_or(Mode::Append);
             let debezium = match raw.format.as_deref() {
-                None | Some("lines" | "jsonl" | "avro" | "protobuf" | "json") => false,
+                None | Some("lines" | "jsonl") => false,
+                Some(format) if SchemaKind::of_format(format).is_some() => false,
                 Some("debezium-json") => true,
                 Some(other) => {
                     return Err(format!(
@@ -266,37 +267,23 @@ impl KafkaSinkConfig {
                 message: raw.message.as_deref(),
                 registry: raw.schema_registry,
                 strategy: raw.subject_strategy,
+                key_format: raw.key_format.as_deref(),
+                key_schema: raw.key_schema.as_deref(),
+                key_message: raw.key_message.as_deref(),
             };
-            if let Some(format @ ("avro" | "protobuf" | "json")) = raw.format.as_deref()
-                && raw.upstream_task.is_some()
-            {
+            let kind = raw.format.as_deref().and_then(SchemaKind::of_format);
+            let (schema, key_schema) = SchemaSettings::read(kind, keys, dir, true)?;
+            if let (Some(schema), Some(_)) = (&schema, raw.upstream_task) {
                 return Err(format!(
-                    "`upstream_task` writes a repartition topic, whose records cross as they are: remove format = \"{format}\""
+                    "`upstream_task` writes a repartition topic, whose records cross as they are: remove format = \"{}\"",
+                    schema.kind.format()
                 ));
             }
-            let key_keys = SchemaKeys {
-                schema: raw.key_schema.as_deref(),
-                message: raw.key_message.as_deref(),
-                registry: keys.registry.clone(),
-                strategy: keys.strategy,
-            };
-            let key_schema =
-                SchemaSettings::of_keys(raw.key_format.as_deref(), key_keys, dir, true)?;
             if key_schema.is_some()
                 && (raw.upstream_task.is_some() || raw.key == Some(KeyFrom::None))
             {
                 return Err("`key_format` encodes the records' keys: remove it (with `upstream_task` records cross as they are; with key = \"none\" there are no keys)".into());
             }
-            let keys = SchemaKeys {
-                registry: keys
-                    .registry
-                    .filter(|_| raw.format.is_some() || key_schema.is_none()),
-                strategy: keys
-                    .strategy
-                    .filter(|_| raw.format.is_some() || key_schema.is_none()),
-                ..keys
-            };
-            let schema = SchemaSettings::of_sink(raw.format.as_deref(), keys, dir)?;
             if debezium && (mode == Mode::Upsert || raw.upstream_task.is_some()) {
                 return Err(
                     "format = \"debezium-json\" writes every change as an event: use mode = \"append\" (and no `upstream_task`)".into(),
@@ -686,6 +673,33 @@ mod tests {
 
     fn parse(text: &str, delivery: Delivery) -> Result<KafkaSinkConfig, String> {
         SINK.settings(text, delivery)
+    }
+
+    /// The registry serves keys alone when values are plain: keys and
+    /// values share `schema_registry` (a sink of `jsonl` values and Avro
+    /// keys was refused as if the registry were the values' only).
+    #[test]
+    fn keys_and_values_share_the_registry() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("key.avsc");
+        std::fs::write(
+            &key,
+            r#"{"type": "record", "name": "K", "fields": [{"name": "id", "type": "long"}]}"#,
+        )
+        .unwrap();
+        let text = format!(
+            "brokers = \"h:1\"\ntopic = \"o\"\nformat = \"jsonl\"\nkey_format = \"avro\"\nkey_schema = {:?}\nschema_registry = \"http://r\"",
+            key.display().to_string()
+        );
+        let c = parse(&text, Delivery::ExactlyOnce).unwrap();
+        assert!(c.schema.is_none());
+        assert_eq!(c.key_schema.unwrap().registry.as_deref(), Some("http://r"));
+        let err = parse(
+            "brokers = \"h:1\"\ntopic = \"o\"\nschema_registry = \"http://r\"",
+            Delivery::ExactlyOnce,
+        )
+        .unwrap_err();
+        assert!(err.contains("settings of format"), "{err}");
     }
 
     #[test]

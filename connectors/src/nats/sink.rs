@@ -125,8 +125,10 @@ impl NatsSinkConfig {
                 message: raw.message.as_deref(),
                 registry: raw.schema_registry,
                 strategy: raw.subject_strategy,
+                ..SchemaKeys::default()
             };
-            let schema = SchemaSettings::of_sink(raw.format.as_deref(), keys, dir)?;
+            let kind = raw.format.as_deref().and_then(SchemaKind::of_format);
+            let (schema, _) = SchemaSettings::read(kind, keys, dir, true)?;
             let metadata = Fields::read(raw.metadata.clone(), &[("headers", Item::Headers)])?;
             Ok(Arc::new(NatsSinkConfig {
                 url,

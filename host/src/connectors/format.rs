@@ -263,18 +263,41 @@ impl LineParser {
             self.key_metadata(None, true);
             return self.parse(batch, line, number, time, None);
         };
-        match decode(decoder, key) {
-            Ok(json) => {
-                self.key_metadata(Some(json), true);
-                self.parse(batch, line, number, time, Some(json))
-            }
+        let Some(json) = self.decode(decoder, key, number, "its key: ")? else {
+            return Ok(());
+        };
+        self.key_metadata(Some(json), true);
+        self.parse(batch, line, number, time, Some(json))
+    }
+
+    /// Record `number`'s `bytes` (`what`: `""`, or `"its key: "`) decoded
+    /// by `decoder`; `None` when the registry did not answer (the source
+    /// then fails: [`take_failure`](Self::take_failure)). A decoder that
+    /// could not be made fails every message so.
+    fn decode<'d>(
+        &mut self,
+        decoder: &'d mut Result<SchemaDecoder, String>,
+        bytes: &[u8],
+        number: u64,
+        what: &str,
+    ) -> Result<Option<&'d [u8]>, (BadKind, SourceError)> {
+        let decoded = match decoder {
+            Ok(decoder) => decoder.decode(bytes),
+            Err(e) => Err(DecodeError::Registry(e.clone())),
+        };
+        match decoded {
+            Ok(json) => Ok(Some(json)),
             Err(DecodeError::Bad(message)) => {
-                let message = format!("its key: {message}");
+                let message = format!("{what}{message}");
                 Err(self.malformed(number, BadKind::Unreadable, message))
             }
             Err(DecodeError::Registry(message)) => {
-                self.fail_remote(message);
-                Ok(())
+                self.failure = Some(SourceError::Remote {
+                    source_id: self.id.clone(),
+                    target: self.path.clone(),
+                    message,
+                });
+                Ok(None)
             }
         }
     }
@@ -288,15 +311,6 @@ impl LineParser {
                 false => self.members.text(field, key),
             }
         }
-    }
-
-    /// Fails the source: the schema registry did not answer.
-    fn fail_remote(&mut self, message: String) {
-        self.failure = Some(SourceError::Remote {
-            source_id: self.id.clone(),
-            target: self.path.clone(),
-            message,
-        });
     }
 
     /// The body of [`add_keyed`](Self::add_keyed), without the numbering.
@@ -360,15 +374,8 @@ impl LineParser {
         time: Option<i64>,
         key: Option<&[u8]>,
     ) -> Result<(), (BadKind, SourceError)> {
-        let json = match decode(decoder, line) {
-            Ok(json) => json,
-            Err(DecodeError::Bad(message)) => {
-                return Err(self.malformed(number, BadKind::Unreadable, message));
-            }
-            Err(DecodeError::Registry(message)) => {
-                self.fail_remote(message);
-                return Ok(());
-            }
+        let Some(json) = self.decode(decoder, line, number, "")? else {
+            return Ok(());
         };
         self.add_json(batch, json, number, time, key)
     }
@@ -469,18 +476,6 @@ impl LineParser {
             },
         };
         Ok(Some((field, timestamp)))
-    }
-}
-
-/// `bytes` decoded by `decoder`, or why not (a decoder that could not be
-/// made fails every message, as a registry that does not answer).
-fn decode<'d>(
-    decoder: &'d mut Result<SchemaDecoder, String>,
-    bytes: &[u8],
-) -> Result<&'d [u8], DecodeError> {
-    match decoder {
-        Ok(decoder) => decoder.decode(bytes),
-        Err(e) => Err(DecodeError::Registry(e.clone())),
     }
 }
 

@@ -152,39 +152,24 @@ impl ParsingKeys {
                     .into(),
             );
         }
-        let keys = SchemaKeys {
-            schema: self.schema.as_deref(),
-            message: self.message.as_deref(),
-            registry: self.schema_registry.clone(),
-            strategy: None,
-        };
         let kind = match format {
+            // An Avro container file's own schema, read as it is.
+            Format::Avro if self.own_schema && self.schema.is_none() => None,
             Format::Avro => Some(SchemaKind::Avro),
             Format::Protobuf => Some(SchemaKind::Protobuf),
             Format::Json => Some(SchemaKind::Json),
             _ => None,
         };
-        let key_keys = SchemaKeys {
-            schema: self.key_schema.as_deref(),
-            message: self.key_message.as_deref(),
+        let keys = SchemaKeys {
+            schema: self.schema.as_deref(),
+            message: self.message.as_deref(),
             registry: self.schema_registry.clone(),
             strategy: None,
+            key_format: self.key_format.as_deref(),
+            key_schema: self.key_schema.as_deref(),
+            key_message: self.key_message.as_deref(),
         };
-        let key_schema = SchemaSettings::of_keys(self.key_format.as_deref(), key_keys, dir, false)?;
-        let schema = match kind {
-            // The file's own schema, read as it is.
-            Some(SchemaKind::Avro) if self.own_schema && keys.schema.is_none() => None,
-            Some(kind) => Some(SchemaSettings::read(kind, keys, dir, false)?),
-            // The registry of the keys' schemas only.
-            None if keys.registry.is_some() && key_schema.is_some() => None,
-            None if keys.schema.is_some() || keys.message.is_some() || keys.registry.is_some() => {
-                return Err(
-                    "`schema`, `message` and `schema_registry` are settings of format = \"avro\", \"protobuf\" or \"json\"; set the format or remove them"
-                        .into(),
-                );
-            }
-            None => None,
-        };
+        let (schema, key_schema) = SchemaSettings::read(kind, keys, dir, false)?;
         Ok(Parsing {
             format,
             key: self.key,

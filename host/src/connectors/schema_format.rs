@@ -159,79 +159,81 @@ pub struct SchemaKeys<'a> {
     pub schema: Option<&'a str>,
     /// `message`: a Protobuf message type's full name.
     pub message: Option<&'a str>,
-    /// `schema_registry`: a URL.
+    /// `schema_registry`: a URL, of values and keys alike.
     pub registry: Option<String>,
-    /// `subject_strategy` (sinks).
+    /// `subject_strategy` (sinks), of values and keys alike.
     pub strategy: Option<SubjectStrategy>,
+    /// `key_format` (Kafka): the format of message keys.
+    pub key_format: Option<&'a str>,
+    /// `key_schema`: a file.
+    pub key_schema: Option<&'a str>,
+    /// `key_message`: a Protobuf message type's full name.
+    pub key_message: Option<&'a str>,
 }
 
 /// Why the schema's keys are refused with a format that has none.
-const KEYS_WITHOUT_FORMAT: &str = "`schema`, `message`, `schema_registry` and `subject_strategy` are settings of format = \"avro\", \"protobuf\" or \"json\"; set the format or remove them";
-
-impl SchemaKeys<'_> {
-    /// Whether any of the keys is set.
-    fn any(&self) -> bool {
-        self.schema.is_some()
-            || self.message.is_some()
-            || self.registry.is_some()
-            || self.strategy.is_some()
-    }
-}
+const KEYS_WITHOUT_FORMAT: &str = "`schema`, `message`, `schema_registry` and `subject_strategy` are settings of format = \"avro\", \"protobuf\" or \"json\" (`schema_registry` and `subject_strategy` also of key_format); set the format or remove them";
 
 impl SchemaSettings {
-    /// The settings of a sink's `format`, when it is one with a schema
-    /// (then `schema` is needed); for any other format the schema's keys
-    /// are refused in one line.
-    pub fn of_sink(
-        format: Option<&str>,
-        keys: SchemaKeys<'_>,
-        dir: &Path,
-    ) -> Result<Option<SchemaSettings>, String> {
-        match format.and_then(SchemaKind::of_format) {
-            Some(kind) => Ok(Some(SchemaSettings::read(kind, keys, dir, true)?)),
-            None if keys.any() => Err(KEYS_WITHOUT_FORMAT.into()),
-            None => Ok(None),
-        }
-    }
-
-    /// The settings of message keys: `key_format` (`avro`, `protobuf` or
-    /// `json`) with `key_schema` and `key_message` as `keys.schema` and
-    /// `keys.message` (and the values' `schema_registry` and
-    /// `subject_strategy`); `None` without `key_format`, whose keys are
-    /// then refused in one line. A sink (`writes`) needs `key_schema`.
-    pub fn of_keys(
-        format: Option<&str>,
+    /// Reads the schema settings of a source or sink: of values when their
+    /// format has a schema (`kind`), and of keys with `key_format` (then
+    /// `key_schema` and `key_message` play `schema`'s and `message`'s
+    /// part); the two share `schema_registry` and `subject_strategy`. A
+    /// key that neither uses is refused in one line. A sink (`writes`)
+    /// needs the schemas it writes with.
+    pub fn read(
+        kind: Option<SchemaKind>,
         keys: SchemaKeys<'_>,
         dir: &Path,
         writes: bool,
-    ) -> Result<Option<SchemaSettings>, String> {
-        let kind = match format {
-            None if keys.schema.is_some() || keys.message.is_some() => {
+    ) -> Result<(Option<SchemaSettings>, Option<SchemaSettings>), String> {
+        let of_keys = match keys.key_format {
+            None if keys.key_schema.is_some() || keys.key_message.is_some() => {
                 return Err("`key_schema` and `key_message` are settings of key_format = \"avro\", \"protobuf\" or \"json\"; set it or remove them".into());
             }
-            None => return Ok(None),
-            Some(format) => SchemaKind::of_format(format).ok_or_else(|| {
-                format!("`key_format` = {format:?} is no format with a schema; write \"avro\", \"protobuf\" or \"json\", or remove it to take keys as they are")
-            })?,
+            None => None,
+            Some(format) => {
+                let kind = SchemaKind::of_format(format).ok_or_else(|| {
+                    format!("`key_format` = {format:?} is no format with a schema; write \"avro\", \"protobuf\" or \"json\", or remove it to take keys as they are")
+                })?;
+                let key_keys = SchemaKeys {
+                    schema: keys.key_schema,
+                    message: keys.key_message,
+                    registry: keys.registry.clone(),
+                    strategy: keys.strategy,
+                    ..SchemaKeys::default()
+                };
+                Some(SchemaSettings::read_as(
+                    Role::Keys,
+                    kind,
+                    key_keys,
+                    dir,
+                    writes,
+                )?)
+            }
         };
-        let settings = SchemaSettings::read_as(Role::Keys, kind, keys, dir, writes)?;
-        Ok(Some(settings))
+        let shared = keys.registry.is_some() || keys.strategy.is_some();
+        let of_values = match kind {
+            Some(kind) => Some(SchemaSettings::read_as(
+                Role::Values,
+                kind,
+                keys,
+                dir,
+                writes,
+            )?),
+            None if keys.schema.is_some() || keys.message.is_some() => {
+                return Err(KEYS_WITHOUT_FORMAT.into());
+            }
+            None if shared && of_keys.is_none() => return Err(KEYS_WITHOUT_FORMAT.into()),
+            None => None,
+        };
+        Ok((of_values, of_keys))
     }
 
-    /// Reads the settings of a format of `kind`: `schema` a file relative
-    /// to the job folder `dir`, `message` the Protobuf message type in it
-    /// (default: its first). A source needs `schema` or `schema_registry`,
-    /// a sink (`writes`) needs `schema`.
-    pub fn read(
-        kind: SchemaKind,
-        keys: SchemaKeys<'_>,
-        dir: &Path,
-        writes: bool,
-    ) -> Result<SchemaSettings, String> {
-        SchemaSettings::read_as(Role::Values, kind, keys, dir, writes)
-    }
-
-    /// [`read`](Self::read) for `role`, whose keys messages name.
+    /// The settings of a format of `kind` for `role`: `schema` a file
+    /// relative to the job folder `dir`, `message` the Protobuf message
+    /// type in it (default: its first). A source needs `schema` or
+    /// `schema_registry`, a sink (`writes`) needs `schema`.
     fn read_as(
         role: Role,
         kind: SchemaKind,
