@@ -668,3 +668,122 @@ fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
         assert!(subjects.body.contains(subject), "{}", subjects.body);
     }
 }
+
+/// Files in Avro and Protobuf between jobs and Python's own readers and
+/// writers. A job reads JSON lines of orders and writes them as an Avro
+/// object container file (deflate, [`V1`]) and as a file of
+/// length-delimited `shop.Order` messages, SIGKILLed after checkpoints and
+/// restored: fastavro and Python's protobuf read every order once, in
+/// order, equal to the input; a record that does not fit a sink's schema
+/// is that sink's dead letter (each once, in order). Then a job reads a
+/// file of messages Python's protobuf wrote, through kills, into JSON
+/// lines: equal to what Python was given, in order.
+#[test]
+fn avro_and_protobuf_files_round_trip_between_jobs_and_python() {
+    let n = 1500;
+    let orders: Vec<Value> = (0..n).map(|i| order(i, None)).collect();
+    let messages: Vec<Value> = (0..n).map(proto_order).collect();
+    let misfit_order =
+        json!({"id": 1, "amount": "1.00", "at": 5, "state": "LOST", "note": null, "tags": {}});
+    let misfit_message = json!({"id": 2, "colour": "red"});
+    let with_misfit = |records: &[Value], misfit: &Value| {
+        lines(&records[..700]) + &format!("{misfit}\n") + &lines(&records[700..])
+    };
+    let proto = clients(&["proto", "protobuf"], "");
+    let file = JobFile::new("files-out")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(
+            Source::file("orders", "orders.jsonl")
+                .format("jsonl")
+                .rate(1500),
+        )
+        .source(
+            Source::file("messages", "messages.jsonl")
+                .format("jsonl")
+                .rate(1500),
+        )
+        .sink(
+            Sink::file("avro", "out/orders.avro")
+                .string("format", "avro")
+                .string("schema", "orders.avsc")
+                .string("codec", "deflate")
+                .value("on_error", "{ dead_letter = \"rejects\" }")
+                .input("orders"),
+        )
+        .sink(
+            Sink::file("pb", "out/orders.pb")
+                .string("format", "protobuf")
+                .string("schema", "orders.proto")
+                .string("message", "shop.Order")
+                .value("on_error", "{ dead_letter = \"rejects\" }")
+                .input("messages"),
+        )
+        .sink(Sink::file("rejects", "rejects.jsonl"));
+    let inputs = [
+        ("orders.jsonl", with_misfit(&orders, &misfit_order)),
+        ("messages.jsonl", with_misfit(&messages, &misfit_message)),
+        ("orders.avsc", V1.to_owned()),
+        ("orders.proto", proto.clone()),
+    ];
+    let inputs: Vec<(&str, &str)> = inputs.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let job = JobDir::new(WEIR, file, &inputs);
+    let killed = job.run_through_kills_after_checkpoints(3, weir_tests::pipeline::seed());
+    assert!(killed >= 2, "killed {killed} times");
+    let read = |verb: &str, kind: &str, file: &str| -> Vec<Value> {
+        let path = job.path().join(file).display().to_string();
+        let out = clients(&[verb, kind, &path], "");
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    assert_eq!(read("read-ocf", "avro", "out/orders.avro"), orders);
+    assert_eq!(
+        read("read-delimited", "protobuf", "out/orders.pb"),
+        messages
+    );
+    let letters = weir_tests::letters::parse(&job.read("rejects.jsonl"));
+    let refused: Vec<(String, String)> = (letters.iter())
+        .map(|l| {
+            (
+                l["node"].as_str().unwrap().to_owned(),
+                l["error"].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert_eq!(refused[0].0.as_str().min(refused[1].0.as_str()), "avro");
+    for (node, error) in &refused {
+        let why = if node == "avro" { "LOST" } else { "colour" };
+        assert!(error.contains(why), "{node}: {error}");
+    }
+    let values = weir_tests::letters::values(&letters);
+    let mut values: Vec<Value> = values
+        .iter()
+        .map(|v| serde_json::from_str(v).unwrap())
+        .collect();
+    values.sort_by_key(|v| v["id"].as_u64());
+    assert_eq!(values, [misfit_order, misfit_message]);
+
+    let source = Source::file("messages", "messages.pb")
+        .string("format", "protobuf")
+        .string("schema", "orders.proto")
+        .string("message", "shop.Order")
+        .rate(1500);
+    let file = JobFile::new("files-in")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(source)
+        .sink(
+            Sink::file("out", "out.jsonl")
+                .string("format", "jsonl")
+                .input("messages"),
+        );
+    let job = JobDir::new(WEIR, file, &[("orders.proto", &proto)]);
+    let data = job.path().join("messages.pb").display().to_string();
+    clients(&["write-delimited", "protobuf", &data], &lines(&messages));
+    let killed = job.run_through_kills_after_checkpoints(2, weir_tests::pipeline::seed());
+    assert!(killed >= 1, "killed {killed} times");
+    let got: Vec<Value> = (job.read("out.jsonl").lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got, messages);
+}

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::*;
+use crate::connectors::file::records::FileFormat;
 use crate::connectors::file::{FileSinkConfig, FileSourceConfig};
 use crate::connectors::format::{Format, Parsing};
 use crate::connectors::generator::GeneratorConfig;
@@ -178,7 +179,7 @@ fn full_job_parses_with_both_input_syntaxes() {
     assert_eq!((count.parallelism, count.config.as_str()), (1, "{}"));
     let out = FileSinkConfig {
         path: at("out/reconcile.jsonl"),
-        format: SinkFormat::Jsonl,
+        format: FileFormat::Text(SinkFormat::Jsonl),
     };
     assert_eq!(&*job.sinks[0].connector, &out as &dyn SinkConnector);
     let stdout = StdoutConfig {

@@ -88,23 +88,38 @@ pub struct ParsingKeys {
     key_schema: Option<String>,
     key_message: Option<String>,
     /// Whether the input carries its own Avro schema (object container
-    /// files): `schema` is then optional ([`ParsingKeys::avro_files`]).
+    /// files): `schema` is then optional ([`ParsingKeys::files`]).
     #[serde(skip)]
     own_schema: bool,
+    /// Whether `protobuf` reads a file of length-delimited messages
+    /// ([`ParsingKeys::files`]).
+    #[serde(skip)]
+    delimited: bool,
 }
 
 impl ParsingKeys {
     /// For a source of files: `avro` reads object container files, which
     /// carry their writer's schema (`schema`, optional, is the one records
-    /// are read as); a registry has nothing to say about them.
-    pub fn avro_files(mut self) -> Result<ParsingKeys, String> {
-        if self.format == Some(Format::Avro) {
-            if self.schema_registry.is_some() {
-                return Err("an Avro object container file carries its own schema: remove `schema_registry` (`schema`, if given, is the schema records are read as)".into());
+    /// are read as), and `protobuf` files of length-delimited messages of
+    /// `schema`; a registry has nothing to say about either.
+    pub fn files(mut self) -> Result<ParsingKeys, String> {
+        match self.format {
+            Some(Format::Avro) if self.schema_registry.is_some() => {
+                Err("an Avro object container file carries its own schema: remove `schema_registry` (`schema`, if given, is the schema records are read as)".into())
             }
-            self.own_schema = true;
+            Some(Format::Protobuf) if self.schema_registry.is_some() => {
+                Err("a file of length-delimited Protobuf messages names no schema ids: remove `schema_registry` and give `schema` (and `message`)".into())
+            }
+            Some(Format::Avro) => {
+                self.own_schema = true;
+                Ok(self)
+            }
+            Some(Format::Protobuf) => {
+                self.delimited = true;
+                Ok(self)
+            }
+            _ => Ok(self),
         }
-        Ok(self)
     }
 
     /// Refuses `csv`, which needs a file with a header row: "format =
@@ -125,6 +140,7 @@ impl ParsingKeys {
     pub fn refuse_binary(&self, kind: &str) -> Result<(), String> {
         let format = match self.format {
             Some(Format::Avro) if self.own_schema => return Ok(()),
+            Some(Format::Protobuf) if self.delimited => return Ok(()),
             Some(Format::Avro) => "avro",
             Some(Format::Protobuf) => "protobuf",
             Some(Format::Json) if self.schema_registry.is_some() => {
@@ -135,7 +151,7 @@ impl ParsingKeys {
             _ => return Ok(()),
         };
         Err(format!(
-            "format = \"{format}\" reads messages (of Kafka and NATS sources) and Avro object container files (of file sources), not lines of a {kind} source"
+            "format = \"{format}\" reads messages (of Kafka and NATS sources) and files (Avro object container files, length-delimited Protobuf messages), not lines of a {kind} source"
         ))
     }
 

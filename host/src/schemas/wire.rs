@@ -2,6 +2,8 @@
 //! the registry (4 bytes, big-endian), then the datum (for Protobuf, first
 //! the path of the message type in the schema's file).
 
+use super::varint::{self, VarintError};
+
 /// Appends the header of a message of schema `id` to `out`.
 pub fn frame(id: u32, out: &mut Vec<u8>) {
     out.push(0);
@@ -49,34 +51,18 @@ pub fn write_indexes(indexes: &[i32], out: &mut Vec<u8>) {
         out.push(0);
         return;
     }
-    write_zigzag(indexes.len() as i64, out);
+    varint::write_signed(indexes.len() as i64, out);
     for &i in indexes {
-        write_zigzag(i64::from(i), out);
+        varint::write_signed(i64::from(i), out);
     }
 }
 
 fn read_zigzag(input: &mut &[u8]) -> Result<i64, String> {
-    let mut value: u64 = 0;
-    for shift in (0..64).step_by(7) {
-        let Some((&byte, rest)) = input.split_first() else {
-            return Err("the protobuf message path ends early".into());
-        };
-        *input = rest;
-        value |= u64::from(byte & 0x7F) << shift;
-        if byte & 0x80 == 0 {
-            return Ok((value >> 1) as i64 ^ -((value & 1) as i64));
-        }
+    match varint::read_signed(input) {
+        Ok(Some(value)) => Ok(value),
+        Ok(None) | Err(VarintError::Ended) => Err("the protobuf message path ends early".into()),
+        Err(_) => Err("a protobuf message path with an overlong varint".into()),
     }
-    Err("a protobuf message path with an overlong varint".into())
-}
-
-fn write_zigzag(value: i64, out: &mut Vec<u8>) {
-    let mut v = ((value << 1) ^ (value >> 63)) as u64;
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 #[cfg(test)]

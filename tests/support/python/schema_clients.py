@@ -10,6 +10,9 @@ formats.
     produce-keyed avro BROKERS REGISTRY TOPIC SCHEMA_FILE KEY_SCHEMA_FILE < {"key", "value"} lines
     consume-keyed avro BROKERS REGISTRY TOPIC COUNT > {"key", "value"} lines
     ocf avro FILE SCHEMA_FILE CODEC < records.jsonl   (fastavro's object container file)
+    read-ocf avro FILE > records.jsonl                 (fastavro's reader)
+    write-delimited protobuf FILE < records.jsonl     (length-delimited messages)
+    read-delimited protobuf FILE > records.jsonl
 
 `decode` reads messages of the registry's wire format given in base64, one
 a line, as if they were values of TOPIC (from another system: NATS).
@@ -165,6 +168,52 @@ def ocf(kind, path, schema_file, codec):
         fastavro.writer(out, schema, records, codec=codec, sync_interval=4000)
 
 
+def read_ocf(kind, path):
+    import fastavro
+
+    assert kind == "avro", kind
+    with open(path, "rb") as f:
+        for record in fastavro.reader(f):
+            print(json.dumps(record, default=avro_out, sort_keys=True))
+
+
+def show_order(message):
+    record = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    record["id"] = int(record["id"])
+    return json.dumps(record, sort_keys=True)
+
+
+def write_delimited(kind, path):
+    """Each record a message prefixed by its size, a varint, with
+    protobuf's own encoder (as Java's writeDelimitedTo writes them)."""
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    assert kind == "protobuf", kind
+    Order = order_class()
+    with open(path, "wb") as out:
+        for line in sys.stdin:
+            message = json_format.Parse(line, Order()).SerializeToString()
+            out.write(_VarintBytes(len(message)) + message)
+
+
+def read_delimited(kind, path):
+    from google.protobuf.internal.decoder import _DecodeVarint32
+
+    assert kind == "protobuf", kind
+    Order = order_class()
+    with open(path, "rb") as f:
+        data = f.read()
+    at = 0
+    while at < len(data):
+        size, at = _DecodeVarint32(data, at)
+        message = Order()
+        message.ParseFromString(data[at : at + size])
+        at += size
+        print(show_order(message))
+
+
 def reader(kind, registry):
     """The deserializer of values of `kind`, and how a value is printed."""
     if kind == "avro":
@@ -180,13 +229,7 @@ def reader(kind, registry):
             return json.dumps(value, sort_keys=True)
     else:
         deserializer = ProtobufDeserializer(order_class(), {"use.deprecated.format": False})
-
-        def show(value):
-            record = json_format.MessageToDict(
-                value, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-            )
-            record["id"] = int(record["id"])
-            return json.dumps(record, sort_keys=True)
+        show = show_order
 
     return deserializer, show
 
@@ -243,6 +286,12 @@ if __name__ == "__main__":
         consume_keyed(kind, args[0], args[1], args[2], int(args[3]))
     elif verb == "ocf":
         ocf(kind, *args)
+    elif verb == "read-ocf":
+        read_ocf(kind, *args)
+    elif verb == "write-delimited":
+        write_delimited(kind, *args)
+    elif verb == "read-delimited":
+        read_delimited(kind, *args)
     elif verb == "decode":
         decode(kind, *args)
     elif verb == "proto":

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::connectors::sink::{Done, Sink, SinkError, SinkFormat, encode};
+use super::records::{FileFormat, RecordWriter};
+use crate::connectors::sink::{Done, Sink, SinkError, SinkFormat};
 use crate::dataflow::Batch;
 
 /// An at-least-once file sink.
@@ -28,7 +29,7 @@ pub(crate) struct AppendSink {
     file: File,
     /// The next batch's bytes, built in memory and written in one call.
     buffer: Vec<u8>,
-    format: SinkFormat,
+    records: RecordWriter,
 }
 
 impl AppendSink {
@@ -55,14 +56,17 @@ impl AppendSink {
             path: path.to_path_buf(),
             file,
             buffer: Vec::new(),
-            format: SinkFormat::Lines,
+            records: RecordWriter::open(&FileFormat::Text(SinkFormat::Lines), path, 0)
+                .expect("lines need no file"),
         })
     }
 
-    /// The sink writing records in `format`.
-    pub(crate) fn with_format(mut self, format: SinkFormat) -> Self {
-        self.format = format;
-        self
+    /// The sink writing records in `format`, a format of lines.
+    pub(crate) fn with_format(mut self, format: &FileFormat) -> Result<Self, SinkError> {
+        debug_assert!(!format.is_binary(), "refused with at-least-once");
+        let records = RecordWriter::open(format, &self.path, 0);
+        self.records = records.map_err(|e| self.failed(std::io::Error::other(e)))?;
+        Ok(self)
     }
 
     fn failed(&self, error: std::io::Error) -> SinkError {
@@ -75,13 +79,22 @@ impl AppendSink {
 }
 
 impl Sink for AppendSink {
+    /// Records that do not fit the format's schema.
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        self.records.refuse(batch)
+    }
+
     fn out_on_write(&self) -> bool {
         true
     }
 
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         self.buffer.clear();
-        encode(batch, self.format, &mut self.buffer).map_err(|e| self.failed(e))?;
+        let records = &mut self.records;
+        let encoded = records.write(batch, &mut self.buffer);
+        encoded
+            .and_then(|_| records.finish(&mut self.buffer))
+            .map_err(|e| self.failed(e))?;
         let written = self.file.write_all(&self.buffer);
         written.map_err(|e| self.failed(e))
     }

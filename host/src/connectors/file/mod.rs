@@ -1,12 +1,16 @@
 //! The file connector (`type = "file"`): a file source read in the format
 //! `lines`, `jsonl`, `csv` and the others of lines, resumed by seeking
-//! ([`source`]), or of Avro object container files (`avro_file`), and the
+//! ([`source`]), of length-delimited Protobuf messages (`proto_file`), or
+//! of Avro object container files (`avro_file`), and the
 //! transactional file sink ([`sink`]) with its I/O thread (`io`), or, with
-//! `delivery = "at-least-once"`, the appending one (`append`).
+//! `delivery = "at-least-once"`, the appending one (`append`), both
+//! writing records in their format ([`records`]).
 
 mod append;
 mod avro_file;
 mod io;
+mod proto_file;
+pub mod records;
 pub mod sink;
 pub mod source;
 

@@ -33,8 +33,9 @@ use toml::Table;
 
 use super::append::AppendSink;
 use super::io::{IoRequest, append_epochs, perform};
+use super::records::{FileFormat, RecordWriter};
 use crate::connectors::sink::{
-    Delivery, Done, SealEpoch, Sink, SinkContext, SinkError, SinkFormat, encode,
+    Delivery, Done, SealEpoch, Sink, SinkContext, SinkError, SinkFormat,
 };
 use crate::connectors::worker::Worker;
 use crate::connectors::{BuildSink, SinkConnector, SinkType};
@@ -44,7 +45,7 @@ use crate::fields::{from_table, resolve};
 /// The registry entry of `type = "file"` sinks.
 pub const SINK: SinkType = SinkType {
     name: "file",
-    keys: &["path", "format"],
+    keys: &["path", "format", "schema", "message", "codec"],
     delivery: Delivery::ExactlyOnce,
     read: FileSinkConfig::read,
 };
@@ -55,8 +56,9 @@ pub struct FileSinkConfig {
     /// The visible file (`path`, resolved onto the job folder); its folder
     /// is created if missing.
     pub path: PathBuf,
-    /// How record values are written (`format`, default `lines`).
-    pub format: SinkFormat,
+    /// How records are written (`format`, default `lines`, with
+    /// `schema`, `message` and `codec`).
+    pub format: FileFormat,
 }
 
 impl FileSinkConfig {
@@ -65,29 +67,46 @@ impl FileSinkConfig {
         #[serde(deny_unknown_fields)]
         struct Raw {
             path: Option<String>,
-            format: Option<SinkFormat>,
+            format: Option<String>,
+            schema: Option<String>,
+            message: Option<String>,
+            codec: Option<String>,
         }
         let raw: Raw = from_table(table)?;
-        Ok(Box::new(move |dir: &Path, _| {
+        Ok(Box::new(move |dir: &Path, delivery| {
+            let format = FileFormat::read(
+                raw.format.as_deref(),
+                raw.schema.as_deref(),
+                raw.message.as_deref(),
+                raw.codec.as_deref(),
+                dir,
+            )?;
+            if format.is_binary() && delivery == Delivery::AtLeastOnce {
+                return Err(format!(
+                    "delivery = \"at-least-once\" appends records as they come, and a crash in the middle of one would damage the {} file after it: remove `delivery` (exactly-once appends whole checkpoints)",
+                    raw.format.as_deref().unwrap_or_default()
+                ));
+            }
             Ok(Arc::new(FileSinkConfig {
                 path: resolve(dir, "path", raw.path)?,
-                format: raw.format.unwrap_or(SinkFormat::Lines),
+                format,
             }))
         }))
     }
 }
 
 impl SinkConnector for FileSinkConfig {
-    /// Every format writes a line per record: exactly-once at commit,
-    /// at-least-once as records arrive (`super::append`).
+    /// Exactly-once appends whole checkpoints at commit; at-least-once
+    /// (formats of lines only) appends records as they arrive
+    /// (`super::append`).
     fn open(&self, at: &SinkContext) -> Result<Box<dyn Sink>, SinkError> {
-        let (id, path) = (at.id, &self.path);
+        let (id, path, format) = (at.id, &self.path, &self.format);
         Ok(match at.delivery {
             Delivery::ExactlyOnce => {
-                Box::new(FileSink::open(id, path, at.staging, at.restore)?.with_format(self.format))
+                Box::new(FileSink::open(id, path, at.staging, at.restore)?.with_format(format)?)
             }
             Delivery::AtLeastOnce => {
-                Box::new(AppendSink::open(id, path, at.restore)?.with_format(self.format))
+                Box::new(AppendSink::open(id, path, at.restore)?.with_format(format)?)
             }
         })
     }
@@ -117,7 +136,8 @@ const WRITEBACK_EVERY: u64 = 32 << 20;
 /// appended to the visible file at commit.
 pub(crate) struct FileSink {
     id: String,
-    format: SinkFormat,
+    /// Records as the format writes them.
+    records: RecordWriter,
     path: PathBuf,
     staging: PathBuf,
     /// The epoch being written (records since the last precommit), streamed
@@ -142,10 +162,16 @@ pub(crate) struct FileSink {
 }
 
 impl FileSink {
-    /// The sink writing records in `format`.
-    fn with_format(mut self, format: SinkFormat) -> Self {
-        self.format = format;
-        self
+    /// The sink writing records in `format` (opened on the visible file
+    /// as the restore left it: an Avro file is continued).
+    fn with_format(mut self, format: &FileFormat) -> Result<Self, SinkError> {
+        let records = RecordWriter::open(format, &self.path, self.planned_len);
+        self.records = records.map_err(|message| SinkError::Inconsistent {
+            sink: self.id.clone(),
+            path: self.path.display().to_string(),
+            message,
+        })?;
+        Ok(self)
     }
 
     fn io(&self, path: &Path) -> impl Fn(std::io::Error) -> SinkError + '_ {
@@ -165,7 +191,8 @@ impl FileSink {
     ) -> Result<Self, SinkError> {
         let mut sink = FileSink {
             id: id.to_string(),
-            format: SinkFormat::Lines,
+            records: RecordWriter::open(&FileFormat::Text(SinkFormat::Lines), path, 0)
+                .expect("lines need no file"),
             path: path.to_path_buf(),
             staging: staging.to_path_buf(),
             epoch: None,
@@ -354,9 +381,15 @@ impl FileSink {
 }
 
 impl Sink for FileSink {
+    /// Records that do not fit the format's schema.
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        self.records.refuse(batch)
+    }
+
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
-        let format = self.format;
-        let written = encode(batch, format, self.epoch()?);
+        self.epoch()?;
+        let epoch = self.epoch.as_mut().expect("opened above");
+        let written = self.records.write(batch, epoch);
         self.epoch_len += written.map_err(self.io(&self.open))?;
         let epoch = self.epoch.as_mut().expect("opened above");
         if self.epoch_len - self.written_back >= WRITEBACK_EVERY {
@@ -370,6 +403,9 @@ impl Sink for FileSink {
 
     fn precommit(&mut self, id: u64, done: Done) -> Result<(), SinkError> {
         self.epoch()?;
+        let epoch = self.epoch.as_mut().expect("opened above");
+        let written = self.records.finish(epoch);
+        self.epoch_len += written.map_err(self.io(&self.open))?;
         let epoch = self.epoch.take().expect("opened above");
         let Summed { out: file, crc } = epoch
             .into_inner()
@@ -651,5 +687,237 @@ mod tests {
         .err()
         .unwrap();
         assert!(err.to_string().contains("--restore none"), "{err}");
+    }
+
+    const AVSC: &str = r#"{"type": "record", "name": "R", "fields": [
+        {"name": "n", "type": "long"}, {"name": "kind", "type": {"type": "enum", "name": "K", "symbols": ["A", "B"]}}]}"#;
+
+    fn avro(codec: &str) -> FileFormat {
+        let schema = crate::schemas::avro::AvroSchema::parse(AVSC).unwrap();
+        let codec = crate::schemas::avro::container::AvroCodec::parse(codec).unwrap();
+        FileFormat::Avro(schema, codec)
+    }
+
+    fn numbered(range: std::ops::Range<i64>) -> Batch {
+        let values: Vec<String> = range
+            .map(|n| format!(r#"{{"n":{n},"kind":"{}"}}"#, ["A", "B"][n as usize % 2]))
+            .collect();
+        recs(&values.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// The `n` of every record of the Avro file `path`, read by
+    /// apache-avro's reader.
+    fn avro_ns(path: &Path) -> Vec<i64> {
+        let reader = apache_avro::Reader::new(File::open(path).unwrap()).unwrap();
+        (reader.map(|v| match v.unwrap() {
+            apache_avro::types::Value::Record(fields) => match fields[0].1 {
+                apache_avro::types::Value::Long(n) => n,
+                _ => panic!("{fields:?}"),
+            },
+            v => panic!("{v:?}"),
+        }))
+        .collect()
+    }
+
+    /// An Avro container file grows by whole blocks per checkpoint: the
+    /// header comes with the first epoch that has records (an empty epoch
+    /// writes nothing), large epochs span blocks, and a restore (after a
+    /// crash that lost a precommitted epoch) continues the file with its
+    /// own sync marker; the file reads back whole, in order, with every
+    /// codec.
+    #[test]
+    fn an_avro_file_grows_by_whole_blocks_through_a_restore() {
+        for codec in ["null", "deflate", "snappy", "zstandard"] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("out.avro");
+            let open = |restore: Option<&Value>| {
+                let s = FileSink::open("out", &path, &dir.path().join("staging"), restore);
+                s.unwrap().with_format(&avro(codec)).unwrap()
+            };
+            let mut s = open(None);
+            precommit_blocking(&mut s, 1).unwrap();
+            commit_blocking(&mut s, 1).unwrap();
+            assert_eq!(fs::metadata(&path).unwrap().len(), 0, "an empty epoch");
+            s.write(&numbered(0..10)).unwrap();
+            s.write(&numbered(10..20_000)).unwrap();
+            let info = precommit_blocking(&mut s, 2).unwrap();
+            commit_blocking(&mut s, 2).unwrap();
+            s.write(&numbered(20_000..20_100)).unwrap();
+            precommit_blocking(&mut s, 3).unwrap();
+            drop(s);
+            let mut s = open(Some(&info));
+            s.write(&numbered(30_000..30_050)).unwrap();
+            precommit_blocking(&mut s, 3).unwrap();
+            commit_blocking(&mut s, 3).unwrap();
+            let want: Vec<i64> = (0..20_000).chain(30_000..30_050).collect();
+            assert_eq!(avro_ns(&path), want, "{codec}");
+        }
+    }
+
+    /// A file sink's records must fit its schema: `write` fails naming the
+    /// record and why, `refuse` lists them (for `on_error`); an Avro file
+    /// of another schema or codec is not continued.
+    #[test]
+    fn records_that_do_not_fit_and_files_of_another_schema_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.avro");
+        let staging = dir.path().join("staging");
+        let mut s = FileSink::open("out", &path, &staging, None).unwrap();
+        s = s.with_format(&avro("null")).unwrap();
+        let batch = recs(&[r#"{"n":1,"kind":"A"}"#, r#"{"n":2,"kind":"C"}"#, "x"]);
+        let refused: Vec<usize> = s.refuse(&batch).into_iter().map(|(i, _)| i).collect();
+        assert_eq!(refused, [1, 2]);
+        let e = s.write(&batch).unwrap_err().to_string();
+        assert!(e.contains("does not fit the sink's schema"), "{e}");
+        assert!(e.contains(r#"{"n":2,"kind":"C"}"#), "{e}");
+        let mut s = FileSink::open("out", &path, &staging, None).unwrap();
+        s = s.with_format(&avro("null")).unwrap();
+        s.write(&numbered(0..3)).unwrap();
+        let info = precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
+        drop(s);
+        let reopen = |format: &FileFormat| {
+            let s = FileSink::open("out", &path, &staging, Some(&info)).unwrap();
+            s.with_format(format).err().unwrap().to_string()
+        };
+        let e = reopen(&avro("deflate"));
+        assert!(e.contains("compressed with \"null\""), "{e}");
+        let other = AVSC.replace("\"n\"", "\"m\"");
+        let other = crate::schemas::avro::AvroSchema::parse(&other).unwrap();
+        let e = reopen(&FileFormat::Avro(other, Default::default()));
+        assert!(e.contains("another schema"), "{e}");
+    }
+
+    /// Length-delimited Protobuf messages written by the sink read back
+    /// through the file source, from the start and from each offset.
+    #[test]
+    fn protobuf_files_read_back_from_every_offset() {
+        use crate::connectors::SourceConnector;
+        use crate::connectors::file::source::FileSourceConfig;
+        use crate::connectors::format::Format;
+        use crate::connectors::parsing::Parsing;
+        use crate::connectors::schema_format::{Role, Schema, SchemaKind, SchemaSettings};
+        let proto = "syntax = \"proto3\"; message M { int64 n = 1; string s = 2; }";
+        let schema = crate::schemas::protobuf::ProtoSchema::compile(proto, None).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.pb");
+        let mut s = FileSink::open("out", &path, &dir.path().join("staging"), None).unwrap();
+        s = s
+            .with_format(&FileFormat::Protobuf(schema.clone()))
+            .unwrap();
+        let values: Vec<String> = (0..300)
+            .map(|n| format!(r#"{{"n":{n},"s":"{}"}}"#, "x".repeat(n % 200)))
+            .collect();
+        s.write(&recs(
+            &values.iter().map(String::as_str).collect::<Vec<_>>(),
+        ))
+        .unwrap();
+        precommit_blocking(&mut s, 1).unwrap();
+        commit_blocking(&mut s, 1).unwrap();
+        let source = FileSourceConfig {
+            path,
+            parsing: Parsing {
+                format: Format::Protobuf,
+                schema: Some(SchemaSettings {
+                    kind: SchemaKind::Protobuf,
+                    role: Role::Values,
+                    schema: Some(Schema::Protobuf(schema)),
+                    registry: None,
+                    strategy: Default::default(),
+                }),
+                ..Parsing::default()
+            },
+        };
+        let want: Vec<String> = (0..300)
+            .map(|n| format!(r#"{{"n":{n},"s":"{}"}}"#, "x".repeat(n % 200)))
+            .collect();
+        for first in [0, 1, 7, 299, 300] {
+            let mut reader = source.open("s", None).unwrap();
+            let mut got = Vec::new();
+            if first > 0 {
+                let batch = reader.read_batch(first).unwrap().unwrap();
+                got.extend(
+                    batch
+                        .iter()
+                        .map(|r| String::from_utf8(r.value.to_vec()).unwrap()),
+                );
+            }
+            let offset = reader.offset();
+            let mut rest = source.open("s", Some(&offset)).unwrap();
+            while let Some(batch) = rest.read_batch(64).unwrap() {
+                got.extend(
+                    batch
+                        .iter()
+                        .map(|r| String::from_utf8(r.value.to_vec()).unwrap()),
+                );
+            }
+            assert_eq!(got, want, "first batch of {first}");
+        }
+        let cut = source.path.with_extension("cut");
+        let bytes = fs::read(&source.path).unwrap();
+        fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+        let cut_source = FileSourceConfig {
+            path: cut,
+            ..source
+        };
+        let mut reader = cut_source.open("s", None).unwrap();
+        let e = loop {
+            match reader.read_batch(64) {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("a cut message must fail the source"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(e.contains("the file ends inside a message"), "{e}");
+    }
+
+    /// The settings of formats with a schema are checked in one line each.
+    #[test]
+    fn format_settings_are_checked_in_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("r.avsc"), AVSC).unwrap();
+        let read = |text: &str, delivery| {
+            let build = (SINK.read)(text.parse().unwrap()).unwrap();
+            build(dir.path(), delivery).map(drop)
+        };
+        let eo = Delivery::ExactlyOnce;
+        let cases = [
+            (
+                "path = \"o\"\nformat = \"xml\"",
+                eo,
+                "write \"lines\", \"jsonl\"",
+            ),
+            (
+                "path = \"o\"\nformat = \"avro\"",
+                eo,
+                "add schema = \"<file>.avsc\"",
+            ),
+            (
+                "path = \"o\"\ncodec = \"deflate\"",
+                eo,
+                "`codec` compresses the blocks",
+            ),
+            (
+                "path = \"o\"\nschema = \"r.avsc\"",
+                eo,
+                "settings of format = \"avro\"",
+            ),
+            (
+                "path = \"o\"\nformat = \"avro\"\nschema = \"r.avsc\"\ncodec = \"lz4\"",
+                eo,
+                "Avro codec \"lz4\"",
+            ),
+            (
+                "path = \"o\"\nformat = \"avro\"\nschema = \"r.avsc\"",
+                Delivery::AtLeastOnce,
+                "would damage the avro file",
+            ),
+        ];
+        for (text, delivery, want) in cases {
+            let e = read(text, delivery).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        read("path = \"o\"\nformat = \"avro\"\nschema = \"r.avsc\"", eo).unwrap();
     }
 }

@@ -1,6 +1,8 @@
 //! The file source (`type = "file"` in `[[source]]`): a file read in the
-//! format `lines`, `jsonl` or `csv` ([`super::super::format`]), resumed at
-//! a checkpointed offset by seeking.
+//! format `lines`, `jsonl` or `csv` ([`super::super::format`]), or of
+//! length-delimited Protobuf messages (`super::proto_file`), resumed at a
+//! checkpointed offset by seeking; or an Avro object container file
+//! (`super::avro_file`), resumed by counting records.
 //!
 //! Invariant: the offset `{"byte", "records"}` (and, for `csv`, `line`) is
 //! the position right after the last record returned; opening at it seeks
@@ -18,6 +20,7 @@ use serde_json::Value;
 use toml::Table;
 
 use super::avro_file::AvroFileReader;
+use super::proto_file::ProtoFileReader;
 use crate::connectors::csv_file::{CsvReader, csv_header, csv_reader};
 use crate::connectors::format::{Format, LineParser, LineReader, Parsing};
 use crate::connectors::source::{SourceError, SourceReader};
@@ -35,6 +38,7 @@ pub const SOURCE: SourceType = SourceType {
         "on_bad_timestamp",
         "columns",
         "schema",
+        "message",
     ],
     read: FileSourceConfig::read,
 };
@@ -57,7 +61,7 @@ impl FileSourceConfig {
             path: Option<String>,
         }
         let mut table = table;
-        let parsing = Parsing::take(&mut table)?.avro_files()?;
+        let parsing = Parsing::take(&mut table)?.files()?;
         parsing.refuse_binary("file")?;
         let raw: Raw = from_table(table)?;
         Ok(Box::new(move |dir: &Path| {
@@ -105,6 +109,11 @@ impl SourceConnector for FileSourceConfig {
                     path.display()
                 ),
             });
+        }
+        if self.parsing.format == Format::Protobuf {
+            let at = (byte.unwrap_or(0), records);
+            let reader = ProtoFileReader::open(id, path, file, &self.parsing, at)?;
+            return Ok(Box::new(reader));
         }
         if self.parsing.format == Format::Csv {
             let line = offset.and_then(|o| o.get("line")).and_then(Value::as_u64);

@@ -1,6 +1,7 @@
 //! Avro datums as the JSON records the runtime carries, and back
 //! ([`AvroSchema`], [`AvroReader`], [`AvroWriter`]); module `to_json`
-//! states the mapping, module `from_json` its reverse.
+//! states the mapping, module `from_json` its reverse; module `container`
+//! writes object container files.
 //!
 //! Invariant: a parsed schema lives as long as the process (it is leaked
 //! once, so that datum readers and writers can borrow it for their own
@@ -8,6 +9,7 @@
 //! ([`AvroSchema::parse`] keeps them by text), so what leaks is bounded by
 //! the schemas a job meets.
 
+pub mod container;
 mod from_json;
 mod resolve;
 mod to_json;
@@ -83,6 +85,12 @@ impl AvroSchema {
     /// the record-name subject strategies name subjects by.
     pub fn full_name(&self) -> Option<String> {
         self.0.schema.name().map(|n| n.fullname(None))
+    }
+
+    /// Avro's Parsing Canonical Form of the schema: equal for schemas
+    /// that read and write datums alike, however they are written.
+    pub fn canonical_form(&self) -> String {
+        self.0.schema.canonical_form()
     }
 
     fn schema(&self) -> &'static Schema {

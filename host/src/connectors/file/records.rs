@@ -1,0 +1,317 @@
+//! How a file sink writes records (`format`): a line per record (`lines`,
+//! `jsonl`, `debezium-json`, and `json`, each record checked against a
+//! JSON Schema), a length-delimited Protobuf message per record
+//! (`protobuf`: the message's size as a varint, then the message, as
+//! Java's `writeDelimitedTo` writes them), or the blocks of an Avro object
+//! container file (`avro`).
+//!
+//! Invariants:
+//! - Whatever [`RecordWriter::write`] and [`RecordWriter::finish`] wrote
+//!   since the writer opened, appended to the file the writer was opened
+//!   on, is a whole file of the format: an Avro file gets its header
+//!   before its first block, and only if it was empty; a non-empty one is
+//!   continued with its own marker (and must hold the sink's schema and
+//!   codec).
+//! - An Avro block never spans a [`RecordWriter::finish`]: a sink that
+//!   calls it at each epoch's end stages whole blocks per epoch.
+
+use std::fs::File;
+use std::io::{self, BufReader, Write};
+use std::path::Path;
+
+use crate::connectors::changelog::with_op;
+use crate::connectors::schema_format::{Schema, SchemaKeys, SchemaKind, SchemaSettings};
+use crate::connectors::sink::{SinkFormat, encode};
+use crate::dataflow::Batch;
+use crate::dataflow::batch::Change;
+use crate::schemas::avro::container::{self, AvroCodec};
+use crate::schemas::avro::{AvroSchema, AvroWriter};
+use crate::schemas::json_schema::JsonSchema;
+use crate::schemas::protobuf::ProtoSchema;
+use crate::schemas::varint;
+
+/// Datums an Avro block holds before it is written out (more go to the
+/// next block); an epoch's last block is written at its end.
+const BLOCK_BYTES: usize = 256 << 10;
+
+/// The format of a file sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileFormat {
+    /// A value per line (`lines`, `jsonl`, `debezium-json`).
+    Text(SinkFormat),
+    /// A JSON record per line, checked against the schema (`json`).
+    Json(JsonSchema),
+    /// Length-delimited messages of the schema's type (`protobuf`).
+    Protobuf(ProtoSchema),
+    /// An Avro object container file of the schema, blocks compressed
+    /// with the codec (`avro`).
+    Avro(AvroSchema, AvroCodec),
+}
+
+impl FileFormat {
+    /// The format that `format`, `schema`, `message` and `codec` say; the
+    /// schema file is read from the job folder `dir`.
+    pub fn read(
+        format: Option<&str>,
+        schema: Option<&str>,
+        message: Option<&str>,
+        codec: Option<&str>,
+        dir: &Path,
+    ) -> Result<FileFormat, String> {
+        let format = format.unwrap_or("lines");
+        let kind = SchemaKind::of_format(format);
+        let text = match format {
+            "lines" => Some(SinkFormat::Lines),
+            "jsonl" => Some(SinkFormat::Jsonl),
+            "debezium-json" => Some(SinkFormat::DebeziumJson),
+            _ if kind.is_some() => None,
+            _ => {
+                return Err(format!(
+                    "format = {format:?}: write \"lines\", \"jsonl\", \"debezium-json\", \"avro\", \"protobuf\" or \"json\""
+                ));
+            }
+        };
+        if codec.is_some() && kind != Some(SchemaKind::Avro) {
+            return Err(
+                "`codec` compresses the blocks of format = \"avro\"; set that format or remove it"
+                    .into(),
+            );
+        }
+        let keys = SchemaKeys {
+            schema,
+            message,
+            ..SchemaKeys::default()
+        };
+        let (settings, _) = SchemaSettings::read(kind, keys, dir, true)?;
+        Ok(match (text, settings.and_then(|s| s.schema)) {
+            (Some(format), _) => FileFormat::Text(format),
+            (None, Some(Schema::Json(schema))) => FileFormat::Json(schema),
+            (None, Some(Schema::Protobuf(schema))) => FileFormat::Protobuf(schema),
+            (None, Some(Schema::Avro(schema))) => {
+                let codec = codec.map(AvroCodec::parse).transpose()?;
+                FileFormat::Avro(schema, codec.unwrap_or_default())
+            }
+            (None, None) => unreachable!("a sink's schema settings have a schema"),
+        })
+    }
+
+    /// Whether a record torn by a crash would damage what follows it
+    /// (`avro`, `protobuf`), so that only whole epochs may be appended.
+    pub fn is_binary(&self) -> bool {
+        matches!(self, FileFormat::Protobuf(_) | FileFormat::Avro(..))
+    }
+}
+
+/// Writes records in a file sink's format.
+pub(crate) struct RecordWriter {
+    encoding: Encoding,
+    /// The bytes of a batch (or a block) before they are written.
+    buffer: Vec<u8>,
+    /// Avro: the datums of the block being filled, and their count.
+    datums: Vec<u8>,
+    count: u64,
+    /// One record's bytes (a Protobuf message; a record checked).
+    scratch: Vec<u8>,
+}
+
+enum Encoding {
+    Text(SinkFormat),
+    Json(JsonSchema),
+    Protobuf(ProtoSchema),
+    Avro(Blocks),
+}
+
+/// What an Avro file's blocks need.
+struct Blocks {
+    writer: AvroWriter,
+    codec: AvroCodec,
+    marker: [u8; 16],
+    /// The header, until it is written before the first block.
+    header: Option<Vec<u8>>,
+}
+
+impl RecordWriter {
+    /// A writer of records in `format` appending to `path`, which is then
+    /// `len` bytes long: an Avro file that is not empty is continued after
+    /// its header is checked (same schema, same codec); `Err` says why it
+    /// cannot be.
+    pub(crate) fn open(format: &FileFormat, path: &Path, len: u64) -> Result<RecordWriter, String> {
+        let encoding = match format {
+            FileFormat::Text(format) => Encoding::Text(*format),
+            FileFormat::Json(schema) => Encoding::Json(schema.clone()),
+            FileFormat::Protobuf(schema) => Encoding::Protobuf(schema.clone()),
+            FileFormat::Avro(schema, codec) => {
+                Encoding::Avro(Blocks::open(schema, *codec, path, len)?)
+            }
+        };
+        Ok(RecordWriter {
+            encoding,
+            buffer: Vec::new(),
+            datums: Vec::new(),
+            count: 0,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Writes `batch` to `out` (Avro: what fills blocks; the rest waits for
+    /// [`finish`](Self::finish)); returns the bytes written. A record that
+    /// does not fit the schema is an `InvalidData` error saying why.
+    pub(crate) fn write(&mut self, batch: &Batch, out: &mut impl Write) -> io::Result<u64> {
+        if let Encoding::Text(format) = self.encoding {
+            return encode(batch, format, out);
+        }
+        self.buffer.clear();
+        for r in batch.iter() {
+            let fits = match &self.encoding {
+                Encoding::Avro(_) => {
+                    let encoded = encode_one(&self.encoding, r.value, r.change, &mut self.datums);
+                    self.count += 1;
+                    encoded.and_then(|()| match self.datums.len() >= BLOCK_BYTES {
+                        true => self.seal(),
+                        false => Ok(()),
+                    })
+                }
+                encoding => encode_one(encoding, r.value, r.change, &mut self.buffer),
+            };
+            fits.map_err(|e| misfit(r.value, e))?;
+        }
+        out.write_all(&self.buffer)?;
+        Ok(self.buffer.len() as u64)
+    }
+
+    /// Writes what is held back (an Avro file's last block) to `out`;
+    /// returns the bytes written.
+    pub(crate) fn finish(&mut self, out: &mut impl Write) -> io::Result<u64> {
+        self.buffer.clear();
+        self.seal().map_err(io::Error::other)?;
+        out.write_all(&self.buffer)?;
+        Ok(self.buffer.len() as u64)
+    }
+
+    /// The records of `batch` that do not fit the schema, by index, with
+    /// why.
+    pub(crate) fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        if let Encoding::Text(_) = self.encoding {
+            return Vec::new();
+        }
+        let mut refused = Vec::new();
+        for (i, r) in batch.iter().enumerate() {
+            self.scratch.clear();
+            if let Err(e) = encode_one(&self.encoding, r.value, r.change, &mut self.scratch) {
+                refused.push((i, e));
+            }
+        }
+        refused
+    }
+
+    /// Moves the block being filled, if it holds records, to `buffer`
+    /// (after the header when it is the file's first).
+    fn seal(&mut self) -> Result<(), String> {
+        let Encoding::Avro(blocks) = &mut self.encoding else {
+            return Ok(());
+        };
+        if self.count == 0 {
+            return Ok(());
+        }
+        if let Some(header) = blocks.header.take() {
+            self.buffer.extend_from_slice(&header);
+        }
+        let (codec, marker) = (blocks.codec, &blocks.marker);
+        container::write_block(
+            self.count,
+            &mut self.datums,
+            codec,
+            marker,
+            &mut self.buffer,
+        )?;
+        self.count = 0;
+        Ok(())
+    }
+}
+
+/// Appends what the file holds of record `value` saying `change` to `out`:
+/// a checked line, a delimited message, an Avro datum.
+fn encode_one(
+    encoding: &Encoding,
+    value: &[u8],
+    change: Change,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let value = with_op(value, change)?;
+    match encoding {
+        Encoding::Text(_) => unreachable!("text formats write batches"),
+        Encoding::Json(schema) => {
+            schema.check(&value)?;
+            out.extend_from_slice(&value);
+            out.push(b'\n');
+        }
+        Encoding::Protobuf(schema) => {
+            let mut message = Vec::with_capacity(value.len());
+            schema.encode(&value, &mut message)?;
+            varint::write_unsigned(message.len() as u64, out);
+            out.extend_from_slice(&message);
+        }
+        Encoding::Avro(blocks) => blocks.writer.write(&value, out)?,
+    }
+    Ok(())
+}
+
+/// The error of a record that does not fit, showing its start.
+fn misfit(value: &[u8], why: String) -> io::Error {
+    let text = String::from_utf8_lossy(value);
+    let shown: String = text.chars().take(200).collect();
+    let more = if shown.len() < text.len() { "…" } else { "" };
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("a record does not fit the sink's schema ({why}): {shown}{more}"),
+    )
+}
+
+impl Blocks {
+    fn open(
+        schema: &AvroSchema,
+        codec: AvroCodec,
+        path: &Path,
+        len: u64,
+    ) -> Result<Blocks, String> {
+        let writer = AvroWriter::new(schema)?;
+        if len == 0 {
+            let marker = container::new_marker();
+            let mut header = Vec::new();
+            container::write_header(schema, codec, &marker, &mut header);
+            return Ok(Blocks {
+                writer,
+                codec,
+                marker,
+                header: Some(header),
+            });
+        }
+        let shown = path.display();
+        let file = File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+        let header = container::read_header(&mut BufReader::new(file)).map_err(|e| {
+            format!("{shown} is not empty and {e}: move it away, or rerun with `--restore none` to write it anew")
+        })?;
+        let theirs = AvroSchema::parse(&header.schema)
+            .map_err(|e| format!("{shown}: the schema in its header: {e}"))?;
+        if theirs.canonical_form() != schema.canonical_form() {
+            return Err(format!(
+                "{shown} holds Avro records of another schema than `schema` (its header says {}): move it away, or rerun with `--restore none` to write it anew",
+                header.schema
+            ));
+        }
+        if header.codec != codec.name() {
+            return Err(format!(
+                "{shown} holds Avro blocks compressed with {:?}, the sink's `codec` is {:?}: set codec = {:?}, or move the file away",
+                header.codec,
+                codec.name(),
+                header.codec
+            ));
+        }
+        Ok(Blocks {
+            writer,
+            codec,
+            marker: header.marker,
+            header: None,
+        })
+    }
+}
