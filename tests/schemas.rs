@@ -6,7 +6,9 @@
 //! equals what it wrote, field for field (the default filled in). A message
 //! not in the registry's wire format is a dead letter naming it; a schema
 //! the subject's compatibility rule refuses is a one-line error. The NATS
-//! source reads the same wire format.
+//! source reads the same wire format; schemas that reference other
+//! registered schemas resolve; files of Avro and Protobuf go between jobs
+//! and Python's own readers and writers.
 //!
 //! The oracle is the input records, as the test made them.
 
@@ -551,7 +553,7 @@ fn a_nats_source_reads_avro_through_the_registry() {
     nats.create_stream("ORDERS", &["orders"]);
     let url = registry.url();
     let id = Registry::new(&url)
-        .and_then(|r| r.register("orders-value", "AVRO", V1))
+        .and_then(|r| r.register("orders-value", "AVRO", V1, &[]))
         .unwrap();
     let writer = AvroWriter::new(&AvroSchema::parse(V1).unwrap()).unwrap();
     let records: Vec<String> = (0..300)
@@ -786,4 +788,108 @@ fn avro_and_protobuf_files_round_trip_between_jobs_and_python() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(got, messages);
+}
+
+/// Shipment `i`: an id and an address (Avro: also a billing address, a
+/// union with null).
+fn shipment(i: u64, avro: bool) -> Value {
+    let address = |n: u64| {
+        let kind = ["HOME", "WORK"][n as usize % 2];
+        json!({"city": format!("c{}", n % 7), "kind": kind})
+    };
+    let mut shipment = json!({"id": i, "ship": address(i)});
+    if avro {
+        shipment["bill"] = if i.is_multiple_of(3) {
+            Value::Null
+        } else {
+            address(i + 1)
+        };
+    }
+    shipment
+}
+
+/// Schema references: Python's clients write shipments whose schema takes
+/// its `Address` from another registered schema (Avro: a named type of
+/// subject `shop.Address`; Protobuf: the import `shop/address.proto`,
+/// which the serializer registers; JSON Schema: the `$ref` `address.json`).
+/// A job reads all three through the registry, each writer's schema
+/// compiled with what it references, into JSON lines equal to the input,
+/// in order. A job then writes the Protobuf shipments with a `.proto` of
+/// its folder that imports another: the sink registers the import as a
+/// subject of its own and its schema with the reference, and a job reading
+/// that topic through the registry gets the shipments back.
+#[test]
+fn schema_references_resolve_for_sources_and_sinks() {
+    let (kafka, registry) = servers();
+    let (brokers, url) = (kafka.brokers(), registry.url());
+    let kinds = ["avro", "protobuf", "json"];
+    for kind in kinds {
+        kafka.create_topic(kind, 1);
+    }
+    kafka.create_topic("proto-out", 1);
+    let n = 400;
+    let input =
+        |kind: &str| -> Vec<Value> { (0..n).map(|i| shipment(i, kind == "avro")).collect() };
+    for kind in kinds {
+        clients(
+            &["produce-referenced", kind, &brokers, &url, kind],
+            &lines(&input(kind)),
+        );
+    }
+    let mut file = JobFile::new("references").checkpoint(Checkpoint::every("200ms"));
+    for kind in kinds {
+        file = file
+            .source(
+                Source::kafka(kind, &brokers, kind)
+                    .string("format", kind)
+                    .string("schema_registry", &url)
+                    .value("bounded", true),
+            )
+            .sink(Sink::file(&format!("{kind}-out"), &format!("{kind}.jsonl")).input(kind));
+    }
+    let protos = clients(&["shipment-protos", "protobuf"], "");
+    let (address, own) = protos
+        .strip_prefix("== shop/address.proto ==\n")
+        .and_then(|rest| rest.split_once("== shipment.proto ==\n"))
+        .expect("two .proto files");
+    file = file.sink(
+        Sink::kafka("back", &brokers, "proto-out")
+            .string("format", "protobuf")
+            .string("schema", "protos/shipment.proto")
+            .string("schema_registry", &url)
+            .input("protobuf"),
+    );
+    let files = [
+        ("protos/shipment.proto", own),
+        ("protos/shop/address.proto", address),
+    ];
+    let job = JobDir::new(WEIR, file, &files);
+    job.run_ok(&[]);
+    let read = |job: &JobDir, file: &str| -> Vec<Value> {
+        (job.read(file).lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    for kind in kinds {
+        assert_eq!(read(&job, &format!("{kind}.jsonl")), input(kind), "{kind}");
+    }
+
+    let latest = registry
+        .call("GET", "/subjects/proto-out-value/versions/latest", "")
+        .json();
+    let references = latest["references"].as_array().cloned().unwrap_or_default();
+    assert_eq!(references.len(), 1, "{latest}");
+    assert_eq!(references[0]["name"], "shop/address.proto", "{latest}");
+    assert_eq!(references[0]["subject"], "shop/address.proto", "{latest}");
+    let back = JobFile::new("references-back")
+        .source(
+            Source::kafka("in", &brokers, "proto-out")
+                .string("format", "protobuf")
+                .string("schema_registry", &url)
+                .value("bounded", true),
+        )
+        .sink(Sink::file("out", "out.jsonl").input("in"));
+    let back = JobDir::new(WEIR, back, &[]);
+    back.run_ok(&[]);
+    assert_eq!(read(&back, "out.jsonl"), input("protobuf"));
 }

@@ -291,7 +291,7 @@ fn through_registry(
     kafka.create_topic(format, PARTITIONS);
     let subject = format!("{format}-value");
     let id = weir::schemas::registry::Registry::new(registry)
-        .and_then(|r| r.register(&subject, encoding.kind, encoding.schema))
+        .and_then(|r| r.register(&subject, encoding.kind, encoding.schema, &[]))
         .map_err(anyhow::Error::msg)?;
     let messages = (0..n)
         .map(|i| {

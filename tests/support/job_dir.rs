@@ -26,7 +26,8 @@ pub struct JobDir {
 
 impl JobDir {
     /// Writes `job` (where `{plugins}` stands for the folder of the built
-    /// plugin components) and `files` into a new temporary folder.
+    /// plugin components) and `files` (paths in it, folders made) into a
+    /// new temporary folder.
     pub fn new(weir: Weir, job: impl Display, files: &[(&str, &str)]) -> Self {
         let j = JobDir {
             dir: tempfile::tempdir().unwrap(),
@@ -35,7 +36,9 @@ impl JobDir {
         };
         j.write_job(job);
         for (name, text) in files {
-            std::fs::write(j.path().join(name), text).unwrap();
+            let path = j.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
         }
         j
     }

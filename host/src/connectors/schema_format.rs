@@ -17,10 +17,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::schemas::avro::{AvroReader, AvroSchema, AvroWriter};
+use crate::schemas::avro::{AvroReader, AvroSchema, AvroWriter, references};
 use crate::schemas::json_schema::JsonSchema;
 use crate::schemas::protobuf::ProtoSchema;
-use crate::schemas::registry::{FetchError, Registry, SubjectStrategy};
+use crate::schemas::registry::{FetchError, Reference, Registry, SubjectStrategy};
 use crate::schemas::wire;
 
 /// The kind of a format's schemas.
@@ -418,6 +418,7 @@ impl SchemaDecoder {
         })?;
         let bad = |e: String| DecodeError::Bad(format!("schema {id} of the registry: {e}"));
         let kind = self.settings.kind;
+        let imports = stored.imports();
         if stored.kind != kind.registry_name() {
             return Err(bad(format!(
                 "it is {}, not {}",
@@ -427,7 +428,8 @@ impl SchemaDecoder {
         }
         match kind {
             SchemaKind::Avro => {
-                let writer = AvroSchema::parse(&stored.text).map_err(bad)?;
+                let text = references::inline(&stored.text, &imports).map_err(bad)?;
+                let writer = AvroSchema::parse(&text).map_err(bad)?;
                 let reader = match &self.settings.schema {
                     Some(Schema::Avro(reader)) => Some(reader),
                     _ => None,
@@ -437,11 +439,12 @@ impl SchemaDecoder {
                 )))
             }
             SchemaKind::Protobuf => {
-                let schema = ProtoSchema::at_indexes(&stored.text, path).map_err(bad)?;
+                let schema = ProtoSchema::at_indexes(&stored.text, &imports, path).map_err(bad)?;
                 Ok(Reader::Protobuf(Arc::new(schema)))
             }
             SchemaKind::Json => {
-                let mut schemas = vec![JsonSchema::parse(&stored.text).map_err(bad)?];
+                let own = JsonSchema::parse_with(&stored.text, &imports).map_err(bad)?;
+                let mut schemas = vec![own];
                 if let Some(Schema::Json(own)) = &self.settings.schema {
                     schemas.push(own.clone());
                 }
@@ -449,6 +452,33 @@ impl SchemaDecoder {
             }
         }
     }
+}
+
+/// Registers the files `schema` imports, each under its import path (as
+/// Confluent's clients name them), after those it imports itself; returns
+/// the references of the schema's own file.
+fn register_imports(registry: &Registry, schema: &ProtoSchema) -> Result<Vec<Reference>, String> {
+    let mut registered: Vec<Reference> = Vec::new();
+    let kind = SchemaKind::Protobuf.registry_name();
+    for import in schema.imports() {
+        let references: Vec<Reference> = (registered.iter())
+            .filter(|r| import.imports.contains(&r.name))
+            .cloned()
+            .collect();
+        let subject = &import.name;
+        registry.register(subject, kind, &import.text, &references)?;
+        let version = registry.version_of(subject, kind, &import.text, &references)?;
+        registered.push(Reference {
+            name: import.name.clone(),
+            subject: subject.clone(),
+            version,
+        });
+    }
+    let direct = schema.direct_imports();
+    Ok(registered
+        .into_iter()
+        .filter(|r| direct.contains(&r.name))
+        .collect())
 }
 
 /// What writes a sink's messages.
@@ -483,7 +513,12 @@ impl SchemaEncoder {
                     schema.full_name().as_deref(),
                     settings.role == Role::Keys,
                 )?;
-                Some(registry.register(&subject, schema.kind().registry_name(), schema.text())?)
+                let references = match schema {
+                    Schema::Protobuf(s) => register_imports(&registry, s)?,
+                    _ => Vec::new(),
+                };
+                let kind = schema.kind().registry_name();
+                Some(registry.register(&subject, kind, schema.text(), &references)?)
             }
         };
         let writer = match schema {

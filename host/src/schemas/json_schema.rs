@@ -4,7 +4,9 @@
 //!
 //! The draft is the one the schema's `$schema` names (2020-12 without
 //! one; Confluent's clients write draft-07 and say so). `$ref`s resolve
-//! inside the schema only: nothing is fetched from the network or disk.
+//! inside the schema and to the schemas it references in a registry (by
+//! the `$ref` each is registered under); nothing is fetched from the
+//! network or disk.
 //! `format` keywords are annotations, as the drafts since 2019-09 say.
 
 use std::sync::Arc;
@@ -36,12 +38,42 @@ impl PartialEq for JsonSchema {
 
 impl Eq for JsonSchema {}
 
+/// The schemas a schema references, by the `$ref` each is known by.
+struct Imports(Vec<(String, Value)>);
+
+impl jsonschema::Retrieve for Imports {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        let uri = uri.as_str();
+        let named = |name: &str| uri == name || uri.ends_with(&format!("/{name}"));
+        match self.0.iter().find(|(name, _)| named(name)) {
+            Some((_, schema)) => Ok(schema.clone()),
+            None => Err(format!("{uri} is no schema this one references").into()),
+        }
+    }
+}
+
 impl JsonSchema {
     /// Compiles the schema `text`; an error says what is wrong with it.
     pub fn parse(text: &str) -> Result<JsonSchema, String> {
+        JsonSchema::parse_with(text, &[])
+    }
+
+    /// Compiles the schema `text`, whose `$ref`s may name the schemas of
+    /// `imports` (each by its `$ref`, with its text).
+    pub fn parse_with(text: &str, imports: &[(&str, &str)]) -> Result<JsonSchema, String> {
         let schema: Value =
             serde_json::from_str(text).map_err(|e| format!("not a JSON Schema: not JSON: {e}"))?;
-        let validator = jsonschema::validator_for(&schema)
+        let mut parsed = Vec::new();
+        for (name, text) in imports {
+            let value = serde_json::from_str(text)
+                .map_err(|e| format!("the referenced schema {name} is not JSON: {e}"))?;
+            parsed.push((name.to_string(), value));
+        }
+        let validator = (jsonschema::options().with_retriever(Imports(parsed)))
+            .build(&schema)
             .map_err(|e| format!("not a valid JSON Schema: {e}"))?;
         let title = (schema.get("title").and_then(Value::as_str)).map(str::to_owned);
         Ok(JsonSchema {
@@ -131,6 +163,22 @@ mod tests {
             let err = schema.check(record.as_bytes()).unwrap_err();
             assert!(err.contains(at) && err.contains(why), "{record}: {err}");
         }
+    }
+
+    /// A `$ref` to a schema the registry says this one references
+    /// resolves to it; without it, the schema does not compile.
+    #[test]
+    fn references_to_other_schemas_resolve() {
+        let line =
+            r#"{"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}"#;
+        let order = r#"{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+            "properties": {"lines": {"type": "array", "items": {"$ref": "line.json"}}}}"#;
+        let schema = JsonSchema::parse_with(order, &[("line.json", line)]).unwrap();
+        schema.check(br#"{"lines": [{"sku": "a"}]}"#).unwrap();
+        let err = schema.check(br#"{"lines": [{"sku": 1}]}"#).unwrap_err();
+        assert!(err.contains("at /lines/0/sku"), "{err}");
+        let err = JsonSchema::parse(order).unwrap_err();
+        assert!(err.contains("line.json"), "{err}");
     }
 
     #[test]

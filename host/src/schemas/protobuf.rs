@@ -5,10 +5,12 @@
 //! (`Timestamp`, `Duration`, wrappers, `Struct`) as their JSON forms.
 //!
 //! Schemas are `.proto` sources compiled here (`protox`), from a file of
-//! the job or from a schema registry; imports of Google's well-known types
-//! resolve, others do not (one file per schema).
+//! the job (its imports read from the file's folder) or from a schema
+//! registry (a `.proto` source or a base64 `FileDescriptorProto`, its
+//! imports the schemas it references); Google's well-known types resolve
+//! in both.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -18,21 +20,56 @@ use prost_reflect::{
     DescriptorPool, DeserializeOptions, DynamicMessage, FileDescriptor, MessageDescriptor,
     SerializeOptions,
 };
-use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
+use protox::file::{
+    ChainFileResolver, File, FileResolver, GoogleFileResolver, IncludeFileResolver,
+};
 
-/// The name the compiled source is known by.
+/// The name the compiled schema is known by.
 const FILE: &str = "schema.proto";
 
-/// One file of source, for the compiler.
-struct Source(String);
+/// A file a schema imports: its path in `import`, its text, and the
+/// paths it imports itself (Google's well-known types left out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    /// The path `import` names it by.
+    pub name: String,
+    /// Its `.proto` source (or base64 descriptor).
+    pub text: String,
+    /// The paths of the files it imports.
+    pub imports: Vec<String>,
+}
 
-impl FileResolver for Source {
+/// The files a schema's compiler may open: the schema's own (as
+/// [`FILE`]) and those it imports by name, each `.proto` source or a
+/// base64 descriptor.
+struct Files {
+    own: String,
+    imports: Vec<(String, String)>,
+}
+
+impl FileResolver for Files {
     fn open_file(&self, name: &str) -> Result<File, protox::Error> {
-        match name {
-            FILE => File::from_source(name, &self.0),
-            _ => Err(protox::Error::file_not_found(name)),
+        let text = match name {
+            FILE => &self.own,
+            _ => match self.imports.iter().find(|(n, _)| n == name) {
+                Some((_, text)) => text,
+                None => return Err(protox::Error::file_not_found(name)),
+            },
+        };
+        match descriptor(text) {
+            Some(mut proto) => {
+                proto.name = Some(name.to_owned());
+                Ok(File::from_file_descriptor_proto(proto))
+            }
+            None => File::from_source(name, text),
         }
     }
+}
+
+/// The `FileDescriptorProto` that `text` is in base64, if it is one.
+fn descriptor(text: &str) -> Option<FileDescriptorProto> {
+    let bytes = BASE64.decode(text.trim()).ok()?;
+    FileDescriptorProto::decode(bytes.as_slice()).ok()
 }
 
 /// A message type of a compiled `.proto` source.
@@ -41,6 +78,8 @@ pub struct ProtoSchema {
     message: MessageDescriptor,
     /// The source (what a registry is given).
     text: String,
+    /// The files it imports, each after those it imports itself.
+    imports: Vec<Import>,
 }
 
 impl std::fmt::Debug for ProtoSchema {
@@ -53,58 +92,104 @@ impl std::fmt::Debug for ProtoSchema {
 
 impl PartialEq for ProtoSchema {
     fn eq(&self, other: &Self) -> bool {
-        self.text == other.text && self.message.full_name() == other.message.full_name()
+        self.text == other.text
+            && self.imports == other.imports
+            && self.message.full_name() == other.message.full_name()
     }
 }
 
 impl Eq for ProtoSchema {}
 
-/// Compiles `source`; `Err` says where it does not compile.
-fn compile(source: &str) -> Result<DescriptorPool, String> {
+/// Compiles `own` with the files it may import (`imports` by name, and
+/// those under `dir`); `Err` says where it does not compile.
+fn compile(
+    own: &str,
+    imports: &[(&str, &str)],
+    dir: Option<&Path>,
+) -> Result<FileDescriptor, String> {
     let mut resolver = ChainFileResolver::new();
-    resolver.add(Source(source.to_owned()));
+    resolver.add(Files {
+        own: own.to_owned(),
+        imports: (imports.iter())
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect(),
+    });
+    if let Some(dir) = dir {
+        resolver.add(IncludeFileResolver::new(dir.to_path_buf()));
+    }
     resolver.add(GoogleFileResolver::new());
     let mut compiler = protox::Compiler::with_file_resolver(resolver);
     compiler
         .open_file(FILE)
         .map_err(|e| format!("the .proto does not compile: {e}"))?;
-    Ok(compiler.descriptor_pool())
+    let pool: DescriptorPool = compiler.descriptor_pool();
+    pool.get_file_by_name(FILE)
+        .ok_or_else(|| "the .proto compiled to nothing".to_owned())
 }
 
-/// The file a base64 `FileDescriptorProto` describes; `None` if `text` is
-/// not one.
-fn descriptor(text: &str) -> Option<Result<FileDescriptor, String>> {
-    let bytes = BASE64.decode(text.trim()).ok()?;
-    let proto = FileDescriptorProto::decode(bytes.as_slice()).ok()?;
-    let name = proto.name().to_owned();
-    let mut pool = DescriptorPool::new();
-    Some(match pool.add_file_descriptor_proto(proto) {
-        Ok(()) => pool
-            .get_file_by_name(&name)
-            .ok_or_else(|| format!("the descriptor of {name} holds no file")),
-        Err(e) => Err(format!(
-            "the descriptor of {name} does not resolve (imports of other schemas are not read): {e}"
-        )),
-    })
+/// The files `file` imports, directly or not, each after its own imports,
+/// Google's well-known types left out; their texts from `text_of`.
+fn imports_of(
+    file: &FileDescriptor,
+    text_of: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<Vec<Import>, String> {
+    fn own(file: &FileDescriptor) -> Vec<FileDescriptor> {
+        let well_known = |f: &FileDescriptor| f.name().starts_with("google/protobuf/");
+        file.dependencies().filter(|f| !well_known(f)).collect()
+    }
+    fn walk(
+        file: &FileDescriptor,
+        text_of: &dyn Fn(&str) -> Result<String, String>,
+        out: &mut Vec<Import>,
+    ) -> Result<(), String> {
+        for dependency in own(file) {
+            if out.iter().any(|i| i.name == dependency.name()) {
+                continue;
+            }
+            walk(&dependency, text_of, out)?;
+            out.push(Import {
+                name: dependency.name().to_owned(),
+                text: text_of(dependency.name())?,
+                imports: own(&dependency)
+                    .iter()
+                    .map(|f| f.name().to_owned())
+                    .collect(),
+            });
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(file, text_of, &mut out)?;
+    Ok(out)
 }
 
 impl ProtoSchema {
     /// Message `message` (a full name; `None`: the file's first message)
-    /// of `.proto` source `text`.
+    /// of `.proto` source `text`, which imports nothing of its own.
     pub fn compile(text: &str, message: Option<&str>) -> Result<ProtoSchema, String> {
-        let pool = compile(text)?;
-        let file = pool
-            .get_file_by_name(FILE)
-            .ok_or("the .proto compiled to nothing")?;
+        let file = compile(text, &[], None)?;
+        ProtoSchema::named(file, text, Vec::new(), message)
+    }
+
+    /// Message `message` of `file` (`None`: its first).
+    fn named(
+        file: FileDescriptor,
+        text: &str,
+        imports: Vec<Import>,
+        message: Option<&str>,
+    ) -> Result<ProtoSchema, String> {
         let found = match message {
-            Some(name) => pool.get_message_by_name(name).ok_or_else(|| {
-                let names: Vec<String> =
-                    file.messages().map(|m| m.full_name().to_owned()).collect();
-                format!(
-                    "the .proto has no message {name} (its messages: {})",
-                    names.join(", ")
-                )
-            })?,
+            Some(name) => file
+                .parent_pool()
+                .get_message_by_name(name)
+                .ok_or_else(|| {
+                    let names: Vec<String> =
+                        file.messages().map(|m| m.full_name().to_owned()).collect();
+                    format!(
+                        "the .proto has no message {name} (its messages: {})",
+                        names.join(", ")
+                    )
+                })?,
             None => file
                 .messages()
                 .next()
@@ -113,20 +198,21 @@ impl ProtoSchema {
         Ok(ProtoSchema {
             message: found,
             text: text.to_owned(),
+            imports,
         })
     }
 
     /// Message number `indexes` (Confluent's path: the index among the
     /// file's messages, then among that message's nested ones...) of a
     /// schema as a registry holds it: `.proto` source or, as Confluent's
-    /// Python and Go clients register them, a base64 `FileDescriptorProto`.
-    pub fn at_indexes(text: &str, indexes: &[i32]) -> Result<ProtoSchema, String> {
-        let file = match compile(text) {
-            Ok(pool) => pool
-                .get_file_by_name(FILE)
-                .ok_or("the .proto compiled to nothing")?,
-            Err(e) => descriptor(text).ok_or(e)??,
-        };
+    /// Python and Go clients register them, a base64 `FileDescriptorProto`;
+    /// `imports` are the schemas it references, by import path.
+    pub fn at_indexes(
+        text: &str,
+        imports: &[(&str, &str)],
+        indexes: &[i32],
+    ) -> Result<ProtoSchema, String> {
+        let file = compile(text, imports, None)?;
         let missing = || format!("the .proto has no message at indexes {indexes:?}");
         let (first, rest) = indexes.split_first().map_or((0, &[][..]), |(f, r)| (*f, r));
         let mut message = file.messages().nth(first as usize).ok_or_else(missing)?;
@@ -140,15 +226,43 @@ impl ProtoSchema {
         Ok(ProtoSchema {
             message,
             text: text.to_owned(),
+            imports: Vec::new(),
         })
     }
 
-    /// Reads a `.proto` file (relative to `dir`), message `message`.
+    /// Reads a `.proto` file (relative to `dir`), message `message`; its
+    /// imports are read from the file's folder.
     pub fn read(dir: &Path, file: &str, message: Option<&str>) -> Result<ProtoSchema, String> {
         let path = dir.join(file);
+        let at = |e: String| format!("`schema` = {file:?}: {e}");
         let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("`schema` = {file:?}: cannot read {}: {e}", path.display()))?;
-        ProtoSchema::compile(&text, message).map_err(|e| format!("`schema` = {file:?}: {e}"))
+            .map_err(|e| at(format!("cannot read {}: {e}", path.display())))?;
+        let folder: PathBuf = path
+            .parent()
+            .map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
+        let compiled = compile(&text, &[], Some(&folder)).map_err(at)?;
+        let text_of = |name: &str| {
+            let path = folder.join(name);
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read the import {}: {e}", path.display()))
+        };
+        let imports = imports_of(&compiled, &text_of).map_err(at)?;
+        ProtoSchema::named(compiled, &text, imports, message).map_err(at)
+    }
+
+    /// The files it imports (its own folder's, for a registry), each after
+    /// those it imports itself.
+    pub fn imports(&self) -> &[Import] {
+        &self.imports
+    }
+
+    /// The paths of the files its own file imports directly.
+    pub fn direct_imports(&self) -> Vec<String> {
+        let file = self.message.parent_file();
+        let direct = file.dependencies().map(|f| f.name().to_owned());
+        direct
+            .filter(|n| self.imports.iter().any(|i| &i.name == n))
+            .collect()
     }
 
     /// The source.
@@ -274,7 +388,7 @@ message Other { string x = 1; }
 
     #[test]
     fn a_registry_schema_is_source_or_a_base64_descriptor() {
-        let by_source = ProtoSchema::at_indexes(ORDERS, &[0, 1]).unwrap();
+        let by_source = ProtoSchema::at_indexes(ORDERS, &[], &[0, 1]).unwrap();
         assert_eq!(by_source.full_name(), "shop.Order.Line");
         let plain = "syntax = \"proto3\";\npackage p;\nmessage A { int64 id = 1; }\nmessage B { string s = 1; }\n";
         let compiled = ProtoSchema::compile(plain, Some("p.B")).unwrap();
@@ -284,13 +398,83 @@ message Other { string x = 1; }
             .file_descriptor_proto()
             .encode_to_vec();
         let base64 = BASE64.encode(file);
-        let by_descriptor = ProtoSchema::at_indexes(&base64, &[1]).unwrap();
+        let by_descriptor = ProtoSchema::at_indexes(&base64, &[], &[1]).unwrap();
         assert_eq!(by_descriptor.full_name(), "p.B");
         let mut bytes = Vec::new();
         compiled.encode(br#"{"s":"hi"}"#, &mut bytes).unwrap();
         let mut out = Vec::new();
         by_descriptor.decode(&bytes, &mut out).unwrap();
         assert_eq!(out, br#"{"s":"hi"}"#);
-        assert!(ProtoSchema::at_indexes(plain, &[5]).is_err());
+        assert!(ProtoSchema::at_indexes(plain, &[], &[5]).is_err());
+    }
+
+    /// A `.proto` of the job imports another from its folder, which
+    /// imports a third: both are compiled in and listed, each after its
+    /// own imports; as a registry gives them (`.proto` sources or base64
+    /// descriptors by import path), the same messages decode.
+    #[test]
+    fn imports_come_from_the_files_folder_or_the_registrys_references() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("protos/shop")).unwrap();
+        let kind = "syntax = \"proto3\";\npackage shop;\nenum Kind { HOME = 0; WORK = 1; }\n";
+        let address = "syntax = \"proto3\";\npackage shop;\nimport \"shop/kind.proto\";\nmessage Address { string city = 1; Kind kind = 2; }\n";
+        let order = "syntax = \"proto3\";\npackage shop;\nimport \"shop/address.proto\";\nimport \"google/protobuf/timestamp.proto\";\nmessage Order { int64 id = 1; Address ship = 2; google.protobuf.Timestamp at = 3; }\n";
+        for (name, text) in [
+            ("shop/kind.proto", kind),
+            ("shop/address.proto", address),
+            ("order.proto", order),
+        ] {
+            std::fs::write(dir.path().join("protos").join(name), text).unwrap();
+        }
+        let schema = ProtoSchema::read(dir.path(), "protos/order.proto", None).unwrap();
+        let names: Vec<(&str, &[String])> = (schema.imports().iter())
+            .map(|i| (i.name.as_str(), i.imports.as_slice()))
+            .collect();
+        let address_imports = ["shop/kind.proto".to_owned()];
+        assert_eq!(
+            names,
+            [
+                ("shop/kind.proto", &[][..]),
+                ("shop/address.proto", &address_imports[..])
+            ]
+        );
+        assert_eq!(schema.imports()[1].text, address);
+        assert_eq!(schema.direct_imports(), ["shop/address.proto"]);
+        let json = r#"{"id":7,"ship":{"city":"Oslo","kind":"WORK"},"at":"2024-01-31T12:00:00Z"}"#;
+        let mut bytes = Vec::new();
+        schema.encode(json.as_bytes(), &mut bytes).unwrap();
+
+        let as_descriptor = |name: &str| {
+            let file = schema.message.parent_pool().get_file_by_name(name).unwrap();
+            BASE64.encode(file.file_descriptor_proto().encode_to_vec())
+        };
+        let sources = [("shop/kind.proto", kind), ("shop/address.proto", address)];
+        let descriptors = [
+            (
+                "shop/kind.proto".to_owned(),
+                as_descriptor("shop/kind.proto"),
+            ),
+            (
+                "shop/address.proto".to_owned(),
+                as_descriptor("shop/address.proto"),
+            ),
+        ];
+        let descriptors: Vec<(&str, &str)> = descriptors
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        let own = as_descriptor(FILE);
+        for (text, imports) in [(order, &sources[..]), (own.as_str(), &descriptors[..])] {
+            let read = ProtoSchema::at_indexes(text, imports, &[0]).unwrap();
+            let mut out = Vec::new();
+            read.decode(&bytes, &mut out).unwrap();
+            let back: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(
+                back,
+                serde_json::from_str::<serde_json::Value>(json).unwrap()
+            );
+        }
+        let err = ProtoSchema::at_indexes(order, &[], &[0]).unwrap_err();
+        assert!(err.contains("shop/address.proto"), "{err}");
     }
 }

@@ -44,20 +44,80 @@ impl SubjectStrategy {
     }
 }
 
-/// A schema as the registry holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A schema as the registry holds it, with the schemas it references.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Stored {
     /// `AVRO`, `PROTOBUF` or `JSON`.
     pub kind: String,
     /// The schema's text.
     pub text: String,
+    /// The schemas it references, each by the name the text uses for it
+    /// (an Avro type's full name, a Protobuf import's path, a JSON
+    /// Schema's `$ref`), with their own references.
+    pub references: Vec<Referenced>,
 }
+
+/// A schema another references, by the name it is referenced by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Referenced {
+    /// The name the referencing schema uses.
+    pub name: String,
+    /// The schema.
+    pub schema: Stored,
+}
+
+impl Stored {
+    /// A schema that references nothing.
+    pub fn new(kind: &str, text: &str) -> Stored {
+        Stored {
+            kind: kind.to_owned(),
+            text: text.to_owned(),
+            references: Vec::new(),
+        }
+    }
+
+    /// Every schema it references, directly or through others, as (name,
+    /// text): each once, after those it references itself.
+    pub fn imports(&self) -> Vec<(&str, &str)> {
+        fn walk<'s>(stored: &'s Stored, out: &mut Vec<(&'s str, &'s str)>) {
+            for r in &stored.references {
+                if out.iter().any(|(name, _)| *name == r.name) {
+                    continue;
+                }
+                walk(&r.schema, out);
+                if !out.iter().any(|(name, _)| *name == r.name) {
+                    out.push((&r.name, &r.schema.text));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
+    }
+}
+
+/// A reference as a sink registers it: the name its schema uses, and the
+/// subject and version it is registered as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// The name the referencing schema uses.
+    pub name: String,
+    /// The subject it is registered under.
+    pub subject: String,
+    /// Its version there.
+    pub version: u32,
+}
+
+/// How deep references may nest (a cycle would be endless).
+const MAX_DEPTH: usize = 16;
 
 /// A registry at one URL, with the schemas fetched from it so far.
 pub struct Registry {
     url: String,
     client: reqwest::blocking::Client,
     by_id: Mutex<HashMap<u32, Stored>>,
+    /// Referenced schemas by subject and version.
+    by_version: Mutex<HashMap<(String, u64), Stored>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -92,6 +152,7 @@ impl Registry {
             url: url.trim_end_matches('/').to_owned(),
             client,
             by_id: Mutex::new(HashMap::new()),
+            by_version: Mutex::new(HashMap::new()),
         })
     }
 
@@ -100,54 +161,155 @@ impl Registry {
         &self.url
     }
 
-    /// The schema with id `id`, fetched the first time only.
+    /// The schema with id `id` and the schemas it references, fetched
+    /// the first time only.
     pub fn schema(&self, id: u32) -> Result<Stored, FetchError> {
         if let Some(stored) = self.lock().get(&id) {
             return Ok(stored.clone());
         }
         let request = self.client.get(format!("{}/schemas/ids/{id}", self.url));
-        let body = match self.call(request, &format!("fetching schema {id}")) {
+        let stored = self.fetch(request, &format!("schema {id}"), 0)?;
+        self.lock().insert(id, stored.clone());
+        Ok(stored)
+    }
+
+    /// Version `version` of `subject`, a schema referenced `depth` levels
+    /// down.
+    fn version(&self, subject: &str, version: u64, depth: usize) -> Result<Stored, FetchError> {
+        let key = (subject.to_owned(), version);
+        let cached = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(stored) = cached.get(&key) {
+            return Ok(stored.clone());
+        }
+        drop(cached);
+        let url = format!(
+            "{}/subjects/{}/versions/{version}",
+            self.url,
+            segment(subject)
+        );
+        let what = format!("version {version} of subject {subject} (a referenced schema)");
+        let stored = self.fetch(self.client.get(url), &what, depth)?;
+        let mut cached = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
+        cached.insert(key, stored.clone());
+        Ok(stored)
+    }
+
+    /// The schema `request` answers with (`what`, for messages), with its
+    /// references fetched.
+    fn fetch(
+        &self,
+        request: reqwest::blocking::RequestBuilder,
+        what: &str,
+        depth: usize,
+    ) -> Result<Stored, FetchError> {
+        let url = &self.url;
+        let body = match self.call(request, &format!("fetching {what}")) {
             Ok(body) => body,
             Err((Some(404), message)) => return Err(FetchError::Missing(message)),
             Err((_, message)) => return Err(FetchError::Unavailable(message)),
         };
-        let stored = stored(&body).ok_or_else(|| {
-            let url = &self.url;
+        let mut stored = stored(&body).ok_or_else(|| {
             FetchError::Missing(format!(
-                "schema registry {url}: schema {id} came without a schema: {body}"
+                "schema registry {url}: {what} came without a schema: {body}"
             ))
         })?;
-        self.lock().insert(id, stored.clone());
+        let references = body["references"].as_array().map_or(&[][..], Vec::as_slice);
+        if !references.is_empty() && depth >= MAX_DEPTH {
+            return Err(FetchError::Missing(format!(
+                "schema registry {url}: {what}: references nest deeper than {MAX_DEPTH} schemas (a cycle?)"
+            )));
+        }
+        for r in references {
+            let (Some(name), Some(subject), Some(version)) = (
+                r["name"].as_str(),
+                r["subject"].as_str(),
+                r["version"].as_u64(),
+            ) else {
+                return Err(FetchError::Missing(format!(
+                    "schema registry {url}: {what} has a reference without name, subject and version: {r}"
+                )));
+            };
+            let schema = self.version(subject, version, depth + 1)?;
+            stored.references.push(Referenced {
+                name: name.to_owned(),
+                schema,
+            });
+        }
         Ok(stored)
     }
 
     /// Registers `text` (of `kind`) under `subject`, or finds it there
     /// already; returns its id. A schema the subject's compatibility rule
     /// refuses is an error saying so.
-    pub fn register(&self, subject: &str, kind: &str, text: &str) -> Result<u32, String> {
-        let mut body = json!({ "schema": text });
-        if kind != "AVRO" {
-            body["schemaType"] = json!(kind);
-        }
-        let request = (self
-            .client
-            .post(format!("{}/subjects/{subject}/versions", self.url)))
-        .header("content-type", MEDIA)
-        .body(body.to_string());
+    pub fn register(
+        &self,
+        subject: &str,
+        kind: &str,
+        text: &str,
+        references: &[Reference],
+    ) -> Result<u32, String> {
+        let request = self.with_schema(
+            format!("{}/versions", segment(subject)),
+            kind,
+            text,
+            references,
+        );
         let doing = format!("registering the schema of subject {subject}");
         let reply = self.call(request, &doing).map_err(|(_, message)| message)?;
         let id = reply["id"].as_u64().and_then(|id| u32::try_from(id).ok());
         let id = id.ok_or_else(|| {
             format!("schema registry {}: registering under subject {subject} answered without an id: {reply}", self.url)
         })?;
-        self.lock().insert(
-            id,
-            Stored {
-                kind: kind.to_owned(),
-                text: text.to_owned(),
-            },
-        );
+        if references.is_empty() {
+            self.lock().insert(id, Stored::new(kind, text));
+        }
         Ok(id)
+    }
+
+    /// The version of `subject` that `text` (of `kind`, with
+    /// `references`) is registered as.
+    pub fn version_of(
+        &self,
+        subject: &str,
+        kind: &str,
+        text: &str,
+        references: &[Reference],
+    ) -> Result<u32, String> {
+        let request = self.with_schema(segment(subject), kind, text, references);
+        let doing = format!("looking up the schema's version in subject {subject}");
+        let reply = self.call(request, &doing).map_err(|(_, message)| message)?;
+        let version = reply["version"]
+            .as_u64()
+            .and_then(|v| u32::try_from(v).ok());
+        version.ok_or_else(|| {
+            format!(
+                "schema registry {}: {doing}: answered without a version: {reply}",
+                self.url
+            )
+        })
+    }
+
+    /// A POST to `subjects/<path>` of a schema.
+    fn with_schema(
+        &self,
+        path: String,
+        kind: &str,
+        text: &str,
+        references: &[Reference],
+    ) -> reqwest::blocking::RequestBuilder {
+        let mut body = json!({ "schema": text });
+        if kind != "AVRO" {
+            body["schemaType"] = json!(kind);
+        }
+        if !references.is_empty() {
+            let references: Vec<_> = (references.iter())
+                .map(|r| json!({"name": r.name, "subject": r.subject, "version": r.version}))
+                .collect();
+            body["references"] = json!(references);
+        }
+        (self.client.post(format!("{}/subjects/{path}", self.url)))
+            .header("content-type", MEDIA)
+            .body(body.to_string())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Stored>> {
@@ -207,12 +369,27 @@ pub enum FetchError {
     Unavailable(String),
 }
 
-/// The schema of a registry answer (`{"schema", "schemaType"}`).
+/// `subject` as one segment of a URL's path (a Protobuf import's subject
+/// holds slashes): every byte but letters, digits and `-._~`
+/// percent-encoded.
+fn segment(subject: &str) -> String {
+    let mut out = String::with_capacity(subject.len());
+    for byte in subject.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+/// The schema of a registry answer (`{"schema", "schemaType"}`), its
+/// references not yet fetched.
 fn stored(body: &serde_json::Value) -> Option<Stored> {
-    Some(Stored {
-        kind: body["schemaType"].as_str().unwrap_or("AVRO").to_owned(),
-        text: body["schema"].as_str()?.to_owned(),
-    })
+    let kind = body["schemaType"].as_str().unwrap_or("AVRO");
+    Some(Stored::new(kind, body["schema"].as_str()?))
 }
 
 #[cfg(test)]
@@ -253,10 +430,36 @@ mod tests {
         );
         assert_eq!(
             stored(&json!({"schema": "\"long\""})),
-            Some(Stored {
-                kind: "AVRO".into(),
-                text: "\"long\"".into()
-            })
+            Some(Stored::new("AVRO", "\"long\""))
+        );
+    }
+
+    #[test]
+    fn subjects_are_one_segment_of_a_path() {
+        assert_eq!(segment("shop/address.proto"), "shop%2Faddress.proto");
+        assert_eq!(segment("orders-value"), "orders-value");
+        assert_eq!(segment("a b?"), "a%20b%3F");
+    }
+
+    /// A schema's imports come once each, after their own.
+    #[test]
+    fn imports_come_after_their_own_once_each() {
+        let leaf = Stored::new("PROTOBUF", "leaf");
+        let refer = |name: &str, schema: &Stored| Referenced {
+            name: name.into(),
+            schema: schema.clone(),
+        };
+        let mid = Stored {
+            references: vec![refer("leaf.proto", &leaf)],
+            ..Stored::new("PROTOBUF", "mid")
+        };
+        let top = Stored {
+            references: vec![refer("mid.proto", &mid), refer("leaf.proto", &leaf)],
+            ..Stored::new("PROTOBUF", "top")
+        };
+        assert_eq!(
+            top.imports(),
+            [("leaf.proto", "leaf"), ("mid.proto", "mid")]
         );
     }
 }

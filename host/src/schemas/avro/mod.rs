@@ -1,7 +1,8 @@
 //! Avro datums as the JSON records the runtime carries, and back
 //! ([`AvroSchema`], [`AvroReader`], [`AvroWriter`]); module `to_json`
 //! states the mapping, module `from_json` its reverse; module `container`
-//! writes object container files.
+//! writes object container files, module `references` makes a schema that
+//! uses other schemas' types stand alone.
 //!
 //! Invariant: a parsed schema lives as long as the process (it is leaked
 //! once, so that datum readers and writers can borrow it for their own
@@ -11,6 +12,7 @@
 
 pub mod container;
 mod from_json;
+pub mod references;
 mod resolve;
 mod to_json;
 
