@@ -630,6 +630,7 @@ fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
             .string("format", format)
             .string("schema", schema)
             .string("schema_registry", &url)
+            .value("on_error", "{ dead_letter = \"rejects\" }")
     };
     let job = JobFile::new("nats-schemas")
         .checkpoint(Checkpoint::every("200ms"))
@@ -638,10 +639,18 @@ fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
         .sink(sink("avro", "avro-out", "avro", "orders.avsc"))
         .sink(
             sink("proto", "proto-out", "protobuf", "orders.proto").string("message", "shop.Order"),
-        );
+        )
+        .sink(Sink::file("rejects", "rejects.jsonl"));
+    let misfits = [r#"{"id":5,"amount":"x"}"#, r#"{"id":6,"colour":"red"}"#];
     let files = [
-        ("orders.jsonl", lines(&orders)),
-        ("protos.jsonl", lines(&protos)),
+        (
+            "orders.jsonl",
+            lines(&orders[..9]) + misfits[0] + "\n" + &lines(&orders[9..]),
+        ),
+        (
+            "protos.jsonl",
+            lines(&protos[..9]) + misfits[1] + "\n" + &lines(&protos[9..]),
+        ),
         ("orders.avsc", V1.to_owned()),
         ("orders.proto", proto),
     ];
@@ -668,6 +677,70 @@ fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
     let subjects = registry.call("GET", "/subjects", "");
     for subject in ["avro-out-value", "proto-out-value"] {
         assert!(subjects.body.contains(subject), "{}", subjects.body);
+    }
+    let letters = weir_tests::letters::parse(&job.read("rejects.jsonl"));
+    let mut refused: Vec<(&str, &str)> = (letters.iter())
+        .map(|l| (l["node"].as_str().unwrap(), l["value"].as_str().unwrap()))
+        .collect();
+    refused.sort();
+    assert_eq!(
+        refused,
+        [("avro-out", misfits[0]), ("proto-out", misfits[1])]
+    );
+}
+
+/// A Kafka sink whose `on_error` takes records that do not fit its Avro
+/// schema sends them to a dead-letter sink: through SIGKILLs, Python reads
+/// every good order once, in order, and the dead letters hold each misfit
+/// once, in order, saying why.
+#[test]
+fn records_that_do_not_fit_a_kafka_sinks_schema_are_its_dead_letters_exactly_once() {
+    let (kafka, registry) = servers();
+    let (brokers, url) = (kafka.brokers(), registry.url());
+    let n = 2000;
+    let (mut input, mut good, mut bad) = (String::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        let line = match i % 97 == 40 {
+            true => {
+                let mut o = order(i, None);
+                o["state"] = json!("LOST");
+                bad.push(o.to_string());
+                o.to_string()
+            }
+            false => {
+                good.push(order(i, None));
+                order(i, None).to_string()
+            }
+        };
+        input.push_str(&line);
+        input.push('\n');
+    }
+    let file = JobFile::new("sink-misfits")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(
+            Source::file("in", "orders.jsonl")
+                .format("jsonl")
+                .rate(2000),
+        )
+        .sink(
+            Sink::kafka("out", &brokers, "out")
+                .string("format", "avro")
+                .string("schema", "orders.avsc")
+                .string("schema_registry", &url)
+                .value("on_error", "{ dead_letter = \"rejects\" }")
+                .input("in"),
+        )
+        .sink(Sink::file("rejects", "rejects.jsonl"));
+    let job = JobDir::new(WEIR, file, &[("orders.jsonl", &input), ("orders.avsc", V1)]);
+    let killed = job.run_through_kills_after_checkpoints(3, weir_tests::pipeline::seed());
+    assert!(killed >= 2, "killed {killed} times");
+    assert_out("avro", &kafka, &url, &good);
+    let letters = weir_tests::letters::parse(&job.read("rejects.jsonl"));
+    assert_eq!(weir_tests::letters::values(&letters), bad);
+    for l in &letters {
+        assert_eq!(l["node"], "out", "{l}");
+        let error = l["error"].as_str().unwrap();
+        assert!(error.contains("LOST"), "{error}");
     }
 }
 

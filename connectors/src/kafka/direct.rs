@@ -310,6 +310,10 @@ impl DirectSink {
 }
 
 impl Sink for DirectSink {
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        self.writer.refused(batch)
+    }
+
     fn write(&mut self, batch: &Batch) -> Result<(), SinkError> {
         if batch.is_empty() {
             return Ok(());

@@ -54,7 +54,7 @@ use super::writer::{ProduceError, Writer};
 use weir::connectors::from_table;
 use weir::connectors::metadata::{Fields, Item};
 use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaKind, SchemaSettings};
-use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
+use weir::connectors::sink::{Delivery, Done, RecordCheck, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
@@ -562,6 +562,10 @@ impl KafkaDestination {
 }
 
 impl Destination for KafkaDestination {
+    fn check(&self) -> Option<Box<dyn RecordCheck>> {
+        Some(Box::new(self.writer.clone()))
+    }
+
     fn carries_signals(&self) -> bool {
         self.control.is_some()
     }
@@ -633,6 +637,10 @@ impl AtLeastOnceSink {
 }
 
 impl Sink for AtLeastOnceSink {
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        self.writer.refused(batch)
+    }
+
     fn out_on_write(&self) -> bool {
         true
     }

@@ -22,6 +22,7 @@ use weir::connectors::changelog::with_op;
 use weir::connectors::debezium;
 use weir::connectors::metadata::{self, Header};
 use weir::connectors::schema_format::SchemaEncoder;
+use weir::connectors::sink::RecordCheck;
 use weir::dataflow::Batch;
 use weir::dataflow::batch::{Change, RecordRef};
 
@@ -121,6 +122,31 @@ impl Writer {
             (Mode::Upsert, Change::Delete) => Some(None),
             (Mode::Upsert, _) => Some(Some(Cow::Borrowed(r.value))),
         })
+    }
+
+    /// The records of `batch` that cannot be messages of the topic (a
+    /// value or key that does not fit its schema, a change kind an append
+    /// topic cannot carry), by index, with why: what
+    /// [`produce`](Self::produce) would refuse.
+    pub(super) fn refused(&self, batch: &Batch) -> Vec<(usize, String)> {
+        let mut refused = Vec::new();
+        let mut before = None;
+        for (i, r) in batch.iter().enumerate() {
+            let held = std::mem::take(&mut before);
+            if r.change == Change::UpdateBefore {
+                before = Some(r.value);
+            }
+            let payload = self.payload(&r, held.filter(|_| r.change == Change::UpdateAfter));
+            let key = match (self.key, r.key, &self.key_encoder) {
+                (KeyFrom::Record, Some(key), Some(encoder)) => encode_key(encoder, key).map(drop),
+                _ => Ok(()),
+            };
+            match (payload, key) {
+                (Err(ProduceError::Refused(why)), _) | (_, Err(why)) => refused.push((i, why)),
+                _ => {}
+            }
+        }
+        refused
     }
 
     /// Queues every record of `batch` on `producer`, waiting for room when
@@ -256,4 +282,10 @@ pub(super) enum ProduceError {
     /// A record cannot be a message of the topic (the message says why).
     #[error("{0}")]
     Refused(String),
+}
+
+impl RecordCheck for Writer {
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        self.refused(batch)
+    }
 }

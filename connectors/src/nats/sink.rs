@@ -43,7 +43,7 @@ use weir::connectors::changelog::with_op;
 use weir::connectors::from_table;
 use weir::connectors::metadata::{self, Fields, Item};
 use weir::connectors::schema_format::{SchemaEncoder, SchemaKeys, SchemaKind, SchemaSettings};
-use weir::connectors::sink::{Delivery, Done, Sink, SinkContext, SinkError};
+use weir::connectors::sink::{Delivery, Done, RecordCheck, Sink, SinkContext, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
@@ -184,10 +184,12 @@ impl SinkConnector for NatsSinkConfig {
         let destination = NatsDestination {
             sink: id.to_owned(),
             prefix: format!("{job}/{id}"),
-            subject: self.subject.clone(),
             target,
-            encoder,
-            header_field: self.header_field.clone(),
+            messages: Messages {
+                subject: self.subject.clone(),
+                encoder: encoder.map(Arc::new),
+                header_field: self.header_field.clone(),
+            },
             connection,
         };
         if at.delivery == Delivery::AtLeastOnce {
@@ -222,13 +224,9 @@ struct NatsDestination {
     sink: String,
     /// `<job>/<sink>`, the start of every message id.
     prefix: String,
-    subject: String,
     /// The subject and server, for messages.
     target: String,
-    /// With `format = "avro"` or `"protobuf"`: the values' encoder.
-    encoder: Option<SchemaEncoder>,
-    /// The field whose object gives each message's headers.
-    header_field: Option<String>,
+    messages: Messages,
     connection: Connection,
 }
 
@@ -241,25 +239,63 @@ impl NatsDestination {
         }
     }
 
+    /// Record `r`'s subject, payload and headers ([`Messages`]).
+    #[allow(clippy::type_complexity)]
+    fn message(
+        &self,
+        r: &weir::dataflow::batch::RecordRef<'_>,
+    ) -> Result<(String, Bytes, Option<HeaderMap>), SinkError> {
+        let subject = self.messages.subject_for(r.key);
+        let subject = subject.map_err(|m| self.error(m))?;
+        let (payload, headers) = self.messages.payload(r).map_err(|m| self.error(m))?;
+        Ok((subject, payload, headers))
+    }
+}
+
+/// How records become messages: a subject (with the key in it) and a
+/// payload with headers.
+#[derive(Clone)]
+struct Messages {
+    subject: String,
+    /// With `format = "avro"`, `"protobuf"` or `"json"`: the values'
+    /// encoder.
+    encoder: Option<Arc<SchemaEncoder>>,
+    /// The field whose object gives each message's headers.
+    header_field: Option<String>,
+}
+
+impl RecordCheck for Messages {
+    /// Records without a subject or payload: a key that cannot be part of
+    /// the subject, a value that does not fit the schema.
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        let refused = batch.iter().enumerate().filter_map(|(i, r)| {
+            let checked = self
+                .subject_for(r.key)
+                .and_then(|_| self.payload(&r).map(drop));
+            checked.err().map(|why| (i, why))
+        });
+        refused.collect()
+    }
+}
+
+impl Messages {
     /// The payload of record `r` and its headers: its value, with its
     /// change kind when not an insert ([`with_op`]), its headers taken out
     /// of the header field, encoded with the schema if there is one.
     fn payload(
         &self,
         r: &weir::dataflow::batch::RecordRef<'_>,
-    ) -> Result<(Bytes, Option<HeaderMap>), SinkError> {
-        let value = with_op(r.value, r.change).map_err(|m| self.error(m))?;
+    ) -> Result<(Bytes, Option<HeaderMap>), String> {
+        let value = with_op(r.value, r.change)?;
         let (value, headers) = match &self.header_field {
             Some(field) => {
-                let (rest, headers) =
-                    metadata::take_headers(&value, field).map_err(|m| self.error(m))?;
-                let headers = header_map(headers).map_err(|m| self.error(m))?;
-                (Cow::Owned(rest), Some(headers))
+                let (rest, headers) = metadata::take_headers(&value, field)?;
+                (Cow::Owned(rest), Some(header_map(headers)?))
             }
             None => (value, None),
         };
         let payload = match &self.encoder {
-            Some(encoder) => Bytes::from(encoder.encode(&value).map_err(|m| self.error(m))?),
+            Some(encoder) => Bytes::from(encoder.encode(&value)?),
             None => Bytes::copy_from_slice(&value),
         };
         Ok((payload, headers))
@@ -284,6 +320,10 @@ impl NatsDestination {
 }
 
 impl Destination for NatsDestination {
+    fn check(&self) -> Option<Box<dyn RecordCheck>> {
+        Some(Box::new(self.messages.clone()))
+    }
+
     /// A stream does not say which epochs it holds: every staged epoch is
     /// republished and the duplicates dropped by id.
     fn delivered(&mut self) -> Result<Option<u64>, SinkError> {
@@ -304,8 +344,7 @@ impl Destination for NatsDestination {
         let published = self.connection.block_on(async {
             while let Some(batch) = epoch.next_batch()? {
                 for r in batch.iter() {
-                    let subject = self.subject_for(r.key).map_err(|m| self.error(m))?;
-                    let (payload, headers) = self.payload(&r)?;
+                    let (subject, payload, headers) = self.message(&r)?;
                     ordered
                         .publish(subject, payload, headers)
                         .await
@@ -352,6 +391,10 @@ impl PublishingSink {
 }
 
 impl Sink for PublishingSink {
+    fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
+        self.destination.messages.refuse(batch)
+    }
+
     fn out_on_write(&self) -> bool {
         true
     }
@@ -364,9 +407,7 @@ impl Sink for PublishingSink {
         let jetstream = destination.connection.jetstream.clone();
         destination.connection.block_on(async {
             for r in batch.iter() {
-                let subject = destination.subject_for(r.key);
-                let subject = subject.map_err(|m| destination.error(m))?;
-                let (payload, headers) = destination.payload(&r)?;
+                let (subject, payload, headers) = destination.message(&r)?;
                 let mut message = PublishMessage::build().payload(payload);
                 if let Some(headers) = headers {
                     message = message.headers(headers);
