@@ -6,13 +6,13 @@
 //! container file (`avro`).
 //!
 //! Invariants:
-//! - Whatever [`RecordWriter::write`] and [`RecordWriter::finish`] wrote
+//! - Whatever `RecordWriter::write` and `RecordWriter::finish` wrote
 //!   since the writer opened, appended to the file the writer was opened
 //!   on, is a whole file of the format: an Avro file gets its header
 //!   before its first block, and only if it was empty; a non-empty one is
 //!   continued with its own marker (and must hold the sink's schema and
 //!   codec).
-//! - An Avro block never spans a [`RecordWriter::finish`]: a sink that
+//! - An Avro block never spans a `RecordWriter::finish`: a sink that
 //!   calls it at each epoch's end stages whole blocks per epoch.
 
 use std::fs::File;
