@@ -27,6 +27,7 @@ pub mod report;
 pub mod skew;
 pub mod state;
 pub mod threads;
+pub mod tight;
 pub mod ui;
 pub mod windows;
 pub mod workers;

@@ -7,11 +7,13 @@
 //! - `reconcile`: the reconcile example over 1M orders (about 930K payment
 //!   and 920K bank rows, 1M keys; [`data::write_orders`]), at parallelism
 //!   1 and 2 with a checkpoint every second, against
-//!   [`native::reconcile_program`];
+//!   [`native::reconcile_program`] (csv and serde) and
+//!   [`tight::reconcile`] (no parser, foldhash, output written by hand);
 //! - `word-count uniform`: 5M words drawn uniformly from 1M, and
 //!   `word-count zipf`: 5M words of 100K drawn with Zipf's law
 //!   ([`data::Zipf`]), each at parallelism 1 and 2 with a checkpoint every
-//!   second, against [`native::word_count_program`];
+//!   second, against [`native::word_count_program`] and
+//!   [`tight::word_count`];
 //! - restore and checkpoint at 1M keys, from the [`recovery`](crate::recovery)
 //!   benchmark: the time from start to the first processed record of a job
 //!   restoring 1M keys, and the final checkpoint of a job that wrote 1M
@@ -19,7 +21,7 @@
 //!
 //! Rates are input records over the child's wall time, start-up included
 //! (plugin compilation is cached by `weir` after the first run). Every
-//! case's output is checked against the native program's: the same lines,
+//! case's output is checked against the plain native program's: the same lines,
 //! in any order (line count, bytes and an order-independent checksum).
 //! Checkpoint numbers of a run come from the `checkpoint N complete in ...`
 //! lines `weir -v run` logs: duration, alignment and, when the host
@@ -37,7 +39,7 @@ use weir_tests::job_file::{JobFile, Operator, Sink, Source};
 use crate::child::{ChildRun, run_child, weir_run};
 use crate::data::{self, mix64};
 use crate::jobs::{LinearJob, checkpoint_table};
-use crate::{Report, Settings, Target, native};
+use crate::{Report, Settings, Target, native, tight};
 
 /// The numbers of one `checkpoint N complete in D ms (B bytes written,
 /// alignment A ms[, pause P ms])` log line.
@@ -123,17 +125,22 @@ pub fn line_set(path: &Path) -> anyhow::Result<LineSet> {
 
 /// The hidden `weir-bench native` subcommand: a native program as a child
 /// process. `args` after `native`: `reconcile PAYMENTS BANK OUT` or
-/// `word-count IN OUT`.
+/// `word-count IN OUT`, or the same with `tight-` before the program's name
+/// for its tight version ([`crate::tight`]).
 pub fn native_child(args: &[OsString]) -> anyhow::Result<()> {
     let arg = |i: usize| -> anyhow::Result<&Path> {
         args.get(i)
             .map(Path::new)
-            .context("usage: weir-bench native (reconcile PAYMENTS BANK OUT | word-count IN OUT)")
+            .context("usage: weir-bench native ([tight-]reconcile PAYMENTS BANK OUT | [tight-]word-count IN OUT)")
     };
     match args.first().and_then(|a| a.to_str()) {
         Some("reconcile") => native::reconcile_program(arg(1)?, arg(2)?, arg(3)?).map(drop),
         Some("word-count") => native::word_count_program(arg(1)?, arg(2)?).map(drop),
-        other => anyhow::bail!("unknown native program {other:?} (reconcile, word-count)"),
+        Some("tight-reconcile") => tight::reconcile(arg(1)?, arg(2)?, arg(3)?).map(drop),
+        Some("tight-word-count") => tight::word_count(arg(1)?, arg(2)?).map(drop),
+        other => anyhow::bail!(
+            "unknown native program {other:?} (reconcile, word-count, tight-reconcile, tight-word-count)"
+        ),
     }
 }
 
@@ -151,14 +158,20 @@ struct Workload {
 /// One case of a workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Case {
+    /// The plain native program ([`native`]).
     Native,
-    Weir { parallelism: u32 },
+    /// The tight native program ([`tight`]).
+    Tight,
+    Weir {
+        parallelism: u32,
+    },
 }
 
 impl Case {
     fn name(self, workload: &str) -> String {
         match self {
             Case::Native => format!("{workload} native"),
+            Case::Tight => format!("{workload} native tight"),
             Case::Weir { parallelism } => format!("{workload} weir p{parallelism} ckpt=1s"),
         }
     }
@@ -184,6 +197,15 @@ fn run_case(settings: &Settings, w: &Workload, case: Case, dir: &Path) -> anyhow
         Case::Native => {
             let mut cmd = Command::new(settings.bench_binary()?);
             cmd.arg("native").args(&w.native).arg(&out);
+            cmd
+        }
+        Case::Tight => {
+            let mut cmd = Command::new(settings.bench_binary()?);
+            let program = format!("tight-{}", w.native[0].to_string_lossy());
+            cmd.arg("native")
+                .arg(program)
+                .args(&w.native[1..])
+                .arg(&out);
             cmd
         }
         Case::Weir { parallelism } => {
@@ -213,7 +235,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     let words = settings.pick(5_000_000, 500_000, 20_000);
     let (distinct, zipf_distinct) =
         settings.pick((1_000_000, 100_000), (100_000, 10_000), (5_000, 500));
-    let (mut report, scratch) = settings.start("state", "records/s: input records over the child process's wall time; ratio = value / the native program's")?;
+    let (mut report, scratch) = settings.start("state", "records/s: input records over the child process's wall time; ratio = value / the plain native program's (csv and serde), ratio_tight = value / the tight native program's")?;
     report.params(json!({"orders": orders, "words": words,
         "distinct_words": distinct, "zipf_distinct_words": zipf_distinct}));
     let dir = scratch.path();
@@ -273,6 +295,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     );
     let cases = [
         Case::Native,
+        Case::Tight,
         Case::Weir { parallelism: 1 },
         Case::Weir { parallelism: 2 },
     ];
@@ -288,6 +311,8 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         }
         let native_name = Case::Native.name(w.name);
         let mut native: Option<(LineSet, u64)> = None;
+        // The tight program's rate and peak RSS.
+        let mut tight: Option<(f64, u64)> = None;
         for (case, runs) in cases.iter().zip(&runs) {
             let name = case.name(w.name);
             let mut sorted: Vec<&Measured> = runs.iter().collect();
@@ -310,6 +335,17 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
                     "peak_rss_ratio".into(),
                     m.run.peak_rss as f64 / native_rss.max(1) as f64,
                 );
+            }
+            match (case, tight) {
+                (Case::Tight, _) => tight = Some((rate, m.run.peak_rss)),
+                (Case::Weir { .. }, Some((tight_rate, tight_rss))) => {
+                    row.extra.insert("ratio_tight".into(), rate / tight_rate);
+                    row.extra.insert(
+                        "peak_rss_ratio_tight".into(),
+                        m.run.peak_rss as f64 / tight_rss.max(1) as f64,
+                    );
+                }
+                _ => {}
             }
             let lines = &m.checkpoints;
             if !lines.is_empty() {
@@ -421,6 +457,24 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             "word count over Zipf words (100K distinct) p1 / native program",
             ratio(&Case::Weir { parallelism: 1 }.name("word-count zipf")),
             0.5,
+        ),
+        Target::at_least(
+            "reconcile p1 / tight native program, throughput",
+            extra_of(&p1, "ratio_tight"),
+            0.3,
+        ),
+        Target::at_most(
+            "reconcile p1 peak RSS / tight native program's",
+            extra_of(&p1, "peak_rss_ratio_tight"),
+            3.0,
+        ),
+        Target::at_least(
+            "word count over Zipf words p1 / tight native program",
+            extra_of(
+                &Case::Weir { parallelism: 1 }.name("word-count zipf"),
+                "ratio_tight",
+            ),
+            0.6,
         ),
         Target::below(
             &format!("restore {keys} keys: start to first processed record (s)"),

@@ -211,6 +211,7 @@ fn state_runs_weir_and_the_native_programs_as_child_processes() {
     let mut cases = Vec::new();
     for w in ["reconcile", "word-count uniform", "word-count zipf"] {
         cases.push(format!("{w} native"));
+        cases.push(format!("{w} native tight"));
         for p in [1, 2] {
             cases.push(format!("{w} weir p{p} ckpt=1s"));
         }
@@ -218,19 +219,21 @@ fn state_runs_weir_and_the_native_programs_as_child_processes() {
     cases.push("restore 5000 keys: first processed record".into());
     cases.push("checkpoint of 5000 dirty keys".into());
     has(&r, &cases.iter().map(String::as_str).collect::<Vec<_>>());
-    for case in &cases[..9] {
+    for case in &cases[..12] {
         let row = r.get(case).unwrap();
         assert!(row.extra["peak_rss_mb"] > 0.0, "{case}: no peak RSS");
     }
     let p1 = r.get("reconcile weir p1 ckpt=1s").unwrap();
     assert!(p1.extra["peak_rss_ratio"] > 0.0);
+    assert!(p1.extra["ratio_tight"] > 0.0);
+    assert!(p1.extra["peak_rss_ratio_tight"] > 0.0);
     assert_eq!(p1.extra["output_lines"], 2000.0, "one line per order");
     assert!(
         !r.notes.iter().any(|n| n.contains("is not the native")),
         "outputs differ: {:?}",
         r.notes
     );
-    assert_eq!(r.targets.len(), 8);
+    assert_eq!(r.targets.len(), 11);
 }
 
 #[test]

@@ -5,11 +5,12 @@
 //! `zstandard`.
 //!
 //! Offset: `{"records": n}`, the records read so far (bad ones included).
-//! A restore reads the file again from its start and skips as many, each
-//! decoded: blocks have no index to seek by.
+//! A restore seeks past the whole blocks those records fill (each block
+//! says its record count and size), and decodes only the rest of the
+//! block it stops in.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Cursor, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -19,11 +20,16 @@ use crate::connectors::parsing::Parsing;
 use crate::connectors::schema_format::Schema;
 use crate::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use crate::dataflow::Batch;
+use crate::schemas::avro::container;
 use crate::schemas::avro::{AvroReader, AvroSchema};
+
+/// The file as apache-avro reads it: the header, then the blocks from the
+/// one a restore starts in.
+type Blocks = std::io::Chain<Cursor<Vec<u8>>, BufReader<File>>;
 
 /// A reader of an Avro object container file.
 pub struct AvroFileReader {
-    values: apache_avro::Reader<'static, BufReader<File>>,
+    values: apache_avro::Reader<'static, Blocks>,
     /// Its values to JSON records (resolved to the job's `schema`).
     convert: AvroReader,
     parser: LineParser,
@@ -52,7 +58,33 @@ impl AvroFileReader {
             line: 0,
             message,
         };
-        let values = apache_avro::Reader::new(BufReader::with_capacity(256 << 10, file))
+        let io = |error: std::io::Error| SourceError::Io {
+            source_id: id.clone(),
+            path: shown.clone(),
+            error,
+        };
+        let mut input = BufReader::with_capacity(256 << 10, file);
+        let header = container::read_header(&mut input)
+            .map_err(|e| damaged(format!("not an Avro object container file: {e}")))?;
+        // Whole blocks of records already read are passed over unread.
+        let (mut at, mut passed) = (header.len, 0u64);
+        while passed < skip {
+            let Some(head) = container::read_block_head(&mut input).map_err(&damaged)? else {
+                break;
+            };
+            if passed + head.count > skip {
+                break;
+            }
+            passed += head.count;
+            let end = input.stream_position().map_err(io)? + head.size + 16;
+            input.seek(SeekFrom::Start(end)).map_err(io)?;
+            at = end;
+        }
+        input.seek(SeekFrom::Start(0)).map_err(io)?;
+        let mut head = vec![0u8; header.len as usize];
+        input.read_exact(&mut head).map_err(io)?;
+        input.seek(SeekFrom::Start(at)).map_err(io)?;
+        let values = apache_avro::Reader::new(Cursor::new(head).chain(input))
             .map_err(|e| damaged(format!("not an Avro object container file: {e}")))?;
         let writer = AvroSchema::of(values.writer_schema())
             .map_err(|e| damaged(format!("the file's schema: {e}")))?;
@@ -70,7 +102,7 @@ impl AvroFileReader {
             values,
             convert,
             parser,
-            records: 0,
+            records: passed,
             json: Vec::new(),
             ended: false,
         };
@@ -217,8 +249,42 @@ mod tests {
             let batch = first.read_batch(40).unwrap().unwrap();
             assert_eq!(batch.len(), 40);
             assert_eq!(first.offset(), json!({"records": 40}));
-            assert_eq!(all(open(40), 16), want[40..], "{codec:?}");
+            for skip in 0..=95 {
+                assert_eq!(
+                    all(open(skip), 16),
+                    want[skip as usize..],
+                    "{codec:?} {skip}"
+                );
+            }
         }
+    }
+
+    /// A restore passes over whole blocks without decoding them: past a
+    /// damaged first block, it reads the rest.
+    #[test]
+    fn a_restore_passes_over_whole_blocks_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file_of(dir.path(), Codec::Deflate(Default::default()), 30);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mut input = &bytes[..];
+        let header = container::read_header(&mut input).unwrap();
+        let before = input.len();
+        let head = container::read_block_head(&mut input).unwrap().unwrap();
+        assert_eq!(head.count, 10);
+        let data = header.len as usize + (before - input.len());
+        for b in &mut bytes[data..data + head.size as usize] {
+            *b = 0xFF;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let open = |skip| {
+            let file = File::open(&path).unwrap();
+            AvroFileReader::open("in".into(), &path, file, &parsing(), skip).unwrap()
+        };
+        assert!(open(0).read_batch(5).is_err(), "the first block is damaged");
+        let want: Vec<String> = (10..30)
+            .map(|n| format!(r#"{{"n":{n},"s":"s{n}"}}"#))
+            .collect();
+        assert_eq!(all(open(10), 7), want);
     }
 
     #[test]

@@ -76,6 +76,44 @@ pub struct Header {
     pub codec: String,
     /// The marker after every block.
     pub marker: [u8; 16],
+    /// The header's length in bytes: where the first block starts.
+    pub len: u64,
+}
+
+/// What starts a block: its record count and the byte size of its
+/// (compressed) datums, which the marker follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHead {
+    /// Records in the block.
+    pub count: u64,
+    /// Bytes of its datums.
+    pub size: u64,
+}
+
+/// Reads the start of the block at `input`'s position; `None` at the
+/// file's end.
+pub fn read_block_head(input: &mut impl Read) -> Result<Option<BlockHead>, String> {
+    let count = match varint::read_signed(input) {
+        Ok(None) => return Ok(None),
+        Ok(Some(count)) => count,
+        Err(_) => return Err("a block's record count is cut or overlong".into()),
+    };
+    let size = read_long(input)?;
+    match (u64::try_from(count), u64::try_from(size)) {
+        (Ok(count), Ok(size)) => Ok(Some(BlockHead { count, size })),
+        _ => Err(format!("a block of {count} records in {size} bytes")),
+    }
+}
+
+/// A reader that counts the bytes read through it.
+struct Counted<R>(R, u64);
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.read(buf)?;
+        self.1 += n as u64;
+        Ok(n)
+    }
 }
 
 /// A fresh sync marker: random, so that a block of another file is never
@@ -127,6 +165,13 @@ pub fn write_block(
 
 /// Reads the header at the start of `input`; `Err` says why it is none.
 pub fn read_header(input: &mut impl Read) -> Result<Header, String> {
+    let mut counted = Counted(input, 0);
+    let mut header = header_of(&mut counted)?;
+    header.len = counted.1;
+    Ok(header)
+}
+
+fn header_of(input: &mut impl Read) -> Result<Header, String> {
     let mut magic = [0u8; 4];
     input
         .read_exact(&mut magic)
@@ -162,6 +207,7 @@ pub fn read_header(input: &mut impl Read) -> Result<Header, String> {
         schema: schema.ok_or("the Avro header has no avro.schema")?,
         codec: codec.unwrap_or_else(|| "null".into()),
         marker,
+        len: 0,
     })
 }
 
@@ -220,8 +266,16 @@ mod tests {
                 }
                 write_block(4, &mut datums, codec, &marker, &mut file).unwrap();
             }
-            let header = read_header(&mut &file[..]).unwrap();
+            let mut input = &file[..];
+            let header = read_header(&mut input).unwrap();
             assert_eq!(header.schema, SCHEMA);
+            assert_eq!(file.len() - input.len(), header.len as usize);
+            for _ in 0..3 {
+                let head = read_block_head(&mut input).unwrap().unwrap();
+                assert_eq!(head.count, 4);
+                input = &input[head.size as usize + 16..];
+            }
+            assert_eq!(read_block_head(&mut input).unwrap(), None);
             assert_eq!(header.codec, codec.name());
             assert_eq!(header.marker, marker);
             let reader = apache_avro::Reader::new(&file[..]).unwrap();
