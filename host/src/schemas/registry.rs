@@ -248,18 +248,9 @@ impl Registry {
         text: &str,
         references: &[Reference],
     ) -> Result<u32, String> {
-        let request = self.with_schema(
-            format!("{}/versions", segment(subject)),
-            kind,
-            text,
-            references,
-        );
+        let path = format!("{}/versions", segment(subject));
         let doing = format!("registering the schema of subject {subject}");
-        let reply = self.call(request, &doing).map_err(|(_, message)| message)?;
-        let id = reply["id"].as_u64().and_then(|id| u32::try_from(id).ok());
-        let id = id.ok_or_else(|| {
-            format!("schema registry {}: registering under subject {subject} answered without an id: {reply}", self.url)
-        })?;
+        let id = self.post_schema(path, (kind, text, references), &doing, "id")?;
         if references.is_empty() {
             self.lock().insert(id, Stored::new(kind, text));
         }
@@ -275,15 +266,30 @@ impl Registry {
         text: &str,
         references: &[Reference],
     ) -> Result<u32, String> {
-        let request = self.with_schema(segment(subject), kind, text, references);
         let doing = format!("looking up the schema's version in subject {subject}");
-        let reply = self.call(request, &doing).map_err(|(_, message)| message)?;
-        let version = reply["version"]
-            .as_u64()
-            .and_then(|v| u32::try_from(v).ok());
-        version.ok_or_else(|| {
+        self.post_schema(
+            segment(subject),
+            (kind, text, references),
+            &doing,
+            "version",
+        )
+    }
+
+    /// POSTs a schema to `subjects/<path>` (`doing` it, for messages) and
+    /// reads the number `field` of the answer.
+    fn post_schema(
+        &self,
+        path: String,
+        (kind, text, references): (&str, &str, &[Reference]),
+        doing: &str,
+        field: &str,
+    ) -> Result<u32, String> {
+        let request = self.with_schema(path, kind, text, references);
+        let reply = self.call(request, doing).map_err(|(_, message)| message)?;
+        let number = reply[field].as_u64().and_then(|n| u32::try_from(n).ok());
+        number.ok_or_else(|| {
             format!(
-                "schema registry {}: {doing}: answered without a version: {reply}",
+                "schema registry {}: {doing}: answered without {field:?}: {reply}",
                 self.url
             )
         })

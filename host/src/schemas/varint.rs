@@ -34,6 +34,11 @@ pub fn write_signed(value: i64, out: &mut Vec<u8>) {
 /// Reads an unsigned varint; `None` when the input ends before its first
 /// byte.
 pub fn read_unsigned(input: &mut impl Read) -> Result<Option<u64>, VarintError> {
+    Ok(read_unsigned_sized(input)?.map(|(value, _)| value))
+}
+
+/// [`read_unsigned`], with the bytes the varint took.
+pub fn read_unsigned_sized(input: &mut impl Read) -> Result<Option<(u64, u64)>, VarintError> {
     let mut value: u64 = 0;
     for (i, shift) in (0..64).step_by(7).enumerate() {
         let mut byte = [0u8];
@@ -52,7 +57,7 @@ pub fn read_unsigned(input: &mut impl Read) -> Result<Option<u64>, VarintError> 
         }
         value |= u64::from(byte[0] & 0x7F) << shift;
         if byte[0] & 0x80 == 0 {
-            return Ok(Some(value));
+            return Ok(Some((value, i as u64 + 1)));
         }
     }
     Err(VarintError::Overlong)
@@ -88,6 +93,12 @@ mod tests {
         write_unsigned(300, &mut out);
         write_signed(-1, &mut out);
         assert_eq!(out, [0xAC, 0x02, 0x01]);
+        assert_eq!(read_unsigned_sized(&mut &out[..]).unwrap(), Some((300, 2)));
+        // A padded varint is read whole.
+        assert_eq!(
+            read_unsigned_sized(&mut &[0x80u8, 0x00][..]).unwrap(),
+            Some((0, 2))
+        );
         let cut = [0x80u8];
         assert!(matches!(
             read_unsigned(&mut &cut[..]),

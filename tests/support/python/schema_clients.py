@@ -188,11 +188,17 @@ def produce_referenced(kind, brokers, registry, topic):
         cls = shipment_class()
         serializer = ProtobufSerializer(cls, client, {"use.deprecated.format": False})
         make = lambda record: json_format.ParseDict(record, cls())
+    send(brokers, topic, serializer, make)
+
+
+def send(brokers, topic, serializer, make, key=lambda record: None):
+    """Produces each record of stdin's lines as `serializer(make(record))`,
+    keyed by `key(record)`."""
     producer = Producer({"bootstrap.servers": brokers, "enable.idempotence": True})
     context = SerializationContext(topic, MessageField.VALUE)
     for line in sys.stdin:
         record = json.loads(line)
-        producer.produce(topic, value=serializer(make(record), context))
+        producer.produce(topic, key=key(record), value=serializer(make(record), context))
         producer.poll(0)
     producer.flush(30)
 
@@ -226,13 +232,7 @@ def produce(kind, brokers, registry, topic, schema_file=None):
         cls = order_class()
         serializer = ProtobufSerializer(cls, client, {"use.deprecated.format": False})
         make = lambda record: json_format.ParseDict(record, cls())
-    producer = Producer({"bootstrap.servers": brokers, "enable.idempotence": True})
-    context = SerializationContext(topic, MessageField.VALUE)
-    for line in sys.stdin:
-        record = json.loads(line)
-        producer.produce(topic, key=str(record["id"]).encode(), value=serializer(make(record), context))
-        producer.poll(0)
-    producer.flush(30)
+    send(brokers, topic, serializer, make, key=lambda record: str(record["id"]).encode())
 
 
 def produce_keyed(kind, brokers, registry, topic, schema_file, key_schema_file):

@@ -15,11 +15,11 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use super::decoded::{DecodedFile, RecordFile};
 use crate::connectors::format::LineParser;
 use crate::connectors::parsing::Parsing;
 use crate::connectors::schema_format::Schema;
-use crate::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
-use crate::dataflow::Batch;
+use crate::connectors::source::SourceError;
 use crate::schemas::avro::container;
 use crate::schemas::avro::{AvroReader, AvroSchema};
 
@@ -28,17 +28,16 @@ use crate::schemas::avro::{AvroReader, AvroSchema};
 type Blocks = std::io::Chain<Cursor<Vec<u8>>, BufReader<File>>;
 
 /// A reader of an Avro object container file.
-pub struct AvroFileReader {
+pub type AvroFileReader = DecodedFile<AvroFile>;
+
+/// An Avro object container file, read a record at a time.
+pub struct AvroFile {
     values: apache_avro::Reader<'static, Blocks>,
     /// Its values to JSON records (resolved to the job's `schema`).
     convert: AvroReader,
-    parser: LineParser,
-    /// Records read so far.
-    records: u64,
-    /// The JSON of the record read last.
-    json: Vec<u8>,
-    /// Whether every record was read.
-    ended: bool,
+    /// For messages.
+    source_id: String,
+    path: String,
 }
 
 impl AvroFileReader {
@@ -97,82 +96,52 @@ impl AvroFileReader {
                 "the file's schema does not resolve to `schema`: {e}"
             ))
         })?;
-        let parser = LineParser::new(id.clone(), shown.clone(), parsing).counting("record");
-        let mut file = AvroFileReader {
-            values,
-            convert,
-            parser,
-            records: passed,
-            json: Vec::new(),
-            ended: false,
-        };
-        while file.records < skip {
-            match file.values.next() {
-                Some(Ok(_)) => file.records += 1,
-                Some(Err(e)) => return Err(damaged(format!("record {}: {e}", file.records + 1))),
+        let mut values = values;
+        while passed < skip {
+            match values.next() {
+                Some(Ok(_)) => passed += 1,
+                Some(Err(e)) => return Err(damaged(format!("record {}: {e}", passed + 1))),
                 None => {
                     return Err(SourceError::BadOffset {
                         source_id: id,
                         offset: skip.to_string(),
-                        message: format!(
-                            "{shown} holds only {} records (was it replaced?)",
-                            file.records
-                        ),
+                        message: format!("{shown} holds only {passed} records (was it replaced?)"),
                     });
                 }
             }
         }
-        Ok(file)
+        let parser = LineParser::new(id.clone(), shown.clone(), parsing).counting("record");
+        let file = AvroFile {
+            values,
+            convert,
+            source_id: id,
+            path: shown,
+        };
+        Ok(DecodedFile::new(file, parser, skip))
     }
 }
 
-impl SourceReader for AvroFileReader {
-    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
-        if self.ended {
+impl RecordFile for AvroFile {
+    fn next(
+        &mut self,
+        number: u64,
+        json: &mut Vec<u8>,
+    ) -> Result<Option<Result<(), String>>, SourceError> {
+        let Some(value) = self.values.next() else {
             return Ok(None);
-        }
-        let mut batch = Batch::with_capacity(max.min(4096), 0);
-        let mut read = 0;
-        while read < max && batch.data_bytes() < MAX_BATCH_BYTES {
-            let Some(value) = self.values.next() else {
-                self.ended = true;
-                break;
-            };
-            self.records += 1;
-            read += 1;
-            // A block that does not decode: the file is damaged.
-            let value = value.map_err(|e| SourceError::Malformed {
-                source_id: self.parser.id.clone(),
-                path: self.parser.path.clone(),
-                line: self.records,
-                message: format!("not an Avro record of the file's schema: {e}"),
-            })?;
-            self.json.clear();
-            let converted = self.convert.convert(value, &mut self.json);
-            let decoded = converted.map(|()| &self.json[..]);
-            self.parser
-                .add_decoded_record(&mut batch, decoded, self.records);
-        }
-        Ok(match (batch.is_empty(), self.ended) {
-            (true, true) => None,
-            _ => Some(batch),
-        })
+        };
+        // A block that does not decode: the file is damaged.
+        let value = value.map_err(|e| SourceError::Malformed {
+            source_id: self.source_id.clone(),
+            path: self.path.clone(),
+            line: number,
+            message: format!("not an Avro record of the file's schema: {e}"),
+        })?;
+        Ok(Some(self.convert.convert(value, json)))
     }
 
-    fn offset(&self) -> Value {
-        json!({ "records": self.records })
-    }
-
-    fn place(&self) -> Option<String> {
-        self.parser.place()
-    }
-
-    fn skipped(&self) -> u64 {
-        self.parser.skipped
-    }
-
-    fn take_bad(&mut self) -> Vec<BadRecord> {
-        std::mem::take(&mut self.parser.bad)
+    fn offset(&self, records: u64) -> Value {
+        json!({ "records": records })
     }
 }
 
@@ -183,6 +152,7 @@ mod tests {
 
     use super::*;
     use crate::connectors::format::Format;
+    use crate::connectors::source::SourceReader;
 
     const SCHEMA: &str = r#"{"type": "record", "name": "R", "fields": [
         {"name": "n", "type": "long"}, {"name": "s", "type": "string"}]}"#;

@@ -1,13 +1,15 @@
 //! The file connector (`type = "file"`): a file source read in the format
 //! `lines`, `jsonl`, `csv` and the others of lines, resumed by seeking
 //! ([`source`]), of length-delimited Protobuf messages (`proto_file`), or
-//! of Avro object container files (`avro_file`), and the
+//! of Avro object container files (`avro_file`), these two decoded a
+//! record at a time (`decoded`), and the
 //! transactional file sink ([`sink`]) with its I/O thread (`io`), or, with
 //! `delivery = "at-least-once"`, the appending one (`append`), both
 //! writing records in their format ([`records`]).
 
 mod append;
 mod avro_file;
+mod decoded;
 mod io;
 mod proto_file;
 pub mod records;

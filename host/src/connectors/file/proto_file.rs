@@ -14,11 +14,11 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use super::decoded::{DecodedFile, RecordFile};
 use crate::connectors::format::LineParser;
 use crate::connectors::parsing::Parsing;
 use crate::connectors::schema_format::Schema;
-use crate::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
-use crate::dataflow::Batch;
+use crate::connectors::source::SourceError;
 use crate::schemas::protobuf::ProtoSchema;
 use crate::schemas::varint::{self, VarintError};
 
@@ -27,17 +27,18 @@ use crate::schemas::varint::{self, VarintError};
 const MAX_MESSAGE: u64 = 64 << 20;
 
 /// A reader of a file of length-delimited Protobuf messages.
-pub struct ProtoFileReader {
+pub type ProtoFileReader = DecodedFile<ProtoFile>;
+
+/// A file of length-delimited Protobuf messages, read a message at a time.
+pub struct ProtoFile {
     input: BufReader<File>,
     schema: ProtoSchema,
-    parser: LineParser,
     /// The position after the last message read.
     byte: u64,
-    /// Messages read so far.
-    records: u64,
     message: Vec<u8>,
-    json: Vec<u8>,
-    ended: bool,
+    /// For messages.
+    source_id: String,
+    path: String,
 }
 
 impl ProtoFileReader {
@@ -63,121 +64,78 @@ impl ProtoFileReader {
                 path: shown.clone(),
                 error,
             })?;
-        let parser = LineParser::new(id, shown, parsing).counting("message");
-        Ok(ProtoFileReader {
+        let parser = LineParser::new(id.clone(), shown.clone(), parsing).counting("message");
+        let file = ProtoFile {
             input,
             schema,
-            parser,
             byte,
-            records,
             message: Vec::new(),
-            json: Vec::new(),
-            ended: false,
-        })
+            source_id: id,
+            path: shown,
+        };
+        Ok(DecodedFile::new(file, parser, records))
     }
+}
 
-    /// The file is not a file of delimited messages after `self.byte`.
-    fn damaged(&self, message: String) -> SourceError {
+impl ProtoFile {
+    /// The file is not a file of delimited messages after `self.byte`
+    /// (message `number`).
+    fn damaged(&self, number: u64, message: String) -> SourceError {
         SourceError::Malformed {
-            source_id: self.parser.id.clone(),
-            path: self.parser.path.clone(),
-            line: self.records + 1,
+            source_id: self.source_id.clone(),
+            path: self.path.clone(),
+            line: number,
             message: format!("at byte {}: {message}", self.byte),
         }
     }
 
-    /// The next message into `self.message`; `false` at the file's end.
-    fn next_message(&mut self) -> Result<bool, SourceError> {
-        let (start, mut counted) = (self.byte, Counted(&mut self.input, 0));
-        let size = match varint::read_unsigned(&mut counted) {
-            Ok(None) => return Ok(false),
-            Ok(Some(size)) if size <= MAX_MESSAGE => size,
-            Ok(Some(size)) => {
-                return Err(self.damaged(format!(
-                    "a message of {size} bytes (is it a file of length-delimited messages?)"
-                )));
-            }
-            Err(VarintError::Ended) => {
-                return Err(self.damaged("the file ends inside a message's size".into()));
-            }
-            Err(VarintError::Overlong) => {
-                return Err(self.damaged("an overlong message size".into()));
-            }
-            Err(VarintError::Io(error)) => return Err(self.io(error)),
-        };
-        let prefix = counted.1;
-        self.message.resize(size as usize, 0);
-        if let Err(e) = self.input.read_exact(&mut self.message) {
-            return Err(match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => {
-                    self.damaged(format!("the file ends inside a message of {size} bytes"))
-                }
-                _ => self.io(e),
-            });
-        }
-        self.byte = start + prefix + size;
-        Ok(true)
-    }
-
     fn io(&self, error: std::io::Error) -> SourceError {
         SourceError::Io {
-            source_id: self.parser.id.clone(),
-            path: self.parser.path.clone(),
+            source_id: self.source_id.clone(),
+            path: self.path.clone(),
             error,
         }
     }
 }
 
-/// A reader that counts the bytes read through it.
-struct Counted<'a, R>(&'a mut R, u64);
-
-impl<R: Read> Read for Counted<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.0.read(buf)?;
-        self.1 += n as u64;
-        Ok(n)
-    }
-}
-
-impl SourceReader for ProtoFileReader {
-    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, SourceError> {
-        if self.ended {
-            return Ok(None);
-        }
-        let mut batch = Batch::with_capacity(max.min(4096), 0);
-        let mut read = 0;
-        while read < max && batch.data_bytes() < MAX_BATCH_BYTES {
-            if !self.next_message()? {
-                self.ended = true;
-                break;
+impl RecordFile for ProtoFile {
+    fn next(
+        &mut self,
+        number: u64,
+        json: &mut Vec<u8>,
+    ) -> Result<Option<Result<(), String>>, SourceError> {
+        let (size, prefix) = match varint::read_unsigned_sized(&mut self.input) {
+            Ok(None) => return Ok(None),
+            Ok(Some((size, prefix))) if size <= MAX_MESSAGE => (size, prefix),
+            Ok(Some((size, _))) => {
+                let why = format!(
+                    "a message of {size} bytes (is it a file of length-delimited messages?)"
+                );
+                return Err(self.damaged(number, why));
             }
-            self.records += 1;
-            read += 1;
-            self.json.clear();
-            let decoded = self.schema.decode(&self.message, &mut self.json);
-            let decoded = decoded.map(|()| &self.json[..]);
-            self.parser
-                .add_decoded_record(&mut batch, decoded, self.records);
+            Err(VarintError::Ended) => {
+                return Err(self.damaged(number, "the file ends inside a message's size".into()));
+            }
+            Err(VarintError::Overlong) => {
+                return Err(self.damaged(number, "an overlong message size".into()));
+            }
+            Err(VarintError::Io(error)) => return Err(self.io(error)),
+        };
+        self.message.resize(size as usize, 0);
+        if let Err(e) = self.input.read_exact(&mut self.message) {
+            return Err(match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => self.damaged(
+                    number,
+                    format!("the file ends inside a message of {size} bytes"),
+                ),
+                _ => self.io(e),
+            });
         }
-        Ok(match (batch.is_empty(), self.ended) {
-            (true, true) => None,
-            _ => Some(batch),
-        })
+        self.byte += prefix + size;
+        Ok(Some(self.schema.decode(&self.message, json)))
     }
 
-    fn offset(&self) -> Value {
-        json!({ "byte": self.byte, "records": self.records })
-    }
-
-    fn place(&self) -> Option<String> {
-        self.parser.place()
-    }
-
-    fn skipped(&self) -> u64 {
-        self.parser.skipped
-    }
-
-    fn take_bad(&mut self) -> Vec<BadRecord> {
-        std::mem::take(&mut self.parser.bad)
+    fn offset(&self, records: u64) -> Value {
+        json!({ "byte": self.byte, "records": records })
     }
 }
