@@ -91,7 +91,7 @@ mod table;
 use meter::*;
 pub(crate) use shared::Shared;
 use store::*;
-pub(crate) use store::{Layout, decode_value};
+pub(crate) use store::{Layout, decode_value, write_value};
 
 use table::{KeyHash, Table};
 

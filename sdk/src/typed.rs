@@ -23,7 +23,7 @@ use std::hash::Hash;
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::cache::{Layout, Shared, decode_value};
+use crate::cache::{Layout, Shared, decode_value, write_value};
 use crate::context::{Context, scan_pages};
 use crate::error::{Error, Result};
 
@@ -474,15 +474,60 @@ where
     pub fn for_each(
         &self,
         ctx: &mut Context,
+        f: impl FnMut(&mut Context, K, V) -> Result<()>,
+    ) -> Result<()> {
+        self.for_each_where(ctx, |_| true, f)
+    }
+
+    /// [`for_each`](Self::for_each) over the entries whose stored value
+    /// `wanted` accepts (the bytes [`encoded`](Self::encoded) makes of a
+    /// value): the others are passed over without decoding their key or
+    /// value, so that a scan visiting few of many entries (`finish` over
+    /// keys mostly done) costs little more than reading them.
+    ///
+    /// ```
+    /// weir_sdk::testing::with_memory_host(|| {
+    ///     let mut ctx = weir_sdk::Context::new();
+    ///     let open = weir_sdk::MapState::<String, bool>::new("open");
+    ///     for (k, v) in [("a", true), ("b", false), ("c", true)] {
+    ///         open.put(&mut ctx, &k.to_string(), &v);
+    ///     }
+    ///     let closed = open.encoded(&false);
+    ///     let mut visited = Vec::new();
+    ///     open.for_each_where(&mut ctx, |raw| raw != closed, |_, key, _| {
+    ///         visited.push(key);
+    ///         Ok(())
+    ///     })
+    ///     .unwrap();
+    ///     assert_eq!(visited, ["a", "c"]);
+    /// });
+    /// ```
+    pub fn for_each_where(
+        &self,
+        ctx: &mut Context,
+        wanted: impl Fn(&[u8]) -> bool,
         mut f: impl FnMut(&mut Context, K, V) -> Result<()>,
     ) -> Result<()> {
-        scan_pages(b"", |k, v| match self.decode_entry(k, v) {
-            Some(entry) => {
-                let (key, value) = entry?;
-                f(ctx, key, value)
+        scan_pages(b"", |k, v| {
+            if !wanted(v) {
+                return Ok(());
             }
-            None => Ok(()),
+            match self.decode_entry(k, v) {
+                Some(entry) => {
+                    let (key, value) = entry?;
+                    f(ctx, key, value)
+                }
+                None => Ok(()),
+            }
         })
+    }
+
+    /// The bytes this map stores `value` as (its JSON text), for
+    /// [`for_each_where`](Self::for_each_where).
+    pub fn encoded(&self, value: &V) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_value(value, &mut out);
+        out
     }
 }
 
@@ -586,5 +631,29 @@ mod tests {
         ]);
         check(&[("a".to_string(), 1u32), ("".to_string(), 0)]);
         check(&[Kind::Unit, Kind::Tuple(1, "x\"".into())]);
+    }
+
+    /// `for_each_where` passes over the entries it does not want without
+    /// decoding them: a value that would not decode as the map's type
+    /// fails `for_each` but not a scan that does not want it.
+    #[test]
+    fn unwanted_entries_are_not_decoded() {
+        crate::testing::with_memory_host(|| {
+            let mut ctx = crate::Context::new();
+            let counts = MapState::<String, u64>::new("m");
+            counts.put(&mut ctx, &"a".to_string(), &1);
+            let odd = br#""not a count""#;
+            let key = counts.state_key(&"b".to_string());
+            crate::host::memory::with_host(|host| host.put(&key, odd));
+            assert!(counts.for_each(&mut ctx, |_, _, _| Ok(())).is_err());
+            let mut seen = Vec::new();
+            let wanted = |raw: &[u8]| raw != odd.as_slice();
+            (counts.for_each_where(&mut ctx, wanted, |_, k, v| {
+                seen.push((k, v));
+                Ok(())
+            }))
+            .unwrap();
+            assert_eq!(seen, [("a".to_string(), 1)]);
+        });
     }
 }

@@ -433,14 +433,13 @@ impl Reconcile {
             *side = Some(amount);
             if p.a.is_some() && p.b.is_some() {
                 step.completed = Some(p.clone());
-                p.done = true;
                 if let (Some(timeout), Some(t)) = (self.timeout, p.t) {
                     step.moved_timer = Some((
                         t.saturating_add(timeout),
                         t.saturating_add(timeout.saturating_mul(2)),
                     ));
-                    *p = tombstone(p.t);
                 }
+                *p = tombstone(p.t);
             }
         }
         step
@@ -480,7 +479,8 @@ struct Step {
     moved_timer: Option<(i64, i64)>,
 }
 
-/// A done key under `timeout`: only its first timestamp is kept.
+/// A done key: its amounts are no longer needed, only (under `timeout`)
+/// its first timestamp is kept; without `timeout` it is `{"done":true}`.
 fn tombstone(t: Option<i64>) -> Pending {
     Pending {
         done: true,
@@ -602,14 +602,20 @@ impl Operator for Reconcile {
         // this, so only keys of a run without `timeout` are left. A page of
         // entries at a time: the state may be far larger than the plugin's
         // memory.
+        // Done keys (most of them) are passed over undecoded.
         let keys = self.keys.clone();
-        keys.for_each(ctx, |ctx, key, p| {
-            if !p.done {
-                self.emit(ctx, &key, &p, None);
-                keys.put(ctx, &key, &Pending { done: true, ..p });
-            }
-            Ok(())
-        })
+        let done = keys.encoded(&tombstone(None));
+        keys.for_each_where(
+            ctx,
+            |raw| raw != done,
+            |ctx, key, p| {
+                if !p.done {
+                    self.emit(ctx, &key, &p, None);
+                    keys.put(ctx, &key, &tombstone(p.t));
+                }
+                Ok(())
+            },
+        )
     }
 }
 
@@ -873,6 +879,11 @@ mod tests {
         }
     }
 
+    /// Without `timeout` nothing registers timers or goes late, and the
+    /// state keeps the layout from before `timeout` existed, but for a
+    /// done key, now `{"done":true}` (its amounts are no longer needed);
+    /// a done key of that older layout (`{"a","b","done"}`, from a
+    /// checkpoint of before) is still done: `finish` passes over it.
     #[test]
     fn without_timeout_no_timer_no_late_record_and_the_old_state_layout() {
         let mut h = Harness::<Reconcile>::open("{}").unwrap();
@@ -894,11 +905,16 @@ mod tests {
                 .is_empty()
         );
         h.checkpoint(1).unwrap();
-        assert_eq!(
-            h.state()[&b"m\0rc".to_vec()],
-            br#"{"a":1.0,"b":1.0,"done":true}"#
-        );
+        assert_eq!(h.state()[&b"m\0rc".to_vec()], br#"{"done":true}"#);
         assert_eq!(h.state()[&b"x\0rc".to_vec()], br#"{"a":2.0}"#);
+        let old_done = br#"{"a":3.0,"b":4.0,"done":true}"#.to_vec();
+        h.state_mut().insert(b"o\0rc".to_vec(), old_done.clone());
+        h.restart().unwrap();
+        assert!(
+            h.process_ports("b", vec![at("o", "5", 9)])
+                .unwrap()
+                .is_empty()
+        );
         let out = parse(&h.finish().unwrap());
         assert_eq!(
             out,
@@ -1108,7 +1124,8 @@ mod tests {
         assert!(
             h.state()
                 .values()
-                .all(|v| v.as_slice() == br#"{"a":1.0,"done":true}"#)
+                .all(|v| v.as_slice() == br#"{"done":true}"#)
         );
+        assert!(h.finish().unwrap().is_empty(), "every key is done");
     }
 }

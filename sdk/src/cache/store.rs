@@ -62,7 +62,7 @@ impl Layout {
 }
 
 /// Appends `v` as JSON to `out`.
-pub(super) fn write_value<V: Serialize>(v: &V, out: &mut Vec<u8>) {
+pub(crate) fn write_value<V: Serialize>(v: &V, out: &mut Vec<u8>) {
     serde_json::to_writer(out, v).expect("serializing a state value to JSON in memory");
 }
 
