@@ -15,7 +15,7 @@
  *
  * State layout (state version 1, shared with the Rust build): key `<k>` 0x00
  * `rc`, value JSON {"a": <f64>, "b": <f64>, "done": true}, an absent side
- * and `done: false` omitted.
+ * and `done: false` omitted; a done key keeps no amounts ({"done": true}).
  *
  * Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
  *
@@ -312,6 +312,7 @@ bool exports_weir_operator_lifecycle_process(uint32_t port,
             if (p->has_a && p->has_b) {
                 classified(s->key.ptr, s->key.len, p, &out);
                 p->done = true;
+                p->has_a = p->has_b = false; /* a done key keeps no amounts */
             }
         }
         emit_and_free(&out, ok);
@@ -358,6 +359,7 @@ bool exports_weir_operator_lifecycle_finish(weir_operator_types_error_t *err) {
             if (!ok || p.done) continue;
             classified(e->key.ptr, e->key.len - SUFFIX_LEN, &p, &out);
             p.done = true;
+            p.has_a = p.has_b = false;
             buf_t v = {0};
             encode_pending(&v, &p);
             weir_operator_state_entry_t *u = &updates.ptr[updates.len++];

@@ -14,7 +14,7 @@
 //
 // State layout (state version 1, shared with the Rust build): key `<k>` 0x00
 // `rc`, value JSON {"a": <f64>, "b": <f64>, "done": true}, an absent side and
-// `done: false` omitted.
+// `done: false` omitted; a done key keeps no amounts ({"done": true}).
 //
 // Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
 //
@@ -193,7 +193,8 @@ export const lifecycle = {
       s.changed = true;
       if (s.p.a !== null && s.p.b !== null) {
         out.push(classified(key, s.bytes, s.p));
-        s.p.done = true;
+        // A done key keeps no amounts.
+        s.p = { a: null, b: null, done: true };
       }
     }
     if (out.length > 0) emitBatch(0, out);
@@ -221,8 +222,7 @@ export const lifecycle = {
       if (p.done) continue;
       const rec = classified(new TextDecoder().decode(keyBytes), keyBytes, p);
       if (rec) out.push(rec);
-      p.done = true;
-      updates.push({ key: e.key, value: encodePending(p) });
+      updates.push({ key: e.key, value: encodePending({ a: null, b: null, done: true }) });
     }
     if (out.length > 0) emitBatch(0, out);
     if (updates.length > 0) putMany(updates);

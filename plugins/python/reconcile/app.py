@@ -25,7 +25,7 @@ ignored. Keys seen on one side only are emitted:
 State (version 1, shared with the Rust build): `MapState("rc")`, key `<k>`
 0x00 `rc`, value JSON `{"a": <f64>, "b": <f64>, "done": true, "t": <first
 timestamp>}` where an absent side, `done: false` and `t` (set only under
-`timeout`) are omitted. Timers (under `timeout`): one event-time timer per
+`timeout`) are omitted; a done key keeps no amounts (`{"done": true}`). Timers (under `timeout`): one event-time timer per
 key, keyed by the key, at t + timeout while it waits, at t + 2 x timeout
 while it is a tombstone.
 
@@ -303,12 +303,13 @@ class Reconcile(Operator):
                 changed = True
                 if p.a is not None and p.b is not None:
                     self.classified(ctx, key, p, ts)
-                    p.done = True
                     if timeout is not None and p.t is not None:
                         t = p.t
                         ctx.delete_timer(key, weir_sdk.TimeDomain.EVENT_TIME, _sat(t + timeout))
                         ctx.register_event_timer(key, _sat(t + 2 * timeout))
-                        p = Pending(done=True, t=t)
+                    # A done key keeps no amounts (under `timeout`, its first
+                    # timestamp).
+                    p = Pending(done=True, t=p.t)
             if changed:
                 keys[key] = p
 
@@ -342,8 +343,7 @@ class Reconcile(Operator):
         for key, p in self.keys.items():
             if not p.done:
                 self.classified(ctx, key, p, None)
-                p.done = True
-                done.append((key, p))
+                done.append((key, Pending(done=True, t=p.t)))
         for key, p in done:
             self.keys[key] = p
 

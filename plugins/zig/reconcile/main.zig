@@ -14,7 +14,7 @@
 //!
 //! State layout (state version 1, shared with the Rust build): key `<k>` 0x00
 //! `rc`, value JSON {"a": <f64>, "b": <f64>, "done": true}, an absent side
-//! and `done: false` omitted.
+//! and `done: false` omitted; a done key keeps no amounts ({"done": true}).
 //!
 //! Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
 //!
@@ -258,7 +258,8 @@ export fn exports_weir_operator_lifecycle_process(port: u32, batch: *c.exports_w
         if (s.p.a != null and s.p.b != null) {
             out[n_out] = classified(s.key, s.p).?;
             n_out += 1;
-            s.p.done = true;
+            // A done key keeps no amounts.
+            s.p = .{ .done = true };
         }
     }
     emitAll(out[0..n_out]);
@@ -305,7 +306,7 @@ export fn exports_weir_operator_lifecycle_finish(err: *c.weir_operator_types_err
                 out[n_out] = r;
                 n_out += 1;
             }
-            p.done = true;
+            p = .{ .done = true };
             var v = weir.newBuf();
             encodePending(&v, p);
             updates[n_up] = .{ .key = e.key, .value = .{ .ptr = v.ptr, .len = v.len } };
