@@ -356,6 +356,39 @@ fn json_schema_from_python_clients_round_trips_through_a_job() {
         "{}",
         bad[1]
     );
+
+    // The same lines unchecked into a file sink of `format = "json"`: it
+    // writes the records that fit and sends the two misfits to its dead
+    // letters, in order.
+    let sink_job = JobFile::new("json-file-sink")
+        .source(Source::file("orders", "orders.jsonl").format("jsonl"))
+        .sink(
+            Sink::file("checked", "out.json")
+                .string("format", "json")
+                .string("schema", "orders.schema.json")
+                .value("on_error", "{ dead_letter = \"rejects\" }")
+                .input("orders"),
+        )
+        .sink(Sink::file("rejects", "rejects.jsonl"));
+    let sink_job = JobDir::new(WEIR, sink_job, &files);
+    sink_job.run_ok(&[]);
+    let out: Vec<Value> = (sink_job.read("out.json").lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(out, orders[..300]);
+    let letters = weir_tests::letters::parse(&sink_job.read("rejects.jsonl"));
+    let refused: Vec<&str> = weir_tests::letters::values(&letters);
+    assert_eq!(
+        refused,
+        [text.lines().next().unwrap(), text.lines().last().unwrap()]
+    );
+    for (l, at) in letters.iter().zip(["at /state", "Additional properties"]) {
+        assert_eq!(
+            (l["kind"].as_str(), l["node"].as_str()),
+            (Some("sink"), Some("checked"))
+        );
+        assert!(l["error"].as_str().unwrap().contains(at), "{l}");
+    }
 }
 
 /// Avro object container files: Python's fastavro writes 1,500 orders of
@@ -607,22 +640,28 @@ fn a_nats_source_reads_avro_through_the_registry() {
     );
 }
 
-/// The NATS sink writes Avro and Protobuf in the registry's wire format,
-/// registering its schemas: orders (JSON lines, numbers and times as JSON
-/// gives them) published to two streams, read back and decoded by
-/// Python's `AvroDeserializer` and `ProtobufDeserializer`, equal to the
-/// input field for field and in order.
+/// The NATS sink writes Avro, Protobuf and JSON Schema in the registry's
+/// wire format, registering its schemas: orders (JSON lines, numbers and
+/// times as JSON gives them) published to three streams, read back and
+/// decoded by Python's `AvroDeserializer`, `ProtobufDeserializer` and
+/// `JSONDeserializer`, equal to the input field for field and in order,
+/// under the subjects each sink's `subject_strategy` names; a
+/// record that does not fit is each sink's dead letter. NATS sources then
+/// read the Protobuf and JSON streams back through the registry, equal to
+/// the input.
 #[test]
-fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
+fn a_nats_sink_writes_avro_protobuf_and_json_that_pythons_clients_and_a_nats_source_read() {
     use base64::Engine as _;
 
     let nats = Nats::start();
     let registry = SchemaRegistry::start();
     nats.create_stream("AOUT", &["avro-out"]);
     nats.create_stream("POUT", &["proto-out"]);
+    nats.create_stream("JOUT", &["json-out"]);
     let url = registry.url();
     let orders: Vec<Value> = (0..400).map(|i| order(i, None)).collect();
     let protos: Vec<Value> = (0..300).map(proto_order).collect();
+    let jsons: Vec<Value> = (0..200).map(json_order).collect();
     let proto = clients(&["proto", "protobuf"], "");
     let sink = |input: &str, subject: &str, format: &str, schema: &str| {
         Sink::nats(&format!("{input}-out"), &nats.url(), subject)
@@ -636,12 +675,24 @@ fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
         .checkpoint(Checkpoint::every("200ms"))
         .source(Source::file("avro", "orders.jsonl").string("format", "jsonl"))
         .source(Source::file("proto", "protos.jsonl").string("format", "jsonl"))
-        .sink(sink("avro", "avro-out", "avro", "orders.avsc"))
+        .source(Source::file("json", "jsons.jsonl").string("format", "jsonl"))
+        .sink(
+            sink("avro", "avro-out", "avro", "orders.avsc")
+                .string("subject_strategy", "topic-record"),
+        )
         .sink(
             sink("proto", "proto-out", "protobuf", "orders.proto").string("message", "shop.Order"),
         )
+        .sink(
+            sink("json", "json-out", "json", "orders.schema.json")
+                .string("subject_strategy", "record"),
+        )
         .sink(Sink::file("rejects", "rejects.jsonl"));
-    let misfits = [r#"{"id":5,"amount":"x"}"#, r#"{"id":6,"colour":"red"}"#];
+    let misfits = [
+        r#"{"id":5,"amount":"x"}"#,
+        r#"{"id":6,"colour":"red"}"#,
+        r#"{"id":7,"amount":-1,"state":"NEW"}"#,
+    ];
     let files = [
         (
             "orders.jsonl",
@@ -651,8 +702,13 @@ fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
             "protos.jsonl",
             lines(&protos[..9]) + misfits[1] + "\n" + &lines(&protos[9..]),
         ),
+        (
+            "jsons.jsonl",
+            lines(&jsons[..9]) + misfits[2] + "\n" + &lines(&jsons[9..]),
+        ),
         ("orders.avsc", V1.to_owned()),
         ("orders.proto", proto),
+        ("orders.schema.json", JSON_ORDER.to_owned()),
     ];
     let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
     let job = JobDir::new(WEIR, job, &files);
@@ -660,6 +716,7 @@ fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
     for (stream, subject, format, want) in [
         ("AOUT", "avro-out", "avro", &orders),
         ("POUT", "proto-out", "protobuf", &protos),
+        ("JOUT", "json-out", "json", &jsons),
     ] {
         let messages: String = (nats.read_stream(stream).into_iter())
             .map(|m| base64::engine::general_purpose::STANDARD.encode(m.2) + "\n")
@@ -674,9 +731,16 @@ fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
             assert_eq!(got, want, "{stream}");
         }
     }
-    let subjects = registry.call("GET", "/subjects", "");
-    for subject in ["avro-out-value", "proto-out-value"] {
-        assert!(subjects.body.contains(subject), "{}", subjects.body);
+    // Subjects as each sink's strategy names them: `topic-record`
+    // (`<subject>-<record full name>`), `topic`, `record` (a JSON Schema's
+    // `title`).
+    let subjects: Vec<String> =
+        serde_json::from_str(&registry.call("GET", "/subjects", "").body).unwrap();
+    for subject in ["avro-out-shop.Order", "proto-out-value", "Order"] {
+        assert!(
+            subjects.iter().any(|s| s == subject),
+            "{subject}: {subjects:?}"
+        );
     }
     let letters = weir_tests::letters::parse(&job.read("rejects.jsonl"));
     let mut refused: Vec<(&str, &str)> = (letters.iter())
@@ -685,8 +749,34 @@ fn a_nats_sink_writes_avro_and_protobuf_that_pythons_clients_read() {
     refused.sort();
     assert_eq!(
         refused,
-        [("avro-out", misfits[0]), ("proto-out", misfits[1])]
+        [
+            ("avro-out", misfits[0]),
+            ("json-out", misfits[2]),
+            ("proto-out", misfits[1])
+        ]
     );
+
+    // NATS sources read the Protobuf and JSON Schema messages back through
+    // the registry.
+    let source = |id: &str, stream: &str, format: &str| {
+        Source::nats(id, &nats.url(), stream)
+            .string("format", format)
+            .string("schema_registry", &url)
+            .value("bounded", true)
+    };
+    let back = JobFile::new("nats-schemas-back")
+        .source(source("proto", "POUT", "protobuf"))
+        .source(source("json", "JOUT", "json"))
+        .sink(Sink::file("proto-back", "protos.jsonl").input("proto"))
+        .sink(Sink::file("json-back", "jsons.jsonl").input("json"));
+    let back = JobDir::new(WEIR, back, &[]);
+    back.run_ok(&[]);
+    for (file, want) in [("protos.jsonl", &protos), ("jsons.jsonl", &jsons)] {
+        let got: Vec<Value> = (back.read(file).lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(&got, want, "{file}");
+    }
 }
 
 /// A Kafka sink whose `on_error` takes records that do not fit its Avro

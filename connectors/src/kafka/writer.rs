@@ -130,23 +130,54 @@ impl Writer {
     /// [`produce`](Self::produce) would refuse.
     pub(super) fn refused(&self, batch: &Batch) -> Vec<(usize, String)> {
         let mut refused = Vec::new();
+        for (i, (_, message)) in self.messages(batch).enumerate() {
+            if let Err(ProduceError::Refused(why)) = message {
+                refused.push((i, why));
+            }
+        }
+        refused
+    }
+
+    /// Each record of `batch` with the message it becomes (`None`: it is
+    /// skipped), a Debezium update's before image carried to its after.
+    #[allow(clippy::type_complexity)]
+    fn messages<'b>(
+        &'b self,
+        batch: &'b Batch,
+    ) -> impl Iterator<Item = (RecordRef<'b>, Result<Option<Parts<'b>>, ProduceError>)> + 'b {
         let mut before = None;
-        for (i, r) in batch.iter().enumerate() {
+        batch.iter().map(move |r| {
             let held = std::mem::take(&mut before);
             if r.change == Change::UpdateBefore {
                 before = Some(r.value);
             }
-            let payload = self.payload(&r, held.filter(|_| r.change == Change::UpdateAfter));
-            let key = match (self.key, r.key, &self.key_encoder) {
-                (KeyFrom::Record, Some(key), Some(encoder)) => encode_key(encoder, key).map(drop),
-                _ => Ok(()),
-            };
-            match (payload, key) {
-                (Err(ProduceError::Refused(why)), _) | (_, Err(why)) => refused.push((i, why)),
-                _ => {}
-            }
-        }
-        refused
+            let message = self.message(&r, held.filter(|_| r.change == Change::UpdateAfter));
+            (r, message)
+        })
+    }
+
+    /// Record `r`'s message ([`payload`](Self::payload)) with its key as
+    /// written (encoded with `key_format`).
+    fn message<'r>(
+        &self,
+        r: &RecordRef<'r>,
+        before: Option<&[u8]>,
+    ) -> Result<Option<Parts<'r>>, ProduceError> {
+        let Some((payload, headers)) = self.payload(r, before)? else {
+            return Ok(None);
+        };
+        let key = match (self.key, r.key, &self.key_encoder) {
+            (KeyFrom::Record, Some(key), None) => Some(Cow::Borrowed(key)),
+            (KeyFrom::Record, Some(key), Some(encoder)) => Some(Cow::Owned(
+                encode_key(encoder, key).map_err(ProduceError::Refused)?,
+            )),
+            _ => None,
+        };
+        Ok(Some(Parts {
+            payload,
+            headers,
+            key,
+        }))
     }
 
     /// Queues every record of `batch` on `producer`, waiting for room when
@@ -156,26 +187,18 @@ impl Writer {
         producer: &BaseProducer<Context>,
         batch: &Batch,
     ) -> Result<(), ProduceError> {
-        // A Debezium update event carries the before image right before it.
-        let mut before = None;
-        for r in batch.iter() {
-            let held = std::mem::take(&mut before);
-            if r.change == Change::UpdateBefore {
-                before = Some(r.value);
-            }
-            let Some((payload, own)) =
-                self.payload(&r, held.filter(|_| r.change == Change::UpdateAfter))?
-            else {
+        for (r, message) in self.messages(batch) {
+            let Some(parts) = message? else {
                 continue;
             };
             // A truncate concerns every key: on a repartition topic it goes
             // to every partition, so every downstream task gets it.
             let everywhere = self.repartition.filter(|_| r.change == Change::Truncate);
             match everywhere {
-                None => self.send(producer, &r, (payload.as_deref(), &own), None)?,
+                None => self.send(producer, &r, &parts, None)?,
                 Some(n) => {
                     for p in 0..n {
-                        self.send(producer, &r, (payload.as_deref(), &own), Some(p))?;
+                        self.send(producer, &r, &parts, Some(p))?;
                     }
                 }
             }
@@ -184,33 +207,26 @@ impl Writer {
         Ok(())
     }
 
-    /// Queues record `r` as a message with `payload` (`None`: a tombstone)
-    /// and its own headers `own` into `partition` (`None`: where its key
-    /// hashes to).
+    /// Queues record `r` as a message of `parts` into `partition` (`None`:
+    /// where its key hashes to).
     fn send(
         &self,
         producer: &BaseProducer<Context>,
         r: &RecordRef<'_>,
-        (payload, own): (Option<&[u8]>, &[Header]),
+        parts: &Parts<'_>,
         partition: Option<i32>,
     ) -> Result<(), ProduceError> {
+        let own = &parts.headers;
         {
             let mut message = BaseRecord::<[u8], [u8]>::to(&self.topic);
-            if let Some(payload) = payload {
+            if let Some(payload) = parts.payload.as_deref() {
                 message = message.payload(payload);
             }
             if let Some(partition) = partition {
                 message = message.partition(partition);
             }
-            let encoded;
-            if let (KeyFrom::Record, Some(key)) = (self.key, r.key) {
-                message = match &self.key_encoder {
-                    None => message.key(key),
-                    Some(encoder) => {
-                        encoded = encode_key(encoder, key).map_err(ProduceError::Refused)?;
-                        message.key(&encoded[..])
-                    }
-                };
+            if let Some(key) = parts.key.as_deref() {
+                message = message.key(key);
             }
             if let Some(t) = r.timestamp {
                 message = message.timestamp(t);
@@ -226,7 +242,7 @@ impl Writer {
                         value: Some(value),
                     });
                 }
-                for (name, value) in own {
+                for (name, value) in own.iter() {
                     headers = headers.insert(rdkafka::message::Header {
                         key: name,
                         value: value.as_deref(),
@@ -272,6 +288,16 @@ fn encode_key(encoder: &SchemaEncoder, key: &[u8]) -> Result<Vec<u8>, String> {
 
 /// A message's payload (`None`: a tombstone) and its own headers.
 type Payload<'r> = (Option<Cow<'r, [u8]>>, Vec<Header>);
+
+/// What a record's message is made of.
+struct Parts<'r> {
+    /// The payload (`None`: a tombstone).
+    payload: Option<Cow<'r, [u8]>>,
+    /// Its own headers.
+    headers: Vec<Header>,
+    /// Its key as written (`key_format`'s encoding), if it has one.
+    key: Option<Cow<'r, [u8]>>,
+}
 
 /// Why records could not be produced.
 #[derive(Debug, thiserror::Error)]

@@ -239,18 +239,14 @@ impl NatsDestination {
         }
     }
 
-    /// Record `r`'s subject, payload and headers ([`Messages`]).
-    #[allow(clippy::type_complexity)]
-    fn message(
-        &self,
-        r: &weir::dataflow::batch::RecordRef<'_>,
-    ) -> Result<(String, Bytes, Option<HeaderMap>), SinkError> {
-        let subject = self.messages.subject_for(r.key);
-        let subject = subject.map_err(|m| self.error(m))?;
-        let (payload, headers) = self.messages.payload(r).map_err(|m| self.error(m))?;
-        Ok((subject, payload, headers))
+    /// Record `r`'s message ([`Messages::message`]).
+    fn message(&self, r: &weir::dataflow::batch::RecordRef<'_>) -> Result<Message, SinkError> {
+        self.messages.message(r).map_err(|m| self.error(m))
     }
 }
+
+/// A record's subject, payload and headers.
+type Message = (String, Bytes, Option<HeaderMap>);
 
 /// How records become messages: a subject (with the key in it) and a
 /// payload with headers.
@@ -268,17 +264,21 @@ impl RecordCheck for Messages {
     /// Records without a subject or payload: a key that cannot be part of
     /// the subject, a value that does not fit the schema.
     fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
-        let refused = batch.iter().enumerate().filter_map(|(i, r)| {
-            let checked = self
-                .subject_for(r.key)
-                .and_then(|_| self.payload(&r).map(drop));
-            checked.err().map(|why| (i, why))
-        });
+        let refused = (batch.iter().enumerate())
+            .filter_map(|(i, r)| self.message(&r).err().map(|why| (i, why)));
         refused.collect()
     }
 }
 
 impl Messages {
+    /// Record `r`'s subject ([`subject_for`](Self::subject_for)),
+    /// payload and headers ([`payload`](Self::payload)).
+    fn message(&self, r: &weir::dataflow::batch::RecordRef<'_>) -> Result<Message, String> {
+        let subject = self.subject_for(r.key)?;
+        let (payload, headers) = self.payload(r)?;
+        Ok((subject, payload, headers))
+    }
+
     /// The payload of record `r` and its headers: its value, with its
     /// change kind when not an insert ([`with_op`]), its headers taken out
     /// of the header field, encoded with the schema if there is one.

@@ -198,24 +198,23 @@ impl LineParser {
         self.settle(batch, before, parsed, (number, line, key, time))
     }
 
-    /// Adds record `number` that a reader decoded itself (`Ok`: its JSON
-    /// object; `Err`: why it is bad), as [`add_keyed`](Self::add_keyed)
-    /// adds a message: keyed and timed by its fields, or kept as bad.
+    /// Adds record `number` that a reader decoded itself from `raw` (its
+    /// bytes as read; `decoded`: its JSON object, or why it is bad), as
+    /// [`add_keyed`](Self::add_keyed) adds a message: keyed and timed by
+    /// its fields, or kept as bad.
     pub fn add_decoded_record(
         &mut self,
         batch: &mut Batch,
         decoded: Result<&[u8], String>,
+        raw: &[u8],
         number: u64,
     ) -> bool {
         let before = batch.len();
-        let (parsed, value) = match decoded {
-            Ok(json) => (self.add_json(batch, json, number, None, None), json),
-            Err(m) => (
-                Err(self.malformed(number, BadKind::Unreadable, m)),
-                &b""[..],
-            ),
+        let parsed = match decoded {
+            Ok(json) => self.add_json(batch, json, number, None, None),
+            Err(m) => Err(self.malformed(number, BadKind::Unreadable, m)),
         };
-        self.settle(batch, before, parsed, (number, value, None, None))
+        self.settle(batch, before, parsed, (number, raw, None, None))
     }
 
     /// After record `number` (`line`, with its own `key` and `time`) was

@@ -125,12 +125,12 @@ pub enum Role {
 }
 
 impl Role {
-    /// The job-file key `name` (`format`, `schema`, `message`) says for
-    /// this role.
+    /// The job-file key `name` (`format`, `schema`, `message`) is for this
+    /// role.
     fn key(self, name: &str) -> String {
         match self {
-            Role::Values => format!("`{name}`"),
-            Role::Keys => format!("`key_{name}`"),
+            Role::Values => name.to_owned(),
+            Role::Keys => format!("key_{name}"),
         }
     }
 }
@@ -243,38 +243,28 @@ impl SchemaSettings {
     ) -> Result<SchemaSettings, String> {
         let (format, extension) = (kind.format(), kind.extension());
         let (format_key, schema_key) = (role.key("format"), role.key("schema"));
-        let format_key = format_key.trim_matches('`');
-        let schema_key_bare = schema_key.trim_matches('`');
         if keys.message.is_some() && kind != SchemaKind::Protobuf {
             return Err(format!(
-                "{} names a Protobuf message type: remove it ({format_key} = \"{format}\" has one schema)",
+                "`{}` names a Protobuf message type: remove it ({format_key} = \"{format}\" has one schema)",
                 role.key("message")
             ));
         }
-        let text = |file: &str| {
-            let path = dir.join(file);
-            std::fs::read_to_string(&path).map_err(|e| {
-                format!(
-                    "{schema_key} = {file:?}: cannot read {}: {e}",
-                    path.display()
-                )
-            })
-        };
         let schema = match keys.schema {
             None => None,
-            Some(file) => Some(match kind {
-                SchemaKind::Protobuf => {
-                    Schema::Protobuf(ProtoSchema::read(dir, file, keys.message)?)
-                }
-                SchemaKind::Avro => Schema::Avro(
-                    AvroSchema::parse(&text(file)?)
-                        .map_err(|e| format!("{schema_key} = {file:?}: {e}"))?,
-                ),
-                SchemaKind::Json => Schema::Json(
-                    JsonSchema::parse(&text(file)?)
-                        .map_err(|e| format!("{schema_key} = {file:?}: {e}"))?,
-                ),
-            }),
+            Some(file) => {
+                let path = dir.join(file);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()));
+                let parsed = text.and_then(|text| match kind {
+                    SchemaKind::Protobuf => {
+                        let folder = path.parent().unwrap_or(dir);
+                        ProtoSchema::of_file(&text, folder, keys.message).map(Schema::Protobuf)
+                    }
+                    SchemaKind::Avro => AvroSchema::parse(&text).map(Schema::Avro),
+                    SchemaKind::Json => JsonSchema::parse(&text).map(Schema::Json),
+                });
+                Some(parsed.map_err(|e| format!("`{schema_key}` = {file:?}: {e}"))?)
+            }
         };
         let what = match role {
             Role::Values => "values",
@@ -282,10 +272,10 @@ impl SchemaSettings {
         };
         match (&schema, &keys.registry, writes) {
             (None, _, true) => Err(format!(
-                "{format_key} = \"{format}\" writes {what} of a schema: add {schema_key_bare} = \"<file>.{extension}\""
+                "{format_key} = \"{format}\" writes {what} of a schema: add {schema_key} = \"<file>.{extension}\""
             )),
             (None, None, false) => Err(format!(
-                "{format_key} = \"{format}\" needs the writers' schemas: add {schema_key_bare} = \"<file>.{extension}\" or schema_registry = \"http://...\""
+                "{format_key} = \"{format}\" needs the writers' schemas: add {schema_key} = \"<file>.{extension}\" or schema_registry = \"http://...\""
             )),
             _ if keys.strategy.is_some() && keys.registry.is_none() => Err(
                 "`subject_strategy` names the subject of a schema registry: add schema_registry or remove it".into(),

@@ -10,7 +10,7 @@
 //! imports the schemas it references); Google's well-known types resolve
 //! in both.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -230,24 +230,21 @@ impl ProtoSchema {
         })
     }
 
-    /// Reads a `.proto` file (relative to `dir`), message `message`; its
-    /// imports are read from the file's folder.
-    pub fn read(dir: &Path, file: &str, message: Option<&str>) -> Result<ProtoSchema, String> {
-        let path = dir.join(file);
-        let at = |e: String| format!("`schema` = {file:?}: {e}");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| at(format!("cannot read {}: {e}", path.display())))?;
-        let folder: PathBuf = path
-            .parent()
-            .map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
-        let compiled = compile(&text, &[], Some(&folder)).map_err(at)?;
+    /// Message `message` of the `.proto` source `text` of a file in
+    /// `folder`, whose imports are read from that folder.
+    pub fn of_file(
+        text: &str,
+        folder: &Path,
+        message: Option<&str>,
+    ) -> Result<ProtoSchema, String> {
+        let compiled = compile(text, &[], Some(folder))?;
         let text_of = |name: &str| {
             let path = folder.join(name);
             std::fs::read_to_string(&path)
                 .map_err(|e| format!("cannot read the import {}: {e}", path.display()))
         };
-        let imports = imports_of(&compiled, &text_of).map_err(at)?;
-        ProtoSchema::named(compiled, &text, imports, message).map_err(at)
+        let imports = imports_of(&compiled, &text_of)?;
+        ProtoSchema::named(compiled, text, imports, message)
     }
 
     /// The files it imports (its own folder's, for a registry), each after
@@ -304,15 +301,24 @@ impl ProtoSchema {
     /// Appends JSON record `json` as a message to `out`; `Err` says what
     /// does not fit.
     pub fn encode(&self, json: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        let message = self.message_of(json)?;
+        Message::encode(&message, out).map_err(|e| format!("message {}: {e}", self.full_name()))
+    }
+
+    /// [`encode`](Self::encode) preceded by the message's size as a
+    /// varint (a length-delimited message, as Java's `writeDelimitedTo`).
+    pub fn encode_delimited(&self, json: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        let message = self.message_of(json)?;
+        Message::encode_length_delimited(&message, out)
+            .map_err(|e| format!("message {}: {e}", self.full_name()))
+    }
+
+    /// JSON record `json` as a message of the type.
+    fn message_of(&self, json: &[u8]) -> Result<DynamicMessage, String> {
         let mut deserializer = serde_json::Deserializer::from_slice(json);
         let options = DeserializeOptions::new().deny_unknown_fields(true);
-        let message = DynamicMessage::deserialize_with_options(
-            self.message.clone(),
-            &mut deserializer,
-            &options,
-        )
-        .map_err(|e| format!("does not fit message {}: {e}", self.full_name()))?;
-        Message::encode(&message, out).map_err(|e| format!("message {}: {e}", self.full_name()))
+        DynamicMessage::deserialize_with_options(self.message.clone(), &mut deserializer, &options)
+            .map_err(|e| format!("does not fit message {}: {e}", self.full_name()))
     }
 }
 
@@ -426,7 +432,7 @@ message Other { string x = 1; }
         ] {
             std::fs::write(dir.path().join("protos").join(name), text).unwrap();
         }
-        let schema = ProtoSchema::read(dir.path(), "protos/order.proto", None).unwrap();
+        let schema = ProtoSchema::of_file(order, &dir.path().join("protos"), None).unwrap();
         let names: Vec<(&str, &[String])> = (schema.imports().iter())
             .map(|i| (i.name.as_str(), i.imports.as_slice()))
             .collect();

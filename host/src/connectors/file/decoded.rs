@@ -25,6 +25,11 @@ pub trait RecordFile: Send {
         json: &mut Vec<u8>,
     ) -> Result<Option<Result<(), String>>, SourceError>;
 
+    /// The bytes of the record read last, as read (what a bad record's
+    /// dead letter holds); empty when the format hands out records
+    /// decoded only.
+    fn raw(&self) -> &[u8];
+
     /// The offset after the first `records` records.
     fn offset(&self, records: u64) -> Value;
 }
@@ -71,8 +76,8 @@ impl<F: RecordFile> SourceReader for DecodedFile<F> {
             self.records += 1;
             read += 1;
             let decoded = decoded.map(|()| &self.json[..]);
-            self.parser
-                .add_decoded_record(&mut batch, decoded, self.records);
+            let raw = self.file.raw();
+            (self.parser).add_decoded_record(&mut batch, decoded, raw, self.records);
         }
         Ok(match (batch.is_empty(), self.ended) {
             (true, true) => None,

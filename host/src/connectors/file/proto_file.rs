@@ -135,6 +135,10 @@ impl RecordFile for ProtoFile {
         Ok(Some(self.schema.decode(&self.message, json)))
     }
 
+    fn raw(&self) -> &[u8] {
+        &self.message
+    }
+
     fn offset(&self, records: u64) -> Value {
         json!({ "byte": self.byte, "records": records })
     }

@@ -28,7 +28,6 @@ use crate::schemas::avro::container::{self, AvroCodec};
 use crate::schemas::avro::{AvroSchema, AvroWriter};
 use crate::schemas::json_schema::JsonSchema;
 use crate::schemas::protobuf::ProtoSchema;
-use crate::schemas::varint;
 
 /// Datums an Avro block holds before it is written out (more go to the
 /// next block); an epoch's last block is written at its end.
@@ -110,7 +109,7 @@ pub(crate) struct RecordWriter {
     /// Avro: the datums of the block being filled, and their count.
     datums: Vec<u8>,
     count: u64,
-    /// One record's bytes (a Protobuf message; a record checked).
+    /// One record's bytes, encoded to check it and dropped (`refuse`).
     scratch: Vec<u8>,
 }
 
@@ -245,12 +244,7 @@ fn encode_one(
             out.extend_from_slice(&value);
             out.push(b'\n');
         }
-        Encoding::Protobuf(schema) => {
-            let mut message = Vec::with_capacity(value.len());
-            schema.encode(&value, &mut message)?;
-            varint::write_unsigned(message.len() as u64, out);
-            out.extend_from_slice(&message);
-        }
+        Encoding::Protobuf(schema) => schema.encode_delimited(&value, out)?,
         Encoding::Avro(blocks) => blocks.writer.write(&value, out)?,
     }
     Ok(())

@@ -869,6 +869,26 @@ mod tests {
             }
         };
         assert!(e.contains("the file ends inside a message"), "{e}");
+        // A message that does not decode is a bad record holding its bytes.
+        let bad = cut_source.path.with_extension("bad");
+        let mut bytes = vec![2u8, 0xFF, 0xFF];
+        bytes.extend_from_slice(&fs::read(&source.path).unwrap()[..]);
+        fs::write(&bad, &bytes).unwrap();
+        let bad_source = FileSourceConfig {
+            path: bad,
+            ..cut_source
+        };
+        let mut reader = bad_source.open("s", None).unwrap();
+        let batch = reader.read_batch(5).unwrap().unwrap();
+        assert_eq!(batch.len(), 4, "the bad message, then four good ones");
+        let letters = reader.take_bad();
+        assert_eq!(letters.len(), 1);
+        assert_eq!(letters[0].value, [0xFF, 0xFF]);
+        assert!(
+            letters[0].origin.contains("message 1"),
+            "{}",
+            letters[0].origin
+        );
     }
 
     /// The settings of formats with a schema are checked in one line each.
