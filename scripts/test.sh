@@ -24,4 +24,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # their toolchains when missing (cached under ~/.cache/weir-polyglot) and
 # builds them.
 scripts/build-polyglot.sh
+# Free space decides some failures (a server refusing writes on a full
+# disk): it is shown before the tests and after them.
+trap 'df -h . /tmp /dev/shm 2>/dev/null || true' EXIT
+df -h . /tmp /dev/shm 2>/dev/null || true
 cargo test --workspace

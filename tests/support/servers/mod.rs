@@ -223,13 +223,17 @@ fn failed_to_start(server: &str, reason: &str, log: &Path) -> ! {
 }
 
 /// A temporary folder other users can traverse (user `postgres` runs the
-/// server when the tests run as root).
-fn server_dir(prefix: &str) -> TempDir {
+/// server when the tests run as root), in `parent` or else the system's
+/// temporary folder.
+fn server_dir(prefix: &str, parent: Option<&Path>) -> TempDir {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir()
-        .expect("creating a temporary folder");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix);
+    let dir = match parent {
+        Some(parent) => builder.tempdir_in(parent),
+        None => builder.tempdir(),
+    }
+    .expect("creating a temporary folder");
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))
         .expect("chmod 755 of a temporary folder");
     dir

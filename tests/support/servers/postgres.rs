@@ -23,7 +23,7 @@ impl Postgres {
         let bin = pg_bindir().unwrap_or_else(|| {
             not_installed(Postgres::NAME, "no /usr/lib/postgresql/*/bin/initdb")
         });
-        let dir = server_dir("weir-pg-");
+        let dir = server_dir("weir-pg-", None);
         fs::create_dir(dir.path().join("sock")).unwrap();
         let as_postgres = is_root();
         if as_postgres {

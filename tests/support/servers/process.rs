@@ -26,9 +26,15 @@ pub(super) struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// A new folder for server `name`, no process yet.
+    /// A new folder for server `name` in the system's temporary folder, no
+    /// process yet.
     pub(super) fn new(name: &'static str) -> ServerProcess {
-        let dir = server_dir(&format!("weir-{name}-"));
+        ServerProcess::new_in(name, None)
+    }
+
+    /// [`ServerProcess::new`] with the folder in `parent` when given.
+    pub(super) fn new_in(name: &'static str, parent: Option<&Path>) -> ServerProcess {
+        let dir = server_dir(&format!("weir-{name}-"), parent);
         let cleanup = format!(
             "if [ -e \"$1/{name}.pid\" ]; then kill -9 \"$(cat \"$1/{name}.pid\")\"; \
              if [ -e \"$1/{name}.outside\" ]; then \

@@ -83,7 +83,7 @@ fn get_json(port: u16, path: &str) -> Result<Value, String> {
 
 /// A private S3 endpoint, `http://127.0.0.1:PORT`, with one bucket
 /// (`weir-os`) that requires signed requests with its credentials. Its
-/// folder holds `data/` (the objects, the filer's metadata), `s3.port`,
+/// folder ([`folder_parent`]: in memory when it can) holds `data/` (the objects, the filer's metadata), `s3.port`,
 /// its Unix sockets and `s3.log`; it also listens on the next four ports
 /// and on each of the five + 10000 (gRPC), all on 127.0.0.1 only. Killed
 /// when dropped; a watchdog kills it when the test process ends without
@@ -119,7 +119,7 @@ impl S3 {
             secret_access_key: setting("S3_SECRET_ACCESS_KEY"),
             store: None,
             runtime,
-            process: ServerProcess::new("s3"),
+            process: ServerProcess::new_in("s3", folder_parent()),
         };
         s3.start_on_a_free_port();
         s3
@@ -263,18 +263,28 @@ impl S3 {
     }
 
     /// Whether the master (port + 1) lists the volume server (port + 2)
-    /// with as many volumes as the volume server holds.
+    /// with as many volumes as the volume server holds, and the volume
+    /// server has room to write.
     fn volumes_known(&self) -> Result<(), String> {
         let volume_server = format!("127.0.0.1:{}", self.port + 2);
         let status = get_json(self.port + 2, "/status")?;
+        room_to_write(&status)?;
         let held = items(&status["Volumes"]).count() as u64;
         let topology = get_json(self.port + 1, "/dir/status")?;
-        let known = items(&topology["Topology"]["DataCenters"])
+        let node = items(&topology["Topology"]["DataCenters"])
             .flat_map(|dc| items(&dc["Racks"]))
             .flat_map(|rack| items(&rack["DataNodes"]))
-            .find(|node| node["Url"] == volume_server.as_str())
-            .and_then(|node| node["Volumes"].as_u64());
-        match known {
+            .find(|node| node["Url"] == volume_server.as_str());
+        if let Some(node) = node
+            && node["Volumes"].as_u64() == Some(0)
+            && node["Max"].as_u64() == Some(0)
+        {
+            return Err(format!(
+                "the volume server may hold no volume (its disk: {})",
+                status["DiskStatuses"]
+            ));
+        }
+        match node.and_then(|node| node["Volumes"].as_u64()) {
             Some(known) if known == held => Ok(()),
             Some(known) => Err(format!(
                 "the master knows {known} of the volume server's {held} volumes"
@@ -297,6 +307,34 @@ fn weed_bin() -> Result<PathBuf, String> {
         "weir-seaweedfs",
         "weed",
     )
+}
+
+/// Whether the disks of a volume server's `status` have room for writes:
+/// `weed` marks every volume read-only below 1% free space (its
+/// `minFreeSpace`, which `weed mini` does not let one set), and then every
+/// write waits for a volume until its client gives up. An error naming the
+/// disk otherwise.
+fn room_to_write(status: &Value) -> Result<(), String> {
+    for disk in items(&status["DiskStatuses"]) {
+        let percent_free = disk["percent_free"].as_f64().unwrap_or(100.0);
+        if percent_free < 1.0 {
+            return Err(format!(
+                "the disk of {} has {} MiB free ({percent_free:.2}%): weed refuses writes below 1% free",
+                disk["dir"],
+                disk["free"].as_u64().unwrap_or(0) >> 20
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where the server's folder goes: `/dev/shm` (memory) when there is one,
+/// so that the shared disk's free space, which `weed mini` sizes its
+/// volumes by and refuses writes below 1% of ([`room_to_write`]), does not
+/// decide whether tests pass; else the system's temporary folder.
+fn folder_parent() -> Option<&'static Path> {
+    let shm = Path::new("/dev/shm");
+    tempfile::tempdir_in(shm).is_ok().then_some(shm)
 }
 
 /// The elements of the JSON array `v`; none when it is no array.
@@ -332,5 +370,33 @@ impl PrivateServer for S3 {
         self.stop();
         let _ = fs::remove_file(self.dir().join("s3.port"));
         let _ = fs::remove_dir_all(self.dir().join("data"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A volume server's `/status` with one disk of `free` bytes of `all`.
+    fn status(free: u64, all: u64) -> Value {
+        serde_json::json!({
+            "DiskStatuses": [{
+                "dir": "/srv/s3/data", "all": all, "free": free,
+                "percent_free": free as f64 * 100.0 / all as f64,
+            }],
+            "Volumes": null,
+        })
+    }
+
+    #[test]
+    fn a_disk_under_one_percent_free_is_named_as_why_writes_would_hang() {
+        let gib = 1 << 30;
+        assert_eq!(room_to_write(&status(40 * gib, 252 * gib)), Ok(()));
+        assert_eq!(room_to_write(&serde_json::json!({})), Ok(()));
+        let why = room_to_write(&status(2 * gib, 252 * gib)).unwrap_err();
+        assert_eq!(
+            why,
+            "the disk of \"/srv/s3/data\" has 2048 MiB free (0.79%): weed refuses writes below 1% free"
+        );
     }
 }
