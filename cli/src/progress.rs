@@ -8,7 +8,8 @@
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,9 @@ use weir::metrics::{JobMetrics, NodeKind};
 
 /// A running progress display; [`Progress::stop`] clears it.
 pub struct Progress {
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the thread: it wakes at once, so a job's end never
+    /// waits for the display's next refresh.
+    stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -26,28 +29,39 @@ impl Progress {
     /// Starts showing `metrics` on stderr: live on a terminal, else a plain
     /// line every `plain_every`.
     pub fn start(metrics: Arc<JobMetrics>, plain_every: Duration) -> Progress {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let (stop, stopped) = mpsc::channel();
         let live = std::io::stderr().is_terminal();
         let thread = std::thread::Builder::new()
             .name("progress".into())
             .spawn(move || {
                 if live {
-                    run_live(&metrics, &flag)
+                    run_live(&metrics, &stopped)
                 } else {
-                    run_plain(&metrics, &flag, plain_every)
+                    run_plain(&metrics, &stopped, plain_every)
                 }
             })
             .ok();
-        Progress { stop, thread }
+        Progress {
+            stop: Some(stop),
+            thread,
+        }
     }
 
     /// Stops and clears the display.
     pub fn stop(mut self) {
-        self.stop.store(true, Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Waits up to `period`; true when the display is to stop (its
+/// [`Progress`] stopped or dropped), which ends the wait at once.
+fn stopped_within(stop: &Receiver<()>, period: Duration) -> bool {
+    match stop.recv_timeout(period) {
+        Err(RecvTimeoutError::Timeout) => false,
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
     }
 }
 
@@ -125,7 +139,7 @@ fn checkpoint_line(m: &JobMetrics, started: Instant) -> String {
     )
 }
 
-fn run_live(m: &JobMetrics, stop: &AtomicBool) {
+fn run_live(m: &JobMetrics, stop: &Receiver<()>) {
     let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
     let style = ProgressStyle::with_template("{msg}").expect("a valid template");
     let header = multi.add(ProgressBar::new_spinner().with_style(style.clone()));
@@ -136,12 +150,14 @@ fn run_live(m: &JobMetrics, stop: &AtomicBool) {
         .collect();
     crate::output::attach(&multi);
     let (started, mut rates) = (Instant::now(), Rates::new(m));
-    while !stop.load(Relaxed) {
+    loop {
         header.set_message(checkpoint_line(m, started));
         for (bar, line) in bars.iter().zip(rates.lines(m)) {
             bar.set_message(format!("  {line}"));
         }
-        std::thread::sleep(Duration::from_millis(250));
+        if stopped_within(stop, Duration::from_millis(250)) {
+            break;
+        }
     }
     for b in bars.iter().chain([&header]) {
         b.finish_and_clear();
@@ -150,19 +166,34 @@ fn run_live(m: &JobMetrics, stop: &AtomicBool) {
     crate::output::detach();
 }
 
-fn run_plain(m: &JobMetrics, stop: &AtomicBool, every: Duration) {
+fn run_plain(m: &JobMetrics, stop: &Receiver<()>, every: Duration) {
     let (started, mut rates) = (Instant::now(), Rates::new(m));
-    let mut next = Instant::now() + every;
-    while !stop.load(Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-        if Instant::now() < next {
-            continue;
-        }
-        next += every;
+    while !stopped_within(stop, every) {
         let mut text = format!("progress: {}\n", checkpoint_line(m, started));
         for l in rates.lines(m) {
             text.push_str(&format!("progress:   {l}\n"));
         }
         crate::output::stderr(text.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job's end does not wait for the display's next refresh: a stop
+    /// ends a wait of an hour at once (a display that slept through its
+    /// period would hold this test for that hour).
+    #[test]
+    fn a_stop_ends_the_wait_for_the_next_refresh() {
+        let hour = Duration::from_secs(3600);
+        let (stop, stopped) = mpsc::channel();
+        drop(stop);
+        assert!(stopped_within(&stopped, hour));
+        let (stop, stopped) = mpsc::channel();
+        stop.send(()).unwrap();
+        assert!(stopped_within(&stopped, hour));
+        let (_stop, running) = mpsc::channel();
+        assert!(!stopped_within(&running, Duration::ZERO));
     }
 }
