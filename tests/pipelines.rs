@@ -105,6 +105,49 @@ fn wordcount_survives_a_dozen_sigkills_exactly_once() {
     assert_counts_in_order(&job, &input, &format!("output after {killed} crashes"));
 }
 
+/// The word count emits rows (typed fields, no text); the operator after
+/// it reads them as the JSON text the host writes, byte for byte what the
+/// word count wrote as text before: `filter` keeps the counts above 2, so
+/// each word counted n > 2 times yields counts 3..=n in order, and every
+/// line is `{"word":…,"count":…}` exactly.
+#[test]
+fn an_operator_after_the_word_count_reads_its_rows_as_json_text() {
+    let mut rng = XorShift(seed() ^ 4);
+    let input = weir_tests::pipeline::wordcount_input(&mut rng, 60, 3000);
+    let job = JobFile::new("wordcount")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("text", "input.txt"))
+        .operator(Operator::new("split", plugins::SPLIT).inputs(&["text"]))
+        .operator(
+            Operator::new("count", plugins::WORD_COUNT)
+                .inputs(&["split"])
+                .parallelism(2),
+        )
+        .operator(
+            Operator::new("often", plugins::FILTER)
+                .inputs(&["count"])
+                .config(r#"{ field = "count", op = "gt", value = 2 }"#),
+        )
+        .sink(Sink::jsonl("out", "out/often.jsonl").input("often"));
+    let job = JobDir::new(WEIR, job, &[("input.txt", &input)]);
+    job.run_ok(&[]);
+    let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in job.read("out/often.jsonl").lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let (word, count) = (v["word"].as_str().unwrap(), v["count"].as_u64().unwrap());
+        let text = format!(r#"{{"word":{},"count":{count}}}"#, json!(word));
+        assert_eq!(line, text, "as serde_json writes it");
+        seen.entry(word.to_owned()).or_default().push(count);
+    }
+    let want: BTreeMap<String, Vec<u64>> = true_counts(wordcount_words(&input))
+        .into_iter()
+        .filter(|(_, n)| *n > 2)
+        .map(|(w, n)| (w, (3..=n).collect()))
+        .collect();
+    assert!(want.len() > 10, "the input repeats words: {}", want.len());
+    assert_eq!(seen, want);
+}
+
 // ---------------------------------------------------------------- reconcile
 
 #[test]

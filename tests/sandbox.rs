@@ -864,6 +864,43 @@ fn weir_run_fails_cleanly_on_a_plugin_that_traps_on_every_first_batch() {
     checkpoints(&j);
 }
 
+/// A plugin that marks a value a row that is none: whoever reads the
+/// batch (a sink, the next operator) fails the job in one line naming
+/// itself and the record, and writes nothing of the batch.
+#[test]
+fn weir_run_fails_on_a_malformed_row_naming_its_reader_and_the_record() {
+    let bad = "record 1 of a flat batch: the row's field at byte 0 has unknown type 9";
+    let j = job("rows", plugins::GUEST_BAD_ROWS, 1_000_000, |o| o);
+    run_fails(
+        &j,
+        &[
+            "sink `out` received a malformed row",
+            "a bug in the plugin that emitted it",
+            bad,
+        ],
+    );
+    assert_eq!(
+        j.read_so_far("out.txt"),
+        "",
+        "nothing of the batch is written"
+    );
+
+    let words: String = (0..20).map(|i| format!("w{i}\n")).collect();
+    let two = JobFile::new("sandbox")
+        .source(Source::file("words", "words.txt").batch_size(10))
+        .operator(Operator::new("rows", plugins::GUEST_BAD_ROWS).inputs(&["words"]))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["rows"]))
+        .sink(Sink::file("out", "out.txt").input("count"));
+    let j = JobDir::new(WEIR, two, &[("words.txt", &words)]);
+    run_fails(
+        &j,
+        &[
+            "input `in` of operator `count` received a malformed row",
+            bad,
+        ],
+    );
+}
+
 #[test]
 fn weir_run_logs_plugin_stdout_and_stderr_with_the_operator_id() {
     let j = job("probe", plugins::GUEST_SANDBOX_PROBE, 1_000_000, |o| o);

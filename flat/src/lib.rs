@@ -12,18 +12,21 @@
 //! | 4..8 | value length (u32) |
 //! | 8..12 | key offset (u32; 0 without a key) |
 //! | 12..16 | key length (u32; 0 without a key) |
-//! | 16..20 | flags (u32): bit 0 the record has a key, bit 1 a timestamp, bits 2..5 its [`Change`] (0 insert); other bits 0 |
+//! | 16..20 | flags (u32): bit 0 the record has a key, bit 1 a timestamp, bits 2..5 its [`Change`] (0 insert), bit 5 its value is a [`row`] ([`Encoding`]); other bits 0 |
 //! | 20..24 | reserved, 0 |
 //! | 24..32 | timestamp, milliseconds since the Unix epoch (i64; 0 without one) |
 //!
 //! Both lists cross the Wasm boundary as one copy each, however many
 //! records they hold. [`check`] validates spans from the other side of the
-//! boundary; [`Span::decode`] then never fails.
+//! boundary, and [`check_rows`] the rows they point at; [`Span::decode`]
+//! then never fails.
 
 #![no_std]
 
 extern crate alloc;
 
+pub mod json;
+pub mod row;
 pub mod state;
 
 /// Bytes of one packed span.
@@ -33,6 +36,17 @@ const HAS_KEY: u32 = 1;
 const HAS_TIMESTAMP: u32 = 2;
 const CHANGE_SHIFT: u32 = 2;
 const CHANGE_MASK: u32 = 0b111 << CHANGE_SHIFT;
+const ROW: u32 = 1 << 5;
+
+/// How a record's value is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Encoding {
+    /// Bytes as they are: text (a line, JSON) or anything else.
+    #[default]
+    Bytes,
+    /// A [`row`] of typed fields, which readers that want text get as JSON.
+    Row,
+}
 
 /// What a record says about the row it carries, its change kind: a
 /// changelog (a database's changes, an upsert table's) is a stream of
@@ -148,6 +162,8 @@ pub struct Span {
     pub timestamp: Option<i64>,
     /// What the record says about its row.
     pub change: Change,
+    /// How the value is written.
+    pub encoding: Encoding,
 }
 
 #[inline]
@@ -160,7 +176,7 @@ impl Span {
     ///
     /// ```
     /// use weir_flat::{Range, Span};
-    /// let s = Span { key: None, value: Range { offset: 0, len: 3 }, timestamp: Some(-1), change: Default::default() };
+    /// let s = Span { key: None, value: Range { offset: 0, len: 3 }, timestamp: Some(-1), change: Default::default(), encoding: Default::default() };
     /// assert_eq!(Span::decode(&s.encode()), s);
     /// ```
     #[inline]
@@ -173,7 +189,12 @@ impl Span {
             } else {
                 0
             }
-            | (self.change as u32) << CHANGE_SHIFT;
+            | (self.change as u32) << CHANGE_SHIFT
+            | if self.encoding == Encoding::Row {
+                ROW
+            } else {
+                0
+            };
         b[0..4].copy_from_slice(&self.value.offset.to_le_bytes());
         b[4..8].copy_from_slice(&self.value.len.to_le_bytes());
         b[8..12].copy_from_slice(&key.offset.to_le_bytes());
@@ -192,7 +213,7 @@ impl Span {
     ///
     /// ```
     /// use weir_flat::{Range, Span};
-    /// let s = Span { key: Some(Range { offset: 0, len: 1 }), value: Range { offset: 0, len: 1 }, timestamp: None, change: Default::default() };
+    /// let s = Span { key: Some(Range { offset: 0, len: 1 }), value: Range { offset: 0, len: 1 }, timestamp: None, change: Default::default(), encoding: Default::default() };
     /// assert_eq!(Span::decode(&s.encode()).key, s.key);
     /// ```
     #[inline]
@@ -213,8 +234,20 @@ impl Span {
                 i64::from_le_bytes(t)
             }),
             change: Change::from_number((flags & CHANGE_MASK) >> CHANGE_SHIFT).unwrap_or_default(),
+            encoding: if flags & ROW != 0 {
+                Encoding::Row
+            } else {
+                Encoding::Bytes
+            },
         }
     }
+}
+
+/// Whether one packed span's value is a [`row`], read without decoding the
+/// rest.
+#[inline]
+pub fn is_row(span: &[u8]) -> bool {
+    u32_at(span, 16) & ROW != 0
 }
 
 /// The change kind of one packed span, read without decoding the rest.
@@ -255,7 +288,7 @@ pub fn forget_changes(spans: &mut [u8]) -> usize {
 ///
 /// ```
 /// use weir_flat::{timestamp, Range, Span};
-/// let s = Span { key: None, value: Range::default(), timestamp: Some(-7), change: Default::default() };
+/// let s = Span { key: None, value: Range::default(), timestamp: Some(-7), change: Default::default(), encoding: Default::default() };
 /// assert_eq!(timestamp(&s.encode()), Some(-7));
 /// assert_eq!(timestamp(&Span::default().encode()), None);
 /// ```
@@ -301,6 +334,13 @@ pub enum BadSpans {
         /// Bytes 16..24 of the span.
         bits: u64,
     },
+    /// A record's value is marked a row but is none.
+    Row {
+        /// The record's index.
+        index: usize,
+        /// What is wrong with it.
+        error: row::BadRow,
+    },
     /// A range lies outside the data.
     OutOfRange {
         /// The record's index.
@@ -334,6 +374,9 @@ impl core::fmt::Display for BadSpans {
                 f,
                 "record {index} of a flat batch points at bytes {offset}..{end} but the batch has {len} bytes"
             ),
+            BadSpans::Row { index, error } => {
+                write!(f, "record {index} of a flat batch: {error}")
+            }
         }
     }
 }
@@ -345,7 +388,7 @@ impl core::fmt::Display for BadSpans {
 ///
 /// ```
 /// use weir_flat::{check, Range, Span};
-/// let s = Span { key: None, value: Range { offset: 2, len: 5 }, timestamp: None, change: Default::default() };
+/// let s = Span { key: None, value: Range { offset: 2, len: 5 }, timestamp: None, change: Default::default(), encoding: Default::default() };
 /// assert_eq!(check(&s.encode(), 7), Ok(1));
 /// assert!(check(&s.encode(), 6).is_err());
 /// assert!(check(&[0; 31], 100).is_err());
@@ -357,7 +400,7 @@ pub fn check(spans: &[u8], data_len: usize) -> Result<usize, BadSpans> {
     for (index, b) in spans.chunks_exact(SPAN_BYTES).enumerate() {
         let bits = u64::from(u32_at(b, 16)) | (u64::from(u32_at(b, 20)) << 32);
         let kind = (u32_at(b, 16) & CHANGE_MASK) >> CHANGE_SHIFT;
-        if bits & !u64::from(HAS_KEY | HAS_TIMESTAMP | CHANGE_MASK) != 0
+        if bits & !u64::from(HAS_KEY | HAS_TIMESTAMP | CHANGE_MASK | ROW) != 0
             || Change::from_number(kind).is_none()
         {
             return Err(BadSpans::Flags { index, bits });
@@ -377,6 +420,25 @@ pub fn check(spans: &[u8], data_len: usize) -> Result<usize, BadSpans> {
     Ok(spans.len() / SPAN_BYTES)
 }
 
+/// Checks the value of every record of packed `spans` that is a [`row`]
+/// (spans [`check`] accepted for `data`).
+///
+/// ```
+/// use weir_flat::{check_rows, Encoding, Range, Span};
+/// let s = Span { value: Range { offset: 0, len: 2 }, encoding: Encoding::Row, ..Span::default() };
+/// assert!(check_rows(&s.encode(), &[0, 0]).is_ok()); // a null named ""
+/// assert!(check_rows(&s.encode(), &[9, 0]).is_err());
+/// ```
+pub fn check_rows(spans: &[u8], data: &[u8]) -> Result<(), BadSpans> {
+    for (index, b) in spans.chunks_exact(SPAN_BYTES).enumerate() {
+        if is_row(b) {
+            let value = &data[Span::decode(b).value.as_usize()];
+            row::check(value).map_err(|error| BadSpans::Row { index, error })?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +450,7 @@ mod tests {
             value: r(value),
             timestamp,
             change: Default::default(),
+            encoding: Encoding::Bytes,
         }
     }
 
@@ -418,8 +481,8 @@ mod tests {
         assert_eq!(check(&ok, 3), Ok(1));
         assert_eq!(check(&[], 0), Ok(0));
         assert_eq!(check(&ok[..31], 3), Err(BadSpans::Length { bytes: 31 }));
-        // Bit 5 is unknown; kinds 5..7 in bits 2..5 are none.
-        for bits in [0x20, 5 << 2, 7 << 2] {
+        // Bit 6 is unknown; kinds 5..7 in bits 2..5 are none.
+        for bits in [0x40, 5 << 2, 7 << 2] {
             let mut flags = ok;
             flags[16] = bits;
             assert!(matches!(
@@ -435,6 +498,13 @@ mod tests {
             assert_eq!(check(&s.encode(), 3), Ok(1));
             assert_eq!(Span::decode(&s.encode()), s);
         }
+        let row = Span {
+            encoding: Encoding::Row,
+            ..span(None, (0, 3), Some(1))
+        };
+        assert_eq!(&row.encode()[16..20], &[0x22, 0, 0, 0]);
+        assert_eq!(Span::decode(&row.encode()), row);
+        assert!(is_row(&row.encode()) && !is_row(&ok));
         let mut reserved = ok;
         reserved[23] = 1;
         assert!(matches!(check(&reserved, 3), Err(BadSpans::Flags { .. })));
@@ -454,5 +524,29 @@ mod tests {
         let huge = span(None, (u32::MAX, u32::MAX), None).encode();
         assert_eq!(check(&huge, 8 << 30), Ok(1));
         assert!(check(&huge, 10).is_err());
+    }
+
+    #[test]
+    fn check_rows_checks_only_the_values_marked_rows() {
+        let mut data = alloc::vec::Vec::new();
+        row::RowWriter::new(&mut data).u64("n", 1);
+        let good = data.len() as u32;
+        data.extend_from_slice(&[9, 0]); // no row
+        let as_row = |value| Span {
+            encoding: Encoding::Row,
+            ..span(None, value, None)
+        };
+        let mut spans = alloc::vec::Vec::new();
+        spans.extend_from_slice(&as_row((0, good)).encode());
+        spans.extend_from_slice(&span(None, (good, 2), None).encode());
+        assert_eq!(check_rows(&spans, &data), Ok(()));
+        spans.extend_from_slice(&as_row((good, 2)).encode());
+        assert_eq!(
+            check_rows(&spans, &data),
+            Err(BadSpans::Row {
+                index: 2,
+                error: row::BadRow::Type { at: 0, code: 9 }
+            })
+        );
     }
 }

@@ -11,7 +11,8 @@
 //! host bug it is, which traps the instance. Unknown flag bits of a span
 //! from the host are ignored.
 
-use weir_flat::{Range, SPAN_BYTES, Span};
+use weir_flat::row::RowWriter;
+use weir_flat::{Encoding, Range, SPAN_BYTES, Span};
 
 use crate::error::{Error, Result};
 use crate::record::{Change, Record, RecordRef};
@@ -95,6 +96,19 @@ impl<'a> Batch<'a> {
             timestamp: span.timestamp,
             change: span.change,
         }
+    }
+
+    /// Whether record `index`'s value is a row ([`BatchBuf::push_row_with`]).
+    pub(crate) fn is_row(&self, index: usize) -> bool {
+        let at = index * SPAN_BYTES;
+        self.spans
+            .get(at..at + SPAN_BYTES)
+            .is_some_and(weir_flat::is_row)
+    }
+
+    /// The packed spans and the data, as the host receives them.
+    pub(crate) fn parts(&self) -> (&'a [u8], &'a [u8]) {
+        (self.spans, self.data)
     }
 
     /// The bytes of `range`; panics when they are not all in the data.
@@ -310,14 +324,51 @@ impl BatchBuf {
         timestamp: Option<i64>,
         write: impl FnOnce(&mut ValueWriter<'_>),
     ) {
+        let value = |data: &mut Vec<u8>| write(&mut ValueWriter::new(data));
+        self.push_span_with(change, Encoding::Bytes, key, timestamp, value);
+    }
+
+    /// Appends a record whose value is a row of typed fields that `write`
+    /// appends: no text is formatted here; whoever reads the record as
+    /// text (a sink, an operator) gets the row as a JSON object of its
+    /// fields in order.
+    ///
+    /// ```
+    /// let mut buf = weir_sdk::BatchBuf::new();
+    /// buf.push_row_with(Some(b"hi"), None, |row| {
+    ///     row.str("word", "hi").u64("count", 2);
+    /// });
+    /// assert_eq!(buf.len(), 1);
+    /// ```
+    #[inline]
+    pub fn push_row_with(
+        &mut self,
+        key: Option<&[u8]>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut RowWriter<'_>),
+    ) {
+        let value = |data: &mut Vec<u8>| write(&mut RowWriter::new(data));
+        self.push_span_with(Change::Insert, Encoding::Row, key, timestamp, value);
+    }
+
+    #[inline]
+    fn push_span_with(
+        &mut self,
+        change: Change,
+        encoding: Encoding,
+        key: Option<&[u8]>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
         let key = key.map(|k| self.append(|data| data.extend_from_slice(k)));
-        let value = self.append(|data| write(&mut ValueWriter::new(data)));
+        let value = self.append(write);
         self.spans.extend_from_slice(
             &Span {
                 key,
                 value,
                 timestamp,
                 change,
+                encoding,
             }
             .encode(),
         );
@@ -404,6 +455,7 @@ mod tests {
             value: range(1, 2),
             timestamp: None,
             change: Default::default(),
+            encoding: Default::default(),
         };
         assert_eq!(
             Batch::new(data, &packed(&[ok]))
@@ -466,6 +518,7 @@ mod tests {
             value: range(0, 4),
             timestamp: Some(-1),
             change: Default::default(),
+            encoding: Default::default(),
         };
         let spans = packed(&[span]);
         let rec = Batch::new(data, &spans).unwrap().get(0).unwrap();

@@ -86,6 +86,7 @@ pub use operator::Operator;
 pub use record::{Change, Record, RecordRef};
 pub use timer::{TimeDomain, Timer};
 pub use typed::{MapState, ValueState};
+pub use weir_flat::row::RowWriter;
 pub use writer::ValueWriter;
 
 #[doc(hidden)]

@@ -26,8 +26,6 @@ pub struct ValueWriter<'a> {
     start: usize,
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 impl<'a> ValueWriter<'a> {
     /// A writer appending to `buf`.
     #[inline]
@@ -86,39 +84,7 @@ impl<'a> ValueWriter<'a> {
     /// ```
     #[inline]
     pub fn push_json_str(&mut self, s: &str) {
-        self.buf.reserve(s.len() + 2);
-        self.buf.push(b'"');
-        let mut rest = s.as_bytes();
-        while let Some(i) = rest
-            .iter()
-            .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
-        {
-            self.buf.extend_from_slice(&rest[..i]);
-            self.push_escape(rest[i]);
-            rest = &rest[i + 1..];
-        }
-        self.buf.extend_from_slice(rest);
-        self.buf.push(b'"');
-    }
-
-    /// Appends the JSON escape of `b`, a control character, `"` or `\`.
-    fn push_escape(&mut self, b: u8) {
-        let short = match b {
-            b'"' => b'"',
-            b'\\' => b'\\',
-            b'\n' => b'n',
-            b'\r' => b'r',
-            b'\t' => b't',
-            0x08 => b'b',
-            0x0c => b'f',
-            _ => {
-                let hex = [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]];
-                self.buf.extend_from_slice(b"\\u00");
-                self.buf.extend_from_slice(&hex);
-                return;
-            }
-        };
-        self.buf.extend_from_slice(&[b'\\', short]);
+        weir_flat::json::push_str(self.buf, s);
     }
 
     /// Appends `n` in decimal, as JSON writes it.
@@ -129,18 +95,8 @@ impl<'a> ValueWriter<'a> {
     /// assert_eq!(buf.as_batch().get(0).unwrap().value, b"1234567890123");
     /// ```
     #[inline]
-    pub fn push_decimal(&mut self, mut n: u64) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.buf.extend_from_slice(&digits[at..]);
+    pub fn push_decimal(&mut self, n: u64) {
+        weir_flat::json::push_u64(self.buf, n);
     }
 
     /// The bytes of this value written so far.

@@ -90,6 +90,7 @@ fn each_export_calls_its_method_and_bad_spans_are_host_bugs() {
             value,
             timestamp: None,
             change: Default::default(),
+            encoding: Default::default(),
         };
         <Exports as flat_lifecycle::Guest>::process(0, b"1:1:1".to_vec(), span.encode().to_vec())
             .unwrap();

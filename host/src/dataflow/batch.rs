@@ -20,7 +20,7 @@ use std::time::Instant;
 use crate::Record;
 use crate::dataflow::provenance::Provenance;
 
-pub use weir_flat::{BadSpans, Change, Range, SPAN_BYTES, Span};
+pub use weir_flat::{BadSpans, Change, Encoding, Range, SPAN_BYTES, Span};
 
 /// Bytes a record costs besides its data, for limits and buffering
 /// accounting (the span and bookkeeping).
@@ -38,6 +38,10 @@ pub struct RecordRef<'a> {
     /// What it says about its row (an insert in a stream that is no
     /// changelog).
     pub change: Change,
+    /// How its value is written: a plugin's row stays one on the edges
+    /// and in checkpoints, and becomes JSON text for its reader
+    /// ([`Batch::rows_as_text`]).
+    pub encoding: Encoding,
 }
 
 impl RecordRef<'_> {
@@ -133,11 +137,12 @@ impl Batch {
     }
 
     /// A batch from a plugin's flat emit, checking the packed spans (see
-    /// [`weir_flat::check`]).
+    /// [`weir_flat::check`]). Values marked rows are checked where they are
+    /// read, by [`Batch::rows_as_text`] on the reader's thread.
     ///
     /// ```
     /// use weir::dataflow::batch::{Batch, Range, Span};
-    /// let span = Span { key: None, value: Range { offset: 0, len: 3 }, timestamp: None, change: Default::default() };
+    /// let span = Span { value: Range { offset: 0, len: 3 }, ..Span::default() };
     /// assert!(Batch::from_parts(b"abc".to_vec(), span.encode().to_vec()).is_ok());
     /// assert!(Batch::from_parts(b"ab".to_vec(), span.encode().to_vec()).is_err());
     /// ```
@@ -303,6 +308,17 @@ impl Batch {
         value: &[u8],
         timestamp: Option<i64>,
     ) {
+        self.push_encoded(change, Encoding::Bytes, key, value, timestamp);
+    }
+
+    fn push_encoded(
+        &mut self,
+        change: Change,
+        encoding: Encoding,
+        key: Option<&[u8]>,
+        value: &[u8],
+        timestamp: Option<i64>,
+    ) {
         let key = key.map(|k| self.range(k));
         let value = self.range(value);
         self.push_span(Span {
@@ -310,6 +326,7 @@ impl Batch {
             value,
             timestamp,
             change,
+            encoding,
         });
     }
 
@@ -321,16 +338,12 @@ impl Batch {
     /// assert_eq!(b.get(0).key, Some(&b"w"[..]));
     /// ```
     pub fn push_keyed_by_value(&mut self, value: &[u8], timestamp: Option<i64>) {
-        self.push_keyed_by_value_change(Change::Insert, value, timestamp);
-    }
-
-    fn push_keyed_by_value_change(&mut self, change: Change, value: &[u8], timestamp: Option<i64>) {
         let value = self.range(value);
         self.push_span(Span {
             key: Some(value),
             value,
             timestamp,
-            change,
+            ..Span::default()
         });
     }
 
@@ -345,9 +358,16 @@ impl Batch {
     /// ```
     pub fn push_ref(&mut self, r: RecordRef<'_>) {
         if r.key_is_value() {
-            self.push_keyed_by_value_change(r.change, r.value, r.timestamp)
+            let value = self.range(r.value);
+            self.push_span(Span {
+                key: Some(value),
+                value,
+                timestamp: r.timestamp,
+                change: r.change,
+                encoding: r.encoding,
+            });
         } else {
-            self.push_change(r.change, r.key, r.value, r.timestamp)
+            self.push_encoded(r.change, r.encoding, r.key, r.value, r.timestamp)
         }
     }
 
@@ -383,8 +403,7 @@ impl Batch {
             self.push_span(Span {
                 key: s.key.map(shift),
                 value: shift(s.value),
-                timestamp: s.timestamp,
-                change: s.change,
+                ..s
             });
         }
     }
@@ -411,6 +430,7 @@ impl Batch {
             value: self.slice(s.value),
             timestamp: s.timestamp,
             change: s.change,
+            encoding: s.encoding,
         }
     }
 
@@ -462,6 +482,52 @@ impl Batch {
             .chunks_exact(SPAN_BYTES)
             .filter_map(weir_flat::timestamp)
             .max()
+    }
+
+    /// Whether a record's value is a row ([`Encoding::Row`]).
+    pub fn has_rows(&self) -> bool {
+        (self.spans.chunks_exact(SPAN_BYTES)).any(weir_flat::is_row)
+    }
+
+    /// The batch as its reader sees it: every row written as the JSON
+    /// object of its fields (as `serde_json` writes it), everything else as
+    /// it is; `self` itself when it has no row. Called by each sink and
+    /// operator instance on the batches it receives, so a plugin's rows
+    /// are checked and encoded once, on the reader's thread, not on the
+    /// thread of the plugin that wrote them. An error names the first
+    /// value marked a row that is none (a bug in the plugin that emitted
+    /// it).
+    ///
+    /// ```
+    /// use weir::dataflow::batch::{Batch, Encoding, Range, Span};
+    /// let mut row = Vec::new();
+    /// weir_flat::row::RowWriter::new(&mut row).str("w", "a").u64("n", 2);
+    /// let span = Span { value: Range { offset: 0, len: row.len() as u32 }, encoding: Encoding::Row, ..Span::default() };
+    /// let b = Batch::from_parts(row, span.encode().to_vec()).unwrap().rows_as_text().unwrap();
+    /// assert_eq!(b.get(0).value, br#"{"w":"a","n":2}"#);
+    /// assert_eq!(b.get(0).encoding, Encoding::Bytes);
+    /// let bad = Span { value: Range { offset: 0, len: 1 }, ..span };
+    /// assert!(Batch::from_parts(vec![9], bad.encode().to_vec()).unwrap().rows_as_text().is_err());
+    /// ```
+    pub fn rows_as_text(self) -> Result<Batch, BadSpans> {
+        if !self.has_rows() {
+            return Ok(self);
+        }
+        let mut out = Batch::with_capacity(self.len(), self.data.len() * 2);
+        let mut json = Vec::new();
+        for (index, r) in self.iter().enumerate() {
+            if r.encoding == Encoding::Row {
+                json.clear();
+                weir_flat::row::write_json(r.value, &mut json)
+                    .map_err(|error| BadSpans::Row { index, error })?;
+                out.push_change(r.change, r.key, &json, r.timestamp);
+            } else {
+                out.push_ref(r);
+            }
+        }
+        out.origin = self.origin;
+        out.provenance = self.provenance;
+        Ok(out)
     }
 
     /// Whether a record says anything but [`Change::Insert`].
@@ -593,6 +659,90 @@ mod tests {
 
     use super::*;
 
+    /// A batch of rows `{"n":i}` (keyed `k<i>`, at time i, record 1 a
+    /// delete) with the plain value `plain` between the first two.
+    fn rows_and_text(plain: &[u8]) -> Batch {
+        let mut b = Batch::new();
+        for i in 0..3u64 {
+            let mut row = Vec::new();
+            weir_flat::row::RowWriter::new(&mut row).u64("n", i);
+            let change = if i == 1 {
+                Change::Delete
+            } else {
+                Change::Insert
+            };
+            let key = format!("k{i}");
+            b.push_encoded(
+                change,
+                Encoding::Row,
+                Some(key.as_bytes()),
+                &row,
+                Some(i as i64),
+            );
+            if i == 0 {
+                b.push(None, plain, None);
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn rows_stay_rows_through_every_copy_and_become_json_for_readers() {
+        let mut b = rows_and_text(b"plain");
+        b.set_provenance(Some(Arc::new(Provenance {
+            source: "in".into(),
+            place: "line 1".into(),
+            records: 4,
+        })));
+        let encodings = |b: &Batch| b.iter().map(|r| r.encoding).collect::<Vec<_>>();
+        let (row, bytes) = (Encoding::Row, Encoding::Bytes);
+        assert_eq!(encodings(&b), [row, bytes, row, row]);
+        assert_eq!(encodings(&b.select(&[1, 3])), [bytes, row]);
+        let mut appended = Batch::new();
+        appended.push(None, b"first", None);
+        appended.append(&b);
+        assert_eq!(encodings(&appended), [bytes, row, bytes, row, row]);
+        let parts = b.partition(2, |k| usize::from(k == Some(b"k2")));
+        assert_eq!(encodings(&parts[0]), [row, bytes, row]);
+        assert_eq!(encodings(&parts[1]), [row]);
+        let mut framed = Vec::new();
+        crate::dataflow::frame::write(&mut framed, &b).unwrap();
+        let read = crate::dataflow::frame::read(&mut &framed[..])
+            .unwrap()
+            .unwrap();
+        assert_eq!(read, b);
+
+        let text = b.clone().rows_as_text().unwrap();
+        assert_eq!(encodings(&text), [bytes; 4]);
+        assert!(!text.has_rows() && b.has_rows());
+        let values: Vec<&[u8]> = text.iter().map(|r| r.value).collect();
+        assert_eq!(
+            values,
+            [&br#"{"n":0}"#[..], b"plain", br#"{"n":1}"#, br#"{"n":2}"#]
+        );
+        for (was, now) in b.iter().zip(text.iter()) {
+            assert_eq!(
+                (was.key, was.timestamp, was.change),
+                (now.key, now.timestamp, now.change)
+            );
+        }
+        assert_eq!(text.provenance(), b.provenance());
+        // A batch without rows is handed back as it is.
+        let plain = Batch::from(vec![Record::new(b"x".to_vec())]);
+        assert_eq!(plain.clone().rows_as_text().unwrap(), plain);
+    }
+
+    #[test]
+    fn a_value_marked_a_row_that_is_none_is_named_when_read() {
+        let mut b = rows_and_text(b"plain");
+        b.push_encoded(Change::Insert, Encoding::Row, None, &[6, 0, 9], None);
+        let e = b.rows_as_text().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "record 4 of a flat batch: the row ends inside its field at byte 0"
+        );
+    }
+
     fn rec(key: Option<&str>, value: &str, ts: Option<i64>) -> Record {
         Record {
             key: key.map(|k| k.as_bytes().to_vec()),
@@ -720,7 +870,7 @@ mod tests {
             key,
             value,
             timestamp: Some(4),
-            change: Default::default(),
+            ..Span::default()
         };
         let ok =
             Batch::from_parts(b"abc".to_vec(), packed(&[span(Some(r(0, 1)), r(1, 2))])).unwrap();

@@ -23,6 +23,9 @@
 //! - What a call emitted on output port `p` goes to the consumers wired to
 //!   `p`, ports in order; a port nothing consumes drops it
 //!   (`run::warn_unconsumed_outputs` warns about each such port).
+//! - A plugin reads text: the rows of a batch it receives (another
+//!   plugin's [`Encoding::Row`](crate::dataflow::batch::Encoding) values)
+//!   are written as JSON on this thread first ([`Batch::rows_as_text`]).
 //! - A batch a replay found bad records in ([`BadInputs`]) goes to the
 //!   plugin without them, as its `on_error` says ([`BadRecords`]); the
 //!   others in one call, or one call each while the replay looks for the
@@ -269,6 +272,16 @@ impl InputHandler for InstanceTask {
     }
 
     fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
+        let batch = batch.rows_as_text().map_err(|error| {
+            self.shared.fail(TaskError::BadRow {
+                reader: format!(
+                    "input `{}` of operator `{}`",
+                    input_name(&self.instance, port),
+                    self.operator
+                ),
+                error,
+            })
+        })?;
         let inputs = self.bad_inputs.clone();
         let found = (batch.provenance()).and_then(|from| inputs.of(&self.operator, from));
         let Some(found) = found else {

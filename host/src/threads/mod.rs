@@ -62,6 +62,18 @@ pub enum TaskError {
         /// The last bad record: where, and what is wrong.
         last: String,
     },
+    /// A batch that `reader` received holds a value marked a row that is
+    /// none.
+    #[error(
+        "{reader} received a malformed row, a bug in the plugin that emitted it (the operator upstream): {error}"
+    )]
+    BadRow {
+        /// The sink or operator input that read it: ``sink `out` `` or
+        /// ``input `in` of operator `count` ``.
+        reader: String,
+        /// What is wrong, and with which record of the batch.
+        error: crate::dataflow::batch::BadSpans,
+    },
     /// A source failed.
     #[error(transparent)]
     Source(#[from] SourceError),

@@ -16,6 +16,9 @@
 //!   exactly-once sink keeps one origin per millisecond of arrival (at
 //!   most [`ORIGINS_KEPT`] per epoch), so the bookkeeping stays small
 //!   however long an epoch runs.
+//! - A sink reads text: the rows of a batch (a plugin's
+//!   [`Encoding::Row`](crate::dataflow::batch::Encoding) values) are
+//!   written as JSON on this thread before the sink sees the batch.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -179,6 +182,12 @@ impl SinkTask {
 
 impl InputHandler for SinkTask {
     fn on_batch(&mut self, _port: u32, batch: Batch) -> Result<(), Cancelled> {
+        let batch = batch.rows_as_text().map_err(|error| {
+            self.shared.fail(TaskError::BadRow {
+                reader: format!("sink `{}`", self.id),
+                error,
+            })
+        })?;
         let (n, bytes) = (batch.len() as u64, batch.data_bytes() as u64);
         let batch = self.pass(batch)?;
         let (sink, shared) = (&mut self.sink, &self.shared);

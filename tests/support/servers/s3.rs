@@ -83,8 +83,9 @@ fn get_json(port: u16, path: &str) -> Result<Value, String> {
 
 /// A private S3 endpoint, `http://127.0.0.1:PORT`, with one bucket
 /// (`weir-os`) that requires signed requests with its credentials. Its
-/// folder ([`folder_parent`]: in memory when it can) holds `data/` (the objects, the filer's metadata), `s3.port`,
-/// its Unix sockets and `s3.log`; it also listens on the next four ports
+/// folder, in memory (`/dev/shm`) when there is one, holds `data/` (the
+/// objects, the filer's metadata), `s3.port`, its Unix sockets and
+/// `s3.log`; it also listens on the next four ports
 /// and on each of the five + 10000 (gRPC), all on 127.0.0.1 only. Killed
 /// when dropped; a watchdog kills it when the test process ends without
 /// dropping it. Its bucket name and credentials are `scripts/services.sh`'s

@@ -15,9 +15,10 @@
 //! - A record emitted without a timestamp gets the call's default
 //!   (`InstanceState::default_timestamp`): the largest timestamp of the
 //!   batch being processed, or the time of the last timer being fired.
-//! - A flat emit whose span points outside its data traps
-//!   ([`Batch::from_parts`]), so every buffered batch has all its spans
-//!   inside its data.
+//! - A flat emit whose span points outside its data, or whose value
+//!   marked a row is none, traps ([`Batch::from_parts`]), so every
+//!   buffered batch has all its spans inside its data and only well-formed
+//!   rows.
 
 use crate::Record;
 use crate::dataflow::batch::{Batch, SPAN_BYTES};

@@ -1,0 +1,97 @@
+//! JSON text as `serde_json` writes it, for the few values Weir writes by
+//! hand on hot paths (a plugin's output through the SDK, a [`row`](crate::row)
+//! encoded by the host): strings with the same escapes, integers in
+//! decimal, floats as `ryu` writes them and `null` for the non-finite ones.
+//! The host's and the SDK's text is then byte for byte `serde_json`'s.
+
+use alloc::vec::Vec;
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `s` as a JSON string: quoted, with `"`, `\` and the control
+/// characters escaped as `serde_json` escapes them (short forms where JSON
+/// has them, else `\u00XX`), everything else as is.
+///
+/// ```
+/// let mut out = Vec::new();
+/// weir_flat::json::push_str(&mut out, "say \"hi\"\n\u{1}é");
+/// assert_eq!(String::from_utf8(out).unwrap(), r#""say \"hi\"\n\u0001é""#);
+/// ```
+#[inline]
+pub fn push_str(out: &mut Vec<u8>, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let mut rest = s.as_bytes();
+    while let Some(i) = rest
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    {
+        out.extend_from_slice(&rest[..i]);
+        push_escape(out, rest[i]);
+        rest = &rest[i + 1..];
+    }
+    out.extend_from_slice(rest);
+    out.push(b'"');
+}
+
+/// Appends the JSON escape of `b`, a control character, `"` or `\`.
+fn push_escape(out: &mut Vec<u8>, b: u8) {
+    let short = match b {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        0x08 => b'b',
+        0x0c => b'f',
+        _ => {
+            let hex = [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]];
+            out.extend_from_slice(b"\\u00");
+            out.extend_from_slice(&hex);
+            return;
+        }
+    };
+    out.extend_from_slice(&[b'\\', short]);
+}
+
+/// Appends `n` in decimal.
+///
+/// ```
+/// let mut out = Vec::new();
+/// weir_flat::json::push_u64(&mut out, 1234567890123);
+/// assert_eq!(out, b"1234567890123");
+/// ```
+#[inline]
+pub fn push_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends `n` in decimal, `-` first when negative.
+///
+/// ```
+/// let mut out = Vec::new();
+/// weir_flat::json::push_i64(&mut out, i64::MIN);
+/// assert_eq!(out, b"-9223372036854775808");
+/// ```
+#[inline]
+pub fn push_i64(out: &mut Vec<u8>, n: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends `x` as `serde_json` writes an `f64`: the shortest text that
+/// reads back as `x` (`1.0`, `1e300`), `null` when it is not finite.
+///
+/// ```
+/// let mut out = Vec::new();
+/// weir_flat::json::push_f64(&mut out, 0.1);
+/// weir_flat::json::push_f64(&mut out, f64::NAN);
+/// assert_eq!(out, b"0.1null");
+/// ```
+#[inline]
+pub fn push_f64(out: &mut Vec<u8>, x: f64) {
+    if x.is_finite() {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+}

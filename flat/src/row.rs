@@ -1,0 +1,413 @@
+//! Rows: a record's value as named, typed fields, which a plugin writes
+//! without formatting any text ([`RowWriter`]) and the host encodes once,
+//! on the thread that reads the record ([`write_json`]). A span says its
+//! value is a row with [`Encoding::Row`](crate::Encoding::Row).
+//!
+//! A row is its fields one after another, each:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 1 | type: 0 null, 1 false, 2 true, 3 signed integer, 4 unsigned integer, 5 float, 6 string |
+//! | 1 | the name's length `n` |
+//! | `n` | the name, UTF-8 |
+//! | 8 | for an integer or a float: the number (`i64`, `u64`, `f64`, little-endian) |
+//! | 4 + `m` | for a string: its length `m` (`u32`, little-endian), then its bytes, UTF-8 |
+//!
+//! As JSON a row is an object of its fields in their order (a name given
+//! twice appears twice). [`check`] validates a row from the other side of
+//! the Wasm boundary.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::json;
+
+const NULL: u8 = 0;
+const FALSE: u8 = 1;
+const TRUE: u8 = 2;
+const INT: u8 = 3;
+const UINT: u8 = 4;
+const FLOAT: u8 = 5;
+const STRING: u8 = 6;
+
+/// The value of one field of a row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value<'a> {
+    /// JSON `null`.
+    Null,
+    /// `true` or `false`.
+    Bool(bool),
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer.
+    Uint(u64),
+    /// A float (JSON `null` when not finite, as `serde_json` writes it).
+    Float(f64),
+    /// A string.
+    Str(&'a str),
+}
+
+/// Why bytes are no row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadRow {
+    /// The row ends inside the field that starts at byte `at`.
+    Truncated {
+        /// Where the field starts.
+        at: usize,
+    },
+    /// The field at byte `at` has a type no row has.
+    Type {
+        /// Where the field starts.
+        at: usize,
+        /// Its type byte.
+        code: u8,
+    },
+    /// The name or string of the field at byte `at` is not UTF-8.
+    Utf8 {
+        /// Where the field starts.
+        at: usize,
+    },
+}
+
+impl fmt::Display for BadRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BadRow::Truncated { at } => write!(f, "the row ends inside its field at byte {at}"),
+            BadRow::Type { at, code } => {
+                write!(f, "the row's field at byte {at} has unknown type {code}")
+            }
+            BadRow::Utf8 { at } => {
+                write!(
+                    f,
+                    "the row's field at byte {at} has a name or string that is not UTF-8"
+                )
+            }
+        }
+    }
+}
+
+/// Appends fields to a row in a buffer (a record's value being written).
+///
+/// ```
+/// let mut buf = Vec::new();
+/// weir_flat::row::RowWriter::new(&mut buf).str("word", "hi").u64("count", 2);
+/// let mut json = Vec::new();
+/// weir_flat::row::write_json(&buf, &mut json).unwrap();
+/// assert_eq!(json, br#"{"word":"hi","count":2}"#);
+/// ```
+#[derive(Debug)]
+pub struct RowWriter<'a> {
+    buf: &'a mut Vec<u8>,
+}
+
+impl<'a> RowWriter<'a> {
+    /// A writer appending fields to `buf`.
+    #[inline]
+    pub fn new(buf: &'a mut Vec<u8>) -> Self {
+        RowWriter { buf }
+    }
+
+    /// The type and the name of a field.
+    ///
+    /// # Panics
+    ///
+    /// When `name` is longer than 255 bytes.
+    #[inline]
+    fn head(&mut self, code: u8, name: &str) {
+        let len = u8::try_from(name.len()).unwrap_or_else(|_| {
+            panic!(
+                "a row's field name is at most 255 bytes, not {}",
+                name.len()
+            )
+        });
+        self.buf.extend_from_slice(&[code, len]);
+        self.buf.extend_from_slice(name.as_bytes());
+    }
+
+    /// Appends field `name` with JSON `null`.
+    #[inline]
+    pub fn null(&mut self, name: &str) -> &mut Self {
+        self.head(NULL, name);
+        self
+    }
+
+    /// Appends field `name` with `v`.
+    #[inline]
+    pub fn bool(&mut self, name: &str, v: bool) -> &mut Self {
+        self.head(if v { TRUE } else { FALSE }, name);
+        self
+    }
+
+    /// Appends field `name` with the signed integer `v`.
+    #[inline]
+    pub fn i64(&mut self, name: &str, v: i64) -> &mut Self {
+        self.head(INT, name);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    /// Appends field `name` with the unsigned integer `v`.
+    #[inline]
+    pub fn u64(&mut self, name: &str, v: u64) -> &mut Self {
+        self.head(UINT, name);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    /// Appends field `name` with the float `v`.
+    #[inline]
+    pub fn f64(&mut self, name: &str, v: f64) -> &mut Self {
+        self.head(FLOAT, name);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    /// Appends field `name` with the string `v`.
+    ///
+    /// # Panics
+    ///
+    /// When `v` is 4 GiB or longer.
+    #[inline]
+    pub fn str(&mut self, name: &str, v: &str) -> &mut Self {
+        self.head(STRING, name);
+        let len = u32::try_from(v.len()).expect("a row's string is under 4 GiB");
+        self.buf.extend_from_slice(&len.to_le_bytes());
+        self.buf.extend_from_slice(v.as_bytes());
+        self
+    }
+}
+
+/// The fields of a row, in order, each checked as it is read.
+///
+/// ```
+/// use weir_flat::row::{fields, RowWriter, Value};
+/// let mut buf = Vec::new();
+/// RowWriter::new(&mut buf).i64("t", -1).null("x");
+/// let read: Vec<_> = fields(&buf).collect::<Result<_, _>>().unwrap();
+/// assert_eq!(read, [("t", Value::Int(-1)), ("x", Value::Null)]);
+/// ```
+pub fn fields(row: &[u8]) -> Fields<'_> {
+    Fields { row, at: 0 }
+}
+
+/// The iterator of [`fields`]; it ends after the first error.
+#[derive(Debug, Clone)]
+pub struct Fields<'a> {
+    row: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    /// `n` bytes from `from`, if the row has them.
+    fn take(&self, from: usize, n: usize) -> Option<&'a [u8]> {
+        self.row.get(from..from.checked_add(n)?)
+    }
+
+    /// The field at `self.at` and where the next one starts.
+    fn field(&self) -> Result<((&'a str, Value<'a>), usize), BadRow> {
+        let at = self.at;
+        let truncated = BadRow::Truncated { at };
+        let head = self.take(at, 2).ok_or(truncated)?;
+        let (code, name_len) = (head[0], usize::from(head[1]));
+        let name = self.take(at + 2, name_len).ok_or(truncated)?;
+        let name = core::str::from_utf8(name).map_err(|_| BadRow::Utf8 { at })?;
+        let body = at + 2 + name_len;
+        let word = || -> Result<[u8; 8], BadRow> {
+            let b = self.take(body, 8).ok_or(truncated)?;
+            Ok(b.try_into().expect("8 bytes"))
+        };
+        let (value, end) = match code {
+            NULL => (Value::Null, body),
+            FALSE => (Value::Bool(false), body),
+            TRUE => (Value::Bool(true), body),
+            INT => (Value::Int(i64::from_le_bytes(word()?)), body + 8),
+            UINT => (Value::Uint(u64::from_le_bytes(word()?)), body + 8),
+            FLOAT => (Value::Float(f64::from_le_bytes(word()?)), body + 8),
+            STRING => {
+                let len = self.take(body, 4).ok_or(truncated)?;
+                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                let s = self.take(body + 4, len).ok_or(truncated)?;
+                let s = core::str::from_utf8(s).map_err(|_| BadRow::Utf8 { at })?;
+                (Value::Str(s), body + 4 + len)
+            }
+            code => return Err(BadRow::Type { at, code }),
+        };
+        Ok(((name, value), end))
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(&'a str, Value<'a>), BadRow>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at >= self.row.len() {
+            return None;
+        }
+        match self.field() {
+            Ok((field, end)) => {
+                self.at = end;
+                Some(Ok(field))
+            }
+            Err(e) => {
+                self.at = self.row.len();
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Checks that `row` is a whole number of well-formed fields; returns how
+/// many.
+///
+/// ```
+/// let mut buf = Vec::new();
+/// weir_flat::row::RowWriter::new(&mut buf).str("a", "b");
+/// assert_eq!(weir_flat::row::check(&buf), Ok(1));
+/// assert!(weir_flat::row::check(&buf[..buf.len() - 1]).is_err());
+/// ```
+pub fn check(row: &[u8]) -> Result<usize, BadRow> {
+    fields(row).try_fold(0, |n, field| field.map(|_| n + 1))
+}
+
+/// Appends `row` as a JSON object of its fields in order, as `serde_json`
+/// writes one ([`json`]); an error, with nothing written, when it is no
+/// row.
+pub fn write_json(row: &[u8], out: &mut Vec<u8>) -> Result<(), BadRow> {
+    let start = out.len();
+    out.push(b'{');
+    for (i, field) in fields(row).enumerate() {
+        let (name, value) = match field {
+            Ok(field) => field,
+            Err(e) => {
+                out.truncate(start);
+                return Err(e);
+            }
+        };
+        if i > 0 {
+            out.push(b',');
+        }
+        json::push_str(out, name);
+        out.push(b':');
+        match value {
+            Value::Null => out.extend_from_slice(b"null"),
+            Value::Bool(true) => out.extend_from_slice(b"true"),
+            Value::Bool(false) => out.extend_from_slice(b"false"),
+            Value::Int(n) => json::push_i64(out, n),
+            Value::Uint(n) => json::push_u64(out, n),
+            Value::Float(x) => json::push_f64(out, x),
+            Value::Str(s) => json::push_str(out, s),
+        }
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::String;
+    use alloc::vec;
+
+    fn every_type() -> Vec<u8> {
+        let mut buf = Vec::new();
+        RowWriter::new(&mut buf)
+            .null("n")
+            .bool("t", true)
+            .bool("f", false)
+            .i64("i", i64::MIN)
+            .u64("u", u64::MAX)
+            .f64("x", -1.5e-7)
+            .f64("nan", f64::NAN)
+            .str("s", "q\"\\\n\u{1}\u{7f}é日")
+            .str("", "");
+        buf
+    }
+
+    #[test]
+    fn every_type_reads_back_and_writes_json() {
+        let row = every_type();
+        assert_eq!(check(&row), Ok(9));
+        let read: Vec<_> = fields(&row).map(Result::unwrap).collect();
+        assert_eq!(read[3], ("i", Value::Int(i64::MIN)));
+        assert_eq!(read[4], ("u", Value::Uint(u64::MAX)));
+        assert_eq!(read[7], ("s", Value::Str("q\"\\\n\u{1}\u{7f}é日")));
+        let mut out = Vec::new();
+        write_json(&row, &mut out).unwrap();
+        // What serde_json writes for each value.
+        let js = |v: serde_json::Value| serde_json::to_string(&v).unwrap();
+        let expected = [
+            ("n", js(serde_json::Value::Null)),
+            ("t", js(true.into())),
+            ("f", js(false.into())),
+            ("i", js(i64::MIN.into())),
+            ("u", js(u64::MAX.into())),
+            ("x", js((-1.5e-7).into())),
+            ("nan", js(serde_json::Value::Null)),
+            ("s", js("q\"\\\n\u{1}\u{7f}é日".into())),
+            ("", js("".into())),
+        ]
+        .map(|(name, value)| alloc::format!("{}:{value}", js(name.into())))
+        .join(",");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            alloc::format!("{{{expected}}}")
+        );
+        assert!(expected.contains(r#""x":-1.5e-7"#), "{expected}");
+        let mut out = vec![b'x'];
+        write_json(&[], &mut out).unwrap();
+        assert_eq!(out, b"x{}");
+    }
+
+    #[test]
+    fn every_cut_of_a_row_is_refused_and_writes_nothing() {
+        let row = every_type();
+        let ends: Vec<usize> = {
+            let mut ends = Vec::new();
+            let mut it = fields(&row);
+            while it.next().is_some() {
+                ends.push(it.at);
+            }
+            ends
+        };
+        for cut in 0..row.len() {
+            let whole = ends.iter().filter(|&&e| e <= cut).count();
+            let result = check(&row[..cut]);
+            if ends.contains(&cut) || cut == 0 {
+                assert_eq!(result, Ok(whole), "cut at {cut}");
+            } else {
+                let at = if whole == 0 { 0 } else { ends[whole - 1] };
+                assert_eq!(result, Err(BadRow::Truncated { at }), "cut at {cut}");
+                let mut out = vec![b'x'];
+                assert!(write_json(&row[..cut], &mut out).is_err());
+                assert_eq!(out, b"x");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_types_and_bad_utf8_are_refused() {
+        assert_eq!(check(&[7, 0]), Err(BadRow::Type { at: 0, code: 7 }));
+        assert_eq!(check(&[NULL, 1, 0xff]), Err(BadRow::Utf8 { at: 0 }));
+        let mut row = Vec::new();
+        RowWriter::new(&mut row).null("a").str("b", "é");
+        let last = row.len() - 1;
+        row[last] = 0xff;
+        assert_eq!(check(&row), Err(BadRow::Utf8 { at: 3 }));
+        // A string's length past the row's end.
+        assert_eq!(
+            check(&[STRING, 0, 9, 0, 0, 0, b'a']),
+            Err(BadRow::Truncated { at: 0 })
+        );
+        assert_eq!(
+            check(&[STRING, 0, 0xff, 0xff, 0xff, 0xff]),
+            Err(BadRow::Truncated { at: 0 })
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "at most 255 bytes")]
+    fn a_name_over_255_bytes_panics() {
+        let name = "n".repeat(256);
+        RowWriter::new(&mut Vec::new()).null(&name);
+    }
+}
