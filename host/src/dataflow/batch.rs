@@ -514,16 +514,27 @@ impl Batch {
             return Ok(self);
         }
         let mut out = Batch::with_capacity(self.len(), self.data.len() * 2);
-        let mut json = Vec::new();
+        let mut writer = weir_flat::row::JsonWriter::default();
         for (index, r) in self.iter().enumerate() {
-            if r.encoding == Encoding::Row {
-                json.clear();
-                weir_flat::row::write_json(r.value, &mut json)
-                    .map_err(|error| BadSpans::Row { index, error })?;
-                out.push_change(r.change, r.key, &json, r.timestamp);
-            } else {
+            if r.encoding != Encoding::Row {
                 out.push_ref(r);
+                continue;
             }
+            let key = r.key.map(|k| out.range(k));
+            let start = out.data.len();
+            (writer.write(r.value, &mut out.data))
+                .map_err(|error| BadSpans::Row { index, error })?;
+            let value = Range {
+                offset: offset_of(start),
+                len: offset_of(out.data.len() - start),
+            };
+            out.push_span(Span {
+                key,
+                value,
+                timestamp: r.timestamp,
+                change: r.change,
+                encoding: Encoding::Bytes,
+            });
         }
         out.origin = self.origin;
         out.provenance = self.provenance;

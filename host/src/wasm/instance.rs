@@ -389,10 +389,19 @@ impl OperatorInstance {
             .unwrap_or_default()
     }
 
-    /// [`take_output_batch`](Self::take_output_batch) as owned records
-    /// (tests and tools).
+    /// [`take_output_batch`](Self::take_output_batch) as owned records, as
+    /// a reader sees them: rows written as JSON text
+    /// ([`Batch::rows_as_text`]) (tests and tools).
+    ///
+    /// # Panics
+    ///
+    /// When the plugin emitted a value marked a row that is none (the
+    /// threads of a job fail its reader instead).
     pub fn take_output(&mut self, port: u32) -> Vec<Record> {
-        self.take_output_batch(port).to_records()
+        let batch = self.take_output_batch(port).rows_as_text();
+        batch
+            .unwrap_or_else(|e| panic!("the plugin emitted a malformed row on port {port}: {e}"))
+            .to_records()
     }
 
     /// Number of output ports.
