@@ -182,13 +182,19 @@ fn the_metrics_body_counts_what_the_job_did_and_escapes_labels() {
     let line_bytes: usize = words.iter().map(String::len).sum();
     assert_eq!(value("weir_bytes_out_total", &source), line_bytes as f64);
     assert_eq!(value("weir_bytes_in_total", &count), line_bytes as f64);
-    // word-count's records: the word as key, the output line as value.
-    let out_bytes: usize = j
-        .read("out.jsonl")
-        .lines()
-        .map(|l| l.len() + parse_counts(l).keys().next().unwrap().len())
+    // word-count's records: the word as key, and as value a row (fields
+    // `word`, a string, and `count`, a u64) where it is emitted, the JSON
+    // line where the sink reads it.
+    let words_out: Vec<String> = (j.read("out.jsonl").lines())
+        .map(|l| parse_counts(l).into_keys().next().unwrap())
+        .collect();
+    let row_bytes = |w: &str| (2 + "word".len() + 4 + w.len()) + (2 + "count".len() + 8);
+    let emitted: usize = words_out.iter().map(|w| w.len() + row_bytes(w)).sum();
+    assert_eq!(value("weir_bytes_out_total", &count), emitted as f64);
+    let out_bytes: usize = (j.read("out.jsonl").lines())
+        .zip(&words_out)
+        .map(|(l, w)| l.len() + w.len())
         .sum();
-    assert_eq!(value("weir_bytes_out_total", &count), out_bytes as f64);
     assert_eq!(value("weir_bytes_in_total", &sink), out_bytes as f64);
     let checkpoints = value("weir_checkpoints_total", &format!("{{{job}}}"));
     assert!(checkpoints >= 1.0, "{body}");
