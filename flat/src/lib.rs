@@ -18,8 +18,8 @@
 //!
 //! Both lists cross the Wasm boundary as one copy each, however many
 //! records they hold. [`check`] validates spans from the other side of the
-//! boundary, and [`check_rows`] the rows they point at; [`Span::decode`]
-//! then never fails.
+//! boundary; [`Span::decode`] then never fails. The rows they point at are
+//! checked where they are read ([`row::write_json`]).
 
 #![no_std]
 
@@ -420,25 +420,6 @@ pub fn check(spans: &[u8], data_len: usize) -> Result<usize, BadSpans> {
     Ok(spans.len() / SPAN_BYTES)
 }
 
-/// Checks the value of every record of packed `spans` that is a [`row`]
-/// (spans [`check`] accepted for `data`).
-///
-/// ```
-/// use weir_flat::{check_rows, Encoding, Range, Span};
-/// let s = Span { value: Range { offset: 0, len: 2 }, encoding: Encoding::Row, ..Span::default() };
-/// assert!(check_rows(&s.encode(), &[0, 0]).is_ok()); // a null named ""
-/// assert!(check_rows(&s.encode(), &[9, 0]).is_err());
-/// ```
-pub fn check_rows(spans: &[u8], data: &[u8]) -> Result<(), BadSpans> {
-    for (index, b) in spans.chunks_exact(SPAN_BYTES).enumerate() {
-        if is_row(b) {
-            let value = &data[Span::decode(b).value.as_usize()];
-            row::check(value).map_err(|error| BadSpans::Row { index, error })?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,29 +505,5 @@ mod tests {
         let huge = span(None, (u32::MAX, u32::MAX), None).encode();
         assert_eq!(check(&huge, 8 << 30), Ok(1));
         assert!(check(&huge, 10).is_err());
-    }
-
-    #[test]
-    fn check_rows_checks_only_the_values_marked_rows() {
-        let mut data = alloc::vec::Vec::new();
-        row::RowWriter::new(&mut data).u64("n", 1);
-        let good = data.len() as u32;
-        data.extend_from_slice(&[9, 0]); // no row
-        let as_row = |value| Span {
-            encoding: Encoding::Row,
-            ..span(None, value, None)
-        };
-        let mut spans = alloc::vec::Vec::new();
-        spans.extend_from_slice(&as_row((0, good)).encode());
-        spans.extend_from_slice(&span(None, (good, 2), None).encode());
-        assert_eq!(check_rows(&spans, &data), Ok(()));
-        spans.extend_from_slice(&as_row((good, 2)).encode());
-        assert_eq!(
-            check_rows(&spans, &data),
-            Err(BadSpans::Row {
-                index: 2,
-                error: row::BadRow::Type { at: 0, code: 9 }
-            })
-        );
     }
 }

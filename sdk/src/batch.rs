@@ -106,11 +106,6 @@ impl<'a> Batch<'a> {
             .is_some_and(weir_flat::is_row)
     }
 
-    /// The packed spans and the data, as the host receives them.
-    pub(crate) fn parts(&self) -> (&'a [u8], &'a [u8]) {
-        (self.spans, self.data)
-    }
-
     /// The bytes of `range`; panics when they are not all in the data.
     #[inline]
     fn slice(&self, range: Range) -> &'a [u8] {

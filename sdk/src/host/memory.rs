@@ -209,8 +209,6 @@ impl MemoryHost {
     pub(crate) fn emit_flat(&mut self, port: u32, data: &[u8], spans: &[u8]) {
         // The real host checks the spans too, and traps on a bad one.
         let batch = Batch::new(data, spans).expect("the SDK emits valid spans");
-        let (spans, data) = batch.parts();
-        weir_flat::check_rows(spans, data).expect("the SDK emits valid rows");
         self.calls.emit += 1;
         // Reading the batch must not move the operator's current timestamp.
         let current = crate::timer::current();
@@ -222,7 +220,8 @@ impl MemoryHost {
             if batch.is_row(i) {
                 // A row reaches sinks and operators as its JSON text.
                 rec.value.clear();
-                weir_flat::row::write_json(r.value, &mut rec.value).expect("a checked row");
+                weir_flat::row::write_json(r.value, &mut rec.value)
+                    .expect("the SDK emits valid rows");
             }
             (port, rec)
         }));
