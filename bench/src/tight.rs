@@ -86,7 +86,7 @@ fn json_string(text: &str, out: &mut Vec<u8>) {
 /// Appends `value` as serde_json writes an `Option<f64>`.
 fn json_number(value: Option<f64>, out: &mut Vec<u8>) {
     match value.filter(|v| v.is_finite()) {
-        Some(v) => out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes()),
+        Some(v) => out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes()),
         None => out.extend_from_slice(b"null"),
     }
 }

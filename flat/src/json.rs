@@ -1,7 +1,7 @@
 //! JSON text as `serde_json` writes it, for the few values Weir writes by
 //! hand on hot paths (a plugin's output through the SDK, a [`row`](crate::row)
 //! encoded by the host): strings with the same escapes, integers in
-//! decimal, floats as `ryu` writes them and `null` for the non-finite ones.
+//! decimal, floats as `zmij` writes them (as `serde_json` does) and `null` for the non-finite ones.
 //! The host's and the SDK's text is then byte for byte `serde_json`'s.
 
 use alloc::vec::Vec;
@@ -39,6 +39,35 @@ pub fn push_str(out: &mut Vec<u8>, s: &str) {
     }
     out.extend_from_slice(rest);
     out.push(b'"');
+}
+
+/// Appends `bytes` as [`push_str`] does when they are UTF-8 and returns
+/// true; returns false, with nothing written, when they are not. Plain
+/// ASCII, the common case, is checked and scanned for escapes in one pass.
+///
+/// ```
+/// let mut out = Vec::new();
+/// assert!(weir_flat::json::push_utf8(&mut out, "a\"é".as_bytes()));
+/// assert!(!weir_flat::json::push_utf8(&mut out, &[b'a', 0xff]));
+/// assert_eq!(String::from_utf8(out).unwrap(), r#""a\"é""#);
+/// ```
+#[inline]
+pub fn push_utf8(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    let plain = |b: u8| (0x20..0x80).contains(&b) && b != b'"' && b != b'\\';
+    if bytes.iter().fold(true, |all, &b| all & plain(b)) {
+        out.reserve(bytes.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return true;
+    }
+    match core::str::from_utf8(bytes) {
+        Ok(s) => {
+            push_str(out, s);
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// Appends the JSON escape of `b`, a control character, `"` or `\`.
@@ -86,19 +115,50 @@ pub fn push_i64(out: &mut Vec<u8>, n: i64) {
 }
 
 /// Appends `x` as `serde_json` writes an `f64`: the shortest text that
-/// reads back as `x` (`1.0`, `1e300`), `null` when it is not finite.
+/// reads back as `x` (`1.0`, `1e+300`), `null` when it is not finite.
 ///
 /// ```
 /// let mut out = Vec::new();
 /// weir_flat::json::push_f64(&mut out, 0.1);
 /// weir_flat::json::push_f64(&mut out, f64::NAN);
-/// assert_eq!(out, b"0.1null");
+/// weir_flat::json::push_f64(&mut out, 1e300);
+/// assert_eq!(out, b"0.1null1e+300");
 /// ```
 #[inline]
 pub fn push_f64(out: &mut Vec<u8>, x: f64) {
     if x.is_finite() {
-        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
+        out.extend_from_slice(zmij::Buffer::new().format_finite(x).as_bytes());
     } else {
         out.extend_from_slice(b"null");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    #[test]
+    fn push_utf8_writes_what_serde_json_writes_and_refuses_what_is_not_utf8() {
+        // Each byte value alone and amid ASCII, and multi-byte characters
+        // whole and cut.
+        let mut inputs: Vec<Vec<u8>> = (0..=255u8)
+            .flat_map(|b| [vec![b], vec![b'a', b, b'z']])
+            .collect();
+        for s in ["é", "日本", "\u{10ffff}", "a\u{1}\"\\\u{7f}é"] {
+            inputs.push(s.as_bytes().to_vec());
+            inputs.push(s.as_bytes()[..s.len() - 1].to_vec());
+        }
+        for bytes in inputs {
+            let mut out = vec![b'x'];
+            let written = push_utf8(&mut out, &bytes);
+            match core::str::from_utf8(&bytes) {
+                Ok(s) => {
+                    assert!(written, "{bytes:?}");
+                    assert_eq!(&out[1..], serde_json::to_string(s).unwrap().as_bytes());
+                }
+                Err(_) => assert!(!written && out == b"x", "{bytes:?}"),
+            }
+        }
     }
 }

@@ -20,7 +20,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::json;
+use crate::{BadSpans, HAS_KEY, ROW, Range, SPAN_BYTES, json, u32_at};
 
 const NULL: u8 = 0;
 const FALSE: u8 = 1;
@@ -317,41 +317,165 @@ impl JsonWriter {
 
     fn write_fields(&mut self, row: &[u8], out: &mut Vec<u8>) -> Result<(), BadRow> {
         out.push(b'{');
-        let mut fields = fields(row);
-        let mut i = 0;
-        while fields.at < row.len() {
-            let (name, value, end) = fields.raw()?;
+        let (mut at, mut i) = (0, 0);
+        while at < row.len() {
+            let truncated = BadRow::Truncated { at };
+            let (code, name_len) = match row.get(at..at + 2) {
+                Some(&[code, len]) => (code, usize::from(len)),
+                _ => return Err(truncated),
+            };
+            let body = at + 2 + name_len;
+            let name = row.get(at + 2..body).ok_or(truncated)?;
+            // The value is read (its type and length checked) before the
+            // name is written, so errors come in the order `fields` finds
+            // them.
+            let number = || match row.get(body..).and_then(<[u8]>::first_chunk::<8>) {
+                Some(bytes) => Ok(u64::from_le_bytes(*bytes)),
+                None => Err(truncated),
+            };
+            let (value, end) = match code {
+                NULL | FALSE | TRUE => (Raw::Word(code), body),
+                INT | UINT | FLOAT => (Raw::Number(code, number()?), body + 8),
+                STRING => {
+                    let len = row.get(body..).and_then(<[u8]>::first_chunk::<4>);
+                    let len = u32::from_le_bytes(*len.ok_or(truncated)?) as usize;
+                    let s = row.get(body + 4..body + 4 + len).ok_or(truncated)?;
+                    (Raw::Str(s), body + 4 + len)
+                }
+                code => return Err(BadRow::Type { at, code }),
+            };
             if i > 0 {
                 out.push(b',');
             }
-            match self.names.get(i) {
-                Some((known, text)) if known.as_slice() == name => out.extend_from_slice(text),
-                _ => {
-                    let at = fields.at;
-                    let name_str = core::str::from_utf8(name).map_err(|_| BadRow::Utf8 { at })?;
-                    let mut text = Vec::with_capacity(name.len() + 3);
-                    json::push_str(&mut text, name_str);
-                    text.push(b':');
-                    out.extend_from_slice(&text);
-                    self.names.truncate(i);
-                    self.names.push((name.to_vec(), text));
+            self.push_name(i, name, at, out)?;
+            match value {
+                Raw::Word(code) => {
+                    out.extend_from_slice([&b"null"[..], b"false", b"true"][usize::from(code)])
+                }
+                Raw::Number(INT, n) => json::push_i64(out, n as i64),
+                Raw::Number(UINT, n) => json::push_u64(out, n),
+                Raw::Number(_, n) => json::push_f64(out, f64::from_bits(n)),
+                Raw::Str(s) => {
+                    if !json::push_utf8(out, s) {
+                        return Err(BadRow::Utf8 { at });
+                    }
                 }
             }
-            match value {
-                Value::Null => out.extend_from_slice(b"null"),
-                Value::Bool(true) => out.extend_from_slice(b"true"),
-                Value::Bool(false) => out.extend_from_slice(b"false"),
-                Value::Int(n) => json::push_i64(out, n),
-                Value::Uint(n) => json::push_u64(out, n),
-                Value::Float(x) => json::push_f64(out, x),
-                Value::Str(s) => json::push_str(out, s),
-            }
-            fields.at = end;
+            at = end;
             i += 1;
         }
         out.push(b'}');
         Ok(())
     }
+
+    /// Appends the JSON text of field `i`'s name and its colon: the text
+    /// remembered for the last row's field `i` when it has the same name.
+    #[inline]
+    fn push_name(
+        &mut self,
+        i: usize,
+        name: &[u8],
+        at: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), BadRow> {
+        // Names are short: a loop without early exit beats a call to `memcmp`.
+        let same = |known: &[u8]| {
+            known.len() == name.len()
+                && (known.iter().zip(name)).fold(0, |diff, (a, b)| diff | (a ^ b)) == 0
+        };
+        if let Some((known, text)) = self.names.get(i)
+            && same(known)
+        {
+            out.extend_from_slice(text);
+            return Ok(());
+        }
+        let name_str = core::str::from_utf8(name).map_err(|_| BadRow::Utf8 { at })?;
+        let mut text = Vec::with_capacity(name.len() + 3);
+        json::push_str(&mut text, name_str);
+        text.push(b':');
+        out.extend_from_slice(&text);
+        self.names.truncate(i);
+        self.names.push((name.to_vec(), text));
+        Ok(())
+    }
+}
+
+/// A field's value as read, before it is written as JSON.
+enum Raw<'a> {
+    /// `null`, `false` or `true`, by type code.
+    Word(u8),
+    /// A number's type code and its 8 bytes.
+    Number(u8, u64),
+    /// A string's bytes, not yet checked as UTF-8.
+    Str(&'a [u8]),
+}
+
+/// Rewrites a flat batch (`data` and its packed `spans`, which [`check`](crate::check)
+/// accepted) so that no value is a row: appends to `out` each record's
+/// key and value in order, a row's value as its JSON object ([`write_json`])
+/// and any other as it is, and points the spans at `out`, which is then
+/// the batch's data. A key inside its own (non-row) value stays inside it.
+/// An error names the first record whose row is malformed; the spans are
+/// then partly rewritten and must be dropped.
+///
+/// ```
+/// use weir_flat::{row, Encoding, Range, Span};
+/// let mut data = b"k".to_vec();
+/// row::RowWriter::new(&mut data).u64("n", 7);
+/// let value = Range { offset: 1, len: (data.len() - 1) as u32 };
+/// let key = Some(Range { offset: 0, len: 1 });
+/// let mut spans = Span { key, value, encoding: Encoding::Row, ..Span::default() }.encode();
+/// let mut out = Vec::new();
+/// row::batch_as_json(&data, &mut spans, &mut out).unwrap();
+/// assert_eq!(out, br#"k{"n":7}"#);
+/// let span = Span::decode(&spans);
+/// assert_eq!((span.key, span.encoding), (key, Encoding::Bytes));
+/// ```
+pub fn batch_as_json(data: &[u8], spans: &mut [u8], out: &mut Vec<u8>) -> Result<(), BadSpans> {
+    let mut writer = JsonWriter::default();
+    for (index, span) in spans.chunks_exact_mut(SPAN_BYTES).enumerate() {
+        let flags = u32_at(span, 16);
+        let value = Range {
+            offset: u32_at(span, 0),
+            len: u32_at(span, 4),
+        };
+        let key = Range {
+            offset: u32_at(span, 8),
+            len: u32_at(span, 12),
+        };
+        let has_key = flags & HAS_KEY != 0;
+        let key_in_value =
+            has_key && flags & ROW == 0 && key.offset >= value.offset && key.end() <= value.end();
+        if has_key && !key_in_value {
+            put_u32(span, 8, out.len());
+            out.extend_from_slice(&data[key.as_usize()]);
+        }
+        let start = out.len();
+        if flags & ROW != 0 {
+            (writer.write(&data[value.as_usize()], out))
+                .map_err(|error| BadSpans::Row { index, error })?;
+            put_u32(span, 16, (flags & !ROW) as usize);
+        } else {
+            out.extend_from_slice(&data[value.as_usize()]);
+            if key_in_value {
+                put_u32(span, 8, start + (key.offset - value.offset) as usize);
+            }
+        }
+        put_u32(span, 0, start);
+        put_u32(span, 4, out.len() - start);
+    }
+    Ok(())
+}
+
+/// Writes `n` as the `u32` at byte `at` of a packed span.
+///
+/// # Panics
+///
+/// When `n` does not fit: a batch holds less than 4 GiB.
+#[inline]
+fn put_u32(span: &mut [u8], at: usize, n: usize) {
+    let n = u32::try_from(n).expect("a flat batch holds less than 4 GiB");
+    span[at..at + 4].copy_from_slice(&n.to_le_bytes());
 }
 
 #[cfg(test)]
@@ -492,6 +616,126 @@ mod tests {
         let mut out = vec![b'x'];
         assert_eq!(writer.write(&bad, &mut out), Err(BadRow::Utf8 { at: 0 }));
         assert_eq!(out, b"x");
+    }
+
+    /// The JSON of `row` as the model writes it: each field read by
+    /// [`fields`], written by `serde_json`.
+    fn model_json(row: &[u8]) -> Result<String, BadRow> {
+        let mut parts = Vec::new();
+        for field in fields(row) {
+            let (name, value) = field?;
+            let value = match value {
+                Value::Null => serde_json::Value::Null,
+                Value::Bool(b) => b.into(),
+                Value::Int(n) => n.into(),
+                Value::Uint(n) => n.into(),
+                Value::Float(x) => x.into(),
+                Value::Str(s) => s.into(),
+            };
+            let name = serde_json::to_string(name).unwrap();
+            parts.push(alloc::format!(
+                "{name}:{}",
+                serde_json::to_string(&value).unwrap()
+            ));
+        }
+        Ok(alloc::format!("{{{}}}", parts.join(",")))
+    }
+
+    #[test]
+    fn the_json_writer_agrees_with_the_field_reader_on_every_changed_byte() {
+        // Every byte of a row of every type set to values that make it a
+        // type code, a short or huge length, a quote, non-ASCII or bad
+        // UTF-8: the writer refuses exactly the rows the reader refuses,
+        // with the same error, and writes the model's JSON for the others.
+        let row = every_type();
+        let mut writer = JsonWriter::default();
+        for at in 0..row.len() {
+            for b in [0, 1, 3, 5, 6, 7, b'"', b'\\', 0x7f, 0x80, 0xc3, 0xff] {
+                let mut changed = row.clone();
+                changed[at] = b;
+                let mut out = vec![b'x'];
+                let written = writer.write(&changed, &mut out);
+                match model_json(&changed) {
+                    Ok(json) => {
+                        assert_eq!(written, Ok(()), "byte {at} = {b}");
+                        assert_eq!(String::from_utf8(out[1..].to_vec()).unwrap(), json);
+                    }
+                    Err(e) => {
+                        assert_eq!(written, Err(e), "byte {at} = {b}");
+                        assert_eq!(out, b"x");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_as_json_keeps_keys_and_plain_values_and_names_a_bad_row() {
+        use crate::{Encoding, Span};
+        // Record 0: a row keyed outside it; 1: a plain value whose key is
+        // its own tail; 2: a row without a key.
+        let mut data = b"key".to_vec();
+        RowWriter::new(&mut data).str("s", "v");
+        let row_end = data.len() as u32;
+        data.extend_from_slice(b"plain");
+        RowWriter::new(&mut data).bool("b", true);
+        let r = |offset: u32, end: u32| Range {
+            offset,
+            len: end - offset,
+        };
+        let spans = [
+            Span {
+                key: Some(r(0, 3)),
+                value: r(3, row_end),
+                encoding: Encoding::Row,
+                timestamp: Some(-4),
+                ..Span::default()
+            },
+            Span {
+                key: Some(r(row_end + 2, row_end + 5)),
+                value: r(row_end, row_end + 5),
+                ..Span::default()
+            },
+            Span {
+                value: r(row_end + 5, data.len() as u32),
+                encoding: Encoding::Row,
+                ..Span::default()
+            },
+        ];
+        let mut packed: Vec<u8> = spans.iter().flat_map(|s| s.encode()).collect();
+        let mut out = Vec::new();
+        batch_as_json(&data, &mut packed, &mut out).unwrap();
+        assert_eq!(crate::check(&packed, out.len()), Ok(3));
+        let read: Vec<Span> = packed.chunks(SPAN_BYTES).map(Span::decode).collect();
+        let bytes = |r: Option<Range>| r.map(|r| &out[r.as_usize()]);
+        assert_eq!(bytes(read[0].key), Some(&b"key"[..]));
+        assert_eq!(bytes(Some(read[0].value)), Some(&br#"{"s":"v"}"#[..]));
+        assert_eq!(read[0].timestamp, Some(-4));
+        assert_eq!(bytes(Some(read[1].value)), Some(&b"plain"[..]));
+        assert_eq!(bytes(read[1].key), Some(&b"ain"[..]));
+        let value = read[1].value.as_usize();
+        assert!(
+            value.contains(&(read[1].key.unwrap().offset as usize)),
+            "the key stays inside its value"
+        );
+        assert_eq!(bytes(Some(read[2].value)), Some(&br#"{"b":true}"#[..]));
+        assert!(read.iter().all(|s| s.encoding == Encoding::Bytes));
+        // A bad row is named by its record.
+        data.push(9);
+        let bad = Span {
+            value: r(data.len() as u32 - 1, data.len() as u32),
+            encoding: Encoding::Row,
+            ..Span::default()
+        };
+        let mut packed: Vec<u8> = [spans[0], bad].iter().flat_map(|s| s.encode()).collect();
+        let error = batch_as_json(&data, &mut packed, &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            error,
+            BadSpans::Row {
+                index: 1,
+                error: BadRow::Truncated { at: 0 }
+            }
+        );
     }
 
     #[test]

@@ -509,36 +509,14 @@ impl Batch {
     /// let bad = Span { value: Range { offset: 0, len: 1 }, ..span };
     /// assert!(Batch::from_parts(vec![9], bad.encode().to_vec()).unwrap().rows_as_text().is_err());
     /// ```
-    pub fn rows_as_text(self) -> Result<Batch, BadSpans> {
+    pub fn rows_as_text(mut self) -> Result<Batch, BadSpans> {
         if !self.has_rows() {
             return Ok(self);
         }
-        let mut out = Batch::with_capacity(self.len(), self.data.len() * 2);
-        let mut writer = weir_flat::row::JsonWriter::default();
-        for (index, r) in self.iter().enumerate() {
-            if r.encoding != Encoding::Row {
-                out.push_ref(r);
-                continue;
-            }
-            let key = r.key.map(|k| out.range(k));
-            let start = out.data.len();
-            (writer.write(r.value, &mut out.data))
-                .map_err(|error| BadSpans::Row { index, error })?;
-            let value = Range {
-                offset: offset_of(start),
-                len: offset_of(out.data.len() - start),
-            };
-            out.push_span(Span {
-                key,
-                value,
-                timestamp: r.timestamp,
-                change: r.change,
-                encoding: Encoding::Bytes,
-            });
-        }
-        out.origin = self.origin;
-        out.provenance = self.provenance;
-        Ok(out)
+        let mut data = Vec::with_capacity(self.data.len() * 2);
+        weir_flat::row::batch_as_json(&self.data, &mut self.spans, &mut data)?;
+        self.data = data;
+        Ok(self)
     }
 
     /// Whether a record says anything but [`Change::Insert`].
