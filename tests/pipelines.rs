@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs;
 use weir_tests::order::{assert_in_order_per_instance, jsonl_key};
 use weir_tests::orders::{Orders, assert_same_json_lines};
@@ -194,6 +194,70 @@ fn rows_cross_unaligned_checkpoints_and_sigkills_exactly_once() {
     assert!(
         in_flight.count() > 0,
         "no checkpoint kept in-flight data: {report}"
+    );
+}
+
+/// A `csv` source's typed cells reach a plugin that reads rows as typed
+/// fields, in order, and a plugin that does not as the JSON object of the
+/// same cells; the oracle is written from the input.
+#[test]
+fn a_plugin_that_reads_rows_gets_a_csv_sources_typed_cells_as_fields() {
+    let mut rng = XorShift(seed() ^ 6);
+    let mut csv = String::from("id,amount,paid,at,note\n");
+    let (mut fields, mut text) = (String::new(), String::new());
+    for id in 0..200u64 {
+        // Decimals keep their digits (trailing zeros too); an empty typed
+        // cell is null.
+        let amount = match rng.range(0, 10) {
+            0 => String::new(),
+            n => format!("{}.{}0", rng.range(0, 100_000), n),
+        };
+        let paid = rng.range(0, 2) == 1;
+        let at = format!(
+            "2024-01-{:02}T12:00:00.{:03}Z",
+            1 + rng.range(0, 28),
+            rng.range(0, 1000)
+        );
+        let note = format!("n{} \"q\"", rng.range(0, 1000));
+        csv.push_str(&format!(
+            "{id},{amount},{},{at},\"{}\"\n",
+            if paid { "t" } else { "f" },
+            note.replace('"', "\"\"")
+        ));
+        let amount_field = match amount.as_str() {
+            "" => "amount:null=".to_owned(),
+            a => format!("amount:decimal={a}"),
+        };
+        fields.push_str(&format!(
+            "row id:int={id} {amount_field} paid:bool={paid} at:str={at} note:str={note}\n"
+        ));
+        let amount_json = if amount.is_empty() { "null" } else { &amount };
+        let object = format!(
+            r#"{{"id":{id},"amount":{amount_json},"paid":{paid},"at":"{at}","note":{}}}"#,
+            json!(note)
+        );
+        text.push_str(&format!("- {object}\n"));
+    }
+    let job = JobFile::new("rows-in")
+        .source(Source::file("in", "in.csv").format("csv").key("id").value(
+            "columns",
+            "{ id = \"i64\", amount = \"decimal\", paid = \"bool\", at = \"timestamp\" }",
+        ))
+        .operator(Operator::new("fields", plugins::GUEST_ROW_FIELDS).inputs(&["in"]))
+        .operator(Operator::new("text", plugins::GUEST_SHOW_TIMESTAMPS).inputs(&["in"]))
+        .sink(Sink::file("rows", "rows.txt").input("fields"))
+        .sink(Sink::file("json", "json.txt").input("text"));
+    let job = JobDir::new(WEIR, job, &[("in.csv", &csv)]);
+    job.run_ok(&[]);
+    assert_eq!(
+        job.read("rows.txt"),
+        fields,
+        "what the plugin that reads rows got"
+    );
+    assert_eq!(
+        job.read("json.txt"),
+        text,
+        "what the plugin that reads text got"
     );
 }
 

@@ -899,6 +899,21 @@ fn weir_run_fails_on_a_malformed_row_naming_its_reader_and_the_record() {
             bad,
         ],
     );
+
+    // A plugin that reads rows gets them checked, not converted.
+    let reads_rows = JobFile::new("sandbox")
+        .source(Source::file("words", "words.txt").batch_size(10))
+        .operator(Operator::new("rows", plugins::GUEST_BAD_ROWS).inputs(&["words"]))
+        .operator(Operator::new("fields", plugins::GUEST_ROW_FIELDS).inputs(&["rows"]))
+        .sink(Sink::file("out", "out.txt").input("fields"));
+    let j = JobDir::new(WEIR, reads_rows, &[("words.txt", &words)]);
+    run_fails(
+        &j,
+        &[
+            "input `in` of operator `fields` received a malformed row",
+            bad,
+        ],
+    );
 }
 
 #[test]

@@ -40,6 +40,7 @@ impl NativeFilter {
             value: json,
             timestamp: None,
             change: weir_sdk::Change::Insert,
+            encoding: weir_sdk::Encoding::Bytes,
         };
         self.filter
             .passes(&rec)

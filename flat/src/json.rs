@@ -70,6 +70,44 @@ pub fn push_utf8(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
     }
 }
 
+/// Whether `text` is a JSON number: `-`, then `0` or digits without a
+/// leading zero, then a fraction `.digits` and an exponent `e[+-]digits`
+/// (either case), each optional.
+///
+/// ```
+/// use weir_flat::json::is_number;
+/// assert!(is_number(b"-12.50") && is_number(b"0") && is_number(b"1E+3"));
+/// assert!(!is_number(b"01") && !is_number(b"1.") && !is_number(b"+1") && !is_number(b".5"));
+/// ```
+pub fn is_number(text: &[u8]) -> bool {
+    let digits = |at: usize| text[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut at = usize::from(text.first() == Some(&b'-'));
+    match text.get(at) {
+        Some(b'0') => at += 1,
+        Some(b'1'..=b'9') => at += digits(at),
+        _ => return false,
+    }
+    if text.get(at) == Some(&b'.') {
+        let n = digits(at + 1);
+        if n == 0 {
+            return false;
+        }
+        at += 1 + n;
+    }
+    if matches!(text.get(at), Some(b'e' | b'E')) {
+        at += 1;
+        if matches!(text.get(at), Some(b'+' | b'-')) {
+            at += 1;
+        }
+        let n = digits(at);
+        if n == 0 {
+            return false;
+        }
+        at += n;
+    }
+    at == text.len()
+}
+
 /// Appends the JSON escape of `b`, a control character, `"` or `\`.
 fn push_escape(out: &mut Vec<u8>, b: u8) {
     let short = match b {
@@ -137,6 +175,44 @@ pub fn push_f64(out: &mut Vec<u8>, x: f64) {
 mod tests {
     use super::*;
     use alloc::vec;
+
+    #[test]
+    fn is_number_agrees_with_serde_json() {
+        let texts = [
+            "0",
+            "-0",
+            "7",
+            "-12",
+            "10",
+            "01",
+            "-01",
+            "1.5",
+            "1.",
+            ".5",
+            "-.5",
+            "1e5",
+            "1E-5",
+            "1e+5",
+            "1e",
+            "1e+",
+            "0.0e0",
+            "00",
+            "-",
+            "",
+            "+1",
+            "1.5.5",
+            "1e5e5",
+            "NaN",
+            "Infinity",
+            "12345678901234567890123",
+            "0x10",
+            "1_0",
+        ];
+        for text in texts {
+            let serde = serde_json::from_str::<serde_json::Number>(text).is_ok();
+            assert_eq!(is_number(text.as_bytes()), serde, "{text:?}");
+        }
+    }
 
     #[test]
     fn push_utf8_writes_what_serde_json_writes_and_refuses_what_is_not_utf8() {

@@ -7,11 +7,12 @@
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 1 | type: 0 null, 1 false, 2 true, 3 signed integer, 4 unsigned integer, 5 float, 6 string |
+//! | 1 | type: 0 null, 1 false, 2 true, 3 signed integer, 4 unsigned integer, 5 float, 6 string, 7 decimal |
 //! | 1 | the name's length `n` |
 //! | `n` | the name, UTF-8 |
 //! | 8 | for an integer or a float: the number (`i64`, `u64`, `f64`, little-endian) |
 //! | 4 + `m` | for a string: its length `m` (`u32`, little-endian), then its bytes, UTF-8 |
+//! | 4 + `m` | for a decimal: its length `m` (`u32`, little-endian), then its text, a JSON number (`12.50`, `-1e+3`) |
 //!
 //! As JSON a row is an object of its fields in their order (a name given
 //! twice appears twice). [`check`] validates a row from the other side of
@@ -29,6 +30,7 @@ const INT: u8 = 3;
 const UINT: u8 = 4;
 const FLOAT: u8 = 5;
 const STRING: u8 = 6;
+const DECIMAL: u8 = 7;
 
 /// The value of one field of a row.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,6 +47,9 @@ pub enum Value<'a> {
     Float(f64),
     /// A string.
     Str(&'a str),
+    /// A number as the text of a JSON number, kept digit for digit
+    /// (`12.50`): money, `numeric` columns.
+    Decimal(&'a str),
 }
 
 /// Why bytes are no row.
@@ -67,6 +72,11 @@ pub enum BadRow {
         /// Where the field starts.
         at: usize,
     },
+    /// The decimal of the field at byte `at` is no JSON number.
+    Number {
+        /// Where the field starts.
+        at: usize,
+    },
 }
 
 impl fmt::Display for BadRow {
@@ -80,6 +90,12 @@ impl fmt::Display for BadRow {
                 write!(
                     f,
                     "the row's field at byte {at} has a name or string that is not UTF-8"
+                )
+            }
+            BadRow::Number { at } => {
+                write!(
+                    f,
+                    "the row's field at byte {at} is a decimal that is no JSON number"
                 )
             }
         }
@@ -170,10 +186,32 @@ impl<'a> RowWriter<'a> {
     #[inline]
     pub fn str(&mut self, name: &str, v: &str) -> &mut Self {
         self.head(STRING, name);
+        self.text(v);
+        self
+    }
+
+    /// Appends field `name` with the number written `v`, a JSON number
+    /// kept as written (`12.50` stays `12.50`).
+    ///
+    /// # Panics
+    ///
+    /// When `v` is no JSON number ([`json::is_number`]).
+    pub fn decimal(&mut self, name: &str, v: &str) -> &mut Self {
+        assert!(
+            json::is_number(v.as_bytes()),
+            "a row's decimal is a JSON number, not {v:?}"
+        );
+        self.head(DECIMAL, name);
+        self.text(v);
+        self
+    }
+
+    /// A string's or decimal's length and bytes.
+    #[inline]
+    fn text(&mut self, v: &str) {
         let len = u32::try_from(v.len()).expect("a row's string is under 4 GiB");
         self.buf.extend_from_slice(&len.to_le_bytes());
         self.buf.extend_from_slice(v.as_bytes());
-        self
     }
 }
 
@@ -230,12 +268,19 @@ impl<'a> Fields<'a> {
             INT => (Value::Int(i64::from_le_bytes(word()?)), body + 8),
             UINT => (Value::Uint(u64::from_le_bytes(word()?)), body + 8),
             FLOAT => (Value::Float(f64::from_le_bytes(word()?)), body + 8),
-            STRING => {
+            STRING | DECIMAL => {
                 let len = self.take(body, 4).ok_or(truncated)?;
                 let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-                let s = self.take(body + 4, len).ok_or(truncated)?;
-                let s = core::str::from_utf8(s).map_err(|_| BadRow::Utf8 { at })?;
-                (Value::Str(s), body + 4 + len)
+                let bytes = self.take(body + 4, len).ok_or(truncated)?;
+                let value = if code == STRING {
+                    Value::Str(core::str::from_utf8(bytes).map_err(|_| BadRow::Utf8 { at })?)
+                } else if json::is_number(bytes) {
+                    // ASCII, as every JSON number.
+                    Value::Decimal(core::str::from_utf8(bytes).expect("a JSON number is ASCII"))
+                } else {
+                    return Err(BadRow::Number { at });
+                };
+                (value, body + 4 + len)
             }
             code => return Err(BadRow::Type { at, code }),
         };
@@ -336,11 +381,17 @@ impl JsonWriter {
             let (value, end) = match code {
                 NULL | FALSE | TRUE => (Raw::Word(code), body),
                 INT | UINT | FLOAT => (Raw::Number(code, number()?), body + 8),
-                STRING => {
+                STRING | DECIMAL => {
                     let len = row.get(body..).and_then(<[u8]>::first_chunk::<4>);
                     let len = u32::from_le_bytes(*len.ok_or(truncated)?) as usize;
                     let s = row.get(body + 4..body + 4 + len).ok_or(truncated)?;
-                    (Raw::Str(s), body + 4 + len)
+                    if code == STRING {
+                        (Raw::Str(s), body + 4 + len)
+                    } else if json::is_number(s) {
+                        (Raw::Decimal(s), body + 4 + len)
+                    } else {
+                        return Err(BadRow::Number { at });
+                    }
                 }
                 code => return Err(BadRow::Type { at, code }),
             };
@@ -360,6 +411,7 @@ impl JsonWriter {
                         return Err(BadRow::Utf8 { at });
                     }
                 }
+                Raw::Decimal(text) => out.extend_from_slice(text),
             }
             at = end;
             i += 1;
@@ -408,6 +460,8 @@ enum Raw<'a> {
     Number(u8, u64),
     /// A string's bytes, not yet checked as UTF-8.
     Str(&'a [u8]),
+    /// A decimal's text, a JSON number.
+    Decimal(&'a [u8]),
 }
 
 /// Rewrites a flat batch (`data` and its packed `spans`, which [`check`](crate::check)
@@ -495,15 +549,17 @@ mod tests {
             .f64("x", -1.5e-7)
             .f64("nan", f64::NAN)
             .str("s", "q\"\\\n\u{1}\u{7f}é日")
-            .str("", "");
+            .str("", "")
+            .decimal("d", "-12.50e+3");
         buf
     }
 
     #[test]
     fn every_type_reads_back_and_writes_json() {
         let row = every_type();
-        assert_eq!(check(&row), Ok(9));
+        assert_eq!(check(&row), Ok(10));
         let read: Vec<_> = fields(&row).map(Result::unwrap).collect();
+        assert_eq!(read[9], ("d", Value::Decimal("-12.50e+3")));
         assert_eq!(read[3], ("i", Value::Int(i64::MIN)));
         assert_eq!(read[4], ("u", Value::Uint(u64::MAX)));
         assert_eq!(read[7], ("s", Value::Str("q\"\\\n\u{1}\u{7f}é日")));
@@ -521,6 +577,8 @@ mod tests {
             ("nan", js(serde_json::Value::Null)),
             ("s", js("q\"\\\n\u{1}\u{7f}é日".into())),
             ("", js("".into())),
+            // A decimal keeps its digits.
+            ("d", "-12.50e+3".into()),
         ]
         .map(|(name, value)| alloc::format!("{}:{value}", js(name.into())))
         .join(",");
@@ -562,7 +620,18 @@ mod tests {
 
     #[test]
     fn unknown_types_and_bad_utf8_are_refused() {
-        assert_eq!(check(&[7, 0]), Err(BadRow::Type { at: 0, code: 7 }));
+        assert_eq!(check(&[8, 0]), Err(BadRow::Type { at: 0, code: 8 }));
+        // Decimals are JSON numbers: not `x`, not `01`, not `1.`.
+        for text in [&b"x"[..], b"01", b"1.", b"", b"+1"] {
+            let mut row = vec![DECIMAL, 0];
+            row.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            row.extend_from_slice(text);
+            assert_eq!(check(&row), Err(BadRow::Number { at: 0 }), "{text:?}");
+            assert_eq!(
+                write_json(&row, &mut Vec::new()),
+                Err(BadRow::Number { at: 0 })
+            );
+        }
         assert_eq!(check(&[NULL, 1, 0xff]), Err(BadRow::Utf8 { at: 0 }));
         let mut row = Vec::new();
         RowWriter::new(&mut row).null("a").str("b", "é");
@@ -624,19 +693,18 @@ mod tests {
         let mut parts = Vec::new();
         for field in fields(row) {
             let (name, value) = field?;
+            let js = |v: serde_json::Value| serde_json::to_string(&v).unwrap();
             let value = match value {
-                Value::Null => serde_json::Value::Null,
-                Value::Bool(b) => b.into(),
-                Value::Int(n) => n.into(),
-                Value::Uint(n) => n.into(),
-                Value::Float(x) => x.into(),
-                Value::Str(s) => s.into(),
+                Value::Null => js(serde_json::Value::Null),
+                Value::Bool(b) => js(b.into()),
+                Value::Int(n) => js(n.into()),
+                Value::Uint(n) => js(n.into()),
+                Value::Float(x) => js(x.into()),
+                Value::Str(s) => js(s.into()),
+                // Its digits as they are.
+                Value::Decimal(text) => text.into(),
             };
-            let name = serde_json::to_string(name).unwrap();
-            parts.push(alloc::format!(
-                "{name}:{}",
-                serde_json::to_string(&value).unwrap()
-            ));
+            parts.push(alloc::format!("{}:{value}", js(name.into())));
         }
         Ok(alloc::format!("{{{}}}", parts.join(",")))
     }
@@ -736,6 +804,12 @@ mod tests {
                 error: BadRow::Truncated { at: 0 }
             }
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "a row's decimal is a JSON number, not \"1,5\"")]
+    fn a_decimal_that_is_no_json_number_panics() {
+        RowWriter::new(&mut Vec::new()).decimal("d", "1,5");
     }
 
     #[test]

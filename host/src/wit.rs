@@ -3,11 +3,11 @@
 //! Wasm layer (`wasm`) can use it. Private to the crate, except the plain data
 //! types re-exported elsewhere ([`crate::Record`], [`crate::OperatorInfo`]).
 //!
-//! The host links the imports of world `operator-changes` (a superset of
-//! `operator-timers`, `operator-flat` and `operator`) and accepts
-//! components of every world: [`OperatorPre`] finds the `flat-lifecycle`,
-//! `timer-lifecycle` and `change-lifecycle` exports when the component has
-//! them.
+//! The host links the imports of world `operator-rows` (a superset of
+//! `operator-changes`, `operator-timers`, `operator-flat` and `operator`)
+//! and accepts components of every world: [`OperatorPre`] finds the
+//! `flat-lifecycle`, `timer-lifecycle`, `change-lifecycle` and `row-input`
+//! exports when the component has them.
 
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{AsContextMut, Engine};
@@ -17,16 +17,16 @@ use wasmtime::{AsContextMut, Engine};
 #[allow(missing_docs)]
 mod generated {
     wasmtime::component::bindgen!({
-        world: "operator-changes",
+        world: "operator-rows",
         path: "../wit",
         imports: { default: trappable },
         additional_derives: [PartialEq, Eq, Hash],
     });
 }
 
-pub use self::generated::OperatorChanges as Imports;
+pub use self::generated::OperatorRows as Imports;
 pub use self::generated::exports::weir::operator::{
-    change_lifecycle, flat_lifecycle, lifecycle, snapshot, timer_lifecycle,
+    change_lifecycle, flat_lifecycle, lifecycle, row_input, snapshot, timer_lifecycle,
 };
 pub use self::generated::weir::operator::{
     emit, flat, flat_state, log, reject, state, timers, types,
@@ -40,6 +40,7 @@ pub(crate) struct OperatorPre<T: 'static> {
     flat: Option<flat_lifecycle::GuestIndices>,
     timers: Option<timer_lifecycle::GuestIndices>,
     changes: Option<change_lifecycle::GuestIndices>,
+    rows: Option<row_input::GuestIndices>,
 }
 
 impl<T: 'static> Clone for OperatorPre<T> {
@@ -51,6 +52,7 @@ impl<T: 'static> Clone for OperatorPre<T> {
             flat: self.flat.clone(),
             timers: self.timers.clone(),
             changes: self.changes.clone(),
+            rows: self.rows.clone(),
         }
     }
 }
@@ -63,6 +65,7 @@ impl<T: 'static> OperatorPre<T> {
         let flat = flat_lifecycle::GuestIndices::new(&pre).ok();
         let timers = timer_lifecycle::GuestIndices::new(&pre).ok();
         let changes = change_lifecycle::GuestIndices::new(&pre).ok();
+        let rows = row_input::GuestIndices::new(&pre).ok();
         Ok(OperatorPre {
             pre,
             lifecycle,
@@ -70,6 +73,7 @@ impl<T: 'static> OperatorPre<T> {
             flat,
             timers,
             changes,
+            rows,
         })
     }
 
@@ -108,6 +112,10 @@ impl<T: 'static> OperatorPre<T> {
                 Some(c) => Some(c.load(&mut store, &instance)?),
                 None => None,
             },
+            rows: match &self.rows {
+                Some(r) => Some(r.load(&mut store, &instance)?),
+                None => None,
+            },
         })
     }
 }
@@ -119,6 +127,7 @@ pub(crate) struct Operator {
     flat: Option<flat_lifecycle::Guest>,
     timers: Option<timer_lifecycle::Guest>,
     changes: Option<change_lifecycle::Guest>,
+    rows: Option<row_input::Guest>,
 }
 
 impl Operator {
@@ -140,5 +149,9 @@ impl Operator {
 
     pub(crate) fn weir_operator_change_lifecycle(&self) -> Option<&change_lifecycle::Guest> {
         self.changes.as_ref()
+    }
+
+    pub(crate) fn weir_operator_row_input(&self) -> Option<&row_input::Guest> {
+        self.rows.as_ref()
     }
 }

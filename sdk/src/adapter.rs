@@ -6,7 +6,7 @@
 use std::marker::PhantomData;
 
 use crate::bindings::exports::weir::operator::{
-    change_lifecycle, flat_lifecycle, lifecycle, snapshot, timer_lifecycle,
+    change_lifecycle, flat_lifecycle, lifecycle, row_input, snapshot, timer_lifecycle,
 };
 use crate::bindings::weir::operator::timers::TimeDomain;
 use crate::bindings::weir::operator::types::{
@@ -160,6 +160,12 @@ impl<T: Operator + OperatorSlot> flat_lifecycle::Guest for Adapter<T> {
 impl<T: Operator + OperatorSlot> change_lifecycle::Guest for Adapter<T> {
     fn process(port: u32, data: Vec<u8>, spans: Vec<u8>) -> Result<(), WitError> {
         with_op::<T>("process", |op| hooks::process_flat(op, port, &data, &spans))
+    }
+}
+
+impl<T: Operator + OperatorSlot> row_input::Guest for Adapter<T> {
+    fn reads_rows() -> bool {
+        T::READS_ROWS
     }
 }
 

@@ -95,6 +95,7 @@ impl<'a> Batch<'a> {
             value: self.slice(span.value),
             timestamp: span.timestamp,
             change: span.change,
+            encoding: span.encoding,
         }
     }
 
@@ -344,6 +345,22 @@ impl BatchBuf {
     ) {
         let value = |data: &mut Vec<u8>| write(&mut RowWriter::new(data));
         self.push_span_with(Change::Insert, Encoding::Row, key, timestamp, value);
+    }
+
+    /// Appends a copy of `record`, a row staying a row.
+    ///
+    /// ```
+    /// let mut buf = weir_sdk::BatchBuf::new();
+    /// buf.push_row_with(Some(b"k"), Some(3), |row| { row.bool("ok", true); });
+    /// let mut copy = weir_sdk::BatchBuf::new();
+    /// copy.push_ref(buf.as_batch().get(0).unwrap());
+    /// assert_eq!(copy.as_batch().get(0), buf.as_batch().get(0));
+    /// ```
+    #[inline]
+    pub fn push_ref(&mut self, record: RecordRef<'_>) {
+        let value = |data: &mut Vec<u8>| data.extend_from_slice(record.value);
+        let (change, encoding) = (record.change, record.encoding);
+        self.push_span_with(change, encoding, record.key, record.timestamp, value);
     }
 
     #[inline]

@@ -4,7 +4,7 @@
 //! crate.
 
 wit_bindgen::generate!({
-    world: "operator-changes",
+    world: "operator-rows",
     path: "../wit",
     pub_export_macro: true,
     export_macro_name: "__export_operator_world",

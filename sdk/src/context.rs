@@ -329,9 +329,7 @@ impl Context {
     /// ```
     #[inline]
     pub fn emit_ref(&mut self, port: u32, record: RecordRef<'_>) {
-        self.push(port, record.change, record.key, record.timestamp, |out| {
-            out.push_bytes(record.value)
-        });
+        self.append(port, |buf| buf.push_ref(record));
     }
 
     /// Emits a record saying `change` of its row, with `key` and `value`

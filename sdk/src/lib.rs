@@ -68,6 +68,7 @@ mod timer;
 mod typed;
 mod writer;
 
+pub mod row;
 pub mod testing;
 pub mod window;
 
@@ -83,7 +84,7 @@ pub use error::{Error, Result};
 pub use host::LogLevel;
 pub use info::{OpenContext, OperatorInfo};
 pub use operator::Operator;
-pub use record::{Change, Record, RecordRef};
+pub use record::{Change, Encoding, Record, RecordRef};
 pub use timer::{TimeDomain, Timer};
 pub use typed::{MapState, ValueState};
 pub use weir_flat::row::RowWriter;

@@ -36,6 +36,38 @@ pub trait Operator: Sized + 'static {
     /// Name, version, ports and state version. Must not depend on configuration.
     fn describe() -> OperatorInfo;
 
+    /// Whether the operator reads rows: records whose value is a row (typed
+    /// fields, as `csv` sources and plugins emitting with
+    /// [`Context::emit_row`] write them) reach
+    /// [`process_batch`](Operator::process_batch) as rows, read with
+    /// [`RecordRef::row`](crate::RecordRef::row) without parsing text; other
+    /// records stay text, so such an operator reads both. When false (the
+    /// default) every row arrives as the JSON text of its fields.
+    ///
+    /// ```
+    /// use weir_sdk::*;
+    /// struct Total(f64);
+    /// impl Operator for Total {
+    ///     const READS_ROWS: bool = true;
+    ///     fn describe() -> OperatorInfo { OperatorInfo::new("total", "1.0.0").input("in").output("out") }
+    ///     fn open(_: &OpenContext) -> Result<Self> { Ok(Total(0.0)) }
+    ///     fn process(&mut self, ctx: &mut Context, port: u32, batch: Vec<Record>) -> Result<()> {
+    ///         self.process_batch(ctx, port, &BatchBuf::from_records(&batch).as_batch())
+    ///     }
+    ///     fn process_batch(&mut self, _: &mut Context, _: u32, batch: &Batch<'_>) -> Result<()> {
+    ///         for r in batch {
+    ///             self.0 += match r.row() {
+    ///                 Some(row) => row.f64("amount"),
+    ///                 None => r.parse_json::<serde_json::Value>()?["amount"].as_f64(),
+    ///             }
+    ///             .unwrap_or(0.0);
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    const READS_ROWS: bool = false;
+
     /// Creates the operator instance from its context; parse `ctx.config` here
     /// (see [`OpenContext::config_as`]).
     fn open(ctx: &OpenContext) -> Result<Self>;

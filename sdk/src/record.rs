@@ -5,7 +5,8 @@
 use serde::de::{Deserialize, DeserializeSeed};
 
 use crate::error::{Error, Result};
-pub use weir_flat::Change;
+use crate::row::Row;
+pub use weir_flat::{Change, Encoding};
 
 /// One record on an edge: optional key, value bytes, optional event time in
 /// milliseconds since the Unix epoch.
@@ -87,6 +88,7 @@ impl Record {
             value: &self.value,
             timestamp: self.timestamp,
             change: Change::Insert,
+            encoding: Encoding::Bytes,
         }
     }
 
@@ -141,6 +143,10 @@ pub struct RecordRef<'a> {
     /// What the record does to the row it carries, in a changelog (a
     /// database's changes): an insert in a stream that is no changelog.
     pub change: Change,
+    /// How the value is written: bytes (text), or a row of typed fields
+    /// ([`row`](RecordRef::row)), which only an operator that reads rows
+    /// ([`Operator::READS_ROWS`](crate::Operator::READS_ROWS)) receives.
+    pub encoding: Encoding,
 }
 
 impl<'a> RecordRef<'a> {
@@ -152,8 +158,36 @@ impl<'a> RecordRef<'a> {
     /// ```
     #[inline]
     pub fn value_str(&self) -> Result<&'a str> {
+        self.not_a_row()?;
         std::str::from_utf8(self.value)
             .map_err(|e| Error::InvalidInput(format!("record value is not UTF-8: {e}")))
+    }
+
+    /// The value's fields when it is a row, read in place; `None` when it
+    /// is text. Only an operator that reads rows
+    /// ([`Operator::READS_ROWS`](crate::Operator::READS_ROWS)) gets rows.
+    ///
+    /// ```
+    /// let mut buf = weir_sdk::BatchBuf::new();
+    /// buf.push_row_with(None, None, |row| { row.u64("n", 2); });
+    /// buf.push(None, br#"{"n":2}"#, None);
+    /// let batch = buf.as_batch();
+    /// assert_eq!(batch.get(0).unwrap().row().unwrap().u64("n"), Some(2));
+    /// assert!(batch.get(1).unwrap().row().is_none());
+    /// ```
+    #[inline]
+    pub fn row(&self) -> Option<Row<'a>> {
+        (self.encoding == Encoding::Row).then(|| Row::checked(self.value))
+    }
+
+    /// An error for reading a row's bytes as text.
+    fn not_a_row(&self) -> Result<()> {
+        match self.encoding {
+            Encoding::Bytes => Ok(()),
+            Encoding::Row => Err(Error::InvalidInput(
+                "the record's value is a row of typed fields, not text: read it with `RecordRef::row`".into(),
+            )),
+        }
     }
 
     /// The key as UTF-8, when there is a key and it is UTF-8.
@@ -193,6 +227,7 @@ impl<'a> RecordRef<'a> {
     /// assert!(weir_sdk::Record::new("[1] x").as_record_ref().parse_json_seed(PhantomData::<Vec<u8>>).is_err());
     /// ```
     pub fn parse_json_seed<S: DeserializeSeed<'a>>(&self, seed: S) -> Result<S::Value> {
+        self.not_a_row()?;
         let mut de = serde_json::Deserializer::from_slice(self.value);
         seed.deserialize(&mut de)
             .and_then(|v| de.end().map(|()| v))
@@ -204,7 +239,7 @@ impl<'a> RecordRef<'a> {
             })
     }
 
-    /// An owned copy.
+    /// An owned copy (a row as its JSON text: a [`Record`] holds text).
     ///
     /// ```
     /// let r = weir_sdk::Record::new("v").with_key("k");
@@ -213,7 +248,10 @@ impl<'a> RecordRef<'a> {
     pub fn to_record(&self) -> Record {
         Record {
             key: self.key.map(<[u8]>::to_vec),
-            value: self.value.to_vec(),
+            value: match self.row() {
+                Some(row) => row.to_json(),
+                None => self.value.to_vec(),
+            },
             timestamp: self.timestamp,
         }
     }

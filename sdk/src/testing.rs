@@ -287,6 +287,53 @@ impl<O: Operator> Harness<O> {
         out
     }
 
+    /// Feeds a batch in flat form, rows as built with
+    /// [`BatchBuf::push_row_with`], to the input port called `port`, as the
+    /// host does: rows checked and kept for an operator that reads rows
+    /// ([`Operator::READS_ROWS`]), written as JSON text for the others;
+    /// returns the records emitted on any output port (rows as JSON).
+    ///
+    /// ```
+    /// # use weir_sdk::*;
+    /// # struct Kind;
+    /// # impl Operator for Kind {
+    /// # const READS_ROWS: bool = true;
+    /// # fn describe() -> OperatorInfo { OperatorInfo::new("kind", "1.0.0").input("in").output("out") }
+    /// # fn open(_: &OpenContext) -> Result<Self> { Ok(Kind) }
+    /// # fn process(&mut self, _: &mut Context, _: u32, _: Vec<Record>) -> Result<()> { unreachable!() }
+    /// # fn process_batch(&mut self, ctx: &mut Context, _: u32, b: &Batch<'_>) -> Result<()> {
+    /// #     for r in b { ctx.emit(0, Record::new(if r.row().is_some() { "row" } else { "text" })); }
+    /// #     Ok(())
+    /// # }
+    /// # }
+    /// let mut h = weir_sdk::testing::Harness::<Kind>::open("{}").unwrap();
+    /// let mut batch = BatchBuf::new();
+    /// batch.push_row_with(None, None, |row| { row.u64("n", 1); });
+    /// batch.push(None, br#"{"n":1}"#, None);
+    /// let out = h.process_flat("in", &batch).unwrap();
+    /// assert_eq!(out, [Record::new("row"), Record::new("text")]);
+    /// ```
+    pub fn process_flat(&mut self, port: &str, batch: &BatchBuf) -> Result<Vec<Record>> {
+        let port = self.input_port(port)?;
+        let mut text = BatchBuf::new();
+        let mut timestamp = None;
+        for r in batch.as_batch().iter() {
+            if r.row().is_some() {
+                crate::row::Row::new(r.value)?;
+            }
+            timestamp = timestamp.max(r.timestamp);
+            match O::READS_ROWS {
+                true => text.push_ref(r),
+                false => text.push_change(r.change, r.key, &r.to_record().value, r.timestamp),
+            }
+        }
+        let (data, spans) = text.parts();
+        self.host.default_timestamp = timestamp;
+        let out = self.call(|op| hooks::process_flat(op, port, data, spans));
+        self.host.default_timestamp = None;
+        Ok(out?.into_iter().map(|(_, r)| r).collect())
+    }
+
     /// Advances the instance's watermark to `watermark` (it never goes
     /// back) and fires, in order, every event-time timer at or before it,
     /// as the host does when the watermark of the inputs advances; returns

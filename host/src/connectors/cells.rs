@@ -1,5 +1,6 @@
 //! The types of a `csv` source's columns (`columns`), and its cells written
-//! as JSON values of those types ([`CellType::write`]).
+//! as fields of a row of those types ([`CellType::write`]), which readers
+//! that want text get as JSON (`weir_flat::row`).
 //!
 //! `columns = { amount = "decimal", qty = "i64", ts = "timestamp" }` types
 //! the columns it names (the others stay strings); `columns = "infer"`
@@ -7,9 +8,8 @@
 //! is `null`; a cell that is not of its column's type makes the row a bad
 //! record.
 
-use std::io::Write;
-
 use serde::Deserialize;
+use weir_flat::row::RowWriter;
 
 use crate::time::{format_rfc3339, parse_cell};
 
@@ -124,67 +124,65 @@ impl CellType {
         }
     }
 
-    /// Appends `cell` as a JSON value of this type to `out` (an empty cell:
-    /// `null`); `Err` says what the cell is not, `out` untouched.
-    pub fn write(self, cell: &str, out: &mut Vec<u8>) -> Result<(), String> {
+    /// Appends `cell` to `row` as field `name` of this type (an empty
+    /// cell: `null`); `Err` says what the cell is not, `row` untouched.
+    pub fn write(self, name: &str, cell: &str, row: &mut RowWriter) -> Result<(), String> {
         let text = cell.trim();
         if text.is_empty() && self != CellType::String {
-            out.extend_from_slice(b"null");
+            row.null(name);
             return Ok(());
         }
         let not = |what: &str| Err(format!("{} is not {what}", shown(cell)));
         match self {
-            CellType::String => write_string(cell, out),
+            CellType::String => row.str(name, cell),
             CellType::I64 => match text.parse::<i64>() {
-                Ok(n) => write!(out, "{n}").expect("writes to a Vec"),
+                Ok(n) => row.i64(name, n),
                 Err(_) => return not("a 64-bit integer"),
             },
             CellType::F64 => match text.parse::<f64>() {
-                Ok(x) if x.is_finite() => {
-                    serde_json::to_writer(&mut *out, &x).expect("writes to a Vec")
-                }
+                Ok(x) if x.is_finite() => row.f64(name, x),
                 _ => return not("a finite number"),
             },
             CellType::Decimal => match decimal(text) {
-                Some(number) => out.extend_from_slice(number.as_bytes()),
+                Some(number) => row.decimal(name, &number),
                 None => return not("a decimal number"),
             },
             CellType::Bool => match text.to_ascii_lowercase().as_str() {
-                "true" | "t" | "yes" | "y" | "1" => out.extend_from_slice(b"true"),
-                "false" | "f" | "no" | "n" | "0" => out.extend_from_slice(b"false"),
+                "true" | "t" | "yes" | "y" | "1" => row.bool(name, true),
+                "false" | "f" | "no" | "n" | "0" => row.bool(name, false),
                 _ => return not("a boolean (true/false, t/f, yes/no, 1/0)"),
             },
             CellType::Timestamp => match parse_cell(text).and_then(format_rfc3339) {
-                Some(time) => write_string(&time, out),
+                Some(time) => row.str(name, &time),
                 None => {
                     return not(
                         "a time (RFC 3339, or milliseconds since the epoch, in the years 0 to 9999)",
                     );
                 }
             },
-        }
+        };
         Ok(())
     }
 }
 
-/// Appends `cell` as the JSON value it looks like (`columns = "infer"`).
-pub fn write_inferred(cell: &str, out: &mut Vec<u8>) {
+/// Appends `cell` to `row` as field `name` of the type it looks like
+/// (`columns = "infer"`): a 64-bit integer without leading zeros, another
+/// JSON number as written (a decimal), `true` or `false`, else a string.
+pub fn write_inferred(name: &str, cell: &str, row: &mut RowWriter) {
     let integer = cell.strip_prefix('-').unwrap_or(cell);
     let plain = !integer.is_empty()
         && integer.bytes().all(|b| b.is_ascii_digit())
         && (integer == "0" || !integer.starts_with('0'));
-    let as_is = match plain {
-        true => cell.parse::<i64>().is_ok(),
-        false => is_json_number(cell) || cell == "true" || cell == "false",
+    // `-0` is kept as written, a decimal.
+    let integer = plain && cell != "-0";
+    match cell.parse::<i64>() {
+        Ok(n) if integer => row.i64(name, n),
+        // Past 64 bits.
+        _ if integer => row.str(name, cell),
+        _ if weir_flat::json::is_number(cell.as_bytes()) => row.decimal(name, cell),
+        _ if cell == "true" || cell == "false" => row.bool(name, cell == "true"),
+        _ => row.str(name, cell),
     };
-    match as_is {
-        true => out.extend_from_slice(cell.as_bytes()),
-        false => write_string(cell, out),
-    }
-}
-
-fn write_string(text: &str, out: &mut Vec<u8>) {
-    serde_json::to_writer(out, text).expect("writes to a Vec");
 }
 
 /// A cell for messages: quoted, at most 40 characters.
@@ -193,21 +191,6 @@ fn shown(cell: &str) -> String {
         Some((end, _)) => format!("{:?}...", &cell[..end]),
         None => format!("{cell:?}"),
     }
-}
-
-/// Whether `text` is a number as JSON writes one, with a fraction or an
-/// exponent (integers are read by [`write_inferred`] itself).
-fn is_json_number(text: &str) -> bool {
-    let Some(digits) = decimal_parts(text) else {
-        return false;
-    };
-    let (int, frac, exp) = digits;
-    let leading_zero = int.len() > 1 && int.starts_with('0');
-    !int.is_empty()
-        && !leading_zero
-        && frac.is_none_or(|f| !f.is_empty())
-        && (frac.is_some() || exp.is_some())
-        && !text.starts_with('+')
 }
 
 /// The sign-less integer digits, fraction digits and exponent of a
@@ -264,10 +247,27 @@ fn decimal(text: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The JSON text of the one field `c` of `row`.
+    fn field_json(row: &[u8]) -> String {
+        let mut json = Vec::new();
+        weir_flat::row::write_json(row, &mut json).unwrap();
+        let json = String::from_utf8(json).unwrap();
+        let value = json.strip_prefix(r#"{"c":"#).unwrap().strip_suffix('}');
+        value.unwrap().to_owned()
+    }
+
+    /// A row of the one field `c` that `write` writes, and its JSON text.
+    fn json_of_field(write: impl FnOnce(&mut RowWriter)) -> (Vec<u8>, String) {
+        let mut row = Vec::new();
+        write(&mut RowWriter::new(&mut row));
+        let json = field_json(&row);
+        (row, json)
+    }
+
     fn cell(kind: CellType, text: &str) -> Result<String, String> {
-        let mut out = Vec::new();
-        kind.write(text, &mut out)?;
-        Ok(String::from_utf8(out).unwrap())
+        let mut row = Vec::new();
+        kind.write("c", text, &mut RowWriter::new(&mut row))?;
+        Ok(field_json(&row))
     }
 
     #[test]
@@ -324,6 +324,39 @@ mod tests {
     }
 
     #[test]
+    fn each_type_is_a_field_of_its_kind() {
+        use weir_flat::row::{Value, fields};
+        let field = |write: &dyn Fn(&mut RowWriter)| {
+            let (row, _) = json_of_field(write);
+            match fields(&row).next().unwrap().unwrap().1 {
+                Value::Null => "null",
+                Value::Bool(_) => "bool",
+                Value::Int(_) => "int",
+                Value::Uint(_) => "uint",
+                Value::Float(_) => "float",
+                Value::Str(_) => "str",
+                Value::Decimal(_) => "decimal",
+            }
+        };
+        let typed = |kind: CellType, text: &'static str| {
+            field(&move |row: &mut RowWriter| kind.write("c", text, row).unwrap())
+        };
+        assert_eq!(typed(CellType::I64, "1"), "int");
+        assert_eq!(typed(CellType::I64, ""), "null");
+        assert_eq!(typed(CellType::F64, "1"), "float");
+        assert_eq!(typed(CellType::Decimal, "1.5"), "decimal");
+        assert_eq!(typed(CellType::Bool, "no"), "bool");
+        assert_eq!(typed(CellType::Timestamp, "0"), "str");
+        assert_eq!(typed(CellType::String, "1"), "str");
+        let inferred =
+            |text: &'static str| field(&move |row: &mut RowWriter| write_inferred("c", text, row));
+        assert_eq!(inferred("-3"), "int");
+        assert_eq!(inferred("2.50"), "decimal");
+        assert_eq!(inferred("false"), "bool");
+        assert_eq!(inferred("01"), "str");
+    }
+
+    #[test]
     fn inferred_cells_keep_what_is_not_plainly_a_number_as_text() {
         for (text, want) in [
             ("42", "42"),
@@ -331,6 +364,7 @@ mod tests {
             ("0", "0"),
             ("2.50", "2.50"),
             ("-1e-3", "-1e-3"),
+            ("-0", "-0"),
             ("true", "true"),
             ("01234", "\"01234\""),
             ("+5", "\"+5\""),
@@ -340,9 +374,8 @@ mod tests {
             ("TRUE", "\"TRUE\""),
             ("n/a", "\"n/a\""),
         ] {
-            let mut out = Vec::new();
-            write_inferred(text, &mut out);
-            assert_eq!(String::from_utf8(out).unwrap(), want, "{text:?}");
+            let (_, json) = json_of_field(|row| write_inferred("c", text, row));
+            assert_eq!(json, want, "{text:?}");
         }
     }
 

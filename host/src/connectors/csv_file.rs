@@ -1,7 +1,9 @@
 //! `csv` input: a file whose first row is the header; each row becomes a
-//! JSON object of its cells, strings or, with `columns`, values of the
-//! columns' types (module `cells`), written straight into the batch
-//! without a map of values.
+//! row record (`weir_flat::row`) of its cells by column name, strings or,
+//! with `columns`, values of the columns' types (module `cells`), written
+//! straight into the batch without a map of values. Readers that want
+//! text get each as its JSON object; plugins that read rows get the
+//! typed fields.
 //!
 //! Invariant: the offset (`byte`, `records`, `line`) is right after the
 //! last row read (returned, dropped or bad), so seeking to `byte` resumes
@@ -21,6 +23,8 @@ use crate::dataflow::Batch;
 use crate::dataflow::bad_kind::BadKind;
 use crate::dataflow::provenance::NumberRange;
 use crate::time::parse_cell;
+use weir_flat::json;
+use weir_flat::row::{self, RowWriter, fields, write_json};
 
 /// A reader of CSV `file`, whose first row is the header.
 pub(crate) fn csv_reader(file: File) -> csv::Reader<File> {
@@ -60,8 +64,6 @@ pub(crate) struct CsvReader {
     path: PathBuf,
     reader: csv::Reader<File>,
     headers: Vec<String>,
-    /// Each column's name as a JSON string and a colon: `"amount":`.
-    names: Vec<Vec<u8>>,
     /// Each column's type; `None`: a string (or inferred, with `infer`).
     types: Vec<Option<CellType>>,
     infer: bool,
@@ -112,18 +114,10 @@ impl CsvReader {
             })?;
         }
         let column = |name: &str| headers.iter().position(|h| h == name);
-        let names = (headers.iter())
-            .map(|h| {
-                let mut name = serde_json::to_vec(h).expect("a string serializes");
-                name.push(b':');
-                name
-            })
-            .collect();
         Ok(CsvReader {
             id,
             path: path.to_path_buf(),
             reader,
-            names,
             types: parsing.columns.types(&headers),
             infer: parsing.columns.is_infer(),
             key: parsing.key.as_deref().and_then(column),
@@ -159,40 +153,30 @@ impl CsvReader {
         }
     }
 
-    /// Writes `row` into `self.value` as a JSON object of typed cells;
-    /// returns the key's bytes (its string, or its JSON text; none for
-    /// `null`). `Err`: the column whose cell is not of its type, and why.
+    /// Writes `row` into `self.value` as a row of typed cells (readers that
+    /// want text get its JSON object); returns the key's bytes (its
+    /// string, or its JSON text; none for `null`). `Err`: the column whose
+    /// cell is not of its type, and why.
     fn write_row(&mut self, row: &csv::StringRecord) -> Result<Option<Vec<u8>>, String> {
-        let out = &mut self.value;
-        out.clear();
-        out.push(b'{');
+        self.value.clear();
         let mut key = None;
         for (i, cell) in row.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(&self.names[i]);
-            let start = out.len();
+            let start = self.value.len();
+            let fields = &mut RowWriter::new(&mut self.value);
+            let name = &self.headers[i];
             match self.types[i] {
-                Some(kind) => kind
-                    .write(cell, out)
-                    .map_err(|e| format!("column `{}`: {e}", self.headers[i]))?,
-                None if self.infer => write_inferred(cell, out),
-                None => serde_json::to_writer(&mut *out, cell).expect("writes to a Vec"),
+                Some(kind) => {
+                    (kind.write(name, cell, fields)).map_err(|e| format!("column `{name}`: {e}"))?
+                }
+                None if self.infer => write_inferred(name, cell, fields),
+                None => {
+                    fields.str(name, cell);
+                }
             }
             if self.key == Some(i) {
-                key = match &out[start..] {
-                    b"null" => None,
-                    [b'"', ..] => Some(
-                        (serde_json::from_slice::<String>(&out[start..]))
-                            .expect("a string just written")
-                            .into_bytes(),
-                    ),
-                    text => Some(text.to_vec()),
-                };
+                key = key_of(&self.value[start..]);
             }
         }
-        out.push(b'}');
         Ok(key)
     }
 
@@ -258,14 +242,15 @@ impl SourceReader for CsvReader {
                         None => {
                             let message = t.bad("column", Some(&shown(cell)));
                             let error = self.malformed(line, message);
-                            let value = self.value.clone();
+                            let mut value = Vec::new();
+                            write_json(&self.value, &mut value).expect("a row just written");
                             self.bad_row((BadKind::BadTimestamp, error), line, value);
                             continue;
                         }
                     }
                 }
             };
-            batch.push(key.as_deref(), &self.value, timestamp);
+            batch.push_row(key.as_deref(), &self.value, timestamp);
             self.lines.add(line, false);
         }
         Ok(if batch.is_empty() { None } else { Some(batch) })
@@ -290,19 +275,39 @@ impl SourceReader for CsvReader {
     }
 }
 
+/// A record's key from its key column's field (the one row field in
+/// `field`): a string's text, a number's or boolean's JSON text, none for
+/// `null`.
+fn key_of(field: &[u8]) -> Option<Vec<u8>> {
+    let (_, value) = (fields(field).next())?.expect("a field just written");
+    let mut text = Vec::new();
+    match value {
+        row::Value::Null => return None,
+        row::Value::Str(s) => return Some(s.as_bytes().to_vec()),
+        row::Value::Bool(b) => text.extend_from_slice(if b { b"true" } else { b"false" }),
+        row::Value::Int(n) => json::push_i64(&mut text, n),
+        row::Value::Uint(n) => json::push_u64(&mut text, n),
+        row::Value::Float(x) => json::push_f64(&mut text, x),
+        row::Value::Decimal(d) => text.extend_from_slice(d.as_bytes()),
+    }
+    Some(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::connectors::cells::Columns;
     use crate::connectors::format::tests::stamps;
     use crate::connectors::parsing::Format;
+    use crate::dataflow::batch::Encoding;
 
     fn values(r: &mut CsvReader) -> Vec<Value> {
         let mut out = Vec::new();
         while let Some(batch) = r.read_batch(2).unwrap() {
-            out.extend(
-                (batch.iter()).map(|rec| serde_json::from_slice::<Value>(rec.value).unwrap()),
-            );
+            // Every record is a row, read as its JSON text.
+            assert!(batch.iter().all(|r| r.encoding == Encoding::Row));
+            let text = batch.rows_as_text().unwrap();
+            out.extend((text.iter()).map(|r| serde_json::from_slice::<Value>(r.value).unwrap()));
         }
         out
     }
@@ -339,6 +344,20 @@ mod tests {
         ]);
         let mut r = open(dir.path(), text, &parsing).unwrap();
         let batch = r.read_batch(10).unwrap().unwrap();
+        let cells: Vec<_> = fields(batch.get(0).value).map(Result::unwrap).collect();
+        use row::Value::*;
+        assert_eq!(
+            cells,
+            [
+                ("id", Int(7)),
+                ("amount", Decimal("12.50")),
+                ("qty", Int(3)),
+                ("paid", Bool(true)),
+                ("at", Str("2024-01-31T12:00:00.000Z")),
+                ("note", Str("a \"b\""))
+            ]
+        );
+        let batch = batch.rows_as_text().unwrap();
         let first = std::str::from_utf8(batch.get(0).value).unwrap();
         assert_eq!(
             first,

@@ -60,6 +60,26 @@ impl RecordRef<'_> {
         }
     }
 
+    /// The value as text: a row as its JSON object, else as it is (also
+    /// a value marked a row that is none, as the bytes it has).
+    ///
+    /// ```
+    /// let mut row = Vec::new();
+    /// weir_flat::row::RowWriter::new(&mut row).bool("ok", true);
+    /// let mut b = weir::Batch::new();
+    /// b.push_row(None, &row, None);
+    /// b.push(None, b"text", None);
+    /// assert_eq!(b.get(0).text_value(), br#"{"ok":true}"#);
+    /// assert_eq!(b.get(1).text_value(), b"text");
+    /// ```
+    pub fn text_value(&self) -> Vec<u8> {
+        let mut text = Vec::new();
+        match self.encoding {
+            Encoding::Row if weir_flat::row::write_json(self.value, &mut text).is_ok() => text,
+            _ => self.value.to_vec(),
+        }
+    }
+
     /// An owned copy.
     ///
     /// ```
@@ -293,6 +313,21 @@ impl Batch {
         self.push_change(Change::Insert, key, value, timestamp);
     }
 
+    /// Appends a record whose value is a row ([`weir_flat::row`]), which
+    /// its readers get as JSON text unless they read rows.
+    ///
+    /// ```
+    /// let mut row = Vec::new();
+    /// weir_flat::row::RowWriter::new(&mut row).i64("n", 1);
+    /// let mut b = weir::Batch::new();
+    /// b.push_row(None, &row, None);
+    /// assert!(b.has_rows());
+    /// assert_eq!(b.rows_as_text().unwrap().get(0).value, br#"{"n":1}"#);
+    /// ```
+    pub fn push_row(&mut self, key: Option<&[u8]>, row: &[u8], timestamp: Option<i64>) {
+        self.push_encoded(Change::Insert, Encoding::Row, key, row, timestamp);
+    }
+
     /// Appends a record saying `change` of its row.
     ///
     /// ```
@@ -517,6 +552,26 @@ impl Batch {
         weir_flat::row::batch_as_json(&self.data, &mut self.spans, &mut data)?;
         self.data = data;
         Ok(self)
+    }
+
+    /// Checks every row of the batch ([`weir_flat::row::check`]), for a
+    /// reader that reads rows as they are; an error names the first value
+    /// marked a row that is none.
+    ///
+    /// ```
+    /// let mut b = weir::Batch::new();
+    /// b.push_row(None, &[2, 1, b'b'], None);
+    /// assert!(b.check_rows().is_ok());
+    /// b.push_row(None, &[9, 0], None);
+    /// assert_eq!(b.check_rows().unwrap_err().to_string(), "record 1 of a flat batch: the row's field at byte 0 has unknown type 9");
+    /// ```
+    pub fn check_rows(&self) -> Result<(), BadSpans> {
+        for (index, r) in self.iter().enumerate() {
+            if r.encoding == Encoding::Row {
+                weir_flat::row::check(r.value).map_err(|error| BadSpans::Row { index, error })?;
+            }
+        }
+        Ok(())
     }
 
     /// Whether a record says anything but [`Change::Insert`].

@@ -103,7 +103,7 @@ impl Letter {
             origin,
             port: None,
             key: record.key.map(<[u8]>::to_vec),
-            value: record.value.to_vec(),
+            value: record.text_value(),
             timestamp: record.timestamp,
         }
     }

@@ -25,7 +25,8 @@
 //!   (`run::warn_unconsumed_outputs` warns about each such port).
 //! - A plugin reads text: the rows of a batch it receives (another
 //!   plugin's [`Encoding::Row`](crate::dataflow::batch::Encoding) values)
-//!   are written as JSON on this thread first ([`Batch::rows_as_text`]).
+//!   are written as JSON on this thread first ([`Batch::rows_as_text`]),
+//!   or only checked for a plugin that reads rows ([`Batch::check_rows`]).
 //! - A batch a replay found bad records in ([`BadInputs`]) goes to the
 //!   plugin without them, as its `on_error` says ([`BadRecords`]); the
 //!   others in one call, or one call each while the replay looks for the
@@ -272,7 +273,12 @@ impl InputHandler for InstanceTask {
     }
 
     fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
-        let batch = batch.rows_as_text().map_err(|error| {
+        // A plugin that reads rows gets them checked, others as JSON text.
+        let batch = match self.instance.reads_rows() {
+            true => batch.check_rows().map(|()| batch),
+            false => batch.rows_as_text(),
+        };
+        let batch = batch.map_err(|error| {
             self.shared.fail(TaskError::BadRow {
                 reader: format!(
                     "input `{}` of operator `{}`",

@@ -188,6 +188,11 @@ impl OperatorInstance {
         }
     }
 
+    /// Whether its plugin reads rows ([`Plugin::reads_rows`]).
+    pub fn reads_rows(&self) -> bool {
+        self.plugin.reads_rows()
+    }
+
     /// Processes `batch` from input port `port`; emitted records wait in the
     /// output buffers. A plugin that exports `flat-lifecycle` gets the batch
     /// in flat form, others as a list of records.

@@ -89,12 +89,12 @@ impl Runtime {
                     outputs: Vec::new(),
                     state_version: 0,
                 },
+                reads_rows: false,
             }),
         };
-        let info = plugin.call_describe()?;
-        Arc::get_mut(&mut plugin.inner)
-            .expect("not shared yet")
-            .info = info;
+        let (info, reads_rows) = plugin.call_describe()?;
+        let inner = Arc::get_mut(&mut plugin.inner).expect("not shared yet");
+        (inner.info, inner.reads_rows) = (info, reads_rows);
         Ok(plugin)
     }
 }
@@ -122,6 +122,8 @@ struct PluginInner {
     component: Component,
     pre: OperatorPre<InstanceState>,
     info: OperatorInfo,
+    /// Whether it reads rows (`row-input.reads-rows`).
+    reads_rows: bool,
     fuel: bool,
     /// The `.wasm` bytes, to compile a fuel-metered copy when needed.
     bytes: Arc<[u8]>,
@@ -181,6 +183,14 @@ impl Plugin {
         self.inner.pre.has_flat()
     }
 
+    /// Whether the plugin reads rows (it exports `row-input` and says so,
+    /// and takes batches in flat form): the records it receives keep
+    /// their rows ([`Batch::check_rows`](crate::Batch::check_rows)) instead
+    /// of becoming JSON text.
+    pub fn reads_rows(&self) -> bool {
+        self.inner.reads_rows
+    }
+
     /// Whether the runtime that compiled this plugin meters fuel.
     pub fn fuel_metered(&self) -> bool {
         self.inner.fuel
@@ -209,6 +219,7 @@ impl Plugin {
                         component,
                         pre,
                         info: i.info.clone(),
+                        reads_rows: i.reads_rows,
                         fuel: true,
                         bytes: i.bytes.clone(),
                         runtime: rt,
@@ -219,9 +230,10 @@ impl Plugin {
             .clone()
     }
 
-    /// Calls `describe` in a throwaway store with default limits (where
-    /// `emit` and state writes trap) and checks what it returns.
-    fn call_describe(&self) -> Result<OperatorInfo, PluginError> {
+    /// Calls `describe` (and `row-input.reads-rows` when exported) in a
+    /// throwaway store with default limits (where `emit` and state writes
+    /// trap) and checks what it returns.
+    fn call_describe(&self) -> Result<(OperatorInfo, bool), PluginError> {
         let path = &self.inner.path;
         let fail = |message: String| PluginError::Describe {
             path: path.clone(),
@@ -243,6 +255,15 @@ impl Plugin {
             .weir_operator_lifecycle()
             .call_describe(&mut store)
             .map_err(|e| fail(format!("trapped: {}", describe_error(&store, e))))?;
+        let reads_rows = match bindings.weir_operator_row_input() {
+            Some(rows) if self.flat() => (rows.call_reads_rows(&mut store)).map_err(|e| {
+                fail(format!(
+                    "`reads-rows` trapped: {}",
+                    describe_error(&store, e)
+                ))
+            })?,
+            _ => false,
+        };
         check_name("name", &info.name).map_err(&fail)?;
         check_name("version", &info.version).map_err(&fail)?;
         if info.outputs.is_empty() && info.inputs.is_empty() {
@@ -265,7 +286,7 @@ impl Plugin {
                 }
             }
         }
-        Ok(info)
+        Ok((info, reads_rows))
     }
 }
 

@@ -53,10 +53,11 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Number, Value};
+use weir_sdk::row::{self, Row};
 use weir_sdk::window::DurationMs;
 use weir_sdk::{
-    Batch, BatchBuf, Change, Context, Error, MapState, OpenContext, Operator, OperatorInfo, Record,
-    RecordRef, Result, TimeDomain, Timer,
+    Batch, BatchBuf, Change, Context, Encoding, Error, MapState, OpenContext, Operator,
+    OperatorInfo, Record, RecordRef, Result, RowWriter, TimeDomain, Timer,
 };
 
 mod quick;
@@ -106,6 +107,27 @@ pub struct Classified<'a> {
     pub b: Option<f64>,
 }
 
+impl Classified<'_> {
+    /// Appends its fields to a row, which readers get as exactly its JSON.
+    ///
+    /// ```
+    /// let c = reconcile::classify("k", Some(1.0), None, 0.0).unwrap();
+    /// let mut row = Vec::new();
+    /// c.write_row(&mut weir_sdk::RowWriter::new(&mut row));
+    /// let json = weir_sdk::row::Row::new(&row).unwrap().to_json();
+    /// assert_eq!(json, serde_json::to_vec(&c).unwrap());
+    /// ```
+    pub fn write_row(&self, row: &mut RowWriter<'_>) {
+        row.str("key", self.key).str("status", self.status);
+        for (name, amount) in [("a", self.a), ("b", self.b)] {
+            match amount {
+                Some(x) => row.f64(name, x),
+                None => row.null(name),
+            };
+        }
+    }
+}
+
 /// The result of `key` with amounts `a` and `b` (those seen), `None` when
 /// neither was: `MATCH` when both differ by at most `tolerance`.
 ///
@@ -139,7 +161,7 @@ pub struct Reconcile {
     /// waits until the end of input.
     timeout: Option<i64>,
     keys: MapState<String, Pending>,
-    /// The JSON of the record being emitted (reused, so emitting allocates
+    /// The row of the record being emitted (reused, so emitting allocates
     /// nothing per record).
     line: Vec<u8>,
 }
@@ -183,6 +205,22 @@ impl Field<'_> {
             Field::Number(n) => n.to_string(),
             Field::Tree(v) => v.to_string(),
         }))
+    }
+}
+
+impl<'a> Field<'a> {
+    /// The field of a row, as the same field of its JSON text reads.
+    fn of_row(value: row::Value<'a>) -> Field<'a> {
+        match value {
+            row::Value::Null => Field::Null,
+            row::Value::Bool(b) => Field::Bool(b),
+            row::Value::Int(n) => Field::Number(n.into()),
+            row::Value::Uint(n) => Field::Number(n.into()),
+            row::Value::Float(x) => Number::from_f64(x).map_or(Field::Null, Field::Number),
+            row::Value::Str(s) => Field::Str(Cow::Borrowed(s)),
+            // A JSON number's text reads as one.
+            row::Value::Decimal(text) => text.parse().map_or(Field::Null, Field::Number),
+        }
     }
 }
 
@@ -236,6 +274,16 @@ impl<'de> Visitor<'de> for FieldVisitor {
 struct Fields<'a> {
     amount: Option<Field<'a>>,
     key: Option<Field<'a>>,
+}
+
+impl<'a> Fields<'a> {
+    /// The fields of a row (the last of a name given twice).
+    fn of_row(row: &Row<'a>, key_field: Option<&str>) -> Fields<'a> {
+        Fields {
+            amount: row.get("amount").map(Field::of_row),
+            key: key_field.and_then(|f| row.get(f)).map(Field::of_row),
+        }
+    }
 }
 
 /// Reads [`Fields`] from a JSON value, skipping every other field with
@@ -346,7 +394,10 @@ impl<'de> Visitor<'de> for FieldsSeed<'_> {
 /// The whole record as a JSON document, for the text of an error message
 /// (only bad records pay for it).
 fn document(rec: &RecordRef<'_>) -> Value {
-    rec.parse_json().unwrap_or(Value::Null)
+    match rec.row() {
+        Some(row) => serde_json::from_slice(&row.to_json()).unwrap_or(Value::Null),
+        None => rec.parse_json().unwrap_or(Value::Null),
+    }
 }
 
 /// One input record, read: its key, amount and (under `timeout`) timestamp.
@@ -365,9 +416,12 @@ impl Reconcile {
             Some(_) => None,
             None => Some(self.key_field.as_str()),
         };
-        let fields = match quick::read(rec.value, key_field) {
-            Some(fields) => fields,
-            None => rec.parse_json_seed(FieldsSeed { key_field })?,
+        let fields = match rec.row() {
+            Some(row) => Fields::of_row(&row, key_field),
+            None => match quick::read(rec.value, key_field) {
+                Some(fields) => fields,
+                None => rec.parse_json_seed(FieldsSeed { key_field })?,
+            },
         };
         let timestamp = self.timestamp_of(rec, port)?;
         let key = match (own_key, fields.key) {
@@ -452,12 +506,13 @@ impl Reconcile {
             return;
         };
         self.line.clear();
-        serde_json::to_writer(&mut self.line, &out).expect("serializing to memory");
+        out.write_row(&mut RowWriter::new(&mut self.line));
         let rec = RecordRef {
             key: Some(key.as_bytes()),
             value: &self.line,
             timestamp,
             change: Change::Insert,
+            encoding: Encoding::Row,
         };
         ctx.emit_ref(OUT, rec);
     }
@@ -490,6 +545,9 @@ fn tombstone(t: Option<i64>) -> Pending {
 }
 
 impl Operator for Reconcile {
+    /// Orders from a `csv` source arrive as rows: no JSON to parse.
+    const READS_ROWS: bool = true;
+
     fn describe() -> OperatorInfo {
         OperatorInfo::new("reconcile", env!("CARGO_PKG_VERSION"))
             .input("a")
@@ -663,6 +721,77 @@ mod tests {
                 serde_json::json!({"key":"3","status":"ONLY_A","a":30.0,"b":null}),
                 serde_json::json!({"key":"4","status":"ONLY_B","a":null,"b":40.0}),
             ]
+        );
+    }
+
+    #[test]
+    fn rows_read_as_their_json_text_reads() {
+        // Orders keyed by a field, amounts of every kind a row has: the
+        // same orders as rows and as JSON text give the same output.
+        type Write = fn(&mut weir_sdk::RowWriter<'_>);
+        let orders: [(&str, Write); 6] = [
+            ("a", |r| {
+                r.str("id", "1").decimal("amount", "10.50");
+            }),
+            ("a", |r| {
+                r.i64("id", 2).i64("amount", -3);
+            }),
+            ("a", |r| {
+                r.str("id", "3").f64("amount", 2.5);
+            }),
+            ("b", |r| {
+                r.str("id", "1").str("amount", " 10.5 ");
+            }),
+            ("b", |r| {
+                r.i64("id", 2).u64("amount", 7).null("note");
+            }),
+            ("b", |r| {
+                r.str("id", "4").decimal("amount", "1e2");
+            }),
+        ];
+        let config = r#"{"key_field":"id"}"#;
+        let (mut rows, mut text) = (
+            Harness::<Reconcile>::open(config).unwrap(),
+            Harness::<Reconcile>::open(config).unwrap(),
+        );
+        let (mut from_rows, mut from_text) = (Vec::new(), Vec::new());
+        for (port, write) in orders {
+            let mut batch = BatchBuf::new();
+            batch.push_row_with(None, None, write);
+            let mut json = BatchBuf::new();
+            json.push(
+                None,
+                &batch.as_batch().get(0).unwrap().to_record().value,
+                None,
+            );
+            from_rows.extend(rows.process_flat(port, &batch).unwrap());
+            from_text.extend(text.process_flat(port, &json).unwrap());
+        }
+        from_rows.extend(rows.finish().unwrap());
+        from_text.extend(text.finish().unwrap());
+        assert_eq!(parse(&from_rows), parse(&from_text));
+        let statuses: Vec<_> = parse(&from_rows)
+            .iter()
+            .map(|v| (v["key"].to_string(), v["status"].to_string()))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                (r#""1""#.into(), r#""MATCH""#.into()),
+                (r#""2""#.into(), r#""AMOUNT_MISMATCH""#.into()),
+                (r#""3""#.into(), r#""ONLY_A""#.into()),
+                (r#""4""#.into(), r#""ONLY_B""#.into()),
+            ]
+        );
+        // A row without the key field is refused, naming its JSON.
+        let mut batch = BatchBuf::new();
+        batch.push_row_with(None, None, |r| {
+            r.u64("amount", 1);
+        });
+        let err = rows.process_flat("a", &batch).unwrap_err().to_string();
+        assert!(
+            err.contains(r#"no `id` field"#) && err.contains(r#"{"amount":1}"#),
+            "{err}"
         );
     }
 

@@ -173,7 +173,8 @@ mod tests {
     fn values(reader: &mut dyn SourceReader) -> Vec<String> {
         let mut out = Vec::new();
         while let Some(batch) = reader.read_batch(2).unwrap() {
-            let values = batch.iter().map(|r| r.value.to_vec());
+            // Values as readers of text see them (a csv row as JSON).
+            let values = batch.iter().map(|r| r.text_value());
             out.extend(values.map(|v| String::from_utf8(v).unwrap()));
         }
         out
@@ -256,7 +257,7 @@ mod tests {
                 let batch = first.read_batch(max).unwrap().unwrap();
                 let mut got: Vec<String> = batch
                     .iter()
-                    .map(|r| String::from_utf8(r.value.to_vec()).unwrap())
+                    .map(|r| String::from_utf8(r.text_value()).unwrap())
                     .collect();
                 let offset = first.offset();
                 got.extend(values(source.open("s", Some(&offset)).unwrap().as_mut()));

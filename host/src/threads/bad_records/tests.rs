@@ -191,3 +191,26 @@ fn replays_learn_which_record_a_plugin_fails_on() {
         [&0]
     );
 }
+
+/// The dead letter of a row (a record an operator that reads rows
+/// refused) holds its JSON text, as every other reader sees it.
+#[test]
+fn a_rows_dead_letter_holds_its_json_text() {
+    let mut row = Vec::new();
+    weir_flat::row::RowWriter::new(&mut row)
+        .str("id", "a")
+        .decimal("amount", "1.50");
+    let mut batch = Batch::new();
+    batch.push(None, b"plain", None);
+    batch.push_row(Some(b"a"), &row, Some(4));
+    let letter = Letter::of(&batch, 1, (BadKind::InvalidInput, "no"));
+    assert_eq!(letter.value, br#"{"id":"a","amount":1.50}"#);
+    assert_eq!(
+        (letter.key.as_deref(), letter.timestamp),
+        (Some(&b"a"[..]), Some(4))
+    );
+    assert_eq!(
+        Letter::of(&batch, 0, (BadKind::InvalidInput, "no")).value,
+        b"plain"
+    );
+}
