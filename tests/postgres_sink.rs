@@ -446,6 +446,60 @@ fn records_that_do_not_fit_the_table_fail_the_epoch_with_the_column() {
     assert_eq!(rows(pg, "SELECT id FROM tm_rows"), "1");
 }
 
+/// Rows (a `csv` source's, a plugin's `emit_row`) are written from their
+/// typed fields, staged as rows through the epoch's file: the table gets
+/// what their JSON would give it; a row that does not fit fails the epoch
+/// naming the column and showing the row as JSON.
+#[test]
+fn rows_reach_the_table_from_their_typed_fields() {
+    use weir_flat::row::RowWriter;
+    let pg = server();
+    pg.psql("CREATE TABLE tm_typed (id int, amount numeric, ok boolean, note text, doc jsonb, day date)");
+    let h = Harness::new(pg, "typed", "table = \"tm_typed\"");
+    let mut sink = h.open(None);
+    assert!(sink.reads_rows());
+    let mut b = Batch::new();
+    let cells = [
+        (1, "12.50", true, "a\tb"),
+        (2, "-0.001", false, "ü\\ \"q\""),
+    ];
+    for (id, amount, ok, note) in cells {
+        let mut row = Vec::new();
+        RowWriter::new(&mut row)
+            .i64("id", id)
+            .decimal("amount", amount)
+            .bool("ok", ok)
+            .str("note", note)
+            .decimal("doc", "1.50")
+            .null("day");
+        b.push_row(None, &row, None);
+    }
+    sink.write(&b).unwrap();
+    precommit_blocking(sink.as_mut(), 1).unwrap();
+    commit_blocking(sink.as_mut(), 1).unwrap();
+    let got = rows(
+        pg,
+        "SELECT id, amount, ok, note, doc, day IS NULL FROM tm_typed ORDER BY id",
+    );
+    assert_eq!(got, "1|12.50|t|a\tb|1.5|t\n2|-0.001|f|ü\\ \"q\"|1.5|t");
+
+    let h = Harness::new(pg, "typed-bad", "table = \"tm_typed\"");
+    let mut sink = h.open(None);
+    let mut row = Vec::new();
+    RowWriter::new(&mut row).str("id", "seven").bool("ok", true);
+    let mut b = Batch::new();
+    b.push_row(None, &row, None);
+    sink.write(&b).unwrap();
+    precommit_blocking(sink.as_mut(), 2).unwrap();
+    let err = commit_blocking(sink.as_mut(), 2).unwrap_err().to_string();
+    assert_has(&err, "column `id` (integer) needs a JSON integer");
+    assert_has(
+        &err,
+        r#"got a string "seven" in record {"id":"seven","ok":true}"#,
+    );
+    assert_eq!(rows(pg, "SELECT count(*) FROM tm_typed"), "2");
+}
+
 /// The server restarts between two epochs: the sink reconnects and the
 /// next epoch is delivered; with the server down, the delivery fails
 /// saying the connection was lost, and the restore delivers it once the

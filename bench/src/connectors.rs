@@ -4,7 +4,9 @@
 //! client of its own on the same data:
 //!
 //! - PostgreSQL: `weir run` of a file → `postgres` sink job (append, and
-//!   upsert by word), against `psql`'s `\copy` of the same rows;
+//!   upsert by word, from JSON lines; append from a typed `csv` file, whose
+//!   rows the sink writes from their fields), against `psql`'s `\copy` of
+//!   the same rows;
 //! - JetStream sink: a file → `nats` sink job, against publishing the same
 //!   payloads with `async-nats` (acknowledged, as many in flight as the
 //!   sink allows);
@@ -54,6 +56,11 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     })?;
     let csv = dir.join("rows.csv");
     crate::data::write_lines(&csv, n, |i| format!("w{},{i}", i % WORDS))?;
+    // The same rows with a header, for a `csv` source (rows typed cells).
+    crate::data::write_lines(&dir.join("typed.csv"), n + 1, |i| match i {
+        0 => "word,count".into(),
+        i => format!("w{},{}", (i - 1) % WORDS, i - 1),
+    })?;
     let words = dir.join("words.txt");
     crate::data::write_lines(&words, n, |i| format!("w{}", i % WORDS))?;
 
@@ -64,6 +71,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     pg.psql(
         "CREATE TABLE base (word text NOT NULL, count bigint NOT NULL);\
          CREATE TABLE events (word text NOT NULL, count bigint NOT NULL);\
+         CREATE TABLE typed_events (word text NOT NULL, count bigint NOT NULL);\
          CREATE TABLE totals (word text PRIMARY KEY, count bigint NOT NULL);",
     );
 
@@ -78,9 +86,23 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     report.row("psql \\copy", per_second(n, copy), "records/s", None);
 
     let file_source = || Source::file("in", "rows.jsonl").format("jsonl");
-    for (case, table, mode) in [
-        ("weir → postgres append", "events", None),
-        ("weir → postgres upsert", "totals", Some("word")),
+    // Rows from typed cells, written from their fields (no JSON between).
+    let typed_source =
+        || (Source::file("in", "typed.csv").format("csv")).value("columns", "{ count = \"i64\" }");
+    for (case, table, mode, source) in [
+        ("weir → postgres append", "events", None, file_source()),
+        (
+            "weir → postgres upsert",
+            "totals",
+            Some("word"),
+            file_source(),
+        ),
+        (
+            "weir csv → postgres append",
+            "typed_events",
+            None,
+            typed_source(),
+        ),
     ] {
         settings.say(&format!("connectors: {case}"));
         let mut sink = Sink::postgres("out", &pg.url(), table).input("in");
@@ -89,7 +111,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         }
         let job = JobFile::new("bench-pg")
             .checkpoint(Checkpoint::every("1s"))
-            .source(file_source())
+            .source(source)
             .sink(sink);
         let wall = run_weir(settings, dir, table, &job)?;
         let want = if mode.is_some() { n.min(WORDS) } else { n };
@@ -260,7 +282,7 @@ pub(crate) fn run_weir(
 ) -> anyhow::Result<Duration> {
     let case = dir.join(name);
     std::fs::create_dir_all(&case)?;
-    for input in ["rows.jsonl", "words.txt"] {
+    for input in ["rows.jsonl", "typed.csv", "words.txt"] {
         let link = case.join(input);
         if !link.exists() {
             std::os::unix::fs::symlink(dir.join(input), link)?;

@@ -52,6 +52,29 @@ pub enum Value<'a> {
     Decimal(&'a str),
 }
 
+impl Value<'_> {
+    /// Appends the value's JSON text, as a row's JSON object holds it.
+    ///
+    /// ```
+    /// let mut out = Vec::new();
+    /// weir_flat::row::Value::Decimal("1.50").write_json(&mut out);
+    /// weir_flat::row::Value::Str("a").write_json(&mut out);
+    /// assert_eq!(out, br#"1.50"a""#);
+    /// ```
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match *self {
+            Value::Null => out.extend_from_slice(b"null"),
+            Value::Bool(true) => out.extend_from_slice(b"true"),
+            Value::Bool(false) => out.extend_from_slice(b"false"),
+            Value::Int(n) => json::push_i64(out, n),
+            Value::Uint(n) => json::push_u64(out, n),
+            Value::Float(x) => json::push_f64(out, x),
+            Value::Str(s) => json::push_str(out, s),
+            Value::Decimal(text) => out.extend_from_slice(text.as_bytes()),
+        }
+    }
+}
+
 /// Why bytes are no row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadRow {

@@ -14,6 +14,7 @@ use foldhash::fast::RandomState;
 use std::ops::Range;
 
 use serde_json::Value;
+use weir_flat::row;
 
 /// How a column's values are checked and written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +106,27 @@ pub(super) struct Row {
 }
 
 impl Row {
+    /// Reads `row_bytes`, a record's value as typed fields
+    /// (`weir_flat::row`, checked by the host), into this row as
+    /// [`read`](Self::read) reads the same record's JSON text: the same
+    /// checks, COPY text and messages, without JSON in between.
+    pub(super) fn read_fields(
+        &mut self,
+        columns: &Columns,
+        ignore_unknown: bool,
+        row_bytes: &[u8],
+    ) -> Result<(), String> {
+        self.cells.clear();
+        self.text.clear();
+        for field in row::fields(row_bytes) {
+            let (name, value) = field.map_err(|e| format!("a malformed row: {e}"))?;
+            let record = Shown::Row(row_bytes);
+            self.add(columns, ignore_unknown, record, name, Field::Typed(value))?;
+        }
+        self.cells.sort_unstable_by_key(|(col, _)| *col);
+        Ok(())
+    }
+
     /// Reads record `value` (a JSON object) into this row: every field
     /// checked against its column and encoded. Fields without a column are
     /// an error, or skipped with `ignore_unknown`. The message names the
@@ -155,14 +177,14 @@ impl Row {
         Ok(())
     }
 
-    /// Adds field `name`, whose JSON text is `raw`, of `record`.
+    /// Adds field `name` of `record`, whose value is `value`.
     fn add(
         &mut self,
         columns: &Columns,
         ignore_unknown: bool,
-        record: &[u8],
+        record: Shown<'_>,
         name: &str,
-        raw: &str,
+        value: Field<'_>,
     ) -> Result<(), String> {
         let Some(col) = columns.find(name) else {
             if ignore_unknown {
@@ -171,7 +193,7 @@ impl Row {
             return Err(format!(
                 "field `{name}` of record {} has no column in the table; add the column, \
                  remove the field, or set ignore_unknown = true",
-                shorten(record)
+                record.short()
             ));
         };
         let column = &columns.list[col];
@@ -182,16 +204,20 @@ impl Row {
             return Err(format!(
                 "field `{name}` of record {} sets generated column `{name}`, which PostgreSQL computes; \
                  remove the field, or set ignore_unknown = true",
-                shorten(record)
+                record.short()
             ));
         }
         let start = self.text.len();
-        if let Err(got) = encode(raw, column.kind, &mut self.text, &mut self.json) {
+        let encoded = match value {
+            Field::Json(raw) => encode(raw, column.kind, &mut self.text, &mut self.json),
+            Field::Typed(v) => encode_typed(v, column.kind, &mut self.text, &mut self.json),
+        };
+        if let Err(got) = encoded {
             return Err(format!(
                 "column `{name}` ({}) needs {}, got {got} in record {}; fix the records or the column's type",
                 column.sql_type,
                 column.kind.expected(),
-                shorten(record)
+                record.short()
             ));
         }
         let range = start..self.text.len();
@@ -296,6 +322,69 @@ fn encode(raw: &str, kind: Kind, out: &mut Vec<u8>, json: &mut Vec<u8>) -> Resul
     Ok(())
 }
 
+/// A record's value as the messages about it show it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Shown<'a> {
+    /// JSON text.
+    Json(&'a [u8]),
+    /// A row, shown as its JSON text.
+    Row(&'a [u8]),
+}
+
+impl Shown<'_> {
+    /// The record on one line, cut short ([`shorten`]).
+    pub(super) fn short(self) -> String {
+        match self {
+            Shown::Json(text) => shorten(text),
+            Shown::Row(row) => {
+                let mut text = Vec::new();
+                match row::write_json(row, &mut text) {
+                    Ok(()) => shorten(&text),
+                    Err(_) => shorten(row),
+                }
+            }
+        }
+    }
+}
+
+/// A field's value: JSON text, or typed (a row's field).
+#[derive(Debug, Clone, Copy)]
+enum Field<'a> {
+    Json(&'a str),
+    Typed(row::Value<'a>),
+}
+
+/// Writes a row's field `value` as a COPY field of a column of `kind`,
+/// as [`encode`] writes the field's JSON text: the common cases directly,
+/// every other (and every refusal, for its message) through that JSON.
+fn encode_typed(
+    value: row::Value<'_>,
+    kind: Kind,
+    out: &mut Vec<u8>,
+    json: &mut Vec<u8>,
+) -> Result<(), String> {
+    use row::Value as V;
+    match (kind, value) {
+        (_, V::Null) => out.extend_from_slice(b"\\N"),
+        (Kind::Int(lo, hi), V::Int(n)) if (lo..=hi).contains(&n) => {
+            weir_flat::json::push_i64(out, n)
+        }
+        (Kind::Number, V::Int(n)) => weir_flat::json::push_i64(out, n),
+        (Kind::Number, V::Uint(n)) => weir_flat::json::push_u64(out, n),
+        (Kind::Number, V::Float(x)) if x.is_finite() => weir_flat::json::push_f64(out, x),
+        (Kind::Number, V::Decimal(text)) => out.extend_from_slice(text.as_bytes()),
+        (Kind::Bool, V::Bool(b)) => out.push(if b { b't' } else { b'f' }),
+        (Kind::Text, V::Str(s)) if !s.contains('\0') => escape(s.as_bytes(), out),
+        _ => {
+            let mut raw = Vec::new();
+            value.write_json(&mut raw);
+            let raw = String::from_utf8(raw).expect("JSON text is UTF-8");
+            encode(&raw, kind, out, json)?;
+        }
+    }
+    Ok(())
+}
+
 /// The fields of a record object, handed to [`Row::add`] one by one as
 /// they are parsed; a refusal is kept in `refused` and stops the parse.
 struct Fields<'a> {
@@ -319,9 +408,9 @@ impl<'de> serde::de::Visitor<'de> for Fields<'_> {
             let added = self.row.add(
                 self.columns,
                 self.ignore_unknown,
-                self.record,
+                Shown::Json(self.record),
                 &name,
-                raw.get(),
+                Field::Json(raw.get()),
             );
             if let Err(message) = added {
                 *self.refused = Some(message);
@@ -498,7 +587,7 @@ pub(super) fn check_key(
     row: &Row,
     key: &[usize],
     columns: &Columns,
-    record: &[u8],
+    record: Shown<'_>,
 ) -> Result<(), String> {
     for &col in key {
         let found = row.field(col);
@@ -507,7 +596,7 @@ pub(super) fn check_key(
             return Err(format!(
                 "key column `{}` is {how} in record {}; every record needs a value for each `key` column",
                 columns.list[col].name,
-                shorten(record)
+                record.short()
             ));
         }
     }
@@ -548,6 +637,86 @@ pub(super) mod tests {
         let mut out = Vec::new();
         row.write_line(&mut out);
         Ok(String::from_utf8(out).unwrap())
+    }
+
+    /// A row's fields give exactly what the JSON text of the same record
+    /// gives: the same COPY line, or the same message.
+    #[test]
+    fn a_rows_fields_read_as_its_json_text_reads() {
+        use weir_flat::row::RowWriter;
+        type Write = fn(&mut RowWriter<'_>);
+        let rows: [Write; 13] = [
+            |r| {
+                r.i64("id", 7).str("name", "a\tb\\c").bool("ok", true);
+                r.f64("x", 1.5).null("day");
+            },
+            |r| {
+                r.i64("big", i64::MIN)
+                    .decimal("x", "12.50")
+                    .u64("small", 12);
+            },
+            |r| {
+                r.str("doc", "q").f64("x", f64::NAN).decimal("id", "3");
+            },
+            |r| {
+                r.decimal("doc", "1.50").i64("id", 1).i64("id", 2);
+            },
+            |r| {
+                r.str("day", "2024-01-01").u64("x", u64::MAX);
+            },
+            |r| {
+                r.str("id", "7");
+            },
+            |r| {
+                r.i64("small", 40000);
+            },
+            |r| {
+                r.u64("big", u64::MAX);
+            },
+            |r| {
+                r.str("name", "nul\0");
+            },
+            |r| {
+                r.i64("total", 1);
+            },
+            |r| {
+                r.bool("nope", true);
+            },
+            |r| {
+                r.f64("id", 2.0);
+            },
+            |r| {
+                r.bool("name", false);
+            },
+        ];
+        let (mut lines, mut refusals) = (0, 0);
+        for ignore_unknown in [false, true] {
+            for write in rows {
+                let mut bytes = Vec::new();
+                write(&mut RowWriter::new(&mut bytes));
+                let mut json = Vec::new();
+                weir_flat::row::write_json(&bytes, &mut json).unwrap();
+                let line = |row: &Row| {
+                    let mut out = Vec::new();
+                    row.write_line(&mut out);
+                    String::from_utf8(out).unwrap()
+                };
+                let (mut typed, mut text) = (Row::default(), Row::default());
+                let from_row =
+                    (typed.read_fields(&columns(), ignore_unknown, &bytes)).map(|()| line(&typed));
+                let from_json =
+                    (text.read(&columns(), ignore_unknown, &json)).map(|()| line(&text));
+                assert_eq!(from_row, from_json, "{}", String::from_utf8_lossy(&json));
+                match from_row {
+                    Ok(_) => lines += 1,
+                    Err(_) => refusals += 1,
+                }
+            }
+        }
+        assert!(
+            lines >= 8 && refusals >= 10,
+            "{lines} lines, {refusals} refusals"
+        );
     }
 
     /// Fields are read from the record's text: a number keeps every digit,

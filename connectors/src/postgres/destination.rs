@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls, Transaction};
 
-use super::copy::{Columns, Groups, Row, check_key, show_line};
+use super::copy::{Columns, Groups, Row, Shown, check_key, show_line};
 use super::merged::Merged;
 use super::table::{COMMITS, Table, connection_lost, copy_context, create_commits, describe};
 use super::{Mode, PostgresSinkConfig};
@@ -17,6 +17,7 @@ use weir::connectors::changelog::with_op;
 use weir::connectors::sink::{Done, RecordCheck, Sink, SinkError};
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::dataflow::Batch;
+use weir::dataflow::batch::{Change, Encoding, RecordRef};
 use weir::failpoint::{self, Failpoint};
 
 /// Bytes of COPY text sent at a time: an append group is sent as one
@@ -131,6 +132,10 @@ impl PgDestination {
 }
 
 impl Destination for PgDestination {
+    fn reads_rows(&self) -> bool {
+        true
+    }
+
     fn check(&self) -> Option<Box<dyn RecordCheck>> {
         Some(Box::new(self.record_check()))
     }
@@ -230,19 +235,60 @@ impl RecordCheck for TableCheck {
     fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
         let mut refused = Vec::new();
         for (i, record) in batch.iter().enumerate() {
-            let read = match (self.key.is_empty(), record.change) {
-                (true, change) => with_op(record.value, change)
-                    .and_then(|value| (self.row).read(&self.columns, self.ignore_unknown, &value)),
-                (false, change) if Merged::keyless(change) => Ok(()),
-                (false, _) => (self.row)
-                    .read(&self.columns, self.ignore_unknown, record.value)
-                    .and_then(|()| check_key(&self.row, &self.key, &self.columns, record.value)),
+            let append = self.key.is_empty();
+            let read = match record.change {
+                change if !append && Merged::keyless(change) => Ok(()),
+                _ => read(
+                    &mut self.row,
+                    &self.columns,
+                    self.ignore_unknown,
+                    append,
+                    &record,
+                ),
             };
+            let read = read.and_then(|()| match append {
+                true => Ok(()),
+                false => check_key(&self.row, &self.key, &self.columns, shown(&record)),
+            });
             if let Err(why) = read {
                 refused.push((i, why));
             }
         }
         refused
+    }
+}
+
+/// Reads `record` into `row` as the sink writes it: a row's fields as they
+/// are, other values as JSON text; in an `append` table a change kind
+/// other than insert as the `op` field of the record's JSON
+/// ([`with_op`]).
+fn read(
+    row: &mut Row,
+    columns: &Columns,
+    ignore_unknown: bool,
+    append: bool,
+    record: &RecordRef<'_>,
+) -> Result<(), String> {
+    let with_kind = append && record.change != Change::Insert;
+    if record.encoding == Encoding::Row && !with_kind {
+        return row.read_fields(columns, ignore_unknown, record.value);
+    }
+    let text = match record.encoding {
+        Encoding::Row => Cow::Owned(record.text_value()),
+        Encoding::Bytes => Cow::Borrowed(record.value),
+    };
+    let value = match append {
+        true => with_op(&text, record.change)?,
+        false => Cow::Borrowed(&*text),
+    };
+    row.read(columns, ignore_unknown, &value)
+}
+
+/// `record` as messages show it.
+fn shown<'a>(record: &RecordRef<'a>) -> Shown<'a> {
+    match record.encoding {
+        Encoding::Row => Shown::Row(record.value),
+        Encoding::Bytes => Shown::Json(record.value),
     }
 }
 
@@ -263,6 +309,10 @@ impl WritingSink {
 }
 
 impl Sink for WritingSink {
+    fn reads_rows(&self) -> bool {
+        true
+    }
+
     fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
         self.check.refuse(batch)
     }
@@ -388,12 +438,9 @@ impl Epoch<'_> {
                 self.merged.apply_keyless(record.change);
                 continue;
             }
-            let value = match self.mode {
-                Mode::Append => with_op(record.value, record.change).map_err(Failure::Message)?,
-                Mode::Upsert => Cow::Borrowed(record.value),
-            };
-            self.row
-                .read(&self.table.columns, self.ignore_unknown, &value)
+            let append = self.mode == Mode::Append;
+            let columns = &self.table.columns;
+            (read(self.row, columns, self.ignore_unknown, append, &record))
                 .map_err(Failure::Message)?;
             match self.mode {
                 Mode::Append => {
@@ -409,7 +456,7 @@ impl Epoch<'_> {
                         self.row,
                         &self.table.key,
                         &self.table.columns,
-                        record.value,
+                        shown(&record),
                     )
                     .map_err(Failure::Message)?,
             }

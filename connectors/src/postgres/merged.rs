@@ -18,7 +18,7 @@ use std::ops::Range;
 
 use foldhash::fast::RandomState;
 
-use super::copy::{Columns, Groups, Row, check_key};
+use super::copy::{Columns, Groups, Row, Shown, check_key};
 use weir::dataflow::batch::Change;
 
 /// Capacity the text buffer keeps from one epoch to the next.
@@ -58,7 +58,7 @@ impl Merged {
         row: &Row,
         key: &[usize],
         columns: &Columns,
-        record: &[u8],
+        record: Shown<'_>,
     ) -> Result<(), String> {
         debug_assert!(!Self::keyless(change));
         check_key(row, key, columns, record)?;
@@ -185,7 +185,7 @@ mod tests {
             }
             row.read(&cols, false, r.as_bytes()).unwrap();
             merged
-                .push(*change, &row, &key, &cols, r.as_bytes())
+                .push(*change, &row, &key, &cols, Shown::Json(r.as_bytes()))
                 .unwrap();
         }
     }
@@ -206,7 +206,7 @@ mod tests {
         ] {
             row.read(&cols, false, r.as_bytes()).unwrap();
             merged
-                .push(Change::Insert, &row, &key, &cols, r.as_bytes())
+                .push(Change::Insert, &row, &key, &cols, Shown::Json(r.as_bytes()))
                 .unwrap();
         }
         merged.drain_into(&mut groups, &mut row);
@@ -224,7 +224,7 @@ mod tests {
         ] {
             row.read(&cols, false, r.as_bytes()).unwrap();
             let err = merged
-                .push(Change::Insert, &row, &key, &cols, r.as_bytes())
+                .push(Change::Insert, &row, &key, &cols, Shown::Json(r.as_bytes()))
                 .unwrap_err();
             assert!(err.contains(want) && err.contains(r), "{err}");
         }

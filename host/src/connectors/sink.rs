@@ -140,6 +140,13 @@ pub trait Sink: Send {
         let _ = batch;
         Vec::new()
     }
+    /// Whether `write` and `refuse` take rows as rows
+    /// ([`Encoding::Row`](crate::dataflow::batch::Encoding::Row), checked)
+    /// and encode them into the destination's format themselves, rather
+    /// than as the JSON text of their fields. False by default.
+    fn reads_rows(&self) -> bool {
+        false
+    }
     /// Whether a batch is out once `write` returns (at-least-once sinks),
     /// rather than once its checkpoint is committed: where the sink's
     /// record latency is measured.

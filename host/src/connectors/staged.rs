@@ -70,6 +70,12 @@ pub trait Destination: Send + 'static {
         None
     }
 
+    /// Whether the epochs it delivers may hold rows as rows
+    /// ([`Sink::reads_rows`]); false by default.
+    fn reads_rows(&self) -> bool {
+        false
+    }
+
     /// Whether the destination passes the sink's [`Signal`]s on (a
     /// repartition topic to the next stage): each epoch then carries
     /// [`EpochSignals`], read by [`EpochReader::signals`].
@@ -124,6 +130,8 @@ pub struct StagedSink {
     signals: Option<EpochSignals>,
     /// The destination's record check, if it has one.
     check: Option<Box<dyn RecordCheck>>,
+    /// Whether the destination reads rows as rows.
+    reads_rows: bool,
     worker: Option<Worker<Request>>,
 }
 
@@ -186,6 +194,7 @@ impl StagedSink {
         }
         let signals = destination.carries_signals().then(EpochSignals::default);
         let check = destination.check();
+        let reads_rows = destination.reads_rows();
         let sink = id.to_owned();
         let worker = Worker::start(id, staging, move |request| {
             perform(&sink, destination.as_mut(), request)
@@ -198,6 +207,7 @@ impl StagedSink {
             pending: BTreeMap::new(),
             signals,
             check,
+            reads_rows,
             worker: Some(worker),
         })
     }
@@ -225,6 +235,10 @@ impl StagedSink {
 }
 
 impl Sink for StagedSink {
+    fn reads_rows(&self) -> bool {
+        self.reads_rows
+    }
+
     fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
         match &mut self.check {
             Some(check) => check.refuse(batch),

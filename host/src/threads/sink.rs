@@ -182,7 +182,13 @@ impl SinkTask {
 
 impl InputHandler for SinkTask {
     fn on_batch(&mut self, _port: u32, batch: Batch) -> Result<(), Cancelled> {
-        let batch = batch.rows_as_text().map_err(|error| {
+        // A sink that encodes rows itself gets them checked, others as
+        // JSON text.
+        let batch = match self.sink.reads_rows() {
+            true => batch.check_rows().map(|()| batch),
+            false => batch.rows_as_text(),
+        };
+        let batch = batch.map_err(|error| {
             self.shared.fail(TaskError::BadRow {
                 reader: format!("sink `{}`", self.id),
                 error,
