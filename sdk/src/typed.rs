@@ -298,10 +298,11 @@ where
     /// Reads every key of `keys` that is not cached with one host call, so
     /// that the `get`s and `update`s that follow in this hook hit the cache.
     /// Worth it when the state has more keys than the cache holds: call it
-    /// with a batch's keys before processing the batch. After a prefetch
-    /// that found every key cached, the next one does nothing until a read
-    /// misses again, so calling it on every batch costs little when
-    /// everything fits. When it did look the keys up, the `get`s,
+    /// with a batch's keys before processing the batch. While the last
+    /// batch missed fewer than one key in 32, a prefetch does nothing (the
+    /// few misses are cheaper read one by one than every key looked up),
+    /// so calling it on every batch costs little when most keys are cached.
+    /// When it did look the keys up, the `get`s,
     /// `update`s and `put`s that follow in the order of `keys` reuse the
     /// places it found them at: each costs one key comparison instead of a
     /// hash lookup.

@@ -330,6 +330,60 @@ fn a_prefetch_after_one_that_found_everything_cached_skips_its_lookups() {
     assert_eq!(h.host_calls().flat_get_many, get_manys + 1);
 }
 
+/// A prefetch skips its lookups while the last batch missed fewer than
+/// one key in 32 (a `get` each costs less than a lookup of every key),
+/// and looks again once a batch misses more.
+#[test]
+fn a_prefetch_skips_its_lookups_while_misses_are_few() {
+    let mut h = Harness::<Counter>::open("null").unwrap();
+    let keys = |from: usize, n: usize| -> Vec<String> {
+        (from..from + n).map(|i| format!("k{i}")).collect()
+    };
+    let counted = |keys: &[String]| -> Vec<String> {
+        let mut cmds = vec![format!("p{}", keys.join(","))];
+        cmds.extend(keys.iter().map(|k| format!("+{k}")));
+        cmds
+    };
+    let run_keys = |h: &mut Harness<Counter>, keys: &[String]| {
+        let cmds = counted(keys);
+        let cmds: Vec<&str> = cmds.iter().map(String::as_str).collect();
+        run(h, &cmds);
+    };
+    // 64 keys cached, then a batch of 63 of them and one new key: the
+    // prefetch looks (the last batch missed every key) and finds 1 miss
+    // in 64.
+    run_keys(&mut h, &keys(0, 64));
+    let calls = |h: &Harness<Counter>| (h.host_calls().get, h.host_calls().flat_get_many);
+    let before = calls(&h);
+    run_keys(&mut h, &keys(1, 64));
+    assert_eq!(
+        calls(&h),
+        (before.0, before.1 + 1),
+        "the prefetch read the new key"
+    );
+    // 1 in 64 is few: the next prefetch skips, its new key is read alone.
+    let before = calls(&h);
+    run_keys(&mut h, &keys(2, 64));
+    assert_eq!(calls(&h), (before.0 + 1, before.1), "skipped: one get");
+    // Still 1 in 64: skipped again, though this batch brings 8 new keys.
+    let before = calls(&h);
+    run_keys(&mut h, &keys(10, 64));
+    assert_eq!(
+        calls(&h),
+        (before.0 + 8, before.1),
+        "skipped: a get per new key"
+    );
+    // 8 in 64 is many: the next prefetch looks, and reads its misses at once.
+    let before = calls(&h);
+    run_keys(&mut h, &keys(20, 64));
+    assert_eq!(calls(&h), (before.0, before.1 + 1), "looked: one get-many");
+    // Every count is right.
+    h.checkpoint(1).unwrap();
+    assert_eq!(stored(&h, "k0\0count"), Some("1"));
+    assert_eq!(stored(&h, "k20\0count"), Some("5"));
+    assert_eq!(stored(&h, "k83\0count"), Some("1"));
+}
+
 /// Updates after a prefetch take the positions it found (misses, hits and
 /// repeated keys alike) and stay right when they come in another order.
 #[test]

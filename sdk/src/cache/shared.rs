@@ -143,7 +143,7 @@ where
         {
             let store = &mut *guard;
             let mut positions = store.table.take_expected();
-            if store.misses_since_prefetch == Some(0) {
+            if store.skips_prefetch() {
                 // No expectation: the buffer only goes back for reuse.
                 store.table.expect(positions);
                 return Ok(());
@@ -163,7 +163,7 @@ where
                     }
                 }
             }
-            store.misses_since_prefetch = Some(misses.len());
+            store.prefetch_found = Some((misses.len(), positions.len()));
             if misses.is_empty() {
                 store.table.expect(positions);
                 return Ok(());
