@@ -5,6 +5,8 @@
 //! batch crosses the Wasm boundary as two byte-list copies and costs no
 //! allocation per record anywhere in the host.
 //!
+//! Invariant: `may_have_rows` is false only when no span is a row.
+//!
 //! Invariant: `spans` is a whole number of valid packed spans whose ranges
 //! lie inside `data`. [`Batch::from_parts`] checks it for data coming from a
 //! plugin; every other constructor maintains it.
@@ -115,6 +117,10 @@ pub struct Batch {
     origin: Option<Instant>,
     /// Where its records came from, if known.
     provenance: Option<Arc<Provenance>>,
+    /// False only when no value is a row (records pushed by the host say
+    /// so; a plugin's spans may): [`has_rows`](Batch::has_rows) then scans
+    /// nothing, so the batches of sources that write text cost no scan.
+    may_have_rows: bool,
 }
 
 /// The records only: two batches holding the same records are equal
@@ -153,6 +159,7 @@ impl Batch {
             spans: Vec::with_capacity(records * SPAN_BYTES),
             origin: None,
             provenance: None,
+            may_have_rows: false,
         }
     }
 
@@ -173,6 +180,7 @@ impl Batch {
             spans,
             origin: None,
             provenance: None,
+            may_have_rows: true,
         })
     }
 
@@ -286,6 +294,7 @@ impl Batch {
     }
 
     fn push_span(&mut self, span: Span) {
+        self.may_have_rows |= span.encoding == Encoding::Row;
         self.spans.extend_from_slice(&span.encode());
     }
 
@@ -501,6 +510,7 @@ impl Batch {
         self.spans.clear();
         self.origin = None;
         self.provenance = None;
+        self.may_have_rows = false;
     }
 
     /// The largest timestamp of its records, if any has one.
@@ -521,7 +531,7 @@ impl Batch {
 
     /// Whether a record's value is a row ([`Encoding::Row`]).
     pub fn has_rows(&self) -> bool {
-        (self.spans.chunks_exact(SPAN_BYTES)).any(weir_flat::is_row)
+        self.may_have_rows && (self.spans.chunks_exact(SPAN_BYTES)).any(weir_flat::is_row)
     }
 
     /// The batch as its reader sees it: every row written as the JSON
@@ -551,6 +561,7 @@ impl Batch {
         let mut data = Vec::with_capacity(self.data.len() * 2);
         weir_flat::row::batch_as_json(&self.data, &mut self.spans, &mut data)?;
         self.data = data;
+        self.may_have_rows = false;
         Ok(self)
     }
 
@@ -774,6 +785,59 @@ mod tests {
         // A batch without rows is handed back as it is.
         let plain = Batch::from(vec![Record::new(b"x".to_vec())]);
         assert_eq!(plain.clone().rows_as_text().unwrap(), plain);
+    }
+
+    /// `has_rows` answers as a scan of the spans does, however the batch
+    /// was made: the flag that spares the scan is false only when no span
+    /// is a row.
+    #[test]
+    fn has_rows_is_what_the_spans_say_through_every_copy() {
+        let scan = |b: &Batch| b.spans.chunks_exact(SPAN_BYTES).any(weir_flat::is_row);
+        let rows = rows_and_text(b"plain");
+        let (data, spans) = rows.parts();
+        let from_guest = Batch::from_parts(data.to_vec(), spans.to_vec()).unwrap();
+        let text_from_guest = Batch::from_parts(
+            b"x".to_vec(),
+            Span {
+                value: Range { offset: 0, len: 1 },
+                ..Span::default()
+            }
+            .encode()
+            .to_vec(),
+        )
+        .unwrap();
+        let mut framed = Vec::new();
+        crate::dataflow::frame::write(&mut framed, &rows).unwrap();
+        let mut appended = Batch::from(vec![Record::new(b"t".to_vec())]);
+        appended.append(&rows);
+        let mut cleared = rows.clone();
+        cleared.clear();
+        cleared.push(None, b"t", None);
+        let batches = [
+            Batch::from(vec![Record::new(b"t".to_vec())]),
+            rows.clone(),
+            from_guest.clone(),
+            text_from_guest.clone(),
+            from_guest.select(&[1]),
+            from_guest.select(&[0, 1]),
+            text_from_guest.select(&[0]),
+            appended,
+            cleared,
+            crate::dataflow::frame::read(&mut &framed[..])
+                .unwrap()
+                .unwrap(),
+            from_guest.clone().rows_as_text().unwrap(),
+        ]
+        .into_iter()
+        .chain(from_guest.partition(3, |k| k.map_or(0, |k| usize::from(k[1] % 3))));
+        let mut with_rows = 0;
+        for (i, b) in batches.enumerate() {
+            assert_eq!(b.has_rows(), scan(&b), "batch {i}");
+            with_rows += usize::from(scan(&b));
+        }
+        assert!(with_rows >= 5, "{with_rows}");
+        // Pushed text spares the scan.
+        assert!(!Batch::from(vec![Record::new(b"t".to_vec())]).may_have_rows);
     }
 
     #[test]
