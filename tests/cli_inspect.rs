@@ -26,6 +26,12 @@ fn inspect_describes_every_plugin() {
         assert_has(&stdout, "weir:operator/lifecycle@0.1.0");
         assert_has(&stdout, "weir:operator/flat@0.1.0");
         assert_has(&stdout, "batches:       flat");
+        // Of the plugins, reconcile alone reads rows.
+        let rows = match *name {
+            "reconcile" => "rows:          read as rows",
+            _ => "rows:          read as JSON text",
+        };
+        assert_has(&stdout, rows);
         // Rust SDK plugins are of world `operator-timers`.
         assert_has(&stdout, "weir:operator/timers@0.1.0");
         assert_has(&stdout, "weir:operator/timer-lifecycle@0.1.0");
@@ -45,6 +51,7 @@ fn inspect_json_has_the_documented_shape() {
         v["batches"], "flat",
         "the Rust SDK builds world operator-flat"
     );
+    assert_eq!(v["reads_rows"], true, "reconcile reads its orders as rows");
     assert!(v["size"].as_u64().unwrap() > 0);
     assert_eq!(v["sha256"].as_str().unwrap().len(), 64);
     assert!(
@@ -55,7 +62,7 @@ fn inspect_json_has_the_documented_shape() {
             .any(|e| e == "weir:operator/snapshot@0.1.0")
     );
     let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
-    assert_eq!(keys.len(), 11, "{keys:?}");
+    assert_eq!(keys.len(), 12, "{keys:?}");
 }
 
 fn assert_one_line_error(args: &[&str], needles: &[&str]) {

@@ -34,6 +34,10 @@ pub struct PluginReport {
     /// `weir:operator/flat-lifecycle` (world `operator-flat`), else
     /// `records`.
     pub batches: String,
+    /// Whether records whose value is a row reach it as rows (it exports
+    /// `weir:operator/row-input` and says it reads them), rather than as
+    /// their JSON text.
+    pub reads_rows: bool,
     /// Names of the component's imports (interfaces), sorted.
     pub imports: Vec<String>,
     /// Names of the component's exports, sorted.
@@ -61,6 +65,7 @@ impl PluginReport {
             outputs: info.outputs.clone(),
             state_version: info.state_version,
             batches: if plugin.flat() { "flat" } else { "records" }.to_string(),
+            reads_rows: plugin.reads_rows(),
             imports,
             exports,
             size: plugin.size(),
@@ -78,7 +83,7 @@ impl PluginReport {
             }
         };
         let mut s = format!(
-            "plugin:        {} {}\nfile:          {} ({} bytes)\nsha256:        {}\ninputs:        {}\noutputs:       {}\nstate version: {}\nbatches:       {}\n",
+            "plugin:        {} {}\nfile:          {} ({} bytes)\nsha256:        {}\ninputs:        {}\noutputs:       {}\nstate version: {}\nbatches:       {}\nrows:          {}\n",
             self.name,
             self.version,
             self.path,
@@ -88,6 +93,10 @@ impl PluginReport {
             list(&self.outputs),
             self.state_version,
             self.batches,
+            match self.reads_rows {
+                true => "read as rows",
+                false => "read as JSON text",
+            },
         );
         s.push_str("imports:\n");
         for i in &self.imports {

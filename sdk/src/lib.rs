@@ -1,7 +1,7 @@
 //! # weir-sdk: write Weir stream operators in Rust
 //!
 //! A Weir operator is a WebAssembly component that implements the
-//! `weir:operator/operator-changes` WIT world (see `wit/` in the Weir
+//! `weir:operator/operator-rows` WIT world (see `wit/` in the Weir
 //! repository). This crate hides the generated bindings behind an idiomatic
 //! API:
 //!
