@@ -19,7 +19,8 @@
 //! Both lists cross the Wasm boundary as one copy each, however many
 //! records they hold. [`check`] validates spans from the other side of the
 //! boundary; [`Span::decode`] then never fails. The rows they point at are
-//! checked where they are read ([`row::write_json`]).
+//! checked where they are read ([`row::write_json`] for readers of text,
+//! [`row::check`] for readers of rows).
 
 #![no_std]
 

@@ -259,56 +259,92 @@ pub struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    /// `n` bytes from `from`, if the row has them.
-    fn take(&self, from: usize, n: usize) -> Option<&'a [u8]> {
-        self.row.get(from..from.checked_add(n)?)
-    }
-
-    /// The field at `self.at` and where the next one starts.
+    /// The field at `self.at`, checked, and where the next one starts.
     fn field(&self) -> Result<((&'a str, Value<'a>), usize), BadRow> {
-        let (name, value, end) = self.raw()?;
-        let name = core::str::from_utf8(name).map_err(|_| BadRow::Utf8 { at: self.at })?;
+        let at = self.at;
+        let (name, value, end) = raw_field(self.row, at)?;
+        let value = value.checked(at)?;
+        let name = core::str::from_utf8(name).map_err(|_| BadRow::Utf8 { at })?;
         Ok(((name, value), end))
     }
+}
 
-    /// The field at `self.at` with its name's bytes (not checked as
-    /// UTF-8), and where the next one starts.
-    fn raw(&self) -> Result<(&'a [u8], Value<'a>, usize), BadRow> {
-        let at = self.at;
-        let truncated = BadRow::Truncated { at };
-        let head = self.take(at, 2).ok_or(truncated)?;
-        let (code, name_len) = (head[0], usize::from(head[1]));
-        let name = self.take(at + 2, name_len).ok_or(truncated)?;
-        let body = at + 2 + name_len;
-        let word = || -> Result<[u8; 8], BadRow> {
-            let b = self.take(body, 8).ok_or(truncated)?;
-            Ok(b.try_into().expect("8 bytes"))
-        };
-        let (value, end) = match code {
-            NULL => (Value::Null, body),
-            FALSE => (Value::Bool(false), body),
-            TRUE => (Value::Bool(true), body),
-            INT => (Value::Int(i64::from_le_bytes(word()?)), body + 8),
-            UINT => (Value::Uint(u64::from_le_bytes(word()?)), body + 8),
-            FLOAT => (Value::Float(f64::from_le_bytes(word()?)), body + 8),
-            STRING | DECIMAL => {
-                let len = self.take(body, 4).ok_or(truncated)?;
-                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-                let bytes = self.take(body + 4, len).ok_or(truncated)?;
-                let value = if code == STRING {
-                    Value::Str(core::str::from_utf8(bytes).map_err(|_| BadRow::Utf8 { at })?)
-                } else if json::is_number(bytes) {
-                    // ASCII, as every JSON number.
-                    Value::Decimal(core::str::from_utf8(bytes).expect("a JSON number is ASCII"))
-                } else {
-                    return Err(BadRow::Number { at });
-                };
-                (value, body + 4 + len)
-            }
-            code => return Err(BadRow::Type { at, code }),
-        };
-        Ok((name, value, end))
+/// A field's value as read, its string not yet checked as UTF-8.
+#[derive(Debug, Clone, Copy)]
+enum Raw<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    Str(&'a [u8]),
+    Decimal(&'a str),
+}
+
+impl<'a> Raw<'a> {
+    /// The value, its string checked as UTF-8 (the field starts at `at`).
+    #[inline]
+    fn checked(self, at: usize) -> Result<Value<'a>, BadRow> {
+        Ok(match self {
+            Raw::Null => Value::Null,
+            Raw::Bool(b) => Value::Bool(b),
+            Raw::Int(n) => Value::Int(n),
+            Raw::Uint(n) => Value::Uint(n),
+            Raw::Float(x) => Value::Float(x),
+            Raw::Str(s) => Value::Str(core::str::from_utf8(s).map_err(|_| BadRow::Utf8 { at })?),
+            Raw::Decimal(text) => Value::Decimal(text),
+        })
     }
+}
+
+/// The field of `row` that starts at byte `at` (below `row.len()`): its
+/// name's bytes and its value, neither checked as UTF-8, and where the
+/// next field starts. The one reader of the format: [`fields`] checks
+/// what it reads, [`JsonWriter`] writes it.
+#[inline]
+fn raw_field(row: &[u8], at: usize) -> Result<(&[u8], Raw<'_>, usize), BadRow> {
+    let truncated = BadRow::Truncated { at };
+    let take = |from: usize, n: usize| {
+        let end = from.checked_add(n).ok_or(truncated)?;
+        row.get(from..end).ok_or(truncated)
+    };
+    let (code, name_len) = match row.get(at..).and_then(<[u8]>::first_chunk::<2>) {
+        Some(&[code, len]) => (code, usize::from(len)),
+        None => return Err(truncated),
+    };
+    let name = take(at + 2, name_len)?;
+    let body = at + 2 + name_len;
+    // A number's 8 bytes, read as one word.
+    let word = || match row.get(body..).and_then(<[u8]>::first_chunk::<8>) {
+        Some(bytes) => Ok(u64::from_le_bytes(*bytes)),
+        None => Err(truncated),
+    };
+    let value = match code {
+        NULL => (Raw::Null, body),
+        FALSE => (Raw::Bool(false), body),
+        TRUE => (Raw::Bool(true), body),
+        INT => (Raw::Int(word()? as i64), body + 8),
+        UINT => (Raw::Uint(word()?), body + 8),
+        FLOAT => (Raw::Float(f64::from_bits(word()?)), body + 8),
+        STRING | DECIMAL => {
+            let len = row.get(body..).and_then(<[u8]>::first_chunk::<4>);
+            let len = u32::from_le_bytes(*len.ok_or(truncated)?) as usize;
+            let bytes = take(body + 4, len)?;
+            // Inside the row: no overflow.
+            let end = body + 4 + len;
+            match code {
+                STRING => (Raw::Str(bytes), end),
+                _ if json::is_number(bytes) => {
+                    // ASCII, as every JSON number.
+                    let text = core::str::from_utf8(bytes).expect("a JSON number is ASCII");
+                    (Raw::Decimal(text), end)
+                }
+                _ => return Err(BadRow::Number { at }),
+            }
+        }
+        code => return Err(BadRow::Type { at, code }),
+    };
+    Ok((name, value.0, value.1))
 }
 
 impl<'a> Iterator for Fields<'a> {
@@ -387,54 +423,19 @@ impl JsonWriter {
         out.push(b'{');
         let (mut at, mut i) = (0, 0);
         while at < row.len() {
-            let truncated = BadRow::Truncated { at };
-            let (code, name_len) = match row.get(at..at + 2) {
-                Some(&[code, len]) => (code, usize::from(len)),
-                _ => return Err(truncated),
-            };
-            let body = at + 2 + name_len;
-            let name = row.get(at + 2..body).ok_or(truncated)?;
-            // The value is read (its type and length checked) before the
-            // name is written, so errors come in the order `fields` finds
-            // them.
-            let number = || match row.get(body..).and_then(<[u8]>::first_chunk::<8>) {
-                Some(bytes) => Ok(u64::from_le_bytes(*bytes)),
-                None => Err(truncated),
-            };
-            let (value, end) = match code {
-                NULL | FALSE | TRUE => (Raw::Word(code), body),
-                INT | UINT | FLOAT => (Raw::Number(code, number()?), body + 8),
-                STRING | DECIMAL => {
-                    let len = row.get(body..).and_then(<[u8]>::first_chunk::<4>);
-                    let len = u32::from_le_bytes(*len.ok_or(truncated)?) as usize;
-                    let s = row.get(body + 4..body + 4 + len).ok_or(truncated)?;
-                    if code == STRING {
-                        (Raw::Str(s), body + 4 + len)
-                    } else if json::is_number(s) {
-                        (Raw::Decimal(s), body + 4 + len)
-                    } else {
-                        return Err(BadRow::Number { at });
-                    }
-                }
-                code => return Err(BadRow::Type { at, code }),
-            };
+            let (name, value, end) = raw_field(row, at)?;
             if i > 0 {
                 out.push(b',');
             }
             self.push_name(i, name, at, out)?;
             match value {
-                Raw::Word(code) => {
-                    out.extend_from_slice([&b"null"[..], b"false", b"true"][usize::from(code)])
-                }
-                Raw::Number(INT, n) => json::push_i64(out, n as i64),
-                Raw::Number(UINT, n) => json::push_u64(out, n),
-                Raw::Number(_, n) => json::push_f64(out, f64::from_bits(n)),
+                // Checked and scanned for escapes in one pass.
                 Raw::Str(s) => {
                     if !json::push_utf8(out, s) {
                         return Err(BadRow::Utf8 { at });
                     }
                 }
-                Raw::Decimal(text) => out.extend_from_slice(text),
+                other => other.checked(at)?.write_json(out),
             }
             at = end;
             i += 1;
@@ -473,18 +474,6 @@ impl JsonWriter {
         self.names.push((name.to_vec(), text));
         Ok(())
     }
-}
-
-/// A field's value as read, before it is written as JSON.
-enum Raw<'a> {
-    /// `null`, `false` or `true`, by type code.
-    Word(u8),
-    /// A number's type code and its 8 bytes.
-    Number(u8, u64),
-    /// A string's bytes, not yet checked as UTF-8.
-    Str(&'a [u8]),
-    /// A decimal's text, a JSON number.
-    Decimal(&'a [u8]),
 }
 
 /// Rewrites a flat batch (`data` and its packed `spans`, which [`check`](crate::check)

@@ -99,14 +99,6 @@ impl<'a> Batch<'a> {
         }
     }
 
-    /// Whether record `index`'s value is a row ([`BatchBuf::push_row_with`]).
-    pub(crate) fn is_row(&self, index: usize) -> bool {
-        let at = index * SPAN_BYTES;
-        self.spans
-            .get(at..at + SPAN_BYTES)
-            .is_some_and(weir_flat::is_row)
-    }
-
     /// The bytes of `range`; panics when they are not all in the data.
     #[inline]
     fn slice(&self, range: Range) -> &'a [u8] {

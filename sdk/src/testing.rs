@@ -279,9 +279,15 @@ impl<O: Operator> Harness<O> {
     /// ```
     pub fn process_ports(&mut self, port: &str, batch: Vec<Record>) -> Result<Vec<(u32, Record)>> {
         let port = self.input_port(port)?;
-        let flat = BatchBuf::from_records(&batch);
+        self.feed(port, &BatchBuf::from_records(&batch))
+    }
+
+    /// Calls `process_flat` with `flat` on input `port`, as the host does:
+    /// the largest timestamp of its records is the current one.
+    fn feed(&mut self, port: u32, flat: &BatchBuf) -> Result<Vec<(u32, Record)>> {
         let (data, spans) = flat.parts();
-        self.host.default_timestamp = batch.iter().filter_map(|r| r.timestamp).max();
+        let latest = flat.as_batch().iter().filter_map(|r| r.timestamp).max();
+        self.host.default_timestamp = latest;
         let out = self.call(|op| hooks::process_flat(op, port, data, spans));
         self.host.default_timestamp = None;
         out
@@ -315,23 +321,21 @@ impl<O: Operator> Harness<O> {
     /// ```
     pub fn process_flat(&mut self, port: &str, batch: &BatchBuf) -> Result<Vec<Record>> {
         let port = self.input_port(port)?;
-        let mut text = BatchBuf::new();
-        let mut timestamp = None;
+        let mut given = BatchBuf::new();
         for r in batch.as_batch().iter() {
             if r.row().is_some() {
                 crate::row::Row::new(r.value)?;
             }
-            timestamp = timestamp.max(r.timestamp);
             match O::READS_ROWS {
-                true => text.push_ref(r),
-                false => text.push_change(r.change, r.key, &r.to_record().value, r.timestamp),
+                true => given.push_ref(r),
+                false => given.push_change(r.change, r.key, &r.to_record().value, r.timestamp),
             }
         }
-        let (data, spans) = text.parts();
-        self.host.default_timestamp = timestamp;
-        let out = self.call(|op| hooks::process_flat(op, port, data, spans));
-        self.host.default_timestamp = None;
-        Ok(out?.into_iter().map(|(_, r)| r).collect())
+        Ok(self
+            .feed(port, &given)?
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect())
     }
 
     /// Advances the instance's watermark to `watermark` (it never goes

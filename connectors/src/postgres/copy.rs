@@ -116,8 +116,7 @@ impl Row {
         ignore_unknown: bool,
         row_bytes: &[u8],
     ) -> Result<(), String> {
-        self.cells.clear();
-        self.text.clear();
+        self.clear();
         for field in row::fields(row_bytes) {
             let (name, value) = field.map_err(|e| format!("a malformed row: {e}"))?;
             let record = Shown::Row(row_bytes);
@@ -137,8 +136,7 @@ impl Row {
         ignore_unknown: bool,
         value: &[u8],
     ) -> Result<(), String> {
-        self.cells.clear();
-        self.text.clear();
+        self.clear();
         let not_json = |e: &dyn std::fmt::Display| {
             format!(
                 "a record is not JSON ({e}): {}; the postgres sink writes JSON objects, one field per column",

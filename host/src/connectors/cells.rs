@@ -169,17 +169,14 @@ impl CellType {
 /// (`columns = "infer"`): a 64-bit integer without leading zeros, another
 /// JSON number as written (a decimal), `true` or `false`, else a string.
 pub fn write_inferred(name: &str, cell: &str, row: &mut RowWriter) {
-    let integer = cell.strip_prefix('-').unwrap_or(cell);
-    let plain = !integer.is_empty()
-        && integer.bytes().all(|b| b.is_ascii_digit())
-        && (integer == "0" || !integer.starts_with('0'));
-    // `-0` is kept as written, a decimal.
-    let integer = plain && cell != "-0";
+    let number = weir_flat::json::is_number(cell.as_bytes());
+    // A JSON integer; `-0` is kept as written, a decimal.
+    let integer = number && !cell.contains(['.', 'e', 'E']) && cell != "-0";
     match cell.parse::<i64>() {
         Ok(n) if integer => row.i64(name, n),
         // Past 64 bits.
         _ if integer => row.str(name, cell),
-        _ if weir_flat::json::is_number(cell.as_bytes()) => row.decimal(name, cell),
+        _ if number => row.decimal(name, cell),
         _ if cell == "true" || cell == "false" => row.bool(name, cell == "true"),
         _ => row.str(name, cell),
     };

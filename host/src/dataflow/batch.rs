@@ -82,7 +82,8 @@ impl RecordRef<'_> {
         }
     }
 
-    /// An owned copy.
+    /// An owned copy, its value as text ([`text_value`](Self::text_value)):
+    /// a [`Record`] holds text.
     ///
     /// ```
     /// let mut b = weir::Batch::new();
@@ -92,7 +93,7 @@ impl RecordRef<'_> {
     pub fn to_record(&self) -> Record {
         Record {
             key: self.key.map(<[u8]>::to_vec),
-            value: self.value.to_vec(),
+            value: self.text_value(),
             timestamp: self.timestamp,
         }
     }
@@ -577,6 +578,9 @@ impl Batch {
     /// assert_eq!(b.check_rows().unwrap_err().to_string(), "record 1 of a flat batch: the row's field at byte 0 has unknown type 9");
     /// ```
     pub fn check_rows(&self) -> Result<(), BadSpans> {
+        if !self.may_have_rows {
+            return Ok(());
+        }
         for (index, r) in self.iter().enumerate() {
             if r.encoding == Encoding::Row {
                 weir_flat::row::check(r.value).map_err(|error| BadSpans::Row { index, error })?;

@@ -277,12 +277,18 @@ struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    /// The fields of a row (the last of a name given twice).
+    /// The fields of a row, in one pass (the last of a name given twice).
     fn of_row(row: &Row<'a>, key_field: Option<&str>) -> Fields<'a> {
-        Fields {
-            amount: row.get("amount").map(Field::of_row),
-            key: key_field.and_then(|f| row.get(f)).map(Field::of_row),
+        let mut fields = Fields::default();
+        for (name, value) in row.fields() {
+            if name == "amount" {
+                fields.amount = Some(Field::of_row(value));
+            }
+            if key_field == Some(name) {
+                fields.key = Some(Field::of_row(value));
+            }
         }
+        fields
     }
 }
 
