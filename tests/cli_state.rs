@@ -76,6 +76,7 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
             "key_groups",
             "operators",
             "pause_ms",
+            "recorded_bytes",
             "sink_types",
             "sinks",
             "sources",
@@ -87,8 +88,12 @@ fn checkpoints_lists_complete_checkpoints_as_text_and_json() {
     );
     assert_eq!(last["final_checkpoint"], true);
     assert_eq!(
-        (&last["unaligned"], &last["inflight_bytes"]),
-        (&false.into(), &0.into())
+        (
+            &last["unaligned"],
+            &last["inflight_bytes"],
+            &last["recorded_bytes"]
+        ),
+        (&false.into(), &0.into(), &0.into())
     );
     assert_eq!(last["sources"]["words"]["records"], 1501);
     assert_eq!(last["operators"]["count"]["plugin_name"], "word-count");

@@ -11,7 +11,7 @@ use weir_tests::browser::{Browser, Page};
 use weir_tests::cli::Weir;
 use weir_tests::http::{self, Events};
 use weir_tests::job_dir::{JobDir, signal};
-use weir_tests::job_file::{Checkpoint, JobFile, Operator, Restart, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Restart, Sink, Source};
 use weir_tests::jobs::count_words;
 use weir_tests::plugins;
 use weir_tests::running::Running;
@@ -700,4 +700,54 @@ fn a_nodes_bad_records_are_shown_by_kind() {
     signal(&run.child, "-INT");
     let (status, stderr) = run.wait();
     assert!(status.success(), "{stderr}");
+}
+
+#[test]
+fn the_last_shadow_run_of_an_operator_is_shown_beside_the_swap_button() {
+    let job =
+        job("shadowed").operator_with("count", |o| o.string("record_inputs", "1000 checkpoints"));
+    let d = Dashboard::start(job, &["--ui-actions"]);
+    let b = browser();
+    let page = d.page(
+        &b,
+        &[
+            ("the actions", "!document.getElementById('actions-on').hidden"),
+            (
+                "no shadow run yet",
+                "document.getElementById('shadow-report').textContent.startsWith('No shadow run of count yet')",
+            ),
+            (
+                "a completed checkpoint",
+                "document.querySelector('#checkpoints tbody tr.completed')",
+            ),
+        ],
+    );
+    // A plugin that traps on the running job's recorded input.
+    let out = d.j.weir(
+        "shadow",
+        &[
+            "--operator",
+            "count",
+            "--with",
+            plugins::GUEST_SWAP_TRAP_FIRST_BATCH,
+        ],
+    );
+    assert_eq!(out.code(), Some(4), "{}{}", out.stdout, out.stderr);
+    let shadow = d.get("/api/shadow");
+    let r = &shadow["operators"]["count"];
+    assert_eq!(r["v2"]["version"], "9.0.0-trap", "{shadow}");
+    assert!(r["traps"].as_u64().unwrap() >= 1, "{shadow}");
+    let text = wait_page(
+        &page,
+        "the report",
+        "(() => { const r = document.getElementById('shadow-report'); return r.className === 'error' && r.textContent.startsWith('Last shadow run') && r.textContent; })()",
+    );
+    let text = text.as_str().unwrap();
+    assert_has_all(text, &["word-count 9.0.0-trap", "traps)", "recorded epoch"]);
+    assert!(
+        page.console_errors().is_empty(),
+        "{:?}",
+        page.console_errors()
+    );
+    d.stop();
 }

@@ -38,6 +38,7 @@ mod replay;
 mod rescale;
 mod restart;
 mod restore;
+mod shadow;
 mod unaligned;
 
 // Connectors against private servers, and when each sink's output is visible.

@@ -38,6 +38,7 @@ fn meta(id: u64) -> CheckpointMeta {
                 plugin_path: None,
                 parallelism: 1,
                 swapped: None,
+                recording: None,
             },
         )]),
         ..CheckpointMeta::new(id, JOB)
@@ -78,6 +79,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
             snapshot: Some(Vec::new()),
             timers: Vec::new(),
             inflight: None,
+            recorded: None,
         }],
         3,
     )?;
@@ -125,6 +127,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
                 snapshot: None,
                 timers: Vec::new(),
                 inflight: None,
+                recorded: None,
             }],
             3,
         )?;

@@ -113,7 +113,8 @@ impl PluginReport {
 /// One complete checkpoint as `weir checkpoints` shows it. Its JSON form
 /// (with `--json`, an array of these) is stable: the stored
 /// [`CheckpointMeta`](weir::store::CheckpointMeta) fields plus `time`, the
-/// trigger time in RFC 3339, with `unaligned` and `inflight_bytes` always
+/// trigger time in RFC 3339, with `unaligned`, `inflight_bytes` and
+/// `recorded_bytes` always
 /// present (the store leaves them out when false and 0).
 #[derive(Debug, Clone)]
 pub struct CheckpointReport {
@@ -135,6 +136,9 @@ struct ReportJson<'a> {
     /// `0` when the stored metadata leaves it out.
     #[serde(skip_serializing_if = "Option::is_none")]
     inflight_bytes: Option<u64>,
+    /// `0` when the stored metadata leaves it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recorded_bytes: Option<u64>,
 }
 
 impl Serialize for CheckpointReport {
@@ -145,6 +149,7 @@ impl Serialize for CheckpointReport {
             meta: m,
             unaligned: (!m.unaligned).then_some(false),
             inflight_bytes: (m.inflight_bytes == 0).then_some(0),
+            recorded_bytes: (m.recorded_bytes == 0).then_some(0),
         }
         .serialize(serializer)
     }
@@ -170,8 +175,12 @@ impl CheckpointReport {
             true => format!("  unaligned, in flight {} bytes", m.inflight_bytes),
             false => String::new(),
         };
+        let recorded = match m.recorded_bytes {
+            0 => String::new(),
+            n => format!("  recorded input {n} bytes"),
+        };
         let mut s = format!(
-            "checkpoint {}{}  {}  duration {} ms  alignment {} ms{pause}{unaligned}  written {} bytes  keys {}\n",
+            "checkpoint {}{}  {}  duration {} ms  alignment {} ms{pause}{unaligned}  written {} bytes{recorded}  keys {}\n",
             m.id,
             if m.final_checkpoint { " (final)" } else { "" },
             self.time,

@@ -13,5 +13,6 @@ pub mod output;
 pub mod progress;
 pub mod prometheus;
 pub mod scaffold;
+pub mod shadow;
 pub mod stored;
 pub mod workers;

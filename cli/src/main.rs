@@ -17,6 +17,9 @@ mod reference_docs;
 
 /// Exit status of `weir state` when there is nothing to print.
 const NO_STATE: u8 = 3;
+/// Exit code of `weir replay` and `weir shadow` when the runs differ (or
+/// the shadow's rule fails).
+const DIFFERENT: u8 = 4;
 
 /// Weir: stream processing with WebAssembly operators.
 #[derive(Parser)]
@@ -114,6 +117,88 @@ enum Command {
         /// The operator and its new plugin.
         #[arg(value_name = "OPERATOR=NEW.wasm", value_parser = parse_swap)]
         swap: (String, PathBuf),
+        /// Try the new plugin on the operator's recorded input first (`weir
+        /// shadow`, every recorded epoch) and swap only if it never traps
+        /// and meets --max-changed and --max-errors. Needs the job file.
+        #[arg(long)]
+        shadow: bool,
+        /// With --shadow: most records it may emit otherwise than the
+        /// running plugin did (changed or only in one run).
+        #[arg(long, value_name = "K", requires = "shadow")]
+        max_changed: Option<u64>,
+        /// With --shadow: most calls that may return an error or refuse
+        /// records (a trap always refuses the swap).
+        #[arg(long, value_name = "K", requires = "shadow", default_value_t = 0)]
+        max_errors: u64,
+    },
+    /// Run one recorded epoch of an operator again with the plugin that ran
+    /// it, from the checkpoint before it, and check that it emits the same
+    /// bytes and ends in the checkpoint's state (the operator must set
+    /// `record_inputs`). Exits 4 when anything differs.
+    #[command(after_help = "Examples:
+  weir replay job.toml --operator count --checkpoint 12
+  weir replay job.toml --operator count --checkpoint 12 --log calls.txt --json")]
+    Replay {
+        /// The job file, or a folder holding a job.toml.
+        job: PathBuf,
+        /// The operator.
+        #[arg(long)]
+        operator: String,
+        /// The checkpoint whose epoch to run again.
+        #[arg(long, value_name = "N")]
+        checkpoint: u64,
+        /// Write every call made again, one line each, with every host call
+        /// it made, to this file.
+        #[arg(long, value_name = "FILE")]
+        log: Option<PathBuf>,
+        /// The job's state directory, if not its `[checkpoint] dir`.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Try another plugin on an operator's recorded input: from the state
+    /// of a checkpoint (migrated by the new plugin's `restore`), on the
+    /// recorded epochs after it, touching no sink; report the records and
+    /// state keys that differ from what the running plugin emitted and
+    /// kept, errors and traps, and the CPU and memory of each. Exits 4 when
+    /// the new plugin traps or breaks --max-changed / --max-errors.
+    #[command(after_help = "Examples:
+  weir shadow job.toml --operator count --with plugins/target/word-count-v2.wasm
+  weir shadow job.toml --operator count --with v2.wasm --from-checkpoint 10 --to 14 --json
+  weir shadow job.toml --operator count --with v2.wasm --max-changed 0   # in CI")]
+    Shadow {
+        /// The job file, or a folder holding a job.toml.
+        job: PathBuf,
+        /// The operator.
+        #[arg(long)]
+        operator: String,
+        /// The plugin to try.
+        #[arg(long, value_name = "V2.wasm")]
+        with: PathBuf,
+        /// Start from this checkpoint's state (0: the job's start)
+        /// [default: the oldest the recordings allow].
+        #[arg(long, value_name = "N")]
+        from_checkpoint: Option<u64>,
+        /// End with this checkpoint's epoch [default: the newest recorded].
+        #[arg(long, value_name = "M")]
+        to: Option<u64>,
+        /// Most differences listed per port and in the state.
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        limit: usize,
+        /// Most records that may differ before the exit code says so.
+        #[arg(long, value_name = "K")]
+        max_changed: Option<u64>,
+        /// Most failed calls and refused records (no trap) allowed.
+        #[arg(long, value_name = "K", default_value_t = 0)]
+        max_errors: u64,
+        /// The job's state directory, if not its `[checkpoint] dir`.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Show a job in worker mode: the workers in its group, the tasks each
     /// runs, and every task's newest checkpoint in the store and its lag.
@@ -253,6 +338,28 @@ fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
 /// The state directory a `weir swap`/`savepoint` argument names: a state
 /// directory as it is, or, for a job file or a job folder (a folder with a
 /// job.toml and no checkpoint store), the job's state directory.
+/// `weir swap --shadow`: runs the shadow of `plugin` on every recorded
+/// epoch of `operator` and fails unless the report meets `rule`.
+fn guard_swap(
+    path: &Path,
+    operator: &str,
+    plugin: &Path,
+    rule: weir::shadow::Rule,
+) -> anyhow::Result<()> {
+    let Some(job) = weir_cli::stored::job_of(path)? else {
+        anyhow::bail!(
+            "--shadow needs the job's file to run the operator's recorded input: name the job file or its folder instead of {}",
+            path.display()
+        );
+    };
+    let dir = weir::run::state_dir(&job, None);
+    let range = weir::shadow::Range::default();
+    let report = weir_cli::shadow::shadow(&job, &dir, operator, plugin, range, 20)?;
+    eprint!("{}", weir_cli::shadow::shadow_text(&report));
+    rule.check(&report)
+        .map_err(|why| anyhow::anyhow!("swap of `{operator}` refused by its shadow run: {why}"))
+}
+
 fn state_dir_arg(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(match weir_cli::stored::job_of(path)? {
         Some(job) => weir::run::state_dir(&job, None),
@@ -333,9 +440,83 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Swap {
             job,
             swap: (operator, plugin),
-        } => job.ask(&format!("swap of `{operator}`"), |dir, wait, timeout| {
-            weir::run::request_swap(dir, &operator, &plugin, wait, timeout)
-        }),
+            shadow,
+            max_changed,
+            max_errors,
+        } => {
+            if shadow {
+                let rule = weir::shadow::Rule {
+                    max_changed,
+                    max_errors,
+                };
+                guard_swap(&job.state_dir, &operator, &plugin, rule)?;
+            }
+            job.ask(&format!("swap of `{operator}`"), |dir, wait, timeout| {
+                weir::run::request_swap(dir, &operator, &plugin, wait, timeout)
+            })
+        }
+        Command::Replay {
+            job,
+            operator,
+            checkpoint,
+            log,
+            state_dir,
+            json,
+        } => {
+            let (job, dir) = weir_cli::shadow::job_and_state(&job, state_dir.as_deref())?;
+            let report = weir::shadow::replay(&job, &dir, &operator, checkpoint, log.is_some())?;
+            if let Some(path) = log {
+                let lines: Vec<&str> = (report.instances.iter())
+                    .flat_map(|i| i.log.iter().map(String::as_str))
+                    .collect();
+                std::fs::write(&path, lines.join("\n") + "\n")
+                    .with_context(|| format!("writing --log {}", path.display()))?;
+            }
+            let out = match json {
+                true => format!("{}\n", serde_json::to_string_pretty(&report)?),
+                false => weir_cli::shadow::replay_text(&report),
+            };
+            weir_cli::output::stdout(&out)?;
+            Ok(match report.identical {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::from(DIFFERENT),
+            })
+        }
+        Command::Shadow {
+            job,
+            operator,
+            with,
+            from_checkpoint,
+            to,
+            limit,
+            max_changed,
+            max_errors,
+            state_dir,
+            json,
+        } => {
+            let (job, dir) = weir_cli::shadow::job_and_state(&job, state_dir.as_deref())?;
+            let range = weir::shadow::Range {
+                from: from_checkpoint,
+                to,
+            };
+            let report = weir_cli::shadow::shadow(&job, &dir, &operator, &with, range, limit)?;
+            let out = match json {
+                true => format!("{}\n", serde_json::to_string_pretty(&report)?),
+                false => weir_cli::shadow::shadow_text(&report),
+            };
+            weir_cli::output::stdout(&out)?;
+            let rule = weir::shadow::Rule {
+                max_changed,
+                max_errors,
+            };
+            Ok(match rule.check(&report) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => {
+                    eprintln!("weir: {why}");
+                    ExitCode::from(DIFFERENT)
+                }
+            })
+        }
         Command::Savepoint { job, out, stop } => job.ask("savepoint", |dir, wait, timeout| {
             weir::run::request_savepoint(dir, out.as_deref(), stop, wait, timeout)
         }),

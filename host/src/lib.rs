@@ -35,6 +35,7 @@ pub mod plan;
 pub mod remote;
 pub mod run;
 pub mod schemas;
+pub mod shadow;
 pub mod store;
 mod threads;
 pub mod time;

@@ -27,6 +27,7 @@ mod inflight;
 mod layout;
 mod meta;
 mod pack;
+mod recording;
 mod rescale;
 mod savepoint;
 mod seal;
@@ -48,6 +49,7 @@ pub use inflight::InFlightFrames;
 pub use layout::{FILE_NAME, FORMAT_VERSION};
 pub use meta::{CheckpointMeta, Derivation, OperatorMeta, SwappedPlugin};
 pub use pack::Pack;
+pub use recording::RecordedEpoch;
 pub use rescale::Move;
 pub use savepoint::{MANIFEST, Manifest, SAVEPOINT_FORMAT, Savepoint};
 
@@ -102,7 +104,8 @@ impl CheckpointStore {
     /// Writes checkpoint `meta.id` (greater than every existing id) with
     /// `deltas` applied in slice order (a later delta for the same
     /// operator/instance/key wins), then garbage-collects so that only the
-    /// newest `retain` checkpoints stay restorable, all in one durable
+    /// newest `retain` checkpoints stay restorable (and those the kept
+    /// recordings start from, `store/recording.rs`), all in one durable
     /// transaction. Stores `bytes_written` and `state_keys` in the meta row.
     pub fn commit(
         &self,
@@ -128,6 +131,7 @@ impl CheckpointStore {
         let bytes_written = self.in_context(&format!("writing checkpoint {n}"), || {
             let txn = db.begin_write()?;
             let written = self.write_checkpoint(&txn, meta, deltas)?;
+            self.collect_recordings(&txn, meta)?;
             self.collect_garbage(&txn, retain)?;
             txn.commit()?;
             Ok(written)
@@ -202,8 +206,10 @@ impl CheckpointStore {
             }
         }
         self.write_inflight(txn, n, deltas)?;
+        let recorded_bytes = self.write_recordings(txn, n, deltas)?;
         let stored = CheckpointMeta {
             bytes_written: bytes,
+            recorded_bytes,
             state_keys: live,
             ..meta.clone()
         };

@@ -266,6 +266,58 @@ fn counters(m: &NodeMetrics, kind: NodeKind) -> Value {
     v
 }
 
+/// `GET /api/shadow`: per operator, the last `weir shadow` report kept in
+/// `state_dir` (`weir_cli::shadow::last_report_path`) summed up, or `null`:
+/// what the page shows beside the swap button.
+pub fn shadow_reports(state_dir: &std::path::Path, operators: &[String]) -> Value {
+    let mut out = serde_json::Map::new();
+    for op in operators {
+        let path = crate::shadow::last_report_path(state_dir, op);
+        let report = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+        out.insert(
+            op.clone(),
+            report.as_ref().map_or(Value::Null, shadow_summary),
+        );
+    }
+    json!({ "operators": out })
+}
+
+/// A shadow report's lines the page shows.
+fn shadow_summary(r: &Value) -> Value {
+    let ports = r["outputs"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let sum = |keys: &[&str]| -> u64 {
+        (ports.iter())
+            .flat_map(|p| keys.iter().map(move |k| p[k].as_u64().unwrap_or(0)))
+            .sum()
+    };
+    let errors = r["errors"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let state = &r["state"];
+    let state_differing = ["changed", "only_v1", "only_v2"]
+        .iter()
+        .map(|k| state[k].as_u64().unwrap_or(0))
+        .sum::<u64>();
+    json!({
+        "v2": { "name": r["v2"]["name"], "version": r["v2"]["version"], "path": r["v2"]["path"] },
+        "from_checkpoint": r["from_checkpoint"],
+        "to_checkpoint": r["to_checkpoint"],
+        "epochs": r["epochs"].as_array().map_or(0, Vec::len),
+        "same": sum(&["same"]),
+        "differing": sum(&["changed", "only_v1", "only_v2"]),
+        "state_differing": state_differing,
+        "errors": errors.len(),
+        "traps": errors.iter().filter(|e| e["kind"] == "trap").count(),
+        "v1_reproduced": r["v1_reproduced"],
+    })
+}
+
 /// `/api/checkpoints`: the recent checkpoints, newest first, with totals.
 pub fn checkpoints(metrics: &JobMetrics) -> Value {
     // Counts read before the journal: every checkpoint counted is

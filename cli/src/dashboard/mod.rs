@@ -11,6 +11,8 @@
 //!   time and plugin ([`api::job`]).
 //! - `GET /api/checkpoints`: the recent checkpoints ([`api::checkpoints`]).
 //! - `GET /api/events`: failures, restarts, swaps, savepoints ([`api::events`]).
+//! - `GET /api/shadow`: each operator's last `weir shadow` report, summed
+//!   up ([`api::shadow_reports`]), shown beside the swap button.
 //! - `GET /api/stream`: server-sent events: `job` every [`STREAM_PERIOD`],
 //!   `checkpoints` and `events` when the journal changed.
 //! - `POST /api/savepoint`, `POST /api/swap`: actions, only with
@@ -129,6 +131,17 @@ async fn route(req: &Request, shared: &Arc<Shared>) -> Response {
         "/api/job" => json(api::job(&shared.view, &shared.metrics, &shared.sampler)),
         "/api/checkpoints" => json(api::checkpoints(&shared.metrics)),
         "/api/events" => json(api::events(&shared.metrics)),
+        "/api/shadow" => {
+            // Reports are files of any size: read off the serving threads.
+            let shared = shared.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                api::shadow_reports(&shared.state_dir, shared.view.operators())
+            });
+            read.await.map_or_else(
+                |e| Response::error(500, format!("reading the shadow reports failed: {e}")),
+                json,
+            )
+        }
         _ if action => {
             let body = match shared.guard.action(req) {
                 Ok(body) => body,
@@ -145,7 +158,7 @@ async fn route(req: &Request, shared: &Arc<Shared>) -> Response {
         path if path.starts_with("/api/") => Response::error(
             404,
             format!(
-                "no API `{path}`: there are /api/job, /api/checkpoints, /api/events and /api/stream"
+                "no API `{path}`: there are /api/job, /api/checkpoints, /api/events, /api/shadow and /api/stream"
             ),
         ),
         path => Response::error(404, format!("no page `{path}`; the dashboard is at /")),

@@ -303,6 +303,7 @@ mod tests {
             snapshot: None,
             timers: Vec::new(),
             inflight: None,
+            recorded: None,
         }
     }
 
@@ -466,6 +467,7 @@ mod tests {
         let ack = Ack::Instance {
             delta: InstanceDelta {
                 inflight: Some(vec![1, 2, 3]),
+                recorded: None,
                 ..delta("op", 0, "old")
             },
             align: AlignStats::default(),

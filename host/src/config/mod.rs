@@ -41,6 +41,7 @@ mod graph;
 mod limits;
 mod on_error;
 mod operator;
+mod recording;
 mod replay;
 mod sink;
 mod source;
@@ -60,6 +61,7 @@ pub use limits::{
 };
 pub use on_error::{DEAD_LETTER_PORT, OnError};
 pub use operator::{Exchange, Inputs, MAX_PARALLELISM, OperatorConfig};
+pub use recording::{DEFAULT_RECORD_MAX_BYTES, Keep, RecordInputs};
 pub use sink::SinkConfig;
 pub use source::{DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, SourceConfig};
 pub use upstream::Upstream;

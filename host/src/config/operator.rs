@@ -10,6 +10,7 @@ use toml::{Table, Value};
 
 use super::limits::{Grants, Limits, build_grants, build_limits};
 use super::on_error::{OnError, build_on_error};
+use super::recording::{RecordInputs, build_record_inputs};
 use super::upstream::{Upstream, read_upstreams};
 use crate::fields::{check_id, from_table, int_in, resolve};
 
@@ -39,6 +40,9 @@ pub struct OperatorConfig {
     pub on_error: OnError,
     /// At most this many bad records per checkpoint (`max_bad`).
     pub max_bad: Option<u64>,
+    /// What of its input its instances record (`record_inputs`,
+    /// `record_max_bytes`); `None`: nothing.
+    pub record_inputs: Option<RecordInputs>,
 }
 
 /// How records travel to an operator from its upstreams (`exchange`).
@@ -95,6 +99,8 @@ struct RawOperator {
     grants: Option<Value>,
     on_error: Option<Value>,
     max_bad: Option<i64>,
+    record_inputs: Option<String>,
+    record_max_bytes: Option<String>,
 }
 
 /// One `[[operator]]` table; `dir` is the job folder.
@@ -166,6 +172,7 @@ pub(super) fn build_operator(dir: &Path, table: Table) -> Result<OperatorConfig,
         grants: build_grants(raw.grants)?,
         on_error,
         max_bad,
+        record_inputs: build_record_inputs(raw.record_inputs, raw.record_max_bytes)?,
     })
 }
 

@@ -23,6 +23,7 @@ pub(crate) mod priority;
 pub mod protocol;
 pub mod provenance;
 pub mod record;
+pub mod recording;
 pub mod watermark;
 
 pub use batch::Batch;

@@ -160,4 +160,10 @@ pub struct InstanceDelta {
     /// empty). It belongs to the checkpoint acknowledged, never to a later
     /// one: a delta kept for the next checkpoint loses it.
     pub inflight: Option<Vec<u8>>,
+    /// `Some` when its operator records its input: the calls of the epoch
+    /// since the instance's previous snapshot, encoded by
+    /// [`crate::dataflow::recording`]. A delta kept for the next
+    /// checkpoint keeps it: the store writes the recordings of one
+    /// instance's deltas one after the other.
+    pub recorded: Option<Vec<u8>>,
 }

@@ -252,6 +252,7 @@ pub(crate) fn operators_meta(plan: &Plan<'_>, kept: &Kept) -> BTreeMap<String, O
                     }),
                     parallelism: op.parallelism,
                     swapped: kept.get(&op.id).cloned(),
+                    recording: op.record_inputs,
                 },
             )
         })
@@ -278,6 +279,7 @@ mod tests {
                 copy: format!("{KEPT_DIR}/{sha}.wasm"),
                 job_file_sha256: String::new(),
             }),
+            recording: None,
         };
         CheckpointMeta {
             operators: BTreeMap::from([("count".to_string(), op)]),

@@ -57,8 +57,10 @@ pub use control::{
 };
 pub use error::RunError;
 pub use kept::KEPT_DIR;
+pub(crate) use open::restore_instance;
 pub use options::{FromSavepoint, RestoreMode, RunOptions, state_dir};
 pub use plugins::{LoadedOperator, load_operator, load_plugins, warn_unconsumed_outputs};
+pub(crate) use restore::check_state_version;
 pub use summary::{NodeCounts, RunSummary, format_summary, summary_json};
 pub use validate::validate;
 

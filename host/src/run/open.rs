@@ -26,7 +26,7 @@ use crate::plan::{InstanceId, NodeId, Plan};
 use crate::run::commit_point::CommitPoint;
 use crate::run::error::RunError;
 use crate::run::restore::RestorePoint;
-use crate::store::StoreError;
+use crate::store::{CheckpointMeta, CheckpointStore, RestoredInstance, StoreError};
 use crate::threads::instance::hash_bytes;
 use crate::threads::source::restored_max_timestamp;
 use crate::wasm::{InstanceError, OperatorInstance};
@@ -80,28 +80,9 @@ pub(crate) fn instantiate_operators(
             let mut last_snapshot = None;
             let mut replay = Vec::new();
             if let Some(meta) = &at.checkpoint {
-                let i = id.index;
-                let r = at.store.load_instance(meta.id, &op.id, i)?;
-                replay = r.inflight;
-                let version = meta
-                    .operators
-                    .get(&op.id)
-                    .map_or(plugin.info().state_version, |m| m.state_version);
+                let r = restore_instance(&mut instance, &at.store, meta, &op.id, id.index)?;
                 last_snapshot = Some(hash_bytes(&r.snapshot));
-                let timers = Timers::from_entries(
-                    r.timers.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
-                )
-                .map_err(|message| StoreError::Corrupt {
-                    path: at.store.path().to_path_buf(),
-                    message: format!(
-                        "the timers of instance {i} of operator `{}` in checkpoint {} are unreadable: {message}",
-                        op.id, meta.id
-                    ),
-                })?;
-                instance.restore_timers(timers);
-                instance
-                    .restore(KeyedState::from_entries(r.entries), version, &r.snapshot)
-                    .map_err(|e: InstanceError| RunError::Task(e.into()))?;
+                replay = r.inflight;
             }
             let open = OpenInstance {
                 instance,
@@ -112,6 +93,38 @@ pub(crate) fn instantiate_operators(
         }
     }
     Ok(instances)
+}
+
+/// Restores `instance`, instance `index` of operator `operator`, to
+/// checkpoint `meta` of `store`: its keyed state, timers and watermark,
+/// and its snapshot through the plugin's `restore` with the state version
+/// the checkpoint recorded (the plugin's own for an operator the
+/// checkpoint lacks). Returns the rest of what was loaded (its entries
+/// moved into the instance): the snapshot, and the in-flight data, which
+/// the caller replays or not.
+pub(crate) fn restore_instance(
+    instance: &mut OperatorInstance,
+    store: &CheckpointStore,
+    meta: &CheckpointMeta,
+    operator: &str,
+    index: u32,
+) -> Result<RestoredInstance, RunError> {
+    let mut r = store.load_instance(meta.id, operator, index)?;
+    let version =
+        (meta.operators.get(operator)).map_or(instance.info().state_version, |m| m.state_version);
+    let timers = Timers::from_entries(r.timers.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
+        .map_err(|message| StoreError::Corrupt {
+            path: store.path().to_path_buf(),
+            message: format!(
+                "the timers of instance {index} of operator `{operator}` in checkpoint {} are unreadable: {message}",
+                meta.id
+            ),
+        })?;
+    instance.restore_timers(timers);
+    let state = KeyedState::from_entries(std::mem::take(&mut r.entries));
+    (instance.restore(state, version, &r.snapshot))
+        .map_err(|e: InstanceError| RunError::Task(e.into()))?;
+    Ok(r)
 }
 
 /// Opens every sink of `plan` (by node id) with the checkpoint's commit

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::config::DEAD_LETTER_PORT;
 use crate::threads::bad_records::{BadAt, BadInputs, BadRecords};
-use crate::threads::instance::InstanceTask;
+use crate::threads::instance::{InstanceTask, Recording};
 use crate::threads::sink::SinkTask;
 use crate::threads::source::SourceTask;
 use crate::wasm::Plugin;
@@ -154,6 +154,9 @@ impl Start<'_> {
             overtaken: None,
             bad_inputs: self.bad_inputs.clone(),
             bad: self.bad_records(node, Some((i, plugin))),
+            recording: (node.operator())
+                .and_then(|op| op.record_inputs)
+                .map(|r| Recording::new(r.max_bytes)),
         };
         let thread = format!("op-{name}-{i}");
         self.threads

@@ -15,8 +15,8 @@ use redb::{
 
 use super::error::{Fail, StoreError, classify, invalid};
 use super::layout::{
-    CHECKPOINTS, CHUNKS, FILE_NAME, FORMAT_VERSION, GC, INFLIGHT, META, READS, SEALED_FROM,
-    SEGMENTS, SNAPSHOTS, TABLES,
+    CHECKPOINTS, CHUNKS, FILE_NAME, FORMAT_VERSION, GC, INFLIGHT, META, READS, RECORDINGS,
+    SEALED_FROM, SEGMENTS, SNAPSHOTS, TABLES,
 };
 use super::tuning::{TUNING, Tuning};
 
@@ -130,17 +130,24 @@ impl CheckpointStore {
             txn.open_table(SNAPSHOTS)?;
             txn.open_table(GC)?;
             txn.open_table(INFLIGHT)?;
+            txn.open_table(RECORDINGS)?;
             Ok(txn.commit()?)
         })?;
         store.sealed = store.check_layout()? >= SEALED_FROM;
-        // A format-2 store written before unaligned checkpoints gets the
-        // `inflight` table now, after its layout was checked.
-        store.in_context("adding the inflight table", || {
+        // A store written before unaligned checkpoints or recordings gets
+        // the `inflight` and `recordings` tables now, after its layout was
+        // checked.
+        store.in_context("adding the inflight and recordings tables", || {
             let txn = store.rw()?.begin_write()?;
-            if txn.list_tables()?.any(|t| t.name() == INFLIGHT.name()) {
+            let names: Vec<String> = txn.list_tables()?.map(|t| t.name().to_string()).collect();
+            if [INFLIGHT.name(), RECORDINGS.name()]
+                .iter()
+                .all(|t| names.iter().any(|n| n == t))
+            {
                 return Ok(txn.abort()?);
             }
             txn.open_table(INFLIGHT)?;
+            txn.open_table(RECORDINGS)?;
             Ok(txn.commit()?)
         })?;
         let found = store.job()?;

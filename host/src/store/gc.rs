@@ -20,7 +20,8 @@ use super::file::CheckpointStore;
 use super::layout::{CHECKPOINTS, CHUNKS, GC, META, NEXT_ID, SEGMENTS, SNAPSHOTS};
 
 impl CheckpointStore {
-    /// Drops checkpoints older than the newest `retain`, then, for every
+    /// Drops checkpoints older than the newest `retain` (but not the one
+    /// before the oldest recorded epoch), then, for every
     /// instance journaled at a version no newer than the oldest retained
     /// checkpoint (`horizon`), the segments older than its newest full
     /// segment <= horizon and the snapshots older than its newest snapshot
@@ -34,6 +35,12 @@ impl CheckpointStore {
         let mut horizon = 0;
         for row in checkpoints.iter()?.rev().take(retain) {
             horizon = row?.0.value();
+        }
+        // A recorded epoch is run again from the checkpoint before it (the
+        // oldest from the job's start when there is none).
+        if let Some(oldest) = self.oldest_recording(txn)? {
+            let before = checkpoints.range(..oldest)?.next_back();
+            horizon = horizon.min(before.map_or(Ok(oldest), |row| row.map(|r| r.0.value()))?);
         }
         checkpoints.retain_in(..horizon, |_, _| false)?;
         let end = horizon + 1; // ids are below u64::MAX
@@ -136,6 +143,7 @@ impl CheckpointStore {
                 txn.open_table(GC)?
                     .retain_in((after, "", 0).., |_, _| false)?;
                 self.truncate_inflight(&txn, id)?;
+                self.truncate_recordings(&txn, id)?;
             }
             Ok(txn.commit()?)
         })

@@ -40,6 +40,13 @@ pub(super) const GC: TableDefinition<(u64, &str, u32), ()> = TableDefinition::ne
 /// reads as empty (and is created when the store is opened read-write).
 pub(super) const INFLIGHT: TableDefinition<(&str, u32, u64), &[u8]> =
     TableDefinition::new("inflight");
+/// (operator, instance, version) -> the instance's recorded input of the
+/// epoch that ends at checkpoint `version` (`dataflow/recording.rs`
+/// encoding), for operators that record (`record_inputs`). Added within
+/// format 3: a store written before it lacks the table, which then reads
+/// as empty (and is created when the store is opened read-write).
+pub(super) const RECORDINGS: TableDefinition<(&str, u32, u64), &[u8]> =
+    TableDefinition::new("recordings");
 /// The tables every format-2 store has (`inflight` may be missing).
 pub(super) const TABLES: [&str; 6] = [
     "meta",

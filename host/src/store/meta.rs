@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::RecordInputs;
 use crate::dataflow::partition::KEY_GROUPS;
 use crate::time::unix_ms;
 
@@ -59,6 +60,11 @@ pub struct CheckpointMeta {
     /// table); absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub inflight_bytes: u64,
+    /// Bytes of recorded input written with the checkpoint (the
+    /// `recordings` table, which drops them once `record_inputs` no
+    /// longer keeps them); absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recorded_bytes: u64,
     /// Set when the checkpoint was derived from another one instead of
     /// taken from the running job: at a restore that changed operators'
     /// parallelism, or from a savepoint. Absent otherwise (and in
@@ -89,6 +95,7 @@ impl CheckpointMeta {
             final_checkpoint: false,
             unaligned: false,
             inflight_bytes: 0,
+            recorded_bytes: 0,
             derived: None,
         }
     }
@@ -138,6 +145,10 @@ pub struct OperatorMeta {
     /// Weir recorded swaps, which read as "the job file's plugin".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swapped: Option<SwappedPlugin>,
+    /// What of its input the operator records (`record_inputs`); absent
+    /// when nothing: its recordings go at the next checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<RecordInputs>,
 }
 
 /// Where an operator's swapped-in plugin came from and where the state dir

@@ -5,11 +5,11 @@
 //! Every row of the store is keyed by the version (checkpoint id) that
 //! wrote it, so a checkpoint's *pack* is its rows: its `checkpoints` row,
 //! the segments, chunks, snapshots and `gc` journal rows of its version,
-//! and its in-flight data.
+//! its in-flight data and its recorded input.
 //! Checkpoint *n* is rebuilt in an empty store from the packs of the
 //! versions its state reads ([`CheckpointStore::versions_in_use`]):
-//! their state rows, and only *n*'s own `checkpoints` row and in-flight
-//! data ([`CheckpointStore::import`]).
+//! their state rows, and only *n*'s own `checkpoints` row, in-flight
+//! data and recordings ([`CheckpointStore::import`]).
 //!
 //! Encoding: `WEIRPACK`, the pack format (`u32`), the version (`u64`),
 //! then entries (a tag byte and its fields: integers little-endian,
@@ -28,7 +28,7 @@ use redb::{ReadableTable, ReadableTableMetadata};
 
 use super::error::{Fail, StoreError, invalid};
 use super::file::CheckpointStore;
-use super::layout::{CHECKPOINTS, CHUNKS, GC, INFLIGHT, SEGMENTS, SNAPSHOTS};
+use super::layout::{CHECKPOINTS, CHUNKS, GC, INFLIGHT, RECORDINGS, SEGMENTS, SNAPSHOTS};
 
 const MAGIC: &[u8; 8] = b"WEIRPACK";
 /// The encoding this Weir writes and reads.
@@ -43,6 +43,7 @@ enum Row {
     Snapshot(String, u32, Vec<u8>),
     Gc(String, u32),
     Inflight(String, u32, Vec<u8>),
+    Recording(String, u32, Vec<u8>),
 }
 
 /// What checkpoint `version` wrote to the store.
@@ -73,11 +74,13 @@ impl Pack {
                 }
                 Row::Segment(op, inst, v)
                 | Row::Snapshot(op, inst, v)
-                | Row::Inflight(op, inst, v) => {
+                | Row::Inflight(op, inst, v)
+                | Row::Recording(op, inst, v) => {
                     out.push(match row {
                         Row::Segment(..) => 2,
                         Row::Snapshot(..) => 4,
-                        _ => 6,
+                        Row::Inflight(..) => 6,
+                        _ => 7,
                     });
                     text(&mut out, op.as_bytes());
                     out.extend_from_slice(&inst.to_le_bytes());
@@ -135,6 +138,7 @@ impl Pack {
                 4 => Row::Snapshot(r.text()?, r.u32()?, r.bytes()?),
                 5 => Row::Gc(r.text()?, r.u32()?),
                 6 => Row::Inflight(r.text()?, r.u32()?, r.bytes()?),
+                7 => Row::Recording(r.text()?, r.u32()?, r.bytes()?),
                 tag => return Err(format!("it has an entry of unknown kind {tag}")),
             };
             pack.rows.push(row);
@@ -238,13 +242,19 @@ impl CheckpointStore {
                 let (_, op, inst) = key.value();
                 rows.push(Row::Gc(op.into(), inst));
             }
-            if let Some(inflight) = self.inflight_table(&txn)? {
-                for row in inflight.iter()? {
+            // Rows read at their own checkpoint only, by instance.
+            type Make = fn(String, u32, Vec<u8>) -> Row;
+            let own: [(_, &str, Make); 2] = [
+                (self.inflight_table(&txn)?, "in-flight data", Row::Inflight),
+                (self.recordings_table(&txn)?, "a recording", Row::Recording),
+            ];
+            for (table, what, make) in own {
+                let Some(table) = table else { continue };
+                for row in table.iter()? {
                     let (key, raw) = row?;
                     let (op, inst, v) = key.value();
                     if v == version {
-                        let value = unseal(raw.value(), "in-flight data")?;
-                        rows.push(Row::Inflight(op.into(), inst, value));
+                        rows.push(make(op.into(), inst, unseal(raw.value(), what)?));
                     }
                 }
             }
@@ -293,6 +303,7 @@ impl CheckpointStore {
                 let mut snapshots = txn.open_table(SNAPSHOTS)?;
                 let mut gc = txn.open_table(GC)?;
                 let mut inflight = txn.open_table(INFLIGHT)?;
+                let mut recordings = txn.open_table(RECORDINGS)?;
                 for pack in packs {
                     let v = pack.version;
                     let own = v == id;
@@ -304,7 +315,11 @@ impl CheckpointStore {
                             Row::Inflight(op, inst, value) if own => {
                                 inflight.insert((op.as_str(), *inst, v), &*self.seal(value))?;
                             }
-                            Row::Checkpoint(_) | Row::Inflight(..) => {}
+                            Row::Recording(op, inst, value) if own => {
+                                let key = (op.as_str(), *inst, v);
+                                recordings.insert(key, &*self.seal(value))?;
+                            }
+                            Row::Checkpoint(_) | Row::Inflight(..) | Row::Recording(..) => {}
                             Row::Segment(op, inst, value) => {
                                 segments.insert((op.as_str(), *inst, v), &*self.seal(value))?;
                             }

@@ -20,6 +20,7 @@ pub(crate) fn meta(id: u64) -> CheckpointMeta {
         plugin_path: None,
         parallelism,
         swapped: None,
+        recording: None,
     };
     CheckpointMeta {
         started_at_ms: 1_700_000_000_000 + id,
@@ -49,6 +50,7 @@ pub(crate) fn delta(op: &str, instance: u32, changes: &str, snap: Option<&str>) 
         snapshot,
         timers: Vec::new(),
         inflight: None,
+        recorded: None,
     }
 }
 
@@ -1031,3 +1033,140 @@ fn a_job_opening_the_store_waits_for_a_brief_inspector() {
 }
 
 mod damage;
+
+/// Checkpoint `id` whose operator `a` records `keep` epochs of at most
+/// `max_bytes` (none when `keep` is 0).
+fn recording_meta(id: u64, keep: u32, max_bytes: u64) -> CheckpointMeta {
+    let mut m = meta(id);
+    let a = m.operators.get_mut("a").unwrap();
+    a.recording = (keep > 0).then_some(crate::config::RecordInputs {
+        keep: crate::config::Keep::Checkpoints(keep),
+        max_bytes,
+    });
+    m
+}
+
+/// A delta of instance `i` of `a` whose recording is one checkpoint call.
+fn recorded(i: u32, id: u64) -> InstanceDelta {
+    let mut r = crate::dataflow::recording::Recorder::default();
+    r.checkpoint(id as i64, id);
+    InstanceDelta {
+        recorded: Some(r.take()),
+        ..delta("a", i, "k=v", None)
+    }
+}
+
+fn recorded_ids(s: &CheckpointStore) -> Vec<u64> {
+    let epochs = s.recorded_epochs("a").unwrap();
+    epochs.iter().map(|e| e.checkpoint).collect()
+}
+
+fn ids(s: &CheckpointStore) -> Vec<u64> {
+    s.list().unwrap().iter().map(|m| m.id).collect()
+}
+
+#[test]
+fn recordings_keep_their_bound_and_the_checkpoint_before_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    for id in 1..=6 {
+        s.commit(
+            &recording_meta(id, 3, 1 << 20),
+            &[recorded(0, id), recorded(1, id)],
+            1,
+        )
+        .unwrap();
+    }
+    assert_eq!(recorded_ids(&s), [4, 5, 6]);
+    assert_eq!(
+        ids(&s),
+        [3, 4, 5, 6],
+        "retain 1, and 3: epoch 4 starts from it"
+    );
+    let e = &s.recorded_epochs("a").unwrap()[0];
+    assert_eq!(e.instances, [0, 1]);
+    let steps = s.recording(5, "a", 1).unwrap().unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(
+        steps[0].call,
+        crate::dataflow::recording::Call::Checkpoint(5)
+    );
+    assert_eq!(s.recording(3, "a", 1).unwrap(), None);
+    // A byte bound under two epochs keeps the newest only.
+    let one = e.bytes;
+    s.commit(
+        &recording_meta(7, 3, one + one / 2),
+        &[recorded(0, 7), recorded(1, 7)],
+        1,
+    )
+    .unwrap();
+    assert_eq!(recorded_ids(&s), [7]);
+    assert_eq!(ids(&s), [6, 7]);
+    // An epoch with an instance whose recording is missing (it outgrew
+    // record_max_bytes) has no row for it; a stale delta's recording
+    // comes first.
+    let stale = recorded(0, 8);
+    let mut lost = recorded(1, 8);
+    lost.recorded = None;
+    s.commit(
+        &recording_meta(8, 3, 1 << 20),
+        &[stale, recorded(0, 8), lost],
+        1,
+    )
+    .unwrap();
+    assert_eq!(s.recorded_epochs("a").unwrap()[1].instances, [0]);
+    assert_eq!(s.recording(8, "a", 0).unwrap().unwrap().len(), 2);
+    // Truncation drops newer rows; an operator that stops recording loses
+    // them all at its next checkpoint, and its checkpoints with them.
+    s.truncate_after(7).unwrap();
+    assert_eq!(recorded_ids(&s), [7]);
+    s.commit(&recording_meta(9, 0, 0), &[delta("a", 0, "k=w", None)], 1)
+        .unwrap();
+    assert_eq!(recorded_ids(&s), Vec::<u64>::new());
+    assert_eq!(ids(&s), [9]);
+}
+
+#[test]
+fn a_first_recorded_epoch_keeps_every_checkpoint_from_it_and_packs_carry_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    for id in 1..=4 {
+        s.commit(&recording_meta(id, 100, 1 << 20), &[recorded(0, id)], 1)
+            .unwrap();
+    }
+    // Epoch 1 starts at the job's start; epoch 2 from checkpoint 1.
+    assert_eq!(ids(&s), [1, 2, 3, 4]);
+    let pack = s.export(3).unwrap();
+    let pack = Pack::decode(&pack.encode()).unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let rebuilt = CheckpointStore::open(other.path(), "job").unwrap();
+    let packs: Vec<Pack> = (1..=3).map(|v| s.export(v).unwrap()).collect();
+    assert!(packs.contains(&pack));
+    rebuilt.import(3, &packs).unwrap();
+    assert_eq!(
+        recorded_ids(&rebuilt),
+        [3],
+        "only the checkpoint's own recording"
+    );
+    assert_eq!(
+        rebuilt.recording(3, "a", 0).unwrap(),
+        s.recording(3, "a", 0).unwrap()
+    );
+}
+
+#[test]
+fn a_duration_keeps_the_epochs_of_checkpoints_started_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    for id in 1..=6 {
+        let mut m = recording_meta(id, 1, 1 << 20);
+        // Started 1 ms apart (`meta`); keep those within 2 ms of the newest.
+        m.operators.get_mut("a").unwrap().recording = Some(crate::config::RecordInputs {
+            keep: crate::config::Keep::Millis(2),
+            max_bytes: 1 << 20,
+        });
+        s.commit(&m, &[recorded(0, id)], 1).unwrap();
+    }
+    assert_eq!(recorded_ids(&s), [4, 5, 6]);
+    assert_eq!(ids(&s), [3, 4, 5, 6]);
+}

@@ -38,6 +38,13 @@
 //! - At the end of input the watermark becomes the end of time: every
 //!   event-time timer fires before `finish`. Processing-time timers still
 //!   pending then do not fire.
+//! - **Recording.** An instance whose operator records its input
+//!   (`record_inputs`) records every call into its plugin (after the
+//!   conversions and bad-record removal above: what the plugin was given)
+//!   and what each call emitted, with the call's processing time, which
+//!   `processing-time` returns throughout the call; the recording goes
+//!   with the snapshot that ends its epoch ([`InstanceDelta::recorded`]),
+//!   or is `None` for an epoch whose recording outgrew `record_max_bytes`.
 //! - The instance's watermark and pending timer counts in `metrics` are
 //!   those of its last call (and of its start, after a restore): they are
 //!   published after every call that can change them.
@@ -52,6 +59,7 @@ use crate::dataflow::inflight::InFlight;
 use crate::dataflow::input::{self, InputChannels, InputHandler};
 use crate::dataflow::output::Output;
 use crate::dataflow::protocol::{Ack, AlignStats, Event, InstanceDelta, Msg};
+use crate::dataflow::recording::Recorder;
 use crate::dataflow::watermark::END_OF_TIME;
 use crate::keyed::timers::Domain;
 use crate::metrics::{BadKind, NodeMetrics};
@@ -91,6 +99,49 @@ pub(crate) struct InstanceTask {
     pub bad_inputs: Arc<BadInputs>,
     /// What becomes of them (`on_error`).
     pub bad: BadRecords,
+    /// The recording of the current epoch, when its operator records.
+    pub recording: Option<Recording>,
+}
+
+/// An epoch being recorded ([`Recorder`]) and its bound.
+pub(crate) struct Recording {
+    recorder: Recorder,
+    /// Most bytes of one epoch (`record_max_bytes`): past it the epoch is
+    /// not recorded.
+    max_bytes: u64,
+    /// The epoch outgrew `max_bytes`.
+    overflowed: bool,
+}
+
+impl Recording {
+    /// Recording epochs of at most `max_bytes`.
+    pub(crate) fn new(max_bytes: u64) -> Self {
+        Recording {
+            recorder: Recorder::default(),
+            max_bytes,
+            overflowed: false,
+        }
+    }
+
+    /// Ends the epoch: its recording, `None` if it overflowed.
+    fn take(&mut self) -> Option<Vec<u8>> {
+        let bytes = self.recorder.take();
+        (!std::mem::take(&mut self.overflowed)).then_some(bytes)
+    }
+
+    /// Stops recording the epoch once it is over its bound.
+    fn check_bound(&mut self, operator: &str, index: u32) {
+        if !self.overflowed && self.recorder.len() as u64 > self.max_bytes {
+            tracing::warn!(
+                "instance {index} of operator `{operator}` records more than record_max_bytes ({} bytes) in one checkpoint epoch: this epoch is not recorded",
+                self.max_bytes
+            );
+            self.overflowed = true;
+        }
+        if self.overflowed {
+            self.recorder.clear();
+        }
+    }
 }
 
 /// A snapshot taken for an overtaken checkpoint, not yet acknowledged.
@@ -123,6 +174,18 @@ impl InstanceTask {
         );
     }
 
+    /// Before a call into the plugin: the processing time it runs at. An
+    /// instance that records pins the plugin's clock to it and records the
+    /// call with `step`.
+    fn begin_call(&mut self, step: impl FnOnce(&mut Recorder, i64)) -> i64 {
+        let now = now_millis();
+        if let Some(r) = &mut self.recording {
+            step(&mut r.recorder, now);
+            self.instance.pin_clock(Some(now));
+        }
+        now
+    }
+
     /// Sends what the last call emitted downstream, port by port. Every
     /// call into the plugin (and every watermark advance, which fires
     /// timers) ends here, so this is where the event-time gauges are
@@ -140,8 +203,14 @@ impl InstanceTask {
             if !records.is_empty() {
                 records.set_origin(origin);
                 records.set_provenance(provenance.cloned());
+                if let Some(r) = &mut self.recording {
+                    r.recorder.output(port, &records);
+                }
             }
             self.out.send(&self.shared.cancel, port, records)?;
+        }
+        if let Some(r) = &mut self.recording {
+            r.check_bound(&self.operator, self.index);
         }
         Ok(())
     }
@@ -159,6 +228,7 @@ impl InstanceTask {
     /// Calls `on-checkpoint(id)`, sends what it emitted, and takes the state
     /// changes and snapshot (the bytes only when they changed).
     fn snapshot(&mut self, id: u64) -> Result<InstanceDelta, Cancelled> {
+        self.begin_call(|r, now| r.checkpoint(now, id));
         self.instance
             .on_checkpoint(id)
             .map_err(|e| self.shared.fail(e))?;
@@ -176,6 +246,7 @@ impl InstanceTask {
             snapshot,
             timers,
             inflight: None,
+            recorded: self.recording.as_mut().and_then(Recording::take),
         })
     }
 
@@ -199,6 +270,7 @@ impl InstanceTask {
         batch: &Batch,
         record: Option<usize>,
     ) -> Result<(), Cancelled> {
+        self.begin_call(|r, now| r.process(now, port, batch));
         let (instance, shared, operator) = (&mut self.instance, &self.shared, &self.operator);
         let failed = |instance: &OperatorInstance, error| {
             let batch = Box::new(failed_batch(operator, instance, port, batch, record));
@@ -233,6 +305,7 @@ impl InstanceTask {
     /// Fires the timers of `domain` due at `upto` and sends what they
     /// emitted.
     fn fire(&mut self, domain: Domain, upto: i64) -> Result<(), Cancelled> {
+        // Recorded by the caller: a watermark's advance or a timer round.
         self.instance
             .fire_timers(domain, upto)
             .map_err(|e| self.shared.fail(e))?;
@@ -242,6 +315,7 @@ impl InstanceTask {
     /// The instance's watermark is `w`: fires the event-time timers it
     /// covers, then forwards it.
     fn advance(&mut self, w: i64) -> Result<(), Cancelled> {
+        self.begin_call(|r, now| r.watermark(now, w));
         self.instance.set_watermark(w);
         self.fire(Domain::EventTime, w)?;
         self.out
@@ -269,7 +343,8 @@ impl InputHandler for InstanceTask {
     }
 
     fn on_time(&mut self) -> Result<(), Cancelled> {
-        self.fire(Domain::ProcessingTime, now_millis())
+        let now = self.begin_call(|r, now| r.timers(now));
+        self.fire(Domain::ProcessingTime, now)
     }
 
     fn on_batch(&mut self, port: u32, batch: Batch) -> Result<(), Cancelled> {
@@ -357,6 +432,7 @@ impl InputHandler for InstanceTask {
         if self.instance.timers().watermark() != Some(END_OF_TIME) {
             self.advance(END_OF_TIME)?;
         }
+        self.begin_call(|r, now| r.finish(now));
         self.instance.finish().map_err(|e| self.shared.fail(e))?;
         self.emit(None)?;
         // The final checkpoint is a checkpoint like any other.

@@ -325,6 +325,25 @@ impl OperatorInstance {
         self.store.data_mut().timers.set_watermark(watermark);
     }
 
+    /// Makes `processing-time` return `time` until the next call of this
+    /// (the host's clock again with `None`): a recorded call and its replay
+    /// see the same time.
+    pub fn pin_clock(&mut self, time: Option<i64>) {
+        self.store.data_mut().clock = time;
+    }
+
+    /// Starts (or stops) noting every host call the plugin makes, one line
+    /// each, until [`take_host_calls`](Self::take_host_calls).
+    pub fn trace_host_calls(&mut self, on: bool) {
+        self.store.data_mut().trace = on.then(Vec::new);
+    }
+
+    /// The host calls noted since the last time, in order.
+    pub fn take_host_calls(&mut self) -> Vec<String> {
+        let trace = self.store.data_mut().trace.as_mut();
+        trace.map(std::mem::take).unwrap_or_default()
+    }
+
     /// The host-owned timers and watermark.
     pub fn timers(&self) -> &Timers {
         &self.store.data().timers

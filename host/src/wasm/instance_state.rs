@@ -55,6 +55,12 @@ pub(super) struct InstanceState {
     pub(super) hook: Hook,
     /// When the current call must have returned.
     pub(super) deadline: Option<Instant>,
+    /// What `processing-time` returns while set (an instance that records
+    /// its input, or a replay of one); the host's clock when `None`.
+    pub(super) clock: Option<i64>,
+    /// A line per host call since it was last taken, while set (`weir
+    /// replay --log`).
+    pub(super) trace: Option<Vec<String>>,
 }
 
 impl InstanceState {
@@ -82,6 +88,16 @@ impl InstanceState {
             rejected: Vec::new(),
             hook: Hook::Instantiate,
             deadline: None,
+            clock: None,
+            trace: None,
+        }
+    }
+
+    /// Notes a host call in the trace, when tracing (`line` is built only
+    /// then).
+    pub(super) fn trace(&mut self, line: impl FnOnce() -> String) {
+        if let Some(trace) = &mut self.trace {
+            trace.push(line());
         }
     }
 

@@ -494,7 +494,38 @@ function setUpActions(job) {
   $("actions-off").hidden = job.actions;
   const select = $("swap-operator");
   select.replaceChildren(...job.nodes.filter((n) => n.kind === "operator").map((n) => el("option", { value: n.id }, n.id)));
+  showShadow();
 }
+
+// The last `weir shadow` report of the operator the swap form names.
+async function showShadow() {
+  const out = $("shadow-report");
+  const op = $("swap-operator").value;
+  if (!op) return;
+  let doc;
+  try {
+    const res = await fetch("api/shadow");
+    doc = await res.json();
+  } catch (_) {
+    return; // the stream's status says when the dashboard is unreachable
+  }
+  const r = doc.operators ? doc.operators[op] : null;
+  out.className = "muted";
+  if (!r) {
+    out.textContent = `No shadow run of ${op} yet: weir shadow JOB --operator ${op} --with NEW.wasm tries a plugin on its recorded input first.`;
+    return;
+  }
+  const plugin = `${r.v2.name} ${r.v2.version} (${r.v2.path})`;
+  const range = `${r.epochs} recorded epoch${r.epochs === 1 ? "" : "s"} to checkpoint ${r.to_checkpoint}`;
+  const total = r.same + r.differing;
+  let text = `Last shadow run: ${plugin} on ${range}: ${r.differing} of ${total} records differ, ${r.state_differing} state keys differ, ${r.errors} errors (${r.traps} traps).`;
+  if (!r.v1_reproduced) text += " The running plugin did not reproduce its recording.";
+  out.textContent = text;
+  out.className = r.traps > 0 || r.errors > 0 ? "error" : "muted";
+}
+
+$("swap-operator").addEventListener("change", showShadow);
+setInterval(() => { if (!$("actions-on").hidden) showShadow(); }, 5000);
 
 async function act(path, body, button, busy) {
   const result = $("action-result");

@@ -37,6 +37,7 @@ fn two_checkpoints(store: &CheckpointStore, p: u32, n: u32) {
             snapshot: None,
             timers: Vec::new(),
             inflight: None,
+            recorded: None,
         })
         .collect();
     let mut timers: Vec<Timers> = (0..p).map(|_| Timers::default()).collect();
@@ -222,6 +223,7 @@ fn a_misplaced_key_refuses_the_rescale() {
         snapshot: None,
         timers: Vec::new(),
         inflight: None,
+        recorded: None,
     };
     d.changes.push(&stray, Some(b"1"));
     store.commit(&meta(1, 2), &[d], 3).unwrap();
@@ -272,6 +274,7 @@ fn in_flight_records_move_with_their_keys() {
             snapshot: None,
             timers: Vec::new(),
             inflight: Some(frames(i)),
+            recorded: None,
         })
         .collect();
     store.commit(&m, &deltas, 3).unwrap();
@@ -349,6 +352,7 @@ fn snapshots_are_copied_but_never_split() {
         snapshot: Some(format!("snap{i}").into_bytes()),
         timers: Vec::new(),
         inflight: None,
+        recorded: None,
     };
     store.commit(&meta(1, 2), &[d(0), d(1)], 3).unwrap();
     let moves = |to| {

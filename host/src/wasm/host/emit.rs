@@ -20,6 +20,7 @@
 //!   buffered batch has all its spans inside its data and only well-formed
 //!   rows.
 
+use super::shown;
 use crate::Record;
 use crate::dataflow::batch::{Batch, SPAN_BYTES};
 use crate::wasm::instance_state::InstanceState;
@@ -86,10 +87,13 @@ impl InstanceState {
 
 impl emit::Host for InstanceState {
     fn emit(&mut self, port: u32, rec: Record) -> wasmtime::Result<()> {
+        let key = rec.key.as_deref().map_or_else(|| "none".to_owned(), shown);
+        self.trace(|| format!("emit port {port}: key {key} value {}", shown(&rec.value)));
         self.push_records(port, std::slice::from_ref(&rec))
     }
 
     fn emit_batch(&mut self, port: u32, records: Vec<Record>) -> wasmtime::Result<()> {
+        self.trace(|| format!("emit-batch port {port}: {} records", records.len()));
         self.push_records(port, &records)
     }
 }
@@ -97,6 +101,8 @@ impl emit::Host for InstanceState {
 impl flat::Host for InstanceState {
     fn emit(&mut self, port: u32, data: Vec<u8>, spans: Vec<u8>) -> wasmtime::Result<()> {
         self.count_emitted(port, spans.len() / SPAN_BYTES, data.len())?;
+        let n = spans.len() / SPAN_BYTES;
+        self.trace(|| format!("flat.emit port {port}: {n} records, {} bytes", data.len()));
         let mut batch = Batch::from_parts(data, spans)
             .map_err(|e| wasmtime::format_err!("flat emit to output port {port}: {e}"))?;
         if let Some(t) = self.default_timestamp {

@@ -7,9 +7,10 @@ use crate::wit::log;
 
 impl log::Host for InstanceState {
     fn log(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
-        let op = &self.label;
         // The plugin's text: no forged log lines, no terminal escapes.
         let message = sanitize(&message, MAX_MESSAGE);
+        self.trace(|| format!("log {level:?}: {message}"));
+        let op = &self.label;
         match level {
             log::Level::Trace => tracing::trace!(operator = %op, "{message}"),
             log::Level::Debug => tracing::debug!(operator = %op, "{message}"),

@@ -30,3 +30,13 @@ pub(super) fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Res
 }
 
 impl types::Host for InstanceState {}
+
+/// A key or value in a trace line: its text, escaped, cut at 48 characters.
+pub(super) fn shown(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out: String = text.escape_debug().take(48).collect();
+    if text.escape_debug().nth(48).is_some() {
+        out.push('…');
+    }
+    format!("\"{out}\"")
+}

@@ -22,6 +22,7 @@ impl reject::Host for InstanceState {
                 self.hook
             );
         }
+        self.trace(|| format!("reject record {index}: {error}"));
         if index as usize >= self.batch_len {
             wasmtime::bail!(
                 "the plugin refused record {index}, but the batch being processed has {} record(s)",

@@ -12,6 +12,7 @@
 //!   `limits.memory`: it must fit in the plugin's memory, so the host never
 //!   builds a larger one.
 
+use super::shown;
 use crate::wasm::instance_state::InstanceState;
 use crate::wasm::limiter::LimitExceeded;
 use crate::wit::state;
@@ -91,7 +92,10 @@ impl InstanceState {
 
 impl state::Host for InstanceState {
     fn get(&mut self, key: Vec<u8>) -> wasmtime::Result<Option<Vec<u8>>> {
-        Ok(self.state.get(&key).map(<[u8]>::to_vec))
+        let value = self.state.get(&key).map(<[u8]>::to_vec);
+        let found = value.as_deref().map_or_else(|| "none".to_owned(), shown);
+        self.trace(|| format!("state.get {} -> {found}", shown(&key)));
+        Ok(value)
     }
 
     fn get_many(&mut self, keys: Vec<Vec<u8>>) -> wasmtime::Result<Vec<Option<Vec<u8>>>> {
@@ -102,6 +106,8 @@ impl state::Host for InstanceState {
             Self::check_read(&mut total, v.map_or(0, <[u8]>::len), self.limits.memory)?;
             out.push(v.map(<[u8]>::to_vec));
         }
+        let found = out.iter().filter(|v| v.is_some()).count();
+        self.trace(|| format!("state.get-many {} keys -> {found} found", keys.len()));
         Ok(out)
     }
 
@@ -122,11 +128,20 @@ impl state::Host for InstanceState {
             |k, v| k.len() + v.len(),
             |k, v| entries.push(entry(k, v)),
         )?;
+        let n = entries.len();
+        let after = after.as_deref().map_or_else(|| "start".to_owned(), shown);
+        self.trace(|| {
+            format!(
+                "state.scan {} after {after} limit {limit} -> {n}",
+                shown(&prefix)
+            )
+        });
         Ok(entries)
     }
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
         self.check_write()?;
+        self.trace(|| format!("state.put {} = {}", shown(&key), shown(&value)));
         self.put_checked(&key, &value)
     }
 
@@ -135,6 +150,7 @@ impl state::Host for InstanceState {
             return Ok(());
         }
         self.check_write()?;
+        self.trace(|| format!("state.put-many {} entries", entries.len()));
         for e in entries {
             self.put_checked(&e.key, &e.value)?;
         }
@@ -143,6 +159,7 @@ impl state::Host for InstanceState {
 
     fn delete(&mut self, key: Vec<u8>) -> wasmtime::Result<()> {
         self.check_write()?;
+        self.trace(|| format!("state.delete {}", shown(&key)));
         self.state.delete(&key);
         Ok(())
     }

@@ -14,6 +14,7 @@
 //! - Keys are taken in groups of [`PREFETCH_GROUP`], each group's cache
 //!   misses overlapped first ([`KeyedState::prefetch`](crate::keyed::state::KeyedState::prefetch)).
 
+use super::shown;
 use weir_flat::state::{BadPacking, Entries, Keys, push_entry, push_value};
 
 use crate::keyed::state::PREFETCH_GROUP;
@@ -48,6 +49,7 @@ impl flat_state::Host for InstanceState {
                 push_value(&mut out, value);
             }
         }
+        self.trace(|| format!("flat-state.get-many {} keys", keys.len()));
         Ok(out)
     }
 
@@ -58,6 +60,13 @@ impl flat_state::Host for InstanceState {
         }
         self.check_write()?;
         let entries: Vec<(&[u8], Option<&[u8]>)> = entries.collect();
+        let deleted = entries.iter().filter(|e| e.1.is_none()).count();
+        self.trace(|| {
+            format!(
+                "flat-state.put-many {} entries ({deleted} deletes)",
+                entries.len()
+            )
+        });
         for group in entries.chunks(PREFETCH_GROUP) {
             self.state.prefetch(group.iter().map(|&(key, _)| key));
             for &(key, value) in group {
@@ -83,6 +92,13 @@ impl flat_state::Host for InstanceState {
             |k, v| ENTRY_HEADER + k.len() + v.len(),
             |k, v| push_entry(&mut out, k, Some(v)),
         )?;
+        self.trace(|| {
+            format!(
+                "flat-state.scan {} limit {limit} -> {} bytes",
+                shown(&prefix),
+                out.len()
+            )
+        });
         Ok(out)
     }
 

@@ -9,6 +9,7 @@
 //! - The watermark a plugin reads is the instance's, as of the batch or
 //!   timers being processed: it only grows.
 
+use super::shown;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::keyed::timers::{Domain, Timers};
@@ -61,11 +62,15 @@ impl InstanceState {
 
 impl timers::Host for InstanceState {
     fn current_watermark(&mut self) -> wasmtime::Result<Option<i64>> {
-        Ok(self.timers.watermark())
+        let w = self.timers.watermark();
+        self.trace(|| format!("timers.current-watermark -> {w:?}"));
+        Ok(w)
     }
 
     fn processing_time(&mut self) -> wasmtime::Result<i64> {
-        Ok(now_millis())
+        let now = self.clock.unwrap_or_else(now_millis);
+        self.trace(|| format!("timers.processing-time -> {now}"));
+        Ok(now)
     }
 
     fn register_timer(
@@ -75,6 +80,8 @@ impl timers::Host for InstanceState {
         time: i64,
     ) -> wasmtime::Result<()> {
         self.check_new_timer(&key)?;
+        let d = Domain::from(domain).name();
+        self.trace(|| format!("timers.register-timer {} {d} {time}", shown(&key)));
         self.timers.register(domain.into(), time, &key);
         Ok(())
     }
@@ -86,6 +93,8 @@ impl timers::Host for InstanceState {
         time: i64,
     ) -> wasmtime::Result<()> {
         self.check_write()?;
+        let d = Domain::from(domain).name();
+        self.trace(|| format!("timers.delete-timer {} {d} {time}", shown(&key)));
         self.timers.delete(domain.into(), time, &key);
         Ok(())
     }

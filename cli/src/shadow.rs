@@ -1,0 +1,213 @@
+//! `weir replay` and `weir shadow` (and the shadow run of `weir swap
+//! --shadow`): recorded epochs run again ([`weir::shadow`]), reported as
+//! text or JSON. The last shadow report of an operator is kept in the
+//! state directory ([`last_report_path`]).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use weir::config::Job;
+use weir::shadow::{PortDiff, Range, ReplayReport, ShadowReport, StateDiff};
+
+/// Where the last shadow report of `operator` is kept.
+pub fn last_report_path(state_dir: &Path, operator: &str) -> PathBuf {
+    state_dir.join("shadow").join(format!("{operator}.json"))
+}
+
+/// The job file at `path` (a file or a folder holding a job.toml) and its
+/// state directory (`state_dir`, else the job's).
+pub fn job_and_state(path: &Path, state_dir: Option<&Path>) -> anyhow::Result<(Job, PathBuf)> {
+    let job = Job::load(path, &weir_connectors::registry())?;
+    let dir = weir::run::state_dir(&job, state_dir);
+    Ok((job, dir))
+}
+
+/// Runs the shadow of `with` on `operator`'s recorded epochs in `range`
+/// and keeps the report as the operator's last.
+pub fn shadow(
+    job: &Job,
+    state_dir: &Path,
+    operator: &str,
+    with: &Path,
+    range: Range,
+    limit: usize,
+) -> anyhow::Result<ShadowReport> {
+    let report = weir::shadow::shadow(job, state_dir, operator, with, range, limit)?;
+    let path = last_report_path(state_dir, operator);
+    let keep = || -> anyhow::Result<()> {
+        std::fs::create_dir_all(path.parent().expect("a folder"))?;
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&report)?)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    };
+    keep().with_context(|| format!("keeping the report in {}", path.display()))?;
+    Ok(report)
+}
+
+/// A replay report as text.
+pub fn replay_text(r: &ReplayReport) -> String {
+    let mut out = String::new();
+    let from = from_text(r.from_checkpoint);
+    let verdict = match r.identical {
+        true => "identical",
+        false => "DIFFERENT",
+    };
+    let _ = writeln!(
+        out,
+        "replay of operator `{}`, epoch of checkpoint {} (from {from}) with {} {} ({}): {verdict}",
+        r.operator,
+        r.checkpoint,
+        r.plugin.name,
+        r.plugin.version,
+        &r.plugin.sha256[..12.min(r.plugin.sha256.len())]
+    );
+    for i in &r.instances {
+        let _ = writeln!(
+            out,
+            "  instance {}: {} calls, {} records out: outputs {}, state {}, snapshot {}",
+            i.instance,
+            i.steps,
+            i.records_out,
+            same(i.outputs_identical),
+            same(i.state_identical),
+            same(i.snapshot_identical)
+        );
+        if let Some(d) = &i.first_difference {
+            let _ = writeln!(out, "    first difference: {d}");
+        }
+        for e in &i.errors {
+            let _ = writeln!(
+                out,
+                "    {} at step {} ({}): {}",
+                e.kind, e.step, e.call, e.message
+            );
+        }
+    }
+    if !r.identical {
+        out.push_str("  a plugin that emits other bytes from the same input and state is not deterministic: look for clocks, randomness or iteration over unordered maps in it\n");
+    }
+    out
+}
+
+/// A shadow report as text.
+pub fn shadow_text(r: &ShadowReport) -> String {
+    let mut out = String::new();
+    let epochs = match r.epochs.as_slice() {
+        [one] => format!("the epoch of checkpoint {one}"),
+        [first, .., last] => format!("{} epochs (checkpoints {first} to {last})", r.epochs.len()),
+        [] => "no epoch".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "shadow of operator `{}` on {epochs}, from {}, {} instance(s)",
+        r.operator,
+        from_text(r.from_checkpoint),
+        r.instances
+    );
+    for (label, p) in [("v1 (recorded)", &r.v1), ("v2 (tried)", &r.v2)] {
+        let _ = writeln!(
+            out,
+            "  {label}: {} {} {}: {} records in, {:.0} ns CPU a record, {} peak memory",
+            p.name,
+            p.version,
+            p.path,
+            p.records_in,
+            p.cpu_ns_per_record,
+            weir::config::format_size(p.peak_memory_bytes)
+        );
+    }
+    if !r.v1_reproduced {
+        out.push_str("  warning: the recorded plugin, run again, did not emit what it had recorded (it is not deterministic): differences below may be its own\n");
+    }
+    for p in &r.outputs {
+        port_text(&mut out, p, r.limit);
+    }
+    state_text(&mut out, &r.state, r.to_checkpoint, r.limit);
+    match r.errors.len() {
+        0 => out.push_str("  errors: none\n"),
+        n => {
+            let _ = writeln!(out, "  errors: {n} ({} traps)", r.traps());
+            for e in r.errors.iter().take(r.limit) {
+                let _ = writeln!(
+                    out,
+                    "    {} in instance {}, epoch {}, step {} ({}): {}",
+                    e.kind, e.instance, e.epoch, e.step, e.call, e.message
+                );
+            }
+        }
+    }
+    out
+}
+
+fn port_text(out: &mut String, p: &PortDiff, limit: usize) {
+    let _ = writeln!(
+        out,
+        "  output `{}`: {} same, {} changed, {} only v1, {} only v2",
+        p.port, p.same, p.changed, p.only_v1, p.only_v2
+    );
+    for d in &p.differences {
+        let show = |s: &Option<weir::shadow::Shown>| match s {
+            Some(s) => format!("{:?}", s.value),
+            None => "-".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "    {} key {} (epoch {}, instance {}, step {}): v1 {} v2 {}",
+            d.kind,
+            d.key
+                .as_deref()
+                .map_or("-".to_owned(), |k| format!("{k:?}")),
+            d.epoch,
+            d.instance,
+            d.step,
+            show(&d.v1),
+            show(&d.v2)
+        );
+    }
+    if p.differing() as usize > p.differences.len() {
+        let _ = writeln!(
+            out,
+            "    ... (the first {limit} listed; --limit N for more)"
+        );
+    }
+}
+
+fn state_text(out: &mut String, s: &StateDiff, at: u64, limit: usize) {
+    let _ = writeln!(
+        out,
+        "  state against checkpoint {at}: {} keys same, {} changed, {} only v1, {} only v2",
+        s.same, s.changed, s.only_v1, s.only_v2
+    );
+    for k in &s.keys {
+        let _ = writeln!(
+            out,
+            "    {} key {:?}: v1 {:?} v2 {:?}",
+            k.kind,
+            k.key,
+            k.v1.as_deref().unwrap_or("-"),
+            k.v2.as_deref().unwrap_or("-")
+        );
+    }
+    if s.differing() as usize > s.keys.len() {
+        let _ = writeln!(
+            out,
+            "    ... (the first {limit} listed; --limit N for more)"
+        );
+    }
+}
+
+fn same(b: bool) -> &'static str {
+    match b {
+        true => "same",
+        false => "DIFFERENT",
+    }
+}
+
+fn from_text(from: Option<u64>) -> String {
+    match from {
+        Some(id) => format!("checkpoint {id}"),
+        None => "the job's start".to_owned(),
+    }
+}
