@@ -9,11 +9,12 @@ use serde_json::Value;
 use weir::failpoint::ENV as FAILPOINTS;
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::count_words;
 use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::plugins;
 use weir_tests::text::assert_has;
+use weir_tests::wait::{PATIENCE, wait_until};
 use weir_tests::windows::{clicks, windows_job};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -424,6 +425,23 @@ fn a_guarded_swap_refuses_a_plugin_that_traps_on_recorded_input_and_takes_one_th
     let wrong = (out.lines().zip(&x_twice))
         .filter(|(l, (w, c))| w.starts_with('x') && l.contains(&format!("\"count\":{c}}}")));
     assert_eq!(wrong.count(), 0, "count-x-twice never counted");
+    // A shadow run's default range starts after the swap, run by the
+    // swapped-in plugin (the state directory's copy); one across it is
+    // refused.
+    let args = ["--operator", "count", "--with", plugins::WORD_COUNT_V2];
+    let (code, r) = json(&j, "shadow", &args);
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(r["v1"]["version"], "2.0.0", "{r}");
+    assert_eq!(r["v1_reproduced"], true, "{r}");
+    let port = &r["outputs"][0];
+    assert_eq!(
+        (&port["changed"], &port["only_v1"], &port["only_v2"]),
+        (&0.into(), &0.into(), &0.into()),
+        "{r}"
+    );
+    let out = j.weir("shadow", &[&args[..], &["--from-checkpoint", "0"]].concat());
+    assert!(!out.success());
+    assert_has(&out.stderr, "(a swap): choose a range within one plugin");
 }
 
 /// The windowed count (event-time timers, watermarks, two output ports)
@@ -573,4 +591,58 @@ fn an_epoch_over_record_max_bytes_is_not_recorded_and_says_so() {
         .map(|e| e.as_u64().unwrap())
         .collect();
     assert_eq!(epochs, ids[first + 1..], "{r}");
+}
+
+#[test]
+fn processing_time_timers_and_the_clock_replay_byte_for_byte() {
+    // The plugin stores `processing-time` + 200 ms per record and fires a
+    // timer then: a replay reproduces its state only with the clock each
+    // call saw.
+    let job = JobFile::new("ptimer")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::stdin("in"))
+        .operator(
+            Operator::new("pt", plugins::GUEST_PROCESSING_TIMER)
+                .inputs(&["in"])
+                .config("{ delay_ms = 200 }")
+                .string("record_inputs", "1000 checkpoints"),
+        )
+        .sink(Sink::file("out", "out.txt").input("pt"));
+    let j = JobDir::new(WEIR, job, &[]);
+    let mut run = j.spawn_fed(&["--progress-every", "0"]);
+    run.send("a\nb\ncancel b\n");
+    let fired = |text: &str| {
+        wait_until(&format!("`{text}` in out.txt"), PATIENCE, || {
+            std::fs::read_to_string(j.path().join("out.txt"))
+                .ok()
+                .filter(|out| out.contains(text))
+        })
+    };
+    fired("fired a");
+    run.send("c\n");
+    fired("fired c");
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{stderr}");
+    let log = j.path().join("calls.txt");
+    let (mut timer_rounds, mut clock_reads) = (0, 0);
+    for c in checkpoints(&j) {
+        let id = c["id"].as_u64().unwrap().to_string();
+        let args = [
+            "--operator",
+            "pt",
+            "--checkpoint",
+            &id,
+            "--log",
+            log.to_str().unwrap(),
+        ];
+        let out = j.weir("replay", &args);
+        assert!(out.success(), "epoch {id}: {}{}", out.stdout, out.stderr);
+        let log = std::fs::read_to_string(&log).unwrap();
+        timer_rounds += log.matches(": processing-time timers;").count();
+        clock_reads += log.matches("    timers.processing-time -> ").count();
+    }
+    assert!(
+        timer_rounds > 0 && clock_reads >= 3,
+        "{timer_rounds} {clock_reads}"
+    );
 }

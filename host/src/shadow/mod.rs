@@ -72,7 +72,8 @@ pub enum ShadowError {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Range {
     /// The checkpoint whose state the run starts from; `Some(0)`: the job's
-    /// start; `None`: the oldest the recordings allow.
+    /// start; `None`: the oldest the recordings allow within one plugin and
+    /// parallelism (after the last swap or rescale).
     pub from: Option<u64>,
     /// The last epoch's checkpoint; `None`: the newest recorded.
     pub to: Option<u64>,

@@ -80,7 +80,17 @@ impl<'j> Recorded<'j> {
                 ids(&mut recorded.keys().copied())
             )));
         }
-        // Walk back from `to` to the checkpoint the range starts from.
+        // The epoch of `m` ran with the plugin and parallelism of `to`'s.
+        let ran_as_last = |m: &CheckpointMeta| {
+            let of = |m: &CheckpointMeta| {
+                let o = m.operators.get(operator);
+                o.map(|o| (o.sha256.clone(), o.parallelism))
+            };
+            of(m) == of(&list[at])
+        };
+        // Walk back from `to` to the checkpoint the range starts from: by
+        // default, the newest whose epoch is not recorded or ran another
+        // plugin or parallelism (a swap, a rescale).
         let mut first = at;
         loop {
             let before = first.checked_sub(1).map(|i| &list[i]);
@@ -103,7 +113,7 @@ impl<'j> Recorded<'j> {
                         ids(&mut list[..=at].iter().map(|m| m.id))
                     )));
                 }
-                (None, Some(b)) => !whole(b),
+                (None, Some(b)) => !whole(b) || !ran_as_last(b),
                 (Some(_), Some(_)) => false,
             };
             if stop {
