@@ -55,8 +55,14 @@ impl<'j> Recorded<'j> {
             ids.join(", ")
         };
         let Some(&newest) = recorded.keys().next_back() else {
+            let why = match op.record_inputs {
+                Some(r) => format!(
+                    "it records its input ({r}), but no epoch is kept: each was over record_max_bytes, or none has completed yet"
+                ),
+                None => "set record_inputs = \"20 checkpoints\" (or a duration) on it in the job file and run the job".to_owned(),
+            };
             return Err(ShadowError::Range(format!(
-                "operator `{operator}` has no recorded epoch in {}: set record_inputs = \"20 checkpoints\" (or a duration) on it in the job file and run the job",
+                "operator `{operator}` has no recorded epoch in {}: {why}",
                 store.path().display()
             )));
         };

@@ -174,16 +174,15 @@ impl InstanceTask {
         );
     }
 
-    /// Before a call into the plugin: the processing time it runs at. An
-    /// instance that records pins the plugin's clock to it and records the
-    /// call with `step`.
-    fn begin_call(&mut self, step: impl FnOnce(&mut Recorder, i64)) -> i64 {
+    /// Before a call into the plugin: an instance that records pins the
+    /// plugin's clock to the time now, records the call with `step` and
+    /// returns that time (`None` when it does not record).
+    fn begin_call(&mut self, step: impl FnOnce(&mut Recorder, i64)) -> Option<i64> {
+        let r = self.recording.as_mut()?;
         let now = now_millis();
-        if let Some(r) = &mut self.recording {
-            step(&mut r.recorder, now);
-            self.instance.pin_clock(Some(now));
-        }
-        now
+        step(&mut r.recorder, now);
+        self.instance.pin_clock(Some(now));
+        Some(now)
     }
 
     /// Sends what the last call emitted downstream, port by port. Every
@@ -343,7 +342,9 @@ impl InputHandler for InstanceTask {
     }
 
     fn on_time(&mut self) -> Result<(), Cancelled> {
-        let now = self.begin_call(|r, now| r.timers(now));
+        let now = self
+            .begin_call(|r, now| r.timers(now))
+            .unwrap_or_else(now_millis);
         self.fire(Domain::ProcessingTime, now)
     }
 
