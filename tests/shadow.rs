@@ -592,7 +592,11 @@ fn an_epoch_over_record_max_bytes_is_not_recorded_and_says_so() {
     let first = replays[..newest].iter().rposition(|ok| !ok);
     let (code, r) = json(&j, "shadow", &args);
     assert_eq!(code, Some(0), "{r}");
-    assert_eq!(r["from_checkpoint"], Value::from(first.map(|i| ids[i])), "{r}");
+    assert_eq!(
+        r["from_checkpoint"],
+        Value::from(first.map(|i| ids[i])),
+        "{r}"
+    );
     let epochs: Vec<u64> = (r["epochs"].as_array().unwrap().iter())
         .map(|e| e.as_u64().unwrap())
         .collect();
