@@ -206,7 +206,7 @@ impl CheckpointStore {
             }
         }
         self.write_inflight(txn, n, deltas)?;
-        let recorded_bytes = self.write_recordings(txn, n, deltas)?;
+        let recorded_bytes = self.write_recordings(txn, meta, deltas)?;
         let stored = CheckpointMeta {
             bytes_written: bytes,
             recorded_bytes,

@@ -15,8 +15,8 @@ use redb::{
 
 use super::error::{Fail, StoreError, classify, invalid};
 use super::layout::{
-    CHECKPOINTS, CHUNKS, FILE_NAME, FORMAT_VERSION, GC, INFLIGHT, META, READS, RECORDINGS,
-    SEALED_FROM, SEGMENTS, SNAPSHOTS, TABLES,
+    CHECKPOINTS, CHUNKS, FILE_NAME, FORMAT_VERSION, GC, INFLIGHT, META, READS, RECORDED,
+    RECORDINGS, SEALED_FROM, SEGMENTS, SNAPSHOTS, TABLES,
 };
 use super::tuning::{TUNING, Tuning};
 
@@ -131,16 +131,17 @@ impl CheckpointStore {
             txn.open_table(GC)?;
             txn.open_table(INFLIGHT)?;
             txn.open_table(RECORDINGS)?;
+            txn.open_table(RECORDED)?;
             Ok(txn.commit()?)
         })?;
         store.sealed = store.check_layout()? >= SEALED_FROM;
         // A store written before unaligned checkpoints or recordings gets
-        // the `inflight` and `recordings` tables now, after its layout was
-        // checked.
+        // the `inflight`, `recordings` and `recorded` tables now, after its
+        // layout was checked.
         store.in_context("adding the inflight and recordings tables", || {
             let txn = store.rw()?.begin_write()?;
             let names: Vec<String> = txn.list_tables()?.map(|t| t.name().to_string()).collect();
-            if [INFLIGHT.name(), RECORDINGS.name()]
+            if [INFLIGHT.name(), RECORDINGS.name(), RECORDED.name()]
                 .iter()
                 .all(|t| names.iter().any(|n| n == t))
             {
@@ -148,6 +149,7 @@ impl CheckpointStore {
             }
             txn.open_table(INFLIGHT)?;
             txn.open_table(RECORDINGS)?;
+            txn.open_table(RECORDED)?;
             Ok(txn.commit()?)
         })?;
         let found = store.job()?;

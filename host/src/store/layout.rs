@@ -47,6 +47,10 @@ pub(super) const INFLIGHT: TableDefinition<(&str, u32, u64), &[u8]> =
 /// as empty (and is created when the store is opened read-write).
 pub(super) const RECORDINGS: TableDefinition<(&str, u32, u64), &[u8]> =
     TableDefinition::new("recordings");
+/// (operator, version) -> the index row of the operator's recordings of
+/// checkpoint `version`: their bytes, the checkpoint's start time and the
+/// instances (`store/recording.rs`). Added with `recordings`.
+pub(super) const RECORDED: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("recorded");
 /// The tables every format-2 store has (`inflight` may be missing).
 pub(super) const TABLES: [&str; 6] = [
     "meta",

@@ -28,7 +28,7 @@ use redb::{ReadableTable, ReadableTableMetadata};
 
 use super::error::{Fail, StoreError, invalid};
 use super::file::CheckpointStore;
-use super::layout::{CHECKPOINTS, CHUNKS, GC, INFLIGHT, RECORDINGS, SEGMENTS, SNAPSHOTS};
+use super::layout::{CHECKPOINTS, CHUNKS, GC, INFLIGHT, SEGMENTS, SNAPSHOTS};
 
 const MAGIC: &[u8; 8] = b"WEIRPACK";
 /// The encoding this Weir writes and reads.
@@ -242,21 +242,18 @@ impl CheckpointStore {
                 let (_, op, inst) = key.value();
                 rows.push(Row::Gc(op.into(), inst));
             }
-            // Rows read at their own checkpoint only, by instance.
-            type Make = fn(String, u32, Vec<u8>) -> Row;
-            let own: [(_, &str, Make); 2] = [
-                (self.inflight_table(&txn)?, "in-flight data", Row::Inflight),
-                (self.recordings_table(&txn)?, "a recording", Row::Recording),
-            ];
-            for (table, what, make) in own {
-                let Some(table) = table else { continue };
-                for row in table.iter()? {
+            if let Some(inflight) = self.inflight_table(&txn)? {
+                for row in inflight.iter()? {
                     let (key, raw) = row?;
                     let (op, inst, v) = key.value();
                     if v == version {
-                        rows.push(make(op.into(), inst, unseal(raw.value(), what)?));
+                        let value = unseal(raw.value(), "in-flight data")?;
+                        rows.push(Row::Inflight(op.into(), inst, value));
                     }
                 }
+            }
+            for (op, inst, value) in self.recordings_of(&txn, version)? {
+                rows.push(Row::Recording(op, inst, value));
             }
             Ok(Pack { version, rows })
         })
@@ -289,6 +286,8 @@ impl CheckpointStore {
         let db = self.rw()?;
         self.in_context(&format!("building checkpoint {id} from its packs"), || {
             let txn = db.begin_write()?;
+            let mut recordings: Vec<(&str, u32, &[u8])> = Vec::new();
+            let meta;
             {
                 let mut checkpoints = txn.open_table(CHECKPOINTS)?;
                 if !checkpoints.is_empty()? {
@@ -303,7 +302,6 @@ impl CheckpointStore {
                 let mut snapshots = txn.open_table(SNAPSHOTS)?;
                 let mut gc = txn.open_table(GC)?;
                 let mut inflight = txn.open_table(INFLIGHT)?;
-                let mut recordings = txn.open_table(RECORDINGS)?;
                 for pack in packs {
                     let v = pack.version;
                     let own = v == id;
@@ -316,8 +314,7 @@ impl CheckpointStore {
                                 inflight.insert((op.as_str(), *inst, v), &*self.seal(value))?;
                             }
                             Row::Recording(op, inst, value) if own => {
-                                let key = (op.as_str(), *inst, v);
-                                recordings.insert(key, &*self.seal(value))?;
+                                recordings.push((op.as_str(), *inst, value.as_slice()));
                             }
                             Row::Checkpoint(_) | Row::Inflight(..) | Row::Recording(..) => {}
                             Row::Segment(op, inst, value) => {
@@ -336,12 +333,16 @@ impl CheckpointStore {
                         }
                     }
                 }
-                if checkpoints.get(id)?.is_none() {
+                let Some(raw) = checkpoints.get(id)? else {
                     return Err(invalid(format!(
                         "the packs of checkpoint {id} do not hold its metadata"
                     ))
                     .into());
-                }
+                };
+                meta = self.decode_meta(id, raw.value())?;
+            }
+            if !recordings.is_empty() {
+                self.import_recordings(&txn, &meta, &recordings)?;
             }
             Ok(txn.commit()?)
         })?;

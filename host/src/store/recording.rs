@@ -1,6 +1,9 @@
 //! The `recordings` table: per (operator, instance, checkpoint), the
 //! instance's recorded input of the epoch that checkpoint ends, encoded as
-//! in [`crate::dataflow::recording`].
+//! in [`crate::dataflow::recording`]; and its index, `recorded`: per
+//! (operator, checkpoint), the epoch's bytes, the checkpoint's start time
+//! and the instances with a row, so that bounding, listing, truncating and
+//! packing recordings never read the recordings themselves.
 //!
 //! Invariants:
 //! - A row is the whole epoch: the calls since the instance's snapshot in
@@ -8,21 +11,23 @@
 //!   first checkpoint). A commit whose deltas for an instance lack a
 //!   recording (an epoch that outgrew `record_max_bytes`) writes no row
 //!   for it.
+//! - `recorded` has a row for (operator, checkpoint) exactly when
+//!   `recordings` has rows for it, naming their instances and bytes.
 //! - Every commit keeps, per operator, only the recordings its
 //!   [`RecordInputs`] in the new checkpoint's metadata allows (none for an
 //!   operator that no longer records), and garbage collection keeps the
 //!   checkpoint each kept recording starts from (`gc.rs`).
-//! - The table may be missing in a store written before recordings; it
-//!   then reads as empty, and is created when the store is opened
+//! - The tables may be missing in a store written before recordings; they
+//!   then read as empty, and are created when the store is opened
 //!   read-write (`file.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use redb::{ReadableTable, TableError, WriteTransaction};
+use redb::{ReadTransaction, ReadableTable, TableError, WriteTransaction};
 
 use super::error::{Fail, StoreError};
 use super::file::CheckpointStore;
-use super::layout::{CHECKPOINTS, RECORDINGS};
+use super::layout::{RECORDED, RECORDINGS};
 use super::meta::CheckpointMeta;
 use crate::config::{Keep, RecordInputs};
 use crate::dataflow::protocol::InstanceDelta;
@@ -30,8 +35,11 @@ use crate::dataflow::recording::{Step, decode};
 
 type Rows<'t> = redb::Table<'t, (&'static str, u32, u64), &'static [u8]>;
 type ReadOnlyRows = redb::ReadOnlyTable<(&'static str, u32, u64), &'static [u8]>;
+type Index<'t> = redb::Table<'t, (&'static str, u64), &'static [u8]>;
+type ReadOnlyIndex = redb::ReadOnlyTable<(&'static str, u64), &'static [u8]>;
 
-/// What the store holds of one recorded epoch of an operator.
+/// What the store holds of one recorded epoch of an operator (a row of
+/// `recorded`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedEpoch {
     /// The checkpoint that ends the epoch.
@@ -40,16 +48,51 @@ pub struct RecordedEpoch {
     pub instances: Vec<u32>,
     /// Bytes of those recordings.
     pub bytes: u64,
+    /// When its checkpoint started (Unix ms).
+    pub started_at_ms: u64,
+}
+
+impl RecordedEpoch {
+    /// Its row in `recorded`: the bytes and start time (`u64` each), then
+    /// each instance (`u32`), little-endian.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + 4 * self.instances.len());
+        out.extend_from_slice(&self.bytes.to_le_bytes());
+        out.extend_from_slice(&self.started_at_ms.to_le_bytes());
+        for i in &self.instances {
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        out
+    }
+
+    /// The epoch of `checkpoint` its row `raw` describes.
+    fn decode(checkpoint: u64, raw: &[u8]) -> Option<RecordedEpoch> {
+        let (head, instances) = raw.split_at_checked(16)?;
+        if !instances.len().is_multiple_of(4) {
+            return None;
+        }
+        let word = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().expect("8 bytes"));
+        let instances = instances.chunks_exact(4);
+        Some(RecordedEpoch {
+            checkpoint,
+            bytes: word(0),
+            started_at_ms: word(8),
+            instances: instances
+                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                .collect(),
+        })
+    }
 }
 
 impl CheckpointStore {
-    /// Writes the recordings of `deltas` as checkpoint `n`'s (the
+    /// Writes the recordings of `deltas` as checkpoint `meta`'s (the
     /// recordings of several deltas of one instance one after the other,
-    /// and none when one of them has none); returns the bytes written.
+    /// and none when one of them has none), with their index rows;
+    /// returns the bytes written.
     pub(super) fn write_recordings(
         &self,
         txn: &WriteTransaction,
-        n: u64,
+        meta: &CheckpointMeta,
         deltas: &[InstanceDelta],
     ) -> Result<u64, Fail> {
         let mut rows: BTreeMap<(&str, u32), Option<Vec<u8>>> = BTreeMap::new();
@@ -65,14 +108,63 @@ impl CheckpointStore {
             }
         }
         let mut table: Rows = txn.open_table(RECORDINGS)?;
-        let mut bytes = 0;
+        let mut epochs: BTreeMap<&str, RecordedEpoch> = BTreeMap::new();
         for ((op, inst), row) in rows {
-            if let Some(row) = row {
-                table.insert((op, inst, n), &*self.seal(&row))?;
-                bytes += row.len() as u64;
-            }
+            let Some(row) = row else { continue };
+            table.insert((op, inst, meta.id), &*self.seal(&row))?;
+            let e = epochs.entry(op).or_insert_with(|| RecordedEpoch {
+                checkpoint: meta.id,
+                instances: Vec::new(),
+                bytes: 0,
+                started_at_ms: meta.started_at_ms,
+            });
+            e.instances.push(inst);
+            e.bytes += row.len() as u64;
+        }
+        let mut index: Index = txn.open_table(RECORDED)?;
+        let mut bytes = 0;
+        for (op, e) in epochs {
+            index.insert((op, meta.id), &*self.seal(&e.encode()))?;
+            bytes += e.bytes;
         }
         Ok(bytes)
+    }
+
+    /// Every row of `recorded`, by operator, oldest first.
+    fn epochs_in(
+        &self,
+        index: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    ) -> Result<BTreeMap<String, Vec<RecordedEpoch>>, Fail> {
+        let mut out: BTreeMap<String, Vec<RecordedEpoch>> = BTreeMap::new();
+        for row in index.iter()? {
+            let (key, raw) = row?;
+            let (op, id) = key.value();
+            let damaged = || {
+                self.corrupt(format!(
+                    "the index of the recordings of operator `{op}` in checkpoint {id} is unreadable"
+                ))
+            };
+            let raw = self.unseal(raw.value()).map_err(|_| damaged())?;
+            let e = RecordedEpoch::decode(id, raw).ok_or_else(damaged)?;
+            out.entry(op.to_string()).or_default().push(e);
+        }
+        Ok(out)
+    }
+
+    /// Drops the recordings of `op`'s epoch of checkpoint `e`, and its row
+    /// of `recorded`.
+    fn drop_epoch(
+        &self,
+        rows: &mut Rows,
+        index: &mut Index,
+        op: &str,
+        e: &RecordedEpoch,
+    ) -> Result<(), Fail> {
+        for &inst in &e.instances {
+            rows.remove((op, inst, e.checkpoint))?;
+        }
+        index.remove((op, e.checkpoint))?;
+        Ok(())
     }
 
     /// Drops the recordings that checkpoint `meta`'s operators no longer
@@ -85,104 +177,132 @@ impl CheckpointStore {
         txn: &WriteTransaction,
         meta: &CheckpointMeta,
     ) -> Result<(), Fail> {
-        let mut table: Rows = txn.open_table(RECORDINGS)?;
-        // (operator, checkpoint) -> bytes, over all instances.
-        let mut epochs: BTreeMap<(String, u64), u64> = BTreeMap::new();
-        for row in table.iter()? {
-            let (key, value) = row?;
-            let (op, _, id) = key.value();
-            *epochs.entry((op.to_string(), id)).or_default() += value.value().len() as u64;
-        }
-        let checkpoints = txn.open_table(CHECKPOINTS)?;
-        let started = |id: u64| -> Result<Option<u64>, Fail> {
-            if id == meta.id {
-                return Ok(Some(meta.started_at_ms));
-            }
-            match checkpoints.get(id)? {
-                Some(raw) => Ok(Some(self.decode_meta(id, raw.value())?.started_at_ms)),
-                None => Ok(None),
-            }
-        };
-        let mut drop: BTreeSet<(String, u64)> = BTreeSet::new();
-        let mut kept: BTreeMap<&str, (u32, u64)> = BTreeMap::new();
-        for ((op, id), bytes) in epochs.iter().rev() {
-            let bound = meta.operators.get(op).and_then(|o| o.recording);
-            let (count, total) = kept.entry(op.as_str()).or_default();
-            let keep = match bound {
-                None => false,
-                Some(RecordInputs { keep, max_bytes }) => {
-                    let within = match keep {
-                        Keep::Checkpoints(n) => *count < n,
-                        Keep::Millis(ms) => started(*id)?
-                            .is_some_and(|t| t.saturating_add(ms) >= meta.started_at_ms),
-                    };
-                    within && *total + bytes <= max_bytes
-                }
-            };
-            match keep {
-                true => {
-                    *count += 1;
-                    *total += bytes;
-                }
-                false => {
-                    drop.insert((op.clone(), *id));
+        let mut index: Index = txn.open_table(RECORDED)?;
+        let mut rows: Rows = txn.open_table(RECORDINGS)?;
+        for (op, epochs) in self.epochs_in(&index)? {
+            let bound = meta.operators.get(&op).and_then(|o| o.recording);
+            let (mut count, mut total) = (0u32, 0u64);
+            for e in epochs.iter().rev() {
+                let keep = match bound {
+                    None => false,
+                    Some(RecordInputs { keep, max_bytes }) => {
+                        let within = match keep {
+                            Keep::Checkpoints(n) => count < n,
+                            Keep::Millis(ms) => {
+                                e.started_at_ms.saturating_add(ms) >= meta.started_at_ms
+                            }
+                        };
+                        within && total + e.bytes <= max_bytes
+                    }
+                };
+                match keep {
+                    true => {
+                        count += 1;
+                        total += e.bytes;
+                    }
+                    false => self.drop_epoch(&mut rows, &mut index, &op, e)?,
                 }
             }
         }
-        table.retain(|(op, _, id), _| !drop.contains(&(op.to_string(), id)))?;
         Ok(())
     }
 
     /// The oldest checkpoint a recording ends, if any.
     pub(super) fn oldest_recording(&self, txn: &WriteTransaction) -> Result<Option<u64>, Fail> {
-        let table: Rows = txn.open_table(RECORDINGS)?;
-        let mut oldest: Option<u64> = None;
-        for row in table.iter()? {
-            let id = row?.0.value().2;
-            oldest = Some(oldest.map_or(id, |o| o.min(id)));
-        }
-        Ok(oldest)
+        let index: Index = txn.open_table(RECORDED)?;
+        let epochs = self.epochs_in(&index)?;
+        Ok(epochs
+            .values()
+            .filter_map(|e| e.first())
+            .map(|e| e.checkpoint)
+            .min())
     }
 
-    /// Drops the rows of checkpoints newer than `id`.
+    /// Drops the recordings of checkpoints newer than `id`.
     pub(super) fn truncate_recordings(&self, txn: &WriteTransaction, id: u64) -> Result<(), Fail> {
-        let mut table: Rows = txn.open_table(RECORDINGS)?;
-        table.retain(|k, _| k.2 <= id)?;
+        let mut index: Index = txn.open_table(RECORDED)?;
+        let mut rows: Rows = txn.open_table(RECORDINGS)?;
+        for (op, epochs) in self.epochs_in(&index)? {
+            for e in epochs.iter().filter(|e| e.checkpoint > id) {
+                self.drop_epoch(&mut rows, &mut index, &op, e)?;
+            }
+        }
         Ok(())
     }
 
-    /// The `recordings` table, `None` in a store written before it.
-    pub(super) fn recordings_table(
+    /// The `recordings` table and its index, `None` in a store written
+    /// before them.
+    pub(super) fn recordings_tables(
         &self,
-        txn: &redb::ReadTransaction,
-    ) -> Result<Option<ReadOnlyRows>, Fail> {
-        match txn.open_table(RECORDINGS) {
-            Ok(table) => Ok(Some(table)),
+        txn: &ReadTransaction,
+    ) -> Result<Option<(ReadOnlyRows, ReadOnlyIndex)>, Fail> {
+        let open = || Ok::<_, TableError>((txn.open_table(RECORDINGS)?, txn.open_table(RECORDED)?));
+        match open() {
+            Ok(tables) => Ok(Some(tables)),
             Err(TableError::TableDoesNotExist(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The recordings of checkpoint `version`: `(operator, instance, the
+    /// recording unsealed)` (a pack's rows).
+    pub(super) fn recordings_of(
+        &self,
+        txn: &ReadTransaction,
+        version: u64,
+    ) -> Result<Vec<(String, u32, Vec<u8>)>, Fail> {
+        let Some((rows, index)) = self.recordings_tables(txn)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (op, epochs) in self.epochs_in(&index)? {
+            for e in epochs.iter().filter(|e| e.checkpoint == version) {
+                for &inst in &e.instances {
+                    let key = (op.as_str(), inst, version);
+                    if let Some(raw) = rows.get(key)? {
+                        out.push((
+                            op.clone(),
+                            inst,
+                            self.unsealed_recording(raw.value(), key)?.to_vec(),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes the recordings of checkpoint `meta` a pack holds, with their
+    /// index rows (a store rebuilt from packs).
+    pub(super) fn import_recordings(
+        &self,
+        txn: &WriteTransaction,
+        meta: &CheckpointMeta,
+        recordings: &[(&str, u32, &[u8])],
+    ) -> Result<(), Fail> {
+        let deltas: Vec<InstanceDelta> = recordings
+            .iter()
+            .map(|&(op, inst, bytes)| InstanceDelta {
+                operator: op.to_owned(),
+                instance: inst,
+                changes: Default::default(),
+                snapshot: None,
+                timers: Vec::new(),
+                inflight: None,
+                recorded: Some(bytes.to_vec()),
+            })
+            .collect();
+        self.write_recordings(txn, meta, &deltas).map(drop)
     }
 
     /// The recorded epochs of `operator`, oldest first.
     pub fn recorded_epochs(&self, operator: &str) -> Result<Vec<RecordedEpoch>, StoreError> {
         self.in_context("listing recordings", || {
             let txn = self.read()?;
-            let Some(table) = self.recordings_table(&txn)? else {
+            let Some((_, index)) = self.recordings_tables(&txn)? else {
                 return Ok(Vec::new());
             };
-            let mut epochs: BTreeMap<u64, RecordedEpoch> = BTreeMap::new();
-            for row in table.range((operator, 0, 0)..=(operator, u32::MAX, u64::MAX))? {
-                let (key, value) = row?;
-                let (_, inst, id) = key.value();
-                let e = epochs.entry(id).or_insert_with(|| RecordedEpoch {
-                    checkpoint: id,
-                    instances: Vec::new(),
-                    bytes: 0,
-                });
-                e.instances.push(inst);
-                e.bytes += value.value().len() as u64;
-            }
-            Ok(epochs.into_values().collect())
+            Ok(self.epochs_in(&index)?.remove(operator).unwrap_or_default())
         })
     }
 
@@ -196,19 +316,31 @@ impl CheckpointStore {
     ) -> Result<Option<Vec<Step>>, StoreError> {
         self.in_context("loading a recording", || {
             let txn = self.read()?;
-            let Some(table) = self.recordings_table(&txn)? else {
+            let Some((rows, _)) = self.recordings_tables(&txn)? else {
                 return Ok(None);
             };
-            let Some(raw) = table.get((operator, instance, id))? else {
+            let key = (operator, instance, id);
+            let Some(raw) = rows.get(key)? else {
                 return Ok(None);
             };
-            let damaged = |what: &str| {
-                self.corrupt(format!(
-                    "the recording of instance {instance} of operator `{operator}` in checkpoint {id} is unreadable: {what}"
-                ))
-            };
-            let raw = self.unseal(raw.value()).map_err(|d| damaged(&d.to_string()))?;
-            Ok(Some(decode(raw).map_err(|e| damaged(&e.to_string()))?))
+            let raw = self.unsealed_recording(raw.value(), key)?;
+            let steps = decode(raw).map_err(|e| self.damaged_recording(key, &e.to_string()))?;
+            Ok(Some(steps))
         })
+    }
+
+    fn unsealed_recording<'r>(
+        &self,
+        raw: &'r [u8],
+        key: (&str, u32, u64),
+    ) -> Result<&'r [u8], StoreError> {
+        self.unseal(raw)
+            .map_err(|d| self.damaged_recording(key, &d.to_string()))
+    }
+
+    fn damaged_recording(&self, (op, inst, id): (&str, u32, u64), what: &str) -> StoreError {
+        self.corrupt(format!(
+            "the recording of instance {inst} of operator `{op}` in checkpoint {id} is unreadable: {what}"
+        ))
     }
 }

@@ -1056,8 +1056,18 @@ fn recorded(i: u32, id: u64) -> InstanceDelta {
     }
 }
 
+/// The checkpoints with a recording of `a`, after checking that the
+/// index names exactly the rows of `recordings`.
 fn recorded_ids(s: &CheckpointStore) -> Vec<u64> {
     let epochs = s.recorded_epochs("a").unwrap();
+    let named: usize = epochs.iter().map(|e| e.instances.len()).sum();
+    assert_eq!(rows(s, layout::RECORDINGS), named as u64);
+    assert_eq!(rows(s, layout::RECORDED), epochs.len() as u64);
+    for e in &epochs {
+        for &i in &e.instances {
+            assert!(s.recording(e.checkpoint, "a", i).unwrap().is_some());
+        }
+    }
     epochs.iter().map(|e| e.checkpoint).collect()
 }
 
