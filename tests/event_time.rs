@@ -174,32 +174,13 @@ use std::time::Duration;
 
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Source};
 use weir_tests::wait::{PATIENCE, wait_until};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
 
-/// stdin lines → `processing-timer` (timers `delay_ms` after each record)
-/// → `out.txt`.
 fn processing_timer_job(delay_ms: u64) -> JobDir {
-    let job = JobFile::new("ptimer")
-        .checkpoint(Checkpoint::every("100ms"))
-        .source(Source::stdin("in"))
-        .operator(
-            Operator::new("pt", plugins::GUEST_PROCESSING_TIMER)
-                .inputs(&["in"])
-                .config(&format!("{{ delay_ms = {delay_ms} }}")),
-        )
-        .sink(Sink::file("out", "out.txt").input("pt"));
-    JobDir::new(WEIR, job, &[])
-}
-
-fn wait_for_text(j: &JobDir, text: &str) {
-    wait_until(&format!("`{text}` in out.txt"), PATIENCE, || {
-        std::fs::read_to_string(j.path().join("out.txt"))
-            .ok()
-            .filter(|out| out.contains(text))
-    });
+    JobDir::new(WEIR, weir_tests::jobs::processing_timer(delay_ms), &[])
 }
 
 /// Processing-time timers fire from the instance's loop while its input
@@ -209,11 +190,11 @@ fn processing_time_timers_fire_while_the_input_is_open_and_deleted_ones_never() 
     let j = processing_timer_job(200);
     let mut run = j.spawn_fed(&["--progress-every", "0"]);
     run.send("a\nb\ncancel b\n");
-    wait_for_text(&j, "fired a");
+    j.wait_for_text("out.txt", "fired a");
     // `c`'s timer is due after `b`'s would have been: once it has fired,
     // `b`'s would have too.
     run.send("c\n");
-    wait_for_text(&j, "fired c");
+    j.wait_for_text("out.txt", "fired c");
     let (status, stderr) = run.wait();
     assert!(status.success(), "{stderr}");
     assert_eq!(j.read("out.txt"), "fired a\nfired c\n");
@@ -236,7 +217,7 @@ fn a_pending_processing_time_timer_fires_after_a_restore() {
     assert!(!before.contains("fired"), "killed before it fired");
     std::thread::sleep(Duration::from_millis(3_000)); // the timer comes due
     let run = j.spawn_fed(&["--progress-every", "0"]);
-    wait_for_text(&j, "fired x");
+    j.wait_for_text("out.txt", "fired x");
     let (status, stderr) = run.wait();
     assert!(status.success(), "{stderr}");
     assert_eq!(j.read("out.txt"), "fired x\n");

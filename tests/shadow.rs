@@ -9,12 +9,11 @@ use serde_json::Value;
 use weir::failpoint::ENV as FAILPOINTS;
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator};
 use weir_tests::jobs::count_words;
 use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::plugins;
 use weir_tests::text::assert_has;
-use weir_tests::wait::{PATIENCE, wait_until};
 use weir_tests::windows::{clicks, windows_job};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -608,29 +607,14 @@ fn processing_time_timers_and_the_clock_replay_byte_for_byte() {
     // The plugin stores `processing-time` + 200 ms per record and fires a
     // timer then: a replay reproduces its state only with the clock each
     // call saw.
-    let job = JobFile::new("ptimer")
-        .checkpoint(Checkpoint::every("100ms"))
-        .source(Source::stdin("in"))
-        .operator(
-            Operator::new("pt", plugins::GUEST_PROCESSING_TIMER)
-                .inputs(&["in"])
-                .config("{ delay_ms = 200 }")
-                .string("record_inputs", "1000 checkpoints"),
-        )
-        .sink(Sink::file("out", "out.txt").input("pt"));
+    let job = weir_tests::jobs::processing_timer(200)
+        .operator_with("pt", |o| o.string("record_inputs", "1000 checkpoints"));
     let j = JobDir::new(WEIR, job, &[]);
     let mut run = j.spawn_fed(&["--progress-every", "0"]);
     run.send("a\nb\ncancel b\n");
-    let fired = |text: &str| {
-        wait_until(&format!("`{text}` in out.txt"), PATIENCE, || {
-            std::fs::read_to_string(j.path().join("out.txt"))
-                .ok()
-                .filter(|out| out.contains(text))
-        })
-    };
-    fired("fired a");
+    j.wait_for_text("out.txt", "fired a");
     run.send("c\n");
-    fired("fired c");
+    j.wait_for_text("out.txt", "fired c");
     let (status, stderr) = run.wait();
     assert!(status.success(), "{stderr}");
     let log = j.path().join("calls.txt");

@@ -81,7 +81,10 @@ pub fn replay_text(r: &ReplayReport) -> String {
             let _ = writeln!(
                 out,
                 "    {} at step {} ({}): {}",
-                e.kind, e.step, e.call, e.message
+                e.kind.name(),
+                e.step,
+                e.call,
+                e.message
             );
         }
     }
@@ -133,7 +136,12 @@ pub fn shadow_text(r: &ShadowReport) -> String {
                 let _ = writeln!(
                     out,
                     "    {} in instance {}, epoch {}, step {} ({}): {}",
-                    e.kind, e.instance, e.epoch, e.step, e.call, e.message
+                    e.kind.name(),
+                    e.instance,
+                    e.epoch,
+                    e.step,
+                    e.call,
+                    e.message
                 );
             }
         }
@@ -155,7 +163,7 @@ fn port_text(out: &mut String, p: &PortDiff, limit: usize) {
         let _ = writeln!(
             out,
             "    {} key {} (epoch {}, instance {}, step {}): v1 {} v2 {}",
-            d.kind,
+            d.kind.name(),
             d.key
                 .as_deref()
                 .map_or("-".to_owned(), |k| format!("{k:?}")),
@@ -184,7 +192,7 @@ fn state_text(out: &mut String, s: &StateDiff, at: u64, limit: usize) {
         let _ = writeln!(
             out,
             "    {} key {:?}: v1 {:?} v2 {:?}",
-            k.kind,
+            k.kind.name(),
             k.key,
             k.v1.as_deref().unwrap_or("-"),
             k.v2.as_deref().unwrap_or("-")

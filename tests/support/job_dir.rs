@@ -267,6 +267,15 @@ impl JobDir {
         killed
     }
 
+    /// Waits until `file` holds `text`.
+    pub fn wait_for_text(&self, file: &str, text: &str) {
+        wait_until(&format!("`{text}` in {file}"), PATIENCE, || {
+            std::fs::read_to_string(self.path().join(file))
+                .ok()
+                .filter(|out| out.contains(text))
+        });
+    }
+
     /// Runs the job and SIGKILLs it at a random moment (0 to 400 ms, from
     /// `rng`) after a checkpoint of the run completed; false when the run
     /// finished first.

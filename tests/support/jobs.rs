@@ -51,6 +51,21 @@ pub fn count_stdin(name: &str, checkpoint: Checkpoint) -> JobFile {
     word_count(name, Source::stdin("in"), 1, sink).checkpoint(checkpoint)
 }
 
+/// `ptimer`: stdin lines → `processing-timer` (timers `delay_ms` after
+/// each record, on the host's clock) → `out.txt`; checkpoints every
+/// 100 ms.
+pub fn processing_timer(delay_ms: u64) -> JobFile {
+    JobFile::new("ptimer")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::stdin("in"))
+        .operator(
+            Operator::new("pt", plugins::GUEST_PROCESSING_TIMER)
+                .inputs(&["in"])
+                .config(&format!("{{ delay_ms = {delay_ms} }}")),
+        )
+        .sink(Sink::file("out", "out.txt").input("pt"))
+}
+
 /// `name`: source `words` reads `words.txt`, operator `route`
 /// (`two-outputs`, `parallelism` instances) emits each word on its port
 /// `out` and again on its port `rejected`; no sinks yet.

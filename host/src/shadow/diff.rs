@@ -33,6 +33,30 @@ pub struct PortDiff {
     pub differences: Vec<RecordDiff>,
 }
 
+/// How one record or state key differs between the two runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Difference {
+    /// Both have it (the k-th record of a key, or the key), with another
+    /// value or timestamp.
+    Changed,
+    /// Only the recorded plugin's run has it.
+    OnlyV1,
+    /// Only the new plugin's run has it.
+    OnlyV2,
+}
+
+impl Difference {
+    /// As reports write it: `changed`, `only_v1`, `only_v2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Difference::Changed => "changed",
+            Difference::OnlyV1 => "only_v1",
+            Difference::OnlyV2 => "only_v2",
+        }
+    }
+}
+
 /// One record that differs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecordDiff {
@@ -42,8 +66,8 @@ pub struct RecordDiff {
     pub instance: u32,
     /// The step in the epoch's recording.
     pub step: usize,
-    /// `changed`, `only_v1` or `only_v2`.
-    pub kind: &'static str,
+    /// How it differs.
+    pub kind: Difference,
     /// Its key ([`shown`]).
     pub key: Option<String>,
     /// What the recorded plugin emitted.
@@ -81,8 +105,8 @@ pub struct StateDiff {
 pub struct KeyDiff {
     /// The key ([`shown`]).
     pub key: String,
-    /// `changed`, `only_v1` or `only_v2`.
-    pub kind: &'static str,
+    /// How it differs.
+    pub kind: Difference,
     /// Its value in the recorded plugin's state.
     pub v1: Option<String>,
     /// Its value in the new plugin's state.
@@ -148,7 +172,7 @@ impl PortDiff {
                     (a_left, b_left, 0)
                 }
             };
-            let mut note = |kind: &'static str, x: Option<&Record>, y: Option<&Record>| {
+            let mut note = |kind: Difference, x: Option<&Record>, y: Option<&Record>| {
                 if self.differences.len() < limit {
                     self.differences.push(RecordDiff {
                         epoch: at.epoch,
@@ -162,13 +186,13 @@ impl PortDiff {
                 }
             };
             for k in 0..paired {
-                note("changed", Some(a[k]), Some(b[k]));
+                note(Difference::Changed, Some(a[k]), Some(b[k]));
             }
             for r in &a[paired..] {
-                note("only_v1", Some(r), None);
+                note(Difference::OnlyV1, Some(r), None);
             }
             for r in &b[paired..] {
-                note("only_v2", None, Some(r));
+                note(Difference::OnlyV2, None, Some(r));
             }
             self.changed += paired as u64;
             self.only_v1 += (a.len() - paired) as u64;
@@ -248,15 +272,18 @@ impl StateDiff {
         let mut diff = StateDiff::default();
         let (mut a, mut b) = (v1.iter().peekable(), v2.iter().peekable());
         loop {
+            // `None`: the same.
             let (kind, key, x, y) = match (a.peek(), b.peek()) {
                 (None, None) => break,
-                (Some((k, v)), None) => ("only_v1", k, Some(v), None),
-                (None, Some((k, v))) => ("only_v2", k, None, Some(v)),
+                (Some((k, v)), None) => (Some(Difference::OnlyV1), k, Some(v), None),
+                (None, Some((k, v))) => (Some(Difference::OnlyV2), k, None, Some(v)),
                 (Some((ka, va)), Some((kb, vb))) => match ka.cmp(kb) {
-                    std::cmp::Ordering::Less => ("only_v1", ka, Some(va), None),
-                    std::cmp::Ordering::Greater => ("only_v2", kb, None, Some(vb)),
-                    std::cmp::Ordering::Equal if va == vb => ("same", ka, Some(va), Some(vb)),
-                    std::cmp::Ordering::Equal => ("changed", ka, Some(va), Some(vb)),
+                    std::cmp::Ordering::Less => (Some(Difference::OnlyV1), ka, Some(va), None),
+                    std::cmp::Ordering::Greater => (Some(Difference::OnlyV2), kb, None, Some(vb)),
+                    std::cmp::Ordering::Equal if va == vb => (None, ka, Some(va), Some(vb)),
+                    std::cmp::Ordering::Equal => {
+                        (Some(Difference::Changed), ka, Some(va), Some(vb))
+                    }
                 },
             };
             if x.is_some() {
@@ -265,13 +292,13 @@ impl StateDiff {
             if y.is_some() {
                 b.next();
             }
-            match kind {
-                "same" => diff.same += 1,
-                "changed" => diff.changed += 1,
-                "only_v1" => diff.only_v1 += 1,
-                _ => diff.only_v2 += 1,
-            }
-            if kind != "same" && diff.keys.len() < limit {
+            *match kind {
+                None => &mut diff.same,
+                Some(Difference::Changed) => &mut diff.changed,
+                Some(Difference::OnlyV1) => &mut diff.only_v1,
+                Some(Difference::OnlyV2) => &mut diff.only_v2,
+            } += 1;
+            if let Some(kind) = kind.filter(|_| diff.keys.len() < limit) {
                 diff.keys.push(KeyDiff {
                     key: shown(key),
                     kind,
@@ -372,7 +399,7 @@ mod tests {
         d.add(AT, v1, v2, 100);
         assert_eq!((d.same, d.changed, d.only_v1, d.only_v2), (2, 3, 2, 2));
         let kinds: Vec<(&str, Option<&str>)> = (d.differences.iter())
-            .map(|x| (x.kind, x.key.as_deref()))
+            .map(|x| (x.kind.name(), x.key.as_deref()))
             .collect();
         assert_eq!(
             kinds,
@@ -411,7 +438,9 @@ mod tests {
         let v2 = [kv("a", "1"), kv("b", "3"), kv("c", "3")];
         let d = StateDiff::of(&v1, &v2, 10);
         assert_eq!((d.same, d.changed, d.only_v1, d.only_v2), (1, 1, 1, 1));
-        let keys: Vec<(&str, &str)> = d.keys.iter().map(|k| (k.key.as_str(), k.kind)).collect();
+        let keys: Vec<(&str, &str)> = (d.keys.iter())
+            .map(|k| (k.key.as_str(), k.kind.name()))
+            .collect();
         assert_eq!(keys, [("b", "changed"), ("c", "only_v2"), ("d", "only_v1")]);
         assert_eq!(shown(&[0xff, 0x01]), "0xff01");
         assert_eq!(shown(b"w\0n"), "w\0n");

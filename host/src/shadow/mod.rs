@@ -32,9 +32,9 @@ mod rerun;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use diff::{KeyDiff, PortDiff, RecordDiff, Shown, StateDiff, shown};
+pub use diff::{Difference, KeyDiff, PortDiff, RecordDiff, Shown, StateDiff, shown};
 pub use report::{InstanceReplay, PluginRun, ReplayReport, Rule, ShadowReport};
-pub use rerun::StepError;
+pub use rerun::{Failure, StepError};
 
 use crate::config::Job;
 use crate::dataflow::recording::Step;
@@ -227,7 +227,7 @@ pub fn shadow(
                     epoch: recorded.epochs[0].id,
                     step: 0,
                     call: "open and restore",
-                    kind: "trap",
+                    kind: Failure::Trap,
                     message,
                 };
                 let run = Run {
@@ -252,14 +252,14 @@ pub fn shadow(
                         .entry(name(&v1, *port))
                         .or_default()
                         .0
-                        .extend(records(batch));
+                        .extend(batch.to_records());
                 }
                 for (port, batch) in v2_out {
                     by_port
                         .entry(name(&v2, *port))
                         .or_default()
                         .1
-                        .extend(records(batch));
+                        .extend(batch.to_records());
                 }
                 let at = StepAt {
                     epoch: *epoch,
@@ -309,14 +309,6 @@ fn sorted_state(instance: &OperatorInstance) -> Vec<(Vec<u8>, Vec<u8>)> {
     entries
 }
 
-/// A batch's records as a reader gets them.
-fn records(batch: &crate::Batch) -> Vec<crate::Record> {
-    match batch.clone().rows_as_text() {
-        Ok(b) => b.to_records(),
-        Err(_) => batch.to_records(),
-    }
-}
-
 /// Adds the differences of one instance's state to the report's.
 fn merge(into: &mut StateDiff, d: StateDiff, limit: usize) {
     into.same += d.same;
@@ -333,7 +325,7 @@ fn summary(d: &StateDiff) -> String {
     let first: Vec<String> = d
         .keys
         .iter()
-        .map(|k| format!("{:?} ({})", k.key, k.kind))
+        .map(|k| format!("{:?} ({})", k.key, k.kind.name()))
         .collect();
     format!(
         "{} keys changed, {} only in the checkpoint, {} only now; first: {}",

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::diff::{PortDiff, StateDiff};
-use super::rerun::{Run, StepError};
+use super::rerun::{Failure, Run, StepError};
 use crate::wasm::Plugin;
 
 /// A plugin as a report names it, and what running it cost.
@@ -109,7 +109,10 @@ impl ShadowReport {
 
     /// The new plugin's traps.
     pub fn traps(&self) -> usize {
-        self.errors.iter().filter(|e| e.kind == "trap").count()
+        self.errors
+            .iter()
+            .filter(|e| e.kind == Failure::Trap)
+            .count()
     }
 }
 
@@ -127,7 +130,7 @@ pub struct Rule {
 impl Rule {
     /// `Ok` when `report` meets the rule, else why not.
     pub fn check(&self, report: &ShadowReport) -> Result<(), String> {
-        if let Some(trap) = report.errors.iter().find(|e| e.kind == "trap") {
+        if let Some(trap) = report.errors.iter().find(|e| e.kind == Failure::Trap) {
             return Err(format!(
                 "{} trapped on recorded input (instance {}, epoch of checkpoint {}, step {}, {}): {}",
                 report.v2.path, trap.instance, trap.epoch, trap.step, trap.call, trap.message

@@ -41,11 +41,33 @@ pub struct StepError {
     pub step: usize,
     /// The call (`process`, `on-checkpoint`, ...).
     pub call: &'static str,
-    /// `trap` (the instance is lost: later steps do not run), `error` (the
-    /// plugin returned one) or `rejected` (it refused records).
-    pub kind: &'static str,
+    /// What went wrong.
+    pub kind: Failure,
     /// The message.
     pub message: String,
+}
+
+/// How a call went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Failure {
+    /// The plugin trapped: the instance is lost, later steps do not run.
+    Trap,
+    /// The plugin returned an error.
+    Error,
+    /// The plugin refused records (`reject`).
+    Rejected,
+}
+
+impl Failure {
+    /// As reports write it: `trap`, `error`, `rejected`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::Trap => "trap",
+            Failure::Error => "error",
+            Failure::Rejected => "rejected",
+        }
+    }
 }
 
 /// Where a step is: its instance, epoch and index.
@@ -94,7 +116,11 @@ impl Run {
             epoch: at.epoch,
             step: at.step,
             call: step.call.name(),
-            kind: if trapped { "trap" } else { "error" },
+            kind: if trapped {
+                Failure::Trap
+            } else {
+                Failure::Error
+            },
             message: error.to_string(),
         });
         if !trapped {
@@ -114,14 +140,15 @@ impl Run {
         at: At,
     ) -> Result<(), InstanceError> {
         self.records_in += batch.len() as u64;
+        // The batch as the recorded plugin got it: rows that one read as
+        // rows, this one may read as text (the recording checked them).
         let converted;
-        let batch = match instance.reads_rows() {
-            true => batch,
-            false => {
+        let batch = match !instance.reads_rows() && batch.has_rows() {
+            true => {
                 converted = batch.clone().rows_as_text();
-                // The recording checked the rows it holds.
                 converted.as_ref().unwrap_or(batch)
             }
+            false => batch,
         };
         instance.process_batch(port, batch)?;
         for (_, error) in instance.take_rejected(batch) {
@@ -130,7 +157,7 @@ impl Run {
                 epoch: at.epoch,
                 step: at.step,
                 call: step.call.name(),
-                kind: "rejected",
+                kind: Failure::Rejected,
                 message: error.to_string(),
             });
         }

@@ -95,6 +95,9 @@ impl CheckpointStore {
         meta: &CheckpointMeta,
         deltas: &[InstanceDelta],
     ) -> Result<u64, Fail> {
+        if deltas.iter().all(|d| d.recorded.is_none()) {
+            return Ok(0); // no operator records
+        }
         let mut rows: BTreeMap<(&str, u32), Option<Vec<u8>>> = BTreeMap::new();
         for d in deltas {
             let row = rows
