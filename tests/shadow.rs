@@ -13,6 +13,7 @@ use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator};
 use weir_tests::jobs::count_words;
 use weir_tests::pipeline::{XorShift, seed};
 use weir_tests::plugins;
+use weir_tests::servers::S3;
 use weir_tests::text::assert_has;
 use weir_tests::windows::{clicks, windows_job};
 
@@ -31,7 +32,26 @@ fn words(n: usize) -> Vec<String> {
 /// The word count over `words` by `parallelism` instances, checkpointed
 /// every 50 ms, recording `keep` of its input.
 fn recorded_job(name: &str, words: &[String], rate: u64, parallelism: u32, keep: &str) -> JobDir {
-    let job: JobFile = count_words(name, Checkpoint::every("50ms"), rate, parallelism)
+    recorded_job_under(
+        Checkpoint::every("50ms"),
+        name,
+        words,
+        rate,
+        parallelism,
+        keep,
+    )
+}
+
+/// [`recorded_job`] under `checkpoint`.
+fn recorded_job_under(
+    checkpoint: Checkpoint,
+    name: &str,
+    words: &[String],
+    rate: u64,
+    parallelism: u32,
+    keep: &str,
+) -> JobDir {
+    let job: JobFile = count_words(name, checkpoint, rate, parallelism)
         .operator_with("count", |o: Operator| o.string("record_inputs", keep));
     let text: String = words.iter().map(|w| format!("{w}\n")).collect();
     JobDir::new(WEIR, job, &[("words.txt", &text)])
@@ -101,6 +121,16 @@ fn every_recorded_epoch_replays_byte_for_byte() {
     // Every host call, under its step: the batch's emit, the write-back.
     assert_has(&log, "\n    flat.emit port 0: ");
     assert_has(&log, "\n    flat-state.put-many ");
+    // A job without an object store has none to read.
+    let out = j.weir(
+        "replay",
+        &["--operator", "count", "--checkpoint", &last, "--from-store"],
+    );
+    assert!(!out.success(), "{}", out.stdout);
+    assert_has(
+        &out.stderr,
+        "job `replayed` has no [checkpoint] store to read from",
+    );
 }
 
 #[test]
@@ -159,40 +189,18 @@ fn counts(words: &[String], x_twice: bool) -> Vec<(String, u64)> {
         .collect()
 }
 
-#[test]
-fn a_shadow_run_reports_exactly_the_records_and_keys_a_new_plugin_changes() {
-    let input = words(1500);
-    let j = recorded_job("shadowed", &input, 3000, 2, "1000 checkpoints");
-    j.run_ok(&[]);
-    let ids: Vec<u64> = (checkpoints(&j).iter())
-        .map(|c| c["id"].as_u64().unwrap())
-        .collect();
-    let args = [
-        "--operator",
-        "count",
-        "--with",
-        plugins::GUEST_COUNT_X_TWICE,
-        "--limit",
-        "100000",
-    ];
-    let (code, r) = json(&j, "shadow", &args);
-    assert_eq!(code, Some(0), "no trap, no error, no --max-changed: {r}");
-    assert_eq!(
-        r["from_checkpoint"],
-        Value::Null,
-        "from the job's start: {r}"
-    );
-    let epochs: Vec<u64> = (r["epochs"].as_array().unwrap().iter())
-        .map(|e| e.as_u64().unwrap())
-        .collect();
-    assert_eq!(epochs, ids);
+/// Asserts the shadow report `r` of `count-x-twice` against word-count,
+/// over every epoch of `input`: the records of every `x` word differ in
+/// their count, and so do exactly the `x` words' keys; returns how many
+/// records differ.
+fn assert_counts_x_twice(r: &Value, input: &[String]) -> u64 {
     assert_eq!(r["v1_reproduced"], true);
     assert_eq!(r["errors"].as_array().unwrap().len(), 0);
-    assert_eq!(r["v1"]["records_in"], 1500);
-    assert_eq!(r["v2"]["records_in"], 1500);
+    assert_eq!(r["v1"]["records_in"], input.len());
+    assert_eq!(r["v2"]["records_in"], input.len());
 
     // The oracle: the records of every `x` word differ, in its count.
-    let (v1, v2) = (counts(&input, false), counts(&input, true));
+    let (v1, v2) = (counts(input, false), counts(input, true));
     let mut want: Vec<(String, String, String)> = (v1.iter().zip(&v2))
         .filter(|(a, b)| a != b)
         .map(|((w, a), (_, b))| {
@@ -211,7 +219,9 @@ fn a_shadow_run_reports_exactly_the_records_and_keys_a_new_plugin_changes() {
             &out["only_v1"],
             &out["only_v2"]
         ],
-        [1500 - n, n, 0, 0].map(Value::from).each_ref(),
+        [input.len() as u64 - n, n, 0, 0]
+            .map(Value::from)
+            .each_ref(),
         "{out}"
     );
     let mut got: Vec<(String, String, String)> = (out["differences"].as_array().unwrap().iter())
@@ -252,6 +262,37 @@ fn a_shadow_run_reports_exactly_the_records_and_keys_a_new_plugin_changes() {
         })
         .collect();
     assert_eq!(got_keys, want_keys);
+    n
+}
+
+#[test]
+fn a_shadow_run_reports_exactly_the_records_and_keys_a_new_plugin_changes() {
+    let input = words(1500);
+    let j = recorded_job("shadowed", &input, 3000, 2, "1000 checkpoints");
+    j.run_ok(&[]);
+    let ids: Vec<u64> = (checkpoints(&j).iter())
+        .map(|c| c["id"].as_u64().unwrap())
+        .collect();
+    let args = [
+        "--operator",
+        "count",
+        "--with",
+        plugins::GUEST_COUNT_X_TWICE,
+        "--limit",
+        "100000",
+    ];
+    let (code, r) = json(&j, "shadow", &args);
+    assert_eq!(code, Some(0), "no trap, no error, no --max-changed: {r}");
+    assert_eq!(
+        r["from_checkpoint"],
+        Value::Null,
+        "from the job's start: {r}"
+    );
+    let epochs: Vec<u64> = (r["epochs"].as_array().unwrap().iter())
+        .map(|e| e.as_u64().unwrap())
+        .collect();
+    assert_eq!(epochs, ids);
+    let n = assert_counts_x_twice(&r, &input);
 
     // The text and the report kept for the dashboard say the same.
     let out = j.weir("shadow", &args[..4]);
@@ -639,4 +680,85 @@ fn processing_time_timers_and_the_clock_replay_byte_for_byte() {
         timer_rounds > 0 && clock_reads >= 3,
         "{timer_rounds} {clock_reads}"
     );
+}
+
+// ------------------------------------------- from the object store
+
+/// The recorded word count with its checkpoints copied to the object
+/// store at `url` (`env`: its credentials) is SIGKILLed after a checkpoint
+/// and loses its state directory (its machine), then runs to its end and
+/// loses it again. `weir replay` and `weir shadow` then read the store
+/// (the newest manifest's catalog): every epoch since the job's start,
+/// across the lost directory, replays byte for byte, their records are
+/// the input once each, and the shadow of `count-x-twice` reports exactly
+/// the oracle's differences.
+fn replay_and_shadow_read_the_store_once_the_state_directory_is_lost(
+    url: &str,
+    env: Vec<(&'static str, String)>,
+) {
+    let input = words(1500);
+    let checkpoint = Checkpoint::every("50ms").store(url);
+    let j =
+        recorded_job_under(checkpoint, "stored", &input, 1000, 2, "1000 checkpoints").with_env(env);
+    let mut rng = XorShift(seed() ^ 0x5700e);
+    assert!(
+        j.kill_after_a_checkpoint(&mut rng),
+        "it ended before the kill"
+    );
+    std::fs::remove_dir_all(j.state_dir()).unwrap();
+    j.run_ok(&[]);
+    let ids: Vec<u64> = (checkpoints(&j).iter())
+        .map(|c| c["id"].as_u64().unwrap())
+        .collect();
+    // Asked for, the store is read though the state directory is there.
+    let last = ids.last().unwrap().to_string();
+    let replay = ["--operator", "count", "--checkpoint", &last, "--json"];
+    let out = j.weir("replay", &[&replay[..], &["--from-store"]].concat());
+    assert_eq!(out.code(), Some(0), "{}{}", out.stdout, out.stderr);
+    std::fs::remove_dir_all(j.state_dir()).unwrap();
+
+    let mut records = 0;
+    for id in &ids {
+        let id = id.to_string();
+        let out = j.weir(
+            "replay",
+            &["--operator", "count", "--checkpoint", &id, "--json"],
+        );
+        assert_eq!(out.code(), Some(0), "{}{}", out.stdout, out.stderr);
+        assert_has(&out.stderr, &format!("reading the checkpoints of {url}"));
+        let r: Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(r["identical"], true, "{r}");
+        records += r["plugin"]["records_in"].as_u64().unwrap();
+    }
+    assert_eq!(records, 1500, "every word in exactly one epoch");
+    let args = [
+        "--operator",
+        "count",
+        "--with",
+        plugins::GUEST_COUNT_X_TWICE,
+        "--limit",
+        "100000",
+    ];
+    let (code, r) = json(&j, "shadow", &args);
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(r["from_checkpoint"], Value::Null, "the job's start: {r}");
+    let epochs: Vec<u64> = (r["epochs"].as_array().unwrap().iter())
+        .map(|e| e.as_u64().unwrap())
+        .collect();
+    assert_eq!(epochs, ids);
+    assert_counts_x_twice(&r, &input);
+}
+
+#[test]
+fn replay_and_shadow_read_a_file_store_once_the_state_directory_is_lost() {
+    let store = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", store.path().display());
+    replay_and_shadow_read_the_store_once_the_state_directory_is_lost(&url, Vec::new());
+}
+
+#[test]
+fn replay_and_shadow_read_s3_once_the_state_directory_is_lost() {
+    let s3 = S3::start();
+    let url = s3.url("jobs/recorded");
+    replay_and_shadow_read_the_store_once_the_state_directory_is_lost(&url, s3.env());
 }

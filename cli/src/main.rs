@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use weir::run::RestoreMode;
 use weir_cli::inspect::ValueFormat;
+use weir_cli::shadow::Recorded;
 
 mod job_run;
 
@@ -154,6 +155,12 @@ enum Command {
         /// The job's state directory, if not its `[checkpoint] dir`.
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
+        /// Read the checkpoints and recordings from the job's object store
+        /// (`[checkpoint] store`), as its newest checkpoint kept them,
+        /// instead of the state directory (read from the store anyway
+        /// when the state directory has none).
+        #[arg(long)]
+        from_store: bool,
         /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
@@ -196,6 +203,12 @@ enum Command {
         /// The job's state directory, if not its `[checkpoint] dir`.
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
+        /// Read the checkpoints and recordings from the job's object store
+        /// (`[checkpoint] store`), as its newest checkpoint kept them,
+        /// instead of the state directory (read from the store anyway
+        /// when the state directory has none).
+        #[arg(long)]
+        from_store: bool,
         /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
@@ -335,9 +348,6 @@ fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
-/// The state directory a `weir swap`/`savepoint` argument names: a state
-/// directory as it is, or, for a job file or a job folder (a folder with a
-/// job.toml and no checkpoint store), the job's state directory.
 /// `weir swap --shadow`: runs the shadow of `plugin` on every recorded
 /// epoch of `operator` and fails unless the report meets `rule`.
 fn guard_swap(
@@ -346,20 +356,23 @@ fn guard_swap(
     plugin: &Path,
     rule: weir::shadow::Rule,
 ) -> anyhow::Result<()> {
-    let Some(job) = weir_cli::stored::job_of(path)? else {
+    if weir_cli::stored::job_of(path)?.is_none() {
         anyhow::bail!(
             "--shadow needs the job's file to run the operator's recorded input: name the job file or its folder instead of {}",
             path.display()
         );
-    };
-    let dir = weir::run::state_dir(&job, None);
+    }
+    let recorded = weir_cli::shadow::Recorded::open(path, None, false)?;
     let range = weir::shadow::Range::default();
-    let report = weir_cli::shadow::shadow(&job, &dir, operator, plugin, range, 20)?;
+    let report = recorded.shadow(operator, plugin, range, 20)?;
     eprint!("{}", weir_cli::shadow::shadow_text(&report));
     rule.check(&report)
         .map_err(|why| anyhow::anyhow!("swap of `{operator}` refused by its shadow run: {why}"))
 }
 
+/// The state directory a `weir swap`/`savepoint` argument names: a state
+/// directory as it is, or, for a job file or a job folder (a folder with a
+/// job.toml and no checkpoint store), the job's state directory.
 fn state_dir_arg(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(match weir_cli::stored::job_of(path)? {
         Some(job) => weir::run::state_dir(&job, None),
@@ -461,10 +474,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             checkpoint,
             log,
             state_dir,
+            from_store,
             json,
         } => {
-            let (job, dir) = weir_cli::shadow::job_and_state(&job, state_dir.as_deref())?;
-            let report = weir::shadow::replay(&job, &dir, &operator, checkpoint, log.is_some())?;
+            let recorded = Recorded::open(&job, state_dir.as_deref(), from_store)?;
+            let report = weir::shadow::replay(
+                &recorded.job,
+                recorded.checkpoints(),
+                &operator,
+                checkpoint,
+                log.is_some(),
+            )?;
             if let Some(path) = log {
                 let lines: Vec<&str> = (report.instances.iter())
                     .flat_map(|i| i.log.iter().map(String::as_str))
@@ -492,14 +512,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             max_changed,
             max_errors,
             state_dir,
+            from_store,
             json,
         } => {
-            let (job, dir) = weir_cli::shadow::job_and_state(&job, state_dir.as_deref())?;
+            let recorded = Recorded::open(&job, state_dir.as_deref(), from_store)?;
             let range = weir::shadow::Range {
                 from: from_checkpoint,
                 to,
             };
-            let report = weir_cli::shadow::shadow(&job, &dir, &operator, &with, range, limit)?;
+            let report = recorded.shadow(&operator, &with, range, limit)?;
             let out = match json {
                 true => format!("{}\n", serde_json::to_string_pretty(&report)?),
                 false => weir_cli::shadow::shadow_text(&report),

@@ -1,13 +1,17 @@
 //! `weir replay` and `weir shadow` (and the shadow run of `weir swap
 //! --shadow`): recorded epochs run again ([`weir::shadow`]), reported as
-//! text or JSON. The last shadow report of an operator is kept in the
-//! state directory ([`last_report_path`]).
+//! text or JSON. They read the job's state directory, or its object store
+//! when asked or when the state directory is gone ([`Recorded::open`]).
+//! The last shadow report of an operator is kept in the state directory
+//! ([`last_report_path`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use weir::config::Job;
+
+use crate::stored::{Inspect, Inspected, inspected};
 use weir::shadow::{PortDiff, Range, ReplayReport, ShadowReport, StateDiff};
 
 /// Where the last shadow report of `operator` is kept.
@@ -15,35 +19,82 @@ pub fn last_report_path(state_dir: &Path, operator: &str) -> PathBuf {
     state_dir.join("shadow").join(format!("{operator}.json"))
 }
 
-/// The job file at `path` (a file or a folder holding a job.toml) and its
-/// state directory (`state_dir`, else the job's).
-pub fn job_and_state(path: &Path, state_dir: Option<&Path>) -> anyhow::Result<(Job, PathBuf)> {
-    let job = Job::load(path, &weir_connectors::registry())?;
-    let dir = weir::run::state_dir(&job, state_dir);
-    Ok((job, dir))
+/// What a replay or shadow run reads: the job, its state directory (where
+/// the last shadow report is kept), and the folder of the checkpoints to
+/// read, which is the state directory or a temporary copy of the job's
+/// object store.
+pub struct Recorded {
+    /// The job.
+    pub job: Job,
+    /// Its state directory.
+    pub state_dir: PathBuf,
+    checkpoints: Inspected,
 }
 
-/// Runs the shadow of `with` on `operator`'s recorded epochs in `range`
-/// and keeps the report as the operator's last.
-pub fn shadow(
-    job: &Job,
-    state_dir: &Path,
-    operator: &str,
-    with: &Path,
-    range: Range,
-    limit: usize,
-) -> anyhow::Result<ShadowReport> {
-    let report = weir::shadow::shadow(job, state_dir, operator, with, range, limit)?;
-    let path = last_report_path(state_dir, operator);
-    let keep = || -> anyhow::Result<()> {
-        std::fs::create_dir_all(path.parent().expect("a folder"))?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&report)?)?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(())
-    };
-    keep().with_context(|| format!("keeping the report in {}", path.display()))?;
-    Ok(report)
+impl Recorded {
+    /// The job file at `path` (a file or a folder holding a job.toml),
+    /// its state directory (`state_dir`, else the job's), and its
+    /// checkpoints: from its object store (`[checkpoint] store`) with
+    /// `from_store`, or when the state directory has no checkpoint store
+    /// and the job has an object store (its machine was lost); else from
+    /// the state directory.
+    pub fn open(path: &Path, state_dir: Option<&Path>, from_store: bool) -> anyhow::Result<Self> {
+        let job = Job::load(path, &weir_connectors::registry())?;
+        let state_dir = weir::run::state_dir(&job, state_dir);
+        let store = &job.checkpoint.store;
+        let local = state_dir.join(weir::store::FILE_NAME).exists();
+        let what = match (store, from_store) {
+            (None, true) => anyhow::bail!(
+                "job `{}` has no [checkpoint] store to read from; without --from-store its state directory {} is read",
+                job.name,
+                state_dir.display()
+            ),
+            (Some(url), _) if from_store || !local => {
+                if !from_store {
+                    eprintln!(
+                        "weir: no checkpoint store in {}; reading the checkpoints of {url}",
+                        state_dir.display()
+                    );
+                }
+                Inspect::Store(url.clone(), job.checkpoint.store_options.clone())
+            }
+            _ => Inspect::Dir(state_dir.clone()),
+        };
+        let checkpoints = inspected(&what, None)?;
+        Ok(Recorded {
+            job,
+            state_dir,
+            checkpoints,
+        })
+    }
+
+    /// The folder of the checkpoints to read.
+    pub fn checkpoints(&self) -> &Path {
+        &self.checkpoints.dir
+    }
+
+    /// Runs the shadow of `with` on `operator`'s recorded epochs in
+    /// `range` and keeps the report as the operator's last.
+    pub fn shadow(
+        &self,
+        operator: &str,
+        with: &Path,
+        range: Range,
+        limit: usize,
+    ) -> anyhow::Result<ShadowReport> {
+        let report =
+            weir::shadow::shadow(&self.job, self.checkpoints(), operator, with, range, limit)?;
+        let path = last_report_path(&self.state_dir, operator);
+        let keep = || -> anyhow::Result<()> {
+            std::fs::create_dir_all(path.parent().expect("a folder"))?;
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, serde_json::to_vec_pretty(&report)?)?;
+            std::fs::rename(&tmp, &path)?;
+            Ok(())
+        };
+        keep().with_context(|| format!("keeping the report in {}", path.display()))?;
+        Ok(report)
+    }
 }
 
 /// A replay report as text.

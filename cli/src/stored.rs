@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use weir::remote::{RemoteStore, sync_state_dir};
+use weir::remote::{RemoteStore, fetch_checkpoints};
 use weir::store::CheckpointMeta;
 
 /// Whether the argument names an object store rather than a path.
@@ -76,7 +76,9 @@ pub fn list(
 
 /// A state directory to read: the local one given, or checkpoint
 /// `checkpoint` (default: the newest) of the object store at a URL,
-/// fetched into a temporary folder deleted when this is dropped.
+/// fetched into a temporary folder deleted when this is dropped (with the
+/// checkpoints and recorded epochs the store kept with it, without the
+/// sinks' staged epochs).
 pub struct Inspected {
     /// The state directory.
     pub dir: PathBuf,
@@ -110,7 +112,7 @@ pub fn inspected(what: &Inspect, checkpoint: Option<u64>) -> anyhow::Result<Insp
         ),
     };
     let fetched = tempfile::Builder::new().prefix("weir-state-").tempdir()?;
-    sync_state_dir(&remote, fetched.path(), &job, Some(id))?;
+    fetch_checkpoints(&remote, fetched.path(), &job, Some(id))?;
     Ok(Inspected {
         dir: fetched.path().to_path_buf(),
         _fetched: Some(fetched),

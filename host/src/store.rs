@@ -48,7 +48,7 @@ pub use file::CheckpointStore;
 pub use inflight::InFlightFrames;
 pub use layout::{FILE_NAME, FORMAT_VERSION};
 pub use meta::{CheckpointMeta, Derivation, OperatorMeta, SwappedPlugin};
-pub use pack::Pack;
+pub use pack::{Catalog, Pack};
 pub use recording::RecordedEpoch;
 pub use rescale::Move;
 pub use savepoint::{MANIFEST, Manifest, SAVEPOINT_FORMAT, Savepoint};

@@ -2,7 +2,10 @@
 //! restores ([`sync_state_dir`]): the newest manifest's checkpoint (or the
 //! one `--restore ID` names), reusing the local store when it holds that
 //! very checkpoint (the same metadata as the manifest, not only the same
-//! id), else rebuilding the directory from the manifest's packs.
+//! id), else rebuilding the directory from the manifest's packs: every
+//! checkpoint and recorded epoch of its catalog, and the sinks' staged
+//! epochs. [`fetch_checkpoints`] builds the same store into a folder to
+//! read, without the staged epochs.
 
 use std::path::{Component, Path};
 
@@ -28,6 +31,12 @@ pub enum SyncError {
         /// The ids it holds.
         held: String,
     },
+    /// The object store holds no checkpoint to read.
+    #[error("checkpoint store {url} holds no complete checkpoint yet (no manifest)")]
+    Empty {
+        /// The store's URL.
+        url: String,
+    },
 }
 
 /// Makes `state_dir` (of job `job`) hold checkpoint `id` of `remote`, or
@@ -41,6 +50,54 @@ pub fn sync_state_dir(
     job: &str,
     id: Option<u64>,
 ) -> Result<Option<Manifest>, SyncError> {
+    let Some(manifest) = pick(remote, job, id)? else {
+        return Ok(None);
+    };
+    let id = manifest.id;
+    let local = state_dir
+        .join(FILE_NAME)
+        .exists()
+        .then(|| CheckpointStore::open(state_dir, job));
+    // Held means the very checkpoint: its metadata as stored (times,
+    // offsets, figures) equals the manifest's. A local checkpoint of the
+    // same id written by another attempt (its manifest fenced) is not it.
+    let held = match local {
+        Some(Ok(store)) => store.get(id)?.is_some_and(|meta| meta == manifest.meta),
+        // A damaged local copy is rebuilt from the object store.
+        Some(Err(StoreError::Corrupt { .. })) | None => false,
+        Some(Err(e)) => return Err(e.into()),
+    };
+    if held {
+        tracing::info!(
+            "checkpoint {id} of the store {} is in the local store too",
+            remote.url()
+        );
+    } else {
+        rebuild(remote, state_dir, job, &manifest)?;
+    }
+    Ok(Some(manifest))
+}
+
+/// Builds checkpoint `id` of `remote` (or its newest) of job `job` into
+/// the folder `dir`, which holds no checkpoint store, to read: every
+/// checkpoint and recorded epoch its manifest catalogs, without the sinks'
+/// staged epochs. Returns the manifest.
+pub fn fetch_checkpoints(
+    remote: &RemoteStore,
+    dir: &Path,
+    job: &str,
+    id: Option<u64>,
+) -> Result<Manifest, SyncError> {
+    let manifest = pick(remote, job, id)?.ok_or_else(|| SyncError::Empty {
+        url: remote.url().to_string(),
+    })?;
+    build_store(remote, dir, job, &manifest)?;
+    Ok(manifest)
+}
+
+/// The manifest of checkpoint `id` of `remote`, or of its newest (`None`
+/// when it has none), checked to be job `job`'s.
+fn pick(remote: &RemoteStore, job: &str, id: Option<u64>) -> Result<Option<Manifest>, SyncError> {
     let ids = remote.manifest_ids()?;
     let id = match id {
         Some(id) if !ids.contains(&id) => {
@@ -75,53 +132,25 @@ pub fn sync_state_dir(
         }
         .into());
     }
-    let local = state_dir
-        .join(FILE_NAME)
-        .exists()
-        .then(|| CheckpointStore::open(state_dir, job));
-    // Held means the very checkpoint: its metadata as stored (times,
-    // offsets, figures) equals the manifest's. A local checkpoint of the
-    // same id written by another attempt (its manifest fenced) is not it.
-    let held = match local {
-        Some(Ok(store)) => store.get(id)?.is_some_and(|meta| meta == manifest.meta),
-        // A damaged local copy is rebuilt from the object store.
-        Some(Err(StoreError::Corrupt { .. })) | None => false,
-        Some(Err(e)) => return Err(e.into()),
-    };
-    if held {
-        tracing::info!(
-            "checkpoint {id} of the store {} is in the local store too",
-            remote.url()
-        );
-    } else {
-        rebuild(remote, state_dir, job, &manifest)?;
-    }
     Ok(Some(manifest))
 }
 
+fn io(path: &Path, error: std::io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
 /// Replaces the local store and the sinks' staging folders of `state_dir`
-/// with checkpoint `manifest.id` built from its packs, and the staged
-/// epochs it names.
+/// with the checkpoints `manifest` catalogs, built from its packs, and
+/// the staged epochs it names.
 fn rebuild(
     remote: &RemoteStore,
     state_dir: &Path,
     job: &str,
     manifest: &Manifest,
 ) -> Result<(), SyncError> {
-    let io = |path: &Path, error| StoreError::Io {
-        path: path.to_path_buf(),
-        error,
-    };
-    tracing::info!(
-        "downloading checkpoint {} from {} ({} packs)",
-        manifest.id,
-        remote.url(),
-        manifest.packs.len()
-    );
-    let mut packs = Vec::with_capacity(manifest.packs.len());
-    for name in &manifest.packs {
-        packs.push(remote.pack(name)?);
-    }
     for stale in [state_dir.join(FILE_NAME), state_dir.join("sinks")] {
         let removed = match stale.is_dir() {
             true => std::fs::remove_dir_all(&stale),
@@ -133,8 +162,7 @@ fn rebuild(
             Err(e) => return Err(io(&stale, e).into()),
         }
     }
-    let store = CheckpointStore::open(state_dir, job)?;
-    store.import(manifest.id, &packs)?;
+    build_store(remote, state_dir, job, manifest)?;
     for staged in &manifest.staged {
         let path = inside(state_dir, &staged.path).ok_or_else(|| RemoteError::Damaged {
             url: remote.url().to_string(),
@@ -149,6 +177,31 @@ fn rebuild(
         }
         remote.get_file(&staged.object, &path)?;
     }
+    Ok(())
+}
+
+/// Downloads the packs of `manifest` and builds the checkpoints it
+/// catalogs into a new store in `dir`.
+fn build_store(
+    remote: &RemoteStore,
+    dir: &Path,
+    job: &str,
+    manifest: &Manifest,
+) -> Result<(), SyncError> {
+    let catalog = manifest.catalog();
+    tracing::info!(
+        "downloading checkpoint {} from {} ({} packs, {} checkpoints)",
+        manifest.id,
+        remote.url(),
+        manifest.packs.len(),
+        catalog.checkpoints.len()
+    );
+    let mut packs = Vec::with_capacity(manifest.packs.len());
+    for name in &manifest.packs {
+        packs.push(remote.pack(name)?);
+    }
+    let store = CheckpointStore::open(dir, job)?;
+    store.import(&catalog, &packs)?;
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::CheckpointMeta;
+use crate::store::{Catalog, CheckpointMeta};
 
 /// The manifest format this Weir writes and reads.
 pub const MANIFEST_FORMAT: u32 = 1;
@@ -26,6 +26,12 @@ pub struct Manifest {
     pub packs: Vec<String>,
     /// The checkpoint's metadata, for listings without a download.
     pub meta: CheckpointMeta,
+    /// What the writer's store held up to the checkpoint, every piece of
+    /// it rebuilt from `packs`: the checkpoints it kept (by `retain`, and
+    /// for recorded epochs) and its recorded epochs. Absent in manifests
+    /// written before Weir kept them: the checkpoint alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<Catalog>,
     /// The sinks' staged epochs up to the checkpoint that were still to
     /// deliver: what a sink may have to deliver after it is restored.
     pub staged: Vec<Staged>,
@@ -41,6 +47,11 @@ pub struct Staged {
 }
 
 impl Manifest {
+    /// What the packs rebuild: the catalog, else the checkpoint alone.
+    pub fn catalog(&self) -> Catalog {
+        (self.catalog.clone()).unwrap_or_else(|| Catalog::only(self.id))
+    }
+
     /// Every object the checkpoint reads: its packs and staged epochs.
     pub fn objects(&self) -> impl Iterator<Item = &String> {
         self.packs

@@ -30,11 +30,15 @@
 //! A restore takes the newest manifest (or `--restore ID`'s; with a
 //! commit point, the committed one: `run/commit_point.rs`): a local store
 //! holding that checkpoint is reused; otherwise the state directory is
-//! rebuilt from the manifest's packs (`local.rs`).
+//! rebuilt from the manifest's packs: every checkpoint and recorded epoch
+//! its catalog names, as the lost store held them (`local.rs`).
 //!
 //! Invariants:
 //! - A manifest is created only after every pack it names exists, and
 //!   names packs by writer, so no upload overwrites another's.
+//! - A manifest's catalog names only checkpoints and recorded epochs its
+//!   packs rebuild whole: those the writer's store held after committing
+//!   it, every one of which reads only versions that store held.
 //! - Every checkpoint a sink commits has a manifest; a restore never picks
 //!   a checkpoint without one (a newer local one is dropped), so sinks
 //!   never deliver an epoch the store cannot restore.
@@ -54,7 +58,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use crate::store::Pack;
 
 pub use error::RemoteError;
-pub use local::{SyncError, sync_state_dir};
+pub use local::{SyncError, fetch_checkpoints, sync_state_dir};
 pub use manifest::{MANIFEST_FORMAT, Manifest, Staged};
 pub use replica::Replica;
 pub use uploader::{Upload, Uploader};

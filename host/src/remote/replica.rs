@@ -75,6 +75,7 @@ impl Replica {
                 .map(|(_, name)| name.clone())
                 .collect(),
             meta,
+            catalog: Some(store.catalog(n)?),
             staged: Vec::new(),
         };
         let files = staged_files(state_dir, n).map_err(|error| StoreError::Io {

@@ -53,6 +53,7 @@ fn a_second_writer_of_a_checkpoint_is_fenced() {
         writer: "a".into(),
         packs: vec![],
         meta: meta(7),
+        catalog: None,
         staged: vec![],
     };
     remote.create_manifest(&mine).unwrap();
@@ -84,6 +85,7 @@ fn checkpoints_copied_to_the_store_rebuild_a_lost_state_directory() {
     let staging = state.path().join("sinks/out");
     std::fs::create_dir_all(&staging).unwrap();
     let mut replica = Replica::start(remote.clone(), None);
+    let mut states = BTreeMap::new();
     for id in 1..=5u64 {
         let changes = format!("k{id}=v{id} shared={id}");
         let deltas = [
@@ -91,6 +93,9 @@ fn checkpoints_copied_to_the_store_rebuild_a_lost_state_directory() {
             delta("b", 1, &changes, None),
         ];
         store.commit(&meta(id), &deltas, 2).unwrap();
+        for (op, inst) in [("a", 0), ("b", 1)] {
+            states.insert((id, op, inst), store.load_instance(id, op, inst).unwrap());
+        }
         // The sink sealed epoch `id`; the one before is delivered.
         std::fs::write(staging.join(format!("{id}.epoch")), format!("epoch {id}")).unwrap();
         let _ = std::fs::remove_file(staging.join(format!("{}.epoch", id - 1)));
@@ -127,13 +132,17 @@ fn checkpoints_copied_to_the_store_rebuild_a_lost_state_directory() {
         assert_eq!(got.id, id);
         let rebuilt = CheckpointStore::open(lost.path(), "job").unwrap();
         assert_eq!(rebuilt.latest().unwrap().unwrap().id, id);
-        for (op, inst) in [("a", 0), ("b", 1)] {
-            let want = store.load_instance(id, op, inst).unwrap();
-            assert_eq!(
-                rebuilt.load_instance(id, op, inst).unwrap(),
-                want,
-                "{op}[{inst}]"
-            );
+        // Every checkpoint the original held then (`retain` 2), whole.
+        let held: Vec<u64> = rebuilt.list().unwrap().iter().map(|m| m.id).collect();
+        assert_eq!(held, [id - 1, id]);
+        for at in [id - 1, id] {
+            for (op, inst) in [("a", 0), ("b", 1)] {
+                assert_eq!(
+                    rebuilt.load_instance(at, op, inst).unwrap(),
+                    states[&(at, op, inst)],
+                    "{op}[{inst}] at {at}"
+                );
+            }
         }
         let staged: Vec<_> = std::fs::read_dir(lost.path().join("sinks/out"))
             .unwrap()
@@ -346,6 +355,7 @@ fn a_superseded_writer_deletes_nothing_the_new_owner_names() {
         writer: writer.into(),
         packs,
         meta: meta(id),
+        catalog: None,
         staged: vec![],
     };
     let base = pack_name(1, "a");

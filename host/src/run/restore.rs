@@ -567,6 +567,7 @@ mod tests {
                 writer: "w".into(),
                 packs: vec![],
                 meta: meta(id),
+                catalog: None,
                 staged: vec![],
             };
             remote.create_manifest(&manifest).unwrap();

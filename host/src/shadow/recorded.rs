@@ -191,8 +191,9 @@ impl<'j> Recorded<'j> {
     }
 
     /// The plugin that ran the range, and its file: the copy the state
-    /// directory keeps of a swapped-in plugin, else the job file's plugin
-    /// or the file the checkpoint names, whichever has its sha256.
+    /// directory keeps of a swapped-in plugin or the file it was swapped in
+    /// from, else the job file's plugin or the file the checkpoint names,
+    /// whichever has its sha256.
     pub(super) fn plugin_that_ran(
         &self,
         runtime: &Runtime,
@@ -202,6 +203,7 @@ impl<'j> Recorded<'j> {
         let mut candidates = Vec::new();
         if let Some(swapped) = &m.swapped {
             candidates.push(self.state_dir.join(&swapped.copy));
+            candidates.push(self.job.dir.join(&swapped.from));
         }
         candidates.push(self.op.plugin.clone());
         if let Some(path) = &m.plugin_path {

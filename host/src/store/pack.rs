@@ -6,10 +6,15 @@
 //! wrote it, so a checkpoint's *pack* is its rows: its `checkpoints` row,
 //! the segments, chunks, snapshots and `gc` journal rows of its version,
 //! its in-flight data and its recorded input.
-//! Checkpoint *n* is rebuilt in an empty store from the packs of the
-//! versions its state reads ([`CheckpointStore::versions_in_use`]):
-//! their state rows, and only *n*'s own `checkpoints` row, in-flight
-//! data and recordings ([`CheckpointStore::import`]).
+//! A store's checkpoints are rebuilt in an empty store from the packs of
+//! the versions their state reads ([`CheckpointStore::versions_in_use`])
+//! and the store's [`Catalog`] (its checkpoints and recorded epochs):
+//! the packs' state rows, and the `checkpoints` rows, in-flight data and
+//! recordings of the catalog's checkpoints and epochs only
+//! ([`CheckpointStore::import`]). A pack also holds the `checkpoints` row
+//! of a checkpoint the store dropped since, whose state it no longer
+//! reads whole, and the recording of an epoch it no longer keeps: the
+//! catalog says which are whole.
 //!
 //! Encoding: `WEIRPACK`, the pack format (`u32`), the version (`u64`),
 //! then entries (a tag byte and its fields: integers little-endian,
@@ -22,9 +27,10 @@
 //! [`Pack::encode`] wrote, and refuses any other bytes (a changed bit, a
 //! cut) with a message.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use redb::{ReadableTable, ReadableTableMetadata};
+use serde::{Deserialize, Serialize};
 
 use super::error::{Fail, StoreError, invalid};
 use super::file::CheckpointStore;
@@ -45,6 +51,39 @@ enum Row {
     Inflight(String, u32, Vec<u8>),
     Recording(String, u32, Vec<u8>),
 }
+
+/// What a store holds up to a checkpoint: the checkpoints whose state it
+/// reads whole and, per operator, the checkpoints whose epochs it keeps a
+/// recording of. With the packs of the versions they read, it rebuilds
+/// exactly those ([`CheckpointStore::import`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Catalog {
+    /// Checkpoint ids, ascending; the last is the newest.
+    pub checkpoints: Vec<u64>,
+    /// Operator id -> ids of the checkpoints ending its recorded epochs,
+    /// ascending.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recorded: BTreeMap<String, Vec<u64>>,
+}
+
+impl Catalog {
+    /// Checkpoint `id` alone, with the recordings its pack holds (what a
+    /// manifest written before catalogs restores).
+    pub fn only(id: u64) -> Catalog {
+        Catalog {
+            checkpoints: vec![id],
+            recorded: BTreeMap::new(),
+        }
+    }
+
+    /// The newest checkpoint.
+    pub fn newest(&self) -> Option<u64> {
+        self.checkpoints.last().copied()
+    }
+}
+
+/// A recording in a pack: operator, instance, bytes.
+type Recorded<'p> = (&'p str, u32, &'p [u8]);
 
 /// What checkpoint `version` wrote to the store.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -147,6 +186,22 @@ impl Pack {
             return Err("it has bytes after its end".into());
         }
         Ok(pack)
+    }
+}
+
+#[cfg(test)]
+impl Pack {
+    /// Whether it holds its checkpoint's metadata, and the (operator,
+    /// instance) of each recording it holds.
+    pub(super) fn held(&self) -> (bool, Vec<(String, u32)>) {
+        let meta = (self.rows.iter()).any(|r| matches!(r, Row::Checkpoint(_)));
+        let recordings = (self.rows.iter())
+            .filter_map(|r| match r {
+                Row::Recording(op, inst, _) => Some((op.clone(), *inst)),
+                _ => None,
+            })
+            .collect();
+        (meta, recordings)
     }
 }
 
@@ -278,21 +333,62 @@ impl CheckpointStore {
         })
     }
 
-    /// Builds checkpoint `id` into this store, which holds no checkpoint,
-    /// from `packs`: the state rows of every pack, and the `checkpoints`
-    /// row and in-flight data of pack `id` only (the other checkpoints the
-    /// packs name are not whole here), in one transaction.
-    pub fn import(&self, id: u64, packs: &[Pack]) -> Result<(), StoreError> {
+    /// What this store holds up to checkpoint `upto`: its checkpoints
+    /// and recorded epochs.
+    pub fn catalog(&self, upto: u64) -> Result<Catalog, StoreError> {
+        let ids = self.list()?.into_iter().map(|m| m.id);
+        let checkpoints = ids.filter(|&id| id <= upto).collect();
+        let recorded = self.in_context("listing recordings", || {
+            let txn = self.read()?;
+            let Some((_, index)) = self.recordings_tables(&txn)? else {
+                return Ok(BTreeMap::new());
+            };
+            self.epochs_in(&index)
+        })?;
+        let recorded = (recorded.into_iter())
+            .map(|(op, epochs)| {
+                let ids = epochs.iter().map(|e| e.checkpoint).filter(|&id| id <= upto);
+                (op, ids.collect::<Vec<_>>())
+            })
+            .filter(|(_, ids)| !ids.is_empty())
+            .collect();
+        Ok(Catalog {
+            checkpoints,
+            recorded,
+        })
+    }
+
+    /// Builds the checkpoints of `catalog` into this store, which holds no
+    /// checkpoint, from `packs`: the state rows of every pack, and the
+    /// `checkpoints` row and in-flight data of the catalog's checkpoints
+    /// and the recordings of its epochs only (every recording of those
+    /// checkpoints when it names none: [`Catalog::only`]), in one
+    /// transaction. The newest checkpoint is read back whole.
+    pub fn import(&self, catalog: &Catalog, packs: &[Pack]) -> Result<(), StoreError> {
+        let Some(newest) = catalog.newest() else {
+            return Err(StoreError::Invalid {
+                message: "no checkpoint to build: the catalog is empty".into(),
+            });
+        };
+        let held: BTreeSet<u64> = catalog.checkpoints.iter().copied().collect();
+        let recorded = |op: &str, v: u64| match catalog.recorded.is_empty() {
+            true => true,
+            false => catalog.recorded.get(op).is_some_and(|ids| ids.contains(&v)),
+        };
+        let what = match held.len() {
+            1 => format!("building checkpoint {newest} from its packs"),
+            n => format!("building {n} checkpoints up to {newest} from their packs"),
+        };
         let db = self.rw()?;
-        self.in_context(&format!("building checkpoint {id} from its packs"), || {
+        self.in_context(&what, || {
             let txn = db.begin_write()?;
-            let mut recordings: Vec<(&str, u32, &[u8])> = Vec::new();
-            let meta;
+            let mut recordings: BTreeMap<u64, Vec<Recorded>> = BTreeMap::new();
+            let mut metas = Vec::new();
             {
                 let mut checkpoints = txn.open_table(CHECKPOINTS)?;
                 if !checkpoints.is_empty()? {
                     return Err(invalid(format!(
-                        "{} holds checkpoints already: checkpoint {id} is built only into an empty store",
+                        "{} holds checkpoints already: checkpoints are built only into an empty store",
                         self.path.display()
                     ))
                     .into());
@@ -304,7 +400,7 @@ impl CheckpointStore {
                 let mut inflight = txn.open_table(INFLIGHT)?;
                 for pack in packs {
                     let v = pack.version;
-                    let own = v == id;
+                    let own = held.contains(&v);
                     for row in &pack.rows {
                         match row {
                             Row::Checkpoint(value) if own => {
@@ -313,8 +409,9 @@ impl CheckpointStore {
                             Row::Inflight(op, inst, value) if own => {
                                 inflight.insert((op.as_str(), *inst, v), &*self.seal(value))?;
                             }
-                            Row::Recording(op, inst, value) if own => {
-                                recordings.push((op.as_str(), *inst, value.as_slice()));
+                            Row::Recording(op, inst, value) if own && recorded(op, v) => {
+                                let epoch = recordings.entry(v).or_default();
+                                epoch.push((op.as_str(), *inst, value.as_slice()));
                             }
                             Row::Checkpoint(_) | Row::Inflight(..) | Row::Recording(..) => {}
                             Row::Segment(op, inst, value) => {
@@ -333,21 +430,25 @@ impl CheckpointStore {
                         }
                     }
                 }
-                let Some(raw) = checkpoints.get(id)? else {
-                    return Err(invalid(format!(
-                        "the packs of checkpoint {id} do not hold its metadata"
-                    ))
-                    .into());
-                };
-                meta = self.decode_meta(id, raw.value())?;
+                for &id in &held {
+                    let Some(raw) = checkpoints.get(id)? else {
+                        return Err(invalid(format!(
+                            "the packs of checkpoint {id} do not hold its metadata"
+                        ))
+                        .into());
+                    };
+                    metas.push(self.decode_meta(id, raw.value())?);
+                }
             }
-            if !recordings.is_empty() {
-                self.import_recordings(&txn, &meta, &recordings)?;
+            for meta in &metas {
+                if let Some(epoch) = recordings.get(&meta.id) {
+                    self.import_recordings(&txn, meta, epoch)?;
+                }
             }
             Ok(txn.commit()?)
         })?;
-        // What was imported must read back: every instance's chain.
-        for meta in self.list()? {
+        // What is restored must read back: every instance's chain.
+        if let Some(meta) = self.get(newest)? {
             for (op, o) in &meta.operators {
                 for inst in 0..o.parallelism {
                     self.load_instance(meta.id, op, inst)?;
@@ -388,7 +489,7 @@ mod tests {
                 .collect();
             let copy_dir = tempfile::tempdir().unwrap();
             let copy = CheckpointStore::open(copy_dir.path(), "job").unwrap();
-            copy.import(id, &packs).unwrap();
+            copy.import(&Catalog::only(id), &packs).unwrap();
             assert_eq!(copy.list().unwrap().len(), 1, "only checkpoint {id}");
             assert_eq!(copy.latest().unwrap().unwrap().id, id);
             for (op, inst) in [("a", 0), ("a", 1), ("b", 0), ("b", 1)] {
@@ -431,14 +532,14 @@ mod tests {
             .commit(&meta(1), &[delta("a", 0, "k=v", None)], 1)
             .unwrap();
         let pack = store.export(1).unwrap();
-        let err = store.import(1, std::slice::from_ref(&pack)).unwrap_err();
+        let err = (store.import(&Catalog::only(1), std::slice::from_ref(&pack))).unwrap_err();
         assert!(
             err.to_string().contains("holds checkpoints already"),
             "{err}"
         );
         let copy_dir = tempfile::tempdir().unwrap();
         let copy = CheckpointStore::open(copy_dir.path(), "job").unwrap();
-        let err = copy.import(2, &[pack]).unwrap_err();
+        let err = copy.import(&Catalog::only(2), &[pack]).unwrap_err();
         assert!(
             err.to_string().contains("do not hold its metadata"),
             "{err}"

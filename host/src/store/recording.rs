@@ -134,7 +134,7 @@ impl CheckpointStore {
     }
 
     /// Every row of `recorded`, by operator, oldest first.
-    fn epochs_in(
+    pub(super) fn epochs_in(
         &self,
         index: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
     ) -> Result<BTreeMap<String, Vec<RecordedEpoch>>, Fail> {

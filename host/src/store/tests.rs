@@ -1152,7 +1152,7 @@ fn a_first_recorded_epoch_keeps_every_checkpoint_from_it_and_packs_carry_recordi
     let rebuilt = CheckpointStore::open(other.path(), "job").unwrap();
     let packs: Vec<Pack> = (1..=3).map(|v| s.export(v).unwrap()).collect();
     assert!(packs.contains(&pack));
-    rebuilt.import(3, &packs).unwrap();
+    rebuilt.import(&super::Catalog::only(3), &packs).unwrap();
     assert_eq!(
         recorded_ids(&rebuilt),
         [3],
@@ -1162,6 +1162,92 @@ fn a_first_recorded_epoch_keeps_every_checkpoint_from_it_and_packs_carry_recordi
         rebuilt.recording(3, "a", 0).unwrap(),
         s.recording(3, "a", 0).unwrap()
     );
+}
+
+/// A store copied as the object store copies it (the pack of each version
+/// exported when its checkpoint committed) is rebuilt from its catalog
+/// exactly: the same checkpoints with the same state, and the same
+/// recordings, though the packs hold recordings and checkpoints the store
+/// dropped since (a bound that shrank to one epoch, then grew again).
+#[test]
+fn a_store_rebuilt_from_its_catalog_and_packs_holds_what_it_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    let mut uploaded: BTreeMap<u64, Pack> = BTreeMap::new();
+    let forever = format!("forever={}", "x".repeat(4096));
+    for id in 1..=9u64 {
+        let keep = match id {
+            5 => 1,
+            _ => 3,
+        };
+        let kv = format!("k{id}=v{id} shared={id} -k{}", id - 1);
+        let snapshot = (id % 3 == 0).then(|| format!("s{id}"));
+        let mut d1 = delta("a", 1, &kv, snapshot.as_deref());
+        d1.recorded = recorded(1, id).recorded;
+        let deltas = [
+            InstanceDelta {
+                changes: delta("a", 0, &kv, None).changes,
+                ..recorded(0, id)
+            },
+            d1,
+            // Written once, larger than the deltas after it: its version
+            // stays in use.
+            delta("b", 0, if id == 1 { &forever } else { &kv }, None),
+        ];
+        s.commit(&recording_meta(id, keep, 1 << 20), &deltas, 2)
+            .unwrap();
+        for v in s.versions_in_use().unwrap() {
+            if v == id || !uploaded.contains_key(&v) {
+                uploaded.insert(v, Pack::decode(&s.export(v).unwrap().encode()).unwrap());
+            }
+        }
+    }
+    assert_eq!(recorded_ids(&s), [7, 8, 9]);
+    assert_eq!(ids(&s), [6, 7, 8, 9]);
+    let catalog = s.catalog(9).unwrap();
+    assert_eq!(catalog.checkpoints, [6, 7, 8, 9]);
+    assert_eq!(catalog.recorded["a"], [7, 8, 9]);
+    let versions = s.versions_in_use().unwrap();
+    let packs: Vec<Pack> = versions.iter().map(|v| uploaded[v].clone()).collect();
+    // The packs hold what the store dropped since: the recording of epoch
+    // 6 (the bound of checkpoint 5) and checkpoints before 6.
+    let held = |v: u64| packs.iter().find(|p| p.version == v).map(Pack::held);
+    assert_eq!(
+        held(6),
+        Some((true, vec![("a".to_string(), 0), ("a".into(), 1)]))
+    );
+    let dropped: Vec<u64> = (packs.iter())
+        .filter(|p| p.version < 6 && p.held().0)
+        .map(|p| p.version)
+        .collect();
+    assert!(!dropped.is_empty(), "versions in use: {versions:?}");
+    let other = tempfile::tempdir().unwrap();
+    let rebuilt = CheckpointStore::open(other.path(), "job").unwrap();
+    rebuilt.import(&catalog, &packs).unwrap();
+    assert_eq!(ids(&rebuilt), ids(&s));
+    assert_eq!(recorded_ids(&rebuilt), [7, 8, 9]);
+    assert_eq!(
+        rebuilt.recorded_epochs("a").unwrap(),
+        s.recorded_epochs("a").unwrap()
+    );
+    for id in ids(&s) {
+        assert_eq!(rebuilt.get(id).unwrap(), s.get(id).unwrap());
+        for (op, inst) in [("a", 0), ("a", 1), ("b", 0)] {
+            assert_eq!(
+                rebuilt.load_instance(id, op, inst).unwrap(),
+                s.load_instance(id, op, inst).unwrap(),
+                "{op}[{inst}] at {id}"
+            );
+            if op == "a" {
+                assert_eq!(
+                    rebuilt.recording(id, op, inst).unwrap(),
+                    s.recording(id, op, inst).unwrap()
+                );
+            }
+        }
+    }
+    assert_eq!(rebuilt.catalog(9).unwrap(), catalog);
+    assert_eq!(rebuilt.next_id().unwrap(), 10);
 }
 
 #[test]
