@@ -36,7 +36,7 @@ use weir::{InstanceError, OperatorInfo, OperatorInstance, Plugin, Record, Runtim
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, JobFile, Operator, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::jobs::{self, count_words};
 use weir_tests::pipeline::{XorShift, assert_same_lines, seed, wordcount_words};
 use weir_tests::plugins;
@@ -786,6 +786,69 @@ fn job_survives_sigkill(lang: Lang, test: &str) {
     assert_counts_the_input(&job, &what);
 }
 
+/// A word count with this build recording its input (`record_inputs`):
+/// every recorded epoch replays byte for byte (recording is the host's,
+/// whatever the guest's language), their records are the input once each,
+/// and `weir shadow` with the Rust build on the same recordings finds not
+/// one record or state key that differs.
+fn recorded_replays_and_shadows_as_rust(lang: Lang, test: &str) {
+    let Some(build) = build_of(lang, "word-count", test) else {
+        return;
+    };
+    warm_cache(&build);
+    let n = 1200;
+    let words: String = (0..n).map(|i| format!("w{}\n", (i * 7) % 31)).collect();
+    let job =
+        count_words("recorded", Checkpoint::every("50ms"), 3000, 2).operator_with("count", |_| {
+            Operator::new("count", build.to_str().unwrap())
+                .inputs(&["words"])
+                .string("record_inputs", "1000 checkpoints")
+        });
+    let j = JobDir::new(WEIR, job, &[("words.txt", &words)]);
+    j.run_ok(&[]);
+    let json = |verb: &str, args: &[&str]| {
+        let out = j.weir(verb, &[args, &["--json"]].concat());
+        assert_eq!(
+            out.code(),
+            Some(0),
+            "{}: {}{}",
+            lang.name,
+            out.stdout,
+            out.stderr
+        );
+        serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let shadow = json(
+        "shadow",
+        &[
+            "--operator",
+            "count",
+            "--with",
+            plugins::WORD_COUNT,
+            "--max-changed",
+            "0",
+        ],
+    );
+    assert_eq!(
+        shadow["from_checkpoint"],
+        serde_json::Value::Null,
+        "{shadow}"
+    );
+    assert_eq!(shadow["v1"]["records_in"], n, "{shadow}");
+    assert_eq!(shadow["v1_reproduced"], true, "{shadow}");
+    let port = &shadow["outputs"][0];
+    assert_eq!(port["same"], n, "{}: {port}", lang.name);
+    assert_eq!(shadow["state"]["same"], 31, "{}: {shadow}", lang.name);
+    let mut replayed = 0;
+    for epoch in shadow["epochs"].as_array().unwrap() {
+        let epoch = epoch.to_string();
+        let r = json("replay", &["--operator", "count", "--checkpoint", &epoch]);
+        assert_eq!(r["identical"], true, "{}: {r}", lang.name);
+        replayed += r["plugin"]["records_in"].as_u64().unwrap();
+    }
+    assert_eq!(replayed, n as u64, "{}", lang.name);
+}
+
 const SWAP_WORDS: usize = 40;
 
 /// A Rust word-count job stopped at a checkpoint, then restored with
@@ -897,6 +960,14 @@ macro_rules! conformance {
                 job_survives_sigkill(
                     lang(),
                     &name("word_count_job_survives_sigkill_exactly_once"),
+                );
+            }
+
+            #[test]
+            fn word_count_recorded_replays_and_shadows_as_rust() {
+                recorded_replays_and_shadows_as_rust(
+                    lang(),
+                    &name("word_count_recorded_replays_and_shadows_as_rust"),
                 );
             }
 

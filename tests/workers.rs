@@ -1100,3 +1100,101 @@ fn change_kinds_cross_a_repartition_topic_on_workers() {
     assert_eq!(of("b"), [r#"{"word":"b"}"#]);
     assert_eq!(out.len(), want, "{out:?}");
 }
+
+/// Recorded input on workers: every task records into its own store, and
+/// once the workers left, `weir shadow --task` and `weir replay --task`
+/// read each task's object store (the job's own state directory was never
+/// written: each worker has its own). Per task, the shadow of
+/// word-count-v2 covers the task's epochs from the job's start, across the
+/// handovers of the second worker's join: exactly the input words of its
+/// partition, each record changed to v2's form with the oracle's count;
+/// and each of those epochs replays byte for byte.
+#[test]
+fn each_task_shadows_and_replays_its_recorded_input_from_the_store() {
+    let input = words(2_000);
+    let kafka = broker_with(&input);
+    let s3 = S3::start();
+    let file = counting(&kafka, &s3, 1_000).operator_with("count", |o: Operator| {
+        o.string("record_inputs", "1000 checkpoints")
+    });
+    let job = JobDir::new(WEIR, file, &[]).with_env(s3.env());
+    let mut a = worker(&job, "a");
+    runs_a_task(&mut a);
+    let b = worker(&job, "b");
+    whole_output(&kafka, input.len());
+    leave([("a", a), ("b", b)]);
+    assert!(!job.state_dir().exists());
+    for p in 0..PARTITIONS {
+        let task = format!("0-{p}");
+        let mut seen = std::collections::BTreeMap::new();
+        let mut want: Vec<String> = (input.iter())
+            .filter(|w| partition_of(w) == p)
+            .map(|w| {
+                let n = seen.entry(w).or_insert(0u64);
+                *n += 1;
+                format!(r#"{{"w":"{w}","n":{n},"v":2}}"#)
+            })
+            .collect();
+        let shadow = job.weir(
+            "shadow",
+            &[
+                "--task",
+                &task,
+                "--operator",
+                "count",
+                "--with",
+                plugins::WORD_COUNT_V2,
+                "--limit",
+                "100000",
+                "--json",
+            ],
+        );
+        assert_eq!(shadow.code(), Some(0), "{}{}", shadow.stdout, shadow.stderr);
+        assert_has(&shadow.stderr, &format!("workers/tasks/{task}"));
+        let r: serde_json::Value = serde_json::from_str(&shadow.stdout).unwrap();
+        assert_eq!(r["from_checkpoint"], serde_json::Value::Null, "{task}: {r}");
+        assert_eq!(r["v1_reproduced"], true, "{task}");
+        assert_eq!(r["v1"]["records_in"], want.len(), "task {task}");
+        let out = &r["outputs"][0];
+        assert_eq!(
+            (&out["same"], &out["changed"]),
+            (&0.into(), &want.len().into())
+        );
+        let mut got: Vec<String> = (out["differences"].as_array().unwrap().iter())
+            .map(|d| d["v2"]["value"].as_str().unwrap().to_owned())
+            .collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "task {task}");
+        let mut replayed = 0;
+        for epoch in r["epochs"].as_array().unwrap() {
+            let epoch = epoch.to_string();
+            let args = [
+                "--task",
+                &task,
+                "--operator",
+                "count",
+                "--checkpoint",
+                &epoch,
+            ];
+            let out = job.weir("replay", &[&args[..], &["--json"]].concat());
+            assert_eq!(out.code(), Some(0), "{}{}", out.stdout, out.stderr);
+            let replay: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+            assert_eq!(replay["identical"], true, "{replay}");
+            replayed += replay["plugin"]["records_in"].as_u64().unwrap();
+        }
+        assert_eq!(replayed, want.len() as u64, "task {task}");
+    }
+    // Without a task, nothing is read, and the error says to name one.
+    let out = job.weir(
+        "shadow",
+        &["--operator", "count", "--with", plugins::WORD_COUNT_V2],
+    );
+    assert!(!out.success(), "{}", out.stdout);
+    assert_has(&out.stderr, "name one with --task <stage>-<partition>");
+    let out = job.weir(
+        "replay",
+        &["--task", "3", "--operator", "count", "--checkpoint", "1"],
+    );
+    assert_has(&out.stderr, "`3` is not a task: write <stage>-<partition>");
+}

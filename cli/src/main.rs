@@ -161,6 +161,10 @@ enum Command {
         /// when the state directory has none).
         #[arg(long)]
         from_store: bool,
+        /// In a job run by `weir run --worker`: the task whose checkpoints
+        /// to read (`weir workers` lists them).
+        #[arg(long, value_name = "STAGE-P")]
+        task: Option<weir::cluster::TaskId>,
         /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
@@ -209,6 +213,10 @@ enum Command {
         /// when the state directory has none).
         #[arg(long)]
         from_store: bool,
+        /// In a job run by `weir run --worker`: the task whose checkpoints
+        /// to read (`weir workers` lists them).
+        #[arg(long, value_name = "STAGE-P")]
+        task: Option<weir::cluster::TaskId>,
         /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
@@ -362,7 +370,7 @@ fn guard_swap(
             path.display()
         );
     }
-    let recorded = weir_cli::shadow::Recorded::open(path, None, false)?;
+    let recorded = weir_cli::shadow::Recorded::open(path, None, false, None)?;
     let range = weir::shadow::Range::default();
     let report = recorded.shadow(operator, plugin, range, 20)?;
     eprint!("{}", weir_cli::shadow::shadow_text(&report));
@@ -475,9 +483,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             log,
             state_dir,
             from_store,
+            task,
             json,
         } => {
-            let recorded = Recorded::open(&job, state_dir.as_deref(), from_store)?;
+            let recorded = Recorded::open(&job, state_dir.as_deref(), from_store, task)?;
             let report = weir::shadow::replay(
                 &recorded.job,
                 recorded.checkpoints(),
@@ -513,9 +522,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             max_errors,
             state_dir,
             from_store,
+            task,
             json,
         } => {
-            let recorded = Recorded::open(&job, state_dir.as_deref(), from_store)?;
+            let recorded = Recorded::open(&job, state_dir.as_deref(), from_store, task)?;
             let range = weir::shadow::Range {
                 from: from_checkpoint,
                 to,

@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use weir::config::Job;
 
+use weir::cluster::{TaskId, WorkerJob};
+use weir::remote::RemoteStore;
+
 use crate::stored::{Inspect, Inspected, inspected};
 use weir::shadow::{PortDiff, Range, ReplayReport, ShadowReport, StateDiff};
 
@@ -32,15 +35,32 @@ pub struct Recorded {
 }
 
 impl Recorded {
-    /// The job file at `path` (a file or a folder holding a job.toml),
-    /// its state directory (`state_dir`, else the job's), and its
+    /// The job file at `path` (a file or a folder holding a job.toml), or
+    /// with `task` the job its worker-mode task runs; its state directory
+    /// (`state_dir`, else the job's; a task's under its `tasks/`); and its
     /// checkpoints: from its object store (`[checkpoint] store`) with
     /// `from_store`, or when the state directory has no checkpoint store
     /// and the job has an object store (its machine was lost); else from
     /// the state directory.
-    pub fn open(path: &Path, state_dir: Option<&Path>, from_store: bool) -> anyhow::Result<Self> {
-        let job = Job::load(path, &weir_connectors::registry())?;
-        let state_dir = weir::run::state_dir(&job, state_dir);
+    pub fn open(
+        path: &Path,
+        state_dir: Option<&Path>,
+        from_store: bool,
+        task: Option<TaskId>,
+    ) -> anyhow::Result<Self> {
+        let registry = weir_connectors::registry();
+        let (job, state_dir) = match task {
+            None => {
+                let job = Job::load(path, &registry)?;
+                let dir = weir::run::state_dir(&job, state_dir);
+                (job, dir)
+            }
+            Some(task) => {
+                let job = task_job(path, state_dir, task, &registry)?;
+                let dir = weir::run::state_dir(&job, None);
+                (job, dir)
+            }
+        };
         let store = &job.checkpoint.store;
         let local = state_dir.join(weir::store::FILE_NAME).exists();
         let what = match (store, from_store) {
@@ -60,6 +80,19 @@ impl Recorded {
             }
             _ => Inspect::Dir(state_dir.clone()),
         };
+        let none_here = match &what {
+            Inspect::Store(url, options) => {
+                RemoteStore::open(url, options)?.manifest_ids()?.is_empty()
+            }
+            Inspect::Dir(_) => !local,
+        };
+        if none_here && task.is_none() && job.checkpoint.store.is_some() {
+            anyhow::bail!(
+                "job `{}` has no checkpoint in {} nor in its object store; a job run by `weir run --worker` keeps each task's apart: name one with --task <stage>-<partition> (`weir workers` lists them)",
+                job.name,
+                state_dir.display()
+            );
+        }
         let checkpoints = inspected(&what, None)?;
         Ok(Recorded {
             job,
@@ -95,6 +128,35 @@ impl Recorded {
         keep().with_context(|| format!("keeping the report in {}", path.display()))?;
         Ok(report)
     }
+}
+
+/// The job that task `task` of the worker-mode job file at `path` runs,
+/// its local state under `state_dir` (else the job's) `tasks/<task>`.
+fn task_job(
+    path: &Path,
+    state_dir: Option<&Path>,
+    task: TaskId,
+    registry: &weir::connectors::Registry,
+) -> anyhow::Result<Job> {
+    let file = weir::config::job_file(path)?;
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let mut worker = WorkerJob::parse(&file, &text, registry)?;
+    if let Some(dir) = state_dir {
+        worker = worker.with_state_dir(dir);
+    }
+    let stages = worker.stages.len() as u32;
+    if task.stage >= stages {
+        anyhow::bail!(
+            "job `{}` has {stages} stage(s), 0 to {}: task {task} is not one of them",
+            worker.job.name,
+            stages - 1
+        );
+    }
+    // Offline, the task count only names the partitions a repartition
+    // source reads, which a replay never opens.
+    let tasks = task.partition as u32 + 1;
+    Ok(worker.with_tasks(tasks).task_job(task, registry)?)
 }
 
 /// A replay report as text.

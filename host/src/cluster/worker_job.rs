@@ -29,6 +29,23 @@ impl std::fmt::Display for TaskId {
     }
 }
 
+impl std::str::FromStr for TaskId {
+    type Err = String;
+
+    /// `<stage>-<partition>`, as [`TaskId`] displays it.
+    fn from_str(text: &str) -> Result<TaskId, String> {
+        let parsed = text
+            .split_once('-')
+            .and_then(|(s, p)| Some((s.parse().ok()?, p.parse().ok()?)));
+        match parsed {
+            Some((stage, partition)) if partition >= 0 => Ok(TaskId { stage, partition }),
+            _ => Err(format!(
+                "`{text}` is not a task: write <stage>-<partition>, as in 0-3 (`weir workers` lists them)"
+            )),
+        }
+    }
+}
+
 /// What a stage's tasks are anchored on: the topic whose partitions are
 /// its tasks, and the source that reads it.
 #[derive(Debug, Clone, Copy)]
@@ -314,4 +331,20 @@ fn entries<'a>(table: &'a Table, key: &str) -> impl Iterator<Item = &'a Table> {
 fn entries_mut<'a>(table: &'a mut Table, key: &str) -> impl Iterator<Item = &'a mut Table> {
     let array = table.get_mut(key).and_then(Value::as_array_mut);
     (array.into_iter().flatten()).filter_map(Value::as_table_mut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskId;
+
+    #[test]
+    fn a_task_id_reads_as_it_displays_and_refuses_anything_else() {
+        let task: TaskId = "1-12".parse().unwrap();
+        assert_eq!((task.stage, task.partition), (1, 12));
+        assert_eq!(task.to_string(), "1-12");
+        for bad in ["", "1", "1-", "-2", "a-1", "1--2", "1-2-3"] {
+            let err = bad.parse::<TaskId>().unwrap_err();
+            assert!(err.contains("write <stage>-<partition>"), "{bad}: {err}");
+        }
+    }
 }
