@@ -385,6 +385,38 @@ fn a_shadow_run_of_word_count_v2_changes_every_record_and_key_format() {
         "v1 keys `<w>\\0count`, v2 keys `<w>\\0n`: {state}"
     );
     assert_eq!(r["v2"]["version"], "2.0.0");
+    assert_eq!(r.get("config_changed"), None, "{r}");
+
+    // The operator's config edited since: a replay is refused (it would
+    // differ for that alone); a shadow runs and says so.
+    let first = r["epochs"][0].to_string();
+    let edited = count_words("shadowed-v2", Checkpoint::every("50ms"), 3000, 1).operator_with(
+        "count",
+        |o: Operator| {
+            o.string("record_inputs", "1000 checkpoints")
+                .config("{ lowercase = false }")
+        },
+    );
+    j.write_job(edited);
+    let out = j.weir("replay", &["--operator", "count", "--checkpoint", &first]);
+    assert!(!out.success(), "{}", out.stdout);
+    assert_has(
+        &out.stderr,
+        &format!(
+            "the config of operator `count` in the job file is not the one the epoch of checkpoint {first} ran with"
+        ),
+    );
+    let (code, r) = json(&j, "shadow", &args);
+    assert_eq!(
+        (code, &r["config_changed"]),
+        (Some(0), &Value::Bool(true)),
+        "{r}"
+    );
+    let out = j.weir("shadow", &args);
+    assert_has(
+        &out.stdout,
+        "warning: the operator's config in the job file is not the one",
+    );
 }
 
 #[test]

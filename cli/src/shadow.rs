@@ -234,6 +234,9 @@ pub fn shadow_text(r: &ShadowReport) -> String {
             weir::config::format_size(p.peak_memory_bytes)
         );
     }
+    if r.config_changed {
+        out.push_str("  warning: the operator's config in the job file is not the one the recorded epochs ran with; both plugins ran with the job file's\n");
+    }
     if !r.v1_reproduced {
         out.push_str("  warning: the recorded plugin, run again, did not emit what it had recorded (it is not deterministic): differences below may be its own\n");
     }

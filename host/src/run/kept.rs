@@ -253,6 +253,8 @@ pub(crate) fn operators_meta(plan: &Plan<'_>, kept: &Kept) -> BTreeMap<String, O
                     parallelism: op.parallelism,
                     swapped: kept.get(&op.id).cloned(),
                     recording: op.record_inputs,
+                    config_sha256: (op.record_inputs.is_some())
+                        .then(|| sha256_hex(op.config.as_bytes())),
                 },
             )
         })
@@ -280,6 +282,7 @@ mod tests {
                 job_file_sha256: String::new(),
             }),
             recording: None,
+            config_sha256: None,
         };
         CheckpointMeta {
             operators: BTreeMap::from([("count".to_string(), op)]),

@@ -94,6 +94,11 @@ pub fn replay(
         to: Some(checkpoint),
     };
     let recorded = Recorded::open(job, state_dir, operator, range, true)?;
+    if let Some(id) = recorded.config_changed() {
+        return Err(ShadowError::Range(format!(
+            "the config of operator `{operator}` in the job file is not the one the epoch of checkpoint {id} ran with, so a replay would differ for that alone: put that config back to replay it"
+        )));
+    }
     let runtime = Runtime::for_job(job).map_err(|e| ShadowError::Engine(format!("{e:#}")))?;
     let (plugin, path) = recorded.plugin_that_ran(&runtime)?;
     let mut report = ReplayReport {
@@ -201,6 +206,7 @@ pub fn shadow(
         v1: plugin_run(&v1, &v1_path),
         v2: plugin_run(&v2, with),
         v1_reproduced: true,
+        config_changed: recorded.config_changed().is_some(),
         outputs: Vec::new(),
         state: StateDiff::default(),
         errors: Vec::new(),

@@ -11,7 +11,7 @@ use crate::config::{Job, OperatorConfig};
 use crate::dataflow::recording::Step;
 use crate::run::{RunError, load_operator, restore_instance};
 use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta};
-use crate::wasm::{OperatorInstance, Plugin, Runtime};
+use crate::wasm::{OperatorInstance, Plugin, Runtime, sha256_hex};
 
 /// The recorded epochs of one operator in a range, and what running them
 /// needs.
@@ -172,6 +172,20 @@ impl<'j> Recorded<'j> {
             epochs,
             parallelism: last.parallelism,
         })
+    }
+
+    /// The first checkpoint of the range whose epoch ran with another
+    /// `config` than the job file's (as its sha256 says; checkpoints
+    /// written before Weir kept it say nothing).
+    pub(super) fn config_changed(&self) -> Option<u64> {
+        let now = sha256_hex(self.op.config.as_bytes());
+        (self.epochs.iter())
+            .find(|m| {
+                let ran = m.operators.get(&self.op.id);
+                ran.and_then(|o| o.config_sha256.as_ref())
+                    .is_some_and(|sha| *sha != now)
+            })
+            .map(|m| m.id)
     }
 
     /// Instance `index`'s recordings, epoch by epoch.

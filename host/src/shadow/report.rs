@@ -90,6 +90,11 @@ pub struct ShadowReport {
     pub v2: PluginRun,
     /// The recorded plugin, run again, emitted what it had recorded.
     pub v1_reproduced: bool,
+    /// The job file's `config` of the operator, which both runs were
+    /// given, is not the one the recorded epochs ran with: a difference
+    /// may be the config's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub config_changed: bool,
     /// Per output port (by name, of either plugin).
     pub outputs: Vec<PortDiff>,
     /// The new plugin's state against the recorded plugin's at

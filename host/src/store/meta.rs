@@ -149,6 +149,10 @@ pub struct OperatorMeta {
     /// when nothing: its recordings go at the next checkpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recording: Option<RecordInputs>,
+    /// sha256 of the operator's `config` (its JSON text), kept while it
+    /// records: a replay runs its epochs with the config they ran with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_sha256: Option<String>,
 }
 
 /// Where an operator's swapped-in plugin came from and where the state dir

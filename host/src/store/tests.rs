@@ -21,6 +21,7 @@ pub(crate) fn meta(id: u64) -> CheckpointMeta {
         parallelism,
         swapped: None,
         recording: None,
+        config_sha256: None,
     };
     CheckpointMeta {
         started_at_ms: 1_700_000_000_000 + id,
