@@ -39,6 +39,7 @@ fn meta(id: u64) -> CheckpointMeta {
                 parallelism: 1,
                 swapped: None,
                 recording: None,
+                config_sha256: None,
             },
         )]),
         ..CheckpointMeta::new(id, JOB)
