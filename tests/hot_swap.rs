@@ -430,3 +430,48 @@ fn a_job_killed_just_after_a_swap_was_requested_resumes_exactly_once() {
         assert_eq!(v2, 0, "the swap never completed, so only v1 output");
     }
 }
+
+/// A job whose checkpoints go to an object store is swapped to v2 on
+/// restore, from a file deleted right after, and stopped; then its state
+/// directory is lost. The next plain run rebuilds it from the store with
+/// the plugin the state directory kept (no `--swap`, and no file left to
+/// point at) and counts on in the v2 format: every word exactly once, in
+/// order, across both formats.
+#[test]
+fn a_swapped_in_plugin_comes_back_from_the_object_store_with_the_state() {
+    let store = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", store.path().display());
+    let words: String = (0..6000)
+        .map(|i| format!("w{}\n", (i * 7) % WORDS))
+        .collect();
+    let file = count_words("swappable", Checkpoint::every("100ms").store(&url), 3000, 2);
+    let j = JobDir::new(WEIR, file, &[("words.txt", &words)]);
+    stopped(&j);
+    let v2 = j.path().join("v2-for-now.wasm");
+    std::fs::copy(plugins::WORD_COUNT_V2, &v2).unwrap();
+    let swap = format!("count={}", v2.display());
+    let mut child = j
+        .command("run", &["--swap", &swap])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(j.wait_for_output(&mut child, "out.jsonl", j.size("out.jsonl")));
+    weir_tests::job_dir::signal(&child, "-INT");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, v2_lines) = formats(&counts(&j));
+    assert!(v2_lines > 0, "v2 committed output before the stop");
+    std::fs::remove_file(&v2).unwrap();
+    std::fs::remove_dir_all(j.state_dir()).unwrap();
+    let err = j.run_ok(&[]);
+    assert_has(&err, "resumed from checkpoint");
+    assert_exactly_once(&j, "after the state directory came back from the store");
+    let store = weir::store::CheckpointStore::open_existing(&j.state_dir()).unwrap();
+    let last = store.latest().unwrap().unwrap();
+    assert_eq!(last.operators["count"].plugin_version, "2.0.0");
+}

@@ -21,6 +21,7 @@ pub mod kafka;
 pub mod latency;
 pub mod modes;
 pub mod native;
+pub mod recording;
 pub mod recovery;
 pub mod remote;
 pub mod report;
@@ -274,6 +275,11 @@ pub const BENCHMARKS: &[Benchmark] = &[
         name: "modes",
         about: "aligned, unaligned and timed-out alignment under backpressure",
         run: modes::run,
+    },
+    Benchmark {
+        name: "recording",
+        about: "word count recording its input (`record_inputs`) against the same job not recording",
+        run: recording::run,
     },
     Benchmark {
         name: "recovery",

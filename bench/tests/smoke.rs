@@ -180,6 +180,16 @@ fn intervals_report_100ms_checkpoints_against_1s() {
 }
 
 #[test]
+fn recording_reports_the_recording_job_against_the_same_job_not_recording() {
+    let mut s = settings();
+    s.weir = Some(weir_binary());
+    let r = run_with("recording", &s);
+    has(&r, &["word-count p1", "word-count p1 recording 2 epochs"]);
+    let recorded = &r.get("word-count p1 recording 2 epochs").unwrap().extra;
+    assert!(recorded["recorded_bytes_per_record"] > 0.0, "{recorded:?}");
+}
+
+#[test]
 fn latency_reports_every_delivery_mode_at_both_rates() {
     let mut s = settings();
     s.weir = Some(weir_binary());

@@ -4,8 +4,8 @@
 //! very checkpoint (the same metadata as the manifest, not only the same
 //! id), else rebuilding the directory from the manifest's packs: every
 //! checkpoint and recorded epoch of its catalog, and the sinks' staged
-//! epochs. [`fetch_checkpoints`] builds the same store into a folder to
-//! read, without the staged epochs.
+//! epochs and kept plugins. [`fetch_checkpoints`] builds the same store
+//! into a folder to read, without the staged epochs.
 
 use std::path::{Component, Path};
 
@@ -80,8 +80,9 @@ pub fn sync_state_dir(
 
 /// Builds checkpoint `id` of `remote` (or its newest) of job `job` into
 /// the folder `dir`, which holds no checkpoint store, to read: every
-/// checkpoint and recorded epoch its manifest catalogs, without the sinks'
-/// staged epochs. Returns the manifest.
+/// checkpoint and recorded epoch its manifest catalogs, and the plugins
+/// kept for swapped operators, without the sinks' staged epochs. Returns
+/// the manifest.
 pub fn fetch_checkpoints(
     remote: &RemoteStore,
     dir: &Path,
@@ -91,6 +92,7 @@ pub fn fetch_checkpoints(
     let manifest = pick(remote, job, id)?.ok_or_else(|| SyncError::Empty {
         url: remote.url().to_string(),
     })?;
+    get_files(remote, dir, &manifest, is_kept_plugin)?;
     build_store(remote, dir, job, &manifest)?;
     Ok(manifest)
 }
@@ -142,9 +144,10 @@ fn io(path: &Path, error: std::io::Error) -> StoreError {
     }
 }
 
-/// Replaces the local store and the sinks' staging folders of `state_dir`
-/// with the checkpoints `manifest` catalogs, built from its packs, and
-/// the staged epochs it names.
+/// Replaces the local store, the sinks' staging folders and the kept
+/// plugins of `state_dir` with the files `manifest` names and the
+/// checkpoints it catalogs, built from its packs. The store is built last,
+/// so an interrupted rebuild leaves no checkpoint and is made again.
 fn rebuild(
     remote: &RemoteStore,
     state_dir: &Path,
@@ -162,9 +165,36 @@ fn rebuild(
             Err(e) => return Err(io(&stale, e).into()),
         }
     }
-    build_store(remote, state_dir, job, manifest)?;
-    for staged in &manifest.staged {
-        let path = inside(state_dir, &staged.path).ok_or_else(|| RemoteError::Damaged {
+    get_files(remote, state_dir, manifest, |_| true)?;
+    build_store(remote, state_dir, job, manifest)
+}
+
+/// Downloads the plugins kept for swapped operators that `manifest`
+/// names into the state directory `state_dir` (`plugins/<sha256>.wasm`):
+/// what loading the job's plugins needs before its checkpoint is rebuilt.
+pub fn fetch_kept_plugins(
+    remote: &RemoteStore,
+    state_dir: &Path,
+    manifest: &Manifest,
+) -> Result<(), SyncError> {
+    get_files(remote, state_dir, manifest, is_kept_plugin)
+}
+
+/// Whether a file of the state directory is a kept plugin.
+fn is_kept_plugin(path: &str) -> bool {
+    path.starts_with("plugins/")
+}
+
+/// Downloads the files `manifest` names whose path `wanted` accepts into
+/// `dir`, each whole or not at all (a temporary file renamed into place).
+fn get_files(
+    remote: &RemoteStore,
+    dir: &Path,
+    manifest: &Manifest,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<(), SyncError> {
+    for staged in manifest.staged.iter().filter(|s| wanted(&s.path)) {
+        let path = inside(dir, &staged.path).ok_or_else(|| RemoteError::Damaged {
             url: remote.url().to_string(),
             object: format!("manifests of checkpoint {}", manifest.id),
             message: format!(
@@ -175,7 +205,11 @@ fn rebuild(
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
         }
-        remote.get_file(&staged.object, &path)?;
+        let mut partial = path.clone().into_os_string();
+        partial.push(".download");
+        let partial = std::path::PathBuf::from(partial);
+        remote.get_file(&staged.object, &partial)?;
+        std::fs::rename(&partial, &path).map_err(|e| io(&path, e))?;
     }
     Ok(())
 }

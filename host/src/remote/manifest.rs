@@ -32,15 +32,18 @@ pub struct Manifest {
     /// written before Weir kept them: the checkpoint alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog: Option<Catalog>,
-    /// The sinks' staged epochs up to the checkpoint that were still to
-    /// deliver: what a sink may have to deliver after it is restored.
+    /// The files of the state directory a restore needs: the sinks'
+    /// staged epochs up to the checkpoint that were still to deliver (what
+    /// a sink may have to deliver after it is restored), and the plugins
+    /// kept for its swapped operators (`plugins/<sha256>.wasm`).
     pub staged: Vec<Staged>,
 }
 
-/// A sink's staged epoch file copied to the store.
+/// A file of the state directory copied to the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Staged {
-    /// Its path relative to the state directory (`sinks/<id>/<n>.epoch`).
+    /// Its path relative to the state directory (`sinks/<id>/<n>.epoch`,
+    /// `plugins/<sha256>.wasm`).
     pub path: String,
     /// Its object (`staged/<version>-<writer>/<path>`).
     pub object: String,

@@ -40,8 +40,9 @@ impl Replica {
 
     /// Queues checkpoint `n`, just committed to `store` (of `state_dir`),
     /// for upload: a pack of every version it reads that the store lacks,
-    /// the sinks' staged epochs up to it, its manifest (with the metadata
-    /// as stored: what it wrote, its live keys).
+    /// the sinks' staged epochs up to it and the plugins kept for its
+    /// swapped operators, its manifest (with the metadata as stored: what
+    /// it wrote, its live keys).
     pub fn upload(
         &mut self,
         store: &CheckpointStore,
@@ -78,10 +79,19 @@ impl Replica {
             catalog: Some(store.catalog(n)?),
             staged: Vec::new(),
         };
-        let files = staged_files(state_dir, n).map_err(|error| StoreError::Io {
+        let mut files = staged_files(state_dir, n).map_err(|error| StoreError::Io {
             path: state_dir.join("sinks"),
             error,
         })?;
+        // The plugins the state directory keeps for swapped operators: a
+        // restore elsewhere runs them.
+        let kept: std::collections::BTreeSet<&str> = (manifest.meta.operators.values())
+            .filter_map(|o| Some(o.swapped.as_ref()?.copy.as_str()))
+            .collect();
+        files.extend(
+            kept.into_iter()
+                .map(|copy| (copy.to_owned(), state_dir.join(copy))),
+        );
         self.uploader.send(Upload {
             manifest,
             packs: new,

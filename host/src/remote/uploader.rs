@@ -32,9 +32,11 @@ pub struct Upload {
     pub manifest: Manifest,
     /// The packs the store lacks, by name; the checkpoint's own is last.
     pub packs: Vec<(String, Pack)>,
-    /// The sinks' staged epochs to deliver: path relative to the state
-    /// directory, and on disk. Each is copied once (streamed), then named
-    /// by the manifests that need it; one that is gone was delivered.
+    /// The files of the state directory a restore needs (the sinks'
+    /// staged epochs to deliver, the plugins kept for swapped operators):
+    /// path relative to the state directory, and on disk. Each is copied
+    /// once (streamed), then named by the manifests that need it; a staged
+    /// epoch that is gone was delivered.
     pub files: Vec<(String, PathBuf)>,
     /// Manifests the store keeps.
     pub retain: usize,

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::Job;
 use crate::plan::Plan;
+use crate::remote::RemoteStore;
 use crate::run::error::RunError;
 use crate::run::options::{RestoreMode, RunOptions};
 use crate::store::{CheckpointMeta, CheckpointStore, OperatorMeta, SwappedPlugin};
@@ -68,14 +69,22 @@ pub(crate) fn record(plugin: &Plugin, from: &Path, job_sha: Option<&str>) -> Opt
 /// checkpoint `options.restore` names recorded as swapped in, unless a
 /// `--swap` names the operator or its job file's plugin changed since the
 /// swap, `(operator, its copy, the record)`. Checks each copy's sha256 and
-/// logs one line per copy used.
+/// logs one line per copy used. A state dir without that checkpoint (its
+/// machine lost) takes it from the job's object store `remote`, with the
+/// copies its manifest names.
 pub(crate) fn restored_swaps(
     job: &Job,
     options: &RunOptions,
     job_shas: &JobShas,
+    remote: Option<&RemoteStore>,
 ) -> Result<Vec<(String, PathBuf, SwappedPlugin)>, RunError> {
     let state_dir = options.state_dir(job);
-    let Some(meta) = checkpoint_to_restore(job, &state_dir, options.restore)? else {
+    let local = checkpoint_to_restore(job, &state_dir, options.restore)?;
+    let remote = match (&local, remote) {
+        (None, Some(remote)) => stored_checkpoint(job, &state_dir, options.restore, remote)?,
+        _ => None,
+    };
+    let Some(meta) = local.or(remote) else {
         return Ok(Vec::new());
     };
     let mut restored = Vec::new();
@@ -149,6 +158,31 @@ fn checkpoint_to_restore(
         RestoreMode::Id(id) => CheckpointStore::open(state_dir, &job.name)?.get(id)?,
     };
     Ok(meta.filter(|m| !m.final_checkpoint))
+}
+
+/// Checkpoint `mode` names in the object store `remote` (the newest for
+/// `Latest`), unless final, with the copies of swapped-in plugins its
+/// manifest names downloaded into `state_dir`.
+fn stored_checkpoint(
+    job: &Job,
+    state_dir: &Path,
+    mode: RestoreMode,
+    remote: &RemoteStore,
+) -> Result<Option<CheckpointMeta>, RunError> {
+    let ids = remote.manifest_ids()?;
+    let id = match mode {
+        RestoreMode::None => return Ok(None),
+        RestoreMode::Latest => ids.last().copied(),
+        RestoreMode::Id(id) => ids.contains(&id).then_some(id),
+    };
+    let Some(id) = id else { return Ok(None) };
+    let manifest = remote.manifest(id)?;
+    // Another job's store is refused when the attempt syncs with it.
+    if manifest.job != job.name || manifest.meta.final_checkpoint {
+        return Ok(None);
+    }
+    crate::remote::fetch_kept_plugins(remote, state_dir, &manifest)?;
+    Ok(Some(manifest.meta))
 }
 
 /// Writes the copy of every plugin in `kept` (operators of `plan`) that the

@@ -147,14 +147,6 @@ impl<'a> Supervisor<'a> {
         started: Instant,
     ) -> Result<Self, RunError> {
         let job_shas = kept::job_file_shas(job);
-        let restored = kept::restored_swaps(job, options, &job_shas)?;
-        let swaps: Vec<(String, PathBuf)> = (options.swaps.iter().cloned())
-            .chain(
-                restored
-                    .iter()
-                    .map(|(op, copy, _)| (op.clone(), copy.clone())),
-            )
-            .collect();
         let remote = match &job.checkpoint.store {
             Some(url) => Some(Arc::new(RemoteStore::open(
                 url,
@@ -162,6 +154,14 @@ impl<'a> Supervisor<'a> {
             )?)),
             None => None,
         };
+        let restored = kept::restored_swaps(job, options, &job_shas, remote.as_deref())?;
+        let swaps: Vec<(String, PathBuf)> = (options.swaps.iter().cloned())
+            .chain(
+                restored
+                    .iter()
+                    .map(|(op, copy, _)| (op.clone(), copy.clone())),
+            )
+            .collect();
         let plan = load_plugins(job, runtime, &swaps)?;
         warn_unconsumed_outputs(&plan);
         crate::run::validate::warn_held_until_the_end(job);

@@ -17,6 +17,9 @@
 //!   [`RecordInputs`] in the new checkpoint's metadata allows (none for an
 //!   operator that no longer records), and garbage collection keeps the
 //!   checkpoint each kept recording starts from (`gc.rs`).
+//! - A row is one zstd frame of the recording (or, written before rows
+//!   were compressed, the recording itself); `recorded` counts the bytes
+//!   stored.
 //! - The tables may be missing in a store written before recordings; they
 //!   then read as empty, and are created when the store is opened
 //!   read-write (`file.rs`).
@@ -87,8 +90,8 @@ impl RecordedEpoch {
 impl CheckpointStore {
     /// Writes the recordings of `deltas` as checkpoint `meta`'s (the
     /// recordings of several deltas of one instance one after the other,
-    /// and none when one of them has none), with their index rows;
-    /// returns the bytes written.
+    /// and none when one of them has none), compressed, with their index
+    /// rows; returns the bytes written.
     pub(super) fn write_recordings(
         &self,
         txn: &WriteTransaction,
@@ -110,11 +113,26 @@ impl CheckpointStore {
                 _ => *row = None,
             }
         }
+        let stored = (rows.into_iter())
+            .filter_map(|((op, inst), row)| Some((op, inst, compress(&row?))))
+            .collect();
+        self.insert_recordings(txn, meta, stored)
+    }
+
+    /// Inserts the recordings `rows` (operator, instance, the row as
+    /// stored) of checkpoint `meta` and their index rows; returns their
+    /// bytes.
+    fn insert_recordings<B: AsRef<[u8]>>(
+        &self,
+        txn: &WriteTransaction,
+        meta: &CheckpointMeta,
+        rows: Vec<(&str, u32, B)>,
+    ) -> Result<u64, Fail> {
         let mut table: Rows = txn.open_table(RECORDINGS)?;
         let mut epochs: BTreeMap<&str, RecordedEpoch> = BTreeMap::new();
-        for ((op, inst), row) in rows {
-            let Some(row) = row else { continue };
-            table.insert((op, inst, meta.id), &*self.seal(&row))?;
+        for (op, inst, row) in rows {
+            let row = row.as_ref();
+            table.insert((op, inst, meta.id), &*self.seal(row))?;
             let e = epochs.entry(op).or_insert_with(|| RecordedEpoch {
                 checkpoint: meta.id,
                 instances: Vec::new(),
@@ -275,27 +293,16 @@ impl CheckpointStore {
         Ok(out)
     }
 
-    /// Writes the recordings of checkpoint `meta` a pack holds, with their
-    /// index rows (a store rebuilt from packs).
+    /// Writes the recordings of checkpoint `meta` a pack holds (as stored),
+    /// with their index rows (a store rebuilt from packs).
     pub(super) fn import_recordings(
         &self,
         txn: &WriteTransaction,
         meta: &CheckpointMeta,
         recordings: &[(&str, u32, &[u8])],
     ) -> Result<(), Fail> {
-        let deltas: Vec<InstanceDelta> = recordings
-            .iter()
-            .map(|&(op, inst, bytes)| InstanceDelta {
-                operator: op.to_owned(),
-                instance: inst,
-                changes: Default::default(),
-                snapshot: None,
-                timers: Vec::new(),
-                inflight: None,
-                recorded: Some(bytes.to_vec()),
-            })
-            .collect();
-        self.write_recordings(txn, meta, &deltas).map(drop)
+        self.insert_recordings(txn, meta, recordings.to_vec())
+            .map(drop)
     }
 
     /// The recorded epochs of `operator`, oldest first.
@@ -326,8 +333,9 @@ impl CheckpointStore {
             let Some(raw) = rows.get(key)? else {
                 return Ok(None);
             };
-            let raw = self.unsealed_recording(raw.value(), key)?;
-            let steps = decode(raw).map_err(|e| self.damaged_recording(key, &e.to_string()))?;
+            let stored = self.unsealed_recording(raw.value(), key)?;
+            let raw = expand(stored).map_err(|e| self.damaged_recording(key, &e))?;
+            let steps = decode(&raw).map_err(|e| self.damaged_recording(key, &e.to_string()))?;
             Ok(Some(steps))
         })
     }
@@ -345,5 +353,58 @@ impl CheckpointStore {
         self.corrupt(format!(
             "the recording of instance {inst} of operator `{op}` in checkpoint {id} is unreadable: {what}"
         ))
+    }
+}
+
+/// zstd's level for recordings: its fastest positive one. A recording is
+/// frames of JSON text or rows, which shrink several times, so the
+/// compression costs less than the bytes it spares the commit.
+const ZSTD_LEVEL: i32 = 1;
+
+/// The first bytes of a zstd frame; a recording's first byte is a step's
+/// tag (1 to 5), so a row that does not start with them is a recording
+/// stored as it is (written before rows were compressed).
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// A recording as stored: one zstd frame.
+fn compress(raw: &[u8]) -> Vec<u8> {
+    zstd::bulk::compress(raw, ZSTD_LEVEL).expect("compressing into memory")
+}
+
+/// The recording a stored row holds.
+fn expand(stored: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    if !stored.starts_with(&ZSTD_MAGIC) {
+        return Ok(stored.into());
+    }
+    zstd::stream::decode_all(stored)
+        .map(Into::into)
+        .map_err(|e| format!("not a whole zstd frame: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataflow::recording::Recorder;
+
+    /// A compressed row expands to its recording; a row stored as it is
+    /// (before compression) reads as it is; a damaged frame is refused.
+    #[test]
+    fn rows_expand_to_their_recording_compressed_or_not() {
+        let mut r = Recorder::default();
+        for id in 1..=200 {
+            r.checkpoint(id, id as u64);
+        }
+        let raw = r.take();
+        let stored = compress(&raw);
+        assert!(
+            stored.len() * 3 < raw.len(),
+            "{} of {}",
+            stored.len(),
+            raw.len()
+        );
+        assert_eq!(expand(&stored).unwrap(), raw);
+        assert_eq!(expand(&raw).unwrap(), raw);
+        let cut = &stored[..stored.len() - 3];
+        assert!(expand(cut).unwrap_err().contains("not a whole zstd frame"));
     }
 }
