@@ -175,6 +175,24 @@ fn a_replay_finds_a_plugin_that_does_not_restore_what_it_emits_from() {
     assert_has(&out.stdout, "not deterministic");
 }
 
+/// `weir shadow` arguments: `count-x-twice` on operator `count`, every
+/// difference listed.
+const X_TWICE: [&str; 6] = [
+    "--operator",
+    "count",
+    "--with",
+    plugins::GUEST_COUNT_X_TWICE,
+    "--limit",
+    "100000",
+];
+
+/// The checkpoints whose epochs a shadow report `r` ran.
+fn epochs(r: &Value) -> Vec<u64> {
+    (r["epochs"].as_array().unwrap().iter())
+        .map(|e| e.as_u64().unwrap())
+        .collect()
+}
+
 /// What word-count emits for `words`: per word in order, its key and
 /// count; `x_twice` counts words starting with `x` twice.
 fn counts(words: &[String], x_twice: bool) -> Vec<(String, u64)> {
@@ -273,14 +291,7 @@ fn a_shadow_run_reports_exactly_the_records_and_keys_a_new_plugin_changes() {
     let ids: Vec<u64> = (checkpoints(&j).iter())
         .map(|c| c["id"].as_u64().unwrap())
         .collect();
-    let args = [
-        "--operator",
-        "count",
-        "--with",
-        plugins::GUEST_COUNT_X_TWICE,
-        "--limit",
-        "100000",
-    ];
+    let args = X_TWICE;
     let (code, r) = json(&j, "shadow", &args);
     assert_eq!(code, Some(0), "no trap, no error, no --max-changed: {r}");
     assert_eq!(
@@ -288,9 +299,7 @@ fn a_shadow_run_reports_exactly_the_records_and_keys_a_new_plugin_changes() {
         Value::Null,
         "from the job's start: {r}"
     );
-    let epochs: Vec<u64> = (r["epochs"].as_array().unwrap().iter())
-        .map(|e| e.as_u64().unwrap())
-        .collect();
+    let epochs = epochs(&r);
     assert_eq!(epochs, ids);
     let n = assert_counts_x_twice(&r, &input);
 
@@ -669,9 +678,7 @@ fn an_epoch_over_record_max_bytes_is_not_recorded_and_says_so() {
         Value::from(first.map(|i| ids[i])),
         "{r}"
     );
-    let epochs: Vec<u64> = (r["epochs"].as_array().unwrap().iter())
-        .map(|e| e.as_u64().unwrap())
-        .collect();
+    let epochs = epochs(&r);
     assert_eq!(epochs, ids[first.map_or(0, |i| i + 1)..=newest], "{r}");
 }
 
@@ -763,20 +770,11 @@ fn replay_and_shadow_read_the_store_once_the_state_directory_is_lost(
         records += r["plugin"]["records_in"].as_u64().unwrap();
     }
     assert_eq!(records, 1500, "every word in exactly one epoch");
-    let args = [
-        "--operator",
-        "count",
-        "--with",
-        plugins::GUEST_COUNT_X_TWICE,
-        "--limit",
-        "100000",
-    ];
+    let args = X_TWICE;
     let (code, r) = json(&j, "shadow", &args);
     assert_eq!(code, Some(0), "{r}");
     assert_eq!(r["from_checkpoint"], Value::Null, "the job's start: {r}");
-    let epochs: Vec<u64> = (r["epochs"].as_array().unwrap().iter())
-        .map(|e| e.as_u64().unwrap())
-        .collect();
+    let epochs = epochs(&r);
     assert_eq!(epochs, ids);
     assert_counts_x_twice(&r, &input);
 }

@@ -7,10 +7,10 @@
 use serde_json::json;
 use std::path::Path;
 
-use weir_tests::job_file::{JobFile, Source};
+use weir_tests::job_file::JobFile;
 
 use crate::child::{run_child, weir_case};
-use crate::jobs::{LinearJob, checkpoint_table};
+use crate::jobs::word_count_job;
 use crate::state::reconcile_job;
 use crate::{Report, Settings, Target, data, median};
 
@@ -41,17 +41,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         (
             "word-count p1",
             words,
-            Box::new(|interval: &str| {
-                LinearJob {
-                    name: "bench-intervals",
-                    checkpoint: checkpoint_table(Some(interval), 3),
-                    source: Source::file("in", "../words.txt").format("lines"),
-                    plugin: &word_count,
-                    parallelism: 1,
-                    config: "{}",
-                }
-                .job()
-            }),
+            Box::new(|interval: &str| word_count_job("bench-intervals", &word_count, interval)),
         ),
         (
             "reconcile p1",

@@ -57,6 +57,21 @@ impl LinearJob<'_> {
     }
 }
 
+/// The word count the job benchmarks run: `words.txt` of the folder above
+/// the job's, read as lines, into word-count `plugin` (one instance), a
+/// checkpoint every `interval`, three retained.
+pub fn word_count_job(name: &str, plugin: &Path, interval: &str) -> JobFile {
+    LinearJob {
+        name,
+        checkpoint: checkpoint_table(Some(interval), 3),
+        source: Source::file("in", "../words.txt").format("lines"),
+        plugin,
+        parallelism: 1,
+        config: "{}",
+    }
+    .job()
+}
+
 /// What one run of a job did, as seen from outside.
 #[derive(Debug, Clone)]
 pub struct JobRun {

@@ -11,10 +11,10 @@ use std::path::Path;
 use serde_json::json;
 use weir::dataflow::recording::Call;
 use weir::store::CheckpointStore;
-use weir_tests::job_file::{Entry, JobFile, Source};
+use weir_tests::job_file::{Entry, JobFile};
 
 use crate::child::{run_child, weir_case};
-use crate::jobs::{LinearJob, checkpoint_table};
+use crate::jobs::word_count_job;
 use crate::{Report, Settings, data, median};
 
 /// The cases, baseline first: the operator's `record_inputs`, if any.
@@ -39,15 +39,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     data::write_lines(&dir.join("words.txt"), words, |i| data::word(i, distinct))?;
     let plugin = settings.plugin("word-count")?;
     let job = |keep: Option<&str>| -> JobFile {
-        let job = LinearJob {
-            name: "bench-recording",
-            checkpoint: checkpoint_table(Some("1s"), 3),
-            source: Source::file("in", "../words.txt").format("lines"),
-            plugin: &plugin,
-            parallelism: 1,
-            config: "{}",
-        }
-        .job();
+        let job = word_count_job("bench-recording", &plugin, "1s");
         match keep {
             // The bound holds every epoch of the full size whole.
             Some(keep) => job.operator_with("op", |o| {

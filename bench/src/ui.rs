@@ -26,10 +26,9 @@ use std::time::{Duration, Instant};
 use std::cell::Cell;
 
 use weir_tests::browser::{Browser, Page};
-use weir_tests::job_file::Source;
 
 use crate::child::{ChildRun, run_child_with, weir_case};
-use crate::jobs::{LinearJob, checkpoint_table};
+use crate::jobs::word_count_job;
 use crate::{Report, Settings, Target, data, median};
 
 /// The cases, baseline first.
@@ -55,15 +54,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
     settings.say(&format!("ui: writing {words} words"));
     data::write_lines(&dir.join("words.txt"), words, |i| data::word(i, distinct))?;
     let plugin = settings.plugin("word-count")?;
-    let job = LinearJob {
-        name: "bench-ui",
-        checkpoint: checkpoint_table(Some("1s"), 3),
-        source: Source::file("in", "../words.txt").format("lines"),
-        plugin: &plugin,
-        parallelism: 1,
-        config: "{}",
-    }
-    .job();
+    let job = word_count_job("bench-ui", &plugin, "1s");
     settings.say("ui: starting headless Chromium");
     let browser = Browser::launch().map_err(anyhow::Error::msg)?;
 

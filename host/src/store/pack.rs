@@ -61,9 +61,10 @@ pub struct Catalog {
     /// Checkpoint ids, ascending; the last is the newest.
     pub checkpoints: Vec<u64>,
     /// Operator id -> ids of the checkpoints ending its recorded epochs,
-    /// ascending.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub recorded: BTreeMap<String, Vec<u64>>,
+    /// ascending; `None` (a checkpoint alone, [`Catalog::only`]): every
+    /// recording its pack holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<BTreeMap<String, Vec<u64>>>,
 }
 
 impl Catalog {
@@ -72,7 +73,7 @@ impl Catalog {
     pub fn only(id: u64) -> Catalog {
         Catalog {
             checkpoints: vec![id],
-            recorded: BTreeMap::new(),
+            recorded: None,
         }
     }
 
@@ -354,7 +355,7 @@ impl CheckpointStore {
             .collect();
         Ok(Catalog {
             checkpoints,
-            recorded,
+            recorded: Some(recorded),
         })
     }
 
@@ -362,7 +363,7 @@ impl CheckpointStore {
     /// checkpoint, from `packs`: the state rows of every pack, and the
     /// `checkpoints` row and in-flight data of the catalog's checkpoints
     /// and the recordings of its epochs only (every recording of those
-    /// checkpoints when it names none: [`Catalog::only`]), in one
+    /// checkpoints when it has no list: [`Catalog::only`]), in one
     /// transaction. The newest checkpoint is read back whole.
     pub fn import(&self, catalog: &Catalog, packs: &[Pack]) -> Result<(), StoreError> {
         let Some(newest) = catalog.newest() else {
@@ -371,9 +372,9 @@ impl CheckpointStore {
             });
         };
         let held: BTreeSet<u64> = catalog.checkpoints.iter().copied().collect();
-        let recorded = |op: &str, v: u64| match catalog.recorded.is_empty() {
-            true => true,
-            false => catalog.recorded.get(op).is_some_and(|ids| ids.contains(&v)),
+        let recorded = |op: &str, v: u64| match &catalog.recorded {
+            None => true,
+            Some(epochs) => epochs.get(op).is_some_and(|ids| ids.contains(&v)),
         };
         let what = match held.len() {
             1 => format!("building checkpoint {newest} from its packs"),

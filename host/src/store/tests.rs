@@ -1207,7 +1207,7 @@ fn a_store_rebuilt_from_its_catalog_and_packs_holds_what_it_held() {
     assert_eq!(ids(&s), [6, 7, 8, 9]);
     let catalog = s.catalog(9).unwrap();
     assert_eq!(catalog.checkpoints, [6, 7, 8, 9]);
-    assert_eq!(catalog.recorded["a"], [7, 8, 9]);
+    assert_eq!(catalog.recorded.as_ref().unwrap()["a"], [7, 8, 9]);
     let versions = s.versions_in_use().unwrap();
     let packs: Vec<Pack> = versions.iter().map(|v| uploaded[v].clone()).collect();
     // The packs hold what the store dropped since: the recording of epoch
@@ -1249,6 +1249,41 @@ fn a_store_rebuilt_from_its_catalog_and_packs_holds_what_it_held() {
     }
     assert_eq!(rebuilt.catalog(9).unwrap(), catalog);
     assert_eq!(rebuilt.next_id().unwrap(), 10);
+}
+
+/// An operator that stopped recording left no recording in the store,
+/// though the packs of the checkpoints it keeps still hold theirs: the
+/// catalog says none, and none comes back.
+#[test]
+fn a_catalog_without_recordings_brings_none_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CheckpointStore::open(dir.path(), "job").unwrap();
+    let mut uploaded: BTreeMap<u64, Pack> = BTreeMap::new();
+    for id in 1..=4u64 {
+        let (keep, delta) = match id {
+            4 => (0, delta("a", 0, "k=4", None)),
+            _ => (100, recorded(0, id)),
+        };
+        s.commit(&recording_meta(id, keep, 1 << 20), &[delta], 3)
+            .unwrap();
+        uploaded.insert(id, s.export(id).unwrap());
+    }
+    assert_eq!(recorded_ids(&s), Vec::<u64>::new());
+    assert_eq!(ids(&s), [2, 3, 4]);
+    let catalog = s.catalog(4).unwrap();
+    assert_eq!(catalog.recorded, Some(BTreeMap::new()));
+    let packs: Vec<Pack> = (s.versions_in_use().unwrap().iter())
+        .map(|v| uploaded[v].clone())
+        .collect();
+    assert!(
+        packs.iter().any(|p| !p.held().1.is_empty()),
+        "packs hold recordings"
+    );
+    let other = tempfile::tempdir().unwrap();
+    let rebuilt = CheckpointStore::open(other.path(), "job").unwrap();
+    rebuilt.import(&catalog, &packs).unwrap();
+    assert_eq!(ids(&rebuilt), [2, 3, 4]);
+    assert_eq!(recorded_ids(&rebuilt), Vec::<u64>::new());
 }
 
 #[test]
