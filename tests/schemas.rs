@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 
 use weir_tests::cli::Weir;
 use weir_tests::job_dir::JobDir;
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+use weir_tests::plugins;
 use weir_tests::repo_root;
 use weir_tests::servers::{Kafka, Nats, SchemaRegistry};
 
@@ -1055,4 +1056,93 @@ fn schema_references_resolve_for_sources_and_sinks() {
     let back = JobDir::new(WEIR, back, &[]);
     back.run_ok(&[]);
     assert_eq!(read(&back, "out.jsonl"), input("protobuf"));
+}
+
+/// A flat Avro record (every field one scalar) of a Kafka source reaches
+/// a plugin that reads rows as its typed fields, and a plugin that reads
+/// text as the same JSON as ever; keyed by its `id` field and timed by its
+/// `at` field, read from the row by the JSON path's rules (the keys the
+/// Kafka sink writes, the timestamps the text plugin shows). With a
+/// metadata field to append, the records go as JSON to both.
+#[test]
+fn flat_avro_records_reach_plugins_as_rows_and_as_their_json() {
+    const FLAT: &str = r#"{"type": "record", "name": "Flat", "fields": [
+      {"name": "id", "type": "long"},
+      {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}},
+      {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+      {"name": "state", "type": {"type": "enum", "name": "State", "symbols": ["NEW", "PAID"]}},
+      {"name": "note", "type": ["null", "string"], "default": null}
+    ]}"#;
+    let kafka = Kafka::start();
+    kafka.create_topic("flat", 1);
+    kafka.create_topic("out", 1);
+    let schema = weir::schemas::avro::AvroSchema::parse(FLAT).unwrap();
+    let writer = weir::schemas::avro::AvroWriter::new(&schema).unwrap();
+    let n = 40;
+    let (mut rows, mut text, mut meta, mut datums) =
+        (String::new(), String::new(), String::new(), Vec::new());
+    for i in 0..n {
+        let amount = format!("{}.{:02}", i * 3, i % 100);
+        let at = format!("2024-01-31T12:00:{i:02}.000Z");
+        let ms = 1_706_702_400_000i64 + i * 1000;
+        let state = ["NEW", "PAID"][i as usize % 2];
+        let (note_json, note_field) = match i % 3 {
+            0 => ("null".to_owned(), "note:null=".to_owned()),
+            _ => (format!("\"n\\\"{i}\""), format!("note:str=n\"{i}")),
+        };
+        let json = format!(
+            r#"{{"id":{i},"amount":{amount},"at":"{at}","state":"{state}","note":{note_json}}}"#
+        );
+        let mut datum = Vec::new();
+        writer.write(json.as_bytes(), &mut datum).unwrap();
+        datums.push(datum);
+        rows.push_str(&format!(
+            "row id:int={i} amount:decimal={amount} at:str={at} state:str={state} {note_field}\n"
+        ));
+        text.push_str(&format!("{ms} {json}\n"));
+        let with_offset = format!("{},\"offset\":{i}}}", &json[..json.len() - 1]);
+        meta.push_str(&format!("text {with_offset}\n"));
+    }
+    let messages: Vec<_> = (datums.iter())
+        .map(|d| (None, None, d.as_slice(), None))
+        .collect();
+    kafka.produce("flat", &messages);
+    let source = |id: &str| {
+        Source::kafka(id, &kafka.brokers(), "flat")
+            .string("format", "avro")
+            .string("schema", "flat.avsc")
+            .value("bounded", true)
+    };
+    let file = JobFile::new("avro-rows")
+        .source(source("in").key("id").timestamp("at"))
+        .source(source("with-offsets").value("metadata", "{ offset = \"offset\" }"))
+        .operator(Operator::new("fields", plugins::GUEST_ROW_FIELDS).inputs(&["in"]))
+        .operator(Operator::new("text", plugins::GUEST_SHOW_TIMESTAMPS).inputs(&["in"]))
+        .operator(Operator::new("meta", plugins::GUEST_ROW_FIELDS).inputs(&["with-offsets"]))
+        .sink(Sink::file("rows", "rows.txt").input("fields"))
+        .sink(Sink::file("json", "json.txt").input("text"))
+        .sink(Sink::file("metadata", "meta.txt").input("meta"))
+        .sink(Sink::kafka("keys", &kafka.brokers(), "out").input("text"));
+    let job = JobDir::new(WEIR, file, &[("flat.avsc", FLAT)]);
+    job.run_ok(&[]);
+    assert_eq!(
+        job.read("rows.txt"),
+        rows,
+        "what the plugin that reads rows got"
+    );
+    assert_eq!(
+        job.read("json.txt"),
+        text,
+        "what the plugin that reads text got"
+    );
+    assert_eq!(
+        job.read("meta.txt"),
+        meta,
+        "records with metadata go as JSON"
+    );
+    let keys: Vec<String> = (kafka.read_committed("out").iter())
+        .map(|m| String::from_utf8(m.key.clone().unwrap()).unwrap())
+        .collect();
+    let want: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    assert_eq!(keys, want, "keyed by the `id` field");
 }

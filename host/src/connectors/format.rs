@@ -27,6 +27,10 @@ use crate::dataflow::Batch;
 use crate::dataflow::bad_kind::BadKind;
 use crate::dataflow::batch::Change;
 use crate::dataflow::provenance::NumberRange;
+use crate::schemas::avro::Written;
+
+/// A message decoded: its bytes, and whether they are JSON or a row.
+type Decoded<'d> = (&'d [u8], Written);
 
 /// `lines` and `jsonl` input, from a file or stdin.
 pub(crate) struct LineReader {
@@ -125,7 +129,9 @@ impl LineParser {
         } = parsing.clone();
         // A decoder fails only to make its HTTP client; then every record
         // fails the source, saying why.
-        let decoder = schema.map(|settings| SchemaDecoder::new(&settings));
+        // Values of flat Avro records go as rows; keys as JSON.
+        let decoder =
+            schema.map(|settings| SchemaDecoder::new(&settings).map(SchemaDecoder::reading_rows));
         LineParser {
             id,
             path,
@@ -262,7 +268,7 @@ impl LineParser {
             self.key_metadata(None, true);
             return self.parse(batch, line, number, time, None);
         };
-        let Some(json) = self.decode(decoder, key, number, "its key: ")? else {
+        let Some((json, _)) = self.decode(decoder, key, number, "its key: ")? else {
             return Ok(());
         };
         self.key_metadata(Some(json), true);
@@ -279,13 +285,13 @@ impl LineParser {
         bytes: &[u8],
         number: u64,
         what: &str,
-    ) -> Result<Option<&'d [u8]>, (BadKind, SourceError)> {
+    ) -> Result<Option<Decoded<'d>>, (BadKind, SourceError)> {
         let decoded = match decoder {
             Ok(decoder) => decoder.decode(bytes),
             Err(e) => Err(DecodeError::Registry(e.clone())),
         };
         match decoded {
-            Ok(json) => Ok(Some(json)),
+            Ok(decoded) => Ok(Some(decoded)),
             Err(DecodeError::Bad(message)) => {
                 let message = format!("{what}{message}");
                 Err(self.malformed(number, BadKind::Unreadable, message))
@@ -373,10 +379,57 @@ impl LineParser {
         time: Option<i64>,
         key: Option<&[u8]>,
     ) -> Result<(), (BadKind, SourceError)> {
-        let Some(json) = self.decode(decoder, line, number, "")? else {
+        match self.decode(decoder, line, number, "")? {
+            None => Ok(()),
+            Some((json, Written::Json)) => self.add_json(batch, json, number, time, key),
+            Some((row, Written::Row)) => self.add_row(batch, row, number, time, key),
+        }
+    }
+
+    /// Adds the row `row` (a flat record decoded), keyed and timed by its
+    /// fields as [`add_json`](Self::add_json) would its JSON. With metadata
+    /// to append (JSON members), it is added as its JSON.
+    fn add_row(
+        &mut self,
+        batch: &mut Batch,
+        row: &[u8],
+        number: u64,
+        time: Option<i64>,
+        key: Option<&[u8]>,
+    ) -> Result<(), (BadKind, SourceError)> {
+        if !self.members.as_bytes().is_empty() {
+            let mut json = Vec::with_capacity(row.len() + 16);
+            weir_flat::row::write_json(row, &mut json).expect("a row the decoder wrote");
+            return self.add_json(batch, &json, number, time, key);
+        }
+        if self.key.is_none() && self.timestamp.is_none() {
+            batch.push_row(key, row, time);
             return Ok(());
-        };
-        self.add_json(batch, json, number, time, key)
+        }
+        // The key and timestamp fields, alone as JSON: read by the JSON
+        // path's own rules and messages.
+        let named = [
+            self.key.as_deref(),
+            self.timestamp.as_ref().map(|t| &*t.field),
+        ];
+        let mut object = b"{".to_vec();
+        for field in weir_flat::row::fields(row) {
+            let (name, value) = field.expect("a row the decoder wrote");
+            if named.contains(&Some(name)) {
+                if object.len() > 1 {
+                    object.push(b',');
+                }
+                weir_flat::json::push_str(&mut object, name);
+                object.push(b':');
+                value.write_json(&mut object);
+            }
+        }
+        object.push(b'}');
+        let text = std::str::from_utf8(&object).expect("JSON written from a row");
+        if let Some((field, timestamp)) = self.fields(text, number, time)? {
+            batch.push_row(field.as_deref().or(key), row, timestamp);
+        }
+        Ok(())
     }
 
     /// Adds the JSON record `json` (of `jsonl`, or decoded), with the

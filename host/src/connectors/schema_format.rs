@@ -1,8 +1,9 @@
 //! The formats with a schema, `avro`, `protobuf` and `json`, of sources
 //! and sinks: their settings ([`SchemaSettings`]: `schema`, `message`,
 //! `schema_registry`, `subject_strategy`), a source's decoder of messages
-//! into JSON records ([`SchemaDecoder`]) and a sink's encoder of records
-//! into messages ([`SchemaEncoder`]).
+//! into JSON records, or rows for flat Avro records when asked
+//! ([`SchemaDecoder`]), and a sink's encoder of records into messages
+//! ([`SchemaEncoder`]).
 //!
 //! With `schema_registry`, messages are in Confluent's wire format: a
 //! source fetches each writer's schema by the id the message names (once)
@@ -17,7 +18,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::schemas::avro::{AvroReader, AvroSchema, AvroWriter, references};
+use crate::schemas::avro::{AvroReader, AvroSchema, AvroWriter, Written, references};
 use crate::schemas::json_schema::JsonSchema;
 use crate::schemas::protobuf::ProtoSchema;
 use crate::schemas::registry::{FetchError, Reference, Registry, SubjectStrategy};
@@ -310,10 +311,14 @@ enum Reader {
 }
 
 impl Reader {
-    fn read(&self, datum: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    /// Appends `datum` decoded to `out`: JSON, or with `rows` a row when
+    /// the format makes one of it.
+    fn read(&self, datum: &[u8], rows: bool, out: &mut Vec<u8>) -> Result<Written, String> {
+        let json = |done: Result<(), String>| done.map(|()| Written::Json);
         match self {
-            Reader::Avro(r) => r.read(datum, out),
-            Reader::Protobuf(s) => s.decode(datum, out),
+            Reader::Avro(r) if rows => r.read_row_or_json(datum, out),
+            Reader::Avro(r) => json(r.read(datum, out)),
+            Reader::Protobuf(s) => json(s.decode(datum, out)),
             Reader::Json(schemas) => {
                 let value: serde_json::Value =
                     serde_json::from_slice(datum).map_err(|e| format!("not JSON: {e}"))?;
@@ -321,7 +326,7 @@ impl Reader {
                     schema.check_value(&value)?;
                 }
                 out.extend_from_slice(datum);
-                Ok(())
+                Ok(Written::Json)
             }
         }
     }
@@ -335,8 +340,10 @@ pub struct SchemaDecoder {
     by_id: HashMap<(u32, Vec<i32>), Reader>,
     /// The reader of bare messages of `schema` (without a registry).
     plain: Option<Reader>,
-    /// The JSON of the message decoded last.
-    json: Vec<u8>,
+    /// Whether flat Avro records are decoded as rows.
+    rows: bool,
+    /// The message decoded last.
+    out: Vec<u8>,
 }
 
 impl SchemaDecoder {
@@ -362,13 +369,21 @@ impl SchemaDecoder {
             registry,
             by_id: HashMap::new(),
             plain,
-            json: Vec::new(),
+            rows: false,
+            out: Vec::new(),
         })
     }
 
-    /// `message` as a JSON record.
-    pub fn decode(&mut self, message: &[u8]) -> Result<&[u8], DecodeError> {
-        self.json.clear();
+    /// This decoder, decoding flat Avro records as rows (whose JSON is the
+    /// record's: `schemas::avro`): for a source's values, not its keys.
+    pub fn reading_rows(mut self) -> SchemaDecoder {
+        self.rows = true;
+        self
+    }
+
+    /// `message` as a JSON record, or a row ([`reading_rows`](Self::reading_rows)).
+    pub fn decode(&mut self, message: &[u8]) -> Result<(&[u8], Written), DecodeError> {
+        self.out.clear();
         let (reader, datum) = match &self.registry {
             None => (
                 self.plain.clone().expect("a schema without a registry"),
@@ -392,10 +407,8 @@ impl SchemaDecoder {
                 (reader, datum)
             }
         };
-        reader
-            .read(datum, &mut self.json)
-            .map_err(DecodeError::Bad)?;
-        Ok(&self.json)
+        let written = (reader.read(datum, self.rows, &mut self.out)).map_err(DecodeError::Bad)?;
+        Ok((&self.out, written))
     }
 
     /// The reader of the messages of schema `id` (Protobuf: of the

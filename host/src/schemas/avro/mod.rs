@@ -1,6 +1,7 @@
 //! Avro datums as the JSON records the runtime carries, and back
 //! ([`AvroSchema`], [`AvroReader`], [`AvroWriter`]); module `to_json`
-//! states the mapping, module `from_json` its reverse; module `container`
+//! states the mapping, module `to_row` the rows flat records become
+//! (whose JSON is the same), module `from_json` its reverse; module `container`
 //! writes object container files, module `references` makes a schema that
 //! uses other schemas' types stand alone.
 //!
@@ -15,6 +16,7 @@ mod from_json;
 pub mod references;
 mod resolve;
 mod to_json;
+mod to_row;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -129,6 +131,24 @@ impl AvroReader {
 
     /// Appends datum `bytes` (all of them) as JSON to `out`.
     pub fn read(&self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        let value = self.datum(bytes)?;
+        self.convert(value, out)
+    }
+
+    /// Appends datum `bytes` (all of them) to `out` as a row when it is a
+    /// flat record (`to_row`), else as JSON; says which.
+    pub fn read_row_or_json(&self, bytes: &[u8], out: &mut Vec<u8>) -> Result<Written, String> {
+        let value = self.datum(bytes)?;
+        let shape = &self.shape.0;
+        if to_row::write(&value, shape.schema, shape.resolved.get_names(), out)? {
+            return Ok(Written::Row);
+        }
+        self.write_json(&value, out)?;
+        Ok(Written::Json)
+    }
+
+    /// Datum `bytes` (all of them), resolved to the reader's schema.
+    fn datum(&self, bytes: &[u8]) -> Result<apache_avro::types::Value, String> {
         let mut input = bytes;
         let value = (self.reader.read_value(&mut input))
             .map_err(|e| format!("not an Avro datum of its schema: {e}"))?;
@@ -138,32 +158,60 @@ impl AvroReader {
                 input.len()
             ));
         }
-        self.convert(value, out)
+        self.resolved(value)
     }
 
     /// Appends `value`, read with the writer's schema (as an object
     /// container file's reader gives it), as JSON to `out`.
     pub fn convert(
         &self,
-        mut value: apache_avro::types::Value,
+        value: apache_avro::types::Value,
         out: &mut Vec<u8>,
     ) -> Result<(), String> {
-        if self.resolves {
-            let (writer, shape) = (&self.writer.0, &self.shape.0);
-            value = resolve::resolve(
-                value,
-                writer.schema,
-                writer.resolved.get_names(),
-                shape.schema,
-                shape.resolved.get_names(),
-            )?;
+        let value = self.resolved(value)?;
+        self.write_json(&value, out)
+    }
+
+    /// `value`, read with the writer's schema, in the reader's.
+    fn resolved(
+        &self,
+        value: apache_avro::types::Value,
+    ) -> Result<apache_avro::types::Value, String> {
+        if !self.resolves {
+            return Ok(value);
         }
+        let (writer, shape) = (&self.writer.0, &self.shape.0);
+        resolve::resolve(
+            value,
+            writer.schema,
+            writer.resolved.get_names(),
+            shape.schema,
+            shape.resolved.get_names(),
+        )
+    }
+
+    /// Appends `value`, of the reader's schema, as JSON to `out` (nothing
+    /// on an error).
+    fn write_json(
+        &self,
+        value: &apache_avro::types::Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
         let start = out.len();
         let shape = &self.shape.0;
-        to_json::write(&value, shape.schema, shape.resolved.get_names(), out).inspect_err(|_| {
+        to_json::write(value, shape.schema, shape.resolved.get_names(), out).inspect_err(|_| {
             out.truncate(start);
         })
     }
+}
+
+/// What a datum was appended as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// JSON text.
+    Json,
+    /// A row (`weir_flat::row`), whose JSON is the datum's JSON.
+    Row,
 }
 
 /// Writes JSON records as datums of a schema.

@@ -182,3 +182,122 @@ fn decimals_scale_exactly() {
     assert_eq!(to_json::scaled("1250", 2), "12.50");
     assert_eq!(to_json::scaled("7", 0), "7");
 }
+
+/// A flat record of every scalar type (and unions of them, named types,
+/// values that need escapes, floats that are not finite, a resolved older
+/// datum) reads as a row whose JSON is byte for byte the JSON `read`
+/// gives; a record with a nested record, an array, a map or a duration,
+/// or a name over 255 bytes, reads as that JSON.
+#[test]
+fn a_flat_record_reads_as_a_row_whose_json_is_its_json() {
+    const FLAT: &str = r#"{
+      "type": "record", "name": "Flat", "namespace": "shop",
+      "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "n", "type": "int"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}},
+        {"name": "rate", "type": {"type": "fixed", "name": "Rate", "size": 8, "logicalType": "decimal", "precision": 10, "scale": 4}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "seen", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "opens", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "closes", "type": {"type": "long", "logicalType": "time-micros"}},
+        {"name": "state", "type": {"type": "enum", "name": "State", "symbols": ["NEW", "PAID"]}},
+        {"name": "again", "type": "State"},
+        {"name": "note", "type": ["null", "string"], "default": null},
+        {"name": "raw", "type": "bytes"},
+        {"name": "hash", "type": {"type": "fixed", "name": "H", "size": 2}},
+        {"name": "ref", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "score", "type": "double"},
+        {"name": "ratio", "type": "float"},
+        {"name": "nested", "type": ["null", "long"]}
+      ]
+    }"#;
+    let schema = AvroSchema::parse(FLAT).unwrap();
+    let reader = AvroReader::new(&schema, None).unwrap();
+    let writer = AvroWriter::new(&schema).unwrap();
+    let base = r#"{"id":-9007199254740993,"n":-7,"ok":true,"amount":-1234.50,"rate":0.0125,"at":"2024-01-31T12:00:00.250Z","seen":"2024-01-31T12:00:00.250123Z","local":"2024-01-31T12:00:00.250","day":"2024-02-29","opens":"09:30:00.000","closes":"23:59:59.999999","state":"PAID","again":"NEW","note":"a \"quoted\"\n\u0001 line é 😀","raw":"AAH/","hash":"AAE=","ref":"67e55044-10b1-426f-9247-bb680e5fe0c8","score":1e300,"ratio":0.1,"nested":5}"#;
+    let variants = [
+        base.to_owned(),
+        base.replace(r#""score":1e300"#, r#""score":"NaN""#)
+            .replace(r#""ratio":0.1"#, r#""ratio":"-Infinity""#),
+        base.replace(
+            r#""note":"a \"quoted\"\n\u0001 line é 😀""#,
+            r#""note":null"#,
+        )
+        .replace(r#""nested":5"#, r#""nested":null"#),
+        base.replace(r#""score":1e300"#, r#""score":-0.0"#)
+            .replace(r#""amount":-1234.50"#, r#""amount":0.05"#),
+    ];
+    for json in &variants {
+        let mut datum = Vec::new();
+        writer.write(json.as_bytes(), &mut datum).unwrap();
+        let mut want = Vec::new();
+        reader.read(&datum, &mut want).unwrap();
+        let mut row = Vec::new();
+        assert_eq!(
+            reader.read_row_or_json(&datum, &mut row).unwrap(),
+            Written::Row
+        );
+        let mut got = Vec::new();
+        weir_flat::row::write_json(&row, &mut got).unwrap();
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            String::from_utf8(want).unwrap(),
+            "{json}"
+        );
+    }
+    // Resolved from an older writer's schema: the row has the reader's
+    // fields, defaults included.
+    let v1 =
+        AvroSchema::parse(r#"{"type":"record","name":"P","fields":[{"name":"id","type":"long"}]}"#)
+            .unwrap();
+    let v2 = AvroSchema::parse(r#"{"type":"record","name":"P","fields":[{"name":"id","type":"long"},{"name":"note","type":"string","default":"none"}]}"#).unwrap();
+    let mut datum = Vec::new();
+    AvroWriter::new(&v1)
+        .unwrap()
+        .write(br#"{"id":5}"#, &mut datum)
+        .unwrap();
+    let mut row = Vec::new();
+    let resolving = AvroReader::new(&v1, Some(&v2)).unwrap();
+    assert_eq!(
+        resolving.read_row_or_json(&datum, &mut row).unwrap(),
+        Written::Row
+    );
+    let mut got = Vec::new();
+    weir_flat::row::write_json(&row, &mut got).unwrap();
+    assert_eq!(got, br#"{"id":5,"note":"none"}"#);
+    // Not flat: the same JSON as `read`.
+    let long_name = "x".repeat(256);
+    let not_flat = [
+        (ORDER.to_owned(), ORDER_JSON.to_owned()),
+        (
+            format!(r#"{{"type":"record","name":"L","fields":[{{"name":"{long_name}","type":"int"}}]}}"#),
+            format!(r#"{{"{long_name}":1}}"#),
+        ),
+        (
+            r#"{"type":"record","name":"D","fields":[{"name":"d","type":{"type":"fixed","name":"F","size":12,"logicalType":"duration"}}]}"#.to_owned(),
+            r#"{"d":{"months":1,"days":2,"millis":3}}"#.to_owned(),
+        ),
+        (r#""long""#.to_owned(), "12".to_owned()),
+    ];
+    for (schema, json) in &not_flat {
+        let schema = AvroSchema::parse(schema).unwrap();
+        let mut datum = Vec::new();
+        AvroWriter::new(&schema)
+            .unwrap()
+            .write(json.as_bytes(), &mut datum)
+            .unwrap();
+        let reader = AvroReader::new(&schema, None).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(
+            reader.read_row_or_json(&datum, &mut out).unwrap(),
+            Written::Json
+        );
+        let mut want = Vec::new();
+        reader.read(&datum, &mut want).unwrap();
+        assert_eq!(out, want, "{json}");
+    }
+}

@@ -13,6 +13,7 @@
 //! `local-timestamp-*` the same without the `Z`; `duration` as
 //! `{"months", "days", "millis"}`.
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use apache_avro::Schema;
@@ -74,14 +75,60 @@ pub(super) fn write(
             }
             out.push(b'}');
         }
-        (Value::Decimal(decimal), Schema::Decimal(d)) => {
-            let bytes: Vec<u8> = decimal.try_into().map_err(|e| format!("a decimal: {e}"))?;
-            let unscaled = BigInt::from_signed_bytes_be(&bytes);
-            out.extend_from_slice(scaled(&unscaled.to_string(), d.scale).as_bytes());
-        }
-        (value, _) => scalar(value, out)?,
+        (Value::Duration(d), _) => write!(
+            out,
+            "{{\"months\":{},\"days\":{},\"millis\":{}}}",
+            u32::from(d.months()),
+            u32::from(d.days()),
+            u32::from(d.millis())
+        )
+        .expect("writes to a Vec"),
+        (value, schema) => scalar(value, schema)?.write_json(out),
     }
     Ok(())
+}
+
+/// An Avro value that is one JSON scalar, as JSON has it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Scalar<'v> {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Bool(bool),
+    /// An `int` or `long`.
+    Int(i64),
+    /// A `float` or `double`: a number, or (not finite) a string.
+    Float(f64),
+    /// A string.
+    Text(Cow<'v, str>),
+    /// A number's text, digit for digit (a decimal).
+    Number(String),
+}
+
+impl Scalar<'_> {
+    /// Appends its JSON text.
+    pub(super) fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Scalar::Null => out.extend_from_slice(b"null"),
+            Scalar::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+            Scalar::Int(n) => write!(out, "{n}").expect("writes to a Vec"),
+            Scalar::Float(x) => match non_finite(*x) {
+                Some(name) => string(name, out),
+                None => serde_json::to_writer(out, x).expect("writes to a Vec"),
+            },
+            Scalar::Text(s) => string(s, out),
+            Scalar::Number(text) => out.extend_from_slice(text.as_bytes()),
+        }
+    }
+}
+
+/// How JSON names a float that is not finite (a string), if it is not.
+pub(super) fn non_finite(x: f64) -> Option<&'static str> {
+    match x {
+        x if x.is_nan() => Some("NaN"),
+        x if x.is_infinite() => Some(if x > 0.0 { "Infinity" } else { "-Infinity" }),
+        _ => None,
+    }
 }
 
 /// `digits` (an integer's text, maybe with `-`) divided by 10^`scale`, as
@@ -103,14 +150,6 @@ fn string(text: &str, out: &mut Vec<u8>) {
     serde_json::to_writer(out, text).expect("writes to a Vec");
 }
 
-fn float(x: f64, out: &mut Vec<u8>) {
-    match x {
-        x if x.is_nan() => string("NaN", out),
-        x if x.is_infinite() => string(if x > 0.0 { "Infinity" } else { "-Infinity" }, out),
-        x => serde_json::to_writer(out, &x).expect("writes to a Vec"),
-    }
-}
-
 /// `sub` digits of a time below the millisecond (`digits` of them), put
 /// before the `Z` of an RFC 3339 time with milliseconds.
 fn finer(ms: i64, sub: i64, digits: usize, utc: bool) -> Result<String, String> {
@@ -124,24 +163,22 @@ fn finer(ms: i64, sub: i64, digits: usize, utc: bool) -> Result<String, String> 
 }
 
 /// A time in `per_ms` units (1, 1000, 1000000) since the epoch.
-fn timestamp(units: i64, per_ms: i64, utc: bool, out: &mut Vec<u8>) -> Result<(), String> {
+fn timestamp(units: i64, per_ms: i64, utc: bool) -> Result<String, String> {
     let digits = match per_ms {
         1 => 0,
         1000 => 3,
         _ => 6,
     };
-    let text = finer(
+    finer(
         units.div_euclid(per_ms),
         units.rem_euclid(per_ms),
         digits,
         utc,
-    )?;
-    string(&text, out);
-    Ok(())
+    )
 }
 
 /// A time of day in `per_ms` units since midnight.
-fn time_of_day(units: i64, per_ms: i64, out: &mut Vec<u8>) -> Result<(), String> {
+fn time_of_day(units: i64, per_ms: i64) -> Result<String, String> {
     if units < 0 || units >= 86_400_000 * per_ms {
         return Err(format!("a time of day out of range ({units})"));
     }
@@ -156,49 +193,47 @@ fn time_of_day(units: i64, per_ms: i64, out: &mut Vec<u8>) -> Result<(), String>
     if per_ms > 1 {
         text.push_str(&format!("{:03}", units % per_ms));
     }
-    string(&text, out);
-    Ok(())
+    Ok(text)
 }
 
-/// A value whose JSON does not depend on its schema.
-fn scalar(value: &Value, out: &mut Vec<u8>) -> Result<(), String> {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Int(n) => write!(out, "{n}").expect("writes to a Vec"),
-        Value::Long(n) => write!(out, "{n}").expect("writes to a Vec"),
-        Value::Float(x) => float(f64::from(*x), out),
-        Value::Double(x) => float(*x, out),
-        Value::Bytes(b) | Value::Fixed(_, b) => string(&BASE64.encode(b), out),
-        Value::String(s) | Value::Enum(_, s) => string(s, out),
-        Value::Uuid(u) => string(&u.to_string(), out),
-        Value::BigDecimal(d) => write!(out, "{d}").expect("writes to a Vec"),
-        Value::Date(days) => {
-            let text = format_rfc3339(i64::from(*days) * 86_400_000)
-                .ok_or("a date outside the years 0 to 9999")?;
-            string(&text[..10], out);
+/// `value` (of `schema`, named types and unions already followed) as a
+/// JSON scalar; `Err` for a container, a duration, or a value that does
+/// not fit its schema.
+pub(super) fn scalar<'v>(value: &'v Value, schema: &Schema) -> Result<Scalar<'v>, String> {
+    let text = |s: String| Scalar::Text(Cow::Owned(s));
+    Ok(match (value, schema) {
+        (Value::Decimal(decimal), Schema::Decimal(d)) => {
+            let bytes: Vec<u8> = decimal.try_into().map_err(|e| format!("a decimal: {e}"))?;
+            let unscaled = BigInt::from_signed_bytes_be(&bytes);
+            Scalar::Number(scaled(&unscaled.to_string(), d.scale))
         }
-        Value::TimeMillis(t) => time_of_day(i64::from(*t), 1, out)?,
-        Value::TimeMicros(t) => time_of_day(*t, 1000, out)?,
-        Value::TimestampMillis(t) => timestamp(*t, 1, true, out)?,
-        Value::TimestampMicros(t) => timestamp(*t, 1000, true, out)?,
-        Value::TimestampNanos(t) => timestamp(*t, 1_000_000, true, out)?,
-        Value::LocalTimestampMillis(t) => timestamp(*t, 1, false, out)?,
-        Value::LocalTimestampMicros(t) => timestamp(*t, 1000, false, out)?,
-        Value::LocalTimestampNanos(t) => timestamp(*t, 1_000_000, false, out)?,
-        Value::Duration(d) => write!(
-            out,
-            "{{\"months\":{},\"days\":{},\"millis\":{}}}",
-            u32::from(d.months()),
-            u32::from(d.days()),
-            u32::from(d.millis())
-        )
-        .expect("writes to a Vec"),
-        other => {
+        (Value::Null, _) => Scalar::Null,
+        (Value::Boolean(b), _) => Scalar::Bool(*b),
+        (Value::Int(n), _) => Scalar::Int(i64::from(*n)),
+        (Value::Long(n), _) => Scalar::Int(*n),
+        (Value::Float(x), _) => Scalar::Float(f64::from(*x)),
+        (Value::Double(x), _) => Scalar::Float(*x),
+        (Value::Bytes(b) | Value::Fixed(_, b), _) => text(BASE64.encode(b)),
+        (Value::String(s) | Value::Enum(_, s), _) => Scalar::Text(Cow::Borrowed(s)),
+        (Value::Uuid(u), _) => text(u.to_string()),
+        (Value::BigDecimal(d), _) => Scalar::Number(d.to_string()),
+        (Value::Date(days), _) => {
+            let day = format_rfc3339(i64::from(*days) * 86_400_000)
+                .ok_or("a date outside the years 0 to 9999")?;
+            text(day[..10].to_owned())
+        }
+        (Value::TimeMillis(t), _) => text(time_of_day(i64::from(*t), 1)?),
+        (Value::TimeMicros(t), _) => text(time_of_day(*t, 1000)?),
+        (Value::TimestampMillis(t), _) => text(timestamp(*t, 1, true)?),
+        (Value::TimestampMicros(t), _) => text(timestamp(*t, 1000, true)?),
+        (Value::TimestampNanos(t), _) => text(timestamp(*t, 1_000_000, true)?),
+        (Value::LocalTimestampMillis(t), _) => text(timestamp(*t, 1, false)?),
+        (Value::LocalTimestampMicros(t), _) => text(timestamp(*t, 1000, false)?),
+        (Value::LocalTimestampNanos(t), _) => text(timestamp(*t, 1_000_000, false)?),
+        (other, _) => {
             return Err(format!(
                 "an Avro value that does not fit its schema: {other:?}"
             ));
         }
-    }
-    Ok(())
+    })
 }
