@@ -1,7 +1,8 @@
 //! The formats with a schema, `avro`, `protobuf` and `json`, of sources
 //! and sinks: their settings ([`SchemaSettings`]: `schema`, `message`,
 //! `schema_registry`, `subject_strategy`), a source's decoder of messages
-//! into JSON records, or rows for flat Avro records when asked
+//! into JSON records, or rows for flat Avro records and Protobuf messages
+//! when asked
 //! ([`SchemaDecoder`]), and a sink's encoder of records into messages
 //! ([`SchemaEncoder`]).
 //!
@@ -318,6 +319,7 @@ impl Reader {
         match self {
             Reader::Avro(r) if rows => r.read_row_or_json(datum, out),
             Reader::Avro(r) => json(r.read(datum, out)),
+            Reader::Protobuf(s) if rows => s.decode_row_or_json(datum, out),
             Reader::Protobuf(s) => json(s.decode(datum, out)),
             Reader::Json(schemas) => {
                 let value: serde_json::Value =

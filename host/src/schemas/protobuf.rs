@@ -12,6 +12,7 @@
 
 use std::path::Path;
 
+use super::Written;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use prost_reflect::prost::Message;
@@ -286,8 +287,18 @@ impl ProtoSchema {
 
     /// Appends message `bytes` as JSON to `out`.
     pub fn decode(&self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-        let message = DynamicMessage::decode(self.message.clone(), bytes)
-            .map_err(|e| format!("not a protobuf message {}: {e}", self.full_name()))?;
+        let message = self.message_in(bytes)?;
+        self.write_json(&message, out)
+    }
+
+    /// Message `bytes` of the type.
+    fn message_in(&self, bytes: &[u8]) -> Result<DynamicMessage, String> {
+        DynamicMessage::decode(self.message.clone(), bytes)
+            .map_err(|e| format!("not a protobuf message {}: {e}", self.full_name()))
+    }
+
+    /// Appends `message` as JSON to `out`.
+    fn write_json(&self, message: &DynamicMessage, out: &mut Vec<u8>) -> Result<(), String> {
         let options = SerializeOptions::new()
             .stringify_64_bit_integers(false)
             .use_proto_field_name(true)
@@ -296,6 +307,17 @@ impl ProtoSchema {
         message
             .serialize_with_options(&mut serializer, &options)
             .map_err(|e| format!("message {} as JSON: {e}", self.full_name()))
+    }
+
+    /// Appends message `bytes` to `out` as a row when it is flat (module
+    /// `proto_row`), else as JSON; says which.
+    pub fn decode_row_or_json(&self, bytes: &[u8], out: &mut Vec<u8>) -> Result<Written, String> {
+        let message = self.message_in(bytes)?;
+        if super::proto_row::write(&message, out) {
+            return Ok(Written::Row);
+        }
+        self.write_json(&message, out)?;
+        Ok(Written::Json)
     }
 
     /// Appends JSON record `json` as a message to `out`; `Err` says what
@@ -353,6 +375,64 @@ message Other { string x = 1; }
         let mut out = Vec::new();
         schema.decode(&bytes, &mut out).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    /// A flat message of every scalar kind (defaults, unset and set
+    /// optional fields, escapes, floats that are not finite, a `float`'s
+    /// own digits, an enum value the schema does not name) reads as a row
+    /// whose JSON is byte for byte its JSON; a message with a nested,
+    /// repeated, map or well-known-type field reads as that JSON.
+    #[test]
+    fn a_flat_message_reads_as_a_row_whose_json_is_its_json() {
+        const FLAT: &str = r#"syntax = "proto3";
+package shop;
+enum State { NEW = 0; PAID = 1; }
+message Flat {
+  int32 a = 1; int64 b = 2; uint32 c = 3; uint64 d = 4; sint32 e = 5; sint64 f = 6;
+  fixed32 g = 7; fixed64 h = 8; sfixed32 i = 9; sfixed64 j = 10;
+  bool ok = 11; string s = 12; bytes raw = 13; State state = 14;
+  float x = 15; double y = 16; optional string note = 17; optional int64 n = 18;
+}
+"#;
+        let flat = ProtoSchema::compile(FLAT, None).unwrap();
+        let cases = [
+            r#"{}"#,
+            r#"{"a":-1,"b":-9007199254740993,"c":4294967295,"d":18446744073709551615,"e":-5,"f":-6,"g":7,"h":8,"i":-9,"j":-10,"ok":true,"s":"a \"q\"\n\u0001 é 😀","raw":"AAH/","state":"PAID","x":0.1,"y":1e300,"note":"n","n":0}"#,
+            r#"{"x":"NaN","y":"-Infinity","state":7}"#,
+            r#"{"x":-1.5e-7,"y":-0.0,"a":2147483647}"#,
+            r#"{"x":16777217,"y":0.30000000000000004}"#,
+            r#"{"x":"Infinity","y":"NaN","note":""}"#,
+        ];
+        for json in cases {
+            let mut bytes = Vec::new();
+            flat.encode(json.as_bytes(), &mut bytes).unwrap();
+            let mut want = Vec::new();
+            flat.decode(&bytes, &mut want).unwrap();
+            let mut row = Vec::new();
+            assert_eq!(
+                flat.decode_row_or_json(&bytes, &mut row).unwrap(),
+                Written::Row,
+                "{json}"
+            );
+            let mut got = Vec::new();
+            weir_flat::row::write_json(&row, &mut got).unwrap();
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                String::from_utf8(want).unwrap(),
+                "{json}"
+            );
+        }
+        let order = ProtoSchema::compile(ORDERS, None).unwrap();
+        let json = r#"{"id":9,"amount":"12.50","state":"PAID","tags":{"a":1},"lines":[{"sku":"x","qty":2}],"note":"n","at":"2024-01-31T12:00:00.250Z","raw":"AAH/"}"#;
+        let mut bytes = Vec::new();
+        order.encode(json.as_bytes(), &mut bytes).unwrap();
+        let (mut out, mut want) = (Vec::new(), Vec::new());
+        assert_eq!(
+            order.decode_row_or_json(&bytes, &mut out).unwrap(),
+            Written::Json
+        );
+        order.decode(&bytes, &mut want).unwrap();
+        assert_eq!(out, want);
     }
 
     #[test]

@@ -19,6 +19,8 @@ mod to_json;
 mod to_row;
 
 use std::collections::HashMap;
+
+pub use super::Written;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use apache_avro::Schema;
@@ -203,15 +205,6 @@ impl AvroReader {
             out.truncate(start);
         })
     }
-}
-
-/// What a datum was appended as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Written {
-    /// JSON text.
-    Json,
-    /// A row (`weir_flat::row`), whose JSON is the datum's JSON.
-    Row,
 }
 
 /// Writes JSON records as datums of a schema.
