@@ -29,8 +29,8 @@ use crate::dataflow::batch::Change;
 use crate::dataflow::provenance::NumberRange;
 use crate::schemas::avro::Written;
 
-/// A message decoded: its bytes, and whether they are JSON or a row.
-type Decoded<'d> = (&'d [u8], Written);
+/// A record decoded: its bytes, and whether they are JSON or a row.
+pub(crate) type Decoded<'d> = (&'d [u8], Written);
 
 /// `lines` and `jsonl` input, from a file or stdin.
 pub(crate) struct LineReader {
@@ -211,13 +211,14 @@ impl LineParser {
     pub fn add_decoded_record(
         &mut self,
         batch: &mut Batch,
-        decoded: Result<&[u8], String>,
+        decoded: Result<Decoded<'_>, String>,
         raw: &[u8],
         number: u64,
     ) -> bool {
         let before = batch.len();
         let parsed = match decoded {
-            Ok(json) => self.add_json(batch, json, number, None, None),
+            Ok((json, Written::Json)) => self.add_json(batch, json, number, None, None),
+            Ok((row, Written::Row)) => self.add_row(batch, row, number, None, None),
             Err(m) => Err(self.malformed(number, BadKind::Unreadable, m)),
         };
         self.settle(batch, before, parsed, (number, raw, None, None))

@@ -210,6 +210,11 @@ fn get_files(
         let partial = std::path::PathBuf::from(partial);
         remote.get_file(&staged.object, &partial)?;
         std::fs::rename(&partial, &path).map_err(|e| io(&path, e))?;
+        // The rename is durable before the store that needs the file is.
+        if let Some(parent) = path.parent() {
+            let synced = std::fs::File::open(parent).and_then(|d| d.sync_all());
+            synced.map_err(|e| io(parent, e))?;
+        }
     }
     Ok(())
 }

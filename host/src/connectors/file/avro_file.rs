@@ -9,6 +9,7 @@
 //! says its record count and size), and decodes only the rest of the
 //! block it stops in.
 
+use crate::schemas::Written;
 use std::fs::File;
 use std::io::{BufReader, Cursor, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -125,8 +126,8 @@ impl RecordFile for AvroFile {
     fn next(
         &mut self,
         number: u64,
-        json: &mut Vec<u8>,
-    ) -> Result<Option<Result<(), String>>, SourceError> {
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Result<Written, String>>, SourceError> {
         let Some(value) = self.values.next() else {
             return Ok(None);
         };
@@ -137,7 +138,7 @@ impl RecordFile for AvroFile {
             line: number,
             message: format!("not an Avro record of the file's schema: {e}"),
         })?;
-        Ok(Some(self.convert.convert(value, json)))
+        Ok(Some(self.convert.convert_row_or_json(value, out)))
     }
 
     /// apache-avro's reader hands out records decoded, not their bytes.
@@ -188,14 +189,19 @@ mod tests {
         }
     }
 
-    /// Every record of `reader`, as JSON lines.
+    /// Every record of `reader`, as JSON lines; each a row (the records
+    /// of [`SCHEMA`] are flat).
     fn all(mut reader: AvroFileReader, max: usize) -> Vec<String> {
         let mut lines = Vec::new();
         while let Some(batch) = reader.read_batch(max).unwrap() {
+            let rows = batch
+                .iter()
+                .all(|r| r.encoding == crate::dataflow::batch::Encoding::Row);
+            assert!(rows, "flat records are rows");
             lines.extend(
                 batch
                     .iter()
-                    .map(|r| String::from_utf8(r.value.to_vec()).unwrap()),
+                    .map(|r| String::from_utf8(r.text_value()).unwrap()),
             );
         }
         lines

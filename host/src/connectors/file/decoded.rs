@@ -1,6 +1,6 @@
-//! File sources whose records are decoded into JSON records one at a time
-//! (Avro object container files, `avro_file`; length-delimited Protobuf
-//! messages, `proto_file`): the batch loop, the count of records read and
+//! File sources whose records are decoded into JSON records, or rows when
+//! flat, one at a time (Avro object container files, `avro_file`;
+//! length-delimited Protobuf messages, `proto_file`): the batch loop, the count of records read and
 //! what the parser says of places and bad records, around each format's
 //! own reading ([`RecordFile`]).
 //!
@@ -13,17 +13,19 @@ use serde_json::Value;
 use crate::connectors::format::LineParser;
 use crate::connectors::source::{BadRecord, MAX_BATCH_BYTES, SourceError, SourceReader};
 use crate::dataflow::Batch;
+use crate::schemas::Written;
 
 /// One format's reading of a file, a record at a time.
 pub trait RecordFile: Send {
-    /// Decodes the next record, number `number` of the file, into `json`:
-    /// `None` at the file's end, `Some(Err(why))` for a record that does
-    /// not decode (a bad record); `Err` when the file is damaged.
+    /// Decodes the next record, number `number` of the file, into `out`
+    /// (as a row when flat, else as JSON; it says which): `None` at the
+    /// file's end, `Some(Err(why))` for a record that does not decode (a
+    /// bad record); `Err` when the file is damaged.
     fn next(
         &mut self,
         number: u64,
-        json: &mut Vec<u8>,
-    ) -> Result<Option<Result<(), String>>, SourceError>;
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Result<Written, String>>, SourceError>;
 
     /// The bytes of the record read last, as read (what a bad record's
     /// dead letter holds); empty when the format hands out records
@@ -40,8 +42,8 @@ pub struct DecodedFile<F> {
     parser: LineParser,
     /// Records read so far.
     records: u64,
-    /// The JSON of the record read last.
-    json: Vec<u8>,
+    /// The record read last.
+    decoded: Vec<u8>,
     /// Whether every record was read.
     ended: bool,
 }
@@ -54,7 +56,7 @@ impl<F: RecordFile> DecodedFile<F> {
             file,
             parser,
             records,
-            json: Vec::new(),
+            decoded: Vec::new(),
             ended: false,
         }
     }
@@ -68,14 +70,14 @@ impl<F: RecordFile> SourceReader for DecodedFile<F> {
         let mut batch = Batch::with_capacity(max.min(4096), 0);
         let mut read = 0;
         while read < max && batch.data_bytes() < MAX_BATCH_BYTES {
-            self.json.clear();
-            let Some(decoded) = self.file.next(self.records + 1, &mut self.json)? else {
+            self.decoded.clear();
+            let Some(decoded) = self.file.next(self.records + 1, &mut self.decoded)? else {
                 self.ended = true;
                 break;
             };
             self.records += 1;
             read += 1;
-            let decoded = decoded.map(|()| &self.json[..]);
+            let decoded = decoded.map(|written| (&self.decoded[..], written));
             let raw = self.file.raw();
             (self.parser).add_decoded_record(&mut batch, decoded, raw, self.records);
         }

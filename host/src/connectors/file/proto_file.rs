@@ -8,6 +8,7 @@
 //! record named by its number; a file that ends inside a size or a
 //! message is damaged (the source fails).
 
+use crate::schemas::Written;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -102,8 +103,8 @@ impl RecordFile for ProtoFile {
     fn next(
         &mut self,
         number: u64,
-        json: &mut Vec<u8>,
-    ) -> Result<Option<Result<(), String>>, SourceError> {
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Result<Written, String>>, SourceError> {
         let (size, prefix) = match varint::read_unsigned_sized(&mut self.input) {
             Ok(None) => return Ok(None),
             Ok(Some((size, prefix))) if size <= MAX_MESSAGE => (size, prefix),
@@ -132,7 +133,7 @@ impl RecordFile for ProtoFile {
             });
         }
         self.byte += prefix + size;
-        Ok(Some(self.schema.decode(&self.message, json)))
+        Ok(Some(self.schema.decode_row_or_json(&self.message, out)))
     }
 
     fn raw(&self) -> &[u8] {

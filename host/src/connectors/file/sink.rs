@@ -839,7 +839,7 @@ mod tests {
                 got.extend(
                     batch
                         .iter()
-                        .map(|r| String::from_utf8(r.value.to_vec()).unwrap()),
+                        .map(|r| String::from_utf8(r.text_value()).unwrap()),
                 );
             }
             let offset = reader.offset();
@@ -848,7 +848,7 @@ mod tests {
                 got.extend(
                     batch
                         .iter()
-                        .map(|r| String::from_utf8(r.value.to_vec()).unwrap()),
+                        .map(|r| String::from_utf8(r.text_value()).unwrap()),
                 );
             }
             assert_eq!(got, want, "first batch of {first}");

@@ -141,12 +141,7 @@ impl AvroReader {
     /// flat record (`to_row`), else as JSON; says which.
     pub fn read_row_or_json(&self, bytes: &[u8], out: &mut Vec<u8>) -> Result<Written, String> {
         let value = self.datum(bytes)?;
-        let shape = &self.shape.0;
-        if to_row::write(&value, shape.schema, shape.resolved.get_names(), out)? {
-            return Ok(Written::Row);
-        }
-        self.write_json(&value, out)?;
-        Ok(Written::Json)
+        self.row_or_json(&value, out)
     }
 
     /// Datum `bytes` (all of them), resolved to the reader's schema.
@@ -172,6 +167,33 @@ impl AvroReader {
     ) -> Result<(), String> {
         let value = self.resolved(value)?;
         self.write_json(&value, out)
+    }
+
+    /// Appends `value`, read with the writer's schema (as an object
+    /// container file's reader gives it), to `out` as a row when it is a
+    /// flat record, else as JSON; says which.
+    pub fn convert_row_or_json(
+        &self,
+        value: apache_avro::types::Value,
+        out: &mut Vec<u8>,
+    ) -> Result<Written, String> {
+        let value = self.resolved(value)?;
+        self.row_or_json(&value, out)
+    }
+
+    /// Appends `value`, of the reader's schema, as a row when it is a flat
+    /// record, else as JSON.
+    fn row_or_json(
+        &self,
+        value: &apache_avro::types::Value,
+        out: &mut Vec<u8>,
+    ) -> Result<Written, String> {
+        let shape = &self.shape.0;
+        if to_row::write(value, shape.schema, shape.resolved.get_names(), out)? {
+            return Ok(Written::Row);
+        }
+        self.write_json(value, out)?;
+        Ok(Written::Json)
     }
 
     /// `value`, read with the writer's schema, in the reader's.
