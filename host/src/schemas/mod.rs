@@ -21,3 +21,11 @@ pub enum Written {
     /// A row (`weir_flat::row`), whose JSON is the record's JSON.
     Row,
 }
+
+/// The JSON text of `row` (tests compare it with the record's JSON).
+#[cfg(test)]
+pub(crate) fn row_json(row: &[u8]) -> String {
+    let mut json = Vec::new();
+    weir_flat::row::write_json(row, &mut json).expect("a row");
+    String::from_utf8(json).expect("JSON is UTF-8")
+}

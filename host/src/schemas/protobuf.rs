@@ -414,10 +414,8 @@ message Flat {
                 Written::Row,
                 "{json}"
             );
-            let mut got = Vec::new();
-            weir_flat::row::write_json(&row, &mut got).unwrap();
             assert_eq!(
-                String::from_utf8(got).unwrap(),
+                crate::schemas::row_json(&row),
                 String::from_utf8(want).unwrap(),
                 "{json}"
             );
