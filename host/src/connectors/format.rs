@@ -27,7 +27,7 @@ use crate::dataflow::Batch;
 use crate::dataflow::bad_kind::BadKind;
 use crate::dataflow::batch::Change;
 use crate::dataflow::provenance::NumberRange;
-use crate::schemas::avro::Written;
+use crate::schemas::Written;
 
 /// A record decoded: its bytes, and whether they are JSON or a row.
 pub(crate) type Decoded<'d> = (&'d [u8], Written);

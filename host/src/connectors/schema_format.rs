@@ -19,7 +19,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::schemas::avro::{AvroReader, AvroSchema, AvroWriter, Written, references};
+use crate::schemas::Written;
+use crate::schemas::avro::{AvroReader, AvroSchema, AvroWriter, references};
 use crate::schemas::json_schema::JsonSchema;
 use crate::schemas::protobuf::ProtoSchema;
 use crate::schemas::registry::{FetchError, Reference, Registry, SubjectStrategy};

@@ -28,63 +28,38 @@ pub(super) fn write(message: &DynamicMessage, row: &mut Vec<u8>) -> bool {
             continue;
         }
         let name = field.name();
-        let value = message.get_field(&field);
-        let fields = &mut RowWriter::new(row);
-        let flat = name.len() <= usize::from(u8::MAX)
-            && match (&*value, field.kind()) {
-                (Value::Bool(b), _) => {
-                    fields.bool(name, *b);
-                    true
-                }
-                (Value::I32(n), _) => {
-                    fields.i64(name, i64::from(*n));
-                    true
-                }
-                (Value::I64(n), _) => {
-                    fields.i64(name, *n);
-                    true
-                }
-                (Value::U32(n), _) => {
-                    fields.u64(name, u64::from(*n));
-                    true
-                }
-                (Value::U64(n), _) => {
-                    fields.u64(name, *n);
-                    true
-                }
-                (Value::F32(x), _) => {
-                    let digits = serde_json::to_string(x).expect("a float serializes");
-                    float(fields, name, f64::from(*x), Some(&digits));
-                    true
-                }
-                (Value::F64(x), _) => {
-                    float(fields, name, *x, None);
-                    true
-                }
-                (Value::String(s), _) => {
-                    fields.str(name, s);
-                    true
-                }
-                (Value::Bytes(b), _) => {
-                    fields.str(name, &BASE64.encode(b));
-                    true
-                }
-                (Value::EnumNumber(n), Kind::Enum(e)) => {
-                    if e.full_name() == "google.protobuf.NullValue" {
-                        fields.null(name);
-                    } else {
-                        match e.get_value(*n) {
-                            Some(v) => fields.str(name, v.name()),
-                            None => fields.i64(name, i64::from(*n)),
-                        };
-                    }
-                    true
-                }
-                _ => false,
-            };
-        if !flat {
+        if name.len() > usize::from(u8::MAX) {
             row.truncate(start);
             return false;
+        }
+        let value = message.get_field(&field);
+        let fields = &mut RowWriter::new(row);
+        match (&*value, field.kind()) {
+            (Value::Bool(b), _) => _ = fields.bool(name, *b),
+            (Value::I32(n), _) => _ = fields.i64(name, i64::from(*n)),
+            (Value::I64(n), _) => _ = fields.i64(name, *n),
+            (Value::U32(n), _) => _ = fields.u64(name, u64::from(*n)),
+            (Value::U64(n), _) => _ = fields.u64(name, *n),
+            (Value::F32(x), _) => {
+                let digits = serde_json::to_string(x).expect("a float serializes");
+                float(fields, name, f64::from(*x), Some(&digits));
+            }
+            (Value::F64(x), _) => float(fields, name, *x, None),
+            (Value::String(s), _) => _ = fields.str(name, s),
+            (Value::Bytes(b), _) => _ = fields.str(name, &BASE64.encode(b)),
+            (Value::EnumNumber(_), Kind::Enum(e))
+                if e.full_name() == "google.protobuf.NullValue" =>
+            {
+                _ = fields.null(name)
+            }
+            (Value::EnumNumber(n), Kind::Enum(e)) => match e.get_value(*n) {
+                Some(v) => _ = fields.str(name, v.name()),
+                None => _ = fields.i64(name, i64::from(*n)),
+            },
+            _ => {
+                row.truncate(start);
+                return false;
+            }
         }
     }
     true

@@ -20,7 +20,7 @@ mod to_row;
 
 use std::collections::HashMap;
 
-pub use super::Written;
+use super::Written;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use apache_avro::Schema;
