@@ -69,10 +69,10 @@
 //! store never runs code that can reach another (the closure of `update`
 //! cannot use the [`Context`](crate::Context) it borrows).
 
+use hashbrown::HashTable;
 use std::any::Any;
 use std::borrow::Borrow;
 use std::cell::{Cell, RefCell, RefMut};
-use std::collections::HashSet;
 use std::hash::Hash;
 use std::rc::Rc;
 
@@ -83,6 +83,7 @@ use crate::error::{Error, Result};
 use crate::host::{self, PutMany};
 
 mod key;
+mod key_bytes;
 mod meter;
 mod shared;
 mod store;
@@ -93,6 +94,7 @@ pub(crate) use shared::Shared;
 use store::*;
 pub(crate) use store::{Layout, decode_value, write_value};
 
+use key_bytes::{KeyBytes, Probe};
 use table::{KeyHash, Table};
 
 /// Dirty bytes the typed-state caches of an instance may hold when a hook

@@ -275,7 +275,7 @@ where
     pub fn get<Q>(&self, _ctx: &Context, key: &Q) -> Result<Option<V>>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Serialize + ?Sized,
     {
         self.cache.get(key)
     }
@@ -322,7 +322,7 @@ where
     ) -> Result<()>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'a,
+        Q: Serialize + ?Sized + 'a,
     {
         self.cache.prefetch(keys)
     }
@@ -346,7 +346,7 @@ where
     ) -> Result<V>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Serialize + ?Sized,
     {
         self.cache.update(key, f)
     }
@@ -396,7 +396,7 @@ where
     pub fn remove<Q>(&self, _ctx: &mut Context, key: &Q)
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Serialize + ?Sized,
     {
         self.cache.set_many([(key, None)]);
     }

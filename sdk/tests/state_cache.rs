@@ -645,3 +645,76 @@ fn the_sdk_reads_and_writes_batches_through_flat_state() {
     assert_eq!((calls.put_many, calls.put, calls.delete), (0, 0, 0));
     assert_eq!(stored(&h, "c\0count"), None);
 }
+
+/// Keys of every length around the cache's inline bound (15 bytes),
+/// keys differing in one byte or only by trailing NULs, and keys that are
+/// no strings: each counts on its own, through updates, prefetches and
+/// `get_many`, and reaches host state under its own state key.
+#[test]
+fn keys_of_every_length_and_kind_count_apart() {
+    testing::with_memory_host(|| {
+        let mut ctx = Context::new();
+        let words = MapState::<String, u64>::new("w");
+        let pairs = MapState::<(u32, String), u64>::new("p");
+        let mut keys: Vec<String> = Vec::new();
+        for len in 0..=40usize {
+            let key: String = (0..len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            keys.push(format!("{key}\0"));
+            if let Some(last) = key.chars().last() {
+                let mut other = key.clone();
+                other.pop();
+                other.push(if last == 'z' { 'y' } else { 'z' });
+                keys.push(other);
+            }
+            keys.push(key);
+        }
+        let mut model = std::collections::BTreeMap::<String, u64>::new();
+        let mut x: u64 = 11;
+        for step in 0..20_000usize {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let key = &keys[(x >> 33) as usize % keys.len()];
+            if step % 1000 == 0 {
+                words
+                    .prefetch(&ctx, keys.iter().map(String::as_str))
+                    .unwrap();
+            }
+            let n = words
+                .update(&mut ctx, key.as_str(), |n| n.unwrap_or(0) + 1)
+                .unwrap();
+            let id = (x >> 20) as u32 % 3;
+            pairs
+                .update(&mut ctx, &(id, key.clone()), |n| n.unwrap_or(0) + 1)
+                .unwrap();
+            let expected = model.entry(key.clone()).or_default();
+            *expected += 1;
+            assert_eq!(n, *expected, "{key:?}");
+        }
+        let found = words.get_many(&ctx, &keys).unwrap();
+        for (key, found) in keys.iter().zip(found) {
+            assert_eq!(found, model.get(key).copied(), "{key:?}");
+            // A raw read writes every store back first.
+            let stored = ctx.get(&[key.as_bytes(), b"\0w"].concat());
+            assert_eq!(
+                stored.map(|v| String::from_utf8(v).unwrap()),
+                found.map(|n| n.to_string())
+            );
+        }
+        let total: u64 = keys
+            .iter()
+            .flat_map(|k| (0..3u32).map(move |id| (id, k.clone())))
+            .map(|key| {
+                let state_key = [serde_json::to_vec(&key).unwrap(), b"\0p".to_vec()].concat();
+                let raw = ctx
+                    .get(&state_key)
+                    .map_or(0, |v| String::from_utf8(v).unwrap().parse().unwrap());
+                assert_eq!(pairs.get(&ctx, &key).unwrap().unwrap_or(0), raw, "{key:?}");
+                raw
+            })
+            .sum();
+        assert_eq!(total, 20_000);
+    });
+}

@@ -1,25 +1,23 @@
 //! The fast path of encoding a state key: a key that serializes as a
 //! string (a `String` or `&str`, a `char`, a unit enum variant, or a
 //! newtype or `Some` around one) is stored as that string's bytes, which is
-//! its JSON text without the quotes and escapes. Writing the bytes directly
-//! skips `serde_json`'s escaping and the unescaping after it; any other key
-//! is left to the JSON path of [`super::write_key`].
+//! its JSON text without the quotes and escapes. Reading the bytes in
+//! place skips `serde_json`'s escaping and the unescaping after it, and a
+//! cache lookup by such a key copies nothing; any other key is left to the
+//! JSON path of [`super::write_key`].
 
 use std::fmt;
 
 use serde::ser::{self, Impossible, Serialize, Serializer};
 
-/// Appends `key`'s string to `out` and returns true if it serializes as
-/// one; otherwise returns false and leaves `out` as it was.
-pub(super) fn write_if_string<K: Serialize + ?Sized>(key: &K, out: &mut Vec<u8>) -> bool {
-    let start = out.len();
-    match key.serialize(StringKey { out: &mut *out }) {
-        Ok(()) => true,
-        Err(NotString) => {
-            out.truncate(start);
-            false
-        }
-    }
+/// `f` called with `key`'s string's bytes, read in place, if it
+/// serializes as one; otherwise `None`, `f` left in `f`.
+pub(super) fn if_string<K, R, F>(key: &K, f: &mut Option<F>) -> Option<R>
+where
+    K: Serialize + ?Sized,
+    F: FnOnce(&[u8]) -> R,
+{
+    key.serialize(StringKey { f }).ok()
 }
 
 /// The key does not serialize as a string.
@@ -40,37 +38,37 @@ impl ser::Error for NotString {
     }
 }
 
-/// Writes a string into `out`; refuses anything else.
-struct StringKey<'a> {
-    out: &'a mut Vec<u8>,
+/// Hands a string's bytes to the function it holds; refuses anything else.
+struct StringKey<'a, F> {
+    f: &'a mut Option<F>,
 }
 
 /// The methods of `Serializer` for the values that are not strings.
 macro_rules! not_a_string {
     ($($method:ident($($arg:ty),*);)*) => {
-        $(fn $method(self, $(_: $arg),*) -> Result<(), NotString> {
+        $(fn $method(self, $(_: $arg),*) -> Result<R, NotString> {
             Err(NotString)
         })*
     };
 }
 
-impl Serializer for StringKey<'_> {
-    type Ok = ();
+impl<R, F: FnOnce(&[u8]) -> R> Serializer for StringKey<'_, F> {
+    type Ok = R;
     type Error = NotString;
-    type SerializeSeq = Impossible<(), NotString>;
-    type SerializeTuple = Impossible<(), NotString>;
-    type SerializeTupleStruct = Impossible<(), NotString>;
-    type SerializeTupleVariant = Impossible<(), NotString>;
-    type SerializeMap = Impossible<(), NotString>;
-    type SerializeStruct = Impossible<(), NotString>;
-    type SerializeStructVariant = Impossible<(), NotString>;
+    type SerializeSeq = Impossible<R, NotString>;
+    type SerializeTuple = Impossible<R, NotString>;
+    type SerializeTupleStruct = Impossible<R, NotString>;
+    type SerializeTupleVariant = Impossible<R, NotString>;
+    type SerializeMap = Impossible<R, NotString>;
+    type SerializeStruct = Impossible<R, NotString>;
+    type SerializeStructVariant = Impossible<R, NotString>;
 
-    fn serialize_str(self, v: &str) -> Result<(), NotString> {
-        self.out.extend_from_slice(v.as_bytes());
-        Ok(())
+    fn serialize_str(self, v: &str) -> Result<R, NotString> {
+        let f = self.f.take().expect("a serializer serializes one value");
+        Ok(f(v.as_bytes()))
     }
 
-    fn serialize_char(self, v: char) -> Result<(), NotString> {
+    fn serialize_char(self, v: char) -> Result<R, NotString> {
         self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
 
@@ -79,7 +77,7 @@ impl Serializer for StringKey<'_> {
         _: &'static str,
         _: u32,
         variant: &'static str,
-    ) -> Result<(), NotString> {
+    ) -> Result<R, NotString> {
         self.serialize_str(variant)
     }
 
@@ -87,11 +85,11 @@ impl Serializer for StringKey<'_> {
         self,
         _: &'static str,
         value: &T,
-    ) -> Result<(), NotString> {
+    ) -> Result<R, NotString> {
         value.serialize(self)
     }
 
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), NotString> {
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<R, NotString> {
         value.serialize(self)
     }
 
@@ -121,7 +119,7 @@ impl Serializer for StringKey<'_> {
         _: u32,
         _: &'static str,
         _: &T,
-    ) -> Result<(), NotString> {
+    ) -> Result<R, NotString> {
         Err(NotString)
     }
 

@@ -53,9 +53,9 @@ pub(super) struct Meter {
 }
 
 impl Meter {
-    pub(super) fn for_entries<K, V>(budget: Rc<Budget>) -> Meter {
+    pub(super) fn for_entries<V>(budget: Rc<Budget>) -> Meter {
         Meter {
-            overhead: Table::<K, V>::bytes_per_entry() + HEAP_SLACK,
+            overhead: Table::<V>::bytes_per_entry() + HEAP_SLACK,
             bytes: 0,
             dirty_entries: 0,
             dirty_bytes: 0,
@@ -179,10 +179,10 @@ impl Meter {
 
 /// Caches `value` under `key`, clean, unless `key` is cached; returns its
 /// position. `sizes`: of the encoded key and value read from the host.
-pub(super) fn insert_read<K: Hash + Eq, V>(
-    table: &mut Table<K, V>,
+pub(super) fn insert_read<V>(
+    table: &mut Table<V>,
     meter: &mut Meter,
-    (hash, key): (KeyHash, K),
+    (hash, key): (KeyHash, KeyBytes),
     value: Option<V>,
     (key_len, value_len): (usize, Option<usize>),
 ) -> usize {

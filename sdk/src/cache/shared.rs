@@ -86,7 +86,7 @@ where
     pub(crate) fn get<Q>(&self, key: &Q) -> Result<Option<V>>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Serialize + ?Sized,
     {
         let mut store = self.store.borrow_mut();
         let value = store.with_slot(key, |slot, _| slot.value.clone())?;
@@ -102,32 +102,38 @@ where
             let store = &mut *guard;
             let mut misses = Vec::new();
             for (i, key) in keys.iter().enumerate() {
-                match store.table.find(key) {
+                store.with_key(key, |store, key| match store.table.find(key) {
                     Ok(at) => out.push(store.table.slot(at).value.clone()),
                     Err(hash) => {
                         out.push(None);
-                        misses.push((i, hash));
+                        misses.push((i, hash, Probe::new(key).to_key()));
                     }
-                }
+                });
             }
             let (name, layout) = (store.name, &store.layout);
-            let mut next = misses.iter();
+            let mut values = Vec::with_capacity(misses.len());
             host::get_many_with(
                 |buf| {
-                    for &(i, _) in &misses {
-                        push_key_with(buf, |out| layout.write_state_key(&keys[i], out));
+                    for (_, _, key) in &misses {
+                        push_key_with(buf, |out| layout.write_key_bytes(key.as_bytes(), out));
                     }
                 },
-                |key, bytes| {
-                    let &(i, hash) = next.next().expect("one value per miss");
+                |state_key, bytes| {
                     let value: Option<V> = bytes.map(|b| decode_value(name, b)).transpose()?;
-                    out[i].clone_from(&value);
-                    let sizes = (key.len(), bytes.map(<[u8]>::len));
-                    let key = (hash, keys[i].clone());
-                    insert_read(&mut store.table, &mut store.meter, key, value, sizes);
+                    values.push((value, (state_key.len(), bytes.map(<[u8]>::len))));
                     Ok::<_, Error>(())
                 },
             )?;
+            for ((i, hash, key), (value, sizes)) in misses.into_iter().zip(values) {
+                out[i].clone_from(&value);
+                insert_read(
+                    &mut store.table,
+                    &mut store.meter,
+                    (hash, key),
+                    value,
+                    sizes,
+                );
+            }
         }
         self.enforce_bounds(guard);
         Ok(out)
@@ -137,7 +143,7 @@ where
     pub(crate) fn prefetch<'a, Q>(&self, keys: impl IntoIterator<Item = &'a Q>) -> Result<()>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'a,
+        Q: Serialize + ?Sized + 'a,
     {
         let mut guard = self.store.borrow_mut();
         {
@@ -149,19 +155,22 @@ where
                 return Ok(());
             }
             // Each miss once, however often the batch repeats it, with the
-            // index in `positions` of its first occurrence.
-            let mut misses: Vec<(usize, KeyHash, K)> = Vec::new();
-            let mut seen = HashSet::with_hasher(store.table.hasher().clone());
+            // index in `positions` of its first occurrence; `seen` indexes
+            // `misses` by key.
+            let mut misses: Vec<(usize, KeyHash, KeyBytes)> = Vec::new();
+            let mut seen: HashTable<usize> = HashTable::new();
             for key in keys {
-                match store.table.find(key) {
+                store.with_key(key, |store, key| match store.table.find(key) {
                     Ok(at) => positions.push(table::position(at)),
                     Err(hash) => {
-                        if seen.insert(key) {
-                            misses.push((positions.len(), hash, key.to_owned()));
+                        let missed = |&j: &usize| misses[j].2.as_bytes() == key;
+                        if seen.find(hash.0, missed).is_none() {
+                            seen.insert_unique(hash.0, misses.len(), |&j| misses[j].1.0);
+                            misses.push((positions.len(), hash, Probe::new(key).to_key()));
                         }
                         positions.push(table::UNKNOWN);
                     }
-                }
+                });
             }
             store.prefetch_found = Some((misses.len(), positions.len()));
             if misses.is_empty() {
@@ -175,12 +184,12 @@ where
             host::get_many_with(
                 |buf| {
                     for (_, _, key) in &misses {
-                        push_key_with(buf, |out| layout.write_state_key(key, out));
+                        push_key_with(buf, |out| layout.write_key_bytes(key.as_bytes(), out));
                     }
                 },
-                |key, bytes| {
+                |state_key, bytes| {
                     let value: Option<V> = bytes.map(|b| decode_value(name, b)).transpose()?;
-                    values.push((value, (key.len(), bytes.map(<[u8]>::len))));
+                    values.push((value, (state_key.len(), bytes.map(<[u8]>::len))));
                     Ok::<_, Error>(())
                 },
             )?;
@@ -204,7 +213,7 @@ where
     pub(crate) fn update<Q>(&self, key: &Q, f: impl FnOnce(Option<V>) -> V) -> Result<V>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Serialize + ?Sized,
     {
         let mut store = self.store.borrow_mut();
         let new = store.with_slot(key, |slot, meter| {
@@ -222,7 +231,7 @@ where
     pub(crate) fn set_many<'a, Q>(&self, pairs: impl IntoIterator<Item = (&'a Q, Option<V>)>)
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'a,
+        Q: Serialize + ?Sized + 'a,
     {
         let mut store = self.store.borrow_mut();
         for (key, value) in pairs {

@@ -2,6 +2,8 @@
 //! in host state ([`Layout`]), and the registry's view of a store
 //! ([`Cached`]).
 
+use std::marker::PhantomData;
+
 use super::*;
 
 /// Where a store's entries live in host state.
@@ -19,8 +21,8 @@ pub(crate) enum Layout {
 /// handles the rest and, for a string, gives the same bytes (its JSON text
 /// without the quotes, unescaped). Keys are stored, so this must never
 /// change its output.
-pub(super) fn write_key<K: Serialize>(key: &K, out: &mut Vec<u8>) {
-    if key::write_if_string(key, out) {
+pub(super) fn write_key<K: Serialize + ?Sized>(key: &K, out: &mut Vec<u8>) {
+    if key::if_string(key, &mut Some(|bytes: &[u8]| out.extend_from_slice(bytes))).is_some() {
         return;
     }
     let start = out.len();
@@ -41,7 +43,34 @@ pub(super) fn write_key<K: Serialize>(key: &K, out: &mut Vec<u8>) {
     }
 }
 
+/// `f` called with the bytes [`write_key`] writes for `key`: a string's
+/// in place, else written into `buf` (cleared first).
+pub(super) fn with_key_bytes<K, R>(key: &K, buf: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> R) -> R
+where
+    K: Serialize + ?Sized,
+{
+    let mut f = Some(f);
+    if let Some(r) = key::if_string(key, &mut f) {
+        return r;
+    }
+    buf.clear();
+    write_key(key, buf);
+    f.take().expect("not called for a key that is no string")(buf)
+}
+
 impl Layout {
+    /// Appends the host state key of the key of bytes `key` (as
+    /// [`write_key`] writes them) to `out`.
+    pub(super) fn write_key_bytes(&self, key: &[u8], out: &mut Vec<u8>) {
+        match self {
+            Layout::Map { suffix } => {
+                out.extend_from_slice(key);
+                out.extend_from_slice(suffix);
+            }
+            Layout::Value { key } => out.extend_from_slice(key),
+        }
+    }
+
     /// Appends the host state key of `key` to `out`.
     pub(super) fn write_state_key<K: Serialize>(&self, key: &K, out: &mut Vec<u8>) {
         match self {
@@ -81,7 +110,12 @@ pub(crate) struct Store<K, V> {
     /// Most entries when a hook returns (`with_cache_capacity`), on top of
     /// the instance's budget; `None`: no such bound.
     pub(super) capacity: Option<usize>,
-    pub(super) table: Table<K, V>,
+    /// Entries by the bytes [`write_key`] writes for their keys.
+    pub(super) table: Table<V>,
+    /// The bytes of a key that is no string, for a lookup
+    /// ([`with_key_bytes`]; reused, so that a lookup does not allocate).
+    pub(super) key_buf: Vec<u8>,
+    keys: PhantomData<fn(&K)>,
     pub(super) meter: Meter,
     /// Reads of the host since the last `prefetch` (`None` before the
     /// first, and after an eviction: the next one looks).
@@ -111,7 +145,9 @@ where
             layout,
             capacity: None,
             table: Table::new(),
-            meter: Meter::for_entries::<K, V>(budget),
+            key_buf: Vec::new(),
+            keys: PhantomData,
+            meter: Meter::for_entries::<V>(budget),
             misses_since_prefetch: None,
             lookups_since_prefetch: 0,
             prefetch_found: None,
@@ -137,6 +173,17 @@ where
         misses * PREFETCH_PAYS <= keys
     }
 
+    /// `f` called with this store and the bytes of `key` ([`write_key`]).
+    pub(super) fn with_key<Q, R>(&mut self, key: &Q, f: impl FnOnce(&mut Self, &[u8]) -> R) -> R
+    where
+        Q: Serialize + ?Sized,
+    {
+        let mut buf = std::mem::take(&mut self.key_buf);
+        let r = with_key_bytes(key, &mut buf, |bytes| f(self, bytes));
+        self.key_buf = buf;
+        r
+    }
+
     /// Runs `f` on the slot of `key`, reading the host once on a miss.
     pub(super) fn with_slot<Q, R>(
         &mut self,
@@ -145,8 +192,17 @@ where
     ) -> Result<R>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Serialize + ?Sized,
     {
+        self.with_key(key, |store, key| store.with_slot_of(key, f))
+    }
+
+    /// [`with_slot`](Self::with_slot) of the key of bytes `key`.
+    fn with_slot_of<R>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&mut Slot<V>, &mut Meter) -> R,
+    ) -> Result<R> {
         self.lookups_since_prefetch += 1;
         let meter = &mut self.meter;
         let hash = match self.table.find_next(key) {
@@ -156,13 +212,13 @@ where
         if let Some(m) = &mut self.misses_since_prefetch {
             *m += 1;
         }
-        let key = key.to_owned();
         let (bytes, key_len) = host::with_buffer(|buf| {
-            self.layout.write_state_key(&key, buf);
+            self.layout.write_key_bytes(key, buf);
             (host::get(buf), buf.len())
         });
         let sizes = (key_len, bytes.as_ref().map(Vec::len));
         let value = bytes.map(|b| decode_value(self.name, &b)).transpose()?;
+        let key = Probe::new(key).to_key();
         let i = insert_read(&mut self.table, &mut self.meter, (hash, key), value, sizes);
         let meter = &mut self.meter;
         Ok(self.table.with(i, |slot| f(slot, meter)))
@@ -172,8 +228,13 @@ where
     pub(super) fn set<Q>(&mut self, key: &Q, value: Option<V>)
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Serialize + ?Sized,
     {
+        self.with_key(key, |store, key| store.set_of(key, value))
+    }
+
+    /// [`set`](Self::set) of the key of bytes `key`.
+    fn set_of(&mut self, key: &[u8], value: Option<V>) {
         let hash = match self.table.find_next(key) {
             Ok(i) => {
                 let meter = &mut self.meter;
@@ -185,11 +246,10 @@ where
             }
             Err(hash) => hash,
         };
-        let key = key.to_owned();
         let size = if self.meter.sample() {
             let layout = &self.layout;
             let (k, v) = host::with_buffer(|buf| {
-                layout.write_state_key(&key, buf);
+                layout.write_key_bytes(key, buf);
                 let k = buf.len();
                 let v = value.as_ref().map(|v| {
                     write_value(v, buf);
@@ -209,7 +269,7 @@ where
         };
         self.meter.cached(&slot);
         self.meter.dirtied(&mut slot);
-        self.table.insert_new(hash, key, slot);
+        self.table.insert_new(hash, Probe::new(key).to_key(), slot);
     }
 
     /// Packs every dirty entry into `writes` (a deletion for a removed one)
@@ -245,14 +305,14 @@ where
                 Some(v) => {
                     let (k, v) = push_entry_with(
                         writes.buf(),
-                        |out| layout.write_state_key(key, out),
+                        |out| layout.write_key_bytes(key, out),
                         |out| write_value(v, out),
                     );
                     (k, Some(v))
                 }
                 None => {
                     let k =
-                        push_deletion_with(writes.buf(), |out| layout.write_state_key(key, out));
+                        push_deletion_with(writes.buf(), |out| layout.write_key_bytes(key, out));
                     (k, None)
                 }
             };

@@ -4,6 +4,8 @@
 //! entries only, however many clean ones the cache holds, and an eviction
 //! walks the vector, not the index's buckets.
 //!
+//! Keys are their bytes ([`KeyBytes`]), short ones inline.
+//!
 //! Invariants:
 //! - `index` holds every position of `entries` once, under its entry's
 //!   `hash` (the key's hash from `hasher`); no two entries have equal keys.
@@ -14,18 +16,16 @@
 //!   (or [`UNKNOWN`]): positions only change in [`Table::retain`] and
 //!   [`Table::clear`], which empty it.
 
-use std::borrow::Borrow;
-use std::hash::{BuildHasher, Hash};
-
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry as IndexEntry;
 
 use super::Slot;
+use super::key_bytes::{KeyBytes, Probe};
 use crate::hash::SeededState;
 
 /// One cached key and its slot.
-pub(super) struct Entry<K, V> {
-    pub(super) key: K,
+pub(super) struct Entry<V> {
+    pub(super) key: KeyBytes,
     /// The key's hash: the index grows and is rebuilt without hashing a
     /// key again.
     hash: u64,
@@ -35,11 +35,11 @@ pub(super) struct Entry<K, V> {
 /// The hash of a key as its table computed it, from a [`Table::find`]
 /// that missed: inserting the key then does not hash it again.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct KeyHash(u64);
+pub(super) struct KeyHash(pub(super) u64);
 
 /// The entries of a store, their index and their dirty list.
-pub(super) struct Table<K, V> {
-    entries: Vec<Entry<K, V>>,
+pub(super) struct Table<V> {
+    entries: Vec<Entry<V>>,
     index: HashTable<u32>,
     hasher: SeededState,
     dirty: Vec<u32>,
@@ -57,14 +57,14 @@ pub(super) fn position(i: usize) -> u32 {
     u32::try_from(i).expect("a cache holds fewer than 2^32 entries")
 }
 
-impl<K, V> Table<K, V> {
+impl<V> Table<V> {
     /// Bytes of the entry vector and the index per entry, as allocated
     /// on average: what [`Meter`](super::Meter) charges an entry for its
     /// place in the table.
     pub(super) fn bytes_per_entry() -> usize {
         // The vector between half full (just grown) and full; the index: a
         // position and a control byte per bucket, at most 7/8 of them used.
-        size_of::<Entry<K, V>>() * 3 / 2 + (size_of::<u32>() + 1) * 8 / 7
+        size_of::<Entry<V>>() * 3 / 2 + (size_of::<u32>() + 1) * 8 / 7
     }
 
     pub(super) fn len(&self) -> usize {
@@ -75,9 +75,7 @@ impl<K, V> Table<K, V> {
     pub(super) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
-}
 
-impl<K: Hash + Eq, V> Table<K, V> {
     pub(super) fn new() -> Self {
         Table {
             entries: Vec::new(),
@@ -89,21 +87,19 @@ impl<K: Hash + Eq, V> Table<K, V> {
         }
     }
 
-    /// The hasher of its keys (for sets of keys that must hash alike).
-    pub(super) fn hasher(&self) -> &SeededState {
-        &self.hasher
+    /// The position of the key of bytes `key` if cached, else its hash
+    /// (for inserting it).
+    #[inline]
+    pub(super) fn find(&self, key: &[u8]) -> Result<usize, KeyHash> {
+        self.find_probe(&Probe::new(key))
     }
 
-    /// The position of `key` if cached, else its hash (for inserting it).
-    pub(super) fn find<Q>(&self, key: &Q) -> Result<usize, KeyHash>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let hash = self.hasher.hash_one(key);
+    #[inline]
+    fn find_probe(&self, probe: &Probe<'_>) -> Result<usize, KeyHash> {
+        let hash = probe.hash(&self.hasher);
         let entries = &self.entries;
         self.index
-            .find(hash, |&i| entries[i as usize].key.borrow() == key)
+            .find(hash, |&i| probe.matches(&entries[i as usize].key))
             .map(|&i| i as usize)
             .ok_or(KeyHash(hash))
     }
@@ -137,21 +133,19 @@ impl<K: Hash + Eq, V> Table<K, V> {
     /// A key other than the expected one ends the expectation (the caller
     /// looks keys up in another order), so a lookup costs at most one
     /// wasted compare per [`expect`](Self::expect).
-    pub(super) fn find_next<Q>(&mut self, key: &Q) -> Result<usize, KeyHash>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    #[inline]
+    pub(super) fn find_next(&mut self, key: &[u8]) -> Result<usize, KeyHash> {
+        let probe = Probe::new(key);
         if let Some(&at) = self.ahead.get(self.next) {
             self.next += 1;
             if at != UNKNOWN {
-                if self.entries[at as usize].key.borrow() == key {
+                if probe.matches(&self.entries[at as usize].key) {
                     return Ok(at as usize);
                 }
                 self.forget_expected();
             }
         }
-        self.find(key)
+        self.find_probe(&probe)
     }
 
     /// The slot at position `i`.
@@ -175,16 +169,20 @@ impl<K: Hash + Eq, V> Table<K, V> {
 
     /// Adds `key` of hash `hash`, which is not cached, with `slot`; returns
     /// its position.
-    pub(super) fn insert_new(&mut self, KeyHash(hash): KeyHash, key: K, slot: Slot<V>) -> usize {
-        debug_assert_eq!(hash, self.hasher.hash_one(&key), "the hash of another key");
+    pub(super) fn insert_new(
+        &mut self,
+        KeyHash(hash): KeyHash,
+        key: KeyBytes,
+        slot: Slot<V>,
+    ) -> usize {
+        debug_assert_eq!(
+            hash,
+            Probe::new(key.as_bytes()).hash(&self.hasher),
+            "the hash of another key"
+        );
+        debug_assert!(self.find(key.as_bytes()).is_err(), "inserting a cached key");
         let i = self.entries.len();
         let entries = &self.entries;
-        debug_assert!(
-            self.index
-                .find(hash, |&j| entries[j as usize].key == key)
-                .is_none(),
-            "inserting a cached key"
-        );
         self.index
             .insert_unique(hash, position(i), |&j| entries[j as usize].hash);
         if slot.dirty {
@@ -199,15 +197,16 @@ impl<K: Hash + Eq, V> Table<K, V> {
     pub(super) fn find_or_insert(
         &mut self,
         KeyHash(hash): KeyHash,
-        key: K,
+        key: KeyBytes,
         make: impl FnOnce() -> Slot<V>,
     ) -> usize {
-        debug_assert_eq!(hash, self.hasher.hash_one(&key), "the hash of another key");
+        let probe = Probe::new(key.as_bytes());
+        debug_assert_eq!(hash, probe.hash(&self.hasher), "the hash of another key");
         let entries = &self.entries;
         let next = entries.len();
         match self.index.entry(
             hash,
-            |&i| entries[i as usize].key == key,
+            |&i| probe.matches(&entries[i as usize].key),
             |&i| entries[i as usize].hash,
         ) {
             IndexEntry::Occupied(o) => *o.get() as usize,
@@ -237,12 +236,12 @@ impl<K: Hash + Eq, V> Table<K, V> {
     /// Calls `visit` with the key and slot of every dirty entry, in the
     /// order they became dirty; the ones `visit` leaves clean leave the
     /// dirty list.
-    pub(super) fn retain_dirty(&mut self, mut visit: impl FnMut(&K, &mut Slot<V>)) {
+    pub(super) fn retain_dirty(&mut self, mut visit: impl FnMut(&[u8], &mut Slot<V>)) {
         let entries = &mut self.entries;
         self.dirty.retain(|&i| {
             let e = &mut entries[i as usize];
             debug_assert!(e.slot.dirty, "a clean entry on the dirty list");
-            visit(&e.key, &mut e.slot);
+            visit(e.key.as_bytes(), &mut e.slot);
             e.slot.dirty
         });
     }
@@ -298,6 +297,10 @@ mod tests {
 
     use super::*;
 
+    fn key_of(key: &str) -> KeyBytes {
+        Probe::new(key.as_bytes()).to_key()
+    }
+
     fn slot(value: u32, dirty: bool) -> Slot<u32> {
         Slot {
             value: Some(value),
@@ -309,12 +312,14 @@ mod tests {
 
     /// Checks the invariants against a model: the key of every entry and
     /// whether it is dirty.
-    fn check(t: &Table<String, u32>, model: &HashMap<String, (u32, bool)>) {
+    fn check(t: &Table<u32>, model: &HashMap<String, (u32, bool)>) {
         assert_eq!(t.len(), model.len());
         assert_eq!(t.index.len(), model.len());
         for (k, &(v, dirty)) in model {
-            let i = t.find(k.as_str()).unwrap_or_else(|_| panic!("{k} missing"));
-            assert_eq!(t.entries[i].key, *k);
+            let i = t
+                .find(k.as_bytes())
+                .unwrap_or_else(|_| panic!("{k} missing"));
+            assert_eq!(t.entries[i].key.as_bytes(), k.as_bytes());
             assert_eq!(t.entries[i].slot.value, Some(v));
             assert_eq!(t.entries[i].slot.dirty, dirty);
         }
@@ -333,7 +338,7 @@ mod tests {
     /// order, checked against a map after every step.
     #[test]
     fn the_index_and_the_dirty_list_follow_every_change() {
-        let mut t: Table<String, u32> = Table::new();
+        let mut t: Table<u32> = Table::new();
         let mut model: HashMap<String, (u32, bool)> = HashMap::new();
         let mut x: u64 = 7;
         for step in 0..20_000u32 {
@@ -345,10 +350,10 @@ mod tests {
                 0..=4 => {
                     let dirty = (x >> 10).is_multiple_of(2);
                     let hash = t
-                        .find(key.as_str())
+                        .find(key.as_bytes())
                         .err()
-                        .unwrap_or(KeyHash(t.hasher.hash_one(&key)));
-                    let i = t.find_or_insert(hash, key.clone(), || slot(step, dirty));
+                        .unwrap_or(KeyHash(Probe::new(key.as_bytes()).hash(&t.hasher)));
+                    let i = t.find_or_insert(hash, key_of(&key), || slot(step, dirty));
                     model.entry(key).or_insert((step, dirty));
                     assert!(i < t.len());
                 }
@@ -357,14 +362,14 @@ mod tests {
                         // The positions of this key and a few others.
                         let ahead: Vec<u32> = std::iter::once(key.clone())
                             .chain((1..4).map(|j| format!("k{}", (x >> (j * 8)) % 500)))
-                            .map(|k| t.find(k.as_str()).map_or(UNKNOWN, position))
+                            .map(|k| t.find(k.as_bytes()).map_or(UNKNOWN, position))
                             .collect();
                         t.expect(ahead);
                     }
-                    let found = t.find_next(key.as_str());
+                    let found = t.find_next(key.as_bytes());
                     assert_eq!(found.is_ok(), model.contains_key(&key));
                     if let Ok(i) = found {
-                        assert_eq!(t.entries[i].key, key);
+                        assert_eq!(t.entries[i].key.as_bytes(), key.as_bytes());
                         t.with(i, |s| {
                             s.value = Some(step);
                             s.dirty = true;
@@ -379,7 +384,7 @@ mod tests {
                         n += 1;
                         if n.is_multiple_of(2) {
                             s.dirty = false;
-                            model.get_mut(k).unwrap().1 = false;
+                            model.get_mut(std::str::from_utf8(k).unwrap()).unwrap().1 = false;
                         }
                     });
                 }
@@ -394,12 +399,12 @@ mod tests {
             check(&t, &model);
         }
         t.clear();
-        assert!(t.is_empty() && t.find("k1").is_err() && t.dirty.is_empty());
+        assert!(t.is_empty() && t.find(b"k1").is_err() && t.dirty.is_empty());
     }
 
-    fn insert(t: &mut Table<String, u32>, key: &str) -> u32 {
-        let hash = t.find(key).unwrap_err();
-        position(t.find_or_insert(hash, key.to_string(), || slot(0, false)))
+    fn insert(t: &mut Table<u32>, key: &str) -> u32 {
+        let hash = t.find(key.as_bytes()).unwrap_err();
+        position(t.find_or_insert(hash, key_of(key), || slot(0, false)))
     }
 
     /// Expected positions answer lookups in order; a key out of order, or
@@ -407,19 +412,19 @@ mod tests {
     /// key.
     #[test]
     fn expected_positions_answer_lookups_until_one_differs() {
-        let mut t: Table<String, u32> = Table::new();
+        let mut t: Table<u32> = Table::new();
         let [a, b, c] = ["a", "b", "c"].map(|k| insert(&mut t, k));
         t.expect(vec![b, UNKNOWN, a, c]);
-        assert_eq!(t.find_next("b").ok(), Some(b as usize));
+        assert_eq!(t.find_next(b"b").ok(), Some(b as usize));
         // An unknown position is a lookup of its own.
-        assert_eq!(t.find_next("c").ok(), Some(c as usize));
+        assert_eq!(t.find_next(b"c").ok(), Some(c as usize));
         assert_eq!((t.ahead.len(), t.next), (4, 2));
-        assert_eq!(t.find_next("a").ok(), Some(a as usize));
+        assert_eq!(t.find_next(b"a").ok(), Some(a as usize));
         // Out of order: found all the same, and the rest is dropped.
-        assert_eq!(t.find_next("b").ok(), Some(b as usize));
+        assert_eq!(t.find_next(b"b").ok(), Some(b as usize));
         assert!(t.ahead.is_empty());
-        assert_eq!(t.find_next("c").ok(), Some(c as usize));
-        assert!(t.find_next("d").is_err());
+        assert_eq!(t.find_next(b"c").ok(), Some(c as usize));
+        assert!(t.find_next(b"d").is_err());
 
         t.expect(vec![c, a]);
         let dropped = t.retain(|_, s| s.value != Some(0) || s.dirty);
@@ -428,29 +433,29 @@ mod tests {
         let d = insert(&mut t, "d");
         t.expect(vec![d]);
         t.clear();
-        assert!(t.ahead.is_empty() && t.find_next("d").is_err());
+        assert!(t.ahead.is_empty() && t.find_next(b"d").is_err());
     }
 
     /// A write-back's pass sees the dirty entries only, however many clean
     /// ones there are.
     #[test]
     fn dirty_entries_are_visited_in_the_order_they_became_dirty() {
-        let mut t: Table<String, u32> = Table::new();
+        let mut t: Table<u32> = Table::new();
         for i in 0..10_000 {
             let key = format!("clean{i}");
-            let hash = t.find(key.as_str()).unwrap_err();
-            t.find_or_insert(hash, key, || slot(0, false));
+            let hash = t.find(key.as_bytes()).unwrap_err();
+            t.find_or_insert(hash, key_of(&key), || slot(0, false));
         }
         for k in ["a", "b", "c"] {
-            let hash = t.find(k).unwrap_err();
-            t.insert_new(hash, k.to_string(), slot(0, false));
+            let hash = t.find(k.as_bytes()).unwrap_err();
+            t.insert_new(hash, key_of(k), slot(0, false));
         }
         for k in ["c", "a", "b", "a"] {
-            let i = t.find(k).ok().unwrap();
+            let i = t.find(k.as_bytes()).ok().unwrap();
             t.with(i, |s| s.dirty = true);
         }
         let mut seen = Vec::new();
-        t.retain_dirty(|k, _| seen.push(k.clone()));
+        t.retain_dirty(|k, _| seen.push(String::from_utf8(k.to_vec()).unwrap()));
         assert_eq!(seen, ["c", "a", "b"]);
     }
 }
