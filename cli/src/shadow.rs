@@ -12,9 +12,8 @@ use anyhow::Context as _;
 use weir::config::Job;
 
 use weir::cluster::{TaskId, WorkerJob};
-use weir::remote::RemoteStore;
 
-use crate::stored::{Inspect, Inspected, inspected};
+use crate::stored::{Inspect, Inspected, NoCheckpoints, inspected};
 use weir::shadow::{PortDiff, Range, ReplayReport, ShadowReport, StateDiff};
 
 /// Where the last shadow report of `operator` is kept.
@@ -80,20 +79,14 @@ impl Recorded {
             }
             _ => Inspect::Dir(state_dir.clone()),
         };
-        let none_here = match &what {
-            Inspect::Store(url, options) => {
-                RemoteStore::open(url, options)?.manifest_ids()?.is_empty()
-            }
-            Inspect::Dir(_) => !local,
-        };
-        if none_here && task.is_none() && job.checkpoint.store.is_some() {
-            anyhow::bail!(
+        let checkpoints = match inspected(&what, None) {
+            Err(e) if e.is::<NoCheckpoints>() && task.is_none() => anyhow::bail!(
                 "job `{}` has no checkpoint in {} nor in its object store; a job run by `weir run --worker` keeps each task's apart: name one with --task <stage>-<partition> (`weir workers` lists them)",
                 job.name,
                 state_dir.display()
-            );
-        }
-        let checkpoints = inspected(&what, None)?;
+            ),
+            checkpoints => checkpoints?,
+        };
         Ok(Recorded {
             job,
             state_dir,

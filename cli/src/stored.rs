@@ -85,6 +85,15 @@ pub struct Inspected {
     _fetched: Option<tempfile::TempDir>,
 }
 
+/// An object store that holds no complete checkpoint ([`inspected`]'s
+/// error, for callers that explain it).
+#[derive(Debug, thiserror::Error)]
+#[error("no complete checkpoints in {url}")]
+pub struct NoCheckpoints {
+    /// The store's URL.
+    pub url: String,
+}
+
 /// The state directory `what` names: checkpoint `checkpoint` of an
 /// object store fetched, or a local directory.
 pub fn inspected(what: &Inspect, checkpoint: Option<u64>) -> anyhow::Result<Inspected> {
@@ -101,9 +110,15 @@ pub fn inspected(what: &Inspect, checkpoint: Option<u64>) -> anyhow::Result<Insp
     let ids = remote.manifest_ids()?;
     let id = match checkpoint {
         Some(id) => id,
-        None => *ids
-            .last()
-            .with_context(|| format!("no complete checkpoints in {url}"))?,
+        None => match ids.last() {
+            Some(&id) => id,
+            None => {
+                return Err(NoCheckpoints {
+                    url: url.to_string(),
+                }
+                .into());
+            }
+        },
     };
     let job = match ids.contains(&id) {
         true => remote.manifest(id)?.job,

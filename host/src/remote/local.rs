@@ -99,7 +99,11 @@ pub fn fetch_checkpoints(
 
 /// The manifest of checkpoint `id` of `remote`, or of its newest (`None`
 /// when it has none), checked to be job `job`'s.
-fn pick(remote: &RemoteStore, job: &str, id: Option<u64>) -> Result<Option<Manifest>, SyncError> {
+pub(crate) fn pick(
+    remote: &RemoteStore,
+    job: &str,
+    id: Option<u64>,
+) -> Result<Option<Manifest>, SyncError> {
     let ids = remote.manifest_ids()?;
     let id = match id {
         Some(id) if !ids.contains(&id) => {

@@ -58,6 +58,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use crate::store::Pack;
 
 pub use error::RemoteError;
+pub(crate) use local::pick;
 pub use local::{SyncError, fetch_checkpoints, fetch_kept_plugins, sync_state_dir};
 pub use manifest::{MANIFEST_FORMAT, Manifest, Staged};
 pub use replica::Replica;

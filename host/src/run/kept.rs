@@ -162,23 +162,23 @@ fn checkpoint_to_restore(
 
 /// Checkpoint `mode` names in the object store `remote` (the newest for
 /// `Latest`), unless final, with the copies of swapped-in plugins its
-/// manifest names downloaded into `state_dir`.
+/// manifest names downloaded into `state_dir`. An unknown id or another
+/// job's store is the error the attempt's sync would give.
 fn stored_checkpoint(
     job: &Job,
     state_dir: &Path,
     mode: RestoreMode,
     remote: &RemoteStore,
 ) -> Result<Option<CheckpointMeta>, RunError> {
-    let ids = remote.manifest_ids()?;
     let id = match mode {
         RestoreMode::None => return Ok(None),
-        RestoreMode::Latest => ids.last().copied(),
-        RestoreMode::Id(id) => ids.contains(&id).then_some(id),
+        RestoreMode::Latest => None,
+        RestoreMode::Id(id) => Some(id),
     };
-    let Some(id) = id else { return Ok(None) };
-    let manifest = remote.manifest(id)?;
-    // Another job's store is refused when the attempt syncs with it.
-    if manifest.job != job.name || manifest.meta.final_checkpoint {
+    let Some(manifest) = crate::remote::pick(remote, &job.name, id)? else {
+        return Ok(None);
+    };
+    if manifest.meta.final_checkpoint {
         return Ok(None);
     }
     crate::remote::fetch_kept_plugins(remote, state_dir, &manifest)?;
