@@ -78,17 +78,15 @@ impl Operator for WordCount {
 
     fn process_batch(&mut self, ctx: &mut Context, _port: u32, batch: &Batch<'_>) -> Result<()> {
         // Every word first: a batch with a bad record counts and emits nothing.
-        let words = batch
-            .iter()
-            .map(|rec| {
-                let word = word_of(&rec)?;
-                Ok(if self.lowercase {
-                    lowercase(word)
-                } else {
-                    Cow::Borrowed(word)
-                })
-            })
-            .collect::<Result<Vec<Cow<'_, str>>>>()?;
+        let mut words: Vec<Cow<'_, str>> = Vec::with_capacity(batch.len());
+        for rec in batch.iter() {
+            let word = word_of(&rec)?;
+            words.push(if self.lowercase {
+                lowercase(word)
+            } else {
+                Cow::Borrowed(word)
+            });
+        }
         let words = || words.iter().map(|w| w.as_ref()).filter(|w| !w.is_empty());
         // The counts the cache lacks, in one host call: with more distinct
         // words than the cache holds, misses would otherwise cost a call each.
