@@ -21,7 +21,12 @@
 //! - Protobuf: the same orders as Protobuf messages in the wire format,
 //!   read by a `format = "protobuf"` source → file sink job, against
 //!   prost-reflect (dynamic messages of the `.proto`, compiled by protox)
-//!   decoding them from a librdkafka consumer into JSON lines.
+//!   decoding them from a librdkafka consumer into JSON lines;
+//! - rows to Avro: `word-count`'s rows (`{"word","count"}`) into an Avro
+//!   topic (bare datums), written from the rows by a schema of their
+//!   fields in their order, against the same rows through their JSON
+//!   records (a schema of the same fields in another order, which only
+//!   the JSON path writes).
 //!
 //! The broker is warmed up first (the data produced to and read from a
 //! topic of its own). The Weir cases run the `weir` binary (`--restore none`, checkpoints
@@ -35,7 +40,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
-use weir_tests::job_file::{Checkpoint, Entry, JobFile, Sink, Source};
+use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
 use weir_tests::servers::Kafka;
 
 use crate::connectors::{per_second, read_through_weir, run_weir};
@@ -128,7 +133,57 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         Some("librdkafka consume"),
     );
     schema_formats((settings, dir, &kafka), n, &mut report)?;
+    rows_to_avro((settings, dir, &kafka), n, &mut report)?;
     Ok(report)
+}
+
+/// `word-count`'s rows into an Avro topic: written from the rows, against
+/// the same rows through their JSON records (module docs).
+fn rows_to_avro(
+    (settings, dir, kafka): (&Settings, &std::path::Path, &Kafka),
+    n: u64,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let plugin = settings.plugin("word-count")?;
+    let cases = [
+        (
+            "word-count → kafka avro, through JSON",
+            "avro-json",
+            r#"{"type": "record", "name": "Count", "fields": [
+              {"name": "count", "type": "long"}, {"name": "word", "type": "string"}]}"#,
+        ),
+        (
+            "word-count → kafka avro, from rows",
+            "avro-rows",
+            r#"{"type": "record", "name": "Count", "fields": [
+              {"name": "word", "type": "string"}, {"name": "count", "type": "long"}]}"#,
+        ),
+    ];
+    for (case, name, schema) in cases {
+        settings.say(&format!("kafka: {case}"));
+        kafka.create_topic(name, PARTITIONS);
+        let schema_path = dir.join(format!("{name}.avsc"));
+        std::fs::write(&schema_path, schema)?;
+        let job = JobFile::new(&format!("bench-kafka-{name}"))
+            .checkpoint(Checkpoint::every("1s"))
+            .source(Source::file("in", "words.txt").format("lines"))
+            .operator(Operator::new("count", plugin.display().to_string()).inputs(&["in"]))
+            .sink(
+                Sink::kafka("out", &kafka.brokers(), name)
+                    .string("format", "avro")
+                    .string("schema", &schema_path.display().to_string())
+                    .input("count"),
+            );
+        let wall = run_weir(settings, dir, name, &job)?;
+        let (stored, _) = read_all(&kafka.brokers(), name)?;
+        anyhow::ensure!(
+            stored == n,
+            "topic {name} holds {stored} messages, expected {n}"
+        );
+        let baseline = (name == "avro-rows").then_some(cases[0].0);
+        report.row(case, per_second(n, wall), "records/s", baseline);
+    }
+    Ok(())
 }
 
 /// Writes every value to `topic` with an idempotent producer configured as

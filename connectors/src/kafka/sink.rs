@@ -562,6 +562,10 @@ impl KafkaDestination {
 }
 
 impl Destination for KafkaDestination {
+    fn reads_rows(&self) -> bool {
+        self.writer.reads_rows()
+    }
+
     fn check(&self) -> Option<Box<dyn RecordCheck>> {
         Some(Box::new(self.writer.clone()))
     }
@@ -637,6 +641,10 @@ impl AtLeastOnceSink {
 }
 
 impl Sink for AtLeastOnceSink {
+    fn reads_rows(&self) -> bool {
+        self.writer.reads_rows()
+    }
+
     fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
         self.writer.refused(batch)
     }

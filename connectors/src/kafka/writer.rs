@@ -24,7 +24,7 @@ use weir::connectors::metadata::{self, Header};
 use weir::connectors::schema_format::SchemaEncoder;
 use weir::connectors::sink::RecordCheck;
 use weir::dataflow::Batch;
-use weir::dataflow::batch::{Change, RecordRef};
+use weir::dataflow::batch::{Change, Encoding, RecordRef};
 
 /// Turns records into messages of the sink's topic.
 #[derive(Clone)]
@@ -64,6 +64,9 @@ impl Writer {
         r: &RecordRef<'r>,
         before: Option<&[u8]>,
     ) -> Result<Option<Payload<'r>>, ProduceError> {
+        if r.encoding == Encoding::Row {
+            return self.row_payload(r, before);
+        }
         let Some(payload) = self.json_payload(r, before)? else {
             return Ok(None);
         };
@@ -82,6 +85,46 @@ impl Writer {
             (_, payload) => payload,
         };
         Ok(Some((payload, headers)))
+    }
+
+    /// Whether rows reach it as rows ([`Sink::reads_rows`](weir::connectors::sink::Sink::reads_rows)):
+    /// with a value schema to encode them and nothing else reading the
+    /// value (no Debezium envelope, header field or repartition topic).
+    pub(super) fn reads_rows(&self) -> bool {
+        self.encoder.is_some()
+            && !self.debezium
+            && self.header_field.is_none()
+            && self.repartition.is_none()
+    }
+
+    /// [`payload`](Self::payload) of a row ([`reads_rows`](Self::reads_rows)):
+    /// an insert (or an upsert topic's keyed update) encoded from the row
+    /// itself, any other change as its JSON record.
+    fn row_payload<'r>(
+        &self,
+        r: &RecordRef<'r>,
+        before: Option<&[u8]>,
+    ) -> Result<Option<Payload<'r>>, ProduceError> {
+        let refused = ProduceError::Refused;
+        let as_it_is = match (self.mode, r.change) {
+            (Mode::Append, Change::Insert) => true,
+            (Mode::Upsert, Change::Insert | Change::UpdateAfter) => r.key.is_some(),
+            _ => false,
+        };
+        if let (Some(encoder), true) = (&self.encoder, as_it_is) {
+            let value = encoder.encode_row(r.value).map_err(refused)?;
+            return Ok(Some((Some(Cow::Owned(value)), Vec::new())));
+        }
+        let mut json = Vec::with_capacity(r.value.len() + 32);
+        weir_flat::row::write_json(r.value, &mut json)
+            .map_err(|e| refused(format!("not a row: {e}")))?;
+        let text = RecordRef {
+            value: &json,
+            encoding: Encoding::Bytes,
+            ..*r
+        };
+        let payload = self.payload(&text, before)?;
+        Ok(payload.map(|(value, headers)| (value.map(|v| Cow::Owned(v.into_owned())), headers)))
     }
 
     /// [`payload`](Self::payload) before a schema's encoding.

@@ -47,6 +47,7 @@ use weir::connectors::sink::{Delivery, Done, RecordCheck, Sink, SinkContext, Sin
 use weir::connectors::staged::{Destination, EpochReader};
 use weir::connectors::{BuildSink, SinkConnector, SinkType};
 use weir::dataflow::Batch;
+use weir::dataflow::batch::{Change, Encoding, RecordRef};
 use weir::failpoint::{self, Failpoint};
 use weir::schemas::registry::SubjectStrategy;
 
@@ -273,19 +274,38 @@ impl RecordCheck for Messages {
 impl Messages {
     /// Record `r`'s subject ([`subject_for`](Self::subject_for)),
     /// payload and headers ([`payload`](Self::payload)).
-    fn message(&self, r: &weir::dataflow::batch::RecordRef<'_>) -> Result<Message, String> {
+    fn message(&self, r: &RecordRef<'_>) -> Result<Message, String> {
         let subject = self.subject_for(r.key)?;
         let (payload, headers) = self.payload(r)?;
         Ok((subject, payload, headers))
     }
 
+    /// Whether rows reach it as rows ([`Sink::reads_rows`]): with a
+    /// schema to encode them and no header field to take out of them.
+    fn reads_rows(&self) -> bool {
+        self.encoder.is_some() && self.header_field.is_none()
+    }
+
     /// The payload of record `r` and its headers: its value, with its
     /// change kind when not an insert ([`with_op`]), its headers taken out
-    /// of the header field, encoded with the schema if there is one.
-    fn payload(
-        &self,
-        r: &weir::dataflow::batch::RecordRef<'_>,
-    ) -> Result<(Bytes, Option<HeaderMap>), String> {
+    /// of the header field, encoded with the schema if there is one. A
+    /// row ([`reads_rows`](Self::reads_rows)) that is an insert is
+    /// encoded from the row itself, any other as its JSON record.
+    fn payload(&self, r: &RecordRef<'_>) -> Result<(Bytes, Option<HeaderMap>), String> {
+        if r.encoding == Encoding::Row {
+            if let (Some(encoder), Change::Insert) = (&self.encoder, r.change) {
+                return Ok((Bytes::from(encoder.encode_row(r.value)?), None));
+            }
+            let mut json = Vec::with_capacity(r.value.len() + 32);
+            weir_flat::row::write_json(r.value, &mut json)
+                .map_err(|e| format!("not a row: {e}"))?;
+            let text = RecordRef {
+                value: &json,
+                encoding: Encoding::Bytes,
+                ..*r
+            };
+            return self.payload(&text);
+        }
         let value = with_op(r.value, r.change)?;
         let (value, headers) = match &self.header_field {
             Some(field) => {
@@ -320,6 +340,10 @@ impl Messages {
 }
 
 impl Destination for NatsDestination {
+    fn reads_rows(&self) -> bool {
+        self.messages.reads_rows()
+    }
+
     fn check(&self) -> Option<Box<dyn RecordCheck>> {
         Some(Box::new(self.messages.clone()))
     }
@@ -391,6 +415,10 @@ impl PublishingSink {
 }
 
 impl Sink for PublishingSink {
+    fn reads_rows(&self) -> bool {
+        self.destination.messages.reads_rows()
+    }
+
     fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
         self.destination.messages.refuse(batch)
     }

@@ -537,13 +537,7 @@ impl SchemaEncoder {
 
     /// JSON record `json` as a message.
     pub fn encode(&self, json: &[u8]) -> Result<Vec<u8>, String> {
-        let mut out = Vec::with_capacity(json.len());
-        if let Some(id) = self.id {
-            wire::frame(id, &mut out);
-            if let Writer::Protobuf(s) = &self.writer {
-                wire::write_indexes(&s.indexes(), &mut out);
-            }
-        }
+        let mut out = self.framed(json.len());
         match &self.writer {
             Writer::Avro(w) => w.write(json, &mut out)?,
             Writer::Protobuf(s) => s.encode(json, &mut out)?,
@@ -553,5 +547,30 @@ impl SchemaEncoder {
             }
         }
         Ok(out)
+    }
+
+    /// Row `row` ([`weir_flat::row`]) as a message: the message of its
+    /// JSON record, which an Avro schema writes from the row itself.
+    pub fn encode_row(&self, row: &[u8]) -> Result<Vec<u8>, String> {
+        let Writer::Avro(w) = &self.writer else {
+            let mut json = Vec::with_capacity(row.len() + 32);
+            weir_flat::row::write_json(row, &mut json).map_err(|e| format!("not a row: {e}"))?;
+            return self.encode(&json);
+        };
+        let mut out = self.framed(row.len());
+        w.write_row(row, &mut out)?;
+        Ok(out)
+    }
+
+    /// A message's buffer with its registry framing, room for `len` bytes.
+    fn framed(&self, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 8);
+        if let Some(id) = self.id {
+            wire::frame(id, &mut out);
+            if let Writer::Protobuf(s) = &self.writer {
+                wire::write_indexes(&s.indexes(), &mut out);
+            }
+        }
+        out
     }
 }

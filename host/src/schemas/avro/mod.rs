@@ -13,6 +13,7 @@
 
 pub mod container;
 mod from_json;
+mod from_row;
 pub mod references;
 mod resolve;
 mod to_json;
@@ -229,10 +230,12 @@ impl AvroReader {
     }
 }
 
-/// Writes JSON records as datums of a schema.
+/// Writes JSON records, and rows, as datums of a schema.
 pub struct AvroWriter {
     writer: GenericDatumWriter<'static>,
     schema: AvroSchema,
+    /// How rows are written without JSON, when the schema allows it.
+    rows: Option<from_row::RowPlan>,
 }
 
 impl AvroWriter {
@@ -241,15 +244,31 @@ impl AvroWriter {
         let writer = GenericDatumWriter::builder(schema.schema())
             .build()
             .map_err(|e| format!("not an Avro schema: {e}"))?;
+        let parsed = &schema.0;
         Ok(AvroWriter {
             writer,
             schema: schema.clone(),
+            rows: from_row::RowPlan::new(parsed.schema, parsed.resolved.get_names()),
         })
     }
 
     /// The schema it writes.
     pub fn schema(&self) -> &AvroSchema {
         &self.schema
+    }
+
+    /// Appends `row` (a [`weir_flat::row`]) as a datum to `out`: the
+    /// bytes [`write`](Self::write) gives its JSON, written directly when
+    /// the schema and the row allow it (module `from_row`).
+    pub fn write_row(&self, row: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        if let Some(plan) = &self.rows
+            && plan.write(row, out)
+        {
+            return Ok(());
+        }
+        let mut json = Vec::with_capacity(row.len() + 32);
+        weir_flat::row::write_json(row, &mut json).map_err(|e| format!("not a row: {e}"))?;
+        self.write(&json, out)
     }
 
     /// Appends JSON `json` as a datum to `out`; `Err` names the field that
