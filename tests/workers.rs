@@ -23,7 +23,7 @@ use weir_tests::servers::{
     Clients, Kafka, KafkaMessage, Nats, Outgoing, Postgres, S3, values_text,
 };
 use weir_tests::text::assert_has;
-use weir_tests::wait::PATIENCE;
+use weir_tests::wait::{PATIENCE, wait_until};
 use weir_tests::windows::{clicks, windows_of};
 
 const WEIR: Weir = Weir::new(env!("CARGO_BIN_EXE_weir"));
@@ -143,6 +143,12 @@ fn checkpoints(worker: &mut Running, n: usize) {
 /// Waits until `worker` runs a task.
 fn runs_a_task(worker: &mut Running) {
     worker.wait_for_line("a task", |l| l.contains("task 0-") && l.ends_with(" runs"));
+}
+
+/// The checkpoint the group's commit point holds for task 0-`p`.
+fn commit_point(kafka: &Clients, p: i32) -> Option<u64> {
+    let (_, metadata) = kafka.committed_with_metadata("weir-shared-count", "words", p)?;
+    metadata.strip_prefix("weir:")?.parse().ok()
 }
 
 /// Waits until topic `counts`, read `read_committed`, holds `n` messages.
@@ -428,11 +434,25 @@ fn a_worker_stalled_mid_restore_deletes_nothing_of_the_next_owner() {
     let mut run = worker_command(&job, "b");
     run.env(ENV, format!("{}:stop", point.name()));
     let mut b = Running::spawn(run);
+    let assigned = b.wait_for_line("b's tasks", |l| {
+        l.contains("assigns partition(s) [") && !l.ends_with("[]")
+    });
+    let tasks: Vec<i32> = (assigned.rsplit('[').next().unwrap().trim_end_matches(']'))
+        .split(", ")
+        .map(|p| p.parse().unwrap())
+        .collect();
     b.wait_for_line("b stopped mid-restore", |l| l == point.stop_line());
+    // What b read: nobody commits b's tasks while b is stopped and holds them.
+    let read: Vec<Option<u64>> = tasks.iter().map(|&p| commit_point(&kafka, p)).collect();
     a.wait_for_line("a running b's tasks again", |l| {
         l.contains("task 0-") && l.ends_with(" runs")
     });
-    checkpoints(&mut a, 16);
+    // Until a has committed a later checkpoint of each of b's tasks (a's
+    // checkpoint lines do not say whose task they are).
+    wait_until("a's commits of b's tasks", PATIENCE, || {
+        let later = |(&p, &was): (&i32, &Option<u64>)| commit_point(&kafka, p) > was;
+        tasks.iter().zip(&read).all(later).then_some(())
+    });
     signal(&b.child, "-CONT");
     let refused = b.wait_for_line("b's refused claim", |l| {
         l.contains("not restoring (and deleting no manifest)") || l.contains("dropping it")
