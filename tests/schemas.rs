@@ -1152,7 +1152,7 @@ fn flat_avro_records_reach_plugins_as_rows_and_as_their_json() {
     assert_eq!(keys, want, "keyed by the `id` field");
 }
 
-/// A plugin's rows reach Kafka and NATS sinks with an Avro schema
+/// A plugin's rows reach Kafka, NATS and file sinks with an Avro schema
 /// (`word-count` emits each `{"word","count"}` as a row), written from the
 /// rows where they fit the schema field for field: through SIGKILLs after
 /// checkpoints, Python's clients read every count once, in order, the
@@ -1161,7 +1161,7 @@ fn flat_avro_records_reach_plugins_as_rows_and_as_their_json() {
 /// through the JSON path; with an enum of some of the words, the rows of
 /// the others are that sink's dead letters, each once, in order.
 #[test]
-fn a_plugins_rows_reach_kafka_and_nats_sinks_avro_schemas_exactly_once() {
+fn a_plugins_rows_reach_kafka_nats_and_file_sinks_avro_schemas_exactly_once() {
     use base64::Engine as _;
 
     const DIRECT: &str = r#"{"type": "record", "name": "Count", "fields": [
@@ -1221,6 +1221,12 @@ fn a_plugins_rows_reach_kafka_and_nats_sinks_avro_schemas_exactly_once() {
                 .string("schema", "direct.avsc")
                 .string("schema_registry", &url),
         )
+        .sink(
+            Sink::file("file", "out/counts.avro")
+                .input("count")
+                .string("format", "avro")
+                .string("schema", "direct.avsc"),
+        )
         .sink(Sink::file("rejects", "rejects.jsonl"));
     let job = JobDir::new(
         WEIR,
@@ -1244,6 +1250,11 @@ fn a_plugins_rows_reach_kafka_and_nats_sinks_avro_schemas_exactly_once() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(got, all, "what the NATS sink wrote");
+    let path = job.path().join("out/counts.avro").display().to_string();
+    let got: Vec<Value> = (clients(&["read-ocf", "avro", &path], "").lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got, all, "what the Avro file sink wrote");
     let letters = weir_tests::letters::parse(&job.read("rejects.jsonl"));
     assert_eq!(weir_tests::letters::values(&letters), refused);
     for l in &letters {

@@ -23,7 +23,7 @@ use crate::connectors::changelog::with_op;
 use crate::connectors::schema_format::{Schema, SchemaKeys, SchemaKind, SchemaSettings};
 use crate::connectors::sink::{SinkFormat, encode};
 use crate::dataflow::Batch;
-use crate::dataflow::batch::Change;
+use crate::dataflow::batch::{self, Change, RecordRef};
 use crate::schemas::avro::container::{self, AvroCodec};
 use crate::schemas::avro::{AvroSchema, AvroWriter};
 use crate::schemas::json_schema::JsonSchema;
@@ -163,16 +163,16 @@ impl RecordWriter {
         for r in batch.iter() {
             let fits = match &self.encoding {
                 Encoding::Avro(_) => {
-                    let encoded = encode_one(&self.encoding, r.value, r.change, &mut self.datums);
+                    let encoded = encode_one(&self.encoding, &r, &mut self.datums);
                     self.count += 1;
                     encoded.and_then(|()| match self.datums.len() >= BLOCK_BYTES {
                         true => self.seal(),
                         false => Ok(()),
                     })
                 }
-                encoding => encode_one(encoding, r.value, r.change, &mut self.buffer),
+                encoding => encode_one(encoding, &r, &mut self.buffer),
             };
-            fits.map_err(|e| misfit(r.value, e))?;
+            fits.map_err(|e| misfit(&r.text_value(), e))?;
         }
         out.write_all(&self.buffer)?;
         Ok(self.buffer.len() as u64)
@@ -187,6 +187,12 @@ impl RecordWriter {
         Ok(self.buffer.len() as u64)
     }
 
+    /// Whether it takes rows as rows ([`Sink::reads_rows`](crate::connectors::sink::Sink::reads_rows)):
+    /// an Avro file writes them without JSON ([`AvroWriter::write_row`]).
+    pub(crate) fn reads_rows(&self) -> bool {
+        matches!(self.encoding, Encoding::Avro(_))
+    }
+
     /// The records of `batch` that do not fit the schema, by index, with
     /// why.
     pub(crate) fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
@@ -196,7 +202,7 @@ impl RecordWriter {
         let mut refused = Vec::new();
         for (i, r) in batch.iter().enumerate() {
             self.scratch.clear();
-            if let Err(e) = encode_one(&self.encoding, r.value, r.change, &mut self.scratch) {
+            if let Err(e) = encode_one(&self.encoding, &r, &mut self.scratch) {
                 refused.push((i, e));
             }
         }
@@ -230,13 +236,22 @@ impl RecordWriter {
 
 /// Appends what the file holds of record `value` saying `change` to `out`:
 /// a checked line, a delimited message, an Avro datum.
-fn encode_one(
-    encoding: &Encoding,
-    value: &[u8],
-    change: Change,
-    out: &mut Vec<u8>,
-) -> Result<(), String> {
-    let value = with_op(value, change)?;
+fn encode_one(encoding: &Encoding, r: &RecordRef<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+    if r.encoding == batch::Encoding::Row {
+        // An Avro file writes an inserted row as it is; anything else
+        // takes the row's JSON (rows reach a sink checked: it is whole).
+        if let (Encoding::Avro(blocks), Change::Insert) = (encoding, r.change) {
+            return blocks.writer.write_row(r.value, out);
+        }
+        let text = r.text_value();
+        let as_text = RecordRef {
+            value: &text,
+            encoding: batch::Encoding::Bytes,
+            ..*r
+        };
+        return encode_one(encoding, &as_text, out);
+    }
+    let value = with_op(r.value, r.change)?;
     match encoding {
         Encoding::Text(_) => unreachable!("text formats write batches"),
         Encoding::Json(schema) => {

@@ -381,6 +381,10 @@ impl FileSink {
 }
 
 impl Sink for FileSink {
+    fn reads_rows(&self) -> bool {
+        self.records.reads_rows()
+    }
+
     /// Records that do not fit the format's schema.
     fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
         self.records.refuse(batch)
@@ -752,6 +756,66 @@ mod tests {
             let want: Vec<i64> = (0..20_000).chain(30_000..30_050).collect();
             assert_eq!(avro_ns(&path), want, "{codec}");
         }
+    }
+
+    /// Rows reach an Avro file sink as rows (`reads_rows`; a sink of lines
+    /// takes their JSON) and are written as their JSON records would be:
+    /// both files read back the same records, in order; a row that does
+    /// not fit is refused, named by its JSON.
+    #[test]
+    fn rows_are_written_to_an_avro_file_as_their_json_records_would_be() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = |name: &str, batch: &Batch| {
+            let path = dir.path().join(name);
+            let staging = dir.path().join(format!("{name}.staging"));
+            let s = FileSink::open("out", &path, &staging, None).unwrap();
+            let mut s = s.with_format(&avro("deflate")).unwrap();
+            assert!(s.reads_rows());
+            s.write(batch).unwrap();
+            precommit_blocking(&mut s, 1).unwrap();
+            commit_blocking(&mut s, 1).unwrap();
+            let reader = apache_avro::Reader::new(File::open(&path).unwrap()).unwrap();
+            reader.map(Result::unwrap).collect::<Vec<_>>()
+        };
+        let mut rows = Batch::new();
+        for n in [0i64, -1, i64::MAX, 7] {
+            let mut row = Vec::new();
+            let kind = ["A", "B"][n.unsigned_abs() as usize % 2];
+            weir_flat::row::RowWriter::new(&mut row)
+                .i64("n", n)
+                .str("kind", kind);
+            rows.push_row(None, &row, None);
+        }
+        let texts: Vec<Vec<u8>> = rows.iter().map(|r| r.text_value()).collect();
+        let json = recs(
+            &texts
+                .iter()
+                .map(|t| std::str::from_utf8(t).unwrap())
+                .collect::<Vec<_>>(),
+        );
+        let from_rows = written("rows.avro", &rows);
+        assert_eq!(from_rows.len(), 4);
+        assert_eq!(from_rows, written("json.avro", &json));
+
+        let mut misfit = Vec::new();
+        weir_flat::row::RowWriter::new(&mut misfit)
+            .i64("n", 1)
+            .str("kind", "C");
+        let mut bad = Batch::new();
+        bad.push_row(None, &misfit, None);
+        let path = dir.path().join("bad.avro");
+        let s = FileSink::open("out", &path, &dir.path().join("bad"), None).unwrap();
+        let mut s = s.with_format(&avro("null")).unwrap();
+        assert_eq!(s.refuse(&bad).len(), 1);
+        let e = s.write(&bad).unwrap_err().to_string();
+        assert!(e.contains(r#"{"n":1,"kind":"C"}"#), "{e}");
+        let lines = FileSink::open(
+            "out",
+            &dir.path().join("out.txt"),
+            &dir.path().join("t"),
+            None,
+        );
+        assert!(!lines.unwrap().reads_rows(), "a sink of lines takes JSON");
     }
 
     /// A file sink's records must fit its schema: `write` fails naming the
