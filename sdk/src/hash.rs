@@ -1,10 +1,10 @@
-//! A fast hasher for the state cache's keys (mostly short strings), where
+//! A fast hash for the state cache's keys (mostly short strings), where
 //! std's SipHash would cost more than the rest of a cache lookup. Keys come
 //! from input records, so the hash is seeded per cache from std's
 //! `RandomState` (random bytes from the host), as a defence against inputs
 //! made to collide.
 
-use std::hash::{BuildHasher, Hasher, RandomState};
+use std::hash::{BuildHasher, RandomState};
 
 /// Multiplier of the mixing step: odd, with well-spread bits.
 const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -20,7 +20,7 @@ fn mix(x: u64) -> u64 {
     product ^ (product >> 29)
 }
 
-/// Builds [`FoldHasher`]s from one random seed.
+/// Hashes keys from one random seed.
 #[derive(Debug, Clone)]
 pub(crate) struct SeededState {
     seed: u64,
@@ -42,65 +42,19 @@ impl SeededState {
         mix(mix(self.seed ^ first ^ ((len as u64) << 59)) ^ second)
     }
 
-    /// The hash of `bytes`, a key of any length.
+    /// The hash of `bytes`, a key of any length: each 8-byte word mixed
+    /// into the state, then the tail, tagged with its length so that keys
+    /// differing only by trailing zero bytes differ.
     #[inline]
     pub(crate) fn hash_bytes(&self, bytes: &[u8]) -> u64 {
-        let mut hasher = self.build_hasher();
-        hasher.write(bytes);
-        hasher.finish()
-    }
-}
-
-impl BuildHasher for SeededState {
-    type Hasher = FoldHasher;
-
-    #[inline]
-    fn build_hasher(&self) -> FoldHasher {
-        FoldHasher { state: self.seed }
-    }
-}
-
-/// Mixes each 8-byte word of the input into its state.
-pub(crate) struct FoldHasher {
-    state: u64,
-}
-
-impl Hasher for FoldHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
+        let mut state = self.seed;
         let mut chunks = bytes.chunks_exact(8);
         for chunk in &mut chunks {
-            let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            self.state = mix(self.state ^ word);
+            state = mix(state ^ u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
         }
-        // The tail, shorter than a word, tagged with its length so that
-        // inputs differing only by trailing zero bytes differ.
         let tail = chunks.remainder();
-        let word = tail
-            .iter()
-            .rev()
-            .fold(0u64, |w, &b| (w << 8) | u64::from(b));
-        self.state = mix(self.state ^ word ^ ((tail.len() as u64) << 59));
-    }
-
-    #[inline]
-    fn write_u8(&mut self, byte: u8) {
-        self.state = mix(self.state ^ u64::from(byte) ^ (1 << 58));
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.state = mix(self.state ^ n);
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.state
+        let word = (tail.iter().rev()).fold(0u64, |w, &b| (w << 8) | u64::from(b));
+        mix(state ^ word ^ ((tail.len() as u64) << 59))
     }
 }
 
@@ -116,7 +70,7 @@ mod tests {
             .map(|i| format!("w{i}").into_bytes())
             .collect();
         keys.extend([vec![], vec![0], vec![0, 0], vec![0; 8], vec![0; 9]]);
-        let hashes: HashSet<u64> = keys.iter().map(|k| state.hash_one(k)).collect();
+        let hashes: HashSet<u64> = keys.iter().map(|k| state.hash_bytes(k)).collect();
         assert_eq!(hashes.len(), keys.len());
         // The low bits (what a table indexes by) are spread too.
         let buckets: HashSet<u64> = hashes.iter().map(|h| h & 0xfff).collect();
@@ -125,9 +79,9 @@ mod tests {
         let tags: HashSet<u64> = hashes.iter().map(|h| h >> 57).collect();
         assert_eq!(tags.len(), 128);
         // One input bit flipped changes about half of the output bits.
-        let base = state.hash_one(0u64);
+        let base = state.hash_bytes(&0u64.to_le_bytes());
         for bit in 0..64 {
-            let changed = (base ^ state.hash_one(1u64 << bit)).count_ones();
+            let changed = (base ^ state.hash_bytes(&(1u64 << bit).to_le_bytes())).count_ones();
             assert!((16..=48).contains(&changed), "bit {bit}: {changed}");
         }
     }
@@ -154,6 +108,6 @@ mod tests {
     #[test]
     fn each_state_has_its_own_seed() {
         let (a, b) = (SeededState::default(), SeededState::default());
-        assert_ne!(a.hash_one("word"), b.hash_one("word"));
+        assert_ne!(a.hash_bytes(b"word"), b.hash_bytes(b"word"));
     }
 }

@@ -115,15 +115,13 @@ impl Writer {
             let value = encoder.encode_row(r.value).map_err(refused)?;
             return Ok(Some((Some(Cow::Owned(value)), Vec::new())));
         }
-        // Rows reach a sink checked: their JSON is whole.
-        let json = r.text_value();
-        let text = RecordRef {
-            value: &json,
-            encoding: Encoding::Bytes,
-            ..*r
-        };
-        let payload = self.payload(&text, before)?;
-        Ok(payload.map(|(value, headers)| (value.map(|v| Cow::Owned(v.into_owned())), headers)))
+        r.with_text_value(|text| {
+            let payload = self.payload(text, before)?;
+            Ok(
+                payload
+                    .map(|(value, headers)| (value.map(|v| Cow::Owned(v.into_owned())), headers)),
+            )
+        })
     }
 
     /// [`payload`](Self::payload) before a schema's encoding.

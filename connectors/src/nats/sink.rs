@@ -296,14 +296,7 @@ impl Messages {
             if let (Some(encoder), Change::Insert) = (&self.encoder, r.change) {
                 return Ok((Bytes::from(encoder.encode_row(r.value)?), None));
             }
-            // Rows reach a sink checked: their JSON is whole.
-            let json = r.text_value();
-            let text = RecordRef {
-                value: &json,
-                encoding: Encoding::Bytes,
-                ..*r
-            };
-            return self.payload(&text);
+            return r.with_text_value(|text| self.payload(text));
         }
         let value = with_op(r.value, r.change)?;
         let (value, headers) = match &self.header_field {

@@ -553,9 +553,7 @@ impl SchemaEncoder {
     /// JSON record, which an Avro schema writes from the row itself.
     pub fn encode_row(&self, row: &[u8]) -> Result<Vec<u8>, String> {
         let Writer::Avro(w) = &self.writer else {
-            let mut json = Vec::with_capacity(row.len() + 32);
-            weir_flat::row::write_json(row, &mut json).map_err(|e| format!("not a row: {e}"))?;
-            return self.encode(&json);
+            return self.encode(&crate::schemas::json_of_row(row)?);
         };
         let mut out = self.framed(row.len());
         w.write_row(row, &mut out)?;

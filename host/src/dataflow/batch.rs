@@ -82,6 +82,26 @@ impl RecordRef<'_> {
         }
     }
 
+    /// `f` of this record with its value as text ([`text_value`](Self::text_value)):
+    /// what a reader that takes rows does with one it does not encode
+    /// itself.
+    ///
+    /// ```
+    /// let mut row = Vec::new();
+    /// weir_flat::row::RowWriter::new(&mut row).bool("ok", true);
+    /// let mut b = weir::Batch::new();
+    /// b.push_row(None, &row, None);
+    /// assert_eq!(b.get(0).with_text_value(|r| r.value.to_vec()), br#"{"ok":true}"#);
+    /// ```
+    pub fn with_text_value<R>(&self, f: impl FnOnce(&RecordRef<'_>) -> R) -> R {
+        let text = self.text_value();
+        f(&RecordRef {
+            value: &text,
+            encoding: Encoding::Bytes,
+            ..*self
+        })
+    }
+
     /// An owned copy, its value as text ([`text_value`](Self::text_value)):
     /// a [`Record`] holds text.
     ///

@@ -22,10 +22,16 @@ pub enum Written {
     Row,
 }
 
+/// The JSON record of `row` (`weir_flat::row`), what a writer with a
+/// schema encodes when it does not write the row itself.
+pub(crate) fn json_of_row(row: &[u8]) -> Result<Vec<u8>, String> {
+    let mut json = Vec::with_capacity(row.len() + 32);
+    weir_flat::row::write_json(row, &mut json).map_err(|e| format!("not a row: {e}"))?;
+    Ok(json)
+}
+
 /// The JSON text of `row` (tests compare it with the record's JSON).
 #[cfg(test)]
 pub(crate) fn row_json(row: &[u8]) -> String {
-    let mut json = Vec::new();
-    weir_flat::row::write_json(row, &mut json).expect("a row");
-    String::from_utf8(json).expect("JSON is UTF-8")
+    String::from_utf8(json_of_row(row).expect("a row")).expect("JSON is UTF-8")
 }

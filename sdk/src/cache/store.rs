@@ -71,21 +71,13 @@ impl Layout {
         }
     }
 
-    /// Appends the host state key of `key` to `out`.
-    pub(super) fn write_state_key<K: Serialize>(&self, key: &K, out: &mut Vec<u8>) {
-        match self {
-            Layout::Map { suffix } => {
-                write_key(key, out);
-                out.extend_from_slice(suffix);
-            }
-            Layout::Value { key } => out.extend_from_slice(key),
-        }
-    }
-
+    /// The host state key of `key`.
     pub(crate) fn state_key<K: Serialize>(&self, key: &K) -> Vec<u8> {
         // Room for a typical key, so that writing it does not reallocate.
         let mut out = Vec::with_capacity(64);
-        self.write_state_key(key, &mut out);
+        with_key_bytes(key, &mut Vec::new(), |bytes| {
+            self.write_key_bytes(bytes, &mut out)
+        });
         out
     }
 }

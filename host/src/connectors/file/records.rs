@@ -239,17 +239,11 @@ impl RecordWriter {
 fn encode_one(encoding: &Encoding, r: &RecordRef<'_>, out: &mut Vec<u8>) -> Result<(), String> {
     if r.encoding == batch::Encoding::Row {
         // An Avro file writes an inserted row as it is; anything else
-        // takes the row's JSON (rows reach a sink checked: it is whole).
+        // takes the row's JSON.
         if let (Encoding::Avro(blocks), Change::Insert) = (encoding, r.change) {
             return blocks.writer.write_row(r.value, out);
         }
-        let text = r.text_value();
-        let as_text = RecordRef {
-            value: &text,
-            encoding: batch::Encoding::Bytes,
-            ..*r
-        };
-        return encode_one(encoding, &as_text, out);
+        return r.with_text_value(|text| encode_one(encoding, text, out));
     }
     let value = with_op(r.value, r.change)?;
     match encoding {

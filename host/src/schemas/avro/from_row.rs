@@ -14,11 +14,16 @@ use weir_flat::row::{Value, fields};
 
 use crate::schemas::varint::write_signed;
 
-/// A record schema whose rows can be written directly.
+/// A record schema whose rows can be written directly: its fields by name.
 pub(super) struct RowPlan {
-    fields: Vec<(String, Vec<Kind>)>,
-    /// Whether a field's kinds are a union's branches (else one kind).
-    unions: Vec<bool>,
+    fields: Vec<(String, Field)>,
+}
+
+/// How a record's field is written.
+enum Field {
+    One(Kind),
+    /// A union: its branches, in order.
+    Union(Vec<Kind>),
 }
 
 /// A schema a row's field is written as.
@@ -121,21 +126,19 @@ impl RowPlan {
         let Schema::Record(record) = super::named(schema, names).ok()? else {
             return None;
         };
-        let (mut fields, mut unions) = (Vec::new(), Vec::new());
+        let mut fields = Vec::with_capacity(record.fields.len());
         for field in &record.fields {
-            let (kinds, union) = match super::named(&field.schema, names).ok()? {
-                Schema::Union(u) => (
+            let plan = match super::named(&field.schema, names).ok()? {
+                Schema::Union(u) => Field::Union(
                     (u.variants().iter())
                         .map(|b| Kind::of(b, names))
-                        .collect::<Option<Vec<_>>>()?,
-                    true,
+                        .collect::<Option<_>>()?,
                 ),
-                schema => (vec![Kind::of(schema, names)?], false),
+                schema => Field::One(Kind::of(schema, names)?),
             };
-            fields.push((field.name.clone(), kinds));
-            unions.push(union);
+            fields.push((field.name.clone(), plan));
         }
-        Some(RowPlan { fields, unions })
+        Some(RowPlan { fields })
     }
 
     /// Appends `row` as a datum and returns true, or returns false and
@@ -151,37 +154,36 @@ impl RowPlan {
 
     fn write_fields(&self, row: &[u8], out: &mut Vec<u8>) -> bool {
         let mut row = fields(row);
-        for ((name, kinds), &union) in self.fields.iter().zip(&self.unions) {
-            let Some(Ok((field, value))) = row.next() else {
-                return false;
-            };
-            if field != name {
-                return false;
-            }
-            if !union {
-                if !matches!(kinds[0].write(value, out), Fit::Yes) {
-                    return false;
-                }
-                continue;
-            }
-            let mut fitted = false;
-            for (i, kind) in kinds.iter().enumerate() {
-                let at = out.len();
-                write_signed(i as i64, out);
-                match kind.write(value, out) {
-                    Fit::Yes => {
-                        fitted = true;
-                        break;
-                    }
-                    Fit::No => out.truncate(at),
-                    Fit::Unknown => return false,
-                }
-            }
-            if !fitted {
-                return false;
+        for (name, field) in &self.fields {
+            match row.next() {
+                Some(Ok((read, value))) if read == name && field.write(value, out) => {}
+                _ => return false,
             }
         }
         row.next().is_none()
+    }
+}
+
+impl Field {
+    /// Appends `value` and returns true when it fits (a union's first
+    /// branch it fits, after the branch's index); false when it does not
+    /// or only the JSON path can tell (what it appended is then cut by
+    /// the caller).
+    fn write(&self, value: Value<'_>, out: &mut Vec<u8>) -> bool {
+        let branches = match self {
+            Field::One(kind) => return matches!(kind.write(value, out), Fit::Yes),
+            Field::Union(branches) => branches,
+        };
+        for (i, kind) in branches.iter().enumerate() {
+            let at = out.len();
+            write_signed(i as i64, out);
+            match kind.write(value, out) {
+                Fit::Yes => return true,
+                Fit::No => out.truncate(at),
+                Fit::Unknown => return false,
+            }
+        }
+        false
     }
 }
 
@@ -291,10 +293,9 @@ mod tests {
 
     /// The JSON path's datum of `row`, or its error.
     fn through_json(writer: &AvroWriter, row: &[u8]) -> Result<Vec<u8>, String> {
-        let mut json = Vec::new();
-        weir_flat::row::write_json(row, &mut json).unwrap();
         let mut out = Vec::new();
-        writer.write(&json, &mut out).map(|()| out)
+        let json = crate::schemas::row_json(row);
+        writer.write(json.as_bytes(), &mut out).map(|()| out)
     }
 
     /// Rows of random values for every field: what the direct path writes

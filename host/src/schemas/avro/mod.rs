@@ -266,9 +266,7 @@ impl AvroWriter {
         {
             return Ok(());
         }
-        let mut json = Vec::with_capacity(row.len() + 32);
-        weir_flat::row::write_json(row, &mut json).map_err(|e| format!("not a row: {e}"))?;
-        self.write(&json, out)
+        self.write(&super::json_of_row(row)?, out)
     }
 
     /// Appends JSON `json` as a datum to `out`; `Err` names the field that
