@@ -82,22 +82,19 @@ impl RecordRef<'_> {
         }
     }
 
-    /// `f` of this record with its value as text ([`text_value`](Self::text_value)):
-    /// what a reader that takes rows does with one it does not encode
-    /// itself.
-    ///
+    /// `f` of this record with its value as text ([`text_value`](Self::text_value)),
+    /// for a reader of rows that does not encode this one itself:
     /// ```
-    /// let mut row = Vec::new();
+    /// let (mut row, mut b) = (Vec::new(), weir::Batch::new());
     /// weir_flat::row::RowWriter::new(&mut row).bool("ok", true);
-    /// let mut b = weir::Batch::new();
     /// b.push_row(None, &row, None);
     /// assert_eq!(b.get(0).with_text_value(|r| r.value.to_vec()), br#"{"ok":true}"#);
     /// ```
     pub fn with_text_value<R>(&self, f: impl FnOnce(&RecordRef<'_>) -> R) -> R {
-        let text = self.text_value();
+        let (value, encoding) = (&self.text_value()[..], Encoding::Bytes);
         f(&RecordRef {
-            value: &text,
-            encoding: Encoding::Bytes,
+            value,
+            encoding,
             ..*self
         })
     }
