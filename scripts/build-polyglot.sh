@@ -15,7 +15,7 @@
 # from lib/c.h) by name, and links plugins/c/lib/weir_util.c.
 #
 # A Python operator is built by scripts/python-sdk.sh, with weir_sdk
-# (sdk/python), against world `operator-changes` unless a one-line file
+# (sdk/python), against world `operator-rows` unless a one-line file
 # `world` next to its app.py names another (plugins/python/word-count-raw,
 # on the raw bindings, names `operator`). The C, JavaScript and Zig
 # operators are built against world `operator`.
@@ -143,10 +143,10 @@ ensure_python() {
     python_sdk setup
 }
 
-# Operators on weir_sdk build against world `operator-changes`; a one-line
+# Operators on weir_sdk build against world `operator-rows`; a one-line
 # file `world` next to app.py names another (the raw-bindings baseline).
 build_python() {
-    local name="$1" src="$2" dst="$out/$1-py.wasm" hash files world=operator-changes
+    local name="$1" src="$2" dst="$out/$1-py.wasm" hash files world=operator-rows
     mapfile -t files < <(find "$src" "$root/sdk/python/weir_sdk" "$root/scripts/python-sdk.sh" \
         \( -name '*.py' -o -name world -o -name '*.sh' \) -not -path '*/__pycache__/*' -not -path '*/tests/*' | sort)
     if [ -f "$src/world" ]; then

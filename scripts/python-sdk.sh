@@ -4,7 +4,7 @@
 #   scripts/python-sdk.sh build SRC OUT.wasm [WORLD]
 #       builds the operator package SRC (its `app.py` and any other modules)
 #       to a component with componentize-py, against world WORLD of wit/
-#       (default `operator-changes`, what the SDK exports), with weir_sdk on
+#       (default `operator-rows`, what the SDK exports), with weir_sdk on
 #       its path;
 #   scripts/python-sdk.sh test [PYTEST ARGS...]
 #       runs pytest (tests on weir_sdk.testing need no component build),
@@ -88,7 +88,7 @@ build)
     [ $# -ge 3 ] && [ $# -le 4 ] || usage
     src="$(cd "$2" && pwd)" || exit 1
     out="$3"
-    world="${4:-operator-changes}"
+    world="${4:-operator-rows}"
     [ -f "$src/app.py" ] || { say "$src has no app.py (the module that calls weir_sdk.export)"; exit 1; }
     setup
     mkdir -p "$(dirname "$out")"

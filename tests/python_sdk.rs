@@ -247,3 +247,120 @@ fn a_bad_python_package_fails_to_build_with_an_error_a_person_can_act_on() {
     assert_lacks(&stderr, "Stack backtrace");
     assert!(!pkg.path().join("x.wasm").exists());
 }
+
+/// A Python operator that reads rows (`reads_rows = True`, world
+/// `operator-rows`) gets a `csv` source's typed cells as typed Python
+/// values and a `jsonl` source's records as text, and the rows it emits
+/// with `emit_row` reach a sink as the JSON object of their fields, the
+/// decimals digit for digit; the oracles are written from the input.
+#[test]
+fn a_python_operator_reads_typed_csv_rows_and_emits_rows() {
+    let pkg = tempfile::tempdir().unwrap();
+    std::fs::write(
+        pkg.path().join("app.py"),
+        r#"
+import weir_sdk
+from weir_sdk import Operator
+
+
+class Fields(Operator):
+    name = "row-fields"
+    inputs = ["csv", "json"]
+    outputs = ["out", "seen"]
+    reads_rows = True
+
+    def process(self, ctx, port, batch):
+        for r in batch:
+            if not r.is_row:
+                ctx.emit("text " + r.value_str(), port="seen")
+                continue
+            f = r.row()
+            seen = " ".join(f"{k}:{type(v).__name__}={v}" for k, v in f.items())
+            ctx.emit("row " + seen, port="seen")
+            amount = f["amount"]
+            cents = None if amount is None else int(amount * 100)
+            fields = {"id": f["id"], "amount": amount, "paid": f["paid"], "cents": cents}
+            ctx.emit_row({**fields, "note": f["note"], "half": f["id"] / 2}, r.key)
+
+
+weir_sdk.export(Fields, globals())
+"#,
+    )
+    .unwrap();
+    let wasm = build(pkg.path(), "row-fields");
+    let inspected = WEIR.ok([std::path::Path::new("inspect"), &wasm]);
+    assert_has(&inspected.stdout, "rows:          read as rows");
+
+    let mut rng = weir_tests::pipeline::XorShift(weir_tests::pipeline::seed() ^ 46);
+    let mut csv = String::from("id,amount,paid,note\n");
+    let (mut seen_rows, mut rows) = (String::new(), String::new());
+    for id in 0..300u64 {
+        // Decimals keep their digits (trailing zeros too); an empty typed
+        // cell is null.
+        let (whole, tenth) = (rng.range(0, 100_000), rng.range(0, 10));
+        let amount = (tenth != 0).then(|| format!("{whole}.{tenth}0"));
+        let paid = rng.range(0, 2) == 1;
+        let note = format!("n{} \"q\" é", rng.range(0, 1000));
+        csv.push_str(&format!(
+            "{id},{},{paid},\"{}\"\n",
+            amount.as_deref().unwrap_or(""),
+            note.replace('"', "\"\"")
+        ));
+        let (amount_seen, amount_json, cents) = match &amount {
+            Some(a) => (
+                format!("Decimal={a}"),
+                a.clone(),
+                (whole * 100 + tenth * 10).to_string(),
+            ),
+            None => ("NoneType=None".into(), "null".into(), "null".into()),
+        };
+        let py_bool = if paid { "True" } else { "False" };
+        seen_rows.push_str(&format!(
+            "row id:int={id} amount:{amount_seen} paid:bool={py_bool} note:str={note}\n"
+        ));
+        rows.push_str(&format!(
+            "{{\"id\":{id},\"amount\":{amount_json},\"paid\":{paid},\"cents\":{cents},\"note\":{},\"half\":{:?}}}\n",
+            serde_json::to_string(&note).unwrap(),
+            id as f64 / 2.0
+        ));
+    }
+    let json_in: String = (0..50).map(|i| format!("{{\"j\": {i}}}\n")).collect();
+    let seen_text: String = json_in.lines().map(|l| format!("text {l}\n")).collect();
+
+    use weir_tests::job_file::{Checkpoint, Entry, JobFile, Operator, Sink, Source};
+    let file = JobFile::new("python-rows")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("csv", "in.csv").format("csv").key("id").value(
+            "columns",
+            "{ id = \"i64\", amount = \"decimal\", paid = \"bool\" }",
+        ))
+        .source(Source::file("json", "in.jsonl").format("jsonl"))
+        .operator(Operator::new("fields", &wasm).ports(&[("csv", "csv"), ("json", "json")]))
+        .sink(Sink::jsonl("rows", "rows.jsonl").input("fields"))
+        .sink(Sink::file("seen", "seen.txt").input("fields.seen"));
+    let job =
+        weir_tests::job_dir::JobDir::new(WEIR, file, &[("in.csv", &csv), ("in.jsonl", &json_in)]);
+    job.run_ok(&[]);
+    let seen = job.read("seen.txt");
+    let only = |prefix: &str| -> String {
+        seen.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    assert_eq!(
+        only("row "),
+        seen_rows,
+        "what the operator read of each row, in order"
+    );
+    assert_eq!(
+        only("text "),
+        seen_text,
+        "the jsonl records, as text, in order"
+    );
+    assert_eq!(
+        job.read("rows.jsonl"),
+        rows,
+        "the rows it emitted, as JSON, in order"
+    );
+}

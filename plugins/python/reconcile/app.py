@@ -1,8 +1,8 @@
 """`reconcile` (对账) in Python on `weir_sdk`: the same operator as
 plugins/reconcile (Rust).
 
-Inputs `a` and `b` carry JSON objects with an `amount` (a number, or a string
-holding one, as CSV sources produce). The key is the record key, else the
+Inputs `a` and `b` carry JSON objects or rows (as `csv` sources write them)
+with an `amount` (a number, or a string holding one). The key is the record key, else the
 JSON field named by `key_field` (default "key"). For each key the operator
 emits exactly one record, keyed by the key:
 
@@ -83,12 +83,21 @@ def _parse_json(data):
     return _DECODER.decode(data.decode("utf-8"))
 
 
+def _parse_decimal(text):
+    """A row's decimal (a JSON number's text) as `_parse_json` reads it."""
+    if "." in text or "e" in text or "E" in text:
+        return float(text)
+    return _parse_int(text)
+
+
 def _amount_of(v):
     if not isinstance(v, dict) or "amount" not in v:
         raise InvalidInput(f"record has no `amount`: {_shown(v)}")
     amount = v["amount"]
     if isinstance(amount, bool):
         result = None
+    elif isinstance(amount, float) and not math.isfinite(amount):
+        result = None  # A row's float that is not finite is JSON's null.
     elif isinstance(amount, (int, float)):
         result = float(amount)
     elif isinstance(amount, str) and FLOAT_RE.match(trim(amount)):
@@ -212,6 +221,8 @@ class Reconcile(Operator):
     outputs = ["out", "late"]
     state_version = 1
     Config = Config
+    # Orders from a `csv` source arrive as rows: no JSON to parse.
+    reads_rows = True
 
     def open(self, ctx):
         c = ctx.config
@@ -229,6 +240,8 @@ class Reconcile(Operator):
             except UnicodeDecodeError:
                 pass
         field = v.get(self.key_field) if isinstance(v, dict) else None
+        if isinstance(field, float) and not math.isfinite(field):
+            field = None  # A row's float that is not finite is JSON's null.
         if isinstance(field, str):
             return field
         if field is not None:
@@ -267,17 +280,23 @@ class Reconcile(Operator):
             "null" if a is None else fmt_f64(a),
             "null" if b is None else fmt_f64(b),
         )
+        # Text, not a row: in CPython a formatted line costs less than
+        # `emit_row` (docs/performance.md, "Rows in Python").
         ctx.emit(value, key, port=OUT, timestamp=timestamp)
 
     def process(self, ctx, port, batch):
         # Every record is checked before any is used: a bad batch changes nothing.
         parsed = []
         for rec in batch.records:
-            try:
-                v = _parse_json(rec.value)
-            except ValueError as e:
-                shown = rec.value[:200].decode("utf-8", "replace")
-                raise InvalidInput(f"record value is not the expected JSON ({e}): {shown}") from None
+            if rec.is_row:
+                # Typed fields, no text: decimals read as their JSON number.
+                v = rec.row(decimal=_parse_decimal)
+            else:
+                try:
+                    v = _parse_json(rec.value)
+                except ValueError as e:
+                    shown = rec.value[:200].decode("utf-8", "replace")
+                    raise InvalidInput(f"record value is not the expected JSON ({e}): {shown}") from None
             parsed.append((self.key_of(rec, v), _amount_of(v), self.timestamp_of(rec, port, v)))
         keys, timeout = self.keys, self.timeout
         keys.prefetch([k for k, _, _ in parsed])

@@ -5,11 +5,11 @@ the host through `MapState` and `ValueState` (cached in the guest, the Rust
 SDK's layout and encoding); `Context` emits records and registers timers;
 errors are the exceptions of `weir_sdk.errors`. `export(MyOperator,
 globals())` in `app.py` makes it the component's operator (built with
-componentize-py, world `operator-changes`); `weir_sdk.testing.Harness` runs
+componentize-py, world `operator-rows`); `weir_sdk.testing.Harness` runs
 it in plain CPython for tests. See docs/guide-python.md.
 """
 
-from . import log
+from . import log, row
 from .component import export
 from .config import parse as parse_config
 from .context import Batch, Context, OpenContext, Timers
@@ -51,5 +51,6 @@ __all__ = [
     "json_text",
     "log",
     "parse_config",
+    "row",
     "trim",
 ]

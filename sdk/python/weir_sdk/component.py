@@ -1,5 +1,5 @@
 """The component's side: the classes componentize-py exports for world
-`operator-changes` (wit/world.wit), dispatching to an `Instance` of the
+`operator-rows` (wit/world.wit), dispatching to an `Instance` of the
 operator over the real host imports.
 
 `weir_sdk.export(cls, globals())` in `app.py` defines them in the app
@@ -14,7 +14,7 @@ from .runtime import Instance, describe
 
 def export(cls, namespace):
     """Makes operator class `cls` the component's operator: defines
-    `Lifecycle`, `FlatLifecycle`, `ChangeLifecycle`, `TimerLifecycle` and `Snapshot` in
+    `Lifecycle`, `FlatLifecycle`, `ChangeLifecycle`, `TimerLifecycle`, `RowInput` and `Snapshot` in
     `namespace` (the app module's `globals()`). Returns whether it did,
     i.e. whether this runs inside a component build."""
     describe(cls)
@@ -132,8 +132,8 @@ def _exports(cls):
         "TimerLifecycle": TimerLifecycle,
         "Snapshot": Snapshot,
     }
-    # World `operator-changes` (the default) has it; an app built against
-    # an older world does not.
+    # Worlds from `operator-changes` on have it; an app built against an
+    # older world does not.
     if hasattr(exports, "ChangeLifecycle"):
 
         class ChangeLifecycle(exports.ChangeLifecycle):
@@ -141,4 +141,13 @@ def _exports(cls):
                 call(instance.process_flat, port, data, spans)
 
         defined["ChangeLifecycle"] = ChangeLifecycle
+    # World `operator-rows` (the default) has it.
+    if hasattr(exports, "RowInput"):
+        reads_rows = bool(getattr(cls, "reads_rows", False))
+
+        class RowInput(exports.RowInput):
+            def reads_rows(self):
+                return reads_rows
+
+        defined["RowInput"] = RowInput
     return defined

@@ -96,12 +96,32 @@ class Context:
         if w.count >= EMIT_FLUSH_RECORDS or len(w.data) >= EMIT_FLUSH_BYTES:
             self._flush_port(port)
 
+    def emit_row(self, fields, key=None, *, port=0, timestamp=CURRENT, change=Change.INSERT):
+        """Emits a record whose value is the row of `fields` (a dict in the
+        row's order, or (name, value) pairs; values None, bool, int, float,
+        str, `decimal.Decimal`), with the arguments of `emit`. Readers get
+        it as they read: the JSON object of its fields in order (a sink,
+        an operator that reads text), or the typed fields (an operator that
+        reads rows; an Avro or PostgreSQL sink writes them without JSON). A
+        value a row cannot hold is a `weir_sdk.row.BadRow` (a `ValueError`)
+        naming the field, and nothing is emitted."""
+        if port.__class__ is not int or not 0 <= port < self._nports:
+            port = self._port(port)
+        if key is not None and key.__class__ is str:
+            key = key.encode()
+        w = self._out[port]
+        w.push(key, None, self.timestamp if timestamp is CURRENT else timestamp, change, True, fields)
+        if w.count >= EMIT_FLUSH_RECORDS or len(w.data) >= EMIT_FLUSH_BYTES:
+            self._flush_port(port)
+
     def emit_record(self, record, port=0):
-        """Emits `record` unchanged (key, value, timestamp, change kind) on
-        output `port`."""
-        self.emit(
-            record.value, record.key, port=port, timestamp=record.timestamp, change=record.change
-        )
+        """Emits `record` unchanged (key, value, timestamp, change kind; a
+        row as a row) on output `port`."""
+        port = self._port(port)
+        w = self._out[port]
+        w.push(record.key, record.value, record.timestamp, record.change, record.is_row)
+        if w.count >= EMIT_FLUSH_RECORDS or len(w.data) >= EMIT_FLUSH_BYTES:
+            self._flush_port(port)
 
     def emit_json(self, obj, key=None, *, port=0, timestamp=CURRENT):
         """Emits `obj` as compact JSON (`weir_sdk.json_text`)."""

@@ -2,13 +2,15 @@
 
 A flat batch is `data` plus one 32-byte span per record (value offset and
 length, key offset and length, flags: bit 0 key, bit 1 timestamp, bits
-2..5 the change kind; reserved, timestamp; little-endian). A packed state buffer repeats, per
+2..5 the change kind, bit 5 the value is a row (`weir_sdk.row`);
+reserved, timestamp; little-endian). A packed state buffer repeats, per
 item, u32 lengths then bytes; the length 0xFFFF_FFFF (`ABSENT`) is no
 value.
 """
 
 import struct
 
+from . import row as row_mod
 from .record import Change, Record
 
 #: One flat span (wit/flat.wit).
@@ -17,6 +19,7 @@ HAS_KEY = 1
 HAS_TIMESTAMP = 2
 CHANGE_SHIFT = 2
 CHANGE_MASK = 0b111 << CHANGE_SHIFT
+ROW = 1 << 5
 _CHANGES = list(Change)
 #: The length that means "no value" in a packed state buffer.
 ABSENT = 0xFFFF_FFFF
@@ -36,6 +39,8 @@ def records(data, spans):
         r.key = data[koff : koff + klen] if flags & HAS_KEY else None
         r.timestamp = ts if flags & HAS_TIMESTAMP else None
         r.change = _CHANGES[(flags & CHANGE_MASK) >> CHANGE_SHIFT]
+        # ROW is the highest flag the host sets.
+        r.is_row = flags >= ROW
         append(r)
     return out
 
@@ -50,10 +55,18 @@ class FlatWriter:
         self.spans = bytearray()
         self.count = 0
 
-    def push(self, key, value, timestamp, change=0):
+    def push(self, key, value, timestamp, change=0, row=False, fields=None):
+        """Appends a record whose value is `value` (bytes; a row's bytes
+        with `row`), or with `fields` the row of `fields` written in place
+        (`weir_sdk.row.write`; a `BadRow` appends nothing)."""
         data = self.data
         voff = len(data)
-        data += value
+        if fields is None:
+            data += value
+        else:
+            row_mod.write(data, fields)
+            row = True
+        vlen = len(data) - voff
         if key is None:
             koff = klen = 0
             flags = 0
@@ -63,11 +76,13 @@ class FlatWriter:
             data += key
             flags = HAS_KEY
         flags |= change << CHANGE_SHIFT
+        if row:
+            flags |= ROW
         if timestamp is None:
             timestamp = 0
         else:
             flags |= HAS_TIMESTAMP
-        self.spans += SPAN.pack(voff, len(value), koff, klen, flags, 0, timestamp)
+        self.spans += SPAN.pack(voff, vlen, koff, klen, flags, 0, timestamp)
         self.count += 1
 
     def take(self):
@@ -83,7 +98,7 @@ def pack_records(records):
     """`records` (an iterable of `Record`) as a flat (data, spans)."""
     w = FlatWriter()
     for r in records:
-        w.push(r.key, r.value, r.timestamp, r.change)
+        w.push(r.key, r.value, r.timestamp, r.change, r.is_row)
     return w.take()
 
 

@@ -16,7 +16,12 @@ class Operator:
       port numbers passed to hooks and `Context.emit` index these;
     - `state_version`: the version of the state layout (host state and
       snapshot bytes); bump it when the layout changes;
-    - `Config`: a dataclass to parse the job's `config` into (else a dict).
+    - `Config`: a dataclass to parse the job's `config` into (else a dict);
+    - `reads_rows`: True to receive rows as rows (`Record.is_row`,
+      `Record.row()`: typed fields, no JSON to parse) — a `csv` source
+      writes them, and operators emit them with `Context.emit_row`;
+      records that are text still arrive as text. False (the default):
+      every row arrives as the JSON text of its fields.
 
     Lifecycle on one instance: `open` once, then `restore` when resuming
     from a checkpoint, then any number of `process`, `on_timer` and
@@ -30,6 +35,7 @@ class Operator:
     outputs = ("out",)
     state_version = 1
     Config = None
+    reads_rows = False
 
     def open(self, ctx):
         """Prepares the instance: `ctx` is an `OpenContext` whose `config`

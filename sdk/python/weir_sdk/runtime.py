@@ -51,6 +51,8 @@ def describe(cls):
             raise TypeError(f"{cls.__name__}.{attr} names a port twice: {list(ports)}")
     if not isinstance(cls.state_version, int) or not 0 <= cls.state_version < 2**32:
         raise TypeError(f"{cls.__name__}.state_version must be an integer in 0..2^32")
+    if getattr(cls, "reads_rows", False) not in (True, False):
+        raise TypeError(f"{cls.__name__}.reads_rows must be True or False")
     return name, cls.version, list(cls.inputs), list(cls.outputs), cls.state_version
 
 

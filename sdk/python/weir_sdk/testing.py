@@ -11,6 +11,10 @@ operator through its lifecycle from a test.
         out = h.process("in", [Record("a"), Record("a")])
         assert [r.value for r in out] == [b'{"word":"a","count":1}', b'{"word":"a","count":2}']
 
+Records an operator emits with `Context.emit_row` come back as rows
+(`Record.is_row`): read them with `Record.row()`, or as a sink writes them
+with `Record.as_text()`.
+
 The operator runs the same SDK code as in a component (batches cross as
 flat buffers, state through packed `get-many`/`put-many`), so what passes
 here behaves the same under `weir run`.
@@ -279,8 +283,13 @@ class Harness:
 
     def process(self, port, records, ports=False):
         """Processes `records` (`Record`s, or str/bytes values) arriving on
-        input `port` (a name or an index), as one flat batch."""
-        data, spans = flat.pack_records(_record(r) for r in records)
+        input `port` (a name or an index), as one flat batch: rows
+        (`Record.of_row`) as rows to an operator that reads them, else as
+        the JSON text of their fields, as the host gives them."""
+        records = [_record(r) for r in records]
+        if not self.cls.reads_rows:
+            records = [r.as_text() for r in records]
+        data, spans = flat.pack_records(records)
         self.instance.process_flat(self._input(port), data, spans)
         return self._take(ports)
 

@@ -1,6 +1,7 @@
 """reconcile on the harness: what plugins/reconcile (Rust) does."""
 
 import json
+import math
 
 import pytest
 
@@ -15,7 +16,8 @@ def order(key, amount, ts=None):
 
 
 def values(out):
-    return [json.loads(r.value) for r in out]
+    """Emitted records as a sink reads them."""
+    return [json.loads(r.as_text().value) for r in out]
 
 
 def test_keys_on_both_sides_match_or_mismatch_at_once():
@@ -26,7 +28,7 @@ def test_keys_on_both_sides_match_or_mismatch_at_once():
         {"key": "k1", "status": "MATCH", "a": 10.0, "b": 10.2},
         {"key": "k2", "status": "AMOUNT_MISMATCH", "a": 5.0, "b": 7.0},
     ]
-    assert out[0].value == b'{"key":"k1","status":"MATCH","a":10.0,"b":10.2}'
+    assert out[0].as_text().value == b'{"key":"k1","status":"MATCH","a":10.0,"b":10.2}'
     # One-sided keys at the end; keys already emitted are ignored.
     out = h.finish()
     assert values(out) == [{"key": "k3", "status": "ONLY_A", "a": 1.0, "b": None}]
@@ -96,3 +98,56 @@ def test_keys_from_a_field_of_another_type_are_json():
     h.process("a", [Record('{"id": 7, "amount": 1}')])
     out = h.process("b", [Record('{"id": 7, "amount": 1}')])
     assert out[0].key == b"7"
+
+
+def test_orders_as_rows_reconcile_as_their_json_does():
+    """Rows, as a `csv` source with typed `columns` writes them, give what
+    the same orders as JSON text give; the operator reads both."""
+    from decimal import Decimal
+
+    def row(key, amount, **more):
+        return Record.of_row({"order_no": "x", "key": key, "amount": amount, **more})
+
+    as_rows = [
+        [row("d", Decimal("10.50")), row("i", 3), row("u", 2**64 - 1), row("f", 0.25), row("s", "7")],
+        [row("d", Decimal("10.5")), row("i", "4"), row("u", 2.0**64), row("f", Decimal("25e-2"))],
+    ]
+    as_text = [[r.as_text() for r in batch] for batch in as_rows]
+    outputs = []
+    for batches in (as_rows, as_text, [as_rows[0], as_text[1]]):
+        h = Harness(app.Reconcile)
+        out = h.process("a", batches[0]) + h.process("b", batches[1]) + h.finish()
+        outputs.append([r.as_text().value for r in out])
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert [json.loads(v) for v in outputs[0]] == [
+        {"key": "d", "status": "MATCH", "a": 10.5, "b": 10.5},
+        {"key": "i", "status": "AMOUNT_MISMATCH", "a": 3.0, "b": 4.0},
+        {"key": "u", "status": "MATCH", "a": 2.0**64, "b": 2.0**64},
+        {"key": "f", "status": "MATCH", "a": 0.25, "b": 0.25},
+        {"key": "s", "status": "ONLY_A", "a": 7.0, "b": None},
+    ]
+
+
+@pytest.mark.parametrize(
+    "fields, why",
+    [
+        ({"key": "k", "amount": float("nan")}, r"`amount` is not a number: null"),
+        ({"key": "k", "amount": True}, r"`amount` is not a number: true"),
+        ({"key": "k", "amount": "ten"}, r'`amount` is not a number: "ten"'),
+        ({"key": "k"}, r'record has no `amount`: \{"key":"k"\}'),
+        ({"key": float("inf"), "amount": 1}, r"record has no key and no `key` field"),
+    ],
+)
+def test_a_row_that_is_no_order_is_refused_as_its_json_would_be(fields, why):
+    rec = Record.of_row(fields)
+    for given in (rec, rec.as_text()):
+        with pytest.raises(InvalidInput, match=why):
+            Harness(app.Reconcile).process("a", [given])
+
+
+@pytest.mark.parametrize("text", ["0", "-0", "12", "-7", "12.50", "1e5", "-2E-3", "1e400", "123456789012345678901234567890"])
+def test_a_rows_decimal_reads_as_its_json_number(text):
+    got, want = app._parse_decimal(text), app._parse_json(text.encode())
+    assert (type(got), got, math.copysign(1, got) if isinstance(got, float) else 0) == (
+        type(want), want, math.copysign(1, want) if isinstance(want, float) else 0
+    )
