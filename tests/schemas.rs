@@ -1152,16 +1152,17 @@ fn flat_avro_records_reach_plugins_as_rows_and_as_their_json() {
     assert_eq!(keys, want, "keyed by the `id` field");
 }
 
-/// A plugin's rows reach Kafka, NATS and file sinks with an Avro schema
-/// (`word-count` emits each `{"word","count"}` as a row), written from the
-/// rows where they fit the schema field for field: through SIGKILLs after
+/// A plugin's rows reach Kafka, NATS and file sinks with an Avro schema,
+/// and a Kafka sink with a Protobuf one (`word-count` emits each
+/// `{"word","count"}` as a row), written from the rows where they fit the
+/// schema field for field: through SIGKILLs after
 /// checkpoints, Python's clients read every count once, in order, the
 /// input's running count, from sinks whose schema the rows fit (written
 /// without JSON) and from one whose field order and union send them
 /// through the JSON path; with an enum of some of the words, the rows of
 /// the others are that sink's dead letters, each once, in order.
 #[test]
-fn a_plugins_rows_reach_kafka_nats_and_file_sinks_avro_schemas_exactly_once() {
+fn a_plugins_rows_reach_kafka_nats_and_file_sinks_avro_and_protobuf_schemas_exactly_once() {
     use base64::Engine as _;
 
     const DIRECT: &str = r#"{"type": "record", "name": "Count", "fields": [
@@ -1171,9 +1172,11 @@ fn a_plugins_rows_reach_kafka_nats_and_file_sinks_avro_schemas_exactly_once() {
     const SOME_WORDS: &str = r#"{"type": "record", "name": "Count", "fields": [
       {"name": "word", "type": {"type": "enum", "name": "Word", "symbols": ["ant", "bee", "cat", "dog"]}},
       {"name": "count", "type": "int"}]}"#;
+    const PROTO: &str =
+        "syntax = \"proto3\";\nmessage Count { string word = 1; int64 count = 2; }\n";
     let (kafka, registry) = servers();
     let (brokers, url) = (kafka.brokers(), registry.url());
-    for topic in ["direct", "reordered", "some"] {
+    for topic in ["direct", "reordered", "some", "proto"] {
         kafka.create_topic(topic, 1);
     }
     let nats = Nats::start();
@@ -1215,6 +1218,13 @@ fn a_plugins_rows_reach_kafka_nats_and_file_sinks_avro_schemas_exactly_once() {
         .sink(sink("reordered", "reordered.avsc"))
         .sink(sink("some", "some.avsc").value("on_error", "{ dead_letter = \"rejects\" }"))
         .sink(
+            Sink::kafka("proto", &brokers, "proto")
+                .string("format", "protobuf")
+                .string("schema", "count.proto")
+                .string("schema_registry", &url)
+                .input("count"),
+        )
+        .sink(
             Sink::nats("nats", &nats.url(), "counts")
                 .inputs(&["count"])
                 .string("format", "avro")
@@ -1236,6 +1246,7 @@ fn a_plugins_rows_reach_kafka_nats_and_file_sinks_avro_schemas_exactly_once() {
             ("direct.avsc", DIRECT),
             ("reordered.avsc", REORDERED),
             ("some.avsc", SOME_WORDS),
+            ("count.proto", PROTO),
         ],
     );
     let killed = job.run_through_kills_after_checkpoints(3, weir_tests::pipeline::seed());
@@ -1243,6 +1254,7 @@ fn a_plugins_rows_reach_kafka_nats_and_file_sinks_avro_schemas_exactly_once() {
     assert_topic("avro", &kafka, &url, "direct", &all);
     assert_topic("avro", &kafka, &url, "reordered", &all);
     assert_topic("avro", &kafka, &url, "some", &some);
+    assert_topic("protobuf-count", &kafka, &url, "proto", &all);
     let messages: String = (nats.read_stream("COUNTS").into_iter())
         .map(|m| base64::engine::general_purpose::STANDARD.encode(m.2) + "\n")
         .collect();

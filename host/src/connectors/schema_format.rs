@@ -550,13 +550,15 @@ impl SchemaEncoder {
     }
 
     /// Row `row` ([`weir_flat::row`]) as a message: the message of its
-    /// JSON record, which an Avro schema writes from the row itself.
+    /// JSON record, which an Avro or Protobuf schema writes from the row
+    /// itself.
     pub fn encode_row(&self, row: &[u8]) -> Result<Vec<u8>, String> {
-        let Writer::Avro(w) = &self.writer else {
-            return self.encode(&crate::schemas::json_of_row(row)?);
-        };
         let mut out = self.framed(row.len());
-        w.write_row(row, &mut out)?;
+        match &self.writer {
+            Writer::Avro(w) => w.write_row(row, &mut out)?,
+            Writer::Protobuf(s) => s.encode_row(row, false, &mut out)?,
+            Writer::Json(_) => return self.encode(&crate::schemas::json_of_row(row)?),
+        }
         Ok(out)
     }
 

@@ -335,6 +335,27 @@ impl ProtoSchema {
             .map_err(|e| format!("message {}: {e}", self.full_name()))
     }
 
+    /// The message type.
+    pub(crate) fn descriptor(&self) -> &MessageDescriptor {
+        &self.message
+    }
+
+    /// Appends row `row` (`weir_flat::row`) as a message to `out`,
+    /// length-delimited with `delimited`: the message of its fields when
+    /// each maps without JSON (module `proto_row`), else of its JSON
+    /// record; both give the same bytes, and the same refusals.
+    pub fn encode_row(&self, row: &[u8], delimited: bool, out: &mut Vec<u8>) -> Result<(), String> {
+        let message = match super::proto_row::message_of(self.descriptor(), row) {
+            Some(message) => message,
+            None => self.message_of(&super::json_of_row(row)?)?,
+        };
+        let written = match delimited {
+            true => Message::encode_length_delimited(&message, out),
+            false => Message::encode(&message, out),
+        };
+        written.map_err(|e| format!("message {}: {e}", self.full_name()))
+    }
+
     /// JSON record `json` as a message of the type.
     fn message_of(&self, json: &[u8]) -> Result<DynamicMessage, String> {
         let mut deserializer = serde_json::Deserializer::from_slice(json);
