@@ -26,7 +26,11 @@
 //!   topic (bare datums), written from the rows by a schema of their
 //!   fields in their order, against the same rows through their JSON
 //!   records (a schema of the same fields in another order, which only
-//!   the JSON path writes).
+//!   the JSON path writes);
+//! - rows to Protobuf: the same rows into a Protobuf topic, as messages
+//!   of `{string word; int64 count}` made from the rows, against the same
+//!   rows through their JSON records (a `count` of the wrapper type
+//!   `google.protobuf.Int64Value`, which only the JSON path writes).
 //!
 //! The broker is warmed up first (the data produced to and read from a
 //! topic of its own). The Weir cases run the `weir` binary (`--restore none`, checkpoints
@@ -133,36 +137,64 @@ pub fn run(settings: &Settings) -> anyhow::Result<Report> {
         Some("librdkafka consume"),
     );
     schema_formats((settings, dir, &kafka), n, &mut report)?;
-    rows_to_avro((settings, dir, &kafka), n, &mut report)?;
+    rows_to_schemas((settings, dir, &kafka), n, &mut report)?;
     Ok(report)
 }
 
-/// `word-count`'s rows into an Avro topic: written from the rows, against
-/// the same rows through their JSON records (module docs).
-fn rows_to_avro(
+/// `word-count`'s rows into an Avro and a Protobuf topic: written from the
+/// rows, against the same rows through their JSON records (module docs).
+fn rows_to_schemas(
     (settings, dir, kafka): (&Settings, &std::path::Path, &Kafka),
     n: u64,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let plugin = settings.plugin("word-count")?;
+    let proto = |count: &str| {
+        format!(
+            "syntax = \"proto3\";\nimport \"google/protobuf/wrappers.proto\";\n\
+             message Count {{ string word = 1; {count} count = 2; }}\n"
+        )
+    };
+    // (case, topic, format, schema file, schema, the case it is measured against)
     let cases = [
         (
             "word-count → kafka avro, through JSON",
             "avro-json",
+            "avro",
             r#"{"type": "record", "name": "Count", "fields": [
-              {"name": "count", "type": "long"}, {"name": "word", "type": "string"}]}"#,
+              {"name": "count", "type": "long"}, {"name": "word", "type": "string"}]}"#
+                .to_owned(),
+            None,
         ),
         (
             "word-count → kafka avro, from rows",
             "avro-rows",
+            "avro",
             r#"{"type": "record", "name": "Count", "fields": [
-              {"name": "word", "type": "string"}, {"name": "count", "type": "long"}]}"#,
+              {"name": "word", "type": "string"}, {"name": "count", "type": "long"}]}"#
+                .to_owned(),
+            Some("word-count → kafka avro, through JSON"),
+        ),
+        (
+            "word-count → kafka protobuf, through JSON",
+            "proto-json",
+            "protobuf",
+            proto("google.protobuf.Int64Value"),
+            None,
+        ),
+        (
+            "word-count → kafka protobuf, from rows",
+            "proto-rows",
+            "protobuf",
+            proto("int64"),
+            Some("word-count → kafka protobuf, through JSON"),
         ),
     ];
-    for (case, name, schema) in cases {
+    for (case, name, format, schema, baseline) in cases {
         settings.say(&format!("kafka: {case}"));
         kafka.create_topic(name, PARTITIONS);
-        let schema_path = dir.join(format!("{name}.avsc"));
+        let extension = if format == "avro" { "avsc" } else { "proto" };
+        let schema_path = dir.join(format!("{name}.{extension}"));
         std::fs::write(&schema_path, schema)?;
         let job = JobFile::new(&format!("bench-kafka-{name}"))
             .checkpoint(Checkpoint::every("1s"))
@@ -170,7 +202,7 @@ fn rows_to_avro(
             .operator(Operator::new("count", plugin.display().to_string()).inputs(&["in"]))
             .sink(
                 Sink::kafka("out", &kafka.brokers(), name)
-                    .string("format", "avro")
+                    .string("format", format)
                     .string("schema", &schema_path.display().to_string())
                     .input("count"),
             );
@@ -180,7 +212,6 @@ fn rows_to_avro(
             stored == n,
             "topic {name} holds {stored} messages, expected {n}"
         );
-        let baseline = (name == "avro-rows").then_some(cases[0].0);
         report.row(case, per_second(n, wall), "records/s", baseline);
     }
     Ok(())

@@ -388,7 +388,8 @@ fn connectors_run_against_private_servers() {
 /// every record (the benchmark checks the counts itself), each against
 /// librdkafka's own client, and Avro and Protobuf through a private schema
 /// registry against apache-avro's and prost-reflect's decoders; a plugin's
-/// rows into an Avro topic, from the rows and through their JSON.
+/// rows into an Avro and a Protobuf topic, from the rows and through their
+/// JSON.
 #[test]
 fn kafka_runs_both_sink_modes_and_the_source_against_librdkafka() {
     let mut s = settings();
@@ -408,6 +409,8 @@ fn kafka_runs_both_sink_modes_and_the_source_against_librdkafka() {
             "kafka protobuf → weir",
             "word-count → kafka avro, through JSON",
             "word-count → kafka avro, from rows",
+            "word-count → kafka protobuf, through JSON",
+            "word-count → kafka protobuf, from rows",
         ],
     );
 }
