@@ -7,9 +7,12 @@
 //! output keeps it: each word's running counts in order, each dedupe
 //! instance's first occurrences in input order. (Reconcile's output has
 //! none: when a key is classified depends on how its two inputs
-//! interleave.)
+//! interleave.) A `csv` file sink keeps the same promises, read back by
+//! Python's `csv` module.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::{Value, json};
 use weir_tests::cli::Weir;
@@ -259,6 +262,154 @@ fn a_plugin_that_reads_rows_gets_a_csv_sources_typed_cells_as_fields() {
         text,
         "what the plugin that reads text got"
     );
+}
+
+// ---------------------------------------------------------------- csv sinks
+
+/// The rows of the CSV file `path` with cells split at `delimiter`, as
+/// Python's `csv` module reads them.
+fn python_csv(path: &Path, delimiter: char) -> Vec<Vec<String>> {
+    let script = "import csv, json, sys\n\
+                  with open(sys.argv[1], newline='') as f:\n    \
+                      for row in csv.reader(f, delimiter=sys.argv[2]):\n        \
+                          print(json.dumps(row))\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(path)
+        .arg(delimiter.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python3's csv: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (String::from_utf8(out.stdout).unwrap().lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Asserts that `got` is `want`, row for row, naming the first that is not.
+fn assert_rows(got: &[Vec<String>], want: &[Vec<String>], what: &str) {
+    if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+        panic!(
+            "{what}: {} rows, {} expected; row {i} is {:?}, expected {:?}",
+            got.len(),
+            want.len(),
+            got.get(i),
+            want.get(i)
+        );
+    }
+}
+
+/// The word count's rows go to a `csv` file sink, written from their
+/// fields: SIGKILLed again and again after it committed output and
+/// restarted, the file Python's `csv` module reads holds one header line,
+/// then every running count of the input once, in the input's order (one
+/// instance).
+#[test]
+fn a_csv_file_of_the_word_counts_rows_survives_sigkills_exactly_once_in_order() {
+    let mut rng = XorShift(seed() ^ 7);
+    let input = weir_tests::pipeline::wordcount_input(&mut rng, 300, 12_000);
+    let job = JobFile::new("counts-csv")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(Source::file("text", "input.txt").rate(5000))
+        .operator(Operator::new("split", plugins::SPLIT).inputs(&["text"]))
+        .operator(Operator::new("count", plugins::WORD_COUNT).inputs(&["split"]))
+        .sink(
+            Sink::file("out", "out/counts.csv")
+                .string("format", "csv")
+                .input("count"),
+        );
+    let job = JobDir::new(WEIR, job, &[("input.txt", &input)]);
+    let killed = job.run_through_kills(KILLS, "out/counts.csv", KILL_JITTER, &mut rng);
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    let mut want = vec![vec!["word".to_owned(), "count".to_owned()]];
+    for word in wordcount_words(&input) {
+        let count = counts.entry(word.clone()).or_default();
+        *count += 1;
+        want.push(vec![word, count.to_string()]);
+    }
+    let got = python_csv(&job.path().join("out/counts.csv"), ',');
+    let what = format!("after {killed} SIGKILLs (seed {})", seed());
+    assert_rows(&got, &want, &what);
+}
+
+/// JSON lines go to a `csv` file sink with no plugin between, each
+/// object's members in the cells of `columns` (whatever their order; a
+/// missing one and a null empty, a decimal's digits as written, a nested
+/// value its JSON text, quoted where the delimiter, a quote or a line
+/// break is inside): through SIGKILLs Python's `csv` module reads every
+/// record once, in order, and the one with a field that is no column is
+/// the sink's dead letter, once, saying which field and which columns.
+#[test]
+fn json_lines_reach_a_csv_file_and_a_record_with_another_field_its_dead_letters_once() {
+    let mut rng = XorShift(seed() ^ 8);
+    let names = [
+        "plain",
+        "a;b",
+        "a,b",
+        "say \"hi\"",
+        "two\nlines",
+        " lead",
+        "",
+        "é",
+    ];
+    let header = ["id", "name", "amount", "note"].map(str::to_owned).to_vec();
+    let (mut input, mut want, mut bad) = (String::new(), vec![header], Vec::new());
+    for i in 0..4000u64 {
+        let name = names[rng.range(0, names.len() as u64) as usize];
+        let amount = format!("{}.{:02}", i * 7 % 1000, i % 100);
+        let (note, cell) = match i % 4 {
+            0 => (Value::Null, String::new()),
+            1 => (
+                json!({"tags": ["x", i]}),
+                format!(r#"{{"tags":["x",{i}]}}"#),
+            ),
+            2 => (json!(i % 3 == 0), (i % 3 == 0).to_string()),
+            _ => (Value::Null, String::new()),
+        };
+        let (id, name_json) = (format!("\"id\":{i}"), format!("\"name\":{}", json!(name)));
+        let line = match i % 4 {
+            // A missing field, and members in another order than the columns.
+            3 => format!("{{\"amount\": {amount}, {name_json}, {id}}}"),
+            _ => format!("{{{id},{name_json},\"amount\":{amount},\"note\":{note}}}"),
+        };
+        if i == 1234 {
+            let extra = format!("{}, \"extra\": 1}}", &line[..line.len() - 1]);
+            input.push_str(&format!("{extra}\n"));
+            bad.push(extra);
+            continue;
+        }
+        input.push_str(&format!("{line}\n"));
+        want.push(vec![i.to_string(), name.to_owned(), amount, cell]);
+    }
+    let job = JobFile::new("orders-csv")
+        .checkpoint(Checkpoint::every("100ms"))
+        .source(
+            Source::file("in", "orders.jsonl")
+                .format("jsonl")
+                .rate(2000),
+        )
+        .sink(
+            Sink::file("out", "out/orders.csv")
+                .string("format", "csv")
+                .string("delimiter", ";")
+                .value("columns", r#"["id", "name", "amount", "note"]"#)
+                .value("on_error", "{ dead_letter = \"rejects\" }")
+                .input("in"),
+        )
+        .sink(Sink::file("rejects", "rejects.jsonl"));
+    let job = JobDir::new(WEIR, job, &[("orders.jsonl", &input)]);
+    let killed = job.run_through_kills(KILLS, "out/orders.csv", KILL_JITTER, &mut rng);
+    let got = python_csv(&job.path().join("out/orders.csv"), ';');
+    let what = format!("after {killed} SIGKILLs (seed {})", seed());
+    assert_rows(&got, &want, &what);
+    let letters = weir_tests::letters::parse(&job.read("rejects.jsonl"));
+    assert_eq!(weir_tests::letters::values(&letters), bad, "{what}");
+    let error = letters[0]["error"].as_str().unwrap();
+    assert_has(error, "the field `extra`");
+    assert_has(error, "(id, name, amount, note)");
 }
 
 // ---------------------------------------------------------------- reconcile

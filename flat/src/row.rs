@@ -229,6 +229,26 @@ impl<'a> RowWriter<'a> {
         self
     }
 
+    /// Appends field `name` with `value`, of whatever kind.
+    ///
+    /// ```
+    /// use weir_flat::row::{fields, RowWriter, Value};
+    /// let mut buf = Vec::new();
+    /// RowWriter::new(&mut buf).value("d", Value::Decimal("1.50"));
+    /// assert_eq!(fields(&buf).next(), Some(Ok(("d", Value::Decimal("1.50")))));
+    /// ```
+    pub fn value(&mut self, name: &str, value: Value<'_>) -> &mut Self {
+        match value {
+            Value::Null => self.null(name),
+            Value::Bool(b) => self.bool(name, b),
+            Value::Int(n) => self.i64(name, n),
+            Value::Uint(n) => self.u64(name, n),
+            Value::Float(x) => self.f64(name, x),
+            Value::Str(s) => self.str(name, s),
+            Value::Decimal(d) => self.decimal(name, d),
+        }
+    }
+
     /// A string's or decimal's length and bytes.
     #[inline]
     fn text(&mut self, v: &str) {
@@ -248,36 +268,56 @@ impl<'a> RowWriter<'a> {
 /// assert_eq!(read, [("t", Value::Int(-1)), ("x", Value::Null)]);
 /// ```
 pub fn fields(row: &[u8]) -> Fields<'_> {
-    Fields { row, at: 0 }
+    Fields {
+        raw: raw_fields(row),
+    }
 }
 
 /// The iterator of [`fields`]; it ends after the first error.
 #[derive(Debug, Clone)]
 pub struct Fields<'a> {
+    raw: RawFields<'a>,
+}
+
+/// The fields of a row, in order, as [`fields`] reads them but with names
+/// and strings as bytes not checked as UTF-8: for a reader of rows that
+/// [`check`] accepted, which need not check them again.
+///
+/// ```
+/// use weir_flat::row::{raw_fields, Raw, RowWriter};
+/// let mut buf = Vec::new();
+/// RowWriter::new(&mut buf).str("w", "hi").u64("n", 2);
+/// let read: Vec<_> = raw_fields(&buf).collect::<Result<_, _>>().unwrap();
+/// assert_eq!(read, [(&b"w"[..], Raw::Str(b"hi")), (&b"n"[..], Raw::Uint(2))]);
+/// ```
+pub fn raw_fields(row: &[u8]) -> RawFields<'_> {
+    RawFields { row, at: 0 }
+}
+
+/// The iterator of [`raw_fields`]; it ends after the first error.
+#[derive(Debug, Clone)]
+pub struct RawFields<'a> {
     row: &'a [u8],
     at: usize,
 }
 
-impl<'a> Fields<'a> {
-    /// The field at `self.at`, checked, and where the next one starts.
-    fn field(&self) -> Result<((&'a str, Value<'a>), usize), BadRow> {
-        let at = self.at;
-        let (name, value, end) = raw_field(self.row, at)?;
-        let value = value.checked(at)?;
-        let name = core::str::from_utf8(name).map_err(|_| BadRow::Utf8 { at })?;
-        Ok(((name, value), end))
-    }
-}
-
-/// A field's value as read, its string not yet checked as UTF-8.
-#[derive(Debug, Clone, Copy)]
-enum Raw<'a> {
+/// A field's value as [`raw_fields`] reads it: [`Value`] with its string
+/// as bytes, not checked as UTF-8.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Raw<'a> {
+    /// JSON `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A signed integer.
     Int(i64),
+    /// An unsigned integer.
     Uint(u64),
+    /// A float.
     Float(f64),
+    /// A string's bytes.
     Str(&'a [u8]),
+    /// A number as the text of a JSON number (checked).
     Decimal(&'a str),
 }
 
@@ -299,8 +339,9 @@ impl<'a> Raw<'a> {
 
 /// The field of `row` that starts at byte `at` (below `row.len()`): its
 /// name's bytes and its value, neither checked as UTF-8, and where the
-/// next field starts. The one reader of the format: [`fields`] checks
-/// what it reads, [`JsonWriter`] writes it.
+/// next field starts. The one reader of the format: [`raw_fields`]
+/// hands out what it reads, [`fields`] and [`check`] check it,
+/// [`JsonWriter`] writes it.
 #[inline]
 fn raw_field(row: &[u8], at: usize) -> Result<(&[u8], Raw<'_>, usize), BadRow> {
     let truncated = BadRow::Truncated { at };
@@ -347,23 +388,41 @@ fn raw_field(row: &[u8], at: usize) -> Result<(&[u8], Raw<'_>, usize), BadRow> {
     Ok((name, value.0, value.1))
 }
 
-impl<'a> Iterator for Fields<'a> {
-    type Item = Result<(&'a str, Value<'a>), BadRow>;
+impl<'a> Iterator for RawFields<'a> {
+    type Item = Result<(&'a [u8], Raw<'a>), BadRow>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.at >= self.row.len() {
             return None;
         }
-        match self.field() {
-            Ok((field, end)) => {
+        match raw_field(self.row, self.at) {
+            Ok((name, value, end)) => {
                 self.at = end;
-                Some(Ok(field))
+                Some(Ok((name, value)))
             }
             Err(e) => {
                 self.at = self.row.len();
                 Some(Err(e))
             }
         }
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(&'a str, Value<'a>), BadRow>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let at = self.raw.at;
+        let field = self.raw.next()?.and_then(|(name, value)| {
+            let value = value.checked(at)?;
+            let name = core::str::from_utf8(name).map_err(|_| BadRow::Utf8 { at })?;
+            Ok((name, value))
+        });
+        if field.is_err() {
+            self.raw.at = self.raw.row.len();
+        }
+        Some(field)
     }
 }
 
@@ -377,7 +436,23 @@ impl<'a> Iterator for Fields<'a> {
 /// assert!(weir_flat::row::check(&buf[..buf.len() - 1]).is_err());
 /// ```
 pub fn check(row: &[u8]) -> Result<usize, BadRow> {
-    fields(row).try_fold(0, |n, field| field.map(|_| n + 1))
+    // What `fields` checks, with no `str` made: ASCII (names, most
+    // strings) is checked inline, without a call to the UTF-8 validator.
+    let utf8 = |bytes: &[u8]| bytes.is_ascii() || core::str::from_utf8(bytes).is_ok();
+    let (mut at, mut count) = (0, 0);
+    while at < row.len() {
+        let (name, value, end) = raw_field(row, at)?;
+        let text = match value {
+            Raw::Str(s) => s,
+            _ => &[],
+        };
+        if !(utf8(text) && utf8(name)) {
+            return Err(BadRow::Utf8 { at });
+        }
+        at = end;
+        count += 1;
+    }
+    Ok(count)
 }
 
 /// Appends `row` as a JSON object of its fields in order, as `serde_json`
@@ -611,7 +686,7 @@ mod tests {
             let mut ends = Vec::new();
             let mut it = fields(&row);
             while it.next().is_some() {
-                ends.push(it.at);
+                ends.push(it.raw.at);
             }
             ends
         };
@@ -725,8 +800,9 @@ mod tests {
     fn the_json_writer_agrees_with_the_field_reader_on_every_changed_byte() {
         // Every byte of a row of every type set to values that make it a
         // type code, a short or huge length, a quote, non-ASCII or bad
-        // UTF-8: the writer refuses exactly the rows the reader refuses,
-        // with the same error, and writes the model's JSON for the others.
+        // UTF-8: the writer (and `check`) refuses exactly the rows the
+        // reader refuses, with the same error, and writes the model's JSON
+        // for the others.
         let row = every_type();
         let mut writer = JsonWriter::default();
         for at in 0..row.len() {
@@ -735,6 +811,8 @@ mod tests {
                 changed[at] = b;
                 let mut out = vec![b'x'];
                 let written = writer.write(&changed, &mut out);
+                let read = fields(&changed).try_fold(0, |n, f| f.map(|_| n + 1));
+                assert_eq!(check(&changed), read, "byte {at} = {b}");
                 match model_json(&changed) {
                     Ok(json) => {
                         assert_eq!(written, Ok(()), "byte {at} = {b}");

@@ -1074,3 +1074,39 @@ fn named_ports_of_a_source_are_wired_by_name_and_each_consumed() {
         assert!(err.contains(want), "{err}");
     }
 }
+
+/// A csv file sink's settings are checked when the job file is read (so
+/// `weir validate` reports them): one line each, naming the fix.
+#[test]
+fn a_csv_file_sinks_settings_are_checked_when_the_job_is_read() {
+    let sink = |extra: &str| doc(&[GEN, &format!("{}{extra}", file_sink("f", "out.csv"))]);
+    let csv = |extra: &str| sink(&format!("format = \"csv\"\n{extra}"));
+    assert_rejects!(
+        csv("delimiter = \";;\"\n") => "sink \"f\": delimiter = \";;\" is not one ASCII character",
+        csv("delimiter = \"\\\"\"\n") => "would break CSV's quoting",
+        csv("header = false\n") => "header = false needs `columns`",
+        csv("header = \"no\"\n") => "in `header`",
+        csv("codec = \"deflate\"\n") => "`codec` compresses the blocks of format = \"avro\"",
+        csv("schema = \"a.csv\"\n") => "are settings of format = \"avro\", \"protobuf\" or \"json\"",
+        csv("columns = { a = \"i64\" }\n") => "a table of cell types is a csv source's `columns`",
+        csv("columns = [\"a\", \"a\"]\n") => "`columns` names \"a\" twice",
+        csv("delivery = \"at-least-once\"\n") => "would damage the csv file after it",
+        sink("columns = [\"a\"]\n") => "lay out the file of format = \"csv\"",
+        sink("format = \"tsv\"\n") => "\"debezium-json\", \"csv\", \"avro\"",
+    );
+    let job = parse(&csv(
+        "columns = [\"a\", \"b\"]\nheader = false\ndelimiter = \"\\t\"\n",
+    ))
+    .unwrap();
+    let layout = crate::connectors::file::csv_layout::CsvLayout {
+        columns: Some(vec!["a".into(), "b".into()]),
+        header: false,
+        delimiter: b'\t',
+    };
+    let dir = job.path.parent().unwrap();
+    let out = FileSinkConfig {
+        path: dir.join("out.csv"),
+        format: FileFormat::Csv(layout),
+    };
+    assert_eq!(&*job.sinks[0].connector, &out as &dyn SinkConnector);
+}

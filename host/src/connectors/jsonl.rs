@@ -115,7 +115,7 @@ impl<'de> Visitor<'de> for LineSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
         let mut fields = Fields::default();
         // A repeated field: the last one counts, as in a `Value`.
-        while let Some(name) = map.next_key::<Name<'de>>()? {
+        while let Some(name) = map.next_key::<Text<'de>>()? {
             let is_key = self.key == Some(&*name.0);
             let is_time = self.time == Some(&*name.0);
             match (is_key, is_time) {
@@ -164,22 +164,23 @@ impl<'de> Visitor<'de> for LineSeed<'_> {
     }
 }
 
-/// A field name, borrowed from the line unless it has escapes.
-struct Name<'de>(Cow<'de, str>);
+/// A JSON string (a field name, a value), borrowed from the text unless
+/// it has escapes.
+pub(crate) struct Text<'de>(pub(crate) Cow<'de, str>);
 
-impl<'de> Deserialize<'de> for Name<'de> {
+impl<'de> Deserialize<'de> for Text<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Name<'de>;
+            type Value = Text<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a field name")
+                f.write_str("a string")
             }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Name<'de>, E> {
-                Ok(Name(Cow::Borrowed(s)))
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(s)))
             }
-            fn visit_str<E>(self, s: &str) -> Result<Name<'de>, E> {
-                Ok(Name(Cow::Owned(s.to_owned())))
+            fn visit_str<E>(self, s: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(s.to_owned())))
             }
         }
         d.deserialize_str(V)

@@ -225,18 +225,6 @@ message All {
         values
     }
 
-    fn push(row: &mut RowWriter<'_>, name: &str, value: V<'_>) {
-        match value {
-            V::Null => row.null(name),
-            V::Bool(b) => row.bool(name, b),
-            V::Int(n) => row.i64(name, n),
-            V::Uint(n) => row.u64(name, n),
-            V::Float(x) => row.f64(name, x),
-            V::Str(s) => row.str(name, s),
-            V::Decimal(d) => row.decimal(name, d),
-        };
-    }
-
     /// Random rows over every field (by its name or JSON name, unknown
     /// names too, fields twice) with values of every kind: a message made
     /// from the row is byte for byte the JSON mapping's of the row's JSON
@@ -262,11 +250,7 @@ message All {
             let mut row = Vec::new();
             let mut fields = RowWriter::new(&mut row);
             for _ in 0..next(4) {
-                push(
-                    &mut fields,
-                    names[next(names.len())],
-                    values[next(values.len())],
-                );
+                fields.value(names[next(names.len())], values[next(values.len())]);
             }
             let through_json = |delimited: bool| {
                 let json = crate::schemas::json_of_row(&row).unwrap();

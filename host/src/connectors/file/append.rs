@@ -63,7 +63,7 @@ impl AppendSink {
 
     /// The sink writing records in `format`, a format of lines.
     pub(crate) fn with_format(mut self, format: &FileFormat) -> Result<Self, SinkError> {
-        debug_assert!(!format.is_binary(), "refused with at-least-once");
+        debug_assert!(!format.needs_whole_epochs(), "refused with at-least-once");
         let records = RecordWriter::open(format, &self.path, 0);
         self.records = records.map_err(|e| self.failed(std::io::Error::other(e)))?;
         Ok(self)

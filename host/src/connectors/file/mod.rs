@@ -5,10 +5,13 @@
 //! record at a time (`decoded`), and the
 //! transactional file sink ([`sink`]) with its I/O thread (`io`), or, with
 //! `delivery = "at-least-once"`, the appending one (`append`), both
-//! writing records in their format ([`records`]).
+//! writing records in their format ([`records`]; CSV: `csv_out`, with
+//! its settings in [`csv_layout`]).
 
 mod append;
 mod avro_file;
+pub mod csv_layout;
+mod csv_out;
 mod decoded;
 mod io;
 mod proto_file;

@@ -2,8 +2,9 @@
 //! `jsonl`, `debezium-json`, and `json`, each record checked against a
 //! JSON Schema), a length-delimited Protobuf message per record
 //! (`protobuf`: the message's size as a varint, then the message, as
-//! Java's `writeDelimitedTo` writes them), or the blocks of an Avro object
-//! container file (`avro`).
+//! Java's `writeDelimitedTo` writes them), the blocks of an Avro object
+//! container file (`avro`), or lines of CSV cells under a header line
+//! (`csv`, module `csv_out`).
 //!
 //! Invariants:
 //! - Whatever `RecordWriter::write` and `RecordWriter::finish` wrote
@@ -11,7 +12,8 @@
 //!   on, is a whole file of the format: an Avro file gets its header
 //!   before its first block, and only if it was empty; a non-empty one is
 //!   continued with its own marker (and must hold the sink's schema and
-//!   codec).
+//!   codec); a CSV file gets its header line likewise, and a non-empty one
+//!   is continued under its header's columns.
 //! - An Avro block never spans a `RecordWriter::finish`: a sink that
 //!   calls it at each epoch's end stages whole blocks per epoch.
 
@@ -19,6 +21,8 @@ use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::Path;
 
+use super::csv_layout::{CsvKeys, CsvLayout};
+use super::csv_out::CsvWriter;
 use crate::connectors::changelog::with_op;
 use crate::connectors::schema_format::{Schema, SchemaKeys, SchemaKind, SchemaSettings};
 use crate::connectors::sink::{SinkFormat, encode};
@@ -45,16 +49,19 @@ pub enum FileFormat {
     /// An Avro object container file of the schema, blocks compressed
     /// with the codec (`avro`).
     Avro(AvroSchema, AvroCodec),
+    /// Lines of CSV cells (`csv`, with `columns`, `header`, `delimiter`).
+    Csv(CsvLayout),
 }
 
 impl FileFormat {
-    /// The format that `format`, `schema`, `message` and `codec` say; the
-    /// schema file is read from the job folder `dir`.
+    /// The format that `format`, `schema`, `message`, `codec` and the keys
+    /// of `csv` say; the schema file is read from the job folder `dir`.
     pub fn read(
         format: Option<&str>,
         schema: Option<&str>,
         message: Option<&str>,
         codec: Option<&str>,
+        csv: CsvKeys,
         dir: &Path,
     ) -> Result<FileFormat, String> {
         let format = format.unwrap_or("lines");
@@ -63,13 +70,20 @@ impl FileFormat {
             "lines" => Some(SinkFormat::Lines),
             "jsonl" => Some(SinkFormat::Jsonl),
             "debezium-json" => Some(SinkFormat::DebeziumJson),
+            "csv" => None,
             _ if kind.is_some() => None,
             _ => {
                 return Err(format!(
-                    "format = {format:?}: write \"lines\", \"jsonl\", \"debezium-json\", \"avro\", \"protobuf\" or \"json\""
+                    "format = {format:?}: write \"lines\", \"jsonl\", \"debezium-json\", \"csv\", \"avro\", \"protobuf\" or \"json\""
                 ));
             }
         };
+        if format != "csv" && !csv.is_empty() {
+            return Err(
+                "`columns`, `header` and `delimiter` lay out the file of format = \"csv\"; set that format or remove them"
+                    .into(),
+            );
+        }
         if codec.is_some() && kind != Some(SchemaKind::Avro) {
             return Err(
                 "`codec` compresses the blocks of format = \"avro\"; set that format or remove it"
@@ -82,6 +96,9 @@ impl FileFormat {
             ..SchemaKeys::default()
         };
         let (settings, _) = SchemaSettings::read(kind, keys, dir, true)?;
+        if format == "csv" {
+            return CsvLayout::read(csv).map(FileFormat::Csv);
+        }
         Ok(match (text, settings.and_then(|s| s.schema)) {
             (Some(format), _) => FileFormat::Text(format),
             (None, Some(Schema::Json(schema))) => FileFormat::Json(schema),
@@ -95,9 +112,14 @@ impl FileFormat {
     }
 
     /// Whether a record torn by a crash would damage what follows it
-    /// (`avro`, `protobuf`), so that only whole epochs may be appended.
-    pub fn is_binary(&self) -> bool {
-        matches!(self, FileFormat::Protobuf(_) | FileFormat::Avro(..))
+    /// (`avro`, `protobuf`; `csv`, whose torn quoted cell would leave its
+    /// quote open over the lines after it), so that only whole epochs may
+    /// be appended.
+    pub fn needs_whole_epochs(&self) -> bool {
+        matches!(
+            self,
+            FileFormat::Protobuf(_) | FileFormat::Avro(..) | FileFormat::Csv(_)
+        )
     }
 }
 
@@ -118,6 +140,7 @@ enum Encoding {
     Json(JsonSchema),
     Protobuf(ProtoSchema),
     Avro(Blocks),
+    Csv(CsvWriter),
 }
 
 /// What an Avro file's blocks need.
@@ -132,8 +155,8 @@ struct Blocks {
 impl RecordWriter {
     /// A writer of records in `format` appending to `path`, which is then
     /// `len` bytes long: an Avro file that is not empty is continued after
-    /// its header is checked (same schema, same codec); `Err` says why it
-    /// cannot be.
+    /// its header is checked (same schema, same codec), a CSV file under
+    /// the columns of its header line; `Err` says why it cannot be.
     pub(crate) fn open(format: &FileFormat, path: &Path, len: u64) -> Result<RecordWriter, String> {
         let encoding = match format {
             FileFormat::Text(format) => Encoding::Text(*format),
@@ -142,6 +165,7 @@ impl RecordWriter {
             FileFormat::Avro(schema, codec) => {
                 Encoding::Avro(Blocks::open(schema, *codec, path, len)?)
             }
+            FileFormat::Csv(layout) => Encoding::Csv(CsvWriter::open(layout, path, len)?),
         };
         Ok(RecordWriter {
             encoding,
@@ -161,18 +185,19 @@ impl RecordWriter {
         }
         self.buffer.clear();
         for r in batch.iter() {
-            let fits = match &self.encoding {
+            let fits = match &mut self.encoding {
                 Encoding::Avro(_) => {
-                    let encoded = encode_one(&self.encoding, &r, &mut self.datums);
+                    let encoded = encode_one(&mut self.encoding, &r, &mut self.datums);
                     self.count += 1;
                     encoded.and_then(|()| match self.datums.len() >= BLOCK_BYTES {
                         true => self.seal(),
                         false => Ok(()),
                     })
                 }
+                Encoding::Csv(csv) => csv.write(&r, &mut self.buffer),
                 encoding => encode_one(encoding, &r, &mut self.buffer),
             };
-            fits.map_err(|e| misfit(&r.text_value(), e))?;
+            fits.map_err(|e| misfit(&r.text_value(), self.encoding.fits(), e))?;
         }
         out.write_all(&self.buffer)?;
         Ok(self.buffer.len() as u64)
@@ -188,13 +213,14 @@ impl RecordWriter {
     }
 
     /// Whether it takes rows as rows ([`Sink::reads_rows`](crate::connectors::sink::Sink::reads_rows)):
-    /// an Avro file writes them without JSON ([`AvroWriter::write_row`]).
+    /// an Avro file writes them without JSON ([`AvroWriter::write_row`]),
+    /// a CSV file from their fields.
     pub(crate) fn reads_rows(&self) -> bool {
-        matches!(self.encoding, Encoding::Avro(_))
+        matches!(self.encoding, Encoding::Avro(_) | Encoding::Csv(_))
     }
 
-    /// The records of `batch` that do not fit the schema, by index, with
-    /// why.
+    /// The records of `batch` that do not fit the schema (or the CSV
+    /// columns), by index, with why.
     pub(crate) fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
         if let Encoding::Text(_) = self.encoding {
             return Vec::new();
@@ -202,7 +228,7 @@ impl RecordWriter {
         let mut refused = Vec::new();
         for (i, r) in batch.iter().enumerate() {
             self.scratch.clear();
-            if let Err(e) = encode_one(&self.encoding, &r, &mut self.scratch) {
+            if let Err(e) = encode_one(&mut self.encoding, &r, &mut self.scratch) {
                 refused.push((i, e));
             }
         }
@@ -235,12 +261,16 @@ impl RecordWriter {
 }
 
 /// Appends what the file holds of record `value` saying `change` to `out`:
-/// a checked line, a delimited message, an Avro datum.
-fn encode_one(encoding: &Encoding, r: &RecordRef<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+/// a checked line, a delimited message, an Avro datum, a line of CSV
+/// (without the header line).
+fn encode_one(encoding: &mut Encoding, r: &RecordRef<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+    if let Encoding::Csv(csv) = encoding {
+        return csv.line(r, out);
+    }
     if r.encoding == batch::Encoding::Row {
         // An Avro file writes an inserted row as it is; anything else
         // takes the row's JSON.
-        if let (Encoding::Avro(blocks), Change::Insert) = (encoding, r.change) {
+        if let (Encoding::Avro(blocks), Change::Insert) = (&*encoding, r.change) {
             return blocks.writer.write_row(r.value, out);
         }
         return r.with_text_value(|text| encode_one(encoding, text, out));
@@ -248,6 +278,7 @@ fn encode_one(encoding: &Encoding, r: &RecordRef<'_>, out: &mut Vec<u8>) -> Resu
     let value = with_op(r.value, r.change)?;
     match encoding {
         Encoding::Text(_) => unreachable!("text formats write batches"),
+        Encoding::Csv(_) => unreachable!("written above"),
         Encoding::Json(schema) => {
             schema.check(&value)?;
             out.extend_from_slice(&value);
@@ -259,14 +290,24 @@ fn encode_one(encoding: &Encoding, r: &RecordRef<'_>, out: &mut Vec<u8>) -> Resu
     Ok(())
 }
 
-/// The error of a record that does not fit, showing its start.
-fn misfit(value: &[u8], why: String) -> io::Error {
+impl Encoding {
+    /// What a record must fit, for messages.
+    fn fits(&self) -> &'static str {
+        match self {
+            Encoding::Csv(_) => "the sink's CSV columns",
+            _ => "the sink's schema",
+        }
+    }
+}
+
+/// The error of a record that does not fit `what`, showing its start.
+fn misfit(value: &[u8], what: &str, why: String) -> io::Error {
     let text = String::from_utf8_lossy(value);
     let shown: String = text.chars().take(200).collect();
     let more = if shown.len() < text.len() { "…" } else { "" };
     io::Error::new(
         io::ErrorKind::InvalidData,
-        format!("a record does not fit the sink's schema ({why}): {shown}{more}"),
+        format!("a record does not fit {what} ({why}): {shown}{more}"),
     )
 }
 

@@ -279,18 +279,6 @@ mod tests {
         }
     }
 
-    fn push(row: &mut RowWriter<'_>, name: &str, value: Value<'_>) {
-        match value {
-            Value::Null => row.null(name),
-            Value::Bool(b) => row.bool(name, b),
-            Value::Int(n) => row.i64(name, n),
-            Value::Uint(n) => row.u64(name, n),
-            Value::Float(x) => row.f64(name, x),
-            Value::Str(s) => row.str(name, s),
-            Value::Decimal(d) => row.decimal(name, d),
-        };
-    }
-
     /// The JSON path's datum of `row`, or its error.
     fn through_json(writer: &AvroWriter, row: &[u8]) -> Result<Vec<u8>, String> {
         let mut out = Vec::new();
@@ -326,7 +314,7 @@ mod tests {
                     }
                     _ => values[(x >> 33) as usize % values.len()],
                 };
-                push(&mut fields, name, pick);
+                fields.value(name, pick);
             }
             let expected = through_json(&writer, &row);
             let mut out = Vec::new();
