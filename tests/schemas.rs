@@ -1153,7 +1153,7 @@ fn flat_avro_records_reach_plugins_as_rows_and_as_their_json() {
 }
 
 /// A plugin's rows reach Kafka, NATS and file sinks with an Avro schema,
-/// and a Kafka sink with a Protobuf one (`word-count` emits each
+/// and Kafka and file sinks with a Protobuf one (`word-count` emits each
 /// `{"word","count"}` as a row), written from the rows where they fit the
 /// schema field for field: through SIGKILLs after
 /// checkpoints, Python's clients read every count once, in order, the
@@ -1237,6 +1237,12 @@ fn a_plugins_rows_reach_kafka_nats_and_file_sinks_avro_and_protobuf_schemas_exac
                 .string("format", "avro")
                 .string("schema", "direct.avsc"),
         )
+        .sink(
+            Sink::file("pb", "out/counts.pb")
+                .input("count")
+                .string("format", "protobuf")
+                .string("schema", "count.proto"),
+        )
         .sink(Sink::file("rejects", "rejects.jsonl"));
     let job = JobDir::new(
         WEIR,
@@ -1267,6 +1273,11 @@ fn a_plugins_rows_reach_kafka_nats_and_file_sinks_avro_and_protobuf_schemas_exac
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(got, all, "what the Avro file sink wrote");
+    let path = job.path().join("out/counts.pb").display().to_string();
+    let got: Vec<Value> = (clients(&["read-delimited", "protobuf-count", &path], "").lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got, all, "what the Protobuf file sink wrote");
     let letters = weir_tests::letters::parse(&job.read("rejects.jsonl"));
     assert_eq!(weir_tests::letters::values(&letters), refused);
     for l in &letters {

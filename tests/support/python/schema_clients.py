@@ -12,7 +12,7 @@ formats.
     ocf avro FILE SCHEMA_FILE CODEC < records.jsonl   (fastavro's object container file)
     read-ocf avro FILE > records.jsonl                 (fastavro's reader)
     write-delimited protobuf FILE < records.jsonl     (length-delimited messages)
-    read-delimited protobuf FILE > records.jsonl
+    read-delimited protobuf|protobuf-count FILE > records.jsonl
     produce-referenced avro|protobuf|json BROKERS REGISTRY TOPIC < shipments.jsonl
     shipment-protos > the two .proto files, as "== name ==" then the text
 
@@ -324,20 +324,32 @@ def write_delimited(kind, path):
             out.write(_VarintBytes(len(message)) + message)
 
 
+def show_count(message):
+    return json.dumps({"word": message.word, "count": message.count})
+
+
+def message_kind(kind):
+    """The message class of `kind` and how a message is printed:
+    `protobuf` is `shop.Order`, `protobuf-count` is `Count`."""
+    if kind == "protobuf-count":
+        return count_class(), show_count
+    assert kind == "protobuf", kind
+    return order_class(), show_order
+
+
 def read_delimited(kind, path):
     from google.protobuf.internal.decoder import _DecodeVarint32
 
-    assert kind == "protobuf", kind
-    Order = order_class()
+    Message, show = message_kind(kind)
     with open(path, "rb") as f:
         data = f.read()
     at = 0
     while at < len(data):
         size, at = _DecodeVarint32(data, at)
-        message = Order()
+        message = Message()
         message.ParseFromString(data[at : at + size])
         at += size
-        print(show_order(message))
+        print(show(message))
 
 
 def reader(kind, registry):
@@ -353,14 +365,9 @@ def reader(kind, registry):
 
         def show(value):
             return json.dumps(value, sort_keys=True)
-    elif kind == "protobuf-count":
-        deserializer = ProtobufDeserializer(count_class(), {"use.deprecated.format": False})
-
-        def show(message):
-            return json.dumps({"word": message.word, "count": message.count})
     else:
-        deserializer = ProtobufDeserializer(order_class(), {"use.deprecated.format": False})
-        show = show_order
+        Message, show = message_kind(kind)
+        deserializer = ProtobufDeserializer(Message, {"use.deprecated.format": False})
 
     return deserializer, show
 

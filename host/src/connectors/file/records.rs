@@ -214,9 +214,13 @@ impl RecordWriter {
 
     /// Whether it takes rows as rows ([`Sink::reads_rows`](crate::connectors::sink::Sink::reads_rows)):
     /// an Avro file writes them without JSON ([`AvroWriter::write_row`]),
-    /// a CSV file from their fields.
+    /// a Protobuf file where their fields map to the message's
+    /// ([`ProtoSchema::encode_row`]), a CSV file from their fields.
     pub(crate) fn reads_rows(&self) -> bool {
-        matches!(self.encoding, Encoding::Avro(_) | Encoding::Csv(_))
+        matches!(
+            self.encoding,
+            Encoding::Avro(_) | Encoding::Protobuf(_) | Encoding::Csv(_)
+        )
     }
 
     /// The records of `batch` that do not fit the schema (or the CSV
@@ -268,12 +272,17 @@ fn encode_one(encoding: &mut Encoding, r: &RecordRef<'_>, out: &mut Vec<u8>) -> 
         return csv.line(r, out);
     }
     if r.encoding == batch::Encoding::Row {
-        // An Avro file writes an inserted row as it is; anything else
-        // takes the row's JSON.
-        if let (Encoding::Avro(blocks), Change::Insert) = (&*encoding, r.change) {
-            return blocks.writer.write_row(r.value, out);
+        // Avro and Protobuf files write an inserted row from its fields;
+        // anything else takes the row's JSON.
+        match (&*encoding, r.change) {
+            (Encoding::Avro(blocks), Change::Insert) => {
+                return blocks.writer.write_row(r.value, out);
+            }
+            (Encoding::Protobuf(schema), Change::Insert) => {
+                return schema.encode_row(r.value, true, out);
+            }
+            _ => return r.with_text_value(|text| encode_one(encoding, text, out)),
         }
-        return r.with_text_value(|text| encode_one(encoding, text, out));
     }
     let value = with_op(r.value, r.change)?;
     match encoding {
