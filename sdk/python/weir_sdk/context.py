@@ -93,6 +93,7 @@ class Context:
             key = key.encode()
         w = self._out[port]
         w.push(key, value, self.timestamp if timestamp is CURRENT else timestamp, change)
+        # `_pushed`, inline: a call per record costs a few % here.
         if w.count >= EMIT_FLUSH_RECORDS or len(w.data) >= EMIT_FLUSH_BYTES:
             self._flush_port(port)
 
@@ -111,8 +112,7 @@ class Context:
             key = key.encode()
         w = self._out[port]
         w.push(key, None, self.timestamp if timestamp is CURRENT else timestamp, change, True, fields)
-        if w.count >= EMIT_FLUSH_RECORDS or len(w.data) >= EMIT_FLUSH_BYTES:
-            self._flush_port(port)
+        self._pushed(port, w)
 
     def emit_record(self, record, port=0):
         """Emits `record` unchanged (key, value, timestamp, change kind; a
@@ -120,12 +120,17 @@ class Context:
         port = self._port(port)
         w = self._out[port]
         w.push(record.key, record.value, record.timestamp, record.change, record.is_row)
-        if w.count >= EMIT_FLUSH_RECORDS or len(w.data) >= EMIT_FLUSH_BYTES:
-            self._flush_port(port)
+        self._pushed(port, w)
 
     def emit_json(self, obj, key=None, *, port=0, timestamp=CURRENT):
         """Emits `obj` as compact JSON (`weir_sdk.json_text`)."""
         self.emit(json_text(obj), key, port=port, timestamp=timestamp)
+
+    def _pushed(self, port, w):
+        """After a record went into port `port`'s writer `w`: hands the port's
+        records to the host once they reach the flush bounds."""
+        if w.count >= EMIT_FLUSH_RECORDS or len(w.data) >= EMIT_FLUSH_BYTES:
+            self._flush_port(port)
 
     def flush(self):
         """Hands every buffered record to the host now (the SDK does it when
