@@ -553,11 +553,17 @@ impl SchemaEncoder {
     /// JSON record, which an Avro or Protobuf schema writes from the row
     /// itself.
     pub fn encode_row(&self, row: &[u8]) -> Result<Vec<u8>, String> {
-        let mut out = self.framed(row.len());
+        let mut out;
         match &self.writer {
-            Writer::Avro(w) => w.write_row(row, &mut out)?,
-            Writer::Protobuf(s) => s.encode_row(row, false, &mut out)?,
             Writer::Json(_) => return self.encode(&crate::schemas::json_of_row(row)?),
+            Writer::Avro(w) => {
+                out = self.framed(row.len());
+                w.write_row(row, &mut out)?;
+            }
+            Writer::Protobuf(s) => {
+                out = self.framed(row.len());
+                s.encode_row(row, false, &mut out)?;
+            }
         }
         Ok(out)
     }

@@ -323,16 +323,13 @@ impl ProtoSchema {
     /// Appends JSON record `json` as a message to `out`; `Err` says what
     /// does not fit.
     pub fn encode(&self, json: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-        let message = self.message_of(json)?;
-        Message::encode(&message, out).map_err(|e| format!("message {}: {e}", self.full_name()))
+        self.write(&self.message_of(json)?, false, out)
     }
 
     /// [`encode`](Self::encode) preceded by the message's size as a
     /// varint (a length-delimited message, as Java's `writeDelimitedTo`).
     pub fn encode_delimited(&self, json: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-        let message = self.message_of(json)?;
-        Message::encode_length_delimited(&message, out)
-            .map_err(|e| format!("message {}: {e}", self.full_name()))
+        self.write(&self.message_of(json)?, true, out)
     }
 
     /// The message type.
@@ -349,9 +346,19 @@ impl ProtoSchema {
             Some(message) => message,
             None => self.message_of(&super::json_of_row(row)?)?,
         };
+        self.write(&message, delimited, out)
+    }
+
+    /// Appends `message`, length-delimited with `delimited`.
+    fn write(
+        &self,
+        message: &DynamicMessage,
+        delimited: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
         let written = match delimited {
-            true => Message::encode_length_delimited(&message, out),
-            false => Message::encode(&message, out),
+            true => Message::encode_length_delimited(message, out),
+            false => Message::encode(message, out),
         };
         written.map_err(|e| format!("message {}: {e}", self.full_name()))
     }

@@ -16,7 +16,7 @@ str and `decimal.Decimal` values.
 import struct
 from decimal import Decimal
 
-from .jsontext import fmt_f64, json_str
+from .jsontext import json_str, json_text
 
 NULL, FALSE, TRUE, INT, UINT, FLOAT, STRING, DECIMAL = range(8)
 
@@ -207,16 +207,5 @@ class _Decimal(str):
 
 
 def _json(v):
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if v.__class__ is _Decimal:
-        return str(v)
-    if v.__class__ is str:
-        return json_str(v)
-    if v.__class__ is float:
-        return fmt_f64(v)
-    return str(v)
+    # A decimal is its own JSON text; every other value as the SDK writes JSON.
+    return str(v) if v.__class__ is _Decimal else json_text(v)
