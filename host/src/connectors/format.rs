@@ -18,7 +18,7 @@ use std::io::BufRead;
 use serde_json::{Value, json};
 
 use super::debezium;
-use super::jsonl::{Time, read_fields};
+use super::jsonl::{Fields, Time, read_fields, row_fields};
 use super::metadata::{self, Members};
 pub use super::parsing::{Format, OnBadTimestamp, Parsing, TimestampField};
 use super::schema_format::{DecodeError, SchemaDecoder};
@@ -407,8 +407,15 @@ impl LineParser {
             batch.push_row(key, row, time);
             return Ok(());
         }
-        // The key and timestamp fields, alone as JSON: read by the JSON
-        // path's own rules and messages.
+        let ts = self.timestamp.as_ref().map(|t| &*t.field);
+        if let Some(fields) = row_fields(row, self.key.as_deref(), ts) {
+            if let Some((field, timestamp)) = self.stamp(fields, number, time)? {
+                batch.push_row(field.as_deref().or(key), row, timestamp);
+            }
+            return Ok(());
+        }
+        // A float or a decimal: the key and timestamp fields, alone as
+        // JSON, read by the JSON path's own rules and messages.
         let named = [
             self.key.as_deref(),
             self.timestamp.as_ref().map(|t| &*t.field),
@@ -499,9 +506,23 @@ impl LineParser {
         number: u64,
         time: Option<i64>,
     ) -> Result<Option<(Option<Cow<'t, [u8]>>, Option<i64>)>, (BadKind, SourceError)> {
+        let ts = self.timestamp.as_ref().map(|t| &*t.field);
+        let fields =
+            read_fields(text, self.key.as_deref(), ts).map_err(|e| self.unreadable(number, &e))?;
+        self.stamp(fields, number, time)
+    }
+
+    /// The key and the timestamp (the `timestamp` field's, else `time`)
+    /// of record `number` whose `key` and `timestamp` fields are `fields`;
+    /// `None` when a bad timestamp skips it.
+    #[allow(clippy::type_complexity)]
+    fn stamp<'t>(
+        &mut self,
+        fields: Fields<'t>,
+        number: u64,
+        time: Option<i64>,
+    ) -> Result<Option<(Option<Cow<'t, [u8]>>, Option<i64>)>, (BadKind, SourceError)> {
         let ts = self.timestamp.as_ref();
-        let fields = read_fields(text, self.key.as_deref(), ts.map(|t| &*t.field))
-            .map_err(|e| self.unreadable(number, &e))?;
         let timestamp = match (ts, fields.time) {
             (None, _) => time,
             (Some(_), Time::Millis(ms)) => Some(ms),

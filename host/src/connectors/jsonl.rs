@@ -15,6 +15,8 @@ use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use weir_flat::row;
+
 use crate::time::parse_rfc3339;
 
 /// What one line holds of the fields asked for.
@@ -51,6 +53,49 @@ pub(crate) fn read_fields<'a>(
     let fields = LineSeed { key, time }.deserialize(&mut de)?;
     de.end()?;
     Ok(fields)
+}
+
+/// [`read_fields`] of a row (`weir_flat::row`, checked): the same key and
+/// time as its JSON object gives, found without writing it; `None` when
+/// either field is a float or a decimal, whose text only the JSON path
+/// writes as [`Value`] does.
+pub(crate) fn row_fields<'r>(
+    row: &'r [u8],
+    key: Option<&str>,
+    time: Option<&str>,
+) -> Option<Fields<'r>> {
+    let mut fields = Fields::default();
+    // A repeated field: the last one counts, as in a `Value`.
+    for field in row::fields(row) {
+        let (name, value) = field.expect("a checked row");
+        let (is_key, is_time) = (key == Some(name), time == Some(name));
+        if !(is_key || is_time) {
+            continue;
+        }
+        // `Display` of a boolean or an integer is its JSON.
+        let digits = |n: &dyn fmt::Display| Some(Cow::Owned(n.to_string().into_bytes()));
+        let (k, t) = match value {
+            row::Value::Str(s) => (
+                Some(Cow::Borrowed(s.as_bytes())),
+                parse_rfc3339(s).map_or_else(|| Time::Bad(shown(s)), Time::Millis),
+            ),
+            row::Value::Null => (None, Time::Bad("null".into())),
+            row::Value::Bool(b) => (digits(&b), Time::Bad(b.to_string())),
+            row::Value::Int(n) => (digits(&n), Time::Millis(n)),
+            row::Value::Uint(n) => (
+                digits(&n),
+                i64::try_from(n).map_or_else(|_| Time::Bad(n.to_string()), Time::Millis),
+            ),
+            row::Value::Float(_) | row::Value::Decimal(_) => return None,
+        };
+        if is_key {
+            fields.key = k;
+        }
+        if is_time {
+            fields.time = t;
+        }
+    }
+    Some(fields)
 }
 
 /// The most characters of a bad timestamp a message quotes.
@@ -392,5 +437,78 @@ mod tests {
         ] {
             assert!(read_fields(line, Some("k"), Some("ts")).is_err(), "{line}");
         }
+    }
+
+    /// A row's key and time are its JSON object's, field by field; a
+    /// float or decimal in either field leaves them to the JSON path.
+    #[test]
+    fn a_rows_key_and_time_are_those_of_its_json() {
+        let rows: [&dyn Fn(&mut row::RowWriter); 12] = [
+            &|r| {
+                r.str("k", "x").i64("ts", 5);
+            },
+            &|r| {
+                r.str("k", "a\"bé\n")
+                    .str("ts", "2026-12-01T15:30:00.250+01:00");
+            },
+            &|r| {
+                r.null("k").null("ts");
+            },
+            &|r| {
+                r.u64("v", 1);
+            },
+            &|r| {
+                r.u64("k", 12).i64("ts", -250);
+            },
+            &|r| {
+                r.i64("k", -12).u64("ts", i64::MAX as u64);
+            },
+            &|r| {
+                r.u64("k", u64::MAX).u64("ts", 1 << 63);
+            },
+            &|r| {
+                r.bool("k", true).bool("ts", false);
+            },
+            &|r| {
+                r.str("k", "first")
+                    .str("k", "last")
+                    .i64("ts", 1)
+                    .str("ts", "yesterday");
+            },
+            &|r| {
+                r.str("ts", "1700000000000").str("k", "");
+            },
+            &|r| {
+                r.decimal("k", "1.50");
+            },
+            &|r| {
+                r.str("k", "x").f64("ts", 1e3);
+            },
+        ];
+        let mut decided = 0;
+        for write in rows {
+            let mut row = Vec::new();
+            write(&mut row::RowWriter::new(&mut row));
+            let mut json = Vec::new();
+            row::write_json(&row, &mut json).unwrap();
+            let line = std::str::from_utf8(&json).unwrap();
+            for (key, time) in [
+                (Some("k"), Some("ts")),
+                (Some("ts"), Some("k")),
+                (Some("k"), Some("k")),
+                (None, Some("ts")),
+                (Some("k"), None),
+            ] {
+                let want = read_fields(line, key, time).unwrap();
+                match row_fields(&row, key, time) {
+                    Some(got) => {
+                        assert_eq!(got, want, "{line} {key:?} {time:?}");
+                        decided += 1;
+                    }
+                    None => assert!(line.contains('.'), "{line}"),
+                }
+            }
+        }
+        assert!(decided >= 50, "{decided}");
     }
 }

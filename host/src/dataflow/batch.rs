@@ -5,7 +5,9 @@
 //! batch crosses the Wasm boundary as two byte-list copies and costs no
 //! allocation per record anywhere in the host.
 //!
-//! Invariant: `may_have_rows` is false only when no span is a row.
+//! Invariant: `may_have_rows` is false only when no span is a row;
+//! `unchecked_rows` is false only when every row was written by the host
+//! ([`Batch::push_row`]) or copied from a batch whose rows were.
 //!
 //! Invariant: `spans` is a whole number of valid packed spans whose ranges
 //! lie inside `data`. [`Batch::from_parts`] checks it for data coming from a
@@ -139,6 +141,9 @@ pub struct Batch {
     /// so; a plugin's spans may): [`has_rows`](Batch::has_rows) then scans
     /// nothing, so the batches of sources that write text cost no scan.
     may_have_rows: bool,
+    /// False only when no row can be malformed ([`check_rows`](Batch::check_rows)
+    /// then checks nothing): a plugin's rows are checked by their reader.
+    unchecked_rows: bool,
 }
 
 /// The records only: two batches holding the same records are equal
@@ -178,6 +183,7 @@ impl Batch {
             origin: None,
             provenance: None,
             may_have_rows: false,
+            unchecked_rows: false,
         }
     }
 
@@ -199,6 +205,7 @@ impl Batch {
             origin: None,
             provenance: None,
             may_have_rows: true,
+            unchecked_rows: true,
         })
     }
 
@@ -252,6 +259,7 @@ impl Batch {
         for &i in indices {
             out.push_ref(self.get(i));
         }
+        out.unchecked_rows = self.unchecked_rows;
         out.origin = self.origin;
         out.provenance = self.provenance.clone();
         out
@@ -341,7 +349,8 @@ impl Batch {
     }
 
     /// Appends a record whose value is a row ([`weir_flat::row`]), which
-    /// its readers get as JSON text unless they read rows.
+    /// its readers get as JSON text unless they read rows. The host wrote
+    /// it (a source): it is a row, and no reader checks it again.
     ///
     /// ```
     /// let mut row = Vec::new();
@@ -352,6 +361,7 @@ impl Batch {
     /// assert_eq!(b.rows_as_text().unwrap().get(0).value, br#"{"n":1}"#);
     /// ```
     pub fn push_row(&mut self, key: Option<&[u8]>, row: &[u8], timestamp: Option<i64>) {
+        debug_assert!(weir_flat::row::check(row).is_ok(), "the host writes rows");
         self.push_encoded(Change::Insert, Encoding::Row, key, row, timestamp);
     }
 
@@ -419,6 +429,7 @@ impl Batch {
     /// assert_eq!(a, b);
     /// ```
     pub fn push_ref(&mut self, r: RecordRef<'_>) {
+        self.unchecked_rows |= r.encoding == Encoding::Row;
         if r.key_is_value() {
             let value = self.range(r.value);
             self.push_span(Span {
@@ -455,6 +466,7 @@ impl Batch {
         // past 4 GiB.
         let _ = offset_of(self.data.len() + other.data.len());
         self.data.extend_from_slice(&other.data);
+        self.unchecked_rows |= other.unchecked_rows;
         let shift = |r: Range| Range {
             offset: r.offset + base,
             len: r.len,
@@ -529,6 +541,7 @@ impl Batch {
         self.origin = None;
         self.provenance = None;
         self.may_have_rows = false;
+        self.unchecked_rows = false;
     }
 
     /// The largest timestamp of its records, if any has one.
@@ -562,7 +575,7 @@ impl Batch {
     /// it).
     ///
     /// ```
-    /// use weir::dataflow::batch::{Batch, Encoding, Range, Span};
+    /// use weir::dataflow::batch::{Batch, Encoding, Range, SPAN_BYTES, Span};
     /// let mut row = Vec::new();
     /// weir_flat::row::RowWriter::new(&mut row).str("w", "a").u64("n", 2);
     /// let span = Span { value: Range { offset: 0, len: row.len() as u32 }, encoding: Encoding::Row, ..Span::default() };
@@ -580,22 +593,25 @@ impl Batch {
         weir_flat::row::batch_as_json(&self.data, &mut self.spans, &mut data)?;
         self.data = data;
         self.may_have_rows = false;
+        self.unchecked_rows = false;
         Ok(self)
     }
 
     /// Checks every row of the batch ([`weir_flat::row::check`]), for a
     /// reader that reads rows as they are; an error names the first value
-    /// marked a row that is none.
+    /// marked a row that is none. Rows the host wrote are not checked.
     ///
     /// ```
-    /// let mut b = weir::Batch::new();
-    /// b.push_row(None, &[2, 1, b'b'], None);
+    /// use weir::dataflow::batch::{Batch, Encoding, Range, SPAN_BYTES, Span};
+    /// let row = |len| Span { value: Range { offset: 0, len }, encoding: Encoding::Row, ..Span::default() };
+    /// let spans = [row(3).encode(), row(2).encode()].concat();
+    /// let b = Batch::from_parts(vec![2, 1, b'b'], spans[..SPAN_BYTES].to_vec()).unwrap();
     /// assert!(b.check_rows().is_ok());
-    /// b.push_row(None, &[9, 0], None);
-    /// assert_eq!(b.check_rows().unwrap_err().to_string(), "record 1 of a flat batch: the row's field at byte 0 has unknown type 9");
+    /// let b = Batch::from_parts(vec![9, 0], spans[SPAN_BYTES..].to_vec()).unwrap();
+    /// assert_eq!(b.check_rows().unwrap_err().to_string(), "record 0 of a flat batch: the row's field at byte 0 has unknown type 9");
     /// ```
     pub fn check_rows(&self) -> Result<(), BadSpans> {
-        if !self.may_have_rows {
+        if !self.unchecked_rows {
             return Ok(());
         }
         for (index, r) in self.iter().enumerate() {
@@ -674,6 +690,7 @@ impl Batch {
             }
         }
         for part in &mut parts {
+            part.unchecked_rows = self.unchecked_rows;
             part.origin = self.origin;
             part.provenance.clone_from(&self.provenance);
         }
@@ -760,6 +777,43 @@ mod tests {
             }
         }
         b
+    }
+
+    /// A plugin's rows are checked by their reader wherever they were
+    /// copied to; the host's own rows (a source's) are not checked again,
+    /// nor are their copies.
+    #[test]
+    fn only_rows_a_plugin_wrote_are_checked_again() {
+        let bad = Span {
+            value: Range { offset: 0, len: 2 },
+            encoding: Encoding::Row,
+            ..Span::default()
+        };
+        let plugin = Batch::from_parts(vec![9, 0], bad.encode().to_vec()).unwrap();
+        let mut row = Vec::new();
+        weir_flat::row::RowWriter::new(&mut row).i64("n", 1);
+        let mut host = Batch::new();
+        host.push_row(Some(b"k"), &row, None);
+        let copies = |b: &Batch| {
+            let mut pushed = Batch::new();
+            pushed.push_ref(b.get(0));
+            let mut appended = host.clone();
+            appended.append(b);
+            [
+                b.select(&[0]),
+                b.partition(2, |_| 1).remove(1),
+                pushed,
+                appended,
+            ]
+        };
+        for copy in copies(&plugin) {
+            assert!(copy.check_rows().is_err(), "a plugin's row, copied");
+        }
+        assert!(!host.unchecked_rows);
+        for copy in &copies(&host)[..2] {
+            assert!(!copy.unchecked_rows, "a source's rows, copied");
+        }
+        assert!(host.clone().rows_as_text().unwrap().check_rows().is_ok());
     }
 
     #[test]
