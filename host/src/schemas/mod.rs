@@ -8,6 +8,7 @@
 pub mod avro;
 pub mod json_schema;
 mod proto_row;
+mod proto_wire;
 pub mod protobuf;
 pub mod registry;
 pub mod varint;

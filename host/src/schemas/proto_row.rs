@@ -226,10 +226,12 @@ message All {
     }
 
     /// Random rows over every field (by its name or JSON name, unknown
-    /// names too, fields twice) with values of every kind: a message made
-    /// from the row is byte for byte the JSON mapping's of the row's JSON
-    /// record, and `encode_row` agrees with the JSON path on every row,
-    /// written or refused; most rows that fit are made without JSON.
+    /// names too, fields twice, half of them in field-number order) with
+    /// values of every kind: a message made from the row, and the bytes
+    /// written straight from it (module `proto_wire`), are byte for byte
+    /// the JSON mapping's of the row's JSON record, and `encode_row` agrees
+    /// with the JSON path on every row, written or refused; most rows that
+    /// fit are made without JSON, many written straight.
     #[test]
     fn a_row_is_the_message_the_json_mapping_reads_from_its_json() {
         let schema = ProtoSchema::compile(ALL, Some("t.All")).unwrap();
@@ -239,7 +241,13 @@ message All {
             .split_whitespace()
             .collect();
         let values = candidates();
-        let (mut direct, mut written, mut x) = (0, 0, 46u64);
+        let plan = crate::schemas::proto_wire::WirePlan::new(desc).unwrap();
+        let number = |name: &str| {
+            let field =
+                (desc.get_field_by_json_name(name)).or_else(|| desc.get_field_by_name(name));
+            field.map_or(u32::MAX, |f| f.number())
+        };
+        let (mut direct, mut wired, mut written, mut x) = (0, 0, 0, 46u64);
         let mut next = |n: usize| {
             x = x
                 .wrapping_mul(6364136223846793005)
@@ -249,8 +257,12 @@ message All {
         for _ in 0..30_000 {
             let mut row = Vec::new();
             let mut fields = RowWriter::new(&mut row);
-            for _ in 0..next(4) {
-                fields.value(names[next(names.len())], values[next(values.len())]);
+            let mut chosen: Vec<&str> = (0..next(5)).map(|_| names[next(names.len())]).collect();
+            if next(2) == 0 {
+                chosen.sort_by_key(|n| number(n));
+            }
+            for name in chosen {
+                fields.value(name, values[next(values.len())]);
             }
             let through_json = |delimited: bool| {
                 let json = crate::schemas::json_of_row(&row).unwrap();
@@ -268,6 +280,18 @@ message All {
                 assert_eq!(Ok(bytes), through_json(false), "{:?}", shown());
             }
             for delimited in [false, true] {
+                let mut out = b"kept".to_vec();
+                if plan.encode(&row, delimited, &mut out) {
+                    wired += 1;
+                    assert_eq!(
+                        Ok(out[4..].to_vec()),
+                        through_json(delimited),
+                        "{:?}",
+                        shown()
+                    );
+                } else {
+                    assert_eq!(out, b"kept", "nothing written: {:?}", shown());
+                }
                 let mut out = Vec::new();
                 let got = schema.encode_row(&row, delimited, &mut out).map(|()| out);
                 assert_eq!(got, through_json(delimited), "{:?}", shown());
@@ -275,6 +299,7 @@ message All {
             }
         }
         assert!(direct > 5_000, "only {direct} rows made without JSON");
+        assert!(wired > 2 * 3_000, "only {wired} rows written straight");
         assert!(written > 2 * direct, "{written} of {direct}");
     }
 

@@ -13,6 +13,7 @@
 use std::path::Path;
 
 use super::Written;
+use super::proto_wire::WirePlan;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use prost_reflect::prost::Message;
@@ -77,6 +78,8 @@ fn descriptor(text: &str) -> Option<FileDescriptorProto> {
 #[derive(Clone)]
 pub struct ProtoSchema {
     message: MessageDescriptor,
+    /// How rows are written as the message without building it.
+    wire: Option<WirePlan>,
     /// The source (what a registry is given).
     text: String,
     /// The files it imports, each after those it imports itself.
@@ -197,6 +200,7 @@ impl ProtoSchema {
                 .ok_or("the .proto defines no message")?,
         };
         Ok(ProtoSchema {
+            wire: WirePlan::new(&found),
             message: found,
             text: text.to_owned(),
             imports,
@@ -225,6 +229,7 @@ impl ProtoSchema {
             message = child;
         }
         Ok(ProtoSchema {
+            wire: WirePlan::new(&message),
             message,
             text: text.to_owned(),
             imports: Vec::new(),
@@ -338,10 +343,17 @@ impl ProtoSchema {
     }
 
     /// Appends row `row` (`weir_flat::row`) as a message to `out`,
-    /// length-delimited with `delimited`: the message of its fields when
-    /// each maps without JSON (module `proto_row`), else of its JSON
-    /// record; both give the same bytes, and the same refusals.
+    /// length-delimited with `delimited`: written straight from its fields
+    /// when they come in field-number order (module `proto_wire`), else
+    /// the message of its fields when each maps without JSON (module
+    /// `proto_row`), else of its JSON record; all give the same bytes, and
+    /// the same refusals.
     pub fn encode_row(&self, row: &[u8], delimited: bool, out: &mut Vec<u8>) -> Result<(), String> {
+        if let Some(plan) = &self.wire
+            && plan.encode(row, delimited, out)
+        {
+            return Ok(());
+        }
         let message = match super::proto_row::message_of(self.descriptor(), row) {
             Some(message) => message,
             None => self.message_of(&super::json_of_row(row)?)?,
