@@ -72,27 +72,34 @@ pub(crate) fn row_fields<'r>(
         if !(is_key || is_time) {
             continue;
         }
-        // `Display` of a boolean or an integer is its JSON.
-        let digits = |n: &dyn fmt::Display| Some(Cow::Owned(n.to_string().into_bytes()));
-        let (k, t) = match value {
-            row::Value::Str(s) => (
-                Some(Cow::Borrowed(s.as_bytes())),
-                parse_rfc3339(s).map_or_else(|| Time::Bad(shown(s)), Time::Millis),
-            ),
-            row::Value::Null => (None, Time::Bad("null".into())),
-            row::Value::Bool(b) => (digits(&b), Time::Bad(b.to_string())),
-            row::Value::Int(n) => (digits(&n), Time::Millis(n)),
-            row::Value::Uint(n) => (
-                digits(&n),
-                i64::try_from(n).map_or_else(|_| Time::Bad(n.to_string()), Time::Millis),
-            ),
-            row::Value::Float(_) | row::Value::Decimal(_) => return None,
-        };
+        if let row::Value::Float(_) | row::Value::Decimal(_) = value {
+            return None;
+        }
         if is_key {
-            fields.key = k;
+            // `Display` of a boolean or an integer is its JSON.
+            let digits = |n: &dyn fmt::Display| Some(Cow::Owned(n.to_string().into_bytes()));
+            fields.key = match value {
+                row::Value::Str(s) => Some(Cow::Borrowed(s.as_bytes())),
+                row::Value::Null => None,
+                row::Value::Bool(b) => digits(&b),
+                row::Value::Int(n) => digits(&n),
+                row::Value::Uint(n) => digits(&n),
+                row::Value::Float(_) | row::Value::Decimal(_) => unreachable!("returned above"),
+            };
         }
         if is_time {
-            fields.time = t;
+            fields.time = match value {
+                row::Value::Str(s) => {
+                    parse_rfc3339(s).map_or_else(|| Time::Bad(shown(s)), Time::Millis)
+                }
+                row::Value::Null => Time::Bad("null".into()),
+                row::Value::Bool(b) => Time::Bad(b.to_string()),
+                row::Value::Int(n) => Time::Millis(n),
+                row::Value::Uint(n) => {
+                    i64::try_from(n).map_or_else(|_| Time::Bad(n.to_string()), Time::Millis)
+                }
+                row::Value::Float(_) | row::Value::Decimal(_) => unreachable!("returned above"),
+            };
         }
     }
     Some(fields)

@@ -11,7 +11,8 @@
 //! message's: fields in number order, those without presence left out at
 //! their default. Any other row (fields in another order or twice
 //! included) gives false with `out` as it was, for `message_of` and the
-//! JSON mapping.
+//! JSON mapping. `proto_row`'s random rows test both against the JSON
+//! mapping.
 
 use prost_reflect::{EnumDescriptor, Kind, MessageDescriptor};
 use weir_flat::row::{self, Value};
