@@ -107,9 +107,11 @@ impl WirePlan {
             return false;
         }
         if delimited {
-            let mut len = Vec::with_capacity(10);
-            write_unsigned((out.len() - start) as u64, &mut len);
-            out.splice(start..start, len);
+            // The length after the message, then turned to its front.
+            let (len, end) = ((out.len() - start) as u64, out.len());
+            write_unsigned(len, out);
+            let prefix = out.len() - end;
+            out[start..].rotate_right(prefix);
         }
         true
     }
