@@ -112,27 +112,60 @@ pub(super) fn message_of(desc: &MessageDescriptor, row: &[u8]) -> Option<Dynamic
         {
             return None;
         }
-        message.set_field(&field, scalar(value, &field.kind())?);
+        message.set_field(&field, scalar(value, &field.kind())?.into());
     }
     Some(message)
+}
+
+/// A field's value as a row sets it, its string borrowed from the row
+/// ([`scalar`]): what both the message ([`message_of`]) and the wire
+/// format (module `proto_wire`) are made of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Scalar<'a> {
+    Bool(bool),
+    I32(i32),
+    I64(i64),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+    Str(&'a str),
+    /// An enum value's number.
+    Enum(i32),
+}
+
+impl From<Scalar<'_>> for Value {
+    fn from(scalar: Scalar<'_>) -> Value {
+        match scalar {
+            Scalar::Bool(b) => Value::Bool(b),
+            Scalar::I32(n) => Value::I32(n),
+            Scalar::I64(n) => Value::I64(n),
+            Scalar::U32(n) => Value::U32(n),
+            Scalar::U64(n) => Value::U64(n),
+            Scalar::F32(x) => Value::F32(x),
+            Scalar::F64(x) => Value::F64(x),
+            Scalar::Str(s) => Value::String(s.to_owned()),
+            Scalar::Enum(n) => Value::EnumNumber(n),
+        }
+    }
 }
 
 /// `value` as a field of `kind` holds it when the JSON mapping reads its
 /// JSON text (a finite float as the shortest digits that read back as it);
 /// `None` when this is not one of those cases.
-fn scalar(value: row::Value<'_>, kind: &Kind) -> Option<Value> {
+pub(super) fn scalar<'a>(value: row::Value<'a>, kind: &Kind) -> Option<Scalar<'a>> {
     use row::Value::{Bool, Float, Int, Str, Uint};
     Some(match (value, kind) {
-        (Bool(b), Kind::Bool) => Value::Bool(b),
+        (Bool(b), Kind::Bool) => Scalar::Bool(b),
         (Int(n), _) => integer(i128::from(n), kind)?,
         (Uint(n), _) => integer(i128::from(n), kind)?,
-        (Float(x), Kind::Double) if x.is_finite() => Value::F64(x),
+        (Float(x), Kind::Double) if x.is_finite() => Scalar::F64(x),
         (Float(x), Kind::Float) if x.is_finite() && x.abs() <= f64::from(f32::MAX) => {
-            Value::F32(x as f32)
+            Scalar::F32(x as f32)
         }
-        (Str(s), Kind::String) => Value::String(s.to_owned()),
+        (Str(s), Kind::String) => Scalar::Str(s),
         (Str(s), Kind::Enum(e)) if e.full_name() != "google.protobuf.NullValue" => {
-            Value::EnumNumber(e.get_value_by_name(s)?.number())
+            Scalar::Enum(e.get_value_by_name(s)?.number())
         }
         _ => return None,
     })
@@ -140,14 +173,14 @@ fn scalar(value: row::Value<'_>, kind: &Kind) -> Option<Value> {
 
 /// Integer `n` as a field of `kind`: in range for an integer field, cast
 /// for a float field (as the JSON mapping casts an integer).
-fn integer(n: i128, kind: &Kind) -> Option<Value> {
+fn integer<'a>(n: i128, kind: &Kind) -> Option<Scalar<'a>> {
     Some(match kind {
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Value::I32(n.try_into().ok()?),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Value::I64(n.try_into().ok()?),
-        Kind::Uint32 | Kind::Fixed32 => Value::U32(n.try_into().ok()?),
-        Kind::Uint64 | Kind::Fixed64 => Value::U64(n.try_into().ok()?),
-        Kind::Double => Value::F64(n as f64),
-        Kind::Float => Value::F32(n as f32),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Scalar::I32(n.try_into().ok()?),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Scalar::I64(n.try_into().ok()?),
+        Kind::Uint32 | Kind::Fixed32 => Scalar::U32(n.try_into().ok()?),
+        Kind::Uint64 | Kind::Fixed64 => Scalar::U64(n.try_into().ok()?),
+        Kind::Double => Scalar::F64(n as f64),
+        Kind::Float => Scalar::F32(n as f32),
         _ => return None,
     })
 }

@@ -14,9 +14,10 @@
 //! JSON mapping. `proto_row`'s random rows test both against the JSON
 //! mapping.
 
-use prost_reflect::{EnumDescriptor, Kind, MessageDescriptor};
+use prost_reflect::{Kind, MessageDescriptor};
 use weir_flat::row::{self, Value};
 
+use super::proto_row::{Scalar, scalar};
 use super::varint::write_unsigned;
 
 /// How the rows that fit it are written as one message type.
@@ -31,41 +32,14 @@ pub(super) struct WirePlan {
 #[derive(Debug, Clone)]
 struct Field {
     number: u32,
-    /// `None`: no scalar a row sets without JSON (a message, bytes, a
-    /// list or map, `NullValue`).
-    kind: Option<Scalar>,
+    /// `None` for a list or map, which no row field sets.
+    kind: Option<Kind>,
     /// Written even at its default (proto3 `optional`, a oneof, proto2).
     presence: bool,
+    /// The number of an enum field's default value.
+    enum_default: i32,
     /// The index of its oneof among the message's.
     oneof: Option<u32>,
-}
-
-#[derive(Debug, Clone)]
-enum Scalar {
-    Bool,
-    Int32,
-    Sint32,
-    Sfixed32,
-    Int64,
-    Sint64,
-    Sfixed64,
-    Uint32,
-    Fixed32,
-    Uint64,
-    Fixed64,
-    Float,
-    Double,
-    String,
-    /// An enum, read by value name; its default value's number.
-    Enum(EnumDescriptor, i32),
-}
-
-/// A field's value as it goes on the wire.
-enum Wire<'a> {
-    Varint(u64),
-    Fixed32(u32),
-    Fixed64(u64),
-    Bytes(&'a [u8]),
 }
 
 impl WirePlan {
@@ -79,10 +53,9 @@ impl WirePlan {
         let fields: Vec<Field> = (desc.fields())
             .map(|f| Field {
                 number: f.number(),
-                kind: (!f.is_list() && !f.is_map())
-                    .then(|| scalar(f.kind()))
-                    .flatten(),
+                kind: (!f.is_list() && !f.is_map()).then(|| f.kind()),
                 presence: f.supports_presence(),
+                enum_default: f.kind().as_enum().map_or(0, |e| e.default_value().number()),
                 oneof: (f.containing_oneof())
                     .and_then(|o| oneofs.iter().position(|n| n == o.full_name()))
                     .map(|i| i as u32),
@@ -139,113 +112,69 @@ impl WirePlan {
     }
 }
 
-/// The scalar of `kind` a row sets without JSON, if any.
-fn scalar(kind: Kind) -> Option<Scalar> {
-    Some(match kind {
-        Kind::Bool => Scalar::Bool,
-        Kind::Int32 => Scalar::Int32,
-        Kind::Sint32 => Scalar::Sint32,
-        Kind::Sfixed32 => Scalar::Sfixed32,
-        Kind::Int64 => Scalar::Int64,
-        Kind::Sint64 => Scalar::Sint64,
-        Kind::Sfixed64 => Scalar::Sfixed64,
-        Kind::Uint32 => Scalar::Uint32,
-        Kind::Fixed32 => Scalar::Fixed32,
-        Kind::Uint64 => Scalar::Uint64,
-        Kind::Fixed64 => Scalar::Fixed64,
-        Kind::Float => Scalar::Float,
-        Kind::Double => Scalar::Double,
-        Kind::String => Scalar::String,
-        Kind::Enum(e) if e.full_name() != "google.protobuf.NullValue" => {
-            let default = e.default_value().number();
-            Scalar::Enum(e, default)
-        }
-        _ => return None,
-    })
-}
-
 impl Field {
     /// Appends the field with `value`, as `proto_row::message_of` sets it
     /// and `prost-reflect` writes it; `None` when `message_of` would not
     /// take the value.
     fn write(&self, value: Value<'_>, out: &mut Vec<u8>) -> Option<()> {
         let kind = self.kind.as_ref()?;
-        let wire = match (value, kind) {
-            (Value::Bool(b), Scalar::Bool) => Wire::Varint(u64::from(b)),
-            (Value::Int(n), _) => integer(i128::from(n), kind)?,
-            (Value::Uint(n), _) => integer(i128::from(n), kind)?,
-            (Value::Float(x), Scalar::Double) if x.is_finite() => Wire::Fixed64(x.to_bits()),
-            (Value::Float(x), Scalar::Float) if x.is_finite() && x.abs() <= f64::from(f32::MAX) => {
-                Wire::Fixed32((x as f32).to_bits())
-            }
-            (Value::Str(s), Scalar::String) => Wire::Bytes(s.as_bytes()),
-            (Value::Str(s), Scalar::Enum(e, _)) => {
-                Wire::Varint(i64::from(e.get_value_by_name(s)?.number()) as u64)
-            }
-            _ => return None,
-        };
-        if !self.presence && is_default(&wire, kind) {
+        let value = scalar(value, kind)?;
+        if !self.presence && self.is_default(value) {
             return Some(());
         }
-        let tag = |wire_type: u64, out: &mut Vec<u8>| {
-            write_unsigned(u64::from(self.number) << 3 | wire_type, out)
+        let zigzag32 = |v: i32| u64::from(((v << 1) ^ (v >> 31)) as u32);
+        let zigzag64 = |v: i64| ((v << 1) ^ (v >> 63)) as u64;
+        let (wire_type, varint) = match (value, kind) {
+            (Scalar::I32(v), Kind::Sfixed32) => return self.fixed(&v.to_le_bytes(), out),
+            (Scalar::U32(v), Kind::Fixed32) => return self.fixed(&v.to_le_bytes(), out),
+            (Scalar::F32(x), _) => return self.fixed(&x.to_le_bytes(), out),
+            (Scalar::I64(v), Kind::Sfixed64) => return self.fixed(&v.to_le_bytes(), out),
+            (Scalar::U64(v), Kind::Fixed64) => return self.fixed(&v.to_le_bytes(), out),
+            (Scalar::F64(x), _) => return self.fixed(&x.to_le_bytes(), out),
+            (Scalar::Str(s), _) => (2, s.len() as u64),
+            (Scalar::Bool(b), _) => (0, u64::from(b)),
+            (Scalar::I32(v), Kind::Sint32) => (0, zigzag32(v)),
+            // Negative `int32`s and enums go as ten-byte varints, sign-extended.
+            (Scalar::I32(v) | Scalar::Enum(v), _) => (0, i64::from(v) as u64),
+            (Scalar::I64(v), Kind::Sint64) => (0, zigzag64(v)),
+            (Scalar::I64(v), _) => (0, v as u64),
+            (Scalar::U32(v), _) => (0, u64::from(v)),
+            (Scalar::U64(v), _) => (0, v),
         };
-        match wire {
-            Wire::Varint(v) => {
-                tag(0, out);
-                write_unsigned(v, out);
-            }
-            Wire::Fixed64(v) => {
-                tag(1, out);
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            Wire::Bytes(b) => {
-                tag(2, out);
-                write_unsigned(b.len() as u64, out);
-                out.extend_from_slice(b);
-            }
-            Wire::Fixed32(v) => {
-                tag(5, out);
-                out.extend_from_slice(&v.to_le_bytes());
-            }
+        self.tag(wire_type, out);
+        write_unsigned(varint, out);
+        if let Scalar::Str(s) = value {
+            out.extend_from_slice(s.as_bytes());
         }
         Some(())
     }
-}
 
-/// Integer `n` as a field of `kind`: in range for an integer field, cast
-/// for a float field (as the JSON mapping casts an integer).
-fn integer<'a>(n: i128, kind: &Scalar) -> Option<Wire<'a>> {
-    let zigzag32 = |v: i32| ((v << 1) ^ (v >> 31)) as u32;
-    let zigzag64 = |v: i64| ((v << 1) ^ (v >> 63)) as u64;
-    Some(match kind {
-        // Negative `int32`s go as ten-byte varints, sign-extended.
-        Scalar::Int32 => Wire::Varint(i64::from(i32::try_from(n).ok()?) as u64),
-        Scalar::Sint32 => Wire::Varint(u64::from(zigzag32(n.try_into().ok()?))),
-        Scalar::Sfixed32 => Wire::Fixed32(i32::try_from(n).ok()? as u32),
-        Scalar::Int64 => Wire::Varint(i64::try_from(n).ok()? as u64),
-        Scalar::Sint64 => Wire::Varint(zigzag64(n.try_into().ok()?)),
-        Scalar::Sfixed64 => Wire::Fixed64(i64::try_from(n).ok()? as u64),
-        Scalar::Uint32 => Wire::Varint(u64::from(u32::try_from(n).ok()?)),
-        Scalar::Fixed32 => Wire::Fixed32(n.try_into().ok()?),
-        Scalar::Uint64 => Wire::Varint(n.try_into().ok()?),
-        Scalar::Fixed64 => Wire::Fixed64(n.try_into().ok()?),
-        Scalar::Double => Wire::Fixed64((n as f64).to_bits()),
-        Scalar::Float => Wire::Fixed32((n as f32).to_bits()),
-        _ => return None,
-    })
-}
+    /// Appends the field's tag with `wire_type`.
+    fn tag(&self, wire_type: u64, out: &mut Vec<u8>) {
+        write_unsigned(u64::from(self.number) << 3 | wire_type, out);
+    }
 
-/// Whether `wire` is the default of a field of `kind` (`-0.0` is a
-/// float's: `prost-reflect` compares values, not bits).
-fn is_default(wire: &Wire<'_>, kind: &Scalar) -> bool {
-    match (wire, kind) {
-        (Wire::Fixed32(bits), Scalar::Float) => f32::from_bits(*bits) == 0.0,
-        (Wire::Fixed64(bits), Scalar::Double) => f64::from_bits(*bits) == 0.0,
-        (Wire::Varint(v), Scalar::Enum(_, default)) => *v == i64::from(*default) as u64,
-        (Wire::Varint(v), _) => *v == 0,
-        (Wire::Fixed32(v), _) => *v == 0,
-        (Wire::Fixed64(v), _) => *v == 0,
-        (Wire::Bytes(b), _) => b.is_empty(),
+    /// Appends the field as the little-endian `bytes` of a 32- or 64-bit
+    /// wire type.
+    fn fixed(&self, bytes: &[u8], out: &mut Vec<u8>) -> Option<()> {
+        self.tag(if bytes.len() == 4 { 5 } else { 1 }, out);
+        out.extend_from_slice(bytes);
+        Some(())
+    }
+
+    /// Whether `value` is the field's default (`-0.0` is a float's:
+    /// `prost-reflect` compares values, not bits).
+    fn is_default(&self, value: Scalar<'_>) -> bool {
+        match value {
+            Scalar::Bool(b) => !b,
+            Scalar::I32(n) => n == 0,
+            Scalar::I64(n) => n == 0,
+            Scalar::U32(n) => n == 0,
+            Scalar::U64(n) => n == 0,
+            Scalar::F32(x) => x == 0.0,
+            Scalar::F64(x) => x == 0.0,
+            Scalar::Str(s) => s.is_empty(),
+            Scalar::Enum(n) => n == self.enum_default,
+        }
     }
 }
