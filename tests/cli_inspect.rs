@@ -46,7 +46,10 @@ fn inspect_json_has_the_documented_shape() {
     assert_eq!(v["name"], "reconcile");
     assert_eq!(v["inputs"], serde_json::json!(["a", "b"]));
     assert_eq!(v["outputs"], serde_json::json!(["out", "late"]));
-    assert_eq!(v["state_version"], 1);
+    assert_eq!(
+        v["state_version"], 2,
+        "reconcile's state values are rows since version 2"
+    );
     assert_eq!(
         v["batches"], "flat",
         "the Rust SDK builds world operator-flat"

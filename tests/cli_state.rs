@@ -318,6 +318,53 @@ fn binary_values_are_shown_as_hex_or_in_the_format_asked_for() {
     assert_eq!(out.code(), Some(2), "{}", out.stderr);
 }
 
+/// reconcile keeps its state as row values (state version 2): `weir state`
+/// shows each as the JSON object of its fields, says `row` with `--json`,
+/// and gives the bytes (0xFF first) with `--format hex`.
+#[test]
+fn row_values_are_shown_as_the_json_of_their_fields() {
+    let job = weir_tests::jobs::reconcile(plugins::RECONCILE)
+        .checkpoint(Checkpoint::final_only())
+        .operator_with("reconcile", |o| o.parallelism(1));
+    let payments = "order_no,amount,channel\nboth,12.50,web\nonly-a,-0.25,shop\n";
+    let bank = "order_no,amount,state\nboth,12.5,ok\nonly-b,7,ok\n";
+    let j = JobDir::new(WEIR, job, &[("payments.csv", payments), ("bank.csv", bank)]);
+    j.run_ok(&[]);
+    let out = j.on_state("state", &["--operator", "reconcile"]);
+    let lines: Vec<Value> = (out.assert_ok().stdout.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Every key is done at the end (one-sided ones at `finish`), and a done
+    // key keeps no amounts.
+    let done = serde_json::json!({"done": true});
+    let want: Vec<Value> = ["both", "only-a", "only-b"]
+        .iter()
+        .map(|k| serde_json::json!({"key": k, "state": "rc", "value": done}))
+        .collect();
+    assert_eq!(lines, want);
+    let out = j.on_state(
+        "state",
+        &["--operator", "reconcile", "--key", "both", "--json"],
+    );
+    let doc: Value = serde_json::from_str(&out.assert_ok().stdout).unwrap();
+    assert_eq!(doc["entries"][0]["value_encoding"], "row");
+    assert_eq!(doc["entries"][0]["value"], done);
+    let out = j.on_state(
+        "state",
+        &[
+            "--operator",
+            "reconcile",
+            "--key",
+            "both",
+            "--format",
+            "hex",
+        ],
+    );
+    let line: Value = serde_json::from_str(out.assert_ok().stdout.trim()).unwrap();
+    // 0xFF, then field `done` (type 2, true; name of 4 bytes).
+    assert_eq!(line["value"], "ff0204646f6e65");
+}
+
 /// `name`: a generator of `count` records over 3 words (at most `rate` per
 /// second), operator `probe` (timer-probe, 2 instances: per key one
 /// event-time timer at 2023-11-14T23:13:20Z and one processing-time timer

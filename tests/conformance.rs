@@ -9,6 +9,8 @@
 //!   written by the Rust build continue in the other build, and back);
 //! - a `weir run` job gives the same output lines as with the Rust build;
 //! - a job survives SIGKILL and restores exactly-once;
+//! - a `reconcile` checkpoint of state version 1 (values as JSON text, not
+//!   yet row values) continues in every build;
 //! - a Rust `word-count` checkpoint restored with `--swap count=<other>.wasm`
 //!   keeps every count: state belongs to the host, not to a language;
 //! - an exception a Python plugin does not catch is in `weir run`'s final
@@ -694,6 +696,63 @@ fn snapshot_round_trip(lang: Lang, operator: &str, test: &str) {
     assert_eq!(error_kind(&err), "incompatible-state", "{err}");
 }
 
+/// A value as the JSON it stands for: a row value's fields as a JSON
+/// object (what state version 1 of `reconcile` stored as text), any other
+/// value as it is.
+fn as_json(value: &[u8]) -> Vec<u8> {
+    weir::keyed::value::row_json(value).unwrap_or_else(|| value.to_vec())
+}
+
+fn entries_as_json(entries: &Entries) -> Entries {
+    (entries.iter())
+        .map(|(k, v)| (k.clone(), as_json(v)))
+        .collect()
+}
+
+/// `reconcile` state version 1 stored each value as JSON text, the JSON of
+/// the row value version 2 stores. A version 1 checkpoint (the Rust
+/// build's state after a cut of [`reconcile_script`], each value turned
+/// into that text, restored as version 1) continues in `build` like a
+/// straight run of the Rust build: the same outputs, and at the end the
+/// same state read as JSON (values the rest of the run did not write stay
+/// JSON text).
+fn continues_state_version_1(build: &Plugin, what: &str) {
+    let rust = load(&reference("reconcile"));
+    let config = r#"{"tolerance": 0.01}"#;
+    let steps = reconcile_script();
+    let straight = run(&rust, config, &steps).unwrap();
+    for cut in [3, steps.len() - 2] {
+        let mut a = OperatorInstance::new(&rust, "op", 0, 1, config).unwrap();
+        let (mut outcomes, _) = play(&mut a, &steps[..cut]);
+        a.on_checkpoint(99).unwrap();
+        let rows = state_entries(a.state());
+        assert!(
+            rows.iter().any(|(_, v)| v[0] == 0xFF),
+            "the Rust build writes row values"
+        );
+        let v1 = entries_as_json(&rows);
+        assert!(v1.iter().all(|(_, v)| v[0] == b'{'), "{v1:?}");
+        let mut b = OperatorInstance::new(build, "op", 0, 1, config).unwrap();
+        b.restore(KeyedState::from_entries(v1), 1, &a.snapshot().unwrap())
+            .unwrap();
+        let (more, _) = play(&mut b, &steps[cut..]);
+        outcomes.extend(more);
+        for (i, (g, w)) in outcomes.iter().zip(&straight.outcomes).enumerate() {
+            assert_eq!(g, w, "{what}: restored after step {cut}: step {i}");
+        }
+        assert_eq!(
+            entries_as_json(&state_entries(b.state())),
+            entries_as_json(&straight.end.state),
+            "{what}: restored after step {cut}: the state at the end"
+        );
+    }
+}
+
+#[test]
+fn rust_reconcile_continues_a_state_version_1_checkpoint() {
+    continues_state_version_1(&load(&reference("reconcile")), "rust");
+}
+
 // ------------------------------------------------------------------ jobs
 
 fn wordcount_job(plugin: &Path, input: &str, rate: Option<u64>) -> JobDir {
@@ -935,6 +994,14 @@ macro_rules! conformance {
                     "reconcile",
                     &name("reconcile_snapshot_restore_round_trip"),
                 );
+            }
+
+            #[test]
+            fn reconcile_continues_a_state_version_1_checkpoint() {
+                let test = name("reconcile_continues_a_state_version_1_checkpoint");
+                if let Some(build) = build_of(lang(), "reconcile", &test) {
+                    continues_state_version_1(&load(&build), lang().name);
+                }
             }
 
             #[test]

@@ -241,6 +241,9 @@ fn version_or_dash(meta: &weir::store::OperatorMeta) -> &str {
 /// use weir_cli::inspect::ValueFormat;
 /// assert_eq!(ValueFormat::Auto.show(b"42"), (json!(42), "json"));
 /// assert_eq!(ValueFormat::Auto.show(b"hi there"), (json!("hi there"), "utf8"));
+/// let mut row = vec![weir_flat::state::ROW_VALUE];
+/// weir_flat::row::RowWriter::new(&mut row).f64("a", 1.5).bool("done", true);
+/// assert_eq!(ValueFormat::Auto.show(&row), (json!({"a": 1.5, "done": true}), "row"));
 /// let counter = 5u64.to_le_bytes();
 /// assert_eq!(ValueFormat::Auto.show(&counter), (json!({"hex": "0500000000000000"}), "hex"));
 /// assert_eq!(ValueFormat::Hex.show(b"42"), (json!("3432"), "hex"));
@@ -249,9 +252,10 @@ fn version_or_dash(meta: &weir::store::OperatorMeta) -> &str {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ValueFormat {
-    /// JSON when the bytes parse as JSON, a string when they are text
-    /// (UTF-8 without control characters other than tab and line breaks),
-    /// else `{"hex": "..."}`.
+    /// JSON when the bytes parse as JSON, the JSON object of its fields
+    /// for a row value (as the SDKs' `with_row_values` / `Row` write), a
+    /// string when they are text (UTF-8 without control characters other
+    /// than tab and line breaks), else `{"hex": "..."}`.
     #[default]
     Auto,
     /// A string: the bytes as UTF-8, invalid sequences replaced by U+FFFD.
@@ -264,7 +268,7 @@ pub enum ValueFormat {
 
 impl ValueFormat {
     /// `bytes` shown in this format, with the name of the encoding used:
-    /// `json`, `utf8`, `hex` or `base64`.
+    /// `json`, `row`, `utf8`, `hex` or `base64`.
     pub fn show(self, bytes: &[u8]) -> (serde_json::Value, &'static str) {
         use base64::Engine as _;
         use serde_json::Value;
@@ -279,6 +283,10 @@ impl ValueFormat {
             ValueFormat::Auto => {
                 if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
                     return (v, "json");
+                }
+                let row = weir::keyed::value::row_json(bytes);
+                if let Some(v) = row.and_then(|json| serde_json::from_slice(&json).ok()) {
+                    return (v, "row");
                 }
                 let text = |s: &str| !s.chars().any(|c| c.is_control() && !"\t\n\r".contains(c));
                 match std::str::from_utf8(bytes) {

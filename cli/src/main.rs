@@ -275,8 +275,9 @@ enum Command {
         /// Only this key (also matches SDK map entries `<key>\0<name>`).
         #[arg(long)]
         key: Option<String>,
-        /// How values are shown: auto (JSON, text, else {"hex": ...}),
-        /// utf8, hex or base64.
+        /// How values are shown: auto (JSON, row values as the JSON
+        /// objects of their fields, text, else {"hex": ...}), utf8, hex or
+        /// base64.
         #[arg(long, value_enum, default_value_t)]
         format: ValueFormat,
         /// Print one JSON document with encodings instead of JSON lines

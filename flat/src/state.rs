@@ -1,6 +1,7 @@
 //! The packed buffers of flat state (WIT `weir:operator/flat-state`): keys,
 //! values and entries, each a sequence of items with u32 little-endian
-//! lengths, [`ABSENT`] standing for "no value".
+//! lengths, [`ABSENT`] standing for "no value"; and how a state value says
+//! it is a row ([`ROW_VALUE`]).
 //!
 //! | buffer | one item |
 //! |---|---|
@@ -27,6 +28,27 @@ pub const ABSENT: u32 = u32::MAX;
 
 /// Bytes of one length.
 const LEN: usize = 4;
+
+/// The first byte of a state value that is a row ([`crate::row`]) rather
+/// than JSON text: neither JSON text nor UTF-8 can begin with it, so every
+/// reader tells the two apart by this byte alone.
+///
+/// ```
+/// use weir_flat::state::{row_value, ROW_VALUE};
+/// assert_eq!(row_value(&[ROW_VALUE, 2, 1, b'x']), Some(&[2, 1, b'x'][..]));
+/// assert_eq!(row_value(br#"{"x":true}"#), None);
+/// ```
+pub const ROW_VALUE: u8 = 0xFF;
+
+/// The row of a state value that is one (it begins with [`ROW_VALUE`]),
+/// unchecked; `None` for any other value (JSON text).
+#[inline]
+pub fn row_value(value: &[u8]) -> Option<&[u8]> {
+    match value {
+        [ROW_VALUE, row @ ..] => Some(row),
+        _ => None,
+    }
+}
 
 /// Why a packed buffer was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

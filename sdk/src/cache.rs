@@ -81,6 +81,7 @@ use weir_flat::state::{push_deletion_with, push_entry_with, push_key_with};
 
 use crate::error::{Error, Result};
 use crate::host::{self, PutMany};
+use crate::state_value::{self, Values};
 
 mod key;
 mod key_bytes;
@@ -91,8 +92,8 @@ mod table;
 
 use meter::*;
 pub(crate) use shared::Shared;
+pub(crate) use store::Layout;
 use store::*;
-pub(crate) use store::{Layout, decode_value, write_value};
 
 use key_bytes::{KeyBytes, Probe};
 use table::{KeyHash, Table};

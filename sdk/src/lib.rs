@@ -64,6 +64,7 @@ mod host;
 mod info;
 mod operator;
 mod record;
+mod state_value;
 mod timer;
 mod typed;
 mod writer;

@@ -1,4 +1,5 @@
-//! Typed state over the host's byte state, values encoded as JSON, with a
+//! Typed state over the host's byte state, values encoded as JSON text or,
+//! for a state that opts in, as row values (`state_value`), with a
 //! guest-side write-back cache (see `cache.rs` for why it is correct).
 //!
 //! Layout of the byte keys, which `weir state` shows:
@@ -23,9 +24,10 @@ use std::hash::Hash;
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::cache::{Layout, Shared, decode_value, write_value};
+use crate::cache::{Layout, Shared};
 use crate::context::{Context, scan_pages};
 use crate::error::{Error, Result};
+use crate::state_value::{self, Values};
 
 /// A single value per operator instance (not per key), e.g. a running total.
 /// Cached like [`MapState`].
@@ -72,6 +74,20 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     /// ```
     pub fn with_cache_capacity(self, capacity: usize) -> Self {
         self.cache.set_capacity(capacity);
+        self
+    }
+
+    /// Writes the value as a row value, not JSON text, when it is a flat
+    /// struct or map (see [`MapState::with_row_values`]).
+    ///
+    /// ```
+    /// #[derive(Clone, serde::Serialize, serde::Deserialize)]
+    /// struct Total { n: u64, sum: f64 }
+    /// let s = weir_sdk::ValueState::<Total>::new("total").with_row_values();
+    /// # drop(s);
+    /// ```
+    pub fn with_row_values(self) -> Self {
+        self.cache.set_values(Values::Rows);
         self
     }
 
@@ -227,6 +243,40 @@ where
     /// ```
     pub fn with_cache_capacity(self, capacity: usize) -> Self {
         self.cache.set_capacity(capacity);
+        self
+    }
+
+    /// Writes values as row values rather than JSON text: the byte
+    /// `0xFF` (`weir_flat::state::ROW_VALUE`) and the value's fields as a
+    /// row, typed (no number formatted or parsed), when the value
+    /// serializes as a struct or a map with string keys whose fields are
+    /// all scalars (numbers, strings, booleans, options of them, unit
+    /// variants); other values are still written as JSON text. Every map
+    /// reads both forms, so state written before a plugin opts in
+    /// restores; `weir state` shows row values as the JSON objects they
+    /// stand for. A row keeps a float's exact bits (NaN and infinities
+    /// too, which JSON text writes as `null`).
+    ///
+    /// A build that does not opt in (an older one) still reads JSON text
+    /// only: a plugin that opts in should raise its
+    /// [`state_version`](crate::OperatorInfo::state_version), so that the
+    /// host refuses to restore its checkpoints into an older build.
+    ///
+    /// ```
+    /// use weir_sdk::{testing::with_memory_host, Context, MapState};
+    /// #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+    /// struct Pending { a: Option<f64>, done: bool }
+    /// with_memory_host(|| {
+    ///     let mut ctx = Context::new();
+    ///     let m = MapState::<String, Pending>::new("p").with_row_values();
+    ///     let p = Pending { a: Some(1.5), done: false };
+    ///     assert_eq!(m.encoded(&p)[0], weir_flat::state::ROW_VALUE);
+    ///     m.put(&mut ctx, &"k".to_string(), &p);
+    ///     assert_eq!(m.get(&ctx, "k").unwrap(), Some(p));
+    /// });
+    /// ```
+    pub fn with_row_values(self) -> Self {
+        self.cache.set_values(Values::Rows);
         self
     }
 
@@ -430,7 +480,7 @@ where
     /// `None` when `k` belongs to other state.
     fn decode_entry(&self, k: &[u8], v: &[u8]) -> Option<Result<(K, V)>> {
         let key = self.decode_key(k)?;
-        Some(key.and_then(|key| Ok((key, decode_value(self.cache.name(), v)?))))
+        Some(key.and_then(|key| Ok((key, state_value::decode(self.cache.name(), v)?))))
     }
 
     /// Calls `f` with every entry of this map in this instance, in byte-key
@@ -523,11 +573,17 @@ where
         })
     }
 
-    /// The bytes this map stores `value` as (its JSON text), for
+    /// The bytes this map stores `value` as (its JSON text, or its row
+    /// value after [`with_row_values`](Self::with_row_values)), for
     /// [`for_each_where`](Self::for_each_where).
+    ///
+    /// ```
+    /// let m = weir_sdk::MapState::<String, u64>::new("n");
+    /// assert_eq!(m.encoded(&7), b"7");
+    /// ```
     pub fn encoded(&self, value: &V) -> Vec<u8> {
         let mut out = Vec::new();
-        write_value(value, &mut out);
+        state_value::write(value, self.cache.values(), &mut out);
         out
     }
 }

@@ -128,6 +128,15 @@ pub fn shown(bytes: &[u8]) -> String {
     }
 }
 
+/// A state value as a report shows it: a row value as its fields' JSON
+/// object, any other value as [`shown`].
+fn shown_value(bytes: &[u8]) -> String {
+    match crate::keyed::value::row_json(bytes) {
+        Some(json) => String::from_utf8(json).expect("JSON text is UTF-8"),
+        None => shown(bytes),
+    }
+}
+
 /// The records of one key in each run.
 type Pair = (Vec<Record>, Vec<Record>);
 
@@ -302,8 +311,8 @@ impl StateDiff {
                 diff.keys.push(KeyDiff {
                     key: shown(key),
                     kind,
-                    v1: x.map(|v| shown(v)),
-                    v2: y.map(|v| shown(v)),
+                    v1: x.map(|v| shown_value(v)),
+                    v2: y.map(|v| shown_value(v)),
                 });
             }
         }
@@ -444,6 +453,20 @@ mod tests {
         assert_eq!(keys, [("b", "changed"), ("c", "only_v2"), ("d", "only_v1")]);
         assert_eq!(shown(&[0xff, 0x01]), "0xff01");
         assert_eq!(shown(b"w\0n"), "w\0n");
+    }
+
+    #[test]
+    fn row_values_show_as_their_fields_json() {
+        let mut row = vec![weir_flat::state::ROW_VALUE];
+        weir_flat::row::RowWriter::new(&mut row).f64("a", 1.5);
+        let v1 = [(b"k".to_vec(), row)];
+        let v2 = [(b"k".to_vec(), br#"{"a":2.0}"#.to_vec())];
+        let d = StateDiff::of(&v1, &v2, 10);
+        assert_eq!(d.keys[0].v1.as_deref(), Some(r#"{"a":1.5}"#));
+        assert_eq!(d.keys[0].v2.as_deref(), Some(r#"{"a":2.0}"#));
+        // A malformed row value is shown as its bytes.
+        let d = StateDiff::of(&[(b"k".to_vec(), vec![0xff, 9])], &v2, 10);
+        assert_eq!(d.keys[0].v1.as_deref(), Some("0xff09"));
     }
 
     #[test]

@@ -339,7 +339,7 @@ bool parse_rust_f64(const uint8_t *s, size_t n, double *out) {
         return true;
     }
     if (eq_nocase(r, rn, "nan")) {
-        *out = NAN;
+        *out = copysign(NAN, neg ? -1.0 : 1.0);
         return true;
     }
     size_t int_digits = 0, frac_digits = 0;
@@ -693,5 +693,121 @@ void buf_json_value(buf_t *b, const jval_t *v) {
         free(sorted);
         break;
     }
+    }
+}
+
+/* ------------------------------------------------------------ rows */
+
+static void row_head(buf_t *b, uint8_t type, const char *name) {
+    size_t n = strlen(name);
+    if (n > 255) abort();
+    uint8_t head[2] = {type, (uint8_t)n};
+    buf_push(b, head, 2);
+    buf_push(b, name, n);
+}
+
+static void put_u64_le(buf_t *b, uint64_t v) {
+    uint8_t out[8];
+    for (int i = 0; i < 8; i++) out[i] = (uint8_t)(v >> (8 * i));
+    buf_push(b, out, 8);
+}
+
+static uint64_t u64_le(const uint8_t *s) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | s[i];
+    return v;
+}
+
+void row_bool(buf_t *b, const char *name, bool v) { row_head(b, v ? ROW_TRUE : ROW_FALSE, name); }
+
+void row_f64(buf_t *b, const char *name, double v) {
+    uint64_t bits;
+    memcpy(&bits, &v, 8);
+    row_head(b, ROW_FLOAT, name);
+    put_u64_le(b, bits);
+}
+
+/* Whether `s` is one JSON number, nothing around it (flat's json::is_number). */
+static bool json_number(const uint8_t *s, size_t n) {
+    size_t i = n > 0 && s[0] == '-' ? 1 : 0;
+    if (i < n && s[i] == '0') {
+        i++;
+    } else if (i < n && s[i] >= '1' && s[i] <= '9') {
+        while (i < n && is_digit(s[i])) i++;
+    } else {
+        return false;
+    }
+    if (i < n && s[i] == '.') {
+        size_t start = ++i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == start) return false;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t start = i;
+        while (i < n && is_digit(s[i])) i++;
+        if (i == start) return false;
+    }
+    return i == n;
+}
+
+bool row_next(const uint8_t *s, size_t n, size_t *at, row_field_t *f) {
+    size_t i = *at;
+    memset(f, 0, sizeof *f);
+    if (n - i < 2) return false;
+    f->type = s[i];
+    f->name_len = s[i + 1];
+    i += 2;
+    if (n - i < f->name_len) return false;
+    f->name = s + i;
+    i += f->name_len;
+    if (!utf8_valid(f->name, f->name_len)) return false;
+    switch (f->type) {
+    case ROW_NULL:
+    case ROW_FALSE:
+    case ROW_TRUE: break;
+    case ROW_INT:
+    case ROW_UINT:
+    case ROW_FLOAT: {
+        if (n - i < 8) return false;
+        uint64_t bits = u64_le(s + i);
+        i += 8;
+        f->u64 = bits;
+        f->i64 = (int64_t)bits;
+        memcpy(&f->f64, &bits, 8);
+        break;
+    }
+    case ROW_STRING:
+    case ROW_DECIMAL: {
+        if (n - i < 4) return false;
+        size_t len = (size_t)s[i] | (size_t)s[i + 1] << 8 | (size_t)s[i + 2] << 16 | (size_t)s[i + 3] << 24;
+        i += 4;
+        if (n - i < len) return false;
+        f->text = s + i;
+        f->text_len = len;
+        i += len;
+        if (f->type == ROW_STRING ? !utf8_valid(f->text, len) : !json_number(f->text, len))
+            return false;
+        break;
+    }
+    default: return false;
+    }
+    *at = i;
+    return true;
+}
+
+bool row_name_is(const row_field_t *f, const char *name) {
+    size_t n = strlen(name);
+    return f->name_len == n && memcmp(f->name, name, n) == 0;
+}
+
+bool row_number(const row_field_t *f, double *out) {
+    switch (f->type) {
+    case ROW_INT: *out = (double)f->i64; return true;
+    case ROW_UINT: *out = (double)f->u64; return true;
+    case ROW_FLOAT: *out = f->f64; return true;
+    case ROW_DECIMAL: return parse_rust_f64(f->text, f->text_len, out);
+    default: return false;
     }
 }

@@ -1,7 +1,8 @@
 /*
  * Small helpers shared by the C operators under plugins/c/: a growable byte
  * buffer, JSON text as serde_json writes it, a strict JSON parser, UTF-8
- * checks and Unicode trimming/lowercasing as Rust's `str` does them.
+ * checks and Unicode trimming/lowercasing as Rust's `str` does them, and
+ * reading and writing the fields of rows (state values in binary form).
  *
  * Memory: everything a parse allocates comes from an arena, freed at once
  * with arena_free at the end of a hook.
@@ -90,7 +91,49 @@ void utf8_trim(const uint8_t **s, size_t *n);
 /* Appends the lowercase of valid UTF-8 `s` (Rust's `str::to_lowercase`:
  * simple case mapping, U+0130 to "i\u0307", and a final sigma). */
 void utf8_lower(buf_t *b, const uint8_t *s, size_t n);
-/* Parses `s` (already trimmed) as Rust's `str::parse::<f64>` does. */
+/* Parses `s` (already trimmed) as Rust's `str::parse::<f64>` does (`-nan`
+ * too: the NaN with the sign bit set). */
 bool parse_rust_f64(const uint8_t *s, size_t n, double *out);
+
+/* ---- rows (wit/flat.wit, flat/src/row.rs)
+ * A row is its fields one after another, each: a type byte (ROW_*), the
+ * name's length (u8), the name (UTF-8), then for ROW_INT, ROW_UINT and
+ * ROW_FLOAT 8 bytes little-endian (a float's IEEE bits exactly: NaN,
+ * infinities and -0.0 as they are), for ROW_STRING and ROW_DECIMAL a u32
+ * little-endian length and that many UTF-8 bytes (a decimal: the text of a
+ * JSON number, `12.50`). A row value in keyed state is ROW_VALUE followed
+ * by a row; that byte begins neither JSON text nor UTF-8. */
+enum { ROW_NULL, ROW_FALSE, ROW_TRUE, ROW_INT, ROW_UINT, ROW_FLOAT, ROW_STRING, ROW_DECIMAL };
+#define ROW_VALUE 0xFF
+
+/* Appends field `name` (NUL-terminated, at most 255 bytes) with `v`. */
+void row_bool(buf_t *b, const char *name, bool v);
+void row_f64(buf_t *b, const char *name, double v);
+
+/* One field of a row as row_next reads it; `name` and `text` point into
+ * the row. */
+typedef struct {
+    uint8_t type; /* ROW_* */
+    const uint8_t *name;
+    size_t name_len;
+    int64_t i64;  /* ROW_INT */
+    uint64_t u64; /* ROW_UINT */
+    double f64;   /* ROW_FLOAT, its bits as stored */
+    /* ROW_STRING: the string; ROW_DECIMAL: a JSON number's text. */
+    const uint8_t *text;
+    size_t text_len;
+} row_field_t;
+
+/* Reads the field of the row s[0..n) that starts at *at (< n) into *f and
+ * moves *at past it. False when the row is malformed there: truncated, an
+ * unknown type byte, a name or string not UTF-8, a decimal that is no JSON
+ * number. */
+bool row_next(const uint8_t *s, size_t n, size_t *at, row_field_t *f);
+/* Whether the field's name is `name` (NUL-terminated). */
+bool row_name_is(const row_field_t *f, const char *name);
+/* A number field as a double: a float as is, an integer as Rust's `as f64`
+ * converts it, a decimal as Rust's `str::parse::<f64>` reads it. False for
+ * any other type. */
+bool row_number(const row_field_t *f, double *out);
 
 #endif

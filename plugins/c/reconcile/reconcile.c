@@ -13,9 +13,15 @@
  * for keys seen on one side only, at `finish`. The first record per key and
  * side counts; later records for a side already seen are ignored.
  *
- * State layout (state version 1, shared with the Rust build): key `<k>` 0x00
- * `rc`, value JSON {"a": <f64>, "b": <f64>, "done": true}, an absent side
- * and `done: false` omitted; a done key keeps no amounts ({"done": true}).
+ * State layout (state version 2, shared with the Rust build): key `<k>` 0x00
+ * `rc`, value a row value (0xFF and a row, plugins/c/lib/weir_util.h) of
+ * the fields `a` (f64), `b` (f64) and `done` (true), in that order, an
+ * absent side and `done: false` left out; a done key keeps no amounts
+ * (FF 02 04 "done"). A row is read with its fields in any order, unknown
+ * names skipped; `a`/`b` may also be an integer or a decimal, or null
+ * (absent); `t` (the first timestamp, kept by the builds with `timeout`) is
+ * checked, not kept. Values of state version 1, JSON {"a": <f64>, "b":
+ * <f64>, "done": true}, are still read, so a version-1 checkpoint continues.
  *
  * Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
  *
@@ -45,7 +51,7 @@ typedef struct {
 
 void exports_weir_operator_lifecycle_describe(weir_operator_types_operator_info_t *ret) {
     static const char *const inputs[] = {"a", "b", NULL}, *const outputs[] = {"out", NULL};
-    describe_operator(ret, "reconcile", "0.1.0", inputs, outputs, 1);
+    describe_operator(ret, "reconcile", "0.1.0", inputs, outputs, 2);
 }
 
 bool exports_weir_operator_lifecycle_open(weir_operator_types_open_context_t *ctx,
@@ -165,32 +171,39 @@ static bool parse_record(arena_t *a, weir_operator_types_record_t *rec, buf_t *k
 /* ---- state values */
 
 static void encode_pending(buf_t *b, const pending_t *p) {
-    bool first = true;
-    buf_putc(b, '{');
-    if (p->has_a) {
-        buf_puts(b, "\"a\":");
-        buf_f64(b, p->a);
-        first = false;
-    }
-    if (p->has_b) {
-        if (!first) buf_putc(b, ',');
-        buf_puts(b, "\"b\":");
-        buf_f64(b, p->b);
-        first = false;
-    }
-    if (p->done) {
-        if (!first) buf_putc(b, ',');
-        buf_puts(b, "\"done\":true");
-    }
-    buf_putc(b, '}');
+    buf_putc(b, (char)ROW_VALUE);
+    if (p->has_a) row_f64(b, "a", p->a);
+    if (p->has_b) row_f64(b, "b", p->b);
+    if (p->done) row_bool(b, "done", true);
 }
 
-static bool decode_pending(const uint8_t *s, size_t n, pending_t *p,
-                           weir_operator_types_error_t *err) {
+/* The row after a row value's first byte; false when it does not decode. */
+static bool decode_row(const uint8_t *s, size_t n, pending_t *p) {
+    size_t at = 0;
+    row_field_t f;
+    while (at < n) {
+        if (!row_next(s, n, &at, &f)) return false;
+        bool is_a = row_name_is(&f, "a");
+        if (is_a || row_name_is(&f, "b")) {
+            bool *has = is_a ? &p->has_a : &p->has_b;
+            if (f.type == ROW_NULL) *has = false;
+            else if (!(*has = row_number(&f, is_a ? &p->a : &p->b))) return false;
+        } else if (row_name_is(&f, "done")) {
+            if (f.type != ROW_FALSE && f.type != ROW_TRUE) return false;
+            p->done = f.type == ROW_TRUE;
+        } else if (row_name_is(&f, "t")) {
+            if (f.type != ROW_NULL && f.type != ROW_INT &&
+                !(f.type == ROW_UINT && f.u64 <= INT64_MAX))
+                return false;
+        }
+    }
+    return true;
+}
+
+static bool decode_json(const uint8_t *s, size_t n, pending_t *p) {
     arena_t a = {0};
     const char *why = "not an object";
     jval_t *v = json_parse(&a, s, n, &why);
-    memset(p, 0, sizeof *p);
     bool ok = v && v->type == J_OBJ;
     if (ok) {
         const jval_t *x = json_get(v, "a"), *y = json_get(v, "b"), *d = json_get(v, "done");
@@ -202,6 +215,14 @@ static bool decode_pending(const uint8_t *s, size_t n, pending_t *p,
         else if (d) ok = false;
     }
     arena_free(&a);
+    return ok;
+}
+
+/* A stored value: a row value (first byte ROW_VALUE) or version 1's JSON. */
+static bool decode_pending(const uint8_t *s, size_t n, pending_t *p,
+                           weir_operator_types_error_t *err) {
+    memset(p, 0, sizeof *p);
+    bool ok = n > 0 && s[0] == ROW_VALUE ? decode_row(s + 1, n - 1, p) : decode_json(s, n, p);
     if (!ok)
         set_error_str(err, WEIR_OPERATOR_TYPES_ERROR_INCOMPATIBLE_STATE,
                       "state `rc` holds a value that does not decode");

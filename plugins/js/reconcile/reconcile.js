@@ -12,9 +12,15 @@
 // for keys seen on one side only, at `finish`. The first record per key and
 // side counts; later records for a side already seen are ignored.
 //
-// State layout (state version 1, shared with the Rust build): key `<k>` 0x00
-// `rc`, value JSON {"a": <f64>, "b": <f64>, "done": true}, an absent side and
-// `done: false` omitted; a done key keeps no amounts ({"done": true}).
+// State layout (state version 2, shared with the Rust build): key `<k>` 0x00
+// `rc`, value a row value (0xFF and a row, plugins/js/lib/weir.js) of the
+// fields `a` (f64), `b` (f64) and `done` (true), in that order, an absent
+// side and `done: false` left out; a done key keeps no amounts
+// (FF 02 04 "done"). A row is read with its fields in any order, unknown
+// names skipped; `a`/`b` may also be an integer or a decimal, or null
+// (absent); `t` (the first timestamp, kept by the builds with `timeout`) is
+// checked, not kept. Values of state version 1, JSON {"a": <f64>, "b":
+// <f64>, "done": true}, are still read, so a version-1 checkpoint continues.
 //
 // Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
 //
@@ -22,7 +28,23 @@
 
 import { getMany, putMany, scan } from 'weir:operator/state@0.1.0';
 import { emitBatch } from 'weir:operator/emit@0.1.0';
-import { TRIM, compareBytes, concat, configObject, encoder, fail, isObject, utf8 } from '../lib/weir.js';
+import {
+  NEG_NAN,
+  ROW,
+  ROW_VALUE,
+  TRIM,
+  compareBytes,
+  concat,
+  configObject,
+  encoder,
+  fail,
+  isObject,
+  rowBool,
+  rowF64,
+  rowFields,
+  rowNumber,
+  utf8,
+} from '../lib/weir.js';
 
 export { snapshot } from '../lib/weir.js';
 
@@ -91,7 +113,7 @@ function amountOf(v) {
     if (RUST_FLOAT.test(s)) return Number(s);
     const special = RUST_SPECIAL.exec(s);
     if (special) {
-      if (special[2].toLowerCase() === 'nan') return NaN;
+      if (special[2].toLowerCase() === 'nan') return special[1] === '-' ? NEG_NAN : NaN;
       return special[1] === '-' ? -Infinity : Infinity;
     }
   }
@@ -116,15 +138,36 @@ function keyOf(rec, v) {
 }
 
 function encodePending(p) {
-  const parts = [];
-  if (p.a !== null) parts.push('"a":' + fmtF64(p.a));
-  if (p.b !== null) parts.push('"b":' + fmtF64(p.b));
-  if (p.done) parts.push('"done":true');
-  return encoder.encode('{' + parts.join(',') + '}');
+  const out = [ROW_VALUE];
+  if (p.a !== null) rowF64(out, 'a', p.a);
+  if (p.b !== null) rowF64(out, 'b', p.b);
+  if (p.done) rowBool(out, 'done', true);
+  return new Uint8Array(out);
 }
 
+/** The pending state of a row value (its row after the first byte). */
+function decodeRow(bytes) {
+  const p = { a: null, b: null, done: false };
+  for (const f of rowFields(bytes, 1)) {
+    if (f.name === 'a' || f.name === 'b') {
+      const x = f.type === ROW.NULL ? null : rowNumber(f);
+      if (x === undefined) throw new Error(`\`${f.name}\` is not a number`);
+      p[f.name] = x;
+    } else if (f.name === 'done') {
+      if (typeof f.value !== 'boolean') throw new Error('`done` is not a boolean');
+      p.done = f.value;
+    } else if (f.name === 't') {
+      const ok = f.type === ROW.NULL || f.type === ROW.INT || (f.type === ROW.UINT && f.value <= 0x7fffffffffffffffn);
+      if (!ok) throw new Error('`t` is not a timestamp');
+    }
+  }
+  return p;
+}
+
+/** A stored value: a row value (first byte ROW_VALUE) or version 1's JSON. */
 function decodePending(bytes) {
   try {
+    if (bytes.length > 0 && bytes[0] === ROW_VALUE) return decodeRow(bytes);
     const v = parseJson(bytes);
     return { a: v.a ?? null, b: v.b ?? null, done: v.done === true };
   } catch (e) {
@@ -149,7 +192,7 @@ function classified(key, keyBytes, p) {
 
 export const lifecycle = {
   describe() {
-    return { name: 'reconcile', version: '0.1.0', inputs: ['a', 'b'], outputs: ['out'], stateVersion: 1 };
+    return { name: 'reconcile', version: '0.1.0', inputs: ['a', 'b'], outputs: ['out'], stateVersion: 2 };
   },
 
   open(ctx) {

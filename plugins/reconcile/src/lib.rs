@@ -40,9 +40,13 @@
 //! Config (JSON, optional): `{"tolerance": 0.0, "key_field": "key", "timeout": "30s"}`
 //! (`timeout`: a duration such as `"500ms"`, `"30s"`, `"5m"`, or milliseconds).
 //!
-//! State (version 1): key `<k>` 0x00 `rc`, value JSON `{"a": <f64>, "b":
-//! <f64>, "done": true, "t": <first timestamp>}`, absent sides, `done:
-//! false` and `t` (only set under `timeout`) omitted. Timers (under
+//! State (version 2): key `<k>` 0x00 `rc`, value a row value (see
+//! `MapState::with_row_values`) of the fields `a` and `b` (f64), `done`
+//! (true) and `t` (the first timestamp, i64; only set under `timeout`), in
+//! that order, absent sides, `done: false` and `t: None` left out; its
+//! JSON is `{"a": <f64>, "b": <f64>, "done": true, "t": <first
+//! timestamp>}`, which is what version 1 stored, and is still read (a
+//! version 1 checkpoint restores). Timers (under
 //! `timeout`): one event-time timer per key, keyed by the key, at first
 //! timestamp + `timeout` while the key waits, at first timestamp + 2 ×
 //! `timeout` while it is a tombstone.
@@ -560,6 +564,7 @@ impl Operator for Reconcile {
             .input("b")
             .output("out")
             .output("late")
+            .state_version(2)
     }
 
     fn open(ctx: &OpenContext) -> Result<Self> {
@@ -580,7 +585,7 @@ impl Operator for Reconcile {
             tolerance: config.tolerance,
             key_field: config.key_field,
             timeout: config.timeout.map(|d| d.0),
-            keys: MapState::new("rc"),
+            keys: MapState::new("rc").with_row_values(),
             line: Vec::new(),
         })
     }

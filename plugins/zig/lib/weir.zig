@@ -1,8 +1,8 @@
 //! What the Zig operators under plugins/zig/ share: error results, the
-//! config check, byte-key helpers, the host calls on slices, and the hooks
-//! of an operator that keeps no in-memory state (`on-checkpoint`,
-//! `snapshot`, `restore`), exported from here for every operator that
-//! imports this file.
+//! config check, byte-key helpers, reading rows, the host calls on slices,
+//! and the hooks of an operator that keeps no in-memory state
+//! (`on-checkpoint`, `snapshot`, `restore`), exported from here for every
+//! operator that imports this file.
 //!
 //! The build copies this file next to each operator's main.zig, with c.zig
 //! (see plugins/zig/lib/c.h), so both import it by name.
@@ -137,6 +137,27 @@ pub fn indexOf(comptime T: type, sorted: []const T, k: []const u8, comptime key:
         }
     };
     return std.sort.binarySearch(T, sorted, k, by.order);
+}
+
+/// The fields of a row (the layout plugins/c/lib/weir_util.h describes),
+/// read one at a time by `next` with the C helpers.
+pub const RowFields = struct {
+    row: []const u8,
+    at: usize = 0,
+
+    /// The next field (its name and text point into the row), null after
+    /// the last; error.BadRow when the row is malformed there.
+    pub fn next(self: *RowFields) error{BadRow}!?c.row_field_t {
+        if (self.at >= self.row.len) return null;
+        var f: c.row_field_t = undefined;
+        if (!c.row_next(self.row.ptr, self.row.len, &self.at, &f)) return error.BadRow;
+        return f;
+    }
+};
+
+/// A row field's name.
+pub fn fieldName(f: *const c.row_field_t) []const u8 {
+    return bytes(f.name, f.name_len);
 }
 
 // Zig gives zero-length allocations an address outside linear memory, which

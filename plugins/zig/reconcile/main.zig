@@ -12,9 +12,15 @@
 //! for keys seen on one side only, at `finish`. The first record per key and
 //! side counts; later records for a side already seen are ignored.
 //!
-//! State layout (state version 1, shared with the Rust build): key `<k>` 0x00
-//! `rc`, value JSON {"a": <f64>, "b": <f64>, "done": true}, an absent side
-//! and `done: false` omitted; a done key keeps no amounts ({"done": true}).
+//! State layout (state version 2, shared with the Rust build): key `<k>` 0x00
+//! `rc`, value a row value (0xFF and a row, plugins/c/lib/weir_util.h) of
+//! the fields `a` (f64), `b` (f64) and `done` (true), in that order, an
+//! absent side and `done: false` left out; a done key keeps no amounts
+//! (FF 02 04 "done"). A row is read with its fields in any order, unknown
+//! names skipped; `a`/`b` may also be an integer or a decimal, or null
+//! (absent); `t` (the first timestamp, kept by the builds with `timeout`) is
+//! checked, not kept. Values of state version 1, JSON {"a": <f64>, "b":
+//! <f64>, "done": true}, are still read, so a version-1 checkpoint continues.
 //!
 //! Config (JSON, optional): {"tolerance": 0.0, "key_field": "key"}.
 //!
@@ -41,7 +47,7 @@ const Pending = struct {
 };
 
 export fn exports_weir_operator_lifecycle_describe(ret: *c.weir_operator_types_operator_info_t) void {
-    weir.describe(ret, "reconcile", "0.1.0", &.{ "a", "b" }, &.{"out"}, 1);
+    weir.describe(ret, "reconcile", "0.1.0", &.{ "a", "b" }, &.{"out"}, 2);
 }
 
 export fn exports_weir_operator_lifecycle_open(ctx: *c.weir_operator_types_open_context_t, err: *c.weir_operator_types_error_t) bool {
@@ -124,35 +130,45 @@ fn parseRecord(arena: *c.arena_t, rec: *c.weir_operator_types_record_t, key: *c.
 }
 
 fn encodePending(b: *c.buf_t, p: Pending) void {
-    var first = true;
-    c.buf_putc(b, '{');
-    if (p.a) |a| {
-        c.buf_puts(b, "\"a\":");
-        c.buf_f64(b, a);
-        first = false;
-    }
-    if (p.b) |x| {
-        if (!first) c.buf_putc(b, ',');
-        c.buf_puts(b, "\"b\":");
-        c.buf_f64(b, x);
-        first = false;
-    }
-    if (p.done) {
-        if (!first) c.buf_putc(b, ',');
-        c.buf_puts(b, "\"done\":true");
-    }
-    c.buf_putc(b, '}');
+    c.buf_putc(b, c.ROW_VALUE);
+    if (p.a) |a| c.row_f64(b, "a", a);
+    if (p.b) |x| c.row_f64(b, "b", x);
+    if (p.done) c.row_bool(b, "done", true);
 }
 
-fn decodePending(data: []const u8, err: *c.weir_operator_types_error_t) ?Pending {
+/// The pending state of a row (a row value after its first byte), or
+/// error.BadRow when it does not decode.
+fn decodeRow(row: []const u8) error{BadRow}!Pending {
+    var p = Pending{};
+    var fields = weir.RowFields{ .row = row };
+    while (try fields.next()) |f| {
+        const name = weir.fieldName(&f);
+        if (std.mem.eql(u8, name, "a") or std.mem.eql(u8, name, "b")) {
+            const side = if (name[0] == 'a') &p.a else &p.b;
+            var x: f64 = 0;
+            if (f.type == c.ROW_NULL) {
+                side.* = null;
+            } else if (c.row_number(&f, &x)) {
+                side.* = x;
+            } else return error.BadRow;
+        } else if (std.mem.eql(u8, name, "done")) {
+            if (f.type != c.ROW_FALSE and f.type != c.ROW_TRUE) return error.BadRow;
+            p.done = f.type == c.ROW_TRUE;
+        } else if (std.mem.eql(u8, name, "t")) {
+            const ok = f.type == c.ROW_NULL or f.type == c.ROW_INT or
+                (f.type == c.ROW_UINT and f.u64 <= std.math.maxInt(i64));
+            if (!ok) return error.BadRow;
+        }
+    }
+    return p;
+}
+
+fn decodeJson(data: []const u8) ?Pending {
     var arena: c.arena_t = .{ .head = null };
     defer c.arena_free(&arena);
     var why: [*c]const u8 = null;
     const v = c.json_parse(&arena, data.ptr, data.len, &why);
-    if (v == null or v.*.type != c.J_OBJ) {
-        _ = weir.fail(err, weir.INCOMPATIBLE_STATE, "state `rc` holds a value that does not decode");
-        return null;
-    }
+    if (v == null or v.*.type != c.J_OBJ) return null;
     var p = Pending{};
     const a = c.json_get(v, "a");
     const b = c.json_get(v, "b");
@@ -160,6 +176,17 @@ fn decodePending(data: []const u8, err: *c.weir_operator_types_error_t) ?Pending
     if (a != null and a.*.type == c.J_NUM) p.a = a.*.num;
     if (b != null and b.*.type == c.J_NUM) p.b = b.*.num;
     if (d != null and d.*.type == c.J_BOOL) p.done = d.*.boolean;
+    return p;
+}
+
+/// A stored value: a row value (first byte ROW_VALUE) or version 1's JSON;
+/// null with `err` set when it does not decode.
+fn decodePending(data: []const u8, err: *c.weir_operator_types_error_t) ?Pending {
+    const p = if (data.len > 0 and data[0] == c.ROW_VALUE)
+        decodeRow(data[1..]) catch null
+    else
+        decodeJson(data);
+    if (p == null) _ = weir.fail(err, weir.INCOMPATIBLE_STATE, "state `rc` holds a value that does not decode");
     return p;
 }
 

@@ -63,6 +63,14 @@ where
         self.store.borrow_mut().capacity = Some(capacity);
     }
 
+    pub(crate) fn set_values(&self, values: Values) {
+        self.store.borrow_mut().values = values;
+    }
+
+    pub(crate) fn values(&self) -> Values {
+        RefCell::borrow(&self.store).values
+    }
+
     pub(crate) fn name(&self) -> &'static str {
         RefCell::borrow(&self.store).name
     }
@@ -119,7 +127,8 @@ where
                     }
                 },
                 |state_key, bytes| {
-                    let value: Option<V> = bytes.map(|b| decode_value(name, b)).transpose()?;
+                    let value: Option<V> =
+                        bytes.map(|b| state_value::decode(name, b)).transpose()?;
                     values.push((value, (state_key.len(), bytes.map(<[u8]>::len))));
                     Ok::<_, Error>(())
                 },
@@ -188,7 +197,8 @@ where
                     }
                 },
                 |state_key, bytes| {
-                    let value: Option<V> = bytes.map(|b| decode_value(name, b)).transpose()?;
+                    let value: Option<V> =
+                        bytes.map(|b| state_value::decode(name, b)).transpose()?;
                     values.push((value, (state_key.len(), bytes.map(<[u8]>::len))));
                     Ok::<_, Error>(())
                 },

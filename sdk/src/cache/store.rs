@@ -82,23 +82,12 @@ impl Layout {
     }
 }
 
-/// Appends `v` as JSON to `out`.
-pub(crate) fn write_value<V: Serialize>(v: &V, out: &mut Vec<u8>) {
-    serde_json::to_writer(out, v).expect("serializing a state value to JSON in memory");
-}
-
-pub(crate) fn decode_value<V: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<V> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        Error::IncompatibleState(format!(
-            "state `{what}` holds a value that does not decode: {e}"
-        ))
-    })
-}
-
 /// The cache of one named map or value.
 pub(crate) struct Store<K, V> {
     pub(super) name: &'static str,
     pub(super) layout: Layout,
+    /// How its values are written.
+    pub(super) values: Values,
     /// Most entries when a hook returns (`with_cache_capacity`), on top of
     /// the instance's budget; `None`: no such bound.
     pub(super) capacity: Option<usize>,
@@ -135,6 +124,7 @@ where
         Store {
             name,
             layout,
+            values: Values::default(),
             capacity: None,
             table: Table::new(),
             key_buf: Vec::new(),
@@ -209,7 +199,9 @@ where
             (host::get(buf), buf.len())
         });
         let sizes = (key_len, bytes.as_ref().map(Vec::len));
-        let value = bytes.map(|b| decode_value(self.name, &b)).transpose()?;
+        let value = bytes
+            .map(|b| state_value::decode(self.name, &b))
+            .transpose()?;
         let key = Probe::new(key).to_key();
         let i = insert_read(&mut self.table, &mut self.meter, (hash, key), value, sizes);
         let meter = &mut self.meter;
@@ -239,12 +231,12 @@ where
             Err(hash) => hash,
         };
         let size = if self.meter.sample() {
-            let layout = &self.layout;
+            let (layout, values) = (&self.layout, self.values);
             let (k, v) = host::with_buffer(|buf| {
                 layout.write_key_bytes(key, buf);
                 let k = buf.len();
                 let v = value.as_ref().map(|v| {
-                    write_value(v, buf);
+                    state_value::write(v, values, buf);
                     buf.len() - k
                 });
                 (k, v)
@@ -288,7 +280,7 @@ where
         writes: &mut PutMany,
         mut pick: impl FnMut(&mut Slot<V>) -> bool,
     ) {
-        let (layout, meter) = (&self.layout, &mut self.meter);
+        let (layout, values, meter) = (&self.layout, self.values, &mut self.meter);
         self.table.retain_dirty(|key, slot| {
             if !pick(slot) {
                 return;
@@ -298,7 +290,7 @@ where
                     let (k, v) = push_entry_with(
                         writes.buf(),
                         |out| layout.write_key_bytes(key, out),
-                        |out| write_value(v, out),
+                        |out| state_value::write(v, values, out),
                     );
                     (k, Some(v))
                 }
