@@ -1109,7 +1109,7 @@ fn assert_covers_event_time(trace: &Trace) {
     let tombstone = |h: &Held| {
         h.state
             .iter()
-            .any(|(_, v)| v.starts_with(br#"{"done":true,"t":"#))
+            .any(|(_, v)| as_json(v).starts_with(br#"{"done":true,"t":"#))
     };
     assert!(
         trace.at_checkpoints.iter().any(tombstone),

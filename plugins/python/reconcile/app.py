@@ -22,12 +22,15 @@ ignored. Keys seen on one side only are emitted:
   output `late`. An emitted key is a tombstone until first timestamp + 2 x
   timeout, then dropped: a record of it after that starts a new key.
 
-State (version 1, shared with the Rust build): `MapState("rc")`, key `<k>`
-0x00 `rc`, value JSON `{"a": <f64>, "b": <f64>, "done": true, "t": <first
-timestamp>}` where an absent side, `done: false` and `t` (set only under
-`timeout`) are omitted; a done key keeps no amounts (`{"done": true}`). Timers (under `timeout`): one event-time timer per
-key, keyed by the key, at t + timeout while it waits, at t + 2 x timeout
-while it is a tombstone.
+State (version 2, shared with the Rust build): `MapState("rc")`, key `<k>`
+0x00 `rc`, value a row value (0xFF and a row, `weir_sdk.row`) of the fields
+`a` (f64), `b` (f64), `done` (true), `t` (s64, the first timestamp), in
+that order, where an absent side, `done: false` and `t` (set only under
+`timeout`) are left out; a done key keeps no amounts (FF 02 04 `done`).
+Version 1 wrote the same fields as JSON (`{"a":12.5}`, `{"done":true}`):
+such values are still read, so a version 1 checkpoint continues. Timers
+(under `timeout`): one event-time timer per key, keyed by the key, at t +
+timeout while it waits, at t + 2 x timeout while it is a tombstone.
 
 Config (JSON, optional): {"tolerance": 0.0, "key_field": "key", "timeout": "30s"}.
 
@@ -37,6 +40,7 @@ Build: scripts/build-polyglot.sh python. Test: pytest plugins/python.
 import json
 import math
 import re
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +54,7 @@ from weir_sdk import (
     fmt_f64,
     json_str,
     json_text,
+    row,
     trim,
 )
 
@@ -180,38 +185,146 @@ class Pending:
         self.a, self.b, self.done, self.t = a, b, done, t
 
 
+# A row value's heads (weir_sdk.row): type byte, name length, name.
+_ROW = b"\xff"
+_A, _B, _DONE, _T = b"\x05\x01a", b"\x05\x01b", b"\x02\x04done", b"\x03\x01t"
+# The whole values of the shapes this operator stores, each packed and
+# unpacked in one call: one side (0xFF, its head, the double), one side and
+# t, done, done and t.
+_HEAD_A, _HEAD_B, _ROW_DONE = _ROW + _A, _ROW + _B, _ROW + _DONE
+_pack_x, _unpack_x = struct.Struct("<4sd").pack, struct.Struct("<4sd").unpack
+_pack_x_t, _unpack_x_t = struct.Struct("<4sd3sq").pack, struct.Struct("<4sd3sq").unpack
+_pack_done_t, _unpack_done_t = struct.Struct("<7s3sq").pack, struct.Struct("<7s3sq").unpack
+_pack_d, _pack_q = struct.Struct("<d").pack, struct.Struct("<q").pack
+_new = object.__new__
+
+
+class _Text(str):
+    """A row's decimal, kept as its text until a field says what it is."""
+
+
+def _shown_field(v):
+    """A row value's field as JSON shows it (a decimal as its number)."""
+    return str(v) if v.__class__ is _Text else _shown(v)
+
+
 class PendingCodec:
-    """`Pending` as the Rust build's serde writes it: absent sides, `done:
-    false` and `t: None` left out."""
+    """`Pending` as a row value of the fields the Rust build's serde writes
+    (absent sides, `done: false` and `t: None` left out); reads the JSON
+    of state version 1 too."""
 
     @staticmethod
     def encode(p):
-        parts = []
-        if p.a is not None:
-            parts.append('"a":' + fmt_f64(p.a))
-        if p.b is not None:
-            parts.append('"b":' + fmt_f64(p.b))
+        a, b, t = p.a, p.b, p.t
+        # The shapes the operator stores, in one pack each.
         if p.done:
-            parts.append('"done":true')
-        if p.t is not None:
-            parts.append('"t":%d' % p.t)
-        return ("{" + ",".join(parts) + "}").encode()
+            if a is None and b is None:
+                return _ROW_DONE if t is None else _pack_done_t(_ROW_DONE, _T, t)
+        elif b is None:
+            if a is not None:
+                return _pack_x(_HEAD_A, a) if t is None else _pack_x_t(_HEAD_A, a, _T, t)
+        elif a is None:
+            return _pack_x(_HEAD_B, b) if t is None else _pack_x_t(_HEAD_B, b, _T, t)
+        out = bytearray(_ROW)
+        if a is not None:
+            out += _A
+            out += _pack_d(a)
+        if b is not None:
+            out += _B
+            out += _pack_d(b)
+        if p.done:
+            out += _DONE
+        if t is not None:
+            out += _T
+            out += _pack_q(t)
+        return bytes(out)
 
     @staticmethod
     def decode(data):
-        try:
-            v = _parse_json(data)
-            a, b, t = v.get("a"), v.get("b"), v.get("t")
-            if not (t is None or (isinstance(t, int) and not isinstance(t, bool))):
-                raise ValueError(f"`t` is not an integer: {_shown(t)}")
-            return Pending(
-                None if a is None else float(a),
-                None if b is None else float(b),
-                bool(v.get("done", False)),
-                t,
-            )
-        except (ValueError, AttributeError, TypeError) as e:
-            raise IncompatibleState(f"state `rc` holds a value that does not decode: {e}") from None
+        # The shapes the operator stores, each unpacked in one call, into a
+        # `Pending` made without a call of its `__init__` (a third of the
+        # cost); any other value the long way.
+        n = len(data)
+        a = b = t = None
+        done = False
+        if n == 12:
+            head, x = _unpack_x(data)
+            if head == _HEAD_A:
+                a = x
+            elif head == _HEAD_B:
+                b = x
+            else:
+                return _decode_any(data)
+        elif n == 7 and data == _ROW_DONE:
+            done = True
+        elif n == 23:
+            head, x, t_head, t = _unpack_x_t(data)
+            if head == _HEAD_A and t_head == _T:
+                a = x
+            elif head == _HEAD_B and t_head == _T:
+                b = x
+            else:
+                return _decode_any(data)
+        elif n == 18:
+            head, t_head, t = _unpack_done_t(data)
+            if head != _ROW_DONE or t_head != _T:
+                return _decode_any(data)
+            done = True
+        else:
+            return _decode_any(data)
+        p = _new(Pending)
+        p.a = a
+        p.b = b
+        p.done = done
+        p.t = t
+        return p
+
+
+def _decode_any(data):
+    """A row value of any shape (state version 2) or JSON (version 1)."""
+    try:
+        if data[:1] == _ROW:
+            return _decode_row(data)
+        v = _parse_json(data)
+        a, b, t = v.get("a"), v.get("b"), v.get("t")
+        if not (t is None or (isinstance(t, int) and not isinstance(t, bool))):
+            raise ValueError(f"`t` is not an integer: {_shown(t)}")
+        return Pending(
+            None if a is None else float(a),
+            None if b is None else float(b),
+            bool(v.get("done", False)),
+            t,
+        )
+    except (ValueError, AttributeError, TypeError) as e:
+        raise IncompatibleState(f"state `rc` holds a value that does not decode: {e}") from None
+
+
+def _decode_row(data):
+    """Any row value, fields in any order, unknown ones skipped: a side is
+    a number (a decimal's text read as a double) or null, `done` a bool,
+    `t` a 64-bit signed integer or null."""
+    p = Pending()
+    for name, v in row.read_value(data, _Text).items():
+        if name == "a" or name == "b":
+            if v is None:
+                x = None
+            elif v.__class__ is float or v.__class__ is int or v.__class__ is _Text:
+                x = float(v)  # an integer or a decimal's text as the nearest double
+            else:
+                raise ValueError(f"`{name}` is not a number: {_shown_field(v)}")
+            if name == "a":
+                p.a = x
+            else:
+                p.b = x
+        elif name == "done":
+            if v is not True and v is not False:
+                raise ValueError(f"`done` is not a bool: {_shown_field(v)}")
+            p.done = v
+        elif name == "t":
+            if v is not None and (v.__class__ is not int or v > I64_MAX):
+                raise ValueError(f"`t` is not a 64-bit signed integer: {_shown_field(v)}")
+            p.t = v
+    return p
 
 
 class Reconcile(Operator):
@@ -219,7 +332,7 @@ class Reconcile(Operator):
     version = "0.1.0"
     inputs = ["a", "b"]
     outputs = ["out", "late"]
-    state_version = 1
+    state_version = 2
     Config = Config
     # Orders from a `csv` source arrive as rows: no JSON to parse.
     reads_rows = True

@@ -17,7 +17,7 @@ from .errors import Error, IncompatibleState, InvalidConfig, InvalidInput, Opera
 from .jsontext import fmt_f64, json_str, json_text
 from .operator import Operator
 from .record import Change, Record, TimeDomain, Timer
-from .state import Json, MapState, ValueState
+from .state import Json, MapState, Row, ValueState
 from .text import trim
 
 #: The SDK's version.
@@ -41,6 +41,7 @@ __all__ = [
     "Operator",
     "OperatorError",
     "Record",
+    "Row",
     "TimeDomain",
     "Timer",
     "Timers",

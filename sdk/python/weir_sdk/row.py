@@ -11,8 +11,13 @@ of its fields in order, which is what operators that do not read rows get.
 
 In Python a row is a dict of its fields in order: None, bool, int, float,
 str and `decimal.Decimal` values.
+
+A value in keyed state may be a row too (a "row value", flat/src/state.rs):
+the byte `ROW_VALUE` (0xFF, which begins neither JSON text nor UTF-8)
+followed by a row; `encode_value` writes one, `read_value` reads one.
 """
 
+import re
 import struct
 from decimal import Decimal
 
@@ -25,6 +30,12 @@ _U64 = struct.Struct("<Q")
 _F64 = struct.Struct("<d")
 _U32 = struct.Struct("<I")
 _MIN_I64, _MAX_I64, _MAX_U64 = -(2**63), 2**63 - 1, 2**64 - 1
+
+#: The first byte of a state value that is a row rather than JSON text.
+ROW_VALUE = 0xFF
+_ROW_VALUE = bytes((ROW_VALUE,))
+#: The text of a JSON number, as a row's decimal holds it.
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 #: A field name to its heads by type: the type byte, the name's length and
 #: the name, ready to append (for names written before).
@@ -145,7 +156,7 @@ def read(buf, decimal=Decimal):
     if at != n:
         # A short slice reads as a short name or string: the end says so.
         # The careful reader says where.
-        items(buf)
+        items(buf, decimal=str)
         raise BadRow("the row is malformed")
     return out
 
@@ -209,3 +220,47 @@ class _Decimal(str):
 def _json(v):
     # A decimal is its own JSON text; every other value as the SDK writes JSON.
     return str(v) if v.__class__ is _Decimal else json_text(v)
+
+
+def encode_value(fields):
+    """`fields` as a state value that is a row: `ROW_VALUE` and the row
+    (see `write`; a `BadRow` for what a row cannot hold). Unlike JSON text,
+    floats that are not finite keep their bits."""
+    out = bytearray(_ROW_VALUE)
+    write(out, fields)
+    return bytes(out)
+
+
+def is_value(data):
+    """Whether state value `data` is a row (begins with `ROW_VALUE`), not
+    JSON text."""
+    return data[:1] == _ROW_VALUE
+
+
+def read_value(data, decimal=Decimal):
+    """The fields of state value `data` (`ROW_VALUE` and a row) as a dict in
+    order, as `read` gives them; `decimal` gets each decimal's text, checked
+    to be a JSON number. A `BadRow` saying what is wrong, when it is no row
+    value."""
+    if data[:1] != _ROW_VALUE:
+        raise BadRow("a row value begins with the byte 0xFF")
+    buf = bytes(data[1:])
+
+    def checked(text):
+        if _NUMBER.fullmatch(text) is None:
+            raise BadRow(f"the row's decimal {text[:40]!r} is not a JSON number")
+        return decimal(text)
+
+    try:
+        return read(buf, checked)
+    except BadRow:
+        items(buf, decimal=str)  # a truncated field says where first
+        raise
+
+
+def json_number(text):
+    """A JSON number's text as `json.loads` reads it: an int when it has no
+    fraction and no exponent, else a float."""
+    if "." in text or "e" in text or "E" in text:
+        return float(text)
+    return int(text)

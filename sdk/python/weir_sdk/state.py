@@ -6,7 +6,13 @@ Python build of one operator and `weir state` reads it:
   UTF-8 text when it is a `str`, its JSON text otherwise (the map key comes
   first so the host partitions the entry like the records with that key);
 - `ValueState(name)`: 0x00 `<name>`;
-- values as JSON text as serde_json writes it (`weir_sdk.json_text`).
+- values as JSON text as serde_json writes it (`weir_sdk.json_text`), or
+  as row values: the byte 0xFF and a row (`weir_sdk.row`: typed fields,
+  no text to parse), which a Rust build writes when it opted into them.
+  Every codec of the SDK reads both; the default `Json` writes JSON text,
+  `Row` (opt-in, `value=Row()` or `Row(SomeDataclass)`) writes rows where
+  the value is a flat dict or dataclass. A plugin that switches to rows
+  bumps its `state_version`: a build before the switch cannot read them.
 
 The cache: every state object of an instance keeps decoded values in the
 guest. A read of a cached key costs a dict lookup; a miss reads the host
@@ -33,11 +39,13 @@ entry plus `ENTRY_OVERHEAD` for the Python objects and table slots.
 
 import dataclasses
 import json
+from decimal import Decimal
 from itertools import islice
 
-from . import flat
+from . import flat, row
 from .errors import IncompatibleState
 from .jsontext import json_text
+from .row import BadRow
 
 #: Bytes charged per cached entry on top of its encoded key and value: the
 #: Python objects of a short key and value and their dict and set slots.
@@ -56,7 +64,15 @@ _UNCACHED = object()  # not in the cache
 class Json:
     """Values as JSON text (the default codec): None, bool, int, float, str,
     list, dict. A `dataclass` type given instead of a codec is read and
-    written as a JSON object of its fields."""
+    written as a JSON object of its fields.
+
+    It reads row values too (0xFF and a row, as a Rust build that opted
+    into them writes): the row's fields as a dict in order, each as JSON
+    would read it (a decimal as an int or a float, like a JSON number), so
+    such state restores into a Python build."""
+
+    #: What a row value's decimal (its JSON number text) reads as.
+    read_decimal = staticmethod(row.json_number)
 
     def __init__(self, cls=None):
         self.cls = cls
@@ -65,13 +81,53 @@ class Json:
         return json_text(value).encode()
 
     def decode(self, data):
-        value = json.loads(data)
+        if data[:1] == _ROW_VALUE:
+            value = row.read_value(data, self.read_decimal)
+        else:
+            value = json.loads(data)
         if self.cls is not None:
             if not isinstance(value, dict):
                 raise ValueError(f"expected a JSON object for {self.cls.__name__}")
             names = {f.name for f in dataclasses.fields(self.cls)}
             value = self.cls(**{k: v for k, v in value.items() if k in names})
         return value
+
+
+_ROW_VALUE = bytes((row.ROW_VALUE,))
+
+
+class Row(Json):
+    """Values as row values where they fit (opt-in; `Json` is the default):
+    a dict with str keys, or a dataclass instance, whose values are all
+    None, bool, int (64 bits), float (NaN and the infinities keep their
+    bits), str or `Decimal` is written as the byte 0xFF and the row of its
+    fields (`weir_sdk.row`), which costs less to write and to read than
+    JSON text. Any other value (nested dicts or lists, a larger int,
+    non-str keys, a name over 255 bytes) is written as JSON text, exactly
+    as `Json` writes it. It reads both forms; a row's decimals read as
+    `Decimal`, so every value reads back as it was written. `Row(cls)`
+    reads values as dataclass `cls`, like `Json(cls)`.
+
+    Switching a plugin's state to `Row` changes its layout: bump the
+    operator's `state_version`, since an older build (or one on an SDK
+    without row values) cannot read rows."""
+
+    read_decimal = Decimal
+
+    def encode(self, value):
+        cls = value.__class__
+        if cls is dict:
+            fields = value
+        elif isinstance(value, dict):
+            fields = value.items()
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+        else:
+            return json_text(value).encode()
+        try:
+            return row.encode_value(fields)
+        except BadRow:
+            return json_text(value).encode()
 
 
 def _codec(value):
