@@ -703,6 +703,15 @@ mod tests {
         out.iter().map(|r| r.parse_json().unwrap()).collect()
     }
 
+    /// The JSON a state value stands for; panics unless it is a row value
+    /// (state version 2).
+    fn json_of(value: &[u8]) -> Vec<u8> {
+        let [0xFF, row @ ..] = value else {
+            panic!("{:?} is no row value", String::from_utf8_lossy(value));
+        };
+        Row::new(row).unwrap().to_json()
+    }
+
     #[test]
     fn classifies_every_key_once() {
         let mut h = Harness::<Reconcile>::open(r#"{"tolerance": 0.01}"#).unwrap();
@@ -900,8 +909,14 @@ mod tests {
         );
         // Emitted keys are tombstones: only the first timestamp is kept.
         h.checkpoint(1).unwrap();
-        assert_eq!(h.state()[&b"x\0rc".to_vec()], br#"{"done":true,"t":2000}"#);
-        assert_eq!(h.state()[&b"m\0rc".to_vec()], br#"{"done":true,"t":1000}"#);
+        assert_eq!(
+            json_of(&h.state()[&b"x\0rc".to_vec()]),
+            br#"{"done":true,"t":2000}"#
+        );
+        assert_eq!(
+            json_of(&h.state()[&b"m\0rc".to_vec()]),
+            br#"{"done":true,"t":1000}"#
+        );
         // The end of input emits nothing more and leaves no state.
         assert!(h.finish().unwrap().is_empty());
         assert!(h.state().is_empty(), "{:?}", h.state());
@@ -1045,8 +1060,11 @@ mod tests {
                 .is_empty()
         );
         h.checkpoint(1).unwrap();
-        assert_eq!(h.state()[&b"m\0rc".to_vec()], br#"{"done":true}"#);
-        assert_eq!(h.state()[&b"x\0rc".to_vec()], br#"{"a":2.0}"#);
+        assert_eq!(json_of(&h.state()[&b"m\0rc".to_vec()]), br#"{"done":true}"#);
+        assert_eq!(json_of(&h.state()[&b"x\0rc".to_vec()]), br#"{"a":2.0}"#);
+        // The bytes of state version 2: 0xFF, then field `a`, a float.
+        let a = [&[0xFF, 5, 1, b'a'][..], &2.0f64.to_le_bytes()].concat();
+        assert_eq!(h.state()[&b"x\0rc".to_vec()], a);
         let old_done = br#"{"a":3.0,"b":4.0,"done":true}"#.to_vec();
         h.state_mut().insert(b"o\0rc".to_vec(), old_done.clone());
         h.restart().unwrap();
@@ -1114,7 +1132,7 @@ mod tests {
         let [(k, v)]: [(&Vec<u8>, &Vec<u8>); 1] =
             h.state().iter().collect::<Vec<_>>().try_into().unwrap();
         let key = k.strip_suffix(b"\0rc").expect("a reconcile key");
-        let p: Pending = serde_json::from_slice(v).unwrap();
+        let p: Pending = serde_json::from_slice(&json_of(v)).unwrap();
         Ok((String::from_utf8(key.to_vec()).unwrap(), p.a.unwrap()))
     }
 
@@ -1264,7 +1282,7 @@ mod tests {
         assert!(
             h.state()
                 .values()
-                .all(|v| v.as_slice() == br#"{"done":true}"#)
+                .all(|v| json_of(v) == br#"{"done":true}"#)
         );
         assert!(h.finish().unwrap().is_empty(), "every key is done");
     }
