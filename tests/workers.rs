@@ -457,7 +457,11 @@ fn a_worker_stalled_mid_restore_deletes_nothing_of_the_next_owner() {
     let refused = b.wait_for_line("b's refused claim", |l| {
         l.contains("not restoring (and deleting no manifest)") || l.contains("dropping it")
     });
-    assert!(!refused.contains("dropping it"), "{refused}");
+    assert!(
+        !refused.contains("dropping it"),
+        "{refused}\nb's tasks {tasks:?}, read {read:?}; b's stderr:\n{}",
+        b.seen().join("\n")
+    );
     a.kill();
     let c = worker(&job, "c");
     whole_output(&kafka, input.len());

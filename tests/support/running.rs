@@ -107,6 +107,11 @@ impl Running {
         }
     }
 
+    /// The stderr lines read so far (by [`wait_for_line`](Self::wait_for_line)).
+    pub fn seen(&self) -> &[String] {
+        &self.seen
+    }
+
     /// Kills the process with SIGKILL and reaps it.
     pub fn kill(mut self) {
         self.child.kill().unwrap();

@@ -134,13 +134,28 @@ impl CsvWriter {
     pub(crate) fn write(&mut self, r: &RecordRef<'_>, out: &mut Vec<u8>) -> Result<(), String> {
         let start = out.len();
         self.line(r, out)?;
+        self.header_at(start, out);
+        Ok(())
+    }
+
+    /// Appends `line`, what [`line`](Self::line) wrote of a record, after
+    /// the header line when it is due.
+    pub(crate) fn write_line(&mut self, line: &[u8], out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(line);
+        self.header_at(start, out);
+    }
+
+    /// Puts the header line at `start` of `out` when it is due: after the
+    /// first line is written, which sets the columns when they are
+    /// inferred.
+    fn header_at(&mut self, start: usize, out: &mut Vec<u8>) {
         if self.header_due {
             self.header_due = false;
             let mut header = Vec::new();
             self.push_header(&mut header);
             out.splice(start..start, header);
         }
-        Ok(())
     }
 
     /// Appends `r` as a line (no header), or leaves `out` as it was and

@@ -131,8 +131,31 @@ pub(crate) struct RecordWriter {
     /// Avro: the datums of the block being filled, and their count.
     datums: Vec<u8>,
     count: u64,
-    /// One record's bytes, encoded to check it and dropped (`refuse`).
-    scratch: Vec<u8>,
+    /// The records `refuse` accepted, encoded, for the `write` after it.
+    ahead: Ahead,
+}
+
+/// Records encoded by `refuse` for the `write` that follows it: a sink's
+/// `write` after `refuse` gets exactly the batch `refuse` saw without the
+/// records it refused ([`Sink::refuse`](crate::connectors::sink::Sink::refuse)),
+/// so each record is encoded once.
+#[derive(Default)]
+struct Ahead {
+    /// The accepted records' bytes, one after another.
+    bytes: Vec<u8>,
+    /// Where each of them ends in `bytes`.
+    ends: Vec<usize>,
+    /// Set by `refuse`, taken by the next `write`, which uses them when its
+    /// batch holds as many records.
+    ready: bool,
+}
+
+impl Ahead {
+    /// The bytes of accepted record `i`.
+    fn record(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
 }
 
 enum Encoding {
@@ -172,7 +195,7 @@ impl RecordWriter {
             buffer: Vec::new(),
             datums: Vec::new(),
             count: 0,
-            scratch: Vec::new(),
+            ahead: Ahead::default(),
         })
     }
 
@@ -184,17 +207,31 @@ impl RecordWriter {
             return encode(batch, format, out);
         }
         self.buffer.clear();
-        for r in batch.iter() {
+        let ahead = std::mem::take(&mut self.ahead.ready) && self.ahead.ends.len() == batch.len();
+        for (i, r) in batch.iter().enumerate() {
             let fits = match &mut self.encoding {
                 Encoding::Avro(_) => {
-                    let encoded = encode_one(&mut self.encoding, &r, &mut self.datums);
+                    let encoded = if ahead {
+                        self.datums.extend_from_slice(self.ahead.record(i));
+                        Ok(())
+                    } else {
+                        encode_one(&mut self.encoding, &r, &mut self.datums)
+                    };
                     self.count += 1;
                     encoded.and_then(|()| match self.datums.len() >= BLOCK_BYTES {
                         true => self.seal(),
                         false => Ok(()),
                     })
                 }
+                Encoding::Csv(csv) if ahead => {
+                    csv.write_line(self.ahead.record(i), &mut self.buffer);
+                    Ok(())
+                }
                 Encoding::Csv(csv) => csv.write(&r, &mut self.buffer),
+                _ if ahead => {
+                    self.buffer.extend_from_slice(self.ahead.record(i));
+                    Ok(())
+                }
                 encoding => encode_one(encoding, &r, &mut self.buffer),
             };
             fits.map_err(|e| misfit(&r.text_value(), self.encoding.fits(), e))?;
@@ -224,18 +261,27 @@ impl RecordWriter {
     }
 
     /// The records of `batch` that do not fit the schema (or the CSV
-    /// columns), by index, with why.
+    /// columns), by index, with why; the others are kept encoded for the
+    /// `write` that follows.
     pub(crate) fn refuse(&mut self, batch: &Batch) -> Vec<(usize, String)> {
         if let Encoding::Text(_) = self.encoding {
             return Vec::new();
         }
+        let ahead = &mut self.ahead;
+        ahead.bytes.clear();
+        ahead.ends.clear();
         let mut refused = Vec::new();
         for (i, r) in batch.iter().enumerate() {
-            self.scratch.clear();
-            if let Err(e) = encode_one(&mut self.encoding, &r, &mut self.scratch) {
-                refused.push((i, e));
+            let start = ahead.bytes.len();
+            match encode_one(&mut self.encoding, &r, &mut ahead.bytes) {
+                Ok(()) => ahead.ends.push(ahead.bytes.len()),
+                Err(e) => {
+                    ahead.bytes.truncate(start);
+                    refused.push((i, e));
+                }
             }
         }
+        ahead.ready = true;
         refused
     }
 
@@ -366,5 +412,104 @@ impl Blocks {
             marker: header.marker,
             header: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schemas::avro::AvroSchema;
+
+    fn batch(values: &[&str]) -> Batch {
+        let mut b = Batch::new();
+        for v in values {
+            b.push(None, v.as_bytes(), None);
+        }
+        b
+    }
+
+    /// Every format with a schema: what `write` appends, then `finish`.
+    fn formats() -> Vec<(&'static str, FileFormat)> {
+        let avsc = r#"{"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}, {"name": "s", "type": "string"}]}"#;
+        let proto = "syntax = \"proto3\"; message M { int64 n = 1; string s = 2; }";
+        let json =
+            r#"{"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}"#;
+        vec![
+            (
+                "avro",
+                FileFormat::Avro(AvroSchema::parse(avsc).unwrap(), AvroCodec::default()),
+            ),
+            (
+                "protobuf",
+                FileFormat::Protobuf(ProtoSchema::compile(proto, None).unwrap()),
+            ),
+            ("json", FileFormat::Json(JsonSchema::parse(json).unwrap())),
+            (
+                "csv",
+                FileFormat::Csv(CsvLayout {
+                    columns: None,
+                    header: true,
+                    delimiter: b',',
+                }),
+            ),
+        ]
+    }
+
+    /// The records a file of `format` holds after `writes` into a new
+    /// writer (an Avro file's as records: its sync marker is random).
+    fn written(
+        format: &FileFormat,
+        dir: &Path,
+        writes: impl FnOnce(&mut RecordWriter, &mut Vec<u8>),
+    ) -> Vec<String> {
+        let mut w = RecordWriter::open(format, &dir.join("f"), 0).unwrap();
+        let mut out = Vec::new();
+        writes(&mut w, &mut out);
+        w.finish(&mut out).unwrap();
+        match format {
+            FileFormat::Avro(..) => (apache_avro::Reader::new(&out[..]).unwrap())
+                .map(|v| format!("{:?}", v.unwrap()))
+                .collect(),
+            _ => vec![String::from_utf8_lossy(&out).into_owned()],
+        }
+    }
+
+    /// What `refuse` accepted is written by the `write` after it as a
+    /// `write` alone writes it (CSV: the header, from the first accepted
+    /// record's fields, first), and only by that `write`: the next batch
+    /// is encoded anew.
+    #[test]
+    fn a_write_after_refuse_writes_what_a_write_alone_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let mixed = batch(&[
+            r#"{"n":1,"s":"a"}"#,
+            r#"{"s":"no n"}"#,
+            r#"{"n":"x","s":"b"}"#,
+            r#"{"n":2,"s":"c,\"q\""}"#,
+            r#"{"n":3,"s":"d","extra":true}"#,
+            "not json",
+            r#"{"n":4,"s":""}"#,
+        ]);
+        let more: Vec<String> = (7..14).map(|n| format!(r#"{{"n":{n},"s":"x"}}"#)).collect();
+        for (name, format) in formats() {
+            let mut kept = Vec::new();
+            // As many records as were kept: a stale reuse would fit.
+            let next = |n: usize| batch(&more[..n].iter().map(String::as_str).collect::<Vec<_>>());
+            let through_refuse = written(&format, dir.path(), |w, out| {
+                let refused: Vec<usize> = w.refuse(&mixed).into_iter().map(|(i, _)| i).collect();
+                kept = (0..mixed.len()).filter(|i| !refused.contains(i)).collect();
+                w.write(&mixed.select(&kept), out).unwrap();
+                w.write(&next(kept.len()), out).unwrap();
+            });
+            assert!(
+                kept.len() > 1 && kept.len() < mixed.len(),
+                "{name}: {kept:?}"
+            );
+            let alone = written(&format, dir.path(), |w, out| {
+                w.write(&mixed.select(&kept), out).unwrap();
+                w.write(&next(kept.len()), out).unwrap();
+            });
+            assert_eq!(through_refuse, alone, "{name}");
+        }
     }
 }
