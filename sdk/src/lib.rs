@@ -58,6 +58,7 @@ mod adapter;
 mod batch;
 mod cache;
 mod context;
+mod declined;
 mod error;
 mod hash;
 mod host;

@@ -6,9 +6,9 @@
 //! cache lookup by such a key copies nothing; any other key is left to the
 //! JSON path of [`super::write_key`].
 
-use std::fmt;
+use serde::ser::{Impossible, Serialize, Serializer};
 
-use serde::ser::{self, Impossible, Serialize, Serializer};
+use crate::declined::{Declined, decline};
 
 /// `f` called with `key`'s string's bytes, read in place, if it
 /// serializes as one; otherwise `None`, `f` left in `f`.
@@ -20,55 +20,28 @@ where
     key.serialize(StringKey { f }).ok()
 }
 
-/// The key does not serialize as a string.
-#[derive(Debug)]
-struct NotString;
-
-impl fmt::Display for NotString {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the key does not serialize as a string")
-    }
-}
-
-impl std::error::Error for NotString {}
-
-impl ser::Error for NotString {
-    fn custom<T: fmt::Display>(_: T) -> Self {
-        NotString
-    }
-}
-
 /// Hands a string's bytes to the function it holds; refuses anything else.
 struct StringKey<'a, F> {
     f: &'a mut Option<F>,
 }
 
-/// The methods of `Serializer` for the values that are not strings.
-macro_rules! not_a_string {
-    ($($method:ident($($arg:ty),*);)*) => {
-        $(fn $method(self, $(_: $arg),*) -> Result<R, NotString> {
-            Err(NotString)
-        })*
-    };
-}
-
 impl<R, F: FnOnce(&[u8]) -> R> Serializer for StringKey<'_, F> {
     type Ok = R;
-    type Error = NotString;
-    type SerializeSeq = Impossible<R, NotString>;
-    type SerializeTuple = Impossible<R, NotString>;
-    type SerializeTupleStruct = Impossible<R, NotString>;
-    type SerializeTupleVariant = Impossible<R, NotString>;
-    type SerializeMap = Impossible<R, NotString>;
-    type SerializeStruct = Impossible<R, NotString>;
-    type SerializeStructVariant = Impossible<R, NotString>;
+    type Error = Declined;
+    type SerializeSeq = Impossible<R, Declined>;
+    type SerializeTuple = Impossible<R, Declined>;
+    type SerializeTupleStruct = Impossible<R, Declined>;
+    type SerializeTupleVariant = Impossible<R, Declined>;
+    type SerializeMap = Impossible<R, Declined>;
+    type SerializeStruct = Impossible<R, Declined>;
+    type SerializeStructVariant = Impossible<R, Declined>;
 
-    fn serialize_str(self, v: &str) -> Result<R, NotString> {
+    fn serialize_str(self, v: &str) -> Result<R, Declined> {
         let f = self.f.take().expect("a serializer serializes one value");
         Ok(f(v.as_bytes()))
     }
 
-    fn serialize_char(self, v: char) -> Result<R, NotString> {
+    fn serialize_char(self, v: char) -> Result<R, Declined> {
         self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
 
@@ -77,7 +50,7 @@ impl<R, F: FnOnce(&[u8]) -> R> Serializer for StringKey<'_, F> {
         _: &'static str,
         _: u32,
         variant: &'static str,
-    ) -> Result<R, NotString> {
+    ) -> Result<R, Declined> {
         self.serialize_str(variant)
     }
 
@@ -85,32 +58,12 @@ impl<R, F: FnOnce(&[u8]) -> R> Serializer for StringKey<'_, F> {
         self,
         _: &'static str,
         value: &T,
-    ) -> Result<R, NotString> {
+    ) -> Result<R, Declined> {
         value.serialize(self)
     }
 
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<R, NotString> {
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<R, Declined> {
         value.serialize(self)
-    }
-
-    not_a_string! {
-        serialize_bool(bool);
-        serialize_i8(i8);
-        serialize_i16(i16);
-        serialize_i32(i32);
-        serialize_i64(i64);
-        serialize_i128(i128);
-        serialize_u8(u8);
-        serialize_u16(u16);
-        serialize_u32(u32);
-        serialize_u64(u64);
-        serialize_u128(u128);
-        serialize_f32(f32);
-        serialize_f64(f64);
-        serialize_bytes(&[u8]);
-        serialize_none();
-        serialize_unit();
-        serialize_unit_struct(&'static str);
     }
 
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -119,55 +72,34 @@ impl<R, F: FnOnce(&[u8]) -> R> Serializer for StringKey<'_, F> {
         _: u32,
         _: &'static str,
         _: &T,
-    ) -> Result<R, NotString> {
-        Err(NotString)
+    ) -> Result<R, Declined> {
+        Err(Declined)
     }
 
-    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, NotString> {
-        Err(NotString)
-    }
-
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, NotString> {
-        Err(NotString)
-    }
-
-    fn serialize_tuple_struct(
-        self,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleStruct, NotString> {
-        Err(NotString)
-    }
-
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, NotString> {
-        Err(NotString)
-    }
-
-    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, NotString> {
-        Err(NotString)
-    }
-
-    fn serialize_struct(
-        self,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStruct, NotString> {
-        Err(NotString)
-    }
-
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, NotString> {
-        Err(NotString)
+    decline! {
+        serialize_bool(bool) -> R;
+        serialize_i8(i8) -> R;
+        serialize_i16(i16) -> R;
+        serialize_i32(i32) -> R;
+        serialize_i64(i64) -> R;
+        serialize_i128(i128) -> R;
+        serialize_u8(u8) -> R;
+        serialize_u16(u16) -> R;
+        serialize_u32(u32) -> R;
+        serialize_u64(u64) -> R;
+        serialize_u128(u128) -> R;
+        serialize_f32(f32) -> R;
+        serialize_f64(f64) -> R;
+        serialize_bytes(&[u8]) -> R;
+        serialize_none() -> R;
+        serialize_unit() -> R;
+        serialize_unit_struct(&'static str) -> R;
+        serialize_seq(Option<usize>) -> Self::SerializeSeq;
+        serialize_tuple(usize) -> Self::SerializeTuple;
+        serialize_tuple_struct(&'static str, usize) -> Self::SerializeTupleStruct;
+        serialize_tuple_variant(&'static str, u32, &'static str, usize) -> Self::SerializeTupleVariant;
+        serialize_map(Option<usize>) -> Self::SerializeMap;
+        serialize_struct(&'static str, usize) -> Self::SerializeStruct;
+        serialize_struct_variant(&'static str, u32, &'static str, usize) -> Self::SerializeStructVariant;
     }
 }

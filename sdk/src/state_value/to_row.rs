@@ -6,10 +6,10 @@
 //! name over 255 bytes) is no flat row: [`write`] returns `false` and the
 //! caller writes JSON text instead.
 
-use std::fmt;
-
 use serde::ser::{self, Impossible, Serialize};
 use weir_flat::row::RowWriter;
+
+use crate::declined::{Declined, decline};
 
 /// Appends the row of `v` to `out`: `false` (with part of it appended)
 /// when `v` is no flat struct or map.
@@ -21,25 +21,7 @@ pub(super) fn write<V: Serialize + ?Sized>(v: &V, out: &mut Vec<u8>) -> bool {
     .is_ok()
 }
 
-/// Why a value is no flat row; never shown, the value is written as JSON.
-#[derive(Debug)]
-struct NotFlat;
-
-impl fmt::Display for NotFlat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("not a flat row")
-    }
-}
-
-impl std::error::Error for NotFlat {}
-
-impl ser::Error for NotFlat {
-    fn custom<T: fmt::Display>(_: T) -> Self {
-        NotFlat
-    }
-}
-
-type Done = Result<(), NotFlat>;
+type Done = Result<(), Declined>;
 
 /// The value itself: a struct or a map becomes the row; `name` holds a map
 /// entry's key until its value is written.
@@ -48,28 +30,21 @@ struct Top<'a> {
     name: String,
 }
 
-/// Everything that is no flat row, for the serializers below.
-macro_rules! not_flat {
-    ($($f:ident($($t:ty),*) -> $r:ty;)*) => {
-        $(fn $f(self, $(_: $t),*) -> Result<$r, NotFlat> { Err(NotFlat) })*
-    };
-}
-
 impl<'a> ser::Serializer for Top<'a> {
     type Ok = ();
-    type Error = NotFlat;
-    type SerializeSeq = Impossible<(), NotFlat>;
-    type SerializeTuple = Impossible<(), NotFlat>;
-    type SerializeTupleStruct = Impossible<(), NotFlat>;
-    type SerializeTupleVariant = Impossible<(), NotFlat>;
+    type Error = Declined;
+    type SerializeSeq = Impossible<(), Declined>;
+    type SerializeTuple = Impossible<(), Declined>;
+    type SerializeTupleStruct = Impossible<(), Declined>;
+    type SerializeTupleVariant = Impossible<(), Declined>;
     type SerializeMap = Self;
     type SerializeStruct = Self;
-    type SerializeStructVariant = Impossible<(), NotFlat>;
+    type SerializeStructVariant = Impossible<(), Declined>;
 
-    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self, NotFlat> {
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self, Declined> {
         Ok(self)
     }
-    fn serialize_map(self, _: Option<usize>) -> Result<Self, NotFlat> {
+    fn serialize_map(self, _: Option<usize>) -> Result<Self, Declined> {
         Ok(self)
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, v: &T) -> Done {
@@ -79,7 +54,7 @@ impl<'a> ser::Serializer for Top<'a> {
         v.serialize(self)
     }
 
-    not_flat! {
+    decline! {
         serialize_bool(bool) -> ();
         serialize_i8(i8) -> ();
         serialize_i16(i16) -> ();
@@ -112,13 +87,13 @@ impl<'a> ser::Serializer for Top<'a> {
         _: &'static str,
         _: &T,
     ) -> Done {
-        Err(NotFlat)
+        Err(Declined)
     }
 }
 
 impl ser::SerializeStruct for Top<'_> {
     type Ok = ();
-    type Error = NotFlat;
+    type Error = Declined;
 
     fn serialize_field<T: Serialize + ?Sized>(&mut self, name: &'static str, v: &T) -> Done {
         v.serialize(Field {
@@ -133,7 +108,7 @@ impl ser::SerializeStruct for Top<'_> {
 
 impl ser::SerializeMap for Top<'_> {
     type Ok = ();
-    type Error = NotFlat;
+    type Error = Declined;
 
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Done {
         self.name.clear();
@@ -151,11 +126,11 @@ impl ser::SerializeMap for Top<'_> {
 }
 
 /// `name`, when a row can hold it (at most 255 bytes).
-fn checked(name: &str) -> Result<&str, NotFlat> {
+fn checked(name: &str) -> Result<&str, Declined> {
     if name.len() <= usize::from(u8::MAX) {
         Ok(name)
     } else {
-        Err(NotFlat)
+        Err(Declined)
     }
 }
 
@@ -167,14 +142,14 @@ struct Field<'r, 'a> {
 
 impl ser::Serializer for Field<'_, '_> {
     type Ok = ();
-    type Error = NotFlat;
-    type SerializeSeq = Impossible<(), NotFlat>;
-    type SerializeTuple = Impossible<(), NotFlat>;
-    type SerializeTupleStruct = Impossible<(), NotFlat>;
-    type SerializeTupleVariant = Impossible<(), NotFlat>;
-    type SerializeMap = Impossible<(), NotFlat>;
-    type SerializeStruct = Impossible<(), NotFlat>;
-    type SerializeStructVariant = Impossible<(), NotFlat>;
+    type Error = Declined;
+    type SerializeSeq = Impossible<(), Declined>;
+    type SerializeTuple = Impossible<(), Declined>;
+    type SerializeTupleStruct = Impossible<(), Declined>;
+    type SerializeTupleVariant = Impossible<(), Declined>;
+    type SerializeMap = Impossible<(), Declined>;
+    type SerializeStruct = Impossible<(), Declined>;
+    type SerializeStructVariant = Impossible<(), Declined>;
 
     fn serialize_bool(self, v: bool) -> Done {
         self.row.bool(self.name, v);
@@ -197,7 +172,7 @@ impl ser::Serializer for Field<'_, '_> {
         match (i64::try_from(v), u64::try_from(v)) {
             (Ok(v), _) => self.serialize_i64(v),
             (_, Ok(v)) => self.serialize_u64(v),
-            _ => Err(NotFlat),
+            _ => Err(Declined),
         }
     }
     fn serialize_u8(self, v: u8) -> Done {
@@ -214,7 +189,7 @@ impl ser::Serializer for Field<'_, '_> {
         Ok(())
     }
     fn serialize_u128(self, v: u128) -> Done {
-        u64::try_from(v).map_or(Err(NotFlat), |v| self.serialize_u64(v))
+        u64::try_from(v).map_or(Err(Declined), |v| self.serialize_u64(v))
     }
     fn serialize_f32(self, v: f32) -> Done {
         self.serialize_f64(v.into())
@@ -256,10 +231,10 @@ impl ser::Serializer for Field<'_, '_> {
         _: &'static str,
         _: &T,
     ) -> Done {
-        Err(NotFlat)
+        Err(Declined)
     }
 
-    not_flat! {
+    decline! {
         serialize_bytes(&[u8]) -> ();
         serialize_seq(Option<usize>) -> Self::SerializeSeq;
         serialize_tuple(usize) -> Self::SerializeTuple;
@@ -277,14 +252,14 @@ struct Name<'a>(&'a mut String);
 
 impl ser::Serializer for Name<'_> {
     type Ok = ();
-    type Error = NotFlat;
-    type SerializeSeq = Impossible<(), NotFlat>;
-    type SerializeTuple = Impossible<(), NotFlat>;
-    type SerializeTupleStruct = Impossible<(), NotFlat>;
-    type SerializeTupleVariant = Impossible<(), NotFlat>;
-    type SerializeMap = Impossible<(), NotFlat>;
-    type SerializeStruct = Impossible<(), NotFlat>;
-    type SerializeStructVariant = Impossible<(), NotFlat>;
+    type Error = Declined;
+    type SerializeSeq = Impossible<(), Declined>;
+    type SerializeTuple = Impossible<(), Declined>;
+    type SerializeTupleStruct = Impossible<(), Declined>;
+    type SerializeTupleVariant = Impossible<(), Declined>;
+    type SerializeMap = Impossible<(), Declined>;
+    type SerializeStruct = Impossible<(), Declined>;
+    type SerializeStructVariant = Impossible<(), Declined>;
 
     fn serialize_str(self, v: &str) -> Done {
         self.0.push_str(v);
@@ -298,7 +273,7 @@ impl ser::Serializer for Name<'_> {
         v.serialize(self)
     }
     fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Done {
-        Err(NotFlat)
+        Err(Declined)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
@@ -307,10 +282,10 @@ impl ser::Serializer for Name<'_> {
         _: &'static str,
         _: &T,
     ) -> Done {
-        Err(NotFlat)
+        Err(Declined)
     }
 
-    not_flat! {
+    decline! {
         serialize_bool(bool) -> ();
         serialize_i8(i8) -> ();
         serialize_i16(i16) -> ();
