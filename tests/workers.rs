@@ -442,11 +442,21 @@ fn a_worker_stalled_mid_restore_deletes_nothing_of_the_next_owner() {
         .map(|p| p.parse().unwrap())
         .collect();
     b.wait_for_line("b stopped mid-restore", |l| l == point.stop_line());
+    let stopped = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
     // What b read: nobody commits b's tasks while b is stopped and holds them.
     let read: Vec<Option<u64>> = tasks.iter().map(|&p| commit_point(&kafka, p)).collect();
-    a.wait_for_line("a running b's tasks again", |l| {
-        l.contains("task 0-") && l.ends_with(" runs")
-    });
+    // a runs each of b's tasks again once b's session expired (a line of
+    // a's from after b stopped, for each of those tasks, in any order).
+    let mut left: Vec<String> = tasks.iter().map(|p| format!("task 0-{p} runs")).collect();
+    while !left.is_empty() {
+        let line = a.wait_for_line("a running b's tasks again", |l| {
+            let after = weir_tests::running::log_time(l).is_some_and(|t| t >= stopped);
+            after && left.iter().any(|task| l.ends_with(task.as_str()))
+        });
+        left.retain(|task| !line.ends_with(task.as_str()));
+    }
     // Until a has committed a later checkpoint of each of b's tasks (a's
     // checkpoint lines do not say whose task they are).
     wait_until("a's commits of b's tasks", PATIENCE, || {
