@@ -34,6 +34,7 @@ use std::sync::{Mutex, OnceLock};
 
 use weir::keyed::state::KeyedState;
 use weir::keyed::timers::{Domain, Timers};
+use weir::keyed::value::readable;
 use weir::{InstanceError, OperatorInfo, OperatorInstance, Plugin, Record, Runtime};
 use weir_tests::cli::Weir;
 use weir_tests::counts::{assert_running_counts, true_counts};
@@ -696,16 +697,9 @@ fn snapshot_round_trip(lang: Lang, operator: &str, test: &str) {
     assert_eq!(error_kind(&err), "incompatible-state", "{err}");
 }
 
-/// A value as the JSON it stands for: a row value's fields as a JSON
-/// object (what state version 1 of `reconcile` stored as text), any other
-/// value as it is.
-fn as_json(value: &[u8]) -> Vec<u8> {
-    weir::keyed::value::row_json(value).unwrap_or_else(|| value.to_vec())
-}
-
 fn entries_as_json(entries: &Entries) -> Entries {
     (entries.iter())
-        .map(|(k, v)| (k.clone(), as_json(v)))
+        .map(|(k, v)| (k.clone(), readable(v).into_owned()))
         .collect()
 }
 
@@ -1109,7 +1103,7 @@ fn assert_covers_event_time(trace: &Trace) {
     let tombstone = |h: &Held| {
         h.state
             .iter()
-            .any(|(_, v)| as_json(v).starts_with(br#"{"done":true,"t":"#))
+            .any(|(_, v)| readable(v).starts_with(br#"{"done":true,"t":"#))
     };
     assert!(
         trace.at_checkpoints.iter().any(tombstone),

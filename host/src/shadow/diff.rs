@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::Record;
 use crate::dataflow::batch::Batch;
+use crate::keyed::value::readable;
 
 /// How the records emitted on one output port differ.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -125,15 +126,6 @@ pub fn shown(bytes: &[u8]) -> String {
             }
             out
         }
-    }
-}
-
-/// A state value as a report shows it: a row value as its fields' JSON
-/// object, any other value as [`shown`].
-fn shown_value(bytes: &[u8]) -> String {
-    match crate::keyed::value::row_json(bytes) {
-        Some(json) => String::from_utf8(json).expect("JSON text is UTF-8"),
-        None => shown(bytes),
     }
 }
 
@@ -311,8 +303,8 @@ impl StateDiff {
                 diff.keys.push(KeyDiff {
                     key: shown(key),
                     kind,
-                    v1: x.map(|v| shown_value(v)),
-                    v2: y.map(|v| shown_value(v)),
+                    v1: x.map(|v| shown(&readable(v))),
+                    v2: y.map(|v| shown(&readable(v))),
                 });
             }
         }

@@ -283,7 +283,7 @@ class PendingCodec:
 def _decode_any(data):
     """A row value of any shape (state version 2) or JSON (version 1)."""
     try:
-        if data[:1] == _ROW:
+        if row.is_value(data):
             return _decode_row(data)
         v = _parse_json(data)
         a, b, t = v.get("a"), v.get("b"), v.get("t")

@@ -256,11 +256,3 @@ def read_value(data, decimal=Decimal):
     except BadRow:
         items(buf, decimal=str)  # a truncated field says where first
         raise
-
-
-def json_number(text):
-    """A JSON number's text as `json.loads` reads it: an int when it has no
-    fraction and no exponent, else a float."""
-    if "." in text or "e" in text or "E" in text:
-        return float(text)
-    return int(text)

@@ -72,7 +72,7 @@ class Json:
     such state restores into a Python build."""
 
     #: What a row value's decimal (its JSON number text) reads as.
-    read_decimal = staticmethod(row.json_number)
+    read_decimal = staticmethod(json.loads)
 
     def __init__(self, cls=None):
         self.cls = cls
@@ -81,7 +81,7 @@ class Json:
         return json_text(value).encode()
 
     def decode(self, data):
-        if data[:1] == _ROW_VALUE:
+        if row.is_value(data):
             value = row.read_value(data, self.read_decimal)
         else:
             value = json.loads(data)
@@ -91,9 +91,6 @@ class Json:
             names = {f.name for f in dataclasses.fields(self.cls)}
             value = self.cls(**{k: v for k, v in value.items() if k in names})
         return value
-
-
-_ROW_VALUE = bytes((row.ROW_VALUE,))
 
 
 class Row(Json):

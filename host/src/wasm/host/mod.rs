@@ -31,15 +31,6 @@ pub(super) fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Res
 
 impl types::Host for InstanceState {}
 
-/// A state value in a trace line: a row value as the JSON of its fields,
-/// any other as [`shown`].
-pub(super) fn shown_value(bytes: &[u8]) -> String {
-    match crate::keyed::value::row_json(bytes) {
-        Some(json) => shown(&json),
-        None => shown(bytes),
-    }
-}
-
 /// A key or value in a trace line: its text, escaped, cut at 48 characters.
 pub(super) fn shown(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
@@ -53,13 +44,14 @@ pub(super) fn shown(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keyed::value::readable;
 
     #[test]
     fn a_traced_row_value_is_the_json_of_its_fields() {
         let mut v = vec![weir_flat::state::ROW_VALUE];
         weir_flat::row::RowWriter::new(&mut v).f64("a", 1.5);
-        assert_eq!(shown_value(&v), r#""{\"a\":1.5}""#);
-        assert_eq!(shown_value(b"7"), r#""7""#);
+        assert_eq!(shown(&readable(&v)), r#""{\"a\":1.5}""#);
+        assert_eq!(shown(&readable(b"7")), r#""7""#);
         assert_eq!(shown(&v[..2]), "\"\u{fffd}\\u{5}\"");
     }
 }

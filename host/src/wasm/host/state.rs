@@ -12,7 +12,8 @@
 //!   `limits.memory`: it must fit in the plugin's memory, so the host never
 //!   builds a larger one.
 
-use super::{shown, shown_value};
+use super::shown;
+use crate::keyed::value::readable;
 use crate::wasm::instance_state::InstanceState;
 use crate::wasm::limiter::LimitExceeded;
 use crate::wit::state;
@@ -141,7 +142,7 @@ impl state::Host for InstanceState {
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
         self.check_write()?;
-        self.trace(|| format!("state.put {} = {}", shown(&key), shown_value(&value)));
+        self.trace(|| format!("state.put {} = {}", shown(&key), shown(&readable(&value))));
         self.put_checked(&key, &value)
     }
 
